@@ -1,0 +1,113 @@
+// CPU benchmark on the bench-110m shape: prefill tokens/s (prompt 128, 512) and decode tokens/s
+// (batch 1, 8, 32), through the real engine (scheduler, runner, backend, sampler), against
+// llama.cpp's figures for the same shape (F32, 2 threads) measured on this machine kind.
+//   cpu_bench [--model DIR] [--shape bench-110m|bench-110m-gqa] [--decode-steps N]
+// Without --model, writes the random-weight shape once into ./bench-models/<shape>.
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "engine/cpu_backend.h"
+#include "engine/llm_engine.h"
+#include "engine/model_maker.h"
+
+using namespace llmq;
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Seconds to run `batch` requests of `prompt` random tokens to `max_tokens` each.
+double RunOnce(const ModelConfig& cfg, Backend* be, int batch, int prompt, int max_tokens) {
+  EngineOptions opt;
+  opt.num_blocks = batch * BlockManager::BlocksFor(prompt + max_tokens, 16) + 1;
+  opt.scheduler.max_num_batched_tokens = 4096;
+  LlmEngine engine(cfg, be, nullptr, opt);
+  Rng rng(prompt * 31 + batch);
+  for (int b = 0; b < batch; ++b) {
+    Request r;
+    r.id = std::to_string(b);
+    r.prompt_ids.push_back(1);
+    while (static_cast<int>(r.prompt_ids.size()) < prompt)
+      r.prompt_ids.push_back(3 + static_cast<int>(rng.NextU64() % (cfg.vocab_size - 3)));
+    r.params.max_tokens = max_tokens;
+    r.params.temperature = 0;
+    r.params.ignore_eos = true;
+    engine.Add(r);
+  }
+  const double t0 = Now();
+  while (engine.HasWork()) engine.Step();
+  return Now() - t0;
+}
+
+double Best(int reps, const std::function<double()>& f) {
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) best = std::min(best, f());
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model, shape = "bench-110m";
+  int decode_steps = 32;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--shape")) shape = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--decode-steps")) decode_steps = std::atoi(argv[i + 1]);
+  }
+  ModelConfig cfg;
+  DType dtype;
+  if (model.empty()) {
+    model = "bench-models/" + shape;
+    if (!ShapeConfig(shape, &cfg, &dtype).ok()) return std::fprintf(stderr, "unknown shape %s\n", shape.c_str()), 2;
+    if (!std::filesystem::exists(model + "/model.safetensors")) {
+      std::fprintf(stderr, "writing %s ...\n", model.c_str());
+      if (Status st = WriteRandomModel(cfg, dtype, 1, model); !st.ok())
+        return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
+    }
+  }
+  if (Status st = LoadModelConfig(model, &cfg); !st.ok()) return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
+  std::unique_ptr<Weights> w;
+  if (Status st = Weights::Load(model, cfg, &w); !st.ok()) return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
+  CpuBackend be(cfg, *w);
+
+  std::printf("llmq CPU benchmark: %s (%d layers, hidden %d, kv heads %d, vocab %d, fp32), %d threads\n",
+              model.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_kv_heads, cfg.vocab_size,
+              omp_get_max_threads());
+  std::printf("| %-8s | %5s | %6s | %10s | %17s | %6s |\n", "phase", "batch", "prompt", "tokens/s",
+              "llama.cpp target", "ratio");
+  std::printf("|----------|-------|--------|------------|-------------------|--------|\n");
+  RunOnce(cfg, &be, 1, 64, 2);  // warm up threads and pages
+  struct Prefill {
+    int prompt;
+    double target;
+  };
+  for (Prefill p : {Prefill{128, 0}, Prefill{512, 850}}) {
+    const double s = Best(3, [&] { return RunOnce(cfg, &be, 1, p.prompt, 1); });
+    const double tps = p.prompt / s;
+    if (p.target > 0)
+      std::printf("| %-8s | %5d | %6d | %10.1f | %17.0f | %6.2f |\n", "prefill", 1, p.prompt, tps, p.target, tps / p.target);
+    else
+      std::printf("| %-8s | %5d | %6d | %10.1f | %17s | %6s |\n", "prefill", 1, p.prompt, tps, "-", "-");
+  }
+  struct Decode {
+    int batch;
+    double target;
+  };
+  for (Decode d : {Decode{1, 95}, Decode{8, 290}, Decode{32, 420}}) {
+    const int prompt = 128;
+    const double base = Best(2, [&] { return RunOnce(cfg, &be, d.batch, prompt, 1); });
+    const double full = Best(2, [&] { return RunOnce(cfg, &be, d.batch, prompt, 1 + decode_steps); });
+    const double tps = d.batch * decode_steps / std::max(full - base, 1e-9);
+    std::printf("| %-8s | %5d | %6d | %10.1f | %17.0f | %6.2f |\n", "decode", d.batch, prompt, tps, d.target, tps / d.target);
+  }
+  return 0;
+}

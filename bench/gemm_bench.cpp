@@ -1,0 +1,203 @@
+// Gemm benchmark over the bench-110m shapes (hidden 768, intermediate 2048, vocab 32000).
+//
+//   gemm_bench [--hot] [--quick]
+//
+// Prints the machine's measured FMA peak and memory read bandwidth, then a table per GEMM shape,
+// M in {1, 8, 32, 128, 512} and 1 / 2 threads: ms per call, GFLOP/s, GB/s of W streamed
+// (W bytes / time) and percentages of the measured peak and bandwidth. By default each timed call
+// uses the next of several copies of W (>= 128 MiB together, 4x the L3), so W comes from DRAM as in
+// the engine, where a step streams every layer's weights; --hot reuses one copy (L3-resident for
+// all shapes but the vocab projection). LLMQ_GEMM_ISA=scalar|avx2|avx512 forces a kernel.
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+
+namespace {
+
+using llmq::kernels::Gemm;
+using llmq::kernels::PackedWeight;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Peak fp32 FMA throughput of one core, in GFLOP/s: 12 independent zmm FMA chains (> 2 pipes x
+// 4-cycle latency), so the loop runs at the FMA issue rate.
+__attribute__((target("avx512f"), noinline)) double PeakAvx512(long iters) {
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  __m512 a0 = x, a1 = y, a2 = x, a3 = y, a4 = x, a5 = y, a6 = x, a7 = y, a8 = x, a9 = y, a10 = x,
+         a11 = y;
+  const auto t0 = Clock::now();
+  for (long it = 0; it < iters; ++it) {
+    a0 = _mm512_fmadd_ps(a0, x, y), a1 = _mm512_fmadd_ps(a1, x, y);
+    a2 = _mm512_fmadd_ps(a2, x, y), a3 = _mm512_fmadd_ps(a3, x, y);
+    a4 = _mm512_fmadd_ps(a4, x, y), a5 = _mm512_fmadd_ps(a5, x, y);
+    a6 = _mm512_fmadd_ps(a6, x, y), a7 = _mm512_fmadd_ps(a7, x, y);
+    a8 = _mm512_fmadd_ps(a8, x, y), a9 = _mm512_fmadd_ps(a9, x, y);
+    a10 = _mm512_fmadd_ps(a10, x, y), a11 = _mm512_fmadd_ps(a11, x, y);
+    // Keeps all 12 chains live in registers and every FMA executed.
+    asm volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+    asm volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+  }
+  const double s = Seconds(t0, Clock::now());
+  asm volatile("" ::"v"(a0), "v"(a1), "v"(a2), "v"(a3), "v"(a4), "v"(a5));
+  asm volatile("" ::"v"(a6), "v"(a7), "v"(a8), "v"(a9), "v"(a10), "v"(a11));
+  return iters * 12.0 * 16 * 2 / s * 1e-9;
+}
+
+// Clock estimate: one dependent zmm FMA chain, assuming the 4-cycle FMA latency of Zen 4/5.
+__attribute__((target("avx512f"), noinline)) double ClockGhzAvx512(long iters) {
+  __m512 acc = _mm512_set1_ps(1.0f);
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  const auto t0 = Clock::now();
+  for (long it = 0; it < iters; ++it) {
+    acc = _mm512_fmadd_ps(acc, x, y);
+    asm volatile("" : "+v"(acc));
+  }
+  const double s = Seconds(t0, Clock::now());
+  asm volatile("" ::"v"(acc));
+  return iters * 4.0 / s * 1e-9;
+}
+
+// Best-of-3 streaming read bandwidth (GB/s) of a 1 GiB buffer summed by `threads` threads.
+double ReadBandwidth(const std::vector<float, llmq::kernels::AlignedAllocator<float, 64>>& buf,
+                     int threads) {
+  const int64_t n = static_cast<int64_t>(buf.size());
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    float total = 0;
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int64_t b = n * t / nt / 64 * 64, e = t == nt - 1 ? n : n * (t + 1) / nt / 64 * 64;
+      __m256 s[8];
+      for (auto& v : s) v = _mm256_setzero_ps();
+      for (int64_t i = b; i < e; i += 64)
+        for (int u = 0; u < 8; ++u) s[u] = _mm256_add_ps(s[u], _mm256_load_ps(&buf[i + 8 * u]));
+      alignas(32) float lanes[8];
+      for (int u = 1; u < 8; ++u) s[0] = _mm256_add_ps(s[0], s[u]);
+      _mm256_store_ps(lanes, s[0]);
+      for (float l : lanes) total += l;
+    }
+    const double secs = Seconds(t0, Clock::now());
+    asm volatile("" ::"x"(total));
+    best = std::max(best, n * sizeof(float) / secs * 1e-9);
+  }
+  return best;
+}
+
+struct GemmShape {
+  const char* name;
+  int n, k;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool hot = false, quick = false;
+  const char* only = nullptr;  // --only=NAME: one shape
+  int only_m = 0;              // --m=M: one M
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--hot")) hot = true;
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strncmp(argv[i], "--only=", 7)) only = argv[i] + 7;
+    if (!std::strncmp(argv[i], "--m=", 4)) only_m = std::atoi(argv[i] + 4);
+  }
+  const int max_threads = std::min(2, omp_get_max_threads());
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+
+  // Peak and clock.
+  double peak_core = 0, ghz = 0;
+  if (avx512) {
+    PeakAvx512(10'000'000);
+    peak_core = std::max(PeakAvx512(50'000'000), PeakAvx512(50'000'000));
+    ghz = std::max(ClockGhzAvx512(100'000'000), ClockGhzAvx512(100'000'000));
+  }
+  std::printf("gemm kernel: %s\n", llmq::kernels::GemmIsaName(llmq::kernels::ActiveGemmIsa()));
+  std::printf("clock (dependent zmm FMA chain, 4-cycle latency assumed): %.2f GHz\n", ghz);
+  std::printf("FMA peak, measured on 1 core: %.1f GFLOP/s (= %.2f GHz x 2 FMA pipes x 16 lanes x "
+              "2); the %%peak column uses threads x this\n",
+              peak_core, peak_core / 64);
+
+  // Memory read bandwidth.
+  double bw[3] = {0, 0, 0};
+  {
+    std::vector<float, llmq::kernels::AlignedAllocator<float, 64>> buf((1ull << 30) / 4);
+#pragma omp parallel for num_threads(max_threads) schedule(static)
+    for (int64_t i = 0; i < static_cast<int64_t>(buf.size()); ++i) buf[i] = 1.0f;
+    for (int t = 1; t <= max_threads; ++t) {
+      bw[t] = ReadBandwidth(buf, t);
+      std::printf("memory read bandwidth (1 GiB streaming sum), %d thread%s: %.1f GB/s\n", t,
+                  t > 1 ? "s" : "", bw[t]);
+    }
+  }
+
+  const GemmShape shapes[] = {{"qkv", 2304, 768},
+                              {"o", 768, 768},
+                              {"gate_up", 4096, 768},
+                              {"down", 768, 2048},
+                              {"lm_head", 32000, 768}};
+  const int ms[] = {1, 8, 32, 128, 512};
+  std::printf("\nW %s\n", hot ? "hot (one copy, reused)" : "cold (rotating copies >= 128 MiB)");
+  std::printf("%-8s %5s %6s %5s %3s %9s %9s %8s %6s %6s\n", "shape", "M", "N", "K", "thr", "ms",
+              "GFLOP/s", "W GB/s", "%peak", "%bw");
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const auto start = Clock::now();
+  for (const GemmShape& s : shapes) {
+    if (only && std::strcmp(only, s.name)) continue;
+    std::vector<float> w(static_cast<size_t>(s.n) * s.k);
+    for (float& x : w) x = u(rng);
+    std::vector<PackedWeight> copies(1, PackedWeight::Pack(w.data(), s.n, s.k));
+    const uint64_t wbytes = copies[0].bytes();
+    if (!hot)
+      while (copies.size() * wbytes < (128ull << 20)) copies.push_back(copies[0]);
+    std::vector<float> a(static_cast<size_t>(512) * s.k);
+    for (float& x : a) x = u(rng);
+    std::vector<float> c(static_cast<size_t>(512) * s.n);
+    for (int m : ms) {
+      if (only_m && m != only_m) continue;
+      const double flop = 2.0 * m * s.n * s.k;
+      for (int t = 1; t <= max_threads; ++t) {
+        omp_set_num_threads(t);
+        size_t next = 0;
+        auto call = [&] {
+          Gemm(a.data(), s.k, m, copies[next], c.data(), s.n);
+          next = (next + 1) % copies.size();
+        };
+        for (size_t i = 0; i < std::min<size_t>(copies.size(), 4); ++i) call();  // warm-up
+        // Best of 3 batches; each batch runs >= 40 ms (>= 10 ms with --quick) and >= 2 calls.
+        const double min_batch = quick ? 0.01 : 0.04;
+        double best = 1e30;
+        for (int batch = 0; batch < 3; ++batch) {
+          int calls = 0;
+          const auto t0 = Clock::now();
+          double secs = 0;
+          do {
+            call();
+            ++calls;
+            secs = Seconds(t0, Clock::now());
+          } while (secs < min_batch || calls < 2);
+          best = std::min(best, secs / calls);
+        }
+        const double gflops = flop / best * 1e-9, gbs = wbytes / best * 1e-9;
+        std::printf("%-8s %5d %6d %5d %3d %9.3f %9.1f %8.1f %5.1f%% %5.1f%%\n", s.name, m, s.n,
+                    s.k, t, best * 1e3, gflops, gbs,
+                    peak_core > 0 ? 100 * gflops / (t * peak_core) : 0.0, 100 * gbs / bw[t]);
+      }
+    }
+  }
+  std::printf("\ntable time %.1f s\n", Seconds(start, Clock::now()));
+  return 0;
+}

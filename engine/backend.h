@@ -1,0 +1,45 @@
+// Backend: the seam between the engine and the device. It takes a whole step's flat batch in one
+// call and owns the KV pool; nothing per token crosses it. Chosen once at start-up.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llmq {
+
+// One step: S sequences, T tokens (prefill chunks and decode tokens mixed), in sequence order.
+struct StepBatch {
+  std::vector<int32_t> token_ids;     // [T]
+  std::vector<int32_t> positions;     // [T] position of each token within its sequence
+  std::vector<int32_t> slot_mapping;  // [T] KV slot (block * block_size + offset) the token's K/V go to
+  std::vector<int32_t> query_start;   // [S+1] tokens of seq s are rows [query_start[s], query_start[s+1])
+  std::vector<int32_t> context_lens;  // [S] tokens in the cache for seq s once this step's are written
+  std::vector<int32_t> block_tables;  // [S, max_blocks] row-major physical block ids, -1 padded
+  int32_t max_blocks = 0;
+  std::vector<int32_t> logits_rows;   // [L] rows whose next-token logits are wanted, ascending
+
+  int num_tokens() const { return static_cast<int>(token_ids.size()); }
+  int num_seqs() const { return static_cast<int>(context_lens.size()); }
+  void Clear() {
+    token_ids.clear(), positions.clear(), slot_mapping.clear(), query_start.assign(1, 0);
+    context_lens.clear(), block_tables.clear(), max_blocks = 0, logits_rows.clear();
+  }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // (Re)creates the KV pool: `num_blocks` blocks of `block_size` tokens, for every layer.
+  virtual void AllocateKv(int num_blocks, int block_size) = 0;
+  // Runs the model on `batch`; writes logits [L, vocab] (L = batch.logits_rows.size()) to `logits`.
+  virtual void Forward(const StepBatch& batch, float* logits) = 0;
+  // Copies the KV of whole blocks src[i] -> dst[i] in every layer (copy-on-write of shared blocks).
+  virtual void CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) = 0;
+  // Bytes of device memory the weights occupy.
+  virtual uint64_t weight_bytes() const = 0;
+};
+
+}  // namespace llmq

@@ -1,0 +1,125 @@
+#include "engine/cpu_backend.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/ops.h"
+
+namespace llmq {
+namespace {
+
+template <class T>
+void Grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w) : cfg_(cfg) {
+  const int H = cfg.hidden_size;
+  embed_ = w.ToF32("model.embed_tokens.weight");
+  final_norm_ = w.ToF32("model.norm.weight");
+  const std::string head = cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  lm_head_ = kernels::PackedWeight::Pack(w.ToF32(head).data(), cfg.vocab_size, H);
+  layers_.resize(cfg.num_layers);
+  for (int i = 0; i < cfg.num_layers; ++i) {
+    auto get = [&](const char* s) { return w.ToF32(LayerTensorName(i, s)); };
+    Layer& L = layers_[i];
+    L.attn_norm = get("input_layernorm.weight");
+    L.mlp_norm = get("post_attention_layernorm.weight");
+    const auto q = get("self_attn.q_proj.weight"), k = get("self_attn.k_proj.weight"),
+               v = get("self_attn.v_proj.weight");
+    L.qkv = kernels::PackedWeight::PackStacked({q.data(), k.data(), v.data()},
+                                               {cfg.q_dim(), cfg.kv_dim(), cfg.kv_dim()}, H);
+    L.o = kernels::PackedWeight::Pack(get("self_attn.o_proj.weight").data(), H, cfg.q_dim());
+    const auto g = get("mlp.gate_proj.weight"), u = get("mlp.up_proj.weight");
+    L.gate_up = kernels::PackedWeight::PackStacked(
+        {g.data(), u.data()}, {cfg.intermediate_size, cfg.intermediate_size}, H);
+    L.down =
+        kernels::PackedWeight::Pack(get("mlp.down_proj.weight").data(), H, cfg.intermediate_size);
+    weight_bytes_ +=
+        L.qkv.bytes() + L.o.bytes() + L.gate_up.bytes() + L.down.bytes() + 2 * H * sizeof(float);
+  }
+  weight_bytes_ += embed_.size() * sizeof(float) + final_norm_.size() * sizeof(float);
+  if (!cfg.tie_word_embeddings) weight_bytes_ += lm_head_.bytes();
+
+  // Rotary table, computed in double and rounded once.
+  const std::vector<double> inv = cfg.RopeInvFreq();
+  const int D = cfg.head_dim, half = D / 2;
+  cos_sin_.resize(static_cast<size_t>(cfg.max_position_embeddings) * D);
+  for (int p = 0; p < cfg.max_position_embeddings; ++p)
+    for (int i = 0; i < half; ++i) {
+      const double a = p * inv[i];
+      cos_sin_[static_cast<size_t>(p) * D + i] = static_cast<float>(std::cos(a));
+      cos_sin_[static_cast<size_t>(p) * D + half + i] = static_cast<float>(std::sin(a));
+    }
+}
+
+void CpuBackend::AllocateKv(int num_blocks, int block_size) {
+  num_blocks_ = num_blocks;
+  block_size_ = block_size;
+  const size_t n = static_cast<size_t>(cfg_.num_layers) * num_blocks * cfg_.kv_dim() * block_size;
+  k_cache_.assign(n, 0.f);
+  v_cache_.assign(n, 0.f);
+}
+
+void CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
+  const size_t per_block = static_cast<size_t>(cfg_.kv_dim()) * block_size_;
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const size_t base = static_cast<size_t>(l) * num_blocks_ * per_block;
+    for (auto [s, d] : src_dst) {
+      std::memcpy(&k_cache_[base + d * per_block], &k_cache_[base + s * per_block], per_block * 4);
+      std::memcpy(&v_cache_[base + d * per_block], &v_cache_[base + s * per_block], per_block * 4);
+    }
+  }
+}
+
+void CpuBackend::Forward(const StepBatch& b, float* logits) {
+  const int64_t T = b.num_tokens();
+  const int H = cfg_.hidden_size, I = cfg_.intermediate_size;
+  const int qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), D = cfg_.head_dim;
+  const int64_t qkv_w = qd + 2 * kvd;
+  for (int32_t p : b.positions) LLMQ_CHECK(p >= 0 && p < cfg_.max_position_embeddings);
+  Grow(x_, T * H), Grow(xn_, T * H), Grow(qkv_, T * qkv_w), Grow(attn_, T * qd);
+  Grow(proj_, T * H), Grow(gu_, T * 2 * I), Grow(act_, T * I);
+
+  kernels::Embed(embed_.data(), H, b.token_ids.data(), T, x_.data());
+  kernels::AttentionBatch ab;
+  ab.num_seqs = b.num_seqs();
+  ab.query_start = b.query_start.data();
+  ab.positions = b.positions.data();
+  ab.block_tables = b.block_tables.data();
+  ab.max_blocks = b.max_blocks;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const size_t layer_floats = static_cast<size_t>(num_blocks_) * kvd * block_size_;
+
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const Layer& L = layers_[l];
+    kernels::PagedKv kv{k_cache_.data() + l * layer_floats, v_cache_.data() + l * layer_floats,
+                        block_size_, cfg_.num_kv_heads, D};
+    // Attention block.
+    kernels::RmsNorm(x_.data(), L.attn_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());
+    kernels::Gemm(xn_.data(), H, T, L.qkv, qkv_.data(), qkv_w);
+    kernels::Rope(qkv_.data(), T, qkv_w, cfg_.num_heads, D, b.positions.data(), cos_sin_.data());
+    kernels::Rope(qkv_.data() + qd, T, qkv_w, cfg_.num_kv_heads, D, b.positions.data(),
+                  cos_sin_.data());
+    kernels::WriteKv(kv, qkv_.data() + qd, qkv_.data() + qd + kvd, qkv_w, b.slot_mapping.data(), T);
+    kernels::PagedAttention(ab, kv, qkv_.data(), qkv_w, cfg_.num_heads, scale, attn_.data());
+    kernels::Gemm(attn_.data(), qd, T, L.o, proj_.data(), H);
+    kernels::AddInPlace(x_.data(), proj_.data(), T * H);
+    // MLP block.
+    kernels::RmsNorm(x_.data(), L.mlp_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());
+    kernels::Gemm(xn_.data(), H, T, L.gate_up, gu_.data(), 2 * I);
+    kernels::SiluMul(gu_.data(), T, I, act_.data());
+    kernels::Gemm(act_.data(), I, T, L.down, proj_.data(), H);
+    kernels::AddInPlace(x_.data(), proj_.data(), T * H);
+  }
+  // Final norm and LM head, for the rows that sample only.
+  const int64_t nl = static_cast<int64_t>(b.logits_rows.size());
+  for (int64_t i = 0; i < nl; ++i)
+    std::memcpy(&proj_[i * H], &x_[static_cast<int64_t>(b.logits_rows[i]) * H], H * sizeof(float));
+  kernels::RmsNorm(proj_.data(), final_norm_.data(), nl, H, cfg_.rms_norm_eps, xn_.data());
+  kernels::Gemm(xn_.data(), H, static_cast<int>(nl), lm_head_, logits, cfg_.vocab_size);
+}
+
+}  // namespace llmq

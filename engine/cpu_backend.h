@@ -1,0 +1,50 @@
+// CpuBackend: the reference backend and the fallback where no GPU is. fp32 throughout: weights are
+// widened from BF16/F16 and packed for the batch-invariant GEMM once, at construction. Every op
+// computes each row from its own inputs in a fixed order, so a sequence's logits do not depend on
+// the rest of the batch nor on how its prompt was chunked, bit for bit.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/model_config.h"
+#include "engine/weights.h"
+#include "kernels/cpu/gemm.h"
+
+namespace llmq {
+
+class CpuBackend : public Backend {
+ public:
+  CpuBackend(const ModelConfig& cfg, const Weights& w);
+  std::string name() const override { return "cpu"; }
+  void AllocateKv(int num_blocks, int block_size) override;
+  void Forward(const StepBatch& batch, float* logits) override;
+  void CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) override;
+  uint64_t weight_bytes() const override { return weight_bytes_; }
+
+ private:
+  struct Layer {
+    std::vector<float> attn_norm;  // [H]
+    std::vector<float> mlp_norm;   // [H]
+    kernels::PackedWeight qkv;     // [q_dim + 2 kv_dim, H]  (q, k, v stacked)
+    kernels::PackedWeight o;       // [H, q_dim]
+    kernels::PackedWeight gate_up; // [2 I, H]  (gate, up stacked)
+    kernels::PackedWeight down;    // [H, I]
+  };
+  ModelConfig cfg_;
+  std::vector<float> embed_;       // [V, H]
+  std::vector<float> final_norm_;  // [H]
+  kernels::PackedWeight lm_head_;  // [V, H]
+  std::vector<Layer> layers_;
+  std::vector<float> cos_sin_;     // [max_pos, head_dim]: cos then sin of each position
+  uint64_t weight_bytes_ = 0;
+
+  int block_size_ = 16, num_blocks_ = 0;
+  std::vector<float> k_cache_, v_cache_;  // [layers, blocks, kv_heads, block_size, head_dim]
+
+  // Activations, grown on demand and reused across steps.
+  std::vector<float> x_, xn_, qkv_, attn_, proj_, gu_, act_;
+};
+
+}  // namespace llmq

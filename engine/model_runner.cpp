@@ -1,0 +1,40 @@
+#include "engine/model_runner.h"
+
+#include <algorithm>
+
+namespace llmq {
+
+void ModelRunner::Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
+                        std::vector<Sequence*>* samplers) const {
+  b->Clear();
+  samplers->clear();
+  for (const ScheduledSeq& s : step)
+    b->max_blocks = std::max<int32_t>(b->max_blocks, s.seq->block_table.size());
+  for (const ScheduledSeq& s : step) {
+    const Sequence& q = *s.seq;
+    for (int i = 0; i < s.num_tokens; ++i) {
+      const int pos = q.num_computed + i;
+      b->token_ids.push_back(q.tokens[pos]);
+      b->positions.push_back(pos);
+      b->slot_mapping.push_back(q.block_table[pos / block_size_] * block_size_ + pos % block_size_);
+    }
+    b->query_start.push_back(b->num_tokens());
+    b->context_lens.push_back(q.num_computed + s.num_tokens);
+    b->block_tables.insert(b->block_tables.end(), q.block_table.begin(), q.block_table.end());
+    b->block_tables.resize(b->block_tables.size() + b->max_blocks - q.block_table.size(), -1);
+    if (q.num_computed + s.num_tokens == static_cast<int>(q.tokens.size())) {
+      b->logits_rows.push_back(b->num_tokens() - 1);
+      samplers->push_back(s.seq);
+    }
+  }
+}
+
+const std::vector<float>& ModelRunner::Run(const std::vector<ScheduledSeq>& step,
+                                           std::vector<Sequence*>* samplers) {
+  Build(step, &batch_, samplers);
+  logits_.resize(batch_.logits_rows.size() * static_cast<size_t>(vocab_));
+  backend_->Forward(batch_, logits_.data());
+  return logits_;
+}
+
+}  // namespace llmq

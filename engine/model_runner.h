@@ -1,0 +1,28 @@
+// ModelRunner: turns a scheduled step into the Backend's flat batch and runs it.
+#pragma once
+
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/scheduler.h"
+
+namespace llmq {
+
+class ModelRunner {
+ public:
+  ModelRunner(Backend* backend, int vocab_size, int block_size)
+      : backend_(backend), vocab_(vocab_size), block_size_(block_size) {}
+  // Runs one step. Returns the logits [L, vocab] of the sequences that finish their pending tokens
+  // in this step (in `step` order); `samplers` receives those sequences.
+  const std::vector<float>& Run(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers);
+  // Builds the flat batch (exposed for tests).
+  void Build(const std::vector<ScheduledSeq>& step, StepBatch* b, std::vector<Sequence*>* samplers) const;
+
+ private:
+  Backend* backend_;
+  int vocab_, block_size_;
+  StepBatch batch_;
+  std::vector<float> logits_;
+};
+
+}  // namespace llmq

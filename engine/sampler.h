@@ -1,0 +1,56 @@
+// Sampler: turns one sequence's logits into the next token id, and decides when a sequence stops.
+// Deterministic: the same logits, params and seed give the same ids on every machine (own RNG,
+// no std:: distributions, whose results differ between standard libraries).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace llmq {
+
+struct SamplingParams {
+  float temperature = 1.0f;      // 0 = greedy (argmax; ties go to the lowest id)
+  int top_k = 0;                 // 0 or < 0 = off
+  float top_p = 1.0f;            // 1 = off
+  float min_p = 0.0f;            // 0 = off; keeps tokens with p >= min_p * p_max
+  std::optional<uint64_t> seed;  // unset = seeded from the request's identity by the caller
+  int max_tokens = 16;
+  std::vector<int> stop_token_ids;  // in addition to the model's EOS ids
+  std::vector<std::string> stop;    // stop strings; the text is cut before the match
+  bool ignore_eos = false;
+};
+
+// Small counter-based RNG (splitmix64 stream): reproducible from its seed alone.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) : state_(seed) {}
+  uint64_t NextU64();
+  double NextDouble();  // uniform in [0, 1), 53 bits
+ private:
+  uint64_t state_;
+};
+
+// Picks the next token from `logits[0, vocab)` under `p`. temperature < 1e-5 (or NaN): greedy
+// argmax, ties to the lowest id, no draw (`rng` may be null). Otherwise exactly one
+// rng->NextDouble() per call, whatever the logits. Order of filters (as vLLM): temperature
+// scaling, top-k, top-p (over the top-k renormalized distribution), min-p, then the draw, walking
+// tokens by (probability desc, id asc). NaN logits count as -inf; if none is finite or +inf, the
+// result is 0. Arithmetic is in double; sampler.cpp states the exact contract.
+// Thread-safe (scratch buffers are thread_local).
+int SampleToken(const float* logits, int vocab, const SamplingParams& p, Rng* rng);
+
+// Finds the earliest occurrence of any stop string in `text`, considering only matches that end
+// after `new_from` (the text released before that was already checked), i.e. start at
+// >= new_from - (size - 1). Returns the match's start (the cut point), or npos if none. Byte-wise
+// (UTF-8 safe, since a valid stop string only matches at code-point boundaries); empty stop
+// strings are ignored.
+size_t FindStop(const std::string& text, size_t new_from, const std::vector<std::string>& stops);
+
+// How many trailing bytes of `text` might still be the start of a stop string: the length of the
+// longest suffix of `text` that is a proper prefix of some stop string. The caller must hold them
+// back from a stream until more text arrives (may split a UTF-8 code point).
+size_t StopHoldback(const std::string& text, const std::vector<std::string>& stops);
+
+}  // namespace llmq

@@ -1,0 +1,335 @@
+// Gemm: packing, ISA dispatch, cache blocking and threading. The AVX-512 micro-kernel lives in
+// gemm_avx512.cpp; the AVX2 and scalar micro-kernels are here (this file is built for x86-64-v3).
+//
+// Every path computes each C[i][j] as the sequential fp32 FMA chain of gemm.h:
+//   * threads split N (whole panels), never K, so no chain is ever split between threads;
+//   * K blocks of one chain run in order, the fp32 partial sum stored to C and reloaded exactly;
+//   * a row's chain never depends on the other rows of its tile (one accumulator per element),
+//     so tile shapes, row blocking and M don't change any bit.
+#include "kernels/cpu/gemm.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+namespace llmq::kernels {
+namespace internal {
+// gemm_avx512.cpp; same arguments as TileFn below.
+void GemmTileAvx512(const float* ap, int mr, const float* w, int64_t wstride, int np, int kc,
+                    float* c, int64_t ldc, int last_cols, bool load_c);
+}  // namespace internal
+
+namespace {
+
+constexpr int kPanel = PackedWeight::kPanel;
+constexpr int kRows = 8;      // rows per packed A block (MR of the micro-kernels)
+constexpr int kGroup = 3;     // panels per micro-tile (NR): 8 x 48 columns = 24 zmm accumulators
+#ifndef SMALL
+#define SMALL 4
+#endif
+constexpr int kSmallRowBlocks = SMALL;  // M <= 32: decode path, whole-K tiles, W streamed once
+constexpr int kKcTarget = 256;      // K block of the prefill path (partial sums through C)
+constexpr int kNcPanels = 30;       // N block of the prefill path: 30 panels x 256 x 64 B = 480 KiB,
+                                    // stays in the 1 MiB L2 while every row block streams over it
+
+// A micro-tile: C[0:mr, 0:np*16] (+)= A_blk · W_blkᵀ over kc steps of K.
+//   ap:        packed A, [kc][kRows]: A row r (< mr) at step k is ap[k*kRows + r].
+//   mr:        rows, 1..kRows.
+//   w:         panel 0 of the tile at the current K offset, [kc][16]; panel j at w + j*wstride.
+//   np:        panels, 1..kGroup.
+//   c:         C[row 0][first column of panel 0], row stride ldc.
+//   last_cols: valid columns (1..16) of panel np-1; columns past N are never read or written.
+//   load_c:    continue the chains from C (K block > 0) instead of from +0.
+using TileFn = void (*)(const float* ap, int mr, const float* w, int64_t wstride, int np, int kc,
+                        float* c, int64_t ldc, int last_cols, bool load_c);
+
+void TileScalar(const float* ap, int mr, const float* w, int64_t wstride, int np, int kc, float* c,
+                int64_t ldc, int last_cols, bool load_c) {
+  for (int j = 0; j < np; ++j) {
+    const int cols = j == np - 1 ? last_cols : kPanel;
+    const float* wp = w + j * wstride;
+    for (int r = 0; r < mr; ++r)
+      for (int col = 0; col < cols; ++col) {
+        float* out = c + r * ldc + j * kPanel + col;
+        float acc = load_c ? *out : 0.0f;
+        for (int k = 0; k < kc; ++k) acc = std::fma(ap[k * kRows + r], wp[k * kPanel + col], acc);
+        *out = acc;
+      }
+  }
+}
+
+// AVX2: one panel = two ymm; R rows x 1 panel = 2R accumulators (R <= 4 fits 16 ymm).
+template <int R>
+void PanelAvx2(const float* ap, const float* wp, int kc, float* c, int64_t ldc, int cols,
+               bool load_c) {
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) {
+    if (load_c) {
+      alignas(32) float tmp[kPanel] = {};
+      std::memcpy(tmp, c + r * ldc, cols * sizeof(float));
+      acc[r][0] = _mm256_load_ps(tmp);
+      acc[r][1] = _mm256_load_ps(tmp + 8);
+    } else {
+      acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    }
+  }
+  for (int k = 0; k < kc; ++k) {
+    const __m256 w0 = _mm256_load_ps(wp + k * kPanel), w1 = _mm256_load_ps(wp + k * kPanel + 8);
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(ap + k * kRows + r);
+      acc[r][0] = _mm256_fmadd_ps(av, w0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(av, w1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    if (cols == kPanel) {
+      _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+      _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+    } else {
+      alignas(32) float tmp[kPanel];
+      _mm256_store_ps(tmp, acc[r][0]);
+      _mm256_store_ps(tmp + 8, acc[r][1]);
+      std::memcpy(c + r * ldc, tmp, cols * sizeof(float));
+    }
+  }
+}
+
+void TileAvx2(const float* ap, int mr, const float* w, int64_t wstride, int np, int kc, float* c,
+              int64_t ldc, int last_cols, bool load_c) {
+  for (int j = 0; j < np; ++j) {
+    const int cols = j == np - 1 ? last_cols : kPanel;
+    for (int r0 = 0; r0 < mr; r0 += 4) {
+      const float* a = ap + r0;  // rows r0.. of the block: still ap[k*kRows + r]
+      float* cc = c + r0 * ldc + j * kPanel;
+      const float* wp = w + j * wstride;
+      switch (std::min(4, mr - r0)) {
+        case 1: PanelAvx2<1>(a, wp, kc, cc, ldc, cols, load_c); break;
+        case 2: PanelAvx2<2>(a, wp, kc, cc, ldc, cols, load_c); break;
+        case 3: PanelAvx2<3>(a, wp, kc, cc, ldc, cols, load_c); break;
+        default: PanelAvx2<4>(a, wp, kc, cc, ldc, cols, load_c); break;
+      }
+    }
+  }
+}
+
+// ---- ISA selection ---------------------------------------------------------------------------
+
+bool CpuHas(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kScalar: return true;
+    case GemmIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case GemmIsa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("fma");
+    default: return false;
+  }
+}
+
+GemmIsa BestIsa() {
+  if (const char* env = std::getenv("LLMQ_GEMM_ISA")) {
+    const std::string_view v(env);
+    GemmIsa want = GemmIsa::kAuto;
+    if (v == "scalar") want = GemmIsa::kScalar;
+    if (v == "avx2") want = GemmIsa::kAvx2;
+    if (v == "avx512") want = GemmIsa::kAvx512;
+    if (want != GemmIsa::kAuto && CpuHas(want)) return want;
+  }
+  if (CpuHas(GemmIsa::kAvx512)) return GemmIsa::kAvx512;
+  if (CpuHas(GemmIsa::kAvx2)) return GemmIsa::kAvx2;
+  return GemmIsa::kScalar;
+}
+
+std::atomic<GemmIsa>& IsaSlot() {
+  static std::atomic<GemmIsa> isa{BestIsa()};
+  return isa;
+}
+
+TileFn TileFor(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kAvx512: return &internal::GemmTileAvx512;
+    case GemmIsa::kAvx2: return &TileAvx2;
+    default: return &TileScalar;
+  }
+}
+
+// ---- Packing ---------------------------------------------------------------------------------
+
+// Fills a PackedWeight's storage: out[p][k][c] = row(p*16 + c)[k], zero past n.
+//   out: [panels][k][16]; row(j) returns a pointer to W row j (length k), j < n.
+template <class RowFn>
+void PackPanels(float* out, int n, int k, RowFn row) {
+  const int panels = (n + kPanel - 1) / kPanel;
+#pragma omp parallel for schedule(static) if (static_cast<int64_t>(n) * k > (1 << 20))
+  for (int p = 0; p < panels; ++p) {
+    float* dst = out + static_cast<int64_t>(p) * k * kPanel;
+    const float* src[kPanel];
+    for (int c = 0; c < kPanel; ++c) src[c] = p * kPanel + c < n ? row(p * kPanel + c) : nullptr;
+    for (int k0 = 0; k0 < k; k0 += 64) {  // 64-step strips: the 16 source rows stay in L1
+      const int k1 = std::min(k, k0 + 64);
+      for (int kk = k0; kk < k1; ++kk)
+        for (int c = 0; c < kPanel; ++c)
+          dst[static_cast<int64_t>(kk) * kPanel + c] = src[c] ? src[c][kk] : 0.0f;
+    }
+  }
+}
+
+// Packs row block rb of A: ap[k][r] = a[(rb*8 + r)*lda + k] for r < rows (rows >= `rows` unset).
+//   a: [m, lda]; ap: [k][kRows].
+void PackABlock(const float* a, int64_t lda, int rows, int k, float* ap) {
+  for (int r = 0; r < rows; ++r) {
+    const float* src = a + r * lda;
+    for (int kk = 0; kk < k; ++kk) ap[static_cast<int64_t>(kk) * kRows + r] = src[kk];
+  }
+}
+
+// Per-calling-thread scratch for packed A (grows, never shrinks).
+float* PackedAScratch(int64_t floats) {
+  thread_local std::vector<float, AlignedAllocator<float, 64>> buf;
+  if (static_cast<int64_t>(buf.size()) < floats) buf.resize(floats);
+  return buf.data();
+}
+
+struct GemmArgs {
+  const float* ap;  // packed A: [row blocks][K][kRows]
+  int m;
+  const PackedWeight* w;
+  float* c;
+  int64_t ldc;
+  TileFn tile;
+};
+
+// Computes C[:, p0*16 : p1*16) (clipped to N) on the calling thread.
+void RunPanels(const GemmArgs& g, int p0, int p1) {
+  const PackedWeight& w = *g.w;
+  const int n = w.n(), k = w.k();
+  const int64_t wstride = static_cast<int64_t>(k) * kPanel;
+  const int row_blocks = (g.m + kRows - 1) / kRows;
+  auto tile = [&](int rb, int p, int np, int k0, int kc) {
+    const int mr = std::min(kRows, g.m - rb * kRows);
+    const int last_cols = std::min(kPanel, n - (p + np - 1) * kPanel);
+    g.tile(g.ap + static_cast<int64_t>(rb) * k * kRows + static_cast<int64_t>(k0) * kRows, mr,
+           w.panel(p) + static_cast<int64_t>(k0) * kPanel, wstride, np, kc,
+           g.c + static_cast<int64_t>(rb) * kRows * g.ldc + p * kPanel, g.ldc, last_cols, k0 > 0);
+  };
+  if (row_blocks <= kSmallRowBlocks) {
+    // Decode: W is the traffic. Each 3-panel group is streamed from memory once (whole K) and
+    // reused from L2 by the other (<= 3) row blocks.
+    for (int p = p0; p < p1; p += kGroup) {
+      const int np = std::min(kGroup, p1 - p);
+      for (int rb = 0; rb < row_blocks; ++rb) tile(rb, p, np, 0, k);
+    }
+    return;
+  }
+  // Prefill: a [kNcPanels*16, KC] block of W stays in L2 while all row blocks stream over it.
+  const int k_blocks = (k + kKcTarget - 1) / kKcTarget;
+  const int kc_step = (k + k_blocks - 1) / k_blocks;
+  for (int pb = p0; pb < p1; pb += kNcPanels) {
+    const int pe = std::min(p1, pb + kNcPanels);
+    for (int k0 = 0; k0 < k; k0 += kc_step) {
+      const int kc = std::min(kc_step, k - k0);
+      for (int rb = 0; rb < row_blocks; ++rb)
+        for (int p = pb; p < pe; p += kGroup) tile(rb, p, std::min(kGroup, pe - p), k0, kc);
+    }
+  }
+}
+
+}  // namespace
+
+// ---- Public API ------------------------------------------------------------------------------
+
+PackedWeight PackedWeight::Pack(const float* w, int n, int k) {
+  return PackStacked({w}, {n}, k);
+}
+
+PackedWeight PackedWeight::PackStacked(const std::vector<const float*>& ws,
+                                       const std::vector<int>& ns, int k) {
+  PackedWeight pw;
+  int n = 0;
+  for (int ni : ns) n += ni;
+  pw.n_ = n;
+  pw.k_ = k;
+  pw.data_.resize(static_cast<size_t>(pw.panels()) * k * kPanel);
+  // Row j of the stacked matrix: source matrix s, row j - (rows of matrices before s).
+  std::vector<const float*> rows(n);
+  for (size_t s = 0, j = 0; s < ws.size(); ++s)
+    for (int r = 0; r < ns[s]; ++r, ++j) rows[j] = ws[s] + static_cast<int64_t>(r) * k;
+  PackPanels(pw.data_.data(), n, k, [&](int j) { return rows[j]; });
+  return pw;
+}
+
+bool SetGemmIsaForTesting(GemmIsa isa) {
+  if (isa == GemmIsa::kAuto) {
+    IsaSlot().store(BestIsa());
+    return true;
+  }
+  if (!CpuHas(isa)) return false;
+  IsaSlot().store(isa);
+  return true;
+}
+
+GemmIsa ActiveGemmIsa() { return IsaSlot().load(std::memory_order_relaxed); }
+
+const char* GemmIsaName(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kScalar: return "scalar";
+    case GemmIsa::kAvx2: return "avx2";
+    case GemmIsa::kAvx512: return "avx512";
+    default: return "auto";
+  }
+}
+
+void Gemm(const float* a, int64_t lda, int m, const PackedWeight& w, float* c, int64_t ldc) {
+  const int n = w.n(), k = w.k();
+  if (m <= 0 || n <= 0) return;
+  if (k == 0) {  // empty chains: +0
+    for (int i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  const int row_blocks = (m + kRows - 1) / kRows;
+  const int64_t block_floats = static_cast<int64_t>(k) * kRows;
+  float* ap = PackedAScratch(row_blocks * block_floats);
+  const GemmArgs args{ap, m, &w, c, ldc, TileFor(ActiveGemmIsa())};
+  const int groups = (w.panels() + kGroup - 1) / kGroup;
+  const int threads = omp_in_parallel() ? 1 : std::min(omp_get_max_threads(), groups);
+  auto pack = [&](int rb) {
+    PackABlock(a + static_cast<int64_t>(rb) * kRows * lda, lda, std::min(kRows, m - rb * kRows), k,
+               ap + rb * block_floats);
+  };
+  if (threads <= 1) {
+    for (int rb = 0; rb < row_blocks; ++rb) pack(rb);
+    RunPanels(args, 0, w.panels());
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp for schedule(static)
+    for (int rb = 0; rb < row_blocks; ++rb) pack(rb);
+    // (implicit barrier: A fully packed) Thread t owns a contiguous range of 3-panel groups.
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int g0 = static_cast<int>(static_cast<int64_t>(groups) * t / nt);
+    const int g1 = static_cast<int>(static_cast<int64_t>(groups) * (t + 1) / nt);
+    if (g1 > g0) RunPanels(args, g0 * kGroup, std::min(w.panels(), g1 * kGroup));
+  }
+}
+
+void GemmReference(const float* a, int64_t lda, int m, const PackedWeight& w, float* c,
+                   int64_t ldc) {
+  const int n = w.n(), k = w.k();
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      const float* wp = w.panel(j / kPanel) + j % kPanel;  // W[j][kk] = wp[kk*16]
+      float acc = 0.0f;
+      for (int kk = 0; kk < k; ++kk) acc = std::fma(a[i * lda + kk], wp[kk * kPanel], acc);
+      c[i * ldc + j] = acc;
+    }
+}
+
+}  // namespace llmq::kernels

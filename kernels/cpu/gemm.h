@@ -1,0 +1,85 @@
+// Batch-invariant fp32 GEMM against a pre-packed weight: C[M, N] = A[M, K] · Wᵀ, W given as the
+// Hugging Face [out = N, in = K] row-major matrix.
+//
+// Numerical contract (what makes the engine batch-invariant):
+//   every C[i][j] is the sequential fp32 fused-multiply-add chain
+//     acc = 0; for k = 0 .. K-1: acc = fma(A[i][k], W[j][k], acc); C[i][j] = acc
+//   whatever M is, whichever row of the batch i is, however many threads run, and whichever ISA
+//   path (AVX-512, AVX2, scalar) is taken. So a sequence's result never depends on what else is
+//   in the batch, and all paths give bit-identical results.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <vector>
+
+namespace llmq::kernels {
+
+// Minimal allocator giving `Align`-byte aligned storage (PackedWeight panels start on cache lines,
+// so every 16-float panel row is one aligned 64-byte vector load).
+template <class T, std::size_t Align>
+struct AlignedAllocator {
+  using value_type = T;
+  template <class U>
+  struct rebind {
+    using other = AlignedAllocator<U, Align>;
+  };
+  AlignedAllocator() = default;
+  template <class U>
+  AlignedAllocator(const AlignedAllocator<U, Align>&) {}
+  T* allocate(std::size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(Align)));
+  }
+  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t(Align)); }
+  template <class U>
+  bool operator==(const AlignedAllocator<U, Align>&) const {
+    return true;
+  }
+};
+
+// W [N, K] repacked into panels of kPanel output columns: data[p][k][c] = W[p*kPanel + c][k]
+// (zero for columns past N). A panel is contiguous, so a row of A streams it once.
+// Storage is 64-byte aligned: panel(p) + k * kPanel is a cache-line-aligned 64-byte row.
+class PackedWeight {
+ public:
+  static constexpr int kPanel = 16;
+  PackedWeight() = default;
+  // w: [n, k] row-major fp32.
+  static PackedWeight Pack(const float* w, int n, int k);
+  // Packs several [n_i, k] matrices stacked along N (e.g. q, k, v into one fused projection).
+  static PackedWeight PackStacked(const std::vector<const float*>& ws, const std::vector<int>& ns,
+                                  int k);
+  int n() const { return n_; }
+  int k() const { return k_; }
+  int panels() const { return (n_ + kPanel - 1) / kPanel; }
+  const float* panel(int p) const { return data_.data() + static_cast<int64_t>(p) * k_ * kPanel; }
+  uint64_t bytes() const { return data_.size() * sizeof(float); }
+
+ private:
+  int n_ = 0, k_ = 0;
+  std::vector<float, AlignedAllocator<float, 64>> data_;
+};
+
+// c[i*ldc + j] = sum_k a[i*lda + k] * W[j][k] for i < m, j < w.n(), with the contract above.
+// Runs on all OpenMP threads (split over panels of N); called inside an active parallel region it
+// runs serially on the calling thread. lda >= w.k(), ldc >= w.n().
+void Gemm(const float* a, int64_t lda, int m, const PackedWeight& w, float* c, int64_t ldc);
+
+// The obviously-right scalar version of the same contract (used by tests and as the fallback).
+void GemmReference(const float* a, int64_t lda, int m, const PackedWeight& w, float* c,
+                   int64_t ldc);
+
+// Which micro-kernel Gemm uses. kAuto picks the best the CPU supports (AVX-512 if avx512f/bw/dq/vl,
+// else AVX2+FMA, else scalar); the environment variable LLMQ_GEMM_ISA=scalar|avx2|avx512 overrides
+// the automatic choice at first use. All paths give bit-identical results.
+enum class GemmIsa { kAuto, kScalar, kAvx2, kAvx512 };
+
+// Forces a path (tests, benchmarks). Returns false, changing nothing, if the CPU lacks it.
+// Not thread-safe against concurrent Gemm calls.
+bool SetGemmIsaForTesting(GemmIsa isa);
+// The path Gemm takes now (never kAuto).
+GemmIsa ActiveGemmIsa();
+const char* GemmIsaName(GemmIsa isa);
+
+}  // namespace llmq::kernels

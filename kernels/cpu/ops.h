@@ -1,0 +1,68 @@
+// The CPU ops of the Llama forward other than GEMM (kernels/cpu/gemm.h). Each op states its
+// shapes; every op computes each output row from its own input row(s) only, in a fixed order, so
+// results never depend on batch composition (the engine's batch-invariance rests on this).
+// All ops are parallelised with OpenMP internally; call them from outside a parallel region.
+#pragma once
+
+#include <cstdint>
+
+namespace llmq::kernels {
+
+// y[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) * w.   x, y: [T, H] (may alias); w: [H].
+void RmsNorm(const float* x, const float* w, int64_t t, int h, float eps, float* y);
+
+// Rotary embedding, Hugging Face rotate-half layout, in place on each head of each token:
+// for i < D/2:  (a, b) = (v[i], v[i + D/2]);  v[i] = a·cos − b·sin;  v[i + D/2] = b·cos + a·sin
+// with cos/sin = cos_sin[pos * D + i] / cos_sin[pos * D + D/2 + i].
+//   x:        [T, row_stride] floats; heads are at x[t*row_stride + h*D], h < num_heads
+//   positions:[T]
+//   cos_sin:  [max_pos, D] (first half cos, second half sin)
+void Rope(float* x, int64_t t, int64_t row_stride, int num_heads, int head_dim,
+          const int32_t* positions, const float* cos_sin);
+
+// out[t, i] = silu(gu[t, i]) * gu[t, I + i]   gu: [T, 2I] (gate then up), out: [T, I].
+void SiluMul(const float* gu, int64_t t, int inter, float* out);
+
+// x[i] += y[i] for i < n.
+void AddInPlace(float* x, const float* y, int64_t n);
+
+// Paged KV cache of one layer. Each (block, kv head) tile is contiguous:
+//   k: [num_blocks, kv_heads, head_dim, block_size]  (transposed: a block's keys are the lanes of
+//      one vector per head dimension, so scores of a whole block come out of plain FMAs)
+//   v: [num_blocks, kv_heads, block_size, head_dim]
+struct PagedKv {
+  float* k = nullptr;
+  float* v = nullptr;
+  int block_size = 16;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int64_t TileOffset(int64_t block, int head) const {  // float offset of the (block, head) tile
+    return (block * kv_heads + head) * static_cast<int64_t>(block_size) * head_dim;
+  }
+};
+
+// Writes the K and V rows of T tokens into their slots.
+//   k_src, v_src: [T, src_stride] with head h at +h*head_dim;  slots: [T]
+void WriteKv(const PagedKv& kv, const float* k_src, const float* v_src, int64_t src_stride,
+             const int32_t* slots, int64_t t);
+
+// The whole step's batch as attention sees it.
+struct AttentionBatch {
+  int num_seqs = 0;
+  const int32_t* query_start = nullptr;  // [S+1] the query rows of seq s
+  const int32_t* positions = nullptr;    // [T] a query at position p attends to keys 0..p
+  const int32_t* block_tables = nullptr; // [S, max_blocks] physical block of each logical block
+  int max_blocks = 0;
+};
+
+// Causal GQA attention over the paged cache. For query row t of seq s at position p and head h:
+//   out[t, h, :] = softmax_j≤p(q[t,h]·K[j, h/group] · scale) · V[j, h/group]
+//   q:   [T, q_stride], head h at +h*head_dim;   out: [T, num_heads*head_dim]
+// Keys/values of positions 0..p must already be in the cache (the step's own are written first).
+void PagedAttention(const AttentionBatch& b, const PagedKv& kv, const float* q, int64_t q_stride,
+                    int num_heads, float scale, float* out);
+
+// Embedding gather: out[t, :] = table[ids[t], :]   table: [V, H], out: [T, H].
+void Embed(const float* table, int h, const int32_t* ids, int64_t t, float* out);
+
+}  // namespace llmq::kernels

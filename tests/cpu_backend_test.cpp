@@ -1,0 +1,150 @@
+// The CPU backend against the plain reference forward, and its batch invariance.
+#include "engine/cpu_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "engine/model_maker.h"
+#include "engine/sampler.h"
+#include "tests/reference_forward.h"
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using testing::ReferenceLogits;
+using testing::RelativeError;
+
+struct Case {
+  const char* name;
+  int heads, kv_heads, head_dim, hidden, layers;
+  bool tied;
+  RopeScaling::Type scaling;
+  DType dtype;
+};
+
+ModelConfig ConfigFor(const Case& c) {
+  ModelConfig cfg;
+  DType unused;
+  EXPECT_TRUE(ShapeConfig("tiny", &cfg, &unused).ok());
+  cfg.num_heads = c.heads, cfg.num_kv_heads = c.kv_heads, cfg.head_dim = c.head_dim;
+  cfg.hidden_size = c.hidden, cfg.num_layers = c.layers, cfg.tie_word_embeddings = c.tied;
+  cfg.intermediate_size = 96, cfg.vocab_size = 300, cfg.max_position_embeddings = 256;
+  cfg.rope_scaling.type = c.scaling;
+  if (c.scaling == RopeScaling::Type::kLinear) cfg.rope_scaling.factor = 2.0;
+  if (c.scaling == RopeScaling::Type::kLlama3) {
+    cfg.rope_theta = 500000.0;
+    cfg.rope_scaling = {RopeScaling::Type::kLlama3, 8.0, 1.0, 4.0, 32};
+  }
+  return cfg;
+}
+
+// One sequence's prompt laid out in `num_blocks` shuffled physical blocks.
+struct Layout {
+  std::vector<int32_t> table;
+};
+
+Layout ShuffledBlocks(int tokens, int block_size, int pool, uint64_t seed) {
+  std::vector<int32_t> all(pool);
+  std::iota(all.begin(), all.end(), 0);
+  Rng rng(seed);
+  for (int i = pool - 1; i > 0; --i) std::swap(all[i], all[rng.NextU64() % (i + 1)]);
+  all.resize((tokens + block_size - 1) / block_size);
+  return {all};
+}
+
+// Runs tokens [begin, end) of one sequence as one step; logits of every row of the step.
+std::vector<float> RunChunk(CpuBackend& be, const std::vector<int>& toks, int begin, int end,
+                            const Layout& lay, int bs, int vocab) {
+  StepBatch b;
+  b.Clear();
+  for (int p = begin; p < end; ++p) {
+    b.token_ids.push_back(toks[p]);
+    b.positions.push_back(p);
+    b.slot_mapping.push_back(lay.table[p / bs] * bs + p % bs);
+    b.logits_rows.push_back(p - begin);
+  }
+  b.query_start.push_back(end - begin);
+  b.context_lens.push_back(end);
+  b.block_tables = lay.table;
+  b.max_blocks = static_cast<int32_t>(lay.table.size());
+  std::vector<float> logits(static_cast<size_t>(end - begin) * vocab);
+  be.Forward(b, logits.data());
+  return logits;
+}
+
+std::vector<int> RandomTokens(int n, int vocab, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int> t(n);
+  for (int& x : t) x = static_cast<int>(rng.NextU64() % vocab);
+  return t;
+}
+
+class CpuBackendVsReference : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CpuBackendVsReference, LogitsMatchPlainForwardAtEveryPosition) {
+  const Case& c = GetParam();
+  const ModelConfig cfg = ConfigFor(c);
+  const std::string dir = testing::TmpDir(std::string("ref_") + c.name);
+  ASSERT_TRUE(WriteRandomModel(cfg, c.dtype, 7, dir).ok());
+  ModelConfig loaded;
+  ASSERT_TRUE(LoadModelConfig(dir, &loaded).ok());
+  std::unique_ptr<Weights> w;
+  ASSERT_TRUE(Weights::Load(dir, loaded, &w).ok());
+  CpuBackend be(loaded, *w);
+  const int bs = 16, n = 83;  // spans 6 blocks, the last one partial
+  be.AllocateKv(32, bs);
+  const std::vector<int> toks = RandomTokens(n, cfg.vocab_size, 11);
+  const std::vector<float> got = RunChunk(be, toks, 0, n, ShuffledBlocks(n, bs, 32, 3), bs, cfg.vocab_size);
+  const auto ref = ReferenceLogits(loaded, *w, toks);
+  double worst = 0;
+  for (int p = 0; p < n; ++p) worst = std::max(worst, RelativeError(&got[p * cfg.vocab_size], ref[p]));
+  EXPECT_LT(worst, 1e-4) << c.name;
+  RecordProperty("worst_relative_error", std::to_string(worst));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CpuBackendVsReference,
+    ::testing::Values(
+        Case{"gqa_untied", 4, 2, 16, 64, 3, false, RopeScaling::Type::kNone, DType::kF32},
+        Case{"mha_tied_linear", 4, 4, 16, 64, 2, true, RopeScaling::Type::kLinear, DType::kF32},
+        Case{"mqa_llama3_bf16", 8, 1, 8, 48, 3, false, RopeScaling::Type::kLlama3, DType::kBF16},
+        Case{"gqa_headdim_llama3", 8, 2, 16, 96, 3, false, RopeScaling::Type::kLlama3, DType::kF16}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+class CpuBackendInvariance : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cfg_ = ConfigFor({"inv", 8, 2, 16, 96, 3, false, RopeScaling::Type::kLlama3, DType::kF32});
+    dir_ = testing::TmpDir("invariance");
+    ASSERT_TRUE(WriteRandomModel(cfg_, DType::kF32, 5, dir_).ok());
+    ASSERT_TRUE(Weights::Load(dir_, cfg_, &w_).ok());
+  }
+  ModelConfig cfg_;
+  std::string dir_;
+  std::unique_ptr<Weights> w_;
+};
+
+TEST_F(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
+  CpuBackend whole(cfg_, *w_), chunked(cfg_, *w_);
+  const int bs = 16, n = 77, V = cfg_.vocab_size;
+  whole.AllocateKv(16, bs), chunked.AllocateKv(16, bs);
+  const Layout lay = ShuffledBlocks(n, bs, 16, 9);
+  const std::vector<int> toks = RandomTokens(n, V, 21);
+  const std::vector<float> all = RunChunk(whole, toks, 0, n, lay, bs, V);
+  for (int chunk : {1, 5, 16, 33}) {
+    chunked.AllocateKv(16, bs);
+    for (int begin = 0; begin < n; begin += chunk) {
+      const int end = std::min(n, begin + chunk);
+      const std::vector<float> part = RunChunk(chunked, toks, begin, end, lay, bs, V);
+      ASSERT_EQ(0, std::memcmp(part.data(), &all[static_cast<size_t>(begin) * V], part.size() * 4))
+          << "chunk " << chunk << " rows " << begin << ".." << end;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llmq

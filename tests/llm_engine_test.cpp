@@ -1,0 +1,143 @@
+// The engine's batch invariance: many prompts generated together give, token for token, what each
+// gives alone, under any token budget (so any chunking of prefills and mix with decodes).
+#include "engine/llm_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/cpu_backend.h"
+#include "engine/model_maker.h"
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+class LlmEngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    DType dt;
+    ASSERT_TRUE(ShapeConfig("tiny", &cfg_, &dt).ok());
+    cfg_.num_heads = 8, cfg_.num_kv_heads = 2, cfg_.head_dim = 8;  // GQA 4:1
+    const std::string dir = testing::TmpDir("engine_model");
+    ASSERT_TRUE(WriteRandomModel(cfg_, DType::kF32, 3, dir).ok());
+    ASSERT_TRUE(Weights::Load(dir, cfg_, &w_).ok());
+  }
+  static void TearDownTestSuite() { w_.reset(); }
+
+  static std::vector<Request> Prompts(int count) {
+    std::vector<Request> reqs;
+    Rng rng(99);
+    for (int i = 0; i < count; ++i) {
+      Request r;
+      r.id = "req-" + std::to_string(i);
+      const int len = 3 + static_cast<int>(rng.NextU64() % 70);
+      r.prompt_ids.push_back(1);
+      for (int j = 1; j < len; ++j) r.prompt_ids.push_back(3 + static_cast<int>(rng.NextU64() % 500));
+      r.params.max_tokens = 12 + i % 9;
+      r.params.ignore_eos = true;
+      r.params.temperature = i % 2 ? 0.0f : 0.9f;  // half greedy, half seeded sampling
+      r.params.top_p = i % 4 == 0 ? 0.8f : 1.0f;
+      r.params.seed = 1000 + i;
+      reqs.push_back(r);
+    }
+    return reqs;
+  }
+
+  static std::map<std::string, RequestOutput> Run(const std::vector<Request>& reqs, int budget) {
+    CpuBackend be(cfg_, *w_);
+    EngineOptions opt;
+    opt.num_blocks = 128;
+    opt.scheduler.max_num_batched_tokens = budget;
+    LlmEngine engine(cfg_, &be, nullptr, opt);
+    for (const Request& r : reqs) engine.Add(r);
+    std::map<std::string, RequestOutput> out;
+    while (engine.HasWork())
+      for (RequestOutput& o : engine.Step()) out[o.id] = std::move(o);
+    return out;
+  }
+
+  static ModelConfig cfg_;
+  static std::unique_ptr<Weights> w_;
+};
+
+ModelConfig LlmEngineTest::cfg_;
+std::unique_ptr<Weights> LlmEngineTest::w_;
+
+TEST_F(LlmEngineTest, SixteenPromptsTogetherEqualEachAlone) {
+  const std::vector<Request> reqs = Prompts(16);
+  for (int budget : {2048, 40, 7}) {
+    const auto together = Run(reqs, budget);
+    ASSERT_EQ(together.size(), reqs.size());
+    for (const Request& r : reqs) {
+      const auto alone = Run({r}, 2048);
+      const RequestOutput& t = together.at(r.id);
+      EXPECT_EQ(t.completion_ids, alone.at(r.id).completion_ids) << r.id << " budget " << budget;
+      EXPECT_EQ(t.completion_ids.size(), static_cast<size_t>(r.params.max_tokens));
+      EXPECT_EQ(t.finish_reason, "length");
+    }
+  }
+}
+
+TEST_F(LlmEngineTest, DifferentSeedsGiveDifferentSamples) {
+  std::vector<Request> reqs = Prompts(2);
+  reqs[1] = reqs[0];
+  reqs[1].id = "other";
+  reqs[1].params.seed = 4242;
+  const auto out = Run(reqs, 2048);
+  EXPECT_NE(out.at(reqs[0].id).completion_ids, out.at("other").completion_ids);
+}
+
+TEST_F(LlmEngineTest, RejectsWhatCanNeverRun) {
+  CpuBackend be(cfg_, *w_);
+  EngineOptions opt;
+  opt.num_blocks = 4;  // 64 tokens
+  LlmEngine engine(cfg_, &be, nullptr, opt);
+  Request big;
+  big.id = "big";
+  big.prompt_ids.assign(60, 5);
+  big.params.max_tokens = 10;
+  Request empty;
+  empty.id = "empty";
+  Request bad_id;
+  bad_id.id = "bad";
+  bad_id.prompt_ids = {1, 999999};
+  Request fine;
+  fine.id = "fine";
+  fine.prompt_ids = {1, 7, 8};
+  fine.params.max_tokens = 4;
+  for (Request* r : {&big, &empty, &bad_id, &fine}) engine.Add(*r);
+  std::map<std::string, RequestOutput> out;
+  while (engine.HasWork())
+    for (RequestOutput& o : engine.Step()) out[o.id] = o;
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out["big"].finish_reason, "error");
+  EXPECT_NE(out["big"].error.find("exceed the KV cache"), std::string::npos) << out["big"].error;
+  EXPECT_EQ(out["empty"].finish_reason, "error");
+  EXPECT_NE(out["bad"].error.find("outside the vocabulary"), std::string::npos);
+  EXPECT_EQ(out["fine"].completion_ids.size() <= 4u, true);
+  EXPECT_NE(out["fine"].finish_reason, "error");
+}
+
+TEST_F(LlmEngineTest, MoreRequestsThanThePoolHoldsAllComplete) {
+  CpuBackend be(cfg_, *w_);
+  EngineOptions opt;
+  opt.num_blocks = 12;  // room for about three of these at a time
+  LlmEngine engine(cfg_, &be, nullptr, opt);
+  const std::vector<Request> reqs = Prompts(10);
+  for (const Request& r : reqs) engine.Add(r);
+  size_t done = 0;
+  int steps = 0;
+  while (engine.HasWork() && steps++ < 10000) {
+    for (RequestOutput& o : engine.Step()) {
+      EXPECT_NE(o.finish_reason, "error") << o.error;
+      ++done;
+    }
+    EXPECT_LE(engine.blocks().num_blocks() - engine.blocks().num_free(), 12);
+  }
+  EXPECT_EQ(done, reqs.size());
+  EXPECT_EQ(engine.blocks().num_free(), 12);
+}
+
+}  // namespace
+}  // namespace llmq

@@ -1,0 +1,21 @@
+// The plain, obviously-right Llama forward the CPU backend is checked against: double
+// accumulation, weights widened to double, a contiguous KV cache, one sequence, no batching.
+// Written from the Hugging Face modeling_llama definitions, sharing no code with engine/ or
+// kernels/ except the config and weight loading.
+#pragma once
+
+#include <vector>
+
+#include "engine/model_config.h"
+#include "engine/weights.h"
+
+namespace llmq::testing {
+
+// Logits [tokens.size(), vocab] at every position of `tokens`.
+std::vector<std::vector<double>> ReferenceLogits(const ModelConfig& cfg, const Weights& w,
+                                                 const std::vector<int>& tokens);
+
+// max_j |a_j - b_j| / max_j |b_j|: the error relative to the logits' scale.
+double RelativeError(const float* a, const std::vector<double>& b);
+
+}  // namespace llmq::testing

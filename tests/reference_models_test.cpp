@@ -1,0 +1,98 @@
+// The real binary against the independent references in ../shared: stories260K (llama2.c, fp32)
+// and tiny-llama3 (a float64 Hugging Face forward: BF16, head_dim, GQA 4:1, llama3 rope scaling).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/model.h"
+#include "engine/model_runner.h"
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+std::vector<fs::path> References(const std::string& model_dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(fs::path(model_dir) / "reference"))
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+json ReadJson(const fs::path& p) {
+  std::ifstream f(p);
+  return json::parse(f);
+}
+
+// Runs `llmq generate --json` greedily for one reference file; checks ids (and text if asked).
+void CheckGenerate(const std::string& model, const fs::path& ref_file, bool check_text) {
+  const json ref = ReadJson(ref_file);
+  const auto r = testing::RunLlmq({"generate", "--model", model, "--prompt", ref["prompt"].get<std::string>(),
+                                   "--max-tokens", std::to_string(ref["max_tokens"].get<int>()),
+                                   "--temperature", "0", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json got = json::parse(r.out);
+  EXPECT_EQ(got["prompt_ids"], ref["prompt_ids"]) << ref_file;
+  EXPECT_EQ(got["completion_ids"], ref["completion_ids"]) << ref_file;
+  EXPECT_EQ(got["finish_reason"], ref["finish_reason"]) << ref_file;
+  if (check_text) EXPECT_EQ(got["text"], ref["completion_text"]) << ref_file;
+}
+
+TEST(ReferenceModels, Stories260KGenerateReproducesLlama2c) {
+  const std::string dir = testing::SharedModel("stories260K");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "stories260K");
+  const auto refs = References(dir);
+  ASSERT_GE(refs.size(), 5u);
+  for (const fs::path& f : refs) CheckGenerate(dir, f, /*check_text=*/true);
+}
+
+TEST(ReferenceModels, TinyLlama3GenerateReproducesFloat64Reference) {
+  const std::string dir = testing::SharedModel("tiny-llama3");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-llama3");
+  const auto refs = References(dir);
+  ASSERT_GE(refs.size(), 4u);
+  for (const fs::path& f : refs) CheckGenerate(dir, f, /*check_text=*/false);
+}
+
+TEST(ReferenceModels, TinyLlama3LastPromptLogitsWithin1e4) {
+  const std::string dir = testing::SharedModel("tiny-llama3");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-llama3");
+  Model m;
+  ASSERT_TRUE(LoadModel(dir, &m).ok());
+  const int bs = 16;
+  m.backend->AllocateKv(64, bs);
+  for (const fs::path& f : References(dir)) {
+    const json ref = ReadJson(f);
+    const std::vector<int32_t> ids = ref["prompt_ids"].get<std::vector<int32_t>>();
+    StepBatch b;
+    b.Clear();
+    const int n = static_cast<int>(ids.size());
+    for (int p = 0; p < n; ++p) {
+      b.token_ids.push_back(ids[p]);
+      b.positions.push_back(p);
+      b.slot_mapping.push_back(p);  // blocks 0, 1, 2, ... in order
+    }
+    b.query_start.push_back(n);
+    b.context_lens.push_back(n);
+    for (int i = 0; i < (n + bs - 1) / bs; ++i) b.block_tables.push_back(i);
+    b.max_blocks = static_cast<int32_t>(b.block_tables.size());
+    b.logits_rows.push_back(n - 1);
+    std::vector<float> logits(m.cfg.vocab_size);
+    m.backend->Forward(b, logits.data());
+    const std::vector<double> want = ref["last_prompt_position_logits"].get<std::vector<double>>();
+    ASSERT_EQ(want.size(), logits.size());
+    double max_ref = 0;
+    for (double v : want) max_ref = std::max(max_ref, std::abs(v));
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_LE(std::abs(logits[i] - want[i]), 1e-4 * std::max(std::abs(want[i]), max_ref * 0.01))
+          << f << " logit " << i << ": got " << logits[i] << " want " << want[i];
+  }
+}
+
+}  // namespace
+}  // namespace llmq

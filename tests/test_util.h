@@ -1,0 +1,83 @@
+// Helpers shared by the test files: scratch folders, the shared models, running the real binary.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace llmq::testing {
+
+// This process's scratch root: ctest runs each test in its own process, in parallel, so every
+// process gets its own folder, removed when the process ends.
+inline const std::filesystem::path& TmpRoot() {
+  struct Root {
+    std::filesystem::path path =
+        std::filesystem::path(LLMQ_TEST_TMP) / ("p" + std::to_string(getpid()));
+    ~Root() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static Root root;
+  return root.path;
+}
+
+// A fresh, empty scratch folder unique to `name` in this process.
+inline std::string TmpDir(const std::string& name) {
+  const std::filesystem::path p = TmpRoot() / name;
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+
+// ../shared/models/<name>, or "" when the shared folder is absent.
+inline std::string SharedModel(const std::string& name) {
+  const std::filesystem::path p = std::filesystem::path(LLMQ_SHARED_DIR) / "models" / name;
+  return std::filesystem::exists(p / "config.json") ? p.string() : "";
+}
+
+#define LLMQ_SKIP_WITHOUT_SHARED(dir, name)                                              \
+  if ((dir).empty()) GTEST_SKIP() << "../shared/models/" name " is absent; skipping (tests " \
+                                     "read the shared models, never copy them)"
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+inline std::string ShellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs the real llmq binary with `args` (each shell-quoted here).
+inline RunResult RunLlmq(std::initializer_list<std::string> args) {
+  static int counter = 0;
+  std::filesystem::create_directories(TmpRoot());
+  const std::string err_file = (TmpRoot() / ("stderr." + std::to_string(counter++))).string();
+  std::string cmd = ShellQuote(LLMQ_BINARY);
+  for (const std::string& a : args) cmd += " " + ShellQuote(a);
+  cmd += " 2>" + ShellQuote(err_file);
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (FILE* e = fopen(err_file.c_str(), "r")) {
+    while ((n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
+    fclose(e);
+  }
+  std::filesystem::remove(err_file);
+  return r;
+}
+
+}  // namespace llmq::testing
