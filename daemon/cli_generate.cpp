@@ -63,18 +63,19 @@ int Generate(int argc, char** argv) {
   while (engine.HasWork())
     for (RequestOutput& o : engine.Step()) out = std::move(o);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (out.finish_reason == "error") {
+  if (!out.ok()) {
     std::fprintf(stderr, "llmq generate: %s\n", out.error.c_str());
     return 1;
   }
+  const Completion& c = out.completions.at(0);
   if (args.Has("json")) {
-    nlohmann::json j{{"prompt_ids", out.prompt_ids}, {"completion_ids", out.completion_ids},
-                     {"text", out.text}, {"finish_reason", out.finish_reason}};
+    nlohmann::json j{{"prompt_ids", out.prompt_ids}, {"completion_ids", c.ids},
+                     {"text", c.text}, {"finish_reason", c.finish_reason}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
-    std::printf("%s\n", out.text.c_str());
+    std::printf("%s\n", c.text.c_str());
     std::fprintf(stderr, "[%zu prompt + %zu completion tokens in %.2f s, finish_reason %s]\n",
-                 out.prompt_ids.size(), out.completion_ids.size(), secs, out.finish_reason.c_str());
+                 out.prompt_ids.size(), c.ids.size(), secs, c.finish_reason.c_str());
   }
   return 0;
 }

@@ -1,28 +1,194 @@
 #include "engine/block_manager.h"
 
+#include <algorithm>
+
 namespace llmq {
 
-BlockManager::BlockManager(int num_blocks, int block_size)
-    : num_blocks_(num_blocks), block_size_(block_size) {
+BlockManager::BlockManager(int num_blocks, int block_size, bool enable_prefix_cache)
+    : num_blocks_(num_blocks), block_size_(block_size), cache_enabled_(enable_prefix_cache),
+      blocks_(num_blocks) {
   free_.reserve(num_blocks);
   for (int b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
 }
 
-bool BlockManager::Reserve(Sequence* seq, int tokens) {
-  const int need = BlocksFor(tokens, block_size_) - static_cast<int>(seq->block_table.size());
-  if (need <= 0) return true;
-  if (need > num_free()) return false;
-  for (int i = 0; i < need; ++i) {
-    seq->block_table.push_back(free_.back());
+uint64_t BlockManager::HashBlock(uint64_t parent_hash, const int32_t* tokens, int n) {
+  uint64_t h = parent_hash ^ 0x9E3779B97F4A7C15ull;  // FNV-1a style mix over 32-bit ids
+  for (int i = 0; i < n; ++i) {
+    h ^= static_cast<uint32_t>(tokens[i]);
+    h *= 0x100000001B3ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+int32_t BlockManager::Lookup(uint64_t hash, const int32_t* tokens, int32_t parent) const {
+  auto [it, end] = map_.equal_range(hash);
+  for (; it != end; ++it) {
+    const Block& b = blocks_[it->second];
+    const bool same_parent = b.parent == parent && (parent < 0 || b.parent_epoch == blocks_[parent].epoch);
+    if (same_parent && std::equal(b.tokens.begin(), b.tokens.end(), tokens)) return it->second;
+  }
+  return -1;
+}
+
+void BlockManager::Uncache(int32_t b) {
+  Block& blk = blocks_[b];
+  auto [it, end] = map_.equal_range(blk.hash);
+  for (; it != end; ++it)
+    if (it->second == b) {
+      map_.erase(it);
+      break;
+    }
+  blk.cached = false;
+}
+
+int32_t BlockManager::TakeBlock() {
+  int32_t b;
+  if (!free_.empty()) {
+    b = free_.back();
     free_.pop_back();
+  } else {
+    LLMQ_CHECK(!lru_.empty());
+    b = lru_.front();
+    lru_.pop_front();
+    blocks_[b].on_lru = false;
+    Uncache(b);
+  }
+  Block& blk = blocks_[b];
+  ++blk.epoch;
+  blk.tokens.clear();
+  blk.parent = -1;
+  blk.ref = 1;
+  return b;
+}
+
+void BlockManager::Ref(int32_t b) {
+  Block& blk = blocks_[b];
+  if (blk.on_lru) {
+    lru_.erase(blk.lru_it);
+    blk.on_lru = false;
+  }
+  ++blk.ref;
+}
+
+void BlockManager::Unref1(int32_t b) {
+  Block& blk = blocks_[b];
+  LLMQ_CHECK(blk.ref > 0);
+  if (--blk.ref > 0) return;
+  if (blk.cached) {
+    blk.lru_it = lru_.insert(lru_.end(), b);
+    blk.on_lru = true;
+  } else {
+    free_.push_back(b);
+  }
+}
+
+void BlockManager::Unref(int32_t b) { Unref1(b); }
+
+BlockManager::Admit BlockManager::Allocate(Sequence* seq, int reserve) {
+  const int bs = block_size_;
+  const int n = static_cast<int>(seq->tokens.size());
+  const int full = n / bs;
+  while (static_cast<int>(seq->block_hashes.size()) < full) {
+    const size_t i = seq->block_hashes.size();
+    const uint64_t parent = i ? seq->block_hashes[i - 1] : 0;
+    seq->block_hashes.push_back(HashBlock(parent, &seq->tokens[i * bs], bs));
+  }
+  // Leading cache hits; at least one token is left to compute (its logits are needed).
+  std::vector<int32_t> hits;
+  if (cache_enabled_) {
+    const int max_hit = std::min(full, (n - 1) / bs);
+    int32_t parent = -1;
+    for (int i = 0; i < max_hit; ++i) {
+      const int32_t b = Lookup(seq->block_hashes[i], &seq->tokens[i * bs], parent);
+      if (b < 0) {
+        auto f = in_flight_.find(seq->block_hashes[i]);
+        if (f != in_flight_.end() && f->second != seq->seq_id) return Admit::kWaitInFlight;
+        break;
+      }
+      hits.push_back(b);
+      parent = b;
+    }
+  }
+  const int need = BlocksFor(n, bs) - static_cast<int>(hits.size());
+  int hits_on_lru = 0;
+  for (int32_t b : hits) hits_on_lru += blocks_[b].on_lru;
+  if (need + reserve > num_available() - hits_on_lru) return Admit::kNoSpace;
+
+  LLMQ_CHECK(seq->block_table.empty());
+  for (int32_t b : hits) Ref(b);
+  seq->block_table = hits;
+  for (int i = 0; i < need; ++i) seq->block_table.push_back(TakeBlock());
+  seq->num_computed = static_cast<int>(hits.size()) * bs;
+  seq->num_registered = static_cast<int>(hits.size());
+  if (cache_enabled_)
+    for (int i = seq->num_registered; i < full; ++i)
+      if (in_flight_.emplace(seq->block_hashes[i], seq->seq_id).second)
+        seq->in_flight.push_back(seq->block_hashes[i]);
+  return Admit::kOk;
+}
+
+bool BlockManager::AppendSlot(Sequence* seq, std::vector<std::pair<int, int>>* copies) {
+  const int pos = static_cast<int>(seq->tokens.size()) - 1;  // the token this step computes
+  const int idx = pos / block_size_;
+  if (idx >= static_cast<int>(seq->block_table.size())) {
+    if (num_available() == 0) return false;
+    seq->block_table.push_back(TakeBlock());
+    return true;
+  }
+  const int32_t old = seq->block_table[idx];
+  if (blocks_[old].ref > 1) {  // shared partial block: copy on write
+    if (num_available() == 0) return false;
+    const int32_t b = TakeBlock();
+    copies->push_back({old, b});
+    Unref1(old);
+    seq->block_table[idx] = b;
   }
   return true;
 }
 
+void BlockManager::MarkComputed(Sequence* seq) {
+  if (!cache_enabled_) return;
+  const int bs = block_size_;
+  const int full = std::min(seq->num_computed, static_cast<int>(seq->tokens.size())) / bs;
+  for (int i = seq->num_registered; i < full; ++i) {
+    if (static_cast<int>(seq->block_hashes.size()) == i)
+      seq->block_hashes.push_back(HashBlock(i ? seq->block_hashes[i - 1] : 0, &seq->tokens[i * bs], bs));
+    const uint64_t h = seq->block_hashes[i];
+    const int32_t b = seq->block_table[i];
+    const int32_t parent = i ? seq->block_table[i - 1] : -1;
+    Block& blk = blocks_[b];
+    if (!blk.cached && Lookup(h, &seq->tokens[i * bs], parent) < 0) {
+      blk.cached = true;
+      blk.hash = h;
+      blk.parent = parent;
+      blk.parent_epoch = parent >= 0 ? blocks_[parent].epoch : 0;
+      blk.tokens.assign(seq->tokens.begin() + i * bs, seq->tokens.begin() + (i + 1) * bs);
+      map_.emplace(h, b);
+    }
+    auto f = in_flight_.find(h);
+    if (f != in_flight_.end() && f->second == seq->seq_id) in_flight_.erase(f);
+  }
+  seq->num_registered = std::max(seq->num_registered, full);
+}
+
 void BlockManager::Release(Sequence* seq) {
-  for (auto it = seq->block_table.rbegin(); it != seq->block_table.rend(); ++it)
-    free_.push_back(*it);
+  // Last blocks first, so a chain's tail is evicted before its head.
+  for (auto it = seq->block_table.rbegin(); it != seq->block_table.rend(); ++it) Unref1(*it);
   seq->block_table.clear();
+  seq->num_registered = 0;
+  for (uint64_t h : seq->in_flight) {
+    auto f = in_flight_.find(h);
+    if (f != in_flight_.end() && f->second == seq->seq_id) in_flight_.erase(f);
+  }
+  seq->in_flight.clear();
+}
+
+void BlockManager::Fork(const Sequence& parent, Sequence* child) {
+  child->block_table = parent.block_table;
+  for (int32_t b : child->block_table) Ref(b);
+  child->block_hashes = parent.block_hashes;
+  child->num_registered = parent.num_registered;
 }
 
 }  // namespace llmq

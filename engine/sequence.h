@@ -18,35 +18,59 @@ struct Request {
   std::string id;
   std::vector<int32_t> prompt_ids;  // BOS included when the model asks for it
   SamplingParams params;
+  int n = 1;                        // parallel samples; they share the prompt's KV blocks
+};
+
+struct Completion {
+  std::vector<int32_t> ids;   // ends with the stop token when one stopped it
+  std::string text;           // stop token / stop string excluded
+  std::string finish_reason;  // "stop" | "length"
+};
+
+struct RequestMetrics {
+  int prompt_tokens = 0;
+  int cached_prompt_tokens = 0;    // taken from the prefix cache when first admitted
+  int computed_prompt_tokens = 0;  // run through the model (recomputation after preemption too)
+  int completion_tokens = 0;       // over all n samples
+  int preemptions = 0;
+  double queue_seconds = 0;        // arrival -> first admitted
+  double ttft_seconds = 0;         // arrival -> first token
+  double total_seconds = 0;        // arrival -> last sample finished
 };
 
 struct RequestOutput {
   std::string id;
   std::vector<int32_t> prompt_ids;
-  std::vector<int32_t> completion_ids;  // ends with the stop token when one stopped it
-  std::string text;                     // the completion's text, stop token / string excluded
-  std::string finish_reason;            // "stop" or "length"; "error" with `error` set
-  std::string error;
-  int cached_prompt_tokens = 0;
-  double queue_seconds = 0, ttft_seconds = 0, total_seconds = 0;
+  std::vector<Completion> completions;  // n, by sample index; empty when refused
+  std::string error;                    // non-empty: refused before running
+  RequestMetrics metrics;
+  bool ok() const { return error.empty(); }
 };
 
 enum class SeqStatus { kWaiting, kRunning, kFinished };
 
+struct RequestState;  // llm_engine.cpp: the n samples of one request
+
 struct Sequence {
-  Request req;
+  int64_t seq_id = 0;
+  RequestState* owner = nullptr;
+  int sample_index = 0;
+  const SamplingParams* params = nullptr;
   std::vector<int32_t> tokens;      // prompt + completion so far
   int num_prompt = 0;
   int num_computed = 0;             // tokens whose K/V are in the cache
   int max_len = 0;                  // prompt + the completion budget (never past the context)
   std::vector<int32_t> block_table; // physical block of each logical block
+  std::vector<uint64_t> block_hashes;  // identity hash of each full block, as far as computed
+  int num_registered = 0;           // leading blocks known to the prefix cache
+  std::vector<uint64_t> in_flight;  // hashes of blocks this sequence is computing for the cache
   SeqStatus status = SeqStatus::kWaiting;
+  bool ever_admitted = false;
   Rng rng;
   std::unique_ptr<IncrementalDecoder> detok;  // null when no tokenizer is attached
   std::string text;                           // completion text released so far
   std::string finish_reason;
   bool stopped_by_string = false;
-  Clock::time_point arrival, first_token;
 
   int num_completion() const { return static_cast<int>(tokens.size()) - num_prompt; }
   // Tokens still to run through the model: the prompt's rest in prefill, 1 in decode.

@@ -206,6 +206,11 @@ bool Tokenizer::IsControl(int id) const {
 int Tokenizer::ByteValue(int id) const {
   return id >= 0 && id < static_cast<int>(byte_value_.size()) ? byte_value_[id] : -1;
 }
+int Tokenizer::PieceToId(const std::string& piece) const {
+  const int id = sp_->PieceToId(piece);
+  if (id < 0 || id >= vocab_size()) return -1;
+  return sp_->IdToPiece(id) == piece ? id : -1;
+}
 
 // ---------------------------------------------------------------------------------------------
 

@@ -38,6 +38,9 @@ class Tokenizer {
   bool IsControl(int id) const;
   // The byte of a byte-fallback piece ("<0x41>" -> 0x41); -1 for any other id.
   int ByteValue(int id) const;
+  // The id of the vocabulary piece spelled exactly `piece` ("<|im_start|>", "▁the"); -1 when the
+  // vocabulary has no such piece (sentencepiece's own PieceToId answers unk_id then).
+  int PieceToId(const std::string& piece) const;
 
  private:
   Tokenizer() = default;

@@ -2,6 +2,7 @@
 #include "engine/cpu_backend.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -134,7 +135,10 @@ TEST_F(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
   whole.AllocateKv(16, bs), chunked.AllocateKv(16, bs);
   const Layout lay = ShuffledBlocks(n, bs, 16, 9);
   const std::vector<int> toks = RandomTokens(n, V, 21);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(2);  // the whole prompt on two threads, the chunks on one: same bits
   const std::vector<float> all = RunChunk(whole, toks, 0, n, lay, bs, V);
+  omp_set_num_threads(1);
   for (int chunk : {1, 5, 16, 33}) {
     chunked.AllocateKv(16, bs);
     for (int begin = 0; begin < n; begin += chunk) {
@@ -144,6 +148,7 @@ TEST_F(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
           << "chunk " << chunk << " rows " << begin << ".." << end;
     }
   }
+  omp_set_num_threads(threads);
 }
 
 }  // namespace

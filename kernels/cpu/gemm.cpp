@@ -28,15 +28,12 @@ void GemmTileAvx512(const float* ap, int mr, const float* w, int64_t wstride, in
 namespace {
 
 constexpr int kPanel = PackedWeight::kPanel;
-constexpr int kRows = 8;      // rows per packed A block (MR of the micro-kernels)
-constexpr int kGroup = 3;     // panels per micro-tile (NR): 8 x 48 columns = 24 zmm accumulators
-#ifndef SMALL
-#define SMALL 4
-#endif
-constexpr int kSmallRowBlocks = SMALL;  // M <= 32: decode path, whole-K tiles, W streamed once
+constexpr int kRows = 8;   // rows per packed A block (MR of the micro-kernels)
+constexpr int kGroup = 3;  // panels per micro-tile (NR): 8 x 48 columns = 24 zmm accumulators
+constexpr int kSmallRowBlocks = 4;  // M <= 32: decode path, whole-K tiles, W streamed once
 constexpr int kKcTarget = 256;      // K block of the prefill path (partial sums through C)
-constexpr int kNcPanels = 30;       // N block of the prefill path: 30 panels x 256 x 64 B = 480 KiB,
-                                    // stays in the 1 MiB L2 while every row block streams over it
+constexpr int kNcPanels = 30;  // N block of the prefill path: 30 panels x 256 x 64 B = 480 KiB,
+                               // stays in the 1 MiB L2 while every row block streams over it
 
 // A micro-tile: C[0:mr, 0:np*16] (+)= A_blk · W_blkᵀ over kc steps of K.
 //   ap:        packed A, [kc][kRows]: A row r (< mr) at step k is ap[k*kRows + r].
@@ -80,6 +77,7 @@ void PanelAvx2(const float* ap, const float* wp, int kc, float* c, int64_t ldc, 
     }
   }
   for (int k = 0; k < kc; ++k) {
+    _mm_prefetch(reinterpret_cast<const char*>(wp + (k + 32) * kPanel), _MM_HINT_T0);
     const __m256 w0 = _mm256_load_ps(wp + k * kPanel), w1 = _mm256_load_ps(wp + k * kPanel + 8);
     for (int r = 0; r < R; ++r) {
       const __m256 av = _mm256_broadcast_ss(ap + k * kRows + r);
@@ -109,10 +107,18 @@ void TileAvx2(const float* ap, int mr, const float* w, int64_t wstride, int np, 
       float* cc = c + r0 * ldc + j * kPanel;
       const float* wp = w + j * wstride;
       switch (std::min(4, mr - r0)) {
-        case 1: PanelAvx2<1>(a, wp, kc, cc, ldc, cols, load_c); break;
-        case 2: PanelAvx2<2>(a, wp, kc, cc, ldc, cols, load_c); break;
-        case 3: PanelAvx2<3>(a, wp, kc, cc, ldc, cols, load_c); break;
-        default: PanelAvx2<4>(a, wp, kc, cc, ldc, cols, load_c); break;
+        case 1:
+          PanelAvx2<1>(a, wp, kc, cc, ldc, cols, load_c);
+          break;
+        case 2:
+          PanelAvx2<2>(a, wp, kc, cc, ldc, cols, load_c);
+          break;
+        case 3:
+          PanelAvx2<3>(a, wp, kc, cc, ldc, cols, load_c);
+          break;
+        default:
+          PanelAvx2<4>(a, wp, kc, cc, ldc, cols, load_c);
+          break;
       }
     }
   }
@@ -122,14 +128,16 @@ void TileAvx2(const float* ap, int mr, const float* w, int64_t wstride, int np, 
 
 bool CpuHas(GemmIsa isa) {
   switch (isa) {
-    case GemmIsa::kScalar: return true;
+    case GemmIsa::kScalar:
+      return true;
     case GemmIsa::kAvx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case GemmIsa::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("fma");
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -154,9 +162,12 @@ std::atomic<GemmIsa>& IsaSlot() {
 
 TileFn TileFor(GemmIsa isa) {
   switch (isa) {
-    case GemmIsa::kAvx512: return &internal::GemmTileAvx512;
-    case GemmIsa::kAvx2: return &TileAvx2;
-    default: return &TileScalar;
+    case GemmIsa::kAvx512:
+      return &internal::GemmTileAvx512;
+    case GemmIsa::kAvx2:
+      return &TileAvx2;
+    default:
+      return &TileScalar;
   }
 }
 
@@ -167,7 +178,7 @@ TileFn TileFor(GemmIsa isa) {
 template <class RowFn>
 void PackPanels(float* out, int n, int k, RowFn row) {
   const int panels = (n + kPanel - 1) / kPanel;
-#pragma omp parallel for schedule(static) if (static_cast<int64_t>(n) * k > (1 << 20))
+#pragma omp parallel for schedule(static) if (static_cast <int64_t>(n) * k > (1 << 20))
   for (int p = 0; p < panels; ++p) {
     float* dst = out + static_cast<int64_t>(p) * k * kPanel;
     const float* src[kPanel];
@@ -275,14 +286,20 @@ bool SetGemmIsaForTesting(GemmIsa isa) {
   return true;
 }
 
-GemmIsa ActiveGemmIsa() { return IsaSlot().load(std::memory_order_relaxed); }
+GemmIsa ActiveGemmIsa() {
+  return IsaSlot().load(std::memory_order_relaxed);
+}
 
 const char* GemmIsaName(GemmIsa isa) {
   switch (isa) {
-    case GemmIsa::kScalar: return "scalar";
-    case GemmIsa::kAvx2: return "avx2";
-    case GemmIsa::kAvx512: return "avx512";
-    default: return "auto";
+    case GemmIsa::kScalar:
+      return "scalar";
+    case GemmIsa::kAvx2:
+      return "avx2";
+    case GemmIsa::kAvx512:
+      return "avx512";
+    default:
+      return "auto";
   }
 }
 

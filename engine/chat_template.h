@@ -1,0 +1,48 @@
+// Chat templates: built-in llama-2, mistral, chatml, zephyr. The model's own choice is detected
+// from tokenizer_config.json's "chat_template" where its files say; a config can override.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/status.h"
+#include "engine/tokenizer.h"
+
+namespace llmq {
+
+enum class ChatTemplate { kLlama2, kMistral, kChatml, kZephyr };
+
+struct Message {
+  std::string role;  // "system" | "user" | "assistant"
+  std::string content;
+};
+
+Status ChatTemplateByName(const std::string& name, ChatTemplate* out);  // "llama-2", "mistral", ...
+const char* ChatTemplateName(ChatTemplate t);
+
+// Reads `model_dir`/tokenizer_config.json's "chat_template" (a Jinja string) and recognises which
+// built-in it is; `*found` false (and kLlama2 returned) when the files name none or an unknown one.
+ChatTemplate DetectChatTemplate(const std::string& model_dir, bool* found);
+
+// Renders `messages` as text, as Hugging Face's apply_chat_template(tokenize=False) does: BOS and
+// EOS written "<s>" and "</s>", markers as their text. For display, logs and tests; the engine
+// uses EncodeChat. `add_bos` stands for the tokenizer's add_bos() (chatml and zephyr only; see
+// EncodeChat). Same errors as EncodeChat.
+Status RenderChat(ChatTemplate t, const std::vector<Message>& messages, bool add_bos,
+                  std::string* text);
+
+// Renders `messages` with the generation prompt for the assistant's turn appended and encodes it:
+// BOS/EOS where the template puts them are the tokenizer's control ids (never the text "<s>"),
+// special markers such as <|im_start|> are single ids when the vocabulary has them, else text.
+// Errors name the message index and field (unknown role, system message not first, ...).
+//
+// Each run of text between two ids is encoded alone with EncodeNoBos, so it gets sentencepiece's
+// dummy-prefix space ("▁[INST]" after <s>), as HF's legacy Llama tokenizer and Meta's reference
+// code do. Message content is always text (never turned into control ids). BOS: llama-2 and
+// mistral write it as their templates do; chatml and zephyr (whose templates write none) get one
+// when tok.add_bos(). llama-2 and mistral need user/assistant turns alternating after an optional
+// system message and ending with user; chatml and zephyr take any order after the system message.
+Status EncodeChat(const Tokenizer& tok, ChatTemplate t, const std::vector<Message>& messages,
+                  std::vector<int>* ids);
+
+}  // namespace llmq

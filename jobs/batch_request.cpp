@@ -1,0 +1,332 @@
+#include "jobs/batch_request.h"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+namespace llmq::jobs {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kChatUrl = "/v1/chat/completions";
+constexpr const char* kCompletionsUrl = "/v1/completions";
+constexpr size_t kMaxStop = 4;  // OpenAI's limit on "stop"
+constexpr int kMaxN = 128;
+
+// Thrown inside the parser only (never out of ParseBatchLine): the first problem found, with the
+// field it concerns already in the message.
+struct LineError {
+  std::string message;
+};
+
+// A short rendering of a JSON value for messages: `got -3`, `got "abc"`, `got an object`.
+std::string Got(const json& v) {
+  switch (v.type()) {
+    case json::value_t::object:
+      return "got an object";
+    case json::value_t::array:
+      return "got a list";
+    case json::value_t::null:
+      return "got null";
+    default:
+      break;
+  }
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return "got " + s;
+}
+
+[[noreturn]] void Fail(const std::string& field, const std::string& what, const json& v) {
+  throw LineError{"field '" + field + "' " + what + ", " + Got(v)};
+}
+
+[[noreturn]] void Missing(const std::string& field, const std::string& what) {
+  throw LineError{"field '" + field + "' is missing (" + what + ")"};
+}
+
+// `obj[key]` or nullptr when absent or null (OpenAI treats an explicit null as "not given").
+const json* Find(const json& obj, const char* key) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// An integer, also accepted when written as an integral float ("16.0"), as OpenAI's servers do.
+bool AsInt64(const json& v, int64_t* out) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+      *out = static_cast<int64_t>(u);
+    } else {
+      *out = v.get<int64_t>();
+    }
+    return true;
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) >= 9.2e18) return false;
+    *out = static_cast<int64_t>(d);
+    return true;
+  }
+  return false;
+}
+
+// An integer in [lo, hi] or Fail with `what`.
+int64_t IntIn(const json& v, const std::string& field, int64_t lo, int64_t hi, const char* what) {
+  int64_t x = 0;
+  if (!AsInt64(v, &x) || x < lo || x > hi) Fail(field, what, v);
+  return x;
+}
+
+// A number (booleans are not numbers) checked by `ok`.
+template <typename Pred>
+double NumberWhere(const json& v, const std::string& field, Pred ok, const char* what) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || !ok(v.get<double>()))
+    Fail(field, what, v);
+  return v.get<double>();
+}
+
+// A message's content: a string, or OpenAI's list of content parts of which only text parts are
+// supported; their texts are joined with "\n", as vLLM does.
+std::string Content(const json& v, const std::string& field) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_array())
+    Fail(field, "must be a string or a list of {\"type\": \"text\", \"text\": ...} parts", v);
+  std::string text;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& part = v[i];
+    const std::string pf = field + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) Fail(pf, "must be an object {\"type\": \"text\", \"text\": ...}", part);
+    const json* type = Find(part, "type");
+    if (!type) Missing(pf + ".type", "expected \"text\"");
+    if (!type->is_string() || type->get_ref<const std::string&>() != "text")
+      Fail(pf + ".type", "must be \"text\" (only text content is supported)", *type);
+    const json* t = Find(part, "text");
+    if (!t) Missing(pf + ".text", "expected a string");
+    if (!t->is_string()) Fail(pf + ".text", "must be a string", *t);
+    if (i > 0) text += '\n';
+    text += t->get_ref<const std::string&>();
+  }
+  return text;
+}
+
+void ParseMessages(const json& body, BatchRequest* req) {
+  const json* msgs = Find(body, "messages");
+  if (!msgs) Missing("body.messages", "a chat request needs a non-empty list of messages");
+  if (!msgs->is_array()) Fail("body.messages", "must be a non-empty list of messages", *msgs);
+  if (msgs->empty()) Fail("body.messages", "must be a non-empty list of messages", *msgs);
+  req->messages.reserve(msgs->size());
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string mf = "body.messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) Fail(mf, "must be an object with \"role\" and \"content\"", m);
+    ChatMessage msg;
+    const json* role = Find(m, "role");
+    if (!role) Missing(mf + ".role", "expected \"system\", \"user\" or \"assistant\"");
+    if (!role->is_string()) Fail(mf + ".role", "must be a string", *role);
+    msg.role = role->get<std::string>();
+    // OpenAI's newer name for the system role.
+    if (msg.role == "developer") msg.role = "system";
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
+      Fail(mf + ".role", "must be \"system\", \"user\" or \"assistant\"", *role);
+    const json* content = Find(m, "content");
+    if (!content) Missing(mf + ".content", "expected a string");
+    msg.content = Content(*content, mf + ".content");
+    req->messages.push_back(std::move(msg));
+  }
+}
+
+void ParsePrompt(const json& body, BatchRequest* req) {
+  const json* p = Find(body, "prompt");
+  const char* what = "must be a string or a list of token ids";
+  if (!p) Missing("body.prompt", "a completions request needs a prompt: a string or token ids");
+  if (p->is_string()) {
+    req->prompt = p->get<std::string>();
+    return;
+  }
+  if (!p->is_array()) Fail("body.prompt", what, *p);
+  if (p->empty()) Fail("body.prompt", "must not be an empty list", *p);
+  // ["text"]: one prompt in a list, as the OpenAI client sometimes writes it.
+  if ((*p)[0].is_string()) {
+    if (p->size() != 1)
+      Fail("body.prompt", "must be a single prompt (one prompt per line; write one line each)", *p);
+    req->prompt = (*p)[0].get<std::string>();
+    return;
+  }
+  if ((*p)[0].is_array())
+    Fail("body.prompt", "must be a single prompt (one prompt per line; write one line each)", *p);
+  req->prompt_token_ids.reserve(p->size());
+  for (size_t i = 0; i < p->size(); ++i) {
+    req->prompt_token_ids.push_back(static_cast<int32_t>(
+        IntIn((*p)[i], "body.prompt[" + std::to_string(i) + "]", 0,
+              std::numeric_limits<int32_t>::max(), "must be a token id (a non-negative integer)")));
+  }
+  req->prompt_is_ids = true;
+}
+
+void ParseSampling(const json& body, BatchRequest* req) {
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  // vLLM: max_completion_tokens (the newer name) wins when both are given.
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (const json* v = Find(body, key))
+      req->max_tokens = static_cast<int>(
+          IntIn(*v, std::string("body.") + key, 1, kIntMax, "must be a positive integer"));
+  }
+  if (const json* v = Find(body, "temperature"))
+    req->temperature = NumberWhere(
+        *v, "body.temperature", [](double x) { return x >= 0 && x <= 2; },
+        "must be a number in [0, 2]");
+  if (const json* v = Find(body, "top_p"))
+    req->top_p = NumberWhere(
+        *v, "body.top_p", [](double x) { return x > 0 && x <= 1; }, "must be a number in (0, 1]");
+  if (const json* v = Find(body, "top_k")) {
+    // vLLM: -1 (and 0) mean "all tokens".
+    const int64_t k =
+        IntIn(*v, "body.top_k", -1, kIntMax, "must be an integer >= 1 (or 0 / -1 for no limit)");
+    req->top_k = k < 0 ? 0 : static_cast<int>(k);
+  }
+  if (const json* v = Find(body, "min_p"))
+    req->min_p = NumberWhere(
+        *v, "body.min_p", [](double x) { return x >= 0 && x <= 1; }, "must be a number in [0, 1]");
+  if (const json* v = Find(body, "seed")) {
+    int64_t s = 0;
+    if (!AsInt64(*v, &s)) Fail("body.seed", "must be an integer", *v);
+    req->seed = s;
+  }
+  if (const json* v = Find(body, "stop")) {
+    if (v->is_string()) {
+      if (v->get_ref<const std::string&>().empty())
+        Fail("body.stop", "must be a non-empty string", *v);
+      req->stop.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+      if (v->size() > kMaxStop) Fail("body.stop", "must hold at most 4 strings", *v);
+      for (size_t i = 0; i < v->size(); ++i) {
+        const json& s = (*v)[i];
+        if (!s.is_string() || s.get_ref<const std::string&>().empty())
+          Fail("body.stop[" + std::to_string(i) + "]", "must be a non-empty string", s);
+        req->stop.push_back(s.get<std::string>());
+      }
+    } else {
+      Fail("body.stop", "must be a string or a list of up to 4 strings", *v);
+    }
+  }
+  if (const json* v = Find(body, "n"))
+    req->n = static_cast<int>(IntIn(*v, "body.n", 1, kMaxN, "must be an integer in [1, 128]"));
+  if (const json* v = Find(body, "ignore_eos")) {
+    if (!v->is_boolean()) Fail("body.ignore_eos", "must be true or false", *v);
+    req->ignore_eos = v->get<bool>();
+  }
+  if (const json* v = Find(body, "stream")) {
+    if (!v->is_boolean()) Fail("body.stream", "must be true or false", *v);
+    if (v->get<bool>()) Fail("body.stream", "must be false: a batch job cannot stream", *v);
+  }
+}
+
+// Everything after custom_id; throws LineError at the first problem.
+void ParseRest(const json& j, BatchRequest* req) {
+  const json* method = Find(j, "method");
+  if (!method) Missing("method", "expected \"POST\"");
+  if (!method->is_string() || method->get_ref<const std::string&>() != "POST")
+    Fail("method", "must be \"POST\"", *method);
+
+  const json* url = Find(j, "url");
+  const std::string supported = std::string("supported: ") + kChatUrl + ", " + kCompletionsUrl;
+  if (!url) Missing("url", supported);
+  if (!url->is_string()) Fail("url", "must be a string (" + supported + ")", *url);
+  const std::string& u = url->get_ref<const std::string&>();
+  if (u == kChatUrl) {
+    req->endpoint = Endpoint::kChatCompletions;
+  } else if (u == kCompletionsUrl) {
+    req->endpoint = Endpoint::kCompletions;
+  } else {
+    Fail("url", "is not a supported endpoint (" + supported + ")", *url);
+  }
+
+  const json* body = Find(j, "body");
+  if (!body) Missing("body", "expected the request object");
+  if (!body->is_object()) Fail("body", "must be an object", *body);
+
+  if (const json* model = Find(*body, "model")) {
+    if (!model->is_string()) Fail("body.model", "must be a string", *model);
+    req->model = model->get<std::string>();
+  }
+  if (req->endpoint == Endpoint::kChatCompletions) {
+    ParseMessages(*body, req);
+  } else {
+    ParsePrompt(*body, req);
+  }
+  ParseSampling(*body, req);
+  // OpenAI's (and vLLM's) default for completions; chat defaults to "up to the context".
+  if (req->endpoint == Endpoint::kCompletions && !req->max_tokens) req->max_tokens = 16;
+}
+
+// "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..." ->
+// "column 5: syntax error ..." (the line is always 1: the text is one line of the file).
+std::string ParseErrorText(std::string_view text) {
+  try {
+    const json discarded = json::parse(text);
+    (void)discarded;
+  } catch (const json::exception& e) {
+    std::string m = e.what();
+    const size_t bracket = m.find("] ");
+    if (m.rfind("[json.exception.", 0) == 0 && bracket != std::string::npos)
+      m.erase(0, bracket + 2);
+    for (const char* prefix : {"parse error at line 1, ", "parse error at "}) {
+      if (m.rfind(prefix, 0) == 0) {
+        m.erase(0, std::string(prefix).size());
+        break;
+      }
+    }
+    return m;
+  } catch (...) {
+  }
+  return "malformed";
+}
+
+}  // namespace
+
+BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& file) {
+  BatchRequest req;
+  req.line = line;
+  const std::string where = (file.empty() ? "line " : file + ":") + std::to_string(line) + ": ";
+  try {
+    if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+      req.error = where + "empty line (expected a JSON object)";
+      return req;
+    }
+    const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      req.error = where + "invalid JSON: " + ParseErrorText(text);
+      return req;
+    }
+    if (!j.is_object()) {
+      req.error = where + "expected a JSON object, " + Got(j);
+      return req;
+    }
+    // custom_id first, so that it is kept whatever else is wrong.
+    const json* id = Find(j, "custom_id");
+    if (!id) {
+      req.error = where + "field 'custom_id' is missing (expected a non-empty string)";
+    } else if (!id->is_string() || id->get_ref<const std::string&>().empty()) {
+      req.error = where + "field 'custom_id' must be a non-empty string, " + Got(*id);
+    } else {
+      req.custom_id = id->get<std::string>();
+    }
+    try {
+      ParseRest(j, &req);
+    } catch (const LineError& e) {
+      if (req.error.empty()) req.error = where + e.message;
+    }
+  } catch (const std::exception& e) {
+    // Not expected (every access is type-checked): refuse the line rather than throw.
+    if (req.error.empty()) req.error = where + "cannot read the request: " + e.what();
+  } catch (...) {
+    if (req.error.empty()) req.error = where + "cannot read the request";
+  }
+  return req;
+}
+
+}  // namespace llmq::jobs

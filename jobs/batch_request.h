@@ -1,0 +1,48 @@
+// One line of an OpenAI Batch API input file (as vLLM's run_batch reads it), parsed and validated.
+// jobs/ knows nothing of the engine: the daemon layer turns a BatchRequest into engine requests.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace llmq::jobs {
+
+struct ChatMessage {
+  std::string role;  // "system" | "user" | "assistant"
+  std::string content;
+};
+
+enum class Endpoint { kChatCompletions, kCompletions };  // /v1/chat/completions, /v1/completions
+
+struct BatchRequest {
+  int line = 0;             // 1-based line number in the file
+  std::string custom_id;
+  Endpoint endpoint = Endpoint::kChatCompletions;
+  std::string model;        // body.model, echoed back
+  std::vector<ChatMessage> messages;        // chat
+  std::string prompt;                       // completions, text prompt
+  std::vector<int32_t> prompt_token_ids;    // completions, when "prompt" is a list of ints
+  bool prompt_is_ids = false;
+  // Sampling (OpenAI defaults when absent): max_tokens 16 for completions, unset (= up to the
+  // context) for chat; temperature 1; top_p 1; n 1.
+  std::optional<int> max_tokens;            // "max_tokens" or "max_completion_tokens"
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int top_k = 0;                            // vLLM extension
+  double min_p = 0.0;                       // vLLM extension
+  std::optional<int64_t> seed;
+  std::vector<std::string> stop;            // "stop": string or list of up to 4 strings
+  int n = 1;
+  bool ignore_eos = false;                  // vLLM extension
+  std::string error;                        // non-empty: the line is refused, with this message
+};
+
+// Parses and validates one line. Never throws. On a bad line, `error` names the file, the line and
+// the field, e.g. "jobs.jsonl:17: field 'body.max_tokens' must be a positive integer", and
+// custom_id is kept when it could be read (so the error output can carry it).
+BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& file);
+
+}  // namespace llmq::jobs

@@ -1,0 +1,172 @@
+// Tests for jobs/batch_output.h: success and error lines in the OpenAI Batch API output shape,
+// every field checked, and text that is not valid UTF-8 written with U+FFFD.
+#include "jobs/batch_output.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace llmq::jobs {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::vector<std::string> Keys(const ojson& j) {
+  std::vector<std::string> k;
+  for (auto it = j.begin(); it != j.end(); ++it) k.push_back(it.key());
+  return k;
+}
+
+BatchRequest Request(Endpoint e) {
+  BatchRequest r;
+  r.custom_id = "doc-17";
+  r.endpoint = e;
+  r.model = "whatever-the-user-wrote";
+  return r;
+}
+
+TEST(BatchOutputTest, ChatSuccessLineShape) {
+  const std::string line = SuccessLine(
+      Request(Endpoint::kChatCompletions), {{"Hello there.", "stop"}},
+      {/*prompt=*/12, /*completion=*/3, /*cached=*/8}, "req-abc", 1700000000, "stories260K");
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  const ojson j = ojson::parse(line);
+  EXPECT_EQ(Keys(j), (std::vector<std::string>{"id", "custom_id", "response", "error"}));
+  EXPECT_EQ(j["id"], "req-abc");
+  EXPECT_EQ(j["custom_id"], "doc-17");
+  EXPECT_TRUE(j["error"].is_null());
+  const ojson& resp = j["response"];
+  EXPECT_EQ(Keys(resp), (std::vector<std::string>{"status_code", "request_id", "body"}));
+  EXPECT_EQ(resp["status_code"], 200);
+  EXPECT_EQ(resp["request_id"], "req-abc");
+  const ojson& body = resp["body"];
+  EXPECT_EQ(Keys(body),
+            (std::vector<std::string>{"id", "object", "created", "model", "choices", "usage"}));
+  EXPECT_EQ(body["id"], "chatcmpl-req-abc");
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["created"], 1700000000);
+  EXPECT_EQ(body["model"], "stories260K");
+  ASSERT_EQ(body["choices"].size(), 1u);
+  const ojson& c = body["choices"][0];
+  EXPECT_EQ(Keys(c), (std::vector<std::string>{"index", "message", "logprobs", "finish_reason"}));
+  EXPECT_EQ(c["index"], 0);
+  EXPECT_EQ(Keys(c["message"]), (std::vector<std::string>{"role", "content"}));
+  EXPECT_EQ(c["message"]["role"], "assistant");
+  EXPECT_EQ(c["message"]["content"], "Hello there.");
+  EXPECT_TRUE(c["logprobs"].is_null());
+  EXPECT_EQ(c["finish_reason"], "stop");
+  const ojson& u = body["usage"];
+  EXPECT_EQ(Keys(u), (std::vector<std::string>{"prompt_tokens", "completion_tokens", "total_tokens",
+                                               "prompt_tokens_details"}));
+  EXPECT_EQ(u["prompt_tokens"], 12);
+  EXPECT_EQ(u["completion_tokens"], 3);
+  EXPECT_EQ(u["total_tokens"], 15);
+  EXPECT_EQ(u["prompt_tokens_details"], ojson({{"cached_tokens", 8}}));
+}
+
+TEST(BatchOutputTest, ChatSuccessLineExactText) {
+  EXPECT_EQ(
+      SuccessLine(Request(Endpoint::kChatCompletions), {{"Hi", "length"}}, {4, 2, 0}, "r1", 5, "m"),
+      R"({"id":"r1","custom_id":"doc-17","response":{"status_code":200,"request_id":"r1",)"
+      R"("body":{"id":"chatcmpl-r1","object":"chat.completion","created":5,"model":"m",)"
+      R"("choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},)"
+      R"("logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":4,)"
+      R"("completion_tokens":2,"total_tokens":6,"prompt_tokens_details":{"cached_tokens":0}}}},)"
+      R"("error":null})");
+}
+
+TEST(BatchOutputTest, CompletionsSuccessLineShape) {
+  const std::string line = SuccessLine(Request(Endpoint::kCompletions),
+                                       {{" there was a cat", "length"}, {" it rained", "stop"}},
+                                       {5, 9, 0}, "req-2", 42, "m");
+  const ojson j = ojson::parse(line);
+  EXPECT_EQ(Keys(j), (std::vector<std::string>{"id", "custom_id", "response", "error"}));
+  EXPECT_EQ(j["id"], "req-2");
+  EXPECT_EQ(j["custom_id"], "doc-17");
+  EXPECT_TRUE(j["error"].is_null());
+  EXPECT_EQ(j["response"]["status_code"], 200);
+  EXPECT_EQ(j["response"]["request_id"], "req-2");
+  const ojson& body = j["response"]["body"];
+  EXPECT_EQ(Keys(body),
+            (std::vector<std::string>{"id", "object", "created", "model", "choices", "usage"}));
+  EXPECT_EQ(body["id"], "cmpl-req-2");
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["created"], 42);
+  EXPECT_EQ(body["model"], "m");
+  ASSERT_EQ(body["choices"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const ojson& c = body["choices"][i];
+    EXPECT_EQ(Keys(c), (std::vector<std::string>{"index", "text", "logprobs", "finish_reason"}));
+    EXPECT_EQ(c["index"], i);
+    EXPECT_TRUE(c["logprobs"].is_null());
+  }
+  EXPECT_EQ(body["choices"][0]["text"], " there was a cat");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(body["choices"][1]["text"], " it rained");
+  EXPECT_EQ(body["choices"][1]["finish_reason"], "stop");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 9);
+  EXPECT_EQ(body["usage"]["total_tokens"], 14);
+  EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+TEST(BatchOutputTest, ErrorLineShape) {
+  const std::string line = ErrorLine(
+      "doc-3", "req-9", "jobs.jsonl:3: field 'body.max_tokens' must be a positive integer");
+  EXPECT_EQ(
+      line,
+      R"({"id":"req-9","custom_id":"doc-3","response":null,"error":{"code":"invalid_request",)"
+      R"("message":"jobs.jsonl:3: field 'body.max_tokens' must be a positive integer"}})");
+  const ojson j = ojson::parse(line);
+  EXPECT_EQ(Keys(j), (std::vector<std::string>{"id", "custom_id", "response", "error"}));
+  EXPECT_EQ(Keys(j["error"]), (std::vector<std::string>{"code", "message"}));
+}
+
+TEST(BatchOutputTest, ErrorLineWithoutCustomIdHasNull) {
+  const ojson j = ojson::parse(ErrorLine("", "req-1", "jobs.jsonl:1: invalid JSON: ..."));
+  EXPECT_TRUE(j["custom_id"].is_null());
+  EXPECT_TRUE(j["response"].is_null());
+  EXPECT_EQ(j["error"]["code"], "invalid_request");
+  EXPECT_EQ(j["error"]["message"], "jobs.jsonl:1: invalid JSON: ...");
+}
+
+TEST(BatchOutputTest, InvalidUtf8IsReplaced) {
+  const std::string bad = "ok \xff\xfe end \xe2\x82";  // stray bytes and a cut 3-byte character
+  std::string line;
+  ASSERT_NO_THROW(line = SuccessLine(Request(Endpoint::kChatCompletions), {{bad, "length"}},
+                                     {1, 1, 0}, "r", 0, "m\xc3"));
+  const ojson j = ojson::parse(line);  // valid UTF-8 JSON
+  const std::string content = j["response"]["body"]["choices"][0]["message"]["content"];
+  EXPECT_EQ(content.rfind("ok ", 0), 0u);
+  EXPECT_NE(content.find("\xEF\xBF\xBD"), std::string::npos);  // U+FFFD
+  EXPECT_NE(content.find(" end "), std::string::npos);
+  EXPECT_EQ(content.find('\xff'), std::string::npos);
+
+  std::string err;
+  ASSERT_NO_THROW(err = ErrorLine("id\xff", "r", "bad byte \xc0 here"));
+  const ojson e = ojson::parse(err);
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos);
+  EXPECT_NE(e["custom_id"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos);
+}
+
+TEST(BatchOutputTest, UnicodeAndEscapesRoundTrip) {
+  const std::string text = "Grüße \"quoted\"\n\ttab 世界 🙂 \x01";
+  const ojson j = ojson::parse(
+      SuccessLine(Request(Endpoint::kCompletions), {{text, "stop"}}, {1, 1, 0}, "r", 0, "m"));
+  EXPECT_EQ(j["response"]["body"]["choices"][0]["text"], text);
+}
+
+TEST(BatchOutputTest, CarriesParsedCustomId) {
+  const BatchRequest req = ParseBatchLine(
+      R"({"custom_id": "a/b \"c\"", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}})",
+      1, "f.jsonl");
+  ASSERT_EQ(req.error, "");
+  const ojson j = ojson::parse(SuccessLine(req, {{"y", "stop"}}, {1, 1, 0}, "r", 0, "m"));
+  EXPECT_EQ(j["custom_id"], "a/b \"c\"");
+  EXPECT_EQ(j["response"]["body"]["object"], "text_completion");
+}
+
+}  // namespace
+}  // namespace llmq::jobs

@@ -1,0 +1,415 @@
+// Tests for jobs/batch_request.h: OpenAI Batch API input lines, accepted and refused, with errors
+// that name the file, the line and the field; and the speed of parsing a large file.
+#include "jobs/batch_request.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace llmq::jobs {
+namespace {
+
+using nlohmann::json;
+
+json ChatLine() {
+  return json::parse(R"({"custom_id": "doc-17", "method": "POST", "url": "/v1/chat/completions",
+    "body": {"model": "m", "messages": [{"role": "system", "content": "Be brief."},
+                                        {"role": "user", "content": "Hello"}],
+             "max_tokens": 256, "temperature": 0}})");
+}
+
+json CompletionLine() {
+  return json::parse(R"({"custom_id": "c-1", "method": "POST", "url": "/v1/completions",
+    "body": {"model": "m", "prompt": "Once upon a time"}})");
+}
+
+BatchRequest Parse(const json& j, int line = 17) {
+  return ParseBatchLine(j.dump(), line, "jobs.jsonl");
+}
+
+TEST(BatchRequestTest, ParsesChatLine) {
+  const BatchRequest r = Parse(ChatLine());
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.line, 17);
+  EXPECT_EQ(r.custom_id, "doc-17");
+  EXPECT_EQ(r.endpoint, Endpoint::kChatCompletions);
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[0].content, "Be brief.");
+  EXPECT_EQ(r.messages[1].role, "user");
+  EXPECT_EQ(r.messages[1].content, "Hello");
+  ASSERT_TRUE(r.max_tokens.has_value());
+  EXPECT_EQ(*r.max_tokens, 256);
+  EXPECT_EQ(r.temperature, 0.0);
+  EXPECT_EQ(r.top_p, 1.0);
+  EXPECT_EQ(r.top_k, 0);
+  EXPECT_EQ(r.min_p, 0.0);
+  EXPECT_FALSE(r.seed.has_value());
+  EXPECT_TRUE(r.stop.empty());
+  EXPECT_EQ(r.n, 1);
+  EXPECT_FALSE(r.ignore_eos);
+  EXPECT_FALSE(r.prompt_is_ids);
+}
+
+TEST(BatchRequestTest, ParsesEverySamplingField) {
+  json j = ChatLine();
+  j["body"].update(json::parse(R"({"max_tokens": 5, "temperature": 1.5, "top_p": 0.9,
+      "top_k": 40, "min_p": 0.05, "seed": -7, "stop": ["\n\n", "END"], "n": 3,
+      "ignore_eos": true, "stream": false})"));
+  const BatchRequest r = Parse(j);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(*r.max_tokens, 5);
+  EXPECT_DOUBLE_EQ(r.temperature, 1.5);
+  EXPECT_DOUBLE_EQ(r.top_p, 0.9);
+  EXPECT_EQ(r.top_k, 40);
+  EXPECT_DOUBLE_EQ(r.min_p, 0.05);
+  ASSERT_TRUE(r.seed.has_value());
+  EXPECT_EQ(*r.seed, -7);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n\n", "END"}));
+  EXPECT_EQ(r.n, 3);
+  EXPECT_TRUE(r.ignore_eos);
+}
+
+TEST(BatchRequestTest, DefaultsWhenAbsent) {
+  json chat = ChatLine();
+  chat["body"].erase("max_tokens");
+  chat["body"].erase("temperature");
+  const BatchRequest c = Parse(chat);
+  ASSERT_EQ(c.error, "");
+  EXPECT_FALSE(c.max_tokens.has_value());  // chat: up to the context
+  EXPECT_EQ(c.temperature, 1.0);
+  const BatchRequest p = Parse(CompletionLine());
+  ASSERT_EQ(p.error, "");
+  ASSERT_TRUE(p.max_tokens.has_value());
+  EXPECT_EQ(*p.max_tokens, 16);  // OpenAI's completions default
+}
+
+TEST(BatchRequestTest, NullMeansAbsentAndUnknownFieldsAreIgnored) {
+  json j = ChatLine();
+  j["body"].update(json::parse(R"({"max_tokens": null, "temperature": null, "seed": null,
+      "stop": null, "logprobs": false, "user": "u", "frequency_penalty": 0.5,
+      "response_format": {"type": "text"}})"));
+  j["extra"] = {1, 2, 3};
+  const BatchRequest r = Parse(j);
+  ASSERT_EQ(r.error, "");
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_EQ(r.temperature, 1.0);
+  EXPECT_FALSE(r.seed.has_value());
+  EXPECT_TRUE(r.stop.empty());
+}
+
+TEST(BatchRequestTest, MaxCompletionTokensIsAcceptedAndWins) {
+  json j = ChatLine();
+  j["body"].erase("max_tokens");
+  j["body"]["max_completion_tokens"] = 9;
+  EXPECT_EQ(*Parse(j).max_tokens, 9);
+  j["body"]["max_tokens"] = 100;
+  EXPECT_EQ(*Parse(j).max_tokens, 9);  // as vLLM: the newer name wins
+}
+
+TEST(BatchRequestTest, IntegralFloatsCountAsIntegers) {
+  json j = ChatLine();
+  j["body"]["max_tokens"] = 32.0;
+  j["body"]["n"] = 2.0;
+  const BatchRequest r = Parse(j);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(*r.max_tokens, 32);
+  EXPECT_EQ(r.n, 2);
+}
+
+TEST(BatchRequestTest, StopAsString) {
+  json j = ChatLine();
+  j["body"]["stop"] = "###";
+  const BatchRequest r = Parse(j);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.stop, std::vector<std::string>{"###"});
+}
+
+TEST(BatchRequestTest, TopKMinusOneMeansNoLimit) {
+  json j = ChatLine();
+  j["body"]["top_k"] = -1;
+  const BatchRequest r = Parse(j);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.top_k, 0);
+}
+
+TEST(BatchRequestTest, ContentPartsAreConcatenated) {
+  json j = ChatLine();
+  j["body"]["messages"][1]["content"] =
+      json::parse(R"([{"type": "text", "text": "first"}, {"type": "text", "text": "second"}])");
+  const BatchRequest r = Parse(j);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.messages[1].content, "first\nsecond");  // joined as vLLM joins them
+}
+
+TEST(BatchRequestTest, DeveloperRoleIsSystem) {
+  json j = ChatLine();
+  j["body"]["messages"][0]["role"] = "developer";
+  const BatchRequest r = Parse(j);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.messages[0].role, "system");
+}
+
+TEST(BatchRequestTest, ParsesCompletionsPrompts) {
+  BatchRequest r = Parse(CompletionLine());
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.endpoint, Endpoint::kCompletions);
+  EXPECT_EQ(r.custom_id, "c-1");
+  EXPECT_EQ(r.prompt, "Once upon a time");
+  EXPECT_FALSE(r.prompt_is_ids);
+  EXPECT_TRUE(r.messages.empty());
+
+  json ids = CompletionLine();
+  ids["body"]["prompt"] = {1, 403, 407, 0};
+  r = Parse(ids);
+  ASSERT_EQ(r.error, "");
+  EXPECT_TRUE(r.prompt_is_ids);
+  EXPECT_EQ(r.prompt_token_ids, (std::vector<int32_t>{1, 403, 407, 0}));
+
+  json one = CompletionLine();
+  one["body"]["prompt"] = {"in a list"};
+  r = Parse(one);
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.prompt, "in a list");
+}
+
+TEST(BatchRequestTest, AcceptsUnicodeAndCrlf) {
+  json j = ChatLine();
+  j["body"]["messages"][1]["content"] = "Grüße, 世界 🙂";
+  const BatchRequest r = ParseBatchLine(j.dump() + "\r", 3, "jobs.jsonl");
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.messages[1].content, "Grüße, 世界 🙂");
+}
+
+// --- errors -------------------------------------------------------------------------------------
+
+TEST(BatchRequestTest, InvalidJsonNamesFileAndLine) {
+  const BatchRequest r = ParseBatchLine(R"({"custom_id": "x", "method": )", 17, "jobs.jsonl");
+  EXPECT_EQ(r.error.rfind("jobs.jsonl:17: invalid JSON: ", 0), 0u) << r.error;
+  EXPECT_EQ(r.custom_id, "");
+  EXPECT_EQ(r.line, 17);
+
+  const BatchRequest bad_utf8 = ParseBatchLine("{\"custom_id\": \"a\xff\"}", 4, "jobs.jsonl");
+  EXPECT_EQ(bad_utf8.error.rfind("jobs.jsonl:4: invalid JSON: ", 0), 0u) << bad_utf8.error;
+
+  const BatchRequest trailing = ParseBatchLine(ChatLine().dump() + " x", 5, "jobs.jsonl");
+  EXPECT_EQ(trailing.error.rfind("jobs.jsonl:5: invalid JSON: ", 0), 0u) << trailing.error;
+}
+
+TEST(BatchRequestTest, EmptyLineAndNonObjectsAreRefused) {
+  EXPECT_EQ(ParseBatchLine("   ", 2, "f.jsonl").error,
+            "f.jsonl:2: empty line (expected a JSON object)");
+  EXPECT_EQ(ParseBatchLine("[1, 2]", 3, "f.jsonl").error,
+            "f.jsonl:3: expected a JSON object, got a list");
+  EXPECT_EQ(ParseBatchLine("42", 4, "f.jsonl").error, "f.jsonl:4: expected a JSON object, got 42");
+}
+
+TEST(BatchRequestTest, ExactMessages) {
+  json j = ChatLine();
+  j["body"]["max_tokens"] = -3;
+  EXPECT_EQ(Parse(j).error,
+            "jobs.jsonl:17: field 'body.max_tokens' must be a positive integer, got -3");
+  j = ChatLine();
+  j["url"] = "/v1/embeddings";
+  EXPECT_EQ(Parse(j).error,
+            "jobs.jsonl:17: field 'url' is not a supported endpoint (supported: "
+            "/v1/chat/completions, /v1/completions), got \"/v1/embeddings\"");
+  j = ChatLine();
+  j["body"]["messages"][1].erase("content");
+  EXPECT_EQ(Parse(j).error,
+            "jobs.jsonl:17: field 'body.messages[1].content' is missing (expected a string)");
+  j = ChatLine();
+  j["body"]["stream"] = true;
+  EXPECT_EQ(
+      Parse(j).error,
+      "jobs.jsonl:17: field 'body.stream' must be false: a batch job cannot stream, got true");
+}
+
+struct BadCase {
+  const char* name;
+  bool completions;     // start from CompletionLine() instead of ChatLine()
+  const char* pointer;  // JSON pointer of the field to change
+  const char* value;    // its new value as JSON; nullptr: remove the field
+  const char* field;    // the field the error must name
+};
+
+// Every kind of refusal: the message is "jobs.jsonl:<line>: field '<field>' ...", and custom_id
+// is kept whenever it could be read.
+TEST(BatchRequestTest, EachErrorNamesLineAndField) {
+  const BadCase cases[] = {
+      {"custom_id missing", false, "/custom_id", nullptr, "custom_id"},
+      {"custom_id empty", false, "/custom_id", R"("")", "custom_id"},
+      {"custom_id number", false, "/custom_id", "17", "custom_id"},
+      {"method GET", false, "/method", R"("GET")", "method"},
+      {"method missing", false, "/method", nullptr, "method"},
+      {"method number", false, "/method", "1", "method"},
+      {"url missing", false, "/url", nullptr, "url"},
+      {"url embeddings", false, "/url", R"("/v1/embeddings")", "url"},
+      {"url not string", false, "/url", "[]", "url"},
+      {"body missing", false, "/body", nullptr, "body"},
+      {"body string", false, "/body", R"("hello")", "body"},
+      {"body list", false, "/body", "[]", "body"},
+      {"model number", false, "/body/model", "3", "body.model"},
+      {"messages missing", false, "/body/messages", nullptr, "body.messages"},
+      {"messages empty", false, "/body/messages", "[]", "body.messages"},
+      {"messages object", false, "/body/messages", R"({"role": "user"})", "body.messages"},
+      {"message string", false, "/body/messages/1", R"("hi")", "body.messages[1]"},
+      {"role missing", false, "/body/messages/1/role", nullptr, "body.messages[1].role"},
+      {"role number", false, "/body/messages/1/role", "1", "body.messages[1].role"},
+      {"role unknown", false, "/body/messages/1/role", R"("tool")", "body.messages[1].role"},
+      {"content missing", false, "/body/messages/1/content", nullptr, "body.messages[1].content"},
+      {"content number", false, "/body/messages/1/content", "5", "body.messages[1].content"},
+      {"content object", false, "/body/messages/0/content", R"({"text": "x"})",
+       "body.messages[0].content"},
+      {"content part image", false, "/body/messages/1/content",
+       R"([{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {}}])",
+       "body.messages[1].content[1].type"},
+      {"content part no text", false, "/body/messages/1/content", R"([{"type": "text"}])",
+       "body.messages[1].content[0].text"},
+      {"content part text number", false, "/body/messages/1/content",
+       R"([{"type": "text", "text": 1}])", "body.messages[1].content[0].text"},
+      {"content part string", false, "/body/messages/1/content", R"(["a"])",
+       "body.messages[1].content[0]"},
+      {"prompt missing", true, "/body/prompt", nullptr, "body.prompt"},
+      {"prompt number", true, "/body/prompt", "3", "body.prompt"},
+      {"prompt object", true, "/body/prompt", "{}", "body.prompt"},
+      {"prompt empty list", true, "/body/prompt", "[]", "body.prompt"},
+      {"prompt two strings", true, "/body/prompt", R"(["a", "b"])", "body.prompt"},
+      {"prompt list of lists", true, "/body/prompt", "[[1, 2]]", "body.prompt"},
+      {"prompt negative id", true, "/body/prompt", "[1, -2]", "body.prompt[1]"},
+      {"prompt float id", true, "/body/prompt", "[1, 2.5]", "body.prompt[1]"},
+      {"prompt huge id", true, "/body/prompt", "[1, 4294967296]", "body.prompt[1]"},
+      {"max_tokens zero", false, "/body/max_tokens", "0", "body.max_tokens"},
+      {"max_tokens negative", false, "/body/max_tokens", "-3", "body.max_tokens"},
+      {"max_tokens string", false, "/body/max_tokens", R"("10")", "body.max_tokens"},
+      {"max_tokens fraction", false, "/body/max_tokens", "1.5", "body.max_tokens"},
+      {"max_tokens bool", false, "/body/max_tokens", "true", "body.max_tokens"},
+      {"max_tokens huge", false, "/body/max_tokens", "1e12", "body.max_tokens"},
+      {"max_completion_tokens", false, "/body/max_completion_tokens", "0",
+       "body.max_completion_tokens"},
+      {"temperature high", false, "/body/temperature", "2.5", "body.temperature"},
+      {"temperature negative", false, "/body/temperature", "-0.1", "body.temperature"},
+      {"temperature string", false, "/body/temperature", R"("hot")", "body.temperature"},
+      {"temperature bool", false, "/body/temperature", "false", "body.temperature"},
+      {"top_p zero", false, "/body/top_p", "0", "body.top_p"},
+      {"top_p above one", false, "/body/top_p", "1.01", "body.top_p"},
+      {"top_p string", false, "/body/top_p", R"("0.5")", "body.top_p"},
+      {"top_k fraction", false, "/body/top_k", "2.5", "body.top_k"},
+      {"top_k below -1", false, "/body/top_k", "-2", "body.top_k"},
+      {"top_k string", false, "/body/top_k", R"("5")", "body.top_k"},
+      {"min_p above one", false, "/body/min_p", "1.5", "body.min_p"},
+      {"min_p negative", false, "/body/min_p", "-1", "body.min_p"},
+      {"seed fraction", false, "/body/seed", "1.5", "body.seed"},
+      {"seed string", false, "/body/seed", R"("42")", "body.seed"},
+      {"stop number", false, "/body/stop", "5", "body.stop"},
+      {"stop empty string", false, "/body/stop", R"("")", "body.stop"},
+      {"stop five", false, "/body/stop", R"(["a", "b", "c", "d", "e"])", "body.stop"},
+      {"stop item number", false, "/body/stop", R"(["a", 3])", "body.stop[1]"},
+      {"stop item empty", false, "/body/stop", R"(["a", ""])", "body.stop[1]"},
+      {"n zero", false, "/body/n", "0", "body.n"},
+      {"n too many", false, "/body/n", "129", "body.n"},
+      {"n string", false, "/body/n", R"("2")", "body.n"},
+      {"ignore_eos string", false, "/body/ignore_eos", R"("yes")", "body.ignore_eos"},
+      {"stream true", false, "/body/stream", "true", "body.stream"},
+      {"stream string", false, "/body/stream", R"("no")", "body.stream"},
+      {"completions max_tokens", true, "/body/max_tokens", "-1", "body.max_tokens"},
+  };
+  int line = 1;
+  for (const BadCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    json j = c.completions ? CompletionLine() : ChatLine();
+    const json::json_pointer ptr(c.pointer);
+    if (c.value) {
+      j[ptr] = json::parse(c.value);
+    } else {
+      j[ptr.parent_pointer()].erase(ptr.back());
+    }
+    ++line;
+    const BatchRequest r = Parse(j, line);
+    const std::string want = "jobs.jsonl:" + std::to_string(line) + ": field '" + c.field + "' ";
+    EXPECT_EQ(r.error.rfind(want, 0), 0u) << r.error;
+    EXPECT_EQ(r.line, line);
+    if (std::string(c.pointer) != "/custom_id") {
+      EXPECT_EQ(r.custom_id, c.completions ? "c-1" : "doc-17");
+    }
+  }
+}
+
+TEST(BatchRequestTest, FirstErrorWinsAndCustomIdIsKept) {
+  json j = ChatLine();
+  j["method"] = "PUT";
+  j["body"]["max_tokens"] = -1;
+  const BatchRequest r = Parse(j);
+  EXPECT_EQ(r.error.rfind("jobs.jsonl:17: field 'method' ", 0), 0u) << r.error;
+  EXPECT_EQ(r.custom_id, "doc-17");
+  // A bad custom_id is reported even when later fields are bad too.
+  j["custom_id"] = 5;
+  EXPECT_EQ(Parse(j).error.rfind("jobs.jsonl:17: field 'custom_id' ", 0), 0u);
+}
+
+TEST(BatchRequestTest, LongValuesAreShortenedInMessages) {
+  json j = ChatLine();
+  j["url"] = std::string(5000, 'x');
+  const BatchRequest r = Parse(j);
+  EXPECT_LT(r.error.size(), 300u) << r.error;
+}
+
+// Truncations and byte flips of valid lines: never a throw, always either parsed or refused with a
+// message that starts with the file and line.
+TEST(BatchRequestTest, NeverThrowsOnMangledLines) {
+  std::mt19937 rng(7);
+  json full = ChatLine();
+  full["body"].update(json::parse(R"({"stop": ["a"], "seed": 3, "n": 2, "top_k": 4})"));
+  const std::vector<std::string> bases = {full.dump(), CompletionLine().dump()};
+  for (const std::string& base : bases) {
+    for (size_t cut = 0; cut <= base.size(); ++cut) {
+      BatchRequest r;
+      ASSERT_NO_THROW(r = ParseBatchLine(base.substr(0, cut), 9, "f.jsonl"));
+      if (cut < base.size()) {
+        EXPECT_EQ(r.error.rfind("f.jsonl:9: ", 0), 0u) << r.error;
+      }
+    }
+    for (int k = 0; k < 2000; ++k) {
+      std::string s = base;
+      for (int f = 0; f < 3; ++f) s[rng() % s.size()] = static_cast<char>(rng() % 256);
+      BatchRequest r;
+      ASSERT_NO_THROW(r = ParseBatchLine(s, 9, "f.jsonl"));
+      if (!r.error.empty()) {
+        EXPECT_EQ(r.error.rfind("f.jsonl:9: ", 0), 0u) << r.error;
+      }
+    }
+  }
+}
+
+TEST(BatchRequestTest, Parses10000LinesWellUnderASecond) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < 10000; ++i) {
+    json j = i % 2 ? ChatLine() : CompletionLine();
+    j["custom_id"] = "req-" + std::to_string(i);
+    if (i % 2) {
+      j["body"]["messages"][1]["content"] =
+          "Please summarise the following text in two sentences: " + std::string(400, 'a' + i % 26);
+    } else {
+      j["body"]["prompt"] = "Once upon a time there was a line number " + std::to_string(i);
+    }
+    lines.push_back(j.dump());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int ok = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const BatchRequest r = ParseBatchLine(lines[i], static_cast<int>(i + 1), "big.jsonl");
+    ok += r.error.empty() && r.custom_id == "req-" + std::to_string(i);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(ok, 10000);
+  EXPECT_LT(s, 0.5) << "10,000 lines took " << s << " s";
+  RecordProperty("parse_10000_lines_ms", static_cast<int>(s * 1000));
+}
+
+}  // namespace
+}  // namespace llmq::jobs

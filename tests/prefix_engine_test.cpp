@@ -1,0 +1,222 @@
+// The prefix-aware engine: the prefix cache, the planner, preemption and n > 1 change how much is
+// computed, never what is generated; shared prefixes are computed once.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "bench/workloads.h"
+#include "engine/cpu_backend.h"
+#include "engine/llm_engine.h"
+#include "engine/model.h"
+#include "engine/model_maker.h"
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using Outputs = std::map<std::string, RequestOutput>;
+
+struct RunStats {
+  Outputs out;
+  int64_t computed = 0, cached = 0, preemptions = 0;
+};
+
+RunStats RunAll(const ModelConfig& cfg, Backend* be, const std::vector<Request>& reqs, EngineOptions opt) {
+  LlmEngine engine(cfg, be, nullptr, opt);
+  for (const Request& r : reqs) engine.Add(r);
+  RunStats rs;
+  int steps = 0;
+  while (engine.HasWork()) {
+    EXPECT_LT(++steps, 200000) << "no progress";
+    if (steps >= 200000) break;
+    for (RequestOutput& o : engine.Step()) {
+      rs.computed += o.metrics.computed_prompt_tokens;
+      rs.cached += o.metrics.cached_prompt_tokens;
+      rs.out[o.id] = std::move(o);
+    }
+  }
+  rs.preemptions = engine.stats().preemptions;
+  EXPECT_EQ(engine.blocks().num_in_use(), 0) << "blocks leaked";
+  return rs;
+}
+
+std::vector<Request> Requests(const bench::Prompts& prompts, int max_tokens) {
+  std::vector<Request> reqs;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Request r;
+    r.id = "r" + std::to_string(i);
+    r.prompt_ids = prompts[i];
+    r.params.temperature = 0;
+    r.params.max_tokens = max_tokens;
+    r.params.ignore_eos = true;
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
+class PrefixEngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    DType dt;
+    ASSERT_TRUE(ShapeConfig("tiny", &cfg_, &dt).ok());
+    cfg_.hidden_size = 32, cfg_.intermediate_size = 64, cfg_.num_layers = 2;
+    cfg_.num_heads = 2, cfg_.num_kv_heads = 1, cfg_.head_dim = 16, cfg_.max_position_embeddings = 2048;
+    const std::string dir = testing::TmpDir("prefix_model");
+    ASSERT_TRUE(WriteRandomModel(cfg_, DType::kF32, 17, dir).ok());
+    ASSERT_TRUE(Weights::Load(dir, cfg_, &w_).ok());
+    be_ = std::make_unique<CpuBackend>(cfg_, *w_);
+  }
+  static void TearDownTestSuite() { be_.reset(), w_.reset(); }
+  static ModelConfig cfg_;
+  static std::unique_ptr<Weights> w_;
+  static std::unique_ptr<CpuBackend> be_;
+};
+ModelConfig PrefixEngineTest::cfg_;
+std::unique_ptr<Weights> PrefixEngineTest::w_;
+std::unique_ptr<CpuBackend> PrefixEngineTest::be_;
+
+void ExpectSameCompletions(const Outputs& a, const Outputs& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (const auto& [id, o] : a) {
+    ASSERT_TRUE(o.ok()) << o.error;
+    EXPECT_EQ(o.completions.at(0).ids, b.at(id).completions.at(0).ids) << what << " " << id;
+  }
+}
+
+TEST_F(PrefixEngineTest, CacheAndPlannerNeverChangeGreedyOutputs) {
+  const auto reqs = Requests(bench::Nested(3, 6, 40, 50, 5, 40, cfg_.vocab_size, 4), 8);
+  EngineOptions base;
+  base.num_blocks = 400;
+  base.scheduler.max_num_batched_tokens = 96;  // prefills are chunked and mixed with decodes
+  Outputs reference;
+  for (const Request& r : reqs) {  // each alone, no cache, no planner
+    EngineOptions o = base;
+    o.enable_prefix_cache = o.enable_planner = false;
+    reference.merge(RunAll(cfg_, be_.get(), {r}, o).out);
+  }
+  for (bool cache : {false, true})
+    for (bool planner : {false, true}) {
+      EngineOptions o = base;
+      o.enable_prefix_cache = cache, o.enable_planner = planner;
+      const RunStats rs = RunAll(cfg_, be_.get(), reqs, o);
+      ExpectSameCompletions(rs.out, reference, cache ? (planner ? "cache+planner" : "cache") : (planner ? "planner" : "plain"));
+      if (cache) EXPECT_GT(rs.cached, 0);
+      else EXPECT_EQ(rs.cached, 0);
+    }
+}
+
+TEST_F(PrefixEngineTest, SharedInstructionsComputeThePrefixOnce) {
+  const bench::Prompts prompts = bench::SharedInstructions(512, 1000, 100, 300, cfg_.vocab_size, 8);
+  const int64_t unique = bench::UniqueTokens(prompts);
+  EngineOptions o;
+  o.num_blocks = 6000;
+  o.scheduler.max_num_batched_tokens = 4096;
+  const RunStats rs = RunAll(cfg_, be_.get(), Requests(prompts, 32), o);
+  ASSERT_EQ(rs.out.size(), 512u);
+  std::printf("shared instructions: unique %lld, computed %lld (%.3fx), cached %lld\n",
+              static_cast<long long>(unique), static_cast<long long>(rs.computed),
+              static_cast<double>(rs.computed) / unique, static_cast<long long>(rs.cached));
+  EXPECT_LE(rs.computed, 1.05 * unique);
+  for (const auto& [id, o] : rs.out) EXPECT_EQ(o.completions.at(0).ids.size(), 32u) << id;
+}
+
+TEST_F(PrefixEngineTest, NestedPrefixesWithASmallPoolComputeEachOnceWithThePlanner) {
+  // 8 templates x 64 documents; the pool holds one template's group, not all 8 prefixes.
+  const bench::Prompts prompts = bench::Nested(8, 64, 64, 336, 100, 300, cfg_.vocab_size, 21);
+  const int64_t unique = bench::UniqueTokens(prompts);
+  EngineOptions o;
+  o.num_blocks = 120;  // a prefix is 25 blocks; 8 of them would be 200
+  o.scheduler.max_num_seqs = 4;
+  o.scheduler.max_num_batched_tokens = 1024;
+  const RunStats planned = RunAll(cfg_, be_.get(), Requests(prompts, 8), o);
+  o.enable_planner = false;
+  const RunStats fcfs = RunAll(cfg_, be_.get(), Requests(prompts, 8), o);
+  std::printf("nested, small pool: unique %lld | planner: computed %lld (%.3fx) | FCFS+LRU: computed %lld (%.3fx)\n",
+              static_cast<long long>(unique), static_cast<long long>(planned.computed),
+              static_cast<double>(planned.computed) / unique, static_cast<long long>(fcfs.computed),
+              static_cast<double>(fcfs.computed) / unique);
+  EXPECT_LE(planned.computed, 1.05 * unique);
+  EXPECT_GT(fcfs.computed, planned.computed);
+  ExpectSameCompletions(planned.out, fcfs.out, "planner vs fcfs");
+}
+
+TEST_F(PrefixEngineTest, MoreKvThanThePoolPreemptsAndCompletesIdentically) {
+  const auto reqs = Requests(bench::SharedInstructions(24, 40, 10, 60, cfg_.vocab_size, 5), 60);
+  EngineOptions roomy;
+  roomy.num_blocks = 1000;
+  EngineOptions tight = roomy;
+  tight.num_blocks = 20;  // each request needs up to 11 blocks by its end
+  const RunStats a = RunAll(cfg_, be_.get(), reqs, roomy);
+  const RunStats b = RunAll(cfg_, be_.get(), reqs, tight);
+  EXPECT_EQ(a.preemptions, 0);
+  EXPECT_GT(b.preemptions, 0);
+  ExpectSameCompletions(a.out, b.out, "preempted vs roomy");
+}
+
+TEST_F(PrefixEngineTest, APromptThatCanNeverFitIsRefusedAndTheRestRun) {
+  auto reqs = Requests(bench::SharedInstructions(4, 20, 5, 10, cfg_.vocab_size, 6), 4);
+  Request huge = reqs[0];
+  huge.id = "huge";
+  huge.prompt_ids.resize(400, 7);
+  reqs.push_back(huge);
+  EngineOptions o;
+  o.num_blocks = 16;  // 256 tokens
+  const RunStats rs = RunAll(cfg_, be_.get(), reqs, o);
+  ASSERT_EQ(rs.out.size(), 5u);
+  EXPECT_FALSE(rs.out.at("huge").ok());
+  EXPECT_NE(rs.out.at("huge").error.find("exceed the KV cache"), std::string::npos);
+  for (const auto& [id, o] : rs.out)
+    if (id != "huge") EXPECT_TRUE(o.ok()) << id << ": " << o.error;
+}
+
+TEST_F(PrefixEngineTest, ParallelSamplesShareThePromptBlocks) {
+  auto reqs = Requests(bench::SharedInstructions(1, 100, 20, 20, cfg_.vocab_size, 9), 12);
+  reqs[0].n = 4;
+  reqs[0].params.temperature = 1.0f;
+  reqs[0].params.seed = 3;
+  EngineOptions o;
+  o.num_blocks = 64;
+  const RunStats rs = RunAll(cfg_, be_.get(), reqs, o);
+  const RequestOutput& out = rs.out.at("r0");
+  ASSERT_EQ(out.completions.size(), 4u);
+  EXPECT_EQ(out.metrics.computed_prompt_tokens, static_cast<int>(reqs[0].prompt_ids.size()));
+  EXPECT_EQ(out.metrics.completion_tokens, 48);
+  std::set<std::vector<int32_t>> distinct;
+  for (const Completion& c : out.completions) distinct.insert(c.ids);
+  EXPECT_GT(distinct.size(), 1u) << "samples with their own generators differ";
+  // Same seed, same samples.
+  const RunStats again = RunAll(cfg_, be_.get(), reqs, o);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(again.out.at("r0").completions[k].ids, out.completions[k].ids);
+}
+
+TEST(PrefixEngineStories, CacheOnOffAndPlannerGiveTheSameStories) {
+  const std::string dir = testing::SharedModel("stories260K");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "stories260K");
+  Model m;
+  ASSERT_TRUE(LoadModel(dir, &m).ok());
+  std::vector<Request> reqs;
+  const char* docs[] = {"Lily had a red ball.", "Tom saw a big dog.", "The sun was hot.", "A bird sang."};
+  for (int i = 0; i < 8; ++i) {
+    Request r;
+    r.id = "s" + std::to_string(i);
+    const std::string text = std::string("Once upon a time, in a small house near the woods, there lived a kind old man. ") + docs[i % 4] + (i >= 4 ? " Then" : "");
+    for (int id : m.tokenizer->Encode(text)) r.prompt_ids.push_back(id);
+    r.params.temperature = 0;
+    r.params.max_tokens = 30;
+    reqs.push_back(r);
+  }
+  EngineOptions plain;
+  plain.num_blocks = 200;
+  plain.enable_prefix_cache = plain.enable_planner = false;
+  Outputs alone;
+  for (const Request& r : reqs) alone.merge(RunAll(m.cfg, m.backend.get(), {r}, plain).out);
+  EngineOptions full = plain;
+  full.enable_prefix_cache = full.enable_planner = true;
+  const RunStats rs = RunAll(m.cfg, m.backend.get(), reqs, full);
+  ExpectSameCompletions(rs.out, alone, "stories: cache + planner vs alone");
+  EXPECT_GT(rs.cached, 0);
+}
+
+}  // namespace
+}  // namespace llmq
