@@ -8,6 +8,7 @@ namespace llmq::cli {
 bool Args::Parse(int argc, char** argv, int first, std::string* error) {
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
+    if (auto al = aliases_.find(a); al != aliases_.end()) a = "--" + al->second;
     if (a.rfind("--", 0) != 0 || a == "--") {
       positional_.push_back(a);
       continue;

@@ -15,6 +15,8 @@ class Args {
   // `valued`: flags that take a value; `booleans`: flags that do not.
   Args(std::set<std::string> valued, std::set<std::string> booleans)
       : valued_(std::move(valued)), booleans_(std::move(booleans)) {}
+  // "-o" stands for "--output", say.
+  void Alias(const std::string& short_flag, const std::string& long_name) { aliases_[short_flag] = long_name; }
   // Parses argv[first, argc). Returns false with `error` set on a bad command line.
   bool Parse(int argc, char** argv, int first, std::string* error);
   bool Has(const std::string& flag) const { return values_.count(flag) > 0; }
@@ -27,7 +29,7 @@ class Args {
 
  private:
   std::set<std::string> valued_, booleans_;
-  std::map<std::string, std::string> values_;
+  std::map<std::string, std::string> values_, aliases_;
   std::vector<std::string> positional_;
 };
 

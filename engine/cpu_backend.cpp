@@ -1,6 +1,10 @@
 #include "engine/cpu_backend.h"
 
 #include <cmath>
+#include <sys/mman.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu/ops.h"
@@ -55,12 +59,24 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w) : cfg_(cfg) {
     }
 }
 
+void CpuBackend::KvBuffer::Reset(size_t floats) {
+  if (data) munmap(data, bytes);
+  data = nullptr, bytes = floats * sizeof(float);
+  if (!floats) return;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    std::fprintf(stderr, "llmq: cannot map %zu bytes for the KV cache\n", bytes);
+    std::abort();
+  }
+  data = static_cast<float*>(p);
+}
+
 void CpuBackend::AllocateKv(int num_blocks, int block_size) {
   num_blocks_ = num_blocks;
   block_size_ = block_size;
   const size_t n = static_cast<size_t>(cfg_.num_layers) * num_blocks * cfg_.kv_dim() * block_size;
-  k_cache_.assign(n, 0.f);
-  v_cache_.assign(n, 0.f);
+  k_cache_.Reset(n);
+  v_cache_.Reset(n);
 }
 
 void CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
@@ -68,8 +84,8 @@ void CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const size_t base = static_cast<size_t>(l) * num_blocks_ * per_block;
     for (auto [s, d] : src_dst) {
-      std::memcpy(&k_cache_[base + d * per_block], &k_cache_[base + s * per_block], per_block * 4);
-      std::memcpy(&v_cache_[base + d * per_block], &v_cache_[base + s * per_block], per_block * 4);
+      std::memcpy(k_cache_.data + base + d * per_block, k_cache_.data + base + s * per_block, per_block * 4);
+      std::memcpy(v_cache_.data + base + d * per_block, v_cache_.data + base + s * per_block, per_block * 4);
     }
   }
 }
@@ -95,7 +111,7 @@ void CpuBackend::Forward(const StepBatch& b, float* logits) {
 
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const Layer& L = layers_[l];
-    kernels::PagedKv kv{k_cache_.data() + l * layer_floats, v_cache_.data() + l * layer_floats,
+    kernels::PagedKv kv{k_cache_.data + l * layer_floats, v_cache_.data + l * layer_floats,
                         block_size_, cfg_.num_kv_heads, D};
     // Attention block.
     kernels::RmsNorm(x_.data(), L.attn_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());

@@ -40,8 +40,15 @@ class CpuBackend : public Backend {
   std::vector<float> cos_sin_;     // [max_pos, head_dim]: cos then sin of each position
   uint64_t weight_bytes_ = 0;
 
+  // An anonymous mapping: zero pages until touched, so a large pool costs nothing up front.
+  struct KvBuffer {
+    float* data = nullptr;
+    size_t bytes = 0;
+    void Reset(size_t floats);
+    ~KvBuffer() { Reset(0); }
+  };
   int block_size_ = 16, num_blocks_ = 0;
-  std::vector<float> k_cache_, v_cache_;  // [layers, blocks, kv_heads, block_size, head_dim]
+  KvBuffer k_cache_, v_cache_;  // per layer: see kernels::PagedKv for the tile layouts
 
   // Activations, grown on demand and reused across steps.
   std::vector<float> x_, xn_, qkv_, attn_, proj_, gu_, act_;

@@ -27,7 +27,7 @@ std::string Got(const json& v) {
     case json::value_t::object:
       return "got an object";
     case json::value_t::array:
-      return "got a list";
+      return v.empty() ? "got an empty list" : "got a list of " + std::to_string(v.size());
     case json::value_t::null:
       return "got null";
     default:
@@ -152,12 +152,12 @@ void ParsePrompt(const json& body, BatchRequest* req) {
   // ["text"]: one prompt in a list, as the OpenAI client sometimes writes it.
   if ((*p)[0].is_string()) {
     if (p->size() != 1)
-      Fail("body.prompt", "must be a single prompt (one prompt per line; write one line each)", *p);
+      Fail("body.prompt", "must be a single prompt (a batch file takes one prompt per line)", *p);
     req->prompt = (*p)[0].get<std::string>();
     return;
   }
   if ((*p)[0].is_array())
-    Fail("body.prompt", "must be a single prompt (one prompt per line; write one line each)", *p);
+    Fail("body.prompt", "must be a single prompt (a batch file takes one prompt per line)", *p);
   req->prompt_token_ids.reserve(p->size());
   for (size_t i = 0; i < p->size(); ++i) {
     req->prompt_token_ids.push_back(static_cast<int32_t>(

@@ -42,7 +42,14 @@ struct BatchRequest {
 
 // Parses and validates one line. Never throws. On a bad line, `error` names the file, the line and
 // the field, e.g. "jobs.jsonl:17: field 'body.max_tokens' must be a positive integer", and
-// custom_id is kept when it could be read (so the error output can carry it).
+// custom_id is kept when it could be read (so the error output can carry it). Only the first
+// problem is reported. Accepted as OpenAI / vLLM do: a field set to null counts as absent; unknown
+// fields are ignored; integers may be written as integral floats (16.0); content as a list of
+// {"type": "text", "text": ...} parts (joined with "\n", as vLLM joins them); role "developer"
+// (OpenAI's newer name) becomes "system"; prompt as ["one string"]; top_k -1 is stored as 0 (no
+// limit); max_completion_tokens wins over max_tokens; max_tokens defaults to 16 for completions
+// here. Refused: stream true, a list of several prompts, non-text content parts. Duplicate
+// custom_ids are the caller's to find (they span lines).
 BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& file);
 
 }  // namespace llmq::jobs

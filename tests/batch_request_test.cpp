@@ -205,7 +205,7 @@ TEST(BatchRequestTest, EmptyLineAndNonObjectsAreRefused) {
   EXPECT_EQ(ParseBatchLine("   ", 2, "f.jsonl").error,
             "f.jsonl:2: empty line (expected a JSON object)");
   EXPECT_EQ(ParseBatchLine("[1, 2]", 3, "f.jsonl").error,
-            "f.jsonl:3: expected a JSON object, got a list");
+            "f.jsonl:3: expected a JSON object, got a list of 2");
   EXPECT_EQ(ParseBatchLine("42", 4, "f.jsonl").error, "f.jsonl:4: expected a JSON object, got 42");
 }
 

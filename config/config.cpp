@@ -1,0 +1,319 @@
+// LlmqConfig from YAML (yaml-cpp). Strict: unknown and duplicate keys, wrong types and values out
+// of range are errors naming the file, the line and the dotted key.
+#include "config/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+namespace llmq {
+namespace {
+
+constexpr const char* kChatTemplates[] = {"llama-2", "mistral", "chatml", "zephyr"};
+
+// "file:line: what", or "file: what" when yaml-cpp has no position.
+Status ErrorAt(const std::string& file, const YAML::Mark& mark, const std::string& what) {
+  std::string loc = file;
+  if (!mark.is_null() && mark.line >= 0) loc += ":" + std::to_string(mark.line + 1);
+  return Status::InvalidArgument(loc + ": " + what);
+}
+
+// What a node is, for "got ..." in messages.
+std::string Describe(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+      return "no value";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Scalar:
+      return "'" + n.Scalar() + "'";
+    default:
+      return "nothing";
+  }
+}
+
+// A plain (unquoted) scalar: quoted "16" or "true" is a string, not a number or a boolean.
+bool IsPlainScalar(const YAML::Node& n) {
+  return n.IsScalar() && n.Tag() != "!";
+}
+
+// One key: value pair of the file, with everything a message needs.
+struct Leaf {
+  const std::string& file;
+  YAML::Mark mark;  // the key's position
+  std::string key;  // dotted: "engine.block_size"
+  YAML::Node value;
+
+  Status Fail(const std::string& what) const { return ErrorAt(file, mark, key + ": " + what); }
+};
+
+Status GetString(const Leaf& l, std::string* out) {
+  if (!l.value.IsScalar()) return l.Fail("must be a string, got " + Describe(l.value));
+  *out = l.value.Scalar();
+  return Status::Ok();
+}
+
+// A decimal integer in [lo, hi] (YAML 1.2 core: [-+]?[0-9]+).
+Status GetInt(const Leaf& l, int64_t lo, int64_t hi, int64_t* out) {
+  const std::string range =
+      lo == 1 && hi == std::numeric_limits<int>::max()
+          ? "a positive integer"
+          : "an integer between " + std::to_string(lo) + " and " + std::to_string(hi);
+  if (!IsPlainScalar(l.value)) return l.Fail("must be " + range + ", got " + Describe(l.value));
+  std::string_view s = l.value.Scalar();
+  if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi) {
+    return l.Fail("must be " + range + ", got " + Describe(l.value));
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status GetPositiveInt(const Leaf& l, int* out) {
+  int64_t v = 0;
+  LLMQ_RETURN_IF_ERROR(GetInt(l, 1, std::numeric_limits<int>::max(), &v));
+  *out = static_cast<int>(v);
+  return Status::Ok();
+}
+
+// YAML 1.2 core booleans only: yes/no/on/off (YAML 1.1) are rejected rather than guessed at.
+Status GetBool(const Leaf& l, bool* out) {
+  if (IsPlainScalar(l.value)) {
+    const std::string& s = l.value.Scalar();
+    if (s == "true" || s == "True" || s == "TRUE") {
+      *out = true;
+      return Status::Ok();
+    }
+    if (s == "false" || s == "False" || s == "FALSE") {
+      *out = false;
+      return Status::Ok();
+    }
+  }
+  return l.Fail("must be true or false, got " + Describe(l.value));
+}
+
+// A key of a section: its name and how to parse its value.
+struct Field {
+  const char* name;
+  std::function<Status(const Leaf&)> parse;
+};
+
+std::string KnownKeys(const std::vector<Field>& fields) {
+  std::string s;
+  for (const Field& f : fields) s += (s.empty() ? "" : ", ") + std::string(f.name);
+  return s;
+}
+
+// Parses mapping `map` (whose own dotted name is `prefix`, "" at the top) field by field.
+Status ParseMap(const std::string& file, const YAML::Node& map, const std::string& prefix,
+                const std::vector<Field>& fields) {
+  std::set<std::string> seen;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const YAML::Node key = it->first;
+    if (!key.IsScalar()) {
+      return ErrorAt(
+          file, key.Mark(),
+          (prefix.empty() ? "" : prefix + ": ") + "keys must be strings, got " + Describe(key));
+    }
+    const std::string dotted = prefix.empty() ? key.Scalar() : prefix + "." + key.Scalar();
+    const Field* field = nullptr;
+    for (const Field& f : fields) {
+      if (key.Scalar() == f.name) field = &f;
+    }
+    if (field == nullptr) {
+      return ErrorAt(file, key.Mark(),
+                     "unknown key '" + dotted + "' (" +
+                         (prefix.empty() ? "sections are " : "keys of " + prefix + " are ") +
+                         KnownKeys(fields) + ")");
+    }
+    if (!seen.insert(key.Scalar()).second) {
+      return ErrorAt(file, key.Mark(), "duplicate key '" + dotted + "'");
+    }
+    LLMQ_RETURN_IF_ERROR(field->parse(Leaf{file, key.Mark(), dotted, it->second}));
+  }
+  return Status::Ok();
+}
+
+// A section's value: a mapping, or nothing at all ("engine:" with every key commented out).
+Field Section(const std::string& file, const char* name, std::vector<Field> fields) {
+  return Field{name, [&file, fields = std::move(fields)](const Leaf& l) -> Status {
+                 if (l.value.IsNull()) return Status::Ok();
+                 if (!l.value.IsMap()) {
+                   return l.Fail("must be a mapping of keys (" + KnownKeys(fields) + "), got " +
+                                 Describe(l.value));
+                 }
+                 return ParseMap(file, l.value, l.key, fields);
+               }};
+}
+
+Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c) {
+  const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+  if (docs.size() > 1) {
+    return ErrorAt(file, docs[1].Mark(), "only one YAML document is allowed, found a second");
+  }
+  if (docs.empty() || docs[0].IsNull()) return Status::Ok();  // empty, or comments only
+  const YAML::Node& root = docs[0];
+  if (!root.IsMap()) {
+    return ErrorAt(file, root.Mark(),
+                   "the top level must be a mapping of sections (model, engine, spool), got " +
+                       Describe(root));
+  }
+
+  std::vector<Field> model = {
+      {"path", [c](const Leaf& l) { return GetString(l, &c->model_dir); }},
+      {"chat_template",
+       [c](const Leaf& l) -> Status {
+         std::string name;
+         LLMQ_RETURN_IF_ERROR(GetString(l, &name));
+         bool known = name.empty();  // "" = the model's own
+         std::string names;
+         for (const char* t : kChatTemplates) {
+           known = known || name == t;
+           names += (names.empty() ? "" : ", ") + std::string(t);
+         }
+         if (!known) {
+           return l.Fail("must be one of " + names + " (or \"\" for the model's own), got " +
+                         Describe(l.value));
+         }
+         c->chat_template = name;
+         return Status::Ok();
+       }},
+  };
+  std::vector<Field> engine = {
+      {"block_size",
+       [c](const Leaf& l) -> Status {
+         int64_t v = 0;
+         if (!GetInt(l, 1, 256, &v).ok() || (v & (v - 1)) != 0) {
+           return l.Fail("must be a power of two between 1 and 256, got " + Describe(l.value));
+         }
+         c->block_size = static_cast<int>(v);
+         return Status::Ok();
+       }},
+      {"max_num_seqs", [c](const Leaf& l) { return GetPositiveInt(l, &c->max_num_seqs); }},
+      {"max_num_batched_tokens",
+       [c](const Leaf& l) { return GetPositiveInt(l, &c->max_num_batched_tokens); }},
+      {"kv_cache_memory",
+       [c](const Leaf& l) -> Status {
+         std::optional<int64_t> bytes;
+         if (l.value.IsScalar()) bytes = ParseByteSize(l.value.Scalar());
+         if (!bytes || *bytes <= 0) {
+           return l.Fail("must be a positive size such as 4GiB, 512MB or 1073741824, got " +
+                         Describe(l.value));
+         }
+         c->kv_cache_bytes = *bytes;
+         return Status::Ok();
+       }},
+      {"enable_prefix_caching",
+       [c](const Leaf& l) { return GetBool(l, &c->enable_prefix_caching); }},
+      {"enable_planner", [c](const Leaf& l) { return GetBool(l, &c->enable_planner); }},
+  };
+  std::vector<Field> spool = {
+      {"state_dir",
+       [c](const Leaf& l) -> Status {
+         std::string dir;
+         LLMQ_RETURN_IF_ERROR(GetString(l, &dir));
+         if (dir.empty()) return l.Fail("must not be empty");
+         c->state_dir = dir;
+         return Status::Ok();
+       }},
+  };
+  const std::vector<Field> sections = {
+      Section(file, "model", std::move(model)),
+      Section(file, "engine", std::move(engine)),
+      Section(file, "spool", std::move(spool)),
+  };
+  return ParseMap(file, root, "", sections);
+}
+
+}  // namespace
+
+std::optional<int64_t> ParseByteSize(const std::string& s) {
+  size_t digits = 0;
+  while (digits < s.size() && s[digits] >= '0' && s[digits] <= '9') ++digits;
+  if (digits == 0) return std::nullopt;
+  int64_t value = 0;
+  if (std::from_chars(s.data(), s.data() + digits, value).ec != std::errc()) return std::nullopt;
+  std::string_view unit = std::string_view(s).substr(digits);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);  // "4 GiB"
+  if (unit.empty()) return unit.size() == s.size() - digits ? std::optional(value) : std::nullopt;
+  if (unit == "B") return value;
+  int power = 0;
+  switch (unit.front()) {
+    case 'K':
+    case 'k':
+      power = 1;
+      break;
+    case 'M':
+    case 'm':
+      power = 2;
+      break;
+    case 'G':
+    case 'g':
+      power = 3;
+      break;
+    case 'T':
+    case 't':
+      power = 4;
+      break;
+    default:
+      return std::nullopt;
+  }
+  unit.remove_prefix(1);
+  int64_t base = 0;
+  if (unit.empty() || unit == "iB") {
+    base = 1024;  // bare K/M/G/T are binary, as in -Xmx4g and docker --memory 4g
+  } else if (unit == "B") {
+    base = 1000;
+  } else {
+    return std::nullopt;
+  }
+  for (int i = 0; i < power; ++i) {
+    if (value > std::numeric_limits<int64_t>::max() / base) return std::nullopt;
+    value *= base;
+  }
+  return value;
+}
+
+Status ParseConfig(const std::string& yaml_text, const std::string& file, LlmqConfig* out) {
+  LlmqConfig c;
+  try {
+    LLMQ_RETURN_IF_ERROR(ParseRoot(yaml_text, file, &c));
+  } catch (const YAML::Exception& e) {
+    return ErrorAt(file, e.mark, "invalid YAML: " + e.msg);
+  }
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+Status LoadConfig(const std::string& path, LlmqConfig* out) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (st.type() == std::filesystem::file_type::not_found) {
+    return Status::NotFound(path + ": no such config file");
+  }
+  if (st.type() == std::filesystem::file_type::directory) {
+    return Status::IoError(path + ": is a directory, not a config file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Status::IoError(path + ": read failed: " + std::strerror(errno));
+  return ParseConfig(text.str(), path, out);
+}
+
+}  // namespace llmq

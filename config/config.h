@@ -1,0 +1,44 @@
+// LlmqConfig: the YAML configuration (yaml-cpp). Every key is optional; unknown keys are errors
+// (a typo must not silently fall back to a default). See config/llmq.example.yaml.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/status.h"
+
+namespace llmq {
+
+struct LlmqConfig {
+  // model:
+  std::string model_dir;      // model.path
+  std::string chat_template;  // model.chat_template: "" = the model's own / llama-2
+  // engine:
+  int block_size = 16;                        // engine.block_size
+  int max_num_seqs = 256;                     // engine.max_num_seqs
+  int max_num_batched_tokens = 2048;          // engine.max_num_batched_tokens
+  int64_t kv_cache_bytes = int64_t{1} << 30;  // engine.kv_cache_memory: "4GiB", "512MB", bytes
+  bool enable_prefix_caching = true;          // engine.enable_prefix_caching
+  bool enable_planner = true;                 // engine.enable_planner
+  // spool (the daemon, later):
+  std::string state_dir = "/var/lib/llmq";  // spool.state_dir
+};
+
+// Loads `path` over the defaults (a default LlmqConfig, not *out's current values); *out is
+// written only on success. An empty file (or comments only) gives the defaults; a section with no
+// keys ("engine:") is allowed. Errors are InvalidArgument naming the file, the line and the key,
+// e.g. "/etc/llmq.yaml:7: engine.max_num_seqs: must be a positive integer, got '0'" or
+// "/etc/llmq.yaml:3: unknown key 'engine.max_seqs' (...)"; a missing file is NotFound naming the
+// path, an unreadable one IoError. Integers and booleans must be plain (unquoted) YAML 1.2 scalars
+// (true/false; yes/no/on/off are rejected). Duplicate keys and a second YAML document are errors.
+Status LoadConfig(const std::string& path, LlmqConfig* out);
+// Parses YAML text (`file` for messages), as LoadConfig does.
+Status ParseConfig(const std::string& yaml_text, const std::string& file, LlmqConfig* out);
+// A byte size: decimal digits, then optionally (after optional spaces) a unit: "B"; K, M, G or T
+// (either case) followed by nothing, "iB" (powers of 1024) or "B" (powers of 1000). Bare K/M/G/T
+// are powers of 1024, as in -Xmx4g. "4GiB" -> 4294967296, "512MB" -> 512000000, "1000000" ->
+// 1000000, "0" -> 0. nullopt when malformed (signs, fractions, other units) or above INT64_MAX.
+std::optional<int64_t> ParseByteSize(const std::string& s);
+
+}  // namespace llmq

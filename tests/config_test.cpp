@@ -1,0 +1,298 @@
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+void ExpectDefaults(const LlmqConfig& c) {
+  const LlmqConfig d;
+  EXPECT_EQ(c.model_dir, d.model_dir);
+  EXPECT_EQ(c.chat_template, d.chat_template);
+  EXPECT_EQ(c.block_size, d.block_size);
+  EXPECT_EQ(c.max_num_seqs, d.max_num_seqs);
+  EXPECT_EQ(c.max_num_batched_tokens, d.max_num_batched_tokens);
+  EXPECT_EQ(c.kv_cache_bytes, d.kv_cache_bytes);
+  EXPECT_EQ(c.enable_prefix_caching, d.enable_prefix_caching);
+  EXPECT_EQ(c.enable_planner, d.enable_planner);
+  EXPECT_EQ(c.state_dir, d.state_dir);
+}
+
+// Parses `yaml` as "t.yaml" and returns the error message ("" when it parsed).
+std::string ParseError(const std::string& yaml) {
+  LlmqConfig c;
+  const Status st = ParseConfig(yaml, "t.yaml", &c);
+  if (!st.ok()) EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
+  return st.ok() ? "" : st.message();
+}
+
+std::string WriteFile(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
+  // The source tree's example, found from this file's own (absolute, under CMake) path.
+  const std::string example =
+      (std::filesystem::path(__FILE__).parent_path().parent_path() / "config" / "llmq.example.yaml")
+          .string();
+  ASSERT_TRUE(std::filesystem::exists(example)) << example;
+  LlmqConfig c;
+  c.block_size = 1;  // LoadConfig starts from the defaults, not from *out
+  const Status st = LoadConfig(example, &c);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ExpectDefaults(c);
+
+  // Every key of the schema appears in the example (a change to one key shows up here).
+  std::ifstream in(example);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* key : {"model:", "path:", "chat_template:", "engine:", "block_size:",
+                          "max_num_seqs:", "max_num_batched_tokens:", "kv_cache_memory:",
+                          "enable_prefix_caching:", "enable_planner:", "spool:", "state_dir:"}) {
+    EXPECT_NE(text.find(key), std::string::npos) << key;
+  }
+}
+
+TEST(ConfigTest, EmptyFileGivesDefaults) {
+  for (const char* yaml : {"", "\n", "# only a comment\n", "---\n", "~\n", "engine:\n",
+                           "model:\nengine:\nspool:\n", "engine: {}\n"}) {
+    LlmqConfig c;
+    c.max_num_seqs = 3;
+    const Status st = ParseConfig(yaml, "t.yaml", &c);
+    ASSERT_TRUE(st.ok()) << "'" << yaml << "': " << st.message();
+    ExpectDefaults(c);
+  }
+  const std::string dir = testing::TmpDir("config_empty");
+  LlmqConfig c;
+  ASSERT_TRUE(LoadConfig(WriteFile(dir, "empty.yaml", ""), &c).ok());
+  ExpectDefaults(c);
+}
+
+TEST(ConfigTest, EachKeyParsed) {
+  const std::string yaml = R"(# a full config
+model:
+  path: /models/llama-7b
+  chat_template: chatml
+engine:
+  block_size: 32
+  max_num_seqs: 64
+  max_num_batched_tokens: 8192
+  kv_cache_memory: 4GiB
+  enable_prefix_caching: false
+  enable_planner: False
+spool:
+  state_dir: /srv/llmq
+)";
+  LlmqConfig c;
+  const Status st = ParseConfig(yaml, "t.yaml", &c);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(c.model_dir, "/models/llama-7b");
+  EXPECT_EQ(c.chat_template, "chatml");
+  EXPECT_EQ(c.block_size, 32);
+  EXPECT_EQ(c.max_num_seqs, 64);
+  EXPECT_EQ(c.max_num_batched_tokens, 8192);
+  EXPECT_EQ(c.kv_cache_bytes, int64_t{4} << 30);
+  EXPECT_FALSE(c.enable_prefix_caching);
+  EXPECT_FALSE(c.enable_planner);
+  EXPECT_EQ(c.state_dir, "/srv/llmq");
+}
+
+TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
+  struct Case {
+    const char* yaml;
+    std::function<bool(const LlmqConfig&)> check;
+  };
+  const Case cases[] = {
+      {"model: {path: m}", [](const LlmqConfig& c) { return c.model_dir == "m"; }},
+      {"model: {path: 'my dir'}", [](const LlmqConfig& c) { return c.model_dir == "my dir"; }},
+      {"model: {chat_template: llama-2}",
+       [](const LlmqConfig& c) { return c.chat_template == "llama-2"; }},
+      {"model: {chat_template: mistral}",
+       [](const LlmqConfig& c) { return c.chat_template == "mistral"; }},
+      {"model: {chat_template: zephyr}",
+       [](const LlmqConfig& c) { return c.chat_template == "zephyr"; }},
+      {"model: {chat_template: ''}", [](const LlmqConfig& c) { return c.chat_template.empty(); }},
+      {"engine: {block_size: 1}", [](const LlmqConfig& c) { return c.block_size == 1; }},
+      {"engine: {block_size: 256}", [](const LlmqConfig& c) { return c.block_size == 256; }},
+      {"engine: {block_size: +8}", [](const LlmqConfig& c) { return c.block_size == 8; }},
+      {"engine: {max_num_seqs: 1}", [](const LlmqConfig& c) { return c.max_num_seqs == 1; }},
+      {"engine: {max_num_batched_tokens: 2147483647}",
+       [](const LlmqConfig& c) { return c.max_num_batched_tokens == 2147483647; }},
+      {"engine: {kv_cache_memory: 1073741824}",
+       [](const LlmqConfig& c) { return c.kv_cache_bytes == 1073741824; }},
+      {"engine: {kv_cache_memory: '512MB'}",
+       [](const LlmqConfig& c) { return c.kv_cache_bytes == 512000000; }},
+      {"engine: {enable_prefix_caching: TRUE}",
+       [](const LlmqConfig& c) { return c.enable_prefix_caching; }},
+      {"engine: {enable_planner: false}", [](const LlmqConfig& c) { return !c.enable_planner; }},
+      {"spool: {state_dir: rel/dir}", [](const LlmqConfig& c) { return c.state_dir == "rel/dir"; }},
+  };
+  for (const Case& k : cases) {
+    LlmqConfig c;
+    const Status st = ParseConfig(k.yaml, "t.yaml", &c);
+    ASSERT_TRUE(st.ok()) << k.yaml << ": " << st.message();
+    EXPECT_TRUE(k.check(c)) << k.yaml;
+  }
+  // Setting one key leaves the others at their defaults.
+  LlmqConfig c;
+  ASSERT_TRUE(ParseConfig("engine:\n  max_num_seqs: 7\n", "t.yaml", &c).ok());
+  EXPECT_EQ(c.max_num_seqs, 7);
+  c.max_num_seqs = LlmqConfig().max_num_seqs;
+  ExpectDefaults(c);
+}
+
+TEST(ConfigTest, UnknownKeysNameFileLineAndDottedKey) {
+  EXPECT_NE(ParseError("engine:\n  block_size: 16\n  max_seqs: 8\n")
+                .find("t.yaml:3: unknown key 'engine.max_seqs'"),
+            std::string::npos);
+  EXPECT_NE(ParseError("\n\nengnie:\n  block_size: 16\n").find("t.yaml:3: unknown key 'engnie'"),
+            std::string::npos);
+  EXPECT_NE(ParseError("model:\n  path: m\n  template: chatml\n")
+                .find("t.yaml:3: unknown key 'model.template'"),
+            std::string::npos);
+  EXPECT_NE(ParseError("spool: {dir: /x}\n").find("t.yaml:1: unknown key 'spool.dir'"),
+            std::string::npos);
+  // The message lists what is known.
+  EXPECT_NE(ParseError("engine:\n  max_seqs: 8\n").find("max_num_seqs"), std::string::npos);
+  // Case matters.
+  EXPECT_NE(ParseError("Engine:\n  block_size: 16\n").find("t.yaml:1: unknown key 'Engine'"),
+            std::string::npos);
+}
+
+TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
+  struct Case {
+    const char* yaml;
+    const char* want;  // a substring of the message
+  };
+  const Case cases[] = {
+      {"engine:\n  block_size: 17\n", "t.yaml:2: engine.block_size: must be a power of two"},
+      {"engine:\n  block_size: 0\n", "t.yaml:2: engine.block_size: must be a power of two"},
+      {"engine:\n  block_size: 512\n", "t.yaml:2: engine.block_size: must be a power of two"},
+      {"engine:\n  block_size: -16\n", "t.yaml:2: engine.block_size: must be a power of two"},
+      {"engine:\n  block_size: 16.0\n", "t.yaml:2: engine.block_size"},
+      {"engine:\n  block_size: '16'\n", "t.yaml:2: engine.block_size"},
+      {"engine:\n  block_size:\n", "t.yaml:2: engine.block_size"},
+      {"\nengine:\n  max_num_seqs: 0\n",
+       "t.yaml:3: engine.max_num_seqs: must be a positive integer"},
+      {"engine:\n  max_num_seqs: -1\n",
+       "t.yaml:2: engine.max_num_seqs: must be a positive integer"},
+      {"engine:\n  max_num_seqs: lots\n", "t.yaml:2: engine.max_num_seqs: must be a positive"},
+      {"engine:\n  max_num_seqs: [1]\n", "t.yaml:2: engine.max_num_seqs: must be a positive"},
+      {"engine:\n  max_num_seqs: 0x10\n", "t.yaml:2: engine.max_num_seqs"},
+      {"engine:\n  max_num_batched_tokens: 2147483648\n",
+       "t.yaml:2: engine.max_num_batched_tokens: must be a positive integer"},
+      {"engine:\n  max_num_batched_tokens: 99999999999999999999999\n",
+       "t.yaml:2: engine.max_num_batched_tokens"},
+      {"engine:\n  kv_cache_memory: 4XB\n", "t.yaml:2: engine.kv_cache_memory: must be a positive"},
+      {"engine:\n  kv_cache_memory: 0\n", "t.yaml:2: engine.kv_cache_memory"},
+      {"engine:\n  kv_cache_memory: -1GiB\n", "t.yaml:2: engine.kv_cache_memory"},
+      {"engine:\n  kv_cache_memory: {a: 1}\n", "t.yaml:2: engine.kv_cache_memory"},
+      {"engine:\n  enable_prefix_caching: yes\n",
+       "t.yaml:2: engine.enable_prefix_caching: must be true or false"},
+      {"engine:\n  enable_planner: 1\n", "t.yaml:2: engine.enable_planner: must be true or false"},
+      {"engine:\n  enable_planner: 'true'\n", "t.yaml:2: engine.enable_planner"},
+      {"model:\n  chat_template: vicuna\n", "t.yaml:2: model.chat_template: must be one of"},
+      {"model:\n  chat_template: ChatML\n", "t.yaml:2: model.chat_template"},
+      {"model:\n  path: [a, b]\n", "t.yaml:2: model.path: must be a string"},
+      {"model:\n  path:\n", "t.yaml:2: model.path: must be a string"},
+      {"spool:\n  state_dir: ''\n", "t.yaml:2: spool.state_dir: must not be empty"},
+      {"engine: 16\n", "t.yaml:1: engine: must be a mapping"},
+      {"engine:\n  - block_size: 16\n", "t.yaml:1: engine: must be a mapping"},
+      {"- engine\n", "t.yaml:1: the top level must be a mapping"},
+      {"just text\n", "t.yaml:1: the top level must be a mapping"},
+      {"engine:\n  block_size: 16\n  block_size: 32\n",
+       "t.yaml:3: duplicate key 'engine.block_size'"},
+      {"engine: {}\n---\nengine: {}\n", "t.yaml:2: only one YAML document"},
+  };
+  for (const Case& k : cases) {
+    const std::string msg = ParseError(k.yaml);
+    EXPECT_NE(msg.find(k.want), std::string::npos)
+        << "yaml:\n"
+        << k.yaml << "message: " << msg << "\nwanted: " << k.want;
+  }
+  // The offending value is quoted back.
+  EXPECT_NE(ParseError("engine:\n  block_size: 17\n").find("got '17'"), std::string::npos);
+}
+
+TEST(ConfigTest, MalformedYamlNamesFileAndLine) {
+  const std::string msg = ParseError("engine:\n  block_size: 16\n  max_num_seqs: [1, 2\n");
+  EXPECT_EQ(msg.rfind("t.yaml:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("invalid YAML"), std::string::npos) << msg;
+  const std::string tab = ParseError("engine:\n\tblock_size: 16\n");
+  EXPECT_NE(tab.find("t.yaml:"), std::string::npos) << tab;
+  const std::string unclosed = ParseError("model:\n  path: \"abc\n");
+  EXPECT_NE(unclosed.find("t.yaml:"), std::string::npos) << unclosed;
+}
+
+TEST(ConfigTest, ErrorLeavesOutputUntouched) {
+  LlmqConfig c;
+  c.max_num_seqs = 5;
+  EXPECT_FALSE(ParseConfig("engine:\n  max_num_seqs: 9\n  block_size: 3\n", "t.yaml", &c).ok());
+  EXPECT_EQ(c.max_num_seqs, 5);
+}
+
+TEST(ConfigTest, ByteSizes) {
+  EXPECT_EQ(ParseByteSize("0"), 0);
+  EXPECT_EQ(ParseByteSize("1000000"), 1000000);
+  EXPECT_EQ(ParseByteSize("123B"), 123);
+  EXPECT_EQ(ParseByteSize("4GiB"), int64_t{4} << 30);
+  EXPECT_EQ(ParseByteSize("4 GiB"), int64_t{4} << 30);
+  EXPECT_EQ(ParseByteSize("4G"), int64_t{4} << 30);
+  EXPECT_EQ(ParseByteSize("4g"), int64_t{4} << 30);
+  EXPECT_EQ(ParseByteSize("4GB"), 4000000000);
+  EXPECT_EQ(ParseByteSize("512MB"), 512000000);
+  EXPECT_EQ(ParseByteSize("512MiB"), int64_t{512} << 20);
+  EXPECT_EQ(ParseByteSize("512M"), int64_t{512} << 20);
+  EXPECT_EQ(ParseByteSize("8KiB"), 8192);
+  EXPECT_EQ(ParseByteSize("8kB"), 8000);
+  EXPECT_EQ(ParseByteSize("8K"), 8192);
+  EXPECT_EQ(ParseByteSize("2TiB"), int64_t{2} << 40);
+  EXPECT_EQ(ParseByteSize("2TB"), 2000000000000);
+  EXPECT_EQ(ParseByteSize("9223372036854775807"), INT64_MAX);
+  EXPECT_EQ(ParseByteSize("8388607TiB"), int64_t{8388607} << 40);
+  for (const char* bad :
+       {"", "GiB", "-1", "+1", "1.5GiB", "4 ", " 4", "4GiBs", "4Gb", "4gib", "4XB", "4PiB", "4 G B",
+        "4iB", "9223372036854775808", "8388608TiB", "99999999999999999999"}) {
+    EXPECT_FALSE(ParseByteSize(bad).has_value()) << "'" << bad << "'";
+  }
+}
+
+TEST(ConfigTest, LoadReadsTheFileAndNamesItInErrors) {
+  const std::string dir = testing::TmpDir("config_load");
+  const std::string path =
+      WriteFile(dir, "llmq.yaml", "engine:\n  block_size: 8\n  max_num_seqs: 0\n");
+  LlmqConfig c;
+  Status st = LoadConfig(path, &c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find(path + ":3: engine.max_num_seqs"), std::string::npos) << st.message();
+
+  const std::string good = WriteFile(dir, "good.yaml", "engine:\n  block_size: 8\n");
+  st = LoadConfig(good, &c);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(c.block_size, 8);
+
+  st = LoadConfig(dir, &c);  // a directory
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(dir), std::string::npos) << st.message();
+}
+
+TEST(ConfigTest, MissingFileIsNotFound) {
+  const std::string path = testing::TmpDir("config_missing") + "/nope.yaml";
+  LlmqConfig c;
+  const Status st = LoadConfig(path, &c);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Status::Code::kNotFound);
+  EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace llmq

@@ -1,0 +1,169 @@
+// `llmq run` end to end with the real binary on a generated model.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using json = nlohmann::json;
+using testing::RunLlmq;
+
+std::vector<json> ReadJsonl(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<json> out;
+  std::string line;
+  while (std::getline(f, line)) out.push_back(json::parse(line));
+  return out;
+}
+
+std::string Completion(const std::string& id, const std::string& prompt, int max_tokens) {
+  return json{{"custom_id", id},
+              {"method", "POST"},
+              {"url", "/v1/completions"},
+              {"body", {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}}}}
+      .dump();
+}
+
+class RunTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = testing::TmpDir("run_model");
+    ASSERT_EQ(RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "2"}).exit_code, 0);
+  }
+  static std::string model_;
+};
+std::string RunTest::model_;
+
+TEST_F(RunTest, TenThousandLinesWithTwentyBadOnesKeepOrderAndNameLineAndField) {
+  const std::string dir = testing::TmpDir("run_10k");
+  // 20 malformed lines of different kinds, each with the field its error must name.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"{not json", "invalid JSON"},
+      {"[1, 2, 3]", "JSON object"},
+      {R"({"method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}})", "custom_id"},
+      {R"({"custom_id": 7, "method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}})", "custom_id"},
+      {Completion("doc-5", "a duplicate of an earlier id", 2), "duplicate"},
+      {R"({"custom_id": "g1", "method": "GET", "url": "/v1/completions", "body": {"prompt": "x"}})", "method"},
+      {R"({"custom_id": "u1", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}})", "url"},
+      {R"({"custom_id": "b1", "method": "POST", "url": "/v1/completions"})", "body"},
+      {R"({"custom_id": "m1", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": []}})", "body.messages"},
+      {R"({"custom_id": "m2", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "wizard", "content": "x"}]}})", "body.messages[0].role"},
+      {R"({"custom_id": "m3", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": 5}]}})", "body.messages[0].content"},
+      {R"({"custom_id": "p1", "method": "POST", "url": "/v1/completions", "body": {"max_tokens": 3}})", "body.prompt"},
+      {R"({"custom_id": "p2", "method": "POST", "url": "/v1/completions", "body": {"prompt": {"a": 1}}})", "body.prompt"},
+      {R"({"custom_id": "t1", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "max_tokens": -4}})", "body.max_tokens"},
+      {R"({"custom_id": "t2", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "max_tokens": "ten"}})", "body.max_tokens"},
+      {R"({"custom_id": "t3", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "temperature": 9}})", "body.temperature"},
+      {R"({"custom_id": "t4", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "top_p": 0}})", "body.top_p"},
+      {R"({"custom_id": "t5", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "n": 0}})", "body.n"},
+      {R"({"custom_id": "s1", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "stream": true}})", "body.stream"},
+      {Completion("ctx", "too long for the context", 600), "body.max_tokens"},
+  };
+  ASSERT_EQ(bad.size(), 20u);
+  std::ofstream in(dir + "/in.jsonl");
+  std::map<int, std::string> bad_at;  // line -> field
+  int line = 0, next_bad = 0;
+  for (int good = 0; good < 9980;) {
+    ++line;
+    if (line % 499 == 0 && next_bad < 20) {
+      in << bad[next_bad].first << "\n";
+      bad_at[line] = bad[next_bad++].second;
+      continue;
+    }
+    in << Completion("doc-" + std::to_string(good), "Story " + std::to_string(good % 97) + ": once upon a time", 2) << "\n";
+    ++good;
+  }
+  in.close();
+  ASSERT_EQ(next_bad, 20);
+  const auto r = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/out.jsonl", "--model", model_,
+                          "--summary-json", dir + "/summary.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto out = ReadJsonl(dir + "/out.jsonl");
+  ASSERT_EQ(out.size(), 10000u);
+  int errors = 0, good = 0;
+  std::set<std::string> ids;
+  for (int i = 0; i < 10000; ++i) {
+    const json& o = out[i];
+    ASSERT_TRUE(ids.insert(o["id"].get<std::string>()).second) << "request ids are unique";
+    if (bad_at.count(i + 1)) {
+      ++errors;
+      ASSERT_TRUE(o["response"].is_null()) << o;
+      const std::string msg = o["error"]["message"];
+      EXPECT_NE(msg.find(":" + std::to_string(i + 1) + ":"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(bad_at[i + 1]), std::string::npos) << msg;
+    } else {
+      ASSERT_TRUE(o["error"].is_null()) << o;
+      EXPECT_EQ(o["custom_id"], "doc-" + std::to_string(good++)) << "input order kept";
+      EXPECT_EQ(o["response"]["status_code"], 200);
+      EXPECT_EQ(o["response"]["body"]["object"], "text_completion");
+      EXPECT_EQ(o["response"]["body"]["usage"]["completion_tokens"], 2);
+    }
+  }
+  EXPECT_EQ(errors, 20);
+  EXPECT_EQ(good, 9980);
+  std::ifstream sf(dir + "/summary.json");
+  const json s = json::parse(sf);
+  EXPECT_EQ(s["requests"], 10000);
+  EXPECT_EQ(s["failed"], 20);
+  EXPECT_EQ(s["completion_tokens"], 9980 * 2);
+  EXPECT_GT(s["cached_prompt_tokens"], 0);
+  for (const char* k : {"prompt_tokens", "computed_prompt_tokens", "wall_seconds", "output_tokens_per_second",
+                        "ttft_seconds_p50", "ttft_seconds_p95", "latency_seconds_p50", "latency_seconds_p95"})
+    EXPECT_TRUE(s.contains(k)) << k;
+}
+
+TEST_F(RunTest, PrefixFeaturesOffGiveTheSameOutputsAndErrorsCanBeSplit) {
+  const std::string dir = testing::TmpDir("run_split");
+  std::ofstream in(dir + "/in.jsonl");
+  const std::string instructions(300, 'a');
+  for (int i = 0; i < 40; ++i) {
+    if (i == 7) in << "garbage\n";
+    in << json{{"custom_id", "c" + std::to_string(i)}, {"method", "POST"}, {"url", "/v1/chat/completions"},
+               {"body", {{"model", "tiny"}, {"max_tokens", 6}, {"temperature", 0},
+                         {"messages", {{{"role", "system"}, {"content", "Follow these rules: " + instructions}},
+                                       {{"role", "user"}, {"content", "Document " + std::to_string(i * 7919)}}}}}}}
+                  .dump()
+       << "\n";
+  }
+  in.close();
+  const auto on = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/on.jsonl", "--model", model_,
+                           "--errors", dir + "/errors.jsonl"});
+  const auto off = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/off.jsonl", "--model", model_,
+                            "--no-prefix-cache", "--no-planner"});
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  const auto a = ReadJsonl(dir + "/on.jsonl"), b = ReadJsonl(dir + "/off.jsonl");
+  const auto errs = ReadJsonl(dir + "/errors.jsonl");
+  ASSERT_EQ(a.size(), 40u);
+  ASSERT_EQ(b.size(), 41u);  // errors in place
+  ASSERT_EQ(errs.size(), 1u);
+  EXPECT_NE(errs[0]["error"]["message"].get<std::string>().find(":8:"), std::string::npos);
+  int cached = 0;
+  for (int i = 0, j = 0; i < 40; ++i, ++j) {
+    if (j == 7) ++j;  // the error line in `off`
+    EXPECT_EQ(a[i]["custom_id"], b[j]["custom_id"]);
+    EXPECT_EQ(a[i]["response"]["body"]["choices"][0]["message"]["content"],
+              b[j]["response"]["body"]["choices"][0]["message"]["content"]);
+    cached += a[i]["response"]["body"]["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+    EXPECT_EQ(b[j]["response"]["body"]["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  }
+  EXPECT_GT(cached, 0);
+}
+
+TEST_F(RunTest, MissingInputOrModelFailsClearly) {
+  const std::string dir = testing::TmpDir("run_missing");
+  auto r = RunLlmq({"run", dir + "/nope.jsonl", "-o", dir + "/out.jsonl", "--model", model_});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("nope.jsonl"), std::string::npos) << r.err;
+  r = RunLlmq({"run", dir + "/in.jsonl"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace llmq
