@@ -38,7 +38,7 @@ std::string Describe(const YAML::Node& n) {
     case YAML::NodeType::Map:
       return "a mapping";
     case YAML::NodeType::Scalar:
-      return "'" + n.Scalar() + "'";
+      return n.Tag() == "!" ? "the quoted string \"" + n.Scalar() + "\"" : "'" + n.Scalar() + "'";
     default:
       return "nothing";
   }

@@ -253,6 +253,14 @@ std::vector<RequestOutput> LlmEngine::Step() {
     blocks_.MarkComputed(q);
   }
   stats_.peak_blocks_in_use = std::max(stats_.peak_blocks_in_use, blocks_.num_in_use());
+  // Sampling is per row and independent: draw in parallel, then apply in order.
+  std::vector<int32_t> drawn(samplers.size());
+  const int64_t rows = static_cast<int64_t>(samplers.size());
+#pragma omp parallel for schedule(static) if (rows * cfg_.vocab_size > (1 << 20))
+  for (int64_t i = 0; i < rows; ++i) {
+    Sequence* s = samplers[i];
+    drawn[i] = SampleToken(&logits[i * cfg_.vocab_size], cfg_.vocab_size, *s->params, &s->rng);
+  }
   for (size_t i = 0; i < samplers.size(); ++i) {
     Sequence* s = samplers[i];
     const float* row = &logits[i * cfg_.vocab_size];
@@ -265,7 +273,7 @@ std::vector<RequestOutput> LlmEngine::Step() {
         if (Append(c, SampleToken(row, cfg_.vocab_size, *c->params, &c->rng))) FinishSeq(c, &done);
       }
     }
-    if (Append(s, SampleToken(row, cfg_.vocab_size, *s->params, &s->rng))) FinishSeq(s, &done);
+    if (Append(s, drawn[i])) FinishSeq(s, &done);
   }
   return done;
 }
