@@ -59,29 +59,36 @@ int main(int argc, char** argv) {
   std::string model, shape = "bench-110m";
   int decode_steps = 32;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--model")) model = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--shape")) shape = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--decode-steps")) decode_steps = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--model"))
+      model = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--shape"))
+      shape = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--decode-steps"))
+      decode_steps = std::atoi(argv[i + 1]);
   }
   ModelConfig cfg;
   DType dtype;
   if (model.empty()) {
     model = "bench-models/" + shape;
-    if (!ShapeConfig(shape, &cfg, &dtype).ok()) return std::fprintf(stderr, "unknown shape %s\n", shape.c_str()), 2;
+    if (!ShapeConfig(shape, &cfg, &dtype).ok())
+      return std::fprintf(stderr, "unknown shape %s\n", shape.c_str()), 2;
     if (!std::filesystem::exists(model + "/model.safetensors")) {
       std::fprintf(stderr, "writing %s ...\n", model.c_str());
       if (Status st = WriteRandomModel(cfg, dtype, 1, model); !st.ok())
         return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
     }
   }
-  if (Status st = LoadModelConfig(model, &cfg); !st.ok()) return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
+  if (Status st = LoadModelConfig(model, &cfg); !st.ok())
+    return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
   std::unique_ptr<Weights> w;
-  if (Status st = Weights::Load(model, cfg, &w); !st.ok()) return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
+  if (Status st = Weights::Load(model, cfg, &w); !st.ok())
+    return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
   CpuBackend be(cfg, *w);
 
-  std::printf("llmq CPU benchmark: %s (%d layers, hidden %d, kv heads %d, vocab %d, fp32), %d threads\n",
-              model.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_kv_heads, cfg.vocab_size,
-              omp_get_max_threads());
+  std::printf(
+      "llmq CPU benchmark: %s (%d layers, hidden %d, kv heads %d, vocab %d, fp32), %d threads\n",
+      model.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_kv_heads, cfg.vocab_size,
+      omp_get_max_threads());
   std::printf("| %-8s | %5s | %6s | %10s | %17s | %6s |\n", "phase", "batch", "prompt", "tokens/s",
               "llama.cpp target", "ratio");
   std::printf("|----------|-------|--------|------------|-------------------|--------|\n");
@@ -94,9 +101,11 @@ int main(int argc, char** argv) {
     const double s = Best(3, [&] { return RunOnce(cfg, &be, 1, p.prompt, 1); });
     const double tps = p.prompt / s;
     if (p.target > 0)
-      std::printf("| %-8s | %5d | %6d | %10.1f | %17.0f | %6.2f |\n", "prefill", 1, p.prompt, tps, p.target, tps / p.target);
+      std::printf("| %-8s | %5d | %6d | %10.1f | %17.0f | %6.2f |\n", "prefill", 1, p.prompt, tps,
+                  p.target, tps / p.target);
     else
-      std::printf("| %-8s | %5d | %6d | %10.1f | %17s | %6s |\n", "prefill", 1, p.prompt, tps, "-", "-");
+      std::printf("| %-8s | %5d | %6d | %10.1f | %17s | %6s |\n", "prefill", 1, p.prompt, tps, "-",
+                  "-");
   }
   struct Decode {
     int batch;
@@ -105,9 +114,11 @@ int main(int argc, char** argv) {
   for (Decode d : {Decode{1, 95}, Decode{8, 290}, Decode{32, 420}}) {
     const int prompt = 128;
     const double base = Best(2, [&] { return RunOnce(cfg, &be, d.batch, prompt, 1); });
-    const double full = Best(2, [&] { return RunOnce(cfg, &be, d.batch, prompt, 1 + decode_steps); });
+    const double full =
+        Best(2, [&] { return RunOnce(cfg, &be, d.batch, prompt, 1 + decode_steps); });
     const double tps = d.batch * decode_steps / std::max(full - base, 1e-9);
-    std::printf("| %-8s | %5d | %6d | %10.1f | %17.0f | %6.2f |\n", "decode", d.batch, prompt, tps, d.target, tps / d.target);
+    std::printf("| %-8s | %5d | %6d | %10.1f | %17.0f | %6.2f |\n", "decode", d.batch, prompt, tps,
+                d.target, tps / d.target);
   }
   return 0;
 }

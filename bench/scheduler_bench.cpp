@@ -42,9 +42,12 @@ class NullBackend : public Backend {
 int main(int argc, char** argv) {
   int seqs = 256, prompt = 512, steps = 2000;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--seqs")) seqs = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--prompt")) prompt = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--seqs"))
+      seqs = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--prompt"))
+      prompt = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--steps"))
+      steps = std::atoi(argv[i + 1]);
   }
   const int bs = 16, max_len = prompt + steps + 8;
   const int blocks = seqs * BlockManager::BlocksFor(max_len, bs) + 16;
@@ -111,11 +114,15 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) engine.Step();
     whole.push_back((Now() - t1) / n * 1e6);
   }
-  std::printf("engine cost per decode step, %d running sequences, prompt %d, block %d (no model)\n", seqs, prompt, bs);
+  std::printf("engine cost per decode step, %d running sequences, prompt %d, block %d (no model)\n",
+              seqs, prompt, bs);
   std::printf("| %-52s | %9s | %6s |\n", "what", "us/step", "target");
   std::printf("|------------------------------------------------------|-----------|--------|\n");
-  std::printf("| %-52s | %9.1f | %6s |\n", "scheduler + block manager + flat batch", per_step_us, "<= 50");
-  std::printf("| %-52s | %9.1f | %6s |\n", "LlmEngine::Step, null backend, greedy, vocab 512", whole[0], "-");
-  std::printf("| %-52s | %9.1f | %6s |\n", "LlmEngine::Step, null backend, greedy, vocab 32000", whole[1], "-");
+  std::printf("| %-52s | %9.1f | %6s |\n", "scheduler + block manager + flat batch", per_step_us,
+              "<= 50");
+  std::printf("| %-52s | %9.1f | %6s |\n", "LlmEngine::Step, null backend, greedy, vocab 512",
+              whole[0], "-");
+  std::printf("| %-52s | %9.1f | %6s |\n", "LlmEngine::Step, null backend, greedy, vocab 32000",
+              whole[1], "-");
   return 0;
 }

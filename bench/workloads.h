@@ -32,7 +32,8 @@ inline Prompts SharedInstructions(int requests, int prefix, int doc_min, int doc
   Prompts out;
   for (int i = 0; i < requests; ++i) {
     std::vector<int32_t> p = head;
-    const std::vector<int32_t> doc = RandomRun(rng, doc_min + rng.NextU64() % (doc_max - doc_min + 1), vocab);
+    const std::vector<int32_t> doc =
+        RandomRun(rng, doc_min + rng.NextU64() % (doc_max - doc_min + 1), vocab);
     p.insert(p.end(), doc.begin(), doc.end());
     out.push_back(std::move(p));
   }
@@ -56,7 +57,8 @@ inline Prompts Nested(int templates, int docs, int system, int tmpl, int doc_min
     head.insert(head.end(), tm.begin(), tm.end());
     for (int d = 0; d < docs; ++d) {
       std::vector<int32_t> p = head;
-      const std::vector<int32_t> doc = RandomRun(rng, doc_min + rng.NextU64() % (doc_max - doc_min + 1), vocab);
+      const std::vector<int32_t> doc =
+          RandomRun(rng, doc_min + rng.NextU64() % (doc_max - doc_min + 1), vocab);
       p.insert(p.end(), doc.begin(), doc.end());
       out.push_back(std::move(p));
     }
@@ -73,7 +75,8 @@ inline int64_t UniqueTokens(const Prompts& prompts) {
   for (size_t i = 0; i < sorted.size(); ++i) {
     size_t common = 0;
     if (i > 0)
-      while (common < sorted[i].size() && common < sorted[i - 1].size() && sorted[i][common] == sorted[i - 1][common])
+      while (common < sorted[i].size() && common < sorted[i - 1].size() &&
+             sorted[i][common] == sorted[i - 1][common])
         ++common;
     total += static_cast<int64_t>(sorted[i].size() - common);
   }

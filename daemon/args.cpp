@@ -43,13 +43,15 @@ std::string Args::Get(const std::string& flag, const std::string& def) const {
   return Get(flag).value_or(def);
 }
 
-bool Args::GetInt(const std::string& flag, long long def, long long* out, std::string* error) const {
+bool Args::GetInt(const std::string& flag, long long def, long long* out,
+                  std::string* error) const {
   auto v = Get(flag);
   if (!v) return *out = def, true;
   errno = 0;
   char* end = nullptr;
   *out = std::strtoll(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0' || errno) return *error = "--" + flag + " must be an integer, got '" + *v + "'", false;
+  if (v->empty() || *end != '\0' || errno)
+    return *error = "--" + flag + " must be an integer, got '" + *v + "'", false;
   return true;
 }
 
@@ -59,7 +61,8 @@ bool Args::GetDouble(const std::string& flag, double def, double* out, std::stri
   errno = 0;
   char* end = nullptr;
   *out = std::strtod(v->c_str(), &end);
-  if (v->empty() || *end != '\0' || errno) return *error = "--" + flag + " must be a number, got '" + *v + "'", false;
+  if (v->empty() || *end != '\0' || errno)
+    return *error = "--" + flag + " must be a number, got '" + *v + "'", false;
   return true;
 }
 

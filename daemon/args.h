@@ -16,7 +16,9 @@ class Args {
   Args(std::set<std::string> valued, std::set<std::string> booleans)
       : valued_(std::move(valued)), booleans_(std::move(booleans)) {}
   // "-o" stands for "--output", say.
-  void Alias(const std::string& short_flag, const std::string& long_name) { aliases_[short_flag] = long_name; }
+  void Alias(const std::string& short_flag, const std::string& long_name) {
+    aliases_[short_flag] = long_name;
+  }
   // Parses argv[first, argc). Returns false with `error` set on a bad command line.
   bool Parse(int argc, char** argv, int first, std::string* error);
   bool Has(const std::string& flag) const { return values_.count(flag) > 0; }

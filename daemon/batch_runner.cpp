@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -22,7 +22,7 @@ namespace {
 struct Line {
   jobs::BatchRequest req;
   std::string request_id;
-  std::string out;       // the output line, once known
+  std::string out;  // the output line, once known
   bool is_error = false;
 };
 
@@ -59,7 +59,8 @@ Status WriteLines(const std::string& path, const std::vector<const std::string*>
 
 std::string RequestId(size_t index, int64_t created) {
   char buf[48];
-  std::snprintf(buf, sizeof buf, "batch_req_%llx%06zx", static_cast<unsigned long long>(created), index);
+  std::snprintf(buf, sizeof buf, "batch_req_%llx%06zx", static_cast<unsigned long long>(created),
+                index);
   return buf;
 }
 
@@ -87,8 +88,7 @@ std::string BuildRequest(const Model& m, const BatchRunOptions& opt, const jobs:
     prompt_field = "body.messages";
     std::vector<Message> msgs;
     for (const jobs::ChatMessage& c : r.messages) msgs.push_back({c.role, c.content});
-    if (Status st = EncodeChat(*m.tokenizer, opt.chat_template, msgs, &ids); !st.ok())
-    {
+    if (Status st = EncodeChat(*m.tokenizer, opt.chat_template, msgs, &ids); !st.ok()) {
       std::string msg = st.message();  // "field 'messages[2].role': ..." -> the body's field
       if (msg.rfind("field '", 0) == 0) msg.insert(7, "body.");
       return where + msg;
@@ -96,8 +96,8 @@ std::string BuildRequest(const Model& m, const BatchRunOptions& opt, const jobs:
   } else if (r.prompt_is_ids) {
     for (int32_t id : r.prompt_token_ids) {
       if (id < 0 || id >= m.cfg.vocab_size)
-        return where + "field 'body.prompt': token id " + std::to_string(id) + " is outside the vocabulary (" +
-               std::to_string(m.cfg.vocab_size) + ")";
+        return where + "field 'body.prompt': token id " + std::to_string(id) +
+               " is outside the vocabulary (" + std::to_string(m.cfg.vocab_size) + ")";
       ids.push_back(id);
     }
   } else {
@@ -117,13 +117,16 @@ std::string BuildRequest(const Model& m, const BatchRunOptions& opt, const jobs:
   return "";
 }
 
-void Progress(size_t done, size_t total, int64_t out_tokens, int64_t cached, int64_t prompt, double secs) {
+void Progress(size_t done, size_t total, int64_t out_tokens, int64_t cached, int64_t prompt,
+              double secs) {
   const double tps = secs > 0 ? out_tokens / secs : 0;
   const double eta = done ? secs * (total - done) / done : 0;
   const int width = 24, fill = total ? static_cast<int>(width * done / total) : width;
-  std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu requests | %.1f tok/s | cache hit %.1f%% | ETA %d:%02d ",
-               fill, "########################", width - fill, "", done, total, tps,
-               prompt ? 100.0 * cached / prompt : 0.0, static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+  std::fprintf(stderr,
+               "\r[%.*s%*s] %zu/%zu requests | %.1f tok/s | cache hit %.1f%% | ETA %d:%02d ", fill,
+               "########################", width - fill, "", done, total, tps,
+               prompt ? 100.0 * cached / prompt : 0.0, static_cast<int>(eta) / 60,
+               static_cast<int>(eta) % 60);
 }
 
 }  // namespace
@@ -153,9 +156,9 @@ std::string BatchSummary::ToText() const {
                 "latency p50 %.3f s p95 %.3f s | preemptions %lld",
                 static_cast<long long>(requests), static_cast<long long>(failed),
                 static_cast<long long>(prompt_tokens), static_cast<long long>(cached_prompt_tokens),
-                static_cast<long long>(computed_prompt_tokens), static_cast<long long>(completion_tokens),
-                wall_seconds, output_tokens_per_second, ttft_p50, ttft_p95, latency_p50, latency_p95,
-                static_cast<long long>(preemptions));
+                static_cast<long long>(computed_prompt_tokens),
+                static_cast<long long>(completion_tokens), wall_seconds, output_tokens_per_second,
+                ttft_p50, ttft_p95, latency_p50, latency_p95, static_cast<long long>(preemptions));
   return buf;
 }
 
@@ -168,15 +171,16 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
   std::unordered_map<std::string, int> first_line;  // custom_id -> line
   std::string text;
   for (int no = 1; std::getline(in, text); ++no) {
-    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines carry nothing
+    if (text.find_first_not_of(" \t\r") == std::string::npos)
+      continue;  // blank lines carry nothing
     Line l;
     l.req = jobs::ParseBatchLine(text, no, opt.input);
     l.request_id = RequestId(lines.size(), created);
     if (l.req.error.empty()) {
       auto [it, fresh] = first_line.emplace(l.req.custom_id, no);
       if (!fresh)
-        l.req.error = opt.input + ":" + std::to_string(no) + ": field 'custom_id': duplicate '" + l.req.custom_id +
-                      "' (first on line " + std::to_string(it->second) + ")";
+        l.req.error = opt.input + ":" + std::to_string(no) + ": field 'custom_id': duplicate '" +
+                      l.req.custom_id + "' (first on line " + std::to_string(it->second) + ")";
     }
     lines.push_back(std::move(l));
   }
@@ -218,7 +222,8 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
       }
       std::vector<jobs::Choice> choices;
       for (const Completion& c : o.completions) choices.push_back({c.text, c.finish_reason});
-      jobs::Usage usage{o.metrics.prompt_tokens, o.metrics.completion_tokens, o.metrics.cached_prompt_tokens};
+      jobs::Usage usage{o.metrics.prompt_tokens, o.metrics.completion_tokens,
+                        o.metrics.cached_prompt_tokens};
       l.out = jobs::SuccessLine(l.req, choices, usage, l.request_id, created,
                                 l.req.model.empty() ? opt.model_name : l.req.model);
       sum->prompt_tokens += o.metrics.prompt_tokens;
@@ -232,12 +237,13 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
     const auto now = std::chrono::steady_clock::now();
     if (opt.progress && now - last_print > std::chrono::milliseconds(250)) {
       last_print = now;
-      Progress(finished, queued, sum->completion_tokens, sum->cached_prompt_tokens, sum->prompt_tokens,
-               std::chrono::duration<double>(now - t0).count());
+      Progress(finished, queued, sum->completion_tokens, sum->cached_prompt_tokens,
+               sum->prompt_tokens, std::chrono::duration<double>(now - t0).count());
     }
   }
   if (opt.progress) {
-    Progress(finished, queued, sum->completion_tokens, sum->cached_prompt_tokens, sum->prompt_tokens,
+    Progress(finished, queued, sum->completion_tokens, sum->cached_prompt_tokens,
+             sum->prompt_tokens,
              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     std::fputc('\n', stderr);
   }
@@ -251,7 +257,8 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
   LLMQ_RETURN_IF_ERROR(WriteLines(opt.output, out));
   if (!opt.errors.empty()) LLMQ_RETURN_IF_ERROR(WriteLines(opt.errors, errors));
   sum->wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  sum->output_tokens_per_second = sum->wall_seconds > 0 ? sum->completion_tokens / sum->wall_seconds : 0;
+  sum->output_tokens_per_second =
+      sum->wall_seconds > 0 ? sum->completion_tokens / sum->wall_seconds : 0;
   sum->ttft_p50 = Percentile(ttft, 0.5), sum->ttft_p95 = Percentile(ttft, 0.95);
   sum->latency_p50 = Percentile(latency, 0.5), sum->latency_p95 = Percentile(latency, 0.95);
   return Status::Ok();

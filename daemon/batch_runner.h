@@ -14,13 +14,13 @@
 namespace llmq {
 
 struct BatchRunOptions {
-  std::string input;         // OpenAI Batch JSONL
-  std::string output;        // one line per input line (errors in place, as vLLM's run_batch)
-  std::string errors;        // when set, error lines go here instead (OpenAI's split)
-  std::string model_name;    // echoed in responses when a line names none
+  std::string input;       // OpenAI Batch JSONL
+  std::string output;      // one line per input line (errors in place, as vLLM's run_batch)
+  std::string errors;      // when set, error lines go here instead (OpenAI's split)
+  std::string model_name;  // echoed in responses when a line names none
   ChatTemplate chat_template = ChatTemplate::kLlama2;
   EngineOptions engine;
-  bool progress = false;     // a progress line on stderr
+  bool progress = false;  // a progress line on stderr
 };
 
 struct BatchSummary {

@@ -12,8 +12,9 @@
 namespace llmq::cli {
 
 int Generate(int argc, char** argv) {
-  Args args({"model", "prompt", "max-tokens", "temperature", "top-p", "top-k", "min-p", "seed", "stop"},
-            {"json", "ignore-eos"});
+  Args args(
+      {"model", "prompt", "max-tokens", "temperature", "top-p", "top-k", "min-p", "seed", "stop"},
+      {"json", "ignore-eos"});
   std::string err;
   if (!args.Parse(argc, argv, 2, &err) || !args.Has("model") || !args.Has("prompt")) {
     if (err.empty()) err = "--model and --prompt are required";
@@ -24,13 +25,16 @@ int Generate(int argc, char** argv) {
   long long max_tokens = 0, top_k = 0, seed = 0;
   double temperature = 0, top_p = 0, min_p = 0;
   if (!args.GetInt("max-tokens", 64, &max_tokens, &err) || !args.GetInt("top-k", 0, &top_k, &err) ||
-      !args.GetInt("seed", 0, &seed, &err) || !args.GetDouble("temperature", 1.0, &temperature, &err) ||
+      !args.GetInt("seed", 0, &seed, &err) ||
+      !args.GetDouble("temperature", 1.0, &temperature, &err) ||
       !args.GetDouble("top-p", 1.0, &top_p, &err) || !args.GetDouble("min-p", 0.0, &min_p, &err)) {
     std::fprintf(stderr, "llmq generate: %s\n", err.c_str());
     return 2;
   }
   if (max_tokens < 1 || temperature < 0 || top_p <= 0 || top_p > 1 || min_p < 0 || min_p > 1) {
-    std::fprintf(stderr, "llmq generate: need --max-tokens >= 1, --temperature >= 0, 0 < --top-p <= 1, 0 <= --min-p <= 1\n");
+    std::fprintf(stderr,
+                 "llmq generate: need --max-tokens >= 1, --temperature >= 0, 0 < --top-p <= 1, 0 "
+                 "<= --min-p <= 1\n");
     return 2;
   }
   p.max_tokens = static_cast<int>(max_tokens);
@@ -69,8 +73,10 @@ int Generate(int argc, char** argv) {
   }
   const Completion& c = out.completions.at(0);
   if (args.Has("json")) {
-    nlohmann::json j{{"prompt_ids", out.prompt_ids}, {"completion_ids", c.ids},
-                     {"text", c.text}, {"finish_reason", c.finish_reason}};
+    nlohmann::json j{{"prompt_ids", out.prompt_ids},
+                     {"completion_ids", c.ids},
+                     {"text", c.text},
+                     {"finish_reason", c.finish_reason}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("%s\n", c.text.c_str());

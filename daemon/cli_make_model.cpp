@@ -13,8 +13,8 @@ int MakeModel(int argc, char** argv) {
   Args args({"shape", "config", "out", "seed", "dtype"}, {});
   std::string err;
   long long seed = 0;
-  if (!args.Parse(argc, argv, 2, &err) || !args.Has("out") || args.Has("shape") == args.Has("config") ||
-      !args.GetInt("seed", 0, &seed, &err)) {
+  if (!args.Parse(argc, argv, 2, &err) || !args.Has("out") ||
+      args.Has("shape") == args.Has("config") || !args.GetInt("seed", 0, &seed, &err)) {
     if (err.empty()) err = "need --out DIR and exactly one of --shape NAME or --config FILE";
     std::fprintf(stderr, "llmq make-model: %s\n", err.c_str());
     return 2;
@@ -35,10 +35,14 @@ int MakeModel(int argc, char** argv) {
   }
   if (st.ok() && args.Has("dtype")) {
     const std::string d = *args.Get("dtype");
-    if (d == "f32") dtype = DType::kF32;
-    else if (d == "bf16") dtype = DType::kBF16;
-    else if (d == "f16") dtype = DType::kF16;
-    else st = Status::InvalidArgument("--dtype must be f32, bf16 or f16");
+    if (d == "f32")
+      dtype = DType::kF32;
+    else if (d == "bf16")
+      dtype = DType::kBF16;
+    else if (d == "f16")
+      dtype = DType::kF16;
+    else
+      st = Status::InvalidArgument("--dtype must be f32, bf16 or f16");
   }
   if (st.ok() && cfg.eos_token_ids.empty()) cfg.eos_token_ids = {2};
   if (st.ok() && cfg.bos_token_id < 0) cfg.bos_token_id = 1;

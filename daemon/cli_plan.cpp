@@ -53,7 +53,8 @@ int Plan(int argc, char** argv) {
   Args args({"model", "memory", "kv-dtype", "block-size"}, {"json"});
   std::string err;
   long long block = 0;
-  if (!args.Parse(argc, argv, 2, &err) || !args.Has("model") || !args.GetInt("block-size", 16, &block, &err)) {
+  if (!args.Parse(argc, argv, 2, &err) || !args.Has("model") ||
+      !args.GetInt("block-size", 16, &block, &err)) {
     std::fprintf(stderr, "llmq plan: %s\n", err.empty() ? "--model is required" : err.c_str());
     return 2;
   }
@@ -62,7 +63,9 @@ int Plan(int argc, char** argv) {
   uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   if (auto m = args.Get("memory")) memory = ParseBytes(*m);
   if (kv_bytes == 0 || memory == 0 || block < 1) {
-    std::fprintf(stderr, "llmq plan: need --kv-dtype f32|bf16|f16, --memory BYTES (e.g. 24G), --block-size >= 1\n");
+    std::fprintf(
+        stderr,
+        "llmq plan: need --kv-dtype f32|bf16|f16, --memory BYTES (e.g. 24G), --block-size >= 1\n");
     return 2;
   }
   const std::string dir = *args.Get("model");
@@ -83,28 +86,37 @@ int Plan(int argc, char** argv) {
   const int64_t tokens = blocks * block;
   const int64_t seqs = tokens / cfg.max_position_embeddings;
   if (args.Has("json")) {
-    nlohmann::json j{{"parameters", params}, {"weights_bytes_stored", stored},
-                     {"weights_bytes_resident", resident}, {"kv_bytes_per_token", kv_per_token},
-                     {"memory_bytes", memory}, {"kv_cache_bytes", kv_memory}, {"block_size", block},
-                     {"kv_blocks", blocks}, {"kv_tokens", tokens},
+    nlohmann::json j{{"parameters", params},
+                     {"weights_bytes_stored", stored},
+                     {"weights_bytes_resident", resident},
+                     {"kv_bytes_per_token", kv_per_token},
+                     {"memory_bytes", memory},
+                     {"kv_cache_bytes", kv_memory},
+                     {"block_size", block},
+                     {"kv_blocks", blocks},
+                     {"kv_tokens", tokens},
                      {"max_position_embeddings", cfg.max_position_embeddings},
                      {"full_context_sequences", seqs}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("model              %s (%s, %d layers, hidden %d, %d heads / %d kv heads, head_dim %d)\n",
-              dir.c_str(), cfg.architecture.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_heads,
-              cfg.num_kv_heads, cfg.head_dim);
+  std::printf(
+      "model              %s (%s, %d layers, hidden %d, %d heads / %d kv heads, head_dim %d)\n",
+      dir.c_str(), cfg.architecture.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_heads,
+      cfg.num_kv_heads, cfg.head_dim);
   std::printf("parameters         %llu\n", static_cast<unsigned long long>(params));
-  std::printf("weights            %s stored, %s resident (fp32, CPU backend)\n", Human(stored).c_str(),
-              Human(resident).c_str());
-  std::printf("kv bytes per token %lld  (2 x %d layers x %d kv heads x %d head_dim x %d bytes %s)\n",
-              static_cast<long long>(kv_per_token), cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,
-              kv_bytes, kv_dtype.c_str());
-  std::printf("memory             %s, of which KV cache %s\n", Human(memory).c_str(), Human(kv_memory).c_str());
-  std::printf("kv cache           %lld blocks of %lld = %lld tokens\n", static_cast<long long>(blocks),
-              block, static_cast<long long>(tokens));
-  std::printf("full-context seqs  %lld of %d tokens\n", static_cast<long long>(seqs), cfg.max_position_embeddings);
+  std::printf("weights            %s stored, %s resident (fp32, CPU backend)\n",
+              Human(stored).c_str(), Human(resident).c_str());
+  std::printf(
+      "kv bytes per token %lld  (2 x %d layers x %d kv heads x %d head_dim x %d bytes %s)\n",
+      static_cast<long long>(kv_per_token), cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,
+      kv_bytes, kv_dtype.c_str());
+  std::printf("memory             %s, of which KV cache %s\n", Human(memory).c_str(),
+              Human(kv_memory).c_str());
+  std::printf("kv cache           %lld blocks of %lld = %lld tokens\n",
+              static_cast<long long>(blocks), block, static_cast<long long>(tokens));
+  std::printf("full-context seqs  %lld of %d tokens\n", static_cast<long long>(seqs),
+              cfg.max_position_embeddings);
   return 0;
 }
 

@@ -19,7 +19,9 @@ int Run(int argc, char** argv) {
   args.Alias("-o", "output");
   std::string err;
   if (!args.Parse(argc, argv, 2, &err) || args.positional().size() != 1 || !args.Has("output")) {
-    if (err.empty()) err = "usage: llmq run IN.jsonl -o OUT.jsonl --model DIR [--config FILE] [--summary-json FILE]";
+    if (err.empty())
+      err =
+          "usage: llmq run IN.jsonl -o OUT.jsonl --model DIR [--config FILE] [--summary-json FILE]";
     std::fprintf(stderr, "llmq run: %s\n", err.c_str());
     return 2;
   }
@@ -32,7 +34,8 @@ int Run(int argc, char** argv) {
   }
   long long seqs = 0, tokens = 0;
   if (!args.GetInt("max-num-seqs", cfg.max_num_seqs, &seqs, &err) ||
-      !args.GetInt("max-num-batched-tokens", cfg.max_num_batched_tokens, &tokens, &err) || seqs < 1 || tokens < 1) {
+      !args.GetInt("max-num-batched-tokens", cfg.max_num_batched_tokens, &tokens, &err) ||
+      seqs < 1 || tokens < 1) {
     std::fprintf(stderr, "llmq run: %s\n", err.empty() ? "limits must be positive" : err.c_str());
     return 2;
   }

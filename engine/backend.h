@@ -11,14 +11,17 @@ namespace llmq {
 
 // One step: S sequences, T tokens (prefill chunks and decode tokens mixed), in sequence order.
 struct StepBatch {
-  std::vector<int32_t> token_ids;     // [T]
-  std::vector<int32_t> positions;     // [T] position of each token within its sequence
-  std::vector<int32_t> slot_mapping;  // [T] KV slot (block * block_size + offset) the token's K/V go to
-  std::vector<int32_t> query_start;   // [S+1] tokens of seq s are rows [query_start[s], query_start[s+1])
-  std::vector<int32_t> context_lens;  // [S] tokens in the cache for seq s once this step's are written
+  std::vector<int32_t> token_ids;  // [T]
+  std::vector<int32_t> positions;  // [T] position of each token within its sequence
+  std::vector<int32_t>
+      slot_mapping;  // [T] KV slot (block * block_size + offset) the token's K/V go to
+  std::vector<int32_t>
+      query_start;  // [S+1] tokens of seq s are rows [query_start[s], query_start[s+1])
+  std::vector<int32_t>
+      context_lens;  // [S] tokens in the cache for seq s once this step's are written
   std::vector<int32_t> block_tables;  // [S, max_blocks] row-major physical block ids, -1 padded
   int32_t max_blocks = 0;
-  std::vector<int32_t> logits_rows;   // [L] rows whose next-token logits are wanted, ascending
+  std::vector<int32_t> logits_rows;  // [L] rows whose next-token logits are wanted, ascending
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_seqs() const { return static_cast<int>(context_lens.size()); }

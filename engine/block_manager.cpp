@@ -5,7 +5,9 @@
 namespace llmq {
 
 BlockManager::BlockManager(int num_blocks, int block_size, bool enable_prefix_cache)
-    : num_blocks_(num_blocks), block_size_(block_size), cache_enabled_(enable_prefix_cache),
+    : num_blocks_(num_blocks),
+      block_size_(block_size),
+      cache_enabled_(enable_prefix_cache),
       blocks_(num_blocks) {
   free_.reserve(num_blocks);
   for (int b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
@@ -25,7 +27,8 @@ int32_t BlockManager::Lookup(uint64_t hash, const int32_t* tokens, int32_t paren
   auto [it, end] = map_.equal_range(hash);
   for (; it != end; ++it) {
     const Block& b = blocks_[it->second];
-    const bool same_parent = b.parent == parent && (parent < 0 || b.parent_epoch == blocks_[parent].epoch);
+    const bool same_parent =
+        b.parent == parent && (parent < 0 || b.parent_epoch == blocks_[parent].epoch);
     if (same_parent && std::equal(b.tokens.begin(), b.tokens.end(), tokens)) return it->second;
   }
   return -1;
@@ -83,7 +86,9 @@ void BlockManager::Unref1(int32_t b) {
   }
 }
 
-void BlockManager::Unref(int32_t b) { Unref1(b); }
+void BlockManager::Unref(int32_t b) {
+  Unref1(b);
+}
 
 BlockManager::Admit BlockManager::Allocate(Sequence* seq, int reserve) {
   const int bs = block_size_;
@@ -153,7 +158,8 @@ void BlockManager::MarkComputed(Sequence* seq) {
   const int full = std::min(seq->num_computed, static_cast<int>(seq->tokens.size())) / bs;
   for (int i = seq->num_registered; i < full; ++i) {
     if (static_cast<int>(seq->block_hashes.size()) == i)
-      seq->block_hashes.push_back(HashBlock(i ? seq->block_hashes[i - 1] : 0, &seq->tokens[i * bs], bs));
+      seq->block_hashes.push_back(
+          HashBlock(i ? seq->block_hashes[i - 1] : 0, &seq->tokens[i * bs], bs));
     const uint64_t h = seq->block_hashes[i];
     const int32_t b = seq->block_table[i];
     const int32_t parent = i ? seq->block_table[i - 1] : -1;

@@ -34,7 +34,9 @@ class BlockManager {
   int num_available() const { return static_cast<int>(free_.size() + lru_.size()); }
   int num_free() const { return num_available(); }
   int num_in_use() const { return num_blocks_ - num_available(); }
-  static int BlocksFor(int tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
+  static int BlocksFor(int tokens, int block_size) {
+    return (tokens + block_size - 1) / block_size;
+  }
 
   enum class Admit { kOk, kNoSpace, kWaitInFlight };
   // Gives a waiting `seq` the blocks for all its current tokens: leading full blocks from the cache
@@ -61,10 +63,10 @@ class BlockManager {
  private:
   struct Block {
     int32_t ref = 0;
-    uint64_t epoch = 0;        // bumped whenever the block takes new content
-    bool cached = false;       // in map_ (computed, full, identity below valid)
+    uint64_t epoch = 0;   // bumped whenever the block takes new content
+    bool cached = false;  // in map_ (computed, full, identity below valid)
     uint64_t hash = 0;
-    int32_t parent = -1;       // physical parent block, -1 for the first block of a sequence
+    int32_t parent = -1;  // physical parent block, -1 for the first block of a sequence
     uint64_t parent_epoch = 0;
     std::vector<int32_t> tokens;  // the block's token ids (for hit confirmation)
     std::list<int32_t>::iterator lru_it;

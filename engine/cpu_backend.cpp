@@ -1,7 +1,7 @@
 #include "engine/cpu_backend.h"
 
-#include <cmath>
 #include <sys/mman.h>
+#include <cmath>
 
 #include <cstdio>
 #include <cstdlib>
@@ -63,7 +63,8 @@ void CpuBackend::KvBuffer::Reset(size_t floats) {
   if (data) munmap(data, bytes);
   data = nullptr, bytes = floats * sizeof(float);
   if (!floats) return;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     std::fprintf(stderr, "llmq: cannot map %zu bytes for the KV cache\n", bytes);
     std::abort();
@@ -84,8 +85,10 @@ void CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const size_t base = static_cast<size_t>(l) * num_blocks_ * per_block;
     for (auto [s, d] : src_dst) {
-      std::memcpy(k_cache_.data + base + d * per_block, k_cache_.data + base + s * per_block, per_block * 4);
-      std::memcpy(v_cache_.data + base + d * per_block, v_cache_.data + base + s * per_block, per_block * 4);
+      std::memcpy(k_cache_.data + base + d * per_block, k_cache_.data + base + s * per_block,
+                  per_block * 4);
+      std::memcpy(v_cache_.data + base + d * per_block, v_cache_.data + base + s * per_block,
+                  per_block * 4);
     }
   }
 }

@@ -25,19 +25,19 @@ class CpuBackend : public Backend {
 
  private:
   struct Layer {
-    std::vector<float> attn_norm;  // [H]
-    std::vector<float> mlp_norm;   // [H]
-    kernels::PackedWeight qkv;     // [q_dim + 2 kv_dim, H]  (q, k, v stacked)
-    kernels::PackedWeight o;       // [H, q_dim]
-    kernels::PackedWeight gate_up; // [2 I, H]  (gate, up stacked)
-    kernels::PackedWeight down;    // [H, I]
+    std::vector<float> attn_norm;   // [H]
+    std::vector<float> mlp_norm;    // [H]
+    kernels::PackedWeight qkv;      // [q_dim + 2 kv_dim, H]  (q, k, v stacked)
+    kernels::PackedWeight o;        // [H, q_dim]
+    kernels::PackedWeight gate_up;  // [2 I, H]  (gate, up stacked)
+    kernels::PackedWeight down;     // [H, I]
   };
   ModelConfig cfg_;
   std::vector<float> embed_;       // [V, H]
   std::vector<float> final_norm_;  // [H]
   kernels::PackedWeight lm_head_;  // [V, H]
   std::vector<Layer> layers_;
-  std::vector<float> cos_sin_;     // [max_pos, head_dim]: cos then sin of each position
+  std::vector<float> cos_sin_;  // [max_pos, head_dim]: cos then sin of each position
   uint64_t weight_bytes_ = 0;
 
   // An anonymous mapping: zero pages until touched, so a large pool costs nothing up front.

@@ -19,7 +19,9 @@ struct RequestState {
 
 namespace {
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 }  // namespace
 
@@ -34,7 +36,8 @@ LlmEngine::LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* 
       backend_(backend),
       tok_(tokenizer),
       opt_(opt),
-      blocks_(opt.num_blocks > 0 ? opt.num_blocks : KvBlocksFor(cfg, opt.kv_memory_bytes, opt.block_size),
+      blocks_(opt.num_blocks > 0 ? opt.num_blocks
+                                 : KvBlocksFor(cfg, opt.kv_memory_bytes, opt.block_size),
               opt.block_size, opt.enable_prefix_cache),
       scheduler_(opt.scheduler, &blocks_),
       runner_(backend, cfg.vocab_size, opt.block_size) {
@@ -57,7 +60,8 @@ std::unique_ptr<Sequence> LlmEngine::NewSeq(RequestState* st, int index) {
   s->tokens = st->req.prompt_ids;
   s->num_prompt = static_cast<int>(st->req.prompt_ids.size());
   s->max_len = std::min(s->num_prompt + st->req.params.max_tokens, cfg_.max_position_embeddings);
-  const uint64_t seed = st->req.params.seed ? *st->req.params.seed : std::hash<std::string>{}(st->req.id);
+  const uint64_t seed =
+      st->req.params.seed ? *st->req.params.seed : std::hash<std::string>{}(st->req.id);
   s->rng = Rng(seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index));
   if (tok_)
     s->detok = std::make_unique<IncrementalDecoder>(
@@ -83,10 +87,12 @@ void LlmEngine::Add(Request req) {
   if (req.params.max_tokens < 1) return reject("max_tokens must be at least 1");
   if (req.n < 1) return reject("n must be at least 1");
   if (n >= ctx)
-    return reject("prompt has " + std::to_string(n) + " tokens; the model's context is " + std::to_string(ctx));
+    return reject("prompt has " + std::to_string(n) + " tokens; the model's context is " +
+                  std::to_string(ctx));
   const int max_len = std::min(n + req.params.max_tokens, ctx);
   if (BlockManager::BlocksFor(max_len, opt_.block_size) > blocks_.num_blocks())
-    return reject("prompt + max_tokens (" + std::to_string(max_len) + " tokens) exceed the KV cache (" +
+    return reject("prompt + max_tokens (" + std::to_string(max_len) +
+                  " tokens) exceed the KV cache (" +
                   std::to_string(blocks_.num_blocks() * opt_.block_size) + " tokens)");
   auto st = std::make_unique<RequestState>();
   st->req = std::move(req);
@@ -109,7 +115,8 @@ void LlmEngine::PlanWindow() {
     Plan plan = PlanPrefixes(prompts, opt_.block_size);
     order = std::move(plan.order);
     if (opt_.enable_prefix_cache)
-      for (const PlanGroup& g : plan.groups) groups_.push_back({{g.begin + base, g.end + base, g.shared_tokens, g.parent}, {}, false});
+      for (const PlanGroup& g : plan.groups)
+        groups_.push_back({{g.begin + base, g.end + base, g.shared_tokens, g.parent}, {}, false});
   }
   for (uint32_t i : order) {
     RequestState* st = window_[i].get();
@@ -139,7 +146,9 @@ void LlmEngine::UpdatePins(const ScheduleResult& r) {
     for (uint32_t p = grp.g.begin; p < next_to_admit_; ++p) {
       if (!planned_[p]) continue;  // finished
       const Sequence* s = planned_[p]->seqs[0].get();
-      if (s->status != SeqStatus::kRunning || s->num_registered * opt_.block_size < grp.g.shared_tokens) continue;
+      if (s->status != SeqStatus::kRunning ||
+          s->num_registered * opt_.block_size < grp.g.shared_tokens)
+        continue;
       const int nb = grp.g.shared_tokens / opt_.block_size;
       for (int i = 0; i < nb; ++i) {
         blocks_.Ref(s->block_table[i]);

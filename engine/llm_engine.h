@@ -24,7 +24,7 @@ namespace llmq {
 
 struct EngineOptions {
   int block_size = 16;
-  int num_blocks = 0;                       // 0: from kv_memory_bytes
+  int num_blocks = 0;  // 0: from kv_memory_bytes
   int64_t kv_memory_bytes = int64_t{1} << 30;
   bool enable_prefix_cache = true;
   bool enable_planner = true;

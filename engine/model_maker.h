@@ -18,7 +18,8 @@ Status ShapeConfig(const std::string& name, ModelConfig* cfg, DType* dtype);
 std::vector<std::string> ShapeNames();
 
 // Writes config.json, generation_config.json and model.safetensors (no tokenizer) to `out_dir`.
-Status WriteRandomModel(const ModelConfig& cfg, DType dtype, uint64_t seed, const std::string& out_dir);
+Status WriteRandomModel(const ModelConfig& cfg, DType dtype, uint64_t seed,
+                        const std::string& out_dir);
 
 // Writes the whole model to `out_dir` (created if needed). Weights are uniform with the variance of
 // 1/fan_in (norm weights around 1), deterministic from `seed`.

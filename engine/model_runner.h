@@ -14,9 +14,11 @@ class ModelRunner {
       : backend_(backend), vocab_(vocab_size), block_size_(block_size) {}
   // Runs one step. Returns the logits [L, vocab] of the sequences that finish their pending tokens
   // in this step (in `step` order); `samplers` receives those sequences.
-  const std::vector<float>& Run(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers);
+  const std::vector<float>& Run(const std::vector<ScheduledSeq>& step,
+                                std::vector<Sequence*>* samplers);
   // Builds the flat batch (exposed for tests).
-  void Build(const std::vector<ScheduledSeq>& step, StepBatch* b, std::vector<Sequence*>* samplers) const;
+  void Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
+             std::vector<Sequence*>* samplers) const;
 
  private:
   Backend* backend_;

@@ -13,8 +13,9 @@ namespace llmq {
 
 struct PlanGroup {
   uint32_t begin = 0, end = 0;  // the group's requests are order[begin, end)
-  int32_t shared_tokens = 0;    // tokens every request of the group shares, rounded down to full blocks
-  int32_t parent = -1;          // index of the enclosing group in Plan::groups, -1 at the top
+  int32_t shared_tokens =
+      0;                // tokens every request of the group shares, rounded down to full blocks
+  int32_t parent = -1;  // index of the enclosing group in Plan::groups, -1 at the top
 };
 
 struct Plan {

@@ -29,7 +29,7 @@ struct ScheduleResult {
   std::vector<ScheduledSeq> seqs;
   std::vector<std::pair<int, int>> copies;  // KV blocks to copy (src, dst) before running
   std::vector<Sequence*> preempted;
-  std::vector<Sequence*> admitted;          // admitted in this step (first time or again)
+  std::vector<Sequence*> admitted;  // admitted in this step (first time or again)
 };
 
 class Scheduler {

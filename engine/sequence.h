@@ -18,7 +18,7 @@ struct Request {
   std::string id;
   std::vector<int32_t> prompt_ids;  // BOS included when the model asks for it
   SamplingParams params;
-  int n = 1;                        // parallel samples; they share the prompt's KV blocks
+  int n = 1;  // parallel samples; they share the prompt's KV blocks
 };
 
 struct Completion {
@@ -33,9 +33,9 @@ struct RequestMetrics {
   int computed_prompt_tokens = 0;  // run through the model (recomputation after preemption too)
   int completion_tokens = 0;       // over all n samples
   int preemptions = 0;
-  double queue_seconds = 0;        // arrival -> first admitted
-  double ttft_seconds = 0;         // arrival -> first token
-  double total_seconds = 0;        // arrival -> last sample finished
+  double queue_seconds = 0;  // arrival -> first admitted
+  double ttft_seconds = 0;   // arrival -> first token
+  double total_seconds = 0;  // arrival -> last sample finished
 };
 
 struct RequestOutput {
@@ -56,14 +56,14 @@ struct Sequence {
   RequestState* owner = nullptr;
   int sample_index = 0;
   const SamplingParams* params = nullptr;
-  std::vector<int32_t> tokens;      // prompt + completion so far
+  std::vector<int32_t> tokens;  // prompt + completion so far
   int num_prompt = 0;
-  int num_computed = 0;             // tokens whose K/V are in the cache
-  int max_len = 0;                  // prompt + the completion budget (never past the context)
-  std::vector<int32_t> block_table; // physical block of each logical block
+  int num_computed = 0;                // tokens whose K/V are in the cache
+  int max_len = 0;                     // prompt + the completion budget (never past the context)
+  std::vector<int32_t> block_table;    // physical block of each logical block
   std::vector<uint64_t> block_hashes;  // identity hash of each full block, as far as computed
-  int num_registered = 0;           // leading blocks known to the prefix cache
-  std::vector<uint64_t> in_flight;  // hashes of blocks this sequence is computing for the cache
+  int num_registered = 0;              // leading blocks known to the prefix cache
+  std::vector<uint64_t> in_flight;     // hashes of blocks this sequence is computing for the cache
   SeqStatus status = SeqStatus::kWaiting;
   bool ever_admitted = false;
   Rng rng;

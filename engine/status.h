@@ -15,7 +15,9 @@ class Status {
 
   Status() = default;
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return Status(Code::kInvalidArgument, std::move(m)); }
+  static Status InvalidArgument(std::string m) {
+    return Status(Code::kInvalidArgument, std::move(m));
+  }
   static Status NotFound(std::string m) { return Status(Code::kNotFound, std::move(m)); }
   static Status Corruption(std::string m) { return Status(Code::kCorruption, std::move(m)); }
   static Status IoError(std::string m) { return Status(Code::kIoError, std::move(m)); }
@@ -35,17 +37,17 @@ class Status {
 }  // namespace llmq
 
 // Propagates a non-OK Status to the caller.
-#define LLMQ_RETURN_IF_ERROR(expr)          \
-  do {                                      \
-    ::llmq::Status _st = (expr);            \
-    if (!_st.ok()) return _st;              \
+#define LLMQ_RETURN_IF_ERROR(expr) \
+  do {                             \
+    ::llmq::Status _st = (expr);   \
+    if (!_st.ok()) return _st;     \
   } while (0)
 
 // Aborts with file:line and the failed condition: for programmer errors, never for bad input.
-#define LLMQ_CHECK(cond)                                                               \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
+#define LLMQ_CHECK(cond)                                                                    \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
       std::fprintf(stderr, "llmq: check failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                    \
-    }                                                                                  \
+      std::abort();                                                                         \
+    }                                                                                       \
   } while (0)

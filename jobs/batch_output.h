@@ -26,8 +26,9 @@ struct Usage {
 
 // One successful output line (no trailing newline). `request_id` is unique per line; `created` is
 // unix seconds. Text that is not valid UTF-8 is written with U+FFFD replacements.
-std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choices, const Usage& usage,
-                        const std::string& request_id, int64_t created, const std::string& model);
+std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choices,
+                        const Usage& usage, const std::string& request_id, int64_t created,
+                        const std::string& model);
 
 // One error output line for a refused or failed request. `custom_id` may be empty (unknown).
 std::string ErrorLine(const std::string& custom_id, const std::string& request_id,

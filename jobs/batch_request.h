@@ -18,26 +18,26 @@ struct ChatMessage {
 enum class Endpoint { kChatCompletions, kCompletions };  // /v1/chat/completions, /v1/completions
 
 struct BatchRequest {
-  int line = 0;             // 1-based line number in the file
+  int line = 0;  // 1-based line number in the file
   std::string custom_id;
   Endpoint endpoint = Endpoint::kChatCompletions;
-  std::string model;        // body.model, echoed back
-  std::vector<ChatMessage> messages;        // chat
-  std::string prompt;                       // completions, text prompt
-  std::vector<int32_t> prompt_token_ids;    // completions, when "prompt" is a list of ints
+  std::string model;                      // body.model, echoed back
+  std::vector<ChatMessage> messages;      // chat
+  std::string prompt;                     // completions, text prompt
+  std::vector<int32_t> prompt_token_ids;  // completions, when "prompt" is a list of ints
   bool prompt_is_ids = false;
   // Sampling (OpenAI defaults when absent): max_tokens 16 for completions, unset (= up to the
   // context) for chat; temperature 1; top_p 1; n 1.
-  std::optional<int> max_tokens;            // "max_tokens" or "max_completion_tokens"
+  std::optional<int> max_tokens;  // "max_tokens" or "max_completion_tokens"
   double temperature = 1.0;
   double top_p = 1.0;
-  int top_k = 0;                            // vLLM extension
-  double min_p = 0.0;                       // vLLM extension
+  int top_k = 0;       // vLLM extension
+  double min_p = 0.0;  // vLLM extension
   std::optional<int64_t> seed;
-  std::vector<std::string> stop;            // "stop": string or list of up to 4 strings
+  std::vector<std::string> stop;  // "stop": string or list of up to 4 strings
   int n = 1;
-  bool ignore_eos = false;                  // vLLM extension
-  std::string error;                        // non-empty: the line is refused, with this message
+  bool ignore_eos = false;  // vLLM extension
+  std::string error;        // non-empty: the line is refused, with this message
 };
 
 // Parses and validates one line. Never throws. On a bad line, `error` names the file, the line and

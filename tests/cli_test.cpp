@@ -2,8 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "tests/test_util.h"
@@ -39,13 +39,14 @@ TEST_F(CliTest, MakeModelIsDeterministic) {
     std::ifstream f(p, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(f), {});
   };
-  EXPECT_EQ(bytes(fs::path(model_) / "model.safetensors"), bytes(fs::path(again) / "model.safetensors"));
+  EXPECT_EQ(bytes(fs::path(model_) / "model.safetensors"),
+            bytes(fs::path(again) / "model.safetensors"));
 }
 
 TEST_F(CliTest, GenerateJsonIsReproducibleWithASeed) {
   auto gen = [&](const std::string& seed) {
-    return RunLlmq({"generate", "--model", model_, "--prompt", "Once upon a time", "--max-tokens", "20",
-                    "--temperature", "0.8", "--seed", seed, "--json", "--ignore-eos"});
+    return RunLlmq({"generate", "--model", model_, "--prompt", "Once upon a time", "--max-tokens",
+                    "20", "--temperature", "0.8", "--seed", seed, "--json", "--ignore-eos"});
   };
   const auto a = gen("5"), b = gen("5"), c = gen("6");
   ASSERT_EQ(a.exit_code, 0) << a.err;
@@ -82,9 +83,12 @@ TEST_F(CliTest, PlanReportsKvBytesPerToken) {
 
 TEST_F(CliTest, BadCommandLinesExitTwo) {
   EXPECT_EQ(RunLlmq({"generate", "--model", model_}).exit_code, 2);
-  EXPECT_EQ(RunLlmq({"generate", "--model", model_, "--prompt", "x", "--max-tokens", "abc"}).exit_code, 2);
+  EXPECT_EQ(
+      RunLlmq({"generate", "--model", model_, "--prompt", "x", "--max-tokens", "abc"}).exit_code,
+      2);
   EXPECT_EQ(RunLlmq({"frobnicate"}).exit_code, 2);
-  EXPECT_EQ(RunLlmq({"make-model", "--shape", "nope", "--out", testing::TmpDir("nope")}).exit_code, 1);
+  EXPECT_EQ(RunLlmq({"make-model", "--shape", "nope", "--out", testing::TmpDir("nope")}).exit_code,
+            1);
 }
 
 // Copies the generated model, lets `breakit` damage the copy, and expects a clean failure whose
@@ -95,9 +99,11 @@ void ExpectBrokenModelFails(const std::string& model, const std::string& name,
   const fs::path dir = testing::TmpDir("broken_" + name);
   fs::copy(model, dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   breakit(dir);
-  const auto r = RunLlmq({"generate", "--model", dir.string(), "--prompt", "hi", "--max-tokens", "2"});
+  const auto r =
+      RunLlmq({"generate", "--model", dir.string(), "--prompt", "hi", "--max-tokens", "2"});
   EXPECT_EQ(r.exit_code, 1) << name << ": " << r.err;
-  for (const std::string& s : must_name) EXPECT_NE(r.err.find(s), std::string::npos) << name << ": " << r.err;
+  for (const std::string& s : must_name)
+    EXPECT_NE(r.err.find(s), std::string::npos) << name << ": " << r.err;
 }
 
 TEST_F(CliTest, BrokenModelsFailWithAMessageNamingFileAndField) {
@@ -108,29 +114,41 @@ TEST_F(CliTest, BrokenModelsFailWithAMessageNamingFileAndField) {
     edit(s);
     std::ofstream(p, std::ios::binary | std::ios::trunc) << s;
   };
-  ExpectBrokenModelFails(model_, "truncated", [&](const fs::path& d) {
-    rewrite(d / "model.safetensors", [](std::string& s) { s.resize(s.size() / 2); });
-  }, {"model.safetensors"});
-  ExpectBrokenModelFails(model_, "no_hidden", [&](const fs::path& d) {
-    rewrite(d / "config.json", [](std::string& s) {
-      json j = json::parse(s);
-      j.erase("hidden_size");
-      s = j.dump();
-    });
-  }, {"config.json", "hidden_size"});
-  ExpectBrokenModelFails(model_, "wrong_shape", [&](const fs::path& d) {
-    rewrite(d / "config.json", [](std::string& s) {
-      json j = json::parse(s);
-      j["intermediate_size"] = 128;
-      s = j.dump();
-    });
-  }, {"model.safetensors", "mlp"});
-  ExpectBrokenModelFails(model_, "no_tokenizer", [&](const fs::path& d) { fs::remove(d / "tokenizer.model"); },
+  ExpectBrokenModelFails(model_, "truncated",
+                         [&](const fs::path& d) {
+                           rewrite(d / "model.safetensors",
+                                   [](std::string& s) { s.resize(s.size() / 2); });
+                         },
+                         {"model.safetensors"});
+  ExpectBrokenModelFails(model_, "no_hidden",
+                         [&](const fs::path& d) {
+                           rewrite(d / "config.json", [](std::string& s) {
+                             json j = json::parse(s);
+                             j.erase("hidden_size");
+                             s = j.dump();
+                           });
+                         },
+                         {"config.json", "hidden_size"});
+  ExpectBrokenModelFails(model_, "wrong_shape",
+                         [&](const fs::path& d) {
+                           rewrite(d / "config.json", [](std::string& s) {
+                             json j = json::parse(s);
+                             j["intermediate_size"] = 128;
+                             s = j.dump();
+                           });
+                         },
+                         {"model.safetensors", "mlp"});
+  ExpectBrokenModelFails(model_, "no_tokenizer",
+                         [&](const fs::path& d) { fs::remove(d / "tokenizer.model"); },
                          {"tokenizer.model"});
-  ExpectBrokenModelFails(model_, "bad_tokenizer", [&](const fs::path& d) {
-    rewrite(d / "tokenizer.model", [](std::string& s) { s = "this is not a sentencepiece model"; });
-  }, {"tokenizer.model"});
-  ExpectBrokenModelFails(model_, "no_weights", [&](const fs::path& d) { fs::remove(d / "model.safetensors"); },
+  ExpectBrokenModelFails(model_, "bad_tokenizer",
+                         [&](const fs::path& d) {
+                           rewrite(d / "tokenizer.model",
+                                   [](std::string& s) { s = "this is not a sentencepiece model"; });
+                         },
+                         {"tokenizer.model"});
+  ExpectBrokenModelFails(model_, "no_weights",
+                         [&](const fs::path& d) { fs::remove(d / "model.safetensors"); },
                          {"model.safetensors"});
 }
 

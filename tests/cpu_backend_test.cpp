@@ -99,22 +99,26 @@ TEST_P(CpuBackendVsReference, LogitsMatchPlainForwardAtEveryPosition) {
   const int bs = 16, n = 83;  // spans 6 blocks, the last one partial
   be.AllocateKv(32, bs);
   const std::vector<int> toks = RandomTokens(n, cfg.vocab_size, 11);
-  const std::vector<float> got = RunChunk(be, toks, 0, n, ShuffledBlocks(n, bs, 32, 3), bs, cfg.vocab_size);
+  const std::vector<float> got =
+      RunChunk(be, toks, 0, n, ShuffledBlocks(n, bs, 32, 3), bs, cfg.vocab_size);
   const auto ref = ReferenceLogits(loaded, *w, toks);
   double worst = 0;
-  for (int p = 0; p < n; ++p) worst = std::max(worst, RelativeError(&got[p * cfg.vocab_size], ref[p]));
+  for (int p = 0; p < n; ++p)
+    worst = std::max(worst, RelativeError(&got[p * cfg.vocab_size], ref[p]));
   EXPECT_LT(worst, 1e-4) << c.name;
   RecordProperty("worst_relative_error", std::to_string(worst));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, CpuBackendVsReference,
-    ::testing::Values(
-        Case{"gqa_untied", 4, 2, 16, 64, 3, false, RopeScaling::Type::kNone, DType::kF32},
-        Case{"mha_tied_linear", 4, 4, 16, 64, 2, true, RopeScaling::Type::kLinear, DType::kF32},
-        Case{"mqa_llama3_bf16", 8, 1, 8, 48, 3, false, RopeScaling::Type::kLlama3, DType::kBF16},
-        Case{"gqa_headdim_llama3", 8, 2, 16, 96, 3, false, RopeScaling::Type::kLlama3, DType::kF16}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Shapes, CpuBackendVsReference,
+                         ::testing::Values(Case{"gqa_untied", 4, 2, 16, 64, 3, false,
+                                                RopeScaling::Type::kNone, DType::kF32},
+                                           Case{"mha_tied_linear", 4, 4, 16, 64, 2, true,
+                                                RopeScaling::Type::kLinear, DType::kF32},
+                                           Case{"mqa_llama3_bf16", 8, 1, 8, 48, 3, false,
+                                                RopeScaling::Type::kLlama3, DType::kBF16},
+                                           Case{"gqa_headdim_llama3", 8, 2, 16, 96, 3, false,
+                                                RopeScaling::Type::kLlama3, DType::kF16}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 class CpuBackendInvariance : public ::testing::Test {
  protected:

@@ -33,7 +33,8 @@ class LlmEngineTest : public ::testing::Test {
       r.id = "req-" + std::to_string(i);
       const int len = 3 + static_cast<int>(rng.NextU64() % 70);
       r.prompt_ids.push_back(1);
-      for (int j = 1; j < len; ++j) r.prompt_ids.push_back(3 + static_cast<int>(rng.NextU64() % 500));
+      for (int j = 1; j < len; ++j)
+        r.prompt_ids.push_back(3 + static_cast<int>(rng.NextU64() % 500));
       r.params.max_tokens = 12 + i % 9;
       r.params.ignore_eos = true;
       r.params.temperature = i % 2 ? 0.0f : 0.9f;  // half greedy, half seeded sampling
@@ -72,7 +73,8 @@ TEST_F(LlmEngineTest, SixteenPromptsTogetherEqualEachAlone) {
     for (const Request& r : reqs) {
       const auto alone = Run({r}, 2048);
       const RequestOutput& t = together.at(r.id);
-      EXPECT_EQ(t.completions.at(0).ids, alone.at(r.id).completions.at(0).ids) << r.id << " budget " << budget;
+      EXPECT_EQ(t.completions.at(0).ids, alone.at(r.id).completions.at(0).ids)
+          << r.id << " budget " << budget;
       EXPECT_EQ(t.completions.at(0).ids.size(), static_cast<size_t>(r.params.max_tokens));
       EXPECT_EQ(t.completions.at(0).finish_reason, "length");
     }

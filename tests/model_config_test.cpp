@@ -1,6 +1,6 @@
 // Tests for engine/model_config: the shared models' configs, required fields, rope scaling.
-#include "tests/test_util.h"
 #include "engine/model_config.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 

@@ -22,7 +22,8 @@ struct RunStats {
   int64_t computed = 0, cached = 0, preemptions = 0;
 };
 
-RunStats RunAll(const ModelConfig& cfg, Backend* be, const std::vector<Request>& reqs, EngineOptions opt) {
+RunStats RunAll(const ModelConfig& cfg, Backend* be, const std::vector<Request>& reqs,
+                EngineOptions opt) {
   LlmEngine engine(cfg, be, nullptr, opt);
   for (const Request& r : reqs) engine.Add(r);
   RunStats rs;
@@ -61,7 +62,8 @@ class PrefixEngineTest : public ::testing::Test {
     DType dt;
     ASSERT_TRUE(ShapeConfig("tiny", &cfg_, &dt).ok());
     cfg_.hidden_size = 32, cfg_.intermediate_size = 64, cfg_.num_layers = 2;
-    cfg_.num_heads = 2, cfg_.num_kv_heads = 1, cfg_.head_dim = 16, cfg_.max_position_embeddings = 2048;
+    cfg_.num_heads = 2, cfg_.num_kv_heads = 1, cfg_.head_dim = 16,
+    cfg_.max_position_embeddings = 2048;
     const std::string dir = testing::TmpDir("prefix_model");
     ASSERT_TRUE(WriteRandomModel(cfg_, DType::kF32, 17, dir).ok());
     ASSERT_TRUE(Weights::Load(dir, cfg_, &w_).ok());
@@ -100,9 +102,13 @@ TEST_F(PrefixEngineTest, CacheAndPlannerNeverChangeGreedyOutputs) {
       EngineOptions o = base;
       o.enable_prefix_cache = cache, o.enable_planner = planner;
       const RunStats rs = RunAll(cfg_, be_.get(), reqs, o);
-      ExpectSameCompletions(rs.out, reference, cache ? (planner ? "cache+planner" : "cache") : (planner ? "planner" : "plain"));
-      if (cache) EXPECT_GT(rs.cached, 0);
-      else EXPECT_EQ(rs.cached, 0);
+      ExpectSameCompletions(
+          rs.out, reference,
+          cache ? (planner ? "cache+planner" : "cache") : (planner ? "planner" : "plain"));
+      if (cache)
+        EXPECT_GT(rs.cached, 0);
+      else
+        EXPECT_EQ(rs.cached, 0);
     }
 }
 
@@ -132,10 +138,12 @@ TEST_F(PrefixEngineTest, NestedPrefixesWithASmallPoolComputeEachOnceWithThePlann
   const RunStats planned = RunAll(cfg_, be_.get(), Requests(prompts, 8), o);
   o.enable_planner = false;
   const RunStats fcfs = RunAll(cfg_, be_.get(), Requests(prompts, 8), o);
-  std::printf("nested, small pool: unique %lld | planner: computed %lld (%.3fx) | FCFS+LRU: computed %lld (%.3fx)\n",
-              static_cast<long long>(unique), static_cast<long long>(planned.computed),
-              static_cast<double>(planned.computed) / unique, static_cast<long long>(fcfs.computed),
-              static_cast<double>(fcfs.computed) / unique);
+  std::printf(
+      "nested, small pool: unique %lld | planner: computed %lld (%.3fx) | FCFS+LRU: computed %lld "
+      "(%.3fx)\n",
+      static_cast<long long>(unique), static_cast<long long>(planned.computed),
+      static_cast<double>(planned.computed) / unique, static_cast<long long>(fcfs.computed),
+      static_cast<double>(fcfs.computed) / unique);
   EXPECT_LE(planned.computed, 1.05 * unique);
   EXPECT_GT(fcfs.computed, planned.computed);
   ExpectSameCompletions(planned.out, fcfs.out, "planner vs fcfs");
@@ -187,7 +195,8 @@ TEST_F(PrefixEngineTest, ParallelSamplesShareThePromptBlocks) {
   EXPECT_GT(distinct.size(), 1u) << "samples with their own generators differ";
   // Same seed, same samples.
   const RunStats again = RunAll(cfg_, be_.get(), reqs, o);
-  for (int k = 0; k < 4; ++k) EXPECT_EQ(again.out.at("r0").completions[k].ids, out.completions[k].ids);
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(again.out.at("r0").completions[k].ids, out.completions[k].ids);
 }
 
 TEST(PrefixEngineStories, CacheOnOffAndPlannerGiveTheSameStories) {
@@ -196,11 +205,15 @@ TEST(PrefixEngineStories, CacheOnOffAndPlannerGiveTheSameStories) {
   Model m;
   ASSERT_TRUE(LoadModel(dir, &m).ok());
   std::vector<Request> reqs;
-  const char* docs[] = {"Lily had a red ball.", "Tom saw a big dog.", "The sun was hot.", "A bird sang."};
+  const char* docs[] = {"Lily had a red ball.", "Tom saw a big dog.", "The sun was hot.",
+                        "A bird sang."};
   for (int i = 0; i < 8; ++i) {
     Request r;
     r.id = "s" + std::to_string(i);
-    const std::string text = std::string("Once upon a time, in a small house near the woods, there lived a kind old man. ") + docs[i % 4] + (i >= 4 ? " Then" : "");
+    const std::string text =
+        std::string(
+            "Once upon a time, in a small house near the woods, there lived a kind old man. ") +
+        docs[i % 4] + (i >= 4 ? " Then" : "");
     for (int id : m.tokenizer->Encode(text)) r.prompt_ids.push_back(id);
     r.params.temperature = 0;
     r.params.max_tokens = 30;

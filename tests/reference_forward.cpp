@@ -60,7 +60,8 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelConfig& cfg, const W
   const int H = cfg.hidden_size, D = cfg.head_dim, nh = cfg.num_heads, nkv = cfg.num_kv_heads;
   const std::vector<double> inv_freq = cfg.RopeInvFreq();
   const Mat embed = Load(w, "model.embed_tokens.weight");
-  const Mat head = Load(w, cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+  const Mat head =
+      Load(w, cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
   const Mat final_norm = Load(w, "model.norm.weight");
   struct Layer {
     Mat in_norm, post_norm, q, k, v, o, gate, up, down;
@@ -68,9 +69,10 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelConfig& cfg, const W
   std::vector<Layer> layers(cfg.num_layers);
   for (int l = 0; l < cfg.num_layers; ++l) {
     auto g = [&](const char* s) { return Load(w, LayerTensorName(l, s)); };
-    layers[l] = {g("input_layernorm.weight"), g("post_attention_layernorm.weight"),
-                 g("self_attn.q_proj.weight"), g("self_attn.k_proj.weight"), g("self_attn.v_proj.weight"),
-                 g("self_attn.o_proj.weight"), g("mlp.gate_proj.weight"), g("mlp.up_proj.weight"),
+    layers[l] = {g("input_layernorm.weight"),  g("post_attention_layernorm.weight"),
+                 g("self_attn.q_proj.weight"), g("self_attn.k_proj.weight"),
+                 g("self_attn.v_proj.weight"), g("self_attn.o_proj.weight"),
+                 g("mlp.gate_proj.weight"),    g("mlp.up_proj.weight"),
                  g("mlp.down_proj.weight")};
   }
   // Contiguous cache: keys[l][pos] = [nkv * D].
@@ -101,7 +103,8 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelConfig& cfg, const W
         double sum = 0;
         for (double& s : scores) sum += (s = std::exp(s - m));
         for (size_t j = 0; j <= pos; ++j)
-          for (int i = 0; i < D; ++i) attn[h * D + i] += scores[j] / sum * values[l][j][kvh * D + i];
+          for (int i = 0; i < D; ++i)
+            attn[h * D + i] += scores[j] / sum * values[l][j][kvh * D + i];
       }
       const Vec o = MatVec(L.o, attn);
       for (int i = 0; i < H; ++i) x[i] += o[i];

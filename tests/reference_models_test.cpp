@@ -32,9 +32,9 @@ json ReadJson(const fs::path& p) {
 // Runs `llmq generate --json` greedily for one reference file; checks ids (and text if asked).
 void CheckGenerate(const std::string& model, const fs::path& ref_file, bool check_text) {
   const json ref = ReadJson(ref_file);
-  const auto r = testing::RunLlmq({"generate", "--model", model, "--prompt", ref["prompt"].get<std::string>(),
-                                   "--max-tokens", std::to_string(ref["max_tokens"].get<int>()),
-                                   "--temperature", "0", "--json"});
+  const auto r = testing::RunLlmq(
+      {"generate", "--model", model, "--prompt", ref["prompt"].get<std::string>(), "--max-tokens",
+       std::to_string(ref["max_tokens"].get<int>()), "--temperature", "0", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json got = json::parse(r.out);
   EXPECT_EQ(got["prompt_ids"], ref["prompt_ids"]) << ref_file;

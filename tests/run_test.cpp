@@ -23,10 +23,12 @@ std::vector<json> ReadJsonl(const std::string& path) {
 }
 
 std::string Completion(const std::string& id, const std::string& prompt, int max_tokens) {
-  return json{{"custom_id", id},
-              {"method", "POST"},
-              {"url", "/v1/completions"},
-              {"body", {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}}}}
+  return json{
+      {"custom_id", id},
+      {"method", "POST"},
+      {"url", "/v1/completions"},
+      {"body",
+       {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}}}}
       .dump();
 }
 
@@ -34,7 +36,8 @@ class RunTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     model_ = testing::TmpDir("run_model");
-    ASSERT_EQ(RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "2"}).exit_code, 0);
+    ASSERT_EQ(RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "2"}).exit_code,
+              0);
   }
   static std::string model_;
 };
@@ -47,22 +50,36 @@ TEST_F(RunTest, TenThousandLinesWithTwentyBadOnesKeepOrderAndNameLineAndField) {
       {"{not json", "invalid JSON"},
       {"[1, 2, 3]", "JSON object"},
       {R"({"method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}})", "custom_id"},
-      {R"({"custom_id": 7, "method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}})", "custom_id"},
+      {R"({"custom_id": 7, "method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}})",
+       "custom_id"},
       {Completion("doc-5", "a duplicate of an earlier id", 2), "duplicate"},
-      {R"({"custom_id": "g1", "method": "GET", "url": "/v1/completions", "body": {"prompt": "x"}})", "method"},
-      {R"({"custom_id": "u1", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}})", "url"},
+      {R"({"custom_id": "g1", "method": "GET", "url": "/v1/completions", "body": {"prompt": "x"}})",
+       "method"},
+      {R"({"custom_id": "u1", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}})",
+       "url"},
       {R"({"custom_id": "b1", "method": "POST", "url": "/v1/completions"})", "body"},
-      {R"({"custom_id": "m1", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": []}})", "body.messages"},
-      {R"({"custom_id": "m2", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "wizard", "content": "x"}]}})", "body.messages[0].role"},
-      {R"({"custom_id": "m3", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": 5}]}})", "body.messages[0].content"},
-      {R"({"custom_id": "p1", "method": "POST", "url": "/v1/completions", "body": {"max_tokens": 3}})", "body.prompt"},
-      {R"({"custom_id": "p2", "method": "POST", "url": "/v1/completions", "body": {"prompt": {"a": 1}}})", "body.prompt"},
-      {R"({"custom_id": "t1", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "max_tokens": -4}})", "body.max_tokens"},
-      {R"({"custom_id": "t2", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "max_tokens": "ten"}})", "body.max_tokens"},
-      {R"({"custom_id": "t3", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "temperature": 9}})", "body.temperature"},
-      {R"({"custom_id": "t4", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "top_p": 0}})", "body.top_p"},
-      {R"({"custom_id": "t5", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "n": 0}})", "body.n"},
-      {R"({"custom_id": "s1", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "stream": true}})", "body.stream"},
+      {R"({"custom_id": "m1", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": []}})",
+       "body.messages"},
+      {R"({"custom_id": "m2", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "wizard", "content": "x"}]}})",
+       "body.messages[0].role"},
+      {R"({"custom_id": "m3", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": 5}]}})",
+       "body.messages[0].content"},
+      {R"({"custom_id": "p1", "method": "POST", "url": "/v1/completions", "body": {"max_tokens": 3}})",
+       "body.prompt"},
+      {R"({"custom_id": "p2", "method": "POST", "url": "/v1/completions", "body": {"prompt": {"a": 1}}})",
+       "body.prompt"},
+      {R"({"custom_id": "t1", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "max_tokens": -4}})",
+       "body.max_tokens"},
+      {R"({"custom_id": "t2", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "max_tokens": "ten"}})",
+       "body.max_tokens"},
+      {R"({"custom_id": "t3", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "temperature": 9}})",
+       "body.temperature"},
+      {R"({"custom_id": "t4", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "top_p": 0}})",
+       "body.top_p"},
+      {R"({"custom_id": "t5", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "n": 0}})",
+       "body.n"},
+      {R"({"custom_id": "s1", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "stream": true}})",
+       "body.stream"},
       {Completion("ctx", "too long for the context", 600), "body.max_tokens"},
   };
   ASSERT_EQ(bad.size(), 20u);
@@ -76,7 +93,9 @@ TEST_F(RunTest, TenThousandLinesWithTwentyBadOnesKeepOrderAndNameLineAndField) {
       bad_at[line] = bad[next_bad++].second;
       continue;
     }
-    in << Completion("doc-" + std::to_string(good), "Story " + std::to_string(good % 97) + ": once upon a time", 2) << "\n";
+    in << Completion("doc-" + std::to_string(good),
+                     "Story " + std::to_string(good % 97) + ": once upon a time", 2)
+       << "\n";
     ++good;
   }
   in.close();
@@ -113,8 +132,9 @@ TEST_F(RunTest, TenThousandLinesWithTwentyBadOnesKeepOrderAndNameLineAndField) {
   EXPECT_EQ(s["failed"], 20);
   EXPECT_EQ(s["completion_tokens"], 9980 * 2);
   EXPECT_GT(s["cached_prompt_tokens"], 0);
-  for (const char* k : {"prompt_tokens", "computed_prompt_tokens", "wall_seconds", "output_tokens_per_second",
-                        "ttft_seconds_p50", "ttft_seconds_p95", "latency_seconds_p50", "latency_seconds_p95"})
+  for (const char* k :
+       {"prompt_tokens", "computed_prompt_tokens", "wall_seconds", "output_tokens_per_second",
+        "ttft_seconds_p50", "ttft_seconds_p95", "latency_seconds_p50", "latency_seconds_p95"})
     EXPECT_TRUE(s.contains(k)) << k;
 }
 
@@ -124,11 +144,17 @@ TEST_F(RunTest, PrefixFeaturesOffGiveTheSameOutputsAndErrorsCanBeSplit) {
   const std::string instructions(300, 'a');
   for (int i = 0; i < 40; ++i) {
     if (i == 7) in << "garbage\n";
-    in << json{{"custom_id", "c" + std::to_string(i)}, {"method", "POST"}, {"url", "/v1/chat/completions"},
-               {"body", {{"model", "tiny"}, {"max_tokens", 6}, {"temperature", 0},
-                         {"messages", {{{"role", "system"}, {"content", "Follow these rules: " + instructions}},
-                                       {{"role", "user"}, {"content", "Document " + std::to_string(i * 7919)}}}}}}}
-                  .dump()
+    in << json{{"custom_id", "c" + std::to_string(i)},
+               {"method", "POST"},
+               {"url", "/v1/chat/completions"},
+               {"body",
+                {{"model", "tiny"},
+                 {"max_tokens", 6},
+                 {"temperature", 0},
+                 {"messages",
+                  {{{"role", "system"}, {"content", "Follow these rules: " + instructions}},
+                   {{"role", "user"}, {"content", "Document " + std::to_string(i * 7919)}}}}}}}
+              .dump()
        << "\n";
   }
   in.close();
@@ -150,7 +176,8 @@ TEST_F(RunTest, PrefixFeaturesOffGiveTheSameOutputsAndErrorsCanBeSplit) {
     EXPECT_EQ(a[i]["custom_id"], b[j]["custom_id"]);
     EXPECT_EQ(a[i]["response"]["body"]["choices"][0]["message"]["content"],
               b[j]["response"]["body"]["choices"][0]["message"]["content"]);
-    cached += a[i]["response"]["body"]["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+    cached +=
+        a[i]["response"]["body"]["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
     EXPECT_EQ(b[j]["response"]["body"]["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
   }
   EXPECT_GT(cached, 0);

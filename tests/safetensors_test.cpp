@@ -1,7 +1,7 @@
 // Tests for engine/safetensors: round trips through real files, conversions, every kind of bad
 // header, and a deterministic mutation sweep (the always-on counterpart of fuzz/).
-#include "tests/test_util.h"
 #include "engine/safetensors.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 

@@ -40,9 +40,11 @@ inline std::string SharedModel(const std::string& name) {
   return std::filesystem::exists(p / "config.json") ? p.string() : "";
 }
 
-#define LLMQ_SKIP_WITHOUT_SHARED(dir, name)                                              \
-  if ((dir).empty()) GTEST_SKIP() << "../shared/models/" name " is absent; skipping (tests " \
-                                     "read the shared models, never copy them)"
+#define LLMQ_SKIP_WITHOUT_SHARED(dir, name)      \
+  if ((dir).empty())                             \
+  GTEST_SKIP() << "../shared/models/" name       \
+                  " is absent; skipping (tests " \
+                  "read the shared models, never copy them)"
 
 struct RunResult {
   int exit_code = -1;

@@ -1,8 +1,8 @@
 // Tests for engine/tokenizer.h and engine/corpus.h: loading (and refusing broken files), encoding
 // the reference prompts, incremental detokenization against the reference completions and
 // sentencepiece's own decode, and training tokenizers from the built-in corpus.
-#include "tests/test_util.h"
 #include "engine/tokenizer.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 

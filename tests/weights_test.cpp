@@ -1,7 +1,7 @@
 // Tests for engine/weights: loading the shared models, single vs sharded checkpoints written here,
 // and the messages for every way a checkpoint can disagree with its config.
-#include "tests/test_util.h"
 #include "engine/weights.h"
+#include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 

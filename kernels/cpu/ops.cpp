@@ -20,7 +20,8 @@ inline float Dot(const float* a, const float* b, int n) {
   int i = 0;
   for (; i + 8 <= n; i += 8)
     for (int l = 0; l < 8; ++l) lane[l] += a[i + l] * b[i + l];
-  float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  float s =
+      ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
@@ -108,7 +109,8 @@ inline void BlockScores(const float* q, const float* kt, int d, float scale, flo
   for (int j = 0; j < BS; ++j) scores[j] = acc[j] * scale;
 }
 
-inline void BlockScoresAny(const float* q, const float* kt, int d, int bs, float scale, float* scores) {
+inline void BlockScoresAny(const float* q, const float* kt, int d, int bs, float scale,
+                           float* scores) {
   for (int j = 0; j < bs; ++j) scores[j] = 0.f;
   for (int i = 0; i < d; ++i)
     for (int j = 0; j < bs; ++j) scores[j] += q[i] * kt[static_cast<int64_t>(i) * bs + j];
@@ -123,8 +125,10 @@ void AttendOne(const PagedKv& kv, int head, const int32_t* table, int ctx, const
   const int nblocks = (ctx + bs - 1) / bs;
   for (int b = 0; b < nblocks; ++b) {
     const float* kt = kv.k + kv.TileOffset(table[b], head);
-    if (bs == 16) BlockScores<16>(q, kt, d, scale, scores + b * bs);
-    else BlockScoresAny(q, kt, d, bs, scale, scores + b * bs);
+    if (bs == 16)
+      BlockScores<16>(q, kt, d, scale, scores + b * bs);
+    else
+      BlockScoresAny(q, kt, d, bs, scale, scores + b * bs);
   }
   float m = -INFINITY;
   for (int j = 0; j < ctx; ++j) m = std::max(m, scores[j]);
@@ -181,7 +185,8 @@ void PagedAttention(const AttentionBatch& b, const PagedKv& kv, const float* q, 
         for (int hq = task.head * group; hq < (task.head + 1) * group; ++hq)
           AttendOne(kv, task.head, table, b.positions[r] + 1,
                     q + static_cast<int64_t>(r) * q_stride + static_cast<int64_t>(hq) * d, scale,
-                    scores.data(), out + static_cast<int64_t>(r) * num_heads * d + static_cast<int64_t>(hq) * d);
+                    scores.data(),
+                    out + static_cast<int64_t>(r) * num_heads * d + static_cast<int64_t>(hq) * d);
     }
   }
 }

@@ -49,9 +49,9 @@ void WriteKv(const PagedKv& kv, const float* k_src, const float* v_src, int64_t 
 // The whole step's batch as attention sees it.
 struct AttentionBatch {
   int num_seqs = 0;
-  const int32_t* query_start = nullptr;  // [S+1] the query rows of seq s
-  const int32_t* positions = nullptr;    // [T] a query at position p attends to keys 0..p
-  const int32_t* block_tables = nullptr; // [S, max_blocks] physical block of each logical block
+  const int32_t* query_start = nullptr;   // [S+1] the query rows of seq s
+  const int32_t* positions = nullptr;     // [T] a query at position p attends to keys 0..p
+  const int32_t* block_tables = nullptr;  // [S, max_blocks] physical block of each logical block
   int max_blocks = 0;
 };
 

@@ -7,8 +7,8 @@
 namespace llmq::kernels::cuda {
 
 struct DeviceInfo {
-  int count = 0;          // visible CUDA devices
-  std::string name;       // device 0
+  int count = 0;     // visible CUDA devices
+  std::string name;  // device 0
   int sm_major = 0, sm_minor = 0;
   size_t total_memory = 0, free_memory = 0;
 };
