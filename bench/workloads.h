@@ -17,6 +17,16 @@ inline std::vector<int32_t> RandomRun(Rng& rng, int n, int vocab) {
   return t;
 }
 
+// `head` followed by a random document of doc_min..doc_max tokens.
+inline std::vector<int32_t> WithDocument(const std::vector<int32_t>& head, Rng& rng, int doc_min,
+                                         int doc_max, int vocab) {
+  std::vector<int32_t> p = head;
+  const int n = doc_min + static_cast<int>(rng.NextU64() % (doc_max - doc_min + 1));
+  const std::vector<int32_t> doc = RandomRun(rng, n, vocab);
+  p.insert(p.end(), doc.begin(), doc.end());
+  return p;
+}
+
 inline void Shuffle(Prompts& p, Rng& rng) {
   for (size_t i = p.size(); i > 1; --i) std::swap(p[i - 1], p[rng.NextU64() % i]);
 }
@@ -31,11 +41,7 @@ inline Prompts SharedInstructions(int requests, int prefix, int doc_min, int doc
   head.insert(head.end(), instr.begin(), instr.end());
   Prompts out;
   for (int i = 0; i < requests; ++i) {
-    std::vector<int32_t> p = head;
-    const std::vector<int32_t> doc =
-        RandomRun(rng, doc_min + rng.NextU64() % (doc_max - doc_min + 1), vocab);
-    p.insert(p.end(), doc.begin(), doc.end());
-    out.push_back(std::move(p));
+    out.push_back(WithDocument(head, rng, doc_min, doc_max, vocab));
   }
   Shuffle(out, rng);
   return out;
@@ -56,11 +62,7 @@ inline Prompts Nested(int templates, int docs, int system, int tmpl, int doc_min
     const std::vector<int32_t> tm = RandomRun(rng, tmpl, vocab);
     head.insert(head.end(), tm.begin(), tm.end());
     for (int d = 0; d < docs; ++d) {
-      std::vector<int32_t> p = head;
-      const std::vector<int32_t> doc =
-          RandomRun(rng, doc_min + rng.NextU64() % (doc_max - doc_min + 1), vocab);
-      p.insert(p.end(), doc.begin(), doc.end());
-      out.push_back(std::move(p));
+      out.push_back(WithDocument(head, rng, doc_min, doc_max, vocab));
     }
   }
   Shuffle(out, rng);

@@ -19,15 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh scratch directory per test: LLMQ_TEST_TMP/<suite>.<test>.
-std::string TestDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path d =
-      llmq::testing::TmpRoot() / (std::string(info->test_suite_name()) + "." + info->name());
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
+std::string TestDir() { return llmq::testing::CurrentTestDir(); }
 
 std::vector<uint8_t> ReadBytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

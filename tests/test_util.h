@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <gtest/gtest.h>
 #include <string>
 
 namespace llmq::testing {
@@ -32,6 +33,12 @@ inline std::string TmpDir(const std::string& name) {
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p.string();
+}
+
+// A fresh, empty scratch folder named after the running test.
+inline std::string CurrentTestDir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return TmpDir(std::string(info->test_suite_name()) + "." + info->name());
 }
 
 // ../shared/models/<name>, or "" when the shared folder is absent.

@@ -31,15 +31,7 @@ const std::string kTinyLlama3 = kShared + "/models/tiny-llama3";
   GTEST_SKIP() << "shared test model not found: " << (dir) \
                << " (expected next to the repository, see LLMQ_SHARED_DIR)"
 
-// A fresh scratch directory for the running test.
-std::string ScratchDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path dir = llmq::testing::TmpRoot() / "tokenizer_test" /
-                       (std::string(info->test_suite_name()) + "." + info->name());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
+std::string ScratchDir() { return llmq::testing::CurrentTestDir(); }
 
 std::string ReadBytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

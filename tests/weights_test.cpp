@@ -18,14 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string TestDir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path d =
-      llmq::testing::TmpRoot() / (std::string(info->test_suite_name()) + "." + info->name());
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
+std::string TestDir() { return llmq::testing::CurrentTestDir(); }
 
 std::string ModelDir(const char* name) {
   return std::string(LLMQ_SHARED_DIR) + "/models/" + name;
