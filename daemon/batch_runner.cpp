@@ -120,13 +120,15 @@ std::string BuildRequest(const Model& m, const BatchRunOptions& opt, const jobs:
 void Progress(size_t done, size_t total, int64_t out_tokens, int64_t cached, int64_t prompt,
               double secs) {
   const double tps = secs > 0 ? out_tokens / secs : 0;
-  const double eta = done ? secs * (total - done) / done : 0;
+  char eta[16] = "--:--";  // unknown until a request finishes
+  if (done) {
+    const int left = static_cast<int>(secs * (total - done) / done);
+    std::snprintf(eta, sizeof eta, "%d:%02d", left / 60, left % 60);
+  }
   const int width = 24, fill = total ? static_cast<int>(width * done / total) : width;
-  std::fprintf(stderr,
-               "\r[%.*s%*s] %zu/%zu requests | %.1f tok/s | cache hit %.1f%% | ETA %d:%02d ", fill,
-               "########################", width - fill, "", done, total, tps,
-               prompt ? 100.0 * cached / prompt : 0.0, static_cast<int>(eta) / 60,
-               static_cast<int>(eta) % 60);
+  std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu requests | %.1f tok/s | cache hit %.1f%% | ETA %s ",
+               fill, "########################", width - fill, "", done, total, tps,
+               prompt ? 100.0 * cached / prompt : 0.0, eta);
 }
 
 }  // namespace
