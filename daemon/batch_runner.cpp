@@ -79,8 +79,8 @@ SamplingParams ToParams(const jobs::BatchRequest& r, int max_tokens) {
 
 // Tokenizes a good line into an engine request; returns an error message naming line and field
 // when it cannot run.
-std::string BuildRequest(const Model& m, const BatchRunOptions& opt, const jobs::BatchRequest& r,
-                         Request* out) {
+std::string BuildRequest(const Model& m, const BatchRunOptions& opt, int capacity,
+                         const jobs::BatchRequest& r, Request* out) {
   const std::string where = opt.input + ":" + std::to_string(r.line) + ": ";
   std::vector<int> ids;
   const char* prompt_field = "body.prompt";
@@ -106,13 +106,20 @@ std::string BuildRequest(const Model& m, const BatchRunOptions& opt, const jobs:
   const int ctx = m.cfg.max_position_embeddings;
   const int n = static_cast<int>(ids.size());
   if (n == 0) return where + "field '" + prompt_field + "': the prompt is empty";
-  int max_tokens = r.max_tokens.value_or(r.endpoint == jobs::Endpoint::kCompletions ? 16 : ctx - n);
+  // Chat without max_tokens may use what is left of what one sequence can hold.
+  const int64_t max_tokens =
+      r.max_tokens.value_or(r.endpoint == jobs::Endpoint::kCompletions ? 16 : capacity - n);
+  const std::string field = r.max_tokens ? "body.max_tokens" : prompt_field;
   if (n >= ctx || n + max_tokens > ctx)
-    return where + "field '" + (r.max_tokens ? "body.max_tokens" : prompt_field) + "': prompt (" +
-           std::to_string(n) + " tokens) + max_tokens (" + std::to_string(max_tokens) +
+    return where + "field '" + field + "': prompt (" + std::to_string(n) +
+           " tokens) + max_tokens (" + std::to_string(max_tokens) +
            ") exceed the model's context of " + std::to_string(ctx) + " tokens";
+  if (n >= capacity || n + max_tokens > capacity)
+    return where + "field '" + field + "': prompt (" + std::to_string(n) +
+           " tokens) + max_tokens (" + std::to_string(max_tokens) + ") exceed the KV cache of " +
+           std::to_string(capacity) + " tokens (raise --kv-cache-memory)";
   out->prompt_ids.assign(ids.begin(), ids.end());
-  out->params = ToParams(r, max_tokens);
+  out->params = ToParams(r, static_cast<int>(max_tokens));
   out->n = r.n;
   return "";
 }
@@ -202,7 +209,8 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
     }
     Request r;
     r.id = std::to_string(i);
-    if (std::string err = BuildRequest(m, opt, l.req, &r); !err.empty()) {
+    if (std::string err = BuildRequest(m, opt, engine.max_sequence_tokens(), l.req, &r);
+        !err.empty()) {
       fail(l, err);
       continue;
     }

@@ -25,6 +25,11 @@ double Seconds(Clock::duration d) {
 
 }  // namespace
 
+int LlmEngine::MaxLen(int prompt, int max_tokens) const {
+  return static_cast<int>(
+      std::min<int64_t>(int64_t{prompt} + max_tokens, cfg_.max_position_embeddings));
+}
+
 int KvBlocksFor(const ModelConfig& cfg, int64_t kv_memory_bytes, int block_size) {
   const int64_t per_block = cfg.KvBytesPerToken(sizeof(float)) * block_size;
   return static_cast<int>(std::max<int64_t>(1, kv_memory_bytes / per_block));
@@ -59,7 +64,7 @@ std::unique_ptr<Sequence> LlmEngine::NewSeq(RequestState* st, int index) {
   s->params = &st->req.params;
   s->tokens = st->req.prompt_ids;
   s->num_prompt = static_cast<int>(st->req.prompt_ids.size());
-  s->max_len = std::min(s->num_prompt + st->req.params.max_tokens, cfg_.max_position_embeddings);
+  s->max_len = MaxLen(s->num_prompt, st->req.params.max_tokens);
   const uint64_t seed =
       st->req.params.seed ? *st->req.params.seed : std::hash<std::string>{}(st->req.id);
   s->rng = Rng(seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index));
@@ -89,7 +94,7 @@ void LlmEngine::Add(Request req) {
   if (n >= ctx)
     return reject("prompt has " + std::to_string(n) + " tokens; the model's context is " +
                   std::to_string(ctx));
-  const int max_len = std::min(n + req.params.max_tokens, ctx);
+  const int max_len = MaxLen(n, req.params.max_tokens);
   if (BlockManager::BlocksFor(max_len, opt_.block_size) > blocks_.num_blocks())
     return reject("prompt + max_tokens (" + std::to_string(max_len) +
                   " tokens) exceed the KV cache (" +
@@ -158,6 +163,15 @@ void LlmEngine::UpdatePins(const ScheduleResult& r) {
     }
   }
   std::erase_if(groups_, [](const Group& g) { return g.done; });
+}
+
+bool LlmEngine::ReleasePins() {
+  bool any = false;
+  for (Group& g : groups_) {
+    for (int32_t b : g.pinned) blocks_.Unref(b), any = true;
+    g.pinned.clear();
+  }
+  return any;
 }
 
 bool LlmEngine::Append(Sequence* s, int token) {
@@ -239,6 +253,9 @@ std::vector<RequestOutput> LlmEngine::Step() {
   std::vector<RequestOutput> done = std::move(rejected_);
   rejected_.clear();
   scheduler_.Schedule(&sched_);
+  if (sched_.seqs.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0 &&
+      ReleasePins())
+    scheduler_.Schedule(&sched_);  // pins are an optimisation: never let them stall the queue
   const auto now = Clock::now();
   for (Sequence* s : sched_.preempted) ++s->owner->m.preemptions, ++stats_.preemptions;
   for (Sequence* s : sched_.admitted)
@@ -255,9 +272,9 @@ std::vector<RequestOutput> LlmEngine::Step() {
   const std::vector<float>& logits = runner_.Run(sched_.seqs, &samplers);
   for (const ScheduledSeq& s : sched_.seqs) {
     Sequence* q = s.seq;
-    if (q->sample_index == 0)
-      q->owner->m.computed_prompt_tokens +=
-          std::max(0, std::min(q->num_computed + s.num_tokens, q->num_prompt) - q->num_computed);
+    // Forks start past the prompt, so this counts the first prefill and every recomputation.
+    q->owner->m.computed_prompt_tokens +=
+        std::max(0, std::min(q->num_computed + s.num_tokens, q->num_prompt) - q->num_computed);
     q->num_computed += s.num_tokens;
     blocks_.MarkComputed(q);
   }

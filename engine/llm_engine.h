@@ -7,6 +7,7 @@
 // computed them until the group's last request is admitted. Not thread-safe: one thread drives it.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -53,12 +54,18 @@ class LlmEngine {
   bool HasWork() const;
   const BlockManager& blocks() const { return blocks_; }
   int num_blocks() const { return blocks_.num_blocks(); }
+  // Tokens one sequence can ever hold: the context, or the KV pool if smaller.
+  int max_sequence_tokens() const {
+    return std::min(cfg_.max_position_embeddings, blocks_.num_blocks() * blocks_.block_size());
+  }
   const EngineStats& stats() const { return stats_; }
 
  private:
   void PlanWindow();
   void UpdatePins(const ScheduleResult& r);
-  bool Append(Sequence* s, int token);  // true when s is finished
+  bool ReleasePins();                            // true when any block was pinned
+  int MaxLen(int prompt, int max_tokens) const;  // prompt + max_tokens, capped at the context
+  bool Append(Sequence* s, int token);           // true when s is finished
   void FinishSeq(Sequence* s, std::vector<RequestOutput>* done);
   void Fork(Sequence* parent);  // the n - 1 other samples share its blocks
   std::unique_ptr<Sequence> NewSeq(RequestState* st, int index);

@@ -36,7 +36,8 @@ class Scheduler {
  public:
   Scheduler(const SchedulerOptions& opt, BlockManager* blocks) : opt_(opt), blocks_(blocks) {}
   void Add(Sequence* seq) { waiting_.push_back(seq); }
-  // A sequence that starts out running (a fork sharing its parent's blocks).
+  // A sequence that starts out running (a fork sharing its parent's blocks). Forks are not held
+  // to max_num_seqs: the n samples of an admitted request always run together.
   void AddRunning(Sequence* seq);
   // Plans one step; `out` is cleared first. Empty when there is nothing to run.
   void Schedule(ScheduleResult* out);

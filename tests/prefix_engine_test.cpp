@@ -2,6 +2,7 @@
 // computed, never what is generated; shared prefixes are computed once.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <set>
 
@@ -197,6 +198,53 @@ TEST_F(PrefixEngineTest, ParallelSamplesShareThePromptBlocks) {
   const RunStats again = RunAll(cfg_, be_.get(), reqs, o);
   for (int k = 0; k < 4; ++k)
     EXPECT_EQ(again.out.at("r0").completions[k].ids, out.completions[k].ids);
+}
+
+// Found in review: a request ahead of a pinned group in queue order (its prompt is exactly the
+// group's outer prefix) got preempted and could never be readmitted while the group's pin held
+// blocks it needed; nothing ran, so nothing ever freed them.
+TEST_F(PrefixEngineTest, PinsNeverStallAPreemptedRequest) {
+  Rng rng(1);
+  const std::vector<int32_t> s = bench::RandomRun(rng, 32, cfg_.vocab_size);
+  std::vector<int32_t> t = s;
+  const std::vector<int32_t> tmpl = bench::RandomRun(rng, 16, cfg_.vocab_size);
+  t.insert(t.end(), tmpl.begin(), tmpl.end());
+  auto reqs = Requests({s, bench::WithDocument(t, rng, 5, 5, cfg_.vocab_size),
+                        bench::WithDocument(t, rng, 5, 5, cfg_.vocab_size)},
+                       100);
+  reqs[0].params.max_tokens = 160;  // needs all 12 blocks by its end
+  EngineOptions o;
+  o.num_blocks = 12;
+  o.scheduler.max_num_seqs = 2;
+  const RunStats rs = RunAll(cfg_, be_.get(), reqs, o);
+  EXPECT_EQ(rs.out.size(), 3u);
+  EXPECT_GT(rs.preemptions, 0);
+}
+
+TEST_F(PrefixEngineTest, HugeMaxTokensRunsToTheContextWithoutOverflow) {
+  auto reqs = Requests(bench::SharedInstructions(1, 10, 5, 5, cfg_.vocab_size, 2), 0);
+  reqs[0].params.max_tokens = std::numeric_limits<int>::max();
+  EngineOptions o;
+  o.num_blocks = 200;
+  const RunStats rs = RunAll(cfg_, be_.get(), reqs, o);
+  const RequestOutput& out = rs.out.at("r0");
+  ASSERT_TRUE(out.ok()) << out.error;
+  EXPECT_EQ(out.prompt_ids.size() + out.completions[0].ids.size(),
+            static_cast<size_t>(cfg_.max_position_embeddings));
+  EXPECT_EQ(out.completions[0].finish_reason, "length");
+}
+
+TEST_F(PrefixEngineTest, RecomputedPromptsOfForkedSamplesAreCounted) {
+  auto reqs = Requests(bench::SharedInstructions(1, 19, 0, 0, cfg_.vocab_size, 3), 40);
+  reqs[0].n = 2;
+  EngineOptions o;
+  o.num_blocks = 4;  // two samples of 60 tokens cannot both stay resident
+  o.enable_prefix_cache = false;
+  const RunStats rs = RunAll(cfg_, be_.get(), reqs, o);
+  const RequestOutput& out = rs.out.at("r0");
+  ASSERT_TRUE(out.ok()) << out.error;
+  EXPECT_GT(out.metrics.preemptions, 0);
+  EXPECT_GE(out.metrics.computed_prompt_tokens, 2 * out.metrics.prompt_tokens);
 }
 
 TEST(PrefixEngineStories, CacheOnOffAndPlannerGiveTheSameStories) {

@@ -183,6 +183,37 @@ TEST_F(RunTest, PrefixFeaturesOffGiveTheSameOutputsAndErrorsCanBeSplit) {
   EXPECT_GT(cached, 0);
 }
 
+TEST_F(RunTest, ChatWithoutMaxTokensFitsTheKvCacheAndHugeMaxTokensIsRefused) {
+  const std::string dir = testing::TmpDir("run_capacity");
+  std::ofstream in(dir + "/in.jsonl");
+  in << json{{"custom_id", "chat"},
+             {"method", "POST"},
+             {"url", "/v1/chat/completions"},
+             {"body",
+              {{"messages", {{{"role", "user"}, {"content", "hello"}}}}, {"temperature", 0}}}}
+            .dump()
+     << "\n"
+     << json{{"custom_id", "huge"},
+             {"method", "POST"},
+             {"url", "/v1/completions"},
+             {"body", {{"prompt", "hello"}, {"max_tokens", 2147483647}}}}
+            .dump()
+     << "\n";
+  in.close();
+  // 16 blocks of 16 tokens: less than the tiny model's 512-token context.
+  const auto r = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/out.jsonl", "--model", model_,
+                          "--kv-cache-memory", std::to_string(16 * 16 * 768)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto out = ReadJsonl(dir + "/out.jsonl");
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_TRUE(out[0]["error"].is_null()) << out[0];
+  const json& usage = out[0]["response"]["body"]["usage"];
+  EXPECT_LE(usage["prompt_tokens"].get<int>() + usage["completion_tokens"].get<int>(), 256);
+  ASSERT_TRUE(out[1]["response"].is_null());
+  EXPECT_NE(out[1]["error"]["message"].get<std::string>().find("body.max_tokens"),
+            std::string::npos);
+}
+
 TEST_F(RunTest, MissingInputOrModelFailsClearly) {
   const std::string dir = testing::TmpDir("run_missing");
   auto r = RunLlmq({"run", dir + "/nope.jsonl", "-o", dir + "/out.jsonl", "--model", model_});
