@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 namespace llmq {
 
@@ -32,7 +33,9 @@ int LlmEngine::MaxLen(int prompt, int max_tokens) const {
 
 int KvBlocksFor(const ModelConfig& cfg, int64_t kv_memory_bytes, int block_size) {
   const int64_t per_block = cfg.KvBytesPerToken(sizeof(float)) * block_size;
-  return static_cast<int>(std::max<int64_t>(1, kv_memory_bytes / per_block));
+  // Slots (block * block_size + offset) are int32 in the flat batch.
+  const int64_t max_blocks = std::numeric_limits<int32_t>::max() / block_size;
+  return static_cast<int>(std::clamp<int64_t>(kv_memory_bytes / per_block, 1, max_blocks));
 }
 
 LlmEngine::LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* tokenizer,
