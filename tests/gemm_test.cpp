@@ -47,8 +47,8 @@ std::vector<GemmIsa> SupportedIsas() {
 }
 
 // Shapes that hit every code path: single rows, partial row blocks, the decode path (M <= 32),
-// the prefill path (M > 32: K blocks of ~256 with partial sums through C, N blocks of 30 panels),
-// N not a multiple of 16 (masked last panel), odd K.
+// the prefill path (M > 32: K blocks of ~256 with partial sums through C, N blocks of 24 panels,
+// next-block prefetch), N not a multiple of 16 (masked last panel), odd K.
 const Shape kShapes[] = {{1, 1, 1},     {1, 17, 3},    {3, 16, 1},     {5, 47, 17},
                          {8, 48, 64},   {9, 49, 257},  {13, 100, 33},  {32, 768, 96},
                          {33, 33, 513}, {37, 511, 77}, {64, 500, 600}, {77, 1001, 300}};

@@ -22,18 +22,21 @@ namespace llmq::kernels {
 namespace internal {
 // gemm_avx512.cpp; same arguments as TileFn below.
 void GemmTileAvx512(const float* ap, int mr, const float* w, int64_t wstride, int np, int kc,
-                    float* c, int64_t ldc, int last_cols, bool load_c);
+                    float* c, int64_t ldc, int last_cols, bool load_c, const char* pf,
+                    int pf_lines);
 }  // namespace internal
 
 namespace {
 
 constexpr int kPanel = PackedWeight::kPanel;
+static_assert(kPanel == 16, "the kernels hold one panel row in one zmm / two ymm");
 constexpr int kRows = 8;   // rows per packed A block (MR of the micro-kernels)
 constexpr int kGroup = 3;  // panels per micro-tile (NR): 8 x 48 columns = 24 zmm accumulators
 constexpr int kSmallRowBlocks = 4;  // M <= 32: decode path, whole-K tiles, W streamed once
 constexpr int kKcTarget = 256;      // K block of the prefill path (partial sums through C)
-constexpr int kNcPanels = 30;  // N block of the prefill path: 30 panels x 256 x 64 B = 480 KiB,
-                               // stays in the 1 MiB L2 while every row block streams over it
+// N block of the prefill path: 24 panels x 256 K steps x 64 B = 384 KiB of W, read from L2 by every
+// row block; with the next block being prefetched alongside, 768 KiB of the 1 MiB L2.
+constexpr int kNcPanels = 24;
 
 // A micro-tile: C[0:mr, 0:np*16] (+)= A_blk · W_blkᵀ over kc steps of K.
 //   ap:        packed A, [kc][kRows]: A row r (< mr) at step k is ap[k*kRows + r].
@@ -43,11 +46,14 @@ constexpr int kNcPanels = 30;  // N block of the prefill path: 30 panels x 256 x
 //   c:         C[row 0][first column of panel 0], row stride ldc.
 //   last_cols: valid columns (1..16) of panel np-1; columns past N are never read or written.
 //   load_c:    continue the chains from C (K block > 0) instead of from +0.
+//   pf:        W needed after this tile (next panels / next K block), pf_lines 64-byte lines per K
+//              step prefetched from pf onwards (a hint: kernels may ignore it).
 using TileFn = void (*)(const float* ap, int mr, const float* w, int64_t wstride, int np, int kc,
-                        float* c, int64_t ldc, int last_cols, bool load_c);
+                        float* c, int64_t ldc, int last_cols, bool load_c, const char* pf,
+                        int pf_lines);
 
 void TileScalar(const float* ap, int mr, const float* w, int64_t wstride, int np, int kc, float* c,
-                int64_t ldc, int last_cols, bool load_c) {
+                int64_t ldc, int last_cols, bool load_c, const char*, int) {
   for (int j = 0; j < np; ++j) {
     const int cols = j == np - 1 ? last_cols : kPanel;
     const float* wp = w + j * wstride;
@@ -99,7 +105,7 @@ void PanelAvx2(const float* ap, const float* wp, int kc, float* c, int64_t ldc, 
 }
 
 void TileAvx2(const float* ap, int mr, const float* w, int64_t wstride, int np, int kc, float* c,
-              int64_t ldc, int last_cols, bool load_c) {
+              int64_t ldc, int last_cols, bool load_c, const char*, int) {
   for (int j = 0; j < np; ++j) {
     const int cols = j == np - 1 ? last_cols : kPanel;
     for (int r0 = 0; r0 < mr; r0 += 4) {
@@ -223,31 +229,58 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
   const int n = w.n(), k = w.k();
   const int64_t wstride = static_cast<int64_t>(k) * kPanel;
   const int row_blocks = (g.m + kRows - 1) / kRows;
-  auto tile = [&](int rb, int p, int np, int k0, int kc) {
+  // Tile (row block rb) x (panels p .. p+np-1) x (K steps k0 .. k0+kc-1); prefetches pf_lines
+  // lines per K step from pf.
+  auto tile = [&](int rb, int p, int np, int k0, int kc, const float* pf, int pf_lines) {
     const int mr = std::min(kRows, g.m - rb * kRows);
     const int last_cols = std::min(kPanel, n - (p + np - 1) * kPanel);
     g.tile(g.ap + static_cast<int64_t>(rb) * k * kRows + static_cast<int64_t>(k0) * kRows, mr,
            w.panel(p) + static_cast<int64_t>(k0) * kPanel, wstride, np, kc,
-           g.c + static_cast<int64_t>(rb) * kRows * g.ldc + p * kPanel, g.ldc, last_cols, k0 > 0);
+           g.c + static_cast<int64_t>(rb) * kRows * g.ldc + p * kPanel, g.ldc, last_cols, k0 > 0,
+           reinterpret_cast<const char*>(pf), pf_lines);
   };
   if (row_blocks <= kSmallRowBlocks) {
-    // Decode: W is the traffic. Each 3-panel group is streamed from memory once (whole K) and
-    // reused from L2 by the other (<= 3) row blocks.
+    // Decode: W is the traffic. Each 3-panel group is streamed from memory once (whole K, the
+    // in-kernel prefetch running ahead in each panel) and re-read from L2 by the other (<= 3)
+    // row blocks; those passes also prefetch the next group (contiguous: panels follow each
+    // other), spread evenly over their K steps, so its first pass finds it in cache.
     for (int p = p0; p < p1; p += kGroup) {
       const int np = std::min(kGroup, p1 - p);
-      for (int rb = 0; rb < row_blocks; ++rb) tile(rb, p, np, 0, k);
+      const int64_t next_lines = static_cast<int64_t>(std::min(kGroup, p1 - p - np)) * k;
+      const int lines_per_step =
+          row_blocks > 1
+              ? static_cast<int>((next_lines + static_cast<int64_t>(row_blocks - 1) * k - 1) /
+                                 (static_cast<int64_t>(row_blocks - 1) * k))
+              : 0;
+      for (int rb = 0; rb < row_blocks; ++rb) {
+        const int64_t first_line = static_cast<int64_t>(rb - 1) * k * lines_per_step;
+        const bool pf = rb > 0 && first_line < next_lines;
+        tile(rb, p, np, 0, k, pf ? w.panel(p + np) + first_line * kPanel : nullptr,
+             pf ? lines_per_step : 0);
+      }
     }
     return;
   }
   // Prefill: a [kNcPanels*16, KC] block of W stays in L2 while all row blocks stream over it.
+  // Row blocks after the first also prefetch the thread's next W block, one panel's K chunk per
+  // tile (one line per K step), so the first pass over it doesn't wait on DRAM.
   const int k_blocks = (k + kKcTarget - 1) / kKcTarget;
   const int kc_step = (k + k_blocks - 1) / k_blocks;
   for (int pb = p0; pb < p1; pb += kNcPanels) {
     const int pe = std::min(p1, pb + kNcPanels);
     for (int k0 = 0; k0 < k; k0 += kc_step) {
       const int kc = std::min(kc_step, k - k0);
+      // The next block: the same panels' next K chunk, else the next panels' first chunk.
+      int next_k0 = k0 + kc, next_pb = pb, next_pe = pe;
+      if (next_k0 >= k) next_k0 = 0, next_pb = pe, next_pe = std::min(p1, pe + kNcPanels);
+      int next_p = next_pb;
       for (int rb = 0; rb < row_blocks; ++rb)
-        for (int p = pb; p < pe; p += kGroup) tile(rb, p, std::min(kGroup, pe - p), k0, kc);
+        for (int p = pb; p < pe; p += kGroup) {
+          const bool pf = rb > 0 && next_p < next_pe;
+          tile(rb, p, std::min(kGroup, pe - p), k0, kc,
+               pf ? w.panel(next_p) + static_cast<int64_t>(next_k0) * kPanel : nullptr, pf ? 1 : 0);
+          next_p += pf;
+        }
     }
   }
 }
