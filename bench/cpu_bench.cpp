@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 #include <functional>
 #include <string>
 
@@ -47,6 +48,28 @@ double RunOnce(const ModelConfig& cfg, Backend* be, int batch, int prompt, int m
   return Now() - t0;
 }
 
+// Streaming read bandwidth of this machine right now (GB/s), all threads: decode at batch 1 is
+// bound by it, and it varies with what else the host runs, so it is measured in the same run.
+double ReadBandwidth() {
+  const size_t n = size_t{1} << 28;  // 1 GiB of floats
+  std::vector<float> buf(n, 1.0f);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = Now();
+    float total = 0;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+    for (size_t i = 0; i < n; i += 16) {
+      float s = 0;
+      for (int j = 0; j < 16; ++j) s += buf[i + j];
+      total += s;
+    }
+    const double secs = Now() - t0;
+    if (total != static_cast<float>(n)) std::fprintf(stderr, "(sum %f)\n", total);
+    best = std::max(best, n * sizeof(float) / secs / 1e9);
+  }
+  return best;
+}
+
 double Best(int reps, const std::function<double()>& f) {
   double best = 1e30;
   for (int i = 0; i < reps; ++i) best = std::min(best, f());
@@ -57,7 +80,7 @@ double Best(int reps, const std::function<double()>& f) {
 
 int main(int argc, char** argv) {
   std::string model, shape = "bench-110m";
-  int decode_steps = 32;
+  int decode_steps = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--model"))
       model = argv[i + 1];
@@ -89,6 +112,13 @@ int main(int argc, char** argv) {
       "llmq CPU benchmark: %s (%d layers, hidden %d, kv heads %d, vocab %d, fp32), %d threads\n",
       model.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_kv_heads, cfg.vocab_size,
       omp_get_max_threads());
+  const double bw = ReadBandwidth();
+  // Bytes a decode step streams: every packed weight but the embedding (a row is gathered).
+  const double step_bytes = static_cast<double>(be.weight_bytes()) -
+                            static_cast<double>(cfg.vocab_size) * cfg.hidden_size * sizeof(float);
+  std::printf("memory read bandwidth now: %.1f GB/s; a decode step streams %.0f MB of weights, so "
+              "batch 1 is bound at %.1f tokens/s\n",
+              bw, step_bytes / 1e6, bw * 1e9 / step_bytes);
   std::printf("| %-8s | %5s | %6s | %10s | %17s | %6s |\n", "phase", "batch", "prompt", "tokens/s",
               "llama.cpp target", "ratio");
   std::printf("|----------|-------|--------|------------|-------------------|--------|\n");
@@ -113,9 +143,9 @@ int main(int argc, char** argv) {
   };
   for (Decode d : {Decode{1, 95}, Decode{8, 290}, Decode{32, 420}}) {
     const int prompt = 128;
-    const double base = Best(2, [&] { return RunOnce(cfg, &be, d.batch, prompt, 1); });
+    const double base = Best(3, [&] { return RunOnce(cfg, &be, d.batch, prompt, 1); });
     const double full =
-        Best(2, [&] { return RunOnce(cfg, &be, d.batch, prompt, 1 + decode_steps); });
+        Best(3, [&] { return RunOnce(cfg, &be, d.batch, prompt, 1 + decode_steps); });
     const double tps = d.batch * decode_steps / std::max(full - base, 1e-9);
     std::printf("| %-8s | %5d | %6d | %10.1f | %17.0f | %6.2f |\n", "decode", d.batch, prompt, tps,
                 d.target, tps / d.target);
