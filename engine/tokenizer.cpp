@@ -302,7 +302,8 @@ void IncrementalDecoder::Rebase(std::string window_text) {
 
 // ---------------------------------------------------------------------------------------------
 
-Status TrainTokenizer(int vocab_size, uint64_t seed, const std::string& out_path) {
+Status TrainTokenizer(int vocab_size, uint64_t seed, const std::string& out_path,
+                      const TokenizerExtras& extras) {
   if (vocab_size <= 0 || vocab_size > 1000000)
     return Status::InvalidArgument(out_path + ": tokenizer vocab_size " +
                                    std::to_string(vocab_size) + " outside [1, 1000000]");
@@ -330,7 +331,7 @@ Status TrainTokenizer(int vocab_size, uint64_t seed, const std::string& out_path
   } it(lines);
 
   // Llama-style: BPE with byte fallback, identity normalisation, whitespace kept as is.
-  const std::unordered_map<std::string, std::string> kwargs = {
+  std::unordered_map<std::string, std::string> kwargs = {
       {"model_type", "bpe"},
       {"vocab_size", std::to_string(vocab_size)},
       {"byte_fallback", "true"},
@@ -348,6 +349,14 @@ Status TrainTokenizer(int vocab_size, uint64_t seed, const std::string& out_path
       {"minloglevel", "2"},  // errors only
       // No model_prefix: the model comes back serialized (and is byte-identical per seed).
   };
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& x : v) out += (out.empty() ? "" : ",") + x;
+    return out;
+  };
+  if (!extras.control_symbols.empty()) kwargs["control_symbols"] = join(extras.control_symbols);
+  if (!extras.user_defined_symbols.empty())
+    kwargs["user_defined_symbols"] = join(extras.user_defined_symbols);
   std::string model;
   const auto st = sentencepiece::SentencePieceTrainer::Train(kwargs, &it, &model);
   if (!st.ok())

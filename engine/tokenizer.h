@@ -93,6 +93,13 @@ class IncrementalDecoder {
 // rename). Same seed -> byte-identical file. Takes ~0.1 s for 512 pieces, ~3 s for 32000 (more on
 // a busy machine). Errors (vocab_size too small for the byte pieces and characters, unwritable
 // path) name `out_path`; the trainer logs nothing below ERROR.
-Status TrainTokenizer(int vocab_size, uint64_t seed, const std::string& out_path);
+// `control_symbols` (special, never produced from text, e.g. chatml's <|im_start|>) and
+// `user_defined_symbols` (always one piece when they occur in text) are added to the vocabulary.
+struct TokenizerExtras {
+  std::vector<std::string> control_symbols;
+  std::vector<std::string> user_defined_symbols;
+};
+Status TrainTokenizer(int vocab_size, uint64_t seed, const std::string& out_path,
+                      const TokenizerExtras& extras = {});
 
 }  // namespace llmq

@@ -5,13 +5,11 @@
 #include "engine/chat_template.h"
 
 #include <gtest/gtest.h>
-#include <sentencepiece_trainer.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <unordered_map>
 
 #include "engine/corpus.h"
 #include "tests/test_util.h"
@@ -283,40 +281,11 @@ TEST_F(ChatTemplateStoriesTest, ErrorsLeaveNoIds) {
 // user-defined pieces. Written to `dir`/tokenizer.model with a tokenizer_config.json.
 std::string MarkerTokenizerDir(const std::string& name, bool add_bos) {
   const std::string dir = llmq::testing::TmpDir(name);
-  CorpusOptions copt;
-  copt.seed = 11;
-  const std::vector<std::string> lines = GenerateCorpus(copt);
-  class Lines : public sentencepiece::SentenceIterator {
-   public:
-    explicit Lines(const std::vector<std::string>& v) : v_(v) {}
-    bool done() const override { return i_ >= v_.size(); }
-    void Next() override { ++i_; }
-    const std::string& value() const override { return v_[i_]; }
-    sentencepiece::util::Status status() const override { return {}; }
-
-   private:
-    const std::vector<std::string>& v_;
-    size_t i_ = 0;
-  } it(lines);
-  const std::unordered_map<std::string, std::string> kwargs = {
-      {"model_type", "bpe"},
-      {"vocab_size", "600"},
-      {"byte_fallback", "true"},
-      {"unk_id", "0"},
-      {"bos_id", "1"},
-      {"eos_id", "2"},
-      {"pad_id", "-1"},
-      {"character_coverage", "1.0"},
-      {"normalization_rule_name", "identity"},
-      {"remove_extra_whitespaces", "false"},
-      {"num_threads", "1"},
-      {"minloglevel", "2"},
-      {"control_symbols", "<|im_start|>,<|im_end|>"},
-      {"user_defined_symbols", "<|system|>,<|user|>,<|assistant|>"}};
-  std::string model;
-  const auto st = sentencepiece::SentencePieceTrainer::Train(kwargs, &it, &model);
+  TokenizerExtras extras;
+  extras.control_symbols = {"<|im_start|>", "<|im_end|>"};
+  extras.user_defined_symbols = {"<|system|>", "<|user|>", "<|assistant|>"};
+  const Status st = TrainTokenizer(600, 11, dir + "/tokenizer.model", extras);
   EXPECT_TRUE(st.ok()) << st.ToString();
-  WriteFile(dir + "/tokenizer.model", model);
   WriteFile(dir + "/tokenizer_config.json",
             std::string("{\"add_bos_token\": ") + (add_bos ? "true" : "false") + "}");
   return dir;
