@@ -11,7 +11,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/corpus.h"
 #include "tests/test_util.h"
 
 namespace llmq {
