@@ -27,6 +27,8 @@ struct Case {
   DType dtype;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }  // readable test names
+
 ModelConfig ConfigFor(const Case& c) {
   ModelConfig cfg;
   DType unused;
