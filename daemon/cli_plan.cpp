@@ -1,11 +1,10 @@
 // llmq plan: how the memory divides between weights and KV cache, from the headers alone.
 #include <unistd.h>
 
-#include <cctype>
 #include <cstdio>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "config/config.h"
 #include "daemon/args.h"
 #include "daemon/commands.h"
 #include "engine/model_config.h"
@@ -13,30 +12,6 @@
 
 namespace llmq::cli {
 namespace {
-
-// "24G", "512MiB", "1000000" -> bytes. 0 when it does not parse.
-uint64_t ParseBytes(const std::string& s) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (...) {
-    return 0;
-  }
-  std::string unit = s.substr(used);
-  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
-  if (!unit.empty() && unit.back() == 'i') unit.pop_back();
-  const char* units = "KMGT";
-  double mul = 1;
-  if (unit.size() == 1) {
-    const char* at = std::strchr(units, std::toupper(unit[0]));
-    if (!at) return 0;
-    for (const char* u = units; u <= at; ++u) mul *= 1024;
-  } else if (!unit.empty()) {
-    return 0;
-  }
-  return v > 0 ? static_cast<uint64_t>(v * mul) : 0;
-}
 
 std::string Human(double bytes) {
   const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -61,7 +36,7 @@ int Plan(int argc, char** argv) {
   const std::string kv_dtype = args.Get("kv-dtype", "f32");
   const int kv_bytes = kv_dtype == "f32" ? 4 : (kv_dtype == "bf16" || kv_dtype == "f16") ? 2 : 0;
   uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  if (auto m = args.Get("memory")) memory = ParseBytes(*m);
+  if (auto m = args.Get("memory")) memory = static_cast<uint64_t>(ParseByteSize(*m).value_or(0));
   if (kv_bytes == 0 || memory == 0 || block < 1) {
     std::fprintf(
         stderr,

@@ -32,7 +32,6 @@ class BlockManager {
   int num_blocks() const { return num_blocks_; }
   // Blocks that an allocation can take: free plus cached (evictable).
   int num_available() const { return static_cast<int>(free_.size() + lru_.size()); }
-  int num_free() const { return num_available(); }
   int num_in_use() const { return num_blocks_ - num_available(); }
   static int BlocksFor(int tokens, int block_size) {
     return (tokens + block_size - 1) / block_size;

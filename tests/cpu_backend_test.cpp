@@ -27,7 +27,9 @@ struct Case {
   DType dtype;
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }  // readable test names
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}  // readable test names
 
 ModelConfig ConfigFor(const Case& c) {
   ModelConfig cfg;
@@ -59,26 +61,6 @@ Layout ShuffledBlocks(int tokens, int block_size, int pool, uint64_t seed) {
   return {all};
 }
 
-// Runs tokens [begin, end) of one sequence as one step; logits of every row of the step.
-std::vector<float> RunChunk(CpuBackend& be, const std::vector<int>& toks, int begin, int end,
-                            const Layout& lay, int bs, int vocab) {
-  StepBatch b;
-  b.Clear();
-  for (int p = begin; p < end; ++p) {
-    b.token_ids.push_back(toks[p]);
-    b.positions.push_back(p);
-    b.slot_mapping.push_back(lay.table[p / bs] * bs + p % bs);
-    b.logits_rows.push_back(p - begin);
-  }
-  b.query_start.push_back(end - begin);
-  b.context_lens.push_back(end);
-  b.block_tables = lay.table;
-  b.max_blocks = static_cast<int32_t>(lay.table.size());
-  std::vector<float> logits(static_cast<size_t>(end - begin) * vocab);
-  be.Forward(b, logits.data());
-  return logits;
-}
-
 std::vector<int> RandomTokens(int n, int vocab, uint64_t seed) {
   Rng rng(seed);
   std::vector<int> t(n);
@@ -101,8 +83,8 @@ TEST_P(CpuBackendVsReference, LogitsMatchPlainForwardAtEveryPosition) {
   const int bs = 16, n = 83;  // spans 6 blocks, the last one partial
   be.AllocateKv(32, bs);
   const std::vector<int> toks = RandomTokens(n, cfg.vocab_size, 11);
-  const std::vector<float> got =
-      RunChunk(be, toks, 0, n, ShuffledBlocks(n, bs, 32, 3), bs, cfg.vocab_size);
+  const std::vector<float> got = testing::ForwardOneSequence(
+      be, toks, 0, n, ShuffledBlocks(n, bs, 32, 3).table, bs, cfg.vocab_size);
   const auto ref = ReferenceLogits(loaded, *w, toks);
   double worst = 0;
   for (int p = 0; p < n; ++p)
@@ -143,13 +125,14 @@ TEST_F(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
   const std::vector<int> toks = RandomTokens(n, V, 21);
   const int threads = omp_get_max_threads();
   omp_set_num_threads(2);  // the whole prompt on two threads, the chunks on one: same bits
-  const std::vector<float> all = RunChunk(whole, toks, 0, n, lay, bs, V);
+  const std::vector<float> all = testing::ForwardOneSequence(whole, toks, 0, n, lay.table, bs, V);
   omp_set_num_threads(1);
   for (int chunk : {1, 5, 16, 33}) {
     chunked.AllocateKv(16, bs);
     for (int begin = 0; begin < n; begin += chunk) {
       const int end = std::min(n, begin + chunk);
-      const std::vector<float> part = RunChunk(chunked, toks, begin, end, lay, bs, V);
+      const std::vector<float> part =
+          testing::ForwardOneSequence(chunked, toks, begin, end, lay.table, bs, V);
       ASSERT_EQ(0, std::memcmp(part.data(), &all[static_cast<size_t>(begin) * V], part.size() * 4))
           << "chunk " << chunk << " rows " << begin << ".." << end;
     }

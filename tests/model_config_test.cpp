@@ -15,7 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string TestDir() { return llmq::testing::CurrentTestDir(); }
+std::string TestDir() {
+  return llmq::testing::CurrentTestDir();
+}
 
 std::string ModelDir(const char* name) {
   return std::string(LLMQ_SHARED_DIR) + "/models/" + name;

@@ -175,8 +175,11 @@ TEST_F(PrefixEngineTest, APromptThatCanNeverFitIsRefusedAndTheRestRun) {
   ASSERT_EQ(rs.out.size(), 5u);
   EXPECT_FALSE(rs.out.at("huge").ok());
   EXPECT_NE(rs.out.at("huge").error.find("exceed the KV cache"), std::string::npos);
-  for (const auto& [id, o] : rs.out)
-    if (id != "huge") EXPECT_TRUE(o.ok()) << id << ": " << o.error;
+  for (const auto& [id, o] : rs.out) {
+    if (id != "huge") {
+      EXPECT_TRUE(o.ok()) << id << ": " << o.error;
+    }
+  }
 }
 
 TEST_F(PrefixEngineTest, ParallelSamplesShareThePromptBlocks) {

@@ -120,6 +120,26 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelConfig& cfg, const W
   return all_logits;
 }
 
+std::vector<float> ForwardOneSequence(Backend& be, const std::vector<int>& tokens, int begin,
+                                      int end, const std::vector<int32_t>& table, int block_size,
+                                      int vocab) {
+  StepBatch b;
+  b.Clear();
+  for (int p = begin; p < end; ++p) {
+    b.token_ids.push_back(tokens[p]);
+    b.positions.push_back(p);
+    b.slot_mapping.push_back(table[p / block_size] * block_size + p % block_size);
+    b.logits_rows.push_back(p - begin);
+  }
+  b.query_start.push_back(end - begin);
+  b.context_lens.push_back(end);
+  b.block_tables = table;
+  b.max_blocks = static_cast<int32_t>(table.size());
+  std::vector<float> logits(static_cast<size_t>(end - begin) * vocab);
+  be.Forward(b, logits.data());
+  return logits;
+}
+
 double RelativeError(const float* a, const std::vector<double>& b) {
   double max_diff = 0, max_ref = 0;
   for (size_t i = 0; i < b.size(); ++i) {

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/model_config.h"
 #include "engine/weights.h"
 
@@ -14,6 +15,12 @@ namespace llmq::testing {
 // Logits [tokens.size(), vocab] at every position of `tokens`.
 std::vector<std::vector<double>> ReferenceLogits(const ModelConfig& cfg, const Weights& w,
                                                  const std::vector<int>& tokens);
+
+// Runs tokens[begin, end) of one sequence through `be` as one step, its blocks at `table`
+// (physical block of each logical block); returns the logits of every row, [end - begin, vocab].
+std::vector<float> ForwardOneSequence(Backend& be, const std::vector<int>& tokens, int begin,
+                                      int end, const std::vector<int32_t>& table, int block_size,
+                                      int vocab);
 
 // max_j |a_j - b_j| / max_j |b_j|: the error relative to the logits' scale.
 double RelativeError(const float* a, const std::vector<double>& b);

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model.h"
-#include "engine/model_runner.h"
+#include "tests/reference_forward.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -40,7 +40,9 @@ void CheckGenerate(const std::string& model, const fs::path& ref_file, bool chec
   EXPECT_EQ(got["prompt_ids"], ref["prompt_ids"]) << ref_file;
   EXPECT_EQ(got["completion_ids"], ref["completion_ids"]) << ref_file;
   EXPECT_EQ(got["finish_reason"], ref["finish_reason"]) << ref_file;
-  if (check_text) EXPECT_EQ(got["text"], ref["completion_text"]) << ref_file;
+  if (check_text) {
+    EXPECT_EQ(got["text"], ref["completion_text"]) << ref_file;
+  }
 }
 
 TEST(ReferenceModels, Stories260KGenerateReproducesLlama2c) {
@@ -68,22 +70,13 @@ TEST(ReferenceModels, TinyLlama3LastPromptLogitsWithin1e4) {
   m.backend->AllocateKv(64, bs);
   for (const fs::path& f : References(dir)) {
     const json ref = ReadJson(f);
-    const std::vector<int32_t> ids = ref["prompt_ids"].get<std::vector<int32_t>>();
-    StepBatch b;
-    b.Clear();
-    const int n = static_cast<int>(ids.size());
-    for (int p = 0; p < n; ++p) {
-      b.token_ids.push_back(ids[p]);
-      b.positions.push_back(p);
-      b.slot_mapping.push_back(p);  // blocks 0, 1, 2, ... in order
-    }
-    b.query_start.push_back(n);
-    b.context_lens.push_back(n);
-    for (int i = 0; i < (n + bs - 1) / bs; ++i) b.block_tables.push_back(i);
-    b.max_blocks = static_cast<int32_t>(b.block_tables.size());
-    b.logits_rows.push_back(n - 1);
-    std::vector<float> logits(m.cfg.vocab_size);
-    m.backend->Forward(b, logits.data());
+    const std::vector<int> ids = ref["prompt_ids"].get<std::vector<int>>();
+    const int n = static_cast<int>(ids.size()), vocab = m.cfg.vocab_size;
+    std::vector<int32_t> table;  // blocks 0, 1, 2, ... in order
+    for (int b = 0; b < (n + bs - 1) / bs; ++b) table.push_back(b);
+    const std::vector<float> all =
+        testing::ForwardOneSequence(*m.backend, ids, 0, n, table, bs, vocab);
+    const std::vector<float> logits(all.end() - vocab, all.end());  // the last prompt position
     const std::vector<double> want = ref["last_prompt_position_logits"].get<std::vector<double>>();
     ASSERT_EQ(want.size(), logits.size());
     double max_ref = 0;

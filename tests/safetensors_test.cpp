@@ -19,7 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string TestDir() { return llmq::testing::CurrentTestDir(); }
+std::string TestDir() {
+  return llmq::testing::CurrentTestDir();
+}
 
 std::vector<uint8_t> ReadBytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -4,10 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
-#include <gtest/gtest.h>
 #include <string>
 
 namespace llmq::testing {

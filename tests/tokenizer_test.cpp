@@ -31,7 +31,9 @@ const std::string kTinyLlama3 = kShared + "/models/tiny-llama3";
   GTEST_SKIP() << "shared test model not found: " << (dir) \
                << " (expected next to the repository, see LLMQ_SHARED_DIR)"
 
-std::string ScratchDir() { return llmq::testing::CurrentTestDir(); }
+std::string ScratchDir() {
+  return llmq::testing::CurrentTestDir();
+}
 
 std::string ReadBytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
