@@ -124,7 +124,7 @@ void LlmEngine::PlanWindow() {
     order = std::move(plan.order);
     if (opt_.enable_prefix_cache)
       for (const PlanGroup& g : plan.groups)
-        groups_.push_back({{g.begin + base, g.end + base, g.shared_tokens, g.parent}, {}, false});
+        groups_.push_back({{g.begin + base, g.end + base, g.shared_tokens, g.parent}, {}, false, 0});
   }
   for (uint32_t i : order) {
     RequestState* st = window_[i].get();
@@ -151,7 +151,10 @@ void LlmEngine::UpdatePins(const ScheduleResult& r) {
     }
     if (!grp.pinned.empty()) continue;
     // Pin once a running member has computed the shared prefix.
-    for (uint32_t p = grp.g.begin; p < next_to_admit_; ++p) {
+    // Members that finished stay finished: skip them once, so a step never rescans them.
+    grp.scan = std::max(grp.scan, grp.g.begin);
+    while (grp.scan < next_to_admit_ && !planned_[grp.scan]) ++grp.scan;
+    for (uint32_t p = grp.scan; p < next_to_admit_; ++p) {
       if (!planned_[p]) continue;  // finished
       const Sequence* s = planned_[p]->seqs[0].get();
       if (s->status != SeqStatus::kRunning ||

@@ -90,6 +90,7 @@ class LlmEngine {
     PlanGroup g;
     std::vector<int32_t> pinned;  // blocks the engine holds a reference on
     bool done = false;
+    uint32_t scan = 0;  // members before this position have all finished
   };
   std::vector<RequestState*> planned_;  // queue order; null once finished
   std::unordered_map<const RequestState*, uint32_t> position_;
