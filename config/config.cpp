@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -313,7 +314,30 @@ Status LoadConfig(const std::string& path, LlmqConfig* out) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) return Status::IoError(path + ": read failed: " + std::strerror(errno));
-  return ParseConfig(text.str(), path, out);
+  LlmqConfig c;
+  LLMQ_RETURN_IF_ERROR(ParseConfig(text.str(), path, &c));
+  // Relative paths in a config file mean "beside the config file", wherever llmq was started.
+  const std::filesystem::path base = std::filesystem::path(path).parent_path();
+  for (std::string* p : {&c.model_dir, &c.state_dir})
+    if (!p->empty() && std::filesystem::path(*p).is_relative()) *p = (base / *p).lexically_normal();
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+Status FindConfig(const std::string& flag, std::string* path) {
+  if (!flag.empty()) {
+    *path = flag;
+    return Status::Ok();
+  }
+  if (const char* env = std::getenv("LLMQ_CONFIG"); env && *env) {
+    if (!std::filesystem::exists(env))
+      return Status::NotFound(std::string(env) + ": no such config file (from $LLMQ_CONFIG)");
+    *path = env;
+    return Status::Ok();
+  }
+  std::error_code ec;
+  *path = std::filesystem::exists(kSystemConfigPath, ec) ? kSystemConfigPath : "";
+  return Status::Ok();
 }
 
 }  // namespace llmq

@@ -26,13 +26,20 @@ struct LlmqConfig {
 };
 
 // Loads `path` over the defaults (a default LlmqConfig, not *out's current values); *out is
-// written only on success. An empty file (or comments only) gives the defaults; a section with no
+// written only on success. Relative model.path and spool.state_dir are taken relative to the
+// config file's folder. An empty file (or comments only) gives the defaults; a section with no
 // keys ("engine:") is allowed. Errors are InvalidArgument naming the file, the line and the key,
 // e.g. "/etc/llmq.yaml:7: engine.max_num_seqs: must be a positive integer, got '0'" or
 // "/etc/llmq.yaml:3: unknown key 'engine.max_seqs' (...)"; a missing file is NotFound naming the
 // path, an unreadable one IoError. Integers and booleans must be plain (unquoted) YAML 1.2 scalars
 // (true/false; yes/no/on/off are rejected). Duplicate keys and a second YAML document are errors.
 Status LoadConfig(const std::string& path, LlmqConfig* out);
+// The system-wide config file, read when neither --config nor $LLMQ_CONFIG names one.
+inline constexpr const char* kSystemConfigPath = "/etc/llmq/llmq.yaml";
+// Which config file to read: `flag` (--config) when set, else $LLMQ_CONFIG when set (NotFound
+// naming the variable when that file is missing), else kSystemConfigPath when it exists, else ""
+// (the defaults).
+Status FindConfig(const std::string& flag, std::string* path);
 // Parses YAML text (`file` for messages), as LoadConfig does.
 Status ParseConfig(const std::string& yaml_text, const std::string& file, LlmqConfig* out);
 // A byte size: decimal digits, then optionally (after optional spaces) a unit: "B"; K, M, G or T

@@ -1,60 +1,45 @@
 // llmq generate: one prompt through the engine, for trying a model.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "daemon/args.h"
+#include "daemon/cli_common.h"
 #include "daemon/commands.h"
 #include "engine/llm_engine.h"
 #include "engine/model.h"
 
 namespace llmq::cli {
 
-int Generate(int argc, char** argv) {
-  Args args(
-      {"model", "prompt", "max-tokens", "temperature", "top-p", "top-k", "min-p", "seed", "stop"},
-      {"json", "ignore-eos"});
-  std::string err;
-  if (!args.Parse(argc, argv, 2, &err) || !args.Has("model") || !args.Has("prompt")) {
-    if (err.empty()) err = "--model and --prompt are required";
-    std::fprintf(stderr, "llmq generate: %s\n", err.c_str());
-    return 2;
-  }
-  SamplingParams p;
-  long long max_tokens = 0, top_k = 0, seed = 0;
-  double temperature = 0, top_p = 0, min_p = 0;
-  if (!args.GetInt("max-tokens", 64, &max_tokens, &err) || !args.GetInt("top-k", 0, &top_k, &err) ||
-      !args.GetInt("seed", 0, &seed, &err) ||
-      !args.GetDouble("temperature", 1.0, &temperature, &err) ||
-      !args.GetDouble("top-p", 1.0, &top_p, &err) || !args.GetDouble("min-p", 0.0, &min_p, &err)) {
-    std::fprintf(stderr, "llmq generate: %s\n", err.c_str());
-    return 2;
-  }
-  if (max_tokens < 1 || temperature < 0 || top_p <= 0 || top_p > 1 || min_p < 0 || min_p > 1) {
-    std::fprintf(stderr,
-                 "llmq generate: need --max-tokens >= 1, --temperature >= 0, 0 < --top-p <= 1, 0 "
-                 "<= --min-p <= 1\n");
-    return 2;
-  }
-  p.max_tokens = static_cast<int>(max_tokens);
-  p.temperature = static_cast<float>(temperature);
-  p.top_p = static_cast<float>(top_p);
-  p.top_k = static_cast<int>(top_k);
-  p.min_p = static_cast<float>(min_p);
-  p.ignore_eos = args.Has("ignore-eos");
-  p.seed = args.Has("seed") ? static_cast<uint64_t>(seed) : std::random_device{}();
-  if (auto s = args.Get("stop")) p.stop.push_back(*s);
+namespace {
 
-  const std::string dir = *args.Get("model");
+struct GenerateFlags {
+  std::string model, prompt, stop;
+  int max_tokens = 64;
+  float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
+  int top_k = 0;
+  uint64_t seed = 0;
+  bool json = false, ignore_eos = false;
+  const CLI::Option* seed_opt = nullptr;
+};
+
+int Generate(const CLI::App* cmd, const GenerateFlags& f) {
+  SamplingParams p;
+  p.max_tokens = f.max_tokens;
+  p.temperature = f.temperature;
+  p.top_p = f.top_p;
+  p.top_k = f.top_k;
+  p.min_p = f.min_p;
+  p.ignore_eos = f.ignore_eos;
+  p.seed = *f.seed_opt ? f.seed : std::random_device{}();
+  if (!f.stop.empty()) p.stop.push_back(f.stop);
+  const std::string& dir = f.model;
   Model model;
-  if (Status st = LoadModel(dir, &model); !st.ok()) {
-    std::fprintf(stderr, "llmq generate: %s\n", st.message().c_str());
-    return 1;
-  }
+  if (Status st = LoadModel(dir, &model); !st.ok()) return Fail(cmd, st);
   Request req;
   req.id = "generate";
-  const std::vector<int> ids = model.tokenizer->Encode(*args.Get("prompt"));
+  const std::vector<int> ids = model.tokenizer->Encode(f.prompt);
   req.prompt_ids.assign(ids.begin(), ids.end());
   // Generation stops at the context's end: a prompt near it gets what room is left.
   req.params = p;
@@ -68,11 +53,10 @@ int Generate(int argc, char** argv) {
     for (RequestOutput& o : engine.Step()) out = std::move(o);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!out.ok()) {
-    std::fprintf(stderr, "llmq generate: %s\n", out.error.c_str());
-    return 1;
+    return Fail(cmd, out.error);
   }
   const Completion& c = out.completions.at(0);
-  if (args.Has("json")) {
+  if (f.json) {
     nlohmann::json j{{"prompt_ids", out.prompt_ids},
                      {"completion_ids", c.ids},
                      {"text", c.text},
@@ -84,6 +68,34 @@ int Generate(int argc, char** argv) {
                  out.prompt_ids.size(), c.ids.size(), secs, c.finish_reason.c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+void AddGenerateCommand(CLI::App* app, int* rc) {
+  auto f = std::make_shared<GenerateFlags>();
+  CLI::App* cmd =
+      app->add_subcommand("generate", "Generate a completion for one prompt (try a model)");
+  cmd->add_option("--model", f->model, "Model folder")->required();
+  cmd->add_option("--prompt", f->prompt, "Prompt text")->required();
+  cmd->add_option("--max-tokens", f->max_tokens, "Most tokens to generate")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--temperature", f->temperature, "0 = greedy")->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-p", f->top_p, "Nucleus sampling mass")
+      ->check([](const std::string& v) -> std::string {
+        const double x = std::atof(v.c_str());
+        return x > 0 && x <= 1 ? "" : "must be in (0, 1]";
+      });
+  cmd->add_option("--top-k", f->top_k, "Keep the k most likely tokens; 0 = off")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--min-p", f->min_p, "Keep tokens with p >= min_p * p_max; 0 = off")
+      ->check(CLI::Range(0.0f, 1.0f));
+  f->seed_opt = cmd->add_option("--seed", f->seed, "Sampling seed (default: random)");
+  cmd->add_option("--stop", f->stop, "Stop string");
+  cmd->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past the end-of-sequence token");
+  cmd->add_flag("--json", f->json,
+                "Print one JSON object: prompt_ids, completion_ids, text, finish_reason");
+  cmd->callback([cmd, f, rc] { *rc = Generate(cmd, *f); });
 }
 
 }  // namespace llmq::cli

@@ -1,59 +1,77 @@
 // llmq make-model: a random-weight model in the Hugging Face layout, tokenizer included.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include "daemon/args.h"
+#include "daemon/cli_common.h"
 #include "daemon/commands.h"
 #include "engine/model_maker.h"
 
 namespace llmq::cli {
 
-int MakeModel(int argc, char** argv) {
-  Args args({"shape", "config", "out", "seed", "dtype"}, {});
-  std::string err;
-  long long seed = 0;
-  if (!args.Parse(argc, argv, 2, &err) || !args.Has("out") ||
-      args.Has("shape") == args.Has("config") || !args.GetInt("seed", 0, &seed, &err)) {
-    if (err.empty()) err = "need --out DIR and exactly one of --shape NAME or --config FILE";
-    std::fprintf(stderr, "llmq make-model: %s\n", err.c_str());
-    return 2;
-  }
+namespace {
+
+struct MakeModelFlags {
+  std::string shape, config, out, dtype;
+  uint64_t seed = 0;
+  bool force = false;
+};
+
+int MakeModel(const CLI::App* cmd, const MakeModelFlags& f) {
+  // A model folder holds someone's weights: never overwrite them by accident.
+  std::error_code ec;
+  if (std::filesystem::is_directory(f.out, ec) && !std::filesystem::is_empty(f.out, ec) && !f.force)
+    return Fail(cmd,
+                f.out + ": folder is not empty (pass --force to write the model into it anyway)");
+  if (std::filesystem::exists(f.out, ec) && !std::filesystem::is_directory(f.out, ec))
+    return Fail(cmd, f.out + ": exists and is not a folder");
   ModelConfig cfg;
   DType dtype = DType::kF32;
   Status st;
-  if (auto shape = args.Get("shape")) {
-    st = ShapeConfig(*shape, &cfg, &dtype);
+  if (!f.shape.empty()) {
+    st = ShapeConfig(f.shape, &cfg, &dtype);
   } else {
-    const std::string path = *args.Get("config");
-    std::ifstream f(path);
+    std::ifstream in(f.config);
     std::stringstream text;
-    text << f.rdbuf();
-    st = f ? ParseModelConfig(text.str(), path, &cfg) : Status::NotFound(path + ": cannot open");
+    text << in.rdbuf();
+    st = in ? ParseModelConfig(text.str(), f.config, &cfg)
+            : Status::NotFound(f.config + ": cannot open");
     if (cfg.torch_dtype == "bfloat16") dtype = DType::kBF16;
     if (cfg.torch_dtype == "float16") dtype = DType::kF16;
   }
-  if (st.ok() && args.Has("dtype")) {
-    const std::string d = *args.Get("dtype");
-    if (d == "f32")
-      dtype = DType::kF32;
-    else if (d == "bf16")
-      dtype = DType::kBF16;
-    else if (d == "f16")
-      dtype = DType::kF16;
-    else
-      st = Status::InvalidArgument("--dtype must be f32, bf16 or f16");
-  }
+  if (st.ok() && !f.dtype.empty())
+    dtype = f.dtype == "bf16" ? DType::kBF16 : f.dtype == "f16" ? DType::kF16 : DType::kF32;
   if (st.ok() && cfg.eos_token_ids.empty()) cfg.eos_token_ids = {2};
   if (st.ok() && cfg.bos_token_id < 0) cfg.bos_token_id = 1;
-  if (st.ok()) st = llmq::MakeModel(cfg, dtype, static_cast<uint64_t>(seed), *args.Get("out"));
-  if (!st.ok()) {
-    std::fprintf(stderr, "llmq make-model: %s\n", st.message().c_str());
-    return 1;
-  }
-  std::printf("wrote %s (%lld parameters, %s)\n", args.Get("out")->c_str(),
+  if (st.ok()) st = llmq::MakeModel(cfg, dtype, f.seed, f.out);
+  if (!st.ok()) return Fail(cmd, st);
+  std::printf("wrote %s (%lld parameters, %s)\n", f.out.c_str(),
               static_cast<long long>(cfg.NumParams()), DTypeName(dtype));
   return 0;
+}
+
+}  // namespace
+
+void AddMakeModelCommand(CLI::App* app, int* rc) {
+  auto f = std::make_shared<MakeModelFlags>();
+  CLI::App* cmd = app->add_subcommand(
+      "make-model", "Write a random-weight model (Hugging Face layout, tokenizer included)");
+  auto* shape = cmd->add_option("--shape", f->shape, "tiny|bench-110m|bench-110m-gqa");
+  auto* config = cmd->add_option("--config", f->config, "A Hugging Face config.json to follow");
+  shape->excludes(config);
+  cmd->add_option("--out", f->out, "Folder to write (must be empty or absent)")->required();
+  cmd->add_option("--seed", f->seed, "Seed of the weights and the tokenizer");
+  cmd->add_option("--dtype", f->dtype, "f32|bf16|f16 (default: the shape's or config's)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  cmd->add_flag("--force", f->force, "Write into a non-empty folder, replacing its model files");
+  cmd->callback([cmd, f, rc, shape, config] {
+    if (!*shape && !*config) {
+      *rc = Fail(cmd, std::string("one of --shape or --config is required"), 2);
+      return;
+    }
+    *rc = MakeModel(cmd, *f);
+  });
 }
 
 }  // namespace llmq::cli

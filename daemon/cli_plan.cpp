@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
-#include "daemon/args.h"
+#include "daemon/cli_common.h"
 #include "daemon/commands.h"
 #include "engine/model_config.h"
 #include "engine/weights.h"
@@ -24,34 +24,31 @@ std::string Human(double bytes) {
 
 }  // namespace
 
-int Plan(int argc, char** argv) {
-  Args args({"model", "memory", "kv-dtype", "block-size"}, {"json"});
-  std::string err;
-  long long block = 0;
-  if (!args.Parse(argc, argv, 2, &err) || !args.Has("model") ||
-      !args.GetInt("block-size", 16, &block, &err)) {
-    std::fprintf(stderr, "llmq plan: %s\n", err.empty() ? "--model is required" : err.c_str());
-    return 2;
-  }
-  const std::string kv_dtype = args.Get("kv-dtype", "f32");
-  const int kv_bytes = kv_dtype == "f32" ? 4 : (kv_dtype == "bf16" || kv_dtype == "f16") ? 2 : 0;
+namespace {
+
+struct PlanFlags {
+  std::string model, memory, kv_dtype = "f32";
+  int block_size = 16;
+  bool json = false;
+};
+
+int Plan(const CLI::App* cmd, const PlanFlags& f) {
+  const int kv_bytes = f.kv_dtype == "f32" ? 4 : 2;
+  const int64_t block = f.block_size;
   uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  if (auto m = args.Get("memory")) memory = static_cast<uint64_t>(ParseByteSize(*m).value_or(0));
-  if (kv_bytes == 0 || memory == 0 || block < 1) {
-    std::fprintf(
-        stderr,
-        "llmq plan: need --kv-dtype f32|bf16|f16, --memory BYTES (e.g. 24G), --block-size >= 1\n");
-    return 2;
+  if (!f.memory.empty()) {
+    const auto m = ParseByteSize(f.memory);
+    if (!m || *m <= 0)
+      return Fail(cmd, "--memory: must be a positive size such as 24G, got '" + f.memory + "'", 2);
+    memory = static_cast<uint64_t>(*m);
   }
-  const std::string dir = *args.Get("model");
+  const std::string& dir = f.model;
+  const std::string& kv_dtype = f.kv_dtype;
   ModelConfig cfg;
   std::unique_ptr<Weights> w;
   Status st = LoadModelConfig(dir, &cfg);
   if (st.ok()) st = Weights::Load(dir, cfg, &w);  // maps and validates headers; reads no weights
-  if (!st.ok()) {
-    std::fprintf(stderr, "llmq plan: %s\n", st.message().c_str());
-    return 1;
-  }
+  if (!st.ok()) return Fail(cmd, st);
   const uint64_t stored = w->total_bytes();
   const uint64_t params = static_cast<uint64_t>(cfg.NumParams());
   const uint64_t resident = params * sizeof(float);  // the CPU backend computes in fp32
@@ -60,7 +57,7 @@ int Plan(int argc, char** argv) {
   const int64_t blocks = static_cast<int64_t>(kv_memory / (kv_per_token * block));
   const int64_t tokens = blocks * block;
   const int64_t seqs = tokens / cfg.max_position_embeddings;
-  if (args.Has("json")) {
+  if (f.json) {
     nlohmann::json j{{"parameters", params},
                      {"weights_bytes_stored", stored},
                      {"weights_bytes_resident", resident},
@@ -89,10 +86,26 @@ int Plan(int argc, char** argv) {
   std::printf("memory             %s, of which KV cache %s\n", Human(memory).c_str(),
               Human(kv_memory).c_str());
   std::printf("kv cache           %lld blocks of %lld = %lld tokens\n",
-              static_cast<long long>(blocks), block, static_cast<long long>(tokens));
+              static_cast<long long>(blocks), static_cast<long long>(block),
+              static_cast<long long>(tokens));
   std::printf("full-context seqs  %lld of %d tokens\n", static_cast<long long>(seqs),
               cfg.max_position_embeddings);
   return 0;
+}
+
+}  // namespace
+
+void AddPlanCommand(CLI::App* app, int* rc) {
+  auto f = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app->add_subcommand(
+      "plan", "How memory divides between weights and KV cache (reads only the headers)");
+  cmd->add_option("--model", f->model, "Model folder")->required();
+  cmd->add_option("--memory", f->memory, "Memory to plan for, e.g. 24G (default: this machine's)");
+  cmd->add_option("--kv-dtype", f->kv_dtype, "KV-cache element type")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  cmd->add_option("--block-size", f->block_size, "Tokens per KV block")->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", f->json, "Print one JSON object");
+  cmd->callback([cmd, f, rc] { *rc = Plan(cmd, *f); });
 }
 
 }  // namespace llmq::cli

@@ -1,12 +1,16 @@
-// The llmq subcommands. Each returns the process exit status: 0 success, 1 failure (a clear
-// message on stderr), 2 bad command line.
+// The llmq subcommands. Each Add*Command registers one subcommand, its flags and its action on the
+// root app; the action stores the process exit status in *rc: 0 success, 1 failure (a clear
+// message on stderr), 2 bad command line; `run` also 130 / 143 when interrupted by SIGINT /
+// SIGTERM.
 #pragma once
+
+#include <CLI/CLI.hpp>
 
 namespace llmq::cli {
 
-int Generate(int argc, char** argv);   // llmq generate --model DIR --prompt TEXT ...
-int Plan(int argc, char** argv);       // llmq plan --model DIR [--memory BYTES]
-int MakeModel(int argc, char** argv);  // llmq make-model --shape NAME|--config FILE --out DIR
-int Run(int argc, char** argv);        // llmq run IN.jsonl -o OUT.jsonl --model DIR ...
+void AddGenerateCommand(CLI::App* app, int* rc);   // llmq generate --model DIR --prompt TEXT
+void AddPlanCommand(CLI::App* app, int* rc);       // llmq plan --model DIR [--memory BYTES]
+void AddMakeModelCommand(CLI::App* app, int* rc);  // llmq make-model --shape NAME --out DIR
+void AddRunCommand(CLI::App* app, int* rc);        // llmq run IN.jsonl -o OUT.jsonl
 
 }  // namespace llmq::cli

@@ -1,35 +1,30 @@
-// llmq: one binary, subcommands.
-#include <cstdio>
-#include <cstring>
-#include <string>
+// llmq: one binary, subcommands (CLI11: generated --help for each, defaults shown, --version).
+#include <CLI/CLI.hpp>
 
 #include "daemon/commands.h"
 
-namespace {
-
-constexpr const char* kUsage =
-    "usage: llmq <command> [options]\n"
-    "commands:\n"
-    "  generate    --model DIR --prompt TEXT [--max-tokens N] [--temperature T] [--top-p P]\n"
-    "              [--top-k K] [--min-p P] [--seed S] [--stop STR] [--json]\n"
-    "  run         IN.jsonl -o OUT.jsonl --model DIR [--config FILE] [--summary-json FILE]\n"
-    "              [--errors FILE] [--chat-template NAME] [--no-prefix-cache] [--no-planner]\n"
-    "              [--max-num-seqs N] [--max-num-batched-tokens N] [--kv-cache-memory BYTES]\n"
-    "  plan        --model DIR [--memory BYTES] [--kv-dtype f32|bf16|f16] [--block-size N]\n"
-    "  make-model  --shape tiny|bench-110m|bench-110m-gqa | --config FILE  --out DIR [--seed S]\n";
-
-}  // namespace
+#ifndef LLMQ_VERSION
+#define LLMQ_VERSION "0.0.0"
+#endif
 
 int main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  CLI::App app{"llmq: offline LLM batch inference (OpenAI Batch JSONL in, results out)", "llmq"};
+  app.set_version_flag("--version", "llmq " LLMQ_VERSION);
+  app.set_help_all_flag("--help-all", "Print every command with its flags and exit");
+  app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();
+  int rc = 0;
+  llmq::cli::AddRunCommand(&app, &rc);
+  llmq::cli::AddGenerateCommand(&app, &rc);
+  llmq::cli::AddPlanCommand(&app, &rc);
+  llmq::cli::AddMakeModelCommand(&app, &rc);
+  app.footer("Run 'llmq COMMAND --help' for a command's flags.");  // the root's help only
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Help and --version exit 0; a bad command line prints why and exits 2.
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
   }
-  const std::string cmd = argv[1];
-  if (cmd == "generate") return llmq::cli::Generate(argc, argv);
-  if (cmd == "run") return llmq::cli::Run(argc, argv);
-  if (cmd == "plan") return llmq::cli::Plan(argc, argv);
-  if (cmd == "make-model") return llmq::cli::MakeModel(argc, argv);
-  std::fprintf(stderr, "llmq: unknown command '%s'\n%s", cmd.c_str(), kUsage);
-  return 2;
+  return rc;
 }

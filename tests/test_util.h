@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace llmq::testing {
 
@@ -65,13 +66,19 @@ inline std::string ShellQuote(const std::string& s) {
   return q + "'";
 }
 
-// Runs the real llmq binary with `args` (each shell-quoted here).
-inline RunResult RunLlmq(std::initializer_list<std::string> args) {
+// Runs the real llmq binary with `args` (each shell-quoted here), with the environment variables
+// `env` ("NAME=value") added, and `stdin_file` as its standard input when set.
+inline RunResult RunLlmqWith(const std::vector<std::string>& env,
+                             const std::vector<std::string>& args,
+                             const std::string& stdin_file = "") {
   static int counter = 0;
   std::filesystem::create_directories(TmpRoot());
   const std::string err_file = (TmpRoot() / ("stderr." + std::to_string(counter++))).string();
-  std::string cmd = ShellQuote(LLMQ_BINARY);
+  std::string cmd = env.empty() ? "" : "env";
+  for (const std::string& e : env) cmd += " " + ShellQuote(e);
+  cmd += (cmd.empty() ? "" : " ") + ShellQuote(LLMQ_BINARY);
   for (const std::string& a : args) cmd += " " + ShellQuote(a);
+  if (!stdin_file.empty()) cmd += " <" + ShellQuote(stdin_file);
   cmd += " 2>" + ShellQuote(err_file);
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -87,6 +94,10 @@ inline RunResult RunLlmq(std::initializer_list<std::string> args) {
   }
   std::filesystem::remove(err_file);
   return r;
+}
+
+inline RunResult RunLlmq(std::initializer_list<std::string> args) {
+  return RunLlmqWith({}, std::vector<std::string>(args));
 }
 
 }  // namespace llmq::testing

@@ -1,0 +1,72 @@
+#include "daemon/cli_common.h"
+
+#include <cstdio>
+
+namespace llmq::cli {
+
+void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
+  f->cmd = cmd;
+  cmd->add_option("--config", f->config,
+                  "YAML config file (default: $LLMQ_CONFIG, else " +
+                      std::string(kSystemConfigPath) + " when it exists)");
+  cmd->add_option("--model", f->model, "Model folder (default: model.path of the config)");
+  cmd->add_option("--chat-template", f->chat_template,
+                  "llama-2|mistral|chatml|zephyr (default: the model's own, else llama-2)");
+  cmd->add_option("--max-num-seqs", f->max_num_seqs, "Most sequences in one step")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
+                  "Most tokens (prefill and decode) in one step")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
+                  "KV-cache memory: bytes or a size such as 4GiB or 512MB");
+  cmd->add_flag("--no-prefix-cache", f->no_prefix_cache,
+                "Do not share KV blocks of common prefixes");
+  cmd->add_flag("--no-planner", f->no_planner, "Run requests in input order (no prefix grouping)");
+}
+
+Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg) {
+  std::string path;
+  LLMQ_RETURN_IF_ERROR(FindConfig(f.config, &path));
+  *cfg = LlmqConfig();
+  if (!path.empty()) LLMQ_RETURN_IF_ERROR(LoadConfig(path, cfg));
+  auto given = [&](const char* flag) { return f.cmd->count(flag) > 0; };
+  if (given("--model")) cfg->model_dir = f.model;
+  if (given("--chat-template")) cfg->chat_template = f.chat_template;
+  if (given("--max-num-seqs")) cfg->max_num_seqs = f.max_num_seqs;
+  if (given("--max-num-batched-tokens")) cfg->max_num_batched_tokens = f.max_num_batched_tokens;
+  if (given("--kv-cache-memory")) {
+    const auto bytes = ParseByteSize(f.kv_cache_memory);
+    if (!bytes || *bytes <= 0)
+      return Status::InvalidArgument(
+          "--kv-cache-memory: must be a positive size such as 4GiB, got '" + f.kv_cache_memory +
+          "'");
+    cfg->kv_cache_bytes = *bytes;
+  }
+  if (f.no_prefix_cache) cfg->enable_prefix_caching = false;
+  if (f.no_planner) cfg->enable_planner = false;
+  if (cfg->model_dir.empty())
+    return Status::InvalidArgument("--model DIR (or model.path in the config) is required");
+  return Status::Ok();
+}
+
+EngineOptions EngineOptionsFrom(const LlmqConfig& cfg) {
+  EngineOptions o;
+  o.block_size = cfg.block_size;
+  o.kv_memory_bytes = cfg.kv_cache_bytes;
+  o.enable_prefix_cache = cfg.enable_prefix_caching;
+  o.enable_planner = cfg.enable_planner;
+  o.scheduler.max_num_seqs = cfg.max_num_seqs;
+  o.scheduler.max_num_batched_tokens = cfg.max_num_batched_tokens;
+  return o;
+}
+
+int Fail(const CLI::App* cmd, const std::string& message, int code) {
+  std::fprintf(stderr, "llmq %s: %s\n", cmd->get_name().c_str(), message.c_str());
+  return code;
+}
+
+int Fail(const CLI::App* cmd, const Status& st, int code) {
+  return Fail(cmd, st.message(), code);
+}
+
+}  // namespace llmq::cli

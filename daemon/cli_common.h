@@ -1,0 +1,41 @@
+// What the llmq subcommands share: the CLI11 set-up, the engine flags and how they combine with
+// the config file, and one way to report a failure.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "config/config.h"
+#include "engine/llm_engine.h"
+#include "engine/status.h"
+
+namespace llmq::cli {
+
+// Flags of the commands that run the engine. Each overrides the config key of the same name only
+// when given on the command line; the help shows the built-in defaults.
+struct EngineFlags {
+  std::string config;         // --config (else $LLMQ_CONFIG, else /etc/llmq/llmq.yaml)
+  std::string model;          // --model (else model.path)
+  std::string chat_template;  // --chat-template (else model.chat_template)
+  int max_num_seqs = LlmqConfig{}.max_num_seqs;
+  int max_num_batched_tokens = LlmqConfig{}.max_num_batched_tokens;
+  std::string kv_cache_memory = "1GiB";
+  bool no_prefix_cache = false;
+  bool no_planner = false;
+  CLI::App* cmd = nullptr;  // to ask which flags were given
+};
+
+void AddEngineFlags(CLI::App* cmd, EngineFlags* f);
+
+// Finds and loads the config (FindConfig), then applies the flags that were given over it.
+// Errors name the config file and key, or the flag.
+Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg);
+
+// The engine options a config describes.
+EngineOptions EngineOptionsFrom(const LlmqConfig& cfg);
+
+// Prints "llmq <command>: <message>" on stderr and returns `code`.
+int Fail(const CLI::App* cmd, const Status& st, int code = 1);
+int Fail(const CLI::App* cmd, const std::string& message, int code = 1);
+
+}  // namespace llmq::cli
