@@ -1,8 +1,6 @@
 #include "daemon/batch_runner.h"
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -12,6 +10,7 @@
 #include "engine/durable_file.h"
 #include "jobs/batch_output.h"
 #include "jobs/batch_request.h"
+#include "jobs/finalizer.h"
 
 namespace llmq {
 namespace {
@@ -22,13 +21,6 @@ struct Line {
   std::string out;  // the output line, once known
   bool is_error = false;
 };
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(p * v.size()));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
 
 // Writes `lines` to `path` durably (DurableFile: temporary file, fsync, rename, folder fsync).
 Status WriteLines(const std::string& path, const std::vector<const std::string*>& lines) {
@@ -253,8 +245,10 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
   sum->wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   sum->output_tokens_per_second =
       sum->wall_seconds > 0 ? sum->completion_tokens / sum->wall_seconds : 0;
-  sum->ttft_p50 = Percentile(ttft, 0.5), sum->ttft_p95 = Percentile(ttft, 0.95);
-  sum->latency_p50 = Percentile(latency, 0.5), sum->latency_p95 = Percentile(latency, 0.95);
+  sum->ttft_p50 = jobs::NearestRankPercentile(ttft, 0.5);
+  sum->ttft_p95 = jobs::NearestRankPercentile(ttft, 0.95);
+  sum->latency_p50 = jobs::NearestRankPercentile(latency, 0.5);
+  sum->latency_p95 = jobs::NearestRankPercentile(latency, 0.95);
   return Status::Ok();
 }
 

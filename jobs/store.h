@@ -7,10 +7,11 @@
 // A request is `pending` until its result is committed, in the same transaction that sets it
 // `done` or `failed` and bumps the job's counts; a crash before that commit leaves it pending and
 // it simply runs again. `schema_version` in table `meta` drives forward migrations (a database
-// with a newer version is refused); Open runs `PRAGMA quick_check` (integrity_check also
-// cross-checks every index against its table, which takes minutes on a database of millions of
-// rows; quick_check reads every page and checks the b-tree structure and record formats in linear
-// time) and refuses a damaged file.
+// with a newer version is refused); Open runs `PRAGMA quick_check` and refuses a damaged file.
+// quick_check reads every page and checks the b-trees, free list and record formats in linear
+// time; integrity_check also cross-checks every index entry against its table row, which costs
+// more and grows faster with the database (100,000 requests, 27 MB: 0.12 s vs 0.16 s). Both read
+// the whole file, so a very large queue opens more slowly.
 //
 // Plan ranks: the feeder pages through pending requests by rank (`NextPending(after_rank)`), so
 // the ranks of pending requests must be unique: ingest gives each new request MaxPlanRank() + 1,
