@@ -3,12 +3,12 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "config/config.h"
 #include "daemon/args.h"
 #include "daemon/batch_runner.h"
 #include "daemon/commands.h"
+#include "engine/durable_file.h"
 
 namespace llmq::cli {
 
@@ -87,9 +87,8 @@ int Run(int argc, char** argv) {
   }
   std::fprintf(stderr, "%s\n", sum.ToText().c_str());
   if (auto path = args.Get("summary-json")) {
-    std::ofstream f(*path, std::ios::trunc);
-    if (!(f << sum.ToJson() << "\n")) {
-      std::fprintf(stderr, "llmq run: %s: cannot write\n", path->c_str());
+    if (Status st = WriteFileDurably(*path, sum.ToJson() + "\n"); !st.ok()) {
+      std::fprintf(stderr, "llmq run: %s\n", st.message().c_str());
       return 1;
     }
   }
