@@ -65,7 +65,9 @@ Status Classify(const std::string& path, Kind* kind, std::string* target) {
   for (int hop = 0;; ++hop) {
     struct stat st;
     if (::lstat(cur.c_str(), &st) != 0) {
-      if (errno != ENOENT) return Errno(path, "cannot inspect " + cur, errno);
+      if (errno != ENOENT)
+        return Errno(path, cur == path ? "cannot inspect" : "cannot inspect link target " + cur,
+                     errno);
       *kind = Kind::kReplace;  // a new file
       *target = cur;
       return Status::Ok();

@@ -303,7 +303,8 @@ Status Store::Prepare(const char* sql, sqlite3_stmt** out) {
     }
   }
   const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, out, nullptr);
-  if (rc != SQLITE_OK) return Error("cannot prepare a statement", rc);
+  // Preparing reads the schema: a file that is not a database (or is damaged) fails here first.
+  if (rc != SQLITE_OK) return Error("cannot read the database schema", rc);
   stmts_.emplace_back(sql, *out);
   return Status::Ok();
 }
@@ -356,6 +357,8 @@ Store::~Store() {
 }
 
 Status Store::Open(const std::string& path, std::unique_ptr<Store>* out) {
+  // SQLite would take "" as a private temporary database: nothing would be durable.
+  if (path.empty()) return Status::InvalidArgument("empty database path");
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) {
     std::error_code ec;

@@ -231,6 +231,11 @@ TEST(Store, UnopenablePathsAreRefused) {
   st = Store::Open(dir, &s);  // a folder where the file should be
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find(dir), std::string::npos) << st.message();
+  st = Store::Open("/proc/version", &s);  // not writable, for root too
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("/proc/version"), std::string::npos) << st.message();
+  EXPECT_EQ(Store::Open("", &s).code(), Status::Code::kInvalidArgument);
+  EXPECT_FALSE(s);
 }
 
 TEST(Store, IngestAndDuplicateDetection) {
