@@ -1,20 +1,16 @@
 #include "daemon/batch_runner.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "engine/durable_file.h"
 #include "jobs/batch_output.h"
 #include "jobs/batch_request.h"
+#include "jobs/finalizer.h"
 
 namespace llmq {
 namespace {
@@ -26,35 +22,15 @@ struct Line {
   bool is_error = false;
 };
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t rank = static_cast<size_t>(std::ceil(p * v.size()));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
-
-// Writes `lines` to `path` durably: temp file, fsync, rename, fsync of the folder.
+// Writes `lines` to `path` durably (DurableFile: temporary file, fsync, rename, folder fsync).
 Status WriteLines(const std::string& path, const std::vector<const std::string*>& lines) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IoError(tmp + ": cannot create");
-  std::string buf;
-  for (const std::string* l : lines) buf += *l, buf += '\n';
-  size_t done = 0;
-  while (done < buf.size()) {
-    const ssize_t w = ::write(fd, buf.data() + done, buf.size() - done);
-    if (w < 0) {
-      ::close(fd);
-      return Status::IoError(tmp + ": write failed");
-    }
-    done += static_cast<size_t>(w);
+  DurableFile f;
+  LLMQ_RETURN_IF_ERROR(f.Open(path));
+  for (const std::string* l : lines) {
+    LLMQ_RETURN_IF_ERROR(f.Append(*l));
+    LLMQ_RETURN_IF_ERROR(f.Append("\n"));
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) return Status::IoError(tmp + ": fsync failed");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::IoError(path + ": rename failed");
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) ::fsync(dfd), ::close(dfd);
-  return Status::Ok();
+  return f.Commit();
 }
 
 std::string RequestId(size_t index, int64_t created) {
@@ -269,8 +245,10 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
   sum->wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   sum->output_tokens_per_second =
       sum->wall_seconds > 0 ? sum->completion_tokens / sum->wall_seconds : 0;
-  sum->ttft_p50 = Percentile(ttft, 0.5), sum->ttft_p95 = Percentile(ttft, 0.95);
-  sum->latency_p50 = Percentile(latency, 0.5), sum->latency_p95 = Percentile(latency, 0.95);
+  sum->ttft_p50 = jobs::NearestRankPercentile(ttft, 0.5);
+  sum->ttft_p95 = jobs::NearestRankPercentile(ttft, 0.95);
+  sum->latency_p50 = jobs::NearestRankPercentile(latency, 0.5);
+  sum->latency_p95 = jobs::NearestRankPercentile(latency, 0.95);
   return Status::Ok();
 }
 

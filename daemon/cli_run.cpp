@@ -3,11 +3,11 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "daemon/batch_runner.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
+#include "engine/durable_file.h"
 
 namespace llmq::cli {
 namespace {
@@ -43,8 +43,8 @@ int Run(const CLI::App* cmd, const RunFlags& f) {
   if (Status st = RunBatchFile(model, opt, &sum); !st.ok()) return Fail(cmd, st);
   std::fprintf(stderr, "%s\n", sum.ToText().c_str());
   if (!f.summary_json.empty()) {
-    std::ofstream out(f.summary_json, std::ios::trunc);
-    if (!(out << sum.ToJson() << "\n")) return Fail(cmd, f.summary_json + ": cannot write");
+    if (Status st = WriteFileDurably(f.summary_json, sum.ToJson() + "\n"); !st.ok())
+      return Fail(cmd, st);
   }
   return 0;
 }

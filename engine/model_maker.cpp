@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/durable_file.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "engine/weights.h"
@@ -15,12 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
-
-Status WriteText(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f || !(f << text) || !f.flush()) return Status::IoError(path + ": cannot write");
-  return Status::Ok();
-}
 
 // One tensor's bytes in `dtype`, uniform in [-a, a] (+ `center`).
 struct RandomTensor {
@@ -116,11 +110,11 @@ Status WriteRandomModel(const ModelConfig& c, DType dtype, uint64_t seed,
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return Status::IoError(out_dir + ": cannot create: " + ec.message());
-  LLMQ_RETURN_IF_ERROR(WriteText(out_dir + "/config.json", ConfigJson(c, dtype)));
-  LLMQ_RETURN_IF_ERROR(WriteText(
+  LLMQ_RETURN_IF_ERROR(WriteFileDurably(out_dir + "/config.json", ConfigJson(c, dtype)));
+  LLMQ_RETURN_IF_ERROR(WriteFileDurably(
       out_dir + "/generation_config.json",
       json{{"bos_token_id", c.bos_token_id}, {"eos_token_id", c.eos_token_ids}}.dump(2) + "\n"));
-  LLMQ_RETURN_IF_ERROR(WriteText(
+  LLMQ_RETURN_IF_ERROR(WriteFileDurably(
       out_dir + "/tokenizer_config.json",
       json{{"tokenizer_class", "LlamaTokenizer"}, {"add_bos_token", true}, {"add_eos_token", false}}
               .dump(2) +

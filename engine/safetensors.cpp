@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "engine/durable_file.h"
+
 namespace llmq {
 namespace {
 
@@ -118,20 +120,6 @@ Status ParseEntry(const std::string& file, const std::string& name, const json& 
 
 Status Errno(const std::string& path, const char* what) {
   return Status::IoError(path + ": " + what + ": " + std::strerror(errno));
-}
-
-Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Errno(path, "write failed");
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -287,33 +275,17 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t{h.size()} >> (8 * i));
 
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Errno(tmp, "cannot create");
-  Status s = WriteAll(fd, len, 8, tmp);
-  if (s.ok()) s = WriteAll(fd, h.data(), h.size(), tmp);
+  DurableFile f;
+  LLMQ_RETURN_IF_ERROR(f.Open(path));
+  LLMQ_RETURN_IF_ERROR(f.Append(std::string_view(reinterpret_cast<const char*>(len), 8)));
+  LLMQ_RETURN_IF_ERROR(f.Append(h));
   for (const TensorToWrite& t : tensors) {
-    if (!s.ok()) break;
     uint64_t numel = 1;
     for (int64_t d : t.shape) numel *= static_cast<uint64_t>(d);
-    s = WriteAll(fd, t.data, numel * DTypeSize(t.dtype), tmp);
+    LLMQ_RETURN_IF_ERROR(
+        f.Append(std::string_view(static_cast<const char*>(t.data), numel * DTypeSize(t.dtype))));
   }
-  if (s.ok() && ::fsync(fd) != 0) s = Errno(tmp, "fsync failed");
-  if (::close(fd) != 0 && s.ok()) s = Errno(tmp, "close failed");
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = Errno(path, "rename failed");
-  if (!s.ok()) {
-    ::unlink(tmp.c_str());
-    return s;
-  }
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return Errno(dir, "cannot open directory to fsync");
-  if (::fsync(dfd) != 0) s = Errno(dir, "directory fsync failed");
-  ::close(dfd);
-  return s;
+  return f.Commit();
 }
 
 // --- Conversions. Bit-level so that results do not depend on the FPU rounding mode. ---

@@ -64,8 +64,9 @@ struct TensorToWrite {
   const void* data = nullptr;  // numel * DTypeSize(dtype) bytes
 };
 
-// Writes a safetensors file (path + ".tmp", fsync, rename, fsync of the directory). Header keys and
-// data are laid out in the given order; the header is space-padded to a multiple of 8 bytes.
+// Writes a safetensors file through DurableFile (temporary file, fsync, rename, fsync of the
+// folder: readers never see a partial file). Header keys and data are laid out in the given order;
+// the header is space-padded to a multiple of 8 bytes.
 Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors);
 
 // Converts `n` elements of `dtype` at `src` to float.

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "engine/corpus.h"
+#include "engine/durable_file.h"
 
 namespace llmq {
 namespace {
@@ -362,26 +363,8 @@ Status TrainTokenizer(int vocab_size, uint64_t seed, const std::string& out_path
   if (!st.ok())
     return Status::InvalidArgument(out_path + ": tokenizer training failed: " + st.ToString());
 
-  // Write next to out_path, then rename: readers never see a partial file.
-  const std::string tmp = out_path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return Status::IoError(tmp + ": cannot create");
-    f.write(model.data(), static_cast<std::streamsize>(model.size()));
-    f.close();
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return Status::IoError(tmp + ": write failed");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, out_path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return Status::IoError(out_path + ": cannot rename " + tmp + ": " + ec.message());
-  }
-  return Status::Ok();
+  // Readers never see a partial file.
+  return WriteFileDurably(out_path, model);
 }
 
 }  // namespace llmq

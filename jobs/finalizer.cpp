@@ -1,0 +1,129 @@
+#include "jobs/finalizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "engine/durable_file.h"
+
+namespace llmq::jobs {
+
+double NearestRankPercentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(values.size())));
+  return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
+}
+
+std::string JobSummary::ToJson() const {
+  const nlohmann::ordered_json j{{"requests", requests},
+                                 {"completed", completed},
+                                 {"failed", failed},
+                                 {"resumed", resumed},
+                                 {"prompt_tokens", prompt_tokens},
+                                 {"cached_prompt_tokens", cached_tokens},
+                                 {"computed_prompt_tokens", computed_tokens},
+                                 {"completion_tokens", completion_tokens},
+                                 {"wall_seconds", wall_seconds},
+                                 {"output_tokens_per_second", output_tokens_per_second},
+                                 {"queue_seconds_p50", queue_p50},
+                                 {"queue_seconds_p95", queue_p95},
+                                 {"ttft_seconds_p50", ttft_p50},
+                                 {"ttft_seconds_p95", ttft_p95},
+                                 {"itl_seconds_p50", itl_p50},
+                                 {"itl_seconds_p95", itl_p95},
+                                 {"latency_seconds_p50", latency_p50},
+                                 {"latency_seconds_p95", latency_p95},
+                                 {"model", model},
+                                 {"input", input},
+                                 {"output", output},
+                                 {"errors", errors}};
+  return j.dump(2);
+}
+
+std::string JobSummary::ToText() const {
+  char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "requests %lld (completed %lld, failed %lld, resumed %lld) | prompt tokens %lld: "
+                "cached %lld, computed %lld | completion tokens %lld | %.2f s, %.1f output tok/s "
+                "| queue p50 %.3f s p95 %.3f s | TTFT p50 %.3f s p95 %.3f s | ITL p50 %.4f s "
+                "p95 %.4f s | latency p50 %.3f s p95 %.3f s",
+                static_cast<long long>(requests), static_cast<long long>(completed),
+                static_cast<long long>(failed), static_cast<long long>(resumed),
+                static_cast<long long>(prompt_tokens), static_cast<long long>(cached_tokens),
+                static_cast<long long>(computed_tokens), static_cast<long long>(completion_tokens),
+                wall_seconds, output_tokens_per_second, queue_p50, queue_p95, ttft_p50, ttft_p95,
+                itl_p50, itl_p95, latency_p50, latency_p95);
+  return buf;
+}
+
+Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, JobSummary* summary) {
+  LLMQ_CHECK(store != nullptr && summary != nullptr && !targets.results.empty());
+  // Two targets naming one file would overwrite each other's content: refuse before writing.
+  // Standard output and devices are streams, not files to replace: sharing them is fine.
+  const std::string* named[] = {&targets.results, &targets.errors, &targets.summary};
+  auto is_stream = [](const std::string& p) { return p == "-" || p.rfind("/dev/", 0) == 0; };
+  for (int a = 0; a < 3; ++a) {
+    if (named[a]->empty()) continue;
+    LLMQ_RETURN_IF_ERROR(CheckWritable(*named[a]));
+    for (int b = a + 1; b < 3; ++b) {
+      if (!named[b]->empty() && !is_stream(*named[a]) && SameFile(*named[a], *named[b]))
+        return Status::InvalidArgument(*named[a] +
+                                       ": named as two of results, errors and "
+                                       "summary; each needs a file of its own");
+    }
+  }
+  JobRecord record;
+  LLMQ_RETURN_IF_ERROR(store->GetJob(job, &record));
+
+  DurableFile results, errors;
+  const bool split = !targets.errors.empty();
+  LLMQ_RETURN_IF_ERROR(results.Open(targets.results));
+  if (split) LLMQ_RETURN_IF_ERROR(errors.Open(targets.errors));
+
+  JobSummary& s = *summary;
+  s.requests = record.total;
+  s.completed = s.failed = 0;
+  s.prompt_tokens = s.cached_tokens = s.computed_tokens = s.completion_tokens = 0;
+  std::vector<double> queue, ttft, itl, latency;
+  LLMQ_RETURN_IF_ERROR(store->ForEachResult(
+      job, [&](int64_t, bool is_error, std::string_view line, const ResultMetrics& m) -> Status {
+        DurableFile& to = is_error && split ? errors : results;
+        LLMQ_RETURN_IF_ERROR(to.Append(line));
+        LLMQ_RETURN_IF_ERROR(to.Append("\n"));
+        s.prompt_tokens += m.prompt_tokens;
+        s.cached_tokens += m.cached_tokens;
+        s.computed_tokens += m.computed_tokens;
+        s.completion_tokens += m.completion_tokens;
+        if (is_error) {
+          ++s.failed;
+          return Status::Ok();
+        }
+        ++s.completed;
+        queue.push_back(m.queue_seconds);
+        ttft.push_back(m.ttft_seconds);
+        itl.push_back(m.itl_seconds);
+        latency.push_back(m.latency_seconds);
+        return Status::Ok();
+      }));
+  LLMQ_RETURN_IF_ERROR(results.Commit());
+  if (split) LLMQ_RETURN_IF_ERROR(errors.Commit());
+
+  s.queue_p50 = NearestRankPercentile(queue, 0.5);
+  s.queue_p95 = NearestRankPercentile(queue, 0.95);
+  s.ttft_p50 = NearestRankPercentile(ttft, 0.5);
+  s.ttft_p95 = NearestRankPercentile(ttft, 0.95);
+  s.itl_p50 = NearestRankPercentile(itl, 0.5);
+  s.itl_p95 = NearestRankPercentile(itl, 0.95);
+  s.latency_p50 = NearestRankPercentile(latency, 0.5);
+  s.latency_p95 = NearestRankPercentile(latency, 0.95);
+  s.output_tokens_per_second =
+      s.wall_seconds > 0 ? static_cast<double>(s.completion_tokens) / s.wall_seconds : 0;
+  if (s.output.empty()) s.output = targets.results;
+  if (s.errors.empty()) s.errors = targets.errors;
+  if (targets.summary.empty()) return Status::Ok();
+  return WriteFileDurably(targets.summary, s.ToJson() + "\n");
+}
+
+}  // namespace llmq::jobs

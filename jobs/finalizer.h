@@ -1,0 +1,55 @@
+// Finalizer: turns a finished job's results in the Store into its output files and a summary.
+// The results are streamed in line order (Store::ForEachResult) into DurableFiles: memory holds
+// one output line at a time plus four doubles per successful request (for the percentiles).
+// Each file appears whole or not at all; the summary file is written last, so its presence means
+// the outputs are complete.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/status.h"
+#include "jobs/store.h"
+
+namespace llmq::jobs {
+
+struct FinalizeTargets {
+  std::string results;  // every output line (and the error lines when `errors` is "")
+  std::string errors;   // "" = error lines go into `results`, in place, in line order
+  std::string summary;  // "" = none; else JobSummary::ToJson()
+};
+
+struct JobSummary {
+  // Counted by FinalizeJob.
+  int64_t requests = 0;   // the job's request count (JobRecord::total)
+  int64_t completed = 0;  // success lines written
+  int64_t failed = 0;     // error lines written
+  int64_t prompt_tokens = 0, cached_tokens = 0, computed_tokens = 0, completion_tokens = 0;
+  // Percentiles over the successful requests (0 when none).
+  double queue_p50 = 0, queue_p95 = 0, ttft_p50 = 0, ttft_p95 = 0;
+  double itl_p50 = 0, itl_p95 = 0, latency_p50 = 0, latency_p95 = 0;
+  // Set by the caller before FinalizeJob (kept as given).
+  int64_t resumed = 0;      // requests that ran again after a restart
+  double wall_seconds = 0;  // accepted -> finished
+  std::string model, input;
+  // Output paths: FinalizeJob fills them from the targets when left empty.
+  std::string output, errors;
+  // completion_tokens / wall_seconds (0 when wall_seconds is 0): FinalizeJob computes it.
+  double output_tokens_per_second = 0;
+
+  std::string ToJson() const;  // nlohmann ordered_json, 2-space indent, no trailing newline
+  std::string ToText() const;  // one line, for stderr / the journal
+};
+
+// Writes `job`'s results to the targets and fills `summary` (in/out: see JobSummary). Targets
+// that name the same file are refused (InvalidArgument) before anything is written; every file
+// is checked writable (CheckWritable) first, so an unwritable summary path does not leave the
+// results written and the summary missing. Errors name the file and the reason.
+Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, JobSummary* summary);
+
+// Nearest-rank percentile: the value at rank ceil(p * n) (1-based, clamped to [1, n]) of the
+// sorted values; 0 for none.
+double NearestRankPercentile(std::vector<double> values, double p);
+
+}  // namespace llmq::jobs

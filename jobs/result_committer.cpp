@@ -1,0 +1,85 @@
+#include "jobs/result_committer.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+namespace llmq::jobs {
+
+ResultCommitter::ResultCommitter(Store* store, Options options)
+    : store_(store), opt_(options), thread_([this] { Run(); }) {
+  LLMQ_CHECK(store_ != nullptr && opt_.max_batch > 0 && opt_.max_queue > 0);
+}
+
+ResultCommitter::~ResultCommitter() {
+  Close();
+}
+
+void ResultCommitter::Push(Result r) {
+  std::unique_lock<std::mutex> lock(mu_);
+  LLMQ_CHECK(!closing_);
+  not_full_cv_.wait(lock, [&] { return queue_.size() < opt_.max_queue; });
+  if (queue_.empty()) oldest_ = std::chrono::steady_clock::now();
+  queue_.push_back(std::move(r));
+  ++pushed_;
+  // The thread waits for a first result, then for a full group or the interval: wake it for both.
+  if (queue_.size() == 1 || queue_.size() >= opt_.max_batch) work_cv_.notify_one();
+}
+
+Status ResultCommitter::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t target = pushed_;
+  flush_target_ = std::max(flush_target_, target);
+  work_cv_.notify_one();
+  done_cv_.wait(lock, [&] { return done_ >= target; });
+  return error_;
+}
+
+Status ResultCommitter::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return error_;
+    closing_ = true;
+  }
+  work_cv_.notify_one();
+  thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  return error_;
+}
+
+int64_t ResultCommitter::committed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return committed_;
+}
+
+void ResultCommitter::Run() {
+  std::vector<Result> group;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // closing, and everything is through
+    // Results left over from a larger queue keep the old `oldest_`: their deadline has passed,
+    // so they go at once.
+    work_cv_.wait_until(lock, oldest_ + opt_.interval, [&] {
+      return closing_ || flush_target_ > done_ || queue_.size() >= opt_.max_batch;
+    });
+    const size_t n = std::min(queue_.size(), opt_.max_batch);
+    group.assign(std::make_move_iterator(queue_.begin()),
+                 std::make_move_iterator(queue_.begin() + static_cast<std::ptrdiff_t>(n)));
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    not_full_cv_.notify_all();
+    // The commit (and its fsync) runs unlocked: Push never waits for it.
+    lock.unlock();
+    int64_t added = 0;
+    const Status s = store_->CommitResults(group, &added);
+    group.clear();
+    lock.lock();
+    if (!s.ok() && error_.ok()) error_ = s;
+    committed_ += added;
+    done_ += static_cast<int64_t>(n);
+    done_cv_.notify_all();
+  }
+}
+
+}  // namespace llmq::jobs

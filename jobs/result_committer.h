@@ -1,0 +1,83 @@
+// ResultCommitter: moves finished results from the engine thread into the Store in groups, on a
+// thread of its own, so that the engine never waits on an fsync. A group is committed when
+// `max_batch` results are waiting or `interval` has passed since the oldest waiting one arrived,
+// whichever comes first (and at once on Flush / Close). One group is one Store transaction.
+//
+// Ownership: the committer borrows `store`; from construction until Close() returns, the Store is
+// used by the committer's thread only. Anyone else (the feeder, status queries) opens a second
+// Store on the same file: in WAL mode readers never wait for this writer, and SQLite's locking
+// serializes writers.
+//
+// Errors: a failed group stays uncommitted (its requests stay pending: they are run again after a
+// restart, never lost and never counted twice). The first error is kept and returned by every
+// later Flush and by Close; later groups are still attempted.
+//
+// Thread-safety: Push and Flush may be called from any threads. Close (and the destructor) is
+// called once, by the owner, after every other thread has stopped pushing.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "engine/status.h"
+#include "jobs/store.h"
+
+namespace llmq::jobs {
+
+struct ResultCommitterOptions {
+  std::chrono::milliseconds interval{50};  // the longest a result waits before its group commits
+  size_t max_batch = 512;                  // the most results in one transaction
+  size_t max_queue =
+      65536;  // Push blocks while this many wait (a store far slower than the engine)
+};
+
+class ResultCommitter {
+ public:
+  using Options = ResultCommitterOptions;
+
+  // Starts the committer thread. `store` must outlive the committer.
+  explicit ResultCommitter(Store* store, Options options = Options());
+  ~ResultCommitter();  // Close() when not closed yet (its error is then lost: call Close)
+  ResultCommitter(const ResultCommitter&) = delete;
+  ResultCommitter& operator=(const ResultCommitter&) = delete;
+
+  // Queues a result. Never waits on I/O; waits only while `max_queue` results are queued.
+  // Pushing after Close is a programmer error (LLMQ_CHECK).
+  void Push(Result r);
+  // Waits until every result pushed before this call has been through a commit attempt; returns
+  // the first commit error so far (OK when none).
+  Status Flush();
+  // Commits everything still queued, stops the thread, and returns the first commit error.
+  // Calling it again returns the same status.
+  Status Close();
+
+  // Results committed so far (new ones, as CommitResults counts them); for tests and progress.
+  int64_t committed() const;
+
+ private:
+  void Run();
+
+  Store* const store_;
+  const Options opt_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;      // to the thread: results, a flush, or closing
+  std::condition_variable done_cv_;      // from the thread: a group is through
+  std::condition_variable not_full_cv_;  // from the thread: room in the queue
+  std::deque<Result> queue_;
+  std::chrono::steady_clock::time_point oldest_;  // when the oldest queued result arrived
+  int64_t pushed_ = 0;                            // results ever pushed
+  int64_t done_ = 0;          // results through a commit attempt (committed or failed)
+  int64_t flush_target_ = 0;  // a Flush waits for done_ to reach this
+  int64_t committed_ = 0;
+  Status error_;  // the first commit error
+  bool closing_ = false;
+  bool closed_ = false;
+  std::thread thread_;  // last: started once every other member is ready
+};
+
+}  // namespace llmq::jobs

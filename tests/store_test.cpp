@@ -1,0 +1,582 @@
+// Tests for jobs/store: a real SQLite file per test, reopened, shared by two connections, locked,
+// damaged, and a 100,000-request ingest.
+#include "jobs/store.h"
+#include "tests/test_util.h"
+
+#include <sqlite3.h>
+
+#include <gtest/gtest.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace llmq::jobs {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string DbPath() {
+  return testing::CurrentTestDir() + "/state/queue.db";
+}
+
+std::unique_ptr<Store> OpenOrDie(const std::string& path) {
+  std::unique_ptr<Store> s;
+  const Status st = Store::Open(path, &s);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return s;
+}
+
+// Runs one statement on the file through a raw connection (what another tool would do).
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+std::string RawQuery(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  std::string out;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+// Ingests a job named `name` with one request per rank (line i + 1 gets ranks[i]); lines listed
+// in `bad` are refused at validation.
+int64_t Ingest(Store* s, const std::string& name, const std::vector<int64_t>& ranks,
+               const std::vector<int64_t>& bad = {}, JobStatus status = JobStatus::kInProgress) {
+  EXPECT_TRUE(s->Begin().ok());
+  JobRecord job;
+  job.name = name;
+  job.sha256 = "sha-of-" + name;
+  Status st = s->InsertJob(&job);
+  EXPECT_TRUE(st.ok()) << st.message();
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    NewRequest r;
+    r.line = static_cast<int64_t>(i) + 1;
+    r.custom_id = name + "-" + std::to_string(r.line);
+    r.body = "{\"custom_id\": \"" + r.custom_id + "\"}";
+    r.plan_rank = ranks[i];
+    if (std::find(bad.begin(), bad.end(), r.line) != bad.end())
+      r.error_output = "{\"error\": \"line " + std::to_string(r.line) + "\"}";
+    st = s->InsertRequest(job.id, r);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  st = s->FinishIngest(job.id, status);
+  EXPECT_TRUE(st.ok()) << st.message();
+  st = s->Commit();
+  EXPECT_TRUE(st.ok()) << st.message();
+  return job.id;
+}
+
+Result MakeResult(int64_t job, int64_t line, bool is_error = false) {
+  Result r;
+  r.job = job;
+  r.line = line;
+  r.is_error = is_error;
+  r.output = "{\"line\": " + std::to_string(line) + (is_error ? ", \"error\": 1}" : "}");
+  r.metrics.prompt_tokens = 10 * line;
+  r.metrics.completion_tokens = line;
+  r.metrics.ttft_seconds = 0.001 * static_cast<double>(line);
+  return r;
+}
+
+// Every pending request, page by page of `page` rows.
+std::vector<PendingRequest> AllPending(Store* s, int page) {
+  std::vector<PendingRequest> all, batch;
+  int64_t after = 0;
+  for (;;) {
+    const Status st = s->NextPending(after, page, &batch);
+    EXPECT_TRUE(st.ok()) << st.message();
+    if (batch.empty()) return all;
+    EXPECT_LE(batch.size(), static_cast<size_t>(page));
+    after = batch.back().plan_rank;
+    all.insert(all.end(), batch.begin(), batch.end());
+  }
+}
+
+TEST(Store, OpenCreatesTheFileItsFolderAndTheSchema) {
+  const std::string path = DbPath();
+  auto s = OpenOrDie(path);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->path(), path);
+  EXPECT_TRUE(fs::exists(path));
+  EXPECT_EQ(RawQuery(path, "SELECT value FROM meta WHERE key = 'schema_version'"),
+            std::to_string(Store::SchemaVersion()));
+  EXPECT_EQ(Store::SchemaVersion(), 1);
+  EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), "wal");
+  std::vector<JobRecord> jobs;
+  ASSERT_TRUE(s->ListJobs(&jobs).ok());
+  EXPECT_TRUE(jobs.empty());
+  int64_t rank = -1;
+  ASSERT_TRUE(s->MaxPlanRank(&rank).ok());
+  EXPECT_EQ(rank, 0);
+}
+
+TEST(Store, ReopenKeepsEverything) {
+  const std::string path = DbPath();
+  int64_t id = 0;
+  JobRecord before;
+  {
+    auto s = OpenOrDie(path);
+    id = Ingest(s.get(), "a.jsonl", {1, 2, 3}, {2});
+    ASSERT_TRUE(s->CommitResults({MakeResult(id, 1)}).ok());
+    ASSERT_TRUE(s->MarkJobStarted(id, 1234.5).ok());
+    ASSERT_TRUE(s->GetJob(id, &before).ok());
+  }
+  auto s = OpenOrDie(path);
+  JobRecord after;
+  ASSERT_TRUE(s->GetJob(id, &after).ok());
+  EXPECT_EQ(after.public_id, before.public_id);
+  EXPECT_EQ(after.name, "a.jsonl");
+  EXPECT_EQ(after.sha256, "sha-of-a.jsonl");
+  EXPECT_EQ(after.status, JobStatus::kInProgress);
+  EXPECT_EQ(after.total, 3);
+  EXPECT_EQ(after.completed, 1);
+  EXPECT_EQ(after.failed, 1);
+  EXPECT_EQ(after.created_at, before.created_at);
+  EXPECT_EQ(after.started_at, 1234.5);
+  const auto pending = AllPending(s.get(), 10);
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].line, 3);
+  EXPECT_EQ(pending[0].custom_id, "a.jsonl-3");
+  EXPECT_EQ(pending[0].body, "{\"custom_id\": \"a.jsonl-3\"}");
+  std::vector<int64_t> lines;
+  ASSERT_TRUE(s->ForEachResult(id, [&](int64_t line, bool, std::string_view, const ResultMetrics&) {
+                 lines.push_back(line);
+                 return Status::Ok();
+               }).ok());
+  EXPECT_EQ(lines, (std::vector<int64_t>{1, 2}));
+}
+
+TEST(Store, NewerSchemaIsRefused) {
+  const std::string path = DbPath();
+  OpenOrDie(path);
+  RawExec(path, "UPDATE meta SET value = '99' WHERE key = 'schema_version'");
+  std::unique_ptr<Store> s;
+  const Status st = Store::Open(path, &s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Status::Code::kUnsupported);
+  EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("99"), std::string::npos) << st.message();
+  EXPECT_FALSE(s);
+}
+
+TEST(Store, GarbageFileIsCorruption) {
+  const std::string path = DbPath();
+  fs::create_directories(fs::path(path).parent_path());
+  {
+    std::ofstream f(path, std::ios::binary);
+    for (int i = 0; i < 8192; ++i) f.put(static_cast<char>((i * 7919) % 251));
+  }
+  std::unique_ptr<Store> s;
+  const Status st = Store::Open(path, &s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Status::Code::kCorruption) << st.message();
+  EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
+  EXPECT_EQ(fs::file_size(path), 8192u) << "a refused file is never written";
+}
+
+TEST(Store, TruncatedDatabaseIsCorruption) {
+  const std::string path = DbPath();
+  {
+    auto s = OpenOrDie(path);
+    std::vector<int64_t> ranks(3000);
+    for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int64_t>(i) + 1;
+    Ingest(s.get(), "big.jsonl", ranks);
+  }  // the last connection closes: the WAL is checkpointed into the file and removed
+  ASSERT_FALSE(fs::exists(path + "-wal"));
+  const auto size = fs::file_size(path);
+  ASSERT_GT(size, 64u * 1024);
+  fs::resize_file(path, size / 2);
+  std::unique_ptr<Store> s;
+  const Status st = Store::Open(path, &s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Status::Code::kCorruption) << st.message();
+  EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
+}
+
+TEST(Store, ForeignSqliteDatabaseIsRefused) {
+  const std::string path = DbPath();
+  fs::create_directories(fs::path(path).parent_path());
+  RawExec(path, "CREATE TABLE photos (id INTEGER PRIMARY KEY)");
+  std::unique_ptr<Store> s;
+  const Status st = Store::Open(path, &s);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
+  EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs'"), "0");
+}
+
+TEST(Store, UnopenablePathsAreRefused) {
+  std::unique_ptr<Store> s;
+  Status st = Store::Open("/etc/passwd/queue.db", &s);  // fails for root too
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Status::Code::kIoError);
+  EXPECT_NE(st.message().find("/etc/passwd/queue.db"), std::string::npos) << st.message();
+  const std::string dir = testing::CurrentTestDir();
+  st = Store::Open(dir, &s);  // a folder where the file should be
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find(dir), std::string::npos) << st.message();
+  st = Store::Open("/proc/version", &s);  // not writable, for root too
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("/proc/version"), std::string::npos) << st.message();
+  EXPECT_EQ(Store::Open("", &s).code(), Status::Code::kInvalidArgument);
+  EXPECT_FALSE(s);
+}
+
+TEST(Store, IngestAndDuplicateDetection) {
+  auto s = OpenOrDie(DbPath());
+  const int64_t id = Ingest(s.get(), "docs.jsonl", {5, 6, 7, 8}, {3});
+  JobRecord job;
+  ASSERT_TRUE(s->GetJob(id, &job).ok());
+  EXPECT_TRUE(std::regex_match(job.public_id, std::regex("batch_[0-9a-f]{16}"))) << job.public_id;
+  EXPECT_GT(job.created_at, 1.6e9);
+  EXPECT_EQ(job.total, 4);
+  EXPECT_EQ(job.failed, 1);
+  EXPECT_EQ(job.completed, 0);
+
+  std::optional<JobRecord> found;
+  ASSERT_TRUE(s->FindJob("docs.jsonl", "sha-of-docs.jsonl", &found).ok());
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->id, id);
+  ASSERT_TRUE(s->FindJob("docs.jsonl", "another-sha", &found).ok());
+  EXPECT_FALSE(found.has_value()) << "same name, new content: a new job";
+
+  JobRecord again;
+  again.name = "docs.jsonl";
+  again.sha256 = "sha-of-docs.jsonl";
+  const Status st = s->InsertJob(&again);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("docs.jsonl"), std::string::npos) << st.message();
+
+  JobRecord by_public;
+  ASSERT_TRUE(s->GetJobByPublicId(job.public_id, &by_public).ok());
+  EXPECT_EQ(by_public.id, id);
+  EXPECT_EQ(s->GetJobByPublicId("batch_0000000000000000", &by_public).code(),
+            Status::Code::kNotFound);
+
+  // The refused line is finished already: its error line is its result.
+  std::string output;
+  ASSERT_TRUE(s->ForEachResult(id, [&](int64_t line, bool is_error, std::string_view out,
+                                       const ResultMetrics&) {
+                 EXPECT_EQ(line, 3);
+                 EXPECT_TRUE(is_error);
+                 output = out;
+                 return Status::Ok();
+               }).ok());
+  EXPECT_EQ(output, "{\"error\": \"line 3\"}");
+  int64_t pending = 0;
+  ASSERT_TRUE(s->CountPending(id, &pending).ok());
+  EXPECT_EQ(pending, 3);
+  int64_t rank = 0;
+  ASSERT_TRUE(s->MaxPlanRank(&rank).ok());
+  EXPECT_EQ(rank, 8);
+}
+
+TEST(Store, DuplicateLineAndUnknownJobAreRefused) {
+  auto s = OpenOrDie(DbPath());
+  const int64_t id = Ingest(s.get(), "a.jsonl", {1});
+  NewRequest r;
+  r.line = 1;
+  r.plan_rank = 2;
+  Status st = s->InsertRequest(id, r);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
+  st = s->InsertRequest(id + 100, r);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
+  EXPECT_FALSE(s->InTransaction());
+}
+
+TEST(Store, RolledBackIngestLeavesNothing) {
+  auto s = OpenOrDie(DbPath());
+  ASSERT_TRUE(s->Begin().ok());
+  EXPECT_TRUE(s->InTransaction());
+  JobRecord job;
+  job.name = "x";
+  job.sha256 = "y";
+  ASSERT_TRUE(s->InsertJob(&job).ok());
+  s->Rollback();
+  s->Rollback();  // none open: no-op
+  std::vector<JobRecord> jobs;
+  ASSERT_TRUE(s->ListJobs(&jobs).ok());
+  EXPECT_TRUE(jobs.empty());
+  EXPECT_FALSE(s->Commit().ok()) << "no transaction is open";
+}
+
+TEST(Store, NextPendingPagesByRankAcrossJobs) {
+  auto s = OpenOrDie(DbPath());
+  // Interleaved ranks: the feeding order crosses jobs.
+  const int64_t a = Ingest(s.get(), "a.jsonl", {1, 4, 5, 9, 10});
+  const int64_t b = Ingest(s.get(), "b.jsonl", {2, 3, 6, 7, 8}, {4});  // rank 7 refused
+  const auto all = AllPending(s.get(), 2);
+  std::vector<int64_t> ranks;
+  for (const auto& p : all) ranks.push_back(p.plan_rank);
+  EXPECT_EQ(ranks, (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 8, 9, 10}));
+  EXPECT_EQ(all[1].job, b);
+  EXPECT_EQ(all[1].line, 1);
+  EXPECT_EQ(all[0].job, a);
+
+  // Attempts are counted and read back.
+  ASSERT_TRUE(s->MarkAttempted({{a, 1}, {b, 1}, {a, 1}}).ok());
+  std::vector<PendingRequest> page;
+  ASSERT_TRUE(s->NextPending(0, 2, &page).ok());
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].attempts, 2);
+  EXPECT_EQ(page[1].attempts, 1);
+
+  // A cancel request hides job a; a job not in progress is hidden too.
+  ASSERT_TRUE(s->RequestCancel(a).ok());
+  ranks.clear();
+  for (const auto& p : AllPending(s.get(), 3)) ranks.push_back(p.plan_rank);
+  EXPECT_EQ(ranks, (std::vector<int64_t>{2, 3, 6, 8}));
+  JobRecord job;
+  ASSERT_TRUE(s->GetJob(a, &job).ok());
+  EXPECT_TRUE(job.cancel_requested);
+  ASSERT_TRUE(s->SetJobStatus(b, JobStatus::kFinalizing).ok());
+  EXPECT_TRUE(AllPending(s.get(), 3).empty());
+  const int64_t c = Ingest(s.get(), "c.jsonl", {11}, {}, JobStatus::kValidating);
+  EXPECT_TRUE(AllPending(s.get(), 3).empty()) << "validating: not fed yet";
+  ASSERT_TRUE(s->SetJobStatus(c, JobStatus::kInProgress).ok());
+  EXPECT_EQ(AllPending(s.get(), 3).size(), 1u);
+}
+
+TEST(Store, CommitResultsCountsEachResultOnce) {
+  auto s = OpenOrDie(DbPath());
+  const int64_t id = Ingest(s.get(), "a.jsonl", {1, 2, 3, 4}, {4});
+  int64_t added = -1;
+  ASSERT_TRUE(s->CommitResults({MakeResult(id, 1), MakeResult(id, 2, true)}, &added).ok());
+  EXPECT_EQ(added, 2);
+  // The same results again, a duplicate inside one group, and the ingest-refused line 4.
+  Result changed = MakeResult(id, 1);
+  changed.output = "a different output";
+  ASSERT_TRUE(s->CommitResults({changed, MakeResult(id, 2, true), MakeResult(id, 3),
+                                MakeResult(id, 3), MakeResult(id, 4)},
+                               &added)
+                  .ok());
+  EXPECT_EQ(added, 1);
+  JobRecord job;
+  ASSERT_TRUE(s->GetJob(id, &job).ok());
+  EXPECT_EQ(job.completed, 2);
+  EXPECT_EQ(job.failed, 2);
+  EXPECT_EQ(job.total, 4);
+  int64_t pending = -1;
+  ASSERT_TRUE(s->CountPending(id, &pending).ok());
+  EXPECT_EQ(pending, 0);
+  std::vector<std::string> outputs;
+  ASSERT_TRUE(s->ForEachResult(id, [&](int64_t, bool, std::string_view out, const ResultMetrics&) {
+                 outputs.emplace_back(out);
+                 return Status::Ok();
+               }).ok());
+  ASSERT_EQ(outputs.size(), 4u);
+  EXPECT_EQ(outputs[0], "{\"line\": 1}") << "never an overwrite";
+}
+
+TEST(Store, ResultForNoRequestFailsTheWholeGroup) {
+  auto s = OpenOrDie(DbPath());
+  const int64_t id = Ingest(s.get(), "a.jsonl", {1, 2});
+  const Status st = s->CommitResults({MakeResult(id, 1), MakeResult(id, 99)});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("line 99"), std::string::npos) << st.message();
+  int64_t pending = 0;
+  ASSERT_TRUE(s->CountPending(id, &pending).ok());
+  EXPECT_EQ(pending, 2) << "the group is rolled back as one";
+  EXPECT_FALSE(s->InTransaction());
+}
+
+TEST(Store, StatusTransitionsAndTimes) {
+  auto s = OpenOrDie(DbPath());
+  const int64_t id = Ingest(s.get(), "a.jsonl", {1}, {}, JobStatus::kValidating);
+  JobRecord job;
+  ASSERT_TRUE(s->GetJob(id, &job).ok());
+  EXPECT_EQ(job.status, JobStatus::kValidating);
+  EXPECT_EQ(job.started_at, 0);
+  ASSERT_TRUE(s->SetJobStatus(id, JobStatus::kInProgress).ok());
+  ASSERT_TRUE(s->MarkJobStarted(id, 100).ok());
+  ASSERT_TRUE(s->MarkJobStarted(id, 200).ok());
+  ASSERT_TRUE(s->SetJobStatus(id, JobStatus::kFinalizing).ok());
+  ASSERT_TRUE(s->GetJob(id, &job).ok());
+  EXPECT_EQ(job.started_at, 100) << "only the first start counts";
+  EXPECT_EQ(job.finished_at, 0);
+  ASSERT_TRUE(s->SetJobStatus(id, JobStatus::kFailed, "disk full").ok());
+  ASSERT_TRUE(s->GetJob(id, &job).ok());
+  EXPECT_EQ(job.status, JobStatus::kFailed);
+  EXPECT_EQ(job.error, "disk full");
+  EXPECT_GT(job.finished_at, 0);
+  const double finished = job.finished_at;
+  ASSERT_TRUE(s->SetJobStatus(id, JobStatus::kFailed).ok()) << "the same terminal status again";
+  const Status st = s->SetJobStatus(id, JobStatus::kInProgress);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("failed"), std::string::npos) << st.message();
+  ASSERT_TRUE(s->GetJob(id, &job).ok());
+  EXPECT_EQ(job.status, JobStatus::kFailed);
+  EXPECT_EQ(job.error, "disk full") << "an empty error keeps the old one";
+  EXPECT_EQ(job.finished_at, finished);
+
+  EXPECT_EQ(s->GetJob(id + 1, &job).code(), Status::Code::kNotFound);
+  EXPECT_EQ(s->SetJobStatus(id + 1, JobStatus::kCompleted).code(), Status::Code::kNotFound);
+  EXPECT_EQ(s->MarkJobStarted(id + 1, 1).code(), Status::Code::kNotFound);
+  EXPECT_EQ(s->RequestCancel(id + 1).code(), Status::Code::kNotFound);
+  EXPECT_EQ(s->FinishIngest(id + 1, JobStatus::kInProgress).code(), Status::Code::kNotFound);
+}
+
+TEST(Store, JobStatusNamesRoundTrip) {
+  for (JobStatus st : {JobStatus::kValidating, JobStatus::kInProgress, JobStatus::kFinalizing,
+                       JobStatus::kCompleted, JobStatus::kFailed, JobStatus::kCancelling,
+                       JobStatus::kCancelled, JobStatus::kExpired}) {
+    JobStatus back;
+    ASSERT_TRUE(ParseJobStatus(JobStatusName(st), &back));
+    EXPECT_EQ(back, st);
+  }
+  JobStatus out;
+  EXPECT_FALSE(ParseJobStatus("done", &out));
+  EXPECT_EQ(std::string(JobStatusName(JobStatus::kInProgress)), "in_progress");
+  EXPECT_TRUE(IsTerminal(JobStatus::kCancelled));
+  EXPECT_FALSE(IsTerminal(JobStatus::kCancelling));
+}
+
+TEST(Store, ForEachResultStreamsInLineOrderAndStopsOnError) {
+  auto s = OpenOrDie(DbPath());
+  const int64_t id = Ingest(s.get(), "a.jsonl", {1, 2, 3, 4, 5, 6});
+  ASSERT_TRUE(s->CommitResults({MakeResult(id, 5), MakeResult(id, 2)}).ok());
+  ASSERT_TRUE(
+      s->CommitResults({MakeResult(id, 6), MakeResult(id, 1, true), MakeResult(id, 3)}).ok());
+  std::vector<int64_t> lines;
+  ASSERT_TRUE(s->ForEachResult(id, [&](int64_t line, bool is_error, std::string_view,
+                                       const ResultMetrics& m) {
+                 lines.push_back(line);
+                 EXPECT_EQ(is_error, line == 1);
+                 EXPECT_EQ(m.prompt_tokens, 10 * line);
+                 EXPECT_DOUBLE_EQ(m.ttft_seconds, 0.001 * static_cast<double>(line));
+                 return Status::Ok();
+               }).ok());
+  EXPECT_EQ(lines, (std::vector<int64_t>{1, 2, 3, 5, 6}));
+  int calls = 0;
+  const Status st =
+      s->ForEachResult(id, [&](int64_t, bool, std::string_view, const ResultMetrics&) {
+        ++calls;
+        return calls == 2 ? Status::IoError("stop here") : Status::Ok();
+      });
+  EXPECT_EQ(st.message(), "stop here");
+  EXPECT_EQ(calls, 2);
+  // The walk's statement is reset: the store is usable (and writable) afterwards.
+  ASSERT_TRUE(s->CommitResults({MakeResult(id, 4)}).ok());
+}
+
+TEST(Store, TwoConnectionsSeeEachOthersCommits) {
+  const std::string path = DbPath();
+  auto reader = OpenOrDie(path);
+  auto writer = OpenOrDie(path);
+  int64_t v0 = 0, v1 = 0, w0 = 0, w1 = 0;
+  ASSERT_TRUE(reader->DataVersion(&v0).ok());
+  ASSERT_TRUE(writer->DataVersion(&w0).ok());
+  const int64_t id = Ingest(writer.get(), "a.jsonl", {1, 2});
+  ASSERT_TRUE(reader->DataVersion(&v1).ok());
+  ASSERT_TRUE(writer->DataVersion(&w1).ok());
+  EXPECT_NE(v1, v0) << "another connection committed";
+  EXPECT_EQ(w1, w0) << "a connection's own commits do not count";
+  JobRecord job;
+  ASSERT_TRUE(reader->GetJob(id, &job).ok());
+  EXPECT_EQ(job.total, 2);
+  EXPECT_EQ(AllPending(reader.get(), 10).size(), 2u);
+  ASSERT_TRUE(reader->CommitResults({MakeResult(id, 1)}).ok());
+  ASSERT_TRUE(writer->GetJob(id, &job).ok());
+  EXPECT_EQ(job.completed, 1);
+}
+
+TEST(Store, LockedDatabaseFailsClearlyAfterTheBusyTimeout) {
+  const std::string path = DbPath();
+  auto holder = OpenOrDie(path);
+  auto other = OpenOrDie(path);
+  ASSERT_TRUE(holder->Begin().ok());  // BEGIN IMMEDIATE: the write lock, held
+  other->SetBusyTimeout(150);
+  JobRecord job;
+  job.name = "late.jsonl";
+  job.sha256 = "x";
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status st = other->InsertJob(&job);
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Status::Code::kIoError);
+  EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("locked"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("150 ms"), std::string::npos) << st.message();
+  EXPECT_GE(waited, 0.1) << "it waited for the lock before giving up";
+  // Reads never wait for the writer in WAL mode.
+  std::vector<JobRecord> jobs;
+  EXPECT_TRUE(other->ListJobs(&jobs).ok());
+  holder->Rollback();
+  ASSERT_TRUE(other->InsertJob(&job).ok());
+}
+
+TEST(Store, HundredThousandRequestIngestInOneTransaction) {
+  auto s = OpenOrDie(DbPath());
+  constexpr int kRequests = 100000;
+  const std::string body(200, 'b');
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(s->Begin().ok());
+  JobRecord job;
+  job.name = "big.jsonl";
+  job.sha256 = "big";
+  ASSERT_TRUE(s->InsertJob(&job).ok());
+  NewRequest r;
+  r.body = body;
+  for (int i = 1; i <= kRequests; ++i) {
+    r.line = i;
+    r.custom_id = "req-" + std::to_string(i);
+    // Ranks in a shuffled order, so that the index, not the insertion order, gives the order.
+    r.plan_rank = (static_cast<int64_t>(i) * 7919) % kRequests + 1;
+    const Status st = s->InsertRequest(job.id, r);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  ASSERT_TRUE(s->FinishIngest(job.id, JobStatus::kInProgress).ok());
+  const double inserts =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(s->Commit().ok());
+  const double ingest =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  const auto t1 = std::chrono::steady_clock::now();
+  std::vector<PendingRequest> page;
+  ASSERT_TRUE(s->NextPending(50000, 1000, &page).ok());
+  const double next = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  ASSERT_EQ(page.size(), 1000u);
+  EXPECT_EQ(page.front().plan_rank, 50001);
+  EXPECT_EQ(page.back().plan_rank, 51000);
+
+  std::vector<Result> results;
+  for (int i = 1; i <= kRequests; i += 2) results.push_back(MakeResult(job.id, i));
+  const auto t2 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(s->CommitResults(results).ok());
+  const double commit =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
+  JobRecord after;
+  ASSERT_TRUE(s->GetJob(job.id, &after).ok());
+  EXPECT_EQ(after.total, kRequests);
+  EXPECT_EQ(after.completed, kRequests / 2);
+  int64_t max_rank = 0;
+  ASSERT_TRUE(s->MaxPlanRank(&max_rank).ok());
+  EXPECT_EQ(max_rank, kRequests);
+  std::printf(
+      "[ timing ] ingest of %d requests in one transaction: %.3f s (inserts %.3f s, commit "
+      "%.3f s); NextPending(1000): %.2f ms; CommitResults of %zu results: %.3f s\n",
+      kRequests, ingest, inserts, ingest - inserts, next * 1e3, results.size(), commit);
+}
+
+}  // namespace
+}  // namespace llmq::jobs
