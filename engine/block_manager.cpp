@@ -197,4 +197,49 @@ void BlockManager::Fork(const Sequence& parent, Sequence* child) {
   child->num_registered = parent.num_registered;
 }
 
+bool BlockManager::CheckInvariants(std::string* why) const {
+  auto fail = [why](std::string m) {
+    if (why) *why = std::move(m);
+    return false;
+  };
+  const auto name = [](int32_t b) { return "block " + std::to_string(b); };
+  std::vector<uint8_t> seen(num_blocks_, 0);  // 1: on the free list, 2: on the LRU list
+  for (int32_t b : free_) {
+    if (b < 0 || b >= num_blocks_) return fail("free list holds " + name(b));
+    if (seen[b]) return fail(name(b) + " is on the free list twice");
+    seen[b] = 1;
+  }
+  for (int32_t b : lru_) {
+    if (b < 0 || b >= num_blocks_) return fail("LRU list holds " + name(b));
+    if (seen[b])
+      return fail(name(b) + (seen[b] == 1 ? " is free and" : " is") + " on the LRU twice");
+    seen[b] = 2;
+  }
+  size_t cached = 0;
+  for (int32_t b = 0; b < num_blocks_; ++b) {
+    const Block& blk = blocks_[b];
+    if (blk.ref < 0) return fail(name(b) + " has a negative ref count");
+    // In use, or exactly one of the two lists, never both.
+    if (blk.ref > 0 && seen[b]) return fail(name(b) + " is in use and on a list");
+    if (blk.ref == 0 && !seen[b]) return fail(name(b) + " is unreferenced and on no list");
+    if ((seen[b] == 2) != blk.on_lru) return fail(name(b) + ": on_lru disagrees with the LRU");
+    // The LRU holds only cached blocks (evictable identities); the free list only blank ones.
+    if (seen[b] == 2 && !blk.cached) return fail(name(b) + " is on the LRU but not cached");
+    if (seen[b] == 1 && blk.cached) return fail(name(b) + " is free but still cached");
+    if (!blk.cached) continue;
+    ++cached;
+    if (!cache_enabled_) return fail(name(b) + " is cached with the prefix cache off");
+    if (static_cast<int>(blk.tokens.size()) != block_size_)
+      return fail(name(b) + " is cached but not full");
+    bool in_map = false;
+    for (auto [it, end] = map_.equal_range(blk.hash); it != end; ++it) in_map |= it->second == b;
+    if (!in_map) return fail(name(b) + " is cached but not in the map under its hash");
+  }
+  // Each cached block is in the map once, and the map holds nothing else.
+  if (cached != map_.size())
+    return fail("the map holds " + std::to_string(map_.size()) + " entries for " +
+                std::to_string(cached) + " cached blocks");
+  return true;
+}
+
 }  // namespace llmq

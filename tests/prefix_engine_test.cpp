@@ -25,21 +25,27 @@ struct RunStats {
 
 RunStats RunAll(const ModelConfig& cfg, Backend* be, const std::vector<Request>& reqs,
                 EngineOptions opt) {
-  LlmEngine engine(cfg, be, nullptr, opt);
-  for (const Request& r : reqs) engine.Add(r);
+  std::unique_ptr<LlmEngine> engine;
+  EXPECT_TRUE(LlmEngine::Create(cfg, be, nullptr, opt, &engine).ok());
+  for (const Request& r : reqs) engine->Add(r);
   RunStats rs;
   int steps = 0;
-  while (engine.HasWork()) {
+  std::vector<RequestOutput> step;
+  while (engine->HasWork()) {
     EXPECT_LT(++steps, 200000) << "no progress";
     if (steps >= 200000) break;
-    for (RequestOutput& o : engine.Step()) {
+    step.clear();
+    EXPECT_TRUE(engine->Step(&step).ok());
+    for (RequestOutput& o : step) {
       rs.computed += o.metrics.computed_prompt_tokens;
       rs.cached += o.metrics.cached_prompt_tokens;
       rs.out[o.id] = std::move(o);
     }
   }
-  rs.preemptions = engine.stats().preemptions;
-  EXPECT_EQ(engine.blocks().num_in_use(), 0) << "blocks leaked";
+  rs.preemptions = engine->stats().preemptions;
+  EXPECT_EQ(engine->blocks().num_in_use(), 0) << "blocks leaked";
+  std::string why;
+  EXPECT_TRUE(engine->CheckInvariants(&why)) << why;
   return rs;
 }
 
@@ -232,7 +238,7 @@ TEST_F(PrefixEngineTest, HugeMaxTokensRunsToTheContextWithoutOverflow) {
   const RunStats rs = RunAll(cfg_, be_.get(), reqs, o);
   const RequestOutput& out = rs.out.at("r0");
   ASSERT_TRUE(out.ok()) << out.error;
-  EXPECT_EQ(out.prompt_ids.size() + out.completions[0].ids.size(),
+  EXPECT_EQ(reqs[0].prompt_ids.size() + out.completions[0].ids.size(),
             static_cast<size_t>(cfg_.max_position_embeddings));
   EXPECT_EQ(out.completions[0].finish_reason, "length");
 }
