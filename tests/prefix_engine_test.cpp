@@ -11,6 +11,7 @@
 #include "engine/llm_engine.h"
 #include "engine/model.h"
 #include "engine/model_maker.h"
+#include "tests/small_model.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -66,14 +67,7 @@ std::vector<Request> Requests(const bench::Prompts& prompts, int max_tokens) {
 class PrefixEngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    DType dt;
-    ASSERT_TRUE(ShapeConfig("tiny", &cfg_, &dt).ok());
-    cfg_.hidden_size = 32, cfg_.intermediate_size = 64, cfg_.num_layers = 2;
-    cfg_.num_heads = 2, cfg_.num_kv_heads = 1, cfg_.head_dim = 16,
-    cfg_.max_position_embeddings = 2048;
-    const std::string dir = testing::TmpDir("prefix_model");
-    ASSERT_TRUE(WriteRandomModel(cfg_, DType::kF32, 17, dir).ok());
-    ASSERT_TRUE(Weights::Load(dir, cfg_, &w_).ok());
+    testing::MakeSmallModel("prefix_model", 17, 2048, &cfg_, &w_);
     be_ = std::make_unique<CpuBackend>(cfg_, *w_);
   }
   static void TearDownTestSuite() { be_.reset(), w_.reset(); }
