@@ -24,6 +24,7 @@ class FlakyBackend : public Backend {
   explicit FlakyBackend(Backend* inner) : inner_(inner) {}
   std::string name() const override { return "flaky"; }
   Status AllocateKv(int num_blocks, int block_size) override {
+    if (fail_alloc) return Status::Internal("out of device memory");
     return inner_->AllocateKv(num_blocks, block_size);
   }
   Status Forward(const StepBatch& batch, float* logits) override {
@@ -36,6 +37,7 @@ class FlakyBackend : public Backend {
   }
   uint64_t weight_bytes() const override { return inner_->weight_bytes(); }
 
+  bool fail_alloc = false;
   std::set<int> fail_forward, fail_copy;
   int forward_calls = 0, copy_calls = 0;
 
@@ -368,6 +370,18 @@ TEST_F(EngineServiceTest, FailedCopyOnWriteFailsTheForkedRequestOnly) {
   EXPECT_EQ(flaky.copy_calls, 1);
   EXPECT_EQ(got.at("k-0").error, "backend: copy failed");
   ExpectSame(got, {{"k-1", clean.at("k-1")}, {"k-2", clean.at("k-2")}}, "untouched");
+}
+
+TEST_F(EngineServiceTest, CreateFailsWhenTheKvPoolCannotBeAllocated) {
+  FlakyBackend flaky(be_.get());
+  flaky.fail_alloc = true;
+  EngineOptions opt;
+  opt.num_blocks = 64;
+  std::unique_ptr<LlmEngine> e;
+  const Status st = LlmEngine::Create(cfg_, &flaky, nullptr, opt, &e);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("out of device memory"), std::string::npos) << st.message();
+  EXPECT_EQ(e, nullptr);
 }
 
 TEST_F(EngineServiceTest, PlannerFailureFallsBackToArrivalOrder) {
