@@ -8,12 +8,11 @@
 
 namespace llmq {
 
-// Where a request is; each unfinished request is counted in exactly one of num_window(),
-// num_queued(), num_running().
-enum class Phase { kWindow, kQueued, kRunning };
-
 // The n samples of one request and what the request reports.
 struct RequestState {
+  // Where the request is; each unfinished request is counted in exactly one of num_window(),
+  // num_queued(), num_running().
+  enum class Phase { kWindow, kQueued, kRunning };
   Request req;  // prompt_ids move into seqs[0] when it is created (the prompt is stored once)
   std::vector<std::unique_ptr<Sequence>> seqs;  // [0] runs the prompt; the rest fork from it
   std::vector<Completion> completions;
@@ -29,6 +28,8 @@ struct RequestState {
 };
 
 namespace {
+
+using Phase = RequestState::Phase;
 
 double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
