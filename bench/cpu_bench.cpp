@@ -9,9 +9,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <vector>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/cpu_backend.h"
 #include "engine/llm_engine.h"
@@ -30,7 +30,8 @@ double RunOnce(const ModelConfig& cfg, Backend* be, int batch, int prompt, int m
   EngineOptions opt;
   opt.num_blocks = batch * BlockManager::BlocksFor(prompt + max_tokens, 16) + 1;
   opt.scheduler.max_num_batched_tokens = 4096;
-  LlmEngine engine(cfg, be, nullptr, opt);
+  std::unique_ptr<LlmEngine> engine;
+  LLMQ_CHECK(LlmEngine::Create(cfg, be, nullptr, opt, &engine).ok());
   Rng rng(prompt * 31 + batch);
   for (int b = 0; b < batch; ++b) {
     Request r;
@@ -41,10 +42,11 @@ double RunOnce(const ModelConfig& cfg, Backend* be, int batch, int prompt, int m
     r.params.max_tokens = max_tokens;
     r.params.temperature = 0;
     r.params.ignore_eos = true;
-    engine.Add(r);
+    engine->Add(r);
   }
   const double t0 = Now();
-  while (engine.HasWork()) engine.Step();
+  std::vector<RequestOutput> out;
+  while (engine->HasWork()) out.clear(), engine->Step(&out);
   return Now() - t0;
 }
 
@@ -116,9 +118,10 @@ int main(int argc, char** argv) {
   // Bytes a decode step streams: every packed weight but the embedding (a row is gathered).
   const double step_bytes = static_cast<double>(be.weight_bytes()) -
                             static_cast<double>(cfg.vocab_size) * cfg.hidden_size * sizeof(float);
-  std::printf("memory read bandwidth now: %.1f GB/s; a decode step streams %.0f MB of weights, so "
-              "batch 1 is bound at %.1f tokens/s\n",
-              bw, step_bytes / 1e6, bw * 1e9 / step_bytes);
+  std::printf(
+      "memory read bandwidth now: %.1f GB/s; a decode step streams %.0f MB of weights, so "
+      "batch 1 is bound at %.1f tokens/s\n",
+      bw, step_bytes / 1e6, bw * 1e9 / step_bytes);
   std::printf("| %-8s | %5s | %6s | %10s | %17s | %6s |\n", "phase", "batch", "prompt", "tokens/s",
               "llama.cpp target", "ratio");
   std::printf("|----------|-------|--------|------------|-------------------|--------|\n");

@@ -25,12 +25,13 @@ class NullBackend : public Backend {
  public:
   explicit NullBackend(int vocab) : vocab_(vocab) {}
   std::string name() const override { return "null"; }
-  void AllocateKv(int, int) override {}
-  void Forward(const StepBatch& b, float* logits) override {
+  Status AllocateKv(int, int) override { return Status::Ok(); }
+  Status Forward(const StepBatch& b, float* logits) override {
     std::memset(logits, 0, sizeof(float) * b.logits_rows.size() * vocab_);
     for (size_t i = 0; i < b.logits_rows.size(); ++i) logits[i * vocab_ + 5 + i % 100] = 1.f;
+    return Status::Ok();
   }
-  void CopyBlocks(const std::vector<std::pair<int, int>>&) override {}
+  Status CopyBlocks(const std::vector<std::pair<int, int>>&) override { return Status::Ok(); }
   uint64_t weight_bytes() const override { return 0; }
 
  private:
@@ -97,7 +98,9 @@ int main(int argc, char** argv) {
     EngineOptions eo;
     eo.num_blocks = blocks;
     eo.scheduler = so;
-    LlmEngine engine(cfg, &be, nullptr, eo);
+    std::unique_ptr<LlmEngine> engine;
+    LLMQ_CHECK(LlmEngine::Create(cfg, &be, nullptr, eo, &engine).ok());
+    std::vector<RequestOutput> out;
     for (int s = 0; s < seqs; ++s) {
       Request q;
       q.id = std::to_string(s);
@@ -106,12 +109,12 @@ int main(int argc, char** argv) {
       q.params.temperature = 0;
       q.params.max_tokens = steps + 4;
       q.params.ignore_eos = true;
-      engine.Add(q);
+      engine->Add(q);
     }
-    engine.Step();
+    engine->Step(&out);
     const int n = steps / 4;
     const double t1 = Now();
-    for (int i = 0; i < n; ++i) engine.Step();
+    for (int i = 0; i < n; ++i) out.clear(), engine->Step(&out);
     whole.push_back((Now() - t1) / n * 1e6);
   }
   std::printf("engine cost per decode step, %d running sequences, prompt %d, block %d (no model)\n",

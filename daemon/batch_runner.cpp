@@ -171,7 +171,9 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
   }
   if (in.bad()) return Status::IoError(opt.input + ": read failed");
 
-  LlmEngine engine(m.cfg, m.backend.get(), m.tokenizer.get(), opt.engine);
+  std::unique_ptr<LlmEngine> engine;
+  LLMQ_RETURN_IF_ERROR(
+      LlmEngine::Create(m.cfg, m.backend.get(), m.tokenizer.get(), opt.engine, &engine));
   auto fail = [&](Line& l, const std::string& msg) {
     l.out = jobs::ErrorLine(l.req.custom_id, l.request_id, msg);
     l.is_error = true;
@@ -185,12 +187,12 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
     }
     Request r;
     r.id = std::to_string(i);
-    if (std::string err = BuildRequest(m, opt, engine.max_sequence_tokens(), l.req, &r);
+    if (std::string err = BuildRequest(m, opt, engine->max_sequence_tokens(), l.req, &r);
         !err.empty()) {
       fail(l, err);
       continue;
     }
-    engine.Add(std::move(r));
+    engine->Add(std::move(r));
     ++queued;
   }
 
@@ -198,8 +200,13 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
   std::vector<double> ttft, latency;
   size_t finished = 0;
   auto last_print = std::chrono::steady_clock::now();
-  while (engine.HasWork()) {
-    for (RequestOutput& o : engine.Step()) {
+  std::vector<RequestOutput> step_out;
+  while (engine->HasWork()) {
+    step_out.clear();
+    // A failed step fails its requests (their lines say why); the rest go on.
+    if (Status st = engine->Step(&step_out); !st.ok())
+      std::fprintf(stderr, "llmq run: %s\n", st.message().c_str());
+    for (RequestOutput& o : step_out) {
       Line& l = lines[std::stoul(o.id)];
       ++finished;
       if (!o.ok()) {

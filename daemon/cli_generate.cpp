@@ -45,19 +45,21 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
   req.params = p;
   EngineOptions opt;
   opt.num_blocks = BlockManager::BlocksFor(model.cfg.max_position_embeddings, opt.block_size);
-  LlmEngine engine(model.cfg, model.backend.get(), model.tokenizer.get(), opt);
+  std::unique_ptr<LlmEngine> engine;
+  if (Status st =
+          LlmEngine::Create(model.cfg, model.backend.get(), model.tokenizer.get(), opt, &engine);
+      !st.ok())
+    return Fail(cmd, st);
   const auto t0 = std::chrono::steady_clock::now();
-  engine.Add(std::move(req));
-  RequestOutput out;
-  while (engine.HasWork())
-    for (RequestOutput& o : engine.Step()) out = std::move(o);
+  engine->Add(std::move(req));
+  std::vector<RequestOutput> outs;
+  while (engine->HasWork()) engine->Step(&outs);  // a failure is the output's error
+  const RequestOutput& out = outs.at(0);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!out.ok()) {
-    return Fail(cmd, out.error);
-  }
+  if (!out.ok()) return Fail(cmd, out.error);
   const Completion& c = out.completions.at(0);
   if (f.json) {
-    nlohmann::json j{{"prompt_ids", out.prompt_ids},
+    nlohmann::json j{{"prompt_ids", ids},
                      {"completion_ids", c.ids},
                      {"text", c.text},
                      {"finish_reason", c.finish_reason}};
@@ -65,7 +67,7 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
   } else {
     std::printf("%s\n", c.text.c_str());
     std::fprintf(stderr, "[%zu prompt + %zu completion tokens in %.2f s, finish_reason %s]\n",
-                 out.prompt_ids.size(), c.ids.size(), secs, c.finish_reason.c_str());
+                 ids.size(), c.ids.size(), secs, c.finish_reason.c_str());
   }
   return 0;
 }

@@ -1,11 +1,15 @@
 // Backend: the seam between the engine and the device. It takes a whole step's flat batch in one
 // call and owns the KV pool; nothing per token crosses it. Chosen once at start-up.
+// Device failures (out of memory, a failed launch, a lost device) come back as a non-OK Status; the
+// engine fails the requests of that step and keeps serving the others.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "engine/status.h"
 
 namespace llmq {
 
@@ -36,11 +40,12 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   // (Re)creates the KV pool: `num_blocks` blocks of `block_size` tokens, for every layer.
-  virtual void AllocateKv(int num_blocks, int block_size) = 0;
+  virtual Status AllocateKv(int num_blocks, int block_size) = 0;
   // Runs the model on `batch`; writes logits [L, vocab] (L = batch.logits_rows.size()) to `logits`.
-  virtual void Forward(const StepBatch& batch, float* logits) = 0;
+  // On failure the K/V written for the batch's slots are unspecified.
+  virtual Status Forward(const StepBatch& batch, float* logits) = 0;
   // Copies the KV of whole blocks src[i] -> dst[i] in every layer (copy-on-write of shared blocks).
-  virtual void CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) = 0;
+  virtual Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) = 0;
   // Bytes of device memory the weights occupy.
   virtual uint64_t weight_bytes() const = 0;
 };

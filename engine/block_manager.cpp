@@ -23,6 +23,9 @@ uint64_t BlockManager::HashBlock(uint64_t parent_hash, const int32_t* tokens, in
   return h;
 }
 
+// A hit needs the same hash, the same tokens and the same physical parent at the same epoch: a
+// parent block reused for other content has a new epoch, so its old children can no longer match
+// (they still sit in the map until evicted, but are unreachable from the new content).
 int32_t BlockManager::Lookup(uint64_t hash, const int32_t* tokens, int32_t parent) const {
   auto [it, end] = map_.equal_range(hash);
   for (; it != end; ++it) {
@@ -45,6 +48,9 @@ void BlockManager::Uncache(int32_t b) {
   blk.cached = false;
 }
 
+// Free blocks first; only when none is left is a cached one evicted (least recently used): cached
+// blocks are worth keeping. The taken block leaves the map before it gets new content, and its
+// epoch moves on so that children registered under its old identity never match again.
 int32_t BlockManager::TakeBlock() {
   int32_t b;
   if (!free_.empty()) {
@@ -67,6 +73,7 @@ int32_t BlockManager::TakeBlock() {
 
 void BlockManager::Ref(int32_t b) {
   Block& blk = blocks_[b];
+  // A cached block taken back into use leaves the LRU: blocks with ref > 0 are on no list.
   if (blk.on_lru) {
     lru_.erase(blk.lru_it);
     blk.on_lru = false;
@@ -78,6 +85,8 @@ void BlockManager::Unref1(int32_t b) {
   Block& blk = blocks_[b];
   LLMQ_CHECK(blk.ref > 0);
   if (--blk.ref > 0) return;
+  // The last reference went: a block with an identity stays reusable (LRU, most recent at the
+  // back); one without (partial, never computed, or cache off) is blank and goes to the free list.
   if (blk.cached) {
     blk.lru_it = lru_.insert(lru_.end(), b);
     blk.on_lru = true;
@@ -99,7 +108,9 @@ BlockManager::Admit BlockManager::Allocate(Sequence* seq, int reserve) {
     const uint64_t parent = i ? seq->block_hashes[i - 1] : 0;
     seq->block_hashes.push_back(HashBlock(parent, &seq->tokens[i * bs], bs));
   }
-  // Leading cache hits; at least one token is left to compute (its logits are needed).
+  // Leading cache hits; at least one token is left to compute (its logits are needed). A block
+  // another sequence is computing right now is waited for rather than computed twice (in_flight_);
+  // our own in-flight entries (a preempted sequence re-admitted) do not block us.
   std::vector<int32_t> hits;
   if (cache_enabled_) {
     const int max_hit = std::min(full, (n - 1) / bs);
@@ -116,6 +127,7 @@ BlockManager::Admit BlockManager::Allocate(Sequence* seq, int reserve) {
     }
   }
   const int need = BlocksFor(n, bs) - static_cast<int>(hits.size());
+  // Hits that sit on the LRU count as available but will be taken as hits, not as new blocks.
   int hits_on_lru = 0;
   for (int32_t b : hits) hits_on_lru += blocks_[b].on_lru;
   if (need + reserve > num_available() - hits_on_lru) return Admit::kNoSpace;
@@ -142,6 +154,8 @@ bool BlockManager::AppendSlot(Sequence* seq, std::vector<std::pair<int, int>>* c
     return true;
   }
   const int32_t old = seq->block_table[idx];
+  // A partial block with ref > 1 is shared with forks (full blocks are never written again): the
+  // writer gets its own copy; the others keep the original.
   if (blocks_[old].ref > 1) {  // shared partial block: copy on write
     if (num_available() == 0) return false;
     const int32_t b = TakeBlock();
@@ -164,6 +178,8 @@ void BlockManager::MarkComputed(Sequence* seq) {
     const int32_t b = seq->block_table[i];
     const int32_t parent = i ? seq->block_table[i - 1] : -1;
     Block& blk = blocks_[b];
+    // Registered once: if an identical block is already cached (computed concurrently by a
+    // sequence that did not wait), this one stays out of the map and is freed with its sequence.
     if (!blk.cached && Lookup(h, &seq->tokens[i * bs], parent) < 0) {
       blk.cached = true;
       blk.hash = h;
@@ -195,6 +211,51 @@ void BlockManager::Fork(const Sequence& parent, Sequence* child) {
   for (int32_t b : child->block_table) Ref(b);
   child->block_hashes = parent.block_hashes;
   child->num_registered = parent.num_registered;
+}
+
+bool BlockManager::CheckInvariants(std::string* why) const {
+  auto fail = [why](std::string m) {
+    if (why) *why = std::move(m);
+    return false;
+  };
+  const auto name = [](int32_t b) { return "block " + std::to_string(b); };
+  std::vector<uint8_t> seen(num_blocks_, 0);  // 1: on the free list, 2: on the LRU list
+  for (int32_t b : free_) {
+    if (b < 0 || b >= num_blocks_) return fail("free list holds " + name(b));
+    if (seen[b]) return fail(name(b) + " is on the free list twice");
+    seen[b] = 1;
+  }
+  for (int32_t b : lru_) {
+    if (b < 0 || b >= num_blocks_) return fail("LRU list holds " + name(b));
+    if (seen[b])
+      return fail(name(b) + (seen[b] == 1 ? " is free and" : " is") + " on the LRU twice");
+    seen[b] = 2;
+  }
+  size_t cached = 0;
+  for (int32_t b = 0; b < num_blocks_; ++b) {
+    const Block& blk = blocks_[b];
+    if (blk.ref < 0) return fail(name(b) + " has a negative ref count");
+    // In use, or exactly one of the two lists, never both.
+    if (blk.ref > 0 && seen[b]) return fail(name(b) + " is in use and on a list");
+    if (blk.ref == 0 && !seen[b]) return fail(name(b) + " is unreferenced and on no list");
+    if ((seen[b] == 2) != blk.on_lru) return fail(name(b) + ": on_lru disagrees with the LRU");
+    // The LRU holds only cached blocks (evictable identities); the free list only blank ones.
+    if (seen[b] == 2 && !blk.cached) return fail(name(b) + " is on the LRU but not cached");
+    if (seen[b] == 1 && blk.cached) return fail(name(b) + " is free but still cached");
+    if (!blk.cached) continue;
+    ++cached;
+    if (!cache_enabled_) return fail(name(b) + " is cached with the prefix cache off");
+    if (static_cast<int>(blk.tokens.size()) != block_size_)
+      return fail(name(b) + " is cached but not full");
+    bool in_map = false;
+    for (auto [it, end] = map_.equal_range(blk.hash); it != end; ++it) in_map |= it->second == b;
+    if (!in_map) return fail(name(b) + " is cached but not in the map under its hash");
+  }
+  // Each cached block is in the map once, and the map holds nothing else.
+  if (cached != map_.size())
+    return fail("the map holds " + std::to_string(map_.size()) + " entries for " +
+                std::to_string(cached) + " cached blocks");
+  return true;
 }
 
 }  // namespace llmq

@@ -12,12 +12,15 @@
 //   free        ref == 0, no identity: on the free list.
 // Blocks being computed (a prompt's full blocks before their step ran) are "in flight": a second
 // sequence that needs one waits instead of computing it again.
-// Invariants: every block is in exactly one of {in use, cached (LRU), free}; the cache map holds
-// only computed blocks. Not thread-safe: owned by the engine's step loop.
+// Invariants (CheckInvariants): every block is in exactly one of {in use, cached (LRU), free}; the
+// free list and the LRU list hold no block twice; the cache map holds only computed full blocks
+// (in use or on the LRU), each once, under its own hash. Not thread-safe: owned by the engine's
+// step loop.
 #pragma once
 
 #include <cstdint>
 #include <list>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -57,6 +60,9 @@ class BlockManager {
   void Ref(int32_t block);
   void Unref(int32_t block);
   int ref_count(int32_t block) const { return blocks_[block].ref; }
+  // Checks the invariants above (O(num_blocks)); on a violation says which in `why`.
+  bool CheckInvariants(std::string* why) const;
+  size_t num_cached() const { return map_.size(); }
   bool prefix_cache_enabled() const { return cache_enabled_; }
 
  private:

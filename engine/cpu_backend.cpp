@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "kernels/cpu/ops.h"
 
@@ -59,28 +60,31 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w) : cfg_(cfg) {
     }
 }
 
-void CpuBackend::KvBuffer::Reset(size_t floats) {
+bool CpuBackend::KvBuffer::Reset(size_t floats) {
   if (data) munmap(data, bytes);
-  data = nullptr, bytes = floats * sizeof(float);
-  if (!floats) return;
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+  data = nullptr, bytes = 0;
+  if (!floats) return true;
+  void* p = mmap(nullptr, floats * sizeof(float), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
-    std::fprintf(stderr, "llmq: cannot map %zu bytes for the KV cache\n", bytes);
-    std::abort();
-  }
-  data = static_cast<float*>(p);
+  if (p == MAP_FAILED) return false;
+  data = static_cast<float*>(p), bytes = floats * sizeof(float);
+  return true;
 }
 
-void CpuBackend::AllocateKv(int num_blocks, int block_size) {
+Status CpuBackend::AllocateKv(int num_blocks, int block_size) {
   num_blocks_ = num_blocks;
   block_size_ = block_size;
   const size_t n = static_cast<size_t>(cfg_.num_layers) * num_blocks * cfg_.kv_dim() * block_size;
-  k_cache_.Reset(n);
-  v_cache_.Reset(n);
+  if (!k_cache_.Reset(n) || !v_cache_.Reset(n)) {
+    k_cache_.Reset(0), v_cache_.Reset(0);
+    num_blocks_ = 0;
+    return Status::IoError("cannot map " + std::to_string(2 * n * sizeof(float)) +
+                           " bytes for the KV cache");
+  }
+  return Status::Ok();
 }
 
-void CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
+Status CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
   const size_t per_block = static_cast<size_t>(cfg_.kv_dim()) * block_size_;
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const size_t base = static_cast<size_t>(l) * num_blocks_ * per_block;
@@ -91,14 +95,17 @@ void CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
                   per_block * 4);
     }
   }
+  return Status::Ok();
 }
 
-void CpuBackend::Forward(const StepBatch& b, float* logits) {
+Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   const int64_t T = b.num_tokens();
   const int H = cfg_.hidden_size, I = cfg_.intermediate_size;
   const int qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), D = cfg_.head_dim;
   const int64_t qkv_w = qd + 2 * kvd;
-  for (int32_t p : b.positions) LLMQ_CHECK(p >= 0 && p < cfg_.max_position_embeddings);
+  for (int32_t p : b.positions)
+    if (p < 0 || p >= cfg_.max_position_embeddings)
+      return Status::InvalidArgument("position " + std::to_string(p) + " is outside the context");
   Grow(x_, T * H), Grow(xn_, T * H), Grow(qkv_, T * qkv_w), Grow(attn_, T * qd);
   Grow(proj_, T * H), Grow(gu_, T * 2 * I), Grow(act_, T * I);
 
@@ -139,6 +146,7 @@ void CpuBackend::Forward(const StepBatch& b, float* logits) {
     std::memcpy(&proj_[i * H], &x_[static_cast<int64_t>(b.logits_rows[i]) * H], H * sizeof(float));
   kernels::RmsNorm(proj_.data(), final_norm_.data(), nl, H, cfg_.rms_norm_eps, xn_.data());
   kernels::Gemm(xn_.data(), H, static_cast<int>(nl), lm_head_, logits, cfg_.vocab_size);
+  return Status::Ok();
 }
 
 }  // namespace llmq

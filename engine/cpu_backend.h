@@ -18,9 +18,9 @@ class CpuBackend : public Backend {
  public:
   CpuBackend(const ModelConfig& cfg, const Weights& w);
   std::string name() const override { return "cpu"; }
-  void AllocateKv(int num_blocks, int block_size) override;
-  void Forward(const StepBatch& batch, float* logits) override;
-  void CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) override;
+  Status AllocateKv(int num_blocks, int block_size) override;
+  Status Forward(const StepBatch& batch, float* logits) override;
+  Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) override;
   uint64_t weight_bytes() const override { return weight_bytes_; }
 
  private:
@@ -44,7 +44,7 @@ class CpuBackend : public Backend {
   struct KvBuffer {
     float* data = nullptr;
     size_t bytes = 0;
-    void Reset(size_t floats);
+    bool Reset(size_t floats);  // false when the mapping fails (then empty)
     ~KvBuffer() { Reset(0); }
   };
   int block_size_ = 16, num_blocks_ = 0;

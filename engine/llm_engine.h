@@ -1,14 +1,21 @@
-// LlmEngine: add requests, step until done. One step = schedule -> run -> postprocess (sample,
-// detokenize, check stops, fork n > 1 samples, finish).
+// LlmEngine: add requests, step until done. One step = plan -> materialize -> schedule -> run ->
+// postprocess (sample, detokenize, check stops, fork n > 1 samples, finish). Built to serve for
+// months: Add and Cancel between steps at any time; bookkeeping is bounded by what is in flight.
 //
 // Offline planning: requests added since the last step form the pending window; with the planner
 // on, the window is ordered by PlanPrefixes (depth-first over shared prompt prefixes) before it is
-// queued, and each group's shared prefix blocks are pinned from the moment its first request has
-// computed them until the group's last request is admitted. Not thread-safe: one thread drives it.
+// queued (the engine keeps the queue; Sequences are created only for its head, as the scheduler can
+// admit them), and each group's shared prefix blocks are pinned from the moment its first request
+// has computed them until the group's last request is admitted. Not thread-safe: one thread drives
+// it.
 #pragma once
 
 #include <algorithm>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -19,6 +26,7 @@
 #include "engine/prefix_planner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/status.h"
 #include "engine/tokenizer.h"
 
 namespace llmq {
@@ -30,11 +38,14 @@ struct EngineOptions {
   bool enable_prefix_cache = true;
   bool enable_planner = true;
   SchedulerOptions scheduler;
+  // The window planner; null: PlanPrefixes. An exception from it falls back to arrival order.
+  std::function<Plan(const std::vector<std::span<const int32_t>>&, int block_size)> planner;
 };
 
 struct EngineStats {
   int64_t steps = 0;
   int64_t preemptions = 0;
+  int64_t tokens_generated = 0;  // every sampled token, all samples (live progress)
   int peak_blocks_in_use = 0;
 };
 
@@ -42,16 +53,38 @@ struct RequestState;
 
 class LlmEngine {
  public:
-  // `tokenizer` may be null (ids only: no text, no stop strings).
-  LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* tokenizer,
-            const EngineOptions& opt);
+  // Builds an engine and its KV pool (Backend::AllocateKv); `tokenizer` may be null (ids only: no
+  // text, no stop strings).
+  static Status Create(const ModelConfig& cfg, Backend* backend, const Tokenizer* tokenizer,
+                       const EngineOptions& opt, std::unique_ptr<LlmEngine>* out);
   ~LlmEngine();
-  // Queues a request. One that can never run (empty, too long for the context or the KV pool,
-  // bad parameters) finishes at once with `error` set on the next Step().
+  LlmEngine(const LlmEngine&) = delete;
+  LlmEngine& operator=(const LlmEngine&) = delete;
+
+  // Queues a request; allowed at any time between steps. One that can never run (empty, too long
+  // for the context or the KV pool, bad parameters, an id already unfinished) is reported with
+  // `error` set on the next Step().
   void Add(Request req);
-  // Runs one step; returns the requests that finished in it.
-  std::vector<RequestOutput> Step();
-  bool HasWork() const;
+  // Runs one step and appends the requests that finished in it (and those refused or cancelled
+  // since the last step) to *out. Non-OK when the backend failed (every request that had a
+  // sequence in the step is appended with error "backend: ...", the others go on) or when the
+  // planner failed (its window runs in arrival order without pins).
+  Status Step(std::vector<RequestOutput>* out);
+  // Cancels an unfinished request in whatever state it is; it is reported on the next Step() with
+  // cancelled = true and error "cancelled". False for an unknown or already finished id.
+  bool Cancel(const std::string& request_id);
+  bool HasWork() const { return num_unfinished() > 0; }
+
+  // Requests by state; num_unfinished() = num_window() + num_queued() + num_running() + those
+  // finished (refused, cancelled) but not yet reported.
+  size_t num_window() const { return window_.size(); }  // added, not yet planned
+  size_t num_queued() const { return num_queued_; }     // planned, never admitted (incl. waiting)
+  size_t num_running() const { return num_running_; }   // admitted (incl. preempted), unfinished
+  size_t num_unfinished() const { return requests_.size() + reports_.size(); }
+  // Entries in the engine's own containers (queues, maps, groups): stays bounded by what is in
+  // flight, however long the engine serves.
+  size_t bookkeeping_size() const;
+
   const BlockManager& blocks() const { return blocks_; }
   int num_blocks() const { return blocks_.num_blocks(); }
   // Tokens one sequence can ever hold: the context, or the KV pool if smaller.
@@ -59,16 +92,31 @@ class LlmEngine {
     return std::min(cfg_.max_position_embeddings, blocks_.num_blocks() * blocks_.block_size());
   }
   const EngineStats& stats() const { return stats_; }
+  // The block manager's invariants, and: every block's ref count equals the references of live
+  // sequences' block tables plus the engine's pins. O(blocks + live requests); for tests.
+  bool CheckInvariants(std::string* why) const;
 
  private:
-  void PlanWindow();
-  void UpdatePins(const ScheduleResult& r);
+  LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* tokenizer,
+            const EngineOptions& opt);
+  // Step's phases.
+  Status PlanWindow();  // window_ -> planned_ (the queue), groups_
+  void Materialize();   // Sequences for the queue's head, as many as could be admitted soon
+  void Schedule();      // the scheduler's step, admission metrics, pins
+  Status Run();         // copy-on-write copies and the forward pass
+  void Postprocess(std::vector<RequestOutput>* out);  // sample, append, fork, finish
+  void FailStep(const Status& why, std::vector<RequestOutput>* out);
+
+  void UpdatePins();
   bool ReleasePins();                            // true when any block was pinned
   int MaxLen(int prompt, int max_tokens) const;  // prompt + max_tokens, capped at the context
   bool Append(Sequence* s, int token);           // true when s is finished
   void FinishSeq(Sequence* s, std::vector<RequestOutput>* done);
+  // Ends a request: drops its sequences and bookkeeping, appends its output to *out.
+  void Report(RequestState* st, std::string error, bool cancelled, std::vector<RequestOutput>* out);
   void Fork(Sequence* parent);  // the n - 1 other samples share its blocks
-  std::unique_ptr<Sequence> NewSeq(RequestState* st, int index);
+  std::unique_ptr<Sequence> NewSeq(RequestState* st, int index, const std::vector<int32_t>& prompt);
+  RequestState* At(uint64_t position) const;  // planned_ entry, null once gone
 
   ModelConfig cfg_;
   Backend* backend_;
@@ -78,24 +126,34 @@ class LlmEngine {
   Scheduler scheduler_;
   ModelRunner runner_;
   ScheduleResult sched_;
+  std::vector<Sequence*> samplers_;
+  Clock::time_point step_time_;  // when this step's tokens were sampled
   EngineStats stats_;
   int64_t next_seq_id_ = 0;
-  std::vector<std::unique_ptr<RequestState>> window_;  // added, not yet planned
-  std::unordered_map<RequestState*, std::unique_ptr<RequestState>> live_;
-  std::vector<RequestOutput> rejected_;
+  std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;  // unfinished, by id
+  std::vector<RequestState*> window_;   // added, not yet planned
+  std::vector<RequestOutput> reports_;  // refused or cancelled, for the next Step
+  size_t num_queued_ = 0, num_running_ = 0;
   std::vector<int32_t> eos_;
 
-  // Pinning: the planned order of the current window and its groups.
+  // The queue in planned order. Positions count every request ever planned; planned_[i] is
+  // position planned_base_ + i, null once the request finished or was cancelled. Positions below
+  // materialized_ have Sequences (handed to the scheduler); the rest only their Request.
+  std::deque<RequestState*> planned_;
+  uint64_t planned_base_ = 0;
+  uint64_t materialized_ = 0;
+  uint64_t next_to_admit_ = 0;  // every position before it was admitted or is gone
+
+  // Pinning: each group's shared prefix blocks, held from when a running member has computed them
+  // until every member was admitted (or is gone). In non-decreasing `begin` order.
   struct Group {
-    PlanGroup g;
+    uint64_t begin, end;  // positions of its members
+    int32_t shared_tokens;
     std::vector<int32_t> pinned;  // blocks the engine holds a reference on
     bool done = false;
-    uint32_t scan = 0;  // members before this position have all finished
+    uint64_t scan = 0;  // members before this position have all finished
   };
-  std::vector<RequestState*> planned_;  // queue order; null once finished
-  std::unordered_map<const RequestState*, uint32_t> position_;
-  std::vector<Group> groups_;
-  uint32_t next_to_admit_ = 0;  // first position of planned_ never admitted
+  std::deque<Group> groups_;
 };
 
 // Blocks that `kv_memory_bytes` buys at fp32 K/V.

@@ -29,12 +29,10 @@ void ModelRunner::Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
   }
 }
 
-const std::vector<float>& ModelRunner::Run(const std::vector<ScheduledSeq>& step,
-                                           std::vector<Sequence*>* samplers) {
+Status ModelRunner::Run(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers) {
   Build(step, &batch_, samplers);
   logits_.resize(batch_.logits_rows.size() * static_cast<size_t>(vocab_));
-  backend_->Forward(batch_, logits_.data());
-  return logits_;
+  return backend_->Forward(batch_, logits_.data());
 }
 
 }  // namespace llmq

@@ -12,10 +12,10 @@ class ModelRunner {
  public:
   ModelRunner(Backend* backend, int vocab_size, int block_size)
       : backend_(backend), vocab_(vocab_size), block_size_(block_size) {}
-  // Runs one step. Returns the logits [L, vocab] of the sequences that finish their pending tokens
-  // in this step (in `step` order); `samplers` receives those sequences.
-  const std::vector<float>& Run(const std::vector<ScheduledSeq>& step,
-                                std::vector<Sequence*>* samplers);
+  // Runs one step: `samplers` receives the sequences that finish their pending tokens in this step
+  // (in `step` order), logits() their next-token logits [L, vocab]. The backend's Status.
+  Status Run(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers);
+  const std::vector<float>& logits() const { return logits_; }
   // Builds the flat batch (exposed for tests).
   void Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
              std::vector<Sequence*>* samplers) const;

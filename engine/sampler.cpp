@@ -300,4 +300,18 @@ size_t StopHoldback(const std::string& text, const std::vector<std::string>& sto
   return best;
 }
 
+uint64_t DefaultSeed(std::string_view job_id, std::string_view custom_id) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](unsigned char c) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  };
+  for (char c : job_id) mix(static_cast<unsigned char>(c));
+  mix(0);
+  for (char c : custom_id) mix(static_cast<unsigned char>(c));
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
 }  // namespace llmq

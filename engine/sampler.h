@@ -6,16 +6,20 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace llmq {
 
 struct SamplingParams {
-  float temperature = 1.0f;      // 0 = greedy (argmax; ties go to the lowest id)
-  int top_k = 0;                 // 0 or < 0 = off
-  float top_p = 1.0f;            // 1 = off
-  float min_p = 0.0f;            // 0 = off; keeps tokens with p >= min_p * p_max
-  std::optional<uint64_t> seed;  // unset = seeded from the request's identity by the caller
+  float temperature = 1.0f;  // 0 = greedy (argmax; ties go to the lowest id)
+  int top_k = 0;             // 0 or < 0 = off
+  float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off; keeps tokens with p >= min_p * p_max
+  // Seed of the request's random stream; sample k (of n) draws from an Rng seeded with
+  // seed + 0x9E3779B97F4A7C15 * k. Unset: the engine uses DefaultSeed("", request id); the daemon
+  // sets DefaultSeed(job id, custom_id) itself, so a rerun of a job samples the same.
+  std::optional<uint64_t> seed;
   int max_tokens = 16;
   std::vector<int> stop_token_ids;  // in addition to the model's EOS ids
   std::vector<std::string> stop;    // stop strings; the text is cut before the match
@@ -31,6 +35,12 @@ class Rng {
  private:
   uint64_t state_;
 };
+
+// The seed of a request that did not choose one: portable and stable across builds and machines
+// (unlike std::hash). FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3) over the
+// bytes of job_id, one 0 byte, then the bytes of custom_id; then the splitmix64 finalizer
+// z = (z ^ z >> 30) * 0xbf58476d1ce4e5b9; z = (z ^ z >> 27) * 0x94d049bb133111eb; z ^ z >> 31.
+uint64_t DefaultSeed(std::string_view job_id, std::string_view custom_id);
 
 // Picks the next token from `logits[0, vocab)` under `p`. temperature < 1e-5 (or NaN): greedy
 // argmax, ties to the lowest id, no draw (`rng` may be null). Otherwise exactly one

@@ -63,6 +63,16 @@ void Scheduler::Schedule(ScheduleResult* out) {
   }
 }
 
+void Scheduler::Remove(Sequence* seq) {
+  if (seq->status == SeqStatus::kWaiting) {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
+    blocks_->Release(seq);  // a waiting sequence holds none; Release also forgets in-flight hashes
+    seq->status = SeqStatus::kFinished;
+  } else if (seq->status == SeqStatus::kRunning) {
+    Finish(seq);
+  }
+}
+
 void Scheduler::Finish(Sequence* seq) {
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   blocks_->Release(seq);

@@ -43,9 +43,12 @@ class Scheduler {
   void Schedule(ScheduleResult* out);
   // Drops a finished sequence from the running set and frees its blocks.
   void Finish(Sequence* seq);
+  // Drops a sequence that is waiting or running (cancelled, failed) and frees its blocks.
+  void Remove(Sequence* seq);
   bool HasWork() const { return !waiting_.empty() || !running_.empty(); }
   size_t num_running() const { return running_.size(); }
   size_t num_waiting() const { return waiting_.size(); }
+  const std::vector<Sequence*>& running() const { return running_; }
 
  private:
   void Preempt(Sequence* seq, ScheduleResult* out);

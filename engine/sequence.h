@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,10 +16,12 @@ namespace llmq {
 using Clock = std::chrono::steady_clock;
 
 struct Request {
-  std::string id;
+  std::string id;                   // unique among the engine's unfinished requests
   std::vector<int32_t> prompt_ids;  // BOS included when the model asks for it
-  SamplingParams params;
-  int n = 1;  // parallel samples; they share the prompt's KV blocks
+  SamplingParams params;            // no seed: the engine uses DefaultSeed("", id)
+  int n = 1;                        // parallel samples; they share the prompt's KV blocks
+  // When the request arrived (e.g. when its job was accepted); unset: the time of Add.
+  std::optional<Clock::time_point> arrival;
 };
 
 struct Completion {
@@ -34,15 +37,20 @@ struct RequestMetrics {
   int completion_tokens = 0;       // over all n samples
   int preemptions = 0;
   double queue_seconds = 0;  // arrival -> first admitted
-  double ttft_seconds = 0;   // arrival -> first token
-  double total_seconds = 0;  // arrival -> last sample finished
+  double ttft_seconds = 0;   // first admitted -> first token
+  // Mean gap between consecutive tokens after the first, averaged over the samples that have two
+  // tokens or more; 0 when none has.
+  double itl_seconds = 0;
+  double total_seconds = 0;  // arrival -> finished (last sample, cancelled or failed)
 };
 
 struct RequestOutput {
   std::string id;
-  std::vector<int32_t> prompt_ids;
-  std::vector<Completion> completions;  // n, by sample index; empty when refused
-  std::string error;                    // non-empty: refused before running
+  std::vector<Completion> completions;  // n, by sample index; empty when !ok()
+  // Non-empty: the request did not complete: refused when added, "cancelled", or
+  // "backend: <message>" when a step it ran in failed.
+  std::string error;
+  bool cancelled = false;  // Cancel()ed (error is "cancelled")
   RequestMetrics metrics;
   bool ok() const { return error.empty(); }
 };
@@ -71,6 +79,8 @@ struct Sequence {
   std::string text;                           // completion text released so far
   std::string finish_reason;
   bool stopped_by_string = false;
+  Clock::time_point last_token_at;  // when its latest token was sampled
+  double token_gaps_seconds = 0;    // sum of the gaps between its tokens after the first
 
   int num_completion() const { return static_cast<int>(tokens.size()) - num_prompt; }
   // Tokens still to run through the model: the prompt's rest in prefill, 1 in decode.

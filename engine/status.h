@@ -11,7 +11,15 @@ namespace llmq {
 
 class Status {
  public:
-  enum class Code { kOk, kInvalidArgument, kNotFound, kCorruption, kIoError, kUnsupported };
+  enum class Code {
+    kOk,
+    kInvalidArgument,
+    kNotFound,
+    kCorruption,
+    kIoError,
+    kUnsupported,
+    kInternal
+  };
 
   Status() = default;
   static Status Ok() { return Status(); }
@@ -22,6 +30,8 @@ class Status {
   static Status Corruption(std::string m) { return Status(Code::kCorruption, std::move(m)); }
   static Status IoError(std::string m) { return Status(Code::kIoError, std::move(m)); }
   static Status Unsupported(std::string m) { return Status(Code::kUnsupported, std::move(m)); }
+  // A failure of the machinery (device, allocation) rather than of the input.
+  static Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -224,6 +224,7 @@ IncrementalDecoder::IncrementalDecoder(const Tokenizer& tok, std::vector<int> pr
     : tok_(tok), ids_(std::move(prompt_ids)) {
   // Rebase decodes only a tail of a long prompt; the full decode is needed for short ones only.
   Rebase(ids_.size() > kMaxWindow ? std::string() : tok_.Decode(ids_));
+  ids_.shrink_to_fit();  // keep only the window, not the whole prompt's allocation
 }
 
 // Sentencepiece decodes a run of consecutive byte pieces greedily, one UTF-8 character (or one

@@ -81,7 +81,7 @@ TEST_P(CpuBackendVsReference, LogitsMatchPlainForwardAtEveryPosition) {
   ASSERT_TRUE(Weights::Load(dir, loaded, &w).ok());
   CpuBackend be(loaded, *w);
   const int bs = 16, n = 83;  // spans 6 blocks, the last one partial
-  be.AllocateKv(32, bs);
+  ASSERT_TRUE(be.AllocateKv(32, bs).ok());
   const std::vector<int> toks = RandomTokens(n, cfg.vocab_size, 11);
   const std::vector<float> got = testing::ForwardOneSequence(
       be, toks, 0, n, ShuffledBlocks(n, bs, 32, 3).table, bs, cfg.vocab_size);
@@ -120,7 +120,8 @@ class CpuBackendInvariance : public ::testing::Test {
 TEST_F(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
   CpuBackend whole(cfg_, *w_), chunked(cfg_, *w_);
   const int bs = 16, n = 77, V = cfg_.vocab_size;
-  whole.AllocateKv(16, bs), chunked.AllocateKv(16, bs);
+  ASSERT_TRUE(whole.AllocateKv(16, bs).ok());
+  ASSERT_TRUE(chunked.AllocateKv(16, bs).ok());
   const Layout lay = ShuffledBlocks(n, bs, 16, 9);
   const std::vector<int> toks = RandomTokens(n, V, 21);
   const int threads = omp_get_max_threads();
@@ -128,7 +129,7 @@ TEST_F(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
   const std::vector<float> all = testing::ForwardOneSequence(whole, toks, 0, n, lay.table, bs, V);
   omp_set_num_threads(1);
   for (int chunk : {1, 5, 16, 33}) {
-    chunked.AllocateKv(16, bs);
+    ASSERT_TRUE(chunked.AllocateKv(16, bs).ok());
     for (int begin = 0; begin < n; begin += chunk) {
       const int end = std::min(n, begin + chunk);
       const std::vector<float> part =

@@ -50,11 +50,16 @@ class LlmEngineTest : public ::testing::Test {
     EngineOptions opt;
     opt.num_blocks = 128;
     opt.scheduler.max_num_batched_tokens = budget;
-    LlmEngine engine(cfg_, &be, nullptr, opt);
-    for (const Request& r : reqs) engine.Add(r);
+    std::unique_ptr<LlmEngine> engine;
+    EXPECT_TRUE(LlmEngine::Create(cfg_, &be, nullptr, opt, &engine).ok());
+    for (const Request& r : reqs) engine->Add(r);
     std::map<std::string, RequestOutput> out;
-    while (engine.HasWork())
-      for (RequestOutput& o : engine.Step()) out[o.id] = std::move(o);
+    std::vector<RequestOutput> step;
+    while (engine->HasWork()) {
+      EXPECT_TRUE(engine->Step(&step).ok());
+      for (RequestOutput& o : step) out[o.id] = std::move(o);
+      step.clear();
+    }
     return out;
   }
 
@@ -94,7 +99,8 @@ TEST_F(LlmEngineTest, RejectsWhatCanNeverRun) {
   CpuBackend be(cfg_, *w_);
   EngineOptions opt;
   opt.num_blocks = 4;  // 64 tokens
-  LlmEngine engine(cfg_, &be, nullptr, opt);
+  std::unique_ptr<LlmEngine> engine;
+  ASSERT_TRUE(LlmEngine::Create(cfg_, &be, nullptr, opt, &engine).ok());
   Request big;
   big.id = "big";
   big.prompt_ids.assign(60, 5);
@@ -108,10 +114,14 @@ TEST_F(LlmEngineTest, RejectsWhatCanNeverRun) {
   fine.id = "fine";
   fine.prompt_ids = {1, 7, 8};
   fine.params.max_tokens = 4;
-  for (Request* r : {&big, &empty, &bad_id, &fine}) engine.Add(*r);
+  for (Request* r : {&big, &empty, &bad_id, &fine}) engine->Add(*r);
   std::map<std::string, RequestOutput> out;
-  while (engine.HasWork())
-    for (RequestOutput& o : engine.Step()) out[o.id] = o;
+  std::vector<RequestOutput> step;
+  while (engine->HasWork()) {
+    ASSERT_TRUE(engine->Step(&step).ok());
+    for (RequestOutput& o : step) out[o.id] = o;
+    step.clear();
+  }
   ASSERT_EQ(out.size(), 4u);
   EXPECT_FALSE(out["big"].ok());
   EXPECT_NE(out["big"].error.find("exceed the KV cache"), std::string::npos) << out["big"].error;
@@ -125,20 +135,19 @@ TEST_F(LlmEngineTest, MoreRequestsThanThePoolHoldsAllComplete) {
   CpuBackend be(cfg_, *w_);
   EngineOptions opt;
   opt.num_blocks = 12;  // room for about three of these at a time
-  LlmEngine engine(cfg_, &be, nullptr, opt);
+  std::unique_ptr<LlmEngine> engine;
+  ASSERT_TRUE(LlmEngine::Create(cfg_, &be, nullptr, opt, &engine).ok());
   const std::vector<Request> reqs = Prompts(10);
-  for (const Request& r : reqs) engine.Add(r);
-  size_t done = 0;
+  for (const Request& r : reqs) engine->Add(r);
+  std::vector<RequestOutput> done;
   int steps = 0;
-  while (engine.HasWork() && steps++ < 10000) {
-    for (RequestOutput& o : engine.Step()) {
-      EXPECT_TRUE(o.ok()) << o.error;
-      ++done;
-    }
-    EXPECT_LE(engine.blocks().num_in_use(), 12);
+  while (engine->HasWork() && steps++ < 10000) {
+    ASSERT_TRUE(engine->Step(&done).ok());
+    EXPECT_LE(engine->blocks().num_in_use(), 12);
   }
-  EXPECT_EQ(done, reqs.size());
-  EXPECT_EQ(engine.blocks().num_in_use(), 0);
+  for (const RequestOutput& o : done) EXPECT_TRUE(o.ok()) << o.error;
+  EXPECT_EQ(done.size(), reqs.size());
+  EXPECT_EQ(engine->blocks().num_in_use(), 0);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "engine/llm_engine.h"
 #include "engine/model.h"
 #include "engine/model_maker.h"
+#include "tests/small_model.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -25,21 +26,27 @@ struct RunStats {
 
 RunStats RunAll(const ModelConfig& cfg, Backend* be, const std::vector<Request>& reqs,
                 EngineOptions opt) {
-  LlmEngine engine(cfg, be, nullptr, opt);
-  for (const Request& r : reqs) engine.Add(r);
+  std::unique_ptr<LlmEngine> engine;
+  EXPECT_TRUE(LlmEngine::Create(cfg, be, nullptr, opt, &engine).ok());
+  for (const Request& r : reqs) engine->Add(r);
   RunStats rs;
   int steps = 0;
-  while (engine.HasWork()) {
+  std::vector<RequestOutput> step;
+  while (engine->HasWork()) {
     EXPECT_LT(++steps, 200000) << "no progress";
     if (steps >= 200000) break;
-    for (RequestOutput& o : engine.Step()) {
+    step.clear();
+    EXPECT_TRUE(engine->Step(&step).ok());
+    for (RequestOutput& o : step) {
       rs.computed += o.metrics.computed_prompt_tokens;
       rs.cached += o.metrics.cached_prompt_tokens;
       rs.out[o.id] = std::move(o);
     }
   }
-  rs.preemptions = engine.stats().preemptions;
-  EXPECT_EQ(engine.blocks().num_in_use(), 0) << "blocks leaked";
+  rs.preemptions = engine->stats().preemptions;
+  EXPECT_EQ(engine->blocks().num_in_use(), 0) << "blocks leaked";
+  std::string why;
+  EXPECT_TRUE(engine->CheckInvariants(&why)) << why;
   return rs;
 }
 
@@ -60,14 +67,7 @@ std::vector<Request> Requests(const bench::Prompts& prompts, int max_tokens) {
 class PrefixEngineTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    DType dt;
-    ASSERT_TRUE(ShapeConfig("tiny", &cfg_, &dt).ok());
-    cfg_.hidden_size = 32, cfg_.intermediate_size = 64, cfg_.num_layers = 2;
-    cfg_.num_heads = 2, cfg_.num_kv_heads = 1, cfg_.head_dim = 16,
-    cfg_.max_position_embeddings = 2048;
-    const std::string dir = testing::TmpDir("prefix_model");
-    ASSERT_TRUE(WriteRandomModel(cfg_, DType::kF32, 17, dir).ok());
-    ASSERT_TRUE(Weights::Load(dir, cfg_, &w_).ok());
+    testing::MakeSmallModel("prefix_model", 17, 2048, &cfg_, &w_);
     be_ = std::make_unique<CpuBackend>(cfg_, *w_);
   }
   static void TearDownTestSuite() { be_.reset(), w_.reset(); }
@@ -232,7 +232,7 @@ TEST_F(PrefixEngineTest, HugeMaxTokensRunsToTheContextWithoutOverflow) {
   const RunStats rs = RunAll(cfg_, be_.get(), reqs, o);
   const RequestOutput& out = rs.out.at("r0");
   ASSERT_TRUE(out.ok()) << out.error;
-  EXPECT_EQ(out.prompt_ids.size() + out.completions[0].ids.size(),
+  EXPECT_EQ(reqs[0].prompt_ids.size() + out.completions[0].ids.size(),
             static_cast<size_t>(cfg_.max_position_embeddings));
   EXPECT_EQ(out.completions[0].finish_reason, "length");
 }

@@ -136,7 +136,8 @@ std::vector<float> ForwardOneSequence(Backend& be, const std::vector<int>& token
   b.block_tables = table;
   b.max_blocks = static_cast<int32_t>(table.size());
   std::vector<float> logits(static_cast<size_t>(end - begin) * vocab);
-  be.Forward(b, logits.data());
+  const Status st = be.Forward(b, logits.data());
+  LLMQ_CHECK(st.ok());
   return logits;
 }
 

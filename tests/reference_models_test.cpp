@@ -67,7 +67,7 @@ TEST(ReferenceModels, TinyLlama3LastPromptLogitsWithin1e4) {
   Model m;
   ASSERT_TRUE(LoadModel(dir, &m).ok());
   const int bs = 16;
-  m.backend->AllocateKv(64, bs);
+  ASSERT_TRUE(m.backend->AllocateKv(64, bs).ok());
   for (const fs::path& f : References(dir)) {
     const json ref = ReadJson(f);
     const std::vector<int> ids = ref["prompt_ids"].get<std::vector<int>>();
