@@ -21,6 +21,8 @@ std::string JobSummary::ToJson() const {
                                  {"completed", completed},
                                  {"failed", failed},
                                  {"resumed", resumed},
+                                 {"refused", refused},
+                                 {"finished_this_run", finished_this_run},
                                  {"prompt_tokens", prompt_tokens},
                                  {"cached_prompt_tokens", cached_tokens},
                                  {"computed_prompt_tokens", computed_tokens},
@@ -118,8 +120,8 @@ Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, Jo
   s.itl_p95 = NearestRankPercentile(itl, 0.95);
   s.latency_p50 = NearestRankPercentile(latency, 0.5);
   s.latency_p95 = NearestRankPercentile(latency, 0.95);
-  s.output_tokens_per_second =
-      s.wall_seconds > 0 ? static_cast<double>(s.completion_tokens) / s.wall_seconds : 0;
+  if (s.output_tokens_per_second == 0 && s.wall_seconds > 0)
+    s.output_tokens_per_second = static_cast<double>(s.completion_tokens) / s.wall_seconds;
   if (s.output.empty()) s.output = targets.results;
   if (s.errors.empty()) s.errors = targets.errors;
   if (targets.summary.empty()) return Status::Ok();

@@ -30,12 +30,15 @@ struct JobSummary {
   double queue_p50 = 0, queue_p95 = 0, ttft_p50 = 0, ttft_p95 = 0;
   double itl_p50 = 0, itl_p95 = 0, latency_p50 = 0, latency_p95 = 0;
   // Set by the caller before FinalizeJob (kept as given).
-  int64_t resumed = 0;      // requests that ran again after a restart
-  double wall_seconds = 0;  // accepted -> finished
+  int64_t resumed = 0;            // results kept from an interrupted run, not computed again
+  int64_t refused = 0;            // lines refused at validation (among `failed`)
+  int64_t finished_this_run = 0;  // requests run to their result by this process
+  double wall_seconds = 0;        // this process's run
   std::string model, input;
   // Output paths: FinalizeJob fills them from the targets when left empty.
   std::string output, errors;
-  // completion_tokens / wall_seconds (0 when wall_seconds is 0): FinalizeJob computes it.
+  // Tokens generated per second: the caller's figure when set (a resumed run generated only
+  // part of completion_tokens), else completion_tokens / wall_seconds (0 without wall_seconds).
   double output_tokens_per_second = 0;
 
   std::string ToJson() const;  // nlohmann ordered_json, 2-space indent, no trailing newline

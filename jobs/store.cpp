@@ -117,6 +117,8 @@ constexpr const char* kListJobs = "SELECT " LLMQ_JOB_COLUMNS " FROM jobs ORDER B
 constexpr const char* kMarkStarted =
     "UPDATE jobs SET started_at = ?2 WHERE id = ?1 AND started_at = 0";
 constexpr const char* kRequestCancel = "UPDATE jobs SET cancel_requested = 1 WHERE id = ?1";
+constexpr const char* kSetJobOptions = "UPDATE jobs SET options = ?2 WHERE id = ?1";
+constexpr const char* kGetCustomId = "SELECT custom_id FROM requests WHERE job = ?1 AND line = ?2";
 constexpr const char* kJobExists = "SELECT 1 FROM jobs WHERE id = ?1";
 constexpr const char* kDataVersion = "PRAGMA data_version";
 // CROSS JOIN keeps `requests` the outer loop and INDEXED BY pins the partial index, so the walk
@@ -653,6 +655,29 @@ Status Store::RequestCancel(int64_t id) {
   const int rc = st.Bind(1, id).Step();
   if (rc != SQLITE_DONE) return Error("cannot request cancelling job " + std::to_string(id), rc);
   if (sqlite3_changes(db_) == 0) return Status::NotFound(path_ + ": no job " + std::to_string(id));
+  return Status::Ok();
+}
+
+Status Store::SetJobOptions(int64_t id, const std::string& options) {
+  sqlite3_stmt* raw = nullptr;
+  LLMQ_RETURN_IF_ERROR(Prepare(kSetJobOptions, &raw));
+  Stmt st(raw);
+  const int rc = st.Bind(1, id).Bind(2, options).Step();
+  if (rc != SQLITE_DONE) return Error("cannot set the options of job " + std::to_string(id), rc);
+  if (sqlite3_changes(db_) == 0) return Status::NotFound(path_ + ": no job " + std::to_string(id));
+  return Status::Ok();
+}
+
+Status Store::GetCustomId(int64_t job, int64_t line, std::string* out) {
+  sqlite3_stmt* raw = nullptr;
+  LLMQ_RETURN_IF_ERROR(Prepare(kGetCustomId, &raw));
+  Stmt st(raw);
+  const int rc = st.Bind(1, job).Bind(2, line).Step();
+  if (rc == SQLITE_DONE)
+    return Status::NotFound(path_ + ": no request at line " + std::to_string(line) + " of job " +
+                            std::to_string(job));
+  if (rc != SQLITE_ROW) return Error("cannot read a request's custom_id", rc);
+  *out = std::string(st.Text(0));
   return Status::Ok();
 }
 

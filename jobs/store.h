@@ -166,6 +166,9 @@ class Store {
   // Sets cancel_requested (the store only records the flag; NextPending skips the job from now
   // on; the daemon moves it to cancelling/cancelled). NotFound when absent.
   Status RequestCancel(int64_t id);
+  Status SetJobOptions(int64_t id, const std::string& options);  // replaces JobRecord::options
+  // The custom_id stored for a request (ingest confirms a duplicate with it); NotFound if none.
+  Status GetCustomId(int64_t job, int64_t line, std::string* out);
   // Changes whenever ANOTHER connection commits (PRAGMA data_version): cheap polling. This
   // object's own commits do not change it.
   Status DataVersion(int64_t* out);

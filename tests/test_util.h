@@ -96,6 +96,30 @@ inline RunResult RunLlmqWith(const std::vector<std::string>& env,
   return r;
 }
 
+// Starts the real llmq binary with `args` in the background, stdout and stderr to the given files;
+// returns its pid (the caller waits for it, or kills it).
+inline pid_t SpawnLlmq(const std::vector<std::string>& args, const std::string& out_file,
+                       const std::string& err_file) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  FILE* o = freopen(out_file.c_str(), "w", stdout);
+  FILE* e = freopen(err_file.c_str(), "w", stderr);
+  if (!o || !e) _exit(127);
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(LLMQ_BINARY));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv(LLMQ_BINARY, argv.data());
+  _exit(127);
+}
+
+// Waits for `pid`; returns its exit status, or 128 + the signal that ended it.
+inline int WaitExit(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 inline RunResult RunLlmq(std::initializer_list<std::string> args) {
   return RunLlmqWith({}, std::vector<std::string>(args));
 }

@@ -1,0 +1,45 @@
+// Ingest: accepting job files into the store. Every line is validated by the shared code path
+// (jobs::ParseBatchLine, duplicate custom_ids, PlanKey); the requests of all the files of one call
+// get plan ranks from the prefix planner, so files sharing a system prompt are grouped together;
+// the jobs and all their requests go in ONE transaction (a crash leaves all or nothing). A refused
+// line is stored already finished, with its error output line. Memory is bounded whatever the
+// size of the files: lines are read, planned and inserted a chunk at a time (requests sharing a
+// prefix across chunks still share its cached KV blocks; they are just not reordered together).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/request_builder.h"
+#include "jobs/store.h"
+
+namespace llmq {
+
+struct IngestFile {
+  std::string path;     // the file to read
+  std::string name;     // the job's name; messages name lines as "<name>:<line>"
+  std::string sha256;   // of the file's bytes (HashFile)
+  std::string options;  // JobRecord::options
+};
+
+struct IngestedJob {
+  jobs::JobRecord job;
+  int64_t refused = 0;  // lines refused at validation
+};
+
+struct IngestOptions {
+  size_t chunk_lines = 65536;                 // requests planned together at most
+  size_t chunk_key_bytes = size_t{64} << 20;  // planner keys held at most
+};
+
+// The SHA-256 (hex) and size of a file. Errors name the path and strerror.
+Status HashFile(const std::string& path, std::string* sha256, int64_t* bytes);
+
+// Inserts one job per file (status in_progress), in one transaction. Errors (unreadable file,
+// store failure) roll everything back.
+Status IngestFiles(jobs::Store* store, const BuildContext& ctx,
+                   const std::vector<IngestFile>& files, const IngestOptions& opt,
+                   std::vector<IngestedJob>* out);
+
+}  // namespace llmq

@@ -1,0 +1,80 @@
+// JobRunner: the bridge between the store and the engine. It feeds the engine from the store in
+// plan-rank order, a bounded window at a time (memory does not grow with the size of a job), runs
+// its steps, and hands every finished request's output line to the result committer, which
+// commits them in groups on its own thread (the engine never waits on fsync).
+//
+// Exactly once: a request is fed at most once per process (a rank cursor only moves forward);
+// its result is committed at most once (the store ignores a second result); a request whose
+// result was not committed when the process died is still pending and is fed again after restart.
+// Not thread-safe: one thread calls Run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+
+#include "daemon/request_builder.h"
+#include "engine/llm_engine.h"
+#include "jobs/result_committer.h"
+#include "jobs/store.h"
+
+namespace llmq {
+
+struct RunnerOptions {
+  // The engine is topped up to `window` requests (queued in it) whenever it falls below half.
+  int window = 1024;
+};
+
+struct RunnerProgress {
+  int64_t finished = 0;          // requests finished in this run (results handed on)
+  int64_t failed = 0;            // of which failed
+  int64_t tokens_generated = 0;  // completion tokens sampled in this run, finished or not
+  int64_t prompt_tokens = 0, cached_tokens = 0, computed_tokens = 0;  // of finished requests
+};
+
+class JobRunner {
+ public:
+  // `store` is the feeder's own connection (the committer has its own).
+  JobRunner(const BuildContext& ctx, LlmEngine* engine, jobs::Store* store,
+            jobs::ResultCommitter* committer, const RunnerOptions& opt);
+
+  // Runs until no request is pending in the store and the engine is idle, or `stop()` returns
+  // true (checked between steps; running sequences are abandoned, their requests stay pending).
+  // `on_step` is called after every step. A failed step (backend error) fails its requests and
+  // goes on; only a store error ends the run with an error.
+  Status Run(const std::function<bool()>& stop, const std::function<void()>& on_step);
+
+  const RunnerProgress& progress() const { return progress_; }
+
+ private:
+  struct Fed {  // a request handed to the engine, until its result is handed on
+    int64_t job = 0, line = 0;
+    jobs::BatchRequest req;
+    double queued_before = 0;  // seconds from the job's acceptance to Add
+  };
+  struct JobInfo {
+    std::string public_id, name;
+    double created_at = 0;
+  };
+  Status Feed();
+  Status Job(int64_t id, const JobInfo** out);
+  void Finish(Fed& f, const RequestOutput& o);
+  void Refuse(int64_t job, int64_t line, const std::string& custom_id, const std::string& msg);
+
+  BuildContext ctx_;
+  LlmEngine* engine_;
+  jobs::Store* store_;
+  jobs::ResultCommitter* committer_;
+  RunnerOptions opt_;
+  int64_t cursor_ = 0;    // highest plan rank fed so far
+  bool drained_ = false;  // the store had nothing more after cursor_ at the last look
+  std::unordered_map<std::string, Fed> fed_;  // by engine request id
+  std::unordered_map<int64_t, JobInfo> jobs_;
+  RunnerProgress progress_;
+};
+
+// Seconds since the Unix epoch, as the store keeps times.
+double UnixNow();
+
+}  // namespace llmq

@@ -1,0 +1,132 @@
+#include "daemon/request_builder.h"
+
+#include <cstdio>
+
+namespace llmq {
+namespace {
+
+std::vector<Message> Messages(const jobs::BatchRequest& r) {
+  std::vector<Message> msgs;
+  msgs.reserve(r.messages.size());
+  for (const jobs::ChatMessage& c : r.messages) msgs.push_back({c.role, c.content});
+  return msgs;
+}
+
+// "field 'messages[2].role': ..." from the chat template -> the body's field.
+std::string BodyField(std::string msg) {
+  if (msg.rfind("field '", 0) == 0) msg.insert(7, "body.");
+  return msg;
+}
+
+std::string Where(const std::string& file, const jobs::BatchRequest& r) {
+  return file + ":" + std::to_string(r.line) + ": ";
+}
+
+// Bytes packed four to an int32 (big-endian, so that a shared byte prefix is a shared key prefix
+// up to the last whole group); the last group carries its length in its low byte's place when
+// partial, so "ab" and "ab\0" differ.
+void PackBytes(const std::string& s, std::vector<int32_t>* key) {
+  key->clear();
+  key->reserve(s.size() / 4 + 1);
+  size_t i = 0;
+  for (; i + 4 <= s.size(); i += 4)
+    key->push_back(static_cast<int32_t>((uint32_t(uint8_t(s[i])) << 24) |
+                                        (uint32_t(uint8_t(s[i + 1])) << 16) |
+                                        (uint32_t(uint8_t(s[i + 2])) << 8) | uint8_t(s[i + 3])));
+  uint32_t tail = 0;
+  for (size_t k = 0; i + k < s.size(); ++k) tail |= uint32_t(uint8_t(s[i + k])) << (24 - 8 * k);
+  key->push_back(static_cast<int32_t>(tail | uint32_t(s.size() - i)));
+}
+
+}  // namespace
+
+std::string PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+                    std::vector<int32_t>* key) {
+  if (r.endpoint == jobs::Endpoint::kChatCompletions) {
+    std::string text;
+    if (Status st =
+            RenderChat(ctx.chat_template, Messages(r), ctx.model->tokenizer->add_bos(), &text);
+        !st.ok())
+      return Where(file, r) + BodyField(st.message());
+    PackBytes(text, key);
+  } else if (r.prompt_is_ids) {
+    for (int32_t id : r.prompt_token_ids)
+      if (id < 0 || id >= ctx.model->cfg.vocab_size)
+        return Where(file, r) + "field 'body.prompt': token id " + std::to_string(id) +
+               " is outside the vocabulary (" + std::to_string(ctx.model->cfg.vocab_size) + ")";
+    // Ids, kept apart from text keys by a leading marker no packed text group can equal.
+    key->assign(1, INT32_MIN);
+    key->insert(key->end(), r.prompt_token_ids.begin(), r.prompt_token_ids.end());
+  } else {
+    PackBytes(r.prompt, key);
+  }
+  return "";
+}
+
+std::string BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r,
+                         const std::string& file, const std::string& job_id, Request* out) {
+  const Model& m = *ctx.model;
+  const std::string where = Where(file, r);
+  std::vector<int> ids;
+  const char* prompt_field = "body.prompt";
+  if (r.endpoint == jobs::Endpoint::kChatCompletions) {
+    prompt_field = "body.messages";
+    if (Status st = EncodeChat(*m.tokenizer, ctx.chat_template, Messages(r), &ids); !st.ok())
+      return where + BodyField(st.message());
+  } else if (r.prompt_is_ids) {
+    std::vector<int32_t> key;
+    if (std::string err = PlanKey(ctx, r, file, &key); !err.empty()) return err;
+    ids.assign(r.prompt_token_ids.begin(), r.prompt_token_ids.end());
+  } else {
+    ids = m.tokenizer->Encode(r.prompt);
+  }
+  const int ctx_len = m.cfg.max_position_embeddings;
+  const int n = static_cast<int>(ids.size());
+  if (n == 0) return where + "field '" + prompt_field + "': the prompt is empty";
+  // Chat without max_tokens may use what is left of what one sequence can hold.
+  const int64_t max_tokens = r.max_tokens.value_or(
+      r.endpoint == jobs::Endpoint::kCompletions ? 16 : std::min(ctx.capacity, ctx_len) - n);
+  const std::string field = r.max_tokens ? "body.max_tokens" : prompt_field;
+  if (n >= ctx_len || n + max_tokens > ctx_len)
+    return where + "field '" + field + "': prompt (" + std::to_string(n) +
+           " tokens) + max_tokens (" + std::to_string(max_tokens) +
+           ") exceed the model's context of " + std::to_string(ctx_len) + " tokens";
+  // Within the model's context but beyond the KV cache: the operator's setting is the cause.
+  if (n >= ctx.capacity || n + max_tokens > ctx.capacity)
+    return where + "prompt (" + std::to_string(n) + " tokens) + max_tokens (" +
+           std::to_string(max_tokens) + ") do not fit the KV cache of " +
+           std::to_string(ctx.capacity) + " tokens set by " + ctx.capacity_setting + ": raise it";
+  out->prompt_ids.assign(ids.begin(), ids.end());
+  SamplingParams& p = out->params;
+  p.max_tokens = static_cast<int>(max_tokens);
+  p.temperature = static_cast<float>(r.temperature);
+  p.top_p = static_cast<float>(r.top_p);
+  p.top_k = r.top_k;
+  p.min_p = static_cast<float>(r.min_p);
+  p.seed = r.seed ? static_cast<uint64_t>(*r.seed) : DefaultSeed(job_id, r.custom_id);
+  p.stop = r.stop;
+  p.ignore_eos = r.ignore_eos;
+  out->n = r.n;
+  return "";
+}
+
+std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, const RequestOutput& o,
+                       const std::string& request_id, int64_t created) {
+  std::vector<jobs::Choice> choices;
+  choices.reserve(o.completions.size());
+  for (const Completion& c : o.completions) choices.push_back({c.text, c.finish_reason});
+  const jobs::Usage usage{o.metrics.prompt_tokens, o.metrics.completion_tokens,
+                          o.metrics.cached_prompt_tokens};
+  return jobs::SuccessLine(r, choices, usage, request_id, created,
+                           r.model.empty() ? ctx.model_name : r.model);
+}
+
+std::string RequestIdFor(const std::string& job_public_id, int64_t line) {
+  const std::string hex =
+      job_public_id.rfind("batch_", 0) == 0 ? job_public_id.substr(6) : job_public_id;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "_%llx", static_cast<unsigned long long>(line));
+  return "batch_req_" + hex + buf;
+}
+
+}  // namespace llmq

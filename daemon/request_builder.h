@@ -1,0 +1,49 @@
+// RequestBuilder: the one code path between an input line and the engine, shared by ingest
+// (validation and planning, no tokenization: fast enough for 100,000-line jobs) and feeding
+// (tokenization, limits, seeds), and from an engine output back to an output line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/chat_template.h"
+#include "engine/llm_engine.h"
+#include "engine/model.h"
+#include "jobs/batch_output.h"
+#include "jobs/batch_request.h"
+
+namespace llmq {
+
+// What turning lines into engine requests depends on.
+struct BuildContext {
+  const Model* model = nullptr;
+  ChatTemplate chat_template = ChatTemplate::kLlama2;
+  int capacity = 0;  // tokens one sequence can hold (LlmEngine::max_sequence_tokens)
+  // Names the setting that limits `capacity` in messages, e.g. "--kv-cache-memory 100 (the
+  // KV cache holds 16 tokens)": a refusal caused by the operator's settings says so.
+  std::string capacity_setting;
+  std::string model_name;  // echoed in responses when a line names none
+};
+
+// Validates a parsed line beyond its JSON (the chat template accepts its messages) and gives the
+// key the ingest planner orders it by: the rendered prompt's bytes, four to an int32 (requests
+// sharing a textual prefix share a token prefix), or its token ids for a prompt given as ids.
+// Returns "" or an error message naming `file`, the line and the field.
+std::string PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+                    std::vector<int32_t>* key);
+
+// Tokenizes a valid line into an engine request: prompt ids, sampling parameters (an unseeded
+// request gets DefaultSeed(job_id, custom_id)), n. Returns "" or an error message naming `file`,
+// the line and the field, or the setting when the operator's configuration is the cause.
+std::string BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r,
+                         const std::string& file, const std::string& job_id, Request* out);
+
+// The output line of a finished request.
+std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, const RequestOutput& o,
+                       const std::string& request_id, int64_t created);
+
+// "batch_req_<job hex>_<line hex>": unique across jobs (the job's public id is random).
+std::string RequestIdFor(const std::string& job_public_id, int64_t line);
+
+}  // namespace llmq

@@ -1,0 +1,210 @@
+// `llmq run` on its private queue: kill -9 at random moments and SIGINT / SIGTERM, each followed by
+// rerunning the same command, end with the output of an uninterrupted run, every line exactly
+// once, and no finished request computed again.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "jobs/store.h"
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using testing::RunLlmq;
+
+std::vector<json> ReadJsonl(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<json> out;
+  std::string line;
+  while (std::getline(f, line)) out.push_back(json::parse(line));
+  return out;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// An output line without what legitimately differs between two runs of the same job: ids, the
+// creation time and how much of the prompt happened to be cached.
+json Comparable(json o) {
+  o.erase("id");
+  if (o["response"].is_object()) {
+    json& r = o["response"];
+    r.erase("request_id");
+    r["body"].erase("id");
+    r["body"].erase("created");
+    r["body"]["usage"]["prompt_tokens_details"].erase("cached_tokens");
+  }
+  return o;
+}
+
+// `count` requests behind shared instructions: greedy and seeded sampling, chat and completions,
+// some with n = 2, and a few bad lines.
+void WriteJob(const std::string& path, int count) {
+  std::ofstream in(path);
+  const std::string rules = "Summarize the document in one sentence and keep names as written. ";
+  for (int i = 0; i < count; ++i) {
+    if (i % 401 == 17) {
+      in << "{\"custom_id\": \"bad-" << i << "\", \"method\": \"POST\"}\n";
+      continue;
+    }
+    json body{{"max_tokens", 4 + i % 5}, {"temperature", i % 2 ? 0.8 : 0.0}};
+    if (i % 2) body["seed"] = 1000 + i;
+    if (i % 7 == 3) body["n"] = 2;
+    if (i % 3 == 0) {
+      body["prompt"] = rules + "Document " + std::to_string(i * 7919 % 10007) + ".";
+    } else {
+      body["messages"] = {{{"role", "system"}, {"content", rules}},
+                          {{"role", "user"}, {"content", "Document " + std::to_string(i)}}};
+    }
+    in << json{{"custom_id", "doc-" + std::to_string(i)},
+               {"method", "POST"},
+               {"url", i % 3 == 0 ? "/v1/completions" : "/v1/chat/completions"},
+               {"body", body}}
+              .dump()
+       << "\n";
+  }
+}
+
+// Results committed so far in a run's private store (0 when there is none yet).
+int64_t CommittedResults(const std::string& state) {
+  if (!fs::exists(fs::path(state) / "queue.db")) return 0;
+  std::unique_ptr<jobs::Store> store;
+  if (!jobs::Store::Open((fs::path(state) / "queue.db").string(), &store).ok()) return 0;
+  std::vector<jobs::JobRecord> jobs;
+  if (!store->ListJobs(&jobs).ok() || jobs.empty()) return 0;
+  return jobs[0].completed + jobs[0].failed;
+}
+
+class RunResumeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = testing::TmpDir("run_resume");
+    model_ = dir_ + "/model";
+    ASSERT_EQ(RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "4"}).exit_code,
+              0);
+    WriteJob(dir_ + "/in.jsonl", 2000);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = RunLlmq({"run", dir_ + "/in.jsonl", "-o", dir_ + "/reference.jsonl", "--model",
+                            model_, "--summary-json", dir_ + "/reference.summary.json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    reference_seconds_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    reference_ = ReadJsonl(dir_ + "/reference.jsonl");
+    ASSERT_EQ(reference_.size(), 2000u);
+  }
+  std::vector<std::string> Args(const std::string& out) const {
+    return {"run",
+            dir_ + "/in.jsonl",
+            "-o",
+            out,
+            "--model",
+            model_,
+            "--summary-json",
+            out + ".summary.json",
+            "--no-progress"};
+  }
+  void ExpectSameAsReference(const std::string& out) {
+    const auto got = ReadJsonl(out);
+    ASSERT_EQ(got.size(), reference_.size());
+    std::set<std::string> ids;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(ids.insert(got[i]["id"].get<std::string>()).second) << "duplicate id";
+      ASSERT_EQ(Comparable(got[i]), Comparable(reference_[i])) << "line " << i + 1;
+    }
+  }
+  static std::string dir_, model_;
+  static std::vector<json> reference_;
+  static double reference_seconds_;
+};
+std::string RunResumeTest::dir_, RunResumeTest::model_;
+std::vector<json> RunResumeTest::reference_;
+double RunResumeTest::reference_seconds_ = 0;
+
+TEST_F(RunResumeTest, KillNineAtRandomMomentsThenRerunGivesTheUninterruptedOutput) {
+  const std::string out = dir_ + "/killed.jsonl";
+  const std::string state = dir_ + "/.killed.jsonl.llmq-run";
+  std::mt19937 rng(12345);
+  // Moments spread over the whole run, from the first milliseconds (ingest) to past its end
+  // (finalize): a kill may also land after the run completed.
+  std::uniform_real_distribution<double> when(0.0, 1.1 * reference_seconds_);
+  int64_t kept = 0;
+  int interrupted = 0;
+  for (int round = 0; round < 10; ++round) {
+    const double at = round == 0 ? 0.02 : when(rng);
+    const pid_t pid = testing::SpawnLlmq(Args(out), out + ".stdout", out + ".stderr");
+    std::this_thread::sleep_for(std::chrono::duration<double>(at));
+    kill(pid, SIGKILL);
+    const int status = testing::WaitExit(pid);
+    // It finished before the kill (the output appears only once whole; the kill may have landed
+    // while the state was being removed): the next round starts afresh.
+    if (status == 0 || fs::exists(out)) {
+      ExpectSameAsReference(out);
+      fs::remove(out);
+      kept = 0;
+      continue;
+    }
+    ++interrupted;
+    ASSERT_EQ(status, 128 + SIGKILL) << ReadText(out + ".stderr");
+    const int64_t now = CommittedResults(state);
+    EXPECT_GE(now, kept) << "round " << round << " (killed at " << at
+                         << " s): committed results were lost; its stderr: "
+                         << ReadText(out + ".stderr");
+    kept = now;
+  }
+  EXPECT_GE(interrupted, 5) << "the kills should mostly land while the run is going";
+  const auto r = testing::RunLlmqWith({}, Args(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectSameAsReference(out);
+  const json s = json::parse(ReadText(out + ".summary.json"));
+  // Everything finished before the last rerun was kept, and only the rest was computed.
+  EXPECT_EQ(s["refused"], 5) << s.dump(2);  // bad lines, refused at validation
+  EXPECT_EQ(s["resumed"].get<int64_t>() + s["finished_this_run"].get<int64_t>() + 5,
+            s["requests"].get<int64_t>())
+      << s.dump(2);
+  EXPECT_GE(s["resumed"].get<int64_t>() + 5, kept) << s.dump(2);
+  EXPECT_FALSE(fs::exists(state)) << "the state is removed once the run completes";
+}
+
+TEST_F(RunResumeTest, SigintAndSigtermKeepFinishedResultsAndSayHowToResume) {
+  for (const int sig : {SIGINT, SIGTERM}) {
+    const std::string out = dir_ + "/signal" + std::to_string(sig) + ".jsonl";
+    const std::string state = dir_ + "/.signal" + std::to_string(sig) + ".jsonl.llmq-run";
+    const pid_t pid = testing::SpawnLlmq(Args(out), out + ".stdout", out + ".stderr");
+    // Wait until some results are committed, then interrupt.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (CommittedResults(state) < 50 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    kill(pid, sig);
+    const int status = testing::WaitExit(pid);
+    const std::string err = ReadText(out + ".stderr");
+    if (status == 0) {
+      GTEST_SKIP() << "the run finished before the signal arrived";
+    }
+    EXPECT_EQ(status, sig == SIGINT ? 130 : 143) << err;
+    EXPECT_NE(err.find("run the same command again"), std::string::npos) << err;
+    EXPECT_NE(err.find(state), std::string::npos) << err;
+    const int64_t kept = CommittedResults(state);
+    EXPECT_GE(kept, 50);
+    const auto r = testing::RunLlmqWith({}, Args(out));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("resuming"), std::string::npos) << r.err;
+    ExpectSameAsReference(out);
+    const json s = json::parse(ReadText(out + ".summary.json"));
+    EXPECT_EQ(s["resumed"].get<int64_t>() + 5, kept) << s.dump(2);
+  }
+}
+
+}  // namespace
+}  // namespace llmq
