@@ -16,7 +16,10 @@ namespace {
 std::string Human(double bytes) {
   const char* u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int i = 0;
-  while (bytes >= 1024 && i < 4) bytes /= 1024, ++i;
+  while (bytes >= 1024 && i < 4) {
+    bytes /= 1024;
+    ++i;
+  }
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f %s", bytes, u[i]);
   return buf;

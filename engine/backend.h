@@ -30,8 +30,14 @@ struct StepBatch {
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_seqs() const { return static_cast<int>(context_lens.size()); }
   void Clear() {
-    token_ids.clear(), positions.clear(), slot_mapping.clear(), query_start.assign(1, 0);
-    context_lens.clear(), block_tables.clear(), max_blocks = 0, logits_rows.clear();
+    token_ids.clear();
+    positions.clear();
+    slot_mapping.clear();
+    query_start.assign(1, 0);
+    context_lens.clear();
+    block_tables.clear();
+    max_blocks = 0;
+    logits_rows.clear();
   }
 };
 

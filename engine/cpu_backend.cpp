@@ -62,12 +62,14 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w) : cfg_(cfg) {
 
 bool CpuBackend::KvBuffer::Reset(size_t floats) {
   if (data) munmap(data, bytes);
-  data = nullptr, bytes = 0;
+  data = nullptr;
+  bytes = 0;
   if (!floats) return true;
   void* p = mmap(nullptr, floats * sizeof(float), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return false;
-  data = static_cast<float*>(p), bytes = floats * sizeof(float);
+  data = static_cast<float*>(p);
+  bytes = floats * sizeof(float);
   return true;
 }
 
@@ -76,7 +78,8 @@ Status CpuBackend::AllocateKv(int num_blocks, int block_size) {
   block_size_ = block_size;
   const size_t n = static_cast<size_t>(cfg_.num_layers) * num_blocks * cfg_.kv_dim() * block_size;
   if (!k_cache_.Reset(n) || !v_cache_.Reset(n)) {
-    k_cache_.Reset(0), v_cache_.Reset(0);
+    k_cache_.Reset(0);
+    v_cache_.Reset(0);
     num_blocks_ = 0;
     return Status::IoError("cannot map " + std::to_string(2 * n * sizeof(float)) +
                            " bytes for the KV cache");
@@ -106,8 +109,13 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   for (int32_t p : b.positions)
     if (p < 0 || p >= cfg_.max_position_embeddings)
       return Status::InvalidArgument("position " + std::to_string(p) + " is outside the context");
-  Grow(x_, T * H), Grow(xn_, T * H), Grow(qkv_, T * qkv_w), Grow(attn_, T * qd);
-  Grow(proj_, T * H), Grow(gu_, T * 2 * I), Grow(act_, T * I);
+  Grow(x_, T * H);
+  Grow(xn_, T * H);
+  Grow(qkv_, T * qkv_w);
+  Grow(attn_, T * qd);
+  Grow(proj_, T * H);
+  Grow(gu_, T * 2 * I);
+  Grow(act_, T * I);
 
   kernels::Embed(embed_.data(), H, b.token_ids.data(), T, x_.data());
   kernels::AttentionBatch ab;

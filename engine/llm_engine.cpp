@@ -230,7 +230,8 @@ void LlmEngine::Schedule() {
     s->ever_admitted = true;
     RequestState* st = s->owner;
     st->phase = Phase::kRunning;
-    --num_queued_, ++num_running_;
+    --num_queued_;
+    ++num_running_;
     st->admitted = now;
     st->m.queue_seconds = Seconds(now - st->arrival);
     st->m.cached_prompt_tokens = s->num_computed;
@@ -287,7 +288,10 @@ void LlmEngine::UpdatePins() {
   groups_.erase(std::remove_if(groups_.begin(), groups_.begin() + reached,
                                [](const Group& g) { return g.done; }),
                 groups_.begin() + reached);
-  while (!planned_.empty() && planned_base_ < keep_from) planned_.pop_front(), ++planned_base_;
+  while (!planned_.empty() && planned_base_ < keep_from) {
+    planned_.pop_front();
+    ++planned_base_;
+  }
 }
 
 bool LlmEngine::ReleasePins() {

@@ -56,11 +56,22 @@ Status ShapeConfig(const std::string& name, ModelConfig* cfg, DType* dtype) {
   c.eos_token_ids = {2};
   *dtype = DType::kF32;
   if (name == "tiny") {
-    c.hidden_size = 64, c.intermediate_size = 160, c.num_layers = 3, c.num_heads = 4;
-    c.num_kv_heads = 2, c.head_dim = 16, c.vocab_size = 512, c.max_position_embeddings = 512;
+    c.hidden_size = 64;
+    c.intermediate_size = 160;
+    c.num_layers = 3;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 16;
+    c.vocab_size = 512;
+    c.max_position_embeddings = 512;
   } else if (name == "bench-110m" || name == "bench-110m-gqa") {
-    c.hidden_size = 768, c.intermediate_size = 2048, c.num_layers = 12, c.num_heads = 12;
-    c.num_kv_heads = name == "bench-110m" ? 12 : 4, c.head_dim = 64, c.vocab_size = 32000;
+    c.hidden_size = 768;
+    c.intermediate_size = 2048;
+    c.num_layers = 12;
+    c.num_heads = 12;
+    c.num_kv_heads = name == "bench-110m" ? 12 : 4;
+    c.head_dim = 64;
+    c.vocab_size = 32000;
     c.max_position_embeddings = 1024;
   } else {
     return Status::InvalidArgument("unknown shape '" + name +

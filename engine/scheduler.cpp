@@ -19,7 +19,10 @@ void Scheduler::Preempt(Sequence* seq, ScheduleResult* out) {
 }
 
 void Scheduler::Schedule(ScheduleResult* out) {
-  out->seqs.clear(), out->copies.clear(), out->preempted.clear(), out->admitted.clear();
+  out->seqs.clear();
+  out->copies.clear();
+  out->preempted.clear();
+  out->admitted.clear();
   int budget = opt_.max_num_batched_tokens;
   // Decode tokens first; each needs a slot, and taking one may preempt from the back.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {

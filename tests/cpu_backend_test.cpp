@@ -35,9 +35,15 @@ ModelConfig ConfigFor(const Case& c) {
   ModelConfig cfg;
   DType unused;
   EXPECT_TRUE(ShapeConfig("tiny", &cfg, &unused).ok());
-  cfg.num_heads = c.heads, cfg.num_kv_heads = c.kv_heads, cfg.head_dim = c.head_dim;
-  cfg.hidden_size = c.hidden, cfg.num_layers = c.layers, cfg.tie_word_embeddings = c.tied;
-  cfg.intermediate_size = 96, cfg.vocab_size = 300, cfg.max_position_embeddings = 256;
+  cfg.num_heads = c.heads;
+  cfg.num_kv_heads = c.kv_heads;
+  cfg.head_dim = c.head_dim;
+  cfg.hidden_size = c.hidden;
+  cfg.num_layers = c.layers;
+  cfg.tie_word_embeddings = c.tied;
+  cfg.intermediate_size = 96;
+  cfg.vocab_size = 300;
+  cfg.max_position_embeddings = 256;
   cfg.rope_scaling.type = c.scaling;
   if (c.scaling == RopeScaling::Type::kLinear) cfg.rope_scaling.factor = 2.0;
   if (c.scaling == RopeScaling::Type::kLlama3) {

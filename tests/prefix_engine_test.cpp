@@ -101,7 +101,8 @@ TEST_F(PrefixEngineTest, CacheAndPlannerNeverChangeGreedyOutputs) {
   for (bool cache : {false, true})
     for (bool planner : {false, true}) {
       EngineOptions o = base;
-      o.enable_prefix_cache = cache, o.enable_planner = planner;
+      o.enable_prefix_cache = cache;
+      o.enable_planner = planner;
       const RunStats rs = RunAll(cfg_, be_.get(), reqs, o);
       ExpectSameCompletions(
           rs.out, reference,

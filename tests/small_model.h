@@ -19,8 +19,12 @@ inline void MakeSmallModel(const std::string& name, uint64_t seed, int max_posit
                            ModelConfig* cfg, std::unique_ptr<Weights>* w) {
   DType dt;
   ASSERT_TRUE(ShapeConfig("tiny", cfg, &dt).ok());
-  cfg->hidden_size = 32, cfg->intermediate_size = 64, cfg->num_layers = 2;
-  cfg->num_heads = 2, cfg->num_kv_heads = 1, cfg->head_dim = 16;
+  cfg->hidden_size = 32;
+  cfg->intermediate_size = 64;
+  cfg->num_layers = 2;
+  cfg->num_heads = 2;
+  cfg->num_kv_heads = 1;
+  cfg->head_dim = 16;
   cfg->max_position_embeddings = max_positions;
   const std::string dir = TmpDir(name);
   ASSERT_TRUE(WriteRandomModel(*cfg, DType::kF32, seed, dir).ok());

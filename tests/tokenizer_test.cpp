@@ -76,14 +76,18 @@ bool IsValidUtf8(const std::string& s) {
       ++i;
       continue;
     }
-    if (c >= 0xC2 && c <= 0xDF)
-      n = 1, cp = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF)
-      n = 2, cp = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4)
-      n = 3, cp = c & 0x07;
-    else
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
       return false;
+    }
     if (i + n >= s.size()) return false;
     for (int k = 1; k <= n; ++k) {
       const auto t = static_cast<uint8_t>(s[i + k]);

@@ -1,0 +1,689 @@
+// The durable-queue `llmq run` against its targets, one table per measure, each from one run:
+//   1. ingest: a 100,000-line OpenAI Batch job (chat lines with a shared ~300-char system prompt
+//      and a distinct ~200-char user document, 1 in 10 a completions line) hashed and committed
+//      into a fresh store by IngestFiles (what `llmq run` calls); target <= 2 s. A copy of the
+//      ingest loop with a timer around each phase says where the time goes.
+//   2. queue vs in-memory: one 2,000-request job (shared instructions, greedy and seeded-sampling
+//      lines, max_tokens 4-8) run by the real binary (`llmq run`, queue path) and by the pre-queue
+//      in-memory path (bench/inmemory_run.h, in-process, same model and engine options),
+//      alternating; medians and the ratio queue / in-memory; target <= 1.05x. Both include model
+//      load. The greedy lines' completions must be the same in both.
+//   3. memory: peak RSS (wait4 ru_maxrss) of the real binary on a 1,000-request and on a
+//      --requests-large (default 1,000,000) request job of the same shape (a few words of prompt,
+//      max_tokens 1); target: difference <= 300 MB.
+//   queue_bench [--only ingest,compare,memory] [--requests-large N] [--rounds 5]
+//               [--ingest-lines 100000] [--compare-requests 2000] [--dir bench-models/queue-bench]
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bench/inmemory_run.h"
+#include "config/config.h"
+#include "daemon/cli_common.h"
+#include "daemon/ingest.h"
+#include "daemon/request_builder.h"
+#include "engine/chat_template.h"
+#include "engine/model.h"
+#include "engine/model_maker.h"
+#include "engine/prefix_planner.h"
+#include "engine/sampler.h"
+#include "jobs/batch_output.h"
+#include "jobs/batch_request.h"
+#include "jobs/store.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "queue_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void Check(const llmq::Status& st, const char* what) {
+  if (!st.ok()) Die(std::string(what) + ": " + st.message());
+}
+
+// "2026-11-30 13:04 UTC, nproc 2": printed above every table.
+std::string Stamp() {
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int nproc = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  return std::string(date) + ", nproc " + std::to_string(nproc);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes. ru_maxrss of a child is at least the resident size of the process it was
+// forked from (the copied address space counts until exec, and exec keeps the high-water mark),
+// so the real binary is started by a small spawner forked at the very start of main, before this
+// process loads a model or builds a job: the figures are the binary's own.
+
+struct ProcResult {
+  int status = 0;
+  double wall = 0;
+  long maxrss_kb = 0;
+};
+
+int g_to_spawner = -1, g_from_spawner = -1;
+
+void SpawnerLoop(int in, int out) {
+  for (;;) {
+    uint32_t len = 0;
+    if (read(in, &len, sizeof len) != sizeof len) _exit(0);
+    std::string msg(len, '\0');
+    for (size_t got = 0; got < len;) {
+      const ssize_t r = read(in, msg.data() + got, len - got);
+      if (r <= 0) _exit(1);
+      got += static_cast<size_t>(r);
+    }
+    // msg: log path \0 argv[0] \0 argv[1] \0 ...
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < msg.size();) {
+      const size_t end = msg.find('\0', i);
+      parts.push_back(msg.substr(i, end - i));
+      i = end + 1;
+    }
+    std::vector<char*> argv;
+    for (size_t i = 1; i < parts.size(); ++i) argv.push_back(parts[i].data());
+    argv.push_back(nullptr);
+    const auto t0 = Clock::now();
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int fd = open(parts[0].c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    ProcResult res;
+    rusage ru{};
+    if (pid < 0 || wait4(pid, &res.status, 0, &ru) < 0) res.status = -1;
+    res.wall = Since(t0);
+    res.maxrss_kb = ru.ru_maxrss;
+    if (write(out, &res, sizeof res) != sizeof res) _exit(1);
+  }
+}
+
+void StartSpawner() {
+  int down[2], up[2];
+  if (pipe(down) || pipe(up)) Die("pipe failed");
+  const pid_t pid = fork();
+  if (pid < 0) Die("fork failed");
+  if (pid == 0) {
+    close(down[1]);
+    close(up[0]);
+    SpawnerLoop(down[0], up[1]);
+  }
+  close(down[0]);
+  close(up[1]);
+  g_to_spawner = down[1];
+  g_from_spawner = up[0];
+}
+
+// Runs `args` (args[0] a path), stdout and stderr to `log`.
+ProcResult Spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::string msg = log;
+  for (const std::string& a : args) msg += '\0' + a;
+  const uint32_t len = static_cast<uint32_t>(msg.size());
+  if (write(g_to_spawner, &len, sizeof len) != sizeof len ||
+      write(g_to_spawner, msg.data(), len) != static_cast<ssize_t>(len))
+    Die("spawner gone");
+  ProcResult res;
+  if (read(g_from_spawner, &res, sizeof res) != sizeof res) Die("spawner gone");
+  return res;
+}
+
+ProcResult MustSpawn(const std::vector<std::string>& args, const std::string& log) {
+  const ProcResult r = Spawn(args, log);
+  if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
+    std::ifstream f(log);
+    std::string text((std::istreambuf_iterator<char>(f)), {});
+    Die(args[0] + " " + args[1] + " failed (status " + std::to_string(r.status) + "): " + text);
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Job text.
+
+const char* const kWords[] = {
+    "the",      "report",   "customer", "shipment", "delayed",   "invoice", "product", "quality",
+    "review",   "summary",  "market",   "quarter",  "revenue",   "support", "ticket",  "account",
+    "service",  "price",    "order",    "delivery", "warehouse", "team",    "meeting", "project",
+    "deadline", "budget",   "client",   "contract", "issue",     "update",  "request", "payment",
+    "refund",   "policy",   "feedback", "survey",   "growth",    "sales",   "region",  "office",
+    "manager",  "schedule", "travel",   "hotel",    "flight",    "weather", "morning", "evening",
+    "and",      "with",     "from",     "about",    "after",     "before",  "during",  "because",
+    "was",      "were",     "is",       "are",      "has",       "had",     "will",    "could",
+    "new",      "old",      "late",     "early",    "good",      "poor",    "high",    "low",
+    "blue",     "green",    "quick",    "careful",  "simple",    "clear",   "short",   "long"};
+constexpr size_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
+
+// Random words up to about `chars` characters, sentence-cased, ending with a period.
+std::string Words(llmq::Rng& rng, size_t chars) {
+  std::string s;
+  while (s.size() < chars) {
+    if (!s.empty()) s += ' ';
+    s += kWords[rng.NextU64() % kNumWords];
+  }
+  s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
+  return s + ".";
+}
+
+// The shared system prompt of the ingest job: about 300 characters.
+const std::string kSystem =
+    "You are a careful assistant for the operations team of a mid-sized logistics company. Read "
+    "the document the user gives you and answer in plain English. Keep the answer short, quote "
+    "figures exactly as written, never invent facts that are not in the document, and say so "
+    "plainly when the document does not answer.";
+
+// The compare job's shared instruction (the tiny model's context is 512 tokens).
+const std::string kInstruction =
+    "Summarize the following customer note in one sentence, keeping every figure exactly as "
+    "written.";
+
+json Line(const std::string& id, const std::string& url, json body) {
+  return json{{"custom_id", id}, {"method", "POST"}, {"url", url}, {"body", std::move(body)}};
+}
+
+// Ingest: 9 in 10 chat lines (shared system prompt + distinct document), 1 in 10 completions.
+void WriteIngestJob(const std::string& path, int lines) {
+  std::ofstream out(path, std::ios::binary);
+  llmq::Rng rng(7);
+  for (int i = 0; i < lines; ++i) {
+    const std::string doc = "Document " + std::to_string(i) + ": " + Words(rng, 190);
+    const std::string id = "request-" + std::to_string(i);
+    if (i % 10 == 9) {
+      out << Line(id, "/v1/completions",
+                  {{"model", "tiny"},
+                   {"prompt", kSystem + "\n\n" + doc + "\n\nAnswer:"},
+                   {"max_tokens", 64},
+                   {"temperature", 0}})
+                 .dump()
+          << '\n';
+    } else {
+      json body{
+          {"model", "tiny"},
+          {"messages",
+           {{{"role", "system"}, {"content", kSystem}}, {{"role", "user"}, {"content", doc}}}},
+          {"max_tokens", 128}};
+      if (i % 3 == 0) {
+        body["temperature"] = 0.7;
+        body["seed"] = i;
+      } else {
+        body["temperature"] = 0;
+      }
+      out << Line(id, "/v1/chat/completions", body).dump() << '\n';
+    }
+  }
+}
+
+// Compare: chat lines, shared instruction + distinct note; even lines greedy, odd lines seeded
+// sampling; max_tokens 4..8.
+void WriteCompareJob(const std::string& path, int requests) {
+  std::ofstream out(path, std::ios::binary);
+  llmq::Rng rng(11);
+  for (int i = 0; i < requests; ++i) {
+    json body{
+        {"model", "tiny"},
+        {"messages",
+         {{{"role", "system"}, {"content", kInstruction}},
+          {{"role", "user"}, {"content", "Note " + std::to_string(i) + ": " + Words(rng, 120)}}}},
+        {"max_tokens", 4 + i % 5}};
+    if (i % 2 == 0) {
+      body["temperature"] = 0;
+    } else {
+      body["temperature"] = 0.8;
+      body["top_p"] = 0.95;
+      body["seed"] = 1000 + i;
+    }
+    out << Line("note-" + std::to_string(i), "/v1/chat/completions", body).dump() << '\n';
+  }
+}
+
+// Memory: completions of a few words, one token out.
+void WriteShortJob(const std::string& path, int64_t requests) {
+  std::ofstream out(path, std::ios::binary);
+  llmq::Rng rng(13);
+  for (int64_t i = 0; i < requests; ++i) {
+    const int words = 2 + static_cast<int>(rng.NextU64() % 4);
+    std::string prompt = "Classify:";
+    for (int w = 0; w < words; ++w) prompt += std::string(" ") + kWords[rng.NextU64() % kNumWords];
+    out << Line("r" + std::to_string(i), "/v1/completions",
+                {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0}})
+               .dump()
+        << '\n';
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct Env {
+  std::string dir, model_dir, config;
+  llmq::LlmqConfig cfg;
+  llmq::ChatTemplate tmpl = llmq::ChatTemplate::kLlama2;
+};
+
+void RemoveStore(const std::string& db) {
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix, ec);
+}
+
+// A copy of daemon/ingest.cpp's Ingester loop (one file, custom_ids all distinct, no refusals
+// expected) with a timer around each phase. It calls the same functions in the same order.
+struct Phases {
+  double read = 0, parse = 0, dup = 0, plan_key = 0, plan = 0, insert = 0, finish = 0, commit = 0,
+         total = 0;
+  int64_t refused = 0;
+};
+
+uint64_t IdHash(const std::string& s) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+Phases TimedIngest(llmq::jobs::Store* store, const llmq::BuildContext& ctx, const std::string& path,
+                   const std::string& sha) {
+  Phases ph;
+  const auto t_all = Clock::now();
+  auto t = Clock::now();
+  auto lap = [&](double* into) {
+    const auto now = Clock::now();
+    *into += std::chrono::duration<double>(now - t).count();
+    t = now;
+  };
+  const llmq::IngestOptions opt;
+  Check(store->Begin(), "Begin");
+  int64_t next_rank = 0;
+  Check(store->MaxPlanRank(&next_rank), "MaxPlanRank");
+  ++next_rank;
+  llmq::jobs::JobRecord job;
+  job.name = path;
+  job.sha256 = sha;
+  job.status = llmq::jobs::JobStatus::kValidating;
+  Check(store->InsertJob(&job), "InsertJob");
+  struct Pending {
+    llmq::jobs::NewRequest req;
+    std::vector<int32_t> key;
+  };
+  std::vector<Pending> chunk;
+  size_t key_bytes = 0;
+  auto flush = [&] {
+    t = Clock::now();
+    std::vector<uint32_t> valid;
+    std::vector<std::span<const int32_t>> keys;
+    for (uint32_t i = 0; i < chunk.size(); ++i)
+      if (!chunk[i].req.error_output) {
+        valid.push_back(i);
+        keys.emplace_back(chunk[i].key);
+      }
+    const llmq::Plan plan = llmq::PlanPrefixes(keys, 1);
+    lap(&ph.plan);
+    for (uint32_t k : plan.order) {
+      Pending& p = chunk[valid[k]];
+      p.req.plan_rank = next_rank++;
+      Check(store->InsertRequest(job.id, p.req), "InsertRequest");
+    }
+    for (Pending& p : chunk)
+      if (p.req.error_output) {
+        p.req.plan_rank = next_rank++;
+        Check(store->InsertRequest(job.id, p.req), "InsertRequest");
+      }
+    lap(&ph.insert);
+    chunk.clear();
+    key_bytes = 0;
+  };
+  std::ifstream in(path, std::ios::binary);
+  std::unordered_map<uint64_t, int64_t> first_line;
+  std::string text;
+  t = Clock::now();
+  for (int64_t no = 1; std::getline(in, text); ++no) {
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    if (text.find_first_not_of(" \t") == std::string::npos) continue;
+    Pending p;
+    p.req.line = no;
+    lap(&ph.read);
+    llmq::jobs::BatchRequest r = llmq::jobs::ParseBatchLine(text, static_cast<int>(no), path);
+    p.req.custom_id = r.custom_id;
+    lap(&ph.parse);
+    if (r.error.empty() && !first_line.emplace(IdHash(r.custom_id), no).second)
+      r.error = "duplicate";  // not expected: every custom_id of the job is distinct
+    lap(&ph.dup);
+    if (r.error.empty()) r.error = llmq::PlanKey(ctx, r, path, &p.key);
+    if (!r.error.empty()) {
+      p.key.clear();
+      p.req.error_output =
+          llmq::jobs::ErrorLine(r.custom_id, llmq::RequestIdFor(job.public_id, no), r.error);
+      ++ph.refused;
+    }
+    p.req.body = std::move(text);
+    key_bytes += p.key.size() * sizeof(int32_t) + p.req.body.size();
+    chunk.push_back(std::move(p));
+    lap(&ph.plan_key);
+    if (chunk.size() >= opt.chunk_lines || key_bytes >= opt.chunk_key_bytes) flush();
+    t = Clock::now();
+  }
+  lap(&ph.read);
+  flush();
+  t = Clock::now();
+  Check(store->FinishIngest(job.id, llmq::jobs::JobStatus::kInProgress), "FinishIngest");
+  Check(store->GetJob(job.id, &job), "GetJob");
+  lap(&ph.finish);
+  Check(store->Commit(), "Commit");
+  lap(&ph.commit);
+  ph.total = Since(t_all);
+  return ph;
+}
+
+void IngestBench(const Env& env, int lines) {
+  const std::string path = env.dir + "/ingest.jsonl";
+  WriteIngestJob(path, lines);
+  llmq::Model model;
+  Check(llmq::LoadModel(env.model_dir, &model), "LoadModel");
+  llmq::BuildContext ctx;
+  ctx.model = &model;
+  ctx.chat_template = env.tmpl;
+  ctx.capacity = std::min(model.cfg.max_position_embeddings,
+                          llmq::KvBlocksFor(model.cfg, env.cfg.kv_cache_bytes, 16) * 16);
+  ctx.capacity_setting = "--kv-cache-memory";
+  ctx.model_name = "model";
+
+  const std::string db = env.dir + "/ingest.db";
+  RemoveStore(db);
+  const auto t0 = Clock::now();
+  std::string sha;
+  int64_t bytes = 0;
+  Check(llmq::HashFile(path, &sha, &bytes), "HashFile");
+  const double hash_s = Since(t0);
+  const auto t1 = Clock::now();
+  std::unique_ptr<llmq::jobs::Store> store;
+  Check(llmq::jobs::Store::Open(db, &store), "Store::Open");
+  const double open_s = Since(t1);
+  llmq::IngestFile file{path, "ingest.jsonl", sha, "{}"};
+  std::vector<llmq::IngestedJob> out;
+  const auto t2 = Clock::now();
+  Check(llmq::IngestFiles(store.get(), ctx, {file}, {}, &out), "IngestFiles");
+  const double ingest_s = Since(t2);
+  const double total_s = hash_s + open_s + ingest_s;
+  store.reset();
+  const int64_t db_bytes = static_cast<int64_t>(fs::file_size(db));
+
+  // The phase-timed copy, into another fresh store.
+  const std::string db2 = env.dir + "/ingest-phases.db";
+  RemoveStore(db2);
+  std::unique_ptr<llmq::jobs::Store> store2;
+  Check(llmq::jobs::Store::Open(db2, &store2), "Store::Open");
+  const Phases ph = TimedIngest(store2.get(), ctx, path, sha);
+  store2.reset();
+  RemoveStore(db);
+  RemoveStore(db2);
+
+  std::printf("\n## 1. Ingest (%s)\n\n", Stamp().c_str());
+  std::printf(
+      "%d lines, %.1f MB (chat with a shared %zu-char system prompt + a distinct ~200-char "
+      "document; 1 in 10 completions), refused %lld, into a fresh store (%.1f MB)\n",
+      lines, bytes / 1e6, kSystem.size(), static_cast<long long>(out[0].refused), db_bytes / 1e6);
+  std::printf("| %-44s | %9s |\n", "phase", "seconds");
+  std::printf("|----------------------------------------------|-----------|\n");
+  std::printf("| %-44s | %9.3f |\n", "hash (HashFile, SHA-256)", hash_s);
+  std::printf("| %-44s | %9.3f |\n", "open the fresh store (Store::Open)", open_s);
+  std::printf("| %-44s | %9.3f |\n", "ingest (IngestFiles: parse..insert, commit)", ingest_s);
+  std::printf("| %-44s | %9.3f |\n", "total", total_s);
+  std::printf("lines/s: %.0f | target <= 2 s: %s (%.2fx of the target)\n", lines / total_s,
+              total_s <= 2.0 ? "met" : "MISSED", total_s / 2.0);
+
+  std::printf("\nWhere ingest's time goes (a copy of the ingest loop with timers, same calls):\n");
+  std::printf("| %-44s | %9s | %7s | %9s |\n", "phase", "seconds", "share", "us/line");
+  std::printf(
+      "|----------------------------------------------|-----------|---------|-----------|\n");
+  const std::pair<const char*, double> rows[] = {
+      {"read lines (getline)", ph.read},
+      {"ParseBatchLine", ph.parse},
+      {"duplicate custom_id check", ph.dup},
+      {"PlanKey (render chat, pack) + chunk", ph.plan_key},
+      {"PlanPrefixes (per 65,536-line chunk)", ph.plan},
+      {"Store::InsertRequest", ph.insert},
+      {"FinishIngest + GetJob", ph.finish},
+      {"Store::Commit", ph.commit}};
+  double sum = 0;
+  for (const auto& [name, s] : rows) {
+    std::printf("| %-44s | %9.3f | %6.1f%% | %9.2f |\n", name, s, 100 * s / ph.total,
+                1e6 * s / lines);
+    sum += s;
+  }
+  std::printf("| %-44s | %9.3f | %6.1f%% | %9.2f |\n", "total (timed copy)", ph.total, 100.0,
+              1e6 * ph.total / lines);
+  std::printf("(timer overhead and untimed gaps: %.3f s)\n", ph.total - sum);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+// custom_id -> the first choice's text, of every successful line; errors counted.
+std::map<std::string, std::string> Completions(const std::string& path, int* errors) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(path);
+  std::string text;
+  *errors = 0;
+  while (std::getline(in, text)) {
+    const json j = json::parse(text);
+    if (!j["error"].is_null() || j["response"].is_null()) {
+      ++*errors;
+      continue;
+    }
+    const json& c = j["response"]["body"]["choices"][0];
+    out[j["custom_id"]] = c.contains("message") ? c["message"]["content"].get<std::string>()
+                                                : c["text"].get<std::string>();
+  }
+  return out;
+}
+
+void CompareBench(const Env& env, int requests, int rounds) {
+  const std::string in = env.dir + "/compare.jsonl";
+  WriteCompareJob(in, requests);
+  const std::string q_out = env.dir + "/compare-queue.out.jsonl";
+  const std::string m_out = env.dir + "/compare-inmemory.out.jsonl";
+  const std::vector<std::string> args = {LLMQ_BINARY,
+                                         "run",
+                                         in,
+                                         "-o",
+                                         q_out,
+                                         "--config",
+                                         env.config,
+                                         "--no-progress",
+                                         "--summary-json",
+                                         env.dir + "/compare-queue.summary.json"};
+  llmq::bench::BatchRunOptions opt;
+  opt.input = in;
+  opt.output = m_out;
+  opt.model_name = fs::path(env.cfg.model_dir).filename().string();
+  opt.chat_template = env.tmpl;
+  opt.engine = llmq::cli::EngineOptionsFrom(env.cfg);
+
+  auto run_queue = [&] {
+    const ProcResult r = MustSpawn(args, env.dir + "/compare-queue.log");
+    std::ifstream f(env.dir + "/compare-queue.summary.json");
+    const json s = json::parse(f);
+    return std::pair<double, double>{r.wall, s["wall_seconds"].get<double>()};
+  };
+  auto run_memory = [&] {
+    const auto t0 = Clock::now();  // from model load to the written output
+    llmq::Model model;
+    Check(llmq::LoadModel(env.cfg.model_dir, &model), "LoadModel");
+    llmq::bench::BatchSummary sum;
+    Check(llmq::bench::RunBatchFile(model, opt, &sum), "RunBatchFile");
+    return Since(t0);
+  };
+  // One untimed run of each first (page cache, first-touch of the binary).
+  run_queue();
+  run_memory();
+  std::vector<double> queue, queue_inner, memory;
+  for (int r = 0; r < rounds; ++r) {
+    // Alternating, and which goes first alternates too.
+    if (r % 2 == 0) {
+      const auto [wall, inner] = run_queue();
+      queue.push_back(wall), queue_inner.push_back(inner);
+      memory.push_back(run_memory());
+    } else {
+      memory.push_back(run_memory());
+      const auto [wall, inner] = run_queue();
+      queue.push_back(wall), queue_inner.push_back(inner);
+    }
+  }
+
+  int q_err = 0, m_err = 0;
+  const auto qc = Completions(q_out, &q_err);
+  const auto mc = Completions(m_out, &m_err);
+  int greedy = 0, greedy_same = 0, seeded = 0, seeded_same = 0;
+  for (int i = 0; i < requests; ++i) {
+    const std::string id = "note-" + std::to_string(i);
+    const auto a = qc.find(id), b = mc.find(id);
+    const bool same = a != qc.end() && b != mc.end() && a->second == b->second;
+    (i % 2 == 0 ? greedy : seeded) += 1;
+    (i % 2 == 0 ? greedy_same : seeded_same) += same;
+  }
+
+  const double qm = Median(queue), mm = Median(memory), ratio = qm / mm;
+  std::printf("\n## 2. Queue vs in-memory (%s)\n\n", Stamp().c_str());
+  std::printf(
+      "%d requests (chat, shared instruction + distinct ~120-char note; half greedy, half seeded "
+      "sampling; max_tokens 4-8), tiny model, same config (%s); %d rounds each, alternating, after "
+      "one untimed run of each; model load included in both\n",
+      requests, env.config.c_str(), rounds);
+  std::printf("| %-52s | %9s | %9s | %9s |\n", "path", "median s", "min s", "max s");
+  std::printf(
+      "|------------------------------------------------------|-----------|-----------|----"
+      "-------|\n");
+  auto row = [](const char* name, const std::vector<double>& v) {
+    std::printf("| %-52s | %9.3f | %9.3f | %9.3f |\n", name, Median(v),
+                *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+  };
+  row("queue: `llmq run` process, exec to exit", queue);
+  row("  (its own summary wall_seconds: load..finalized)", queue_inner);
+  row("in-memory: LoadModel + RunBatchFile, to written file", memory);
+  std::printf("ratio queue / in-memory (medians): %.3fx | target <= 1.05x: %s\n", ratio,
+              ratio <= 1.05 ? "met" : "MISSED");
+  std::printf("same completions: greedy %d/%d, seeded %d/%d; error lines: queue %d, in-memory %d\n",
+              greedy_same, greedy, seeded_same, seeded, q_err, m_err);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void MemoryBench(const Env& env, int64_t large) {
+  struct Row {
+    int64_t requests;
+    ProcResult r;
+    int64_t completed = 0, failed = 0;
+  };
+  std::vector<Row> rows;
+  for (const int64_t n : {int64_t{1000}, large}) {
+    const std::string in = env.dir + "/short-" + std::to_string(n) + ".jsonl";
+    WriteShortJob(in, n);
+    const std::string out = env.dir + "/short.out.jsonl";
+    const std::string summary = env.dir + "/short.summary.json";
+    Row row{n, MustSpawn({LLMQ_BINARY, "run", in, "-o", out, "--config", env.config,
+                          "--no-progress", "--summary-json", summary},
+                         env.dir + "/short.log")};
+    std::ifstream f(summary);
+    const json s = json::parse(f);
+    row.completed = s.value("requests", int64_t{0}) - s.value("failed", int64_t{0});
+    row.failed = s.value("failed", int64_t{0});
+    rows.push_back(row);
+    std::error_code ec;
+    fs::remove(out, ec);
+  }
+  const double diff_mb = (rows[1].r.maxrss_kb - rows[0].r.maxrss_kb) * 1024.0 / 1e6;
+  std::printf("\n## 3. Peak memory of `llmq run` (%s)\n\n", Stamp().c_str());
+  std::printf(
+      "completions of a few words (\"Classify: w w w\"), max_tokens 1, greedy, tiny model, same "
+      "config; peak RSS = wait4 ru_maxrss of the process\n");
+  std::printf("| %9s | %9s | %7s | %9s | %12s | %13s |\n", "requests", "completed", "failed",
+              "wall s", "requests/s", "peak RSS MB");
+  std::printf("|-----------|-----------|---------|-----------|--------------|---------------|\n");
+  for (const Row& r : rows)
+    std::printf("| %9lld | %9lld | %7lld | %9.1f | %12.0f | %13.1f |\n",
+                static_cast<long long>(r.requests), static_cast<long long>(r.completed),
+                static_cast<long long>(r.failed), r.r.wall, r.requests / r.r.wall,
+                r.r.maxrss_kb * 1024.0 / 1e6);
+  std::printf("difference: %.1f MB | target <= 300 MB: %s\n", diff_mb,
+              diff_mb <= 300 ? "met" : "MISSED");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  StartSpawner();  // first: it must stay small (see Spawn)
+  std::string only = "ingest,compare,memory", dir = "bench-models/queue-bench";
+  int64_t large = 1000000;
+  int rounds = 5, ingest_lines = 100000, compare_requests = 2000;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--only")
+      only = argv[i + 1];
+    else if (a == "--requests-large")
+      large = std::atoll(argv[i + 1]);
+    else if (a == "--rounds")
+      rounds = std::atoi(argv[i + 1]);
+    else if (a == "--ingest-lines")
+      ingest_lines = std::atoi(argv[i + 1]);
+    else if (a == "--compare-requests")
+      compare_requests = std::atoi(argv[i + 1]);
+    else if (a == "--dir")
+      dir = argv[i + 1];
+    else
+      Die("unknown flag " + a);
+  }
+  Env env;
+  env.dir = fs::absolute(dir).string();
+  fs::create_directories(env.dir);
+  env.model_dir = env.dir + "/model";
+  llmq::ModelConfig mcfg;
+  llmq::DType dtype;
+  Check(llmq::ShapeConfig("tiny", &mcfg, &dtype), "ShapeConfig");
+  Check(llmq::MakeModel(mcfg, dtype, 1, env.model_dir), "MakeModel");
+  // One config for the binary and the in-process baseline: the defaults, model.path set.
+  env.config = env.dir + "/llmq.yaml";
+  std::ofstream(env.config) << "model:\n  path: " << env.model_dir << "\n";
+  Check(llmq::LoadConfig(env.config, &env.cfg), "LoadConfig");
+  bool found = false;
+  env.tmpl = llmq::DetectChatTemplate(env.model_dir, &found);
+
+  std::printf("# queue_bench: %s, binary %s\n", Stamp().c_str(), LLMQ_BINARY);
+  std::fflush(stdout);
+  if (only.find("ingest") != std::string::npos) IngestBench(env, ingest_lines);
+  std::fflush(stdout);
+  if (only.find("compare") != std::string::npos) CompareBench(env, compare_requests, rounds);
+  std::fflush(stdout);
+  if (only.find("memory") != std::string::npos) MemoryBench(env, large);
+  return 0;
+}
