@@ -224,7 +224,10 @@ void LlmEngine::Schedule() {
       ReleasePins())
     scheduler_.Schedule(&sched_);  // pins are an optimisation: never let them stall the queue
   const auto now = Clock::now();
-  for (Sequence* s : sched_.preempted) ++s->owner->m.preemptions, ++stats_.preemptions;
+  for (Sequence* s : sched_.preempted) {
+    ++s->owner->m.preemptions;
+    ++stats_.preemptions;
+  }
   for (Sequence* s : sched_.admitted) {
     if (s->ever_admitted) continue;
     s->ever_admitted = true;
@@ -297,7 +300,8 @@ void LlmEngine::UpdatePins() {
 bool LlmEngine::ReleasePins() {
   bool any = false;
   for (Group& g : groups_) {
-    for (int32_t b : g.pinned) blocks_.Unref(b), any = true;
+    for (int32_t b : g.pinned) blocks_.Unref(b);
+    any = any || !g.pinned.empty();
     g.pinned.clear();
   }
   return any;
