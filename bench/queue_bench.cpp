@@ -13,6 +13,7 @@
 //      max_tokens 1); target: difference <= 300 MB.
 //   queue_bench [--only ingest,compare,memory] [--requests-large N] [--rounds 5]
 //               [--ingest-lines 100000] [--compare-requests 2000] [--dir bench-models/queue-bench]
+//               [--kv-cache-memory SIZE]   (engine.kv_cache_memory for both paths; default 1GiB)
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -66,7 +67,8 @@ void Check(const llmq::Status& st, const char* what) {
   if (!st.ok()) Die(std::string(what) + ": " + st.message());
 }
 
-// "2026-11-30 13:04 UTC, nproc 2": printed above every table.
+// "2026-11-30 13:04 UTC, nproc 2, load average ...": printed above every table (others' work on
+// a shared machine shows in the load).
 std::string Stamp() {
   char date[64];
   const std::time_t now = std::time(nullptr);
@@ -74,7 +76,12 @@ std::string Stamp() {
   cpu_set_t set;
   CPU_ZERO(&set);
   const int nproc = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
-  return std::string(date) + ", nproc " + std::to_string(nproc);
+  double load[3] = {0, 0, 0};
+  getloadavg(load, 3);
+  char tail[96];
+  std::snprintf(tail, sizeof tail, ", nproc %d, load average %.2f %.2f %.2f", nproc, load[0],
+                load[1], load[2]);
+  return std::string(date) + tail;
 }
 
 double Median(std::vector<double> v) {
@@ -109,9 +116,10 @@ void SpawnerLoop(int in, int out) {
     }
     // msg: log path \0 argv[0] \0 argv[1] \0 ...
     std::vector<std::string> parts;
-    for (size_t i = 0; i < msg.size();) {
+    for (size_t i = 0;;) {
       const size_t end = msg.find('\0', i);
-      parts.push_back(msg.substr(i, end - i));
+      parts.push_back(msg.substr(i, end == std::string::npos ? end : end - i));
+      if (end == std::string::npos) break;
       i = end + 1;
     }
     std::vector<char*> argv;
@@ -289,7 +297,7 @@ void WriteShortJob(const std::string& path, int64_t requests) {
 // ---------------------------------------------------------------------------------------------
 
 struct Env {
-  std::string dir, model_dir, config;
+  std::string dir, model_dir, config, kv;
   llmq::LlmqConfig cfg;
   llmq::ChatTemplate tmpl = llmq::ChatTemplate::kLlama2;
 };
@@ -593,6 +601,11 @@ void CompareBench(const Env& env, int requests, int rounds) {
   row("in-memory: LoadModel + RunBatchFile, to written file", memory);
   std::printf("ratio queue / in-memory (medians): %.3fx | target <= 1.05x: %s\n", ratio,
               ratio <= 1.05 ? "met" : "MISSED");
+  std::printf("ratio of the fastest runs (min / min): %.3fx; rounds (queue s / in-memory s):",
+              *std::min_element(queue.begin(), queue.end()) /
+                  *std::min_element(memory.begin(), memory.end()));
+  for (int r = 0; r < rounds; ++r) std::printf(" %.2f/%.2f", queue[r], memory[r]);
+  std::printf("\n");
   std::printf("same completions: greedy %d/%d, seeded %d/%d; error lines: queue %d, in-memory %d\n",
               greedy_same, greedy, seeded_same, seeded, q_err, m_err);
 }
@@ -626,7 +639,8 @@ void MemoryBench(const Env& env, int64_t large) {
   std::printf("\n## 3. Peak memory of `llmq run` (%s)\n\n", Stamp().c_str());
   std::printf(
       "completions of a few words (\"Classify: w w w\"), max_tokens 1, greedy, tiny model, same "
-      "config; peak RSS = wait4 ru_maxrss of the process\n");
+      "config (kv_cache_memory %s); peak RSS = wait4 ru_maxrss of the process\n",
+      env.kv.empty() ? "default 1GiB" : env.kv.c_str());
   std::printf("| %9s | %9s | %7s | %9s | %12s | %13s |\n", "requests", "completed", "failed",
               "wall s", "requests/s", "peak RSS MB");
   std::printf("|-----------|-----------|---------|-----------|--------------|---------------|\n");
@@ -646,6 +660,7 @@ int main(int argc, char** argv) {
   std::string only = "ingest,compare,memory", dir = "bench-models/queue-bench";
   int64_t large = 1000000;
   int rounds = 5, ingest_lines = 100000, compare_requests = 2000;
+  std::string kv;  // engine.kv_cache_memory for both paths; empty: the default (1GiB)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--only")
@@ -658,6 +673,8 @@ int main(int argc, char** argv) {
       ingest_lines = std::atoi(argv[i + 1]);
     else if (a == "--compare-requests")
       compare_requests = std::atoi(argv[i + 1]);
+    else if (a == "--kv-cache-memory")
+      kv = argv[i + 1];
     else if (a == "--dir")
       dir = argv[i + 1];
     else
@@ -665,6 +682,7 @@ int main(int argc, char** argv) {
   }
   Env env;
   env.dir = fs::absolute(dir).string();
+  env.kv = kv;
   fs::create_directories(env.dir);
   env.model_dir = env.dir + "/model";
   llmq::ModelConfig mcfg;
@@ -673,7 +691,11 @@ int main(int argc, char** argv) {
   Check(llmq::MakeModel(mcfg, dtype, 1, env.model_dir), "MakeModel");
   // One config for the binary and the in-process baseline: the defaults, model.path set.
   env.config = env.dir + "/llmq.yaml";
-  std::ofstream(env.config) << "model:\n  path: " << env.model_dir << "\n";
+  {
+    std::ofstream cfg(env.config);
+    cfg << "model:\n  path: " << env.model_dir << "\n";
+    if (!kv.empty()) cfg << "engine:\n  kv_cache_memory: " << kv << "\n";
+  }
   Check(llmq::LoadConfig(env.config, &env.cfg), "LoadConfig");
   bool found = false;
   env.tmpl = llmq::DetectChatTemplate(env.model_dir, &found);
