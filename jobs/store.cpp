@@ -196,6 +196,22 @@ class Stmt {
   int bind_rc_ = SQLITE_OK;
 };
 
+// Steps a statement selecting (job, line, plan_rank, attempts, custom_id, body) through every
+// row into *out; returns the last step's result code (SQLITE_DONE when all went well).
+int ReadPendingRows(Stmt& st, std::vector<PendingRequest>* out) {
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) {
+    PendingRequest& p = out->emplace_back();
+    p.job = st.Int(0);
+    p.line = st.Int(1);
+    p.plan_rank = st.Int(2);
+    p.attempts = st.Int(3);
+    p.custom_id = st.Text(4);
+    p.body = st.Text(5);
+  }
+  return rc;
+}
+
 Status RandomPublicId(std::string* out) {
   unsigned char b[8];
   size_t got = 0;
@@ -706,16 +722,7 @@ Status Store::NextPending(int64_t after_rank, int limit, std::vector<PendingRequ
   LLMQ_RETURN_IF_ERROR(Prepare(kNextPending, &raw));
   Stmt st(raw);
   st.Bind(1, after_rank).Bind(2, int64_t{limit});
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) {
-    PendingRequest& p = out->emplace_back();
-    p.job = st.Int(0);
-    p.line = st.Int(1);
-    p.plan_rank = st.Int(2);
-    p.attempts = st.Int(3);
-    p.custom_id = st.Text(4);
-    p.body = st.Text(5);
-  }
+  const int rc = ReadPendingRows(st, out);
   return rc == SQLITE_DONE ? Status::Ok() : Error("cannot read pending requests", rc);
 }
 
@@ -749,16 +756,7 @@ Status Store::PendingOfJob(int64_t job, int64_t after_line, int limit,
   LLMQ_RETURN_IF_ERROR(Prepare(kPendingOfJob, &raw));
   Stmt st(raw);
   st.Bind(1, job).Bind(2, after_line).Bind(3, int64_t{limit});
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) {
-    PendingRequest& p = out->emplace_back();
-    p.job = st.Int(0);
-    p.line = st.Int(1);
-    p.plan_rank = st.Int(2);
-    p.attempts = st.Int(3);
-    p.custom_id = st.Text(4);
-    p.body = st.Text(5);
-  }
+  const int rc = ReadPendingRows(st, out);
   return rc == SQLITE_DONE ? Status::Ok() : Error("cannot read a job's pending requests", rc);
 }
 

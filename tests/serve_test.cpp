@@ -345,5 +345,27 @@ TEST_F(ServeTest, RefusesWholeFilesThatCannotRunAndIgnoresTemporaries) {
   EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
 }
 
+TEST_F(ServeTest, SighupReloadsTheSpoolKeysAndSubmitWaitWaitsForTheResults) {
+  Start();
+  WriteConfig(7);
+  kill(pid_, SIGHUP);
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReadText(err_file()).find("SIGHUP: reloaded") != std::string::npos; }, 5))
+      << ReadText(err_file());
+  EXPECT_NE(ReadText(err_file()).find("drain 7s"), std::string::npos) << ReadText(err_file());
+
+  const std::string sub = dir_ + "/waited.jsonl";
+  std::ofstream(sub) << Job("w", 4, 4);
+  const auto r = Cli({"submit", sub, "--wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(StatusOf("waited.jsonl")["status"], "completed");
+  EXPECT_TRUE(fs::exists(outbox("waited.summary.json")));
+  // Submitting the same file again is refused, naming the job.
+  const auto again = Cli({"submit", sub});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find(r.out.substr(0, r.out.find('\n'))), std::string::npos) << again.err;
+  EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
+}
+
 }  // namespace
 }  // namespace llmq
