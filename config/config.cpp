@@ -108,6 +108,17 @@ Status GetBool(const Leaf& l, bool* out) {
   return l.Fail("must be true or false, got " + Describe(l.value));
 }
 
+// A positive byte size (ParseByteSize); `examples` go into the message.
+Status GetByteSize(const Leaf& l, const char* examples, int64_t* out) {
+  std::optional<int64_t> bytes;
+  if (l.value.IsScalar()) bytes = ParseByteSize(l.value.Scalar());
+  if (!bytes || *bytes <= 0)
+    return l.Fail(std::string("must be a positive size such as ") + examples + ", got " +
+                  Describe(l.value));
+  *out = *bytes;
+  return Status::Ok();
+}
+
 // A number of seconds (decimal, fractions allowed) in [lo, hi].
 Status GetSeconds(const Leaf& l, double lo, double hi, double* out) {
   const auto fail = [&] {
@@ -226,15 +237,8 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
       {"max_num_batched_tokens",
        [c](const Leaf& l) { return GetPositiveInt(l, &c->max_num_batched_tokens); }},
       {"kv_cache_memory",
-       [c](const Leaf& l) -> Status {
-         std::optional<int64_t> bytes;
-         if (l.value.IsScalar()) bytes = ParseByteSize(l.value.Scalar());
-         if (!bytes || *bytes <= 0) {
-           return l.Fail("must be a positive size such as 4GiB, 512MB or 1073741824, got " +
-                         Describe(l.value));
-         }
-         c->kv_cache_bytes = *bytes;
-         return Status::Ok();
+       [c](const Leaf& l) {
+         return GetByteSize(l, "4GiB, 512MB or 1073741824", &c->kv_cache_bytes);
        }},
       {"enable_prefix_caching",
        [c](const Leaf& l) { return GetBool(l, &c->enable_prefix_caching); }},
@@ -253,16 +257,7 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
       {"rescan_seconds",
        [c](const Leaf& l) { return GetSeconds(l, 0.05, 86400, &c->rescan_seconds); }},
       {"max_file_bytes",
-       [c](const Leaf& l) -> Status {
-         std::optional<int64_t> bytes;
-         if (l.value.IsScalar()) bytes = ParseByteSize(l.value.Scalar());
-         if (!bytes || *bytes <= 0) {
-           return l.Fail("must be a positive size such as 1GiB, 500MB or 1048576, got " +
-                         Describe(l.value));
-         }
-         c->max_file_bytes = *bytes;
-         return Status::Ok();
-       }},
+       [c](const Leaf& l) { return GetByteSize(l, "1GiB, 500MB or 1048576", &c->max_file_bytes); }},
       {"drain_seconds", [c](const Leaf& l) { return GetSeconds(l, 0, 86400, &c->drain_seconds); }},
       {"commit_interval_ms",
        [c](const Leaf& l) -> Status {

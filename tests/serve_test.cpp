@@ -24,19 +24,8 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
-std::vector<json> ReadJsonl(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<json> out;
-  std::string line;
-  while (std::getline(f, line)) out.push_back(json::parse(line));
-  return out;
-}
+using testing::ReadJsonl;
+using testing::ReadText;
 
 bool WaitFor(const std::function<bool()>& done, double seconds) {
   const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
