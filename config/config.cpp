@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -105,6 +106,34 @@ Status GetBool(const Leaf& l, bool* out) {
     }
   }
   return l.Fail("must be true or false, got " + Describe(l.value));
+}
+
+// A positive byte size (ParseByteSize); `examples` go into the message.
+Status GetByteSize(const Leaf& l, const char* examples, int64_t* out) {
+  std::optional<int64_t> bytes;
+  if (l.value.IsScalar()) bytes = ParseByteSize(l.value.Scalar());
+  if (!bytes || *bytes <= 0)
+    return l.Fail(std::string("must be a positive size such as ") + examples + ", got " +
+                  Describe(l.value));
+  *out = *bytes;
+  return Status::Ok();
+}
+
+// A number of seconds (decimal, fractions allowed) in [lo, hi].
+Status GetSeconds(const Leaf& l, double lo, double hi, double* out) {
+  const auto fail = [&] {
+    char range[96];
+    std::snprintf(range, sizeof range, "a number of seconds between %g and %g", lo, hi);
+    return l.Fail(std::string("must be ") + range + ", got " + Describe(l.value));
+  };
+  if (!IsPlainScalar(l.value)) return fail();
+  const std::string& s = l.value.Scalar();
+  if (s.empty() || s.find_first_not_of("0123456789.+") != std::string::npos) return fail();
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !(v >= lo && v <= hi)) return fail();
+  *out = v;
+  return Status::Ok();
 }
 
 // A key of a section: its name and how to parse its value.
@@ -208,15 +237,8 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
       {"max_num_batched_tokens",
        [c](const Leaf& l) { return GetPositiveInt(l, &c->max_num_batched_tokens); }},
       {"kv_cache_memory",
-       [c](const Leaf& l) -> Status {
-         std::optional<int64_t> bytes;
-         if (l.value.IsScalar()) bytes = ParseByteSize(l.value.Scalar());
-         if (!bytes || *bytes <= 0) {
-           return l.Fail("must be a positive size such as 4GiB, 512MB or 1073741824, got " +
-                         Describe(l.value));
-         }
-         c->kv_cache_bytes = *bytes;
-         return Status::Ok();
+       [c](const Leaf& l) {
+         return GetByteSize(l, "4GiB, 512MB or 1073741824", &c->kv_cache_bytes);
        }},
       {"enable_prefix_caching",
        [c](const Leaf& l) { return GetBool(l, &c->enable_prefix_caching); }},
@@ -229,6 +251,19 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
          LLMQ_RETURN_IF_ERROR(GetString(l, &dir));
          if (dir.empty()) return l.Fail("must not be empty");
          c->state_dir = dir;
+         return Status::Ok();
+       }},
+      {"settle_seconds", [c](const Leaf& l) { return GetSeconds(l, 0, 3600, &c->settle_seconds); }},
+      {"rescan_seconds",
+       [c](const Leaf& l) { return GetSeconds(l, 0.05, 86400, &c->rescan_seconds); }},
+      {"max_file_bytes",
+       [c](const Leaf& l) { return GetByteSize(l, "1GiB, 500MB or 1048576", &c->max_file_bytes); }},
+      {"drain_seconds", [c](const Leaf& l) { return GetSeconds(l, 0, 86400, &c->drain_seconds); }},
+      {"commit_interval_ms",
+       [c](const Leaf& l) -> Status {
+         int64_t v = 0;
+         LLMQ_RETURN_IF_ERROR(GetInt(l, 1, 60000, &v));
+         c->commit_interval_ms = static_cast<int>(v);
          return Status::Ok();
        }},
   };

@@ -21,8 +21,13 @@ struct LlmqConfig {
   int64_t kv_cache_bytes = int64_t{1} << 30;  // engine.kv_cache_memory: "4GiB", "512MB", bytes
   bool enable_prefix_caching = true;          // engine.enable_prefix_caching
   bool enable_planner = true;                 // engine.enable_planner
-  // spool (the daemon, later):
-  std::string state_dir = "/var/lib/llmq";  // spool.state_dir
+  // spool (the daemon, llmq serve; the CLI commands find its queue through state_dir):
+  std::string state_dir = "/var/lib/llmq";    // spool.state_dir
+  double settle_seconds = 1;                  // spool.settle_seconds: unchanged this long
+  double rescan_seconds = 30;                 // spool.rescan_seconds: full inbox rescan period
+  int64_t max_file_bytes = int64_t{1} << 30;  // spool.max_file_bytes: larger files are refused
+  double drain_seconds = 30;                  // spool.drain_seconds: SIGTERM waits this long
+  int commit_interval_ms = 50;                // spool.commit_interval_ms: result commit period
 };
 
 // Loads `path` over the defaults (a default LlmqConfig, not *out's current values); *out is

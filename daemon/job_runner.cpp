@@ -102,6 +102,15 @@ void JobRunner::Finish(Fed& f, const RequestOutput& o) {
   committer_->Push(std::move(r));
 }
 
+void JobRunner::HandleOutputs(const std::vector<RequestOutput>& done) {
+  for (const RequestOutput& o : done) {
+    auto it = fed_.find(o.id);
+    if (it == fed_.end()) continue;  // LLMQ_CHECK-worthy, but never lose the loop over it
+    if (dropped_.erase(o.id) == 0) Finish(it->second, o);
+    fed_.erase(it);
+  }
+}
+
 Status JobRunner::Run(const std::function<bool()>& stop, const std::function<void()>& on_step) {
   const int64_t tokens_before = engine_->stats().tokens_generated;
   std::vector<RequestOutput> done;
@@ -115,12 +124,74 @@ Status JobRunner::Run(const std::function<bool()>& stop, const std::function<voi
     if (Status st = engine_->Step(&done); !st.ok())
       std::fprintf(stderr, "llmq: step failed, its requests are marked failed: %s\n",
                    st.message().c_str());
-    for (const RequestOutput& o : done) {
-      auto it = fed_.find(o.id);
-      if (it == fed_.end()) continue;  // LLMQ_CHECK-worthy, but never lose the loop over it
-      Finish(it->second, o);
-      fed_.erase(it);
+    HandleOutputs(done);
+    progress_.tokens_generated = engine_->stats().tokens_generated - tokens_before;
+    if (on_step) on_step();
+  }
+  return Status::Ok();
+}
+
+void JobRunner::Wake() {
+  std::lock_guard<std::mutex> lock(mu_);
+  wake_ = true;
+  cv_.notify_all();
+}
+
+void JobRunner::CancelJob(int64_t job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancels_.push_back(job);
+  cv_.notify_all();
+}
+
+void JobRunner::Drain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  drain_ = true;
+  cv_.notify_all();
+}
+
+void JobRunner::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_ = true;
+  cv_.notify_all();
+}
+
+void JobRunner::ApplyControls() {
+  if (wake_) {
+    wake_ = false;
+    drained_ = false;
+  }
+  for (int64_t job : cancels_)
+    for (const auto& [id, f] : fed_)
+      if (f.job == job && !dropped_.count(id)) engine_->Cancel(id);
+  cancels_.clear();
+  if (drain_ && !draining_) {
+    draining_ = true;
+    for (const auto& [id, f] : fed_)
+      if (!engine_->IsAdmitted(id) && engine_->Cancel(id)) dropped_.insert(id);
+  }
+}
+
+Status JobRunner::Serve(const std::function<void()>& on_step) {
+  const int64_t tokens_before = engine_->stats().tokens_generated;
+  std::vector<RequestOutput> done;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      ApplyControls();
+      if (stop_) break;
+      if (!engine_->HasWork() && (draining_ || drained_)) {
+        if (draining_) break;
+        cv_.wait(lock, [&] { return wake_ || drain_ || stop_ || !cancels_.empty(); });
+        continue;
+      }
     }
+    if (!draining_) LLMQ_RETURN_IF_ERROR(Feed());
+    if (!engine_->HasWork()) continue;
+    done.clear();
+    if (Status st = engine_->Step(&done); !st.ok())
+      std::fprintf(stderr, "llmq: step failed, its requests are marked failed: %s\n",
+                   st.message().c_str());
+    HandleOutputs(done);
     progress_.tokens_generated = engine_->stats().tokens_generated - tokens_before;
     if (on_step) on_step();
   }

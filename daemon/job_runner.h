@@ -6,13 +6,18 @@
 // Exactly once: a request is fed at most once per process (a rank cursor only moves forward);
 // its result is committed at most once (the store ignores a second result); a request whose
 // result was not committed when the process died is still pending and is fed again after restart.
-// Not thread-safe: one thread calls Run.
+// One thread calls Run or Serve; Wake, CancelJob, Drain and Stop may be called from any thread
+// (the daemon's event loop) while Serve runs.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "daemon/request_builder.h"
 #include "engine/llm_engine.h"
@@ -45,6 +50,19 @@ class JobRunner {
   // goes on; only a store error ends the run with an error.
   Status Run(const std::function<bool()>& stop, const std::function<void()>& on_step);
 
+  // The daemon's loop: like Run, but when the store has nothing more it waits for Wake() instead
+  // of returning. Returns after Stop(), or after Drain() once no admitted request is left.
+  Status Serve(const std::function<void()>& on_step);
+  // New jobs may be pending: look at the store again (any thread).
+  void Wake();
+  // Cancels the engine's requests of `job` (their results: "cancelled" error lines) (any thread).
+  void CancelJob(int64_t job);
+  // Stops admitting: requests the engine has not admitted yet are dropped (they stay pending in
+  // the store and run after a restart); admitted ones run to their end (any thread).
+  void Drain();
+  // Ends Serve at the next step boundary; unfinished requests stay pending (any thread).
+  void Stop();
+
   const RunnerProgress& progress() const { return progress_; }
 
  private:
@@ -60,6 +78,8 @@ class JobRunner {
   Status Feed();
   Status Job(int64_t id, const JobInfo** out);
   void Finish(Fed& f, const RequestOutput& o);
+  void HandleOutputs(const std::vector<RequestOutput>& done);
+  void ApplyControls();  // with mu_ held: cancels, drain
   void Refuse(int64_t job, int64_t line, const std::string& custom_id, const std::string& msg);
 
   BuildContext ctx_;
@@ -72,6 +92,13 @@ class JobRunner {
   std::unordered_map<std::string, Fed> fed_;  // by engine request id
   std::unordered_map<int64_t, JobInfo> jobs_;
   RunnerProgress progress_;
+  std::unordered_set<std::string> dropped_;  // drained: their outputs are not results
+
+  std::mutex mu_;  // guards the controls below
+  std::condition_variable cv_;
+  bool wake_ = false, drain_ = false, stop_ = false;
+  bool draining_ = false;  // the drain was applied (runner thread only)
+  std::vector<int64_t> cancels_;
 };
 
 // Seconds since the Unix epoch, as the store keeps times.

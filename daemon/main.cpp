@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   app.option_defaults()->always_capture_default();
   int rc = 0;
   llmq::cli::AddRunCommand(&app, &rc);
+  llmq::cli::AddServeCommand(&app, &rc);
+  llmq::cli::AddQueueCommands(&app, &rc);
   llmq::cli::AddGenerateCommand(&app, &rc);
   llmq::cli::AddPlanCommand(&app, &rc);
   llmq::cli::AddMakeModelCommand(&app, &rc);

@@ -151,6 +151,11 @@ bool LlmEngine::Cancel(const std::string& request_id) {
   return true;
 }
 
+bool LlmEngine::IsAdmitted(const std::string& request_id) const {
+  auto it = requests_.find(request_id);
+  return it != requests_.end() && it->second->phase == Phase::kRunning;
+}
+
 Status LlmEngine::PlanWindow() {
   if (window_.empty()) return Status::Ok();
   Status status;

@@ -74,6 +74,9 @@ class LlmEngine {
   // cancelled = true and error "cancelled". False for an unknown or already finished id.
   bool Cancel(const std::string& request_id);
   bool HasWork() const { return num_unfinished() > 0; }
+  // True while the request has been admitted (running or preempted) and is unfinished; false when
+  // it is still in the window or the queue, finished, or unknown (a drain cancels those).
+  bool IsAdmitted(const std::string& request_id) const;
 
   // Requests by state; num_unfinished() = num_window() + num_queued() + num_running() + those
   // finished (refused, cancelled) but not yet reported.

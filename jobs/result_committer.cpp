@@ -48,6 +48,12 @@ Status ResultCommitter::Close() {
   return error_;
 }
 
+void ResultCommitter::SetInterval(std::chrono::milliseconds interval) {
+  std::lock_guard<std::mutex> lock(mu_);
+  opt_.interval = interval;
+  work_cv_.notify_all();
+}
+
 int64_t ResultCommitter::committed() const {
   std::lock_guard<std::mutex> lock(mu_);
   return committed_;

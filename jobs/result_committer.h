@@ -56,6 +56,9 @@ class ResultCommitter {
   // Calling it again returns the same status.
   Status Close();
 
+  // Changes the interval from the next group on (the daemon's SIGHUP reload). Any thread.
+  void SetInterval(std::chrono::milliseconds interval);
+
   // Results committed so far (new ones, as CommitResults counts them); for tests and progress.
   int64_t committed() const;
 
@@ -63,7 +66,7 @@ class ResultCommitter {
   void Run();
 
   Store* const store_;
-  const Options opt_;
+  Options opt_;  // interval: guarded by mu_ (SetInterval)
   mutable std::mutex mu_;
   std::condition_variable work_cv_;      // to the thread: results, a flush, or closing
   std::condition_variable done_cv_;      // from the thread: a group is through

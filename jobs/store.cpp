@@ -133,6 +133,13 @@ constexpr const char* kMarkAttempted =
     "UPDATE requests SET attempts = attempts + 1 WHERE job = ?1 AND line = ?2";
 constexpr const char* kCountPending =
     "SELECT count(*) FROM requests WHERE job = ?1 AND status = 'pending'";
+constexpr const char* kPendingOfJob =
+    "SELECT job, line, plan_rank, attempts, custom_id, body FROM requests "
+    "WHERE job = ?1 AND line > ?2 AND status = 'pending' ORDER BY line LIMIT ?3";
+constexpr const char* kJobTotals =
+    "SELECT coalesce(sum(prompt_tokens), 0), coalesce(sum(cached_tokens), 0), "
+    "coalesce(sum(completion_tokens), 0), coalesce(max(committed_at), 0) "
+    "FROM results WHERE job = ?1";
 constexpr const char* kForEachResult =
     "SELECT line, is_error, output, prompt_tokens, cached_tokens, computed_tokens, "
     "completion_tokens, queue_seconds, ttft_seconds, itl_seconds, latency_seconds "
@@ -188,6 +195,22 @@ class Stmt {
   sqlite3_stmt* s_;
   int bind_rc_ = SQLITE_OK;
 };
+
+// Steps a statement selecting (job, line, plan_rank, attempts, custom_id, body) through every
+// row into *out; returns the last step's result code (SQLITE_DONE when all went well).
+int ReadPendingRows(Stmt& st, std::vector<PendingRequest>* out) {
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) {
+    PendingRequest& p = out->emplace_back();
+    p.job = st.Int(0);
+    p.line = st.Int(1);
+    p.plan_rank = st.Int(2);
+    p.attempts = st.Int(3);
+    p.custom_id = st.Text(4);
+    p.body = st.Text(5);
+  }
+  return rc;
+}
 
 Status RandomPublicId(std::string* out) {
   unsigned char b[8];
@@ -699,16 +722,7 @@ Status Store::NextPending(int64_t after_rank, int limit, std::vector<PendingRequ
   LLMQ_RETURN_IF_ERROR(Prepare(kNextPending, &raw));
   Stmt st(raw);
   st.Bind(1, after_rank).Bind(2, int64_t{limit});
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) {
-    PendingRequest& p = out->emplace_back();
-    p.job = st.Int(0);
-    p.line = st.Int(1);
-    p.plan_rank = st.Int(2);
-    p.attempts = st.Int(3);
-    p.custom_id = st.Text(4);
-    p.body = st.Text(5);
-  }
+  const int rc = ReadPendingRows(st, out);
   return rc == SQLITE_DONE ? Status::Ok() : Error("cannot read pending requests", rc);
 }
 
@@ -732,6 +746,30 @@ Status Store::CountPending(int64_t job, int64_t* out) {
   const int rc = st.Bind(1, job).Step();
   if (rc != SQLITE_ROW) return Error("cannot count pending requests", rc);
   *out = st.Int(0);
+  return Status::Ok();
+}
+
+Status Store::PendingOfJob(int64_t job, int64_t after_line, int limit,
+                           std::vector<PendingRequest>* out) {
+  out->clear();
+  sqlite3_stmt* raw = nullptr;
+  LLMQ_RETURN_IF_ERROR(Prepare(kPendingOfJob, &raw));
+  Stmt st(raw);
+  st.Bind(1, job).Bind(2, after_line).Bind(3, int64_t{limit});
+  const int rc = ReadPendingRows(st, out);
+  return rc == SQLITE_DONE ? Status::Ok() : Error("cannot read a job's pending requests", rc);
+}
+
+Status Store::GetJobTotals(int64_t job, JobTotals* out) {
+  sqlite3_stmt* raw = nullptr;
+  LLMQ_RETURN_IF_ERROR(Prepare(kJobTotals, &raw));
+  Stmt st(raw);
+  const int rc = st.Bind(1, job).Step();
+  if (rc != SQLITE_ROW) return Error("cannot sum a job's results", rc);
+  out->prompt_tokens = st.Int(0);
+  out->cached_tokens = st.Int(1);
+  out->completion_tokens = st.Int(2);
+  out->last_result_at = st.Real(3);
   return Status::Ok();
 }
 

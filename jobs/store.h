@@ -103,6 +103,12 @@ struct ResultMetrics {
   double latency_seconds = 0;     // accepted -> finished
 };
 
+// Sums over a job's committed results (llmq status).
+struct JobTotals {
+  int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+  double last_result_at = 0;  // unix seconds of the latest commit; 0 = none yet
+};
+
 struct Result {
   int64_t job = 0;
   int64_t line = 0;
@@ -181,6 +187,11 @@ class Store {
   // attempts += 1 for these requests (they are being handed to an engine).
   Status MarkAttempted(const std::vector<std::pair<int64_t, int64_t>>& job_lines);
   Status CountPending(int64_t job, int64_t* out);
+  // Up to `limit` pending requests of `job` with line > after_line, in line order, whatever the
+  // job's status and cancel flag (cancelling writes their error lines).
+  Status PendingOfJob(int64_t job, int64_t after_line, int limit, std::vector<PendingRequest>* out);
+  // Token sums over the job's committed results.
+  Status GetJobTotals(int64_t job, JobTotals* out);
 
   // --- Results: one transaction for the whole group. A result for a request that already has
   // one is ignored (never a duplicate, never an overwrite); each new one sets its request done or

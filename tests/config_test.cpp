@@ -23,6 +23,11 @@ void ExpectDefaults(const LlmqConfig& c) {
   EXPECT_EQ(c.enable_prefix_caching, d.enable_prefix_caching);
   EXPECT_EQ(c.enable_planner, d.enable_planner);
   EXPECT_EQ(c.state_dir, d.state_dir);
+  EXPECT_EQ(c.settle_seconds, d.settle_seconds);
+  EXPECT_EQ(c.rescan_seconds, d.rescan_seconds);
+  EXPECT_EQ(c.max_file_bytes, d.max_file_bytes);
+  EXPECT_EQ(c.drain_seconds, d.drain_seconds);
+  EXPECT_EQ(c.commit_interval_ms, d.commit_interval_ms);
 }
 
 // Parses `yaml` as "t.yaml" and returns the error message ("" when it parsed).
@@ -55,9 +60,11 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
   // Every key of the schema appears in the example (a change to one key shows up here).
   std::ifstream in(example);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const char* key : {"model:", "path:", "chat_template:", "engine:", "block_size:",
-                          "max_num_seqs:", "max_num_batched_tokens:", "kv_cache_memory:",
-                          "enable_prefix_caching:", "enable_planner:", "spool:", "state_dir:"}) {
+  for (const char* key :
+       {"model:", "path:", "chat_template:", "engine:", "block_size:", "max_num_seqs:",
+        "max_num_batched_tokens:", "kv_cache_memory:", "enable_prefix_caching:", "enable_planner:",
+        "spool:", "state_dir:", "settle_seconds:", "rescan_seconds:", "max_file_bytes:",
+        "drain_seconds:", "commit_interval_ms:"}) {
     EXPECT_NE(text.find(key), std::string::npos) << key;
   }
 }
@@ -135,6 +142,15 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
        [](const LlmqConfig& c) { return c.enable_prefix_caching; }},
       {"engine: {enable_planner: false}", [](const LlmqConfig& c) { return !c.enable_planner; }},
       {"spool: {state_dir: rel/dir}", [](const LlmqConfig& c) { return c.state_dir == "rel/dir"; }},
+      {"spool: {settle_seconds: 0.25}",
+       [](const LlmqConfig& c) { return c.settle_seconds == 0.25; }},
+      {"spool: {settle_seconds: 0}", [](const LlmqConfig& c) { return c.settle_seconds == 0; }},
+      {"spool: {rescan_seconds: 2}", [](const LlmqConfig& c) { return c.rescan_seconds == 2; }},
+      {"spool: {max_file_bytes: 10MiB}",
+       [](const LlmqConfig& c) { return c.max_file_bytes == 10 << 20; }},
+      {"spool: {drain_seconds: 5.5}", [](const LlmqConfig& c) { return c.drain_seconds == 5.5; }},
+      {"spool: {commit_interval_ms: 10}",
+       [](const LlmqConfig& c) { return c.commit_interval_ms == 10; }},
   };
   for (const Case& k : cases) {
     LlmqConfig c;
@@ -205,6 +221,15 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
       {"model:\n  path: [a, b]\n", "t.yaml:2: model.path: must be a string"},
       {"model:\n  path:\n", "t.yaml:2: model.path: must be a string"},
       {"spool:\n  state_dir: ''\n", "t.yaml:2: spool.state_dir: must not be empty"},
+      {"spool:\n  settle_seconds: -1\n", "t.yaml:2: spool.settle_seconds: must be a number"},
+      {"spool:\n  settle_seconds: soon\n", "t.yaml:2: spool.settle_seconds: must be a number"},
+      {"spool:\n  settle_seconds: '1'\n", "t.yaml:2: spool.settle_seconds"},
+      {"spool:\n  rescan_seconds: 0\n", "t.yaml:2: spool.rescan_seconds: must be a number"},
+      {"spool:\n  max_file_bytes: 0\n", "t.yaml:2: spool.max_file_bytes: must be a positive"},
+      {"spool:\n  max_file_bytes: 1XB\n", "t.yaml:2: spool.max_file_bytes"},
+      {"\nspool:\n  drain_seconds: nan\n", "t.yaml:3: spool.drain_seconds"},
+      {"spool:\n  commit_interval_ms: 0\n", "t.yaml:2: spool.commit_interval_ms: must be"},
+      {"spool:\n  commit_interval_ms: 2.5\n", "t.yaml:2: spool.commit_interval_ms"},
       {"engine: 16\n", "t.yaml:1: engine: must be a mapping"},
       {"engine:\n  - block_size: 16\n", "t.yaml:1: engine: must be a mapping"},
       {"- engine\n", "t.yaml:1: the top level must be a mapping"},

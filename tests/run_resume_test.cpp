@@ -20,20 +20,9 @@ namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
+using testing::ReadJsonl;
+using testing::ReadText;
 using testing::RunLlmq;
-
-std::vector<json> ReadJsonl(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<json> out;
-  std::string line;
-  while (std::getline(f, line)) out.push_back(json::parse(line));
-  return out;
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
 
 // An output line without what legitimately differs between two runs of the same job: ids, the
 // creation time and how much of the prompt happened to be cached.

@@ -12,15 +12,8 @@ namespace llmq {
 namespace {
 
 using json = nlohmann::json;
+using testing::ReadJsonl;
 using testing::RunLlmq;
-
-std::vector<json> ReadJsonl(const std::string& path) {
-  std::ifstream f(path);
-  std::vector<json> out;
-  std::string line;
-  while (std::getline(f, line)) out.push_back(json::parse(line));
-  return out;
-}
 
 std::string Completion(const std::string& id, const std::string& prompt, int max_tokens) {
   return json{

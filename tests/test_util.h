@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -118,6 +120,21 @@ inline int WaitExit(pid_t pid) {
   int status = 0;
   if (waitpid(pid, &status, 0) != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// A whole file as text ("" when it cannot be read).
+inline std::string ReadText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// A JSONL file's lines, parsed (throws on a line that is not JSON).
+inline std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<nlohmann::json> out;
+  std::string line;
+  while (std::getline(f, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
 }
 
 inline RunResult RunLlmq(std::initializer_list<std::string> args) {

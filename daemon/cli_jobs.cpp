@@ -1,0 +1,305 @@
+// The commands that talk to the daemon's queue (<state>/queue.db) without running the engine:
+// llmq submit FILE... [--wait], llmq status [JOB] [--json], llmq list [--json], llmq cancel JOB.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "daemon/cli_common.h"
+#include "daemon/commands.h"
+#include "daemon/ingest.h"
+#include "daemon/job_runner.h"
+#include "daemon/spool.h"
+#include "engine/model_config.h"
+#include "engine/tokenizer.h"
+
+namespace llmq::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+struct QueueFlags {
+  std::string config, state;
+  CLI::App* cmd = nullptr;
+};
+
+void AddQueueFlags(CLI::App* cmd, QueueFlags* f) {
+  f->cmd = cmd;
+  cmd->add_option("--config", f->config,
+                  "YAML config file (default: $LLMQ_CONFIG, else " +
+                      std::string(kSystemConfigPath) + " when it exists)");
+  cmd->add_option("--state", f->state,
+                  "The daemon's state folder (default: spool.state_dir of the config)");
+}
+
+// The config (for spool.state_dir and the model) and the queue of an existing state folder.
+Status OpenQueue(const QueueFlags& f, LlmqConfig* cfg, std::unique_ptr<jobs::Store>* store) {
+  std::string path;
+  LLMQ_RETURN_IF_ERROR(FindConfig(f.config, &path));
+  *cfg = LlmqConfig();
+  if (!path.empty()) LLMQ_RETURN_IF_ERROR(LoadConfig(path, cfg));
+  if (!f.state.empty()) cfg->state_dir = f.state;
+  const spool::Paths p = spool::PathsFor(cfg->state_dir);
+  std::error_code ec;
+  if (!fs::exists(p.db, ec))
+    return Status::NotFound(p.db + ": no llmq queue here (start llmq serve --state " + p.root +
+                            ", or give --state / spool.state_dir)");
+  return jobs::Store::Open(p.db, store);
+}
+
+json JobJson(jobs::Store* store, const jobs::JobRecord& j) {
+  json o{{"id", j.public_id},
+         {"name", j.name},
+         {"status", jobs::JobStatusName(j.status)},
+         {"request_counts", {{"total", j.total}, {"completed", j.completed}, {"failed", j.failed}}},
+         {"created_at", j.created_at},
+         {"started_at", j.started_at > 0 ? json(j.started_at) : json(nullptr)},
+         {"finished_at", j.finished_at > 0 ? json(j.finished_at) : json(nullptr)},
+         {"cancel_requested", j.cancel_requested}};
+  if (!j.error.empty()) o["error"] = j.error;
+  jobs::JobTotals t;
+  if (store != nullptr && store->GetJobTotals(j.id, &t).ok()) {
+    const double end = j.finished_at > 0 ? j.finished_at : UnixNow();
+    const double secs = j.started_at > 0 ? end - j.started_at : 0;
+    o["completion_tokens"] = t.completion_tokens;
+    o["tokens_per_second"] = secs > 0 ? t.completion_tokens / secs : 0.0;
+    o["cache_hit_rate"] = t.prompt_tokens > 0 ? double(t.cached_tokens) / t.prompt_tokens : 0.0;
+    const int64_t done = j.completed + j.failed, left = j.total - done;
+    json eta = nullptr;
+    if (jobs::IsTerminal(j.status) || left == 0)
+      eta = 0.0;
+    else if (done > 0 && secs > 0)
+      eta = secs * left / done;
+    o["eta_seconds"] = eta;
+  }
+  const json opts = json::parse(j.options, nullptr, false);
+  if (opts.is_object() && opts.contains("outbox")) o["outbox"] = opts["outbox"];
+  return o;
+}
+
+std::string JobLine(const json& o) {
+  char eta[32] = "-";
+  if (o.contains("eta_seconds") && o["eta_seconds"].is_number()) {
+    const int s = static_cast<int>(o["eta_seconds"].get<double>());
+    std::snprintf(eta, sizeof eta, "%d:%02d", s / 60, s % 60);
+  }
+  const json& c = o["request_counts"];
+  char b[512];
+  std::snprintf(b, sizeof b, "%s  %-12s  %lld/%lld done (%lld failed)",
+                o["id"].get<std::string>().c_str(), o["status"].get<std::string>().c_str(),
+                static_cast<long long>(c["completed"].get<int64_t>() + c["failed"].get<int64_t>()),
+                static_cast<long long>(c["total"].get<int64_t>()),
+                static_cast<long long>(c["failed"].get<int64_t>()));
+  std::string s = b;
+  if (o.contains("tokens_per_second")) {
+    std::snprintf(b, sizeof b, "  %.1f tok/s  cache hit %.1f%%  ETA %s",
+                  o["tokens_per_second"].get<double>(), 100 * o["cache_hit_rate"].get<double>(),
+                  eta);
+    s += b;
+  }
+  return s + "  " + o["name"].get<std::string>();
+}
+
+// --- submit
+struct SubmitFlags {
+  QueueFlags q;
+  std::vector<std::string> files;
+  std::string model, chat_template;
+  bool wait = false;
+};
+
+int Submit(const CLI::App* cmd, const SubmitFlags& f) {
+  LlmqConfig cfg;
+  std::string cpath;
+  if (Status st = FindConfig(f.q.config, &cpath); !st.ok()) return Fail(cmd, st);
+  if (!cpath.empty())
+    if (Status st = LoadConfig(cpath, &cfg); !st.ok()) return Fail(cmd, st, 2);
+  if (!f.q.state.empty()) cfg.state_dir = f.q.state;
+  if (!f.model.empty()) cfg.model_dir = f.model;
+  if (!f.chat_template.empty()) cfg.chat_template = f.chat_template;
+  if (cfg.model_dir.empty())
+    return Fail(cmd,
+                "--model DIR (or model.path in the config) is required: requests are "
+                "validated with the model's tokenizer and chat template",
+                2);
+  const spool::Paths paths = spool::PathsFor(cfg.state_dir);
+  std::error_code ec;
+  if (!fs::is_directory(paths.root, ec))
+    return Fail(cmd, paths.root + ": no llmq state folder (start llmq serve --state " + paths.root +
+                         ", or give --state / spool.state_dir)");
+  // Validation needs the tokenizer and the chat template only: the weights are not loaded.
+  Model model;
+  if (Status st = LoadModelConfig(cfg.model_dir, &model.cfg); !st.ok()) return Fail(cmd, st);
+  if (Status st = Tokenizer::Load(cfg.model_dir, &model.tokenizer); !st.ok()) return Fail(cmd, st);
+  BuildContext ctx;
+  ctx.model = &model;
+  bool found = false;
+  ctx.chat_template = DetectChatTemplate(cfg.model_dir, &found);
+  if (!cfg.chat_template.empty())
+    if (Status st = ChatTemplateByName(cfg.chat_template, &ctx.chat_template); !st.ok())
+      return Fail(cmd, st, 2);
+  ctx.model_name = fs::path(cfg.model_dir).filename().string();
+
+  std::unique_ptr<jobs::Store> store;
+  if (Status st = jobs::Store::Open(paths.db, &store); !st.ok()) return Fail(cmd, st);
+  std::vector<IngestFile> files;
+  for (const std::string& path : f.files) {
+    const std::string name = fs::path(path).filename().string();
+    if (fs::is_directory(path, ec)) return Fail(cmd, path + ": is a folder, not a job file", 2);
+    IngestFile file;
+    int64_t bytes = 0;
+    if (Status st = HashFile(path, &file.sha256, &bytes); !st.ok()) return Fail(cmd, st);
+    std::optional<jobs::JobRecord> existing;
+    if (Status st = store->FindJob(name, file.sha256, &existing); !st.ok()) return Fail(cmd, st);
+    if (existing)
+      return Fail(cmd, path + ": the same file (name and content) was already submitted as " +
+                           existing->public_id + " (" + jobs::JobStatusName(existing->status) +
+                           "); nothing was submitted");
+    if (std::string why = spool::WholeFileRefusal(path, name, cfg.max_file_bytes, ctx);
+        !why.empty())
+      return Fail(cmd, path + ": refused: " + why + "; nothing was submitted", 1);
+    for (const IngestFile& other : files)
+      if (other.name == name && other.sha256 == file.sha256)
+        return Fail(cmd, path + ": given twice", 2);
+    file.path = path;
+    file.name = name;
+    file.options = json{{"source", "submit"}, {"path", fs::absolute(path, ec).string()}}.dump();
+    files.push_back(std::move(file));
+  }
+  std::vector<IngestedJob> jobs;
+  if (Status st = IngestFiles(store.get(), ctx, files, {}, &jobs); !st.ok()) return Fail(cmd, st);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    json opts = json::parse(files[i].options);
+    opts["refused"] = jobs[i].refused;
+    if (Status st = store->SetJobOptions(jobs[i].job.id, opts.dump()); !st.ok())
+      return Fail(cmd, st);
+    std::printf("%s\n", jobs[i].job.public_id.c_str());
+    std::fprintf(stderr, "llmq submit: %s as %s (%lld requests, %lld refused)\n",
+                 files[i].path.c_str(), jobs[i].job.public_id.c_str(),
+                 static_cast<long long>(jobs[i].job.total),
+                 static_cast<long long>(jobs[i].refused));
+  }
+  std::fflush(stdout);
+  if (!f.wait) return 0;
+  for (;;) {
+    bool all = true, ok = true;
+    for (const IngestedJob& j : jobs) {
+      jobs::JobRecord now;
+      if (Status st = store->GetJob(j.job.id, &now); !st.ok()) return Fail(cmd, st);
+      all = all && jobs::IsTerminal(now.status);
+      ok = ok && now.status == jobs::JobStatus::kCompleted;
+    }
+    if (all) {
+      for (const IngestedJob& j : jobs) {
+        jobs::JobRecord now;
+        if (store->GetJob(j.job.id, &now).ok())
+          std::fprintf(stderr, "llmq submit: %s\n", JobLine(JobJson(store.get(), now)).c_str());
+      }
+      return ok ? 0 : 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+// --- status / list / cancel
+struct ShowFlags {
+  QueueFlags q;
+  std::string job;
+  bool json = false;
+};
+
+int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
+  LlmqConfig cfg;
+  std::unique_ptr<jobs::Store> store;
+  if (Status st = OpenQueue(f.q, &cfg, &store); !st.ok()) return Fail(cmd, st);
+  std::vector<jobs::JobRecord> all;
+  if (!f.job.empty()) {
+    jobs::JobRecord j;
+    if (Status st = spool::FindJobByIdOrName(store.get(), f.job, &j); !st.ok())
+      return Fail(cmd, st);
+    all.push_back(j);
+  } else if (Status st = store->ListJobs(&all); !st.ok()) {
+    return Fail(cmd, st);
+  }
+  json arr = json::array();
+  for (const jobs::JobRecord& j : all) arr.push_back(JobJson(list ? nullptr : store.get(), j));
+  if (f.json) {
+    std::printf("%s\n", (f.job.empty() ? arr : arr[0]).dump(2).c_str());
+  } else {
+    for (const json& o : arr) std::printf("%s\n", JobLine(o).c_str());
+  }
+  return 0;
+}
+
+int Cancel(const CLI::App* cmd, const ShowFlags& f) {
+  LlmqConfig cfg;
+  std::unique_ptr<jobs::Store> store;
+  if (Status st = OpenQueue(f.q, &cfg, &store); !st.ok()) return Fail(cmd, st);
+  jobs::JobRecord j;
+  if (Status st = spool::FindJobByIdOrName(store.get(), f.job, &j); !st.ok()) return Fail(cmd, st);
+  if (jobs::IsTerminal(j.status))
+    return Fail(cmd, j.public_id + " (" + j.name + ") is already " + jobs::JobStatusName(j.status) +
+                         ": nothing to cancel");
+  if (Status st = store->RequestCancel(j.id); !st.ok()) return Fail(cmd, st);
+  std::printf("%s\n", j.public_id.c_str());
+  std::fprintf(stderr,
+               "llmq cancel: %s (%s): cancel requested; the daemon writes its finished results "
+               "and marks the rest cancelled\n",
+               j.public_id.c_str(), j.name.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void AddQueueCommands(CLI::App* app, int* rc) {
+  {
+    auto f = std::make_shared<SubmitFlags>();
+    CLI::App* cmd = app->add_subcommand(
+        "submit",
+        "Validate job files and add them to the daemon's queue in one transaction; "
+        "prints each job's id");
+    cmd->add_option("files", f->files, "OpenAI Batch JSONL files")
+        ->required()
+        ->check(CLI::ExistingFile);
+    AddQueueFlags(cmd, &f->q);
+    cmd->add_option("--model", f->model,
+                    "Model folder whose tokenizer and chat template validate the requests "
+                    "(default: model.path of the config; weights are not loaded)");
+    cmd->add_option("--chat-template", f->chat_template,
+                    "llama-2|mistral|chatml|zephyr (default: the model's own, else llama-2)");
+    cmd->add_flag("--wait", f->wait,
+                  "Wait until every job is finished (exit 0 when all completed, else 1)");
+    cmd->callback([cmd, f, rc] { *rc = Submit(cmd, *f); });
+  }
+  {
+    auto f = std::make_shared<ShowFlags>();
+    CLI::App* cmd = app->add_subcommand(
+        "status", "Show jobs: status, request counts, tokens/s, cache hit rate, ETA");
+    cmd->add_option("job", f->job, "A job's batch_ id or name (default: every job)");
+    AddQueueFlags(cmd, &f->q);
+    cmd->add_flag("--json", f->json, "Print JSON (an object for JOB, else an array)");
+    cmd->callback([cmd, f, rc] { *rc = Status_(cmd, *f, false); });
+  }
+  {
+    auto f = std::make_shared<ShowFlags>();
+    CLI::App* cmd = app->add_subcommand("list", "List every job with its status and counts");
+    AddQueueFlags(cmd, &f->q);
+    cmd->add_flag("--json", f->json, "Print a JSON array");
+    cmd->callback([cmd, f, rc] { *rc = Status_(cmd, *f, true); });
+  }
+  {
+    auto f = std::make_shared<ShowFlags>();
+    CLI::App* cmd = app->add_subcommand(
+        "cancel", "Cancel a job: finished results are kept, the rest end as cancelled errors");
+    cmd->add_option("job", f->job, "The job's batch_ id or name")->required();
+    AddQueueFlags(cmd, &f->q);
+    cmd->callback([cmd, f, rc] { *rc = Cancel(cmd, *f); });
+  }
+}
+
+}  // namespace llmq::cli

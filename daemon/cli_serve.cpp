@@ -1,0 +1,601 @@
+// llmq serve: the daemon. One Boost.Asio io_context on the main thread runs the inbox watcher
+// (inotify, plus a full rescan at start-up, on overflow and on a timer), the queue poll
+// (PRAGMA data_version: `llmq submit` and `llmq cancel` from other processes), signals and timers,
+// accepts files (IngestFiles for all the files of one scan, then a move to archive/), cancels and
+// finalizes jobs. The engine steps on its own thread (JobRunner::Serve); results are committed on
+// the ResultCommitter's thread. Each thread has its own Store connection.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// <utility> first: Boost 1.74's asio/awaitable.hpp uses std::exchange without including it.
+#include <utility>
+
+#include <boost/asio.hpp>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "daemon/cli_common.h"
+#include "daemon/commands.h"
+#include "daemon/ingest.h"
+#include "daemon/job_runner.h"
+#include "daemon/spool.h"
+#include "engine/durable_file.h"
+#include "jobs/finalizer.h"
+
+namespace llmq::cli {
+namespace {
+
+namespace fs = std::filesystem;
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void Log(const char* fmt, ...) {
+  char buf[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "llmq: %s\n", buf);
+}
+
+struct ServeFlags {
+  EngineFlags engine;
+  std::string state;
+};
+
+// The keys SIGHUP reloads.
+struct Reloadable {
+  double settle_seconds = 1, rescan_seconds = 30, drain_seconds = 30;
+  int commit_interval_ms = 50;
+  int64_t max_file_bytes = int64_t{1} << 30;
+  static Reloadable From(const LlmqConfig& c) {
+    return {c.settle_seconds, c.rescan_seconds, c.drain_seconds, c.commit_interval_ms,
+            c.max_file_bytes};
+  }
+  std::string ToText() const {
+    char b[256];
+    std::snprintf(b, sizeof b,
+                  "settle %gs, rescan %gs, drain %gs, commit interval %dms, max file %lld bytes",
+                  settle_seconds, rescan_seconds, drain_seconds, commit_interval_ms,
+                  static_cast<long long>(max_file_bytes));
+    return b;
+  }
+};
+
+// A regular file seen in inbox/, waiting to settle.
+struct Candidate {
+  int64_t size = -1;
+  int64_t mtime_ns = -1;
+  Clock::time_point since;  // when (size, mtime) last changed
+  bool announced = false;   // closed after writing / renamed in (or present at start-up)
+};
+
+std::chrono::nanoseconds Secs(double s) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
+}
+
+class Server {
+ public:
+  Server(const CLI::App* cmd, const ServeFlags& f)
+      : cmd_(cmd),
+        f_(f),
+        inotify_(io_),
+        poll_timer_(io_),
+        rescan_timer_(io_),
+        settle_timer_(io_),
+        drain_timer_(io_),
+        signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
+
+  int Main() {
+    if (Status st = ResolveEngineConfig(f_.engine, &cfg_); !st.ok())
+      return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
+    FindConfig(f_.engine.config, &config_path_);
+    if (!f_.state.empty()) cfg_.state_dir = f_.state;
+    knobs_ = Reloadable::From(cfg_);
+    paths_ = spool::PathsFor(cfg_.state_dir);
+    if (Status st = spool::EnsureLayout(paths_); !st.ok()) return Fail(cmd_, st);
+    if (Status st = Lock(); !st.ok()) return Fail(cmd_, st);
+
+    bool found = false;
+    ChatTemplate tmpl = DetectChatTemplate(cfg_.model_dir, &found);
+    if (!cfg_.chat_template.empty())
+      if (Status st = ChatTemplateByName(cfg_.chat_template, &tmpl); !st.ok())
+        return Fail(cmd_, st, 2);
+    if (Status st = LoadModel(cfg_.model_dir, &model_); !st.ok()) return Fail(cmd_, st);
+    if (Status st = LlmEngine::Create(model_.cfg, model_.backend.get(), model_.tokenizer.get(),
+                                      EngineOptionsFrom(cfg_), &engine_);
+        !st.ok())
+      return Fail(cmd_, st);
+    ctx_.model = &model_;
+    ctx_.chat_template = tmpl;
+    ctx_.capacity = engine_->max_sequence_tokens();
+    ctx_.capacity_setting = "the KV cache size (--kv-cache-memory / engine.kv_cache_memory: " +
+                            std::to_string(cfg_.kv_cache_bytes) + " bytes)";
+    ctx_.model_name = fs::path(cfg_.model_dir).filename().string();
+
+    for (std::unique_ptr<jobs::Store>* s : {&io_store_, &runner_store_, &commit_store_})
+      if (Status st = jobs::Store::Open(paths_.db, s); !st.ok()) return Fail(cmd_, st);
+    if (Status st = io_store_->DataVersion(&data_version_); !st.ok()) return Fail(cmd_, st);
+    jobs::ResultCommitter::Options copt;
+    copt.interval = std::chrono::milliseconds(knobs_.commit_interval_ms);
+    committer_ = std::make_unique<jobs::ResultCommitter>(commit_store_.get(), copt);
+    runner_ = std::make_unique<JobRunner>(ctx_, engine_.get(), runner_store_.get(),
+                                          committer_.get(), RunnerOptions{});
+
+    if (Status st = StartWatcher(); !st.ok()) return Fail(cmd_, st);
+    signals_.async_wait([this](auto ec, int sig) { OnSignal(ec, sig); });
+    Log("serving %s (model %s; %s)", paths_.root.c_str(), cfg_.model_dir.c_str(),
+        knobs_.ToText().c_str());
+
+    // Jobs left unfinished by an earlier run (finalizing, cancelling, complete) first.
+    CheckJobs();
+    Scan(/*all_announced=*/true);
+    ArmPoll();
+    ArmRescan();
+    engine_thread_ = std::thread([this] {
+      engine_status_ = runner_->Serve(nullptr);
+      asio::post(io_, [this] { OnEngineDone(); });
+    });
+    io_.run();
+    if (engine_thread_.joinable()) engine_thread_.join();
+    return exit_code_;
+  }
+
+ private:
+  // --- Start-up.
+  Status Lock() {
+    const std::string path = (fs::path(paths_.root) / "serve.lock").string();
+    lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd_ < 0) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
+      return Status::InvalidArgument("another llmq serve is running on " + paths_.root + " (" +
+                                     path + " is locked)");
+    return Status::Ok();
+  }
+
+  Status StartWatcher() {
+    const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0) return Status::IoError(std::string("inotify_init1: ") + std::strerror(errno));
+    if (inotify_add_watch(fd, paths_.inbox.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
+      const int err = errno;
+      ::close(fd);
+      return Status::IoError(paths_.inbox + ": cannot watch: " + std::strerror(err));
+    }
+    inotify_.assign(fd);
+    ReadEvents();
+    return Status::Ok();
+  }
+
+  // --- The inbox watcher.
+  void ReadEvents() {
+    inotify_.async_read_some(asio::buffer(events_), [this](boost::system::error_code ec, size_t n) {
+      if (ec) {
+        if (ec != asio::error::operation_aborted) Log("inotify: %s", ec.message().c_str());
+        return;
+      }
+      bool overflow = false, any = false;
+      for (size_t off = 0; off + sizeof(inotify_event) <= n;) {
+        const auto* e = reinterpret_cast<const inotify_event*>(events_.data() + off);
+        if (e->mask & IN_Q_OVERFLOW) overflow = true;
+        if (e->len > 0) {
+          const std::string name(e->name);
+          if (!spool::Ignored(name)) {
+            candidates_[name].announced = true;
+            any = true;
+          }
+        }
+        off += sizeof(inotify_event) + e->len;
+      }
+      if (overflow) Log("inotify queue overflowed: rescanning %s", paths_.inbox.c_str());
+      if ((any || overflow) && !stopping_) Scan(overflow);
+      ReadEvents();
+    });
+  }
+
+  void ArmRescan() {
+    rescan_timer_.expires_after(Secs(knobs_.rescan_seconds));
+    rescan_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec || stopping_) return;
+      Scan(false);
+      ArmRescan();
+    });
+  }
+
+  // Looks at every entry of inbox/: refuses what is not a regular file, tracks regular files
+  // until they settle, and accepts those that have.
+  void Scan(bool all_announced) {
+    if (stopping_) return;
+    const auto now = Clock::now();
+    std::set<std::string> present;
+    std::vector<std::string> ready;
+    Clock::time_point next = Clock::time_point::max();
+    std::error_code ec;
+    for (fs::directory_iterator it(paths_.inbox, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (spool::Ignored(name)) continue;
+      present.insert(name);
+      struct stat st {};
+      if (::lstat(it->path().c_str(), &st) != 0) continue;  // gone meanwhile
+      if (!S_ISREG(st.st_mode)) {
+        const char* what = S_ISLNK(st.st_mode)    ? "a symbolic link"
+                           : S_ISDIR(st.st_mode)  ? "a folder"
+                           : S_ISFIFO(st.st_mode) ? "a FIFO"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                                                  : "a device";
+        Refuse(name, std::string("it is ") + what +
+                         ", not a regular file: drop job files as regular files (write, then "
+                         "rename into inbox/)");
+        continue;
+      }
+      Candidate& c = candidates_[name];
+      if (all_announced) c.announced = true;
+      const int64_t mtime = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+      if (c.size != st.st_size || c.mtime_ns != mtime) {
+        c.size = st.st_size;
+        c.mtime_ns = mtime;
+        c.since = now;
+      }
+      // A file nobody announced (no close, no rename seen) may still be being written: it must
+      // stay unchanged for a whole rescan period too.
+      const double need = c.announced ? knobs_.settle_seconds
+                                      : std::max(knobs_.settle_seconds, knobs_.rescan_seconds);
+      const auto due = c.since + Secs(need);
+      if (due <= now)
+        ready.push_back(name);
+      else
+        next = std::min(next, due);
+    }
+    if (ec) Log("%s: cannot list: %s", paths_.inbox.c_str(), ec.message().c_str());
+    for (auto it = candidates_.begin(); it != candidates_.end();)
+      it = present.count(it->first) ? std::next(it) : candidates_.erase(it);
+    for (auto it = refused_logged_.begin(); it != refused_logged_.end();)
+      it = present.count(*it) ? std::next(it) : refused_logged_.erase(it);
+    if (!ready.empty()) Accept(ready);
+    if (next != Clock::time_point::max()) {
+      settle_timer_.expires_at(next);
+      settle_timer_.async_wait([this](boost::system::error_code ec) {
+        if (!ec) Scan(false);
+      });
+    }
+  }
+
+  // Moves inbox/<name> to failed/ with its reason; logged once when it cannot be moved.
+  void Refuse(const std::string& name, const std::string& reason) {
+    candidates_.erase(name);
+    std::string to;
+    const std::string from = (fs::path(paths_.inbox) / name).string();
+    if (Status st = spool::MoveToFailed(paths_, from, name, reason, &to); !st.ok()) {
+      if (refused_logged_.insert(name).second)
+        Log("inbox/%s: refused (%s), and cannot be moved to failed/: %s", name.c_str(),
+            reason.c_str(), st.message().c_str());
+      return;
+    }
+    Log("failed/%s: %s", fs::path(to).filename().c_str(), reason.c_str());
+  }
+
+  // Accepts the settled files of one scan: refusals and duplicates first, then one ingest
+  // (cross-job planning) for all the others, then each is moved to archive/.
+  void Accept(const std::vector<std::string>& names) {
+    std::vector<IngestFile> files;
+    std::vector<std::string> archive_to;
+    for (const std::string& name : names) {
+      const std::string path = (fs::path(paths_.inbox) / name).string();
+      std::error_code ec;
+      const auto size = fs::file_size(path, ec);
+      if (ec) continue;  // gone meanwhile
+      if (static_cast<int64_t>(size) > knobs_.max_file_bytes) {
+        Refuse(name, "it is " + std::to_string(size) + " bytes, over spool.max_file_bytes (" +
+                         std::to_string(knobs_.max_file_bytes) + ")");
+        continue;
+      }
+      std::string sha;
+      int64_t bytes = 0;
+      if (Status st = HashFile(path, &sha, &bytes); !st.ok()) {
+        Log("inbox/%s: %s (retried at the next rescan)", name.c_str(), st.message().c_str());
+        continue;
+      }
+      std::optional<jobs::JobRecord> existing;
+      if (Status st = io_store_->FindJob(name, sha, &existing); !st.ok()) {
+        Log("inbox/%s: %s (retried at the next rescan)", name.c_str(), st.message().c_str());
+        continue;
+      }
+      if (existing) {
+        const json opts = json::parse(existing->options, nullptr, false);
+        const std::string archived =
+            opts.is_object() ? opts.value("archive", std::string()) : std::string();
+        if (!archived.empty() && !fs::exists(archived, ec)) {
+          // Accepted, then interrupted before the move: finish the move, never a second job.
+          candidates_.erase(name);
+          if (Status st = spool::RenameDurably(path, archived); !st.ok())
+            Log("inbox/%s: %s", name.c_str(), st.message().c_str());
+          else
+            Log("inbox/%s: already accepted as %s; moved to archive/ (the move had been "
+                "interrupted)",
+                name.c_str(), existing->public_id.c_str());
+          continue;
+        }
+        Refuse(name, "the same file (name and sha256 " + sha.substr(0, 16) +
+                         "...) was already accepted as job " + existing->public_id + " (" +
+                         jobs::JobStatusName(existing->status) + "): it is not run twice");
+        continue;
+      }
+      if (std::string why = spool::WholeFileRefusal(path, name, knobs_.max_file_bytes, ctx_);
+          !why.empty()) {
+        Refuse(name, why);
+        continue;
+      }
+      std::string archive = spool::FreePath(paths_.archive, name);
+      for (const std::string& a : archive_to)  // two names of one scan never share a slot
+        if (a == archive) archive = spool::FreePath(paths_.archive, name + ".x");
+      IngestFile f;
+      f.path = path;
+      f.name = name;
+      f.sha256 = sha;
+      f.options = json{{"source", "inbox"}, {"archive", archive}}.dump();
+      files.push_back(std::move(f));
+      archive_to.push_back(archive);
+    }
+    if (files.empty()) return;
+    std::vector<IngestedJob> jobs;
+    if (Status st = IngestFiles(io_store_.get(), ctx_, files, {}, &jobs); !st.ok()) {
+      Log("cannot accept %zu file(s) from inbox/: %s (they stay there; retried at the next "
+          "rescan)",
+          files.size(), st.message().c_str());
+      return;
+    }
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const IngestedJob& j = jobs[i];
+      candidates_.erase(files[i].name);
+      json opts = json::parse(files[i].options);
+      opts["refused"] = j.refused;
+      if (Status st = io_store_->SetJobOptions(j.job.id, opts.dump()); !st.ok())
+        Log("%s: %s", j.job.public_id.c_str(), st.message().c_str());
+      const Status moved = spool::RenameDurably(files[i].path, archive_to[i]);
+      Log("accepted inbox/%s as %s (%lld requests, %lld refused)%s", files[i].name.c_str(),
+          j.job.public_id.c_str(), static_cast<long long>(j.job.total),
+          static_cast<long long>(j.refused), moved.ok() ? "" : (": " + moved.message()).c_str());
+    }
+    runner_->Wake();
+    CheckJobs();  // a job whose every line was refused is complete already
+  }
+
+  // --- The queue.
+  void ArmPoll() {
+    poll_timer_.expires_after(std::chrono::milliseconds(200));
+    poll_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      int64_t v = 0;
+      if (Status st = io_store_->DataVersion(&v); !st.ok()) {
+        Log("%s", st.message().c_str());
+      } else if (v != data_version_) {
+        data_version_ = v;
+        if (!stopping_) runner_->Wake();  // `llmq submit` may have added jobs
+        CheckJobs();
+      }
+      ArmPoll();
+    });
+  }
+
+  // Cancels and finalizes what is due, for every job not yet terminal.
+  void CheckJobs() {
+    std::vector<jobs::JobRecord> all;
+    if (Status st = io_store_->ListJobs(&all); !st.ok()) {
+      Log("%s", st.message().c_str());
+      return;
+    }
+    for (const jobs::JobRecord& j : all) {
+      if (jobs::IsTerminal(j.status)) continue;
+      Status st;
+      if (j.cancel_requested || j.status == jobs::JobStatus::kCancelling) {
+        if (!stopping_) st = Cancel(j);
+      } else if (j.status == jobs::JobStatus::kFinalizing ||
+                 (j.status == jobs::JobStatus::kInProgress && j.completed + j.failed >= j.total)) {
+        st = Finalize(j, jobs::JobStatus::kCompleted);
+      }
+      if (!st.ok()) Log("%s (%s): %s", j.public_id.c_str(), j.name.c_str(), st.message().c_str());
+    }
+  }
+
+  // The engine drops the job's requests; results already pushed are committed; every request
+  // still without a result gets a "cancelled" error line; the job is finalized as cancelled.
+  Status Cancel(const jobs::JobRecord& j) {
+    if (j.status != jobs::JobStatus::kCancelling)
+      LLMQ_RETURN_IF_ERROR(io_store_->SetJobStatus(j.id, jobs::JobStatus::kCancelling));
+    runner_->CancelJob(j.id);
+    LLMQ_RETURN_IF_ERROR(committer_->Flush());
+    int64_t after = 0, cancelled = 0;
+    for (;;) {
+      std::vector<jobs::PendingRequest> page;
+      LLMQ_RETURN_IF_ERROR(io_store_->PendingOfJob(j.id, after, 4096, &page));
+      if (page.empty()) break;
+      std::vector<jobs::Result> results;
+      for (const jobs::PendingRequest& p : page) {
+        jobs::Result r;
+        r.job = j.id;
+        r.line = p.line;
+        r.is_error = true;
+        r.output = jobs::ErrorLine(
+            p.custom_id, RequestIdFor(j.public_id, p.line),
+            j.name + ":" + std::to_string(p.line) + ": cancelled (llmq cancel) before it finished");
+        results.push_back(std::move(r));
+        after = p.line;
+      }
+      int64_t added = 0;
+      LLMQ_RETURN_IF_ERROR(io_store_->CommitResults(results, &added));
+      cancelled += added;
+    }
+    jobs::JobRecord now;
+    LLMQ_RETURN_IF_ERROR(io_store_->GetJob(j.id, &now));
+    Log("cancelled %s (%s): %lld requests cancelled, %lld finished before", j.public_id.c_str(),
+        j.name.c_str(), static_cast<long long>(cancelled),
+        static_cast<long long>(now.completed + now.failed - cancelled));
+    return Finalize(now, jobs::JobStatus::kCancelled);
+  }
+
+  Status Finalize(const jobs::JobRecord& j, jobs::JobStatus final_status) {
+    if (j.status == jobs::JobStatus::kInProgress)
+      LLMQ_RETURN_IF_ERROR(io_store_->SetJobStatus(j.id, jobs::JobStatus::kFinalizing));
+    json opts = json::parse(j.options, nullptr, false);
+    if (!opts.is_object()) opts = json::object();
+    std::string stem = opts.value("outbox", std::string());
+    if (stem.empty()) {  // chosen once, kept in the job, so a second finalize writes the same
+      stem = spool::OutputStem(j.name);
+      std::error_code ec;
+      if (fs::exists(fs::path(paths_.outbox) / (stem + ".summary.json"), ec))
+        stem += "." + j.public_id;
+      opts["outbox"] = stem;
+      LLMQ_RETURN_IF_ERROR(io_store_->SetJobOptions(j.id, opts.dump()));
+    }
+    const fs::path base = fs::path(paths_.outbox) / stem;
+    jobs::FinalizeTargets t;
+    t.results = base.string() + ".results.jsonl";
+    t.errors = base.string() + ".errors.jsonl";
+    t.summary = base.string() + ".summary.json";
+    jobs::JobSummary sum;
+    sum.refused = opts.value("refused", int64_t{0});
+    sum.model = ctx_.model_name;
+    sum.input = opts.value("archive", opts.value("path", j.name));
+    const double end = j.finished_at > 0 ? j.finished_at : UnixNow();
+    sum.wall_seconds = j.started_at > 0 ? end - j.started_at : 0;
+    LLMQ_RETURN_IF_ERROR(jobs::FinalizeJob(io_store_.get(), j.id, t, &sum));
+    LLMQ_RETURN_IF_ERROR(io_store_->SetJobStatus(j.id, final_status));
+    Log("finalized %s (%s) %s: %lld completed, %lld failed -> %s", j.public_id.c_str(),
+        j.name.c_str(), jobs::JobStatusName(final_status), static_cast<long long>(sum.completed),
+        static_cast<long long>(sum.failed), t.results.c_str());
+    return Status::Ok();
+  }
+
+  // --- Signals and shutdown.
+  void OnSignal(boost::system::error_code ec, int sig) {
+    if (ec) return;
+    if (sig == SIGHUP) {
+      Reload();
+    } else if (!stopping_) {
+      stopping_ = true;
+      Log("%s: draining: no new requests start; running ones get up to %gs (what does not "
+          "finish runs again after a restart)",
+          sig == SIGINT ? "SIGINT" : "SIGTERM", knobs_.drain_seconds);
+      rescan_timer_.cancel();
+      settle_timer_.cancel();
+      runner_->Drain();
+      drain_timer_.expires_after(Secs(knobs_.drain_seconds));
+      drain_timer_.async_wait([this](boost::system::error_code ec) {
+        if (ec) return;
+        Log("drain time is up: stopping the engine");
+        runner_->Stop();
+      });
+    } else {
+      Log("%s again: stopping now", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      runner_->Stop();
+    }
+    signals_.async_wait([this](auto ec, int sig) { OnSignal(ec, sig); });
+  }
+
+  void Reload() {
+    if (config_path_.empty()) {
+      Log("SIGHUP: no config file to reload (%s)", knobs_.ToText().c_str());
+      return;
+    }
+    LlmqConfig c;
+    if (Status st = LoadConfig(config_path_, &c); !st.ok()) {
+      Log("SIGHUP: %s; keeping %s", st.message().c_str(), knobs_.ToText().c_str());
+      return;
+    }
+    knobs_ = Reloadable::From(c);
+    committer_->SetInterval(std::chrono::milliseconds(knobs_.commit_interval_ms));
+    if (!stopping_) {
+      rescan_timer_.cancel();
+      ArmRescan();
+    }
+    Log("SIGHUP: reloaded %s: %s", config_path_.c_str(), knobs_.ToText().c_str());
+  }
+
+  void OnEngineDone() {
+    if (!engine_status_.ok()) Log("engine: %s", engine_status_.message().c_str());
+    const Status committed = committer_->Close();
+    if (!committed.ok()) Log("committing results: %s", committed.message().c_str());
+    if (!stopping_) {  // the engine stopped by itself: a store error
+      exit_code_ = 1;
+    } else {
+      // Jobs the drain completed are finalized before exiting.
+      CheckJobs();
+      exit_code_ = engine_status_.ok() && committed.ok() ? 0 : 1;
+    }
+    int64_t pending = 0;
+    std::vector<jobs::JobRecord> all;
+    if (io_store_->ListJobs(&all).ok())
+      for (const jobs::JobRecord& j : all)
+        if (!jobs::IsTerminal(j.status)) pending += j.total - j.completed - j.failed;
+    Log("stopped; %lld request(s) left pending, run after a restart",
+        static_cast<long long>(pending));
+    boost::system::error_code ignored;
+    inotify_.close(ignored);
+    poll_timer_.cancel();
+    rescan_timer_.cancel();
+    settle_timer_.cancel();
+    drain_timer_.cancel();
+    signals_.cancel();
+    io_.stop();
+  }
+
+  const CLI::App* cmd_;
+  const ServeFlags& f_;
+  LlmqConfig cfg_;
+  std::string config_path_;
+  Reloadable knobs_;
+  spool::Paths paths_;
+  int lock_fd_ = -1;
+  Model model_;
+  std::unique_ptr<LlmEngine> engine_;
+  BuildContext ctx_;
+  std::unique_ptr<jobs::Store> io_store_, runner_store_, commit_store_;
+  std::unique_ptr<jobs::ResultCommitter> committer_;
+  std::unique_ptr<JobRunner> runner_;
+  std::thread engine_thread_;
+  Status engine_status_;
+  int exit_code_ = 0;
+
+  asio::io_context io_;
+  asio::posix::stream_descriptor inotify_;
+  asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
+  asio::signal_set signals_;
+  alignas(inotify_event) std::array<char, 64 * 1024> events_{};
+  std::map<std::string, Candidate> candidates_;
+  std::set<std::string> refused_logged_;
+  int64_t data_version_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+void AddServeCommand(CLI::App* app, int* rc) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app->add_subcommand(
+      "serve",
+      "Run the daemon: watch <state>/inbox for job files and the queue for llmq submit, run "
+      "them, write results to <state>/outbox");
+  cmd->add_option("--state", f->state,
+                  "State folder: queue.db, inbox/, outbox/, failed/, archive/ (default: "
+                  "spool.state_dir of the config)");
+  AddEngineFlags(cmd, &f->engine);
+  cmd->callback([cmd, f, rc] { *rc = Server(cmd, *f).Main(); });
+}
+
+}  // namespace llmq::cli

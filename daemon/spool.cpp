@@ -1,0 +1,191 @@
+#include "daemon/spool.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "engine/durable_file.h"
+#include "jobs/batch_request.h"
+
+namespace llmq::spool {
+namespace fs = std::filesystem;
+
+Paths PathsFor(const std::string& state_dir) {
+  const fs::path r(state_dir);
+  return Paths{r.string(),
+               (r / "inbox").string(),
+               (r / "outbox").string(),
+               (r / "failed").string(),
+               (r / "archive").string(),
+               (r / "queue.db").string()};
+}
+
+Status EnsureLayout(const Paths& p) {
+  for (const std::string* d : {&p.root, &p.inbox, &p.outbox, &p.failed, &p.archive}) {
+    std::error_code ec;
+    fs::create_directories(*d, ec);
+    if (ec) return Status::IoError(*d + ": cannot create the folder: " + ec.message());
+    if (!fs::is_directory(*d, ec)) return Status::IoError(*d + ": is not a folder");
+  }
+  return Status::Ok();
+}
+
+bool Ignored(const std::string& name) {
+  auto ends = [&](const char* s) {
+    const size_t n = std::strlen(s);
+    return name.size() >= n && name.compare(name.size() - n, n, s) == 0;
+  };
+  return name.empty() || name[0] == '.' || ends(".tmp") || ends(".part");
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence at s[i], or 0 when invalid (overlongs, surrogates and
+// code points above U+10FFFF are invalid).
+size_t Utf8Len(const std::string& s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  uint32_t cp = 0;
+  if ((c & 0xE0) == 0xC0) {
+    n = 2;
+    cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3;
+    cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+}  // namespace
+
+std::string WholeFileRefusal(const std::string& path, const std::string& name, int64_t max_bytes,
+                             const BuildContext& ctx) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) return "cannot read it: " + ec.message();
+  if (static_cast<int64_t>(size) > max_bytes)
+    return "it is " + std::to_string(size) + " bytes, over spool.max_file_bytes (" +
+           std::to_string(max_bytes) + ")";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::string("cannot open it: ") + std::strerror(errno);
+  std::string line, first_error;
+  bool any_line = false;
+  int64_t offset = 0;
+  for (int64_t no = 1; std::getline(in, line); ++no) {
+    if (const size_t nul = line.find('\0'); nul != std::string::npos)
+      return "binary: a NUL byte at offset " + std::to_string(offset + nul) + " (line " +
+             std::to_string(no) + "); a job file is UTF-8 JSONL text";
+    for (size_t i = 0; i < line.size();) {
+      const size_t n = Utf8Len(line, i);
+      if (n == 0)
+        return "not UTF-8: invalid byte 0x" +
+               [&] {
+                 char h[3];
+                 std::snprintf(h, sizeof h, "%02x", static_cast<unsigned char>(line[i]));
+                 return std::string(h);
+               }() +
+               " at offset " + std::to_string(offset + i) + " (line " + std::to_string(no) + ")";
+      i += n;
+    }
+    offset += static_cast<int64_t>(line.size()) + 1;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    any_line = true;
+    {
+      jobs::BatchRequest r = jobs::ParseBatchLine(line, static_cast<int>(no), name);
+      std::vector<int32_t> key;
+      if (r.error.empty()) r.error = PlanKey(ctx, r, name, &key);
+      if (r.error.empty()) return "";  // one line can run: the file is accepted
+      if (first_error.empty()) first_error = r.error;
+    }
+  }
+  if (in.bad()) return std::string("read failed: ") + std::strerror(errno);
+  if (!any_line) return "empty: no request line";
+  return "no valid request line (the first error: " + first_error + ")";
+}
+
+std::string FreePath(const std::string& dir, const std::string& name) {
+  std::error_code ec;
+  std::string p = (fs::path(dir) / name).string();
+  for (int n = 1; fs::symlink_status(p, ec).type() != fs::file_type::not_found; ++n)
+    p = (fs::path(dir) / (name + "." + std::to_string(n))).string();
+  return p;
+}
+
+namespace {
+Status FsyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::IoError(dir + ": cannot open the folder: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return Status::IoError(dir + ": fsync failed: " + std::strerror(err));
+  return Status::Ok();
+}
+}  // namespace
+
+Status RenameDurably(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    return Status::IoError("cannot move " + from + " to " + to + ": " + std::strerror(errno));
+  const std::string a = fs::path(from).parent_path().string();
+  const std::string b = fs::path(to).parent_path().string();
+  LLMQ_RETURN_IF_ERROR(FsyncDir(b));
+  return a == b ? Status::Ok() : FsyncDir(a);
+}
+
+Status MoveToFailed(const Paths& p, const std::string& from, const std::string& name,
+                    const std::string& reason, std::string* moved_to) {
+  const std::string to = FreePath(p.failed, name);
+  LLMQ_RETURN_IF_ERROR(RenameDurably(from, to));
+  *moved_to = to;
+  return WriteFileDurably(to + ".reason.txt", reason + "\n");
+}
+
+std::string OutputStem(const std::string& name) {
+  for (const char* ext : {".jsonl", ".json"}) {
+    const size_t n = std::strlen(ext);
+    if (name.size() > n && name.compare(name.size() - n, n, ext) == 0)
+      return name.substr(0, name.size() - n);
+  }
+  return name;
+}
+
+Status FindJobByIdOrName(jobs::Store* store, const std::string& id, jobs::JobRecord* out) {
+  if (store->GetJobByPublicId(id, out).ok()) return Status::Ok();
+  std::vector<jobs::JobRecord> all;
+  LLMQ_RETURN_IF_ERROR(store->ListJobs(&all));
+  std::vector<jobs::JobRecord> named;
+  for (jobs::JobRecord& j : all)
+    if (j.name == id) named.push_back(std::move(j));
+  if (named.empty()) return Status::NotFound(id + ": no such job (give its batch_ id or name)");
+  if (named.size() > 1) {
+    std::string ids;
+    for (const jobs::JobRecord& j : named) ids += (ids.empty() ? "" : ", ") + j.public_id;
+    return Status::InvalidArgument(id + ": several jobs have this name (" + ids +
+                                   "): give the batch_ id");
+  }
+  *out = std::move(named[0]);
+  return Status::Ok();
+}
+
+}  // namespace llmq::spool

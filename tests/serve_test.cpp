@@ -1,0 +1,360 @@
+// `llmq serve` end to end on the real binary: files dropped into inbox/ (written slowly in place,
+// renamed in, with bad lines), the same file dropped again, `llmq submit`, `llmq status`,
+// `llmq cancel`, SIGTERM with a restart, and files refused whole. Every test stops its daemon,
+// on failure too.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using testing::ReadJsonl;
+using testing::ReadText;
+
+bool WaitFor(const std::function<bool()>& done, double seconds) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (Clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
+// One request line; `max_tokens` tokens each (EOS ignored, so the work is known).
+std::string Line(const std::string& id, const std::string& prompt, int max_tokens) {
+  return json{{"custom_id", id},
+              {"method", "POST"},
+              {"url", "/v1/completions"},
+              {"body", {{"prompt", prompt}, {"max_tokens", max_tokens}, {"ignore_eos", true}}}}
+             .dump() +
+         "\n";
+}
+
+std::string Job(const std::string& prefix, int count, int max_tokens) {
+  std::string s;
+  for (int i = 0; i < count; ++i)
+    s += Line(prefix + "-" + std::to_string(i), "Summarize: " + prefix + " " + std::to_string(i),
+              max_tokens);
+  return s;
+}
+
+class ServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = testing::TmpDir("serve_model") + "/model";
+    ASSERT_EQ(testing::RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "4"})
+                  .exit_code,
+              0);
+  }
+
+  void SetUp() override {
+    dir_ = testing::CurrentTestDir();
+    state_ = dir_ + "/state";
+    config_ = dir_ + "/llmq.yaml";
+    WriteConfig(5);
+  }
+
+  void TearDown() override { Kill(); }
+
+  // `max_num_seqs` small: a job runs long enough to be interrupted.
+  void WriteConfig(double drain_seconds, int max_num_seqs = 256) {
+    std::ofstream(config_) << "model:\n  path: " << model_
+                           << "\nengine:\n  max_num_seqs: " << max_num_seqs
+                           << "\nspool:\n  state_dir: " << state_
+                           << "\n  settle_seconds: 0.2\n  rescan_seconds: 1\n  drain_seconds: "
+                           << drain_seconds << "\n  commit_interval_ms: 10\n";
+  }
+
+  void Start() {
+    ASSERT_EQ(pid_, -1);
+    pid_ = testing::SpawnLlmq({"serve", "--config", config_}, dir_ + "/serve.out", err_file());
+    // Up when its folders exist and it has said so.
+    ASSERT_TRUE(
+        WaitFor([&] { return ReadText(err_file()).find("serving") != std::string::npos; }, 20))
+        << ReadText(err_file());
+  }
+
+  // SIGTERM; the exit status (or -1 when it did not exit within `seconds`).
+  int Stop(double seconds) {
+    if (pid_ < 0) return -1;
+    kill(pid_, SIGTERM);
+    int status = -1;
+    const bool exited = WaitFor(
+        [&] {
+          int st = 0;
+          if (waitpid(pid_, &st, WNOHANG) != pid_) return false;
+          status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+          return true;
+        },
+        seconds);
+    if (exited) pid_ = -1;
+    return exited ? status : -1;
+  }
+
+  void Kill() {
+    if (pid_ < 0) return;
+    kill(pid_, SIGKILL);
+    testing::WaitExit(pid_);
+    pid_ = -1;
+  }
+
+  std::string err_file() const { return dir_ + "/serve.err"; }
+  std::string inbox(const std::string& name) const { return state_ + "/inbox/" + name; }
+  std::string outbox(const std::string& name) const { return state_ + "/outbox/" + name; }
+
+  // Writes `text` beside the inbox and renames it in (IN_MOVED_TO).
+  void Drop(const std::string& name, const std::string& text) {
+    const std::string tmp = dir_ + "/" + name + ".staging";
+    std::ofstream(tmp, std::ios::binary) << text;
+    fs::rename(tmp, inbox(name));
+  }
+
+  bool Finalized(const std::string& stem, double seconds = 20) {
+    return WaitFor([&] { return fs::exists(outbox(stem + ".summary.json")); }, seconds);
+  }
+
+  testing::RunResult Cli(std::vector<std::string> args) {
+    args.push_back("--config");
+    args.push_back(config_);
+    return testing::RunLlmqWith({}, args);
+  }
+
+  // The job's `llmq status --json` object; an empty object while it is unknown.
+  json StatusOf(const std::string& job) {
+    const auto r = Cli({"status", job, "--json"});
+    const json j = json::parse(r.out, nullptr, false);
+    return r.exit_code == 0 && j.is_object() ? j : json::object();
+  }
+  int64_t Completed(const std::string& job) {
+    const json j = StatusOf(job);
+    return j.contains("request_counts") ? j["request_counts"]["completed"].get<int64_t>() : -1;
+  }
+
+  static std::string model_;
+  std::string dir_, state_, config_;
+  pid_t pid_ = -1;
+};
+std::string ServeTest::model_;
+
+TEST_F(ServeTest, SlowRenamedAndBadFilesRunOnceAndSubmitRunsToo) {
+  Start();
+  // Written in place in pieces, with pauses shorter than a rescan period, then closed.
+  const std::string slow = Job("slow", 12, 4);
+  {
+    std::ofstream f(inbox("slow.jsonl"), std::ios::binary);
+    for (size_t at = 0; at < slow.size(); at += slow.size() / 3 + 1) {
+      f << slow.substr(at, slow.size() / 3 + 1) << std::flush;
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    }
+  }
+  Drop("renamed.jsonl", Job("renamed", 8, 4));
+  std::string bad = Job("bad", 10, 4);
+  bad += "{not json\n";
+  bad += "{\"custom_id\": \"b1\", \"method\": \"POST\"}\n";
+  bad += Line("bad-3", "duplicate id", 4);  // custom_id already on line 4
+  bad +=
+      "{\"custom_id\": \"b2\", \"method\": \"POST\", \"url\": \"/v1/embeddings\", \"body\": {}}\n";
+  bad +=
+      "{\"custom_id\": \"b3\", \"method\": \"POST\", \"url\": \"/v1/completions\", "
+      "\"body\": {\"prompt\": \"x\", \"max_tokens\": \"many\"}}\n";
+  Drop("bad.jsonl", bad);
+
+  ASSERT_TRUE(Finalized("slow") && Finalized("renamed") && Finalized("bad"))
+      << ReadText(err_file());
+  EXPECT_EQ(ReadJsonl(outbox("slow.results.jsonl")).size(), 12u);
+  EXPECT_EQ(ReadJsonl(outbox("slow.errors.jsonl")).size(), 0u);
+  EXPECT_EQ(ReadJsonl(outbox("renamed.results.jsonl")).size(), 8u);
+  EXPECT_EQ(ReadJsonl(outbox("bad.results.jsonl")).size(), 10u);
+  const auto errors = ReadJsonl(outbox("bad.errors.jsonl"));
+  ASSERT_EQ(errors.size(), 5u);
+  for (const json& e : errors)
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("bad.jsonl:1"), std::string::npos)
+        << e.dump();
+  const json sum = json::parse(ReadText(outbox("bad.summary.json")));
+  EXPECT_EQ(sum["requests"], 15);
+  EXPECT_EQ(sum["failed"], 5);
+  EXPECT_TRUE(fs::exists(state_ + "/archive/slow.jsonl"));
+  EXPECT_EQ(ReadText(state_ + "/archive/slow.jsonl"), slow) << "taken before it was complete";
+
+  // The same file again: refused, naming the job, never run twice.
+  const std::string slow_id = StatusOf("slow.jsonl")["id"];
+  const std::string results_before = ReadText(outbox("slow.results.jsonl"));
+  Drop("slow.jsonl", slow);
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/failed/slow.jsonl.reason.txt"); }, 10))
+      << ReadText(err_file());
+  EXPECT_NE(ReadText(state_ + "/failed/slow.jsonl.reason.txt").find(slow_id), std::string::npos);
+  EXPECT_EQ(ReadText(outbox("slow.results.jsonl")), results_before);
+
+  // A fourth job through llmq submit.
+  const std::string sub = dir_ + "/submitted.jsonl";
+  std::ofstream(sub) << Job("sub", 6, 4);
+  const auto r = Cli({"submit", sub});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string sub_id = r.out.substr(0, r.out.find('\n'));
+  EXPECT_EQ(sub_id.rfind("batch_", 0), 0u) << r.out;
+  ASSERT_TRUE(Finalized("submitted")) << ReadText(err_file());
+  EXPECT_EQ(ReadJsonl(outbox("submitted.results.jsonl")).size(), 6u);
+
+  // llmq status --json: every job with its counts.
+  const auto st = Cli({"status", "--json"});
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  const json all = json::parse(st.out);
+  ASSERT_EQ(all.size(), 4u) << st.out;
+  std::map<std::string, json> by_name;
+  for (const json& j : all) by_name[j["name"]] = j;
+  EXPECT_EQ(by_name["slow.jsonl"]["request_counts"],
+            (json{{"total", 12}, {"completed", 12}, {"failed", 0}}));
+  EXPECT_EQ(by_name["bad.jsonl"]["request_counts"],
+            (json{{"total", 15}, {"completed", 10}, {"failed", 5}}));
+  EXPECT_EQ(by_name["submitted.jsonl"]["id"], sub_id);
+  for (const json& j : all) EXPECT_EQ(j["status"], "completed") << j.dump();
+  const auto list = Cli({"list"});
+  EXPECT_EQ(list.exit_code, 0);
+  EXPECT_NE(list.out.find(sub_id), std::string::npos) << list.out;
+
+  EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
+  const std::string log = ReadText(err_file());
+  EXPECT_NE(log.find("accepted inbox/bad.jsonl as batch_"), std::string::npos) << log;
+  EXPECT_NE(log.find("5 refused"), std::string::npos) << log;
+}
+
+TEST_F(ServeTest, CancelEndsARunningJobWithItsFinishedResults) {
+  WriteConfig(5, 1);
+  Start();
+  Drop("long.jsonl", Job("long", 100, 64));
+  // Wait until some requests are finished, then cancel.
+  ASSERT_TRUE(WaitFor([&] { return Completed("long.jsonl") >= 4; }, 20)) << ReadText(err_file());
+  const auto c = Cli({"cancel", "long.jsonl"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  ASSERT_TRUE(WaitFor([&] { return StatusOf("long.jsonl")["status"] == "cancelled"; }, 20))
+      << ReadText(err_file());
+  ASSERT_TRUE(Finalized("long", 5));
+  const json s = StatusOf("long.jsonl");
+  const auto results = ReadJsonl(outbox("long.results.jsonl"));
+  const auto errors = ReadJsonl(outbox("long.errors.jsonl"));
+  EXPECT_GE(results.size(), 4u);
+  EXPECT_GT(errors.size(), 0u) << "the job should still have been running";
+  EXPECT_EQ(results.size() + errors.size(), 100u);
+  EXPECT_EQ(s["request_counts"]["completed"].get<size_t>(), results.size());
+  std::set<std::string> ids;
+  for (const auto* v : {&results, &errors})
+    for (const json& o : *v) EXPECT_TRUE(ids.insert(o["custom_id"]).second) << o.dump();
+  for (const json& e : errors)
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("cancelled"), std::string::npos);
+  // Cancelling a finished job is refused.
+  EXPECT_NE(Cli({"cancel", "long.jsonl"}).exit_code, 0);
+  EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
+}
+
+TEST_F(ServeTest, SigtermDrainsAndARestartCompletesWithNothingLostOrDuplicated) {
+  WriteConfig(1, 1);
+  Start();
+  Drop("big.jsonl", Job("big", 100, 64));
+  ASSERT_TRUE(
+      WaitFor([&] { return StatusOf("big.jsonl")["request_counts"]["completed"] >= 5; }, 20))
+      << ReadText(err_file());
+  const auto t0 = Clock::now();
+  EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5)
+      << "SIGTERM must exit within the drain time";
+  const json mid = StatusOf("big.jsonl");
+  ASSERT_EQ(mid["status"], "in_progress") << "the job finished before SIGTERM: make it longer\n"
+                                          << ReadText(err_file());
+  const int64_t kept = mid["request_counts"]["completed"];
+
+  Start();
+  ASSERT_TRUE(Finalized("big", 25)) << ReadText(err_file());
+  const auto results = ReadJsonl(outbox("big.results.jsonl"));
+  ASSERT_EQ(results.size(), 100u);
+  EXPECT_EQ(ReadJsonl(outbox("big.errors.jsonl")).size(), 0u);
+  std::set<std::string> ids;
+  for (const json& o : results) EXPECT_TRUE(ids.insert(o["custom_id"]).second) << o.dump();
+  const json end = StatusOf("big.jsonl");
+  EXPECT_EQ(end["status"], "completed");
+  EXPECT_EQ(end["request_counts"]["completed"], 100);
+  EXPECT_GE(end["request_counts"]["completed"].get<int64_t>(), kept);
+  EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
+}
+
+TEST_F(ServeTest, RefusesWholeFilesThatCannotRunAndIgnoresTemporaries) {
+  Start();
+  Drop("empty.jsonl", "");
+  Drop("blank.jsonl", "\n  \n");
+  Drop("binary.jsonl", std::string("{\"a\": 1}\n\0\x01\x02", 12));
+  Drop("latin1.jsonl",
+       "{\"custom_id\": \"x\", \"method\": \"POST\", \"url\": \"/v1/completions\", "
+       "\"body\": {\"prompt\": \"caf\xe9\"}}\n");
+  Drop("allbad.jsonl", "{nope\n[1, 2]\n");
+  const std::string target = dir_ + "/target.jsonl";
+  std::ofstream(target) << Job("t", 2, 4);
+  fs::create_symlink(target, inbox("link.jsonl"));
+  fs::create_directory(inbox("folder.jsonl"));
+  ASSERT_EQ(mkfifo(inbox("fifo.jsonl").c_str(), 0644), 0);
+  Drop(".hidden.jsonl", Job("h", 2, 4));
+  Drop("partial.jsonl.tmp", Job("p", 2, 4));
+  Drop("partial.jsonl.part", Job("p", 2, 4));
+  Drop("good.jsonl", Job("good", 3, 4));
+  ASSERT_TRUE(Finalized("good")) << ReadText(err_file());
+  const std::map<std::string, std::string> want = {
+      {"empty.jsonl", "empty"},      {"blank.jsonl", "empty"},     {"binary.jsonl", "NUL"},
+      {"latin1.jsonl", "not UTF-8"}, {"allbad.jsonl", "no valid"}, {"link.jsonl", "symbolic link"},
+      {"folder.jsonl", "folder"},    {"fifo.jsonl", "FIFO"}};
+  for (const auto& [name, why] : want) {
+    const std::string reason = state_ + "/failed/" + name + ".reason.txt";
+    ASSERT_TRUE(WaitFor([&] { return fs::exists(reason); }, 5)) << name << "\n"
+                                                                << ReadText(err_file());
+    EXPECT_NE(ReadText(reason).find(why), std::string::npos) << name << ": " << ReadText(reason);
+    EXPECT_TRUE(fs::exists(fs::symlink_status(state_ + "/failed/" + name))) << name;
+    EXPECT_FALSE(fs::exists(fs::symlink_status(inbox(name)))) << name;
+  }
+  EXPECT_TRUE(fs::exists(target)) << "a refused symlink's target is left alone";
+  for (const char* name : {".hidden.jsonl", "partial.jsonl.tmp", "partial.jsonl.part"})
+    EXPECT_TRUE(fs::exists(inbox(name))) << name << " should be ignored";
+  const auto st = Cli({"list", "--json"});
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_EQ(json::parse(st.out).size(), 1u) << st.out;  // only good.jsonl became a job
+  EXPECT_NE(ReadText(err_file()).find("failed/empty.jsonl: empty"), std::string::npos)
+      << ReadText(err_file());
+  EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
+}
+
+TEST_F(ServeTest, SighupReloadsTheSpoolKeysAndSubmitWaitWaitsForTheResults) {
+  Start();
+  WriteConfig(7);
+  kill(pid_, SIGHUP);
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReadText(err_file()).find("SIGHUP: reloaded") != std::string::npos; }, 5))
+      << ReadText(err_file());
+  EXPECT_NE(ReadText(err_file()).find("drain 7s"), std::string::npos) << ReadText(err_file());
+
+  const std::string sub = dir_ + "/waited.jsonl";
+  std::ofstream(sub) << Job("w", 4, 4);
+  const auto r = Cli({"submit", sub, "--wait"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(StatusOf("waited.jsonl")["status"], "completed");
+  EXPECT_TRUE(fs::exists(outbox("waited.summary.json")));
+  // Submitting the same file again is refused, naming the job.
+  const auto again = Cli({"submit", sub});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find(r.out.substr(0, r.out.find('\n'))), std::string::npos) << again.err;
+  EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
+}
+
+}  // namespace
+}  // namespace llmq
