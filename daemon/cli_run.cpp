@@ -145,7 +145,7 @@ class RunCommand {
     ctx_.model_name = fs::path(cfg.model_dir).filename().string();
 
     if (Status st = OpenJob(Fingerprint(cfg, tmpl)); !st.ok()) return Fail(cmd_, st);
-    const int64_t resumed = job_.completed + job_.failed - refused_;
+    const int64_t resumed = job_.completed + job_.failed - job_.refused;
     if (resumed > 0)
       std::fprintf(stderr, "llmq run: resuming %s: %lld of %lld requests already finished\n",
                    state_.c_str(), static_cast<long long>(resumed),
@@ -224,22 +224,20 @@ class RunCommand {
       std::string all((std::istreambuf_iterator<char>(std::cin)), {});
       LLMQ_RETURN_IF_ERROR(WriteFileDurably(input, all));
     }
-    std::string sha;
-    int64_t bytes = 0;
-    LLMQ_RETURN_IF_ERROR(HashFile(input, &sha, &bytes));
     LLMQ_RETURN_IF_ERROR(jobs::Store::Open(db_path(), &store_));
     std::vector<jobs::JobRecord> jobs;
     LLMQ_RETURN_IF_ERROR(store_->ListJobs(&jobs));
-    for (const jobs::JobRecord& j : jobs) {
-      const auto opts = nlohmann::json::parse(j.options, nullptr, false);
-      if (jobs.size() == 1 && j.sha256 == sha && opts.is_object() &&
+    if (!jobs.empty()) {  // an earlier run: resume it if it ran this input with these settings
+      std::string sha;
+      int64_t bytes = 0;
+      LLMQ_RETURN_IF_ERROR(HashFile(input, &sha, &bytes));
+      const auto opts = nlohmann::json::parse(jobs[0].options, nullptr, false);
+      if (jobs.size() == 1 && jobs[0].sha256 == sha && opts.is_object() &&
           opts.value("fingerprint", "") == fingerprint) {
-        job_ = j;
-        refused_ = opts.value("refused", int64_t{0});
+        job_ = jobs[0];
         return Status::Ok();
       }
-    }
-    if (!jobs.empty()) {  // another input or other settings: what is stored cannot be reused
+      // another input or other settings: what is stored cannot be reused
       std::fprintf(stderr,
                    "llmq run: %s holds an interrupted run of another input or other settings; "
                    "starting over\n",
@@ -248,18 +246,14 @@ class RunCommand {
       for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db_path() + suffix, ec);
       LLMQ_RETURN_IF_ERROR(jobs::Store::Open(db_path(), &store_));
     }
-    IngestFile file;
+    IngestFile file;  // hashed while it is ingested: one pass over the input
     file.path = input;
     file.name = f_.input == "-" ? "<stdin>" : f_.input;
-    file.sha256 = sha;
-    std::vector<IngestedJob> out;
-    // The refused count is known only after reading; the options are rewritten below.
     file.options = nlohmann::json{{"fingerprint", fingerprint}}.dump();
+    std::vector<IngestedJob> out;
     LLMQ_RETURN_IF_ERROR(IngestFiles(store_.get(), ctx_, {file}, {}, &out));
     job_ = out[0].job;
-    refused_ = out[0].refused;
-    return store_->SetJobOptions(
-        job_.id, nlohmann::json{{"fingerprint", fingerprint}, {"refused", refused_}}.dump());
+    return Status::Ok();
   }
 
   Status Finalize(std::chrono::steady_clock::time_point t0, int64_t resumed,
@@ -276,7 +270,7 @@ class RunCommand {
     t.errors = f_.errors;
     t.summary = f_.summary_json;
     sum->resumed = resumed;
-    sum->refused = refused_;
+    sum->refused = job_.refused;
     sum->finished_this_run = p.finished;
     sum->model = ctx_.model_name;
     sum->input = f_.input;
@@ -308,7 +302,6 @@ class RunCommand {
   BuildContext ctx_;
   std::unique_ptr<jobs::Store> store_;
   jobs::JobRecord job_;
-  int64_t refused_ = 0;
 };
 
 }  // namespace

@@ -363,10 +363,6 @@ class Server {
     for (size_t i = 0; i < jobs.size(); ++i) {
       const IngestedJob& j = jobs[i];
       candidates_.erase(files[i].name);
-      json opts = json::parse(files[i].options);
-      opts["refused"] = j.refused;
-      if (Status st = io_store_->SetJobOptions(j.job.id, opts.dump()); !st.ok())
-        Log("%s: %s", j.job.public_id.c_str(), st.message().c_str());
       const Status moved = spool::RenameDurably(files[i].path, archive_to[i]);
       Log("accepted inbox/%s as %s (%lld requests, %lld refused)%s", files[i].name.c_str(),
           j.job.public_id.c_str(), static_cast<long long>(j.job.total),
@@ -469,7 +465,7 @@ class Server {
     t.errors = base.string() + ".errors.jsonl";
     t.summary = base.string() + ".summary.json";
     jobs::JobSummary sum;
-    sum.refused = opts.value("refused", int64_t{0});
+    sum.refused = j.refused;
     sum.model = ctx_.model_name;
     sum.input = opts.value("archive", opts.value("path", j.name));
     const double end = j.finished_at > 0 ? j.finished_at : UnixNow();

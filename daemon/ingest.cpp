@@ -1,5 +1,8 @@
 #include "daemon/ingest.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -27,6 +30,63 @@ uint64_t IdHash(const std::string& s) {
   return h;
 }
 
+// Reads a file's lines in one pass, hashing its exact bytes on the way (so ingest reads a job
+// file once). Lines are views into the reader's buffer, valid until the next call.
+class LineReader {
+ public:
+  ~LineReader() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status Open(const std::string& path) {
+    path_ = path;
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
+    buf_.resize(size_t{1} << 20);
+    return Status::Ok();
+  }
+  // The next line without its '\n'; *more is false at the end of the file.
+  Status Next(std::string_view* line, bool* more) {
+    for (;;) {
+      const char* nl =
+          static_cast<const char*>(std::memchr(buf_.data() + begin_, '\n', end_ - begin_));
+      if (nl) {
+        *line = std::string_view(buf_.data() + begin_, nl - (buf_.data() + begin_));
+        begin_ = nl - buf_.data() + 1;
+        *more = true;
+        return Status::Ok();
+      }
+      if (eof_) {
+        *more = begin_ < end_;  // a last line without '\n'
+        *line = std::string_view(buf_.data() + begin_, end_ - begin_);
+        begin_ = end_;
+        return Status::Ok();
+      }
+      // Keep the partial line, grow when one line fills the buffer, then read more.
+      std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+      if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);
+      const ssize_t n = ::read(fd_, buf_.data() + end_, buf_.size() - end_);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::IoError(path_ + ": read failed: " + std::strerror(errno));
+      }
+      if (n == 0) eof_ = true;
+      sha_.Update(std::string_view(buf_.data() + end_, static_cast<size_t>(n)));
+      end_ += static_cast<size_t>(n);
+    }
+  }
+  std::string HexDigest() const { return sha_.HexDigest(); }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  std::vector<char> buf_;
+  size_t begin_ = 0, end_ = 0;
+  bool eof_ = false;
+  jobs::Sha256 sha_;
+};
+
 class Ingester {
  public:
   Ingester(jobs::Store* store, const BuildContext& ctx, const IngestOptions& opt)
@@ -36,6 +96,7 @@ class Ingester {
     LLMQ_RETURN_IF_ERROR(store_->MaxPlanRank(&next_rank_));
     ++next_rank_;
     out->assign(files.size(), {});
+    totals_.assign(files.size(), {});
     jobs_ = out;
     files_ = &files;
     for (size_t f = 0; f < files.size(); ++f) {
@@ -48,9 +109,14 @@ class Ingester {
       LLMQ_RETURN_IF_ERROR(ReadFile(f));
     }
     LLMQ_RETURN_IF_ERROR(Flush());
-    for (IngestedJob& j : *out) {
-      LLMQ_RETURN_IF_ERROR(store_->FinishIngest(j.job.id, jobs::JobStatus::kInProgress));
-      LLMQ_RETURN_IF_ERROR(store_->GetJob(j.job.id, &j.job));
+    for (size_t f = 0; f < files.size(); ++f) {
+      IngestedJob& j = (*out)[f];
+      LLMQ_RETURN_IF_ERROR(
+          store_->FinishIngest(j.job.id, jobs::JobStatus::kInProgress, &totals_[f]));
+      if (!totals_[f].sha256.empty()) j.job.sha256 = totals_[f].sha256;
+      j.job.status = jobs::JobStatus::kInProgress;
+      j.job.total = totals_[f].total;
+      j.job.failed = totals_[f].failed;
     }
     return Status::Ok();
   }
@@ -58,14 +124,19 @@ class Ingester {
  private:
   Status ReadFile(size_t f) {
     const IngestFile& file = (*files_)[f];
-    std::ifstream in(file.path, std::ios::binary);
-    if (!in) return Status::IoError(file.path + ": cannot open: " + std::strerror(errno));
+    IngestedJob& out = (*jobs_)[f];
+    LineReader in;
+    LLMQ_RETURN_IF_ERROR(in.Open(file.path));
     std::unordered_map<uint64_t, int64_t> first_line;  // custom_id hash -> line
-    std::string text;
-    for (int64_t no = 1; std::getline(in, text); ++no) {
-      if (!text.empty() && text.back() == '\r') text.pop_back();
-      if (text.find_first_not_of(" \t") == std::string::npos)
-        continue;  // blank lines carry nothing
+    std::string_view text;
+    int64_t no = 0;
+    for (;;) {
+      bool more = false;
+      LLMQ_RETURN_IF_ERROR(in.Next(&text, &more));
+      if (!more) break;
+      ++no;
+      if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+      if (text.find_first_not_of(" \t") == std::string_view::npos) continue;  // carries nothing
       Pending p;
       p.file = f;
       p.req.line = no;
@@ -75,7 +146,7 @@ class Ingester {
         auto [it, fresh] = first_line.emplace(IdHash(r.custom_id), no);
         if (!fresh) {
           bool same = true;
-          LLMQ_RETURN_IF_ERROR(SameCustomId((*jobs_)[f].job.id, it->second, r.custom_id, &same));
+          LLMQ_RETURN_IF_ERROR(SameCustomId(out.job.id, it->second, r.custom_id, &same));
           if (same)
             r.error = file.name + ":" + std::to_string(no) + ": field 'custom_id': duplicate '" +
                       r.custom_id + "' (first on line " + std::to_string(it->second) + ")";
@@ -85,16 +156,19 @@ class Ingester {
       if (!r.error.empty()) {
         p.key.clear();
         p.req.error_output =
-            jobs::ErrorLine(r.custom_id, RequestIdFor((*jobs_)[f].job.public_id, no), r.error);
-        ++(*jobs_)[f].refused;
+            jobs::ErrorLine(r.custom_id, RequestIdFor(out.job.public_id, no), r.error);
+        ++out.refused;
       }
-      p.req.body = std::move(text);
+      ++totals_[f].total;
+      p.req.body.assign(text);
       key_bytes_ += p.key.size() * sizeof(int32_t) + p.req.body.size();
       chunk_.push_back(std::move(p));
       if (chunk_.size() >= opt_.chunk_lines || key_bytes_ >= opt_.chunk_key_bytes)
         LLMQ_RETURN_IF_ERROR(Flush());
     }
-    if (in.bad()) return Status::IoError(file.path + ": read failed: " + std::strerror(errno));
+    totals_[f].failed = out.refused;
+    // Hashed while reading (one pass over the file) unless the caller hashed it already.
+    totals_[f].sha256 = file.sha256.empty() ? in.HexDigest() : "";
     return Status::Ok();
   }
 
@@ -121,19 +195,18 @@ class Ingester {
         keys.emplace_back(chunk_[i].key);
       }
     const Plan plan = PlanPrefixes(keys, /*block_size=*/1);
-    for (uint32_t k : plan.order) {
-      Pending& p = chunk_[valid[k]];
-      p.req.plan_rank = next_rank_++;
-      LLMQ_RETURN_IF_ERROR(store_->InsertRequest((*jobs_)[p.file].job.id, p.req));
-    }
+    for (uint32_t k : plan.order) LLMQ_RETURN_IF_ERROR(Insert(&chunk_[valid[k]]));
     for (Pending& p : chunk_)
-      if (p.req.error_output) {
-        p.req.plan_rank = next_rank_++;
-        LLMQ_RETURN_IF_ERROR(store_->InsertRequest((*jobs_)[p.file].job.id, p.req));
-      }
+      if (p.req.error_output) LLMQ_RETURN_IF_ERROR(Insert(&p));
     chunk_.clear();
     key_bytes_ = 0;
     return Status::Ok();
+  }
+
+  Status Insert(Pending* p) {
+    p->req.plan_rank = next_rank_++;
+    totals_[p->file].max_rank = p->req.plan_rank;
+    return store_->InsertRequest((*jobs_)[p->file].job.id, p->req);
   }
 
   jobs::Store* store_;
@@ -141,6 +214,7 @@ class Ingester {
   IngestOptions opt_;
   const std::vector<IngestFile>* files_ = nullptr;
   std::vector<IngestedJob>* jobs_ = nullptr;
+  std::vector<jobs::Store::IngestTotals> totals_;  // per file, counted while inserting
   std::vector<Pending> chunk_;
   size_t key_bytes_ = 0;
   int64_t next_rank_ = 1;

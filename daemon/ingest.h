@@ -19,7 +19,7 @@ namespace llmq {
 struct IngestFile {
   std::string path;     // the file to read
   std::string name;     // the job's name; messages name lines as "<name>:<line>"
-  std::string sha256;   // of the file's bytes (HashFile)
+  std::string sha256;   // of the file's bytes (HashFile); "" = hashed while it is read
   std::string options;  // JobRecord::options
 };
 

@@ -21,11 +21,12 @@ CREATE TABLE jobs (
   id INTEGER PRIMARY KEY,
   public_id TEXT NOT NULL UNIQUE,
   name TEXT NOT NULL,
-  sha256 TEXT NOT NULL,
+  sha256 TEXT,  -- NULL while the ingest that computes it is open (UNIQUE ignores NULLs)
   status TEXT NOT NULL,
   total INTEGER NOT NULL DEFAULT 0,
   completed INTEGER NOT NULL DEFAULT 0,
   failed INTEGER NOT NULL DEFAULT 0,
+  refused INTEGER NOT NULL DEFAULT 0,
   created_at REAL NOT NULL,
   started_at REAL NOT NULL DEFAULT 0,
   finished_at REAL NOT NULL DEFAULT 0,
@@ -69,7 +70,7 @@ constexpr int kLatestVersion = static_cast<int>(std::size(kMigrations));
 
 #define LLMQ_JOB_COLUMNS                                                                    \
   "id, public_id, name, sha256, status, total, completed, failed, created_at, started_at, " \
-  "finished_at, cancel_requested, error, options"
+  "finished_at, cancel_requested, error, options, refused"
 
 constexpr const char* kInsertJob =
     "INSERT INTO jobs (public_id, name, sha256, status, total, completed, failed, created_at, "
@@ -91,8 +92,17 @@ constexpr const char* kBumpCounts =
 constexpr const char* kFinishIngest =
     "UPDATE jobs SET total = (SELECT count(*) FROM requests WHERE job = ?1), "
     "completed = (SELECT count(*) FROM requests WHERE job = ?1 AND status = 'done'), "
-    "failed = (SELECT count(*) FROM requests WHERE job = ?1 AND status = 'failed') "
+    "failed = (SELECT count(*) FROM requests WHERE job = ?1 AND status = 'failed'), "
+    "refused = (SELECT count(*) FROM requests WHERE job = ?1 AND status = 'failed') "
     "WHERE id = ?1";
+// The ingester's own counts: no scan over the job's rows.
+constexpr const char* kFinishIngestCounted =
+    "UPDATE jobs SET total = ?2, completed = 0, failed = ?3, refused = ?3, "
+    "sha256 = coalesce(?4, sha256) WHERE id = ?1";
+constexpr const char* kRaiseMaxRankTo =
+    "INSERT INTO meta (key, value) VALUES ('max_plan_rank', ?1) "
+    "ON CONFLICT (key) DO UPDATE SET "
+    "value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))";  // TEXT > any INTEGER
 // The rank high-water mark of finished ingests (meta), so MaxPlanRank needs no full scan.
 constexpr const char* kRaiseMaxRank =
     "INSERT INTO meta (key, value) VALUES ('max_plan_rank', "
@@ -247,6 +257,7 @@ Status JobFromRow(const Stmt& st, const std::string& path, JobRecord* j) {
   j->cancel_requested = st.Int(11) != 0;
   j->error = st.Text(12);
   j->options = st.Text(13);
+  j->refused = st.Int(14);
   return Status::Ok();
 }
 
@@ -510,7 +521,8 @@ Status Store::InsertJob(JobRecord* job) {
   sqlite3_stmt* raw = nullptr;
   LLMQ_RETURN_IF_ERROR(Prepare(kInsertJob, &raw));
   Stmt st(raw);
-  st.Bind(1, job->public_id).Bind(2, job->name).Bind(3, job->sha256);
+  st.Bind(1, job->public_id).Bind(2, job->name);
+  if (!job->sha256.empty()) st.Bind(3, job->sha256);  // else NULL until FinishIngest sets it
   st.Bind(4, std::string_view(JobStatusName(job->status)));
   st.Bind(5, job->total).Bind(6, job->completed).Bind(7, job->failed);
   st.Bind(8, job->created_at).Bind(9, job->started_at).Bind(10, job->finished_at);
@@ -554,22 +566,31 @@ Status Store::InsertRequest(int64_t job, const NewRequest& r) {
   });
 }
 
-Status Store::FinishIngest(int64_t job, JobStatus status) {
+Status Store::FinishIngest(int64_t job, JobStatus status, const IngestTotals* totals) {
   return Transaction([&]() -> Status {
     sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kFinishIngest, &raw));
+    LLMQ_RETURN_IF_ERROR(Prepare(totals ? kFinishIngestCounted : kFinishIngest, &raw));
     {
       Stmt st(raw);
-      const int rc = st.Bind(1, job).Step();
-      if (rc != SQLITE_DONE)
+      st.Bind(1, job);
+      if (totals) {
+        st.Bind(2, totals->total).Bind(3, totals->failed);
+        if (!totals->sha256.empty()) st.Bind(4, totals->sha256);
+      }
+      const int rc = st.Step();
+      if (rc != SQLITE_DONE) {
+        if (totals && (rc & 0xff) == SQLITE_CONSTRAINT)
+          return Status::InvalidArgument(path_ + ": a job with the same name and sha256 " +
+                                         totals->sha256 + " is already recorded");
         return Error("cannot count the requests of job " + std::to_string(job), rc);
+      }
       if (sqlite3_changes(db_) == 0)
         return Status::NotFound(path_ + ": no job " + std::to_string(job));
     }
-    LLMQ_RETURN_IF_ERROR(Prepare(kRaiseMaxRank, &raw));
+    LLMQ_RETURN_IF_ERROR(Prepare(totals ? kRaiseMaxRankTo : kRaiseMaxRank, &raw));
     {
       Stmt st(raw);
-      const int rc = st.Bind(1, job).Step();
+      const int rc = st.Bind(1, totals ? totals->max_rank : job).Step();
       if (rc != SQLITE_DONE) return Error("cannot record the highest plan rank", rc);
     }
     return SetJobStatus(job, status);

@@ -63,6 +63,7 @@ struct JobRecord {
   int64_t total = 0;       // request_counts.total: non-blank lines
   int64_t completed = 0;   // results committed with success
   int64_t failed = 0;      // results committed with an error (refused at ingest or failed later)
+  int64_t refused = 0;     // of `failed`: lines refused at validation, set by FinishIngest
   double created_at = 0;   // unix seconds (accepted)
   double started_at = 0;   // first request handed to the engine; 0 = not yet
   double finished_at = 0;  // reached a terminal status; 0 = not yet
@@ -150,9 +151,18 @@ class Store {
   Status InsertJob(JobRecord* job);
   // A duplicate (job, line) or an unknown job fails with InvalidArgument.
   Status InsertRequest(int64_t job, const NewRequest& r);
-  // Sets total/completed/failed counts from the inserted rows and the status (usually
-  // in_progress), as SetJobStatus does. NotFound when the job is absent.
-  Status FinishIngest(int64_t job, JobStatus status);
+  // Sets the job's counts and status (usually in_progress, as SetJobStatus does). Without
+  // `totals` the counts are taken from the inserted rows (a scan); an ingester that counted what
+  // it inserted passes them, with the file's sha256 when InsertJob had none (hashed while
+  // reading). A sha256 that makes (name, sha256) collide with a recorded job is InvalidArgument:
+  // the caller rolls back. NotFound when the job is absent.
+  struct IngestTotals {
+    int64_t total = 0;     // requests inserted
+    int64_t failed = 0;    // of which refused at validation (inserted with an error output)
+    int64_t max_rank = 0;  // highest plan rank given
+    std::string sha256;    // "" = keep InsertJob's
+  };
+  Status FinishIngest(int64_t job, JobStatus status, const IngestTotals* totals = nullptr);
   // The highest plan rank given to a request that is still pending or belongs to a finished
   // ingest (0 when none): new ranks continue after it.
   Status MaxPlanRank(int64_t* out);

@@ -580,3 +580,64 @@ TEST(Store, HundredThousandRequestIngestInOneTransaction) {
 
 }  // namespace
 }  // namespace llmq::jobs
+
+namespace llmq::jobs {
+namespace {
+
+// The ingester's path: the job is inserted before its file is hashed (one pass), and the counts
+// and the highest rank come from the ingester; jobs finished out of rank order keep the mark up.
+TEST(Store, CountedIngestSetsTheHashAfterwardsAndKeepsTheHighestRank) {
+  auto s = OpenOrDie(testing::CurrentTestDir() + "/q.db");
+  auto ingest = [&](const std::string& name, std::vector<int64_t> ranks, int refused) {
+    EXPECT_TRUE(s->Begin().ok());
+    JobRecord job;
+    job.name = name;  // sha256 unknown yet
+    EXPECT_TRUE(s->InsertJob(&job).ok());
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      NewRequest r;
+      r.line = static_cast<int64_t>(i) + 1;
+      r.custom_id = "c" + std::to_string(r.line);
+      r.body = "{}";
+      r.plan_rank = ranks[i];
+      if (static_cast<int>(i) < refused) r.error_output = "{\"error\": 1}";
+      EXPECT_TRUE(s->InsertRequest(job.id, r).ok());
+    }
+    Store::IngestTotals t;
+    t.total = static_cast<int64_t>(ranks.size());
+    t.failed = refused;
+    t.max_rank = *std::max_element(ranks.begin(), ranks.end());
+    t.sha256 = "sha-" + name;
+    const Status st = s->FinishIngest(job.id, JobStatus::kInProgress, &t);
+    EXPECT_TRUE(st.ok()) << st.message();
+    EXPECT_TRUE(s->Commit().ok());
+    return job.id;
+  };
+  const int64_t a = ingest("a.jsonl", {1, 50, 3}, 1);
+  ingest("b.jsonl", {20, 2}, 0);  // finished after a, with lower ranks
+  int64_t rank = 0;
+  ASSERT_TRUE(s->MaxPlanRank(&rank).ok());
+  EXPECT_GE(rank, 50);
+  std::optional<JobRecord> found;
+  ASSERT_TRUE(s->FindJob("a.jsonl", "sha-a.jsonl", &found).ok());
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->id, a);
+  EXPECT_EQ(found->total, 3);
+  EXPECT_EQ(found->failed, 1);
+  EXPECT_EQ(found->refused, 1);
+  // The same (name, sha256) again: refused at FinishIngest, and the caller rolls back.
+  ASSERT_TRUE(s->Begin().ok());
+  JobRecord again;
+  again.name = "a.jsonl";
+  ASSERT_TRUE(s->InsertJob(&again).ok());
+  Store::IngestTotals t;
+  t.sha256 = "sha-a.jsonl";
+  EXPECT_EQ(s->FinishIngest(again.id, JobStatus::kInProgress, &t).code(),
+            Status::Code::kInvalidArgument);
+  s->Rollback();
+  std::vector<JobRecord> all;
+  ASSERT_TRUE(s->ListJobs(&all).ok());
+  EXPECT_EQ(all.size(), 2u);
+}
+
+}  // namespace
+}  // namespace llmq::jobs
