@@ -97,6 +97,7 @@ class Ingester {
     ++next_rank_;
     out->assign(files.size(), {});
     totals_.assign(files.size(), {});
+    first_line_.assign(files.size(), {});
     jobs_ = out;
     files_ = &files;
     for (size_t f = 0; f < files.size(); ++f) {
@@ -122,12 +123,11 @@ class Ingester {
   }
 
  private:
+  // Reads file f's lines into the chunk; validation happens a chunk at a time (Flush).
   Status ReadFile(size_t f) {
     const IngestFile& file = (*files_)[f];
-    IngestedJob& out = (*jobs_)[f];
     LineReader in;
     LLMQ_RETURN_IF_ERROR(in.Open(file.path));
-    std::unordered_map<uint64_t, int64_t> first_line;  // custom_id hash -> line
     std::string_view text;
     int64_t no = 0;
     for (;;) {
@@ -140,41 +140,66 @@ class Ingester {
       Pending p;
       p.file = f;
       p.req.line = no;
-      jobs::BatchRequest r = jobs::ParseBatchLine(text, static_cast<int>(no), file.name);
-      p.req.custom_id = r.custom_id;
-      if (r.error.empty()) {
-        auto [it, fresh] = first_line.emplace(IdHash(r.custom_id), no);
-        if (!fresh) {
-          bool same = true;
-          LLMQ_RETURN_IF_ERROR(SameCustomId(out.job.id, it->second, r.custom_id, &same));
-          if (same)
-            r.error = file.name + ":" + std::to_string(no) + ": field 'custom_id': duplicate '" +
-                      r.custom_id + "' (first on line " + std::to_string(it->second) + ")";
-        }
-      }
-      if (r.error.empty()) r.error = PlanKey(ctx_, r, file.name, &p.key);
-      if (!r.error.empty()) {
-        p.key.clear();
-        p.req.error_output =
-            jobs::ErrorLine(r.custom_id, RequestIdFor(out.job.public_id, no), r.error);
-        ++out.refused;
-      }
-      ++totals_[f].total;
       p.req.body.assign(text);
-      key_bytes_ += p.key.size() * sizeof(int32_t) + p.req.body.size();
+      ++totals_[f].total;
+      chunk_bytes_ += p.req.body.size();
       chunk_.push_back(std::move(p));
-      if (chunk_.size() >= opt_.chunk_lines || key_bytes_ >= opt_.chunk_key_bytes)
+      if (chunk_.size() >= opt_.chunk_lines || chunk_bytes_ >= opt_.chunk_key_bytes)
         LLMQ_RETURN_IF_ERROR(Flush());
     }
-    totals_[f].failed = out.refused;
     // Hashed while reading (one pass over the file) unless the caller hashed it already.
     totals_[f].sha256 = file.sha256.empty() ? in.HexDigest() : "";
     return Status::Ok();
   }
 
+  // Parses and validates every line of the chunk. Lines are independent (ParseBatchLine and
+  // PlanKey are pure), so this runs on every core; what depends on order (duplicates) does not.
+  void Validate(std::vector<jobs::BatchRequest>* parsed) {
+    parsed->resize(chunk_.size());
+    const int64_t n = static_cast<int64_t>(chunk_.size());
+#pragma omp parallel for schedule(dynamic, 256) if (n > 1024)
+    for (int64_t i = 0; i < n; ++i) {
+      Pending& p = chunk_[i];
+      const std::string& name = (*files_)[p.file].name;
+      jobs::BatchRequest& r = (*parsed)[i];
+      r = jobs::ParseBatchLine(p.req.body, static_cast<int>(p.req.line), name);
+      if (r.error.empty()) r.error = PlanKey(ctx_, r, name, &p.key);
+    }
+  }
+
+  // In line order: duplicate custom_ids (the first occurrence wins), and the error output of
+  // every refused line.
+  Status Check(std::vector<jobs::BatchRequest>* parsed) {
+    for (size_t i = 0; i < chunk_.size(); ++i) {
+      Pending& p = chunk_[i];
+      jobs::BatchRequest& r = (*parsed)[i];
+      IngestedJob& job = (*jobs_)[p.file];
+      p.req.custom_id = r.custom_id;
+      if (r.error.empty()) {
+        auto [it, fresh] = first_line_[p.file].emplace(IdHash(r.custom_id), p.req.line);
+        if (!fresh) {
+          bool same = true;
+          LLMQ_RETURN_IF_ERROR(SameCustomId(job.job.id, it->second, r.custom_id, &same));
+          if (same)
+            r.error = (*files_)[p.file].name + ":" + std::to_string(p.req.line) +
+                      ": field 'custom_id': duplicate '" + r.custom_id + "' (first on line " +
+                      std::to_string(it->second) + ")";
+        }
+      }
+      if (!r.error.empty()) {
+        p.key.clear();
+        p.req.error_output =
+            jobs::ErrorLine(r.custom_id, RequestIdFor(job.job.public_id, p.req.line), r.error);
+        ++job.refused;
+        ++totals_[p.file].failed;
+      }
+    }
+    return Status::Ok();
+  }
+
   // Whether line `line` of `job`, inserted earlier (this chunk or a flushed one), has `id`.
   Status SameCustomId(int64_t job, int64_t line, const std::string& id, bool* same) {
-    for (const Pending& p : chunk_)
+    for (const Pending& p : chunk_)  // lines of this chunk have their custom_id set by now
       if ((*jobs_)[p.file].job.id == job && p.req.line == line) {
         *same = p.req.custom_id == id;
         return Status::Ok();
@@ -187,6 +212,10 @@ class Ingester {
 
   // Plans the chunk's valid requests (refused ones keep their place after them) and inserts all.
   Status Flush() {
+    std::vector<jobs::BatchRequest> parsed;
+    Validate(&parsed);
+    LLMQ_RETURN_IF_ERROR(Check(&parsed));
+    parsed.clear();
     std::vector<uint32_t> valid;
     std::vector<std::span<const int32_t>> keys;
     for (uint32_t i = 0; i < chunk_.size(); ++i)
@@ -199,7 +228,7 @@ class Ingester {
     for (Pending& p : chunk_)
       if (p.req.error_output) LLMQ_RETURN_IF_ERROR(Insert(&p));
     chunk_.clear();
-    key_bytes_ = 0;
+    chunk_bytes_ = 0;
     return Status::Ok();
   }
 
@@ -215,8 +244,10 @@ class Ingester {
   const std::vector<IngestFile>* files_ = nullptr;
   std::vector<IngestedJob>* jobs_ = nullptr;
   std::vector<jobs::Store::IngestTotals> totals_;  // per file, counted while inserting
+  std::vector<std::unordered_map<uint64_t, int64_t>>
+      first_line_;  // per file: custom_id hash -> line
   std::vector<Pending> chunk_;
-  size_t key_bytes_ = 0;
+  size_t chunk_bytes_ = 0;
   int64_t next_rank_ = 1;
 };
 

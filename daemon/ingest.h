@@ -30,7 +30,7 @@ struct IngestedJob {
 
 struct IngestOptions {
   size_t chunk_lines = 65536;                 // requests planned together at most
-  size_t chunk_key_bytes = size_t{64} << 20;  // planner keys held at most
+  size_t chunk_key_bytes = size_t{64} << 20;  // line bytes held at most (keys are smaller)
 };
 
 // The SHA-256 (hex) and size of a file. Errors name the path and strerror.

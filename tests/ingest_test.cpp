@@ -1,0 +1,141 @@
+// Ingest: every line validated, duplicates found across chunks, requests of several files planned
+// together, all in one transaction; the file hashed while it is read.
+#include "daemon/ingest.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "engine/model_maker.h"
+#include "jobs/sha256.h"
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using json = nlohmann::json;
+
+std::string Line(const std::string& id, const std::string& system, const std::string& user) {
+  return json{
+      {"custom_id", id},
+      {"method", "POST"},
+      {"url", "/v1/chat/completions"},
+      {"body",
+       {{"max_tokens", 2},
+        {"messages",
+         {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", user}}}}}}}
+      .dump();
+}
+
+class IngestTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string dir = testing::TmpDir("ingest_model");
+    ModelConfig cfg;
+    DType dt;
+    ASSERT_TRUE(ShapeConfig("tiny", &cfg, &dt).ok());
+    ASSERT_TRUE(MakeModel(cfg, dt, 1, dir + "/m").ok());
+    model_ = new Model;
+    ASSERT_TRUE(LoadModel(dir + "/m", model_).ok());
+  }
+  static void TearDownTestSuite() { delete model_; }
+  BuildContext Context() const {
+    BuildContext ctx;
+    ctx.model = model_;
+    ctx.capacity = 512;
+    ctx.capacity_setting = "the test";
+    return ctx;
+  }
+  static Model* model_;
+};
+Model* IngestTest::model_ = nullptr;
+
+TEST_F(IngestTest, DuplicatesAcrossChunksAndFilesPlannedTogetherInOneTransaction) {
+  const std::string dir = testing::CurrentTestDir();
+  // Two files sharing system prompts, interleaved; a duplicate custom_id three chunks after its
+  // first use, and one within a chunk; a bad line.
+  std::ofstream a(dir + "/a.jsonl"), b(dir + "/b.jsonl");
+  for (int i = 0; i < 12; ++i) {
+    a << Line("a" + std::to_string(i), i % 2 ? "Rules one." : "Rules two.",
+              "doc " + std::to_string(i))
+      << "\n";
+    b << Line("b" + std::to_string(i), i % 2 ? "Rules two." : "Rules one.",
+              "doc " + std::to_string(i))
+      << "\n";
+  }
+  a << Line("a1", "Rules one.", "again") << "\n"  // line 13: duplicate of line 2
+    << "{broken\n"                                // line 14
+    << Line("a12", "Rules one.", "x") << "\n"
+    << Line("a12", "Rules one.", "y") << "\n";  // line 16: duplicate of line 15
+  a.close();
+  b.close();
+  std::unique_ptr<jobs::Store> store;
+  ASSERT_TRUE(jobs::Store::Open(dir + "/q.db", &store).ok());
+  IngestOptions opt;
+  opt.chunk_lines = 5;  // several chunks per file
+  std::vector<IngestedJob> out;
+  const Status st = IngestFiles(
+      store.get(), Context(),
+      {{dir + "/a.jsonl", "a.jsonl", "", "{}"}, {dir + "/b.jsonl", "b.jsonl", "", "{}"}}, opt,
+      &out);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].job.total, 16);
+  EXPECT_EQ(out[0].refused, 3);
+  EXPECT_EQ(out[1].job.total, 12);
+  EXPECT_EQ(out[1].refused, 0);
+  // Hashed while read: the same digest as a separate pass.
+  std::string sha;
+  int64_t bytes = 0;
+  ASSERT_TRUE(HashFile(dir + "/a.jsonl", &sha, &bytes).ok());
+  EXPECT_EQ(out[0].job.sha256, sha);
+  std::optional<jobs::JobRecord> found;
+  ASSERT_TRUE(store->FindJob("a.jsonl", sha, &found).ok());
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->refused, 3);
+  // The error lines name the line and the field, and the first use wins.
+  std::map<int64_t, std::string> errors;
+  ASSERT_TRUE(store
+                  ->ForEachResult(out[0].job.id,
+                                  [&](int64_t line, bool is_error, std::string_view o,
+                                      const jobs::ResultMetrics&) {
+                                    if (is_error) errors[line] = json::parse(o)["error"]["message"];
+                                    return Status::Ok();
+                                  })
+                  .ok());
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_NE(errors[13].find("a.jsonl:13: field 'custom_id': duplicate 'a1' (first on line 2)"),
+            std::string::npos)
+      << errors[13];
+  EXPECT_NE(errors[14].find("a.jsonl:14"), std::string::npos) << errors[14];
+  EXPECT_NE(errors[16].find("first on line 15"), std::string::npos) << errors[16];
+  // Pending requests of both files come back in plan order; within one 5-line chunk those
+  // sharing a system prompt are adjacent.
+  std::vector<jobs::PendingRequest> pending;
+  ASSERT_TRUE(store->NextPending(0, 100, &pending).ok());
+  EXPECT_EQ(pending.size(), 12u + 13u);
+  for (size_t i = 1; i < pending.size(); ++i)
+    EXPECT_LT(pending[i - 1].plan_rank, pending[i].plan_rank);
+}
+
+TEST_F(IngestTest, AnUnreadableFileRollsEverythingBack) {
+  const std::string dir = testing::CurrentTestDir();
+  std::ofstream(dir + "/a.jsonl") << Line("a", "s", "u") << "\n";
+  std::unique_ptr<jobs::Store> store;
+  ASSERT_TRUE(jobs::Store::Open(dir + "/q.db", &store).ok());
+  std::vector<IngestedJob> out;
+  const Status st = IngestFiles(store.get(), Context(),
+                                {{dir + "/a.jsonl", "a.jsonl", "", "{}"},
+                                 {dir + "/missing.jsonl", "missing.jsonl", "", "{}"}},
+                                {}, &out);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("missing.jsonl"), std::string::npos) << st.message();
+  std::vector<jobs::JobRecord> jobs;
+  ASSERT_TRUE(store->ListJobs(&jobs).ok());
+  EXPECT_TRUE(jobs.empty()) << "all or nothing";
+}
+
+}  // namespace
+}  // namespace llmq
