@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "engine/prefix_planner.h"
+#include "jobs/line_reader.h"
 #include "jobs/sha256.h"
 
 namespace llmq {
@@ -61,15 +62,21 @@ class Ingester {
     std::ifstream in(file.path, std::ios::binary);
     if (!in) return Status::IoError(file.path + ": cannot open: " + std::strerror(errno));
     std::unordered_map<uint64_t, int64_t> first_line;  // custom_id hash -> line
-    std::string text;
-    for (int64_t no = 1; std::getline(in, text); ++no) {
-      if (!text.empty() && text.back() == '\r') text.pop_back();
-      if (text.find_first_not_of(" \t") == std::string::npos)
+    // LineReader, not getline: a huge line is counted, never held whole (it is refused with
+    // its line number and spool.max_line_bytes), and a line that is not UTF-8 is refused alone.
+    jobs::LineReader reader(in, opt_.max_line_bytes);
+    jobs::FileLine line;
+    while (reader.Next(&line)) {
+      const int64_t no = line.no;
+      std::string& text = line.text;
+      if (!line.too_long && text.find_first_not_of(" \t") == std::string::npos)
         continue;  // blank lines carry nothing
       Pending p;
       p.file = f;
       p.req.line = no;
-      jobs::BatchRequest r = jobs::ParseBatchLine(text, static_cast<int>(no), file.name);
+      jobs::BatchRequest r;
+      r.error = jobs::LineProblem(line, file.name, opt_.max_line_bytes);
+      if (r.error.empty()) r = jobs::ParseBatchLine(text, static_cast<int>(no), file.name);
       p.req.custom_id = r.custom_id;
       if (r.error.empty()) {
         auto [it, fresh] = first_line.emplace(IdHash(r.custom_id), no);
@@ -94,7 +101,8 @@ class Ingester {
       if (chunk_.size() >= opt_.chunk_lines || key_bytes_ >= opt_.chunk_key_bytes)
         LLMQ_RETURN_IF_ERROR(Flush());
     }
-    if (in.bad()) return Status::IoError(file.path + ": read failed: " + std::strerror(errno));
+    if (reader.bad())
+      return Status::IoError(file.path + ": read failed: " + std::strerror(errno));
     return Status::Ok();
   }
 
