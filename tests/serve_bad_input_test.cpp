@@ -57,13 +57,13 @@ std::string With(const std::string& id, const json& body) {
 struct Expect {
   // A job: the stem of its outbox files, the custom_ids that must have results (exactly), and
   // one substring per error line (each must be in a different error line's message).
-  std::string stem;
-  std::vector<std::string> good;
-  std::vector<std::string> errors;
+  std::string stem = {};
+  std::vector<std::string> good = {};
+  std::vector<std::string> errors = {};
   // A whole-file refusal: failed/<failed> and a reason containing `reason`.
-  std::string failed, reason;
+  std::string failed = {}, reason = {};
   // Names that must stay in inbox/ (ignored), or must never become a job.
-  std::vector<std::string> left_in_inbox, no_job;
+  std::vector<std::string> left_in_inbox = {}, no_job = {};
 };
 
 class ServeBadInputTest : public ::testing::Test {
