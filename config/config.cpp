@@ -258,6 +258,14 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
        [c](const Leaf& l) { return GetSeconds(l, 0.05, 86400, &c->rescan_seconds); }},
       {"max_file_bytes",
        [c](const Leaf& l) { return GetByteSize(l, "1GiB, 500MB or 1048576", &c->max_file_bytes); }},
+      {"max_line_bytes",
+       [c](const Leaf& l) -> Status {
+         int64_t v = 0;
+         LLMQ_RETURN_IF_ERROR(GetByteSize(l, "16MiB, 1MB or 1048576", &v));
+         if (v < 1024) return l.Fail("must be at least 1KiB, got " + Describe(l.value));
+         c->max_line_bytes = v;
+         return Status::Ok();
+       }},
       {"drain_seconds", [c](const Leaf& l) { return GetSeconds(l, 0, 86400, &c->drain_seconds); }},
       {"commit_interval_ms",
        [c](const Leaf& l) -> Status {

@@ -26,8 +26,11 @@ struct LlmqConfig {
   double settle_seconds = 1;                  // spool.settle_seconds: unchanged this long
   double rescan_seconds = 30;                 // spool.rescan_seconds: full inbox rescan period
   int64_t max_file_bytes = int64_t{1} << 30;  // spool.max_file_bytes: larger files are refused
-  double drain_seconds = 30;                  // spool.drain_seconds: SIGTERM waits this long
-  int commit_interval_ms = 50;                // spool.commit_interval_ms: result commit period
+  // spool.max_line_bytes: a longer line is an error line (naming its line and this limit), not
+  // read into memory; the other lines run. At least 1KiB.
+  int64_t max_line_bytes = int64_t{16} << 20;
+  double drain_seconds = 30;    // spool.drain_seconds: SIGTERM waits this long
+  int commit_interval_ms = 50;  // spool.commit_interval_ms: result commit period
 };
 
 // Loads `path` over the defaults (a default LlmqConfig, not *out's current values); *out is

@@ -160,7 +160,8 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
       return Fail(cmd, path + ": the same file (name and content) was already submitted as " +
                            existing->public_id + " (" + jobs::JobStatusName(existing->status) +
                            "); nothing was submitted");
-    if (std::string why = spool::WholeFileRefusal(path, name, cfg.max_file_bytes, ctx);
+    if (std::string why =
+            spool::WholeFileRefusal(path, name, cfg.max_file_bytes, cfg.max_line_bytes, ctx);
         !why.empty())
       return Fail(cmd, path + ": refused: " + why + "; nothing was submitted", 1);
     for (const IngestFile& other : files)
@@ -172,7 +173,9 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
     files.push_back(std::move(file));
   }
   std::vector<IngestedJob> jobs;
-  if (Status st = IngestFiles(store.get(), ctx, files, {}, &jobs); !st.ok()) return Fail(cmd, st);
+  IngestOptions iopt;
+  iopt.max_line_bytes = cfg.max_line_bytes;
+  if (Status st = IngestFiles(store.get(), ctx, files, iopt, &jobs); !st.ok()) return Fail(cmd, st);
   for (size_t i = 0; i < jobs.size(); ++i) {
     json opts = json::parse(files[i].options);
     opts["refused"] = jobs[i].refused;

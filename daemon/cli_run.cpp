@@ -129,6 +129,7 @@ class RunCommand {
       if (Status st = ChatTemplateByName(cfg.chat_template, &tmpl); !st.ok())
         return Fail(cmd_, st, 2);
     state_ = f_.state.empty() ? DefaultStateDir(f_.input, f_.output) : f_.state;
+    max_line_bytes_ = cfg.max_line_bytes;
 
     Model model;
     if (Status st = LoadModel(cfg.model_dir, &model); !st.ok()) return Fail(cmd_, st);
@@ -251,7 +252,9 @@ class RunCommand {
     file.name = f_.input == "-" ? "<stdin>" : f_.input;
     file.options = nlohmann::json{{"fingerprint", fingerprint}}.dump();
     std::vector<IngestedJob> out;
-    LLMQ_RETURN_IF_ERROR(IngestFiles(store_.get(), ctx_, {file}, {}, &out));
+    IngestOptions iopt;
+    iopt.max_line_bytes = max_line_bytes_;
+    LLMQ_RETURN_IF_ERROR(IngestFiles(store_.get(), ctx_, {file}, iopt, &out));
     job_ = out[0].job;
     return Status::Ok();
   }
@@ -302,6 +305,7 @@ class RunCommand {
   BuildContext ctx_;
   std::unique_ptr<jobs::Store> store_;
   jobs::JobRecord job_;
+  int64_t max_line_bytes_ = 0;  // spool.max_line_bytes
 };
 
 }  // namespace

@@ -65,16 +65,18 @@ struct Reloadable {
   double settle_seconds = 1, rescan_seconds = 30, drain_seconds = 30;
   int commit_interval_ms = 50;
   int64_t max_file_bytes = int64_t{1} << 30;
+  int64_t max_line_bytes = int64_t{16} << 20;
   static Reloadable From(const LlmqConfig& c) {
-    return {c.settle_seconds, c.rescan_seconds, c.drain_seconds, c.commit_interval_ms,
-            c.max_file_bytes};
+    return {c.settle_seconds,     c.rescan_seconds, c.drain_seconds,
+            c.commit_interval_ms, c.max_file_bytes, c.max_line_bytes};
   }
   std::string ToText() const {
     char b[256];
     std::snprintf(b, sizeof b,
-                  "settle %gs, rescan %gs, drain %gs, commit interval %dms, max file %lld bytes",
+                  "settle %gs, rescan %gs, drain %gs, commit interval %dms, max file %lld bytes, "
+                  "max line %lld bytes",
                   settle_seconds, rescan_seconds, drain_seconds, commit_interval_ms,
-                  static_cast<long long>(max_file_bytes));
+                  static_cast<long long>(max_file_bytes), static_cast<long long>(max_line_bytes));
     return b;
   }
 };
@@ -86,6 +88,20 @@ struct Candidate {
   Clock::time_point since;  // when (size, mtime) last changed
   bool announced = false;   // closed after writing / renamed in (or present at start-up)
 };
+
+// Whether another process still has `path` open for writing: a read lease cannot be taken then
+// (fcntl F_SETLEASE: EAGAIN). A writer that pauses longer than the settle time (or, unannounced,
+// a rescan period) must not have its half-written file taken. Unknown (false) where leases are
+// not permitted (a file of another user without CAP_LEASE, NFS): the settle time decides there.
+// The lease is dropped at once; SIGIO (a lease break) is ignored by the daemon.
+bool OpenForWriting(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool busy = ::fcntl(fd, F_SETLEASE, F_RDLCK) != 0 && errno == EAGAIN;
+  if (!busy) ::fcntl(fd, F_SETLEASE, F_UNLCK);
+  ::close(fd);
+  return busy;
+}
 
 std::chrono::nanoseconds Secs(double s) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
@@ -112,6 +128,9 @@ class Server {
     paths_ = spool::PathsFor(cfg_.state_dir);
     if (Status st = spool::EnsureLayout(paths_); !st.ok()) return Fail(cmd_, st);
     if (Status st = Lock(); !st.ok()) return Fail(cmd_, st);
+    // The queue before the model: a damaged database is refused at once, naming the file.
+    for (std::unique_ptr<jobs::Store>* s : {&io_store_, &runner_store_, &commit_store_})
+      if (Status st = jobs::Store::Open(paths_.db, s); !st.ok()) return Fail(cmd_, st);
 
     bool found = false;
     ChatTemplate tmpl = DetectChatTemplate(cfg_.model_dir, &found);
@@ -130,15 +149,18 @@ class Server {
                             std::to_string(cfg_.kv_cache_bytes) + " bytes)";
     ctx_.model_name = fs::path(cfg_.model_dir).filename().string();
 
-    for (std::unique_ptr<jobs::Store>* s : {&io_store_, &runner_store_, &commit_store_})
-      if (Status st = jobs::Store::Open(paths_.db, s); !st.ok()) return Fail(cmd_, st);
     if (Status st = io_store_->DataVersion(&data_version_); !st.ok()) return Fail(cmd_, st);
     jobs::ResultCommitter::Options copt;
     copt.interval = std::chrono::milliseconds(knobs_.commit_interval_ms);
+    // A database locked by another process past the busy timeout (or a full disk) must not
+    // drop results: the group is retried until it commits (they would otherwise stay pending
+    // until a restart, the job never finishing).
+    copt.retry_interval = std::chrono::milliseconds(500);
     committer_ = std::make_unique<jobs::ResultCommitter>(commit_store_.get(), copt);
     runner_ = std::make_unique<JobRunner>(ctx_, engine_.get(), runner_store_.get(),
                                           committer_.get(), RunnerOptions{});
 
+    ::signal(SIGIO, SIG_IGN);  // see OpenForWriting: a lease break must not end the daemon
     if (Status st = StartWatcher(); !st.ok()) return Fail(cmd_, st);
     signals_.async_wait([this](auto ec, int sig) { OnSignal(ec, sig); });
     Log("serving %s (model %s; %s)", paths_.root.c_str(), cfg_.model_dir.c_str(),
@@ -214,6 +236,9 @@ class Server {
     rescan_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec || stopping_) return;
       Scan(false);
+      // A finalization that failed (outbox read-only or full, database locked) is retried
+      // here: nothing else would look at the job again until another one changed the queue.
+      CheckJobs();
       ArmRescan();
     });
   }
@@ -257,10 +282,14 @@ class Server {
       const double need = c.announced ? knobs_.settle_seconds
                                       : std::max(knobs_.settle_seconds, knobs_.rescan_seconds);
       const auto due = c.since + Secs(need);
-      if (due <= now)
-        ready.push_back(name);
-      else
+      if (due > now) {
         next = std::min(next, due);
+      } else if (OpenForWriting(it->path().string())) {
+        c.since = now;  // still open for writing: look again (its close is announced too)
+        next = std::min(next, now + Secs(std::max(knobs_.settle_seconds, 0.25)));
+      } else {
+        ready.push_back(name);
+      }
     }
     if (ec) Log("%s: cannot list: %s", paths_.inbox.c_str(), ec.message().c_str());
     for (auto it = candidates_.begin(); it != candidates_.end();)
@@ -336,7 +365,8 @@ class Server {
                          jobs::JobStatusName(existing->status) + "): it is not run twice");
         continue;
       }
-      if (std::string why = spool::WholeFileRefusal(path, name, knobs_.max_file_bytes, ctx_);
+      if (std::string why = spool::WholeFileRefusal(path, name, knobs_.max_file_bytes,
+                                                    knobs_.max_line_bytes, ctx_);
           !why.empty()) {
         Refuse(name, why);
         continue;
@@ -354,7 +384,9 @@ class Server {
     }
     if (files.empty()) return;
     std::vector<IngestedJob> jobs;
-    if (Status st = IngestFiles(io_store_.get(), ctx_, files, {}, &jobs); !st.ok()) {
+    IngestOptions iopt;
+    iopt.max_line_bytes = knobs_.max_line_bytes;
+    if (Status st = IngestFiles(io_store_.get(), ctx_, files, iopt, &jobs); !st.ok()) {
       Log("cannot accept %zu file(s) from inbox/: %s (they stay there; retried at the next "
           "rescan)",
           files.size(), st.message().c_str());

@@ -1,8 +1,5 @@
 #include "daemon/ingest.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -10,6 +7,7 @@
 #include <unordered_map>
 
 #include "engine/prefix_planner.h"
+#include "jobs/line_reader.h"
 #include "jobs/sha256.h"
 
 namespace llmq {
@@ -17,7 +15,8 @@ namespace {
 
 // One validated line waiting for its plan rank.
 struct Pending {
-  size_t file = 0;  // index into the call's files
+  size_t file = 0;      // index into the call's files
+  jobs::FileLine line;  // as read; its text becomes req.body once validated
   jobs::NewRequest req;
   std::vector<int32_t> key;  // empty for a refused line
 };
@@ -29,63 +28,6 @@ uint64_t IdHash(const std::string& s) {
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
 }
-
-// Reads a file's lines in one pass, hashing its exact bytes on the way (so ingest reads a job
-// file once). Lines are views into the reader's buffer, valid until the next call.
-class LineReader {
- public:
-  ~LineReader() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Status Open(const std::string& path) {
-    path_ = path;
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
-    buf_.resize(size_t{1} << 20);
-    return Status::Ok();
-  }
-  // The next line without its '\n'; *more is false at the end of the file.
-  Status Next(std::string_view* line, bool* more) {
-    for (;;) {
-      const char* nl =
-          static_cast<const char*>(std::memchr(buf_.data() + begin_, '\n', end_ - begin_));
-      if (nl) {
-        *line = std::string_view(buf_.data() + begin_, nl - (buf_.data() + begin_));
-        begin_ = nl - buf_.data() + 1;
-        *more = true;
-        return Status::Ok();
-      }
-      if (eof_) {
-        *more = begin_ < end_;  // a last line without '\n'
-        *line = std::string_view(buf_.data() + begin_, end_ - begin_);
-        begin_ = end_;
-        return Status::Ok();
-      }
-      // Keep the partial line, grow when one line fills the buffer, then read more.
-      std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
-      end_ -= begin_;
-      begin_ = 0;
-      if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);
-      const ssize_t n = ::read(fd_, buf_.data() + end_, buf_.size() - end_);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return Status::IoError(path_ + ": read failed: " + std::strerror(errno));
-      }
-      if (n == 0) eof_ = true;
-      sha_.Update(std::string_view(buf_.data() + end_, static_cast<size_t>(n)));
-      end_ += static_cast<size_t>(n);
-    }
-  }
-  std::string HexDigest() const { return sha_.HexDigest(); }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  std::vector<char> buf_;
-  size_t begin_ = 0, end_ = 0;
-  bool eof_ = false;
-  jobs::Sha256 sha_;
-};
 
 class Ingester {
  public:
@@ -123,37 +65,36 @@ class Ingester {
   }
 
  private:
-  // Reads file f's lines into the chunk; validation happens a chunk at a time (Flush).
+  // Reads file f's lines into the chunk (validation happens a chunk at a time, in Flush), hashing
+  // the file on the way unless the caller did. A line over max_line_bytes is counted, not held.
   Status ReadFile(size_t f) {
     const IngestFile& file = (*files_)[f];
-    LineReader in;
-    LLMQ_RETURN_IF_ERROR(in.Open(file.path));
-    std::string_view text;
-    int64_t no = 0;
-    for (;;) {
-      bool more = false;
-      LLMQ_RETURN_IF_ERROR(in.Next(&text, &more));
-      if (!more) break;
-      ++no;
-      if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-      if (text.find_first_not_of(" \t") == std::string_view::npos) continue;  // carries nothing
-      Pending p;
+    std::ifstream in(file.path, std::ios::binary);
+    if (!in) return Status::IoError(file.path + ": cannot open: " + std::strerror(errno));
+    jobs::Sha256 sha;
+    jobs::LineReader reader(in, opt_.max_line_bytes, file.sha256.empty() ? &sha : nullptr,
+                            /*check_text=*/false);
+    Pending p;
+    while (reader.Next(&p.line)) {
+      if (!p.line.too_long && p.line.text.find_first_not_of(" \t") == std::string::npos)
+        continue;  // blank lines carry nothing
       p.file = f;
-      p.req.line = no;
-      p.req.body.assign(text);
+      p.req.line = p.line.no;
       ++totals_[f].total;
-      chunk_bytes_ += p.req.body.size();
+      chunk_bytes_ += p.line.text.size();
       chunk_.push_back(std::move(p));
+      p = Pending();
       if (chunk_.size() >= opt_.chunk_lines || chunk_bytes_ >= opt_.chunk_key_bytes)
         LLMQ_RETURN_IF_ERROR(Flush());
     }
-    // Hashed while reading (one pass over the file) unless the caller hashed it already.
-    totals_[f].sha256 = file.sha256.empty() ? in.HexDigest() : "";
+    if (reader.bad()) return Status::IoError(file.path + ": read failed: " + std::strerror(errno));
+    totals_[f].sha256 = file.sha256.empty() ? sha.HexDigest() : "";
     return Status::Ok();
   }
 
-  // Parses and validates every line of the chunk. Lines are independent (ParseBatchLine and
-  // PlanKey are pure), so this runs on every core; what depends on order (duplicates) does not.
+  // Parses and validates every line of the chunk. Lines are independent (the UTF-8 check,
+  // ParseBatchLine and PlanKey are pure), so this runs on every core; what depends on order
+  // (duplicates) does not.
   void Validate(std::vector<jobs::BatchRequest>* parsed) {
     parsed->resize(chunk_.size());
     const int64_t n = static_cast<int64_t>(chunk_.size());
@@ -162,8 +103,12 @@ class Ingester {
       Pending& p = chunk_[i];
       const std::string& name = (*files_)[p.file].name;
       jobs::BatchRequest& r = (*parsed)[i];
-      r = jobs::ParseBatchLine(p.req.body, static_cast<int>(p.req.line), name);
+      jobs::CheckLineText(&p.line);
+      r.error = jobs::LineProblem(p.line, name, opt_.max_line_bytes);
+      if (r.error.empty())
+        r = jobs::ParseBatchLine(p.line.text, static_cast<int>(p.req.line), name);
       if (r.error.empty()) r.error = PlanKey(ctx_, r, name, &p.key);
+      p.req.body = std::move(p.line.text);
     }
   }
 

@@ -31,6 +31,7 @@ struct IngestedJob {
 struct IngestOptions {
   size_t chunk_lines = 65536;                 // requests planned together at most
   size_t chunk_key_bytes = size_t{64} << 20;  // line bytes held at most (keys are smaller)
+  int64_t max_line_bytes = int64_t{16} << 20;  // longer lines are refused (spool.max_line_bytes)
 };
 
 // The SHA-256 (hex) and size of a file. Errors name the path and strerror.

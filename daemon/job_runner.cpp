@@ -18,7 +18,13 @@ Status JobRunner::Job(int64_t id, const JobInfo** out) {
   if (it == jobs_.end()) {
     jobs::JobRecord rec;
     LLMQ_RETURN_IF_ERROR(store_->GetJob(id, &rec));
-    if (rec.started_at == 0) LLMQ_RETURN_IF_ERROR(store_->MarkJobStarted(id, UnixNow()));
+    // Only the job's start time: when another process holds the database longer than the busy
+    // timeout, the job still runs (a store error here used to end the engine thread and with
+    // it the daemon).
+    if (rec.started_at == 0)
+      if (Status st = store_->MarkJobStarted(id, UnixNow()); !st.ok())
+        std::fprintf(stderr, "llmq: %s: start time not recorded: %s\n", rec.public_id.c_str(),
+                     st.message().c_str());
     it = jobs_.emplace(id, JobInfo{rec.public_id, rec.name, rec.created_at}).first;
   }
   *out = &it->second;

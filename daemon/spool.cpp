@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "engine/durable_file.h"
 #include "jobs/batch_request.h"
+#include "jobs/line_reader.h"
 
 namespace llmq::spool {
 namespace fs = std::filesystem;
@@ -44,42 +46,8 @@ bool Ignored(const std::string& name) {
   return name.empty() || name[0] == '.' || ends(".tmp") || ends(".part");
 }
 
-namespace {
-
-// Length of the valid UTF-8 sequence at s[i], or 0 when invalid (overlongs, surrogates and
-// code points above U+10FFFF are invalid).
-size_t Utf8Len(const std::string& s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  if (c < 0x80) return 1;
-  size_t n = 0;
-  uint32_t cp = 0;
-  if ((c & 0xE0) == 0xC0) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
-
-}  // namespace
-
 std::string WholeFileRefusal(const std::string& path, const std::string& name, int64_t max_bytes,
-                             const BuildContext& ctx) {
+                             int64_t max_line_bytes, const BuildContext& ctx) {
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
   if (ec) return "cannot read it: " + ec.message();
@@ -88,38 +56,39 @@ std::string WholeFileRefusal(const std::string& path, const std::string& name, i
            std::to_string(max_bytes) + ")";
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::string("cannot open it: ") + std::strerror(errno);
-  std::string line, first_error;
+  // A file is refused whole only when no line of it can run: one line with a stray Latin-1
+  // byte, or one huge line, must not sink the good lines around it (they become error lines).
+  // The reason quoted is the first line's problem; a NUL byte anywhere before the first good
+  // line makes it a binary file, a byte that is not UTF-8 a file in another encoding.
+  jobs::LineReader reader(in, max_line_bytes);
+  jobs::FileLine line;
+  std::string first_error, encoding;
   bool any_line = false;
-  int64_t offset = 0;
-  for (int64_t no = 1; std::getline(in, line); ++no) {
-    if (const size_t nul = line.find('\0'); nul != std::string::npos)
-      return "binary: a NUL byte at offset " + std::to_string(offset + nul) + " (line " +
-             std::to_string(no) + "); a job file is UTF-8 JSONL text";
-    for (size_t i = 0; i < line.size();) {
-      const size_t n = Utf8Len(line, i);
-      if (n == 0)
-        return "not UTF-8: invalid byte 0x" +
-               [&] {
-                 char h[3];
-                 std::snprintf(h, sizeof h, "%02x", static_cast<unsigned char>(line[i]));
-                 return std::string(h);
-               }() +
-               " at offset " + std::to_string(offset + i) + " (line " + std::to_string(no) + ")";
-      i += n;
+  while (reader.Next(&line)) {
+    if (line.has_nul)
+      return "binary: a NUL byte at offset " + std::to_string(line.offset + line.nul_at) +
+             " (line " + std::to_string(line.no) + "); a job file is UTF-8 JSONL text";
+    if (line.bad_utf8 >= 0 && encoding.empty()) {
+      char h[3];
+      std::snprintf(h, sizeof h, "%02x", static_cast<unsigned char>(line.text[line.bad_utf8]));
+      encoding = std::string("not UTF-8: invalid byte 0x") + h + " at offset " +
+                 std::to_string(line.offset + line.bad_utf8) + " (line " + std::to_string(line.no) +
+                 ")";
     }
-    offset += static_cast<int64_t>(line.size()) + 1;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (!line.too_long && line.text.find_first_not_of(" \t") == std::string::npos) continue;
     any_line = true;
-    {
-      jobs::BatchRequest r = jobs::ParseBatchLine(line, static_cast<int>(no), name);
+    std::string error = jobs::LineProblem(line, name, max_line_bytes);
+    if (error.empty()) {
+      jobs::BatchRequest r = jobs::ParseBatchLine(line.text, static_cast<int>(line.no), name);
       std::vector<int32_t> key;
       if (r.error.empty()) r.error = PlanKey(ctx, r, name, &key);
       if (r.error.empty()) return "";  // one line can run: the file is accepted
-      if (first_error.empty()) first_error = r.error;
+      error = r.error;
     }
+    if (first_error.empty()) first_error = error;
   }
-  if (in.bad()) return std::string("read failed: ") + std::strerror(errno);
+  if (reader.bad()) return std::string("read failed: ") + std::strerror(errno);
+  if (!encoding.empty()) return encoding;
   if (!any_line) return "empty: no request line";
   return "no valid request line (the first error: " + first_error + ")";
 }

@@ -28,10 +28,11 @@ Status EnsureLayout(const Paths& p);
 bool Ignored(const std::string& name);
 
 // Why the whole file cannot run, or "" when at least one line of it can: over `max_bytes`,
-// empty (no non-blank line), binary (a NUL byte), not UTF-8, or no line that validates (the
-// first line's error is quoted). Reads the file once; memory holds one line.
+// empty (no non-blank line), or no line that validates: binary (a NUL byte), not UTF-8, else the
+// first line's error is quoted. Reads the file once; memory holds one line of at most
+// `max_line_bytes` (longer lines are counted, not kept).
 std::string WholeFileRefusal(const std::string& path, const std::string& name, int64_t max_bytes,
-                             const BuildContext& ctx);
+                             int64_t max_line_bytes, const BuildContext& ctx);
 
 // `dir`/`name` when free, else `dir`/`name`.1, .2, ... (never replaces anything).
 std::string FreePath(const std::string& dir, const std::string& name);

@@ -59,6 +59,11 @@ int64_t ResultCommitter::committed() const {
   return committed_;
 }
 
+int64_t ResultCommitter::failed_attempts() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failed_attempts_;
+}
+
 void ResultCommitter::Run() {
   std::vector<Result> group;
   std::unique_lock<std::mutex> lock(mu_);
@@ -79,8 +84,19 @@ void ResultCommitter::Run() {
     lock.unlock();
     int64_t added = 0;
     const Status s = store_->CommitResults(group, &added);
-    group.clear();
     lock.lock();
+    if (!s.ok()) ++failed_attempts_;
+    if (!s.ok() && s.code() == Status::Code::kIoError && opt_.retry_interval.count() > 0 &&
+        !closing_) {
+      // Transient (a lock held by another process, a full disk): keep the group, in order, in
+      // front of what came since, and try again after the interval (or at Close).
+      queue_.insert(queue_.begin(), std::make_move_iterator(group.begin()),
+                    std::make_move_iterator(group.end()));
+      group.clear();
+      work_cv_.wait_for(lock, opt_.retry_interval, [&] { return closing_; });
+      continue;
+    }
+    group.clear();
     if (!s.ok() && error_.ok()) error_ = s;
     committed_ += added;
     done_ += static_cast<int64_t>(n);

@@ -10,7 +10,11 @@
 //
 // Errors: a failed group stays uncommitted (its requests stay pending: they are run again after a
 // restart, never lost and never counted twice). The first error is kept and returned by every
-// later Flush and by Close; later groups are still attempted.
+// later Flush and by Close; later groups are still attempted. With `retry_interval` set, a group
+// that failed with an I/O error (the database locked by another process past the busy timeout,
+// a full disk) is kept and tried again every interval until it commits (Flush waits for it),
+// instead: a long-running daemon must not drop results over a transient lock. Close tries once
+// more and then gives up with the error.
 //
 // Thread-safety: Push and Flush may be called from any threads. Close (and the destructor) is
 // called once, by the owner, after every other thread has stopped pushing.
@@ -34,6 +38,7 @@ struct ResultCommitterOptions {
   size_t max_batch = 512;                  // the most results in one transaction
   size_t max_queue =
       65536;  // Push blocks while this many wait (a store far slower than the engine)
+  std::chrono::milliseconds retry_interval{0};  // 0: a failed group is dropped (see above)
 };
 
 class ResultCommitter {
@@ -61,6 +66,8 @@ class ResultCommitter {
 
   // Results committed so far (new ones, as CommitResults counts them); for tests and progress.
   int64_t committed() const;
+  // Commit attempts that failed so far (retried or not); for logs and tests.
+  int64_t failed_attempts() const;
 
  private:
   void Run();
@@ -77,6 +84,7 @@ class ResultCommitter {
   int64_t done_ = 0;          // results through a commit attempt (committed or failed)
   int64_t flush_target_ = 0;  // a Flush waits for done_ to reach this
   int64_t committed_ = 0;
+  int64_t failed_attempts_ = 0;
   Status error_;  // the first commit error
   bool closing_ = false;
   bool closed_ = false;

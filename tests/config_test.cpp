@@ -64,7 +64,7 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
        {"model:", "path:", "chat_template:", "engine:", "block_size:", "max_num_seqs:",
         "max_num_batched_tokens:", "kv_cache_memory:", "enable_prefix_caching:", "enable_planner:",
         "spool:", "state_dir:", "settle_seconds:", "rescan_seconds:", "max_file_bytes:",
-        "drain_seconds:", "commit_interval_ms:"}) {
+        "max_line_bytes:", "drain_seconds:", "commit_interval_ms:"}) {
     EXPECT_NE(text.find(key), std::string::npos) << key;
   }
 }
@@ -148,6 +148,8 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
       {"spool: {rescan_seconds: 2}", [](const LlmqConfig& c) { return c.rescan_seconds == 2; }},
       {"spool: {max_file_bytes: 10MiB}",
        [](const LlmqConfig& c) { return c.max_file_bytes == 10 << 20; }},
+      {"spool: {max_line_bytes: 1MiB}",
+       [](const LlmqConfig& c) { return c.max_line_bytes == 1 << 20; }},
       {"spool: {drain_seconds: 5.5}", [](const LlmqConfig& c) { return c.drain_seconds == 5.5; }},
       {"spool: {commit_interval_ms: 10}",
        [](const LlmqConfig& c) { return c.commit_interval_ms == 10; }},
@@ -227,6 +229,7 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
       {"spool:\n  rescan_seconds: 0\n", "t.yaml:2: spool.rescan_seconds: must be a number"},
       {"spool:\n  max_file_bytes: 0\n", "t.yaml:2: spool.max_file_bytes: must be a positive"},
       {"spool:\n  max_file_bytes: 1XB\n", "t.yaml:2: spool.max_file_bytes"},
+      {"spool:\n  max_line_bytes: 100\n", "t.yaml:2: spool.max_line_bytes: must be at least 1KiB"},
       {"\nspool:\n  drain_seconds: nan\n", "t.yaml:3: spool.drain_seconds"},
       {"spool:\n  commit_interval_ms: 0\n", "t.yaml:2: spool.commit_interval_ms: must be"},
       {"spool:\n  commit_interval_ms: 2.5\n", "t.yaml:2: spool.commit_interval_ms"},

@@ -26,15 +26,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using testing::ReadJsonl;
 using testing::ReadText;
-
-bool WaitFor(const std::function<bool()>& done, double seconds) {
-  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-  while (Clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return done();
-}
+using testing::WaitFor;
 
 // One request line; `max_tokens` tokens each (EOS ignored, so the work is known).
 std::string Line(const std::string& id, const std::string& prompt, int max_tokens) {

@@ -6,11 +6,14 @@
 
 #include <gtest/gtest.h>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace llmq::testing {
@@ -135,6 +138,16 @@ inline std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
   std::string line;
   while (std::getline(f, line)) out.push_back(nlohmann::json::parse(line));
   return out;
+}
+
+// Polls `done` every 50 ms for up to `seconds`; whether it became true.
+inline bool WaitFor(const std::function<bool()>& done, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
 }
 
 inline RunResult RunLlmq(std::initializer_list<std::string> args) {
