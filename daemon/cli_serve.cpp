@@ -112,6 +112,10 @@ class Server {
     paths_ = spool::PathsFor(cfg_.state_dir);
     if (Status st = spool::EnsureLayout(paths_); !st.ok()) return Fail(cmd_, st);
     if (Status st = Lock(); !st.ok()) return Fail(cmd_, st);
+    // A kill -9 while finalizing or refusing leaves the temporary of the file being written.
+    for (const std::string* d : {&paths_.outbox, &paths_.failed})
+      if (const int n = spool::RemoveStaleTemporaries(*d); n > 0)
+        Log("%s: removed %d temporary file(s) left by an interrupted write", d->c_str(), n);
 
     bool found = false;
     ChatTemplate tmpl = DetectChatTemplate(cfg_.model_dir, &found);
@@ -226,6 +230,8 @@ class Server {
     std::set<std::string> present;
     std::vector<std::string> ready;
     Clock::time_point next = Clock::time_point::max();
+    Clock::time_point first_ready = Clock::time_point::max();  // the earliest due of `ready`
+    std::vector<Clock::time_point> settling;  // when announced files not yet settled are due
     std::error_code ec;
     for (fs::directory_iterator it(paths_.inbox, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
@@ -257,17 +263,32 @@ class Server {
       const double need = c.announced ? knobs_.settle_seconds
                                       : std::max(knobs_.settle_seconds, knobs_.rescan_seconds);
       const auto due = c.since + Secs(need);
-      if (due <= now)
+      if (due <= now) {
         ready.push_back(name);
-      else
+        first_ready = std::min(first_ready, due);
+      } else {
         next = std::min(next, due);
+        if (c.announced) settling.push_back(due);
+      }
     }
     if (ec) Log("%s: cannot list: %s", paths_.inbox.c_str(), ec.message().c_str());
     for (auto it = candidates_.begin(); it != candidates_.end();)
       it = present.count(it->first) ? std::next(it) : candidates_.erase(it);
     for (auto it = refused_logged_.begin(); it != refused_logged_.end();)
       it = present.count(*it) ? std::next(it) : refused_logged_.erase(it);
-    if (!ready.empty()) Accept(ready);
+    // Files that settle close together are accepted together: one ingest plans them as one
+    // window, so files dropped together that share a system prompt are grouped and run back to
+    // back (their shared blocks are computed once). Each file's settle time starts when a scan
+    // first sees it, so files renamed in a few milliseconds apart (seen by separate inotify
+    // scans) settle a few milliseconds apart: accepting the first alone would ingest, plan and
+    // start it before the others. A settled file therefore waits for the announced files still
+    // settling that are due within settle_seconds of it; the wait is anchored at the earliest
+    // settled file, so a steady stream of drops never holds a file longer than that.
+    if (!ready.empty()) {
+      const auto horizon = first_ready + Secs(knobs_.settle_seconds);
+      if (std::none_of(settling.begin(), settling.end(), [&](auto due) { return due <= horizon; }))
+        Accept(ready);
+    }
     if (next != Clock::time_point::max()) {
       settle_timer_.expires_at(next);
       settle_timer_.async_wait([this](boost::system::error_code ec) {
@@ -354,6 +375,7 @@ class Server {
     }
     if (files.empty()) return;
     std::vector<IngestedJob> jobs;
+    if (files.size() > 1) Log("accepting %zu files together (planned as one window)", files.size());
     if (Status st = IngestFiles(io_store_.get(), ctx_, files, {}, &jobs); !st.ok()) {
       Log("cannot accept %zu file(s) from inbox/: %s (they stay there; retried at the next "
           "rescan)",
@@ -363,10 +385,8 @@ class Server {
     for (size_t i = 0; i < jobs.size(); ++i) {
       const IngestedJob& j = jobs[i];
       candidates_.erase(files[i].name);
-      json opts = json::parse(files[i].options);
-      opts["refused"] = j.refused;
-      if (Status st = io_store_->SetJobOptions(j.job.id, opts.dump()); !st.ok())
-        Log("%s: %s", j.job.public_id.c_str(), st.message().c_str());
+      // Ingest recorded "refused" in the job's options in its own transaction: a kill here
+      // leaves a job complete in the store, and the restart only finishes the move (above).
       const Status moved = spool::RenameDurably(files[i].path, archive_to[i]);
       Log("accepted inbox/%s as %s (%lld requests, %lld refused)%s", files[i].name.c_str(),
           j.job.public_id.c_str(), static_cast<long long>(j.job.total),

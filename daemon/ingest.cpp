@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <unordered_map>
 
@@ -49,6 +50,15 @@ class Ingester {
     }
     LLMQ_RETURN_IF_ERROR(Flush());
     for (IngestedJob& j : *out) {
+      // The refused count goes into the options in this same transaction: set by the caller
+      // afterwards, a kill -9 between the two commits would lose it for good (the job exists,
+      // so the file is never ingested again, and its summary would say "refused": 0).
+      auto opts = nlohmann::json::parse(j.job.options, nullptr, false);
+      if (opts.is_object()) {
+        opts["refused"] = j.refused;
+        j.job.options = opts.dump();
+        LLMQ_RETURN_IF_ERROR(store_->SetJobOptions(j.job.id, j.job.options));
+      }
       LLMQ_RETURN_IF_ERROR(store_->FinishIngest(j.job.id, jobs::JobStatus::kInProgress));
       LLMQ_RETURN_IF_ERROR(store_->GetJob(j.job.id, &j.job));
     }

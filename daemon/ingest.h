@@ -20,7 +20,7 @@ struct IngestFile {
   std::string path;     // the file to read
   std::string name;     // the job's name; messages name lines as "<name>:<line>"
   std::string sha256;   // of the file's bytes (HashFile)
-  std::string options;  // JobRecord::options
+  std::string options;  // JobRecord::options; when a JSON object, ingest adds "refused": N
 };
 
 struct IngestedJob {
