@@ -34,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "bench/inmemory_run.h"
 #include "config/config.h"
 #include "daemon/cli_common.h"
@@ -54,41 +55,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "queue_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-
-void Check(const llmq::Status& st, const char* what) {
-  if (!st.ok()) Die(std::string(what) + ": " + st.message());
-}
-
-// "2026-11-30 13:04 UTC, nproc 2, load average ...": printed above every table (others' work on
-// a shared machine shows in the load).
-std::string Stamp() {
-  char date[64];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int nproc = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
-  double load[3] = {0, 0, 0};
-  getloadavg(load, 3);
-  char tail[96];
-  std::snprintf(tail, sizeof tail, ", nproc %d, load average %.2f %.2f %.2f", nproc, load[0],
-                load[1], load[2]);
-  return std::string(date) + tail;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+using namespace llmq::bench;
 
 // ---------------------------------------------------------------------------------------------
 // Child processes. ru_maxrss of a child is at least the resident size of the process it was
@@ -184,45 +151,12 @@ ProcResult MustSpawn(const std::vector<std::string>& args, const std::string& lo
 // ---------------------------------------------------------------------------------------------
 // Job text.
 
-const char* const kWords[] = {
-    "the",      "report",   "customer", "shipment", "delayed",   "invoice", "product", "quality",
-    "review",   "summary",  "market",   "quarter",  "revenue",   "support", "ticket",  "account",
-    "service",  "price",    "order",    "delivery", "warehouse", "team",    "meeting", "project",
-    "deadline", "budget",   "client",   "contract", "issue",     "update",  "request", "payment",
-    "refund",   "policy",   "feedback", "survey",   "growth",    "sales",   "region",  "office",
-    "manager",  "schedule", "travel",   "hotel",    "flight",    "weather", "morning", "evening",
-    "and",      "with",     "from",     "about",    "after",     "before",  "during",  "because",
-    "was",      "were",     "is",       "are",      "has",       "had",     "will",    "could",
-    "new",      "old",      "late",     "early",    "good",      "poor",    "high",    "low",
-    "blue",     "green",    "quick",    "careful",  "simple",    "clear",   "short",   "long"};
-constexpr size_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
-
-// Random words up to about `chars` characters, sentence-cased, ending with a period.
-std::string Words(llmq::Rng& rng, size_t chars) {
-  std::string s;
-  while (s.size() < chars) {
-    if (!s.empty()) s += ' ';
-    s += kWords[rng.NextU64() % kNumWords];
-  }
-  s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
-  return s + ".";
-}
-
 // The shared system prompt of the ingest job: about 300 characters.
 const std::string kSystem =
     "You are a careful assistant for the operations team of a mid-sized logistics company. Read "
     "the document the user gives you and answer in plain English. Keep the answer short, quote "
     "figures exactly as written, never invent facts that are not in the document, and say so "
     "plainly when the document does not answer.";
-
-// The compare job's shared instruction (the tiny model's context is 512 tokens).
-const std::string kInstruction =
-    "Summarize the following customer note in one sentence, keeping every figure exactly as "
-    "written.";
-
-json Line(const std::string& id, const std::string& url, json body) {
-  return json{{"custom_id", id}, {"method", "POST"}, {"url", url}, {"body", std::move(body)}};
-}
 
 // Ingest: 9 in 10 chat lines (shared system prompt + distinct document), 1 in 10 completions.
 void WriteIngestJob(const std::string& path, int lines) {
@@ -253,29 +187,6 @@ void WriteIngestJob(const std::string& path, int lines) {
       }
       out << Line(id, "/v1/chat/completions", body).dump() << '\n';
     }
-  }
-}
-
-// Compare: chat lines, shared instruction + distinct note; even lines greedy, odd lines seeded
-// sampling; max_tokens 4..8.
-void WriteCompareJob(const std::string& path, int requests) {
-  std::ofstream out(path, std::ios::binary);
-  llmq::Rng rng(11);
-  for (int i = 0; i < requests; ++i) {
-    json body{
-        {"model", "tiny"},
-        {"messages",
-         {{{"role", "system"}, {"content", kInstruction}},
-          {{"role", "user"}, {"content", "Note " + std::to_string(i) + ": " + Words(rng, 120)}}}},
-        {"max_tokens", 4 + i % 5}};
-    if (i % 2 == 0) {
-      body["temperature"] = 0;
-    } else {
-      body["temperature"] = 0.8;
-      body["top_p"] = 0.95;
-      body["seed"] = 1000 + i;
-    }
-    out << Line("note-" + std::to_string(i), "/v1/chat/completions", body).dump() << '\n';
   }
 }
 
@@ -515,7 +426,7 @@ std::map<std::string, std::string> Completions(const std::string& path, int* err
 
 void CompareBench(const Env& env, int requests, int rounds) {
   const std::string in = env.dir + "/compare.jsonl";
-  WriteCompareJob(in, requests);
+  WriteCompareJob(in, requests, 11);
   const std::string q_out = env.dir + "/compare-queue.out.jsonl";
   const std::string m_out = env.dir + "/compare-inmemory.out.jsonl";
   const std::vector<std::string> args = {LLMQ_BINARY,

@@ -131,6 +131,10 @@ class Server {
     // The queue before the model: a damaged database is refused at once, naming the file.
     for (std::unique_ptr<jobs::Store>* s : {&io_store_, &runner_store_, &commit_store_})
       if (Status st = jobs::Store::Open(paths_.db, s); !st.ok()) return Fail(cmd_, st);
+    // A kill -9 while finalizing or refusing leaves the temporary of the file being written.
+    for (const std::string* d : {&paths_.outbox, &paths_.failed})
+      if (const int n = spool::RemoveStaleTemporaries(*d); n > 0)
+        Log("%s: removed %d temporary file(s) left by an interrupted write", d->c_str(), n);
 
     bool found = false;
     ChatTemplate tmpl = DetectChatTemplate(cfg_.model_dir, &found);
@@ -251,6 +255,8 @@ class Server {
     std::set<std::string> present;
     std::vector<std::string> ready;
     Clock::time_point next = Clock::time_point::max();
+    Clock::time_point first_ready = Clock::time_point::max();  // the earliest due of `ready`
+    std::vector<Clock::time_point> settling;  // when announced files not yet settled are due
     std::error_code ec;
     for (fs::directory_iterator it(paths_.inbox, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
@@ -284,11 +290,13 @@ class Server {
       const auto due = c.since + Secs(need);
       if (due > now) {
         next = std::min(next, due);
+        if (c.announced) settling.push_back(due);
       } else if (OpenForWriting(it->path().string())) {
         c.since = now;  // still open for writing: look again (its close is announced too)
         next = std::min(next, now + Secs(std::max(knobs_.settle_seconds, 0.25)));
       } else {
         ready.push_back(name);
+        first_ready = std::min(first_ready, due);
       }
     }
     if (ec) Log("%s: cannot list: %s", paths_.inbox.c_str(), ec.message().c_str());
@@ -296,7 +304,19 @@ class Server {
       it = present.count(it->first) ? std::next(it) : candidates_.erase(it);
     for (auto it = refused_logged_.begin(); it != refused_logged_.end();)
       it = present.count(*it) ? std::next(it) : refused_logged_.erase(it);
-    if (!ready.empty()) Accept(ready);
+    // Files that settle close together are accepted together: one ingest plans them as one
+    // window, so files dropped together that share a system prompt are grouped and run back to
+    // back (their shared blocks are computed once). Each file's settle time starts when a scan
+    // first sees it, so files renamed in a few milliseconds apart (seen by separate inotify
+    // scans) settle a few milliseconds apart: accepting the first alone would ingest, plan and
+    // start it before the others. A settled file therefore waits for the announced files still
+    // settling that are due within settle_seconds of it; the wait is anchored at the earliest
+    // settled file, so a steady stream of drops never holds a file longer than that.
+    if (!ready.empty()) {
+      const auto horizon = first_ready + Secs(knobs_.settle_seconds);
+      if (std::none_of(settling.begin(), settling.end(), [&](auto due) { return due <= horizon; }))
+        Accept(ready);
+    }
     if (next != Clock::time_point::max()) {
       settle_timer_.expires_at(next);
       settle_timer_.async_wait([this](boost::system::error_code ec) {
@@ -386,6 +406,7 @@ class Server {
     std::vector<IngestedJob> jobs;
     IngestOptions iopt;
     iopt.max_line_bytes = knobs_.max_line_bytes;
+    if (files.size() > 1) Log("accepting %zu files together (planned as one window)", files.size());
     if (Status st = IngestFiles(io_store_.get(), ctx_, files, iopt, &jobs); !st.ok()) {
       Log("cannot accept %zu file(s) from inbox/: %s (they stay there; retried at the next "
           "rescan)",

@@ -1,11 +1,13 @@
 #include "daemon/spool.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -120,6 +122,29 @@ Status RenameDurably(const std::string& from, const std::string& to) {
   const std::string b = fs::path(to).parent_path().string();
   LLMQ_RETURN_IF_ERROR(FsyncDir(b));
   return a == b ? Status::Ok() : FsyncDir(a);
+}
+
+int RemoveStaleTemporaries(const std::string& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    size_t at = std::string::npos, len = 0;
+    for (const char* tag : {".tmp-", ".probe-"})  // the file being written; CheckWritable's probe
+      if (const size_t i = name.rfind(tag); i != std::string::npos) at = i, len = std::strlen(tag);
+    if (name.empty() || name[0] != '.' || at == std::string::npos) continue;
+    const std::string tail = name.substr(at + len);  // "<pid>-<n>"
+    const size_t dash = tail.find('-');
+    if (dash == 0 || dash == std::string::npos || dash + 1 == tail.size() ||
+        tail.find_first_not_of("0123456789-") != std::string::npos)
+      continue;
+    const long pid = std::strtol(tail.c_str(), nullptr, 10);
+    if (pid <= 0 || pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+      continue;
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) ++removed;
+  }
+  return removed;
 }
 
 Status MoveToFailed(const Paths& p, const std::string& from, const std::string& name,

@@ -42,6 +42,11 @@ std::string FreePath(const std::string& dir, const std::string& name);
 Status MoveToFailed(const Paths& p, const std::string& from, const std::string& name,
                     const std::string& reason, std::string* moved_to);
 
+// Removes DurableFile temporaries (".<name>.tmp-<pid>-<n>", and CheckWritable's
+// ".<name>.probe-...") in `dir` left by a process that is no longer running (kill -9 or a power cut
+// while a file was being written); returns how many. A temporary of a live process is left alone.
+int RemoveStaleTemporaries(const std::string& dir);
+
 // rename(2), then fsync of both folders. Errors name both paths and strerror.
 Status RenameDurably(const std::string& from, const std::string& to);
 

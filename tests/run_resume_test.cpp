@@ -20,51 +20,11 @@ namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
+using testing::Comparable;
 using testing::ReadJsonl;
 using testing::ReadText;
 using testing::RunLlmq;
-
-// An output line without what legitimately differs between two runs of the same job: ids, the
-// creation time and how much of the prompt happened to be cached.
-json Comparable(json o) {
-  o.erase("id");
-  if (o["response"].is_object()) {
-    json& r = o["response"];
-    r.erase("request_id");
-    r["body"].erase("id");
-    r["body"].erase("created");
-    r["body"]["usage"]["prompt_tokens_details"].erase("cached_tokens");
-  }
-  return o;
-}
-
-// `count` requests behind shared instructions: greedy and seeded sampling, chat and completions,
-// some with n = 2, and a few bad lines.
-void WriteJob(const std::string& path, int count) {
-  std::ofstream in(path);
-  const std::string rules = "Summarize the document in one sentence and keep names as written. ";
-  for (int i = 0; i < count; ++i) {
-    if (i % 401 == 17) {
-      in << "{\"custom_id\": \"bad-" << i << "\", \"method\": \"POST\"}\n";
-      continue;
-    }
-    json body{{"max_tokens", 4 + i % 5}, {"temperature", i % 2 ? 0.8 : 0.0}};
-    if (i % 2) body["seed"] = 1000 + i;
-    if (i % 7 == 3) body["n"] = 2;
-    if (i % 3 == 0) {
-      body["prompt"] = rules + "Document " + std::to_string(i * 7919 % 10007) + ".";
-    } else {
-      body["messages"] = {{{"role", "system"}, {"content", rules}},
-                          {{"role", "user"}, {"content", "Document " + std::to_string(i)}}};
-    }
-    in << json{{"custom_id", "doc-" + std::to_string(i)},
-               {"method", "POST"},
-               {"url", i % 3 == 0 ? "/v1/completions" : "/v1/chat/completions"},
-               {"body", body}}
-              .dump()
-       << "\n";
-  }
-}
+using testing::WriteMixedJob;
 
 // Results committed so far in a run's private store (0 when there is none yet).
 int64_t CommittedResults(const std::string& state) {
@@ -83,7 +43,7 @@ class RunResumeTest : public ::testing::Test {
     model_ = dir_ + "/model";
     ASSERT_EQ(RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "4"}).exit_code,
               0);
-    WriteJob(dir_ + "/in.jsonl", 2000);
+    WriteMixedJob(dir_ + "/in.jsonl", 2000);
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = RunLlmq({"run", dir_ + "/in.jsonl", "-o", dir_ + "/reference.jsonl", "--model",
                             model_, "--summary-json", dir_ + "/reference.summary.json"});

@@ -140,14 +140,56 @@ inline std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
   return out;
 }
 
-// Polls `done` every 50 ms for up to `seconds`; whether it became true.
-inline bool WaitFor(const std::function<bool()>& done, double seconds) {
+// Polls `done` every `poll_ms` until it holds or `seconds` have passed; its last answer.
+inline bool WaitFor(const std::function<bool()>& done, double seconds, int poll_ms = 50) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < deadline) {
     if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
   }
   return done();
+}
+
+// An output line without what legitimately differs between two runs of the same job: ids, the
+// creation time and how much of the prompt happened to be cached.
+inline nlohmann::json Comparable(nlohmann::json o) {
+  o.erase("id");
+  if (o["response"].is_object()) {
+    nlohmann::json& r = o["response"];
+    r.erase("request_id");
+    r["body"].erase("id");
+    r["body"].erase("created");
+    r["body"]["usage"]["prompt_tokens_details"].erase("cached_tokens");
+  }
+  return o;
+}
+
+// `count` requests behind shared instructions: greedy and seeded sampling, chat and completions,
+// some with n = 2, and a few bad lines.
+inline void WriteMixedJob(const std::string& path, int count) {
+  std::ofstream in(path);
+  const std::string rules = "Summarize the document in one sentence and keep names as written. ";
+  for (int i = 0; i < count; ++i) {
+    if (i % 401 == 17) {
+      in << "{\"custom_id\": \"bad-" << i << "\", \"method\": \"POST\"}\n";
+      continue;
+    }
+    nlohmann::json body{{"max_tokens", 4 + i % 5}, {"temperature", i % 2 ? 0.8 : 0.0}};
+    if (i % 2) body["seed"] = 1000 + i;
+    if (i % 7 == 3) body["n"] = 2;
+    if (i % 3 == 0) {
+      body["prompt"] = rules + "Document " + std::to_string(i * 7919 % 10007) + ".";
+    } else {
+      body["messages"] = {{{"role", "system"}, {"content", rules}},
+                          {{"role", "user"}, {"content", "Document " + std::to_string(i)}}};
+    }
+    in << nlohmann::json{{"custom_id", "doc-" + std::to_string(i)},
+                         {"method", "POST"},
+                         {"url", i % 3 == 0 ? "/v1/completions" : "/v1/chat/completions"},
+                         {"body", body}}
+              .dump()
+       << "\n";
+  }
 }
 
 inline RunResult RunLlmq(std::initializer_list<std::string> args) {
