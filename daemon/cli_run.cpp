@@ -34,6 +34,7 @@ struct RunFlags {
 };
 
 std::atomic<int> g_signal{0};
+constexpr int64_t kFeedCacheBytes = int64_t{8} << 20;
 void OnSignal(int sig) {
   g_signal.store(sig);
 }
@@ -155,6 +156,9 @@ class RunCommand {
     // The committer writes results through its own connection, on its own thread.
     std::unique_ptr<jobs::Store> commit_store;
     if (Status st = jobs::Store::Open(db_path(), &commit_store); !st.ok()) return Fail(cmd_, st);
+    // Ingest is done: feeding and committing page through the queue, they keep little cached.
+    for (jobs::Store* s : {store_.get(), commit_store.get()})
+      if (Status st = s->SetCacheBytes(kFeedCacheBytes); !st.ok()) return Fail(cmd_, st);
     jobs::ResultCommitter committer(commit_store.get(), {});
     JobRunner runner(ctx_, engine.get(), store_.get(), &committer, {});
 

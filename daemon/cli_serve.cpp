@@ -131,6 +131,10 @@ class Server {
     // The queue before the model: a damaged database is refused at once, naming the file.
     for (std::unique_ptr<jobs::Store>* s : {&io_store_, &runner_store_, &commit_store_})
       if (Status st = jobs::Store::Open(paths_.db, s); !st.ok()) return Fail(cmd_, st);
+    // Only ingest (io_store_) gains from a big page cache; the feeder and the committer page
+    // through the queue.
+    for (jobs::Store* s : {runner_store_.get(), commit_store_.get()})
+      if (Status st = s->SetCacheBytes(int64_t{8} << 20); !st.ok()) return Fail(cmd_, st);
     // A kill -9 while finalizing or refusing leaves the temporary of the file being written.
     for (const std::string* d : {&paths_.outbox, &paths_.failed})
       if (const int n = spool::RemoveStaleTemporaries(*d); n > 0)

@@ -381,6 +381,14 @@ Status Store::Transaction(const std::function<Status()>& body) {
   return s;
 }
 
+Status Store::SetCacheBytes(int64_t bytes) {
+  const std::string sql =
+      "PRAGMA cache_size = -" + std::to_string(std::max<int64_t>(bytes, 1024) / 1024);
+  LLMQ_RETURN_IF_ERROR(Exec(sql.c_str(), "setting the page cache size"));
+  sqlite3_db_release_memory(db_);  // pages over the new size go back now, not when reused
+  return Status::Ok();
+}
+
 void Store::SetBusyTimeout(int milliseconds) {
   busy_timeout_ms_ = milliseconds;
   sqlite3_busy_timeout(db_, milliseconds);

@@ -135,6 +135,9 @@ class Store {
   // How long a write waits for another connection's write lock before failing (IoError naming
   // the file and the wait). 5000 ms from Open; tests shorten it.
   void SetBusyTimeout(int milliseconds);
+  // The connection's page cache: 64 MiB from Open (ingest of a big job is faster with it); a
+  // connection that only feeds or commits results needs little, and its pages are given back.
+  Status SetCacheBytes(int64_t bytes);
   // The schema version this build creates and migrates to.
   static int SchemaVersion();
 
