@@ -117,6 +117,17 @@ void JobRunner::HandleOutputs(const std::vector<RequestOutput>& done) {
   }
 }
 
+void JobRunner::StepOnce(int64_t tokens_before, std::vector<RequestOutput>* done) {
+  done->clear();
+  // A failed step has already failed its own requests (their results are in *done); the rest go
+  // on, so the loop goes on too.
+  if (Status st = engine_->Step(done); !st.ok())
+    std::fprintf(stderr, "llmq: step failed, its requests are marked failed: %s\n",
+                 st.message().c_str());
+  HandleOutputs(*done);
+  progress_.tokens_generated = engine_->stats().tokens_generated - tokens_before;
+}
+
 Status JobRunner::Run(const std::function<bool()>& stop, const std::function<void()>& on_step) {
   const int64_t tokens_before = engine_->stats().tokens_generated;
   std::vector<RequestOutput> done;
@@ -126,12 +137,7 @@ Status JobRunner::Run(const std::function<bool()>& stop, const std::function<voi
       if (drained_) break;
       continue;
     }
-    done.clear();
-    if (Status st = engine_->Step(&done); !st.ok())
-      std::fprintf(stderr, "llmq: step failed, its requests are marked failed: %s\n",
-                   st.message().c_str());
-    HandleOutputs(done);
-    progress_.tokens_generated = engine_->stats().tokens_generated - tokens_before;
+    StepOnce(tokens_before, &done);
     if (on_step) on_step();
   }
   return Status::Ok();
@@ -193,12 +199,7 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
     }
     if (!draining_) LLMQ_RETURN_IF_ERROR(Feed());
     if (!engine_->HasWork()) continue;
-    done.clear();
-    if (Status st = engine_->Step(&done); !st.ok())
-      std::fprintf(stderr, "llmq: step failed, its requests are marked failed: %s\n",
-                   st.message().c_str());
-    HandleOutputs(done);
-    progress_.tokens_generated = engine_->stats().tokens_generated - tokens_before;
+    StepOnce(tokens_before, &done);
     if (on_step) on_step();
   }
   return Status::Ok();

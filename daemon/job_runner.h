@@ -79,6 +79,8 @@ class JobRunner {
   Status Job(int64_t id, const JobInfo** out);
   void Finish(Fed& f, const RequestOutput& o);
   void HandleOutputs(const std::vector<RequestOutput>& done);
+  // One engine step, its outputs handed on, progress updated (Run's and Serve's common body).
+  void StepOnce(int64_t tokens_before, std::vector<RequestOutput>* done);
   void ApplyControls();  // with mu_ held: cancels, drain
   void Refuse(int64_t job, int64_t line, const std::string& custom_id, const std::string& msg);
 
