@@ -1,6 +1,7 @@
 #include "daemon/cli_common.h"
 
 #include <cstdio>
+#include <filesystem>
 
 namespace llmq::cli {
 
@@ -58,6 +59,26 @@ EngineOptions EngineOptionsFrom(const LlmqConfig& cfg) {
   o.scheduler.max_num_seqs = cfg.max_num_seqs;
   o.scheduler.max_num_batched_tokens = cfg.max_num_batched_tokens;
   return o;
+}
+
+Status ChatTemplateFor(const LlmqConfig& cfg, ChatTemplate* out) {
+  bool found = false;
+  *out = DetectChatTemplate(cfg.model_dir, &found);
+  return cfg.chat_template.empty() ? Status::Ok() : ChatTemplateByName(cfg.chat_template, out);
+}
+
+Status LoadServing(const LlmqConfig& cfg, ChatTemplate tmpl, Model* model,
+                   std::unique_ptr<LlmEngine>* engine, BuildContext* ctx) {
+  LLMQ_RETURN_IF_ERROR(LoadModel(cfg.model_dir, model));
+  LLMQ_RETURN_IF_ERROR(LlmEngine::Create(model->cfg, model->backend.get(), model->tokenizer.get(),
+                                         EngineOptionsFrom(cfg), engine));
+  ctx->model = model;
+  ctx->chat_template = tmpl;
+  ctx->capacity = (*engine)->max_sequence_tokens();
+  ctx->capacity_setting = "the KV cache size (--kv-cache-memory / engine.kv_cache_memory: " +
+                          std::to_string(cfg.kv_cache_bytes) + " bytes)";
+  ctx->model_name = std::filesystem::path(cfg.model_dir).filename().string();
+  return Status::Ok();
 }
 
 int Fail(const CLI::App* cmd, const std::string& message, int code) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "daemon/request_builder.h"
 #include "engine/llm_engine.h"
 #include "engine/status.h"
 
@@ -33,6 +34,15 @@ Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg);
 
 // The engine options a config describes.
 EngineOptions EngineOptionsFrom(const LlmqConfig& cfg);
+
+// The chat template a config asks for: model.chat_template, else the one the model's files name,
+// else llama-2. InvalidArgument for an unknown name.
+Status ChatTemplateFor(const LlmqConfig& cfg, ChatTemplate* out);
+
+// What `run` and `serve` start with: the model loaded, the engine made from the config, and the
+// context that turns input lines into its requests (chat template `tmpl`). Errors name the file.
+Status LoadServing(const LlmqConfig& cfg, ChatTemplate tmpl, Model* model,
+                   std::unique_ptr<LlmEngine>* engine, BuildContext* ctx);
 
 // Prints "llmq <command>: <message>" on stderr and returns `code`.
 int Fail(const CLI::App* cmd, const Status& st, int code = 1);

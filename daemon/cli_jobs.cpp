@@ -138,11 +138,7 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
   if (Status st = Tokenizer::Load(cfg.model_dir, &model.tokenizer); !st.ok()) return Fail(cmd, st);
   BuildContext ctx;
   ctx.model = &model;
-  bool found = false;
-  ctx.chat_template = DetectChatTemplate(cfg.model_dir, &found);
-  if (!cfg.chat_template.empty())
-    if (Status st = ChatTemplateByName(cfg.chat_template, &ctx.chat_template); !st.ok())
-      return Fail(cmd, st, 2);
+  if (Status st = ChatTemplateFor(cfg, &ctx.chat_template); !st.ok()) return Fail(cmd, st, 2);
   ctx.model_name = fs::path(cfg.model_dir).filename().string();
 
   std::unique_ptr<jobs::Store> store;

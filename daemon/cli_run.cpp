@@ -124,27 +124,14 @@ class RunCommand {
       return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
     if (Status st = CheckPaths(f_); !st.ok())
       return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
-    bool found = false;
-    ChatTemplate tmpl = DetectChatTemplate(cfg.model_dir, &found);
-    if (!cfg.chat_template.empty())
-      if (Status st = ChatTemplateByName(cfg.chat_template, &tmpl); !st.ok())
-        return Fail(cmd_, st, 2);
+    ChatTemplate tmpl;
+    if (Status st = ChatTemplateFor(cfg, &tmpl); !st.ok()) return Fail(cmd_, st, 2);
     state_ = f_.state.empty() ? DefaultStateDir(f_.input, f_.output) : f_.state;
     max_line_bytes_ = cfg.max_line_bytes;
 
     Model model;
-    if (Status st = LoadModel(cfg.model_dir, &model); !st.ok()) return Fail(cmd_, st);
     std::unique_ptr<LlmEngine> engine;
-    if (Status st = LlmEngine::Create(model.cfg, model.backend.get(), model.tokenizer.get(),
-                                      EngineOptionsFrom(cfg), &engine);
-        !st.ok())
-      return Fail(cmd_, st);
-    ctx_.model = &model;
-    ctx_.chat_template = tmpl;
-    ctx_.capacity = engine->max_sequence_tokens();
-    ctx_.capacity_setting = "the KV cache size (--kv-cache-memory / engine.kv_cache_memory: " +
-                            std::to_string(cfg.kv_cache_bytes) + " bytes)";
-    ctx_.model_name = fs::path(cfg.model_dir).filename().string();
+    if (Status st = LoadServing(cfg, tmpl, &model, &engine, &ctx_); !st.ok()) return Fail(cmd_, st);
 
     if (Status st = OpenJob(Fingerprint(cfg, tmpl)); !st.ok()) return Fail(cmd_, st);
     const int64_t resumed = job_.completed + job_.failed - job_.refused;

@@ -140,22 +140,10 @@ class Server {
       if (const int n = spool::RemoveStaleTemporaries(*d); n > 0)
         Log("%s: removed %d temporary file(s) left by an interrupted write", d->c_str(), n);
 
-    bool found = false;
-    ChatTemplate tmpl = DetectChatTemplate(cfg_.model_dir, &found);
-    if (!cfg_.chat_template.empty())
-      if (Status st = ChatTemplateByName(cfg_.chat_template, &tmpl); !st.ok())
-        return Fail(cmd_, st, 2);
-    if (Status st = LoadModel(cfg_.model_dir, &model_); !st.ok()) return Fail(cmd_, st);
-    if (Status st = LlmEngine::Create(model_.cfg, model_.backend.get(), model_.tokenizer.get(),
-                                      EngineOptionsFrom(cfg_), &engine_);
-        !st.ok())
+    ChatTemplate tmpl;
+    if (Status st = ChatTemplateFor(cfg_, &tmpl); !st.ok()) return Fail(cmd_, st, 2);
+    if (Status st = LoadServing(cfg_, tmpl, &model_, &engine_, &ctx_); !st.ok())
       return Fail(cmd_, st);
-    ctx_.model = &model_;
-    ctx_.chat_template = tmpl;
-    ctx_.capacity = engine_->max_sequence_tokens();
-    ctx_.capacity_setting = "the KV cache size (--kv-cache-memory / engine.kv_cache_memory: " +
-                            std::to_string(cfg_.kv_cache_bytes) + " bytes)";
-    ctx_.model_name = fs::path(cfg_.model_dir).filename().string();
 
     if (Status st = io_store_->DataVersion(&data_version_); !st.ok()) return Fail(cmd_, st);
     jobs::ResultCommitter::Options copt;
