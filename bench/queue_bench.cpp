@@ -310,7 +310,7 @@ Phases TimedIngest(llmq::jobs::Store* store, const llmq::BuildContext& ctx, cons
     key_bytes += p.key.size() * sizeof(int32_t) + p.req.body.size();
     chunk.push_back(std::move(p));
     lap(&ph.plan_key);
-    if (chunk.size() >= opt.chunk_lines || key_bytes >= opt.chunk_key_bytes) flush();
+    if (chunk.size() >= opt.chunk_lines || key_bytes >= opt.chunk_bytes_max) flush();
     t = Clock::now();
   }
   lap(&ph.read);

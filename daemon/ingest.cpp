@@ -85,7 +85,7 @@ class Ingester {
       chunk_bytes_ += p.line.text.size();
       chunk_.push_back(std::move(p));
       p = Pending();
-      if (chunk_.size() >= opt_.chunk_lines || chunk_bytes_ >= opt_.chunk_key_bytes)
+      if (chunk_.size() >= opt_.chunk_lines || chunk_bytes_ >= opt_.chunk_bytes_max)
         LLMQ_RETURN_IF_ERROR(Flush());
     }
     if (reader.bad()) return Status::IoError(file.path + ": read failed: " + std::strerror(errno));

@@ -29,8 +29,8 @@ struct IngestedJob {
 };
 
 struct IngestOptions {
-  size_t chunk_lines = 65536;                 // requests planned together at most
-  size_t chunk_key_bytes = size_t{64} << 20;  // line bytes held at most (keys are smaller)
+  size_t chunk_lines = 65536;                  // requests planned together at most
+  size_t chunk_bytes_max = size_t{64} << 20;   // line bytes held at most
   int64_t max_line_bytes = int64_t{16} << 20;  // longer lines are refused (spool.max_line_bytes)
 };
 

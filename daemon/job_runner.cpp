@@ -54,6 +54,12 @@ Status JobRunner::Feed() {
     drained_ = true;
     return Status::Ok();
   }
+  // Counted before the engine sees them: a request that keeps taking the process down with it
+  // shows in its `attempts` (one write per window, not per request).
+  std::vector<std::pair<int64_t, int64_t>> handed;
+  handed.reserve(batch.size());
+  for (const jobs::PendingRequest& p : batch) handed.emplace_back(p.job, p.line);
+  LLMQ_RETURN_IF_ERROR(store_->MarkAttempted(handed));
   const double now = UnixNow();
   for (jobs::PendingRequest& p : batch) {
     cursor_ = p.plan_rank;
