@@ -14,12 +14,8 @@ BlockManager::BlockManager(int num_blocks, int block_size, bool enable_prefix_ca
 }
 
 uint64_t BlockManager::HashBlock(uint64_t parent_hash, const int32_t* tokens, int n) {
-  uint64_t h = parent_hash ^ 0x9E3779B97F4A7C15ull;  // FNV-1a style mix over 32-bit ids
-  for (int i = 0; i < n; ++i) {
-    h ^= static_cast<uint32_t>(tokens[i]);
-    h *= 0x100000001B3ull;
-    h ^= h >> 29;
-  }
+  uint64_t h = HashSeed(parent_hash);
+  for (int i = 0; i < n; ++i) h = HashToken(h, tokens[i]);
   return h;
 }
 
@@ -30,15 +26,62 @@ int32_t BlockManager::Lookup(uint64_t hash, const int32_t* tokens, int32_t paren
   auto [it, end] = map_.equal_range(hash);
   for (; it != end; ++it) {
     const Block& b = blocks_[it->second];
-    const bool same_parent =
-        b.parent == parent && (parent < 0 || b.parent_epoch == blocks_[parent].epoch);
-    if (same_parent && std::equal(b.tokens.begin(), b.tokens.end(), tokens)) return it->second;
+    if (SameParent(b, parent) && std::equal(b.tokens.begin(), b.tokens.end(), tokens))
+      return it->second;
   }
+  return -1;
+}
+
+// The prefix key of a block's first j tokens is HashBlock over them: the running state of the hash
+// after j tokens, so one pass yields the keys of every length. partial_ keeps one block per key,
+// the latest indexed; an entry is dropped only by the block it names, so every entry names a cached
+// block. A key can collide (another parent, another j): every hit is confirmed like a full-block
+// hit (same physical parent at the same epoch, same tokens), so a collision only costs a miss.
+void BlockManager::IndexPrefixes(int32_t b) {
+  const Block& blk = blocks_[b];
+  uint64_t h = HashSeed(blk.parent_hash);
+  for (int j = 1; j < block_size_; ++j) {
+    h = HashToken(h, blk.tokens[j - 1]);
+    partial_[h] = b;
+  }
+}
+
+void BlockManager::UnindexPrefixes(int32_t b) {
+  const Block& blk = blocks_[b];
+  uint64_t h = HashSeed(blk.parent_hash);
+  for (int j = 1; j < block_size_; ++j) {
+    h = HashToken(h, blk.tokens[j - 1]);
+    auto it = partial_.find(h);
+    if (it != partial_.end() && it->second == b) partial_.erase(it);
+  }
+}
+
+// Longest first: the entry for a longer prefix may survive when a shorter one was dropped (its
+// block evicted), so the lengths are tried from max_len down, not bisected.
+int32_t BlockManager::LookupPartial(uint64_t parent_hash, const int32_t* tokens, int max_len,
+                                    int32_t parent, int* len) const {
+  std::vector<uint64_t> keys(max_len);
+  uint64_t h = HashSeed(parent_hash);
+  for (int j = 1; j <= max_len; ++j) {
+    h = HashToken(h, tokens[j - 1]);
+    keys[j - 1] = h;
+  }
+  for (int j = max_len; j >= 1; --j) {
+    auto it = partial_.find(keys[j - 1]);
+    if (it == partial_.end()) continue;
+    const Block& c = blocks_[it->second];
+    if (c.cached && SameParent(c, parent) && std::equal(tokens, tokens + j, c.tokens.begin())) {
+      *len = j;
+      return it->second;
+    }
+  }
+  *len = 0;
   return -1;
 }
 
 void BlockManager::Uncache(int32_t b) {
   Block& blk = blocks_[b];
+  UnindexPrefixes(b);
   auto [it, end] = map_.equal_range(blk.hash);
   for (; it != end; ++it)
     if (it->second == b) {
@@ -99,7 +142,8 @@ void BlockManager::Unref(int32_t b) {
   Unref1(b);
 }
 
-BlockManager::Admit BlockManager::Allocate(Sequence* seq, int reserve) {
+BlockManager::Admit BlockManager::Allocate(Sequence* seq, int reserve,
+                                           std::vector<std::pair<int, int>>* copies) {
   const int bs = block_size_;
   const int n = static_cast<int>(seq->tokens.size());
   const int full = n / bs;
@@ -126,23 +170,43 @@ BlockManager::Admit BlockManager::Allocate(Sequence* seq, int reserve) {
       parent = b;
     }
   }
-  const int need = BlocksFor(n, bs) - static_cast<int>(hits.size());
-  // Hits that sit on the LRU count as available but will be taken as hits, not as new blocks.
-  int hits_on_lru = 0;
-  for (int32_t b : hits) hits_on_lru += blocks_[b].on_lru;
-  if (need + reserve > num_available() - hits_on_lru) return Admit::kNoSpace;
+  // Past the full hits: the longest cached start of the next block, still leaving the last token
+  // to compute. Its first `partial` tokens are copied into the sequence's own (new) block.
+  const int h = static_cast<int>(hits.size());
+  int partial = 0;
+  int32_t src = -1;
+  if (cache_enabled_ && n - 1 - h * bs > 0)
+    src = LookupPartial(h ? seq->block_hashes[h - 1] : 0, &seq->tokens[h * bs],
+                        std::min(bs - 1, n - 1 - h * bs), h ? hits.back() : -1, &partial);
+  const int need = BlocksFor(n, bs) - h;
+  // Hits (and the copy's source) that sit on the LRU count as available but will be held, not
+  // taken as new blocks.
+  int held_on_lru = src >= 0 && blocks_[src].on_lru;
+  for (int32_t b : hits) held_on_lru += blocks_[b].on_lru;
+  if (need + reserve > num_available() - held_on_lru) return Admit::kNoSpace;
 
   LLMQ_CHECK(seq->block_table.empty());
   for (int32_t b : hits) Ref(b);
+  // The source is referenced before any TakeBlock, so the eviction below cannot take it.
+  if (src >= 0) {
+    Ref(src);
+    copy_holds_.push_back(src);
+  }
   seq->block_table = hits;
   for (int i = 0; i < need; ++i) seq->block_table.push_back(TakeBlock());
-  seq->num_computed = static_cast<int>(hits.size()) * bs;
-  seq->num_registered = static_cast<int>(hits.size());
+  if (src >= 0) copies->push_back({src, seq->block_table[h]});
+  seq->num_computed = h * bs + partial;
+  seq->num_registered = h;
   if (cache_enabled_)
     for (int i = seq->num_registered; i < full; ++i)
       if (in_flight_.emplace(seq->block_hashes[i], seq->seq_id).second)
         seq->in_flight.push_back(seq->block_hashes[i]);
   return Admit::kOk;
+}
+
+void BlockManager::CopiesDone() {
+  for (int32_t b : copy_holds_) Unref1(b);
+  copy_holds_.clear();
 }
 
 bool BlockManager::AppendSlot(Sequence* seq, std::vector<std::pair<int, int>>* copies) {
@@ -185,8 +249,10 @@ void BlockManager::MarkComputed(Sequence* seq) {
       blk.hash = h;
       blk.parent = parent;
       blk.parent_epoch = parent >= 0 ? blocks_[parent].epoch : 0;
+      blk.parent_hash = i ? seq->block_hashes[i - 1] : 0;
       blk.tokens.assign(seq->tokens.begin() + i * bs, seq->tokens.begin() + (i + 1) * bs);
       map_.emplace(h, b);
+      IndexPrefixes(b);
     }
     auto f = in_flight_.find(h);
     if (f != in_flight_.end() && f->second == seq->seq_id) in_flight_.erase(f);
@@ -255,6 +321,11 @@ bool BlockManager::CheckInvariants(std::string* why) const {
   if (cached != map_.size())
     return fail("the map holds " + std::to_string(map_.size()) + " entries for " +
                 std::to_string(cached) + " cached blocks");
+  for (const auto& [key, b] : partial_)
+    if (b < 0 || b >= num_blocks_ || !blocks_[b].cached)
+      return fail("a prefix entry names " + name(b) + ", which is not cached");
+  if (partial_.size() > cached * static_cast<size_t>(block_size_ - 1))
+    return fail("the prefix index holds more entries than its cached blocks have prefixes");
   return true;
 }
 

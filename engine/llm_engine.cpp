@@ -412,11 +412,20 @@ void LlmEngine::Fork(Sequence* parent) {
 }
 
 Status LlmEngine::Run() {
+  // The copies (copy-on-write of shared partial blocks, partial prefix reuse) come first: the
+  // forward pass reads the copied tokens. Their sources are held only until the copies ran, and
+  // are let go whatever happened (a failed step fails its requests, not the pool's accounting).
+  Status st;
   try {
-    if (!sched_.copies.empty()) LLMQ_RETURN_IF_ERROR(backend_->CopyBlocks(sched_.copies));
+    st = sched_.copies.empty() ? Status::Ok() : backend_->CopyBlocks(sched_.copies);
+  } catch (const std::exception& e) {  // a backend that throws fails like one that says so
+    st = Status::Internal(e.what());
+  }
+  blocks_.CopiesDone();
+  if (!st.ok()) return st;
+  try {
     return runner_.Run(sched_.seqs, &samplers_);
-  } catch (
-      const std::exception& e) {  // a backend that throws (bad_alloc) fails like one that says so
+  } catch (const std::exception& e) {
     return Status::Internal(e.what());
   }
 }
@@ -491,6 +500,9 @@ bool LlmEngine::CheckInvariants(std::string* why) const {
     if (why) *why = std::move(m);
     return false;
   };
+  // Run lets go of every copy's source, whether the step succeeded or not.
+  if (blocks_.num_copy_holds() != 0)
+    return fail(std::to_string(blocks_.num_copy_holds()) + " copy sources still held after a step");
   // Every reference on a block is accounted for: one per appearance in a live sequence's block
   // table (forks share their parent's), plus one per pin. A leak or a double release shows here.
   std::vector<int> refs(blocks_.num_blocks(), 0);

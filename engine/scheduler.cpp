@@ -55,7 +55,9 @@ void Scheduler::Schedule(ScheduleResult* out) {
          running_.size() < static_cast<size_t>(opt_.max_num_seqs)) {
     Sequence* s = waiting_.front();
     // A lone sequence may use the whole pool: the engine refused any that could never fit.
-    if (blocks_->Allocate(s, running_.empty() ? 0 : reserve) != BlockManager::Admit::kOk) break;
+    if (blocks_->Allocate(s, running_.empty() ? 0 : reserve, &out->copies) !=
+        BlockManager::Admit::kOk)
+      break;
     waiting_.pop_front();
     s->status = SeqStatus::kRunning;
     running_.push_back(s);
