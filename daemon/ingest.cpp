@@ -1,6 +1,8 @@
 #include "daemon/ingest.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -14,12 +16,15 @@
 namespace llmq {
 namespace {
 
-// One validated line waiting for its plan rank.
+// One validated line waiting for its plan rank. Only what the later phases need is kept per line
+// (the parsed request lives and dies inside Validate's loop): a chunk of 65,536 lines holds its
+// text and keys, not 65,536 parsed requests, so the heap stays small and hot.
 struct Pending {
   size_t file = 0;      // index into the call's files
   jobs::FileLine line;  // as read; its text becomes req.body once validated
   jobs::NewRequest req;
   std::vector<int32_t> key;  // empty for a refused line
+  std::string error;         // the line's validation error, "" when valid
 };
 
 // FNV-1a 64 of a custom_id: duplicate detection without keeping every id in memory (a hit is
@@ -30,10 +35,24 @@ uint64_t IdHash(const std::string& s) {
   return h;
 }
 
+// Adds the wall time since the last lap to *into.
+class Lap {
+ public:
+  void operator()(double* into) {
+    const auto now = std::chrono::steady_clock::now();
+    *into += std::chrono::duration<double>(now - t_).count();
+    t_ = now;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point t_ = std::chrono::steady_clock::now();
+};
+
 class Ingester {
  public:
-  Ingester(jobs::Store* store, const BuildContext& ctx, const IngestOptions& opt)
-      : store_(store), ctx_(ctx), opt_(opt) {}
+  Ingester(jobs::Store* store, const BuildContext& ctx, const IngestOptions& opt,
+           IngestTimings* timings, Lap* lap)
+      : store_(store), ctx_(ctx), opt_(opt), t_(timings), lap_(lap) {}
 
   Status Run(const std::vector<IngestFile>& files, std::vector<IngestedJob>* out) {
     LLMQ_RETURN_IF_ERROR(store_->MaxPlanRank(&next_rank_));
@@ -43,13 +62,16 @@ class Ingester {
     first_line_.assign(files.size(), {});
     jobs_ = out;
     files_ = &files;
+    chunk_.reserve(std::max<size_t>(opt_.chunk_lines, 1));
     for (size_t f = 0; f < files.size(); ++f) {
       jobs::JobRecord& job = (*out)[f].job;
       job.name = files[f].name;
       job.sha256 = files[f].sha256;
       job.options = files[f].options;
       job.status = jobs::JobStatus::kValidating;
+      (*lap_)(&t_->read);
       LLMQ_RETURN_IF_ERROR(store_->InsertJob(&job));
+      (*lap_)(&t_->insert);
       LLMQ_RETURN_IF_ERROR(ReadFile(f));
     }
     LLMQ_RETURN_IF_ERROR(Flush());
@@ -62,6 +84,7 @@ class Ingester {
       j.job.total = totals_[f].total;
       j.job.failed = totals_[f].failed;
     }
+    (*lap_)(&t_->finish);
     return Status::Ok();
   }
 
@@ -85,6 +108,7 @@ class Ingester {
       chunk_bytes_ += p.line.text.size();
       chunk_.push_back(std::move(p));
       p = Pending();
+      if (chunk_.size() - validated_ >= kValidateBatch) SpawnValidation();
       if (chunk_.size() >= opt_.chunk_lines || chunk_bytes_ >= opt_.chunk_bytes_max)
         LLMQ_RETURN_IF_ERROR(Flush());
     }
@@ -93,49 +117,57 @@ class Ingester {
     return Status::Ok();
   }
 
-  // Parses and validates every line of the chunk. Lines are independent (the UTF-8 check,
-  // ParseBatchLine and PlanKey are pure), so this runs on every core; what depends on order
-  // (duplicates) does not.
-  void Validate(std::vector<jobs::BatchRequest>* parsed) {
-    parsed->resize(chunk_.size());
-    const int64_t n = static_cast<int64_t>(chunk_.size());
-#pragma omp parallel for schedule(dynamic, 256) if (n > 1024)
-    for (int64_t i = 0; i < n; ++i) {
-      Pending& p = chunk_[i];
-      const std::string& name = (*files_)[p.file].name;
-      jobs::BatchRequest& r = (*parsed)[i];
-      jobs::CheckLineText(&p.line);
-      r.error = jobs::LineProblem(p.line, name, opt_.max_line_bytes);
-      if (r.error.empty())
-        r = jobs::ParseBatchLine(p.line.text, static_cast<int>(p.req.line), name);
-      if (r.error.empty()) r.error = PlanKey(ctx_, r, name, &p.key);
-      p.req.body = std::move(p.line.text);
+  // Parses and validates one line. Lines are independent (the UTF-8 check, ParseBatchLine and
+  // PlanKey are pure), so lines are validated on every core while the file is still being read;
+  // what depends on order (duplicates) is left to Check.
+  void ValidateLine(Pending* p) const {
+    const std::string& name = (*files_)[p->file].name;
+    jobs::CheckLineText(&p->line);
+    p->error = jobs::LineProblem(p->line, name, opt_.max_line_bytes);
+    if (p->error.empty()) {
+      jobs::BatchRequest r =
+          jobs::ParseBatchLine(p->line.text, static_cast<int>(p->req.line), name);
+      if (r.error.empty()) r.error = PlanKey(ctx_, r, name, &p->key);
+      p->error = std::move(r.error);
+      p->req.custom_id = std::move(r.custom_id);
     }
+    p->req.body = std::move(p->line.text);
+  }
+
+  // Hands the lines read since the last call to validation tasks (IngestFiles runs the Ingester
+  // in an OpenMP parallel region: this thread reads on, the others validate). The tasks address
+  // chunk_ through data(): chunk_ never reallocates (its capacity is reserved for a whole chunk),
+  // and a task touches only its own lines; Flush waits for all of them before reading results.
+  void SpawnValidation() {
+    Pending* base = chunk_.data();
+    for (size_t b = validated_; b < chunk_.size(); b += kValidateBatch) {
+      const size_t e = std::min(chunk_.size(), b + kValidateBatch);
+#pragma omp task default(none) firstprivate(base, b, e)
+      for (size_t i = b; i < e; ++i) ValidateLine(&base[i]);
+    }
+    validated_ = chunk_.size();
   }
 
   // In line order: duplicate custom_ids (the first occurrence wins), and the error output of
   // every refused line.
-  Status Check(std::vector<jobs::BatchRequest>* parsed) {
-    for (size_t i = 0; i < chunk_.size(); ++i) {
-      Pending& p = chunk_[i];
-      jobs::BatchRequest& r = (*parsed)[i];
+  Status Check() {
+    for (Pending& p : chunk_) {
       IngestedJob& job = (*jobs_)[p.file];
-      p.req.custom_id = r.custom_id;
-      if (r.error.empty()) {
-        auto [it, fresh] = first_line_[p.file].emplace(IdHash(r.custom_id), p.req.line);
+      if (p.error.empty()) {
+        auto [it, fresh] = first_line_[p.file].emplace(IdHash(p.req.custom_id), p.req.line);
         if (!fresh) {
           bool same = true;
-          LLMQ_RETURN_IF_ERROR(SameCustomId(job.job.id, it->second, r.custom_id, &same));
+          LLMQ_RETURN_IF_ERROR(SameCustomId(job.job.id, it->second, p.req.custom_id, &same));
           if (same)
-            r.error = (*files_)[p.file].name + ":" + std::to_string(p.req.line) +
-                      ": field 'custom_id': duplicate '" + r.custom_id + "' (first on line " +
+            p.error = (*files_)[p.file].name + ":" + std::to_string(p.req.line) +
+                      ": field 'custom_id': duplicate '" + p.req.custom_id + "' (first on line " +
                       std::to_string(it->second) + ")";
         }
       }
-      if (!r.error.empty()) {
+      if (!p.error.empty()) {
         p.key.clear();
         p.req.error_output =
-            jobs::ErrorLine(r.custom_id, RequestIdFor(job.job.public_id, p.req.line), r.error);
+            jobs::ErrorLine(p.req.custom_id, RequestIdFor(job.job.public_id, p.req.line), p.error);
         ++job.refused;
         ++totals_[p.file].failed;
       }
@@ -158,10 +190,12 @@ class Ingester {
 
   // Plans the chunk's valid requests (refused ones keep their place after them) and inserts all.
   Status Flush() {
-    std::vector<jobs::BatchRequest> parsed;
-    Validate(&parsed);
-    LLMQ_RETURN_IF_ERROR(Check(&parsed));
-    parsed.clear();
+    (*lap_)(&t_->read);
+    SpawnValidation();
+#pragma omp taskwait
+    (*lap_)(&t_->validate);
+    LLMQ_RETURN_IF_ERROR(Check());
+    (*lap_)(&t_->check);
     std::vector<uint32_t> valid;
     std::vector<std::span<const int32_t>> keys;
     for (uint32_t i = 0; i < chunk_.size(); ++i)
@@ -170,11 +204,14 @@ class Ingester {
         keys.emplace_back(chunk_[i].key);
       }
     const Plan plan = PlanPrefixes(keys, /*block_size=*/1);
+    (*lap_)(&t_->plan);
     for (uint32_t k : plan.order) LLMQ_RETURN_IF_ERROR(Insert(&chunk_[valid[k]]));
     for (Pending& p : chunk_)
       if (p.req.error_output) LLMQ_RETURN_IF_ERROR(Insert(&p));
     chunk_.clear();
     chunk_bytes_ = 0;
+    validated_ = 0;
+    (*lap_)(&t_->insert);
     return Status::Ok();
   }
 
@@ -187,12 +224,16 @@ class Ingester {
   jobs::Store* store_;
   const BuildContext& ctx_;
   IngestOptions opt_;
+  IngestTimings* t_;
+  Lap* lap_;
   const std::vector<IngestFile>* files_ = nullptr;
   std::vector<IngestedJob>* jobs_ = nullptr;
   std::vector<jobs::Store::IngestTotals> totals_;  // per file, counted while inserting
   std::vector<std::unordered_map<uint64_t, int64_t>>
-      first_line_;  // per file: custom_id hash -> line
-  std::vector<Pending> chunk_;
+      first_line_;                                // per file: custom_id hash -> line
+  static constexpr size_t kValidateBatch = 1024;  // lines per validation task
+  std::vector<Pending> chunk_;  // capacity opt_.chunk_lines, reserved once: never reallocates
+  size_t validated_ = 0;        // chunk_[0, validated_) are handed to validation tasks
   size_t chunk_bytes_ = 0;
   int64_t next_rank_ = 1;
 };
@@ -216,11 +257,20 @@ Status HashFile(const std::string& path, std::string* sha256, int64_t* bytes) {
 
 Status IngestFiles(jobs::Store* store, const BuildContext& ctx,
                    const std::vector<IngestFile>& files, const IngestOptions& opt,
-                   std::vector<IngestedJob>* out) {
+                   std::vector<IngestedJob>* out, IngestTimings* timings) {
+  IngestTimings ignored;
+  IngestTimings* t = timings ? timings : &ignored;
+  Lap lap;
   LLMQ_RETURN_IF_ERROR(store->Begin());
-  Ingester ing(store, ctx, opt);
-  Status st = ing.Run(files, out);
+  Ingester ing(store, ctx, opt, t, &lap);
+  Status st;
+  // One thread runs the ingest (reading, the store); the team's others take validation tasks.
+  // The region's end waits for every task, also when Run returned early with an error.
+#pragma omp parallel default(none) shared(ing, files, out, st)
+#pragma omp single
+  st = ing.Run(files, out);
   if (st.ok()) st = store->Commit();
+  lap(&t->commit);
   if (!st.ok()) store->Rollback();
   return st;
 }

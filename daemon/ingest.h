@@ -34,6 +34,17 @@ struct IngestOptions {
   int64_t max_line_bytes = int64_t{16} << 20;  // longer lines are refused (spool.max_line_bytes)
 };
 
+// Where one IngestFiles call spent its time (wall seconds), for benchmarks and logs.
+struct IngestTimings {
+  double read = 0;      // reading lines (and hashing the file)
+  double validate = 0;  // UTF-8, ParseBatchLine, PlanKey: on every core
+  double check = 0;     // duplicate custom_ids, error lines: in line order
+  double plan = 0;      // PlanPrefixes per chunk
+  double insert = 0;    // Store::InsertJob / InsertRequest
+  double finish = 0;    // FinishIngest (counts, hash)
+  double commit = 0;    // the one commit (WAL write and fsync)
+};
+
 // The SHA-256 (hex) and size of a file. Errors name the path and strerror.
 Status HashFile(const std::string& path, std::string* sha256, int64_t* bytes);
 
@@ -41,6 +52,6 @@ Status HashFile(const std::string& path, std::string* sha256, int64_t* bytes);
 // store failure) roll everything back.
 Status IngestFiles(jobs::Store* store, const BuildContext& ctx,
                    const std::vector<IngestFile>& files, const IngestOptions& opt,
-                   std::vector<IngestedJob>* out);
+                   std::vector<IngestedJob>* out, IngestTimings* timings = nullptr);
 
 }  // namespace llmq

