@@ -83,6 +83,7 @@ class Ingester {
       j.job.status = jobs::JobStatus::kInProgress;
       j.job.total = totals_[f].total;
       j.job.failed = totals_[f].failed;
+      j.job.refused = j.refused;  // every failure at ingest is a refusal
     }
     (*lap_)(&t_->finish);
     return Status::Ok();

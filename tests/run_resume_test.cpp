@@ -126,6 +126,18 @@ TEST_F(RunResumeTest, KillNineAtRandomMomentsThenRerunGivesTheUninterruptedOutpu
   EXPECT_FALSE(fs::exists(state)) << "the state is removed once the run completes";
 }
 
+TEST_F(RunResumeTest, AFreshRunResumesNothingAndCountsItsRefusedLines) {
+  const std::string out = dir_ + "/fresh.jsonl";
+  const auto r = testing::RunLlmqWith({}, Args(out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectSameAsReference(out);
+  const json s = json::parse(ReadText(out + ".summary.json"));
+  EXPECT_EQ(s["refused"], 5) << s.dump(2);
+  EXPECT_EQ(s["resumed"], 0) << s.dump(2);
+  EXPECT_EQ(s["finished_this_run"].get<int64_t>() + 5, s["requests"].get<int64_t>()) << s.dump(2);
+  EXPECT_EQ(r.err.find("resuming"), std::string::npos) << r.err;
+}
+
 TEST_F(RunResumeTest, SigintAndSigtermKeepFinishedResultsAndSayHowToResume) {
   for (const int sig : {SIGINT, SIGTERM}) {
     const std::string out = dir_ + "/signal" + std::to_string(sig) + ".jsonl";
