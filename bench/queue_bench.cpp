@@ -274,16 +274,15 @@ void IngestBench(const Env& env, int lines) {
       {"validate (UTF-8, ParseBatchLine, PlanKey)", ph.validate},
       {"duplicate custom_ids, error lines", ph.check},
       {"PlanPrefixes (per 65,536-line chunk)", ph.plan},
-      {"Store::InsertJob / InsertRequest", ph.insert},
+      {"Store::InsertRequest (task, overlaps reading)", ph.insert},
+      {"waiting for the last insert", ph.insert_wait},
       {"FinishIngest", ph.finish},
       {"Store::Commit", ph.commit}};
-  double sum = 0;
-  for (const auto& [name, s] : rows) {
+  for (const auto& [name, s] : rows)
     std::printf("| %-44s | %9.3f | %6.1f%% | %9.2f |\n", name, s, 100 * s / ingest_s,
                 1e6 * s / lines);
-    sum += s;
-  }
-  std::printf("(untimed: %.3f s)\n", ingest_s - sum);
+  std::printf(
+      "(rows overlap: reading and validating go on while the previous chunk is inserted)\n");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -69,12 +69,14 @@ class Ingester {
       job.sha256 = files[f].sha256;
       job.options = files[f].options;
       job.status = jobs::JobStatus::kValidating;
+      LLMQ_RETURN_IF_ERROR(WaitForInsert());  // the store is the insert task's until it ends
       (*lap_)(&t_->read);
       LLMQ_RETURN_IF_ERROR(store_->InsertJob(&job));
       (*lap_)(&t_->insert);
       LLMQ_RETURN_IF_ERROR(ReadFile(f));
     }
     LLMQ_RETURN_IF_ERROR(Flush());
+    LLMQ_RETURN_IF_ERROR(WaitForInsert());
     for (size_t f = 0; f < files.size(); ++f) {
       IngestedJob& j = (*out)[f];
       LLMQ_RETURN_IF_ERROR(
@@ -189,12 +191,17 @@ class Ingester {
     return Status::Ok();
   }
 
-  // Plans the chunk's valid requests (refused ones keep their place after them) and inserts all.
+  // Plans the chunk's valid requests (refused ones keep their place after them), gives them their
+  // ranks and hands the chunk to an insert task: the next chunk is read and validated while this
+  // one goes into the store (double buffering: chunk_ fills while inserting_ drains).
   Status Flush() {
     (*lap_)(&t_->read);
     SpawnValidation();
+    // Waits for this chunk's validation and for the previous chunk's insert task (Check reads
+    // the store: earlier chunks' custom_ids).
 #pragma omp taskwait
     (*lap_)(&t_->validate);
+    LLMQ_RETURN_IF_ERROR(insert_status_);
     LLMQ_RETURN_IF_ERROR(Check());
     (*lap_)(&t_->check);
     std::vector<uint32_t> valid;
@@ -205,21 +212,39 @@ class Ingester {
         keys.emplace_back(chunk_[i].key);
       }
     const Plan plan = PlanPrefixes(keys, /*block_size=*/1);
-    (*lap_)(&t_->plan);
-    for (uint32_t k : plan.order) LLMQ_RETURN_IF_ERROR(Insert(&chunk_[valid[k]]));
+    insert_order_.clear();
+    for (uint32_t k : plan.order) insert_order_.push_back(&chunk_[valid[k]]);
     for (Pending& p : chunk_)
-      if (p.req.error_output) LLMQ_RETURN_IF_ERROR(Insert(&p));
+      if (p.req.error_output) insert_order_.push_back(&p);
+    for (Pending* p : insert_order_) {
+      p->req.plan_rank = next_rank_++;
+      totals_[p->file].max_rank = p->req.plan_rank;
+    }
+    (*lap_)(&t_->plan);
+    std::swap(chunk_, inserting_);  // the old inserting_ was inserted: it is the next chunk_
     chunk_.clear();
+    chunk_.reserve(std::max<size_t>(opt_.chunk_lines, 1));
     chunk_bytes_ = 0;
     validated_ = 0;
-    (*lap_)(&t_->insert);
+    // The task owns inserting_, insert_order_, insert_status_ and the store until a taskwait.
+#pragma omp task default(none)
+    {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (Pending* p : insert_order_) {
+        insert_status_ = store_->InsertRequest((*jobs_)[p->file].job.id, p->req);
+        if (!insert_status_.ok()) break;
+      }
+      t_->insert += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     return Status::Ok();
   }
 
-  Status Insert(Pending* p) {
-    p->req.plan_rank = next_rank_++;
-    totals_[p->file].max_rank = p->req.plan_rank;
-    return store_->InsertRequest((*jobs_)[p->file].job.id, p->req);
+  // Waits for the insert task (and any validation) and returns what the insert came to.
+  Status WaitForInsert() {
+    (*lap_)(&t_->read);
+#pragma omp taskwait
+    (*lap_)(&t_->insert_wait);
+    return insert_status_;
   }
 
   jobs::Store* store_;
@@ -233,8 +258,11 @@ class Ingester {
   std::vector<std::unordered_map<uint64_t, int64_t>>
       first_line_;                                // per file: custom_id hash -> line
   static constexpr size_t kValidateBatch = 1024;  // lines per validation task
-  std::vector<Pending> chunk_;  // capacity opt_.chunk_lines, reserved once: never reallocates
-  size_t validated_ = 0;        // chunk_[0, validated_) are handed to validation tasks
+  std::vector<Pending> chunk_;          // capacity opt_.chunk_lines, reserved: never reallocates
+  size_t validated_ = 0;                // chunk_[0, validated_) are handed to validation tasks
+  std::vector<Pending> inserting_;      // the previous chunk, being inserted by the task
+  std::vector<Pending*> insert_order_;  // into inserting_, in rank order
+  Status insert_status_;                // the insert task's outcome
   size_t chunk_bytes_ = 0;
   int64_t next_rank_ = 1;
 };

@@ -36,13 +36,14 @@ struct IngestOptions {
 
 // Where one IngestFiles call spent its time (wall seconds), for benchmarks and logs.
 struct IngestTimings {
-  double read = 0;      // reading lines (and hashing the file)
-  double validate = 0;  // UTF-8, ParseBatchLine, PlanKey: on every core
-  double check = 0;     // duplicate custom_ids, error lines: in line order
-  double plan = 0;      // PlanPrefixes per chunk
-  double insert = 0;    // Store::InsertJob / InsertRequest
-  double finish = 0;    // FinishIngest (counts, hash)
-  double commit = 0;    // the one commit (WAL write and fsync)
+  double read = 0;         // reading lines (and hashing the file)
+  double validate = 0;     // UTF-8, ParseBatchLine, PlanKey: on every core
+  double check = 0;        // duplicate custom_ids, error lines: in line order
+  double plan = 0;         // PlanPrefixes per chunk
+  double insert = 0;       // Store::InsertJob / InsertRequest (a task: overlaps the next chunk)
+  double insert_wait = 0;  // waiting for the last insert task
+  double finish = 0;       // FinishIngest (counts, hash)
+  double commit = 0;       // the one commit (WAL write and fsync)
 };
 
 // The SHA-256 (hex) and size of a file. Errors name the path and strerror.
