@@ -86,7 +86,8 @@ if [ "$mode" = contents ]; then
     sh -n "$ctl/$script" || fail "$script is not valid sh"
   done
   # The postinst neither enables nor starts the service.
-  if grep -Eq 'systemctl[^#]*(enable|start)|deb-systemd-invoke +(start|restart)' "$ctl/postinst"; then
+  starts='systemctl[^#]*(enable|start)|deb-systemd-invoke +(start|restart)'
+  if grep -Eq "$starts" "$ctl/postinst"; then
     fail "postinst starts or enables the service"
   fi
   echo "contents: 5 files at their places, conffile, Depends: $depends"
@@ -150,7 +151,8 @@ echo "installed: binary, unit, snippets, conffile, user llmq, spool folders; not
 echo "--- reinstall with an edited config"
 echo "# edited by the test" >>/etc/llmq/llmq.yaml
 dpkg -i "$deb" || fail "reinstalling failed"
-tail -n 1 /etc/llmq/llmq.yaml | grep -qx '# edited by the test' || fail "the edited config was replaced"
+tail -n 1 /etc/llmq/llmq.yaml | grep -qx '# edited by the test' ||
+  fail "the edited config was replaced"
 
 echo "--- dpkg -r"
 echo '{}' >/var/lib/llmq/outbox/kept.results.jsonl

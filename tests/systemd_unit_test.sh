@@ -46,7 +46,8 @@ echo "systemd-analyze verify llmq.service: exit 0, no output"
 
 rc=0
 out=$(systemd-analyze security --offline=yes "$work/llmq.service" 2>&1) || rc=$?
-score=$(printf '%s\n' "$out" | sed -n 's/.*Overall exposure level for llmq\.service: \([0-9.]*\).*/\1/p')
+score=$(printf '%s\n' "$out" |
+  sed -n 's/.*Overall exposure level for llmq\.service: \([0-9.]*\).*/\1/p')
 if [ "$rc" -ne 0 ] || [ -z "$score" ]; then
   fail "systemd-analyze security (exit $rc) printed:
 $out"
