@@ -59,7 +59,7 @@ printf '%s\n' "$out" | grep '✗' || true
 echo "systemd-analyze security --offline=yes llmq.service: exposure $score (at most 2.0)"
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "(not root: the sysusers.d / tmpfiles.d snippets are checked by the .deb install test)"
+  echo "(not root: the sysusers.d / tmpfiles.d snippets are not applied; their chown needs root)"
   exit 0
 fi
 root=$work/root
