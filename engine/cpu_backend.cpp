@@ -36,6 +36,19 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w) : cfg_(cfg) {
                v = get("self_attn.v_proj.weight");
     L.qkv = kernels::PackedWeight::PackStacked({q.data(), k.data(), v.data()},
                                                {cfg.q_dim(), cfg.kv_dim(), cfg.kv_dim()}, H);
+    if (cfg.qkv_bias) {
+      L.qkv_bias = get("self_attn.q_proj.bias");
+      for (const char* name : {"self_attn.k_proj.bias", "self_attn.v_proj.bias"}) {
+        const std::vector<float> b = get(name);
+        L.qkv_bias.insert(L.qkv_bias.end(), b.begin(), b.end());
+      }
+      weight_bytes_ += L.qkv_bias.size() * sizeof(float);
+    }
+    if (cfg.qk_norm) {
+      L.q_norm = get("self_attn.q_norm.weight");
+      L.k_norm = get("self_attn.k_norm.weight");
+      weight_bytes_ += 2 * cfg.head_dim * sizeof(float);
+    }
     L.o = kernels::PackedWeight::Pack(get("self_attn.o_proj.weight").data(), H, cfg.q_dim());
     const auto g = get("mlp.gate_proj.weight"), u = get("mlp.up_proj.weight");
     L.gate_up = kernels::PackedWeight::PackStacked(
@@ -134,6 +147,14 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
     // Attention block.
     kernels::RmsNorm(x_.data(), L.attn_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());
     kernels::Gemm(xn_.data(), H, T, L.qkv, qkv_.data(), qkv_w);
+    if (!L.qkv_bias.empty())
+      kernels::AddBias(qkv_.data(), T, qkv_w, L.qkv_bias.data(), static_cast<int>(qkv_w));
+    if (!L.q_norm.empty()) {
+      kernels::HeadRmsNorm(qkv_.data(), T, qkv_w, cfg_.num_heads, D, L.q_norm.data(),
+                           cfg_.rms_norm_eps);
+      kernels::HeadRmsNorm(qkv_.data() + qd, T, qkv_w, cfg_.num_kv_heads, D, L.k_norm.data(),
+                           cfg_.rms_norm_eps);
+    }
     kernels::Rope(qkv_.data(), T, qkv_w, cfg_.num_heads, D, b.positions.data(), cos_sin_.data());
     kernels::Rope(qkv_.data() + qd, T, qkv_w, cfg_.num_kv_heads, D, b.positions.data(),
                   cos_sin_.data());

@@ -28,6 +28,9 @@ class CpuBackend : public Backend {
     std::vector<float> attn_norm;   // [H]
     std::vector<float> mlp_norm;    // [H]
     kernels::PackedWeight qkv;      // [q_dim + 2 kv_dim, H]  (q, k, v stacked)
+    std::vector<float> qkv_bias;    // [q_dim + 2 kv_dim] (q, k, v stacked); empty without biases
+    std::vector<float> q_norm;      // [head_dim]; empty without q/k norm
+    std::vector<float> k_norm;      // [head_dim]; empty without q/k norm
     kernels::PackedWeight o;        // [H, q_dim]
     kernels::PackedWeight gate_up;  // [2 I, H]  (gate, up stacked)
     kernels::PackedWeight down;     // [H, I]

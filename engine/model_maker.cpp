@@ -84,7 +84,11 @@ Status ShapeConfig(const std::string& name, ModelConfig* cfg, DType* dtype) {
 std::string ConfigJson(const ModelConfig& c, DType dtype) {
   json j;
   j["architectures"] = {c.architecture};
-  j["model_type"] = c.architecture == "MistralForCausalLM" ? "mistral" : "llama";
+  j["model_type"] = c.architecture == "MistralForCausalLM" ? "mistral"
+                    : c.architecture == "Qwen2ForCausalLM" ? "qwen2"
+                    : c.architecture == "Qwen3ForCausalLM" ? "qwen3"
+                                                           : "llama";
+  if (c.architecture == "MistralForCausalLM") j["sliding_window"] = nullptr;  // full attention
   j["hidden_size"] = c.hidden_size;
   j["intermediate_size"] = c.intermediate_size;
   j["num_hidden_layers"] = c.num_layers;
@@ -137,23 +141,35 @@ Status WriteRandomModel(const ModelConfig& c, DType dtype, uint64_t seed,
   auto lin = [&](const std::string& name, int64_t out, int64_t in) {
     return MakeTensor(name, {out, in}, dtype, &rng, std::sqrt(3.0f / in), 0.f);
   };
-  auto norm = [&](const std::string& name) {
-    return MakeTensor(name, {H}, dtype, &rng, 0.2f, 1.0f);
+  auto norm = [&](const std::string& name, int64_t n) {
+    return MakeTensor(name, {n}, dtype, &rng, 0.2f, 1.0f);
   };
   std::vector<RandomTensor> ts;
   ts.push_back(MakeTensor("model.embed_tokens.weight", {V, H}, dtype, &rng, std::sqrt(3.0f), 0.f));
   for (int l = 0; l < c.num_layers; ++l) {
-    ts.push_back(norm(LayerTensorName(l, "input_layernorm.weight")));
+    ts.push_back(norm(LayerTensorName(l, "input_layernorm.weight"), H));
     ts.push_back(lin(LayerTensorName(l, "self_attn.q_proj.weight"), Q, H));
     ts.push_back(lin(LayerTensorName(l, "self_attn.k_proj.weight"), KV, H));
     ts.push_back(lin(LayerTensorName(l, "self_attn.v_proj.weight"), KV, H));
     ts.push_back(lin(LayerTensorName(l, "self_attn.o_proj.weight"), H, Q));
-    ts.push_back(norm(LayerTensorName(l, "post_attention_layernorm.weight")));
+    if (c.qkv_bias) {  // Qwen2: [Q], [KV], [KV]
+      auto bias = [&](const char* suffix, int64_t n) {
+        return MakeTensor(LayerTensorName(l, suffix), {n}, dtype, &rng, 0.5f, 0.f);
+      };
+      ts.push_back(bias("self_attn.q_proj.bias", Q));
+      ts.push_back(bias("self_attn.k_proj.bias", KV));
+      ts.push_back(bias("self_attn.v_proj.bias", KV));
+    }
+    if (c.qk_norm) {  // Qwen3: [head_dim] each
+      ts.push_back(norm(LayerTensorName(l, "self_attn.q_norm.weight"), c.head_dim));
+      ts.push_back(norm(LayerTensorName(l, "self_attn.k_norm.weight"), c.head_dim));
+    }
+    ts.push_back(norm(LayerTensorName(l, "post_attention_layernorm.weight"), H));
     ts.push_back(lin(LayerTensorName(l, "mlp.gate_proj.weight"), I, H));
     ts.push_back(lin(LayerTensorName(l, "mlp.up_proj.weight"), I, H));
     ts.push_back(lin(LayerTensorName(l, "mlp.down_proj.weight"), H, I));
   }
-  ts.push_back(norm("model.norm.weight"));
+  ts.push_back(norm("model.norm.weight", H));
   if (!c.tie_word_embeddings) ts.push_back(lin("lm_head.weight", V, H));
   std::vector<TensorToWrite> specs;
   for (RandomTensor& t : ts) {

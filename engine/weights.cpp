@@ -24,27 +24,30 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// A tensor the config requires: its name, expected shape, and how that shape follows from the
-// config (for messages).
+// A tensor the config requires: its name, expected shape, how that shape follows from the config
+// and why the config requires it at all (for messages).
 struct Required {
   std::string name;
   std::vector<int64_t> shape;
   const char* why;
-  bool per_layer;
+  std::string needed_because;
 };
 
 std::vector<Required> RequiredTensors(const ModelConfig& c) {
   const int64_t h = c.hidden_size, v = c.vocab_size, in = c.intermediate_size;
   const int64_t q = int64_t{c.num_heads} * c.head_dim, kv = int64_t{c.num_kv_heads} * c.head_dim;
   std::vector<Required> r = {
-      {"model.embed_tokens.weight", {v, h}, "vocab_size x hidden_size", false},
-      {"model.norm.weight", {h}, "hidden_size", false},
+      {"model.embed_tokens.weight", {v, h}, "vocab_size x hidden_size", ""},
+      {"model.norm.weight", {h}, "hidden_size", ""},
   };
   if (!c.tie_word_embeddings)
-    r.push_back({"lm_head.weight", {v, h}, "vocab_size x hidden_size", false});
+    r.push_back(
+        {"lm_head.weight", {v, h}, "vocab_size x hidden_size", "tie_word_embeddings is false"});
+  const std::string layers = "num_hidden_layers is " + std::to_string(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
+    std::string because = layers;
     auto add = [&](const char* suffix, std::vector<int64_t> shape, const char* why) {
-      r.push_back({LayerTensorName(i, suffix), std::move(shape), why, true});
+      r.push_back({LayerTensorName(i, suffix), std::move(shape), why, because});
     };
     add("input_layernorm.weight", {h}, "hidden_size");
     add("post_attention_layernorm.weight", {h}, "hidden_size");
@@ -55,8 +58,35 @@ std::vector<Required> RequiredTensors(const ModelConfig& c) {
     add("mlp.gate_proj.weight", {in, h}, "intermediate_size x hidden_size");
     add("mlp.up_proj.weight", {in, h}, "intermediate_size x hidden_size");
     add("mlp.down_proj.weight", {h, in}, "hidden_size x intermediate_size");
+    if (c.qkv_bias) {
+      because = layers + "; " + c.architecture + " has q/k/v projection biases";
+      add("self_attn.q_proj.bias", {q}, "num_attention_heads*head_dim");
+      add("self_attn.k_proj.bias", {kv}, "num_key_value_heads*head_dim");
+      add("self_attn.v_proj.bias", {kv}, "num_key_value_heads*head_dim");
+    }
+    if (c.qk_norm) {
+      because = layers + "; " + c.architecture + " normalizes q and k per head";
+      add("self_attn.q_norm.weight", {c.head_dim}, "head_dim");
+      add("self_attn.k_norm.weight", {c.head_dim}, "head_dim");
+    }
   }
   return r;
+}
+
+// True for a layer tensor that some family uses but `c`'s does not (a q/k/v bias, a q/k norm) and
+// for any other layer bias: loading it under this architecture would silently drop it.
+bool IsForeignLayerTensor(const ModelConfig& c, const std::string& name) {
+  const std::string prefix = "model.layers.";
+  if (name.rfind(prefix, 0) != 0) return false;
+  const size_t dot = name.find('.', prefix.size());
+  if (dot == std::string::npos) return false;
+  const std::string suffix = name.substr(dot + 1);  // "self_attn.q_proj.bias"
+  const bool qkv_bias = suffix == "self_attn.q_proj.bias" || suffix == "self_attn.k_proj.bias" ||
+                        suffix == "self_attn.v_proj.bias";
+  const bool qk_norm = suffix == "self_attn.q_norm.weight" || suffix == "self_attn.k_norm.weight";
+  if (qkv_bias) return !c.qkv_bias;
+  if (qk_norm) return !c.qk_norm;
+  return suffix.ends_with(".bias");
 }
 
 Status ReadText(const std::string& path, std::string* out) {
@@ -169,16 +199,20 @@ Status Weights::Load(const std::string& dir, const ModelConfig& cfg,
   for (const Required& r : RequiredTensors(cfg)) {
     const TensorView* t = w->Find(r.name);
     if (t == nullptr) {
-      std::string why = r.per_layer
-                            ? " (num_hidden_layers is " + std::to_string(cfg.num_layers) + ")"
-                        : r.name == "lm_head.weight" ? " (tie_word_embeddings is false)"
-                                                     : "";
-      return Status::NotFound(where + ": required tensor '" + r.name + "' is missing" + why);
+      return Status::NotFound(where + ": required tensor '" + r.name + "' is missing" +
+                              (r.needed_because.empty() ? "" : " (" + r.needed_because + ")"));
     }
     if (t->shape != r.shape)
       return Status::InvalidArgument(t->file + ": tensor '" + r.name + "' has shape " +
                                      ShapeString(t->shape) + ", expected " + ShapeString(r.shape) +
                                      " (" + r.why + ")");
+  }
+  for (const auto& [name, t] : w->tensors_) {
+    if (!IsForeignLayerTensor(cfg, name)) continue;
+    return Status::Unsupported(t.file + ": tensor '" + name + "' is not part of " +
+                               cfg.architecture +
+                               " (its config.json 'architectures'); a checkpoint of another "
+                               "family, or a variant llmq does not implement");
   }
   *out = std::move(w);
   return Status::Ok();

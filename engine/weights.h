@@ -37,8 +37,13 @@ class Weights {
   //   per layer i, model.layers.i.{input_layernorm,post_attention_layernorm}.weight [hidden],
   //   self_attn.q_proj [heads*head_dim, hidden], k_proj/v_proj [kv_heads*head_dim, hidden],
   //   o_proj [hidden, heads*head_dim], mlp.gate_proj/up_proj [intermediate, hidden],
-  //   mlp.down_proj [hidden, intermediate].
-  // Errors name the file and the tensor (missing, wrong shape, unsupported dtype, ...).
+  //   mlp.down_proj [hidden, intermediate];
+  //   with cfg.qkv_bias (Qwen2) self_attn.q_proj.bias [heads*head_dim],
+  //   self_attn.{k,v}_proj.bias [kv_heads*head_dim];
+  //   with cfg.qk_norm (Qwen3) self_attn.{q,k}_norm.weight [head_dim].
+  // A layer bias or q/k norm the architecture does not use is refused (it would be dropped);
+  // other extra tensors are ignored. Errors name the file and the tensor (missing, wrong shape,
+  // unsupported dtype, ...).
   static Status Load(const std::string& dir, const ModelConfig& cfg, std::unique_ptr<Weights>* out);
 
   const TensorView* Find(const std::string& name) const;

@@ -25,6 +25,7 @@ struct Case {
   bool tied;
   RopeScaling::Type scaling;
   DType dtype;
+  const char* arch = "LlamaForCausalLM";  // the family: its q/k/v biases or q/k norm
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -35,6 +36,7 @@ ModelConfig ConfigFor(const Case& c) {
   ModelConfig cfg;
   DType unused;
   EXPECT_TRUE(ShapeConfig("tiny", &cfg, &unused).ok());
+  EXPECT_TRUE(SetArchitecture(c.arch, "test", &cfg).ok());
   cfg.num_heads = c.heads;
   cfg.num_kv_heads = c.kv_heads;
   cfg.head_dim = c.head_dim;
@@ -99,22 +101,34 @@ TEST_P(CpuBackendVsReference, LogitsMatchPlainForwardAtEveryPosition) {
   RecordProperty("worst_relative_error", std::to_string(worst));
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CpuBackendVsReference,
-                         ::testing::Values(Case{"gqa_untied", 4, 2, 16, 64, 3, false,
-                                                RopeScaling::Type::kNone, DType::kF32},
-                                           Case{"mha_tied_linear", 4, 4, 16, 64, 2, true,
-                                                RopeScaling::Type::kLinear, DType::kF32},
-                                           Case{"mqa_llama3_bf16", 8, 1, 8, 48, 3, false,
-                                                RopeScaling::Type::kLlama3, DType::kBF16},
-                                           Case{"gqa_headdim_llama3", 8, 2, 16, 96, 3, false,
-                                                RopeScaling::Type::kLlama3, DType::kF16}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CpuBackendVsReference,
+    ::testing::Values(
+        Case{"gqa_untied", 4, 2, 16, 64, 3, false, RopeScaling::Type::kNone, DType::kF32},
+        Case{"mha_tied_linear", 4, 4, 16, 64, 2, true, RopeScaling::Type::kLinear, DType::kF32},
+        Case{"mqa_llama3_bf16", 8, 1, 8, 48, 3, false, RopeScaling::Type::kLlama3, DType::kBF16},
+        Case{"gqa_headdim_llama3", 8, 2, 16, 96, 3, false, RopeScaling::Type::kLlama3, DType::kF16},
+        // Llama 3.2's shape: tied head, llama3 scaling.
+        Case{"llama32_tied", 4, 2, 16, 64, 2, true, RopeScaling::Type::kLlama3, DType::kBF16},
+        Case{"mistral_gqa", 8, 2, 8, 64, 2, false, RopeScaling::Type::kNone, DType::kF32,
+             "MistralForCausalLM"},
+        // q/k/v biases, MQA, tied and untied.
+        Case{"qwen2_bias_tied", 4, 1, 16, 64, 2, true, RopeScaling::Type::kNone, DType::kBF16,
+             "Qwen2ForCausalLM"},
+        Case{"qwen2_bias_untied", 8, 2, 8, 64, 2, false, RopeScaling::Type::kNone, DType::kF32,
+             "Qwen2ForCausalLM"},
+        // q/k norm, head_dim 32 so q_dim 128 != hidden 64.
+        Case{"qwen3_qknorm_headdim", 4, 2, 32, 64, 2, true, RopeScaling::Type::kNone, DType::kBF16,
+             "Qwen3ForCausalLM"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
-class CpuBackendInvariance : public ::testing::Test {
+// Over every family: the q/k/v biases and the per-head q/k norm are per-row ops too.
+class CpuBackendInvariance : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    cfg_ = ConfigFor({"inv", 8, 2, 16, 96, 3, false, RopeScaling::Type::kLlama3, DType::kF32});
-    dir_ = testing::TmpDir("invariance");
+    cfg_ = ConfigFor(
+        {"inv", 8, 2, 16, 96, 3, false, RopeScaling::Type::kLlama3, DType::kF32, GetParam()});
+    dir_ = testing::TmpDir(std::string("invariance_") + GetParam());
     ASSERT_TRUE(WriteRandomModel(cfg_, DType::kF32, 5, dir_).ok());
     ASSERT_TRUE(Weights::Load(dir_, cfg_, &w_).ok());
   }
@@ -123,7 +137,7 @@ class CpuBackendInvariance : public ::testing::Test {
   std::unique_ptr<Weights> w_;
 };
 
-TEST_F(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
+TEST_P(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
   CpuBackend whole(cfg_, *w_), chunked(cfg_, *w_);
   const int bs = 16, n = 77, V = cfg_.vocab_size;
   ASSERT_TRUE(whole.AllocateKv(16, bs).ok());
@@ -146,6 +160,13 @@ TEST_F(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
   }
   omp_set_num_threads(threads);
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, CpuBackendInvariance,
+                         ::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM",
+                                           "Qwen3ForCausalLM"),
+                         [](const auto& info) {
+                           return std::string(info.param).substr(0, 5);  // Llama, Qwen2, Qwen3
+                         });
 
 }  // namespace
 }  // namespace llmq

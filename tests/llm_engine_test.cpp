@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "engine/cpu_backend.h"
@@ -45,13 +46,15 @@ class LlmEngineTest : public ::testing::Test {
     return reqs;
   }
 
-  static std::map<std::string, RequestOutput> Run(const std::vector<Request>& reqs, int budget) {
-    CpuBackend be(cfg_, *w_);
+  // `cfg` is cfg_ unless a test changes what the backend does not read (the EOS ids).
+  static std::map<std::string, RequestOutput> Run(const std::vector<Request>& reqs, int budget,
+                                                  const ModelConfig& cfg = cfg_) {
+    CpuBackend be(cfg, *w_);
     EngineOptions opt;
     opt.num_blocks = 128;
     opt.scheduler.max_num_batched_tokens = budget;
     std::unique_ptr<LlmEngine> engine;
-    EXPECT_TRUE(LlmEngine::Create(cfg_, &be, nullptr, opt, &engine).ok());
+    EXPECT_TRUE(LlmEngine::Create(cfg, &be, nullptr, opt, &engine).ok());
     for (const Request& r : reqs) engine->Add(r);
     std::map<std::string, RequestOutput> out;
     std::vector<RequestOutput> step;
@@ -93,6 +96,28 @@ TEST_F(LlmEngineTest, DifferentSeedsGiveDifferentSamples) {
   reqs[1].params.seed = 4242;
   const auto out = Run(reqs, 2048);
   EXPECT_NE(out.at(reqs[0].id).completions[0].ids, out.at("other").completions[0].ids);
+}
+
+// Llama 3 and Qwen list several EOS ids (generation_config.json): each of them stops, and ends the
+// completion; ignore_eos ignores them all.
+TEST_F(LlmEngineTest, EveryEosIdStops) {
+  std::vector<Request> reqs = Prompts(1);
+  reqs[0].params.temperature = 0;
+  reqs[0].params.max_tokens = 12;
+  const std::vector<int32_t> free_run = Run(reqs, 2048).at(reqs[0].id).completions[0].ids;
+  ASSERT_EQ(free_run.size(), 12u);
+  const int32_t stop = free_run[5];
+  const size_t first = std::find(free_run.begin(), free_run.end(), stop) - free_run.begin();
+  int32_t unused = 0;  // an id greedy never produces here, listed first
+  while (std::find(free_run.begin(), free_run.end(), unused) != free_run.end()) ++unused;
+  ModelConfig cfg = cfg_;
+  cfg.eos_token_ids = {unused, stop};
+  reqs[0].params.ignore_eos = false;
+  const Completion c = Run(reqs, 2048, cfg).at(reqs[0].id).completions[0];
+  EXPECT_EQ(c.finish_reason, "stop");
+  EXPECT_EQ(c.ids, std::vector<int32_t>(free_run.begin(), free_run.begin() + first + 1));
+  reqs[0].params.ignore_eos = true;
+  EXPECT_EQ(Run(reqs, 2048, cfg).at(reqs[0].id).completions[0].ids, free_run);
 }
 
 TEST_F(LlmEngineTest, RejectsWhatCanNeverRun) {

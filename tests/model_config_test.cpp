@@ -28,12 +28,27 @@ std::string ModelDir(const char* name) {
   GTEST_SKIP() << "shared model " << dir << " not present (LLMQ_SHARED_DIR=" << LLMQ_SHARED_DIR \
                << ")"
 
-// A minimal valid Llama config; `extra` is spliced in as more top-level fields.
-std::string Config(const std::string& extra = "") {
-  return R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+// A minimal valid config of `arch`; `extra` is spliced in as more top-level fields.
+std::string ConfigOf(const std::string& arch, const std::string& extra) {
+  return R"({"architectures": [")" + arch + R"("], "hidden_size": 64, "intermediate_size": 128,
              "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100,
              "max_position_embeddings": 256)" +
          (extra.empty() ? "" : ", " + extra) + "}";
+}
+
+// A minimal valid Llama config; `extra` is spliced in as more top-level fields.
+std::string Config(const std::string& extra = "") {
+  return ConfigOf("LlamaForCausalLM", extra);
+}
+
+// Parses `text` and expects kUnsupported with every needle in the message.
+void ExpectUnsupported(const std::string& text, const std::vector<std::string>& needles) {
+  SCOPED_TRACE(text);
+  ModelConfig c;
+  Status s = ParseModelConfig(text, "/m/config.json", &c);
+  EXPECT_EQ(s.code(), Status::Code::kUnsupported) << s.message();
+  for (const std::string& n : needles)
+    EXPECT_NE(s.message().find(n), std::string::npos) << s.message();
 }
 
 TEST(ModelConfigTest, LoadsStories260K) {
@@ -89,6 +104,142 @@ TEST(ModelConfigTest, LoadsTinyLlama3) {
   EXPECT_EQ(c.torch_dtype, "bfloat16");
   EXPECT_EQ(c.q_dim(), 128);
   EXPECT_EQ(c.RopeInvFreq().size(), 8u);
+}
+
+TEST(ModelConfigTest, LoadsTinyQwen3) {
+  const std::string dir = ModelDir("tiny-qwen3");
+  SKIP_IF_NO_CONFIG(dir);
+  ModelConfig c;
+  Status s = LoadModelConfig(dir, &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(c.architecture, "Qwen3ForCausalLM");
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_EQ(c.head_dim, 32);  // explicit: q_dim 128 is twice hidden_size
+  EXPECT_EQ(c.q_dim(), 128);
+  EXPECT_EQ(c.kv_dim(), 64);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1000000.0);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::kNone);  // "rope_scaling": null
+  // config.json says 151645; generation_config.json's list wins: both stop.
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int>{151645, 151643}));
+  EXPECT_EQ(c.vocab_size, 151936);
+}
+
+TEST(ModelConfigTest, LoadsTinyQwen2) {
+  const std::string dir = ModelDir("tiny-qwen2");
+  SKIP_IF_NO_CONFIG(dir);
+  ModelConfig c;
+  Status s = LoadModelConfig(dir, &c);
+  ASSERT_TRUE(s.ok()) << s.message();  // sliding_window 4096 with use_sliding_window false
+  EXPECT_EQ(c.architecture, "Qwen2ForCausalLM");
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_EQ(c.num_kv_heads, 1);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int>{151645, 151643}));
+  // Biases count: 2 layers x (64 + 16 + 16).
+  ModelConfig no_bias = c;
+  no_bias.qkv_bias = false;
+  EXPECT_EQ(c.NumParams() - no_bias.NumParams(), 2 * (64 + 16 + 16));
+}
+
+TEST(ModelConfigTest, LoadsTinyLlama32) {
+  const std::string dir = ModelDir("tiny-llama32");
+  SKIP_IF_NO_CONFIG(dir);
+  ModelConfig c;
+  Status s = LoadModelConfig(dir, &c);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(c.architecture, "LlamaForCausalLM");
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::kLlama3);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 32.0);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int>{128001, 128008, 128009}));
+  EXPECT_EQ(c.bos_token_id, 128000);
+}
+
+TEST(ModelConfigTest, FamiliesSetTheirFlags) {
+  struct Want {
+    const char* arch;
+    bool qkv_bias, qk_norm;
+  };
+  for (const Want& w :
+       {Want{"LlamaForCausalLM", false, false}, Want{"MistralForCausalLM", false, false},
+        Want{"Qwen2ForCausalLM", true, false}, Want{"Qwen3ForCausalLM", false, true}}) {
+    ModelConfig c;
+    Status s = ParseModelConfig(ConfigOf(w.arch, ""), "/m/config.json", &c);
+    ASSERT_TRUE(s.ok()) << w.arch << ": " << s.message();
+    EXPECT_EQ(c.architecture, w.arch);
+    EXPECT_EQ(c.qkv_bias, w.qkv_bias) << w.arch;
+    EXPECT_EQ(c.qk_norm, w.qk_norm) << w.arch;
+  }
+}
+
+TEST(ModelConfigTest, UnknownArchitectureIsNamedWithTheSupportedList) {
+  ExpectUnsupported(ConfigOf("GemmaForCausalLM", ""),
+                    {"/m/config.json", "'architectures'", "'GemmaForCausalLM'",
+                     "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"});
+  ExpectUnsupported(ConfigOf("Qwen2MoeForCausalLM", ""), {"'Qwen2MoeForCausalLM'"});
+}
+
+TEST(ModelConfigTest, MistralSlidingWindowThatMattersIsRefused) {
+  const std::string mistral = "MistralForCausalLM";
+  ExpectUnsupported(
+      ConfigOf(mistral, R"("sliding_window": 128)"),
+      {"/m/config.json", "'sliding_window' is 128", "narrower than max_position_embeddings 256",
+       "not implemented", "MistralForCausalLM"});
+  // Absent means Hugging Face's default, 4096: it matters once the context is longer.
+  std::string long_context = ConfigOf(mistral, "");
+  long_context.replace(long_context.find("256"), 3, "32768");  // max_position_embeddings
+  ExpectUnsupported(long_context, {"'sliding_window' is 4096 (the default when absent)",
+                                   "narrower than max_position_embeddings 32768"});
+  ModelConfig c;
+  for (const char* fine :
+       {R"("sliding_window": null)", R"("sliding_window": 256)", R"("sliding_window": 4096)", ""}) {
+    Status s = ParseModelConfig(ConfigOf(mistral, fine), "/m/config.json", &c);
+    EXPECT_TRUE(s.ok()) << fine << ": " << s.message();
+  }
+  // Llama has no sliding window: the field is not its.
+  EXPECT_TRUE(ParseModelConfig(Config(R"("sliding_window": 16)"), "c", &c).ok());
+  Status s = ParseModelConfig(ConfigOf(mistral, R"("sliding_window": "wide")"), "c", &c);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.message();
+}
+
+TEST(ModelConfigTest, QwenSlidingWindowMattersOnlyWhenUsed) {
+  for (const char* arch : {"Qwen2ForCausalLM", "Qwen3ForCausalLM"}) {
+    SCOPED_TRACE(arch);
+    // Layers max_window_layers and up slide when use_sliding_window is true.
+    ExpectUnsupported(
+        ConfigOf(arch, R"("sliding_window": 128, "use_sliding_window": true,
+                          "max_window_layers": 1)"),
+        {"'sliding_window' is 128", "layers 1 and up", "use_sliding_window is true", arch});
+    ModelConfig c;
+    for (const char* fine :
+         {R"("sliding_window": 128, "use_sliding_window": false, "max_window_layers": 1)",
+          R"("sliding_window": 128, "use_sliding_window": true, "max_window_layers": 2)",
+          R"("sliding_window": 128, "use_sliding_window": true)",  // default 28 layers: none
+          R"("sliding_window": 256, "use_sliding_window": true, "max_window_layers": 0)",
+          R"("sliding_window": null, "use_sliding_window": true, "max_window_layers": 0)"}) {
+      Status s = ParseModelConfig(ConfigOf(arch, fine), "/m/config.json", &c);
+      EXPECT_TRUE(s.ok()) << fine << ": " << s.message();
+    }
+  }
+}
+
+TEST(ModelConfigTest, BiasesOutsideQwen2AreRefused) {
+  ExpectUnsupported(Config(R"("attention_bias": true)"),
+                    {"'attention_bias' true is not supported for LlamaForCausalLM"});
+  ExpectUnsupported(ConfigOf("Qwen3ForCausalLM", R"("attention_bias": true)"),
+                    {"'attention_bias'", "Qwen3ForCausalLM"});
+  ExpectUnsupported(ConfigOf("Qwen2ForCausalLM", R"("mlp_bias": true)"), {"'mlp_bias'"});
+  // Qwen2 has its q/k/v biases whatever the field says.
+  ModelConfig c;
+  ASSERT_TRUE(
+      ParseModelConfig(ConfigOf("Qwen2ForCausalLM", R"("attention_bias": true)"), "c", &c).ok());
+  EXPECT_TRUE(c.qkv_bias);
 }
 
 TEST(ModelConfigTest, DefaultsAndDerivedFields) {

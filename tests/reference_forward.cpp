@@ -42,6 +42,12 @@ Vec RmsNorm(const Vec& x, const Mat& w, double eps) {
   return y;
 }
 
+// RmsNorm of one head's d values in place.
+void NormHead(double* x, int d, const Mat& w, double eps) {
+  const Vec y = RmsNorm(Vec(x, x + d), w, eps);
+  std::copy(y.begin(), y.end(), x);
+}
+
 // rotate_half: out = x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1).
 void Rope(double* x, int d, int pos, const std::vector<double>& inv_freq) {
   const int half = d / 2;
@@ -65,6 +71,8 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelConfig& cfg, const W
   const Mat final_norm = Load(w, "model.norm.weight");
   struct Layer {
     Mat in_norm, post_norm, q, k, v, o, gate, up, down;
+    Mat q_bias, k_bias, v_bias;  // [heads*D], [kv_heads*D], [kv_heads*D] (Qwen2); else empty
+    Mat q_norm, k_norm;          // [D] each (Qwen3); else empty
   };
   std::vector<Layer> layers(cfg.num_layers);
   for (int l = 0; l < cfg.num_layers; ++l) {
@@ -74,6 +82,15 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelConfig& cfg, const W
                  g("self_attn.v_proj.weight"), g("self_attn.o_proj.weight"),
                  g("mlp.gate_proj.weight"),    g("mlp.up_proj.weight"),
                  g("mlp.down_proj.weight")};
+    if (cfg.qkv_bias) {
+      layers[l].q_bias = g("self_attn.q_proj.bias");
+      layers[l].k_bias = g("self_attn.k_proj.bias");
+      layers[l].v_bias = g("self_attn.v_proj.bias");
+    }
+    if (cfg.qk_norm) {
+      layers[l].q_norm = g("self_attn.q_norm.weight");
+      layers[l].k_norm = g("self_attn.k_norm.weight");
+    }
   }
   // Contiguous cache: keys[l][pos] = [nkv * D].
   std::vector<std::vector<Vec>> keys(cfg.num_layers), values(cfg.num_layers);
@@ -85,6 +102,15 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelConfig& cfg, const W
       const Layer& L = layers[l];
       const Vec xn = RmsNorm(x, L.in_norm, cfg.rms_norm_eps);
       Vec q = MatVec(L.q, xn), k = MatVec(L.k, xn), v = MatVec(L.v, xn);
+      if (cfg.qkv_bias) {  // nn.Linear(bias=True): W x + b
+        for (size_t i = 0; i < q.size(); ++i) q[i] += L.q_bias.v[i];
+        for (size_t i = 0; i < k.size(); ++i) k[i] += L.k_bias.v[i];
+        for (size_t i = 0; i < v.size(); ++i) v[i] += L.v_bias.v[i];
+      }
+      if (cfg.qk_norm) {  // Qwen3: RMSNorm over each head's D values, before RoPE
+        for (int h = 0; h < nh; ++h) NormHead(&q[h * D], D, L.q_norm, cfg.rms_norm_eps);
+        for (int h = 0; h < nkv; ++h) NormHead(&k[h * D], D, L.k_norm, cfg.rms_norm_eps);
+      }
       for (int h = 0; h < nh; ++h) Rope(&q[h * D], D, static_cast<int>(pos), inv_freq);
       for (int h = 0; h < nkv; ++h) Rope(&k[h * D], D, static_cast<int>(pos), inv_freq);
       keys[l].push_back(k);

@@ -1,6 +1,7 @@
-// The plain, obviously-right Llama forward the CPU backend is checked against: double
+// The plain, obviously-right decoder forward the CPU backend is checked against: double
 // accumulation, weights widened to double, a contiguous KV cache, one sequence, no batching.
-// Written from the Hugging Face modeling_llama definitions, sharing no code with engine/ or
+// Written from the Hugging Face modeling_llama definitions (plus modeling_qwen2's q/k/v biases and
+// modeling_qwen3's per-head q/k RMSNorm before RoPE), sharing no code with engine/ or
 // kernels/ except the config and weight loading.
 #pragma once
 

@@ -1,11 +1,17 @@
 // The real binary against the independent references in ../shared: stories260K (llama2.c, fp32)
-// and tiny-llama3 (a float64 Hugging Face forward: BF16, head_dim, GQA 4:1, llama3 rope scaling).
+// and tiny-llama3 (a float64 Hugging Face forward: BF16, head_dim, GQA 4:1, llama3 rope scaling);
+// and the forward of the newer families against theirs: tiny-qwen3 (q/k norm, head_dim 32),
+// tiny-qwen2 (q/k/v biases, MQA) and tiny-llama32 (Llama 3.2: tied head, llama3 scaling, three
+// EOS ids), each from its references' prompt_ids (their tokenizer.json is checked elsewhere).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "engine/cpu_backend.h"
+#include "engine/llm_engine.h"
 #include "engine/model.h"
 #include "tests/reference_forward.h"
 #include "tests/test_util.h"
@@ -85,6 +91,70 @@ TEST(ReferenceModels, TinyLlama3LastPromptLogitsWithin1e4) {
       ASSERT_LE(std::abs(logits[i] - want[i]), 1e-4 * std::max(std::abs(want[i]), max_ref * 0.01))
           << f << " logit " << i << ": got " << logits[i] << " want " << want[i];
   }
+}
+
+// Config + weights + the CPU backend + the engine (no tokenizer: ids only) on every reference's
+// prompt_ids, greedily: the completion ids (with the stop token when one stopped it) and the finish
+// reason must equal the float64 forward's; the model's EOS ids must be the reference's stop ids.
+void CheckForwardGreedy(const std::string& dir, size_t min_refs) {
+  ModelConfig cfg;
+  Status st = LoadModelConfig(dir, &cfg);
+  ASSERT_TRUE(st.ok()) << st.message();
+  std::unique_ptr<Weights> w;
+  st = Weights::Load(dir, cfg, &w);
+  ASSERT_TRUE(st.ok()) << st.message();
+  CpuBackend backend(cfg, *w);
+  EngineOptions opt;
+  opt.num_blocks = 64;
+  std::unique_ptr<LlmEngine> engine;
+  st = LlmEngine::Create(cfg, &backend, /*tokenizer=*/nullptr, opt, &engine);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const auto refs = References(dir);
+  ASSERT_GE(refs.size(), min_refs) << dir;
+  std::map<std::string, json> want;
+  for (const fs::path& f : refs) {
+    const json ref = ReadJson(f);
+    EXPECT_EQ(json(cfg.eos_token_ids), ref["stop_token_ids"]) << f;
+    Request r;
+    r.id = f.filename().string();
+    r.prompt_ids = ref["prompt_ids"].get<std::vector<int32_t>>();
+    r.params.max_tokens = ref["max_tokens"].get<int>();
+    r.params.temperature = 0;
+    engine->Add(r);
+    want[r.id] = ref;
+  }
+  std::vector<RequestOutput> done;
+  while (engine->HasWork()) {
+    st = engine->Step(&done);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
+  ASSERT_EQ(done.size(), want.size());
+  for (const RequestOutput& o : done) {
+    ASSERT_TRUE(o.ok()) << o.id << ": " << o.error;
+    const json& ref = want.at(o.id);
+    ASSERT_EQ(o.completions.size(), 1u);
+    EXPECT_EQ(json(o.completions[0].ids), ref["completion_ids"])
+        << o.id << " (min_top2_margin " << ref["min_top2_margin"] << ")";
+    EXPECT_EQ(o.completions[0].finish_reason, ref["finish_reason"]) << o.id;
+  }
+}
+
+TEST(ReferenceModels, TinyQwen3ForwardReproducesFloat64GreedyIds) {
+  const std::string dir = testing::SharedModel("tiny-qwen3");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-qwen3");
+  CheckForwardGreedy(dir, 3);
+}
+
+TEST(ReferenceModels, TinyQwen2ForwardReproducesFloat64GreedyIds) {
+  const std::string dir = testing::SharedModel("tiny-qwen2");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-qwen2");
+  CheckForwardGreedy(dir, 2);
+}
+
+TEST(ReferenceModels, TinyLlama32ForwardReproducesFloat64GreedyIds) {
+  const std::string dir = testing::SharedModel("tiny-llama32");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-llama32");
+  CheckForwardGreedy(dir, 2);
 }
 
 }  // namespace

@@ -73,6 +73,21 @@ ModelConfig SmallConfig(bool tied) {
   return c;
 }
 
+// Loads a model folder's config and weights, expecting success.
+void LoadDir(const std::string& dir, std::unique_ptr<Weights>* w) {
+  ModelConfig c;
+  ASSERT_TRUE(LoadModelConfig(dir, &c).ok());
+  Status s = Weights::Load(dir, c, w);
+  ASSERT_TRUE(s.ok()) << s.message();
+}
+
+// SmallConfig of another family (its q/k/v biases or q/k norms).
+ModelConfig SmallConfigOf(const char* arch, bool tied) {
+  ModelConfig c = SmallConfig(tied);
+  EXPECT_TRUE(SetArchitecture(arch, "test", &c).ok());
+  return c;
+}
+
 // Every tensor the config requires, with the right shapes, in Hugging Face order.
 std::vector<Owned> SyntheticModel(const ModelConfig& c, DType dt) {
   const int64_t h = c.hidden_size, in = c.intermediate_size, v = c.vocab_size;
@@ -93,6 +108,15 @@ std::vector<Owned> SyntheticModel(const ModelConfig& c, DType dt) {
     add("mlp.gate_proj.weight", {in, h});
     add("mlp.up_proj.weight", {in, h});
     add("mlp.down_proj.weight", {h, in});
+    if (c.qkv_bias) {
+      add("self_attn.q_proj.bias", {q});
+      add("self_attn.k_proj.bias", {kv});
+      add("self_attn.v_proj.bias", {kv});
+    }
+    if (c.qk_norm) {
+      add("self_attn.q_norm.weight", {c.head_dim});
+      add("self_attn.k_norm.weight", {c.head_dim});
+    }
   }
   t.push_back(MakeTensor("model.norm.weight", dt, {h}, seed++));
   if (!c.tie_word_embeddings) t.push_back(MakeTensor("lm_head.weight", dt, {v, h}, seed++));
@@ -150,11 +174,8 @@ TEST(WeightsTest, LayerTensorName) {
 TEST(WeightsTest, LoadsStories260K) {
   const std::string dir = ModelDir("stories260K");
   SKIP_IF_NO_MODEL(dir);
-  ModelConfig c;
-  ASSERT_TRUE(LoadModelConfig(dir, &c).ok());
   std::unique_ptr<Weights> w;
-  Status s = Weights::Load(dir, c, &w);
-  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_NO_FATAL_FAILURE(LoadDir(dir, &w));
   const TensorView& e = w->Get("model.embed_tokens.weight");
   EXPECT_EQ(e.dtype, DType::kF32);
   EXPECT_EQ(e.shape, (std::vector<int64_t>{512, 64}));
@@ -179,11 +200,8 @@ TEST(WeightsTest, LoadsStories260K) {
 TEST(WeightsTest, LoadsTinyLlama3) {
   const std::string dir = ModelDir("tiny-llama3");
   SKIP_IF_NO_MODEL(dir);
-  ModelConfig c;
-  ASSERT_TRUE(LoadModelConfig(dir, &c).ok());
   std::unique_ptr<Weights> w;
-  Status s = Weights::Load(dir, c, &w);
-  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_NO_FATAL_FAILURE(LoadDir(dir, &w));
   const TensorView& lm = w->Get("lm_head.weight");
   EXPECT_EQ(lm.dtype, DType::kBF16);
   EXPECT_EQ(lm.shape, (std::vector<int64_t>{512, 96}));
@@ -253,6 +271,77 @@ TEST(WeightsTest, ShardedSyntheticEqualsSingleFile) {
     }
     EXPECT_NE(b->Get("lm_head.weight").file, b->Get("model.embed_tokens.weight").file);
   }
+}
+
+// The shared models of the newer families load: their biases / q/k norms are found and shaped.
+TEST(WeightsTest, LoadsTinyQwen2Qwen3Llama32) {
+  struct Case {
+    const char* model;
+    std::vector<std::string> present, absent;
+  };
+  const std::vector<Case> cases = {
+      {"tiny-qwen2",
+       {"model.layers.1.self_attn.q_proj.bias", "model.layers.1.self_attn.v_proj.bias"},
+       {"lm_head.weight"}},
+      {"tiny-qwen3",
+       {"model.layers.1.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight"},
+       {"lm_head.weight"}},
+      {"tiny-llama32", {"model.layers.1.mlp.down_proj.weight"}, {"lm_head.weight"}}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.model);
+    const std::string dir = ModelDir(k.model);
+    SKIP_IF_NO_MODEL(dir);
+    std::unique_ptr<Weights> w;
+    ASSERT_NO_FATAL_FAILURE(LoadDir(dir, &w));
+    for (const std::string& n : k.present) EXPECT_NE(w->Find(n), nullptr) << n;
+    for (const std::string& n : k.absent) EXPECT_EQ(w->Find(n), nullptr) << n;
+  }
+}
+
+TEST(WeightsTest, FamilyTensorsMissingOrMisshapedAreNamed) {
+  const std::string dir = TestDir();
+  ModelConfig c = SmallConfigOf("Qwen2ForCausalLM", /*tied=*/true);
+  const std::string bias = LayerTensorName(1, "self_attn.k_proj.bias");
+  WriteSingle(dir, Without(SyntheticModel(c, DType::kBF16), bias));
+  ExpectLoadError(dir, c,
+                  {dir + "/model.safetensors: required tensor '" + bias + "' is missing",
+                   "Qwen2ForCausalLM has q/k/v projection biases"});
+  WriteSingle(dir, SyntheticModel(c, DType::kBF16));
+  c.num_kv_heads = 1;  // the checkpoint's k/v are for 2 KV heads: k_proj.weight is named first
+  ExpectLoadError(dir, c, {"k_proj.weight' has shape [12, 16], expected [6, 16]"});
+
+  c = SmallConfigOf("Qwen3ForCausalLM", /*tied=*/false);
+  std::vector<Owned> ts = SyntheticModel(c, DType::kF32);
+  for (Owned& t : ts)  // q_norm of head_dim 8 beside projections of head_dim 6
+    if (t.name.ends_with("self_attn.q_norm.weight")) t = MakeTensor(t.name, DType::kF32, {8}, 1);
+  WriteSingle(dir, ts);
+  ExpectLoadError(dir, c,
+                  {dir + "/model.safetensors: tensor 'model.layers.0.self_attn.q_norm.weight' has "
+                         "shape [8], expected [6] (head_dim)"});
+  const std::string norm = LayerTensorName(0, "self_attn.k_norm.weight");
+  WriteSingle(dir, Without(SyntheticModel(c, DType::kF32), norm));
+  ExpectLoadError(dir, c,
+                  {"'" + norm + "' is missing", "Qwen3ForCausalLM normalizes q and k per head"});
+}
+
+// A checkpoint of one family loaded under another's architecture would silently drop its biases
+// or q/k norms: refused, naming the tensor and the file.
+TEST(WeightsTest, TensorsOfAnotherFamilyAreRefused) {
+  const std::string dir = TestDir();
+  WriteSingle(dir, SyntheticModel(SmallConfigOf("Qwen2ForCausalLM", true), DType::kF32));
+  ExpectLoadError(dir, SmallConfig(true),
+                  {dir + "/model.safetensors: tensor 'model.layers.0.self_attn.k_proj.bias' is "
+                         "not part of LlamaForCausalLM"});
+  WriteSingle(dir, SyntheticModel(SmallConfigOf("Qwen3ForCausalLM", true), DType::kF32));
+  ExpectLoadError(dir, SmallConfigOf("Qwen2ForCausalLM", true),
+                  {"'model.layers.0.self_attn.q_proj.bias' is missing"});
+  ExpectLoadError(dir, SmallConfig(true),
+                  {"'model.layers.0.self_attn.k_norm.weight' is not part of LlamaForCausalLM"});
+  std::vector<Owned> ts = SyntheticModel(SmallConfigOf("Qwen2ForCausalLM", true), DType::kF32);
+  ts.push_back(MakeTensor(LayerTensorName(1, "self_attn.o_proj.bias"), DType::kF32, {16}, 5));
+  WriteSingle(dir, ts);
+  ExpectLoadError(dir, SmallConfigOf("Qwen2ForCausalLM", true),
+                  {"'model.layers.1.self_attn.o_proj.bias' is not part of Qwen2ForCausalLM"});
 }
 
 TEST(WeightsTest, TiedModelMayOmitLmHeadAndExtrasAreIgnored) {

@@ -29,17 +29,37 @@ inline float Dot(const float* a, const float* b, int n) {
 // Below this many floats of work an op runs on the calling thread: waking the team costs more.
 constexpr int64_t kParallelMin = 1 << 15;
 
+// y = x / sqrt(mean(x^2) + eps) * w over one row.   x, y: [n] (may alias); w: [n].
+inline void RmsNormRow(const float* x, const float* w, int n, float eps, float* y) {
+  const float ss = Dot(x, x, n);
+  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+#pragma omp simd
+  for (int i = 0; i < n; ++i) y[i] = w[i] * (x[i] * inv);
+}
+
 }  // namespace
 
 void RmsNorm(const float* x, const float* w, int64_t t, int h, float eps, float* y) {
 #pragma omp parallel for schedule(static) if (t * h > kParallelMin)
+  for (int64_t r = 0; r < t; ++r) RmsNormRow(x + r * h, w, h, eps, y + r * h);
+}
+
+void HeadRmsNorm(float* x, int64_t t, int64_t row_stride, int num_heads, int head_dim,
+                 const float* w, float eps) {
+#pragma omp parallel for schedule(static) if (t * num_heads * head_dim > kParallelMin)
+  for (int64_t r = 0; r < t; ++r)
+    for (int h = 0; h < num_heads; ++h) {
+      float* v = x + r * row_stride + static_cast<int64_t>(h) * head_dim;
+      RmsNormRow(v, w, head_dim, eps, v);
+    }
+}
+
+void AddBias(float* x, int64_t t, int64_t row_stride, const float* bias, int n) {
+#pragma omp parallel for schedule(static) if (t * n > 4 * kParallelMin)
   for (int64_t r = 0; r < t; ++r) {
-    const float* xr = x + r * h;
-    float* yr = y + r * h;
-    const float ss = Dot(xr, xr, h);
-    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(h) + eps);
+    float* xr = x + r * row_stride;
 #pragma omp simd
-    for (int i = 0; i < h; ++i) yr[i] = w[i] * (xr[i] * inv);
+    for (int i = 0; i < n; ++i) xr[i] += bias[i];
   }
 }
 

@@ -1,6 +1,7 @@
-// The CPU ops of the Llama forward other than GEMM (kernels/cpu/gemm.h). Each op states its
-// shapes; every op computes each output row from its own input row(s) only, in a fixed order, so
-// results never depend on batch composition (the engine's batch-invariance rests on this).
+// The CPU ops of the decoder forward (Llama, Mistral, Qwen2, Qwen3) other than GEMM
+// (kernels/cpu/gemm.h). Each op states its shapes; every op computes each output row from its own
+// input row(s) only, in a fixed order, so results never depend on batch composition (the engine's
+// batch-invariance rests on this).
 // All ops are parallelised with OpenMP internally; call them from outside a parallel region.
 #pragma once
 
@@ -10,6 +11,16 @@ namespace llmq::kernels {
 
 // y[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + eps) * w.   x, y: [T, H] (may alias); w: [H].
 void RmsNorm(const float* x, const float* w, int64_t t, int h, float eps, float* y);
+
+// Per-head RMSNorm in place (Qwen3's q_norm / k_norm): for each token t and head h < num_heads,
+// v = x[t*row_stride + h*head_dim, + head_dim) becomes v / sqrt(mean(v^2) + eps) * w.
+//   x: [T, row_stride] floats;  w: [head_dim]
+void HeadRmsNorm(float* x, int64_t t, int64_t row_stride, int num_heads, int head_dim,
+                 const float* w, float eps);
+
+// x[t*row_stride + i] += bias[i] for t < T, i < n (Qwen2's q/k/v projection biases).
+//   x: [T, row_stride] floats, n <= row_stride;  bias: [n]
+void AddBias(float* x, int64_t t, int64_t row_stride, const float* bias, int n);
 
 // Rotary embedding, Hugging Face rotate-half layout, in place on each head of each token:
 // for i < D/2:  (a, b) = (v[i], v[i + D/2]);  v[i] = a·cos − b·sin;  v[i + D/2] = b·cos + a·sin
