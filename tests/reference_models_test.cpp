@@ -5,6 +5,7 @@
 // EOS ids), each from its references' prompt_ids (their tokenizer.json is checked elsewhere).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -139,23 +140,66 @@ void CheckForwardGreedy(const std::string& dir, size_t min_refs) {
   }
 }
 
-TEST(ReferenceModels, TinyQwen3ForwardReproducesFloat64GreedyIds) {
-  const std::string dir = testing::SharedModel("tiny-qwen3");
-  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-qwen3");
-  CheckForwardGreedy(dir, 3);
+// The plain reference forward (tests/reference_forward) on the real checkpoint, over prompt +
+// completion in one pass: its argmax after each prefix is the reference's next completion id (so
+// it is the Hugging Face forward of this family), and the CPU backend's logits at every position
+// are within 1e-4 of it, relative to the logits' scale.
+void CheckPlainReferenceAgrees(const std::string& dir) {
+  ModelConfig cfg;
+  ASSERT_TRUE(LoadModelConfig(dir, &cfg).ok());
+  std::unique_ptr<Weights> w;
+  ASSERT_TRUE(Weights::Load(dir, cfg, &w).ok());
+  CpuBackend backend(cfg, *w);
+  const int bs = 16, vocab = cfg.vocab_size;
+  ASSERT_TRUE(backend.AllocateKv(16, bs).ok());
+  for (const fs::path& f : References(dir)) {
+    const json ref = ReadJson(f);
+    std::vector<int> ids = ref["prompt_ids"].get<std::vector<int>>();
+    const size_t prompt = ids.size();
+    const std::vector<int> completion = ref["completion_ids"].get<std::vector<int>>();
+    ids.insert(ids.end(), completion.begin(), completion.end() - 1);  // the last is never input
+    const int n = static_cast<int>(ids.size());
+    ASSERT_LE(n, 16 * bs) << f;
+    const auto want = testing::ReferenceLogits(cfg, *w, ids);
+    std::vector<int32_t> table(16);
+    for (int b = 0; b < 16; ++b) table[b] = 15 - b;  // blocks in reverse order
+    const std::vector<float> got =
+        testing::ForwardOneSequence(backend, ids, 0, n, table, bs, vocab);
+    double worst = 0;
+    for (int p = 0; p < n; ++p)
+      worst =
+          std::max(worst, testing::RelativeError(&got[static_cast<size_t>(p) * vocab], want[p]));
+    EXPECT_LT(worst, 1e-4) << f;
+    for (size_t i = 0; i < completion.size(); ++i) {
+      const std::vector<double>& row = want[prompt - 1 + i];
+      const int argmax = static_cast<int>(std::max_element(row.begin(), row.end()) - row.begin());
+      EXPECT_EQ(argmax, completion[i]) << f << " completion token " << i;
+    }
+  }
 }
 
-TEST(ReferenceModels, TinyQwen2ForwardReproducesFloat64GreedyIds) {
-  const std::string dir = testing::SharedModel("tiny-qwen2");
-  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-qwen2");
+// The shared models of the newer families, each with at least two references.
+class NewFamilies : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(NewFamilies, EngineReproducesFloat64GreedyIds) {
+  const std::string dir = testing::SharedModel(GetParam());
+  if (dir.empty()) GTEST_SKIP() << "../shared/models/" << GetParam() << " is absent; skipping";
   CheckForwardGreedy(dir, 2);
 }
 
-TEST(ReferenceModels, TinyLlama32ForwardReproducesFloat64GreedyIds) {
-  const std::string dir = testing::SharedModel("tiny-llama32");
-  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-llama32");
-  CheckForwardGreedy(dir, 2);
+TEST_P(NewFamilies, PlainReferenceAndCpuBackendAgree) {
+  const std::string dir = testing::SharedModel(GetParam());
+  if (dir.empty()) GTEST_SKIP() << "../shared/models/" << GetParam() << " is absent; skipping";
+  CheckPlainReferenceAgrees(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(ReferenceModels, NewFamilies,
+                         ::testing::Values("tiny-qwen3", "tiny-qwen2", "tiny-llama32"),
+                         [](const auto& info) {
+                           std::string name = info.param;  // "tiny-qwen3" -> "tiny_qwen3"
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace llmq
