@@ -77,11 +77,20 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelConfig& cfg, const W
   std::vector<Layer> layers(cfg.num_layers);
   for (int l = 0; l < cfg.num_layers; ++l) {
     auto g = [&](const char* s) { return Load(w, LayerTensorName(l, s)); };
-    layers[l] = {g("input_layernorm.weight"),  g("post_attention_layernorm.weight"),
-                 g("self_attn.q_proj.weight"), g("self_attn.k_proj.weight"),
-                 g("self_attn.v_proj.weight"), g("self_attn.o_proj.weight"),
-                 g("mlp.gate_proj.weight"),    g("mlp.up_proj.weight"),
-                 g("mlp.down_proj.weight")};
+    layers[l] = {g("input_layernorm.weight"),
+                 g("post_attention_layernorm.weight"),
+                 g("self_attn.q_proj.weight"),
+                 g("self_attn.k_proj.weight"),
+                 g("self_attn.v_proj.weight"),
+                 g("self_attn.o_proj.weight"),
+                 g("mlp.gate_proj.weight"),
+                 g("mlp.up_proj.weight"),
+                 g("mlp.down_proj.weight"),
+                 {},
+                 {},
+                 {},
+                 {},
+                 {}};
     if (cfg.qkv_bias) {
       layers[l].q_bias = g("self_attn.q_proj.bias");
       layers[l].k_bias = g("self_attn.k_proj.bias");
