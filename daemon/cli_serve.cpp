@@ -63,30 +63,41 @@ struct ServeFlags {
 // The keys SIGHUP reloads.
 struct Reloadable {
   double settle_seconds = 1, rescan_seconds = 30, drain_seconds = 30;
-  int commit_interval_ms = 50;
+  int group_window_ms = 50, commit_interval_ms = 50;
   int64_t max_file_bytes = int64_t{1} << 30;
   int64_t max_line_bytes = int64_t{16} << 20;
   static Reloadable From(const LlmqConfig& c) {
-    return {c.settle_seconds,     c.rescan_seconds, c.drain_seconds,
+    return {c.settle_seconds,     c.rescan_seconds, c.drain_seconds, c.group_window_ms,
             c.commit_interval_ms, c.max_file_bytes, c.max_line_bytes};
   }
+  // How long a file renamed in waits (for the files renamed in with it): the group window, never
+  // longer than a file written in place waits.
+  double group_seconds() const { return std::min(group_window_ms / 1000.0, settle_seconds); }
   std::string ToText() const {
     char b[256];
     std::snprintf(b, sizeof b,
-                  "settle %gs, rescan %gs, drain %gs, commit interval %dms, max file %lld bytes, "
-                  "max line %lld bytes",
-                  settle_seconds, rescan_seconds, drain_seconds, commit_interval_ms,
-                  static_cast<long long>(max_file_bytes), static_cast<long long>(max_line_bytes));
+                  "settle %gs, group window %dms, rescan %gs, drain %gs, commit interval %dms, "
+                  "max file %lld bytes, max line %lld bytes",
+                  settle_seconds, group_window_ms, rescan_seconds, drain_seconds,
+                  commit_interval_ms, static_cast<long long>(max_file_bytes),
+                  static_cast<long long>(max_line_bytes));
     return b;
   }
 };
 
-// A regular file seen in inbox/, waiting to settle.
+// A regular file seen in inbox/, waiting to settle. How long it must stay unchanged depends on
+// how it arrived: renamed in (IN_MOVED_TO, the Maildir way) it is complete, and waits only the
+// group window; closed after writing in place (IN_CLOSE_WRITE, or present at start-up) it waits
+// the settle time; found only by a rescan, a rescan period at least.
 struct Candidate {
-  int64_t size = -1;
+  int64_t size = -1;  // -1: not looked at since it was announced
   int64_t mtime_ns = -1;
   Clock::time_point since;  // when (size, mtime) last changed
   bool announced = false;   // closed after writing / renamed in (or present at start-up)
+  // Renamed in, and unchanged since the first look after the rename. A change after that (a
+  // writer that renamed first and appends), a close after writing, or a writer still holding it
+  // open puts it back under the settle time.
+  bool renamed = false;
 };
 
 // Whether another process still has `path` open for writing: a read lease cannot be taken then
@@ -215,7 +226,14 @@ class Server {
         if (e->len > 0) {
           const std::string name(e->name);
           if (!spool::Ignored(name)) {
-            candidates_[name].announced = true;
+            Candidate& c = candidates_[name];
+            c.announced = true;
+            if (e->mask & IN_MOVED_TO) {
+              c.renamed = true;
+              c.size = -1;  // a new file under this name: its first look starts the window
+            } else if (e->mask & IN_CLOSE_WRITE) {
+              c.renamed = false;  // written in place (after a rename too): the settle time
+            }
             any = true;
           }
         }
@@ -247,7 +265,8 @@ class Server {
     std::set<std::string> present;
     std::vector<std::string> ready;
     Clock::time_point next = Clock::time_point::max();
-    Clock::time_point first_ready = Clock::time_point::max();  // the earliest due of `ready`
+    // Files settling due up to here are waited for by those of `ready` (see below).
+    Clock::time_point horizon = Clock::time_point::max();
     std::vector<Clock::time_point> settling;  // when announced files not yet settled are due
     std::error_code ec;
     for (fs::directory_iterator it(paths_.inbox, ec), end; !ec && it != end; it.increment(ec)) {
@@ -271,24 +290,29 @@ class Server {
       if (all_announced) c.announced = true;
       const int64_t mtime = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
       if (c.size != st.st_size || c.mtime_ns != mtime) {
+        if (c.size >= 0) c.renamed = false;  // changed after the rename: written in place
         c.size = st.st_size;
         c.mtime_ns = mtime;
         c.since = now;
       }
       // A file nobody announced (no close, no rename seen) may still be being written: it must
       // stay unchanged for a whole rescan period too.
-      const double need = c.announced ? knobs_.settle_seconds
-                                      : std::max(knobs_.settle_seconds, knobs_.rescan_seconds);
+      const double need = c.renamed     ? knobs_.group_seconds()
+                          : c.announced ? knobs_.settle_seconds
+                                        : std::max(knobs_.settle_seconds, knobs_.rescan_seconds);
       const auto due = c.since + Secs(need);
       if (due > now) {
         next = std::min(next, due);
         if (c.announced) settling.push_back(due);
       } else if (OpenForWriting(it->path().string())) {
         c.since = now;  // still open for writing: look again (its close is announced too)
+        c.renamed = false;
         next = std::min(next, now + Secs(std::max(knobs_.settle_seconds, 0.25)));
       } else {
         ready.push_back(name);
-        first_ready = std::min(first_ready, due);
+        // A settled file waits at most its own kind's wait for the files settling with it.
+        horizon = std::min(horizon,
+                           due + Secs(c.renamed ? knobs_.group_seconds() : knobs_.settle_seconds));
       }
     }
     if (ec) Log("%s: cannot list: %s", paths_.inbox.c_str(), ec.message().c_str());
@@ -298,17 +322,16 @@ class Server {
       it = present.count(*it) ? std::next(it) : refused_logged_.erase(it);
     // Files that settle close together are accepted together: one ingest plans them as one
     // window, so files dropped together that share a system prompt are grouped and run back to
-    // back (their shared blocks are computed once). Each file's settle time starts when a scan
-    // first sees it, so files renamed in a few milliseconds apart (seen by separate inotify
-    // scans) settle a few milliseconds apart: accepting the first alone would ingest, plan and
-    // start it before the others. A settled file therefore waits for the announced files still
-    // settling that are due within settle_seconds of it; the wait is anchored at the earliest
-    // settled file, so a steady stream of drops never holds a file longer than that.
-    if (!ready.empty()) {
-      const auto horizon = first_ready + Secs(knobs_.settle_seconds);
-      if (std::none_of(settling.begin(), settling.end(), [&](auto due) { return due <= horizon; }))
-        Accept(ready);
-    }
+    // back (their shared blocks are computed once). Each file's wait starts when a scan first
+    // sees it, so files renamed in a few milliseconds apart (seen by separate inotify scans)
+    // settle a few milliseconds apart: accepting the first alone would ingest, plan and start it
+    // before the others. A settled file therefore waits for the announced files still settling
+    // that are due within its own wait (the group window when renamed in, else settle_seconds)
+    // of its due time; the horizon is anchored at the settled files, so a steady stream of
+    // drops never holds a file longer than that.
+    if (!ready.empty() &&
+        std::none_of(settling.begin(), settling.end(), [&](auto due) { return due <= horizon; }))
+      Accept(ready);
     if (next != Clock::time_point::max()) {
       settle_timer_.expires_at(next);
       settle_timer_.async_wait([this](boost::system::error_code ec) {
