@@ -179,7 +179,9 @@ class Server {
     ArmPoll();
     ArmRescan();
     engine_thread_ = std::thread([this] {
-      engine_status_ = runner_->Serve(nullptr);
+      engine_status_ = runner_->Serve([this] {
+        if (!engine_->HasWork()) asio::post(flusher_, [this] { FlushThenCheckJobs(); });
+      });
       asio::post(io_, [this] { OnEngineDone(); });
     });
     io_.run();
@@ -441,6 +443,16 @@ class Server {
   }
 
   // --- The queue.
+  // The engine ran out of work: its last results would wait up to the commit interval to be
+  // committed, and their jobs up to the next queue poll to be finalized. Commits them now, then
+  // looks at the jobs. Runs on flusher_: a database locked by another process (the committer
+  // retries until it commits) must hold up neither the engine's loop (a drain must still end
+  // it) nor the event loop (signals, the inbox).
+  void FlushThenCheckJobs() {
+    committer_->Flush();  // its error, if any, is reported when the committer closes
+    asio::post(io_, [this] { CheckJobs(); });
+  }
+
   void ArmPoll() {
     poll_timer_.expires_after(std::chrono::milliseconds(200));
     poll_timer_.async_wait([this](boost::system::error_code ec) {
@@ -594,6 +606,7 @@ class Server {
   void OnEngineDone() {
     if (!engine_status_.ok()) Log("engine: %s", engine_status_.message().c_str());
     const Status committed = committer_->Close();
+    flusher_.join();  // a Flush waiting on the committer returned when it closed
     if (!committed.ok()) Log("committing results: %s", committed.message().c_str());
     if (!stopping_) {  // the engine stopped by itself: a store error
       exit_code_ = 1;
@@ -640,6 +653,7 @@ class Server {
   asio::posix::stream_descriptor inotify_;
   asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
   asio::signal_set signals_;
+  asio::thread_pool flusher_{1};  // FlushThenCheckJobs
   alignas(inotify_event) std::array<char, 64 * 1024> events_{};
   std::map<std::string, Candidate> candidates_;
   std::set<std::string> refused_logged_;
