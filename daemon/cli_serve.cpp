@@ -356,9 +356,20 @@ class Server {
     Log("failed/%s: %s", fs::path(to).filename().c_str(), reason.c_str());
   }
 
-  // Accepts the settled files of one scan: refusals and duplicates first, then one ingest
-  // (cross-job planning) for all the others, then each is moved to archive/.
+  // Accepts the settled files of one scan: whole-file refusals first, then one ingest
+  // (cross-job planning) for all the others, then each is moved to archive/. A file is read once
+  // on the way: ingest hashes it while reading it, and the store refuses a job whose name and
+  // sha256 are already recorded (the whole ingest is rolled back, InvalidArgument). Only then
+  // are the files hashed first and looked up one by one, so that the same file dropped again is
+  // refused naming its job, and one accepted just before a crash has its move finished.
   void Accept(const std::vector<std::string>& names) {
+    if (AcceptFiles(names, /*look_up=*/false).code() == Status::Code::kInvalidArgument)
+      AcceptFiles(names, /*look_up=*/true);
+  }
+
+  // One pass of Accept; its ingest's status (an error is logged here, except the one Accept
+  // answers with a look-up).
+  Status AcceptFiles(const std::vector<std::string>& names, bool look_up) {
     std::vector<IngestFile> files;
     std::vector<std::string> archive_to;
     for (const std::string& name : names) {
@@ -371,37 +382,8 @@ class Server {
                          std::to_string(knobs_.max_file_bytes) + ")");
         continue;
       }
-      std::string sha;
-      int64_t bytes = 0;
-      if (Status st = HashFile(path, &sha, &bytes); !st.ok()) {
-        Log("inbox/%s: %s (retried at the next rescan)", name.c_str(), st.message().c_str());
-        continue;
-      }
-      std::optional<jobs::JobRecord> existing;
-      if (Status st = io_store_->FindJob(name, sha, &existing); !st.ok()) {
-        Log("inbox/%s: %s (retried at the next rescan)", name.c_str(), st.message().c_str());
-        continue;
-      }
-      if (existing) {
-        const json opts = json::parse(existing->options, nullptr, false);
-        const std::string archived =
-            opts.is_object() ? opts.value("archive", std::string()) : std::string();
-        if (!archived.empty() && !fs::exists(archived, ec)) {
-          // Accepted, then interrupted before the move: finish the move, never a second job.
-          candidates_.erase(name);
-          if (Status st = spool::RenameDurably(path, archived); !st.ok())
-            Log("inbox/%s: %s", name.c_str(), st.message().c_str());
-          else
-            Log("inbox/%s: already accepted as %s; moved to archive/ (the move had been "
-                "interrupted)",
-                name.c_str(), existing->public_id.c_str());
-          continue;
-        }
-        Refuse(name, "the same file (name and sha256 " + sha.substr(0, 16) +
-                         "...) was already accepted as job " + existing->public_id + " (" +
-                         jobs::JobStatusName(existing->status) + "): it is not run twice");
-        continue;
-      }
+      std::string sha;  // "" = ingest hashes it while reading it
+      if (look_up && !LookUp(name, path, &sha)) continue;
       if (std::string why = spool::WholeFileRefusal(path, name, knobs_.max_file_bytes,
                                                     knobs_.max_line_bytes, ctx_);
           !why.empty()) {
@@ -419,17 +401,18 @@ class Server {
       files.push_back(std::move(f));
       archive_to.push_back(archive);
     }
-    if (files.empty()) return;
+    if (files.empty()) return Status::Ok();
     std::vector<IngestedJob> jobs;
     IngestOptions iopt;
     iopt.max_line_bytes = knobs_.max_line_bytes;
-    if (files.size() > 1) Log("accepting %zu files together (planned as one window)", files.size());
     if (Status st = IngestFiles(io_store_.get(), ctx_, files, iopt, &jobs); !st.ok()) {
+      if (!look_up && st.code() == Status::Code::kInvalidArgument) return st;
       Log("cannot accept %zu file(s) from inbox/: %s (they stay there; retried at the next "
           "rescan)",
           files.size(), st.message().c_str());
-      return;
+      return st;
     }
+    if (jobs.size() > 1) Log("accepting %zu files together (planned as one window)", jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
       const IngestedJob& j = jobs[i];
       candidates_.erase(files[i].name);
@@ -440,6 +423,44 @@ class Server {
     }
     runner_->Wake();
     CheckJobs();  // a job whose every line was refused is complete already
+    return Status::Ok();
+  }
+
+  // Hashes inbox/<name> and looks its (name, sha256) up in the queue. False when the file is
+  // done with here: already accepted (refused as a duplicate naming its job, or, accepted just
+  // before a crash, moved on to archive/), or it cannot be read or looked up now (logged; the
+  // next rescan tries again). Else *sha is its SHA-256, for the ingest.
+  bool LookUp(const std::string& name, const std::string& path, std::string* sha) {
+    int64_t bytes = 0;
+    if (Status st = HashFile(path, sha, &bytes); !st.ok()) {
+      Log("inbox/%s: %s (retried at the next rescan)", name.c_str(), st.message().c_str());
+      return false;
+    }
+    std::optional<jobs::JobRecord> existing;
+    if (Status st = io_store_->FindJob(name, *sha, &existing); !st.ok()) {
+      Log("inbox/%s: %s (retried at the next rescan)", name.c_str(), st.message().c_str());
+      return false;
+    }
+    if (!existing) return true;
+    const json opts = json::parse(existing->options, nullptr, false);
+    const std::string archived =
+        opts.is_object() ? opts.value("archive", std::string()) : std::string();
+    std::error_code ec;
+    if (!archived.empty() && !fs::exists(archived, ec)) {
+      // Accepted, then interrupted before the move: finish the move, never a second job.
+      candidates_.erase(name);
+      if (Status st = spool::RenameDurably(path, archived); !st.ok())
+        Log("inbox/%s: %s", name.c_str(), st.message().c_str());
+      else
+        Log("inbox/%s: already accepted as %s; moved to archive/ (the move had been "
+            "interrupted)",
+            name.c_str(), existing->public_id.c_str());
+      return false;
+    }
+    Refuse(name, "the same file (name and sha256 " + sha->substr(0, 16) +
+                     "...) was already accepted as job " + existing->public_id + " (" +
+                     jobs::JobStatusName(existing->status) + "): it is not run twice");
+    return false;
   }
 
   // --- The queue.

@@ -287,6 +287,43 @@ TEST_F(ServeTest, RenamedInFilesWaitOnlyTheGroupWindow) {
   EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
 }
 
+// Ingest reads a file once and leaves it to the queue to spot a file it has accepted before;
+// then the files are looked up one by one: the duplicate is refused naming its job, a file
+// dropped with it runs all the same, and a file whose job was stored just before a crash (its
+// move to archive/ interrupted) is moved on, never run as a second job.
+TEST_F(ServeTest, DuplicatesAreRefusedAmongNewFilesAndAnInterruptedMoveIsFinished) {
+  Start();
+  const std::string a = Job("a", 3, 2), b = Job("b", 2, 2), c = Job("c", 4, 2);
+  Drop("a.jsonl", a);
+  Drop("b.jsonl", b);
+  ASSERT_TRUE(Finalized("a") && Finalized("b")) << ReadText(err_file());
+  const std::string a_id = StatusOf("a.jsonl")["id"], b_id = StatusOf("b.jsonl")["id"];
+
+  Drop("a.jsonl", a);  // again, with a new file
+  Drop("c.jsonl", c);
+  ASSERT_TRUE(Finalized("c")) << ReadText(err_file());
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/failed/a.jsonl.reason.txt"); }, 10))
+      << ReadText(err_file());
+  EXPECT_NE(ReadText(state_ + "/failed/a.jsonl.reason.txt").find(a_id), std::string::npos);
+  EXPECT_EQ(ReadJsonl(outbox("c.results.jsonl")).size(), 4u);
+
+  // As if the daemon had died between storing b's job and moving b.jsonl to archive/.
+  ASSERT_EQ(Stop(10), 0) << ReadText(err_file());
+  fs::rename(state_ + "/archive/b.jsonl", inbox("b.jsonl"));
+  Start();
+  const std::string moved_on = "inbox/b.jsonl: already accepted as " + b_id;
+  ASSERT_TRUE(WaitFor([&] { return ReadText(err_file()).find(moved_on) != std::string::npos; }, 10))
+      << ReadText(err_file());
+  EXPECT_TRUE(fs::exists(state_ + "/archive/b.jsonl"));
+  EXPECT_FALSE(fs::exists(inbox("b.jsonl")));
+
+  const auto all = json::parse(Cli({"list", "--json"}).out);
+  std::multiset<std::string> names;
+  for (const json& j : all) names.insert(j["name"].get<std::string>());
+  EXPECT_EQ(names, (std::multiset<std::string>{"a.jsonl", "b.jsonl", "c.jsonl"}));
+  EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
+}
+
 TEST_F(ServeTest, CancelEndsARunningJobWithItsFinishedResults) {
   WriteConfig(5, 1);
   Start();
