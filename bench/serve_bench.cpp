@@ -1,21 +1,21 @@
 // The daemon against `llmq run` on the same 2,000-request job (queue_bench's compare job: shared
 // instruction + distinct note, greedy and seeded-sampling lines, max_tokens 4..8, tiny model):
 //   daemon: `llmq serve` started once (model loaded, inbox watched); per round the job is renamed
-//           into inbox/ and timed until outbox/<job>.summary.json appears (settle time, ingest,
-//           run, finalize);
+//           into inbox/ and timed until outbox/<job>.summary.json appears (the group window a
+//           renamed-in file waits, ingest, run, finalize);
 //   run:    `llmq run IN -o OUT` timed as a whole process (model load, ingest, run, output).
 // Rounds alternate which goes first; each round has its own job text (distinct notes), the same
 // for both, so the daemon's prefix cache carries nothing but the shared instruction from one round
 // to the next. Medians, and the ratio daemon / run against the target <= 1.05x.
 //   serve_bench [--rounds 5] [--requests 2000] [--settle SECONDS (spool.settle_seconds, 1)]
-//               [--dir bench-models/serve-bench]
+//               [--group-window MS (spool.group_window_ms, 50)] [--dir bench-models/serve-bench]
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "bench/bench_util.h"
@@ -66,7 +66,7 @@ size_t Lines(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rounds = 5, requests = 2000;
+  int rounds = 5, requests = 2000, group_window_ms = 50;
   double settle = 1;
   std::string dir = "bench-models/serve-bench";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
       requests = std::atoi(argv[i + 1]);
     else if (a == "--settle")
       settle = std::atof(argv[i + 1]);
+    else if (a == "--group-window")
+      group_window_ms = std::atoi(argv[i + 1]);
     else if (a == "--dir")
       dir = argv[i + 1];
     else
@@ -90,9 +92,11 @@ int main(int argc, char** argv) {
   llmq::DType dtype;
   Check(llmq::ShapeConfig("tiny", &mcfg, &dtype), "ShapeConfig");
   Check(llmq::MakeModel(mcfg, dtype, 1, model), "MakeModel");
-  // The defaults but the paths and the settle time (a renamed-in file waits it before ingest).
+  // The defaults but the paths and the spool's waits (defaults too unless given): a renamed-in
+  // file waits the group window before ingest, the settle time only when written to after it.
   std::ofstream(config) << "model:\n  path: " << model << "\nspool:\n  state_dir: " << state
-                        << "\n  settle_seconds: " << settle << "\n";
+                        << "\n  settle_seconds: " << settle
+                        << "\n  group_window_ms: " << group_window_ms << "\n";
 
   const pid_t daemon = Spawn({"serve", "--config", config}, dir + "/serve.log");
   if (!WaitFor([&] { return ReadText(dir + "/serve.log").find("serving") != std::string::npos; },
@@ -139,8 +143,10 @@ int main(int argc, char** argv) {
 
   const double sm = Median(served), rm = Median(ran);
   std::printf("%s\n", Stamp().c_str());
-  std::printf("serve vs run: %d requests (tiny model), %d rounds alternating, settle_seconds %g\n",
-              requests, rounds, settle);
+  std::printf(
+      "serve vs run: %d requests (tiny model), %d rounds alternating, settle_seconds %g, "
+      "group_window_ms %d\n",
+      requests, rounds, settle, group_window_ms);
   std::printf("| %-58s | %9s | %9s | %9s |\n", "measure", "median s", "min s", "max s");
   std::printf("|%s|%s|%s|%s|\n", std::string(60, '-').c_str(), std::string(11, '-').c_str(),
               std::string(11, '-').c_str(), std::string(11, '-').c_str());

@@ -85,11 +85,15 @@ Status GetInt(const Leaf& l, int64_t lo, int64_t hi, int64_t* out) {
   return Status::Ok();
 }
 
-Status GetPositiveInt(const Leaf& l, int* out) {
+Status GetInt(const Leaf& l, int lo, int hi, int* out) {
   int64_t v = 0;
-  LLMQ_RETURN_IF_ERROR(GetInt(l, 1, std::numeric_limits<int>::max(), &v));
+  LLMQ_RETURN_IF_ERROR(GetInt(l, int64_t{lo}, int64_t{hi}, &v));
   *out = static_cast<int>(v);
   return Status::Ok();
+}
+
+Status GetPositiveInt(const Leaf& l, int* out) {
+  return GetInt(l, 1, std::numeric_limits<int>::max(), out);
 }
 
 // YAML 1.2 core booleans only: yes/no/on/off (YAML 1.1) are rejected rather than guessed at.
@@ -254,6 +258,7 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
          return Status::Ok();
        }},
       {"settle_seconds", [c](const Leaf& l) { return GetSeconds(l, 0, 3600, &c->settle_seconds); }},
+      {"group_window_ms", [c](const Leaf& l) { return GetInt(l, 0, 60000, &c->group_window_ms); }},
       {"rescan_seconds",
        [c](const Leaf& l) { return GetSeconds(l, 0.05, 86400, &c->rescan_seconds); }},
       {"max_file_bytes",
@@ -268,12 +273,7 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
        }},
       {"drain_seconds", [c](const Leaf& l) { return GetSeconds(l, 0, 86400, &c->drain_seconds); }},
       {"commit_interval_ms",
-       [c](const Leaf& l) -> Status {
-         int64_t v = 0;
-         LLMQ_RETURN_IF_ERROR(GetInt(l, 1, 60000, &v));
-         c->commit_interval_ms = static_cast<int>(v);
-         return Status::Ok();
-       }},
+       [c](const Leaf& l) { return GetInt(l, 1, 60000, &c->commit_interval_ms); }},
   };
   const std::vector<Field> sections = {
       Section(file, "model", std::move(model)),

@@ -22,8 +22,11 @@ struct LlmqConfig {
   bool enable_prefix_caching = true;          // engine.enable_prefix_caching
   bool enable_planner = true;                 // engine.enable_planner
   // spool (the daemon, llmq serve; the CLI commands find its queue through state_dir):
-  std::string state_dir = "/var/lib/llmq";    // spool.state_dir
-  double settle_seconds = 1;                  // spool.settle_seconds: unchanged this long
+  std::string state_dir = "/var/lib/llmq";  // spool.state_dir
+  double settle_seconds = 1;                // spool.settle_seconds: unchanged this long
+  // spool.group_window_ms: a file renamed into inbox/ is complete; it waits only this long, for
+  // the files renamed in with it (they are accepted, and planned, together). 0..60000.
+  int group_window_ms = 50;
   double rescan_seconds = 30;                 // spool.rescan_seconds: full inbox rescan period
   int64_t max_file_bytes = int64_t{1} << 30;  // spool.max_file_bytes: larger files are refused
   // spool.max_line_bytes: a longer line is an error line (naming its line and this limit), not

@@ -63,30 +63,41 @@ struct ServeFlags {
 // The keys SIGHUP reloads.
 struct Reloadable {
   double settle_seconds = 1, rescan_seconds = 30, drain_seconds = 30;
-  int commit_interval_ms = 50;
+  int group_window_ms = 50, commit_interval_ms = 50;
   int64_t max_file_bytes = int64_t{1} << 30;
   int64_t max_line_bytes = int64_t{16} << 20;
   static Reloadable From(const LlmqConfig& c) {
-    return {c.settle_seconds,     c.rescan_seconds, c.drain_seconds,
+    return {c.settle_seconds,     c.rescan_seconds, c.drain_seconds, c.group_window_ms,
             c.commit_interval_ms, c.max_file_bytes, c.max_line_bytes};
   }
+  // How long a file renamed in waits (for the files renamed in with it): the group window, never
+  // longer than a file written in place waits.
+  double group_seconds() const { return std::min(group_window_ms / 1000.0, settle_seconds); }
   std::string ToText() const {
     char b[256];
     std::snprintf(b, sizeof b,
-                  "settle %gs, rescan %gs, drain %gs, commit interval %dms, max file %lld bytes, "
-                  "max line %lld bytes",
-                  settle_seconds, rescan_seconds, drain_seconds, commit_interval_ms,
-                  static_cast<long long>(max_file_bytes), static_cast<long long>(max_line_bytes));
+                  "settle %gs, group window %dms, rescan %gs, drain %gs, commit interval %dms, "
+                  "max file %lld bytes, max line %lld bytes",
+                  settle_seconds, group_window_ms, rescan_seconds, drain_seconds,
+                  commit_interval_ms, static_cast<long long>(max_file_bytes),
+                  static_cast<long long>(max_line_bytes));
     return b;
   }
 };
 
-// A regular file seen in inbox/, waiting to settle.
+// A regular file seen in inbox/, waiting to settle. How long it must stay unchanged depends on
+// how it arrived: renamed in (IN_MOVED_TO, the Maildir way) it is complete, and waits only the
+// group window; closed after writing in place (IN_CLOSE_WRITE, or present at start-up) it waits
+// the settle time; found only by a rescan, a rescan period at least.
 struct Candidate {
-  int64_t size = -1;
+  int64_t size = -1;  // -1: not looked at since it was announced
   int64_t mtime_ns = -1;
   Clock::time_point since;  // when (size, mtime) last changed
   bool announced = false;   // closed after writing / renamed in (or present at start-up)
+  // Renamed in, and unchanged since the first look after the rename. A change after that (a
+  // writer that renamed first and appends), a close after writing, or a writer still holding it
+  // open puts it back under the settle time.
+  bool renamed = false;
 };
 
 // Whether another process still has `path` open for writing: a read lease cannot be taken then
@@ -168,7 +179,9 @@ class Server {
     ArmPoll();
     ArmRescan();
     engine_thread_ = std::thread([this] {
-      engine_status_ = runner_->Serve(nullptr);
+      engine_status_ = runner_->Serve([this] {
+        if (!engine_->HasWork()) asio::post(flusher_, [this] { FlushThenCheckJobs(); });
+      });
       asio::post(io_, [this] { OnEngineDone(); });
     });
     io_.run();
@@ -215,7 +228,14 @@ class Server {
         if (e->len > 0) {
           const std::string name(e->name);
           if (!spool::Ignored(name)) {
-            candidates_[name].announced = true;
+            Candidate& c = candidates_[name];
+            c.announced = true;
+            if (e->mask & IN_MOVED_TO) {
+              c.renamed = true;
+              c.size = -1;  // a new file under this name: its first look starts the window
+            } else if (e->mask & IN_CLOSE_WRITE) {
+              c.renamed = false;  // written in place (after a rename too): the settle time
+            }
             any = true;
           }
         }
@@ -247,7 +267,8 @@ class Server {
     std::set<std::string> present;
     std::vector<std::string> ready;
     Clock::time_point next = Clock::time_point::max();
-    Clock::time_point first_ready = Clock::time_point::max();  // the earliest due of `ready`
+    // Files settling due up to here are waited for by those of `ready` (see below).
+    Clock::time_point horizon = Clock::time_point::max();
     std::vector<Clock::time_point> settling;  // when announced files not yet settled are due
     std::error_code ec;
     for (fs::directory_iterator it(paths_.inbox, ec), end; !ec && it != end; it.increment(ec)) {
@@ -271,24 +292,29 @@ class Server {
       if (all_announced) c.announced = true;
       const int64_t mtime = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
       if (c.size != st.st_size || c.mtime_ns != mtime) {
+        if (c.size >= 0) c.renamed = false;  // changed after the rename: written in place
         c.size = st.st_size;
         c.mtime_ns = mtime;
         c.since = now;
       }
       // A file nobody announced (no close, no rename seen) may still be being written: it must
       // stay unchanged for a whole rescan period too.
-      const double need = c.announced ? knobs_.settle_seconds
-                                      : std::max(knobs_.settle_seconds, knobs_.rescan_seconds);
+      const double need = c.renamed     ? knobs_.group_seconds()
+                          : c.announced ? knobs_.settle_seconds
+                                        : std::max(knobs_.settle_seconds, knobs_.rescan_seconds);
       const auto due = c.since + Secs(need);
       if (due > now) {
         next = std::min(next, due);
         if (c.announced) settling.push_back(due);
       } else if (OpenForWriting(it->path().string())) {
         c.since = now;  // still open for writing: look again (its close is announced too)
+        c.renamed = false;
         next = std::min(next, now + Secs(std::max(knobs_.settle_seconds, 0.25)));
       } else {
         ready.push_back(name);
-        first_ready = std::min(first_ready, due);
+        // A settled file waits at most its own kind's wait for the files settling with it.
+        horizon = std::min(horizon,
+                           due + Secs(c.renamed ? knobs_.group_seconds() : knobs_.settle_seconds));
       }
     }
     if (ec) Log("%s: cannot list: %s", paths_.inbox.c_str(), ec.message().c_str());
@@ -298,17 +324,16 @@ class Server {
       it = present.count(*it) ? std::next(it) : refused_logged_.erase(it);
     // Files that settle close together are accepted together: one ingest plans them as one
     // window, so files dropped together that share a system prompt are grouped and run back to
-    // back (their shared blocks are computed once). Each file's settle time starts when a scan
-    // first sees it, so files renamed in a few milliseconds apart (seen by separate inotify
-    // scans) settle a few milliseconds apart: accepting the first alone would ingest, plan and
-    // start it before the others. A settled file therefore waits for the announced files still
-    // settling that are due within settle_seconds of it; the wait is anchored at the earliest
-    // settled file, so a steady stream of drops never holds a file longer than that.
-    if (!ready.empty()) {
-      const auto horizon = first_ready + Secs(knobs_.settle_seconds);
-      if (std::none_of(settling.begin(), settling.end(), [&](auto due) { return due <= horizon; }))
-        Accept(ready);
-    }
+    // back (their shared blocks are computed once). Each file's wait starts when a scan first
+    // sees it, so files renamed in a few milliseconds apart (seen by separate inotify scans)
+    // settle a few milliseconds apart: accepting the first alone would ingest, plan and start it
+    // before the others. A settled file therefore waits for the announced files still settling
+    // that are due within its own wait (the group window when renamed in, else settle_seconds)
+    // of its due time; the horizon is anchored at the settled files, so a steady stream of
+    // drops never holds a file longer than that.
+    if (!ready.empty() &&
+        std::none_of(settling.begin(), settling.end(), [&](auto due) { return due <= horizon; }))
+      Accept(ready);
     if (next != Clock::time_point::max()) {
       settle_timer_.expires_at(next);
       settle_timer_.async_wait([this](boost::system::error_code ec) {
@@ -331,9 +356,20 @@ class Server {
     Log("failed/%s: %s", fs::path(to).filename().c_str(), reason.c_str());
   }
 
-  // Accepts the settled files of one scan: refusals and duplicates first, then one ingest
-  // (cross-job planning) for all the others, then each is moved to archive/.
+  // Accepts the settled files of one scan: whole-file refusals first, then one ingest
+  // (cross-job planning) for all the others, then each is moved to archive/. A file is read once
+  // on the way: ingest hashes it while reading it, and the store refuses a job whose name and
+  // sha256 are already recorded (the whole ingest is rolled back, InvalidArgument). Only then
+  // are the files hashed first and looked up one by one, so that the same file dropped again is
+  // refused naming its job, and one accepted just before a crash has its move finished.
   void Accept(const std::vector<std::string>& names) {
+    if (AcceptFiles(names, /*look_up=*/false).code() == Status::Code::kInvalidArgument)
+      AcceptFiles(names, /*look_up=*/true);
+  }
+
+  // One pass of Accept; its ingest's status (an error is logged here, except the one Accept
+  // answers with a look-up).
+  Status AcceptFiles(const std::vector<std::string>& names, bool look_up) {
     std::vector<IngestFile> files;
     std::vector<std::string> archive_to;
     for (const std::string& name : names) {
@@ -346,37 +382,8 @@ class Server {
                          std::to_string(knobs_.max_file_bytes) + ")");
         continue;
       }
-      std::string sha;
-      int64_t bytes = 0;
-      if (Status st = HashFile(path, &sha, &bytes); !st.ok()) {
-        Log("inbox/%s: %s (retried at the next rescan)", name.c_str(), st.message().c_str());
-        continue;
-      }
-      std::optional<jobs::JobRecord> existing;
-      if (Status st = io_store_->FindJob(name, sha, &existing); !st.ok()) {
-        Log("inbox/%s: %s (retried at the next rescan)", name.c_str(), st.message().c_str());
-        continue;
-      }
-      if (existing) {
-        const json opts = json::parse(existing->options, nullptr, false);
-        const std::string archived =
-            opts.is_object() ? opts.value("archive", std::string()) : std::string();
-        if (!archived.empty() && !fs::exists(archived, ec)) {
-          // Accepted, then interrupted before the move: finish the move, never a second job.
-          candidates_.erase(name);
-          if (Status st = spool::RenameDurably(path, archived); !st.ok())
-            Log("inbox/%s: %s", name.c_str(), st.message().c_str());
-          else
-            Log("inbox/%s: already accepted as %s; moved to archive/ (the move had been "
-                "interrupted)",
-                name.c_str(), existing->public_id.c_str());
-          continue;
-        }
-        Refuse(name, "the same file (name and sha256 " + sha.substr(0, 16) +
-                         "...) was already accepted as job " + existing->public_id + " (" +
-                         jobs::JobStatusName(existing->status) + "): it is not run twice");
-        continue;
-      }
+      std::string sha;  // "" = ingest hashes it while reading it
+      if (look_up && !LookUp(name, path, &sha)) continue;
       if (std::string why = spool::WholeFileRefusal(path, name, knobs_.max_file_bytes,
                                                     knobs_.max_line_bytes, ctx_);
           !why.empty()) {
@@ -394,17 +401,18 @@ class Server {
       files.push_back(std::move(f));
       archive_to.push_back(archive);
     }
-    if (files.empty()) return;
+    if (files.empty()) return Status::Ok();
     std::vector<IngestedJob> jobs;
     IngestOptions iopt;
     iopt.max_line_bytes = knobs_.max_line_bytes;
-    if (files.size() > 1) Log("accepting %zu files together (planned as one window)", files.size());
     if (Status st = IngestFiles(io_store_.get(), ctx_, files, iopt, &jobs); !st.ok()) {
+      if (!look_up && st.code() == Status::Code::kInvalidArgument) return st;
       Log("cannot accept %zu file(s) from inbox/: %s (they stay there; retried at the next "
           "rescan)",
           files.size(), st.message().c_str());
-      return;
+      return st;
     }
+    if (jobs.size() > 1) Log("accepting %zu files together (planned as one window)", jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
       const IngestedJob& j = jobs[i];
       candidates_.erase(files[i].name);
@@ -415,9 +423,57 @@ class Server {
     }
     runner_->Wake();
     CheckJobs();  // a job whose every line was refused is complete already
+    return Status::Ok();
+  }
+
+  // Hashes inbox/<name> and looks its (name, sha256) up in the queue. False when the file is
+  // done with here: already accepted (refused as a duplicate naming its job, or, accepted just
+  // before a crash, moved on to archive/), or it cannot be read or looked up now (logged; the
+  // next rescan tries again). Else *sha is its SHA-256, for the ingest.
+  bool LookUp(const std::string& name, const std::string& path, std::string* sha) {
+    int64_t bytes = 0;
+    if (Status st = HashFile(path, sha, &bytes); !st.ok()) {
+      Log("inbox/%s: %s (retried at the next rescan)", name.c_str(), st.message().c_str());
+      return false;
+    }
+    std::optional<jobs::JobRecord> existing;
+    if (Status st = io_store_->FindJob(name, *sha, &existing); !st.ok()) {
+      Log("inbox/%s: %s (retried at the next rescan)", name.c_str(), st.message().c_str());
+      return false;
+    }
+    if (!existing) return true;
+    const json opts = json::parse(existing->options, nullptr, false);
+    const std::string archived =
+        opts.is_object() ? opts.value("archive", std::string()) : std::string();
+    std::error_code ec;
+    if (!archived.empty() && !fs::exists(archived, ec)) {
+      // Accepted, then interrupted before the move: finish the move, never a second job.
+      candidates_.erase(name);
+      if (Status st = spool::RenameDurably(path, archived); !st.ok())
+        Log("inbox/%s: %s", name.c_str(), st.message().c_str());
+      else
+        Log("inbox/%s: already accepted as %s; moved to archive/ (the move had been "
+            "interrupted)",
+            name.c_str(), existing->public_id.c_str());
+      return false;
+    }
+    Refuse(name, "the same file (name and sha256 " + sha->substr(0, 16) +
+                     "...) was already accepted as job " + existing->public_id + " (" +
+                     jobs::JobStatusName(existing->status) + "): it is not run twice");
+    return false;
   }
 
   // --- The queue.
+  // The engine ran out of work: its last results would wait up to the commit interval to be
+  // committed, and their jobs up to the next queue poll to be finalized. Commits them now, then
+  // looks at the jobs. Runs on flusher_: a database locked by another process (the committer
+  // retries until it commits) must hold up neither the engine's loop (a drain must still end
+  // it) nor the event loop (signals, the inbox).
+  void FlushThenCheckJobs() {
+    committer_->Flush();  // its error, if any, is reported when the committer closes
+    asio::post(io_, [this] { CheckJobs(); });
+  }
+
   void ArmPoll() {
     poll_timer_.expires_after(std::chrono::milliseconds(200));
     poll_timer_.async_wait([this](boost::system::error_code ec) {
@@ -571,6 +627,7 @@ class Server {
   void OnEngineDone() {
     if (!engine_status_.ok()) Log("engine: %s", engine_status_.message().c_str());
     const Status committed = committer_->Close();
+    flusher_.join();  // a Flush waiting on the committer returned when it closed
     if (!committed.ok()) Log("committing results: %s", committed.message().c_str());
     if (!stopping_) {  // the engine stopped by itself: a store error
       exit_code_ = 1;
@@ -617,6 +674,7 @@ class Server {
   asio::posix::stream_descriptor inotify_;
   asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
   asio::signal_set signals_;
+  asio::thread_pool flusher_{1};  // FlushThenCheckJobs
   alignas(inotify_event) std::array<char, 64 * 1024> events_{};
   std::map<std::string, Candidate> candidates_;
   std::set<std::string> refused_logged_;

@@ -24,6 +24,7 @@ void ExpectDefaults(const LlmqConfig& c) {
   EXPECT_EQ(c.enable_planner, d.enable_planner);
   EXPECT_EQ(c.state_dir, d.state_dir);
   EXPECT_EQ(c.settle_seconds, d.settle_seconds);
+  EXPECT_EQ(c.group_window_ms, d.group_window_ms);
   EXPECT_EQ(c.rescan_seconds, d.rescan_seconds);
   EXPECT_EQ(c.max_file_bytes, d.max_file_bytes);
   EXPECT_EQ(c.drain_seconds, d.drain_seconds);
@@ -63,8 +64,8 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
   for (const char* key :
        {"model:", "path:", "chat_template:", "engine:", "block_size:", "max_num_seqs:",
         "max_num_batched_tokens:", "kv_cache_memory:", "enable_prefix_caching:", "enable_planner:",
-        "spool:", "state_dir:", "settle_seconds:", "rescan_seconds:", "max_file_bytes:",
-        "max_line_bytes:", "drain_seconds:", "commit_interval_ms:"}) {
+        "spool:", "state_dir:", "settle_seconds:", "group_window_ms:", "rescan_seconds:",
+        "max_file_bytes:", "max_line_bytes:", "drain_seconds:", "commit_interval_ms:"}) {
     EXPECT_NE(text.find(key), std::string::npos) << key;
   }
 }
@@ -145,6 +146,9 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
       {"spool: {settle_seconds: 0.25}",
        [](const LlmqConfig& c) { return c.settle_seconds == 0.25; }},
       {"spool: {settle_seconds: 0}", [](const LlmqConfig& c) { return c.settle_seconds == 0; }},
+      {"spool: {group_window_ms: 0}", [](const LlmqConfig& c) { return c.group_window_ms == 0; }},
+      {"spool: {group_window_ms: 200}",
+       [](const LlmqConfig& c) { return c.group_window_ms == 200; }},
       {"spool: {rescan_seconds: 2}", [](const LlmqConfig& c) { return c.rescan_seconds == 2; }},
       {"spool: {max_file_bytes: 10MiB}",
        [](const LlmqConfig& c) { return c.max_file_bytes == 10 << 20; }},
@@ -226,6 +230,8 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
       {"spool:\n  settle_seconds: -1\n", "t.yaml:2: spool.settle_seconds: must be a number"},
       {"spool:\n  settle_seconds: soon\n", "t.yaml:2: spool.settle_seconds: must be a number"},
       {"spool:\n  settle_seconds: '1'\n", "t.yaml:2: spool.settle_seconds"},
+      {"spool:\n  group_window_ms: -1\n", "t.yaml:2: spool.group_window_ms: must be"},
+      {"spool:\n  group_window_ms: 0.05\n", "t.yaml:2: spool.group_window_ms"},
       {"spool:\n  rescan_seconds: 0\n", "t.yaml:2: spool.rescan_seconds: must be a number"},
       {"spool:\n  max_file_bytes: 0\n", "t.yaml:2: spool.max_file_bytes: must be a positive"},
       {"spool:\n  max_file_bytes: 1XB\n", "t.yaml:2: spool.max_file_bytes"},

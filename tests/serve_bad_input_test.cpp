@@ -405,7 +405,9 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
   for (const json& j : json::parse(list.out)) names.insert(j["name"].get<std::string>());
   for (const Case& c : cases) {
     for (const std::string& n : c.want.no_job) EXPECT_EQ(names.count(n), 0u) << c.name;
-    if (!c.want.stem.empty()) EXPECT_EQ(names.count(c.want.stem + ".jsonl"), 1u) << c.name;
+    if (!c.want.stem.empty()) {
+      EXPECT_EQ(names.count(c.want.stem + ".jsonl"), 1u) << c.name;
+    }
   }
   std::printf("table of %zu cases: %.1fs\n", cases.size(),
               std::chrono::duration<double>(Clock::now() - t0).count());

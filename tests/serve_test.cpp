@@ -67,14 +67,18 @@ class ServeTest : public ::testing::Test {
 
   void TearDown() override { Kill(); }
 
-  // `max_num_seqs` small: a job runs long enough to be interrupted.
-  void WriteConfig(double drain_seconds, int max_num_seqs = 256, int block_size = 16) {
+  // `max_num_seqs` small: a job runs long enough to be interrupted. `spool` is appended to the
+  // spool section (other keys, e.g. "  group_window_ms: 1000\n").
+  void WriteConfig(double drain_seconds, int max_num_seqs = 256, int block_size = 16,
+                   double settle_seconds = 0.2, const std::string& spool = "") {
     std::ofstream(config_) << "model:\n  path: " << model_
                            << "\nengine:\n  max_num_seqs: " << max_num_seqs
                            << "\n  block_size: " << block_size
                            << "\nspool:\n  state_dir: " << state_
-                           << "\n  settle_seconds: 0.2\n  rescan_seconds: 1\n  drain_seconds: "
-                           << drain_seconds << "\n  commit_interval_ms: 10\n";
+                           << "\n  settle_seconds: " << settle_seconds
+                           << "\n  rescan_seconds: 1\n  drain_seconds: " << drain_seconds
+                           << "\n  commit_interval_ms: 10\n"
+                           << spool;
   }
 
   void Start() {
@@ -229,6 +233,95 @@ TEST_F(ServeTest, SlowRenamedAndBadFilesRunOnceAndSubmitRunsToo) {
   const std::string log = ReadText(err_file());
   EXPECT_NE(log.find("accepted inbox/bad.jsonl as batch_"), std::string::npos) << log;
   EXPECT_NE(log.find("5 refused"), std::string::npos) << log;
+}
+
+// A file renamed in is complete: it waits the group window, not the settle time. One that is
+// written to after the rename (appended, or still open for writing) waits the settle time from
+// its last change, and is taken whole.
+TEST_F(ServeTest, RenamedInFilesWaitOnlyTheGroupWindow) {
+  // Wide apart, so that which rule applied shows through a loaded machine's delays.
+  const double settle = 5, window = 1;
+  WriteConfig(5, 256, 16, settle, "  group_window_ms: 1000\n");
+  Start();
+  auto archived = [&](const std::string& name) { return fs::exists(state_ + "/archive/" + name); };
+  auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+
+  const auto t0 = Clock::now();
+  Drop("quick.jsonl", Job("quick", 3, 2));
+  ASSERT_TRUE(WaitFor([&] { return archived("quick.jsonl"); }, 20)) << ReadText(err_file());
+  const double quick = seconds_since(t0);
+  EXPECT_GE(quick, window - 0.1) << "taken before its group window";
+  EXPECT_LT(quick, settle - 1) << "a renamed-in file waited the settle time";
+
+  // Renamed in, then appended to (a writer that renames first and writes on).
+  const std::string first = Job("grown", 2, 2), rest = Job("grown-more", 3, 2);
+  Drop("grown.jsonl", first);
+  {
+    std::ofstream f(inbox("grown.jsonl"), std::ios::app | std::ios::binary);
+    f << rest;
+  }
+  const auto t1 = Clock::now();
+  // Renamed in while its writer still holds it open, written to after the rename.
+  const std::string held_text = Job("held", 4, 2);
+  const std::string staging = dir_ + "/held.jsonl.staging";
+  {
+    std::ofstream f(staging, std::ios::binary);
+    f << held_text.substr(0, 10) << std::flush;
+    fs::rename(staging, inbox("held.jsonl"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past the group window
+    f << held_text.substr(10);
+  }
+  const auto t2 = Clock::now();
+  ASSERT_TRUE(WaitFor([&] { return archived("grown.jsonl") && archived("held.jsonl"); }, 30))
+      << ReadText(err_file());
+  EXPECT_GE(seconds_since(t1), settle - 0.5) << "an appended file did not wait the settle time";
+  EXPECT_GE(seconds_since(t2), settle - 0.5) << "a held-open file did not wait the settle time";
+  EXPECT_EQ(ReadText(state_ + "/archive/grown.jsonl"), first + rest) << "taken half-written";
+  EXPECT_EQ(ReadText(state_ + "/archive/held.jsonl"), held_text) << "taken half-written";
+  ASSERT_TRUE(Finalized("quick") && Finalized("grown") && Finalized("held"))
+      << ReadText(err_file());
+  EXPECT_EQ(ReadJsonl(outbox("grown.results.jsonl")).size(), 5u);
+  EXPECT_EQ(ReadJsonl(outbox("held.results.jsonl")).size(), 4u);
+  EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
+}
+
+// Ingest reads a file once and leaves it to the queue to spot a file it has accepted before;
+// then the files are looked up one by one: the duplicate is refused naming its job, a file
+// dropped with it runs all the same, and a file whose job was stored just before a crash (its
+// move to archive/ interrupted) is moved on, never run as a second job.
+TEST_F(ServeTest, DuplicatesAreRefusedAmongNewFilesAndAnInterruptedMoveIsFinished) {
+  Start();
+  const std::string a = Job("a", 3, 2), b = Job("b", 2, 2), c = Job("c", 4, 2);
+  Drop("a.jsonl", a);
+  Drop("b.jsonl", b);
+  ASSERT_TRUE(Finalized("a") && Finalized("b")) << ReadText(err_file());
+  const std::string a_id = StatusOf("a.jsonl")["id"], b_id = StatusOf("b.jsonl")["id"];
+
+  Drop("a.jsonl", a);  // again, with a new file
+  Drop("c.jsonl", c);
+  ASSERT_TRUE(Finalized("c")) << ReadText(err_file());
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/failed/a.jsonl.reason.txt"); }, 10))
+      << ReadText(err_file());
+  EXPECT_NE(ReadText(state_ + "/failed/a.jsonl.reason.txt").find(a_id), std::string::npos);
+  EXPECT_EQ(ReadJsonl(outbox("c.results.jsonl")).size(), 4u);
+
+  // As if the daemon had died between storing b's job and moving b.jsonl to archive/.
+  ASSERT_EQ(Stop(10), 0) << ReadText(err_file());
+  fs::rename(state_ + "/archive/b.jsonl", inbox("b.jsonl"));
+  Start();
+  const std::string moved_on = "inbox/b.jsonl: already accepted as " + b_id;
+  ASSERT_TRUE(WaitFor([&] { return ReadText(err_file()).find(moved_on) != std::string::npos; }, 10))
+      << ReadText(err_file());
+  EXPECT_TRUE(fs::exists(state_ + "/archive/b.jsonl"));
+  EXPECT_FALSE(fs::exists(inbox("b.jsonl")));
+
+  const auto all = json::parse(Cli({"list", "--json"}).out);
+  std::multiset<std::string> names;
+  for (const json& j : all) names.insert(j["name"].get<std::string>());
+  EXPECT_EQ(names, (std::multiset<std::string>{"a.jsonl", "b.jsonl", "c.jsonl"}));
+  EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
 }
 
 TEST_F(ServeTest, CancelEndsARunningJobWithItsFinishedResults) {
