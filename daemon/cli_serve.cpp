@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -33,6 +34,7 @@
 #include "daemon/commands.h"
 #include "daemon/ingest.h"
 #include "daemon/job_runner.h"
+#include "daemon/notifier.h"
 #include "daemon/spool.h"
 #include "engine/durable_file.h"
 #include "jobs/finalizer.h"
@@ -117,6 +119,7 @@ class Server {
         rescan_timer_(io_),
         settle_timer_(io_),
         drain_timer_(io_),
+        notify_timer_(io_),
         signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
 
   int Main() {
@@ -153,8 +156,13 @@ class Server {
     // until a restart, the job never finishing).
     copt.retry_interval = std::chrono::milliseconds(500);
     committer_ = std::make_unique<jobs::ResultCommitter>(commit_store_.get(), copt);
+    // sd_notify: the watchdog pings from the engine loop (a quarter of the interval while idle).
+    RunnerOptions ropt;
+    ropt.on_tick = [this] { OnEngineTick(); };
+    ropt.tick_interval =
+        std::chrono::duration_cast<std::chrono::milliseconds>(notifier_.watchdog_usec() / 4);
     runner_ = std::make_unique<JobRunner>(ctx_, engine_.get(), runner_store_.get(),
-                                          committer_.get(), RunnerOptions{});
+                                          committer_.get(), ropt);
 
     ::signal(SIGIO, SIG_IGN);  // see OpenForWriting: a lease break must not end the daemon
     if (Status st = StartWatcher(); !st.ok()) return Fail(cmd_, st);
@@ -167,8 +175,13 @@ class Server {
     Scan(/*all_announced=*/true);
     ArmPoll();
     ArmRescan();
-    engine_thread_ = std::thread([this] {
-      engine_status_ = runner_->Serve(nullptr);
+    notifier_.Ready();  // sd_notify
+    ArmNotify();
+    engine_thread_ = std::thread([this, stall_ms = TestStallStepMs()]() mutable {
+      engine_status_ = runner_->Serve([&stall_ms] {  // TEST ONLY: see TestStallStepMs
+        if (stall_ms <= 0) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::exchange(stall_ms, 0)));
+      });
       asio::post(io_, [this] { OnEngineDone(); });
     });
     io_.run();
@@ -527,9 +540,13 @@ class Server {
   void OnSignal(boost::system::error_code ec, int sig) {
     if (ec) return;
     if (sig == SIGHUP) {
+      notifier_.Reloading();  // sd_notify
       Reload();
+      notifier_.Ready();
     } else if (!stopping_) {
       stopping_ = true;
+      notifier_.Stopping();  // sd_notify; EXTEND_TIMEOUT_USEC: see ArmNotify
+      drain_end_ = Clock::now() + Secs(knobs_.drain_seconds);
       Log("%s: draining: no new requests start; running ones get up to %gs (what does not "
           "finish runs again after a restart)",
           sig == SIGINT ? "SIGINT" : "SIGTERM", knobs_.drain_seconds);
@@ -592,9 +609,52 @@ class Server {
     rescan_timer_.cancel();
     settle_timer_.cancel();
     drain_timer_.cancel();
+    notify_timer_.cancel();
     signals_.cancel();
     io_.stop();
   }
+
+  // --- sd_notify (daemon/notifier.h).
+  // On the engine thread, at every pass of its loop: the watchdog ping, and the progress the
+  // STATUS= line shows.
+  void OnEngineTick() {
+    notifier_.Watchdog();
+    std::lock_guard<std::mutex> lock(live_mu_);
+    live_ = runner_->progress();
+  }
+
+  // Every second: STATUS= (tokens/s over the last second); while draining, EXTEND_TIMEOUT_USEC=
+  // the drain time left plus a margin for committing and finalizing, so that a drain longer than
+  // TimeoutStopSec= is not killed.
+  void ArmNotify() {
+    if (!notifier_.enabled()) return;
+    notify_timer_.expires_after(std::chrono::seconds(1));
+    notify_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      RunnerProgress p;
+      {
+        std::lock_guard<std::mutex> lock(live_mu_);
+        p = live_;
+      }
+      const auto now = Clock::now();
+      const double secs = std::chrono::duration<double>(now - last_notify_).count();
+      const double rate = secs > 0 ? (p.tokens_generated - last_tokens_) / secs : 0;
+      last_notify_ = now;
+      last_tokens_ = p.tokens_generated;
+      std::vector<jobs::JobRecord> all;
+      if (io_store_->ListJobs(&all).ok()) notifier_.SetStatus(ProgressLine(all, p, rate));
+      if (stopping_)
+        notifier_.ExtendTimeout(std::chrono::duration_cast<std::chrono::microseconds>(
+            std::max(drain_end_ - now, Clock::duration::zero()) + std::chrono::seconds(30)));
+      ArmNotify();
+    });
+  }
+
+  Notifier notifier_;
+  std::mutex live_mu_;
+  RunnerProgress live_;  // guarded by live_mu_
+  Clock::time_point last_notify_ = Clock::now(), drain_end_;
+  int64_t last_tokens_ = 0;
 
   const CLI::App* cmd_;
   const ServeFlags& f_;
@@ -616,6 +676,7 @@ class Server {
   asio::io_context io_;
   asio::posix::stream_descriptor inotify_;
   asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
+  asio::steady_timer notify_timer_;
   asio::signal_set signals_;
   alignas(inotify_event) std::array<char, 64 * 1024> events_{};
   std::map<std::string, Candidate> candidates_;

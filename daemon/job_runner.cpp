@@ -193,13 +193,18 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
   const int64_t tokens_before = engine_->stats().tokens_generated;
   std::vector<RequestOutput> done;
   for (;;) {
+    if (opt_.on_tick) opt_.on_tick();  // outside mu_: it may call Wake() & co.
     {
       std::unique_lock<std::mutex> lock(mu_);
       ApplyControls();
       if (stop_) break;
       if (!engine_->HasWork() && (draining_ || drained_)) {
         if (draining_) break;
-        cv_.wait(lock, [&] { return wake_ || drain_ || stop_ || !cancels_.empty(); });
+        const auto woken = [&] { return wake_ || drain_ || stop_ || !cancels_.empty(); };
+        if (opt_.tick_interval.count() > 0)
+          cv_.wait_for(lock, opt_.tick_interval, woken);
+        else
+          cv_.wait(lock, woken);
         continue;
       }
     }

@@ -10,6 +10,7 @@
 // (the daemon's event loop) while Serve runs.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -29,6 +30,11 @@ namespace llmq {
 struct RunnerOptions {
   // The engine is topped up to `window` requests (queued in it) whenever it falls below half.
   int window = 1024;
+  // Serve calls `on_tick` on the engine thread at every pass of its loop (each step), and at
+  // least every `tick_interval` while it waits for work (when > 0): the daemon's watchdog pings
+  // come from here, so a step that hangs stops them.
+  std::function<void()> on_tick;
+  std::chrono::milliseconds tick_interval{0};
 };
 
 struct RunnerProgress {
