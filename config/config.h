@@ -31,6 +31,9 @@ struct LlmqConfig {
   int64_t max_line_bytes = int64_t{16} << 20;
   double drain_seconds = 30;    // spool.drain_seconds: SIGTERM waits this long
   int commit_interval_ms = 50;  // spool.commit_interval_ms: result commit period
+  // metrics (llmq serve, daemon/metrics.h):
+  std::string metrics_textfile;         // metrics.textfile: "" = <state_dir>/metrics/llmq.prom
+  double metrics_interval_seconds = 5;  // metrics.interval_seconds: how often it is rewritten
 };
 
 // Loads `path` over the defaults (a default LlmqConfig, not *out's current values); *out is

@@ -34,6 +34,7 @@
 #include "daemon/commands.h"
 #include "daemon/ingest.h"
 #include "daemon/job_runner.h"
+#include "daemon/metrics.h"
 #include "daemon/notifier.h"
 #include "daemon/spool.h"
 #include "engine/durable_file.h"
@@ -120,6 +121,7 @@ class Server {
         settle_timer_(io_),
         drain_timer_(io_),
         notify_timer_(io_),
+        metrics_timer_(io_),
         signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
 
   int Main() {
@@ -159,6 +161,9 @@ class Server {
     // sd_notify: the watchdog pings from the engine loop (a quarter of the interval while idle).
     RunnerOptions ropt;
     ropt.on_tick = [this] { OnEngineTick(); };
+    ropt.on_output = [this](const RequestOutput& o) {  // metrics
+      if (o.ok()) engine_metrics_.ObserveTtft(o.metrics.ttft_seconds);
+    };
     ropt.tick_interval =
         std::chrono::duration_cast<std::chrono::milliseconds>(notifier_.watchdog_usec() / 4);
     runner_ = std::make_unique<JobRunner>(ctx_, engine_.get(), runner_store_.get(),
@@ -177,9 +182,11 @@ class Server {
     ArmRescan();
     notifier_.Ready();  // sd_notify
     ArmNotify();
+    StartMetrics();
     engine_thread_ = std::thread([this, stall_ms = TestStallStepMs()]() mutable {
-      engine_status_ = runner_->Serve([&stall_ms] {  // TEST ONLY: see TestStallStepMs
-        if (stall_ms <= 0) return;
+      engine_status_ = runner_->Serve([this, &stall_ms] {
+        engine_metrics_.ObserveStep(runner_->progress().last_step_seconds);
+        if (stall_ms <= 0) return;  // TEST ONLY: see TestStallStepMs
         std::this_thread::sleep_for(std::chrono::milliseconds(std::exchange(stall_ms, 0)));
       });
       asio::post(io_, [this] { OnEngineDone(); });
@@ -603,6 +610,7 @@ class Server {
         if (!jobs::IsTerminal(j.status)) pending += j.total - j.completed - j.failed;
     Log("stopped; %lld request(s) left pending, run after a restart",
         static_cast<long long>(pending));
+    WriteMetrics();  // the final numbers
     boost::system::error_code ignored;
     inotify_.close(ignored);
     poll_timer_.cancel();
@@ -610,6 +618,7 @@ class Server {
     settle_timer_.cancel();
     drain_timer_.cancel();
     notify_timer_.cancel();
+    metrics_timer_.cancel();
     signals_.cancel();
     io_.stop();
   }
@@ -619,8 +628,15 @@ class Server {
   // STATUS= line shows.
   void OnEngineTick() {
     notifier_.Watchdog();
-    std::lock_guard<std::mutex> lock(live_mu_);
-    live_ = runner_->progress();
+    EngineMetrics::Gauges g;
+    g.progress = runner_->progress();
+    g.running = static_cast<int64_t>(engine_->num_running());
+    g.queued = static_cast<int64_t>(engine_->num_queued() + engine_->num_window());
+    const BlockManager& b = engine_->blocks();
+    g.kv_blocks_used = b.num_in_use();
+    g.kv_blocks_free = b.num_free();
+    g.kv_blocks_cached = b.num_available() - b.num_free();
+    engine_metrics_.SetGauges(g);
   }
 
   // Every second: STATUS= (tokens/s over the last second); while draining, EXTEND_TIMEOUT_USEC=
@@ -631,11 +647,7 @@ class Server {
     notify_timer_.expires_after(std::chrono::seconds(1));
     notify_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
-      RunnerProgress p;
-      {
-        std::lock_guard<std::mutex> lock(live_mu_);
-        p = live_;
-      }
+      const RunnerProgress p = engine_metrics_.gauges().progress;
       const auto now = Clock::now();
       const double secs = std::chrono::duration<double>(now - last_notify_).count();
       const double rate = secs > 0 ? (p.tokens_generated - last_tokens_) / secs : 0;
@@ -650,9 +662,48 @@ class Server {
     });
   }
 
+  // --- Metrics (daemon/metrics.h): the textfile, every metrics.interval_seconds and at exit.
+  void StartMetrics() {
+    metrics_path_ = cfg_.metrics_textfile.empty()
+                        ? (fs::path(paths_.root) / "metrics" / "llmq.prom").string()
+                        : cfg_.metrics_textfile;
+    std::error_code ec;
+    fs::create_directories(fs::path(metrics_path_).parent_path(), ec);
+    ArmMetrics();
+  }
+  void ArmMetrics() {
+    metrics_timer_.expires_after(Secs(cfg_.metrics_interval_seconds));
+    metrics_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      WriteMetrics();
+      ArmMetrics();
+    });
+  }
+  void WriteMetrics() {
+    if (metrics_path_.empty()) return;
+    const auto now = Clock::now();
+    const int64_t tokens = engine_metrics_.gauges().progress.tokens_generated;
+    const double secs = std::chrono::duration<double>(now - last_metrics_).count();
+    const double rate = secs > 0 ? (tokens - last_metrics_tokens_) / secs : 0;
+    last_metrics_ = now;
+    last_metrics_tokens_ = tokens;
+    Status st = queue_totals_.Refresh(io_store_.get());
+    if (st.ok())
+      st = WriteFileDurably(metrics_path_, RenderMetrics(queue_totals_, engine_metrics_, rate));
+    // Logged when it starts failing and when it works again, not every few seconds.
+    if (st.ok() != metrics_ok_)
+      Log("metrics: %s",
+          st.ok() ? ("writing " + metrics_path_ + " again").c_str() : st.message().c_str());
+    metrics_ok_ = st.ok();
+  }
+
   Notifier notifier_;
-  std::mutex live_mu_;
-  RunnerProgress live_;  // guarded by live_mu_
+  EngineMetrics engine_metrics_;  // written by the engine thread (OnEngineTick and hooks)
+  QueueTotals queue_totals_;
+  std::string metrics_path_;
+  Clock::time_point last_metrics_ = Clock::now();
+  int64_t last_metrics_tokens_ = 0;
+  bool metrics_ok_ = true;
   Clock::time_point last_notify_ = Clock::now(), drain_end_;
   int64_t last_tokens_ = 0;
 
@@ -676,7 +727,7 @@ class Server {
   asio::io_context io_;
   asio::posix::stream_descriptor inotify_;
   asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
-  asio::steady_timer notify_timer_;
+  asio::steady_timer notify_timer_, metrics_timer_;
   asio::signal_set signals_;
   alignas(inotify_event) std::array<char, 64 * 1024> events_{};
   std::map<std::string, Candidate> candidates_;

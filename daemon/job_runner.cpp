@@ -118,18 +118,24 @@ void JobRunner::HandleOutputs(const std::vector<RequestOutput>& done) {
   for (const RequestOutput& o : done) {
     auto it = fed_.find(o.id);
     if (it == fed_.end()) continue;  // LLMQ_CHECK-worthy, but never lose the loop over it
-    if (dropped_.erase(o.id) == 0) Finish(it->second, o);
+    if (dropped_.erase(o.id) == 0) {
+      Finish(it->second, o);
+      if (opt_.on_output) opt_.on_output(o);
+    }
     fed_.erase(it);
   }
 }
 
 void JobRunner::StepOnce(int64_t tokens_before, std::vector<RequestOutput>* done) {
   done->clear();
+  const auto start = std::chrono::steady_clock::now();
   // A failed step has already failed its own requests (their results are in *done); the rest go
   // on, so the loop goes on too.
   if (Status st = engine_->Step(done); !st.ok())
     std::fprintf(stderr, "llmq: step failed, its requests are marked failed: %s\n",
                  st.message().c_str());
+  progress_.last_step_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   HandleOutputs(*done);
   progress_.tokens_generated = engine_->stats().tokens_generated - tokens_before;
 }

@@ -35,6 +35,8 @@ struct RunnerOptions {
   // come from here, so a step that hangs stops them.
   std::function<void()> on_tick;
   std::chrono::milliseconds tick_interval{0};
+  // Called on the engine thread with every output of the engine that becomes a result (metrics).
+  std::function<void(const RequestOutput&)> on_output;
 };
 
 struct RunnerProgress {
@@ -42,6 +44,7 @@ struct RunnerProgress {
   int64_t failed = 0;            // of which failed
   int64_t tokens_generated = 0;  // completion tokens sampled in this run, finished or not
   int64_t prompt_tokens = 0, cached_tokens = 0, computed_tokens = 0;  // of finished requests
+  double last_step_seconds = 0;  // the engine's last Step (metrics)
 };
 
 class JobRunner {

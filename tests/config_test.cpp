@@ -64,7 +64,8 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
        {"model:", "path:", "chat_template:", "engine:", "block_size:", "max_num_seqs:",
         "max_num_batched_tokens:", "kv_cache_memory:", "enable_prefix_caching:", "enable_planner:",
         "spool:", "state_dir:", "settle_seconds:", "rescan_seconds:", "max_file_bytes:",
-        "max_line_bytes:", "drain_seconds:", "commit_interval_ms:"}) {
+        "max_line_bytes:", "drain_seconds:", "commit_interval_ms:", "metrics:", "textfile:",
+        "interval_seconds:"}) {
     EXPECT_NE(text.find(key), std::string::npos) << key;
   }
 }

@@ -2,7 +2,8 @@
 // owns the NOTIFY_SOCKET (an abstract AF_UNIX datagram socket) and gives WATCHDOG_USEC, and checks
 // READY=1 after start-up, STATUS= updates while a job runs, WATCHDOG=1 at least every half
 // interval, RELOADING=1 (with MONOTONIC_USEC) then READY=1 on SIGHUP, STOPPING=1 on SIGTERM; and
-// that a stalled engine step (LLMQ_TEST_STALL_STEP_MS, a test-only hook) stops the pings.
+// that a stalled engine step (LLMQ_TEST_STALL_STEP_MS, a test-only hook) stops the pings. Also the
+// Prometheus metrics file (done-when 5): valid by the format's rules, counters as `llmq status`.
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -11,15 +12,19 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -198,15 +203,21 @@ TEST_F(ServeNotifyTest, ReadyStatusWatchdogReloadAndStopping) {
   EXPECT_NE(ReadText(err_file()).find("serving"), std::string::npos);
 
   const size_t before_job = sock_.size();
-  Drop("a.jsonl", Job(384, 64));
-  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 120))
-      << ReadText(err_file());
-  // STATUS= lines while the job ran: more than one, with the job's progress.
+  // Big enough to run for a few seconds: STATUS= is sent at most once a second.
+  Drop("a.jsonl", Job(2048, 64));
+  // STATUS= lines while the job runs: more than one, with the job's progress.
   std::set<std::string> statuses;
-  for (const auto& m : sock_.messages())
-    if (m.text.rfind("STATUS=1 job(s), ", 0) == 0) statuses.insert(m.text);
-  EXPECT_GE(statuses.size(), 2u) << "distinct STATUS= lines while the job ran";
-  EXPECT_GE(sock_.Find("/384 requests done", before_job), 0);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const auto& m : sock_.messages())
+          if (m.text.rfind("STATUS=1 job(s), ", 0) == 0) statuses.insert(m.text);
+        return statuses.size() >= 2;
+      },
+      60))
+      << "distinct STATUS= lines while the job ran: " << statuses.size();
+  EXPECT_GE(sock_.Find("/2048 requests done", before_job), 0);
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 300))
+      << ReadText(err_file());
 
   // SIGHUP: RELOADING=1 (with MONOTONIC_USEC), then READY=1.
   const size_t before_hup = sock_.size();
@@ -243,6 +254,224 @@ TEST_F(ServeNotifyTest, AStalledEngineStepStopsTheWatchdogPings) {
   const size_t after = sock_.size();
   EXPECT_GE(sock_.WaitFor("WATCHDOG=1", after, 5), 0);
   EXPECT_EQ(Stop(), 0) << ReadText(err_file());
+}
+
+// --- The metrics textfile (issue 8, done-when 5): a small parser of the Prometheus text format's
+// rules, and the counters against `llmq status --json`.
+
+struct Sample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+struct Exposition {
+  std::map<std::string, std::string> types;  // family -> type
+  std::vector<Sample> samples;
+  std::string error;  // the first rule broken; empty when valid
+
+  double Get(const std::string& name, const std::map<std::string, std::string>& labels = {}) const {
+    for (const Sample& s : samples)
+      if (s.name == name && s.labels == labels) return s.value;
+    return -1;
+  }
+};
+
+bool ValidName(const std::string& s, bool colon) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && !(colon && c == ':'))
+      return false;
+  return true;
+}
+
+bool ParseValue(const std::string& s, double* v) {
+  if (s == "+Inf" || s == "-Inf" || s == "NaN") {
+    *v = s == "NaN" ? NAN : (s[0] == '-' ? -INFINITY : INFINITY);
+    return true;
+  }
+  char* end = nullptr;
+  *v = std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size();
+}
+
+// The family a sample belongs to: its name less a histogram's suffix when that family is one.
+std::string FamilyOf(const std::string& name, const std::map<std::string, std::string>& types) {
+  for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+    const std::string s = suffix;
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+      const std::string base = name.substr(0, name.size() - s.size());
+      if (auto it = types.find(base); it != types.end() && it->second == "histogram") return base;
+    }
+  }
+  return name;
+}
+
+Exposition ParseExposition(const std::string& text) {
+  Exposition e;
+  std::istringstream in(text);
+  std::string line;
+  std::set<std::string> done;  // families whose samples have ended (samples must be contiguous)
+  std::string current;
+  int n = 0;
+  auto fail = [&](const std::string& why) {
+    if (e.error.empty()) e.error = "line " + std::to_string(n) + ": " + why + ": " + line;
+  };
+  if (text.empty() || text.back() != '\n') e.error = "does not end with a newline";
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      std::istringstream w(line.substr(1));
+      std::string kw, name, rest;
+      w >> kw >> name;
+      std::getline(w >> std::ws, rest);
+      if (kw == "TYPE") {
+        if (!ValidName(name, true)) fail("bad metric name");
+        if (rest != "counter" && rest != "gauge" && rest != "histogram" && rest != "summary" &&
+            rest != "untyped")
+          fail("bad type");
+        if (e.types.count(name)) fail("second TYPE line");
+        if (done.count(name) || current == name) fail("TYPE after the family's samples");
+        e.types[name] = rest;
+      } else if (kw == "HELP") {
+        if (!ValidName(name, true)) fail("bad metric name");
+      }
+      continue;
+    }
+    Sample s;
+    size_t i = 0;
+    while (i < line.size() && line[i] != '{' && line[i] != ' ') ++i;
+    s.name = line.substr(0, i);
+    if (!ValidName(s.name, true)) fail("bad metric name");
+    if (i < line.size() && line[i] == '{') {
+      ++i;
+      while (i < line.size() && line[i] != '}') {
+        const size_t eq = line.find('=', i);
+        if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') {
+          fail("bad label");
+          break;
+        }
+        const std::string key = line.substr(i, eq - i);
+        if (!ValidName(key, false) || key.rfind("__", 0) == 0) fail("bad label name");
+        std::string val;
+        size_t j = eq + 2;
+        for (; j < line.size() && line[j] != '"'; ++j) {
+          if (line[j] == '\\' && j + 1 < line.size()) ++j;
+          val += line[j];
+        }
+        if (j >= line.size()) {
+          fail("unterminated label value");
+          break;
+        }
+        if (s.labels.count(key)) fail("duplicate label");
+        s.labels[key] = val;
+        i = j + 1;
+        if (i < line.size() && line[i] == ',') ++i;
+      }
+      if (i >= line.size()) fail("unterminated labels");
+      ++i;
+    }
+    if (i >= line.size() || line[i] != ' ') fail("no value");
+    std::istringstream w(line.substr(std::min(i, line.size())));
+    std::string value, timestamp, extra;
+    w >> value >> timestamp >> extra;
+    if (!ParseValue(value, &s.value)) fail("bad value");
+    if (!extra.empty()) fail("trailing text");
+    const std::string family = FamilyOf(s.name, e.types);
+    if (!e.types.count(family)) fail("sample before its TYPE line");
+    if (family != current) {
+      if (done.count(family)) fail("the family's samples are not together");
+      if (!current.empty()) done.insert(current);
+      current = family;
+    }
+    const std::string type = e.types.count(family) ? e.types.at(family) : "";
+    if (type == "counter" && (s.name.size() < 6 || s.name.substr(s.name.size() - 6) != "_total"))
+      fail("a counter's name must end in _total");
+    if (type == "counter" && !(s.value >= 0)) fail("negative counter");
+    e.samples.push_back(std::move(s));
+  }
+  // Histograms: buckets ascending in le, cumulative, the last le="+Inf" equal to _count.
+  for (const auto& [family, type] : e.types) {
+    if (type != "histogram") continue;
+    double last_le = -INFINITY, last_count = 0, inf = -1;
+    int buckets = 0;
+    for (const Sample& s : e.samples) {
+      if (s.name != family + "_bucket") continue;
+      ++buckets;
+      double le = 0;
+      if (!s.labels.count("le") || !ParseValue(s.labels.at("le"), &le)) {
+        e.error += " " + family + ": a bucket without le";
+        continue;
+      }
+      if (le <= last_le) e.error += " " + family + ": le not ascending";
+      if (s.value < last_count) e.error += " " + family + ": buckets not cumulative";
+      last_le = le;
+      last_count = s.value;
+      if (std::isinf(le)) inf = s.value;
+    }
+    if (buckets == 0 || !std::isinf(last_le)) e.error += " " + family + ": no +Inf bucket last";
+    if (inf != e.Get(family + "_count")) e.error += " " + family + ": +Inf != _count";
+    if (e.Get(family + "_sum") < 0) e.error += " " + family + ": no _sum";
+  }
+  return e;
+}
+
+TEST(PrometheusParserTest, RejectsWhatTheFormatForbids) {
+  EXPECT_EQ(ParseExposition("# TYPE a_total counter\na_total 1\n").error, "");
+  EXPECT_NE(ParseExposition("a_total 1\n").error, "");                            // no TYPE
+  EXPECT_NE(ParseExposition("# TYPE a counter\na 1\n").error, "");                // no _total
+  EXPECT_NE(ParseExposition("# TYPE a gauge\na{x=1} 1\n").error, "");             // unquoted
+  EXPECT_NE(ParseExposition("# TYPE a gauge\na 1\n# TYPE a gauge\n").error, "");  // TYPE twice
+  EXPECT_NE(ParseExposition("# TYPE 1a gauge\n1a 1\n").error, "");                // bad name
+  EXPECT_NE(ParseExposition("# TYPE h histogram\nh_bucket{le=\"1\"} 2\n"
+                            "h_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n")
+                .error,
+            "");  // not cumulative
+  EXPECT_NE(ParseExposition("# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n").error,
+            "");  // no +Inf
+}
+
+TEST_F(ServeNotifyTest, TheMetricsFileIsValidAndAgreesWithStatus) {
+  std::ofstream(config_, std::ios::app) << "metrics:\n  interval_seconds: 0.3\n";
+  Start();
+  ASSERT_GE(sock_.WaitFor("READY=1", 0, 30), 0) << ReadText(err_file());
+  const std::string prom = state_ + "/metrics/llmq.prom";
+  // Written while serving, not only at exit.
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(prom); }, 10));
+  EXPECT_EQ(ParseExposition(ReadText(prom)).error, "");
+  // One bad line (a failed request) and one prompt twice (a cache hit).
+  std::string job = Job(6, 8) + "{\"custom_id\": \"bad\"}\n";
+  Drop("m.jsonl", job);
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/m.summary.json"); }, 60))
+      << ReadText(err_file());
+  EXPECT_EQ(Stop(), 0) << ReadText(err_file());  // the last write is at exit
+
+  const std::string text = ReadText(prom);
+  const Exposition e = ParseExposition(text);
+  ASSERT_EQ(e.error, "") << text;
+  const auto r = testing::RunLlmqWith({}, {"status", "--json", "--config", config_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json jobs = json::parse(r.out);
+  ASSERT_EQ(jobs.size(), 1u) << r.out;
+  const json& j = jobs[0];
+  EXPECT_EQ(e.Get("llmq_requests_total", {{"status", "completed"}}),
+            j["request_counts"]["completed"].get<double>());
+  EXPECT_EQ(e.Get("llmq_requests_total", {{"status", "failed"}}),
+            j["request_counts"]["failed"].get<double>());
+  EXPECT_EQ(j["request_counts"]["completed"].get<int>(), 6);
+  EXPECT_EQ(e.Get("llmq_completion_tokens_total"), j["completion_tokens"].get<double>());
+  EXPECT_NEAR(e.Get("llmq_cache_hit_ratio"), j["cache_hit_rate"].get<double>(), 1e-6);
+  EXPECT_EQ(e.Get("llmq_jobs", {{"status", "completed"}}), 1);
+  EXPECT_EQ(e.Get("llmq_queue_depth"), 0);
+  EXPECT_EQ(e.Get("llmq_prompt_tokens_total"),
+            e.Get("llmq_cached_prompt_tokens_total") + e.Get("llmq_computed_prompt_tokens_total"));
+  EXPECT_GT(e.Get("llmq_prompt_tokens_total"), 0);
+  EXPECT_EQ(e.Get("llmq_time_to_first_token_seconds_count"), 6);
+  EXPECT_GT(e.Get("llmq_step_duration_seconds_count"), 0);
+  for (const char* state : {"used", "free", "cached"})
+    EXPECT_GE(e.Get("llmq_kv_blocks", {{"state", state}}), 0) << state;
+  EXPECT_EQ(e.types.at("llmq_step_duration_seconds"), "histogram");
 }
 
 }  // namespace
