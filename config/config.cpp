@@ -282,11 +282,25 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
       {"interval_seconds",
        [c](const Leaf& l) { return GetSeconds(l, 0.1, 3600, &c->metrics_interval_seconds); }},
   };
+  std::vector<Field> serve = {
+      {"run_windows",
+       [c](const Leaf& l) -> Status {
+         if (l.value.IsNull()) return Status::Ok();
+         if (!l.value.IsSequence())
+           return l.Fail("must be a list such as [\"22:00-06:00\"], got " + Describe(l.value));
+         std::vector<std::string> windows;
+         for (const YAML::Node& w : l.value) {
+           if (!w.IsScalar()) return l.Fail("each window must be a string, got " + Describe(w));
+           windows.push_back(w.Scalar());
+         }
+         c->run_windows = std::move(windows);
+         return Status::Ok();
+       }},
+  };
   const std::vector<Field> sections = {
-      Section(file, "model", std::move(model)),
-      Section(file, "engine", std::move(engine)),
-      Section(file, "spool", std::move(spool)),
-      Section(file, "metrics", std::move(metrics)),
+      Section(file, "model", std::move(model)), Section(file, "engine", std::move(engine)),
+      Section(file, "spool", std::move(spool)), Section(file, "metrics", std::move(metrics)),
+      Section(file, "serve", std::move(serve)),
   };
   return ParseMap(file, root, "", sections);
 }

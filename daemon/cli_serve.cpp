@@ -36,6 +36,7 @@
 #include "daemon/job_runner.h"
 #include "daemon/metrics.h"
 #include "daemon/notifier.h"
+#include "daemon/run_windows.h"
 #include "daemon/spool.h"
 #include "engine/durable_file.h"
 #include "jobs/finalizer.h"
@@ -122,6 +123,8 @@ class Server {
         drain_timer_(io_),
         notify_timer_(io_),
         metrics_timer_(io_),
+        window_timer_(io_),
+        window_drain_timer_(io_),
         signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
 
   int Main() {
@@ -130,6 +133,7 @@ class Server {
     FindConfig(f_.engine.config, &config_path_);
     if (!f_.state.empty()) cfg_.state_dir = f_.state;
     knobs_ = Reloadable::From(cfg_);
+    if (Status st = ParseWindows(); !st.ok()) return Fail(cmd_, st, 2);  // serve.run_windows
     paths_ = spool::PathsFor(cfg_.state_dir);
     if (Status st = spool::EnsureLayout(paths_); !st.ok()) return Fail(cmd_, st);
     if (Status st = Lock(); !st.ok()) return Fail(cmd_, st);
@@ -183,6 +187,7 @@ class Server {
     notifier_.Ready();  // sd_notify
     ArmNotify();
     StartMetrics();
+    CheckWindow(/*first=*/true);  // serve.run_windows
     engine_thread_ = std::thread([this, stall_ms = TestStallStepMs()]() mutable {
       engine_status_ = runner_->Serve([this, &stall_ms] {
         engine_metrics_.ObserveStep(runner_->progress().last_step_seconds);
@@ -619,6 +624,8 @@ class Server {
     drain_timer_.cancel();
     notify_timer_.cancel();
     metrics_timer_.cancel();
+    window_timer_.cancel();
+    window_drain_timer_.cancel();
     signals_.cancel();
     io_.stop();
   }
@@ -697,6 +704,56 @@ class Server {
     metrics_ok_ = st.ok();
   }
 
+  // --- Run windows (serve.run_windows, daemon/run_windows.h).
+  Status ParseWindows() {
+    for (const std::string& text : cfg_.run_windows) {
+      RunWindow w;
+      if (Status st = ParseRunWindow(text, &w); !st.ok())
+        return Status::InvalidArgument("serve.run_windows: " + st.message());
+      windows_.push_back(w);
+    }
+    return Status::Ok();
+  }
+
+  // Outside the windows nothing new starts; at a window's end running requests get
+  // spool.drain_seconds, then are abandoned (pending again: they run in the next window).
+  // Checked when the state next changes (just after that second begins) and every minute.
+  void CheckWindow(bool first) {
+    if (windows_.empty() || stopping_) return;
+    const auto now = std::chrono::system_clock::now();
+    const std::time_t t = std::chrono::system_clock::to_time_t(now);
+    const int sec = LocalSecondOfDay(t);
+    const bool in = InRunWindow(windows_, sec);
+    const int next = SecondsToNextChange(windows_, sec);
+    if (first || in != in_window_) {
+      in_window_ = in;
+      if (in) {
+        window_drain_timer_.cancel();
+        runner_->Release();
+        Log("run window open: requests start (it closes in %ds)", next);
+      } else {
+        runner_->Hold(/*running_too=*/false);
+        Log("outside the run windows: no new request starts%s (next window in %ds)",
+            first ? "" : "; running ones get spool.drain_seconds", next);
+        window_drain_timer_.expires_after(Secs(first ? 0 : knobs_.drain_seconds));
+        window_drain_timer_.async_wait([this](boost::system::error_code ec) {
+          if (ec || in_window_ || stopping_) return;
+          runner_->Hold(/*running_too=*/true);
+        });
+      }
+    }
+    const double into_second =
+        std::chrono::duration<double>(now - std::chrono::system_clock::from_time_t(t)).count();
+    const double delay = (next < 0 ? 60 : std::min(next, 60)) - into_second + 0.01;
+    window_timer_.expires_after(Secs(std::max(delay, 0.01)));
+    window_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) CheckWindow(false);
+    });
+  }
+
+  std::vector<RunWindow> windows_;
+  bool in_window_ = true;
+
   Notifier notifier_;
   EngineMetrics engine_metrics_;  // written by the engine thread (OnEngineTick and hooks)
   QueueTotals queue_totals_;
@@ -727,7 +784,7 @@ class Server {
   asio::io_context io_;
   asio::posix::stream_descriptor inotify_;
   asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
-  asio::steady_timer notify_timer_, metrics_timer_;
+  asio::steady_timer notify_timer_, metrics_timer_, window_timer_, window_drain_timer_;
   asio::signal_set signals_;
   alignas(inotify_event) std::array<char, 64 * 1024> events_{};
   std::map<std::string, Candidate> candidates_;

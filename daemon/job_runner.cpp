@@ -46,6 +46,17 @@ void JobRunner::Refuse(int64_t job, int64_t line, const std::string& custom_id,
 
 // Tops the engine up to the window from the store, in plan-rank order after the cursor.
 Status JobRunner::Feed() {
+  if (refeed_) {
+    // The dropped requests lie behind the cursor: start again from the first pending one. The
+    // results handed to the committer are committed first, or they would look pending.
+    if (Status st = committer_->Flush(); !st.ok()) {
+      std::fprintf(stderr, "llmq: resuming: %s (retried)\n", st.message().c_str());
+      return Status::Ok();
+    }
+    refeed_ = false;
+    cursor_ = 0;
+    drained_ = false;
+  }
   const int queued = static_cast<int>(engine_->num_queued() + engine_->num_window());
   if (drained_ || queued >= opt_.window / 2) return Status::Ok();
   std::vector<jobs::PendingRequest> batch;
@@ -63,6 +74,8 @@ Status JobRunner::Feed() {
   const double now = UnixNow();
   for (jobs::PendingRequest& p : batch) {
     cursor_ = p.plan_rank;
+    // Still in the engine from before a hold (admitted, let run): not fed twice.
+    if (fed_.count(std::to_string(p.job) + ":" + std::to_string(p.line))) continue;
     const JobInfo* info = nullptr;
     LLMQ_RETURN_IF_ERROR(Job(p.job, &info));
     Fed f;
@@ -179,6 +192,18 @@ void JobRunner::Stop() {
   cv_.notify_all();
 }
 
+void JobRunner::Hold(bool running_too) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_ = running_too ? 2 : 1;
+  cv_.notify_all();
+}
+
+void JobRunner::Release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_ = 0;
+  cv_.notify_all();
+}
+
 void JobRunner::ApplyControls() {
   if (wake_) {
     wake_ = false;
@@ -188,6 +213,15 @@ void JobRunner::ApplyControls() {
     for (const auto& [id, f] : fed_)
       if (f.job == job && !dropped_.count(id)) engine_->Cancel(id);
   cancels_.clear();
+  if (hold_ != held_) {
+    // Held requests are cancelled as dropped (no result); their cancelled outputs come with the
+    // step that follows, before any later ApplyControls, so at Release none is still in fed_.
+    for (const auto& [id, f] : fed_)
+      if ((hold_ == 2 || !engine_->IsAdmitted(id)) && !dropped_.count(id) && engine_->Cancel(id))
+        dropped_.insert(id);
+    if (hold_ == 0) refeed_ = true;
+    held_ = hold_;
+  }
   if (drain_ && !draining_) {
     draining_ = true;
     for (const auto& [id, f] : fed_)
@@ -204,9 +238,11 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
       std::unique_lock<std::mutex> lock(mu_);
       ApplyControls();
       if (stop_) break;
-      if (!engine_->HasWork() && (draining_ || drained_)) {
+      if (!engine_->HasWork() && (draining_ || drained_ || held_ > 0)) {
         if (draining_) break;
-        const auto woken = [&] { return wake_ || drain_ || stop_ || !cancels_.empty(); };
+        const auto woken = [&] {
+          return wake_ || drain_ || stop_ || !cancels_.empty() || hold_ != held_;
+        };
         if (opt_.tick_interval.count() > 0)
           cv_.wait_for(lock, opt_.tick_interval, woken);
         else
@@ -214,7 +250,7 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
         continue;
       }
     }
-    if (!draining_) LLMQ_RETURN_IF_ERROR(Feed());
+    if (!draining_ && held_ == 0) LLMQ_RETURN_IF_ERROR(Feed());
     if (!engine_->HasWork()) continue;
     StepOnce(tokens_before, &done);
     if (on_step) on_step();

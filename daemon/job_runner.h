@@ -71,6 +71,12 @@ class JobRunner {
   void Drain();
   // Ends Serve at the next step boundary; unfinished requests stay pending (any thread).
   void Stop();
+  // Run windows (serve.run_windows): Hold(false) starts nothing new (requests the engine has not
+  // admitted are dropped, as by Drain); Hold(true) also abandons the admitted ones. Dropped
+  // requests stay pending in the store; Release() feeds them again, after what was finished is
+  // committed, so nothing finished is computed twice (any thread).
+  void Hold(bool running_too);
+  void Release();
 
   const RunnerProgress& progress() const { return progress_; }
 
@@ -109,6 +115,9 @@ class JobRunner {
   std::condition_variable cv_;
   bool wake_ = false, drain_ = false, stop_ = false;
   bool draining_ = false;  // the drain was applied (runner thread only)
+  int hold_ = 0;           // 0 run, 1 hold new requests, 2 hold running ones too
+  int held_ = 0;           // the hold applied (runner thread only)
+  bool refeed_ = false;    // released: Feed starts again from the first pending request
   std::vector<int64_t> cancels_;
 };
 

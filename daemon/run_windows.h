@@ -1,6 +1,7 @@
 // Run windows (serve.run_windows, issue 8): the daily periods of local time in which `llmq serve`
 // starts requests, e.g. ["22:00-06:00"]. Outside them the daemon still accepts and validates
-// jobs. This file is the time arithmetic only; the daemon's use of it is not wired up yet.
+// jobs. This file is the time arithmetic; llmq serve (cli_serve.cpp, CheckWindow) holds and
+// releases the JobRunner with it.
 //
 // A window is "HH:MM[:SS]-HH:MM[:SS]", start included, end excluded; an end before the start
 // crosses midnight ("22:00-06:00"), an end equal to the start is the whole day. Times are

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -29,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/run_windows.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -472,6 +474,75 @@ TEST_F(ServeNotifyTest, TheMetricsFileIsValidAndAgreesWithStatus) {
   for (const char* state : {"used", "free", "cached"})
     EXPECT_GE(e.Get("llmq_kv_blocks", {{"state", state}}), 0) << state;
   EXPECT_EQ(e.types.at("llmq_step_duration_seconds"), "histogram");
+}
+
+// --- Run windows (issue 8, done-when 4): windows a few seconds long, in local time.
+
+std::string Hms(int s) {
+  s = (s % kSecondsPerDay + kSecondsPerDay) % kSecondsPerDay;
+  char b[16];
+  std::snprintf(b, sizeof b, "%02d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
+  return b;
+}
+
+TEST_F(ServeNotifyTest, RequestsStartOnlyInsideRunWindowsAndAJobSpansTwo) {
+  // Windows [t0+4, t0+7) and [t0+11, t0+90) (seconds of the local day). drain_seconds 0: at the
+  // first window's end the running requests are abandoned at once, and must run again (once) in
+  // the second.
+  std::string config = ReadText(config_);
+  config.replace(config.find("drain_seconds: 5"), 16, "drain_seconds: 0");
+  std::ofstream(config_) << config;
+  const std::time_t t0 = std::time(nullptr);
+  const int day = LocalSecondOfDay(t0);
+  std::ofstream(config_, std::ios::app)
+      << "serve:\n  run_windows: [\"" << Hms(day + 4) << "-" << Hms(day + 7) << "\", \""
+      << Hms(day + 11) << "-" << Hms(day + 90) << "\"]\n";
+  const auto at = [&](double seconds) {  // sleeps until t0 + seconds (wall clock)
+    std::this_thread::sleep_until(std::chrono::system_clock::from_time_t(t0) +
+                                  std::chrono::milliseconds(static_cast<int>(seconds * 1000)));
+  };
+  const auto done = [&]() -> int64_t {
+    const auto r = testing::RunLlmqWith({}, {"status", "--json", "--config", config_});
+    const json j = json::parse(r.out, nullptr, false);
+    if (!j.is_array() || j.empty()) return -1;
+    return j[0]["request_counts"]["completed"].get<int64_t>() +
+           j[0]["request_counts"]["failed"].get<int64_t>();
+  };
+  Start();
+  ASSERT_GE(sock_.WaitFor("READY=1", 0, 30), 0) << ReadText(err_file());
+  constexpr int kRequests = 2048;
+  Drop("w.jsonl", Job(kRequests, 64));
+  at(3.5);
+  EXPECT_EQ(done(), 0) << "accepted before the first window, but nothing started";
+  at(8);  // the first window has closed, what was running abandoned
+  const int64_t first = done();
+  EXPECT_GT(first, 0) << ReadText(err_file());
+  EXPECT_LT(first, kRequests) << "the job is meant to span two windows";
+  at(10.5);
+  EXPECT_EQ(done(), first) << "nothing starts between the windows";
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/w.summary.json"); }, 120))
+      << ReadText(err_file());
+  // Every request answered once, none twice, none an error.
+  std::set<std::string> ids;
+  int lines = 0;
+  for (const json& r : testing::ReadJsonl(state_ + "/outbox/w.results.jsonl")) {
+    ++lines;
+    ids.insert(r["custom_id"].get<std::string>());
+    EXPECT_TRUE(r["error"].is_null()) << r.dump();
+  }
+  EXPECT_EQ(lines, kRequests);
+  EXPECT_EQ(ids.size(), static_cast<size_t>(kRequests));
+  EXPECT_NE(ReadText(err_file()).find("outside the run windows"), std::string::npos);
+  EXPECT_EQ(Stop(), 0) << ReadText(err_file());
+}
+
+TEST_F(ServeNotifyTest, ABadRunWindowIsRefusedAtStart) {
+  std::ofstream(config_, std::ios::app) << "serve:\n  run_windows: [\"22:00-6:00\"]\n";
+  const auto r = testing::RunLlmqWith({}, {"serve", "--config", config_});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("serve.run_windows: run window '22:00-6:00': expected HH:MM-HH:MM"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace
