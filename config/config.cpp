@@ -67,6 +67,15 @@ Status GetString(const Leaf& l, std::string* out) {
   return Status::Ok();
 }
 
+// A path: a non-empty string (*out is left alone on an error).
+Status GetPath(const Leaf& l, std::string* out) {
+  std::string path;
+  LLMQ_RETURN_IF_ERROR(GetString(l, &path));
+  if (path.empty()) return l.Fail("must not be empty");
+  *out = path;
+  return Status::Ok();
+}
+
 // A decimal integer in [lo, hi] (YAML 1.2 core: [-+]?[0-9]+).
 Status GetInt(const Leaf& l, int64_t lo, int64_t hi, int64_t* out) {
   const std::string range =
@@ -249,14 +258,7 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
       {"enable_planner", [c](const Leaf& l) { return GetBool(l, &c->enable_planner); }},
   };
   std::vector<Field> spool = {
-      {"state_dir",
-       [c](const Leaf& l) -> Status {
-         std::string dir;
-         LLMQ_RETURN_IF_ERROR(GetString(l, &dir));
-         if (dir.empty()) return l.Fail("must not be empty");
-         c->state_dir = dir;
-         return Status::Ok();
-       }},
+      {"state_dir", [c](const Leaf& l) { return GetPath(l, &c->state_dir); }},
       {"settle_seconds", [c](const Leaf& l) { return GetSeconds(l, 0, 3600, &c->settle_seconds); }},
       {"group_window_ms", [c](const Leaf& l) { return GetInt(l, 0, 60000, &c->group_window_ms); }},
       {"rescan_seconds",
@@ -275,10 +277,30 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
       {"commit_interval_ms",
        [c](const Leaf& l) { return GetInt(l, 1, 60000, &c->commit_interval_ms); }},
   };
+  std::vector<Field> metrics = {
+      {"textfile", [c](const Leaf& l) { return GetPath(l, &c->metrics_textfile); }},
+      {"interval_seconds",
+       [c](const Leaf& l) { return GetSeconds(l, 0.1, 3600, &c->metrics_interval_seconds); }},
+  };
+  std::vector<Field> serve = {
+      {"run_windows",
+       [c](const Leaf& l) -> Status {
+         if (l.value.IsNull()) return Status::Ok();
+         if (!l.value.IsSequence())
+           return l.Fail("must be a list such as [\"22:00-06:00\"], got " + Describe(l.value));
+         std::vector<std::string> windows;
+         for (const YAML::Node& w : l.value) {
+           if (!w.IsScalar()) return l.Fail("each window must be a string, got " + Describe(w));
+           windows.push_back(w.Scalar());
+         }
+         c->run_windows = std::move(windows);
+         return Status::Ok();
+       }},
+  };
   const std::vector<Field> sections = {
-      Section(file, "model", std::move(model)),
-      Section(file, "engine", std::move(engine)),
-      Section(file, "spool", std::move(spool)),
+      Section(file, "model", std::move(model)), Section(file, "engine", std::move(engine)),
+      Section(file, "spool", std::move(spool)), Section(file, "metrics", std::move(metrics)),
+      Section(file, "serve", std::move(serve)),
   };
   return ParseMap(file, root, "", sections);
 }
@@ -361,7 +383,7 @@ Status LoadConfig(const std::string& path, LlmqConfig* out) {
   LLMQ_RETURN_IF_ERROR(ParseConfig(text.str(), path, &c));
   // Relative paths in a config file mean "beside the config file", wherever llmq was started.
   const std::filesystem::path base = std::filesystem::path(path).parent_path();
-  for (std::string* p : {&c.model_dir, &c.state_dir})
+  for (std::string* p : {&c.model_dir, &c.state_dir, &c.metrics_textfile})
     if (!p->empty() && std::filesystem::path(*p).is_relative()) *p = (base / *p).lexically_normal();
   *out = std::move(c);
   return Status::Ok();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/status.h"
 
@@ -34,6 +35,12 @@ struct LlmqConfig {
   int64_t max_line_bytes = int64_t{16} << 20;
   double drain_seconds = 30;    // spool.drain_seconds: SIGTERM waits this long
   int commit_interval_ms = 50;  // spool.commit_interval_ms: result commit period
+  // metrics (llmq serve, daemon/metrics.h):
+  std::string metrics_textfile;         // metrics.textfile: "" = <state_dir>/metrics/llmq.prom
+  double metrics_interval_seconds = 5;  // metrics.interval_seconds: how often it is rewritten
+  // serve.run_windows (llmq serve): daily periods of local time in which requests start, each
+  // "HH:MM[:SS]-HH:MM[:SS]" (checked by llmq serve, daemon/run_windows.h); empty: always.
+  std::vector<std::string> run_windows;
 };
 
 // Loads `path` over the defaults (a default LlmqConfig, not *out's current values); *out is

@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -33,6 +34,9 @@
 #include "daemon/commands.h"
 #include "daemon/ingest.h"
 #include "daemon/job_runner.h"
+#include "daemon/metrics.h"
+#include "daemon/notifier.h"
+#include "daemon/run_windows.h"
 #include "daemon/spool.h"
 #include "engine/durable_file.h"
 #include "jobs/finalizer.h"
@@ -128,6 +132,10 @@ class Server {
         rescan_timer_(io_),
         settle_timer_(io_),
         drain_timer_(io_),
+        notify_timer_(io_),
+        metrics_timer_(io_),
+        window_timer_(io_),
+        window_drain_timer_(io_),
         signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
 
   int Main() {
@@ -136,6 +144,7 @@ class Server {
     FindConfig(f_.engine.config, &config_path_);
     if (!f_.state.empty()) cfg_.state_dir = f_.state;
     knobs_ = Reloadable::From(cfg_);
+    if (Status st = ParseWindows(); !st.ok()) return Fail(cmd_, st, 2);  // serve.run_windows
     paths_ = spool::PathsFor(cfg_.state_dir);
     if (Status st = spool::EnsureLayout(paths_); !st.ok()) return Fail(cmd_, st);
     if (Status st = Lock(); !st.ok()) return Fail(cmd_, st);
@@ -164,8 +173,16 @@ class Server {
     // until a restart, the job never finishing).
     copt.retry_interval = std::chrono::milliseconds(500);
     committer_ = std::make_unique<jobs::ResultCommitter>(commit_store_.get(), copt);
+    // sd_notify: the watchdog pings from the engine loop (a quarter of the interval while idle).
+    RunnerOptions ropt;
+    ropt.on_tick = [this] { OnEngineTick(); };
+    ropt.on_output = [this](const RequestOutput& o) {  // metrics
+      if (o.ok()) engine_metrics_.ObserveTtft(o.metrics.ttft_seconds);
+    };
+    ropt.tick_interval =
+        std::chrono::duration_cast<std::chrono::milliseconds>(notifier_.watchdog_usec() / 4);
     runner_ = std::make_unique<JobRunner>(ctx_, engine_.get(), runner_store_.get(),
-                                          committer_.get(), RunnerOptions{});
+                                          committer_.get(), ropt);
 
     ::signal(SIGIO, SIG_IGN);  // see OpenForWriting: a lease break must not end the daemon
     if (Status st = StartWatcher(); !st.ok()) return Fail(cmd_, st);
@@ -178,9 +195,17 @@ class Server {
     Scan(/*all_announced=*/true);
     ArmPoll();
     ArmRescan();
-    engine_thread_ = std::thread([this] {
-      engine_status_ = runner_->Serve([this] {
+    notifier_.Ready();  // sd_notify
+    ArmNotify();
+    StartMetrics();
+    CheckWindow(/*first=*/true);  // serve.run_windows
+    engine_thread_ = std::thread([this, stall_ms = TestStallStepMs()]() mutable {
+      engine_status_ = runner_->Serve([this, &stall_ms] {
+        engine_metrics_.ObserveStep(runner_->progress().last_step_seconds);
+        // Out of work: the last results are committed and their jobs finalized at once.
         if (!engine_->HasWork()) asio::post(flusher_, [this] { FlushThenCheckJobs(); });
+        if (stall_ms <= 0) return;  // TEST ONLY: see TestStallStepMs
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::exchange(stall_ms, 0)));
       });
       asio::post(io_, [this] { OnEngineDone(); });
     });
@@ -583,9 +608,13 @@ class Server {
   void OnSignal(boost::system::error_code ec, int sig) {
     if (ec) return;
     if (sig == SIGHUP) {
+      notifier_.Reloading();  // sd_notify
       Reload();
+      notifier_.Ready();
     } else if (!stopping_) {
       stopping_ = true;
+      notifier_.Stopping();  // sd_notify; EXTEND_TIMEOUT_USEC: see ArmNotify
+      drain_end_ = Clock::now() + Secs(knobs_.drain_seconds);
       Log("%s: draining: no new requests start; running ones get up to %gs (what does not "
           "finish runs again after a restart)",
           sig == SIGINT ? "SIGINT" : "SIGTERM", knobs_.drain_seconds);
@@ -643,15 +672,154 @@ class Server {
         if (!jobs::IsTerminal(j.status)) pending += j.total - j.completed - j.failed;
     Log("stopped; %lld request(s) left pending, run after a restart",
         static_cast<long long>(pending));
+    WriteMetrics();  // the final numbers
     boost::system::error_code ignored;
     inotify_.close(ignored);
     poll_timer_.cancel();
     rescan_timer_.cancel();
     settle_timer_.cancel();
     drain_timer_.cancel();
+    notify_timer_.cancel();
+    metrics_timer_.cancel();
+    window_timer_.cancel();
+    window_drain_timer_.cancel();
     signals_.cancel();
     io_.stop();
   }
+
+  // --- sd_notify (daemon/notifier.h).
+  // On the engine thread, at every pass of its loop: the watchdog ping, and the progress the
+  // STATUS= line shows.
+  void OnEngineTick() {
+    notifier_.Watchdog();
+    EngineMetrics::Gauges g;
+    g.progress = runner_->progress();
+    g.running = static_cast<int64_t>(engine_->num_running());
+    g.queued = static_cast<int64_t>(engine_->num_queued() + engine_->num_window());
+    const BlockManager& b = engine_->blocks();
+    g.kv_blocks_used = b.num_in_use();
+    g.kv_blocks_free = b.num_free();
+    g.kv_blocks_cached = b.num_available() - b.num_free();
+    engine_metrics_.SetGauges(g);
+  }
+
+  // Every second: STATUS= (tokens/s over the last second); while draining, EXTEND_TIMEOUT_USEC=
+  // the drain time left plus a margin for committing and finalizing, so that a drain longer than
+  // TimeoutStopSec= is not killed.
+  void ArmNotify() {
+    if (!notifier_.enabled()) return;
+    notify_timer_.expires_after(std::chrono::seconds(1));
+    notify_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      const RunnerProgress p = engine_metrics_.gauges().progress;
+      const auto now = Clock::now();
+      const double secs = std::chrono::duration<double>(now - last_notify_).count();
+      const double rate = secs > 0 ? (p.tokens_generated - last_tokens_) / secs : 0;
+      last_notify_ = now;
+      last_tokens_ = p.tokens_generated;
+      std::vector<jobs::JobRecord> all;
+      if (io_store_->ListJobs(&all).ok()) notifier_.SetStatus(ProgressLine(all, p, rate));
+      if (stopping_)
+        notifier_.ExtendTimeout(std::chrono::duration_cast<std::chrono::microseconds>(
+            std::max(drain_end_ - now, Clock::duration::zero()) + std::chrono::seconds(30)));
+      ArmNotify();
+    });
+  }
+
+  // --- Metrics (daemon/metrics.h): the textfile, every metrics.interval_seconds and at exit.
+  void StartMetrics() {
+    metrics_path_ = cfg_.metrics_textfile.empty()
+                        ? (fs::path(paths_.root) / "metrics" / "llmq.prom").string()
+                        : cfg_.metrics_textfile;
+    std::error_code ec;
+    fs::create_directories(fs::path(metrics_path_).parent_path(), ec);
+    ArmMetrics();
+  }
+  void ArmMetrics() {
+    metrics_timer_.expires_after(Secs(cfg_.metrics_interval_seconds));
+    metrics_timer_.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      WriteMetrics();
+      ArmMetrics();
+    });
+  }
+  void WriteMetrics() {
+    if (metrics_path_.empty()) return;
+    const auto now = Clock::now();
+    const int64_t tokens = engine_metrics_.gauges().progress.tokens_generated;
+    const double secs = std::chrono::duration<double>(now - last_metrics_).count();
+    const double rate = secs > 0 ? (tokens - last_metrics_tokens_) / secs : 0;
+    last_metrics_ = now;
+    last_metrics_tokens_ = tokens;
+    Status st = queue_totals_.Refresh(io_store_.get());
+    if (st.ok())
+      st = WriteFileDurably(metrics_path_, RenderMetrics(queue_totals_, engine_metrics_, rate));
+    // Logged when it starts failing and when it works again, not every few seconds.
+    if (st.ok() != metrics_ok_)
+      Log("metrics: %s",
+          st.ok() ? ("writing " + metrics_path_ + " again").c_str() : st.message().c_str());
+    metrics_ok_ = st.ok();
+  }
+
+  // --- Run windows (serve.run_windows, daemon/run_windows.h).
+  Status ParseWindows() {
+    for (const std::string& text : cfg_.run_windows) {
+      RunWindow w;
+      if (Status st = ParseRunWindow(text, &w); !st.ok())
+        return Status::InvalidArgument("serve.run_windows: " + st.message());
+      windows_.push_back(w);
+    }
+    return Status::Ok();
+  }
+
+  // Outside the windows nothing new starts; at a window's end running requests get
+  // spool.drain_seconds, then are abandoned (pending again: they run in the next window).
+  // Checked when the state next changes (just after that second begins) and every minute.
+  void CheckWindow(bool first) {
+    if (windows_.empty() || stopping_) return;
+    const auto now = std::chrono::system_clock::now();
+    const std::time_t t = std::chrono::system_clock::to_time_t(now);
+    const int sec = LocalSecondOfDay(t);
+    const bool in = InRunWindow(windows_, sec);
+    const int next = SecondsToNextChange(windows_, sec);
+    if (first || in != in_window_) {
+      in_window_ = in;
+      if (in) {
+        window_drain_timer_.cancel();
+        runner_->Release();
+        Log("run window open: requests start (it closes in %ds)", next);
+      } else {
+        runner_->Hold(/*running_too=*/false);
+        Log("outside the run windows: no new request starts%s (next window in %ds)",
+            first ? "" : "; running ones get spool.drain_seconds", next);
+        window_drain_timer_.expires_after(Secs(first ? 0 : knobs_.drain_seconds));
+        window_drain_timer_.async_wait([this](boost::system::error_code ec) {
+          if (ec || in_window_ || stopping_) return;
+          runner_->Hold(/*running_too=*/true);
+        });
+      }
+    }
+    const double into_second =
+        std::chrono::duration<double>(now - std::chrono::system_clock::from_time_t(t)).count();
+    const double delay = (next < 0 ? 60 : std::min(next, 60)) - into_second + 0.01;
+    window_timer_.expires_after(Secs(std::max(delay, 0.01)));
+    window_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) CheckWindow(false);
+    });
+  }
+
+  std::vector<RunWindow> windows_;
+  bool in_window_ = true;
+
+  Notifier notifier_;
+  EngineMetrics engine_metrics_;  // written by the engine thread (OnEngineTick and hooks)
+  QueueTotals queue_totals_;
+  std::string metrics_path_;
+  Clock::time_point last_metrics_ = Clock::now();
+  int64_t last_metrics_tokens_ = 0;
+  bool metrics_ok_ = true;
+  Clock::time_point last_notify_ = Clock::now(), drain_end_;
+  int64_t last_tokens_ = 0;
 
   const CLI::App* cmd_;
   const ServeFlags& f_;
@@ -673,6 +841,7 @@ class Server {
   asio::io_context io_;
   asio::posix::stream_descriptor inotify_;
   asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
+  asio::steady_timer notify_timer_, metrics_timer_, window_timer_, window_drain_timer_;
   asio::signal_set signals_;
   asio::thread_pool flusher_{1};  // FlushThenCheckJobs
   alignas(inotify_event) std::array<char, 64 * 1024> events_{};

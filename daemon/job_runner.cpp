@@ -46,6 +46,17 @@ void JobRunner::Refuse(int64_t job, int64_t line, const std::string& custom_id,
 
 // Tops the engine up to the window from the store, in plan-rank order after the cursor.
 Status JobRunner::Feed() {
+  if (refeed_) {
+    // The dropped requests lie behind the cursor: start again from the first pending one. The
+    // results handed to the committer are committed first, or they would look pending.
+    if (Status st = committer_->Flush(); !st.ok()) {
+      std::fprintf(stderr, "llmq: resuming: %s (retried)\n", st.message().c_str());
+      return Status::Ok();
+    }
+    refeed_ = false;
+    cursor_ = 0;
+    drained_ = false;
+  }
   const int queued = static_cast<int>(engine_->num_queued() + engine_->num_window());
   if (drained_ || queued >= opt_.window / 2) return Status::Ok();
   std::vector<jobs::PendingRequest> batch;
@@ -63,6 +74,8 @@ Status JobRunner::Feed() {
   const double now = UnixNow();
   for (jobs::PendingRequest& p : batch) {
     cursor_ = p.plan_rank;
+    // Still in the engine from before a hold (admitted, let run): not fed twice.
+    if (fed_.count(std::to_string(p.job) + ":" + std::to_string(p.line))) continue;
     const JobInfo* info = nullptr;
     LLMQ_RETURN_IF_ERROR(Job(p.job, &info));
     Fed f;
@@ -118,18 +131,24 @@ void JobRunner::HandleOutputs(const std::vector<RequestOutput>& done) {
   for (const RequestOutput& o : done) {
     auto it = fed_.find(o.id);
     if (it == fed_.end()) continue;  // LLMQ_CHECK-worthy, but never lose the loop over it
-    if (dropped_.erase(o.id) == 0) Finish(it->second, o);
+    if (dropped_.erase(o.id) == 0) {
+      Finish(it->second, o);
+      if (opt_.on_output) opt_.on_output(o);
+    }
     fed_.erase(it);
   }
 }
 
 void JobRunner::StepOnce(int64_t tokens_before, std::vector<RequestOutput>* done) {
   done->clear();
+  const auto start = std::chrono::steady_clock::now();
   // A failed step has already failed its own requests (their results are in *done); the rest go
   // on, so the loop goes on too.
   if (Status st = engine_->Step(done); !st.ok())
     std::fprintf(stderr, "llmq: step failed, its requests are marked failed: %s\n",
                  st.message().c_str());
+  progress_.last_step_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   HandleOutputs(*done);
   progress_.tokens_generated = engine_->stats().tokens_generated - tokens_before;
 }
@@ -173,6 +192,18 @@ void JobRunner::Stop() {
   cv_.notify_all();
 }
 
+void JobRunner::Hold(bool running_too) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_ = running_too ? 2 : 1;
+  cv_.notify_all();
+}
+
+void JobRunner::Release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  hold_ = 0;
+  cv_.notify_all();
+}
+
 void JobRunner::ApplyControls() {
   if (wake_) {
     wake_ = false;
@@ -182,6 +213,15 @@ void JobRunner::ApplyControls() {
     for (const auto& [id, f] : fed_)
       if (f.job == job && !dropped_.count(id)) engine_->Cancel(id);
   cancels_.clear();
+  if (hold_ != held_) {
+    // Held requests are cancelled as dropped (no result); their cancelled outputs come with the
+    // step that follows, before any later ApplyControls, so at Release none is still in fed_.
+    for (const auto& [id, f] : fed_)
+      if ((hold_ == 2 || !engine_->IsAdmitted(id)) && !dropped_.count(id) && engine_->Cancel(id))
+        dropped_.insert(id);
+    if (hold_ == 0) refeed_ = true;
+    held_ = hold_;
+  }
   if (drain_ && !draining_) {
     draining_ = true;
     for (const auto& [id, f] : fed_)
@@ -193,17 +233,24 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
   const int64_t tokens_before = engine_->stats().tokens_generated;
   std::vector<RequestOutput> done;
   for (;;) {
+    if (opt_.on_tick) opt_.on_tick();  // outside mu_: it may call Wake() & co.
     {
       std::unique_lock<std::mutex> lock(mu_);
       ApplyControls();
       if (stop_) break;
-      if (!engine_->HasWork() && (draining_ || drained_)) {
+      if (!engine_->HasWork() && (draining_ || drained_ || held_ > 0)) {
         if (draining_) break;
-        cv_.wait(lock, [&] { return wake_ || drain_ || stop_ || !cancels_.empty(); });
+        const auto woken = [&] {
+          return wake_ || drain_ || stop_ || !cancels_.empty() || hold_ != held_;
+        };
+        if (opt_.tick_interval.count() > 0)
+          cv_.wait_for(lock, opt_.tick_interval, woken);
+        else
+          cv_.wait(lock, woken);
         continue;
       }
     }
-    if (!draining_) LLMQ_RETURN_IF_ERROR(Feed());
+    if (!draining_ && held_ == 0) LLMQ_RETURN_IF_ERROR(Feed());
     if (!engine_->HasWork()) continue;
     StepOnce(tokens_before, &done);
     if (on_step) on_step();

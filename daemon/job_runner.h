@@ -10,6 +10,7 @@
 // (the daemon's event loop) while Serve runs.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -29,6 +30,13 @@ namespace llmq {
 struct RunnerOptions {
   // The engine is topped up to `window` requests (queued in it) whenever it falls below half.
   int window = 1024;
+  // Serve calls `on_tick` on the engine thread at every pass of its loop (each step), and at
+  // least every `tick_interval` while it waits for work (when > 0): the daemon's watchdog pings
+  // come from here, so a step that hangs stops them.
+  std::function<void()> on_tick;
+  std::chrono::milliseconds tick_interval{0};
+  // Called on the engine thread with every output of the engine that becomes a result (metrics).
+  std::function<void(const RequestOutput&)> on_output;
 };
 
 struct RunnerProgress {
@@ -36,6 +44,7 @@ struct RunnerProgress {
   int64_t failed = 0;            // of which failed
   int64_t tokens_generated = 0;  // completion tokens sampled in this run, finished or not
   int64_t prompt_tokens = 0, cached_tokens = 0, computed_tokens = 0;  // of finished requests
+  double last_step_seconds = 0;  // the engine's last Step (metrics)
 };
 
 class JobRunner {
@@ -62,6 +71,12 @@ class JobRunner {
   void Drain();
   // Ends Serve at the next step boundary; unfinished requests stay pending (any thread).
   void Stop();
+  // Run windows (serve.run_windows): Hold(false) starts nothing new (requests the engine has not
+  // admitted are dropped, as by Drain); Hold(true) also abandons the admitted ones. Dropped
+  // requests stay pending in the store; Release() feeds them again, after what was finished is
+  // committed, so nothing finished is computed twice (any thread).
+  void Hold(bool running_too);
+  void Release();
 
   const RunnerProgress& progress() const { return progress_; }
 
@@ -100,6 +115,9 @@ class JobRunner {
   std::condition_variable cv_;
   bool wake_ = false, drain_ = false, stop_ = false;
   bool draining_ = false;  // the drain was applied (runner thread only)
+  int hold_ = 0;           // 0 run, 1 hold new requests, 2 hold running ones too
+  int held_ = 0;           // the hold applied (runner thread only)
+  bool refeed_ = false;    // released: Feed starts again from the first pending request
   std::vector<int64_t> cancels_;
 };
 

@@ -46,6 +46,7 @@ class BlockManager {
   // Blocks that an allocation can take: free plus cached (evictable).
   int num_available() const { return static_cast<int>(free_.size() + lru_.size()); }
   int num_in_use() const { return num_blocks_ - num_available(); }
+  int num_free() const { return static_cast<int>(free_.size()); }  // available, not cached
   static int BlocksFor(int tokens, int block_size) {
     return (tokens + block_size - 1) / block_size;
   }

@@ -148,8 +148,8 @@ constexpr const char* kPendingOfJob =
     "WHERE job = ?1 AND line > ?2 AND status = 'pending' ORDER BY line LIMIT ?3";
 constexpr const char* kJobTotals =
     "SELECT coalesce(sum(prompt_tokens), 0), coalesce(sum(cached_tokens), 0), "
-    "coalesce(sum(completion_tokens), 0), coalesce(max(committed_at), 0) "
-    "FROM results WHERE job = ?1";
+    "coalesce(sum(completion_tokens), 0), coalesce(max(committed_at), 0), "
+    "coalesce(sum(computed_tokens), 0) FROM results WHERE job = ?1";
 constexpr const char* kForEachResult =
     "SELECT line, is_error, output, prompt_tokens, cached_tokens, computed_tokens, "
     "completion_tokens, queue_seconds, ttft_seconds, itl_seconds, latency_seconds "
@@ -804,6 +804,7 @@ Status Store::GetJobTotals(int64_t job, JobTotals* out) {
   out->cached_tokens = st.Int(1);
   out->completion_tokens = st.Int(2);
   out->last_result_at = st.Real(3);
+  out->computed_tokens = st.Int(4);
   return Status::Ok();
 }
 

@@ -108,6 +108,7 @@ struct ResultMetrics {
 struct JobTotals {
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
   double last_result_at = 0;  // unix seconds of the latest commit; 0 = none yet
+  int64_t computed_tokens = 0;
 };
 
 struct Result {

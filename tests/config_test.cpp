@@ -61,11 +61,30 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
   // Every key of the schema appears in the example (a change to one key shows up here).
   std::ifstream in(example);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const char* key :
-       {"model:", "path:", "chat_template:", "engine:", "block_size:", "max_num_seqs:",
-        "max_num_batched_tokens:", "kv_cache_memory:", "enable_prefix_caching:", "enable_planner:",
-        "spool:", "state_dir:", "settle_seconds:", "group_window_ms:", "rescan_seconds:",
-        "max_file_bytes:", "max_line_bytes:", "drain_seconds:", "commit_interval_ms:"}) {
+  for (const char* key : {"model:",
+                          "path:",
+                          "chat_template:",
+                          "engine:",
+                          "block_size:",
+                          "max_num_seqs:",
+                          "max_num_batched_tokens:",
+                          "kv_cache_memory:",
+                          "enable_prefix_caching:",
+                          "enable_planner:",
+                          "spool:",
+                          "state_dir:",
+                          "settle_seconds:",
+                          "group_window_ms:",
+                          "rescan_seconds:",
+                          "max_file_bytes:",
+                          "max_line_bytes:",
+                          "drain_seconds:",
+                          "commit_interval_ms:",
+                          "metrics:",
+                          "textfile:",
+                          "interval_seconds:",
+                          "serve:",
+                          "run_windows:"}) {
     EXPECT_NE(text.find(key), std::string::npos) << key;
   }
 }
@@ -155,6 +174,14 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
       {"spool: {max_line_bytes: 1MiB}",
        [](const LlmqConfig& c) { return c.max_line_bytes == 1 << 20; }},
       {"spool: {drain_seconds: 5.5}", [](const LlmqConfig& c) { return c.drain_seconds == 5.5; }},
+      {"serve: {run_windows: [\"22:00-06:00\", \"12:00-13:00\"]}",
+       [](const LlmqConfig& c) {
+         return c.run_windows == std::vector<std::string>{"22:00-06:00", "12:00-13:00"};
+       }},
+      {"metrics: {textfile: /m/llmq.prom, interval_seconds: 0.5}",
+       [](const LlmqConfig& c) {
+         return c.metrics_textfile == "/m/llmq.prom" && c.metrics_interval_seconds == 0.5;
+       }},
       {"spool: {commit_interval_ms: 10}",
        [](const LlmqConfig& c) { return c.commit_interval_ms == 10; }},
   };
@@ -238,6 +265,9 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
       {"spool:\n  max_line_bytes: 100\n", "t.yaml:2: spool.max_line_bytes: must be at least 1KiB"},
       {"\nspool:\n  drain_seconds: nan\n", "t.yaml:3: spool.drain_seconds"},
       {"spool:\n  commit_interval_ms: 0\n", "t.yaml:2: spool.commit_interval_ms: must be"},
+      {"serve:\n  run_windows: 22:00-06:00\n", "t.yaml:2: serve.run_windows: must be a list"},
+      {"serve:\n  run_windows: [[1]]\n", "t.yaml:2: serve.run_windows: each window must be"},
+      {"metrics:\n  interval_seconds: 0\n", "t.yaml:2: metrics.interval_seconds: must be"},
       {"spool:\n  commit_interval_ms: 2.5\n", "t.yaml:2: spool.commit_interval_ms"},
       {"engine: 16\n", "t.yaml:1: engine: must be a mapping"},
       {"engine:\n  - block_size: 16\n", "t.yaml:1: engine: must be a mapping"},

@@ -1,0 +1,60 @@
+// Notifier: the daemon's side of systemd's notify protocol (sd_notify(3), through libsystemd).
+// READY=1 once the model is loaded and the spool scanned, STATUS= a line of progress, WATCHDOG=1
+// from the engine loop, STOPPING=1 and EXTEND_TIMEOUT_USEC= while draining, RELOADING=1 (with
+// MONOTONIC_USEC) then READY=1 around SIGHUP.
+//
+// NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID are read once, when the object is built; without
+// NOTIFY_SOCKET every call is a no-op (nothing is sent, nothing fails). The environment is left
+// as it is. Every method may be called from any thread (each sd_notify call is one datagram).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "daemon/job_runner.h"
+#include "jobs/store.h"
+
+namespace llmq {
+
+class Notifier {
+ public:
+  Notifier();
+
+  bool enabled() const { return enabled_; }
+  // WATCHDOG_USEC when systemd watches this process (WATCHDOG_PID unset or ours), else zero.
+  std::chrono::microseconds watchdog_usec() const { return watchdog_; }
+
+  void Ready();
+  // STATUS=<line>; sent only when it differs from the last line sent.
+  void SetStatus(const std::string& line);
+  // WATCHDOG=1, at most once per watchdog_usec() / 8 (the engine loop calls it at every pass;
+  // the pings are still several per half interval). A no-op without a watchdog.
+  void Watchdog();
+  void Stopping();
+  // EXTEND_TIMEOUT_USEC=<usec>: the current start/stop phase may take that much longer.
+  void ExtendTimeout(std::chrono::microseconds usec);
+  void Reloading();
+
+ private:
+  void Send(const std::string& message);
+
+  bool enabled_ = false;
+  std::chrono::microseconds watchdog_{0};
+  std::atomic<int64_t> last_ping_us_{0};  // CLOCK_MONOTONIC of the last WATCHDOG=1
+  std::string last_status_;               // guarded by the callers: SetStatus has one caller
+};
+
+// The STATUS= line: jobs not yet finished, their requests done / total, tokens/s (`tokens_per_s`,
+// measured by the caller), and the cache hit rate of the requests finished in this run.
+std::string ProgressLine(const std::vector<jobs::JobRecord>& jobs, const RunnerProgress& p,
+                         double tokens_per_s);
+
+// TEST ONLY: LLMQ_TEST_STALL_STEP_MS, read once when `llmq serve` starts: the engine thread sleeps
+// that many milliseconds after its first step (a hung GPU step, for the watchdog test); 0 when
+// unset. Not a setting: nothing else reads it.
+int TestStallStepMs();
+
+}  // namespace llmq

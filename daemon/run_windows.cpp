@@ -1,0 +1,69 @@
+#include "daemon/run_windows.h"
+
+#include <algorithm>
+#include <string>
+
+namespace llmq {
+namespace {
+
+// "HH:MM" or "HH:MM:SS" (two digits each; 24:00 is not a time of day).
+bool ParseTime(std::string_view s, int* out) {
+  if (s.size() != 5 && s.size() != 8) return false;
+  int parts[3] = {0, 0, 0};
+  for (size_t i = 0; i * 3 < s.size(); ++i) {
+    const std::string_view p = s.substr(i * 3, 2);
+    if (i * 3 + 2 < s.size() && s[i * 3 + 2] != ':') return false;
+    if (p.size() != 2 || p[0] < '0' || p[0] > '9' || p[1] < '0' || p[1] > '9') return false;
+    parts[i] = (p[0] - '0') * 10 + (p[1] - '0');
+  }
+  if (parts[0] > 23 || parts[1] > 59 || parts[2] > 59) return false;
+  *out = parts[0] * 3600 + parts[1] * 60 + parts[2];
+  return true;
+}
+
+bool InWindow(const RunWindow& w, int t) {
+  if (w.start == w.end) return true;                      // the whole day
+  if (w.start < w.end) return t >= w.start && t < w.end;  // within one day
+  return t >= w.start || t < w.end;                       // across midnight
+}
+
+}  // namespace
+
+Status ParseRunWindow(std::string_view text, RunWindow* out) {
+  const size_t dash = text.find('-');
+  RunWindow w;
+  if (dash == std::string_view::npos || !ParseTime(text.substr(0, dash), &w.start) ||
+      !ParseTime(text.substr(dash + 1), &w.end))
+    return Status::InvalidArgument("run window '" + std::string(text) +
+                                   "': expected HH:MM-HH:MM (or HH:MM:SS-HH:MM:SS), local time, "
+                                   "e.g. 22:00-06:00");
+  *out = w;
+  return Status::Ok();
+}
+
+bool InRunWindow(const std::vector<RunWindow>& windows, int t) {
+  if (windows.empty()) return true;
+  return std::any_of(windows.begin(), windows.end(),
+                     [t](const RunWindow& w) { return InWindow(w, t); });
+}
+
+int SecondsToNextChange(const std::vector<RunWindow>& windows, int t) {
+  const bool now = InRunWindow(windows, t);
+  // The state can only change at a window's start or end: try those, nearest first.
+  std::vector<int> deltas;
+  for (const RunWindow& w : windows)
+    for (int b : {w.start, w.end})
+      deltas.push_back((b - t + kSecondsPerDay - 1) % kSecondsPerDay + 1);
+  std::sort(deltas.begin(), deltas.end());
+  for (int d : deltas)
+    if (InRunWindow(windows, (t + d) % kSecondsPerDay) != now) return d;
+  return -1;
+}
+
+int LocalSecondOfDay(std::time_t t) {
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  return tm.tm_hour * 3600 + tm.tm_min * 60 + std::min(tm.tm_sec, 59);  // a leap second: :59
+}
+
+}  // namespace llmq

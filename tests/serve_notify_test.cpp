@@ -1,0 +1,552 @@
+// `llmq serve` and systemd's notify protocol (issue 8, done-when 2), on the real binary: the test
+// owns the NOTIFY_SOCKET (an abstract AF_UNIX datagram socket) and gives WATCHDOG_USEC, and checks
+// READY=1 after start-up, STATUS= updates while a job runs, WATCHDOG=1 at least every half
+// interval, RELOADING=1 (with MONOTONIC_USEC) then READY=1 on SIGHUP, STOPPING=1 on SIGTERM; and
+// that a stalled engine step (LLMQ_TEST_STALL_STEP_MS, a test-only hook) stops the pings. Also the
+// Prometheus metrics file (done-when 5): valid by the format's rules, counters as `llmq status`.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/run_windows.h"
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using testing::ReadText;
+using testing::WaitFor;
+
+constexpr int64_t kWatchdogUsec = 1000000;
+
+// The test's end of NOTIFY_SOCKET: every datagram, with when it came.
+class NotifySocket {
+ public:
+  struct Message {
+    Clock::time_point at;
+    std::string text;
+  };
+
+  NotifySocket() {
+    name_ = "llmq-notify-test-" + std::to_string(getpid());
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path + 1, name_.data(), name_.size());  // abstract: sun_path[0] == 0
+    const socklen_t len = offsetof(sockaddr_un, sun_path) + 1 + name_.size();
+    bound_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&a), len) == 0;
+    timeval tv{0, 50000};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    reader_ = std::thread([this] {
+      char buf[4096];
+      while (!done_) {
+        const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+        if (n <= 0) continue;
+        std::lock_guard<std::mutex> lock(mu_);
+        messages_.push_back({Clock::now(), std::string(buf, n)});
+      }
+    });
+  }
+  ~NotifySocket() {
+    done_ = true;
+    reader_.join();
+    close(fd_);
+  }
+
+  bool bound() const { return bound_; }
+  std::string address() const { return "@" + name_; }  // sd_notify's spelling of abstract
+  std::vector<Message> messages() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return messages_;
+  }
+  // Index of the first message at or after `from` that contains `text`; -1 if none.
+  int Find(const std::string& text, size_t from = 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = from; i < messages_.size(); ++i)
+      if (messages_[i].text.find(text) != std::string::npos) return static_cast<int>(i);
+    return -1;
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return messages_.size();
+  }
+  int WaitFor(const std::string& text, size_t from, double seconds) {
+    int i = -1;
+    testing::WaitFor([&] { return (i = Find(text, from)) >= 0; }, seconds);
+    return i;
+  }
+
+ private:
+  std::string name_;
+  int fd_ = -1;
+  bool bound_ = false;
+  std::atomic<bool> done_{false};
+  std::thread reader_;
+  std::mutex mu_;
+  std::vector<Message> messages_;
+};
+
+// The longest gap between WATCHDOG=1 pings received in [from, to), in seconds, counting from
+// `from` itself.
+double LongestPingGap(const std::vector<NotifySocket::Message>& m, size_t from, size_t to) {
+  Clock::time_point last = m[from].at;
+  double gap = 0;
+  for (size_t i = from; i < to && i < m.size(); ++i) {
+    if (m[i].text != "WATCHDOG=1") continue;
+    gap = std::max(gap, std::chrono::duration<double>(m[i].at - last).count());
+    last = m[i].at;
+  }
+  return gap;
+}
+
+std::string Job(int count, int max_tokens) {
+  std::string s;
+  for (int i = 0; i < count; ++i)
+    s += json{{"custom_id", "r" + std::to_string(i)},
+              {"method", "POST"},
+              {"url", "/v1/completions"},
+              {"body",
+               {{"prompt", "Count to " + std::to_string(i)},
+                {"max_tokens", max_tokens},
+                {"ignore_eos", true}}}}
+             .dump() +
+         "\n";
+  return s;
+}
+
+class ServeNotifyTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = testing::TmpDir("serve_notify_model") + "/model";
+    ASSERT_EQ(testing::RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "4"})
+                  .exit_code,
+              0);
+  }
+
+  void SetUp() override {
+    dir_ = testing::CurrentTestDir();
+    state_ = dir_ + "/state";
+    config_ = dir_ + "/llmq.yaml";
+    std::ofstream(config_) << "model:\n  path: " << model_
+                           << "\nengine:\n  max_num_seqs: 4\nspool:\n  state_dir: " << state_
+                           << "\n  settle_seconds: 0.2\n  rescan_seconds: 1\n"
+                           << "  drain_seconds: 5\n  commit_interval_ms: 10\n";
+    ASSERT_TRUE(sock_.bound());
+  }
+
+  void TearDown() override {
+    if (pid_ < 0) return;
+    kill(pid_, SIGKILL);
+    testing::WaitExit(pid_);
+  }
+
+  // Starts `llmq serve` with NOTIFY_SOCKET and WATCHDOG_USEC (and `extra` NAME=VALUE) set.
+  void Start(const std::vector<std::pair<std::string, std::string>>& extra = {}) {
+    std::vector<std::pair<std::string, std::string>> env = {
+        {"NOTIFY_SOCKET", sock_.address()}, {"WATCHDOG_USEC", std::to_string(kWatchdogUsec)}};
+    env.insert(env.end(), extra.begin(), extra.end());
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    pid_ = testing::SpawnLlmq({"serve", "--config", config_}, dir_ + "/serve.out", err_file());
+    for (const auto& [k, v] : env) unsetenv(k.c_str());
+  }
+
+  void Drop(const std::string& name, const std::string& text) {
+    const std::string tmp = dir_ + "/" + name + ".staging";
+    std::ofstream(tmp, std::ios::binary) << text;
+    fs::rename(tmp, state_ + "/inbox/" + name);
+  }
+
+  int Stop() {
+    kill(pid_, SIGTERM);
+    const int rc = testing::WaitExit(pid_);
+    pid_ = -1;
+    return rc;
+  }
+
+  std::string err_file() const { return dir_ + "/serve.err"; }
+
+  static std::string model_;
+  std::string dir_, state_, config_;
+  NotifySocket sock_;
+  pid_t pid_ = -1;
+};
+std::string ServeNotifyTest::model_;
+
+TEST_F(ServeNotifyTest, ReadyStatusWatchdogReloadAndStopping) {
+  Start();
+  const int ready = sock_.WaitFor("READY=1", 0, 30);
+  ASSERT_GE(ready, 0) << ReadText(err_file());
+  // Ready only once the spool is scanned and served.
+  EXPECT_NE(ReadText(err_file()).find("serving"), std::string::npos);
+
+  const size_t before_job = sock_.size();
+  // Big enough to run for a few seconds: STATUS= is sent at most once a second.
+  Drop("a.jsonl", Job(2048, 64));
+  // STATUS= lines while the job runs: more than one, with the job's progress.
+  std::set<std::string> statuses;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (const auto& m : sock_.messages())
+          if (m.text.rfind("STATUS=1 job(s), ", 0) == 0) statuses.insert(m.text);
+        return statuses.size() >= 2;
+      },
+      60))
+      << "distinct STATUS= lines while the job ran: " << statuses.size();
+  EXPECT_GE(sock_.Find("/2048 requests done", before_job), 0);
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 300))
+      << ReadText(err_file());
+
+  // SIGHUP: RELOADING=1 (with MONOTONIC_USEC), then READY=1.
+  const size_t before_hup = sock_.size();
+  kill(pid_, SIGHUP);
+  const int reloading = sock_.WaitFor("RELOADING=1", before_hup, 10);
+  ASSERT_GE(reloading, 0);
+  EXPECT_NE(sock_.messages()[reloading].text.find("\nMONOTONIC_USEC="), std::string::npos);
+  EXPECT_GE(sock_.WaitFor("READY=1", reloading + 1, 10), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // idle pings too
+
+  // WATCHDOG=1 at least every half interval, idle and while the job ran.
+  const size_t before_stop = sock_.size();
+  const auto all = sock_.messages();
+  EXPECT_LE(LongestPingGap(all, ready, before_stop), kWatchdogUsec / 2 / 1e6);
+
+  EXPECT_EQ(Stop(), 0) << ReadText(err_file());
+  EXPECT_GE(sock_.Find("STOPPING=1", before_stop), 0);
+}
+
+TEST_F(ServeNotifyTest, AStalledEngineStepStopsTheWatchdogPings) {
+  Start({{"LLMQ_TEST_STALL_STEP_MS", "3000"}});
+  const int ready = sock_.WaitFor("READY=1", 0, 30);
+  ASSERT_GE(ready, 0) << ReadText(err_file());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  EXPECT_LE(LongestPingGap(sock_.messages(), ready, sock_.size()), kWatchdogUsec / 2 / 1e6)
+      << "idle: pinged";
+  const size_t before_job = sock_.size();
+  Drop("a.jsonl", Job(4, 8));
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 60))
+      << ReadText(err_file());
+  // The pings came back once the step returned (waited for first: the summary can appear before
+  // the first ping after the stall, and an open gap is not measured).
+  const size_t after = sock_.size();
+  const int back = sock_.WaitFor("WATCHDOG=1", after, 5);
+  ASSERT_GE(back, 0);
+  // The first step slept 3 s: no ping for that long (systemd would have killed the service).
+  // Measured from READY: the ping just before the stall may come before or after before_job.
+  EXPECT_GE(LongestPingGap(sock_.messages(), ready, back + 1), 2.5);
+  EXPECT_EQ(Stop(), 0) << ReadText(err_file());
+}
+
+// --- The metrics textfile (issue 8, done-when 5): a small parser of the Prometheus text format's
+// rules, and the counters against `llmq status --json`.
+
+struct Sample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+struct Exposition {
+  std::map<std::string, std::string> types;  // family -> type
+  std::vector<Sample> samples;
+  std::string error;  // the first rule broken; empty when valid
+
+  double Get(const std::string& name, const std::map<std::string, std::string>& labels = {}) const {
+    for (const Sample& s : samples)
+      if (s.name == name && s.labels == labels) return s.value;
+    return -1;
+  }
+};
+
+bool ValidName(const std::string& s, bool colon) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && !(colon && c == ':'))
+      return false;
+  return true;
+}
+
+bool ParseValue(const std::string& s, double* v) {
+  if (s == "+Inf" || s == "-Inf" || s == "NaN") {
+    *v = s == "NaN" ? NAN : (s[0] == '-' ? -INFINITY : INFINITY);
+    return true;
+  }
+  char* end = nullptr;
+  *v = std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size();
+}
+
+// The family a sample belongs to: its name less a histogram's suffix when that family is one.
+std::string FamilyOf(const std::string& name, const std::map<std::string, std::string>& types) {
+  for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+    const std::string s = suffix;
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+      const std::string base = name.substr(0, name.size() - s.size());
+      if (auto it = types.find(base); it != types.end() && it->second == "histogram") return base;
+    }
+  }
+  return name;
+}
+
+Exposition ParseExposition(const std::string& text) {
+  Exposition e;
+  std::istringstream in(text);
+  std::string line;
+  std::set<std::string> done;  // families whose samples have ended (samples must be contiguous)
+  std::string current;
+  int n = 0;
+  auto fail = [&](const std::string& why) {
+    if (e.error.empty()) e.error = "line " + std::to_string(n) + ": " + why + ": " + line;
+  };
+  if (text.empty() || text.back() != '\n') e.error = "does not end with a newline";
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      std::istringstream w(line.substr(1));
+      std::string kw, name, rest;
+      w >> kw >> name;
+      std::getline(w >> std::ws, rest);
+      if (kw == "TYPE") {
+        if (!ValidName(name, true)) fail("bad metric name");
+        if (rest != "counter" && rest != "gauge" && rest != "histogram" && rest != "summary" &&
+            rest != "untyped")
+          fail("bad type");
+        if (e.types.count(name)) fail("second TYPE line");
+        if (done.count(name) || current == name) fail("TYPE after the family's samples");
+        e.types[name] = rest;
+      } else if (kw == "HELP") {
+        if (!ValidName(name, true)) fail("bad metric name");
+      }
+      continue;
+    }
+    Sample s;
+    size_t i = 0;
+    while (i < line.size() && line[i] != '{' && line[i] != ' ') ++i;
+    s.name = line.substr(0, i);
+    if (!ValidName(s.name, true)) fail("bad metric name");
+    if (i < line.size() && line[i] == '{') {
+      ++i;
+      while (i < line.size() && line[i] != '}') {
+        const size_t eq = line.find('=', i);
+        if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') {
+          fail("bad label");
+          break;
+        }
+        const std::string key = line.substr(i, eq - i);
+        if (!ValidName(key, false) || key.rfind("__", 0) == 0) fail("bad label name");
+        std::string val;
+        size_t j = eq + 2;
+        for (; j < line.size() && line[j] != '"'; ++j) {
+          if (line[j] == '\\' && j + 1 < line.size()) ++j;
+          val += line[j];
+        }
+        if (j >= line.size()) {
+          fail("unterminated label value");
+          break;
+        }
+        if (s.labels.count(key)) fail("duplicate label");
+        s.labels[key] = val;
+        i = j + 1;
+        if (i < line.size() && line[i] == ',') ++i;
+      }
+      if (i >= line.size()) fail("unterminated labels");
+      ++i;
+    }
+    if (i >= line.size() || line[i] != ' ') fail("no value");
+    std::istringstream w(line.substr(std::min(i, line.size())));
+    std::string value, timestamp, extra;
+    w >> value >> timestamp >> extra;
+    if (!ParseValue(value, &s.value)) fail("bad value");
+    if (!extra.empty()) fail("trailing text");
+    const std::string family = FamilyOf(s.name, e.types);
+    if (!e.types.count(family)) fail("sample before its TYPE line");
+    if (family != current) {
+      if (done.count(family)) fail("the family's samples are not together");
+      if (!current.empty()) done.insert(current);
+      current = family;
+    }
+    const std::string type = e.types.count(family) ? e.types.at(family) : "";
+    if (type == "counter" && (s.name.size() < 6 || s.name.substr(s.name.size() - 6) != "_total"))
+      fail("a counter's name must end in _total");
+    if (type == "counter" && !(s.value >= 0)) fail("negative counter");
+    e.samples.push_back(std::move(s));
+  }
+  // Histograms: buckets ascending in le, cumulative, the last le="+Inf" equal to _count.
+  for (const auto& [family, type] : e.types) {
+    if (type != "histogram") continue;
+    double last_le = -INFINITY, last_count = 0, inf = -1;
+    int buckets = 0;
+    for (const Sample& s : e.samples) {
+      if (s.name != family + "_bucket") continue;
+      ++buckets;
+      double le = 0;
+      if (!s.labels.count("le") || !ParseValue(s.labels.at("le"), &le)) {
+        e.error += " " + family + ": a bucket without le";
+        continue;
+      }
+      if (le <= last_le) e.error += " " + family + ": le not ascending";
+      if (s.value < last_count) e.error += " " + family + ": buckets not cumulative";
+      last_le = le;
+      last_count = s.value;
+      if (std::isinf(le)) inf = s.value;
+    }
+    if (buckets == 0 || !std::isinf(last_le)) e.error += " " + family + ": no +Inf bucket last";
+    if (inf != e.Get(family + "_count")) e.error += " " + family + ": +Inf != _count";
+    if (e.Get(family + "_sum") < 0) e.error += " " + family + ": no _sum";
+  }
+  return e;
+}
+
+TEST(PrometheusParserTest, RejectsWhatTheFormatForbids) {
+  EXPECT_EQ(ParseExposition("# TYPE a_total counter\na_total 1\n").error, "");
+  EXPECT_NE(ParseExposition("a_total 1\n").error, "");                            // no TYPE
+  EXPECT_NE(ParseExposition("# TYPE a counter\na 1\n").error, "");                // no _total
+  EXPECT_NE(ParseExposition("# TYPE a gauge\na{x=1} 1\n").error, "");             // unquoted
+  EXPECT_NE(ParseExposition("# TYPE a gauge\na 1\n# TYPE a gauge\n").error, "");  // TYPE twice
+  EXPECT_NE(ParseExposition("# TYPE 1a gauge\n1a 1\n").error, "");                // bad name
+  EXPECT_NE(ParseExposition("# TYPE h histogram\nh_bucket{le=\"1\"} 2\n"
+                            "h_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n")
+                .error,
+            "");  // not cumulative
+  EXPECT_NE(ParseExposition("# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 1\nh_count 1\n").error,
+            "");  // no +Inf
+}
+
+TEST_F(ServeNotifyTest, TheMetricsFileIsValidAndAgreesWithStatus) {
+  std::ofstream(config_, std::ios::app) << "metrics:\n  interval_seconds: 0.3\n";
+  Start();
+  ASSERT_GE(sock_.WaitFor("READY=1", 0, 30), 0) << ReadText(err_file());
+  const std::string prom = state_ + "/metrics/llmq.prom";
+  // Written while serving, not only at exit.
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(prom); }, 10));
+  EXPECT_EQ(ParseExposition(ReadText(prom)).error, "");
+  // One bad line (a failed request) and one prompt twice (a cache hit).
+  std::string job = Job(6, 8) + "{\"custom_id\": \"bad\"}\n";
+  Drop("m.jsonl", job);
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/m.summary.json"); }, 60))
+      << ReadText(err_file());
+  EXPECT_EQ(Stop(), 0) << ReadText(err_file());  // the last write is at exit
+
+  const std::string text = ReadText(prom);
+  const Exposition e = ParseExposition(text);
+  ASSERT_EQ(e.error, "") << text;
+  const auto r = testing::RunLlmqWith({}, {"status", "--json", "--config", config_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json jobs = json::parse(r.out);
+  ASSERT_EQ(jobs.size(), 1u) << r.out;
+  const json& j = jobs[0];
+  EXPECT_EQ(e.Get("llmq_requests_total", {{"status", "completed"}}),
+            j["request_counts"]["completed"].get<double>());
+  EXPECT_EQ(e.Get("llmq_requests_total", {{"status", "failed"}}),
+            j["request_counts"]["failed"].get<double>());
+  EXPECT_EQ(j["request_counts"]["completed"].get<int>(), 6);
+  EXPECT_EQ(e.Get("llmq_completion_tokens_total"), j["completion_tokens"].get<double>());
+  EXPECT_NEAR(e.Get("llmq_cache_hit_ratio"), j["cache_hit_rate"].get<double>(), 1e-6);
+  EXPECT_EQ(e.Get("llmq_jobs", {{"status", "completed"}}), 1);
+  EXPECT_EQ(e.Get("llmq_queue_depth"), 0);
+  EXPECT_EQ(e.Get("llmq_prompt_tokens_total"),
+            e.Get("llmq_cached_prompt_tokens_total") + e.Get("llmq_computed_prompt_tokens_total"));
+  EXPECT_GT(e.Get("llmq_prompt_tokens_total"), 0);
+  EXPECT_EQ(e.Get("llmq_time_to_first_token_seconds_count"), 6);
+  EXPECT_GT(e.Get("llmq_step_duration_seconds_count"), 0);
+  for (const char* state : {"used", "free", "cached"})
+    EXPECT_GE(e.Get("llmq_kv_blocks", {{"state", state}}), 0) << state;
+  EXPECT_EQ(e.types.at("llmq_step_duration_seconds"), "histogram");
+}
+
+// --- Run windows (issue 8, done-when 4): windows a few seconds long, in local time.
+
+std::string Hms(int s) {
+  s = (s % kSecondsPerDay + kSecondsPerDay) % kSecondsPerDay;
+  char b[16];
+  std::snprintf(b, sizeof b, "%02d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
+  return b;
+}
+
+TEST_F(ServeNotifyTest, RequestsStartOnlyInsideRunWindowsAndAJobSpansTwo) {
+  // Windows [t0+4, t0+7) and [t0+11, t0+90) (seconds of the local day). drain_seconds 0: at the
+  // first window's end the running requests are abandoned at once, and must run again (once) in
+  // the second.
+  std::string config = ReadText(config_);
+  config.replace(config.find("drain_seconds: 5"), 16, "drain_seconds: 0");
+  std::ofstream(config_) << config;
+  const std::time_t t0 = std::time(nullptr);
+  const int day = LocalSecondOfDay(t0);
+  std::ofstream(config_, std::ios::app)
+      << "serve:\n  run_windows: [\"" << Hms(day + 4) << "-" << Hms(day + 7) << "\", \""
+      << Hms(day + 11) << "-" << Hms(day + 90) << "\"]\n";
+  const auto at = [&](double seconds) {  // sleeps until t0 + seconds (wall clock)
+    std::this_thread::sleep_until(std::chrono::system_clock::from_time_t(t0) +
+                                  std::chrono::milliseconds(static_cast<int>(seconds * 1000)));
+  };
+  const auto done = [&]() -> int64_t {
+    const auto r = testing::RunLlmqWith({}, {"status", "--json", "--config", config_});
+    const json j = json::parse(r.out, nullptr, false);
+    if (!j.is_array() || j.empty()) return -1;
+    return j[0]["request_counts"]["completed"].get<int64_t>() +
+           j[0]["request_counts"]["failed"].get<int64_t>();
+  };
+  Start();
+  ASSERT_GE(sock_.WaitFor("READY=1", 0, 30), 0) << ReadText(err_file());
+  constexpr int kRequests = 2048;
+  Drop("w.jsonl", Job(kRequests, 64));
+  at(3.5);
+  EXPECT_EQ(done(), 0) << "accepted before the first window, but nothing started";
+  at(8);  // the first window has closed, what was running abandoned
+  const int64_t first = done();
+  EXPECT_GT(first, 0) << ReadText(err_file());
+  EXPECT_LT(first, kRequests) << "the job is meant to span two windows";
+  at(10.5);
+  EXPECT_EQ(done(), first) << "nothing starts between the windows";
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/w.summary.json"); }, 120))
+      << ReadText(err_file());
+  // Every request answered once, none twice, none an error.
+  std::set<std::string> ids;
+  int lines = 0;
+  for (const json& r : testing::ReadJsonl(state_ + "/outbox/w.results.jsonl")) {
+    ++lines;
+    ids.insert(r["custom_id"].get<std::string>());
+    EXPECT_TRUE(r["error"].is_null()) << r.dump();
+  }
+  EXPECT_EQ(lines, kRequests);
+  EXPECT_EQ(ids.size(), static_cast<size_t>(kRequests));
+  EXPECT_NE(ReadText(err_file()).find("outside the run windows"), std::string::npos);
+  EXPECT_EQ(Stop(), 0) << ReadText(err_file());
+}
+
+TEST_F(ServeNotifyTest, ABadRunWindowIsRefusedAtStart) {
+  std::ofstream(config_, std::ios::app) << "serve:\n  run_windows: [\"22:00-6:00\"]\n";
+  const auto r = testing::RunLlmqWith({}, {"serve", "--config", config_});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("serve.run_windows: run window '22:00-6:00': expected HH:MM-HH:MM"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace llmq
