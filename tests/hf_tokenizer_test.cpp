@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "engine/hf_tokenizer.h"
 #include "engine/tokenizer.h"
@@ -268,6 +269,45 @@ TEST(HfTokenizerTest, BadFilesFailAtLoadNamingTheFileAndTheProblem) {
     const Status st = Tokenizer::Load(dir, &tok);
     EXPECT_FALSE(st.ok()) << cut;
     EXPECT_NE(st.message().find("tokenizer.json"), std::string::npos) << st.message();
+  }
+}
+
+// Every truncation of a tokenizer.json and random byte changes to it load or fail cleanly (never a
+// crash), and whatever loads encodes any bytes, invalid UTF-8 included, without crashing.
+TEST(HfTokenizerTest, MutatedFilesAndInputsNeverCrash) {
+  const std::string text = ByteLevelTokenizer().dump();
+  const std::string dir = TokenizerDir(json());
+  std::mt19937 rng(7);
+  auto load = [&dir](const std::string& bytes) {
+    WriteText(dir + "/tokenizer.json", bytes);
+    std::unique_ptr<Tokenizer> tok;
+    const Status st = Tokenizer::Load(dir, &tok);
+    if (!st.ok()) EXPECT_NE(st.message().find("tokenizer.json"), std::string::npos) << st.message();
+    return tok;
+  };
+  for (size_t cut = 0; cut < text.size(); cut += 1 + cut / 64) {
+    EXPECT_EQ(load(text.substr(0, cut)), nullptr) << cut;
+  }
+  const std::string inputs[] = {"hi <|im_start|> x", std::string("\xff\xfe\xc3(\xe2\x82", 7),
+                                std::string(300, '\x80'), std::string("a\0b", 3)};
+  for (int i = 0; i < 300; ++i) {
+    std::string m = text;
+    for (int k = 0; k < 3; ++k) m[rng() % m.size()] = static_cast<char>(rng() % 128);
+    const auto tok = load(m);
+    if (!tok) continue;
+    for (const std::string& in : inputs) {
+      const std::string back = tok->Decode(tok->Encode(in));
+      EXPECT_EQ(Utf8Lossy(back), back);
+    }
+  }
+  auto tok = load(text);
+  ASSERT_TRUE(tok);
+  for (int i = 0; i < 200; ++i) {
+    std::string in(rng() % 64, '\0');
+    for (char& c : in) c = static_cast<char>(rng() % 256);
+    const std::vector<int> ids = tok->EncodeNoBos(in);
+    // Byte-level BPE loses nothing: the bytes come back (NFC leaves invalid UTF-8 as it is).
+    if (Utf8Lossy(in) != in) EXPECT_EQ(tok->hf()->DecodeBytes(ids, true), in);
   }
 }
 
