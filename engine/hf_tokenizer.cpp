@@ -618,15 +618,14 @@ struct ByteLevelDecoder : Decoder {
   }
 };
 
+// As the Rust crate: the replacement becomes a space, except in the first token, where (unless
+// prepend_scheme is "never") every replacement is dropped, not only a leading one.
 struct MetaspaceDecoder : Decoder {
   std::string replacement = "\xE2\x96\x81";
   bool strip_first = true;  // prepend_scheme != never
   void Apply(std::vector<std::string>* tokens) const override {
-    for (size_t i = 0; i < tokens->size(); ++i) {
-      std::string& t = (*tokens)[i];
-      ReplaceAll(&t, replacement, " ");
-      if (i == 0 && strip_first && !t.empty() && t[0] == ' ') t.erase(0, 1);
-    }
+    for (size_t i = 0; i < tokens->size(); ++i)
+      ReplaceAll(&(*tokens)[i], replacement, i == 0 && strip_first ? "" : " ");
   }
 };
 
