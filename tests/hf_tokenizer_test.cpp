@@ -323,6 +323,8 @@ TEST(HfTokenizerTest, MutatedFilesAndInputsNeverCrash) {
 // tokenizer): plain prompts with the special tokens added, rendered chats without.
 void CheckReferences(const std::string& model) {
   const std::string dir = kModels + model;
+  std::unique_ptr<Tokenizer> tok = Load(dir);
+  ASSERT_TRUE(tok);
   int checked = 0;
   for (const auto& e : fs::directory_iterator(dir + "/reference")) {
     std::ifstream f(e.path());
@@ -338,6 +340,16 @@ void CheckReferences(const std::string& model) {
     const auto res = llmq::testing::RunLlmqWith({}, args);
     ASSERT_EQ(res.exit_code, 0) << res.err;
     EXPECT_EQ(json::parse(res.out)["ids"], r["prompt_ids"]) << e.path();
+    // The reference's completion text is Hugging Face's decode of its completion ids.
+    if (r.contains("completion_ids") && r.contains("completion_text")) {
+      const auto completion = r["completion_ids"].get<std::vector<int>>();
+      EXPECT_EQ(tok->Decode(completion), r["completion_text"].get<std::string>()) << e.path();
+      // Streamed as the engine does (byte-level prompts end on a character boundary).
+      IncrementalDecoder dec(*tok, r["prompt_ids"].get<std::vector<int>>());
+      for (int id : completion) dec.Add(id);
+      dec.Flush();
+      EXPECT_EQ(dec.text(), r["completion_text"].get<std::string>()) << e.path();
+    }
     ++checked;
   }
   EXPECT_GT(checked, 0);
