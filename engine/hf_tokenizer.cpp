@@ -297,6 +297,13 @@ std::string StrField(const json& j, const char* key, const std::string& def) {
   const auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : def;
 }
+int IntField(const json& j, const char* key, int def) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() && it->get<int64_t>() >= 0 &&
+                 it->get<int64_t>() < (1 << 20)
+             ? it->get<int>()
+             : def;
+}
 bool BoolField(const json& j, const char* key, bool def) {
   const auto it = j.find(key);
   return it != j.end() && it->is_boolean() ? it->get<bool>() : def;
@@ -567,6 +574,8 @@ Status ParsePreTokenizer(const json& j, const std::string& where,
   } else if (type == "Metaspace") {
     auto m = std::make_unique<MetaspacePre>();
     m->replacement = StrField(j, "replacement", m->replacement);
+    if (m->replacement.empty())
+      return Status::Corruption(where + ": Metaspace \"replacement\" must not be empty");
     m->split = BoolField(j, "split", true);
     LLMQ_RETURN_IF_ERROR(ParsePrependScheme(j, where, &m->prepend));
     *out = std::move(m);
@@ -697,8 +706,8 @@ Status ParseDecoder(const json& j, const std::string& where, std::unique_ptr<Dec
   } else if (type == "Strip") {
     auto s = std::make_unique<StripDecoder>();
     s->content = StrField(j, "content", " ");
-    s->start = j.value("start", 0);
-    s->stop = j.value("stop", 0);
+    s->start = IntField(j, "start", 0);
+    s->stop = IntField(j, "stop", 0);
     *out = std::move(s);
   } else if (type == "Replace") {
     auto r = std::make_unique<ReplaceDecoder>();
@@ -968,7 +977,7 @@ Status ParseTemplate(const nlohmann::json& j, const std::string& where, std::vec
   for (const auto& item : *single) {
     if (item.contains("Sequence")) {
       const auto& seq = item["Sequence"];
-      if (!seq.is_object() || seq.value("id", std::string()) != "A")
+      if (!seq.is_object() || hf::StrField(seq, "id", "") != "A")
         return Status::Unsupported(where + ": TemplateProcessing \"single\" may only use $A");
       seen_a = true;
     } else if (item.contains("SpecialToken") && item["SpecialToken"].is_object() &&
@@ -979,8 +988,8 @@ Status ParseTemplate(const nlohmann::json& j, const std::string& where, std::vec
         return Status::Corruption(where + ": TemplateProcessing special token \"" + name +
                                   "\" missing from \"special_tokens\"");
       for (const auto& id : (*specials)[name]["ids"]) {
-        if (!id.is_number_integer())
-          return Status::Corruption(where + ": special token ids must be integers");
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (1 << 30))
+          return Status::Corruption(where + ": special token ids must be valid ids");
         (seen_a ? suffix : prefix)->push_back(id.get<int>());
       }
     } else {
@@ -1122,6 +1131,12 @@ Status HfTokenizer::Load(const std::string& path, std::unique_ptr<HfTokenizer>* 
       (at.normalized ? t->added_norm_ : t->added_)->tokens.push_back(std::move(at));
     }
   }
+  // Ids index a table: refuse sparse ones (a corrupt id would make it huge).
+  const size_t entries =
+      t->model_->vocab.size() + t->added_->tokens.size() + t->added_norm_->tokens.size();
+  if (static_cast<size_t>(max_id) >= entries + 65536)
+    return Status::Corruption(path + ": token id " + std::to_string(max_id) + " far beyond the " +
+                              std::to_string(entries) + " tokens (ids must be dense)");
   t->added_->Build();
   t->added_norm_->Build();
   t->id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());

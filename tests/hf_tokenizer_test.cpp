@@ -261,6 +261,15 @@ TEST(HfTokenizerTest, BadFilesFailAtLoadNamingTheFileAndTheProblem) {
   json bad_regex = good;
   bad_regex["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "([a-";
   cases.push_back({"bad regex", "regex", bad_regex});
+  json sparse = good;
+  sparse["model"]["vocab"]["far"] = 900000000;
+  cases.push_back({"sparse id", "dense", sparse});
+  json metaspace = good;
+  metaspace["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", ""}};
+  cases.push_back({"empty Metaspace replacement", "replacement", metaspace});
+  json template_ids = good;
+  template_ids["post_processor"]["special_tokens"]["<|im_start|>"]["ids"] = {"x"};
+  cases.push_back({"bad template ids", "ids", template_ids});
   for (const Case& c : cases) {
     const std::string dir = TokenizerDir(c.file);
     std::unique_ptr<Tokenizer> tok;
