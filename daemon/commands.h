@@ -11,6 +11,7 @@ namespace llmq::cli {
 void AddGenerateCommand(CLI::App* app, int* rc);   // llmq generate --model DIR --prompt TEXT
 void AddPlanCommand(CLI::App* app, int* rc);       // llmq plan --model DIR [--memory BYTES]
 void AddMakeModelCommand(CLI::App* app, int* rc);  // llmq make-model --shape NAME --out DIR
+void AddTokenizeCommand(CLI::App* app, int* rc);   // llmq tokenize --model DIR --text T
 void AddRunCommand(CLI::App* app, int* rc);        // llmq run IN.jsonl -o OUT.jsonl
 void AddServeCommand(CLI::App* app, int* rc);      // llmq serve [--state DIR]: the daemon
 // llmq submit FILE... [--wait], status [JOB] [--json], list [--json], cancel JOB

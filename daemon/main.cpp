@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   llmq::cli::AddGenerateCommand(&app, &rc);
   llmq::cli::AddPlanCommand(&app, &rc);
   llmq::cli::AddMakeModelCommand(&app, &rc);
+  llmq::cli::AddTokenizeCommand(&app, &rc);
   app.footer("Run 'llmq COMMAND --help' for a command's flags.");  // the root's help only
   try {
     app.parse(argc, argv);

@@ -11,8 +11,9 @@ Status LoadModel(const std::string& dir, Model* out) {
   LLMQ_RETURN_IF_ERROR(Tokenizer::Load(dir, &m.tokenizer));
   if (m.tokenizer->vocab_size() > m.cfg.vocab_size)
     return Status::InvalidArgument(
-        dir + "/tokenizer.model: has " + std::to_string(m.tokenizer->vocab_size()) +
-        " pieces, more than the model's vocab_size " + std::to_string(m.cfg.vocab_size));
+        dir + (m.tokenizer->hf() ? "/tokenizer.json" : "/tokenizer.model") + ": has " +
+        std::to_string(m.tokenizer->vocab_size()) + " pieces, more than the model's vocab_size " +
+        std::to_string(m.cfg.vocab_size));
   m.backend = std::make_unique<CpuBackend>(m.cfg, *m.weights);
   *out = std::move(m);
   return Status::Ok();

@@ -110,19 +110,6 @@ Status ReadAddBos(const std::string& path, bool* add_bos) {
   return Status::Ok();
 }
 
-// "<0xAB>" -> 0xAB; -1 when `piece` has another form.
-int ParseBytePiece(const std::string& piece) {
-  auto hex = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  if (piece.size() != 6 || piece.compare(0, 3, "<0x") != 0 || piece[5] != '>') return -1;
-  const int hi = hex(piece[3]), lo = hex(piece[4]);
-  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-}
-
 // 1 + the number of continuation bytes a UTF-8 lead byte announces; 0 for other bytes. Loose on
 // purpose (C0, C1, F5..FF count as leads): holding back too long only delays text, while releasing
 // a character that later bytes could still complete would break the window invariant.
@@ -133,11 +120,59 @@ int Utf8Length(uint8_t c) {
   return 4;
 }
 
+// tokenizer_config.json's `key` ("bos_token": "<s>" or {"content": "<s>", ...}) as an id of
+// `tok`; -1 when absent or null.
+Status ReadSpecialToken(const nlohmann::json& cfg, const char* key, const std::string& config_path,
+                        const HfTokenizer& tok, int* id) {
+  *id = -1;
+  const auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return Status::Ok();
+  std::string name;
+  if (it->is_string()) {
+    name = it->get<std::string>();
+  } else if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
+    name = (*it)["content"].get<std::string>();
+  } else {
+    return Status::Corruption(config_path + ": \"" + key + "\" must be a string");
+  }
+  *id = tok.TokenToId(name);
+  if (*id < 0)
+    return Status::Corruption(config_path + ": \"" + key + "\" " + name +
+                              " is not a token of tokenizer.json");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Tokenizer::~Tokenizer() = default;
 
+Status Tokenizer::LoadHf(const std::string& model_dir, const std::string& path,
+                         std::unique_ptr<Tokenizer>* out) {
+  std::unique_ptr<Tokenizer> tok(new Tokenizer());
+  LLMQ_RETURN_IF_ERROR(HfTokenizer::Load(path, &tok->hf_));
+  tok->add_bos_ = tok->hf_->AddsPrefix();
+  tok->hf_bos_ = tok->hf_->PrefixId();
+  const std::string config = (fs::path(model_dir) / "tokenizer_config.json").string();
+  std::error_code ec;
+  if (fs::exists(config, ec)) {
+    std::string text;
+    LLMQ_RETURN_IF_ERROR(ReadFile(config, &text));
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return Status::Corruption(config + ": malformed JSON");
+    if (!j.is_object()) return Status::Corruption(config + ": expected a JSON object");
+    int bos = -1;
+    LLMQ_RETURN_IF_ERROR(ReadSpecialToken(j, "bos_token", config, *tok->hf_, &bos));
+    if (bos >= 0) tok->hf_bos_ = bos;
+    LLMQ_RETURN_IF_ERROR(ReadSpecialToken(j, "eos_token", config, *tok->hf_, &tok->hf_eos_));
+  }
+  *out = std::move(tok);
+  return Status::Ok();
+}
+
 Status Tokenizer::Load(const std::string& model_dir, std::unique_ptr<Tokenizer>* out) {
+  const std::string json_path = (fs::path(model_dir) / "tokenizer.json").string();
+  std::error_code ec;
+  if (fs::exists(json_path, ec)) return LoadHf(model_dir, json_path, out);
   const std::string path = (fs::path(model_dir) / "tokenizer.model").string();
   std::string bytes;
   LLMQ_RETURN_IF_ERROR(ReadFile(path, &bytes));
@@ -165,6 +200,7 @@ Status Tokenizer::Load(const std::string& model_dir, std::unique_ptr<Tokenizer>*
 }
 
 std::vector<int> Tokenizer::Encode(const std::string& text) const {
+  if (hf_) return hf_->Encode(text, /*add_special_tokens=*/true);
   std::vector<int> ids;
   if (add_bos_) ids.push_back(bos_id());
   const std::vector<int> body = EncodeNoBos(text);
@@ -173,12 +209,14 @@ std::vector<int> Tokenizer::Encode(const std::string& text) const {
 }
 
 std::vector<int> Tokenizer::EncodeNoBos(const std::string& text) const {
+  if (hf_) return hf_->Encode(text, /*add_special_tokens=*/false);
   std::vector<int> ids;
   if (!sp_->Encode(text, &ids).ok()) ids.clear();  // cannot fail on a loaded model
   return ids;
 }
 
 std::string Tokenizer::Decode(const std::vector<int>& ids) const {
+  if (hf_) return Utf8Lossy(hf_->DecodeBytes(ids, /*skip_special_tokens=*/true));
   std::string text;
   const int n = vocab_size();
   if (std::all_of(ids.begin(), ids.end(), [n](int id) { return id >= 0 && id < n; })) {
@@ -193,21 +231,24 @@ std::string Tokenizer::Decode(const std::vector<int>& ids) const {
 }
 
 int Tokenizer::vocab_size() const {
-  return sp_->GetPieceSize();
+  return hf_ ? hf_->vocab_size() : sp_->GetPieceSize();
 }
 int Tokenizer::bos_id() const {
-  return sp_->bos_id();
+  return hf_ ? hf_bos_ : sp_->bos_id();
 }
 int Tokenizer::eos_id() const {
-  return sp_->eos_id();
+  return hf_ ? hf_eos_ : sp_->eos_id();
 }
 bool Tokenizer::IsControl(int id) const {
+  if (hf_) return hf_->IsSpecial(id);
   return id >= 0 && id < vocab_size() && sp_->IsControl(id);
 }
 int Tokenizer::ByteValue(int id) const {
+  if (hf_) return hf_->ByteValue(id);
   return id >= 0 && id < static_cast<int>(byte_value_.size()) ? byte_value_[id] : -1;
 }
 int Tokenizer::PieceToId(const std::string& piece) const {
+  if (hf_) return hf_->TokenToId(piece);
   const int id = sp_->PieceToId(piece);
   if (id < 0 || id >= vocab_size()) return -1;
   return sp_->IdToPiece(id) == piece ? id : -1;
@@ -231,6 +272,21 @@ IncrementalDecoder::IncrementalDecoder(const Tokenizer& tok, std::vector<int> pr
 // invalid byte -> U+FFFD) at a time, so a lead byte followed by fewer continuation bytes than it
 // announces is the only tail whose text later ids can still change. Any other id ends the run.
 bool IncrementalDecoder::EndsInPartialCharacter() const {
+  if (tok_.hf() != nullptr) {
+    // Byte-level tokens can end inside a character: look at the raw bytes of the last ids (a
+    // character has at most 4 bytes, and every non-special token at least one), and hold back
+    // when they end in a lead byte still short of its continuation bytes.
+    const size_t k = std::min<size_t>(ids_.size(), 4);
+    const std::string tail =
+        tok_.hf()->DecodeBytes(std::vector<int>(ids_.end() - k, ids_.end()), true);
+    for (size_t trail = 0; trail < 4 && trail < tail.size(); ++trail) {
+      const auto c = static_cast<uint8_t>(tail[tail.size() - 1 - trail]);
+      if (c < 0x80) return false;
+      const int len = Utf8Length(c);
+      if (len > 0) return static_cast<int>(trail) + 1 < len;
+    }
+    return false;
+  }
   size_t trail = 0;  // continuation bytes after the candidate lead byte
   for (size_t i = ids_.size(); i > 0 && trail < 3; --i) {
     const int b = tok_.ByteValue(ids_[i - 1]);

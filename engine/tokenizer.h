@@ -1,5 +1,7 @@
-// Tokenizer: sentencepiece `tokenizer.model`, BOS as the model asks, and incremental
-// detokenization that is correct across byte-fallback pieces and leading spaces.
+// Tokenizer: a Hugging Face `tokenizer.json` (engine/hf_tokenizer.h) when the model folder has one,
+// else sentencepiece `tokenizer.model`; BOS as the model asks, and incremental detokenization that
+// is correct across byte-fallback pieces, byte-level tokens that split a character, and leading
+// spaces.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/hf_tokenizer.h"
 #include "engine/status.h"
 
 namespace sentencepiece {
@@ -18,14 +21,19 @@ namespace llmq {
 // Immutable once loaded; all methods are safe to call from several threads at once.
 class Tokenizer {
  public:
-  // Loads `model_dir`/tokenizer.model; reads `model_dir`/tokenizer_config.json if present
-  // ("add_bos_token", default true). Errors name the file: NotFound when tokenizer.model is
-  // missing, Corruption when it or tokenizer_config.json cannot be parsed. Never aborts.
+  // Loads `model_dir`/tokenizer.json when it exists (then Encode is Hugging Face's encode(text):
+  // the post-processor's special tokens added, e.g. Llama 3's <|begin_of_text|>; BOS/EOS are
+  // tokenizer_config.json's bos_token/eos_token), else `model_dir`/tokenizer.model; reads
+  // `model_dir`/tokenizer_config.json if present ("add_bos_token", default true, for
+  // sentencepiece). Errors name the file: NotFound when neither tokenizer file exists,
+  // Corruption when one cannot be parsed, Unsupported for a component type llmq lacks. Never
+  // aborts.
   static Status Load(const std::string& model_dir, std::unique_ptr<Tokenizer>* out);
   ~Tokenizer();
 
   // Text -> ids; a BOS id is prepended when the model asks for it.
   std::vector<int> Encode(const std::string& text) const;
+  // Text -> ids without any special token added (HF: add_special_tokens=False).
   std::vector<int> EncodeNoBos(const std::string& text) const;
   // Ids -> text, as sentencepiece decodes the whole sequence: control ids give no text, the
   // leading space of the first piece is dropped, invalid byte-fallback bytes become U+FFFD.
@@ -41,10 +49,16 @@ class Tokenizer {
   // The id of the vocabulary piece spelled exactly `piece` ("<|im_start|>", "▁the"); -1 when the
   // vocabulary has no such piece (sentencepiece's own PieceToId answers unk_id then).
   int PieceToId(const std::string& piece) const;
+  // The tokenizer.json implementation; null for a sentencepiece model.
+  const HfTokenizer* hf() const { return hf_.get(); }
 
  private:
   Tokenizer() = default;
+  static Status LoadHf(const std::string& model_dir, const std::string& path,
+                       std::unique_ptr<Tokenizer>* out);
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::unique_ptr<HfTokenizer> hf_;
+  int hf_bos_ = -1, hf_eos_ = -1;
   std::vector<int16_t> byte_value_;  // per id: ByteValue(id)
   bool add_bos_ = true;
 };
@@ -91,8 +105,8 @@ class IncrementalDecoder {
 // identity normalisation, whitespace kept) of exactly `vocab_size` pieces on text the project
 // generates itself (engine/corpus.h) and writes it atomically to `out_path` (DurableFile:
 // temporary file, fsync, rename). Same seed -> byte-identical file. Takes ~0.1 s for 512 pieces,
-// ~3 s for 32000 (more on a busy machine). Errors (vocab_size too small for the byte pieces and characters, unwritable
-// path) name `out_path`; the trainer logs nothing below ERROR.
+// ~3 s for 32000 (more on a busy machine). Errors (vocab_size too small for the byte pieces and
+// characters, unwritable path) name `out_path`; the trainer logs nothing below ERROR.
 // `control_symbols` (special, never produced from text, e.g. chatml's <|im_start|>) and
 // `user_defined_symbols` (always one piece when they occur in text) are added to the vocabulary.
 struct TokenizerExtras {

@@ -246,7 +246,6 @@ TEST_F(ServeNotifyTest, AStalledEngineStepStopsTheWatchdogPings) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   EXPECT_LE(LongestPingGap(sock_.messages(), ready, sock_.size()), kWatchdogUsec / 2 / 1e6)
       << "idle: pinged";
-  const size_t before_job = sock_.size();
   Drop("a.jsonl", Job(4, 8));
   ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 60))
       << ReadText(err_file());

@@ -1,0 +1,65 @@
+// llmq tokenize: the ids a model's tokenizer gives a text, as Hugging Face's encode(text) does (the
+// post-processor's special tokens added unless --no-special-tokens). Loads the tokenizer only.
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "daemon/cli_common.h"
+#include "daemon/commands.h"
+#include "engine/tokenizer.h"
+
+namespace llmq::cli {
+namespace {
+
+struct TokenizeFlags {
+  std::string model, text, file;
+  bool no_special = false, json = false;
+};
+
+int Tokenize(const CLI::App* cmd, const TokenizeFlags& f) {
+  std::string text = f.text;
+  if (!f.file.empty()) {
+    std::ifstream in(f.file, std::ios::binary);
+    if (!in) return Fail(cmd, f.file + ": cannot open");
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (in.bad()) return Fail(cmd, f.file + ": read error");
+  }
+  std::unique_ptr<Tokenizer> tok;
+  const Status st = Tokenizer::Load(f.model, &tok);
+  if (!st.ok()) return Fail(cmd, st);
+  const std::vector<int> ids = f.no_special ? tok->EncodeNoBos(text) : tok->Encode(text);
+  if (f.json) {
+    std::printf("%s\n", nlohmann::json{{"ids", ids}}.dump().c_str());
+    return 0;
+  }
+  std::string line;
+  for (int id : ids) line += (line.empty() ? "" : " ") + std::to_string(id);
+  std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void AddTokenizeCommand(CLI::App* app, int* rc) {
+  auto f = std::make_shared<TokenizeFlags>();
+  CLI::App* cmd = app->add_subcommand(
+      "tokenize", "Print the ids of a text (as Hugging Face's encode(text)); loads no weights");
+  cmd->add_option("--model", f->model, "Model folder (tokenizer.json or tokenizer.model)")
+      ->required();
+  CLI::Option* text = cmd->add_option("--text", f->text, "The text");
+  CLI::Option* file = cmd->add_option("--file", f->file, "A file whose whole content is the text");
+  text->excludes(file);
+  cmd->add_flag("--no-special-tokens", f->no_special,
+                "Add no special token (no BOS from the post-processor)");
+  cmd->add_flag("--json", f->json, "Print {\"ids\": [...]}");
+  cmd->callback([cmd, f, rc, text, file] {
+    if (text->count() + file->count() != 1) {
+      *rc = Fail(cmd, "one of --text or --file is required", 2);
+      return;
+    }
+    *rc = Tokenize(cmd, *f);
+  });
+}
+
+}  // namespace llmq::cli
