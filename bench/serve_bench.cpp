@@ -9,10 +9,14 @@
 // to the next. Medians, and the ratio daemon / run against the target <= 1.05x.
 //   serve_bench [--rounds 5] [--requests 2000] [--settle SECONDS (spool.settle_seconds, 1)]
 //               [--group-window MS (spool.group_window_ms, 50)] [--dir bench-models/serve-bench]
+#include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -56,6 +60,27 @@ bool WaitFor(const std::function<bool()>& done, double seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return done();
+}
+
+// Waits up to `seconds` for `path` to appear, blocked in inotify (on its folder) rather than
+// polling: on two cores a poller waking every millisecond takes CPU from the daemon's engine
+// (whose OpenMP threads then wait on each other), while `llmq run` is waited for in waitpid.
+bool WaitForFile(const std::string& path, double seconds) {
+  const int fd = inotify_init1(IN_CLOEXEC);
+  if (fd < 0 || inotify_add_watch(fd, fs::path(path).parent_path().c_str(),
+                                  IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE) < 0)
+    Die("inotify on " + path + ": " + std::strerror(errno));
+  const auto t0 = Clock::now();
+  alignas(inotify_event) char buf[4096];
+  bool found = fs::exists(path);
+  while (!found && Since(t0) < seconds) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 1000) > 0 && ::read(fd, buf, sizeof buf) < 0 && errno != EINTR)
+      Die(std::string("inotify read: ") + std::strerror(errno));
+    found = fs::exists(path);
+  }
+  ::close(fd);
+  return found;
 }
 
 size_t Lines(const std::string& path) {
@@ -114,7 +139,7 @@ int main(int argc, char** argv) {
       const std::string summary = state + "/outbox/" + name + ".summary.json";
       const auto t0 = Clock::now();
       fs::rename(staged, state + "/inbox/" + name + ".jsonl");
-      if (!WaitFor([&] { return fs::exists(summary); }, 600))
+      if (!WaitForFile(summary, 600))
         Die("no summary from the daemon: " + ReadText(dir + "/serve.log"));
       served.push_back(Since(t0));
       if (Lines(state + "/outbox/" + name + ".results.jsonl") != static_cast<size_t>(requests))
