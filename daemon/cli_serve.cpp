@@ -430,14 +430,7 @@ class Server {
     std::vector<IngestedJob> jobs;
     IngestOptions iopt;
     iopt.max_line_bytes = knobs_.max_line_bytes;
-    // On a thread of its own, joined at once: ingest validates on every core (OpenMP), and the
-    // pool of threads OpenMP keeps for the thread that ran a parallel loop lives as long as that
-    // thread. Kept for this one, its threads plus the engine's outnumber two cores, and libgomp
-    // then stops spinning at barriers (its threads sleep and are woken instead) for the rest of
-    // the daemon's life: every engine step was ~7% slower. A pool of a thread that has ended is
-    // gone.
-    Status st;
-    std::thread([&] { st = IngestFiles(io_store_.get(), ctx_, files, iopt, &jobs); }).join();
+    const Status st = IngestFiles(io_store_.get(), ctx_, files, iopt, &jobs);
     if (!st.ok()) {
       if (!look_up && st.code() == Status::Code::kInvalidArgument) return st;
       Log("cannot accept %zu file(s) from inbox/: %s (they stay there; retried at the next "
