@@ -5,6 +5,7 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -72,17 +73,20 @@ bool IsAlphanumeric(int32_t c) {
 // GPT-2's byte <-> printable character table (ByteLevel): printable Latin-1 bytes stand for
 // themselves, the others map to U+0100.. in byte order.
 struct ByteTable {
+  static constexpr int32_t kChars = 256 + 68;  // the stand-ins end below U+0144
   std::string byte_to_char[256];
-  std::unordered_map<int32_t, uint8_t> char_to_byte;
+  int16_t char_to_byte[kChars];  // -1: not a stand-in (decoding is a flat lookup per character)
   ByteTable() {
+    std::fill(std::begin(char_to_byte), std::end(char_to_byte), int16_t{-1});
     int n = 0;
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
       const int32_t cp = printable ? b : 256 + n++;
       AppendCodepoint(cp, &byte_to_char[b]);
-      char_to_byte[cp] = static_cast<uint8_t>(b);
+      char_to_byte[cp] = static_cast<int16_t>(b);
     }
   }
+  int ByteOf(int32_t cp) const { return cp >= 0 && cp < kChars ? char_to_byte[cp] : -1; }
 };
 const ByteTable& Bytes() {
   static const ByteTable t;
@@ -615,9 +619,9 @@ struct ByteLevelDecoder : Decoder {
       bool ok = true;
       for (size_t i = 0; i < tok.size() && ok;) {
         size_t len = 0;
-        const auto it = t.char_to_byte.find(CodepointAt(tok, i, &len));
-        ok = it != t.char_to_byte.end();
-        if (ok) mapped += static_cast<char>(it->second);
+        const int b = t.ByteOf(CodepointAt(tok, i, &len));
+        ok = b >= 0;
+        if (ok) mapped += static_cast<char>(b);
         i += len;
       }
       // A token with a character outside the table (an added token) stands for itself.
@@ -764,9 +768,13 @@ class BpeModel {
       }
       const size_t start = out->size();
       Merge(word, out);
+      // Once full, a miss takes no exclusive lock (threads encoding at once are not serialized).
+      if (cache_full_.load(std::memory_order_relaxed)) return;
       std::unique_lock<std::shared_mutex> lock(cache_mu_);
       if (cache_.size() < kMaxCached)
         cache_.emplace(word, std::vector<int>(out->begin() + start, out->end()));
+      else
+        cache_full_.store(true, std::memory_order_relaxed);
       return;
     }
     Merge(word, out);
@@ -854,6 +862,7 @@ class BpeModel {
 
  private:
   mutable std::shared_mutex cache_mu_;
+  mutable std::atomic<bool> cache_full_{false};  // cache_ reached its bound: misses skip the lock
   mutable std::unordered_map<std::string, std::vector<int>> cache_;
 };
 
