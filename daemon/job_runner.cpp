@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 namespace llmq {
 
@@ -18,13 +19,7 @@ Status JobRunner::Job(int64_t id, const JobInfo** out) {
   if (it == jobs_.end()) {
     jobs::JobRecord rec;
     LLMQ_RETURN_IF_ERROR(store_->GetJob(id, &rec));
-    // Only the job's start time: when another process holds the database longer than the busy
-    // timeout, the job still runs (a store error here used to end the engine thread and with
-    // it the daemon).
-    if (rec.started_at == 0)
-      if (Status st = store_->MarkJobStarted(id, UnixNow()); !st.ok())
-        std::fprintf(stderr, "llmq: %s: start time not recorded: %s\n", rec.public_id.c_str(),
-                     st.message().c_str());
+    if (rec.started_at == 0) LLMQ_RETURN_IF_ERROR(store_->MarkJobStarted(id, UnixNow()));
     it = jobs_.emplace(id, JobInfo{rec.public_id, rec.name, rec.created_at}).first;
   }
   *out = &it->second;
@@ -65,26 +60,31 @@ Status JobRunner::Feed() {
     drained_ = true;
     return Status::Ok();
   }
-  // Counted before the engine sees them: a request that keeps taking the process down with it
-  // shows in its `attempts` (one write per window, not per request).
+  // Still in the engine from before a hold (admitted, let run): not fed, nor counted, twice.
+  std::vector<std::string> ids(batch.size());
   std::vector<std::pair<int64_t, int64_t>> handed;
   handed.reserve(batch.size());
-  for (const jobs::PendingRequest& p : batch) handed.emplace_back(p.job, p.line);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    ids[i] = std::to_string(batch[i].job) + ":" + std::to_string(batch[i].line);
+    if (!fed_.count(ids[i])) handed.emplace_back(batch[i].job, batch[i].line);
+  }
+  // Counted before the engine sees them: a request that keeps taking the process down with it
+  // shows in its `attempts` (one write per window, not per request).
   LLMQ_RETURN_IF_ERROR(store_->MarkAttempted(handed));
   const double now = UnixNow();
-  for (jobs::PendingRequest& p : batch) {
-    cursor_ = p.plan_rank;
-    // Still in the engine from before a hold (admitted, let run): not fed twice.
-    if (fed_.count(std::to_string(p.job) + ":" + std::to_string(p.line))) continue;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    jobs::PendingRequest& p = batch[i];
     const JobInfo* info = nullptr;
-    LLMQ_RETURN_IF_ERROR(Job(p.job, &info));
+    if (!fed_.count(ids[i])) LLMQ_RETURN_IF_ERROR(Job(p.job, &info));
+    cursor_ = p.plan_rank;  // only past requests handled: a failed Job() is retried from here
+    if (info == nullptr) continue;
     Fed f;
     f.job = p.job;
     f.line = p.line;
     f.req = jobs::ParseBatchLine(p.body, static_cast<int>(p.line), info->name);
     f.queued_before = std::max(0.0, now - info->created_at);
     Request r;
-    r.id = std::to_string(p.job) + ":" + std::to_string(p.line);
+    r.id = std::move(ids[i]);
     std::string err = f.req.error;
     if (err.empty()) err = BuildRequest(ctx_, f.req, info->name, info->public_id, &r);
     if (!err.empty()) {
@@ -250,7 +250,18 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
         continue;
       }
     }
-    if (!draining_ && held_ == 0) LLMQ_RETURN_IF_ERROR(Feed());
+    // A store another process holds past the busy timeout (or a full disk) must not end the
+    // engine thread, and with it the daemon: Feed is tried again half a second later (the cursor
+    // only moves past requests it handed over or refused); the engine steps on meanwhile.
+    const auto now = std::chrono::steady_clock::now();
+    if (!draining_ && held_ == 0 && now >= feed_retry_at_) {
+      if (Status st = Feed(); !st.ok()) {
+        if (st.code() != Status::Code::kIoError) return st;
+        std::fprintf(stderr, "llmq: feeding the engine: %s (retried)\n", st.message().c_str());
+        feed_retry_at_ = now + std::chrono::milliseconds(500);
+        if (!engine_->HasWork()) std::this_thread::sleep_until(feed_retry_at_);
+      }
+    }
     if (!engine_->HasWork()) continue;
     StepOnce(tokens_before, &done);
     if (on_step) on_step();

@@ -104,7 +104,8 @@ class JobRunner {
   jobs::Store* store_;
   jobs::ResultCommitter* committer_;
   RunnerOptions opt_;
-  int64_t cursor_ = 0;    // highest plan rank fed so far
+  int64_t cursor_ = 0;                                   // highest plan rank fed so far
+  std::chrono::steady_clock::time_point feed_retry_at_;  // Feed failed: not before this
   bool drained_ = false;  // the store had nothing more after cursor_ at the last look
   std::unordered_map<std::string, Fed> fed_;  // by engine request id
   std::unordered_map<int64_t, JobInfo> jobs_;
