@@ -666,14 +666,9 @@ class Server {
       CheckJobs();
       exit_code_ = engine_status_.ok() && committed.ok() ? 0 : 1;
     }
-    int64_t pending = 0;
-    std::vector<jobs::JobRecord> all;
-    if (io_store_->ListJobs(&all).ok())
-      for (const jobs::JobRecord& j : all)
-        if (!jobs::IsTerminal(j.status)) pending += j.total - j.completed - j.failed;
+    WriteMetrics();  // the final numbers; they count what is left pending too
     Log("stopped; %lld request(s) left pending, run after a restart",
-        static_cast<long long>(pending));
-    WriteMetrics();  // the final numbers
+        static_cast<long long>(queue_totals_.pending()));
     boost::system::error_code ignored;
     inotify_.close(ignored);
     poll_timer_.cancel();
@@ -744,6 +739,8 @@ class Server {
       ArmMetrics();
     });
   }
+  // Refreshes the queue's totals (also read by the shutdown log line) and writes the file
+  // (metrics_path_ is set by StartMetrics, before the engine thread starts).
   void WriteMetrics() {
     if (metrics_path_.empty()) return;
     const auto now = Clock::now();
