@@ -1298,11 +1298,6 @@ int HfTokenizer::TokenToId(const std::string& token) const {
   return it == model_->vocab.end() ? -1 : it->second;
 }
 
-const std::string& HfTokenizer::IdToToken(int id) const {
-  static const std::string kEmpty;
-  return id >= 0 && id < vocab_size() ? id_to_token_[id] : kEmpty;
-}
-
 bool HfTokenizer::IsSpecial(int id) const {
   return id >= 0 && id < vocab_size() && special_[id];
 }

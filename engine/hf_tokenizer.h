@@ -41,7 +41,6 @@ class HfTokenizer {
   int vocab_size() const { return static_cast<int>(id_to_token_.size()); }
   // The token spelled `token` (vocabulary or added token); -1 when none.
   int TokenToId(const std::string& token) const;
-  const std::string& IdToToken(int id) const;
   bool IsSpecial(int id) const;
   // The byte of a byte_fallback token "<0xAB>"; -1 for any other id.
   int ByteValue(int id) const;

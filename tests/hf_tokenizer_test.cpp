@@ -22,11 +22,6 @@ using nlohmann::json;
 
 const std::string kModels = std::string(LLMQ_SHARED_DIR) + "/models/";
 
-#define SKIP_WITHOUT_SHARED(dir)                         \
-  if (!fs::exists(std::string(dir) + "/tokenizer.json")) \
-  GTEST_SKIP() << "shared model not found: " << (dir)    \
-               << " (expected next to the repository, see LLMQ_SHARED_DIR)"
-
 void WriteText(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f << text;
@@ -369,15 +364,15 @@ void CheckReferences(const std::string& model) {
 }
 
 TEST(HfTokenizerTest, TokenizeMatchesQwen3References) {
-  SKIP_WITHOUT_SHARED(kModels + "tiny-qwen3");
+  LLMQ_SKIP_WITHOUT_SHARED(llmq::testing::SharedModel("tiny-qwen3"), "tiny-qwen3");
   CheckReferences("tiny-qwen3");
 }
 TEST(HfTokenizerTest, TokenizeMatchesQwen2References) {
-  SKIP_WITHOUT_SHARED(kModels + "tiny-qwen2");
+  LLMQ_SKIP_WITHOUT_SHARED(llmq::testing::SharedModel("tiny-qwen2"), "tiny-qwen2");
   CheckReferences("tiny-qwen2");
 }
 TEST(HfTokenizerTest, TokenizeMatchesLlama32References) {
-  SKIP_WITHOUT_SHARED(kModels + "tiny-llama32");
+  LLMQ_SKIP_WITHOUT_SHARED(llmq::testing::SharedModel("tiny-llama32"), "tiny-llama32");
   CheckReferences("tiny-llama32");
 }
 
