@@ -218,6 +218,7 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
 
   std::vector<Field> model = {
       {"path", [c](const Leaf& l) { return GetString(l, &c->model_dir); }},
+      {"name", [c](const Leaf& l) { return GetString(l, &c->model_name); }},
       {"chat_template",
        [c](const Leaf& l) -> Status {
          std::string name;

@@ -15,6 +15,9 @@ struct LlmqConfig {
   // model:
   std::string model_dir;      // model.path
   std::string chat_template;  // model.chat_template: "" = the model's own / llama-2
+  // model.name: the `model` field of every response (the model that ran, whatever a request
+  // names); "" = the model folder's name.
+  std::string model_name;
   // engine:
   int block_size = 16;                        // engine.block_size
   int max_num_seqs = 256;                     // engine.max_num_seqs

@@ -11,6 +11,9 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "YAML config file (default: $LLMQ_CONFIG, else " +
                       std::string(kSystemConfigPath) + " when it exists)");
   cmd->add_option("--model", f->model, "Model folder (default: model.path of the config)");
+  cmd->add_option("--model-name", f->model_name,
+                  "The \"model\" field of every response (default: model.name of the config, else "
+                  "the model folder's name)");
   cmd->add_option("--chat-template", f->chat_template,
                   "llama-2|mistral|chatml|zephyr (default: the model's own, else llama-2)");
   cmd->add_option("--max-num-seqs", f->max_num_seqs, "Most sequences in one step")
@@ -32,6 +35,7 @@ Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg) {
   if (!path.empty()) LLMQ_RETURN_IF_ERROR(LoadConfig(path, cfg));
   auto given = [&](const char* flag) { return f.cmd->count(flag) > 0; };
   if (given("--model")) cfg->model_dir = f.model;
+  if (given("--model-name")) cfg->model_name = f.model_name;
   if (given("--chat-template")) cfg->chat_template = f.chat_template;
   if (given("--max-num-seqs")) cfg->max_num_seqs = f.max_num_seqs;
   if (given("--max-num-batched-tokens")) cfg->max_num_batched_tokens = f.max_num_batched_tokens;
@@ -61,6 +65,13 @@ EngineOptions EngineOptionsFrom(const LlmqConfig& cfg) {
   return o;
 }
 
+std::string ServedModelName(const LlmqConfig& cfg) {
+  if (!cfg.model_name.empty()) return cfg.model_name;
+  // "models/x/" names x, as "models/x" does
+  const std::filesystem::path dir = std::filesystem::path(cfg.model_dir).lexically_normal();
+  return dir.has_filename() ? dir.filename().string() : dir.parent_path().filename().string();
+}
+
 Status ChatTemplateFor(const LlmqConfig& cfg, ChatTemplate* out) {
   bool found = false;
   *out = DetectChatTemplate(cfg.model_dir, &found);
@@ -77,7 +88,7 @@ Status LoadServing(const LlmqConfig& cfg, ChatTemplate tmpl, Model* model,
   ctx->capacity = (*engine)->max_sequence_tokens();
   ctx->capacity_setting = "the KV cache size (--kv-cache-memory / engine.kv_cache_memory: " +
                           std::to_string(cfg.kv_cache_bytes) + " bytes)";
-  ctx->model_name = std::filesystem::path(cfg.model_dir).filename().string();
+  ctx->model_name = ServedModelName(cfg);
   return Status::Ok();
 }
 

@@ -17,6 +17,7 @@ namespace llmq::cli {
 struct EngineFlags {
   std::string config;         // --config (else $LLMQ_CONFIG, else /etc/llmq/llmq.yaml)
   std::string model;          // --model (else model.path)
+  std::string model_name;     // --model-name (else model.name)
   std::string chat_template;  // --chat-template (else model.chat_template)
   int max_num_seqs = LlmqConfig{}.max_num_seqs;
   int max_num_batched_tokens = LlmqConfig{}.max_num_batched_tokens;
@@ -34,6 +35,9 @@ Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg);
 
 // The engine options a config describes.
 EngineOptions EngineOptionsFrom(const LlmqConfig& cfg);
+
+// The "model" field of responses: model.name, else the model folder's name.
+std::string ServedModelName(const LlmqConfig& cfg);
 
 // The chat template a config asks for: model.chat_template, else the one the model's files name,
 // else llama-2. InvalidArgument for an unknown name.

@@ -117,8 +117,8 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
   for (const Completion& c : o.completions) choices.push_back({c.text, c.finish_reason});
   const jobs::Usage usage{o.metrics.prompt_tokens, o.metrics.completion_tokens,
                           o.metrics.cached_prompt_tokens};
-  return jobs::SuccessLine(r, choices, usage, request_id, created,
-                           r.model.empty() ? ctx.model_name : r.model);
+  // The model that ran, not the request's echo (a request's "model" selects nothing here).
+  return jobs::SuccessLine(r, choices, usage, request_id, created, ctx.model_name);
 }
 
 std::string RequestIdFor(const std::string& job_public_id, int64_t line) {

@@ -23,7 +23,7 @@ struct BuildContext {
   // Names the setting that limits `capacity` in messages, e.g. "--kv-cache-memory 100 (the
   // KV cache holds 16 tokens)": a refusal caused by the operator's settings says so.
   std::string capacity_setting;
-  std::string model_name;  // echoed in responses when a line names none
+  std::string model_name;  // the "model" field of every response (the model that ran)
 };
 
 // Validates a parsed line beyond its JSON (the chat template accepts its messages) and gives the

@@ -16,6 +16,7 @@ void ExpectDefaults(const LlmqConfig& c) {
   const LlmqConfig d;
   EXPECT_EQ(c.model_dir, d.model_dir);
   EXPECT_EQ(c.chat_template, d.chat_template);
+  EXPECT_EQ(c.model_name, d.model_name);
   EXPECT_EQ(c.block_size, d.block_size);
   EXPECT_EQ(c.max_num_seqs, d.max_num_seqs);
   EXPECT_EQ(c.max_num_batched_tokens, d.max_num_batched_tokens);
@@ -63,6 +64,7 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   for (const char* key : {"model:",
                           "path:",
+                          "name:",
                           "chat_template:",
                           "engine:",
                           "block_size:",
@@ -141,6 +143,7 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
   const Case cases[] = {
       {"model: {path: m}", [](const LlmqConfig& c) { return c.model_dir == "m"; }},
       {"model: {path: 'my dir'}", [](const LlmqConfig& c) { return c.model_dir == "my dir"; }},
+      {"model: {name: nightly}", [](const LlmqConfig& c) { return c.model_name == "nightly"; }},
       {"model: {chat_template: llama-2}",
        [](const LlmqConfig& c) { return c.chat_template == "llama-2"; }},
       {"model: {chat_template: mistral}",

@@ -216,5 +216,41 @@ TEST_F(RunTest, MissingInputOrModelFailsClearly) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+// The "model" field names the model that ran: the folder's name (a trailing slash too), else
+// model.name of the config, else --model-name; never the request's echo.
+TEST_F(RunTest, ResponsesNameTheModelThatRanNotTheRequestsModel) {
+  const std::string dir = testing::TmpDir("run_model_name");
+  {
+    std::ofstream in(dir + "/in.jsonl");
+    in << Completion("a", "one two", 2) << "\n";  // "model": "tiny"
+    json other = json::parse(Completion("b", "three four", 2));
+    other["body"]["model"] = "gpt-4o-mini";
+    in << other.dump() << "\n";
+    in << R"({"custom_id": "bad", "method": "POST", "url": "/v1/completions", "body": {}})"
+       << "\n";
+  }
+  std::ofstream(dir + "/named.yaml") << "model:\n  path: " << model_ << "\n  name: night-model\n";
+  auto models = [&](const std::string& out) {
+    std::vector<std::string> names;
+    for (const json& j : ReadJsonl(out))
+      if (!j["response"].is_null()) names.push_back(j["response"]["body"]["model"]);
+    return names;
+  };
+  const std::string folder = std::filesystem::path(model_).filename().string();
+  ASSERT_FALSE(folder.empty());
+  auto r = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/a.jsonl", "--model", model_ + "/"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(models(dir + "/a.jsonl"), (std::vector<std::string>{folder, folder}));
+  r = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/b.jsonl", "--config", dir + "/named.yaml"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(models(dir + "/b.jsonl"), (std::vector<std::string>{"night-model", "night-model"}));
+  r = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/c.jsonl", "--config", dir + "/named.yaml",
+               "--model-name", "flag-model", "--summary-json", dir + "/c.summary.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(models(dir + "/c.jsonl"), (std::vector<std::string>{"flag-model", "flag-model"}));
+  std::ifstream summary(dir + "/c.summary.json");
+  EXPECT_EQ(json::parse(summary)["model"], "flag-model");
+}
+
 }  // namespace
 }  // namespace llmq
