@@ -957,7 +957,7 @@ namespace {
 
 constexpr uintmax_t kMaxJsonBytes = 512u << 20;
 
-Status ReadJsonFile(const std::string& path, nlohmann::json* out) {
+Status ReadTextFile(const std::string& path, std::string* text) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return Status::NotFound(path + ": no such file");
   const uintmax_t size = std::filesystem::file_size(path, ec);
@@ -965,13 +965,10 @@ Status ReadJsonFile(const std::string& path, nlohmann::json* out) {
   if (size > kMaxJsonBytes) return Status::Corruption(path + ": implausibly large file");
   std::ifstream f(path, std::ios::binary);
   if (!f) return Status::IoError(path + ": cannot open");
-  std::string text(size, '\0');
-  f.read(text.data(), static_cast<std::streamsize>(size));
+  text->assign(size, '\0');
+  f.read(text->data(), static_cast<std::streamsize>(size));
   if (f.gcount() != static_cast<std::streamsize>(size))
     return Status::IoError(path + ": short read");
-  *out = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (out->is_discarded()) return Status::Corruption(path + ": malformed JSON (truncated?)");
-  if (!out->is_object()) return Status::Corruption(path + ": expected a JSON object");
   return Status::Ok();
 }
 
@@ -1099,8 +1096,17 @@ Status ParseBpe(const nlohmann::json& j, const std::string& where, hf::BpeModel*
 }  // namespace
 
 Status HfTokenizer::Load(const std::string& path, std::unique_ptr<HfTokenizer>* out) {
-  nlohmann::json j;
-  LLMQ_RETURN_IF_ERROR(ReadJsonFile(path, &j));
+  std::string text;
+  LLMQ_RETURN_IF_ERROR(ReadTextFile(path, &text));
+  return Parse(text, path, out);
+}
+
+Status HfTokenizer::Parse(std::string_view json_text, const std::string& path,
+                          std::unique_ptr<HfTokenizer>* out) {
+  if (json_text.size() > kMaxJsonBytes) return Status::Corruption(path + ": implausibly large file");
+  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::Corruption(path + ": malformed JSON (truncated?)");
+  if (!j.is_object()) return Status::Corruption(path + ": expected a JSON object");
   std::unique_ptr<HfTokenizer> t(new HfTokenizer());
   if (!j.contains("model") || !j["model"].is_object())
     return Status::Corruption(path + ": \"model\" missing or not an object");

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -28,6 +29,9 @@ class HfTokenizer {
   // Parses `path` (a tokenizer.json). Errors name the file and what is wrong (malformed JSON, an
   // unknown component type, a merge naming a token missing from the vocabulary); never aborts.
   static Status Load(const std::string& path, std::unique_ptr<HfTokenizer>* out);
+  // The same from the file's text; `path` names it in errors (the fuzz target's entry point).
+  static Status Parse(std::string_view json_text, const std::string& path,
+                      std::unique_ptr<HfTokenizer>* out);
   ~HfTokenizer();
 
   // Hugging Face's encode(text, add_special_tokens): added tokens are split out first, the rest is
