@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config/run_windows.h"
 #include "engine/status.h"
 
 namespace llmq {
@@ -39,8 +40,9 @@ struct LlmqConfig {
   std::string metrics_textfile;         // metrics.textfile: "" = <state_dir>/metrics/llmq.prom
   double metrics_interval_seconds = 5;  // metrics.interval_seconds: how often it is rewritten
   // serve.run_windows (llmq serve): daily periods of local time in which requests start, each
-  // "HH:MM[:SS]-HH:MM[:SS]" (checked by llmq serve, daemon/run_windows.h); empty: always.
-  std::vector<std::string> run_windows;
+  // "HH:MM[:SS]-HH:MM[:SS]" (config/run_windows.h; a bad one is an error naming its line);
+  // empty: always.
+  std::vector<RunWindow> run_windows;
 };
 
 // Loads `path` over the defaults (a default LlmqConfig, not *out's current values); *out is

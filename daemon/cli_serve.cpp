@@ -30,13 +30,13 @@
 #include <set>
 #include <thread>
 
+#include "config/run_windows.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
 #include "daemon/ingest.h"
 #include "daemon/job_runner.h"
 #include "daemon/metrics.h"
 #include "daemon/notifier.h"
-#include "daemon/run_windows.h"
 #include "daemon/spool.h"
 #include "engine/durable_file.h"
 #include "jobs/finalizer.h"
@@ -144,10 +144,11 @@ class Server {
     FindConfig(f_.engine.config, &config_path_);
     if (!f_.state.empty()) cfg_.state_dir = f_.state;
     knobs_ = Reloadable::From(cfg_);
-    if (Status st = ParseWindows(); !st.ok()) return Fail(cmd_, st, 2);  // serve.run_windows
+    windows_ = cfg_.run_windows;  // serve.run_windows (checked by the config's loader)
     paths_ = spool::PathsFor(cfg_.state_dir);
     if (Status st = spool::EnsureLayout(paths_); !st.ok()) return Fail(cmd_, st);
     if (Status st = Lock(); !st.ok()) return Fail(cmd_, st);
+    PublishState();  // for llmq status: the run windows in effect
     // The queue before the model: a damaged database is refused at once, naming the file.
     for (std::unique_ptr<jobs::Store>* s : {&io_store_, &runner_store_, &commit_store_})
       if (Status st = jobs::Store::Open(paths_.db, s); !st.ok()) return Fail(cmd_, st);
@@ -647,11 +648,20 @@ class Server {
     }
     knobs_ = Reloadable::From(c);
     committer_->SetInterval(std::chrono::milliseconds(knobs_.commit_interval_ms));
+    windows_ = c.run_windows;
+    PublishState();
     if (!stopping_) {
       rescan_timer_.cancel();
       ArmRescan();
     }
-    Log("SIGHUP: reloaded %s: %s", config_path_.c_str(), knobs_.ToText().c_str());
+    Log("SIGHUP: reloaded %s: %s; %s", config_path_.c_str(), knobs_.ToText().c_str(),
+        WindowsText().c_str());
+    // New windows take effect at once: one that closes by the reload holds new requests (and,
+    // after spool.drain_seconds, the running ones) as a window's end does.
+    if (!stopping_) {
+      window_timer_.cancel();
+      CheckWindow(/*first=*/false);
+    }
   }
 
   void OnEngineDone() {
@@ -667,6 +677,8 @@ class Server {
       exit_code_ = engine_status_.ok() && committed.ok() ? 0 : 1;
     }
     WriteMetrics();  // the final numbers; they count what is left pending too
+    std::error_code ec;
+    fs::remove(paths_.serve_state, ec);  // llmq status: no daemon runs here now
     Log("stopped; %lld request(s) left pending, run after a restart",
         static_cast<long long>(queue_totals_.pending()));
     boost::system::error_code ignored;
@@ -760,21 +772,34 @@ class Server {
   }
 
   // --- Run windows (serve.run_windows, daemon/run_windows.h).
-  Status ParseWindows() {
-    for (const std::string& text : cfg_.run_windows) {
-      RunWindow w;
-      if (Status st = ParseRunWindow(text, &w); !st.ok())
-        return Status::InvalidArgument("serve.run_windows: " + st.message());
-      windows_.push_back(w);
-    }
-    return Status::Ok();
+  // <state>/serve.json (spool::WriteServeState): llmq status shows the windows in effect.
+  void PublishState() {
+    if (Status st = spool::WriteServeState(paths_, windows_); !st.ok())
+      Log("%s (llmq status shows the configured run windows instead)", st.message().c_str());
+  }
+
+  std::string WindowsText() const {
+    if (windows_.empty()) return "no run windows";
+    std::string s = "run windows";
+    for (const RunWindow& w : windows_) s += " " + FormatRunWindow(w);
+    return s;
   }
 
   // Outside the windows nothing new starts; at a window's end running requests get
   // spool.drain_seconds, then are abandoned (pending again: they run in the next window).
-  // Checked when the state next changes (just after that second begins) and every minute.
+  // Checked when the state next changes (just after that second begins) and every minute, and
+  // when a reload changes the windows.
   void CheckWindow(bool first) {
-    if (windows_.empty() || stopping_) return;
+    if (stopping_) return;
+    if (windows_.empty()) {  // none (left by a reload): always open
+      if (!in_window_) {
+        in_window_ = true;
+        window_drain_timer_.cancel();
+        runner_->Release();
+        Log("no run windows any more: requests start");
+      }
+      return;
+    }
     const auto now = std::chrono::system_clock::now();
     const std::time_t t = std::chrono::system_clock::to_time_t(now);
     const int sec = LocalSecondOfDay(t);

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -30,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/run_windows.h"
+#include "config/run_windows.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -538,11 +539,95 @@ TEST_F(ServeNotifyTest, RequestsStartOnlyInsideRunWindowsAndAJobSpansTwo) {
   EXPECT_EQ(Stop(), 0) << ReadText(err_file());
 }
 
+// Issue 8: `llmq status` shows the run windows the daemon has in effect and where now stands
+// against them; SIGHUP reloads serve.run_windows, and the new windows take effect at once.
+TEST_F(ServeNotifyTest, StatusShowsTheRunWindowsAndSighupReloadsThem) {
+  const std::string base = ReadText(config_);
+  const auto set_windows = [&](int from, int to) {  // seconds after now, local time
+    const std::time_t t0 = std::time(nullptr);
+    const int day = LocalSecondOfDay(t0);
+    std::ofstream(config_) << base << "serve:\n  run_windows: [\"" << Hms(day + from) << "-"
+                           << Hms(day + to) << "\"]\n";
+    return t0;
+  };
+  const auto status = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> a = {"status", "--config", config_};
+    a.insert(a.end(), args.begin(), args.end());
+    const auto r = testing::RunLlmqWith({}, a);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  const auto job = [&](const std::string& name) {  // {} while the job is not in the queue
+    const auto r = testing::RunLlmqWith({}, {"status", "--config", config_, "--json", name});
+    const json j = json::parse(r.out, nullptr, false);
+    return r.exit_code == 0 && j.is_object() ? j : json::object();
+  };
+
+  // A window that opens in an hour: the job is accepted and waits.
+  std::time_t t0 = set_windows(3600, 7200);
+  Start();
+  ASSERT_GE(sock_.WaitFor("READY=1", 0, 30), 0) << ReadText(err_file());
+  Drop("a.jsonl", Job(4, 8));
+  ASSERT_TRUE(WaitFor([&] { return job("a.jsonl").contains("run_windows"); }, 10))
+      << ReadText(err_file());
+  json w = job("a.jsonl")["run_windows"];
+  EXPECT_EQ(w["source"], "serve") << w;
+  EXPECT_EQ(w["open"], false) << w;
+  const int day = LocalSecondOfDay(t0);
+  EXPECT_EQ(w["windows"], json::array({FormatRunWindow(
+                              {(day + 3600) % kSecondsPerDay, (day + 7200) % kSecondsPerDay})}));
+  EXPECT_EQ(w["next_open"], LocalIso8601(t0 + 3600)) << w;
+  EXPECT_EQ(w["next_close"], LocalIso8601(t0 + 7200)) << w;
+  std::string text = status({});
+  EXPECT_NE(text.find("(local time, in effect in llmq serve): outside a window now; next opens "),
+            std::string::npos)
+      << text;
+  EXPECT_TRUE(text.find("(in 59m)") != std::string::npos ||
+              text.find("(in 1h00m)") != std::string::npos)
+      << text;
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(job("a.jsonl")["request_counts"]["completed"], 0) << "nothing starts outside";
+
+  // The config now has a window open until ten minutes from now: after SIGHUP the job runs.
+  t0 = set_windows(-60, 600);
+  kill(pid_, SIGHUP);
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 60))
+      << ReadText(err_file());
+  EXPECT_EQ(job("a.jsonl")["request_counts"]["completed"], 4);
+  w = job("a.jsonl")["run_windows"];
+  EXPECT_EQ(w["open"], true) << w;
+  EXPECT_EQ(w["next_close"], LocalIso8601(t0 + 600)) << w;
+  text = status({});
+  EXPECT_NE(text.find("inside a window now, until "), std::string::npos) << text;
+
+  // Reloaded to a window that is closed now: a new job waits at once.
+  set_windows(3600, 7200);
+  kill(pid_, SIGHUP);
+  ASSERT_TRUE(WaitFor([&] { return job("a.jsonl")["run_windows"]["open"] == false; }, 10));
+  Drop("b.jsonl", Job(4, 8));
+  ASSERT_TRUE(WaitFor([&] { return !job("b.jsonl").empty(); }, 10)) << ReadText(err_file());
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(job("b.jsonl")["request_counts"]["completed"], 0) << ReadText(err_file());
+  EXPECT_EQ(Stop(), 0) << ReadText(err_file());
+
+  // Stopped: the config's windows, said to be so.
+  EXPECT_FALSE(fs::exists(state_ + "/serve.json"));
+  text = status({});
+  EXPECT_NE(text.find("(local time, from the config; llmq serve is not running): outside"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(job("b.jsonl")["run_windows"]["source"], "config");
+}
+
 TEST_F(ServeNotifyTest, ABadRunWindowIsRefusedAtStart) {
   std::ofstream(config_, std::ios::app) << "serve:\n  run_windows: [\"22:00-6:00\"]\n";
   const auto r = testing::RunLlmqWith({}, {"serve", "--config", config_});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("serve.run_windows: run window '22:00-6:00': expected HH:MM-HH:MM"),
+  // The config's loader names the file, the line (the last) and the key.
+  const std::string text = ReadText(config_);
+  const auto last_line = std::count(text.begin(), text.end(), '\n');
+  EXPECT_NE(r.err.find(config_ + ":" + std::to_string(last_line) +
+                       ": serve.run_windows: run window '22:00-6:00': expected HH:MM-HH:MM"),
             std::string::npos)
       << r.err;
 }
