@@ -163,8 +163,13 @@ class Server {
 
     ChatTemplate tmpl;
     if (Status st = ChatTemplateFor(cfg_, &tmpl); !st.ok()) return Fail(cmd_, st, 2);
-    if (Status st = LoadServing(cfg_, tmpl, &model_, &engine_, &ctx_); !st.ok())
-      return Fail(cmd_, st);
+    {
+      // sd_notify: a load longer than TimeoutStartSec= is not ended while it makes progress.
+      TimeoutExtender extend(&notifier_, kExtendBy);
+      TestSlowLoad();  // TEST ONLY (LLMQ_TEST_SLOW_LOAD_MS)
+      if (Status st = LoadServing(cfg_, tmpl, &model_, &engine_, &ctx_); !st.ok())
+        return Fail(cmd_, st);
+    }
 
     if (Status st = io_store_->DataVersion(&data_version_); !st.ok()) return Fail(cmd_, st);
     jobs::ResultCommitter::Options copt;
@@ -615,8 +620,9 @@ class Server {
       notifier_.Ready();
     } else if (!stopping_) {
       stopping_ = true;
-      notifier_.Stopping();  // sd_notify; EXTEND_TIMEOUT_USEC: see ArmNotify
       drain_end_ = Clock::now() + Secs(knobs_.drain_seconds);
+      notifier_.Stopping();  // sd_notify; EXTEND_TIMEOUT_USEC now and every second: ArmNotify
+      ExtendStop(Clock::now());
       Log("%s: draining: no new requests start; running ones get up to %gs (what does not "
           "finish runs again after a restart)",
           sig == SIGINT ? "SIGINT" : "SIGTERM", knobs_.drain_seconds);
@@ -665,6 +671,9 @@ class Server {
   }
 
   void OnEngineDone() {
+    // sd_notify: the last commits and finalizations (a huge job's outbox files) are not ended by
+    // TimeoutStopSec= while they make progress.
+    TimeoutExtender extend(&notifier_, kExtendBy);
     if (!engine_status_.ok()) Log("engine: %s", engine_status_.message().c_str());
     const Status committed = committer_->Close();
     flusher_.join();  // a Flush waiting on the committer returned when it closed
@@ -727,12 +736,18 @@ class Server {
       last_tokens_ = p.tokens_generated;
       std::vector<jobs::JobRecord> all;
       if (io_store_->ListJobs(&all).ok()) notifier_.SetStatus(ProgressLine(all, p, rate));
-      if (stopping_)
-        notifier_.ExtendTimeout(std::chrono::duration_cast<std::chrono::microseconds>(
-            std::max(drain_end_ - now, Clock::duration::zero()) + std::chrono::seconds(30)));
+      if (stopping_) ExtendStop(now);
       ArmNotify();
     });
   }
+  // EXTEND_TIMEOUT_USEC=: the drain time left plus kExtendBy for committing and finalizing.
+  void ExtendStop(Clock::time_point now) {
+    notifier_.ExtendTimeout(std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::max(drain_end_ - now, Clock::duration::zero())) +
+                            kExtendBy);
+  }
+  // How far each EXTEND_TIMEOUT_USEC= reaches beyond the work known to be left.
+  static constexpr std::chrono::microseconds kExtendBy = std::chrono::seconds(30);
 
   // --- Metrics (daemon/metrics.h): the textfile, every metrics.interval_seconds and at exit.
   void StartMetrics() {

@@ -619,6 +619,53 @@ TEST_F(ServeNotifyTest, StatusShowsTheRunWindowsAndSighupReloadsThem) {
   EXPECT_EQ(job("b.jsonl")["run_windows"]["source"], "config");
 }
 
+// Issue 8: EXTEND_TIMEOUT_USEC= before and during a long model load (LLMQ_TEST_SLOW_LOAD_MS),
+// and at once on SIGTERM, then every second while a drain lasts (held up by a 3 s engine step,
+// LLMQ_TEST_STALL_STEP_MS).
+TEST_F(ServeNotifyTest, ExtendTimeoutDuringALongLoadAndALongDrain) {
+  const std::string kLoad = "EXTEND_TIMEOUT_USEC=30000000";  // 30 s, renewed every second
+  Start({{"LLMQ_TEST_SLOW_LOAD_MS", "2500"}, {"LLMQ_TEST_STALL_STEP_MS", "3000"}});
+  const int ready = sock_.WaitFor("READY=1", 0, 30);
+  ASSERT_GE(ready, 0) << ReadText(err_file());
+  std::vector<NotifySocket::Message> m = sock_.messages();
+  ASSERT_GT(ready, 0);
+  EXPECT_EQ(m[0].text, kLoad) << "the first message, before the load";
+  int during_load = 0;
+  for (int i = 0; i < ready; ++i) during_load += m[i].text == kLoad;
+  EXPECT_GE(during_load, 3) << "at the start of the 2.5 s load, then every second";
+  EXPECT_GE(std::chrono::duration<double>(m[ready].at - m[0].at).count(), 2.4);
+  // Started: nothing extends any more while it serves.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_LT(sock_.Find("EXTEND_TIMEOUT_USEC=", ready), 0);
+
+  Drop("a.jsonl", Job(4, 8));
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReadText(err_file()).find("accepted inbox/a.jsonl") != std::string::npos; },
+      10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // inside the stalled step
+  const size_t before = sock_.size();
+  kill(pid_, SIGTERM);
+  EXPECT_EQ(testing::WaitExit(pid_), 0) << ReadText(err_file());
+  pid_ = -1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the last datagrams
+  m = sock_.messages();
+  const int stopping = sock_.Find("STOPPING=1", before);
+  ASSERT_GE(stopping, 0);
+  const int first = sock_.Find("EXTEND_TIMEOUT_USEC=", stopping);
+  ASSERT_GE(first, 0);
+  EXPECT_LT(std::chrono::duration<double>(m[first].at - m[stopping].at).count(), 0.3)
+      << "sent with STOPPING=1, not a second later";
+  // The drain time left (at most drain_seconds, 5) plus 30 s.
+  const int64_t usec = std::stoll(m[first].text.substr(m[first].text.find('=') + 1));
+  EXPECT_GT(usec, 30000000);
+  EXPECT_LE(usec, 35000000);
+  int while_stopping = 0;
+  for (size_t i = stopping; i < m.size(); ++i)
+    while_stopping += m[i].text.rfind("EXTEND_TIMEOUT_USEC=", 0) == 0;
+  EXPECT_GE(while_stopping, 3) << "at SIGTERM, then every second of the 2.5 s drain";
+  EXPECT_NE(ReadText(err_file()).find("draining"), std::string::npos);
+}
+
 TEST_F(ServeNotifyTest, ABadRunWindowIsRefusedAtStart) {
   std::ofstream(config_, std::ios::app) << "serve:\n  run_windows: [\"22:00-6:00\"]\n";
   const auto r = testing::RunLlmqWith({}, {"serve", "--config", config_});
