@@ -281,6 +281,7 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
       {"textfile", [c](const Leaf& l) { return GetPath(l, &c->metrics_textfile); }},
       {"interval_seconds",
        [c](const Leaf& l) { return GetSeconds(l, 0.1, 3600, &c->metrics_interval_seconds); }},
+      {"http_port", [c](const Leaf& l) { return GetInt(l, 0, 65535, &c->metrics_http_port); }},
   };
   std::vector<Field> serve = {
       {"run_windows",

@@ -39,6 +39,9 @@ struct LlmqConfig {
   // metrics (llmq serve, daemon/metrics.h):
   std::string metrics_textfile;         // metrics.textfile: "" = <state_dir>/metrics/llmq.prom
   double metrics_interval_seconds = 5;  // metrics.interval_seconds: how often it is rewritten
+  // metrics.http_port: llmq serve answers GET /metrics on 127.0.0.1:PORT (the textfile's
+  // exposition, daemon/metrics_http.h); 0 (the default): off. Read at start-up.
+  int metrics_http_port = 0;
   // serve.run_windows (llmq serve): daily periods of local time in which requests start, each
   // "HH:MM[:SS]-HH:MM[:SS]" (config/run_windows.h; a bad one is an error naming its line);
   // empty: always.

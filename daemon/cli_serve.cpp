@@ -36,6 +36,7 @@
 #include "daemon/ingest.h"
 #include "daemon/job_runner.h"
 #include "daemon/metrics.h"
+#include "daemon/metrics_http.h"
 #include "daemon/notifier.h"
 #include "daemon/spool.h"
 #include "engine/durable_file.h"
@@ -201,9 +202,9 @@ class Server {
     Scan(/*all_announced=*/true);
     ArmPoll();
     ArmRescan();
+    if (Status st = StartMetrics(); !st.ok()) return Fail(cmd_, st);
     notifier_.Ready();  // sd_notify
     ArmNotify();
-    StartMetrics();
     CheckWindow(/*first=*/true);  // serve.run_windows
     engine_thread_ = std::thread([this, stall_ms = TestStallStepMs()]() mutable {
       engine_status_ = runner_->Serve([this, &stall_ms] {
@@ -701,6 +702,7 @@ class Server {
     window_timer_.cancel();
     window_drain_timer_.cancel();
     signals_.cancel();
+    if (http_ != nullptr) http_->Stop();
     io_.stop();
   }
 
@@ -749,14 +751,24 @@ class Server {
   // How far each EXTEND_TIMEOUT_USEC= reaches beyond the work known to be left.
   static constexpr std::chrono::microseconds kExtendBy = std::chrono::seconds(30);
 
-  // --- Metrics (daemon/metrics.h): the textfile, every metrics.interval_seconds and at exit.
-  void StartMetrics() {
+  // --- Metrics (daemon/metrics.h): the textfile, at start, every metrics.interval_seconds and at
+  // exit; the same text over HTTP when metrics.http_port is set (daemon/metrics_http.h).
+  Status StartMetrics() {
     metrics_path_ = cfg_.metrics_textfile.empty()
                         ? (fs::path(paths_.root) / "metrics" / "llmq.prom").string()
                         : cfg_.metrics_textfile;
     std::error_code ec;
     fs::create_directories(fs::path(metrics_path_).parent_path(), ec);
+    if (cfg_.metrics_http_port > 0) {
+      MetricsHttp::Options o;
+      o.port = cfg_.metrics_http_port;
+      http_ = std::make_unique<MetricsHttp>(io_, o);
+      LLMQ_RETURN_IF_ERROR(http_->Start());
+      Log("metrics: serving http://127.0.0.1:%d/metrics", o.port);
+    }
+    WriteMetrics();
     ArmMetrics();
+    return Status::Ok();
   }
   void ArmMetrics() {
     metrics_timer_.expires_after(Secs(cfg_.metrics_interval_seconds));
@@ -777,8 +789,11 @@ class Server {
     last_metrics_ = now;
     last_metrics_tokens_ = tokens;
     Status st = queue_totals_.Refresh(io_store_.get());
-    if (st.ok())
-      st = WriteFileDurably(metrics_path_, RenderMetrics(queue_totals_, engine_metrics_, rate));
+    if (st.ok()) {
+      std::string text = RenderMetrics(queue_totals_, engine_metrics_, rate);
+      st = WriteFileDurably(metrics_path_, text);
+      if (http_ != nullptr) http_->SetBody(std::move(text));  // the same text, over HTTP
+    }
     // Logged when it starts failing and when it works again, not every few seconds.
     if (st.ok() != metrics_ok_)
       Log("metrics: %s",
@@ -881,7 +896,8 @@ class Server {
   asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
   asio::steady_timer notify_timer_, metrics_timer_, window_timer_, window_drain_timer_;
   asio::signal_set signals_;
-  asio::thread_pool flusher_{1};  // FlushThenCheckJobs
+  std::unique_ptr<MetricsHttp> http_;  // metrics.http_port; after io_: destroyed before it
+  asio::thread_pool flusher_{1};       // FlushThenCheckJobs
   alignas(inotify_event) std::array<char, 64 * 1024> events_{};
   std::map<std::string, Candidate> candidates_;
   std::set<std::string> refused_logged_;

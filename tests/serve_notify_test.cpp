@@ -4,6 +4,8 @@
 // interval, RELOADING=1 (with MONOTONIC_USEC) then READY=1 on SIGHUP, STOPPING=1 on SIGTERM; and
 // that a stalled engine step (LLMQ_TEST_STALL_STEP_MS, a test-only hook) stops the pings. Also the
 // Prometheus metrics file (done-when 5): valid by the format's rules, counters as `llmq status`.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -477,6 +479,155 @@ TEST_F(ServeNotifyTest, TheMetricsFileIsValidAndAgreesWithStatus) {
   for (const char* state : {"used", "free", "cached"})
     EXPECT_GE(e.Get("llmq_kv_blocks", {{"state", state}}), 0) << state;
   EXPECT_EQ(e.types.at("llmq_step_duration_seconds"), "histogram");
+}
+
+// --- Metrics over HTTP (metrics.http_port): a plain socket client.
+
+// A TCP port free on 127.0.0.1 now (bound to port 0 and released: the daemon binds it next).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+// A connected socket to 127.0.0.1:port (reads time out after 15 s); -1 on failure.
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  timeval tv{15, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Everything `fd` reads until the peer closes (or the read times out: then "<timeout>" ends it).
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n == 0) return out;
+    if (n < 0) return out + "<timeout>";
+    out.append(buf, n);
+  }
+}
+
+// One HTTP exchange: sends `request` whole, returns the whole response.
+std::string Http(int port, const std::string& request) {
+  const int fd = Connect(port);
+  if (fd < 0) return "<cannot connect>";
+  for (size_t sent = 0; sent < request.size();) {
+    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;  // the server answered (431) and closed before reading it all
+    sent += n;
+  }
+  std::string r = ReadAll(fd);
+  close(fd);
+  return r;
+}
+
+std::string BodyOf(const std::string& response) {
+  const size_t end = response.find("\r\n\r\n");
+  return end == std::string::npos ? "" : response.substr(end + 4);
+}
+
+TEST_F(ServeNotifyTest, MetricsOverHttpAreTheTextfilesExposition) {
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  std::ofstream(config_, std::ios::app)
+      << "metrics:\n  interval_seconds: 0.3\n  http_port: " << port << "\n";
+  Start();
+  ASSERT_GE(sock_.WaitFor("READY=1", 0, 30), 0) << ReadText(err_file());
+  Drop("m.jsonl", Job(6, 8));
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/m.summary.json"); }, 60))
+      << ReadText(err_file());
+
+  // A client that sends nothing (and one that sends half a request) holds nobody up.
+  const int idle = Connect(port), half = Connect(port);
+  ASSERT_GE(idle, 0);
+  ASSERT_GE(half, 0);
+  ASSERT_EQ(send(half, "GET /metr", 9, MSG_NOSIGNAL), 9);
+  const auto idle_since = Clock::now();
+
+  // Idle, two renders are the same: once they count the job, the body is the textfile, byte for
+  // byte.
+  const std::string prom = state_ + "/metrics/llmq.prom";
+  std::string response;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        response = Http(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        return BodyOf(response) == ReadText(prom) &&
+               ParseExposition(BodyOf(response))
+                       .Get("llmq_requests_total", {{"status", "completed"}}) == 6;
+      },
+      10))
+      << response;
+  EXPECT_EQ(response.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << response;
+  EXPECT_NE(response.find("\r\nContent-Type: text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_NE(response.find("\r\nContent-Length: " + std::to_string(BodyOf(response).size())),
+            std::string::npos);
+  const Exposition e = ParseExposition(BodyOf(response));
+  EXPECT_EQ(e.error, "");
+  EXPECT_EQ(e.Get("llmq_requests_total", {{"status", "completed"}}), 6);
+  // A query string is ignored; HTTP/1.0 is answered too.
+  EXPECT_EQ(BodyOf(Http(port, "GET /metrics?x=1 HTTP/1.0\r\n\r\n")), ReadText(prom));
+
+  // Other paths, other methods, not HTTP, too long.
+  EXPECT_EQ(Http(port, "GET / HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u);
+  EXPECT_EQ(Http(port, "GET /metricsx HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
+  response = Http(port, "POST /metrics HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi");
+  EXPECT_EQ(response.rfind("HTTP/1.1 405 Method Not Allowed\r\n", 0), 0u) << response;
+  EXPECT_NE(response.find("\r\nAllow: GET\r\n"), std::string::npos) << response;
+  EXPECT_EQ(Http(port, "HEAD /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405", 0), 0u);
+  EXPECT_EQ(Http(port, "hello\r\n\r\n").rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u);
+  response = Http(port, "GET /metrics HTTP/1.1\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n");
+  EXPECT_EQ(response.rfind("HTTP/1.1 431", 0), 0u) << response.substr(0, 100);
+
+  // The silent ones are closed after the timeout (5 s), with nothing sent.
+  EXPECT_EQ(ReadAll(idle), "");
+  EXPECT_EQ(ReadAll(half), "");
+  const double waited = std::chrono::duration<double>(Clock::now() - idle_since).count();
+  EXPECT_GT(waited, 4);
+  EXPECT_LT(waited, 10);
+  close(idle);
+  close(half);
+  EXPECT_EQ(Stop(), 0) << ReadText(err_file());
+  EXPECT_NE(Http(port, "GET /metrics HTTP/1.1\r\n\r\n").find("<cannot connect>"),
+            std::string::npos);
+}
+
+TEST_F(ServeNotifyTest, MetricsHttpPortInUseIsRefusedAtStart) {
+  // A listening socket holds the port.
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  std::ofstream(config_, std::ios::app) << "metrics:\n  http_port: " << port << "\n";
+  const auto r = testing::RunLlmqWith({}, {"serve", "--config", config_});
+  close(fd);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("metrics.http_port: cannot listen on 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << r.err;
 }
 
 // --- Run windows (issue 8, done-when 4): windows a few seconds long, in local time.

@@ -44,6 +44,21 @@ $out"
 fi
 echo "systemd-analyze verify llmq.service: exit 0, no output"
 
+# The drop-in for metrics over HTTP verifies with the unit, and lets it use IPv4 on loopback only.
+mkdir -p "$work/llmq.service.d"
+cp "$src/llmq-metrics-http.conf" "$work/llmq.service.d/metrics-http.conf"
+rc=0
+out=$(systemd-analyze verify "$work/llmq.service" 2>&1) || rc=$?
+if [ "$rc" -ne 0 ] || [ -n "$out" ]; then
+  fail "systemd-analyze verify llmq.service with llmq-metrics-http.conf (exit $rc) printed:
+$out"
+fi
+for line in 'RestrictAddressFamilies=AF_UNIX AF_INET' 'PrivateNetwork=no' 'IPAddressAllow=localhost'; do
+  grep -qxF "$line" "$src/llmq-metrics-http.conf" || fail "llmq-metrics-http.conf lacks: $line"
+done
+rm -r "$work/llmq.service.d"
+echo "systemd-analyze verify llmq.service with the llmq-metrics-http.conf drop-in: exit 0, no output"
+
 # The nightly-run example (the systemd-timer alternative to serve.run_windows): the timers and the
 # stopping service verify cleanly beside the unit, start and stop at the documented times, and
 # name units that exist (verify does not check a timer's Unit=).
