@@ -282,6 +282,7 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
       {"textfile", [c](const Leaf& l) { return GetPath(l, &c->metrics_textfile); }},
       {"interval_seconds",
        [c](const Leaf& l) { return GetSeconds(l, 0.1, 3600, &c->metrics_interval_seconds); }},
+      {"http_port", [c](const Leaf& l) { return GetInt(l, 0, 65535, &c->metrics_http_port); }},
   };
   std::vector<Field> serve = {
       {"run_windows",
@@ -289,10 +290,13 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
          if (l.value.IsNull()) return Status::Ok();
          if (!l.value.IsSequence())
            return l.Fail("must be a list such as [\"22:00-06:00\"], got " + Describe(l.value));
-         std::vector<std::string> windows;
+         std::vector<RunWindow> windows;
          for (const YAML::Node& w : l.value) {
            if (!w.IsScalar()) return l.Fail("each window must be a string, got " + Describe(w));
-           windows.push_back(w.Scalar());
+           RunWindow rw;
+           if (Status st = ParseRunWindow(w.Scalar(), &rw); !st.ok())
+             return ErrorAt(l.file, w.Mark(), l.key + ": " + st.message());
+           windows.push_back(rw);
          }
          c->run_windows = std::move(windows);
          return Status::Ok();

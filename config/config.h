@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config/run_windows.h"
 #include "engine/status.h"
 
 namespace llmq {
@@ -41,9 +42,13 @@ struct LlmqConfig {
   // metrics (llmq serve, daemon/metrics.h):
   std::string metrics_textfile;         // metrics.textfile: "" = <state_dir>/metrics/llmq.prom
   double metrics_interval_seconds = 5;  // metrics.interval_seconds: how often it is rewritten
+  // metrics.http_port: llmq serve answers GET /metrics on 127.0.0.1:PORT (the textfile's
+  // exposition, daemon/metrics_http.h); 0 (the default): off. Read at start-up.
+  int metrics_http_port = 0;
   // serve.run_windows (llmq serve): daily periods of local time in which requests start, each
-  // "HH:MM[:SS]-HH:MM[:SS]" (checked by llmq serve, daemon/run_windows.h); empty: always.
-  std::vector<std::string> run_windows;
+  // "HH:MM[:SS]-HH:MM[:SS]" (config/run_windows.h; a bad one is an error naming its line);
+  // empty: always.
+  std::vector<RunWindow> run_windows;
 };
 
 // Loads `path` over the defaults (a default LlmqConfig, not *out's current values); *out is

@@ -4,11 +4,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "config/run_windows.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
 #include "daemon/ingest.h"
@@ -103,6 +105,53 @@ std::string JobLine(const json& o) {
     s += b;
   }
   return s + "  " + o["name"].get<std::string>();
+}
+
+// The run windows in effect (serve.run_windows) and where the moment stands against them: those
+// the running llmq serve publishes (so a reload shows at once), else the config's (what the next
+// start uses). Null when there are none. *text is the line `llmq status` prints ("" when none).
+json RunWindowsJson(const LlmqConfig& cfg, std::string* text) {
+  std::vector<RunWindow> windows = cfg.run_windows;
+  const bool from_serve = spool::ReadServeState(spool::PathsFor(cfg.state_dir), &windows);
+  text->clear();
+  if (windows.empty()) return nullptr;
+  const std::time_t now = std::time(nullptr);
+  const RunWindowState st = RunWindowStateAt(windows, now);
+  const auto iso = [](std::time_t t) { return t < 0 ? json(nullptr) : json(LocalIso8601(t)); };
+  json o{{"windows", json::array()},
+         {"source", from_serve ? "serve" : "config"},
+         {"open", st.open},
+         {"next_open", iso(st.next_open)},
+         {"next_close", iso(st.next_close)}};
+  *text = "run windows";
+  for (const RunWindow& w : windows) {
+    o["windows"].push_back(FormatRunWindow(w));
+    *text += " " + FormatRunWindow(w);
+  }
+  *text += from_serve ? " (local time, in effect in llmq serve): "
+                      : " (local time, from the config; llmq serve is not running): ";
+  const auto when = [now](std::time_t t) {
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    char b[64];
+    std::strftime(b, sizeof b, tm.tm_sec ? "%Y-%m-%d %H:%M:%S" : "%Y-%m-%d %H:%M", &tm);
+    const long left = static_cast<long>(t - now);
+    char in[32];
+    if (left >= 3600)
+      std::snprintf(in, sizeof in, "%ldh%02ldm", left / 3600, left / 60 % 60);
+    else if (left >= 60)
+      std::snprintf(in, sizeof in, "%ldm", left / 60);
+    else
+      std::snprintf(in, sizeof in, "%lds", left);
+    return std::string(b) + " (in " + in + ")";
+  };
+  if (st.next_open < 0)
+    *text += "always open";
+  else if (st.open)
+    *text += "inside a window now, until " + when(st.next_close);
+  else
+    *text += "outside a window now; next opens " + when(st.next_open);
+  return o;
 }
 
 // --- submit
@@ -225,11 +274,18 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
   } else if (Status st = store->ListJobs(&all); !st.ok()) {
     return Fail(cmd, st);
   }
+  // status (not list): the run windows, a line before the jobs, and in each job's object.
+  std::string windows_line;
+  const json windows = list ? json(nullptr) : RunWindowsJson(cfg, &windows_line);
   json arr = json::array();
-  for (const jobs::JobRecord& j : all) arr.push_back(JobJson(list ? nullptr : store.get(), j));
+  for (const jobs::JobRecord& j : all) {
+    arr.push_back(JobJson(list ? nullptr : store.get(), j));
+    if (!windows.is_null()) arr.back()["run_windows"] = windows;
+  }
   if (f.json) {
     std::printf("%s\n", (f.job.empty() ? arr : arr[0]).dump(2).c_str());
   } else {
+    if (!windows_line.empty()) std::printf("%s\n", windows_line.c_str());
     for (const json& o : arr) std::printf("%s\n", JobLine(o).c_str());
   }
   return 0;
@@ -278,7 +334,9 @@ void AddQueueCommands(CLI::App* app, int* rc) {
   {
     auto f = std::make_shared<ShowFlags>();
     CLI::App* cmd = app->add_subcommand(
-        "status", "Show jobs: status, request counts, tokens/s, cache hit rate, ETA");
+        "status",
+        "Show jobs: status, request counts, tokens/s, cache hit rate, ETA; and the run windows "
+        "(serve.run_windows) in effect, with when the next opens or closes");
     cmd->add_option("job", f->job, "A job's batch_ id or name (default: every job)");
     AddQueueFlags(cmd, &f->q);
     cmd->add_flag("--json", f->json, "Print JSON (an object for JOB, else an array)");

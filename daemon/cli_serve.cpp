@@ -30,13 +30,14 @@
 #include <set>
 #include <thread>
 
+#include "config/run_windows.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
 #include "daemon/ingest.h"
 #include "daemon/job_runner.h"
 #include "daemon/metrics.h"
+#include "daemon/metrics_http.h"
 #include "daemon/notifier.h"
-#include "daemon/run_windows.h"
 #include "daemon/spool.h"
 #include "engine/durable_file.h"
 #include "jobs/finalizer.h"
@@ -144,10 +145,11 @@ class Server {
     FindConfig(f_.engine.config, &config_path_);
     if (!f_.state.empty()) cfg_.state_dir = f_.state;
     knobs_ = Reloadable::From(cfg_);
-    if (Status st = ParseWindows(); !st.ok()) return Fail(cmd_, st, 2);  // serve.run_windows
+    windows_ = cfg_.run_windows;  // serve.run_windows (checked by the config's loader)
     paths_ = spool::PathsFor(cfg_.state_dir);
     if (Status st = spool::EnsureLayout(paths_); !st.ok()) return Fail(cmd_, st);
     if (Status st = Lock(); !st.ok()) return Fail(cmd_, st);
+    PublishState();  // for llmq status: the run windows in effect
     // The queue before the model: a damaged database is refused at once, naming the file.
     for (std::unique_ptr<jobs::Store>* s : {&io_store_, &runner_store_, &commit_store_})
       if (Status st = jobs::Store::Open(paths_.db, s); !st.ok()) return Fail(cmd_, st);
@@ -162,8 +164,13 @@ class Server {
 
     ChatTemplate tmpl;
     if (Status st = ChatTemplateFor(cfg_, &tmpl); !st.ok()) return Fail(cmd_, st, 2);
-    if (Status st = LoadServing(cfg_, tmpl, &model_, &engine_, &ctx_); !st.ok())
-      return Fail(cmd_, st);
+    {
+      // sd_notify: a load longer than TimeoutStartSec= is not ended while it makes progress.
+      TimeoutExtender extend(&notifier_, kExtendBy);
+      TestSlowLoad();  // TEST ONLY (LLMQ_TEST_SLOW_LOAD_MS)
+      if (Status st = LoadServing(cfg_, tmpl, &model_, &engine_, &ctx_); !st.ok())
+        return Fail(cmd_, st);
+    }
 
     if (Status st = io_store_->DataVersion(&data_version_); !st.ok()) return Fail(cmd_, st);
     jobs::ResultCommitter::Options copt;
@@ -195,9 +202,9 @@ class Server {
     Scan(/*all_announced=*/true);
     ArmPoll();
     ArmRescan();
+    if (Status st = StartMetrics(); !st.ok()) return Fail(cmd_, st);
     notifier_.Ready();  // sd_notify
     ArmNotify();
-    StartMetrics();
     CheckWindow(/*first=*/true);  // serve.run_windows
     engine_thread_ = std::thread([this, stall_ms = TestStallStepMs()]() mutable {
       engine_status_ = runner_->Serve([this, &stall_ms] {
@@ -614,8 +621,9 @@ class Server {
       notifier_.Ready();
     } else if (!stopping_) {
       stopping_ = true;
-      notifier_.Stopping();  // sd_notify; EXTEND_TIMEOUT_USEC: see ArmNotify
       drain_end_ = Clock::now() + Secs(knobs_.drain_seconds);
+      notifier_.Stopping();  // sd_notify; EXTEND_TIMEOUT_USEC now and every second: ArmNotify
+      ExtendStop(Clock::now());
       Log("%s: draining: no new requests start; running ones get up to %gs (what does not "
           "finish runs again after a restart)",
           sig == SIGINT ? "SIGINT" : "SIGTERM", knobs_.drain_seconds);
@@ -647,14 +655,26 @@ class Server {
     }
     knobs_ = Reloadable::From(c);
     committer_->SetInterval(std::chrono::milliseconds(knobs_.commit_interval_ms));
+    windows_ = c.run_windows;
+    PublishState();
     if (!stopping_) {
       rescan_timer_.cancel();
       ArmRescan();
     }
-    Log("SIGHUP: reloaded %s: %s", config_path_.c_str(), knobs_.ToText().c_str());
+    Log("SIGHUP: reloaded %s: %s; %s", config_path_.c_str(), knobs_.ToText().c_str(),
+        WindowsText().c_str());
+    // New windows take effect at once: one that closes by the reload holds new requests (and,
+    // after spool.drain_seconds, the running ones) as a window's end does.
+    if (!stopping_) {
+      window_timer_.cancel();
+      CheckWindow(/*first=*/false);
+    }
   }
 
   void OnEngineDone() {
+    // sd_notify: the last commits and finalizations (a huge job's outbox files) are not ended by
+    // TimeoutStopSec= while they make progress.
+    TimeoutExtender extend(&notifier_, kExtendBy);
     if (!engine_status_.ok()) Log("engine: %s", engine_status_.message().c_str());
     const Status committed = committer_->Close();
     flusher_.join();  // a Flush waiting on the committer returned when it closed
@@ -667,6 +687,8 @@ class Server {
       exit_code_ = engine_status_.ok() && committed.ok() ? 0 : 1;
     }
     WriteMetrics();  // the final numbers; they count what is left pending too
+    std::error_code ec;
+    fs::remove(paths_.serve_state, ec);  // llmq status: no daemon runs here now
     Log("stopped; %lld request(s) left pending, run after a restart",
         static_cast<long long>(queue_totals_.pending()));
     boost::system::error_code ignored;
@@ -680,6 +702,7 @@ class Server {
     window_timer_.cancel();
     window_drain_timer_.cancel();
     signals_.cancel();
+    if (http_ != nullptr) http_->Stop();
     io_.stop();
   }
 
@@ -715,21 +738,37 @@ class Server {
       last_tokens_ = p.tokens_generated;
       std::vector<jobs::JobRecord> all;
       if (io_store_->ListJobs(&all).ok()) notifier_.SetStatus(ProgressLine(all, p, rate));
-      if (stopping_)
-        notifier_.ExtendTimeout(std::chrono::duration_cast<std::chrono::microseconds>(
-            std::max(drain_end_ - now, Clock::duration::zero()) + std::chrono::seconds(30)));
+      if (stopping_) ExtendStop(now);
       ArmNotify();
     });
   }
+  // EXTEND_TIMEOUT_USEC=: the drain time left plus kExtendBy for committing and finalizing.
+  void ExtendStop(Clock::time_point now) {
+    notifier_.ExtendTimeout(std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::max(drain_end_ - now, Clock::duration::zero())) +
+                            kExtendBy);
+  }
+  // How far each EXTEND_TIMEOUT_USEC= reaches beyond the work known to be left.
+  static constexpr std::chrono::microseconds kExtendBy = std::chrono::seconds(30);
 
-  // --- Metrics (daemon/metrics.h): the textfile, every metrics.interval_seconds and at exit.
-  void StartMetrics() {
+  // --- Metrics (daemon/metrics.h): the textfile, at start, every metrics.interval_seconds and at
+  // exit; the same text over HTTP when metrics.http_port is set (daemon/metrics_http.h).
+  Status StartMetrics() {
     metrics_path_ = cfg_.metrics_textfile.empty()
                         ? (fs::path(paths_.root) / "metrics" / "llmq.prom").string()
                         : cfg_.metrics_textfile;
     std::error_code ec;
     fs::create_directories(fs::path(metrics_path_).parent_path(), ec);
+    if (cfg_.metrics_http_port > 0) {
+      MetricsHttp::Options o;
+      o.port = cfg_.metrics_http_port;
+      http_ = std::make_unique<MetricsHttp>(io_, o);
+      LLMQ_RETURN_IF_ERROR(http_->Start());
+      Log("metrics: serving http://127.0.0.1:%d/metrics", o.port);
+    }
+    WriteMetrics();
     ArmMetrics();
+    return Status::Ok();
   }
   void ArmMetrics() {
     metrics_timer_.expires_after(Secs(cfg_.metrics_interval_seconds));
@@ -750,8 +789,11 @@ class Server {
     last_metrics_ = now;
     last_metrics_tokens_ = tokens;
     Status st = queue_totals_.Refresh(io_store_.get());
-    if (st.ok())
-      st = WriteFileDurably(metrics_path_, RenderMetrics(queue_totals_, engine_metrics_, rate));
+    if (st.ok()) {
+      std::string text = RenderMetrics(queue_totals_, engine_metrics_, rate);
+      st = WriteFileDurably(metrics_path_, text);
+      if (http_ != nullptr) http_->SetBody(std::move(text));  // the same text, over HTTP
+    }
     // Logged when it starts failing and when it works again, not every few seconds.
     if (st.ok() != metrics_ok_)
       Log("metrics: %s",
@@ -760,21 +802,34 @@ class Server {
   }
 
   // --- Run windows (serve.run_windows, daemon/run_windows.h).
-  Status ParseWindows() {
-    for (const std::string& text : cfg_.run_windows) {
-      RunWindow w;
-      if (Status st = ParseRunWindow(text, &w); !st.ok())
-        return Status::InvalidArgument("serve.run_windows: " + st.message());
-      windows_.push_back(w);
-    }
-    return Status::Ok();
+  // <state>/serve.json (spool::WriteServeState): llmq status shows the windows in effect.
+  void PublishState() {
+    if (Status st = spool::WriteServeState(paths_, windows_); !st.ok())
+      Log("%s (llmq status shows the configured run windows instead)", st.message().c_str());
+  }
+
+  std::string WindowsText() const {
+    if (windows_.empty()) return "no run windows";
+    std::string s = "run windows";
+    for (const RunWindow& w : windows_) s += " " + FormatRunWindow(w);
+    return s;
   }
 
   // Outside the windows nothing new starts; at a window's end running requests get
   // spool.drain_seconds, then are abandoned (pending again: they run in the next window).
-  // Checked when the state next changes (just after that second begins) and every minute.
+  // Checked when the state next changes (just after that second begins) and every minute, and
+  // when a reload changes the windows.
   void CheckWindow(bool first) {
-    if (windows_.empty() || stopping_) return;
+    if (stopping_) return;
+    if (windows_.empty()) {  // none (left by a reload): always open
+      if (!in_window_) {
+        in_window_ = true;
+        window_drain_timer_.cancel();
+        runner_->Release();
+        Log("no run windows any more: requests start");
+      }
+      return;
+    }
     const auto now = std::chrono::system_clock::now();
     const std::time_t t = std::chrono::system_clock::to_time_t(now);
     const int sec = LocalSecondOfDay(t);
@@ -841,7 +896,8 @@ class Server {
   asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
   asio::steady_timer notify_timer_, metrics_timer_, window_timer_, window_drain_timer_;
   asio::signal_set signals_;
-  asio::thread_pool flusher_{1};  // FlushThenCheckJobs
+  std::unique_ptr<MetricsHttp> http_;  // metrics.http_port; after io_: destroyed before it
+  asio::thread_pool flusher_{1};       // FlushThenCheckJobs
   alignas(inotify_event) std::array<char, 64 * 1024> events_{};
   std::map<std::string, Candidate> candidates_;
   std::set<std::string> refused_logged_;

@@ -1,7 +1,8 @@
 // The daemon's metrics in the Prometheus text exposition format (version 0.0.4), written
 // atomically (WriteFileDurably) to a file for node_exporter's textfile collector:
 // metrics.textfile, by default <state_dir>/metrics/llmq.prom, every metrics.interval_seconds and
-// at shutdown. (Serving them over HTTP on 127.0.0.1:PORT is not built yet.)
+// at shutdown; the same text is served over HTTP when metrics.http_port is set
+// (daemon/metrics_http.h).
 //
 // Counters come from the queue (the committed results of every job the queue holds), so they
 // agree with `llmq status --json` and survive restarts; gauges and histograms describe this

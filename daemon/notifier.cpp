@@ -1,8 +1,10 @@
 #include "daemon/notifier.h"
 
+#include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -13,6 +15,15 @@ int64_t MonotonicUsec() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return int64_t{ts.tv_sec} * 1000000 + ts.tv_nsec / 1000;
+}
+
+// A count that grows while the process works: CPU time in milliseconds, plus blocks read and
+// major page faults (a load waiting on a disk or a network file system uses little CPU).
+int64_t WorkDone() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const auto ms = [](const timeval& tv) { return int64_t{tv.tv_sec} * 1000 + tv.tv_usec / 1000; };
+  return ms(ru.ru_utime) + ms(ru.ru_stime) + ru.ru_inblock + ru.ru_majflt;
 }
 
 }  // namespace
@@ -63,6 +74,32 @@ void Notifier::Reloading() {
   Send("RELOADING=1\nMONOTONIC_USEC=" + std::to_string(MonotonicUsec()));
 }
 
+TimeoutExtender::TimeoutExtender(Notifier* notifier, std::chrono::microseconds extension)
+    : notifier_(notifier), extension_(extension) {
+  if (!notifier_->enabled()) return;
+  notifier_->ExtendTimeout(extension_);
+  thread_ = std::thread([this] {
+    int64_t work = WorkDone();
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return done_; })) {
+      const int64_t now = WorkDone();
+      if (now == work) continue;  // no progress this second: no renewal
+      work = now;
+      notifier_->ExtendTimeout(extension_);
+    }
+  });
+}
+
+TimeoutExtender::~TimeoutExtender() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
 std::string ProgressLine(const std::vector<jobs::JobRecord>& jobs, const RunnerProgress& p,
                          double tokens_per_s) {
   int64_t open = 0, done = 0, total = 0;
@@ -78,6 +115,14 @@ std::string ProgressLine(const std::vector<jobs::JobRecord>& jobs, const RunnerP
                 static_cast<long long>(open), static_cast<long long>(done),
                 static_cast<long long>(total), tokens_per_s, hit);
   return b;
+}
+
+void TestSlowLoad() {
+  const char* v = std::getenv("LLMQ_TEST_SLOW_LOAD_MS");
+  if (v == nullptr) return;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::atoi(v));
+  while (std::chrono::steady_clock::now() < end) {
+  }
 }
 
 int TestStallStepMs() {

@@ -1,7 +1,8 @@
 // Notifier: the daemon's side of systemd's notify protocol (sd_notify(3), through libsystemd).
-// READY=1 once the model is loaded and the spool scanned, STATUS= a line of progress, WATCHDOG=1
-// from the engine loop, STOPPING=1 and EXTEND_TIMEOUT_USEC= while draining, RELOADING=1 (with
-// MONOTONIC_USEC) then READY=1 around SIGHUP.
+// EXTEND_TIMEOUT_USEC= while the model loads (TimeoutExtender), READY=1 once it is loaded and the
+// spool scanned, STATUS= a line of progress, WATCHDOG=1 from the engine loop, STOPPING=1 and
+// EXTEND_TIMEOUT_USEC= while draining and finishing, RELOADING=1 (with MONOTONIC_USEC) then
+// READY=1 around SIGHUP.
 //
 // NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID are read once, when the object is built; without
 // NOTIFY_SOCKET every call is a no-op (nothing is sent, nothing fails). The environment is left
@@ -10,8 +11,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon/job_runner.h"
@@ -47,6 +51,28 @@ class Notifier {
   std::string last_status_;               // guarded by the callers: SetStatus has one caller
 };
 
+// While it lives, EXTEND_TIMEOUT_USEC=`extension` at once and then every second from a thread of
+// its own, so that a long phase (the model load, the final commits after a drain) is not ended by
+// TimeoutStartSec= / TimeoutStopSec=. A renewal is sent only when the process made progress since
+// the last one (CPU time, blocks read or major page faults: getrusage), so a phase that hangs
+// (waiting, using nothing) is still ended once the last extension runs out. Nothing without
+// NOTIFY_SOCKET.
+class TimeoutExtender {
+ public:
+  TimeoutExtender(Notifier* notifier, std::chrono::microseconds extension);
+  ~TimeoutExtender();
+  TimeoutExtender(const TimeoutExtender&) = delete;
+  TimeoutExtender& operator=(const TimeoutExtender&) = delete;
+
+ private:
+  Notifier* notifier_;
+  std::chrono::microseconds extension_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 // The STATUS= line: jobs not yet finished, their requests done / total, tokens/s (`tokens_per_s`,
 // measured by the caller), and the cache hit rate of the requests finished in this run.
 std::string ProgressLine(const std::vector<jobs::JobRecord>& jobs, const RunnerProgress& p,
@@ -56,5 +82,10 @@ std::string ProgressLine(const std::vector<jobs::JobRecord>& jobs, const RunnerP
 // that many milliseconds after its first step (a hung GPU step, for the watchdog test); 0 when
 // unset. Not a setting: nothing else reads it.
 int TestStallStepMs();
+
+// TEST ONLY: LLMQ_TEST_SLOW_LOAD_MS: `llmq serve` spins (using the CPU, as a load reading and
+// converting weights does) that many milliseconds before it loads the model (a long load, for the
+// EXTEND_TIMEOUT_USEC test); nothing when unset. Not a setting: nothing else reads it.
+void TestSlowLoad();
 
 }  // namespace llmq

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "engine/durable_file.h"
@@ -27,7 +28,33 @@ Paths PathsFor(const std::string& state_dir) {
                (r / "outbox").string(),
                (r / "failed").string(),
                (r / "archive").string(),
-               (r / "queue.db").string()};
+               (r / "queue.db").string(),
+               (r / "serve.json").string()};
+}
+
+Status WriteServeState(const Paths& p, const std::vector<RunWindow>& windows) {
+  nlohmann::json w = nlohmann::json::array();
+  for (const RunWindow& rw : windows) w.push_back(FormatRunWindow(rw));
+  return WriteFileDurably(p.serve_state,
+                          nlohmann::json{{"pid", getpid()}, {"run_windows", w}}.dump() + "\n");
+}
+
+bool ReadServeState(const Paths& p, std::vector<RunWindow>* windows) {
+  std::ifstream in(p.serve_state);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("pid") || !j["pid"].is_number_integer() ||
+      !j.contains("run_windows") || !j["run_windows"].is_array())
+    return false;
+  const pid_t pid = j["pid"].get<pid_t>();
+  if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) return false;
+  std::vector<RunWindow> out;
+  for (const nlohmann::json& w : j["run_windows"]) {
+    RunWindow rw;
+    if (!w.is_string() || !ParseRunWindow(w.get<std::string>(), &rw).ok()) return false;
+    out.push_back(rw);
+  }
+  *windows = std::move(out);
+  return true;
 }
 
 Status EnsureLayout(const Paths& p) {

@@ -4,13 +4,16 @@
 //   <state>/outbox/    <stem>.results.jsonl, <stem>.errors.jsonl, <stem>.summary.json per job
 //   <state>/failed/    files refused whole, each with <name>.reason.txt
 //   <state>/archive/   accepted inputs, moved here once their job is in the queue
+//   <state>/serve.json what the running llmq serve publishes for llmq status (WriteServeState)
 // Everything here is plain functions over paths; the watcher and the event loop are in
 // cli_serve.cpp.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "config/run_windows.h"
 #include "daemon/request_builder.h"
 #include "engine/status.h"
 #include "jobs/store.h"
@@ -18,11 +21,19 @@
 namespace llmq::spool {
 
 struct Paths {
-  std::string root, inbox, outbox, failed, archive, db;
+  std::string root, inbox, outbox, failed, archive, db, serve_state;
 };
 Paths PathsFor(const std::string& state_dir);
 // Creates the state folder and its four subfolders when absent. Errors name the folder.
 Status EnsureLayout(const Paths& p);
+
+// <state>/serve.json: what the running `llmq serve` publishes for `llmq status`: its pid and the
+// run windows in effect (serve.run_windows as last loaded: at start and on SIGHUP), written
+// durably. The daemon removes it when it stops.
+Status WriteServeState(const Paths& p, const std::vector<RunWindow>& windows);
+// The run windows the `llmq serve` of `p` has in effect. False when none is running there: no
+// serve.json, an unreadable one, or its pid is gone (a daemon killed with kill -9).
+bool ReadServeState(const Paths& p, std::vector<RunWindow>* windows);
 
 // Names the watcher never looks at: dotfiles (DurableFile's temporaries), *.tmp, *.part.
 bool Ignored(const std::string& name);

@@ -85,6 +85,7 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
                           "metrics:",
                           "textfile:",
                           "interval_seconds:",
+                          "http_port:",
                           "serve:",
                           "run_windows:"}) {
     EXPECT_NE(text.find(key), std::string::npos) << key;
@@ -179,8 +180,11 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
       {"spool: {drain_seconds: 5.5}", [](const LlmqConfig& c) { return c.drain_seconds == 5.5; }},
       {"serve: {run_windows: [\"22:00-06:00\", \"12:00-13:00\"]}",
        [](const LlmqConfig& c) {
-         return c.run_windows == std::vector<std::string>{"22:00-06:00", "12:00-13:00"};
+         return c.run_windows ==
+                std::vector<RunWindow>{{22 * 3600, 6 * 3600}, {12 * 3600, 13 * 3600}};
        }},
+      {"metrics: {http_port: 9464}",
+       [](const LlmqConfig& c) { return c.metrics_http_port == 9464; }},
       {"metrics: {textfile: /m/llmq.prom, interval_seconds: 0.5}",
        [](const LlmqConfig& c) {
          return c.metrics_textfile == "/m/llmq.prom" && c.metrics_interval_seconds == 0.5;
@@ -270,7 +274,14 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
       {"spool:\n  commit_interval_ms: 0\n", "t.yaml:2: spool.commit_interval_ms: must be"},
       {"serve:\n  run_windows: 22:00-06:00\n", "t.yaml:2: serve.run_windows: must be a list"},
       {"serve:\n  run_windows: [[1]]\n", "t.yaml:2: serve.run_windows: each window must be"},
+      {"serve:\n  run_windows:\n    - 22:00-06:00\n    - 22:00-6:00\n",
+       "t.yaml:4: serve.run_windows: run window '22:00-6:00': expected HH:MM-HH:MM"},
+      {"serve:\n  run_windows: [\"22:00-06:00\", \"12:00-13:60\"]\n",
+       "t.yaml:2: serve.run_windows: run window '12:00-13:60'"},
       {"metrics:\n  interval_seconds: 0\n", "t.yaml:2: metrics.interval_seconds: must be"},
+      {"metrics:\n  http_port: 65536\n",
+       "t.yaml:2: metrics.http_port: must be an integer between 0"},
+      {"metrics:\n  http_port: auto\n", "t.yaml:2: metrics.http_port: must be"},
       {"spool:\n  commit_interval_ms: 2.5\n", "t.yaml:2: spool.commit_interval_ms"},
       {"engine: 16\n", "t.yaml:1: engine: must be a mapping"},
       {"engine:\n  - block_size: 16\n", "t.yaml:1: engine: must be a mapping"},

@@ -1,7 +1,11 @@
 // serve.run_windows' time arithmetic (daemon/run_windows.h).
-#include "daemon/run_windows.h"
+#include "config/run_windows.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <string>
 
 namespace llmq {
 namespace {
@@ -71,6 +75,79 @@ TEST(RunWindowsTest, LocalSecondOfDayIsInRange) {
   const int s = LocalSecondOfDay(std::time(nullptr));
   EXPECT_GE(s, 0);
   EXPECT_LT(s, kSecondsPerDay);
+}
+
+TEST(RunWindowsTest, FormatsBackWhatItParses) {
+  for (const char* text : {"22:00-06:00", "01:02:03-23:59:59", "00:00-00:00", "09:30-17:00:30"})
+    EXPECT_EQ(FormatRunWindow(W(text)), text);
+}
+
+// Sets TZ for one test (the zone rules are POSIX strings: no zoneinfo files needed).
+class LocalZone {
+ public:
+  explicit LocalZone(const char* tz) {
+    if (const char* old = std::getenv("TZ")) old_ = old;
+    had_ = std::getenv("TZ") != nullptr;
+    setenv("TZ", tz, 1);
+    tzset();
+  }
+  ~LocalZone() {
+    if (had_)
+      setenv("TZ", old_.c_str(), 1);
+    else
+      unsetenv("TZ");
+    tzset();
+  }
+
+ private:
+  std::string old_;
+  bool had_ = false;
+};
+
+// A local time (the zone in effect) as time_t.
+std::time_t Local(int y, int mo, int d, int h, int mi) {
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_isdst = -1;
+  return std::mktime(&tm);
+}
+
+TEST(RunWindowsTest, StateAtAMomentGivesTheNextOpeningAndClosing) {
+  LocalZone utc("UTC0");
+  const std::vector<RunWindow> night = {W("22:00-06:00")};
+  RunWindowState s = RunWindowStateAt(night, Local(2026, 12, 1, 12, 0));
+  EXPECT_FALSE(s.open);
+  EXPECT_EQ(LocalIso8601(s.next_open), "2026-12-01T22:00:00+00:00");
+  EXPECT_EQ(LocalIso8601(s.next_close), "2026-12-02T06:00:00+00:00");
+  s = RunWindowStateAt(night, Local(2026, 12, 31, 23, 30));  // inside, across the new year
+  EXPECT_TRUE(s.open);
+  EXPECT_EQ(LocalIso8601(s.next_close), "2027-01-01T06:00:00+00:00");
+  EXPECT_EQ(LocalIso8601(s.next_open), "2027-01-01T22:00:00+00:00");
+  s = RunWindowStateAt({W("01:00-02:00"), W("13:00-14:00")}, Local(2026, 12, 1, 12, 0));
+  EXPECT_FALSE(s.open);
+  EXPECT_EQ(LocalIso8601(s.next_open), "2026-12-01T13:00:00+00:00");
+  EXPECT_EQ(LocalIso8601(s.next_close), "2026-12-01T14:00:00+00:00");
+  // Never changes: no windows, or the whole day.
+  for (const std::vector<RunWindow>& w : {std::vector<RunWindow>{}, {W("05:00-05:00")}}) {
+    s = RunWindowStateAt(w, Local(2026, 12, 1, 12, 0));
+    EXPECT_TRUE(s.open);
+    EXPECT_EQ(s.next_open, -1);
+    EXPECT_EQ(s.next_close, -1);
+  }
+}
+
+TEST(RunWindowsTest, StateFollowsTheWallClockAcrossADaylightSavingChange) {
+  // Central Europe: on 2026-03-29 the clocks go from 02:00 CET to 03:00 CEST.
+  LocalZone cet("CET-1CEST,M3.5.0,M10.5.0/3");
+  const RunWindowState s = RunWindowStateAt({W("22:00-06:00")}, Local(2026, 3, 28, 12, 0));
+  EXPECT_FALSE(s.open);
+  EXPECT_EQ(LocalIso8601(s.next_open), "2026-03-28T22:00:00+01:00");
+  EXPECT_EQ(LocalIso8601(s.next_close), "2026-03-29T06:00:00+02:00");
+  EXPECT_EQ(s.next_close - s.next_open, 7 * 3600) << "that night's window is an hour shorter";
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // interval, RELOADING=1 (with MONOTONIC_USEC) then READY=1 on SIGHUP, STOPPING=1 on SIGTERM; and
 // that a stalled engine step (LLMQ_TEST_STALL_STEP_MS, a test-only hook) stops the pings. Also the
 // Prometheus metrics file (done-when 5): valid by the format's rules, counters as `llmq status`.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -11,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -30,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/run_windows.h"
+#include "config/run_windows.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -478,6 +481,155 @@ TEST_F(ServeNotifyTest, TheMetricsFileIsValidAndAgreesWithStatus) {
   EXPECT_EQ(e.types.at("llmq_step_duration_seconds"), "histogram");
 }
 
+// --- Metrics over HTTP (metrics.http_port): a plain socket client.
+
+// A TCP port free on 127.0.0.1 now (bound to port 0 and released: the daemon binds it next).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+// A connected socket to 127.0.0.1:port (reads time out after 15 s); -1 on failure.
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  timeval tv{15, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Everything `fd` reads until the peer closes (or the read times out: then "<timeout>" ends it).
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n == 0) return out;
+    if (n < 0) return out + "<timeout>";
+    out.append(buf, n);
+  }
+}
+
+// One HTTP exchange: sends `request` whole, returns the whole response.
+std::string Http(int port, const std::string& request) {
+  const int fd = Connect(port);
+  if (fd < 0) return "<cannot connect>";
+  for (size_t sent = 0; sent < request.size();) {
+    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;  // the server answered (431) and closed before reading it all
+    sent += n;
+  }
+  std::string r = ReadAll(fd);
+  close(fd);
+  return r;
+}
+
+std::string BodyOf(const std::string& response) {
+  const size_t end = response.find("\r\n\r\n");
+  return end == std::string::npos ? "" : response.substr(end + 4);
+}
+
+TEST_F(ServeNotifyTest, MetricsOverHttpAreTheTextfilesExposition) {
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  std::ofstream(config_, std::ios::app)
+      << "metrics:\n  interval_seconds: 0.3\n  http_port: " << port << "\n";
+  Start();
+  ASSERT_GE(sock_.WaitFor("READY=1", 0, 30), 0) << ReadText(err_file());
+  Drop("m.jsonl", Job(6, 8));
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/m.summary.json"); }, 60))
+      << ReadText(err_file());
+
+  // A client that sends nothing (and one that sends half a request) holds nobody up.
+  const int idle = Connect(port), half = Connect(port);
+  ASSERT_GE(idle, 0);
+  ASSERT_GE(half, 0);
+  ASSERT_EQ(send(half, "GET /metr", 9, MSG_NOSIGNAL), 9);
+  const auto idle_since = Clock::now();
+
+  // Idle, two renders are the same: once they count the job, the body is the textfile, byte for
+  // byte.
+  const std::string prom = state_ + "/metrics/llmq.prom";
+  std::string response;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        response = Http(port, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        return BodyOf(response) == ReadText(prom) &&
+               ParseExposition(BodyOf(response))
+                       .Get("llmq_requests_total", {{"status", "completed"}}) == 6;
+      },
+      10))
+      << response;
+  EXPECT_EQ(response.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << response;
+  EXPECT_NE(response.find("\r\nContent-Type: text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_NE(response.find("\r\nContent-Length: " + std::to_string(BodyOf(response).size())),
+            std::string::npos);
+  const Exposition e = ParseExposition(BodyOf(response));
+  EXPECT_EQ(e.error, "");
+  EXPECT_EQ(e.Get("llmq_requests_total", {{"status", "completed"}}), 6);
+  // A query string is ignored; HTTP/1.0 is answered too.
+  EXPECT_EQ(BodyOf(Http(port, "GET /metrics?x=1 HTTP/1.0\r\n\r\n")), ReadText(prom));
+
+  // Other paths, other methods, not HTTP, too long.
+  EXPECT_EQ(Http(port, "GET / HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u);
+  EXPECT_EQ(Http(port, "GET /metricsx HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
+  response = Http(port, "POST /metrics HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi");
+  EXPECT_EQ(response.rfind("HTTP/1.1 405 Method Not Allowed\r\n", 0), 0u) << response;
+  EXPECT_NE(response.find("\r\nAllow: GET\r\n"), std::string::npos) << response;
+  EXPECT_EQ(Http(port, "HEAD /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405", 0), 0u);
+  EXPECT_EQ(Http(port, "hello\r\n\r\n").rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u);
+  response = Http(port, "GET /metrics HTTP/1.1\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n");
+  EXPECT_EQ(response.rfind("HTTP/1.1 431", 0), 0u) << response.substr(0, 100);
+
+  // The silent ones are closed after the timeout (5 s), with nothing sent.
+  EXPECT_EQ(ReadAll(idle), "");
+  EXPECT_EQ(ReadAll(half), "");
+  const double waited = std::chrono::duration<double>(Clock::now() - idle_since).count();
+  EXPECT_GT(waited, 4);
+  EXPECT_LT(waited, 10);
+  close(idle);
+  close(half);
+  EXPECT_EQ(Stop(), 0) << ReadText(err_file());
+  EXPECT_NE(Http(port, "GET /metrics HTTP/1.1\r\n\r\n").find("<cannot connect>"),
+            std::string::npos);
+}
+
+TEST_F(ServeNotifyTest, MetricsHttpPortInUseIsRefusedAtStart) {
+  // A listening socket holds the port.
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  std::ofstream(config_, std::ios::app) << "metrics:\n  http_port: " << port << "\n";
+  const auto r = testing::RunLlmqWith({}, {"serve", "--config", config_});
+  close(fd);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("metrics.http_port: cannot listen on 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << r.err;
+}
+
 // --- Run windows (issue 8, done-when 4): windows a few seconds long, in local time.
 
 std::string Hms(int s) {
@@ -538,11 +690,142 @@ TEST_F(ServeNotifyTest, RequestsStartOnlyInsideRunWindowsAndAJobSpansTwo) {
   EXPECT_EQ(Stop(), 0) << ReadText(err_file());
 }
 
+// Issue 8: `llmq status` shows the run windows the daemon has in effect and where now stands
+// against them; SIGHUP reloads serve.run_windows, and the new windows take effect at once.
+TEST_F(ServeNotifyTest, StatusShowsTheRunWindowsAndSighupReloadsThem) {
+  const std::string base = ReadText(config_);
+  const auto set_windows = [&](int from, int to) {  // seconds after now, local time
+    const std::time_t t0 = std::time(nullptr);
+    const int day = LocalSecondOfDay(t0);
+    std::ofstream(config_) << base << "serve:\n  run_windows: [\"" << Hms(day + from) << "-"
+                           << Hms(day + to) << "\"]\n";
+    return t0;
+  };
+  const auto status = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> a = {"status", "--config", config_};
+    a.insert(a.end(), args.begin(), args.end());
+    const auto r = testing::RunLlmqWith({}, a);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  const auto job = [&](const std::string& name) {  // {} while the job is not in the queue
+    const auto r = testing::RunLlmqWith({}, {"status", "--config", config_, "--json", name});
+    const json j = json::parse(r.out, nullptr, false);
+    return r.exit_code == 0 && j.is_object() ? j : json::object();
+  };
+
+  // A window that opens in an hour: the job is accepted and waits.
+  std::time_t t0 = set_windows(3600, 7200);
+  Start();
+  ASSERT_GE(sock_.WaitFor("READY=1", 0, 30), 0) << ReadText(err_file());
+  Drop("a.jsonl", Job(4, 8));
+  ASSERT_TRUE(WaitFor([&] { return job("a.jsonl").contains("run_windows"); }, 10))
+      << ReadText(err_file());
+  json w = job("a.jsonl")["run_windows"];
+  EXPECT_EQ(w["source"], "serve") << w;
+  EXPECT_EQ(w["open"], false) << w;
+  const int day = LocalSecondOfDay(t0);
+  EXPECT_EQ(w["windows"], json::array({FormatRunWindow(
+                              {(day + 3600) % kSecondsPerDay, (day + 7200) % kSecondsPerDay})}));
+  EXPECT_EQ(w["next_open"], LocalIso8601(t0 + 3600)) << w;
+  EXPECT_EQ(w["next_close"], LocalIso8601(t0 + 7200)) << w;
+  std::string text = status({});
+  EXPECT_NE(text.find("(local time, in effect in llmq serve): outside a window now; next opens "),
+            std::string::npos)
+      << text;
+  EXPECT_TRUE(text.find("(in 59m)") != std::string::npos ||
+              text.find("(in 1h00m)") != std::string::npos)
+      << text;
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(job("a.jsonl")["request_counts"]["completed"], 0) << "nothing starts outside";
+
+  // The config now has a window open until ten minutes from now: after SIGHUP the job runs.
+  t0 = set_windows(-60, 600);
+  kill(pid_, SIGHUP);
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 60))
+      << ReadText(err_file());
+  EXPECT_EQ(job("a.jsonl")["request_counts"]["completed"], 4);
+  w = job("a.jsonl")["run_windows"];
+  EXPECT_EQ(w["open"], true) << w;
+  EXPECT_EQ(w["next_close"], LocalIso8601(t0 + 600)) << w;
+  text = status({});
+  EXPECT_NE(text.find("inside a window now, until "), std::string::npos) << text;
+
+  // Reloaded to a window that is closed now: a new job waits at once.
+  set_windows(3600, 7200);
+  kill(pid_, SIGHUP);
+  ASSERT_TRUE(WaitFor([&] { return job("a.jsonl")["run_windows"]["open"] == false; }, 10));
+  Drop("b.jsonl", Job(4, 8));
+  ASSERT_TRUE(WaitFor([&] { return !job("b.jsonl").empty(); }, 10)) << ReadText(err_file());
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(job("b.jsonl")["request_counts"]["completed"], 0) << ReadText(err_file());
+  EXPECT_EQ(Stop(), 0) << ReadText(err_file());
+
+  // Stopped: the config's windows, said to be so.
+  EXPECT_FALSE(fs::exists(state_ + "/serve.json"));
+  text = status({});
+  EXPECT_NE(text.find("(local time, from the config; llmq serve is not running): outside"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(job("b.jsonl")["run_windows"]["source"], "config");
+}
+
+// Issue 8: EXTEND_TIMEOUT_USEC= before and during a long model load (LLMQ_TEST_SLOW_LOAD_MS),
+// and at once on SIGTERM, then every second while a drain lasts (held up by a 3 s engine step,
+// LLMQ_TEST_STALL_STEP_MS).
+TEST_F(ServeNotifyTest, ExtendTimeoutDuringALongLoadAndALongDrain) {
+  const std::string kLoad = "EXTEND_TIMEOUT_USEC=30000000";  // 30 s, renewed every second
+  Start({{"LLMQ_TEST_SLOW_LOAD_MS", "2500"}, {"LLMQ_TEST_STALL_STEP_MS", "3000"}});
+  const int ready = sock_.WaitFor("READY=1", 0, 30);
+  ASSERT_GE(ready, 0) << ReadText(err_file());
+  std::vector<NotifySocket::Message> m = sock_.messages();
+  ASSERT_GT(ready, 0);
+  EXPECT_EQ(m[0].text, kLoad) << "the first message, before the load";
+  int during_load = 0;
+  for (int i = 0; i < ready; ++i) during_load += m[i].text == kLoad;
+  EXPECT_GE(during_load, 3) << "at the start of the 2.5 s load, then every second";
+  EXPECT_GE(std::chrono::duration<double>(m[ready].at - m[0].at).count(), 2.4);
+  // Started: nothing extends any more while it serves.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_LT(sock_.Find("EXTEND_TIMEOUT_USEC=", ready), 0);
+
+  Drop("a.jsonl", Job(4, 8));
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReadText(err_file()).find("accepted inbox/a.jsonl") != std::string::npos; },
+      10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // inside the stalled step
+  const size_t before = sock_.size();
+  kill(pid_, SIGTERM);
+  EXPECT_EQ(testing::WaitExit(pid_), 0) << ReadText(err_file());
+  pid_ = -1;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the last datagrams
+  m = sock_.messages();
+  const int stopping = sock_.Find("STOPPING=1", before);
+  ASSERT_GE(stopping, 0);
+  const int first = sock_.Find("EXTEND_TIMEOUT_USEC=", stopping);
+  ASSERT_GE(first, 0);
+  EXPECT_LT(std::chrono::duration<double>(m[first].at - m[stopping].at).count(), 0.3)
+      << "sent with STOPPING=1, not a second later";
+  // The drain time left (at most drain_seconds, 5) plus 30 s.
+  const int64_t usec = std::stoll(m[first].text.substr(m[first].text.find('=') + 1));
+  EXPECT_GT(usec, 30000000);
+  EXPECT_LE(usec, 35000000);
+  int while_stopping = 0;
+  for (size_t i = stopping; i < m.size(); ++i)
+    while_stopping += m[i].text.rfind("EXTEND_TIMEOUT_USEC=", 0) == 0;
+  EXPECT_GE(while_stopping, 3) << "at SIGTERM, then every second of the 2.5 s drain";
+  EXPECT_NE(ReadText(err_file()).find("draining"), std::string::npos);
+}
+
 TEST_F(ServeNotifyTest, ABadRunWindowIsRefusedAtStart) {
   std::ofstream(config_, std::ios::app) << "serve:\n  run_windows: [\"22:00-6:00\"]\n";
   const auto r = testing::RunLlmqWith({}, {"serve", "--config", config_});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("serve.run_windows: run window '22:00-6:00': expected HH:MM-HH:MM"),
+  // The config's loader names the file, the line (the last) and the key.
+  const std::string text = ReadText(config_);
+  const auto last_line = std::count(text.begin(), text.end(), '\n');
+  EXPECT_NE(r.err.find(config_ + ":" + std::to_string(last_line) +
+                       ": serve.run_windows: run window '22:00-6:00': expected HH:MM-HH:MM"),
             std::string::npos)
       << r.err;
 }

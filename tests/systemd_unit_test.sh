@@ -1,6 +1,6 @@
 #!/bin/sh
 # The service files of systemd/ (issue 8, done-when 1): `systemd-analyze verify` prints nothing
-# for llmq.service, `systemd-analyze security --offline=yes` rates its exposure at 2.0 or lower,
+# for llmq.service and the llmq-night-* example (start at 22:00, stop at 06:00), `systemd-analyze security --offline=yes` rates its exposure at 2.0 or lower,
 # and the sysusers.d / tmpfiles.d snippets create the user and the spool folders (in a scratch
 # root, when running as root: the folders are chowned to the new user).
 # Usage: systemd_unit_test.sh SYSTEMD_SOURCE_DIR LLMQ_BINARY WORK_DIR. Exits 77 (skipped) without
@@ -43,6 +43,45 @@ if [ "$rc" -ne 0 ] || [ -n "$out" ]; then
 $out"
 fi
 echo "systemd-analyze verify llmq.service: exit 0, no output"
+
+# The drop-in for metrics over HTTP verifies with the unit, and lets it use IPv4 on loopback only.
+mkdir -p "$work/llmq.service.d"
+cp "$src/llmq-metrics-http.conf" "$work/llmq.service.d/metrics-http.conf"
+rc=0
+out=$(systemd-analyze verify "$work/llmq.service" 2>&1) || rc=$?
+if [ "$rc" -ne 0 ] || [ -n "$out" ]; then
+  fail "systemd-analyze verify llmq.service with llmq-metrics-http.conf (exit $rc) printed:
+$out"
+fi
+for line in 'RestrictAddressFamilies=AF_UNIX AF_INET' 'PrivateNetwork=no' 'IPAddressAllow=localhost'; do
+  grep -qxF "$line" "$src/llmq-metrics-http.conf" || fail "llmq-metrics-http.conf lacks: $line"
+done
+rm -r "$work/llmq.service.d"
+echo "systemd-analyze verify llmq.service with the llmq-metrics-http.conf drop-in: exit 0, no output"
+
+# The nightly-run example (the systemd-timer alternative to serve.run_windows): the timers and the
+# stopping service verify cleanly beside the unit, start and stop at the documented times, and
+# name units that exist (verify does not check a timer's Unit=).
+night="llmq-night-start.timer llmq-night-stop.timer llmq-night-stop.service"
+for f in $night; do cp "$src/$f" "$work/$f"; done
+grep -qxF 'OnCalendar=*-*-* 22:00:00' "$work/llmq-night-start.timer" ||
+  fail "llmq-night-start.timer does not start at 22:00"
+grep -qxF 'Unit=llmq.service' "$work/llmq-night-start.timer" ||
+  fail "llmq-night-start.timer does not start llmq.service"
+grep -qxF 'OnCalendar=*-*-* 06:00:00' "$work/llmq-night-stop.timer" ||
+  fail "llmq-night-stop.timer does not stop at 06:00"
+grep -qxF 'Unit=llmq-night-stop.service' "$work/llmq-night-stop.timer" ||
+  fail "llmq-night-stop.timer does not run llmq-night-stop.service"
+grep -qxF 'ExecStart=/bin/systemctl --no-block stop llmq.service' "$work/llmq-night-stop.service" ||
+  fail "llmq-night-stop.service does not stop llmq.service"
+rc=0
+# shellcheck disable=SC2086 # $night is a list of names.
+out=$(cd "$work" && systemd-analyze verify $night 2>&1) || rc=$?
+if [ "$rc" -ne 0 ] || [ -n "$out" ]; then
+  fail "systemd-analyze verify $night (exit $rc) printed:
+$out"
+fi
+echo "systemd-analyze verify $night: exit 0, no output"
 
 rc=0
 out=$(systemd-analyze security --offline=yes "$work/llmq.service" 2>&1) || rc=$?

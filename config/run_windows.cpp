@@ -1,6 +1,8 @@
-#include "daemon/run_windows.h"
+#include "config/run_windows.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <string>
 
 namespace llmq {
@@ -25,6 +27,30 @@ bool InWindow(const RunWindow& w, int t) {
   if (w.start == w.end) return true;                      // the whole day
   if (w.start < w.end) return t >= w.start && t < w.end;  // within one day
   return t >= w.start || t < w.end;                       // across midnight
+}
+
+std::string FormatTime(int t) {
+  char b[16];
+  if (t % 60 == 0)
+    std::snprintf(b, sizeof b, "%02d:%02d", t / 3600, t / 60 % 60);
+  else
+    std::snprintf(b, sizeof b, "%02d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
+  return b;
+}
+
+// `t` plus `seconds` of wall-clock time (a day with a daylight-saving change has 23 or 25 hours).
+// The fields are set in range (mktime's handling of an overflowing tm_sec keeps the old UTC
+// offset); only the day may overflow.
+std::time_t AddLocalSeconds(std::time_t t, int seconds) {
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  const int64_t s = int64_t{tm.tm_hour} * 3600 + tm.tm_min * 60 + std::min(tm.tm_sec, 59) + seconds;
+  tm.tm_mday += static_cast<int>(s / kSecondsPerDay);
+  tm.tm_hour = static_cast<int>(s % kSecondsPerDay / 3600);
+  tm.tm_min = static_cast<int>(s % 3600 / 60);
+  tm.tm_sec = static_cast<int>(s % 60);
+  tm.tm_isdst = -1;
+  return std::mktime(&tm);
 }
 
 }  // namespace
@@ -58,6 +84,32 @@ int SecondsToNextChange(const std::vector<RunWindow>& windows, int t) {
   for (int d : deltas)
     if (InRunWindow(windows, (t + d) % kSecondsPerDay) != now) return d;
   return -1;
+}
+
+std::string FormatRunWindow(const RunWindow& w) {
+  return FormatTime(w.start) + "-" + FormatTime(w.end);
+}
+
+RunWindowState RunWindowStateAt(const std::vector<RunWindow>& windows, std::time_t now) {
+  RunWindowState s;
+  s.open = InRunWindow(windows, LocalSecondOfDay(now));
+  const int first = SecondsToNextChange(windows, LocalSecondOfDay(now));
+  if (first < 0) return s;
+  const std::time_t t1 = AddLocalSeconds(now, first);
+  const std::time_t t2 = AddLocalSeconds(t1, SecondsToNextChange(windows, LocalSecondOfDay(t1)));
+  s.next_close = s.open ? t1 : t2;
+  s.next_open = s.open ? t2 : t1;
+  return s;
+}
+
+std::string LocalIso8601(std::time_t t) {
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char b[40];
+  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%S%z", &tm);  // ...+0100
+  std::string s = b;
+  if (s.size() >= 5) s.insert(s.size() - 2, ":");  // +01:00
+  return s;
 }
 
 int LocalSecondOfDay(std::time_t t) {
