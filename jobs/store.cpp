@@ -65,6 +65,19 @@ CREATE TABLE results (
   FOREIGN KEY (job, line) REFERENCES requests (job, line)
 );
 )sql",
+    // 2: the token sums of a job's results kept in its row (moved by CommitResults in the same
+    // transaction as the results), so that metrics and status read one row, not every result.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN prompt_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN computed_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN completion_tokens INTEGER NOT NULL DEFAULT 0;
+UPDATE jobs SET
+  prompt_tokens = (SELECT coalesce(sum(prompt_tokens), 0) FROM results WHERE job = jobs.id),
+  cached_tokens = (SELECT coalesce(sum(cached_tokens), 0) FROM results WHERE job = jobs.id),
+  computed_tokens = (SELECT coalesce(sum(computed_tokens), 0) FROM results WHERE job = jobs.id),
+  completion_tokens = (SELECT coalesce(sum(completion_tokens), 0) FROM results WHERE job = jobs.id);
+)sql",
 };
 constexpr int kLatestVersion = static_cast<int>(std::size(kMigrations));
 
@@ -88,7 +101,10 @@ constexpr const char* kInsertResult =
 constexpr const char* kFinishRequest =
     "UPDATE requests SET status = ?3 WHERE job = ?1 AND line = ?2 AND status = 'pending'";
 constexpr const char* kBumpCounts =
-    "UPDATE jobs SET completed = completed + ?2, failed = failed + ?3 WHERE id = ?1";
+    "UPDATE jobs SET completed = completed + ?2, failed = failed + ?3, "
+    "prompt_tokens = prompt_tokens + ?4, cached_tokens = cached_tokens + ?5, "
+    "computed_tokens = computed_tokens + ?6, completion_tokens = completion_tokens + ?7 "
+    "WHERE id = ?1";
 constexpr const char* kFinishIngest =
     "UPDATE jobs SET total = (SELECT count(*) FROM requests WHERE job = ?1), "
     "completed = (SELECT count(*) FROM requests WHERE job = ?1 AND status = 'done'), "
@@ -147,9 +163,8 @@ constexpr const char* kPendingOfJob =
     "SELECT job, line, plan_rank, attempts, custom_id, body FROM requests "
     "WHERE job = ?1 AND line > ?2 AND status = 'pending' ORDER BY line LIMIT ?3";
 constexpr const char* kJobTotals =
-    "SELECT coalesce(sum(prompt_tokens), 0), coalesce(sum(cached_tokens), 0), "
-    "coalesce(sum(completion_tokens), 0), coalesce(max(committed_at), 0), "
-    "coalesce(sum(computed_tokens), 0) FROM results WHERE job = ?1";
+    "SELECT prompt_tokens, cached_tokens, completion_tokens, computed_tokens FROM jobs "
+    "WHERE id = ?1";
 constexpr const char* kForEachResult =
     "SELECT line, is_error, output, prompt_tokens, cached_tokens, computed_tokens, "
     "completion_tokens, queue_seconds, ttft_seconds, itl_seconds, latency_seconds "
@@ -799,12 +814,12 @@ Status Store::GetJobTotals(int64_t job, JobTotals* out) {
   LLMQ_RETURN_IF_ERROR(Prepare(kJobTotals, &raw));
   Stmt st(raw);
   const int rc = st.Bind(1, job).Step();
-  if (rc != SQLITE_ROW) return Error("cannot sum a job's results", rc);
+  if (rc == SQLITE_DONE) return Status::NotFound(path_ + ": no job " + std::to_string(job));
+  if (rc != SQLITE_ROW) return Error("cannot read a job's token totals", rc);
   out->prompt_tokens = st.Int(0);
   out->cached_tokens = st.Int(1);
   out->completion_tokens = st.Int(2);
-  out->last_result_at = st.Real(3);
-  out->computed_tokens = st.Int(4);
+  out->computed_tokens = st.Int(3);
   return Status::Ok();
 }
 
@@ -815,7 +830,11 @@ Status Store::CommitResults(const std::vector<Result>& results, int64_t* added) 
   if (results.empty()) return Status::Ok();
   int64_t fresh = 0;
   Status s = Transaction([&]() -> Status {
-    std::map<int64_t, std::pair<int64_t, int64_t>> counts;  // job -> (completed, failed) added
+    struct Added {  // what this group adds to a job's row
+      int64_t completed = 0, failed = 0;
+      int64_t prompt = 0, cached = 0, computed = 0, completion = 0;
+    };
+    std::map<int64_t, Added> counts;
     const double now = Now();
     for (const Result& r : results) {
       sqlite3_stmt* raw = nullptr;
@@ -847,14 +866,22 @@ Status Store::CommitResults(const std::vector<Result>& results, int64_t* added) 
                          .Bind(3, std::string_view(r.is_error ? "failed" : "done"))
                          .Step();
       if (rc != SQLITE_DONE) return Error("cannot finish a request", rc);
-      auto& c = counts[r.job];
-      (r.is_error ? c.second : c.first) += 1;
+      Added& c = counts[r.job];
+      if (r.is_error)
+        ++c.failed;
+      else
+        ++c.completed;
+      c.prompt += r.metrics.prompt_tokens;
+      c.cached += r.metrics.cached_tokens;
+      c.computed += r.metrics.computed_tokens;
+      c.completion += r.metrics.completion_tokens;
     }
     sqlite3_stmt* raw = nullptr;
     LLMQ_RETURN_IF_ERROR(Prepare(kBumpCounts, &raw));
     for (const auto& [job, c] : counts) {
       Stmt st(raw);
-      const int rc = st.Bind(1, job).Bind(2, c.first).Bind(3, c.second).Step();
+      st.Bind(1, job).Bind(2, c.completed).Bind(3, c.failed).Bind(4, c.prompt).Bind(5, c.cached);
+      const int rc = st.Bind(6, c.computed).Bind(7, c.completion).Step();
       if (rc != SQLITE_DONE)
         return Error("cannot update the counts of job " + std::to_string(job), rc);
     }

@@ -105,9 +105,9 @@ struct ResultMetrics {
 };
 
 // Sums over a job's committed results (llmq status).
+// Token sums over a job's committed results (kept in the job's row by CommitResults).
 struct JobTotals {
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
-  double last_result_at = 0;  // unix seconds of the latest commit; 0 = none yet
   int64_t computed_tokens = 0;
 };
 
@@ -204,7 +204,8 @@ class Store {
   // Up to `limit` pending requests of `job` with line > after_line, in line order, whatever the
   // job's status and cancel flag (cancelling writes their error lines).
   Status PendingOfJob(int64_t job, int64_t after_line, int limit, std::vector<PendingRequest>* out);
-  // Token sums over the job's committed results.
+  // Token sums over the job's committed results: one row read (CommitResults keeps them in the
+  // job's row, in the transaction that adds the results). NotFound for an unknown job.
   Status GetJobTotals(int64_t job, JobTotals* out);
 
   // --- Results: one transaction for the whole group. A result for a request that already has

@@ -117,7 +117,7 @@ TEST(Store, OpenCreatesTheFileItsFolderAndTheSchema) {
   EXPECT_TRUE(fs::exists(path));
   EXPECT_EQ(RawQuery(path, "SELECT value FROM meta WHERE key = 'schema_version'"),
             std::to_string(Store::SchemaVersion()));
-  EXPECT_EQ(Store::SchemaVersion(), 1);
+  EXPECT_EQ(Store::SchemaVersion(), 2);
   EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), "wal");
   std::vector<JobRecord> jobs;
   ASSERT_TRUE(s->ListJobs(&jobs).ok());
@@ -383,6 +383,65 @@ TEST(Store, CommitResultsCountsEachResultOnce) {
                }).ok());
   ASSERT_EQ(outputs.size(), 4u);
   EXPECT_EQ(outputs[0], "{\"line\": 1}") << "never an overwrite";
+}
+
+// The job's token totals move with its results, once per new result, in the same transaction.
+TEST(Store, JobTotalsCountEachNewResultOnce) {
+  auto s = OpenOrDie(DbPath());
+  const int64_t a = Ingest(s.get(), "a.jsonl", {1, 2, 3});
+  const int64_t b = Ingest(s.get(), "b.jsonl", {4, 5});
+  auto with_cache = [](Result r) {
+    r.metrics.cached_tokens = 3 * r.line;
+    r.metrics.computed_tokens = 7 * r.line;
+    return r;
+  };
+  ASSERT_TRUE(
+      s->CommitResults({with_cache(MakeResult(a, 1)), with_cache(MakeResult(b, 2))}, nullptr).ok());
+  // Line 1 of a again (ignored), line 3 of a new (an error line counts its tokens too).
+  ASSERT_TRUE(
+      s->CommitResults({with_cache(MakeResult(a, 1)), with_cache(MakeResult(a, 3, true))}, nullptr)
+          .ok());
+  JobTotals t;
+  ASSERT_TRUE(s->GetJobTotals(a, &t).ok());
+  EXPECT_EQ(t.prompt_tokens, 10 + 30);
+  EXPECT_EQ(t.completion_tokens, 1 + 3);
+  EXPECT_EQ(t.cached_tokens, 3 + 9);
+  EXPECT_EQ(t.computed_tokens, 7 + 21);
+  ASSERT_TRUE(s->GetJobTotals(b, &t).ok());
+  EXPECT_EQ(t.prompt_tokens, 20);
+  EXPECT_EQ(t.completion_tokens, 2);
+  // A group that fails as a whole moves nothing.
+  EXPECT_FALSE(s->CommitResults({MakeResult(b, 1), MakeResult(b, 99)}, nullptr).ok());
+  ASSERT_TRUE(s->GetJobTotals(b, &t).ok());
+  EXPECT_EQ(t.prompt_tokens, 20);
+  EXPECT_EQ(s->GetJobTotals(12345, &t).code(), Status::Code::kNotFound);
+}
+
+// A store of schema 1 (no totals in the jobs row) gets them summed from its results on open.
+TEST(Store, MigrationToSchemaTwoSumsTheResultsIntoTheJobs) {
+  const std::string path = DbPath();
+  int64_t a = 0;
+  {
+    auto s = OpenOrDie(path);
+    a = Ingest(s.get(), "a.jsonl", {1, 2, 3}, {3});
+    ASSERT_TRUE(s->CommitResults({MakeResult(a, 1), MakeResult(a, 2)}, nullptr).ok());
+  }
+  // Back to schema 1, as a store written by the previous release is.
+  RawExec(path,
+          "ALTER TABLE jobs DROP COLUMN prompt_tokens; ALTER TABLE jobs DROP COLUMN cached_tokens; "
+          "ALTER TABLE jobs DROP COLUMN computed_tokens; "
+          "ALTER TABLE jobs DROP COLUMN completion_tokens; "
+          "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+  auto s = OpenOrDie(path);
+  EXPECT_EQ(RawQuery(path, "SELECT value FROM meta WHERE key = 'schema_version'"), "2");
+  JobTotals t;
+  ASSERT_TRUE(s->GetJobTotals(a, &t).ok());
+  EXPECT_EQ(t.prompt_tokens, 10 + 20);
+  EXPECT_EQ(t.completion_tokens, 1 + 2);
+  ASSERT_TRUE(s->CommitResults({MakeResult(a, 1), MakeResult(a, 2), MakeResult(a, 3)}, nullptr)
+                  .ok());  // line 3 was refused at ingest: it already has its (error) result
+  ASSERT_TRUE(s->GetJobTotals(a, &t).ok());
+  EXPECT_EQ(t.prompt_tokens, 30);
 }
 
 TEST(Store, ResultForNoRequestFailsTheWholeGroup) {
