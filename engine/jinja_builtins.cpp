@@ -732,36 +732,35 @@ Status Contains(const Value& hay, const Value& needle, bool* out) {
 
 Status ApplyTest(const std::string& name, const Value& in, const Args& a, bool* out) {
   const Value arg = a.pos.empty() ? (a.kw.empty() ? Value() : a.kw[0].second) : a.pos[0];
+  // The tests of the value alone.
+  using Pred = bool (*)(const Value&);
+  static const std::pair<const char*, Pred> kUnary[] = {
+      {"defined", [](const Value& v) { return !v.is_undefined(); }},
+      {"undefined", [](const Value& v) { return v.is_undefined(); }},
+      {"none", [](const Value& v) { return v.is_none(); }},
+      {"string", [](const Value& v) { return v.is_string(); }},
+      {"mapping", [](const Value& v) { return v.is_dict(); }},
+      {"sequence", [](const Value& v) { return v.is_list() || v.is_string() || v.is_dict(); }},
+      {"iterable",
+       [](const Value& v) {
+         return v.is_list() || v.is_string() || v.is_dict() || v.is_undefined();
+       }},
+      {"number", [](const Value& v) { return v.is_number(); }},
+      {"integer", [](const Value& v) { return v.kind() == Kind::kInt; }},
+      {"float", [](const Value& v) { return v.kind() == Kind::kFloat; }},
+      {"boolean", [](const Value& v) { return v.kind() == Kind::kBool; }},
+      {"true", [](const Value& v) { return v.kind() == Kind::kBool && v.b(); }},
+      {"false", [](const Value& v) { return v.kind() == Kind::kBool && !v.b(); }},
+      {"callable", [](const Value& v) { return v.kind() == Kind::kFunction; }},
+  };
   const Kind k = in.kind();
-  if (name == "defined")
-    *out = !in.is_undefined();
-  else if (name == "undefined")
-    *out = in.is_undefined();
-  else if (name == "none")
-    *out = in.is_none();
-  else if (name == "string")
-    *out = in.is_string();
-  else if (name == "mapping")
-    *out = in.is_dict();
-  else if (name == "sequence")
-    *out = in.is_list() || in.is_string() || in.is_dict();
-  else if (name == "iterable")
-    *out = in.is_list() || in.is_string() || in.is_dict() || in.is_undefined();
-  else if (name == "number")
-    *out = in.is_number();
-  else if (name == "integer")
-    *out = k == Kind::kInt;
-  else if (name == "float")
-    *out = k == Kind::kFloat;
-  else if (name == "boolean")
-    *out = k == Kind::kBool;
-  else if (name == "true")
-    *out = k == Kind::kBool && in.b();
-  else if (name == "false")
-    *out = k == Kind::kBool && !in.b();
-  else if (name == "callable")
-    *out = k == Kind::kFunction;
-  else if (name == "lower" || name == "upper") {
+  for (const auto& [n, pred] : kUnary) {
+    if (name == n) {
+      *out = pred(in);
+      return Status::Ok();
+    }
+  }
+  if (name == "lower" || name == "upper") {
     if (!in.is_string()) return Err("'" + name + "' test expects a string");
     *out = MapCase(in.str(), name == "lower" ? Lower : Upper) == in.str();
   } else if (name == "even" || name == "odd" || name == "divisibleby") {
@@ -769,7 +768,7 @@ Status ApplyTest(const std::string& name, const Value& in, const Args& a, bool* 
     if (name == "divisibleby") {
       if (arg.kind() != Kind::kInt || arg.i() == 0)
         return Err("divisibleby needs a non-zero integer");
-      *out = in.i() % arg.i() == 0;
+      *out = arg.i() == -1 || in.i() % arg.i() == 0;  // INT64_MIN % -1 overflows
     } else {
       *out = (in.i() % 2 != 0) == (name == "odd");
     }

@@ -309,31 +309,22 @@ class Parser {
     return Status::Ok();
   }
 
-  Status ParseOr(EPtr* out) {
-    LLMQ_RETURN_IF_ERROR(ParseAnd(out));
-    while (IsName("or")) {
-      EPtr e = New(Expr::Kind::kOr, Cur().line);
+  // `a or b` / `a and b`: left-associative, operands parsed by `next`.
+  template <class F>
+  Status ParseLogic(EPtr* out, const char* op, Expr::Kind kind, F next) {
+    LLMQ_RETURN_IF_ERROR((this->*next)(out));
+    while (IsName(op)) {
+      EPtr e = New(kind, Cur().line);
       Skip();
       e->a = std::move(*out);
-      LLMQ_RETURN_IF_ERROR(ParseAnd(&e->b));
+      LLMQ_RETURN_IF_ERROR((this->*next)(&e->b));
       LLMQ_RETURN_IF_ERROR(Seal(e.get()));
       *out = std::move(e);
     }
     return Status::Ok();
   }
-
-  Status ParseAnd(EPtr* out) {
-    LLMQ_RETURN_IF_ERROR(ParseNot(out));
-    while (IsName("and")) {
-      EPtr e = New(Expr::Kind::kAnd, Cur().line);
-      Skip();
-      e->a = std::move(*out);
-      LLMQ_RETURN_IF_ERROR(ParseNot(&e->b));
-      LLMQ_RETURN_IF_ERROR(Seal(e.get()));
-      *out = std::move(e);
-    }
-    return Status::Ok();
-  }
+  Status ParseOr(EPtr* out) { return ParseLogic(out, "or", Expr::Kind::kOr, &Parser::ParseAnd); }
+  Status ParseAnd(EPtr* out) { return ParseLogic(out, "and", Expr::Kind::kAnd, &Parser::ParseNot); }
 
   Status ParseNot(EPtr* out) {
     if (!IsName("not")) return ParseCompare(out);

@@ -79,6 +79,31 @@ void AppendJsonString(const std::string& s, std::string* out) {
   out->push_back('"');
 }
 
+// None, a bool, an int or a float as Python's repr writes it, or (`json`) as json.dumps does.
+void AppendScalar(const Value& v, bool json, std::string* out) {
+  switch (v.kind()) {
+    case Value::Kind::kNone:
+      *out += json ? "null" : "None";
+      break;
+    case Value::Kind::kBool:
+      *out += v.b() ? (json ? "true" : "True") : (json ? "false" : "False");
+      break;
+    case Value::Kind::kInt:
+      *out += std::to_string(v.i());
+      break;
+    default: {
+      const double f = v.f();
+      if (json && std::isnan(f)) {
+        *out += "NaN";
+      } else if (json && std::isinf(f)) {
+        *out += f < 0 ? "-Infinity" : "Infinity";
+      } else {
+        *out += FloatRepr(f);
+      }
+    }
+  }
+}
+
 int Sign(int64_t d) {
   return d < 0 ? -1 : d > 0 ? 1 : 0;
 }
@@ -281,16 +306,10 @@ Status AppendRepr(const Value& v, std::string* out, int depth) {
     case Value::Kind::kUndefined:
       break;
     case Value::Kind::kNone:
-      *out += "None";
-      break;
     case Value::Kind::kBool:
-      *out += v.b() ? "True" : "False";
-      break;
     case Value::Kind::kInt:
-      *out += std::to_string(v.i());
-      break;
     case Value::Kind::kFloat:
-      *out += FloatRepr(v.f());
+      AppendScalar(v, false, out);
       break;
     case Value::Kind::kString:
       AppendStrRepr(v.str(), out);
@@ -340,21 +359,11 @@ Status AppendJson(const Value& v, const JsonOptions& o, std::string* out, int de
     case Value::Kind::kUndefined:  // Python's json.dumps refuses jinja2's Undefined
       return Status::InvalidArgument("Object of type Undefined is not JSON serializable");
     case Value::Kind::kNone:
-      *out += "null";
-      break;
     case Value::Kind::kBool:
-      *out += v.b() ? "true" : "false";
-      break;
     case Value::Kind::kInt:
-      *out += std::to_string(v.i());
+    case Value::Kind::kFloat:
+      AppendScalar(v, true, out);
       break;
-    case Value::Kind::kFloat: {
-      const double f = v.f();
-      *out += std::isnan(f)   ? "NaN"
-              : std::isinf(f) ? (f < 0 ? "-Infinity" : "Infinity")
-                              : FloatRepr(f);
-      break;
-    }
     case Value::Kind::kString:
       AppendJsonString(v.str(), out);
       break;
