@@ -11,14 +11,7 @@
 #include <vector>
 
 #include "engine/safetensors.h"
-
-#define FUZZ_CHECK(cond)                                      \
-  do {                                                        \
-    if (!(cond)) {                                            \
-      std::fprintf(stderr, "contract violated: %s\n", #cond); \
-      std::abort();                                           \
-    }                                                         \
-  } while (0)
+#include "fuzz/fuzz_check.h"
 
 #ifndef LLMQ_FUZZ_SEEDS
 
