@@ -11,7 +11,11 @@ Template::~Template() = default;
 Status Template::Parse(std::string_view source, const std::string& origin,
                        std::unique_ptr<Template>* out) {
   auto program = std::make_unique<Program>();
-  LLMQ_RETURN_IF_ERROR(ParseProgram(source, origin, program.get()));
+  try {
+    LLMQ_RETURN_IF_ERROR(ParseProgram(source, origin, program.get()));
+  } catch (const std::exception& e) {  // std::bad_alloc: no exception leaves the API
+    return Status::InvalidArgument(origin + ": " + e.what());
+  }
   std::unique_ptr<Template> t(new Template());
   t->origin_ = origin;
   t->program_ = std::move(program);

@@ -3,7 +3,9 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <functional>
 #include <set>
 
 namespace llmq::jinja {
@@ -697,11 +699,12 @@ Status Slice(const Value& x, const Value& start, const Value& stop, const Value&
   e = adjust(has_e, e, s < 0 ? -1 : n);
   std::vector<Value> items;
   std::string str;
-  for (int64_t i = b; s > 0 ? i < e : i > e; i += s) {
+  for (int64_t i = b; s > 0 ? i < e : i > e;) {
     if (x.is_list())
       items.push_back(x.list().items[static_cast<size_t>(i)]);
     else
       Encode(cps[static_cast<size_t>(i)], &str);
+    if (__builtin_add_overflow(i, s, &i)) break;  // a step past the end of int64
   }
   *out = x.is_list() ? Value::List(std::move(items), x.list().tuple) : Value::Str(std::move(str));
   return Status::Ok();

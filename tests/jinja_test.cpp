@@ -86,6 +86,7 @@ TEST(JinjaTest, AttributesSubscriptsAndSlices) {
   EXPECT_EQ(R("{{ xs[::-1] }} {{ xs[1:] }} {{ xs[:-1] }} {{ xs[::2] }} {{ m.content[1:3] }}", ctx),
             "[4, 3, 2, 1] [2, 3, 4] [1, 2, 3] [1, 3] el");
   EXPECT_EQ(R("{{ 'héllo'[1] }} {{ 'héllo'[::-1] }} {{ 'héllo' | length }}"), "é olléh 5");
+  EXPECT_EQ(R("{{ 'abcdef'[5::9223372036854775807] }} {{ xs[-100:100:-3] }}", ctx), "f []");
   EXPECT_EQ(R("{{ nope.attr }}"), "RENDER: t.jinja:1: 'nope' is undefined");
   EXPECT_EQ(R("{{ none.attr }}|"), "|");
 }
