@@ -384,6 +384,8 @@ class Parser {
       if (!found) break;
       EPtr e = New(Expr::Kind::kBinary, Cur().line);
       e->name = found;
+      if (e->name == "%" && (*out)->kind == Expr::Kind::kLiteral && (*out)->value.is_string())
+        return Error(e->line, "unsupported: string formatting with '%'");
       Skip();
       e->a = std::move(*out);
       LLMQ_RETURN_IF_ERROR((this->*next)(&e->b));

@@ -297,6 +297,7 @@ TEST(JinjaTest, UnsupportedConstructsAreRefusedAtParse) {
   EXPECT_EQ(R("{{ x is sameas_not }}"), "PARSE: t.jinja:1: unsupported test 'sameas_not'");
   EXPECT_EQ(R("{{ xs.append(1) }}"), "PARSE: t.jinja:1: unsupported method 'append'");
   EXPECT_EQ(R("{% include 'other.jinja' %}"), "PARSE: t.jinja:1: unsupported tag 'include'");
+  EXPECT_EQ(R("{{ 'Hi %s' % name }}"), "PARSE: t.jinja:1: unsupported: string formatting with '%'");
   EXPECT_EQ(R("{% for x in xs recursive %}{% endfor %}"),
             "PARSE: t.jinja:1: unsupported loop option 'recursive'");
 }
