@@ -264,11 +264,6 @@ Status Bind(const std::string& fn, const Args& a, std::initializer_list<const ch
   return Status::Ok();
 }
 
-Status NeedString(const std::string& fn, const Value& v) {
-  if (v.is_string()) return Status::Ok();
-  return Err(fn + " expects a string, got " + std::string(v.TypeName()));
-}
-
 // The attribute path "a.b.0" of `v` (jinja2's make_attrgetter), undefined when absent.
 Status GetAttrPath(const Value& v, const std::string& path, Value* out) {
   Value cur = v;
