@@ -231,7 +231,7 @@ void IngestBench(const Env& env, int lines) {
   Check(llmq::LoadModel(env.model_dir, &model), "LoadModel");
   llmq::BuildContext ctx;
   ctx.model = &model;
-  ctx.chat_template = env.tmpl;
+  ctx.chat = llmq::ChatFormat::Builtin(env.tmpl, model.tokenizer->add_bos());
   ctx.capacity = std::min(model.cfg.max_position_embeddings,
                           llmq::KvBlocksFor(model.cfg, env.cfg.kv_cache_bytes, 16) * 16);
   ctx.capacity_setting = "--kv-cache-memory";
@@ -410,9 +410,8 @@ void CompareBench(const Env& env, int requests, int rounds) {
   row("  (its own summary wall_seconds: load..finalized)", queue_inner);
   row("in-memory: its own process, exec to exit", memory_process);
   row("  (in this process: LoadModel + RunBatchFile)", memory);
-  std::printf(
-      "ratio queue / in-memory, both processes (medians): %.3fx | target <= 1.05x: %s\n", ratio,
-      ratio <= 1.05 ? "met" : "MISSED");
+  std::printf("ratio queue / in-memory, both processes (medians): %.3fx | target <= 1.05x: %s\n",
+              ratio, ratio <= 1.05 ? "met" : "MISSED");
   std::printf("ratio of the fastest runs (min / min): %.3fx; against the in-process run: %.3fx\n",
               *std::min_element(queue.begin(), queue.end()) /
                   *std::min_element(memory_process.begin(), memory_process.end()),

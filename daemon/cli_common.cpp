@@ -72,19 +72,18 @@ std::string ServedModelName(const LlmqConfig& cfg) {
   return dir.has_filename() ? dir.filename().string() : dir.parent_path().filename().string();
 }
 
-Status ChatTemplateFor(const LlmqConfig& cfg, ChatTemplate* out) {
-  bool found = false;
-  *out = DetectChatTemplate(cfg.model_dir, &found);
-  return cfg.chat_template.empty() ? Status::Ok() : ChatTemplateByName(cfg.chat_template, out);
+Status LoadChatFormat(const LlmqConfig& cfg, const Tokenizer& tok,
+                      std::shared_ptr<const ChatFormat>* out) {
+  return ChatFormat::Load(cfg.model_dir, cfg.chat_template, tok, out);
 }
 
-Status LoadServing(const LlmqConfig& cfg, ChatTemplate tmpl, Model* model,
-                   std::unique_ptr<LlmEngine>* engine, BuildContext* ctx) {
+Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngine>* engine,
+                   BuildContext* ctx) {
   LLMQ_RETURN_IF_ERROR(LoadModel(cfg.model_dir, model));
+  LLMQ_RETURN_IF_ERROR(LoadChatFormat(cfg, *model->tokenizer, &ctx->chat));
   LLMQ_RETURN_IF_ERROR(LlmEngine::Create(model->cfg, model->backend.get(), model->tokenizer.get(),
                                          EngineOptionsFrom(cfg), engine));
   ctx->model = model;
-  ctx->chat_template = tmpl;
   ctx->capacity = (*engine)->max_sequence_tokens();
   ctx->capacity_setting = "the KV cache size (--kv-cache-memory / engine.kv_cache_memory: " +
                           std::to_string(cfg.kv_cache_bytes) + " bytes)";

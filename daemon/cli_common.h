@@ -39,14 +39,15 @@ EngineOptions EngineOptionsFrom(const LlmqConfig& cfg);
 // The "model" field of responses: model.name, else the model folder's name.
 std::string ServedModelName(const LlmqConfig& cfg);
 
-// The chat template a config asks for: model.chat_template, else the one the model's files name,
-// else llama-2. InvalidArgument for an unknown name.
-Status ChatTemplateFor(const LlmqConfig& cfg, ChatTemplate* out);
+// The chat format a config asks for (engine/chat_format.h): model.chat_template, else the model's
+// own template, else llama-2. Errors name the template's file, line and construct.
+Status LoadChatFormat(const LlmqConfig& cfg, const Tokenizer& tok,
+                      std::shared_ptr<const ChatFormat>* out);
 
 // What `run` and `serve` start with: the model loaded, the engine made from the config, and the
-// context that turns input lines into its requests (chat template `tmpl`). Errors name the file.
-Status LoadServing(const LlmqConfig& cfg, ChatTemplate tmpl, Model* model,
-                   std::unique_ptr<LlmEngine>* engine, BuildContext* ctx);
+// context that turns input lines into its requests (its chat format). Errors name the file.
+Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngine>* engine,
+                   BuildContext* ctx);
 
 // Prints "llmq <command>: <message>" on stderr and returns `code`.
 int Fail(const CLI::App* cmd, const Status& st, int code = 1);

@@ -7,15 +7,17 @@
 
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
+#include "engine/chat_format.h"
 #include "engine/llm_engine.h"
 #include "engine/model.h"
+#include "jobs/batch_request.h"
 
 namespace llmq::cli {
 
 namespace {
 
 struct GenerateFlags {
-  std::string model, prompt, stop;
+  std::string model, prompt, messages, chat_template, stop;
   int max_tokens = 64;
   float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
   int top_k = 0;
@@ -39,7 +41,20 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
   if (Status st = LoadModel(dir, &model); !st.ok()) return Fail(cmd, st);
   Request req;
   req.id = "generate";
-  const std::vector<int> ids = model.tokenizer->Encode(f.prompt);
+  std::vector<int> ids;
+  if (!f.messages.empty()) {  // as a chat request's prompt: the model's chat format
+    std::vector<jobs::ChatMessage> parsed;
+    if (std::string err = jobs::ParseChatMessages(f.messages, "--messages", &parsed); !err.empty())
+      return Fail(cmd, err, 2);
+    std::vector<Message> msgs;
+    for (jobs::ChatMessage& m : parsed) msgs.push_back({std::move(m.role), std::move(m.content)});
+    std::shared_ptr<const ChatFormat> chat;
+    Status st = ChatFormat::Load(dir, f.chat_template, *model.tokenizer, &chat);
+    if (st.ok()) st = chat->Encode(*model.tokenizer, msgs, &ids);
+    if (!st.ok()) return Fail(cmd, st);
+  } else {
+    ids = model.tokenizer->Encode(f.prompt);
+  }
   req.prompt_ids.assign(ids.begin(), ids.end());
   // Generation stops at the context's end: a prompt near it gets what room is left.
   req.params = p;
@@ -79,7 +94,14 @@ void AddGenerateCommand(CLI::App* app, int* rc) {
   CLI::App* cmd =
       app->add_subcommand("generate", "Generate a completion for one prompt (try a model)");
   cmd->add_option("--model", f->model, "Model folder")->required();
-  cmd->add_option("--prompt", f->prompt, "Prompt text")->required();
+  CLI::Option* prompt = cmd->add_option("--prompt", f->prompt, "Prompt text");
+  CLI::Option* messages = cmd->add_option(
+      "--messages", f->messages,
+      "A conversation instead of --prompt, as a chat request's messages: '[{\"role\": \"user\", "
+      "\"content\": \"Hi\"}]' (rendered by the model's chat template)");
+  messages->excludes(prompt);
+  cmd->add_option("--chat-template", f->chat_template,
+                  "With --messages: llama-2|mistral|chatml|zephyr (default: the model's own)");
   cmd->add_option("--max-tokens", f->max_tokens, "Most tokens to generate")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--temperature", f->temperature, "0 = greedy")->check(CLI::Range(0.0f, 100.0f));
@@ -97,7 +119,13 @@ void AddGenerateCommand(CLI::App* app, int* rc) {
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past the end-of-sequence token");
   cmd->add_flag("--json", f->json,
                 "Print one JSON object: prompt_ids, completion_ids, text, finish_reason");
-  cmd->callback([cmd, f, rc] { *rc = Generate(cmd, *f); });
+  cmd->callback([cmd, f, rc, prompt, messages] {
+    if (prompt->count() + messages->count() != 1) {
+      *rc = Fail(cmd, "one of --prompt or --messages is required", 2);
+      return;
+    }
+    *rc = Generate(cmd, *f);
+  });
 }
 
 }  // namespace llmq::cli

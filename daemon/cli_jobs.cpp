@@ -187,8 +187,8 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
   if (Status st = Tokenizer::Load(cfg.model_dir, &model.tokenizer); !st.ok()) return Fail(cmd, st);
   BuildContext ctx;
   ctx.model = &model;
-  if (Status st = ChatTemplateFor(cfg, &ctx.chat_template); !st.ok()) return Fail(cmd, st, 2);
-  ctx.model_name = fs::path(cfg.model_dir).filename().string();
+  if (Status st = LoadChatFormat(cfg, *model.tokenizer, &ctx.chat); !st.ok()) return Fail(cmd, st);
+  ctx.model_name = ServedModelName(cfg);
 
   std::unique_ptr<jobs::Store> store;
   if (Status st = jobs::Store::Open(paths.db, &store); !st.ok()) return Fail(cmd, st);

@@ -87,12 +87,12 @@ Status CheckPaths(const RunFlags& f) {
 
 // What must match for a stored run to be resumed: the input's bytes and everything that changes
 // what is generated (the model, the chat template, the KV capacity that bounds chat max_tokens).
-std::string Fingerprint(const LlmqConfig& cfg, ChatTemplate tmpl) {
+std::string Fingerprint(const LlmqConfig& cfg, const ChatFormat& chat) {
   std::error_code ec;
   const fs::path weights = fs::path(cfg.model_dir) / "model.safetensors";
   nlohmann::json j{{"model", fs::weakly_canonical(cfg.model_dir, ec).string()},
                    {"weights_bytes", fs::exists(weights, ec) ? fs::file_size(weights, ec) : 0},
-                   {"chat_template", ChatTemplateName(tmpl)},
+                   {"chat_template", chat.identity()},
                    {"kv_cache_bytes", cfg.kv_cache_bytes},
                    {"block_size", cfg.block_size}};
   return j.dump();
@@ -124,16 +124,14 @@ class RunCommand {
       return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
     if (Status st = CheckPaths(f_); !st.ok())
       return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
-    ChatTemplate tmpl;
-    if (Status st = ChatTemplateFor(cfg, &tmpl); !st.ok()) return Fail(cmd_, st, 2);
     state_ = f_.state.empty() ? DefaultStateDir(f_.input, f_.output) : f_.state;
     max_line_bytes_ = cfg.max_line_bytes;
 
     Model model;
     std::unique_ptr<LlmEngine> engine;
-    if (Status st = LoadServing(cfg, tmpl, &model, &engine, &ctx_); !st.ok()) return Fail(cmd_, st);
+    if (Status st = LoadServing(cfg, &model, &engine, &ctx_); !st.ok()) return Fail(cmd_, st);
 
-    if (Status st = OpenJob(Fingerprint(cfg, tmpl)); !st.ok()) return Fail(cmd_, st);
+    if (Status st = OpenJob(Fingerprint(cfg, *ctx_.chat)); !st.ok()) return Fail(cmd_, st);
     const int64_t resumed = job_.completed + job_.failed - job_.refused;
     if (resumed > 0)
       std::fprintf(stderr, "llmq run: resuming %s: %lld of %lld requests already finished\n",

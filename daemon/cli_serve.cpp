@@ -162,14 +162,11 @@ class Server {
       if (const int n = spool::RemoveStaleTemporaries(*d); n > 0)
         Log("%s: removed %d temporary file(s) left by an interrupted write", d->c_str(), n);
 
-    ChatTemplate tmpl;
-    if (Status st = ChatTemplateFor(cfg_, &tmpl); !st.ok()) return Fail(cmd_, st, 2);
     {
       // sd_notify: a load longer than TimeoutStartSec= is not ended while it makes progress.
       TimeoutExtender extend(&notifier_, kExtendBy);
       TestSlowLoad();  // TEST ONLY (LLMQ_TEST_SLOW_LOAD_MS)
-      if (Status st = LoadServing(cfg_, tmpl, &model_, &engine_, &ctx_); !st.ok())
-        return Fail(cmd_, st);
+      if (Status st = LoadServing(cfg_, &model_, &engine_, &ctx_); !st.ok()) return Fail(cmd_, st);
     }
 
     if (Status st = io_store_->DataVersion(&data_version_); !st.ok()) return Fail(cmd_, st);

@@ -1,5 +1,7 @@
 // llmq tokenize: the ids a model's tokenizer gives a text, as Hugging Face's encode(text) does (the
-// post-processor's special tokens added unless --no-special-tokens). Loads the tokenizer only.
+// post-processor's special tokens added unless --no-special-tokens), or a conversation rendered by
+// the model's chat format and encoded as a chat request's prompt is (--messages). Loads the
+// tokenizer and the chat template only.
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -7,15 +9,31 @@
 
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
+#include "engine/chat_format.h"
 #include "engine/tokenizer.h"
+#include "jobs/batch_request.h"
 
 namespace llmq::cli {
 namespace {
 
 struct TokenizeFlags {
-  std::string model, text, file;
+  std::string model, text, file, messages, chat_template;
   bool no_special = false, json = false;
 };
+
+// --messages: the rendered conversation and its ids, as the engine gets them for a chat request.
+Status EncodeMessages(const TokenizeFlags& f, const Tokenizer& tok, std::string* rendered,
+                      std::vector<int>* ids) {
+  std::vector<jobs::ChatMessage> parsed;
+  if (std::string err = jobs::ParseChatMessages(f.messages, "--messages", &parsed); !err.empty())
+    return Status::InvalidArgument(err);
+  std::vector<Message> msgs;
+  for (jobs::ChatMessage& m : parsed) msgs.push_back({std::move(m.role), std::move(m.content)});
+  std::shared_ptr<const ChatFormat> chat;
+  LLMQ_RETURN_IF_ERROR(ChatFormat::Load(f.model, f.chat_template, tok, &chat));
+  LLMQ_RETURN_IF_ERROR(chat->Render(msgs, rendered));
+  return chat->Encode(tok, msgs, ids);
+}
 
 int Tokenize(const CLI::App* cmd, const TokenizeFlags& f) {
   std::string text = f.text;
@@ -28,9 +46,18 @@ int Tokenize(const CLI::App* cmd, const TokenizeFlags& f) {
   std::unique_ptr<Tokenizer> tok;
   const Status st = Tokenizer::Load(f.model, &tok);
   if (!st.ok()) return Fail(cmd, st);
-  const std::vector<int> ids = f.no_special ? tok->EncodeNoBos(text) : tok->Encode(text);
+  std::vector<int> ids;
+  std::string rendered;
+  if (!f.messages.empty()) {
+    if (Status s = EncodeMessages(f, *tok, &rendered, &ids); !s.ok())
+      return Fail(cmd, s, s.code() == Status::Code::kInvalidArgument ? 2 : 1);
+  } else {
+    ids = f.no_special ? tok->EncodeNoBos(text) : tok->Encode(text);
+  }
   if (f.json) {
-    std::printf("%s\n", nlohmann::json{{"ids", ids}}.dump().c_str());
+    nlohmann::json j{{"ids", ids}};
+    if (!f.messages.empty()) j["rendered"] = rendered;
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   std::string line;
@@ -43,19 +70,29 @@ int Tokenize(const CLI::App* cmd, const TokenizeFlags& f) {
 
 void AddTokenizeCommand(CLI::App* app, int* rc) {
   auto f = std::make_shared<TokenizeFlags>();
-  CLI::App* cmd = app->add_subcommand(
-      "tokenize", "Print the ids of a text (as Hugging Face's encode(text)); loads no weights");
+  CLI::App* cmd = app->add_subcommand("tokenize",
+                                      "Print the ids of a text (as Hugging Face's encode(text)) or "
+                                      "of a conversation rendered by the "
+                                      "model's chat template; loads no weights");
   cmd->add_option("--model", f->model, "Model folder (tokenizer.json or tokenizer.model)")
       ->required();
   CLI::Option* text = cmd->add_option("--text", f->text, "The text");
   CLI::Option* file = cmd->add_option("--file", f->file, "A file whose whole content is the text");
+  CLI::Option* messages = cmd->add_option(
+      "--messages", f->messages,
+      "A conversation, as a chat request's messages: '[{\"role\": \"user\", \"content\": "
+      "\"Hi\"}]'; rendered with the generation prompt, encoded with no special token added");
+  cmd->add_option("--chat-template", f->chat_template,
+                  "llama-2|mistral|chatml|zephyr (default: the model's own template)");
   text->excludes(file);
+  messages->excludes(text)->excludes(file);
   cmd->add_flag("--no-special-tokens", f->no_special,
                 "Add no special token (no BOS from the post-processor)");
-  cmd->add_flag("--json", f->json, "Print {\"ids\": [...]}");
-  cmd->callback([cmd, f, rc, text, file] {
-    if (text->count() + file->count() != 1) {
-      *rc = Fail(cmd, "one of --text or --file is required", 2);
+  cmd->add_flag("--json", f->json,
+                "Print {\"ids\": [...]} (with --messages, \"rendered\": the rendered text too)");
+  cmd->callback([cmd, f, rc, text, file, messages] {
+    if (text->count() + file->count() + messages->count() != 1) {
+      *rc = Fail(cmd, "one of --text, --file or --messages is required", 2);
       return;
     }
     *rc = Tokenize(cmd, *f);

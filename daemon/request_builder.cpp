@@ -44,9 +44,7 @@ std::string PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const 
                     std::vector<int32_t>* key) {
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     std::string text;
-    if (Status st =
-            RenderChat(ctx.chat_template, Messages(r), ctx.model->tokenizer->add_bos(), &text);
-        !st.ok())
+    if (Status st = ctx.chat->Render(Messages(r), &text); !st.ok())
       return Where(file, r) + BodyField(st.message());
     PackBytes(text, key);
   } else if (r.prompt_is_ids) {
@@ -71,7 +69,7 @@ std::string BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r,
   const char* prompt_field = "body.prompt";
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     prompt_field = "body.messages";
-    if (Status st = EncodeChat(*m.tokenizer, ctx.chat_template, Messages(r), &ids); !st.ok())
+    if (Status st = ctx.chat->Encode(*m.tokenizer, Messages(r), &ids); !st.ok())
       return where + BodyField(st.message());
   } else if (r.prompt_is_ids) {
     std::vector<int32_t> key;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/chat_template.h"
+#include "engine/chat_format.h"
 #include "engine/llm_engine.h"
 #include "engine/model.h"
 #include "jobs/batch_output.h"
@@ -18,7 +18,7 @@ namespace llmq {
 // What turning lines into engine requests depends on.
 struct BuildContext {
   const Model* model = nullptr;
-  ChatTemplate chat_template = ChatTemplate::kLlama2;
+  std::shared_ptr<const ChatFormat> chat;  // the model's chat format (never null once set up)
   int capacity = 0;  // tokens one sequence can hold (LlmEngine::max_sequence_tokens)
   // Names the setting that limits `capacity` in messages, e.g. "--kv-cache-memory 100 (the
   // KV cache holds 16 tokens)": a refusal caused by the operator's settings says so.

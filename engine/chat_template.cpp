@@ -197,31 +197,6 @@ bool ReadText(const std::string& path, std::string* out) {
   return static_cast<bool>(f) || f.eof();
 }
 
-// The Jinja source of the model's chat template: tokenizer_config.json "chat_template" (a string,
-// or a list of {"name", "template"} of which the "default" one), else chat_template.jinja (where
-// newer transformers versions save it). Empty when neither names one.
-std::string ReadTemplateSource(const std::string& model_dir) {
-  std::string text;
-  if (ReadText((fs::path(model_dir) / "tokenizer_config.json").string(), &text)) {
-    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object()) {
-      const auto it = j.find("chat_template");
-      if (it != j.end() && it->is_string()) return it->get<std::string>();
-      if (it != j.end() && it->is_array()) {
-        for (const auto& e : *it) {
-          if (!e.is_object()) continue;
-          const auto name = e.find("name"), tmpl = e.find("template");
-          if (name != e.end() && name->is_string() && *name == "default" && tmpl != e.end() &&
-              tmpl->is_string())
-            return tmpl->get<std::string>();
-        }
-      }
-    }
-  }
-  if (ReadText((fs::path(model_dir) / "chat_template.jinja").string(), &text)) return text;
-  return "";
-}
-
 }  // namespace
 
 Status ChatTemplateByName(const std::string& name, ChatTemplate* out) {
@@ -254,8 +229,43 @@ const char* ChatTemplateName(ChatTemplate t) {
   return "unknown";
 }
 
+std::string ReadTemplateSource(const std::string& model_dir, std::string* origin) {
+  std::string text;
+  // transformers reads chat_template.jinja over the config's (newer versions save it there).
+  const std::string file = (fs::path(model_dir) / "chat_template.jinja").string();
+  if (ReadText(file, &text)) {
+    *origin = file;
+    return text;
+  }
+  const std::string config = (fs::path(model_dir) / "tokenizer_config.json").string();
+  if (ReadText(config, &text)) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) {
+      const auto it = j.find("chat_template");
+      if (it != j.end() && it->is_string()) {
+        *origin = config + ":chat_template";
+        return it->get<std::string>();
+      }
+      if (it != j.end() && it->is_array()) {
+        for (const auto& e : *it) {
+          if (!e.is_object()) continue;
+          const auto name = e.find("name"), tmpl = e.find("template");
+          if (name != e.end() && name->is_string() && *name == "default" && tmpl != e.end() &&
+              tmpl->is_string()) {
+            *origin = config + ":chat_template[default]";
+            return tmpl->get<std::string>();
+          }
+        }
+      }
+    }
+  }
+  origin->clear();
+  return "";
+}
+
 ChatTemplate DetectChatTemplate(const std::string& model_dir, bool* found) {
-  const std::string src = ReadTemplateSource(model_dir);
+  std::string origin;
+  const std::string src = ReadTemplateSource(model_dir, &origin);
   *found = true;
   if (src.find("<|im_start|>") != std::string::npos) return ChatTemplate::kChatml;
   if (src.find("<|assistant|>") != std::string::npos) return ChatTemplate::kZephyr;

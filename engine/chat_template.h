@@ -1,5 +1,5 @@
-// Chat templates: built-in llama-2, mistral, chatml, zephyr. The model's own choice is detected
-// from tokenizer_config.json's "chat_template" where its files say; a config can override.
+// Chat templates: built-in llama-2, mistral, chatml, zephyr (engine/chat_format.h chooses between
+// them and the model's own Jinja template).
 #pragma once
 
 #include <string>
@@ -20,8 +20,15 @@ struct Message {
 Status ChatTemplateByName(const std::string& name, ChatTemplate* out);  // "llama-2", "mistral", ...
 const char* ChatTemplateName(ChatTemplate t);
 
-// Reads `model_dir`/tokenizer_config.json's "chat_template" (a Jinja string) and recognises which
-// built-in it is; `*found` false (and kLlama2 returned) when the files name none or an unknown one.
+// The Jinja source of the model's chat template: `model_dir`/chat_template.jinja, else
+// tokenizer_config.json's "chat_template" (a string, or the entry named "default" of a list of
+// {"name", "template"}). "" when the files name none; `*origin` names where it was found
+// ("/m/tokenizer_config.json:chat_template") for messages.
+std::string ReadTemplateSource(const std::string& model_dir, std::string* origin);
+
+// Recognises which built-in the model's template (ReadTemplateSource) is; `*found` false (and
+// kLlama2 returned) when the files name none or an unknown one. (engine/chat_format.h renders the
+// model's own template; this is what a sentencepiece model with a built-in's template uses.)
 ChatTemplate DetectChatTemplate(const std::string& model_dir, bool* found);
 
 // Renders `messages` as text, as Hugging Face's apply_chat_template(tokenize=False) does: BOS and

@@ -288,6 +288,23 @@ std::string ParseErrorText(std::string_view text) {
 
 }  // namespace
 
+std::string ParseChatMessages(std::string_view text, const std::string& what,
+                              std::vector<ChatMessage>* out) {
+  out->clear();
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return what + ": invalid JSON: " + ParseErrorText(text);
+  BatchRequest req;
+  try {
+    ParseMessages(json{{"messages", j}}, &req);
+  } catch (const LineError& e) {
+    return what + ": " + e.message;
+  } catch (const std::exception& e) {  // not expected: every access is type-checked
+    return what + ": cannot read the messages: " + e.what();
+  }
+  *out = std::move(req.messages);
+  return "";
+}
+
 BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& file) {
   BatchRequest req;
   req.line = line;

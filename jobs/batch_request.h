@@ -52,4 +52,10 @@ struct BatchRequest {
 // custom_ids are the caller's to find (they span lines).
 BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& file);
 
+// A JSON list of chat messages (the CLI's --messages), checked and read as a chat request's
+// body.messages is. Returns "" or an error naming `what` and the field, e.g. "--messages: field
+// 'body.messages[1].role' must be ...".
+std::string ParseChatMessages(std::string_view text, const std::string& what,
+                              std::vector<ChatMessage>* out);
+
 }  // namespace llmq::jobs

@@ -483,8 +483,7 @@ TEST_F(ServeTest, FilesDroppedTogetherShareTheirSystemPromptAcrossJobs) {
   ASSERT_TRUE(LoadModel(model_, &model).ok());
   BuildContext ctx;
   ctx.model = &model;
-  bool found = false;
-  ctx.chat_template = DetectChatTemplate(model_, &found);
+  ASSERT_TRUE(ChatFormat::Load(model_, "", *model.tokenizer, &ctx.chat).ok());
   ctx.capacity = model.cfg.max_position_embeddings;
   std::vector<std::vector<int32_t>> prompts;
   for (const std::string& line : lines) {

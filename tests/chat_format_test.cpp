@@ -1,0 +1,222 @@
+// engine/chat_format.h: which format a model folder gets (its own Jinja template, a built-in, the
+// operator's choice), how a Jinja template's text becomes ids on a sentencepiece tokenizer, and
+// what a broken or raising template does: at load time through the real binary, naming the file
+// and line; at a request, as that line's error naming body.messages.
+#include "engine/chat_format.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using json = nlohmann::json;
+
+void WriteText(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// A folder with a trained sentencepiece tokenizer (BOS "<s>" 1, EOS "</s>" 2) and `config` as
+// tokenizer_config.json.
+class ChatFormatTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tok_dir_ = testing::TmpDir("chat_format_tok");
+    ASSERT_TRUE(TrainTokenizer(600, 5, tok_dir_ + "/tokenizer.model").ok());
+  }
+  std::string Folder(const json& config) {
+    const std::string dir = testing::CurrentTestDir();
+    std::filesystem::copy_file(tok_dir_ + "/tokenizer.model", dir + "/tokenizer.model");
+    WriteText(dir + "/tokenizer_config.json", config.dump());
+    EXPECT_TRUE(Tokenizer::Load(dir, &tok_).ok());
+    return dir;
+  }
+  Status Load(const std::string& dir, const std::string& choice = "") {
+    return ChatFormat::Load(dir, choice, *tok_, &chat_);
+  }
+  std::vector<int> E(const std::string& s) { return tok_->EncodeNoBos(s); }
+
+  static std::string tok_dir_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::shared_ptr<const ChatFormat> chat_;
+};
+std::string ChatFormatTest::tok_dir_;
+
+const std::vector<Message> kHi = {{"user", "Hi"}};
+
+// The canonical chatml template (as Qwen's, without its tool branches).
+const char* kChatml =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\\n' "
+    "}}{% endif %}";
+// A template of no built-in's: BOS and EOS as the config's strings.
+const char* kOwn =
+    "{{ bos_token }}{% for m in messages %}{{ m.role }}: {{ m.content | trim }}{{ eos_token }}"
+    "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+
+TEST_F(ChatFormatTest, NoTemplateIsLlama2) {
+  ASSERT_TRUE(Load(Folder({{"add_bos_token", true}})).ok());
+  EXPECT_EQ(chat_->name(), "llama-2");
+}
+
+TEST_F(ChatFormatTest, SentencepieceModelWithABuiltinsTemplateGetsTheBuiltin) {
+  ASSERT_TRUE(Load(Folder({{"chat_template", kChatml}})).ok());
+  EXPECT_EQ(chat_->name(), "chatml");
+}
+
+TEST_F(ChatFormatTest, OwnTemplateOnSentencepieceSplitsOutBosAndEos) {
+  const std::string dir = Folder({{"chat_template", kOwn},
+                                  {"bos_token", "<s>"},
+                                  {"eos_token", {{"content", "</s>"}, {"special", true}}}});
+  ASSERT_TRUE(Load(dir).ok());
+  EXPECT_EQ(chat_->name(), dir + "/tokenizer_config.json:chat_template");
+  const std::vector<Message> m = {{"system", " Be brief. "}, {"user", "Hi <s> there"}};
+  std::string text;
+  ASSERT_TRUE(chat_->Render(m, &text).ok());
+  EXPECT_EQ(text, "<s>system: Be brief.</s>user: Hi <s> there</s>assistant:");
+  std::vector<int> ids;
+  ASSERT_TRUE(chat_->Encode(*tok_, m, &ids).ok());
+  // As the slow Llama tokenizer splits on its special tokens: every "<s>" / "</s>" in the rendered
+  // text is the control id (the template put the content in the text: HF does the same).
+  std::vector<int> want = {1};
+  for (int id : E("system: Be brief.")) want.push_back(id);
+  want.push_back(2);
+  for (int id : E("user: Hi ")) want.push_back(id);
+  want.push_back(1);
+  for (int id : E(" there")) want.push_back(id);
+  want.push_back(2);
+  for (int id : E("assistant:")) want.push_back(id);
+  EXPECT_EQ(ids, want);
+}
+
+TEST_F(ChatFormatTest, ChatTemplateJinjaWinsOverTheConfigAndDefaultOfAList) {
+  const std::string dir = Folder({{"bos_token", "<s>"},
+                                  {"chat_template",
+                                   {{{"name", "tool_use"}, {"template", "TOOLS"}},
+                                    {{"name", "default"}, {"template", kOwn}}}}});
+  ASSERT_TRUE(Load(dir).ok());
+  EXPECT_EQ(chat_->name(), dir + "/tokenizer_config.json:chat_template[default]");
+  std::string text;
+  ASSERT_TRUE(chat_->Render(kHi, &text).ok());
+  // No eos_token in the config: a sentencepiece model's "</s>" (LlamaTokenizer's default).
+  EXPECT_EQ(text, "<s>user: Hi</s>assistant:");
+
+  WriteText(dir + "/chat_template.jinja", "[{{ messages[0].content }}]");
+  ASSERT_TRUE(Load(dir).ok());
+  EXPECT_EQ(chat_->name(), dir + "/chat_template.jinja");
+  ASSERT_TRUE(chat_->Render(kHi, &text).ok());
+  EXPECT_EQ(text, "[Hi]");
+}
+
+TEST_F(ChatFormatTest, TheOperatorsChoiceOverridesTheModelsTemplate) {
+  const std::string dir = Folder({{"chat_template", kOwn}});
+  ASSERT_TRUE(Load(dir, "zephyr").ok());
+  EXPECT_EQ(chat_->name(), "zephyr");
+  EXPECT_FALSE(Load(dir, "nonsense").ok());
+}
+
+TEST_F(ChatFormatTest, IdentityFollowsTheTemplateAndItsTokens) {
+  const std::string dir = Folder({{"chat_template", kOwn}, {"bos_token", "<s>"}});
+  ASSERT_TRUE(Load(dir).ok());
+  const std::string first = chat_->identity();
+  ASSERT_TRUE(Load(dir).ok());
+  EXPECT_EQ(chat_->identity(), first);
+  WriteText(dir + "/tokenizer_config.json",
+            json{{"chat_template", std::string(kOwn) + " "}, {"bos_token", "<s>"}}.dump());
+  ASSERT_TRUE(Load(dir).ok());
+  EXPECT_NE(chat_->identity(), first);
+  WriteText(dir + "/tokenizer_config.json",
+            json{{"chat_template", kOwn}, {"bos_token", "</s>"}}.dump());
+  ASSERT_TRUE(Load(dir).ok());
+  EXPECT_NE(chat_->identity(), first);
+}
+
+TEST_F(ChatFormatTest, BrokenTemplatesFailLoadNamingFileLineAndConstruct) {
+  const struct {
+    std::string source, what;
+  } cases[] = {
+      {"{% for m in messages %}\n{{ m.content }}\n", "endfor"},
+      {"line one\n{{ messages | wordcount }}", "wordcount"},
+      {"{{ messages[0].content.casefold() }}", "casefold"},
+      {"{% if %}", ":1:"},
+      {"{{ 'unterminated }}", ":1:"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.source);
+    const std::string dir = Folder({{"chat_template", c.source}});
+    const Status st = Load(dir);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find(dir + "/tokenizer_config.json:chat_template:"), std::string::npos)
+        << st.message();
+    EXPECT_NE(st.message().find(c.what), std::string::npos) << st.message();
+  }
+}
+
+TEST_F(ChatFormatTest, ARaisingTemplateIsAnErrorOfTheMessages) {
+  ASSERT_TRUE(Load(Folder({{"chat_template",
+                            "{% if messages[0].role != 'system' %}{{ raise_exception('a system "
+                            "message must come first') }}{% endif %}ok"}}))
+                  .ok());
+  std::vector<int> ids = {7};
+  const Status st = chat_->Encode(*tok_, kHi, &ids);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message().rfind("field 'messages': ", 0), 0u) << st.message();
+  EXPECT_NE(st.message().find("a system message must come first"), std::string::npos);
+  std::string text;
+  EXPECT_TRUE(chat_->Render({{"system", "s"}}, &text).ok());
+  EXPECT_EQ(text, "ok");
+}
+
+// Through the binary: a model whose template does not parse is refused before anything runs
+// (naming the file and line); a template that raises for one line fails that line only.
+TEST(ChatFormatBinaryTest, BrokenTemplateStopsTheRunAndARaisingOneFailsOnlyItsLine) {
+  const std::string dir = testing::CurrentTestDir();
+  const std::string model = dir + "/model";
+  ASSERT_EQ(
+      testing::RunLlmq({"make-model", "--shape", "tiny", "--out", model, "--seed", "3"}).exit_code,
+      0);
+  auto line = [](const std::string& id, const std::string& role) {
+    return json{{"custom_id", id},
+                {"method", "POST"},
+                {"url", "/v1/chat/completions"},
+                {"body",
+                 {{"messages", {{{"role", role}, {"content", "Hello there"}}}},
+                  {"max_tokens", 2},
+                  {"temperature", 0}}}}
+        .dump();
+  };
+  WriteText(dir + "/in.jsonl", line("a", "system") + "\n" + line("b", "user") + "\n");
+
+  const std::string config = model + "/tokenizer_config.json";
+  WriteText(config, json{{"add_bos_token", true},
+                         {"chat_template", "{% for m in messages %}\n{{ m.content | shout }}"}}
+                        .dump());
+  auto r = testing::RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/out.jsonl", "--model", model});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(config + ":chat_template:2: unsupported filter 'shout'"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out.jsonl"));
+
+  WriteText(config, json{{"add_bos_token", true},
+                         {"chat_template",
+                          "{% if messages[0].role != 'system' %}{{ raise_exception('system "
+                          "first') }}{% endif %}{{ messages[0].content }}"}}
+                        .dump());
+  r = testing::RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/out.jsonl", "--model", model});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> out = testing::ReadJsonl(dir + "/out.jsonl");
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(out[0]["error"].is_null());
+  const std::string err = out[1]["error"]["message"];
+  EXPECT_NE(err.find("in.jsonl:2: field 'body.messages': "), std::string::npos) << err;
+  EXPECT_NE(err.find("system first"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace llmq

@@ -1,0 +1,142 @@
+// The shared models of real families (tiny-qwen3, tiny-qwen2, tiny-llama32: random weights, real
+// tokenizer.json and chat templates) end to end through the real binary, against their references
+// (Hugging Face's tokenizer and template, a float64 forward): `llmq tokenize` gives every
+// reference's prompt_ids (and its rendered text for a chat), `llmq generate` its greedy
+// completion, and `llmq run` a job of all of them with the model's own template and no flag.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+struct Reference {
+  std::string name;  // the file's stem: plain, chat, chat_system, ...
+  json j;
+  bool chat() const { return j.contains("messages"); }
+};
+
+std::vector<Reference> References(const std::string& dir) {
+  std::vector<Reference> refs;
+  for (const auto& e : fs::directory_iterator(fs::path(dir) / "reference")) {
+    if (e.path().extension() != ".json") continue;
+    std::ifstream f(e.path());
+    refs.push_back({e.path().stem().string(), json::parse(f)});
+  }
+  std::sort(refs.begin(), refs.end(),
+            [](const Reference& a, const Reference& b) { return a.name < b.name; });
+  return refs;
+}
+
+class FamilyEndToEnd : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    dir_ = testing::SharedModel(GetParam());
+    if (dir_.empty())
+      GTEST_SKIP() << "../shared/models/" << GetParam()
+                   << " is absent; skipping (tests read the shared models, never copy them)";
+    refs_ = References(dir_);
+    ASSERT_FALSE(refs_.empty()) << dir_ << "/reference has no references";
+  }
+  std::string dir_;
+  std::vector<Reference> refs_;
+};
+
+TEST_P(FamilyEndToEnd, TokenizeReproducesEveryPromptAndRenderedChat) {
+  for (const Reference& ref : refs_) {
+    SCOPED_TRACE(ref.name);
+    const auto r =
+        ref.chat()
+            ? testing::RunLlmq(
+                  {"tokenize", "--model", dir_, "--json", "--messages", ref.j["messages"].dump()})
+            : testing::RunLlmq({"tokenize", "--model", dir_, "--json", "--text", ref.j["prompt"]});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json out = json::parse(r.out);
+    EXPECT_EQ(out["ids"], ref.j["prompt_ids"]);
+    if (ref.chat()) EXPECT_EQ(out["rendered"], ref.j["rendered"]);
+  }
+}
+
+TEST_P(FamilyEndToEnd, GenerateReproducesEveryGreedyCompletion) {
+  for (const Reference& ref : refs_) {
+    SCOPED_TRACE(ref.name);
+    const std::string max_tokens = std::to_string(ref.j["max_tokens"].get<int>());
+    const auto r =
+        ref.chat()
+            ? testing::RunLlmq({"generate", "--model", dir_, "--json", "--temperature", "0",
+                                "--max-tokens", max_tokens, "--messages", ref.j["messages"].dump()})
+            : testing::RunLlmq({"generate", "--model", dir_, "--json", "--temperature", "0",
+                                "--max-tokens", max_tokens, "--prompt", ref.j["prompt"]});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json out = json::parse(r.out);
+    EXPECT_EQ(out["prompt_ids"], ref.j["prompt_ids"]);
+    // Both end with the stop token when one stopped the completion (as vLLM's token_ids).
+    EXPECT_EQ(out["completion_ids"], ref.j["completion_ids"]);
+    EXPECT_EQ(out["finish_reason"], ref.j["finish_reason"]);
+    EXPECT_EQ(out["text"], ref.j["completion_text"]);
+  }
+}
+
+// A job of every reference (chat lines rendered by the model's own template: no flag, no config),
+// each line twice (the second shares the whole prompt with the first: a prefix-cache hit must not
+// change a greedy completion).
+TEST_P(FamilyEndToEnd, RunUsesTheModelsOwnTemplateAndCountsItsPromptTokens) {
+  const std::string tmp = testing::CurrentTestDir();
+  {
+    std::ofstream in(tmp + "/in.jsonl");
+    for (const Reference& ref : refs_) {
+      for (int copy = 0; copy < 2; ++copy) {
+        json body{{"model", "anything"}, {"max_tokens", ref.j["max_tokens"]}, {"temperature", 0}};
+        if (ref.chat())
+          body["messages"] = ref.j["messages"];
+        else
+          body["prompt"] = ref.j["prompt"];
+        in << json{{"custom_id", ref.name + "-" + std::to_string(copy)},
+                   {"method", "POST"},
+                   {"url", ref.chat() ? "/v1/chat/completions" : "/v1/completions"},
+                   {"body", body}}
+                  .dump()
+           << "\n";
+      }
+    }
+  }
+  const auto r = testing::RunLlmq(
+      {"run", tmp + "/in.jsonl", "-o", tmp + "/out.jsonl", "--model", dir_, "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> out = testing::ReadJsonl(tmp + "/out.jsonl");
+  ASSERT_EQ(out.size(), 2 * refs_.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Reference& ref = refs_[i / 2];
+    SCOPED_TRACE(out[i]["custom_id"].get<std::string>());
+    ASSERT_TRUE(out[i]["error"].is_null()) << out[i]["error"].dump();
+    const json& body = out[i]["response"]["body"];
+    const json& choice = body["choices"][0];
+    EXPECT_EQ(body["usage"]["prompt_tokens"], ref.j["prompt_ids"].size());
+    EXPECT_EQ(body["usage"]["completion_tokens"], ref.j["completion_ids"].size());
+    EXPECT_EQ(choice["finish_reason"], ref.j["finish_reason"]);
+    EXPECT_EQ(ref.chat() ? choice["message"]["content"] : choice["text"], ref.j["completion_text"]);
+    EXPECT_EQ(body["model"], fs::path(dir_).filename().string());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedModels, FamilyEndToEnd,
+                         ::testing::Values("tiny-qwen3", "tiny-qwen2", "tiny-llama32"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace llmq
