@@ -43,6 +43,7 @@ void PackBytes(const std::string& s, std::vector<int32_t>* key) {
 std::string PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                     std::vector<int32_t>* key) {
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
+    LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     std::string text;
     if (Status st = ctx.chat->Render(Messages(r), &text); !st.ok())
       return Where(file, r) + BodyField(st.message());
@@ -69,6 +70,7 @@ std::string BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r,
   const char* prompt_field = "body.prompt";
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     prompt_field = "body.messages";
+    LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     if (Status st = ctx.chat->Encode(*m.tokenizer, Messages(r), &ids); !st.ok())
       return where + BodyField(st.message());
   } else if (r.prompt_is_ids) {

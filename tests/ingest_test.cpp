@@ -45,6 +45,7 @@ class IngestTest : public ::testing::Test {
   BuildContext Context() const {
     BuildContext ctx;
     ctx.model = model_;
+    ctx.chat = ChatFormat::Builtin(ChatTemplate::kLlama2, model_->tokenizer->add_bos());
     ctx.capacity = 512;
     ctx.capacity_setting = "the test";
     return ctx;
