@@ -395,7 +395,7 @@ void CompareBench(const Env& env, int requests, int rounds) {
   std::printf("\n## 2. Queue vs in-memory (%s)\n\n", Stamp().c_str());
   std::printf(
       "%d requests (chat, shared instruction + distinct ~120-char note; half greedy, half seeded "
-      "sampling; max_tokens 4-8), tiny model, same config (%s); %d rounds each, alternating, after "
+      "sampling; max_tokens 4-8), tiny model, same config (%s); %d rounds each (the order rotated), after "
       "one untimed run of each; model load included in both\n",
       requests, env.config.c_str(), rounds);
   std::printf("| %-52s | %9s | %9s | %9s |\n", "path", "median s", "min s", "max s");
