@@ -43,7 +43,7 @@
 #include "daemon/cli_common.h"
 #include "daemon/ingest.h"
 #include "daemon/request_builder.h"
-#include "engine/chat_template.h"
+#include "engine/chat_format.h"
 #include "engine/model.h"
 #include "engine/model_maker.h"
 #include "engine/prefix_planner.h"
@@ -216,7 +216,6 @@ void WriteShortJob(const std::string& path, int64_t requests) {
 struct Env {
   std::string dir, model_dir, config, kv;
   llmq::LlmqConfig cfg;
-  llmq::ChatTemplate tmpl = llmq::ChatTemplate::kLlama2;
 };
 
 void RemoveStore(const std::string& db) {
@@ -231,7 +230,7 @@ void IngestBench(const Env& env, int lines) {
   Check(llmq::LoadModel(env.model_dir, &model), "LoadModel");
   llmq::BuildContext ctx;
   ctx.model = &model;
-  ctx.chat = llmq::ChatFormat::Builtin(env.tmpl, model.tokenizer->add_bos());
+  Check(llmq::ChatFormat::Load(env.model_dir, "", *model.tokenizer, &ctx.chat), "ChatFormat");
   ctx.capacity = std::min(model.cfg.max_position_embeddings,
                           llmq::KvBlocksFor(model.cfg, env.cfg.kv_cache_bytes, 16) * 16);
   ctx.capacity_setting = "--kv-cache-memory";
@@ -312,6 +311,19 @@ std::map<std::string, std::string> Completions(const std::string& path, int* err
   return out;
 }
 
+// The in-memory path's options for `cfg`, as the command it replaced set them.
+llmq::bench::BatchRunOptions InMemoryOptions(const llmq::LlmqConfig& cfg, const std::string& in,
+                                             const std::string& out) {
+  llmq::bench::BatchRunOptions opt;
+  opt.input = in;
+  opt.output = out;
+  opt.model_name = fs::path(cfg.model_dir).filename().string();
+  bool found = false;
+  opt.chat_template = llmq::DetectChatTemplate(cfg.model_dir, &found);
+  opt.engine = llmq::cli::EngineOptionsFrom(cfg);
+  return opt;
+}
+
 void CompareBench(const Env& env, int requests, int rounds) {
   const std::string in = env.dir + "/compare.jsonl";
   WriteCompareJob(in, requests, 11);
@@ -327,12 +339,7 @@ void CompareBench(const Env& env, int requests, int rounds) {
                                          "--no-progress",
                                          "--summary-json",
                                          env.dir + "/compare-queue.summary.json"};
-  llmq::bench::BatchRunOptions opt;
-  opt.input = in;
-  opt.output = m_out;
-  opt.model_name = fs::path(env.cfg.model_dir).filename().string();
-  opt.chat_template = env.tmpl;
-  opt.engine = llmq::cli::EngineOptionsFrom(env.cfg);
+  const llmq::bench::BatchRunOptions opt = InMemoryOptions(env.cfg, in, m_out);
 
   auto run_queue = [&] {
     const ProcResult r = MustSpawn(args, env.dir + "/compare-queue.log");
@@ -395,7 +402,8 @@ void CompareBench(const Env& env, int requests, int rounds) {
   std::printf("\n## 2. Queue vs in-memory (%s)\n\n", Stamp().c_str());
   std::printf(
       "%d requests (chat, shared instruction + distinct ~120-char note; half greedy, half seeded "
-      "sampling; max_tokens 4-8), tiny model, same config (%s); %d rounds each (the order rotated), after "
+      "sampling; max_tokens 4-8), tiny model, same config (%s); %d rounds each (the order "
+      "rotated), after "
       "one untimed run of each; model load included in both\n",
       requests, env.config.c_str(), rounds);
   std::printf("| %-52s | %9s | %9s | %9s |\n", "path", "median s", "min s", "max s");
@@ -471,13 +479,7 @@ void MemoryBench(const Env& env, int64_t large) {
 int InMemoryChild(const std::string& input, const std::string& output, const std::string& config) {
   llmq::LlmqConfig cfg;
   Check(llmq::LoadConfig(config, &cfg), "LoadConfig");
-  bool found = false;
-  llmq::bench::BatchRunOptions opt;
-  opt.input = input;
-  opt.output = output;
-  opt.model_name = fs::path(cfg.model_dir).filename().string();
-  opt.chat_template = llmq::DetectChatTemplate(cfg.model_dir, &found);
-  opt.engine = llmq::cli::EngineOptionsFrom(cfg);
+  const llmq::bench::BatchRunOptions opt = InMemoryOptions(cfg, input, output);
   llmq::Model model;
   Check(llmq::LoadModel(cfg.model_dir, &model), "LoadModel");
   llmq::bench::BatchSummary sum;
@@ -531,8 +533,6 @@ int main(int argc, char** argv) {
     if (!kv.empty()) cfg << "engine:\n  kv_cache_memory: " << kv << "\n";
   }
   Check(llmq::LoadConfig(env.config, &env.cfg), "LoadConfig");
-  bool found = false;
-  env.tmpl = llmq::DetectChatTemplate(env.model_dir, &found);
 
   std::printf("# queue_bench: %s, binary %s\n", Stamp().c_str(), LLMQ_BINARY);
   std::fflush(stdout);

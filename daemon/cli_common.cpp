@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "jobs/batch_request.h"
+
 namespace llmq::cli {
 
 void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
@@ -75,6 +77,20 @@ std::string ServedModelName(const LlmqConfig& cfg) {
 Status LoadChatFormat(const LlmqConfig& cfg, const Tokenizer& tok,
                       std::shared_ptr<const ChatFormat>* out) {
   return ChatFormat::Load(cfg.model_dir, cfg.chat_template, tok, out);
+}
+
+Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choice,
+                          const std::string& messages_json, const Tokenizer& tok,
+                          std::string* rendered, std::vector<int>* ids) {
+  std::vector<jobs::ChatMessage> parsed;
+  if (std::string err = jobs::ParseChatMessages(messages_json, "--messages", &parsed); !err.empty())
+    return Status::InvalidArgument(err);
+  std::vector<Message> msgs;
+  for (jobs::ChatMessage& m : parsed) msgs.push_back({std::move(m.role), std::move(m.content)});
+  std::shared_ptr<const ChatFormat> chat;
+  LLMQ_RETURN_IF_ERROR(ChatFormat::Load(model_dir, choice, tok, &chat));
+  LLMQ_RETURN_IF_ERROR(chat->Render(msgs, rendered));
+  return chat->Encode(tok, msgs, ids);
 }
 
 Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngine>* engine,

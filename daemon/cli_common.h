@@ -44,6 +44,14 @@ std::string ServedModelName(const LlmqConfig& cfg);
 Status LoadChatFormat(const LlmqConfig& cfg, const Tokenizer& tok,
                       std::shared_ptr<const ChatFormat>* out);
 
+// --messages JSON (tokenize, generate): the conversation rendered by the model's chat format
+// (`choice` as model.chat_template: "" = the model's own) and encoded as a chat request's prompt
+// is. InvalidArgument naming --messages and the field for bad JSON or messages; the template's
+// errors as ChatFormat gives them.
+Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choice,
+                          const std::string& messages_json, const Tokenizer& tok,
+                          std::string* rendered, std::vector<int>* ids);
+
 // What `run` and `serve` start with: the model loaded, the engine made from the config, and the
 // context that turns input lines into its requests (its chat format). Errors name the file.
 Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngine>* engine,

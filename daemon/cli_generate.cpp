@@ -7,10 +7,8 @@
 
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
-#include "engine/chat_format.h"
 #include "engine/llm_engine.h"
 #include "engine/model.h"
-#include "jobs/batch_request.h"
 
 namespace llmq::cli {
 
@@ -43,15 +41,11 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
   req.id = "generate";
   std::vector<int> ids;
   if (!f.messages.empty()) {  // as a chat request's prompt: the model's chat format
-    std::vector<jobs::ChatMessage> parsed;
-    if (std::string err = jobs::ParseChatMessages(f.messages, "--messages", &parsed); !err.empty())
-      return Fail(cmd, err, 2);
-    std::vector<Message> msgs;
-    for (jobs::ChatMessage& m : parsed) msgs.push_back({std::move(m.role), std::move(m.content)});
-    std::shared_ptr<const ChatFormat> chat;
-    Status st = ChatFormat::Load(dir, f.chat_template, *model.tokenizer, &chat);
-    if (st.ok()) st = chat->Encode(*model.tokenizer, msgs, &ids);
-    if (!st.ok()) return Fail(cmd, st);
+    std::string rendered;
+    if (Status st =
+            EncodeMessagesFlag(dir, f.chat_template, f.messages, *model.tokenizer, &rendered, &ids);
+        !st.ok())
+      return Fail(cmd, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
   } else {
     ids = model.tokenizer->Encode(f.prompt);
   }

@@ -9,9 +9,7 @@
 
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
-#include "engine/chat_format.h"
 #include "engine/tokenizer.h"
-#include "jobs/batch_request.h"
 
 namespace llmq::cli {
 namespace {
@@ -20,20 +18,6 @@ struct TokenizeFlags {
   std::string model, text, file, messages, chat_template;
   bool no_special = false, json = false;
 };
-
-// --messages: the rendered conversation and its ids, as the engine gets them for a chat request.
-Status EncodeMessages(const TokenizeFlags& f, const Tokenizer& tok, std::string* rendered,
-                      std::vector<int>* ids) {
-  std::vector<jobs::ChatMessage> parsed;
-  if (std::string err = jobs::ParseChatMessages(f.messages, "--messages", &parsed); !err.empty())
-    return Status::InvalidArgument(err);
-  std::vector<Message> msgs;
-  for (jobs::ChatMessage& m : parsed) msgs.push_back({std::move(m.role), std::move(m.content)});
-  std::shared_ptr<const ChatFormat> chat;
-  LLMQ_RETURN_IF_ERROR(ChatFormat::Load(f.model, f.chat_template, tok, &chat));
-  LLMQ_RETURN_IF_ERROR(chat->Render(msgs, rendered));
-  return chat->Encode(tok, msgs, ids);
-}
 
 int Tokenize(const CLI::App* cmd, const TokenizeFlags& f) {
   std::string text = f.text;
@@ -49,7 +33,8 @@ int Tokenize(const CLI::App* cmd, const TokenizeFlags& f) {
   std::vector<int> ids;
   std::string rendered;
   if (!f.messages.empty()) {
-    if (Status s = EncodeMessages(f, *tok, &rendered, &ids); !s.ok())
+    if (Status s = EncodeMessagesFlag(f.model, f.chat_template, f.messages, *tok, &rendered, &ids);
+        !s.ok())
       return Fail(cmd, s, s.code() == Status::Code::kInvalidArgument ? 2 : 1);
   } else {
     ids = f.no_special ? tok->EncodeNoBos(text) : tok->Encode(text);

@@ -72,7 +72,7 @@ Status ChatFormat::Load(const std::string& model_dir, const std::string& choice,
   std::string origin;
   const std::string source = ReadTemplateSource(model_dir, &origin);
   bool found = false;
-  const ChatTemplate detected = DetectChatTemplate(model_dir, &found);
+  const ChatTemplate detected = RecognizeTemplate(source, &found);
   // No template: llama-2, as before there were templates. A sentencepiece model whose template is
   // a built-in: the built-in (see the header).
   if (source.empty() || (found && !tok.hf())) {

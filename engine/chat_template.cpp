@@ -265,7 +265,10 @@ std::string ReadTemplateSource(const std::string& model_dir, std::string* origin
 
 ChatTemplate DetectChatTemplate(const std::string& model_dir, bool* found) {
   std::string origin;
-  const std::string src = ReadTemplateSource(model_dir, &origin);
+  return RecognizeTemplate(ReadTemplateSource(model_dir, &origin), found);
+}
+
+ChatTemplate RecognizeTemplate(const std::string& src, bool* found) {
   *found = true;
   if (src.find("<|im_start|>") != std::string::npos) return ChatTemplate::kChatml;
   if (src.find("<|assistant|>") != std::string::npos) return ChatTemplate::kZephyr;

@@ -30,6 +30,8 @@ std::string ReadTemplateSource(const std::string& model_dir, std::string* origin
 // kLlama2 returned) when the files name none or an unknown one. (engine/chat_format.h renders the
 // model's own template; this is what a sentencepiece model with a built-in's template uses.)
 ChatTemplate DetectChatTemplate(const std::string& model_dir, bool* found);
+// The same for a template's source already read.
+ChatTemplate RecognizeTemplate(const std::string& source, bool* found);
 
 // Renders `messages` as text, as Hugging Face's apply_chat_template(tokenize=False) does: BOS and
 // EOS written "<s>" and "</s>", markers as their text. For display, logs and tests; the engine
