@@ -1,17 +1,609 @@
+// CudaBackend: the forward of engine/cpu_backend.cpp on the device. One stream; per step one
+// host-to-device copy of the batch metadata, the kernels and cuBLAS calls, and one copy back of
+// the logits (Forward) or the ids (ForwardArgmax).
+//
+// Per layer (x: the float residual stream [T, H]; T = the element type, bf16 or float):
+//   xn = RmsNorm(x)                     [T, H] T
+//   qkv = xn · Wqkvᵀ                    [T, q_dim + 2 kv_dim] float   (one GEMM for q, k, v)
+//   bias, q/k norms, rotary; k, v -> their paged slots; q stays in qkv
+//   attn = PagedAttention(q, cache)     [T, q_dim] T
+//   x += attn · Woᵀ                     (the GEMM accumulates: the residual add costs nothing)
+//   xn = RmsNorm(x);  gu = xn · Wguᵀ    [T, 2I] float                 (one GEMM for gate, up)
+//   act = silu(gate) * up               [T, I] T
+//   x += act · Wdownᵀ
 #include "engine/cuda_backend.h"
 
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/ops.h"
 
 namespace llmq {
+namespace {
+
+namespace kc = kernels::cuda;
+using kc::bf16;
+
+// An error that leaves the CUDA context unusable: every later call would fail too. The process
+// ends with the message (systemd restarts it; the queue re-runs the step's requests).
+bool IsSticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status CudaError(const char* call, const char* file, int line, cudaError_t e) {
+  const std::string msg = std::string(call) + " at " + file + ":" + std::to_string(line) + ": " +
+                          cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  if (IsSticky(e)) {
+    std::fprintf(stderr, "llmq: the CUDA device failed and cannot be used further: %s\n",
+                 msg.c_str());
+    std::abort();
+  }
+  return Status::Internal(msg);
+}
+
+Status CublasError(const char* call, const char* file, int line, cublasStatus_t s) {
+  return Status::Internal(std::string(call) + " at " + file + ":" + std::to_string(line) + ": " +
+                          cublasGetStatusName(s) + " (" + cublasGetStatusString(s) + ")");
+}
+
+#define LLMQ_CUDA_TRY(call)                                                 \
+  do {                                                                      \
+    const cudaError_t e_ = (call);                                          \
+    if (e_ != cudaSuccess) return CudaError(#call, __FILE__, __LINE__, e_); \
+  } while (0)
+#define LLMQ_CUBLAS_TRY(call)                                                           \
+  do {                                                                                  \
+    const cublasStatus_t s_ = (call);                                                   \
+    if (s_ != CUBLAS_STATUS_SUCCESS) return CublasError(#call, __FILE__, __LINE__, s_); \
+  } while (0)
+
+// One device allocation, grown (never shrunk) by Reserve.
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p(o.p), bytes(o.bytes) {
+    o.p = nullptr;
+    o.bytes = 0;
+  }
+  ~DeviceBuffer() { cudaFree(p); }
+  Status Reserve(size_t want) {
+    if (want <= bytes) return Status::Ok();
+    cudaFree(p);
+    p = nullptr;
+    bytes = 0;
+    LLMQ_CUDA_TRY(cudaMalloc(&p, want));
+    bytes = want;
+    return Status::Ok();
+  }
+  template <class U>
+  U* as() const {
+    return static_cast<U*>(p);
+  }
+};
+
+uint16_t ToBf16Bits(float f) {  // round to nearest even; NaN stays NaN
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// One decoder layer's weights on the device.
+struct Layer {
+  DeviceBuffer attn_norm, mlp_norm;  // [H] float
+  DeviceBuffer qkv;                  // [q_dim + 2 kv_dim, H] T
+  DeviceBuffer qkv_bias;             // [q_dim + 2 kv_dim] float; empty without biases
+  DeviceBuffer q_norm, k_norm;       // [head_dim] float; empty without q/k norms
+  DeviceBuffer o;                    // [H, q_dim] T
+  DeviceBuffer gate_up;              // [2I, H] T
+  DeviceBuffer down;                 // [H, I] T
+};
+
+template <class T>
+class CudaBackendImpl final : public CudaBackend {
+ public:
+  explicit CudaBackendImpl(const ModelConfig& cfg) : cfg_(cfg) {}
+  ~CudaBackendImpl() override {
+    if (cublas_) cublasDestroy(cublas_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    if (stream_) cudaStreamDestroy(stream_);
+    if (host_meta_) cudaFreeHost(host_meta_);
+  }
+
+  std::string name() const override { return std::is_same_v<T, float> ? "cuda-fp32" : "cuda"; }
+  uint64_t weight_bytes() const override { return weight_bytes_; }
+  std::string device_name() const override { return device_name_; }
+
+  void SetTuning(const CudaTuning& t) override {
+    attention_key_tile_ = t.attention_key_tile;
+    profile_ = t.profile;
+  }
+
+  std::string TakeProfile(int steps) override {
+    static const char* kNames[kNumPhases] = {"embed",     "rmsnorm", "qkv gemm",     "qkv rope+kv",
+                                             "attention", "o gemm",  "gate_up gemm", "silu*up",
+                                             "down gemm", "lm head", "argmax+copy"};
+    double total = 0;
+    for (double ms : phase_ms_) total += ms;
+    std::string out;
+    char line[96];
+    for (int p = 0; p < kNumPhases; ++p) {
+      if (phase_ms_[p] <= 0) continue;
+      std::snprintf(line, sizeof line, "  %-14s %9.3f ms %5.1f%%\n", kNames[p],
+                    phase_ms_[p] / steps, 100 * phase_ms_[p] / total);
+      out += line;
+      phase_ms_[p] = 0;
+    }
+    return out;
+  }
+
+  Status Init(int device) {
+    LLMQ_CUDA_TRY(cudaSetDevice(device));
+    cudaDeviceProp prop{};
+    LLMQ_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+    device_name_ = prop.name;
+    num_sms_ = prop.multiProcessorCount;
+    LLMQ_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    LLMQ_CUBLAS_TRY(cublasCreate(&cublas_));
+    LLMQ_CUBLAS_TRY(cublasSetStream(cublas_, stream_));
+    return Status::Ok();
+  }
+
+  // Weights from a checkpoint: widened to float on the host, narrowed to T, uploaded once.
+  Status Upload(const Weights& w) {
+    LLMQ_RETURN_IF_ERROR(Put(w.ToF32("model.embed_tokens.weight"), &embed_));
+    LLMQ_RETURN_IF_ERROR(PutF32(w.ToF32("model.norm.weight"), &final_norm_));
+    if (!cfg_.tie_word_embeddings)
+      LLMQ_RETURN_IF_ERROR(Put(w.ToF32("lm_head.weight"), &lm_head_own_));
+    layers_.resize(cfg_.num_layers);
+    for (int i = 0; i < cfg_.num_layers; ++i) {
+      auto get = [&](const char* s) { return w.ToF32(LayerTensorName(i, s)); };
+      auto cat = [&](std::initializer_list<const char*> names) {
+        std::vector<float> all;
+        for (const char* n : names) {
+          const std::vector<float> part = get(n);
+          all.insert(all.end(), part.begin(), part.end());
+        }
+        return all;
+      };
+      Layer& L = layers_[i];
+      LLMQ_RETURN_IF_ERROR(PutF32(get("input_layernorm.weight"), &L.attn_norm));
+      LLMQ_RETURN_IF_ERROR(PutF32(get("post_attention_layernorm.weight"), &L.mlp_norm));
+      // [q_dim + 2 kv_dim, H]: q, k, v stacked row-wise, so one GEMM makes the three.
+      LLMQ_RETURN_IF_ERROR(Put(
+          cat({"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}),
+          &L.qkv));
+      if (cfg_.qkv_bias)
+        LLMQ_RETURN_IF_ERROR(
+            PutF32(cat({"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"}),
+                   &L.qkv_bias));
+      if (cfg_.qk_norm) {
+        LLMQ_RETURN_IF_ERROR(PutF32(get("self_attn.q_norm.weight"), &L.q_norm));
+        LLMQ_RETURN_IF_ERROR(PutF32(get("self_attn.k_norm.weight"), &L.k_norm));
+      }
+      LLMQ_RETURN_IF_ERROR(Put(get("self_attn.o_proj.weight"), &L.o));
+      LLMQ_RETURN_IF_ERROR(Put(cat({"mlp.gate_proj.weight", "mlp.up_proj.weight"}), &L.gate_up));
+      LLMQ_RETURN_IF_ERROR(Put(get("mlp.down_proj.weight"), &L.down));
+    }
+    return Finish();
+  }
+
+  // Random weights made on the device (benchmarks).
+  Status Random(uint64_t seed) {
+    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
+    const int64_t qkv_rows = cfg_.q_dim() + 2 * cfg_.kv_dim();
+    auto rnd = [&](int64_t n, float scale, DeviceBuffer* b) -> Status {
+      LLMQ_RETURN_IF_ERROR(b->Reserve(n * sizeof(T)));
+      weight_bytes_ += n * sizeof(T);
+      LLMQ_CUDA_TRY(kc::FillUniform<T>(b->as<T>(), n, scale, seed++, stream_));
+      return Status::Ok();
+    };
+    auto ones = [&](int64_t n, DeviceBuffer* b) -> Status {
+      LLMQ_RETURN_IF_ERROR(b->Reserve(n * sizeof(float)));
+      weight_bytes_ += n * sizeof(float);
+      LLMQ_CUDA_TRY(kc::FillConstant<float>(b->as<float>(), n, 1.f, stream_));
+      return Status::Ok();
+    };
+    const float sh = 1.f / std::sqrt(static_cast<float>(H));
+    LLMQ_RETURN_IF_ERROR(rnd(V * H, 1.f, &embed_));
+    LLMQ_RETURN_IF_ERROR(ones(H, &final_norm_));
+    if (!cfg_.tie_word_embeddings) LLMQ_RETURN_IF_ERROR(rnd(V * H, sh, &lm_head_own_));
+    layers_.resize(cfg_.num_layers);
+    for (Layer& L : layers_) {
+      LLMQ_RETURN_IF_ERROR(ones(H, &L.attn_norm));
+      LLMQ_RETURN_IF_ERROR(ones(H, &L.mlp_norm));
+      LLMQ_RETURN_IF_ERROR(rnd(qkv_rows * H, sh, &L.qkv));
+      if (cfg_.qkv_bias) {
+        LLMQ_RETURN_IF_ERROR(L.qkv_bias.Reserve(qkv_rows * sizeof(float)));
+        LLMQ_CUDA_TRY(
+            kc::FillUniform<float>(L.qkv_bias.as<float>(), qkv_rows, 0.1f, seed++, stream_));
+      }
+      if (cfg_.qk_norm) {
+        LLMQ_RETURN_IF_ERROR(ones(cfg_.head_dim, &L.q_norm));
+        LLMQ_RETURN_IF_ERROR(ones(cfg_.head_dim, &L.k_norm));
+      }
+      LLMQ_RETURN_IF_ERROR(rnd(H * cfg_.q_dim(), 1.f / std::sqrt(float(cfg_.q_dim())), &L.o));
+      LLMQ_RETURN_IF_ERROR(rnd(2 * I * H, sh, &L.gate_up));
+      LLMQ_RETURN_IF_ERROR(rnd(H * I, 1.f / std::sqrt(float(I)), &L.down));
+    }
+    return Finish();
+  }
+
+  Status MemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes) const override {
+    size_t f = 0, t = 0;
+    LLMQ_CUDA_TRY(cudaMemGetInfo(&f, &t));
+    *free_bytes = f;
+    *total_bytes = t;
+    return Status::Ok();
+  }
+
+  Status AllocateKv(int num_blocks, int block_size) override {
+    cache_.num_blocks = num_blocks;
+    cache_.block_size = block_size;
+    cache_.kv_heads = cfg_.num_kv_heads;
+    cache_.head_dim = cfg_.head_dim;
+    const size_t bytes = static_cast<size_t>(cfg_.num_layers) * cache_.LayerElems() * sizeof(T);
+    // Released first, so that a smaller pool can replace a larger one on a full device.
+    LLMQ_RETURN_IF_ERROR(Release(&k_));
+    LLMQ_RETURN_IF_ERROR(Release(&v_));
+    LLMQ_RETURN_IF_ERROR(k_.Reserve(bytes));
+    LLMQ_RETURN_IF_ERROR(v_.Reserve(bytes));
+    cache_.k = k_.as<T>();
+    cache_.v = v_.as<T>();
+    return Status::Ok();
+  }
+
+  Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) override {
+    if (src_dst.empty()) return Status::Ok();
+    std::vector<int32_t> flat;
+    flat.reserve(2 * src_dst.size());
+    for (auto [s, d] : src_dst) {
+      flat.push_back(s);
+      flat.push_back(d);
+    }
+    LLMQ_RETURN_IF_ERROR(pairs_.Reserve(flat.size() * sizeof(int32_t)));
+    LLMQ_CUDA_TRY(cudaMemcpyAsync(pairs_.p, flat.data(), flat.size() * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, stream_));
+    LLMQ_CUDA_TRY(kc::CopyKvBlocks<T>(cache_, cfg_.num_layers, pairs_.as<int32_t>(),
+                                      static_cast<int>(src_dst.size()), stream_));
+    LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
+
+  Status Forward(const StepBatch& b, float* logits) override {
+    LLMQ_RETURN_IF_ERROR(Run(b));
+    Mark(kSample);
+    const size_t n = b.logits_rows.size() * static_cast<size_t>(cfg_.vocab_size);
+    LLMQ_CUDA_TRY(
+        cudaMemcpyAsync(logits, logits_.p, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    Mark(kSample);  // the end of the last phase
+    LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
+    CollectProfile();
+    return Status::Ok();
+  }
+
+  Status ForwardArgmax(const StepBatch& b, int32_t* ids) override {
+    LLMQ_RETURN_IF_ERROR(Run(b));
+    const int L = static_cast<int>(b.logits_rows.size());
+    LLMQ_RETURN_IF_ERROR(ids_.Reserve(std::max(1, L) * sizeof(int32_t)));
+    Mark(kSample);
+    LLMQ_CUDA_TRY(
+        kc::ArgmaxRows(logits_.as<float>(), L, cfg_.vocab_size, ids_.as<int32_t>(), stream_));
+    LLMQ_CUDA_TRY(
+        cudaMemcpyAsync(ids, ids_.p, L * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    Mark(kSample);  // the end of the last phase
+    LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
+    CollectProfile();
+    return Status::Ok();
+  }
+
+ private:
+  static Status Release(DeviceBuffer* b) {
+    LLMQ_CUDA_TRY(cudaFree(b->p));
+    b->p = nullptr;
+    b->bytes = 0;
+    return Status::Ok();
+  }
+
+  Status Put(const std::vector<float>& host, DeviceBuffer* b) {
+    LLMQ_RETURN_IF_ERROR(b->Reserve(host.size() * sizeof(T)));
+    weight_bytes_ += host.size() * sizeof(T);
+    if constexpr (std::is_same_v<T, float>) {
+      LLMQ_CUDA_TRY(cudaMemcpy(b->p, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+    } else {
+      std::vector<uint16_t> narrow(host.size());
+      for (size_t i = 0; i < host.size(); ++i) narrow[i] = ToBf16Bits(host[i]);
+      LLMQ_CUDA_TRY(cudaMemcpy(b->p, narrow.data(), narrow.size() * 2, cudaMemcpyHostToDevice));
+    }
+    return Status::Ok();
+  }
+  Status PutF32(const std::vector<float>& host, DeviceBuffer* b) {
+    LLMQ_RETURN_IF_ERROR(b->Reserve(host.size() * sizeof(float)));
+    weight_bytes_ += host.size() * sizeof(float);
+    LLMQ_CUDA_TRY(cudaMemcpy(b->p, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+    return Status::Ok();
+  }
+
+  // The rotary table (as the CPU backend's, computed in double and rounded once) and the head.
+  Status Finish() {
+    const std::vector<double> inv = cfg_.RopeInvFreq();
+    const int D = cfg_.head_dim, half = D / 2;
+    std::vector<float> cs(static_cast<size_t>(cfg_.max_position_embeddings) * D);
+    for (int p = 0; p < cfg_.max_position_embeddings; ++p)
+      for (int i = 0; i < half; ++i) {
+        const double a = p * inv[i];
+        cs[static_cast<size_t>(p) * D + i] = static_cast<float>(std::cos(a));
+        cs[static_cast<size_t>(p) * D + half + i] = static_cast<float>(std::sin(a));
+      }
+    LLMQ_RETURN_IF_ERROR(cos_sin_.Reserve(cs.size() * sizeof(float)));
+    LLMQ_CUDA_TRY(cudaMemcpy(cos_sin_.p, cs.data(), cs.size() * 4, cudaMemcpyHostToDevice));
+    lm_head_ = cfg_.tie_word_embeddings ? embed_.as<T>() : lm_head_own_.as<T>();
+    LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
+
+  // Activations for T tokens and L logits rows; grown on the first large steps, then reused.
+  Status Reserve(int64_t t, int64_t l, int64_t meta_ints) {
+    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+    const int64_t qkv_w = cfg_.q_dim() + 2 * cfg_.kv_dim();
+    LLMQ_RETURN_IF_ERROR(x_.Reserve(t * H * 4));
+    LLMQ_RETURN_IF_ERROR(xn_.Reserve(t * H * sizeof(T)));
+    LLMQ_RETURN_IF_ERROR(qkv_.Reserve(t * qkv_w * 4));
+    LLMQ_RETURN_IF_ERROR(attn_.Reserve(t * cfg_.q_dim() * sizeof(T)));
+    LLMQ_RETURN_IF_ERROR(gu_.Reserve(t * 2 * I * 4));
+    LLMQ_RETURN_IF_ERROR(act_.Reserve(t * I * sizeof(T)));
+    LLMQ_RETURN_IF_ERROR(xl_.Reserve(std::max<int64_t>(l, 1) * H * 4));
+    LLMQ_RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(l, 1) * cfg_.vocab_size * 4));
+    LLMQ_RETURN_IF_ERROR(meta_.Reserve(meta_ints * 4));
+    if (host_meta_cap_ < meta_ints) {
+      if (host_meta_) LLMQ_CUDA_TRY(cudaFreeHost(host_meta_));
+      host_meta_ = nullptr;
+      host_meta_cap_ = 0;
+      LLMQ_CUDA_TRY(cudaMallocHost(&host_meta_, meta_ints * 4));
+      host_meta_cap_ = meta_ints;
+    }
+    return Status::Ok();
+  }
+
+  // Profiling (CudaBackendOptions::profile): an event is recorded on the stream where each phase
+  // begins; after the step's synchronisation the gaps between consecutive events are added to
+  // their phases. Off, Mark costs a branch.
+  enum Phase {
+    kEmbed,
+    kNorm,
+    kQkv,
+    kRope,
+    kAttention,
+    kO,
+    kGateUp,
+    kSilu,
+    kDown,
+    kHead,
+    kSample,
+    kNumPhases
+  };
+  void Mark(Phase p) {
+    if (!profile_) return;
+    if (marks_ == events_.size()) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreate(&e) != cudaSuccess) return;
+      events_.push_back(e);
+      phases_.push_back(p);
+    }
+    phases_[marks_] = p;
+    cudaEventRecord(events_[marks_++], stream_);
+  }
+  // Call after the stream is synchronised.
+  void CollectProfile() {
+    for (size_t i = 0; i + 1 < marks_; ++i) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, events_[i], events_[i + 1]) == cudaSuccess)
+        phase_ms_[phases_[i]] += ms;
+    }
+    marks_ = 0;
+  }
+
+  // y = x · wᵀ (+ y): the warp-per-feature kernel for a few rows (decode at small batch, where
+  // cuBLAS falls short of the bandwidth), cuBLAS otherwise.
+  Status Linear(const T* x, int64_t t, int k, const T* w, int n, float* y, bool accumulate) {
+    if (kc::GemvFits<T>(t, k)) {
+      LLMQ_CUDA_TRY(kc::Gemv<T>(x, t, k, w, n, y, accumulate, stream_));
+    } else {
+      LLMQ_CUBLAS_TRY(kc::Gemm<T>(cublas_, x, t, k, w, n, y, accumulate));
+    }
+    return Status::Ok();
+  }
+
+  // Runs the model on `b`; the logits of b.logits_rows are left in logits_ [L, V] float.
+  Status Run(const StepBatch& b) {
+    const int nt = b.num_tokens(), S = b.num_seqs(), L = static_cast<int>(b.logits_rows.size());
+    const int H = cfg_.hidden_size, I = cfg_.intermediate_size;
+    const int qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), D = cfg_.head_dim;
+    const int qkv_w = qd + 2 * kvd;
+    if (nt == 0) return Status::Ok();
+    int max_context = 0;
+    for (int32_t p : b.positions) {
+      if (p < 0 || p >= cfg_.max_position_embeddings)
+        return Status::InvalidArgument("position " + std::to_string(p) + " is outside the context");
+      max_context = std::max(max_context, p + 1);
+    }
+    if (cache_.num_blocks == 0) return Status::Internal("Forward before AllocateKv");
+
+    // The metadata in one pinned buffer and one copy:
+    //   ids [T] | positions [T] | slots [T] | row_seq [T] | logits_rows [L] | tables [S, maxb]
+    const int64_t meta = 4 * int64_t{nt} + L + int64_t{S} * b.max_blocks;
+    LLMQ_RETURN_IF_ERROR(Reserve(nt, L, meta));
+    int32_t* h = host_meta_;
+    std::memcpy(h, b.token_ids.data(), nt * 4);
+    std::memcpy(h + nt, b.positions.data(), nt * 4);
+    std::memcpy(h + 2 * nt, b.slot_mapping.data(), nt * 4);
+    for (int s = 0; s < S; ++s)
+      for (int r = b.query_start[s]; r < b.query_start[s + 1]; ++r) h[3 * nt + r] = s;
+    std::memcpy(h + 4 * nt, b.logits_rows.data(), L * 4);
+    std::memcpy(h + 4 * nt + L, b.block_tables.data(), int64_t{S} * b.max_blocks * 4);
+    LLMQ_CUDA_TRY(cudaMemcpyAsync(meta_.p, h, meta * 4, cudaMemcpyHostToDevice, stream_));
+    const int32_t* d = meta_.as<int32_t>();
+    const int32_t *ids = d, *pos = d + nt, *slots = d + 2 * nt, *row_seq = d + 3 * nt;
+    const int32_t *rows = d + 4 * nt, *tables = d + 4 * nt + L;
+
+    kc::AttentionArgs aa;
+    aa.q = qkv_.as<float>();
+    aa.q_stride = qkv_w;
+    aa.num_tokens = nt;
+    aa.num_heads = cfg_.num_heads;
+    aa.row_seq = row_seq;
+    aa.positions = pos;
+    aa.block_tables = tables;
+    aa.max_blocks = b.max_blocks;
+    aa.max_context = max_context;
+    aa.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    aa.key_tile = attention_key_tile_;
+    aa.num_splits = kc::AttentionSplits(nt, cfg_.num_kv_heads, max_context, num_sms_);
+    if (aa.num_splits > 1) {
+      LLMQ_RETURN_IF_ERROR(
+          attn_ws_.Reserve(kc::AttentionWorkspaceFloats(nt, cfg_.num_heads, D, aa.num_splits) * 4));
+      aa.workspace = attn_ws_.as<float>();
+    }
+    const float eps = static_cast<float>(cfg_.rms_norm_eps);
+    float* x = x_.as<float>();
+    T* xn = xn_.as<T>();
+    float* qkv = qkv_.as<float>();
+
+    Mark(kEmbed);
+    LLMQ_CUDA_TRY(kc::Embed<T>(embed_.as<T>(), H, ids, nt, x, stream_));
+    for (int l = 0; l < cfg_.num_layers; ++l) {
+      const Layer& W = layers_[l];
+      Mark(kNorm);
+      LLMQ_CUDA_TRY(kc::RmsNorm<T>(x, W.attn_norm.as<float>(), nt, H, eps, xn, stream_));
+      Mark(kQkv);
+      LLMQ_RETURN_IF_ERROR(Linear(xn, nt, H, W.qkv.as<T>(), qkv_w, qkv, false));
+      Mark(kRope);
+      LLMQ_CUDA_TRY(kc::QkvRopeWriteKv<T>(qkv, nt, qkv_w, cfg_.num_heads, W.qkv_bias.as<float>(),
+                                          W.q_norm.as<float>(), W.k_norm.as<float>(), eps, pos,
+                                          cos_sin_.as<float>(), slots, cache_, l, stream_));
+      Mark(kAttention);
+      LLMQ_CUDA_TRY(kc::PagedAttention<T>(aa, cache_, l, attn_.as<T>(), stream_));
+      Mark(kO);
+      LLMQ_RETURN_IF_ERROR(Linear(attn_.as<T>(), nt, qd, W.o.as<T>(), H, x, true));
+      Mark(kNorm);
+      LLMQ_CUDA_TRY(kc::RmsNorm<T>(x, W.mlp_norm.as<float>(), nt, H, eps, xn, stream_));
+      Mark(kGateUp);
+      LLMQ_RETURN_IF_ERROR(Linear(xn, nt, H, W.gate_up.as<T>(), 2 * I, gu_.as<float>(), false));
+      Mark(kSilu);
+      LLMQ_CUDA_TRY(kc::SiluMul<T>(gu_.as<float>(), nt, I, act_.as<T>(), stream_));
+      Mark(kDown);
+      LLMQ_RETURN_IF_ERROR(Linear(act_.as<T>(), nt, I, W.down.as<T>(), H, x, true));
+    }
+    // Final norm and LM head for the rows that sample only.
+    Mark(kHead);
+    LLMQ_CUDA_TRY(kc::GatherRows(x, H, rows, L, xl_.as<float>(), stream_));
+    LLMQ_CUDA_TRY(kc::RmsNorm<T>(xl_.as<float>(), final_norm_.as<float>(), L, H, eps, xn, stream_));
+    LLMQ_RETURN_IF_ERROR(Linear(xn, L, H, lm_head_, cfg_.vocab_size, logits_.as<float>(), false));
+    return Status::Ok();
+  }
+
+  ModelConfig cfg_;
+  std::string device_name_;
+  int num_sms_ = 1;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  uint64_t weight_bytes_ = 0;
+
+  DeviceBuffer embed_;          // [V, H] T
+  DeviceBuffer final_norm_;     // [H] float
+  DeviceBuffer lm_head_own_;    // [V, H] T; empty when tied
+  const T* lm_head_ = nullptr;  // lm_head_own_ or embed_
+  DeviceBuffer cos_sin_;        // [max_pos, D] float
+  std::vector<Layer> layers_;
+
+  kc::KvCache<T> cache_;
+  DeviceBuffer k_, v_;  // [layers, blocks, kv_heads, block_size, D] T each
+
+  // Activations (see the file comment) and step metadata.
+  DeviceBuffer x_, xn_, qkv_, attn_, gu_, act_, xl_, logits_, meta_, ids_, pairs_, attn_ws_;
+  int32_t* host_meta_ = nullptr;  // pinned
+  int64_t host_meta_cap_ = 0;
+
+  int attention_key_tile_ = 0;
+  bool profile_ = false;
+  std::vector<cudaEvent_t> events_;
+  std::vector<Phase> phases_;  // the phase that begins at events_[i]
+  size_t marks_ = 0;
+  double phase_ms_[kNumPhases] = {};
+};
+
+template <class T>
+Status Make(const ModelConfig& cfg, const Weights* w, const CudaBackendOptions& opt, uint64_t seed,
+            std::unique_ptr<CudaBackend>* out) {
+  auto b = std::make_unique<CudaBackendImpl<T>>(cfg);
+  LLMQ_RETURN_IF_ERROR(b->Init(opt.device));
+  LLMQ_RETURN_IF_ERROR(w ? b->Upload(*w) : b->Random(seed));
+  *out = std::move(b);
+  return Status::Ok();
+}
+
+Status MakeAny(const ModelConfig& cfg, const Weights* w, const CudaBackendOptions& opt,
+               uint64_t seed, std::unique_ptr<CudaBackend>* out) {
+  std::string why;
+  if (!CudaDevicePresent(&why)) return Status::Unsupported("no usable CUDA device: " + why);
+  if (cfg.head_dim % 2 || cfg.head_dim > 256)
+    return Status::Unsupported("the CUDA backend supports an even head_dim up to 256, not " +
+                               std::to_string(cfg.head_dim));
+  return opt.precision == CudaBackendOptions::Precision::kFp32 ? Make<float>(cfg, w, opt, seed, out)
+                                                               : Make<bf16>(cfg, w, opt, seed, out);
+}
+
+}  // namespace
 
 bool CudaDevicePresent(std::string* why) {
   kernels::cuda::DeviceInfo info;
   return kernels::cuda::QueryDevices(&info, why);
 }
 
-Status CreateCudaBackend(const ModelConfig&, const Weights&, const CudaBackendOptions&,
-                         std::unique_ptr<Backend>*) {
-  return Status::Unsupported("the CUDA backend is not built yet");
+Status CreateCudaBackendTyped(const ModelConfig& cfg, const Weights& w,
+                              const CudaBackendOptions& opt, std::unique_ptr<CudaBackend>* out) {
+  return MakeAny(cfg, &w, opt, 0, out);
+}
+
+Status CreateCudaBackend(const ModelConfig& cfg, const Weights& w, const CudaBackendOptions& opt,
+                         std::unique_ptr<Backend>* out) {
+  std::unique_ptr<CudaBackend> b;
+  LLMQ_RETURN_IF_ERROR(MakeAny(cfg, &w, opt, 0, &b));
+  *out = std::move(b);
+  return Status::Ok();
+}
+
+Status CreateCudaBackendRandom(const ModelConfig& cfg, const CudaBackendOptions& opt, uint64_t seed,
+                               std::unique_ptr<CudaBackend>* out) {
+  return MakeAny(cfg, nullptr, opt, seed, out);
 }
 
 }  // namespace llmq

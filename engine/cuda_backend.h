@@ -21,6 +21,30 @@ struct CudaBackendOptions {
   int device = 0;
 };
 
+// Knobs for benchmarks, changeable between steps.
+struct CudaTuning {
+  // Time every phase of each step with device events (costs a little per step).
+  bool profile = false;
+  int attention_key_tile = 0;  // kernels::cuda::AttentionArgs::key_tile (0: the default)
+};
+
+// The backend proper; the element type (bf16 or float) is chosen at creation, behind this class.
+class CudaBackend : public Backend {
+ public:
+  // Like Forward, but the next-token ids of logits_rows are picked on the device (greedy argmax:
+  // NaN as -inf, ties to the lowest id, as the CPU sampler) and only L ids cross to the host.
+  //   ids: [L] host
+  virtual Status ForwardArgmax(const StepBatch& batch, int32_t* ids) = 0;
+  // Device memory in bytes: free now and total.
+  virtual Status MemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes) const = 0;
+  virtual void SetTuning(const CudaTuning& t) = 0;
+  // With CudaTuning::profile: the device time of each phase since the last call divided by
+  // `steps`, one line each ("  attention  12.345 ms  40.1%"); empty when nothing was profiled.
+  virtual std::string TakeProfile(int steps) = 0;
+  // The device's name and multiprocessor count, for reports.
+  virtual std::string device_name() const = 0;
+};
+
 // True when a CUDA device can be used; otherwise false with the runtime's reason in `why`.
 bool CudaDevicePresent(std::string* why);
 
@@ -28,5 +52,12 @@ bool CudaDevicePresent(std::string* why);
 // the call and the reason.
 Status CreateCudaBackend(const ModelConfig& cfg, const Weights& w, const CudaBackendOptions& opt,
                          std::unique_ptr<Backend>* out);
+// The same backend on random weights made on the device (uniform, scaled by 1/sqrt(fan-in); norms
+// 1), for benchmarks of a model's shape without its files: nothing crosses from the host.
+Status CreateCudaBackendRandom(const ModelConfig& cfg, const CudaBackendOptions& opt, uint64_t seed,
+                               std::unique_ptr<CudaBackend>* out);
+// As CreateCudaBackend, typed (the GPU tests and benchmarks call ForwardArgmax).
+Status CreateCudaBackendTyped(const ModelConfig& cfg, const Weights& w,
+                              const CudaBackendOptions& opt, std::unique_ptr<CudaBackend>* out);
 
 }  // namespace llmq

@@ -7,7 +7,6 @@
 
 #include "engine/durable_file.h"
 #include "engine/sampler.h"
-#include "engine/tokenizer.h"
 #include "engine/weights.h"
 
 namespace llmq {
@@ -44,7 +43,7 @@ RandomTensor MakeTensor(const std::string& name, std::vector<int64_t> shape, DTy
 }  // namespace
 
 std::vector<std::string> ShapeNames() {
-  return {"tiny", "bench-110m", "bench-110m-gqa"};
+  return {"tiny", "bench-110m", "bench-110m-gqa", "llama3-8b"};
 }
 
 Status ShapeConfig(const std::string& name, ModelConfig* cfg, DType* dtype) {
@@ -73,9 +72,20 @@ Status ShapeConfig(const std::string& name, ModelConfig* cfg, DType* dtype) {
     c.head_dim = 64;
     c.vocab_size = 32000;
     c.max_position_embeddings = 1024;
+  } else if (name == "llama3-8b") {  // Llama-3-8B's shape (the GPU benchmark's; BF16)
+    c.hidden_size = 4096;
+    c.intermediate_size = 14336;
+    c.num_layers = 32;
+    c.num_heads = 32;
+    c.num_kv_heads = 8;
+    c.head_dim = 128;
+    c.vocab_size = 128256;
+    c.max_position_embeddings = 8192;
+    c.rope_theta = 500000.0;
+    *dtype = DType::kBF16;
   } else {
     return Status::InvalidArgument("unknown shape '" + name +
-                                   "' (known: tiny, bench-110m, bench-110m-gqa)");
+                                   "' (known: tiny, bench-110m, bench-110m-gqa, llama3-8b)");
   }
   *cfg = c;
   return Status::Ok();
@@ -177,11 +187,6 @@ Status WriteRandomModel(const ModelConfig& c, DType dtype, uint64_t seed,
     specs.push_back(t.spec);
   }
   return WriteSafetensors(out_dir + "/model.safetensors", specs);
-}
-
-Status MakeModel(const ModelConfig& c, DType dtype, uint64_t seed, const std::string& out_dir) {
-  LLMQ_RETURN_IF_ERROR(WriteRandomModel(c, dtype, seed, out_dir));
-  return TrainTokenizer(c.vocab_size, seed, out_dir + "/tokenizer.model");
 }
 
 }  // namespace llmq

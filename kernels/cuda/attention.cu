@@ -1,0 +1,227 @@
+#include <algorithm>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/reduce.cuh"
+
+namespace llmq::kernels::cuda {
+namespace {
+
+constexpr int kWarps = 4;  // warps per block; each takes every kWarps-th key of the range
+
+__device__ __forceinline__ float ToF(float v) {
+  return v;
+}
+__device__ __forceinline__ float ToF(bf16 v) {
+  return __bfloat162float(v);
+}
+__device__ __forceinline__ void Store(float* p, float v) {
+  *p = v;
+}
+__device__ __forceinline__ void Store(bf16* p, float v) {
+  *p = __float2bfloat16_rn(v);
+}
+
+// grid: x = query row, y = kv head * head chunks + chunk, z = context split; block: 32 x kWarps.
+// Lane l of a warp holds dims [l*DPL, l*DPL + DPL) of the GC query heads of its chunk and of each
+// key/value it reads, so one K/V row read serves GC heads. Each warp keeps an online softmax
+// (running max m, sum l, weighted values acc) per head over its keys; the block's warps are then
+// merged through shared memory by log-sum-exp.
+template <class T, int DPL, int GC, int KT>
+__global__ void __launch_bounds__(32 * kWarps)
+    AttentionKernel(AttentionArgs a, KvCache<T> c, int layer, int chunks, T* out, float* ws) {
+  const int t = blockIdx.x, lane = threadIdx.x, warp = threadIdx.y;
+  const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
+  const int D = c.head_dim, G = a.num_heads / c.kv_heads;
+  const int h0 = kvh * G + chunk * GC, nheads = min(GC, G - chunk * GC);
+  const int split = blockIdx.z, splits = gridDim.z;
+
+  float q[GC][DPL], acc[GC][DPL], m[GC], l[GC];
+#pragma unroll
+  for (int i = 0; i < GC; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.f;
+#pragma unroll
+    for (int k = 0; k < DPL; ++k) {
+      const int d = lane * DPL + k;
+      acc[i][k] = 0.f;
+      q[i][k] = (i < nheads && d < D) ? a.q[t * a.q_stride + (h0 + i) * D + d] * a.scale : 0.f;
+    }
+  }
+  // Keys 0..pos of this row's sequence, the split's share of them.
+  const int ctx = a.positions[t] + 1;
+  const int split_len = (a.max_context + splits - 1) / splits;
+  const int j0 = split * split_len, j1 = min(ctx, j0 + split_len);
+  const int32_t* table = a.block_tables + static_cast<int64_t>(a.row_seq[t]) * a.max_blocks;
+  // Each warp takes tiles of KT consecutive keys (tile r of warp w starts at j0 + (r * kWarps + w)
+  // * KT): the tile's K and V rows are loaded before any is used, so KT rows are in flight, and
+  // the running max is corrected once per tile rather than once per key.
+  for (int j = j0 + warp * KT; j < j1; j += kWarps * KT) {
+    float kx[KT][DPL], vx[KT][DPL];
+#pragma unroll
+    for (int u = 0; u < KT; ++u) {
+      const int jj = j + u;
+      const int64_t base =
+          jj < j1 ? c.Index(layer, table[jj / c.block_size], kvh, jj % c.block_size) : 0;
+#pragma unroll
+      for (int k = 0; k < DPL; ++k) {
+        const int d = lane * DPL + k;
+        const bool ok = jj < j1 && d < D;
+        kx[u][k] = ok ? ToF(c.k[base + d]) : 0.f;
+        vx[u][k] = ok ? ToF(c.v[base + d]) : 0.f;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < GC; ++i) {
+      float s[KT];
+#pragma unroll
+      for (int u = 0; u < KT; ++u) {
+        s[u] = 0.f;
+#pragma unroll
+        for (int k = 0; k < DPL; ++k) s[u] += q[i][k] * kx[u][k];
+      }
+#pragma unroll
+      for (int u = 0; u < KT; ++u) s[u] = j + u < j1 ? WarpSum(s[u]) : -INFINITY;
+      float mn = m[i];
+#pragma unroll
+      for (int u = 0; u < KT; ++u) mn = fmaxf(mn, s[u]);  // finite: key j is always in range
+      const float corr = expf(m[i] - mn);
+      l[i] *= corr;
+#pragma unroll
+      for (int k = 0; k < DPL; ++k) acc[i][k] *= corr;
+#pragma unroll
+      for (int u = 0; u < KT; ++u) {
+        const float p = expf(s[u] - mn);
+        l[i] += p;
+#pragma unroll
+        for (int k = 0; k < DPL; ++k) acc[i][k] += p * vx[u][k];
+      }
+      m[i] = mn;
+    }
+  }
+
+  __shared__ float sm_m[kWarps][GC], sm_l[kWarps][GC], sm_acc[kWarps][GC][32 * DPL];
+#pragma unroll
+  for (int i = 0; i < GC; ++i) {
+    if (lane == 0) {
+      sm_m[warp][i] = m[i];
+      sm_l[warp][i] = l[i];
+    }
+#pragma unroll
+    for (int k = 0; k < DPL; ++k) sm_acc[warp][i][lane * DPL + k] = acc[i][k];
+  }
+  __syncthreads();
+  // A warp (or a whole split) that saw no key has l == 0 and m == -inf: it weighs nothing.
+  for (int idx = warp * 32 + lane; idx < nheads * D; idx += 32 * kWarps) {
+    const int i = idx / D, d = idx % D;
+    float M = -INFINITY;
+    for (int w = 0; w < kWarps; ++w)
+      if (sm_l[w][i] > 0.f) M = fmaxf(M, sm_m[w][i]);
+    float L = 0.f, A = 0.f;
+    for (int w = 0; w < kWarps; ++w)
+      if (sm_l[w][i] > 0.f) {
+        const float e = expf(sm_m[w][i] - M);
+        L += sm_l[w][i] * e;
+        A += sm_acc[w][i][d] * e;
+      }
+    const int h = h0 + i;
+    if (splits == 1) {
+      Store(out + static_cast<int64_t>(t) * a.num_heads * D + h * D + d, L > 0.f ? A / L : 0.f);
+    } else {
+      const int64_t part = (static_cast<int64_t>(t) * a.num_heads + h) * splits + split;
+      ws[part * D + d] = A;
+      if (d == 0) {
+        float* ml = ws + static_cast<int64_t>(a.num_tokens) * a.num_heads * splits * D;
+        ml[2 * part] = M;
+        ml[2 * part + 1] = L;
+      }
+    }
+  }
+}
+
+// grid: (T, heads); block: 128 threads over head_dim. Merges the splits' partial results.
+template <class T>
+__global__ void MergeSplitsKernel(const float* ws, int num_tokens, int num_heads, int D, int splits,
+                                  T* out) {
+  const int t = blockIdx.x, h = blockIdx.y;
+  const int64_t part0 = (static_cast<int64_t>(t) * num_heads + h) * splits;
+  const float* ml = ws + static_cast<int64_t>(num_tokens) * num_heads * splits * D;
+  float M = -INFINITY;
+  for (int s = 0; s < splits; ++s)
+    if (ml[2 * (part0 + s) + 1] > 0.f) M = fmaxf(M, ml[2 * (part0 + s)]);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float L = 0.f, A = 0.f;
+    for (int s = 0; s < splits; ++s) {
+      const float Ls = ml[2 * (part0 + s) + 1];
+      if (Ls > 0.f) {
+        const float e = expf(ml[2 * (part0 + s)] - M);
+        L += Ls * e;
+        A += ws[(part0 + s) * D + d] * e;
+      }
+    }
+    Store(out + static_cast<int64_t>(t) * num_heads * D + h * D + d, L > 0.f ? A / L : 0.f);
+  }
+}
+
+template <class T, int DPL, int GC>
+cudaError_t Launch(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
+                   cudaStream_t stream) {
+  const int G = a.num_heads / c.kv_heads, chunks = (G + GC - 1) / GC;
+  const dim3 grid(a.num_tokens, c.kv_heads * chunks, a.num_splits);
+  // Key tiles of 4 where the registers allow (a.key_tile == 1 forces single keys).
+  constexpr int kTile = (DPL * GC >= 32) ? 2 : 4;
+  if (a.key_tile == 1)
+    AttentionKernel<T, DPL, GC, 1>
+        <<<grid, dim3(32, kWarps), 0, stream>>>(a, c, layer, chunks, out, a.workspace);
+  else
+    AttentionKernel<T, DPL, GC, kTile>
+        <<<grid, dim3(32, kWarps), 0, stream>>>(a, c, layer, chunks, out, a.workspace);
+  if (a.num_splits > 1)
+    MergeSplitsKernel<T><<<dim3(a.num_tokens, a.num_heads), 128, 0, stream>>>(
+        a.workspace, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
+  return cudaGetLastError();
+}
+
+template <class T, int DPL>
+cudaError_t LaunchDpl(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
+                      cudaStream_t stream) {
+  const int G = a.num_heads / c.kv_heads;
+  if (G >= 8) return Launch<T, DPL, 8>(a, c, layer, out, stream);
+  if (G >= 4) return Launch<T, DPL, 4>(a, c, layer, out, stream);
+  if (G >= 2) return Launch<T, DPL, 2>(a, c, layer, out, stream);
+  return Launch<T, DPL, 1>(a, c, layer, out, stream);
+}
+
+}  // namespace
+
+int AttentionSplits(int num_tokens, int kv_heads, int max_context, int num_sms) {
+  const int64_t blocks = int64_t{num_tokens} * kv_heads, target = 2 * int64_t{num_sms};
+  if (blocks <= 0 || blocks >= target) return 1;
+  const int64_t want = (target + blocks - 1) / blocks;
+  return static_cast<int>(std::clamp<int64_t>(want, 1, std::max(1, max_context / 128)));
+}
+
+int64_t AttentionWorkspaceFloats(int num_tokens, int num_heads, int head_dim, int num_splits) {
+  return int64_t{num_tokens} * num_heads * num_splits * (head_dim + 2);
+}
+
+template <class T>
+cudaError_t PagedAttention(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
+                           cudaStream_t stream) {
+  if (a.num_tokens <= 0) return cudaSuccess;
+  if (c.kv_heads <= 0 || a.num_heads % c.kv_heads || a.num_splits < 1 ||
+      (a.num_splits > 1 && !a.workspace))
+    return cudaErrorInvalidValue;
+  const int D = c.head_dim;
+  if (D <= 32) return LaunchDpl<T, 1>(a, c, layer, out, stream);
+  if (D <= 64) return LaunchDpl<T, 2>(a, c, layer, out, stream);
+  if (D <= 128) return LaunchDpl<T, 4>(a, c, layer, out, stream);
+  if (D <= 256) return LaunchDpl<T, 8>(a, c, layer, out, stream);
+  return cudaErrorInvalidValue;
+}
+
+template cudaError_t PagedAttention<float>(const AttentionArgs&, const KvCache<float>&, int, float*,
+                                           cudaStream_t);
+template cudaError_t PagedAttention<bf16>(const AttentionArgs&, const KvCache<bf16>&, int, bf16*,
+                                          cudaStream_t);
+
+}  // namespace llmq::kernels::cuda

@@ -1,0 +1,29 @@
+// Matrix products for a few token rows (decode at small batch), where cuBLAS reads the weights
+// well under the memory bandwidth: y = x · Wᵀ (+ y) as kernels/cuda/gemm.h, one warp per output
+// feature, the weight row read once in 16-byte loads for every token row.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/ops.h"
+
+namespace llmq::kernels::cuda {
+
+constexpr int kGemvMaxRows = 8;
+
+// True when Gemv serves this shape: t <= kGemvMaxRows and rows of 16-byte multiples (k * sizeof(T)
+// % 16 == 0, so that every row starts 16-byte aligned in a cudaMalloc'd buffer).
+template <class T>
+bool GemvFits(int64_t t, int k) {
+  return t >= 1 && t <= kGemvMaxRows && (k * sizeof(T)) % 16 == 0;
+}
+
+// y[r, n] = sum_k x[r, k] * w[n, k]  (+ y[r, n] when accumulate), accumulated in float.
+//   x: [t, K] T;  w: [N, K] T;  y: [t, N] float.  Requires GemvFits<T>(t, k).
+template <class T>
+cudaError_t Gemv(const T* x, int64_t t, int k, const T* w, int n, float* y, bool accumulate,
+                 cudaStream_t stream);
+
+}  // namespace llmq::kernels::cuda

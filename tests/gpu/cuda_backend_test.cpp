@@ -1,0 +1,330 @@
+// The whole CUDA forward against independent references: stories260K's reference completions
+// (fp32: every token; bf16: the first 16), tiny-llama3's float64 logits, and the CPU backend's
+// logits on every row of chunked prefill and decode steps for each family (Llama, Qwen2 biases,
+// Qwen3 q/k norms, untied heads, llama3 rope scaling). Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/cpu_backend.h"
+#include "engine/model_config.h"
+#include "engine/model_maker.h"
+#include "engine/weights.h"
+#include "tests/gpu/gpu_test_util.h"
+
+namespace llmq {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using Precision = CudaBackendOptions::Precision;
+
+std::string Shared(const std::string& model) {
+  return std::string(LLMQ_SHARED_DIR) + "/models/" + model;
+}
+#define LLMQ_REQUIRE_SHARED(dir)                                                      \
+  do {                                                                                \
+    if (!fs::exists(fs::path(dir) / "config.json"))                                   \
+      GTEST_SKIP() << (dir)                                                           \
+                   << " is absent (the shared models are read from ../shared, never " \
+                      "copied into the repo)";                                        \
+  } while (0)
+
+json ReadJson(const fs::path& p) {
+  std::ifstream f(p);
+  return json::parse(f);
+}
+
+void Load(const std::string& dir, ModelConfig* cfg, std::unique_ptr<Weights>* w) {
+  ASSERT_TRUE(LoadModelConfig(dir, cfg).ok()) << dir;
+  ASSERT_TRUE(Weights::Load(dir, *cfg, w).ok()) << dir;
+}
+
+std::vector<fs::path> References(const std::string& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(fs::path(dir) / "reference"))
+    if (e.path().extension() == ".json") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A handful of sequences driven through a backend with a trivial paging: sequence i owns blocks
+// [i * per_seq, (i + 1) * per_seq). Each step feeds every sequence the tokens it has not yet fed
+// (up to `chunk`) and asks for the logits of every fed row (`all_rows`) or only each sequence's
+// last row.
+struct Driver {
+  int bs = 16, per_seq = 0;
+  std::vector<std::vector<int32_t>> tokens;  // per sequence, everything known so far
+  std::vector<int> fed;                      // tokens of each sequence already in the cache
+
+  Driver(int block_size, int max_len, int num_seqs) : bs(block_size) {
+    per_seq = (max_len + bs - 1) / bs;
+    tokens.resize(num_seqs);
+    fed.assign(num_seqs, 0);
+  }
+  int num_blocks() const { return per_seq * static_cast<int>(tokens.size()); }
+  StepBatch Step(int chunk, bool all_rows) const {
+    StepBatch b;
+    b.Clear();
+    b.max_blocks = per_seq;
+    for (size_t s = 0; s < tokens.size(); ++s) {
+      const int from = fed[s], to = std::min<int>(tokens[s].size(), fed[s] + chunk);
+      for (int p = from; p < to; ++p) {
+        if (all_rows || p == to - 1) b.logits_rows.push_back(b.num_tokens());
+        b.token_ids.push_back(tokens[s][p]);
+        b.positions.push_back(p);
+        b.slot_mapping.push_back((static_cast<int>(s) * per_seq + p / bs) * bs + p % bs);
+      }
+      b.query_start.push_back(b.num_tokens());
+      b.context_lens.push_back(to);
+      for (int k = 0; k < per_seq; ++k) b.block_tables.push_back(static_cast<int>(s) * per_seq + k);
+    }
+    return b;
+  }
+  void Advance(int chunk) {
+    for (size_t s = 0; s < tokens.size(); ++s)
+      fed[s] = std::min<int>(tokens[s].size(), fed[s] + chunk);
+  }
+};
+
+std::unique_ptr<CudaBackend> MakeCuda(const ModelConfig& cfg, const Weights& w, Precision p) {
+  CudaBackendOptions opt;
+  opt.precision = p;
+  std::unique_ptr<CudaBackend> b;
+  const Status st = CreateCudaBackendTyped(cfg, w, opt, &b);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return b;
+}
+
+// Greedy generation of `n` tokens after each prompt, all prompts in the same steps, with the ids
+// picked on the device.
+std::vector<std::vector<int32_t>> Greedy(CudaBackend& be, const std::vector<std::vector<int>>& p,
+                                         int n, int max_len) {
+  Driver d(16, max_len, static_cast<int>(p.size()));
+  EXPECT_TRUE(be.AllocateKv(d.num_blocks(), 16).ok());
+  for (size_t s = 0; s < p.size(); ++s) d.tokens[s].assign(p[s].begin(), p[s].end());
+  std::vector<std::vector<int32_t>> out(p.size());
+  for (int step = 0; step < n; ++step) {
+    const StepBatch b = d.Step(1 << 20, false);
+    std::vector<int32_t> ids(p.size());
+    const Status st = be.ForwardArgmax(b, ids.data());
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    if (!st.ok()) return out;
+    d.Advance(1 << 20);
+    for (size_t s = 0; s < p.size(); ++s) {
+      out[s].push_back(ids[s]);
+      d.tokens[s].push_back(ids[s]);
+    }
+  }
+  return out;
+}
+
+void CheckStoriesReferences(Precision precision, int check_tokens) {
+  const std::string dir = Shared("stories260K");
+  ModelConfig cfg;
+  std::unique_ptr<Weights> w;
+  ASSERT_NO_FATAL_FAILURE(Load(dir, &cfg, &w));
+  auto be = MakeCuda(cfg, *w, precision);
+  ASSERT_TRUE(be);
+  std::vector<std::vector<int>> prompts, want;
+  std::vector<std::string> names;
+  for (const fs::path& f : References(dir)) {
+    const json ref = ReadJson(f);
+    prompts.push_back(ref["prompt_ids"].get<std::vector<int>>());
+    auto c = ref["completion_ids"].get<std::vector<int>>();
+    if (check_tokens > 0 && static_cast<int>(c.size()) > check_tokens) c.resize(check_tokens);
+    want.push_back(c);
+    names.push_back(f.filename().string());
+  }
+  ASSERT_GE(prompts.size(), 5u);
+  // One sequence at a time, then all of them in the same steps.
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto got =
+        Greedy(*be, {prompts[i]}, static_cast<int>(want[i].size()), cfg.max_position_embeddings);
+    EXPECT_EQ(std::vector<int>(got[0].begin(), got[0].end()), want[i]) << names[i] << " alone";
+  }
+  size_t longest = 0;
+  for (const auto& c : want) longest = std::max(longest, c.size());
+  const auto all = Greedy(*be, prompts, static_cast<int>(longest), cfg.max_position_embeddings);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(std::vector<int>(all[i].begin(), all[i].begin() + want[i].size()), want[i])
+        << names[i] << " batched";
+}
+
+TEST(CudaBackend, Stories260KFp32ReproducesEveryReferenceCompletion) {
+  LLMQ_REQUIRE_GPU();
+  LLMQ_REQUIRE_SHARED(Shared("stories260K"));
+  CheckStoriesReferences(Precision::kFp32, 0);
+}
+
+TEST(CudaBackend, Stories260KBf16MatchesTheFirst16Tokens) {
+  LLMQ_REQUIRE_GPU();
+  LLMQ_REQUIRE_SHARED(Shared("stories260K"));
+  CheckStoriesReferences(Precision::kBf16, 16);
+}
+
+// Logits of every row of a prefill, a chunked prefill over a cached prefix and decode steps, CUDA
+// vs the CPU backend on the same tokens (teacher-forced, so both see the same inputs).
+void CheckAgainstCpu(const ModelConfig& cfg, const Weights& w, Precision precision, double tol) {
+  CpuBackend cpu(cfg, w);
+  auto gpu = MakeCuda(cfg, w, precision);
+  ASSERT_TRUE(gpu);
+  const int max_len = 120;
+  Driver d(16, max_len, 3);
+  ASSERT_TRUE(cpu.AllocateKv(d.num_blocks(), 16).ok());
+  ASSERT_TRUE(gpu->AllocateKv(d.num_blocks(), 16).ok());
+  const auto r = gputest::Random(3 * max_len, 99, 0.f, 1.f);
+  const std::vector<int> lens = {70, 33, 100};
+  for (int s = 0; s < 3; ++s)
+    for (int p = 0; p < lens[s]; ++p)
+      d.tokens[s].push_back(static_cast<int32_t>(r[s * max_len + p] * (cfg.vocab_size - 1)));
+  // Chunks: 40 tokens, then 25 (over the cached 40), then single tokens.
+  for (int chunk : {40, 25, 1, 1, 1, 1, 1, 1}) {
+    const StepBatch b = d.Step(chunk, true);
+    const size_t n = b.logits_rows.size() * cfg.vocab_size;
+    std::vector<float> want(n), got(n, NAN);
+    ASSERT_TRUE(cpu.Forward(b, want.data()).ok());
+    const Status st = gpu->Forward(b, got.data());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_LE(gputest::RelErr(got, want), tol) << cfg.architecture << " chunk " << chunk;
+    d.Advance(chunk);
+  }
+}
+
+struct Family {
+  const char* arch;
+  bool tie;
+};
+
+TEST(CudaBackend, LogitsMatchTheCpuBackendForEveryFamily) {
+  LLMQ_REQUIRE_GPU();
+  for (const Family f : {Family{"LlamaForCausalLM", true}, Family{"LlamaForCausalLM", false},
+                         Family{"Qwen2ForCausalLM", true}, Family{"Qwen3ForCausalLM", false}}) {
+    ModelConfig cfg;
+    DType dt;
+    ASSERT_TRUE(ShapeConfig("tiny", &cfg, &dt).ok());
+    ASSERT_TRUE(SetArchitecture(f.arch, "test", &cfg).ok());
+    cfg.tie_word_embeddings = f.tie;
+    cfg.max_position_embeddings = 256;
+    const std::string dir =
+        std::string(LLMQ_TEST_TMP) + "/cuda_family_" + f.arch + (f.tie ? "_tied" : "");
+    fs::create_directories(dir);
+    ASSERT_TRUE(WriteRandomModel(cfg, DType::kF32, 11, dir).ok());
+    std::unique_ptr<Weights> w;
+    ASSERT_TRUE(Weights::Load(dir, cfg, &w).ok());
+    SCOPED_TRACE(std::string(f.arch) + (f.tie ? " tied" : " untied"));
+    CheckAgainstCpu(cfg, *w, Precision::kFp32, 1e-4);
+    CheckAgainstCpu(cfg, *w, Precision::kBf16, 5e-2);
+  }
+}
+
+TEST(CudaBackend, SharedModelsLogitsMatchTheCpuBackend) {
+  LLMQ_REQUIRE_GPU();
+  for (const char* name : {"stories260K", "tiny-llama3"}) {
+    const std::string dir = Shared(name);
+    if (!fs::exists(dir + "/config.json")) {
+      std::printf("skipping %s: absent\n", dir.c_str());
+      continue;
+    }
+    ModelConfig cfg;
+    std::unique_ptr<Weights> w;
+    ASSERT_NO_FATAL_FAILURE(Load(dir, &cfg, &w));
+    SCOPED_TRACE(name);
+    CheckAgainstCpu(cfg, *w, Precision::kFp32, 1e-4);
+    CheckAgainstCpu(cfg, *w, Precision::kBf16, 5e-2);
+  }
+}
+
+// tiny-llama3 (BF16 checkpoint, explicit head_dim, GQA 4:1, untied, llama3 rope scaling): the last
+// prompt position's logits within 1e-4 of the float64 reference, and the greedy ids equal.
+TEST(CudaBackend, TinyLlama3Fp32MatchesTheFloat64Reference) {
+  LLMQ_REQUIRE_GPU();
+  const std::string dir = Shared("tiny-llama3");
+  LLMQ_REQUIRE_SHARED(dir);
+  ModelConfig cfg;
+  std::unique_ptr<Weights> w;
+  ASSERT_NO_FATAL_FAILURE(Load(dir, &cfg, &w));
+  auto be = MakeCuda(cfg, *w, Precision::kFp32);
+  ASSERT_TRUE(be);
+  for (const fs::path& f : References(dir)) {
+    const json ref = ReadJson(f);
+    const auto prompt = ref["prompt_ids"].get<std::vector<int>>();
+    const auto want_ids = ref["completion_ids"].get<std::vector<int>>();
+    const int max_len = static_cast<int>(prompt.size() + want_ids.size()) + 1;
+    Driver d(16, max_len, 1);
+    ASSERT_TRUE(be->AllocateKv(d.num_blocks(), 16).ok());
+    d.tokens[0].assign(prompt.begin(), prompt.end());
+    const StepBatch b = d.Step(1 << 20, false);
+    std::vector<float> logits(cfg.vocab_size);
+    ASSERT_TRUE(be->Forward(b, logits.data()).ok());
+    const auto want = ref["last_prompt_position_logits"].get<std::vector<double>>();
+    ASSERT_EQ(want.size(), logits.size());
+    double max_ref = 0;
+    for (double v : want) max_ref = std::max(max_ref, std::abs(v));
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_LE(std::abs(logits[i] - want[i]), 1e-4 * std::max(std::abs(want[i]), max_ref * 0.01))
+          << f << " logit " << i;
+    const auto got = Greedy(*be, {prompt}, static_cast<int>(want_ids.size()), max_len);
+    EXPECT_EQ(std::vector<int>(got[0].begin(), got[0].end()), want_ids) << f;
+  }
+}
+
+// Copy-on-write: blocks copied with CopyBlocks serve a second sequence exactly as the originals
+// serve the first.
+TEST(CudaBackend, CopiedBlocksServeAsTheOriginals) {
+  LLMQ_REQUIRE_GPU();
+  const std::string dir = Shared("stories260K");
+  LLMQ_REQUIRE_SHARED(dir);
+  ModelConfig cfg;
+  std::unique_ptr<Weights> w;
+  ASSERT_NO_FATAL_FAILURE(Load(dir, &cfg, &w));
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    auto be = MakeCuda(cfg, *w, p);
+    ASSERT_TRUE(be);
+    Driver d(16, 64, 2);  // seq 0: blocks 0..3, seq 1: blocks 4..7
+    ASSERT_TRUE(be->AllocateKv(d.num_blocks(), 16).ok());
+    for (int i = 0; i < 40; ++i) d.tokens[0].push_back(3 + (i * 7) % 400);
+    d.tokens[1] = d.tokens[0];
+    // Seq 0 computes all 40; seq 1 gets blocks 0, 1 copied to 4, 5 and computes 32..39 only.
+    Driver first = d;
+    first.tokens[1].clear();
+    StepBatch b = first.Step(1 << 20, true);
+    std::vector<float> a(b.logits_rows.size() * cfg.vocab_size);
+    ASSERT_TRUE(be->Forward(b, a.data()).ok());
+    ASSERT_TRUE(be->CopyBlocks({{0, 4}, {1, 5}}).ok());
+    Driver second = d;
+    second.tokens[0].clear();
+    second.fed = {0, 32};
+    b = second.Step(1 << 20, true);
+    std::vector<float> c(b.logits_rows.size() * cfg.vocab_size);
+    ASSERT_TRUE(be->Forward(b, c.data()).ok());
+    const std::vector<float> tail(a.end() - c.size(), a.end());
+    EXPECT_LE(gputest::RelErr(c, tail), p == Precision::kFp32 ? 1e-5 : 1e-2);
+  }
+}
+
+TEST(CudaBackend, APositionOutsideTheContextIsAStatusNotACrash) {
+  LLMQ_REQUIRE_GPU();
+  const std::string dir = Shared("stories260K");
+  LLMQ_REQUIRE_SHARED(dir);
+  ModelConfig cfg;
+  std::unique_ptr<Weights> w;
+  ASSERT_NO_FATAL_FAILURE(Load(dir, &cfg, &w));
+  auto be = MakeCuda(cfg, *w, Precision::kBf16);
+  ASSERT_TRUE(be);
+  Driver d(16, 32, 1);
+  ASSERT_TRUE(be->AllocateKv(d.num_blocks(), 16).ok());
+  d.tokens[0] = {1, 2, 3};
+  StepBatch b = d.Step(8, false);
+  b.positions[1] = cfg.max_position_embeddings;
+  std::vector<float> logits(cfg.vocab_size);
+  const Status st = be->Forward(b, logits.data());
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+  b = d.Step(8, false);  // and the backend goes on
+  EXPECT_TRUE(be->Forward(b, logits.data()).ok());
+}
+
+}  // namespace
+}  // namespace llmq
