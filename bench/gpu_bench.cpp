@@ -12,11 +12,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "engine/cuda_backend.h"
 #include "engine/model_maker.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
@@ -185,9 +187,7 @@ struct Row {
 // the metadata, runs every layer and brings back L ids, as a serving step does).
 // Then 3 more steps with the phases profiled, printed under `title`.
 double TimeStep(CudaBackend& be, const StepBatch& b, int reps, const std::string& title,
-                int key_tile = 0) {
-  CudaTuning tune;
-  tune.attention_key_tile = key_tile;
+                CudaTuning tune = {}) {
   be.SetTuning(tune);
   std::vector<int32_t> ids(b.logits_rows.size());
   CHECK_OK(be.ForwardArgmax(b, ids.data()));  // warm-up
@@ -202,9 +202,14 @@ double TimeStep(CudaBackend& be, const StepBatch& b, int reps, const std::string
   for (int i = 0; i < 3; ++i) CHECK_OK(be.ForwardArgmax(b, ids.data()));
   std::printf("%s: %.3f ms per step (median of %d); device time per phase:\n%s", title.c_str(),
               Median(t) * 1e3, reps, be.TakeProfile(3).c_str());
-  tune.profile = false;
-  be.SetTuning(tune);
+  be.SetTuning(CudaTuning{});
   return Median(t);
+}
+
+CudaTuning Online() {
+  CudaTuning t;
+  t.attention_variant = kernels::cuda::kVariantOnline;
+  return t;
 }
 
 std::string Fmt(const char* f, double v) {
@@ -284,7 +289,11 @@ int Main(int argc, char** argv) {
                     Fmt("%.1f%% of bf16 peak", 100 * flops / dt / peak), ">= 55%"});
     std::vector<int> first;
     for (int k = 0; k < per_step; ++k) first.push_back(k);
-    TimeStep(*be, B.Step(first, plen, cfg.vocab_size, 1), 2, "prefill step of 8 x 1,024");
+    const StepBatch step = B.Step(first, plen, cfg.vocab_size, 1);
+    CudaTuning per_row;
+    per_row.prefill_gemm_min_rows = std::numeric_limits<int>::max();
+    TimeStep(*be, step, 2, "prefill step of 8 x 1,024, per-row attention", per_row);
+    TimeStep(*be, step, 2, "prefill step of 8 x 1,024");
     for (int s = 0; s < prompts; ++s) B.len[s] = 1000;  // decode rows rewrite positions 1000..
   }
   // Decode at batch 1 and at batch 256 (or all prompts), context 1,000.
@@ -293,7 +302,7 @@ int Main(int argc, char** argv) {
     for (int s = 0; s < batch; ++s) seqs.push_back(s);
     const StepBatch step = B.Step(seqs, 1, cfg.vocab_size, 2);
     const std::string title = "decode batch " + std::to_string(batch);
-    TimeStep(*be, step, quick ? 5 : 20, title + ", attention one key at a time", 1);
+    TimeStep(*be, step, quick ? 5 : 20, title + ", online-softmax attention", Online());
     const double t = TimeStep(*be, step, quick ? 5 : 20, title);
     if (batch == 1) {
       const double bytes = weights_read + 1001 * kv_token;
@@ -327,7 +336,7 @@ int Main(int argc, char** argv) {
     std::vector<int> seqs;
     for (int s = 0; s < nseq; ++s) seqs.push_back(s);
     const StepBatch step = P.Step(seqs, 1, cfg.vocab_size, 4);
-    TimeStep(*be, step, quick ? 5 : 20, "shared prefix, attention one key at a time", 1);
+    TimeStep(*be, step, quick ? 5 : 20, "shared prefix, online-softmax attention", Online());
     const double t = TimeStep(*be, step, quick ? 5 : 20, "shared prefix");
     rows.push_back({"shared prefix: " + std::to_string(nseq) + " seqs behind 2,048 tokens",
                     Fmt("%.2f ms/step", t * 1e3), Fmt("%.0f tok/s; cascade: not built", nseq / t),

@@ -28,6 +28,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/prefill_attention.h"
 
 namespace llmq {
 namespace {
@@ -143,7 +144,8 @@ class CudaBackendImpl final : public CudaBackend {
   std::string device_name() const override { return device_name_; }
 
   void SetTuning(const CudaTuning& t) override {
-    attention_key_tile_ = t.attention_key_tile;
+    attention_variant_ = t.attention_variant;
+    prefill_gemm_min_rows_ = t.prefill_gemm_min_rows;
     profile_ = t.profile;
   }
 
@@ -457,9 +459,33 @@ class CudaBackendImpl final : public CudaBackend {
     }
     if (cache_.num_blocks == 0) return Status::Internal("Forward before AllocateKv");
 
+    // Chunks of at least prefill_gemm_min_rows_ rows at consecutive positions take the
+    // matrix-product attention (PrefillAttention), when their scratch fits; the other rows
+    // (decode tokens, short chunks) the per-row kernel, over the list `rest`.
+    std::vector<int> gemm_seqs;
+    std::vector<int32_t> rest;
+    int64_t scratch = 0;
+    for (int s = 0; s < S; ++s) {
+      const int r0 = b.query_start[s], ql = b.query_start[s + 1] - r0;
+      bool gemm = ql >= prefill_gemm_min_rows_ && ql > 0;
+      for (int r = 1; gemm && r < ql; ++r) gemm = b.positions[r0 + r] == b.positions[r0] + r;
+      const int64_t bytes = gemm ? kc::PrefillScratchBytes(ql, b.positions[r0] + ql, cfg_.num_heads,
+                                                           cfg_.num_kv_heads, D, sizeof(T))
+                                 : 0;
+      if (gemm && bytes <= kMaxPrefillScratch) {
+        gemm_seqs.push_back(s);
+        scratch = std::max(scratch, bytes);
+      } else {
+        for (int r = r0; r < r0 + ql; ++r) rest.push_back(r);
+      }
+    }
+    const int n_rest = static_cast<int>(rest.size());
+    if (scratch > 0) LLMQ_RETURN_IF_ERROR(prefill_ws_.Reserve(scratch));
+
     // The metadata in one pinned buffer and one copy:
-    //   ids [T] | positions [T] | slots [T] | row_seq [T] | logits_rows [L] | tables [S, maxb]
-    const int64_t meta = 4 * int64_t{nt} + L + int64_t{S} * b.max_blocks;
+    //   ids [T] | positions [T] | slots [T] | row_seq [T] | logits_rows [L] | rest [n_rest] |
+    //   tables [S, maxb]
+    const int64_t meta = 4 * int64_t{nt} + L + n_rest + int64_t{S} * b.max_blocks;
     LLMQ_RETURN_IF_ERROR(Reserve(nt, L, meta));
     int32_t* h = host_meta_;
     std::memcpy(h, b.token_ids.data(), nt * 4);
@@ -468,16 +494,19 @@ class CudaBackendImpl final : public CudaBackend {
     for (int s = 0; s < S; ++s)
       for (int r = b.query_start[s]; r < b.query_start[s + 1]; ++r) h[3 * nt + r] = s;
     std::memcpy(h + 4 * nt, b.logits_rows.data(), L * 4);
-    std::memcpy(h + 4 * nt + L, b.block_tables.data(), int64_t{S} * b.max_blocks * 4);
+    std::memcpy(h + 4 * nt + L, rest.data(), n_rest * 4);
+    std::memcpy(h + 4 * nt + L + n_rest, b.block_tables.data(), int64_t{S} * b.max_blocks * 4);
     LLMQ_CUDA_TRY(cudaMemcpyAsync(meta_.p, h, meta * 4, cudaMemcpyHostToDevice, stream_));
     const int32_t* d = meta_.as<int32_t>();
     const int32_t *ids = d, *pos = d + nt, *slots = d + 2 * nt, *row_seq = d + 3 * nt;
-    const int32_t *rows = d + 4 * nt, *tables = d + 4 * nt + L;
+    const int32_t *rows = d + 4 * nt, *rest_rows = d + 4 * nt + L;
+    const int32_t* tables = d + 4 * nt + L + n_rest;
 
     kc::AttentionArgs aa;
     aa.q = qkv_.as<float>();
     aa.q_stride = qkv_w;
-    aa.num_tokens = nt;
+    aa.num_tokens = n_rest;
+    aa.rows = gemm_seqs.empty() ? nullptr : rest_rows;
     aa.num_heads = cfg_.num_heads;
     aa.row_seq = row_seq;
     aa.positions = pos;
@@ -485,12 +514,26 @@ class CudaBackendImpl final : public CudaBackend {
     aa.max_blocks = b.max_blocks;
     aa.max_context = max_context;
     aa.scale = 1.0f / std::sqrt(static_cast<float>(D));
-    aa.key_tile = attention_key_tile_;
-    aa.num_splits = kc::AttentionSplits(nt, cfg_.num_kv_heads, max_context, num_sms_);
-    if (aa.num_splits > 1) {
-      LLMQ_RETURN_IF_ERROR(
-          attn_ws_.Reserve(kc::AttentionWorkspaceFloats(nt, cfg_.num_heads, D, aa.num_splits) * 4));
+    aa.variant = attention_variant_;
+    aa.num_splits =
+        kc::AttentionSplitsFor(std::max(1, n_rest), cfg_.num_kv_heads, max_context, num_sms_);
+    if (aa.num_splits > 1 && n_rest > 0) {
+      LLMQ_RETURN_IF_ERROR(attn_ws_.Reserve(
+          kc::AttentionWorkspaceFloats(n_rest, cfg_.num_heads, D, aa.num_splits) * 4));
       aa.workspace = attn_ws_.as<float>();
+    }
+    std::vector<kc::PrefillChunk> chunks;
+    for (int s : gemm_seqs) {
+      kc::PrefillChunk c;
+      c.q = qkv_.as<float>();
+      c.q_stride = qkv_w;
+      c.row0 = b.query_start[s];
+      c.q_len = b.query_start[s + 1] - c.row0;
+      c.p0 = b.positions[c.row0];
+      c.num_heads = cfg_.num_heads;
+      c.block_table = tables + int64_t{s} * b.max_blocks;
+      c.scale = aa.scale;
+      chunks.push_back(c);
     }
     const float eps = static_cast<float>(cfg_.rms_norm_eps);
     float* x = x_.as<float>();
@@ -510,7 +553,14 @@ class CudaBackendImpl final : public CudaBackend {
                                           W.q_norm.as<float>(), W.k_norm.as<float>(), eps, pos,
                                           cos_sin_.as<float>(), slots, cache_, l, stream_));
       Mark(kAttention);
-      LLMQ_CUDA_TRY(kc::PagedAttention<T>(aa, cache_, l, attn_.as<T>(), stream_));
+      if (n_rest > 0) LLMQ_CUDA_TRY(kc::PagedAttention<T>(aa, cache_, l, attn_.as<T>(), stream_));
+      for (const kc::PrefillChunk& c : chunks) {
+        const kc::KernelStatus ks =
+            kc::PrefillAttention<T>(cublas_, c, cache_, l, prefill_ws_.p, attn_.as<T>(), stream_);
+        if (ks.cuda != cudaSuccess) return CudaError(ks.where, __FILE__, __LINE__, ks.cuda);
+        if (ks.blas != CUBLAS_STATUS_SUCCESS)
+          return CublasError(ks.where, __FILE__, __LINE__, ks.blas);
+      }
       Mark(kO);
       LLMQ_RETURN_IF_ERROR(Linear(attn_.as<T>(), nt, qd, W.o.as<T>(), H, x, true));
       Mark(kNorm);
@@ -552,7 +602,12 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t* host_meta_ = nullptr;  // pinned
   int64_t host_meta_cap_ = 0;
 
-  int attention_key_tile_ = 0;
+  int attention_variant_ = kc::kVariantAuto;
+  int prefill_gemm_min_rows_ = 64;
+  // The largest scratch one prefill chunk may take for its matrix-product attention; a larger
+  // chunk (a long context) goes to the per-row kernel.
+  static constexpr int64_t kMaxPrefillScratch = int64_t{1} << 30;
+  DeviceBuffer prefill_ws_;
   bool profile_ = false;
   std::vector<cudaEvent_t> events_;
   std::vector<Phase> phases_;  // the phase that begins at events_[i]

@@ -25,7 +25,10 @@ struct CudaBackendOptions {
 struct CudaTuning {
   // Time every phase of each step with device events (costs a little per step).
   bool profile = false;
-  int attention_key_tile = 0;  // kernels::cuda::AttentionArgs::key_tile (0: the default)
+  int attention_variant = 0;  // kernels::cuda::kVariant* (0: auto)
+  // Prefill chunks of at least this many rows take the matrix-product attention
+  // (kernels/cuda/prefill_attention.h); INT_MAX: never.
+  int prefill_gemm_min_rows = 64;
 };
 
 // The backend proper; the element type (bf16 or float) is chosen at creation, behind this class.

@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/vec.cuh"
 
 namespace llmq::kernels::cuda {
 namespace {
@@ -29,7 +30,9 @@ __device__ __forceinline__ void Store(bf16* p, float v) {
 template <class T, int DPL, int GC, int KT>
 __global__ void __launch_bounds__(32 * kWarps)
     AttentionKernel(AttentionArgs a, KvCache<T> c, int layer, int chunks, T* out, float* ws) {
-  const int t = blockIdx.x, lane = threadIdx.x, warp = threadIdx.y;
+  // Launch index i (the workspace's row) and query row t (q, positions, out).
+  const int i_row = blockIdx.x, t = a.rows ? a.rows[i_row] : i_row;
+  const int lane = threadIdx.x, warp = threadIdx.y;
   const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
   const int D = c.head_dim, G = a.num_heads / c.kv_heads;
   const int h0 = kvh * G + chunk * GC, nheads = min(GC, G - chunk * GC);
@@ -127,7 +130,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     if (splits == 1) {
       Store(out + static_cast<int64_t>(t) * a.num_heads * D + h * D + d, L > 0.f ? A / L : 0.f);
     } else {
-      const int64_t part = (static_cast<int64_t>(t) * a.num_heads + h) * splits + split;
+      const int64_t part = (static_cast<int64_t>(i_row) * a.num_heads + h) * splits + split;
       ws[part * D + d] = A;
       if (d == 0) {
         float* ml = ws + static_cast<int64_t>(a.num_tokens) * a.num_heads * splits * D;
@@ -138,12 +141,153 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
+// The two-phase kernel for head_dim 64 and 128 (kVariantPartition). grid: x = query row, y = kv
+// head * head chunks + chunk, z = context partition; block: 128 threads (4 warps).
+//   1. Scores: groups of 8 lanes take one key each (a warp 4 keys, the block 16 at a time); lane g
+//      of a group holds dims [g * DPG, g * DPG + DPG) of the chunk's GC query heads (DPG = D / 8)
+//      and loads the same dims of the key in 16-byte loads; 3 shuffles finish each dot product.
+//      Scores go to shared memory [GC, part_len].
+//   2. Softmax: warp i takes head i's scores (max, exp, sum) in shared memory.
+//   3. Values: warp w takes keys w, w + 4, ...; lane l holds dims [l * D/32, ...) of every head's
+//      weighted sum; the loads of 4 keys are issued before their use. The 4 warps' sums are then
+//      added through shared memory.
+// No running max is corrected key by key, so nothing serialises the loads.
+template <class T, int DPG, int GC>
+__global__ void __launch_bounds__(128)
+    PartitionKernel(AttentionArgs a, KvCache<T> c, int layer, int chunks, int part_len, T* out,
+                    float* ws) {
+  constexpr int D = 8 * DPG, DPL = D / 32;
+  const int i_row = blockIdx.x, t = a.rows ? a.rows[i_row] : i_row;
+  const int tid = threadIdx.x, warp = tid >> 5, wl = tid & 31;
+  const int grp = wl >> 3, gl = wl & 7;
+  const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
+  const int G = a.num_heads / c.kv_heads;
+  const int h0 = kvh * G + chunk * GC, nheads = min(GC, G - chunk * GC);
+  const int part = blockIdx.z, parts = gridDim.z;
+  const int ctx = a.positions[t] + 1;
+  const int k0 = part * part_len, k1 = min(ctx, k0 + part_len), n = max(0, k1 - k0);
+  const int32_t* table = a.block_tables + static_cast<int64_t>(a.row_seq[t]) * a.max_blocks;
+
+  extern __shared__ float smem[];
+  float* scores = smem;               // [GC][part_len]
+  float* red = smem + GC * part_len;  // [4][GC][D]
+  float* stat = red + 4 * GC * D;     // [GC][2]: max, sum
+
+  float q[GC][DPG];
+#pragma unroll
+  for (int i = 0; i < GC; ++i)
+#pragma unroll
+    for (int k = 0; k < DPG; ++k)
+      q[i][k] = i < nheads ? a.q[t * a.q_stride + (h0 + i) * D + gl * DPG + k] * a.scale : 0.f;
+
+  // 1. Scores. The loop is uniform across the warp (the shuffles need every lane); a group whose
+  // key is past the end computes on zeros and stores nothing.
+  for (int jb = warp * 4; jb < n; jb += 16) {
+    const int j = jb + grp;
+    float kx[DPG];
+    if (j < n) {
+      const int key = k0 + j;
+      LoadN<T, DPG>(
+          c.k + c.Index(layer, table[key / c.block_size], kvh, key % c.block_size) + gl * DPG, kx);
+    } else {
+#pragma unroll
+      for (int k = 0; k < DPG; ++k) kx[k] = 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < GC; ++i) {
+      float s = 0.f;
+#pragma unroll
+      for (int k = 0; k < DPG; ++k) s += q[i][k] * kx[k];
+      s += __shfl_xor_sync(0xffffffffu, s, 4);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      if (gl == 0 && j < n) scores[i * part_len + j] = s;
+    }
+  }
+  __syncthreads();
+  // 2. Softmax of each head's scores (unnormalised: p = exp(s - max); the sum is kept).
+  for (int i = warp; i < GC; i += 4) {
+    float m = -INFINITY;
+    for (int j = wl; j < n; j += 32) m = fmaxf(m, scores[i * part_len + j]);
+    m = WarpMax(m);
+    float l = 0.f;
+    for (int j = wl; j < n; j += 32) {
+      const float p = expf(scores[i * part_len + j] - m);
+      scores[i * part_len + j] = p;
+      l += p;
+    }
+    l = WarpSum(l);
+    if (wl == 0) {
+      stat[2 * i] = m;
+      stat[2 * i + 1] = l;
+    }
+  }
+  __syncthreads();
+  // 3. Values.
+  float acc[GC][DPL];
+#pragma unroll
+  for (int i = 0; i < GC; ++i)
+#pragma unroll
+    for (int k = 0; k < DPL; ++k) acc[i][k] = 0.f;
+  constexpr int U = 4;  // keys whose loads are in flight together
+  for (int j = warp; j < n; j += 4 * U) {
+    float vx[U][DPL];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int jj = j + 4 * u;
+      if (jj < n) {
+        const int key = k0 + jj;
+        LoadN<T, DPL>(
+            c.v + c.Index(layer, table[key / c.block_size], kvh, key % c.block_size) + wl * DPL,
+            vx[u]);
+      } else {
+#pragma unroll
+        for (int k = 0; k < DPL; ++k) vx[u][k] = 0.f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int jj = j + 4 * u;
+      if (jj >= n) break;
+#pragma unroll
+      for (int i = 0; i < GC; ++i) {
+        const float p = scores[i * part_len + jj];
+#pragma unroll
+        for (int k = 0; k < DPL; ++k) acc[i][k] += p * vx[u][k];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < GC; ++i)
+#pragma unroll
+    for (int k = 0; k < DPL; ++k) red[(warp * GC + i) * D + wl * DPL + k] = acc[i][k];
+  __syncthreads();
+  for (int idx = tid; idx < nheads * D; idx += 128) {
+    const int i = idx / D, d = idx % D;
+    const float A = red[(0 * GC + i) * D + d] + red[(1 * GC + i) * D + d] +
+                    red[(2 * GC + i) * D + d] + red[(3 * GC + i) * D + d];
+    const float M = stat[2 * i], L = n > 0 ? stat[2 * i + 1] : 0.f;
+    const int h = h0 + i;
+    if (parts == 1) {
+      Store(out + static_cast<int64_t>(t) * a.num_heads * D + h * D + d, L > 0.f ? A / L : 0.f);
+    } else {
+      const int64_t pidx = (static_cast<int64_t>(i_row) * a.num_heads + h) * parts + part;
+      ws[pidx * D + d] = A;
+      if (d == 0) {
+        float* ml = ws + static_cast<int64_t>(a.num_tokens) * a.num_heads * parts * D;
+        ml[2 * pidx] = M;
+        ml[2 * pidx + 1] = L;
+      }
+    }
+  }
+}
+
 // grid: (T, heads); block: 128 threads over head_dim. Merges the splits' partial results.
 template <class T>
-__global__ void MergeSplitsKernel(const float* ws, int num_tokens, int num_heads, int D, int splits,
-                                  T* out) {
-  const int t = blockIdx.x, h = blockIdx.y;
-  const int64_t part0 = (static_cast<int64_t>(t) * num_heads + h) * splits;
+__global__ void MergeSplitsKernel(const float* ws, const int32_t* rows, int num_tokens,
+                                  int num_heads, int D, int splits, T* out) {
+  const int i_row = blockIdx.x, h = blockIdx.y, t = rows ? rows[i_row] : i_row;
+  const int64_t part0 = (static_cast<int64_t>(i_row) * num_heads + h) * splits;
   const float* ml = ws + static_cast<int64_t>(num_tokens) * num_heads * splits * D;
   float M = -INFINITY;
   for (int s = 0; s < splits; ++s)
@@ -167,9 +311,9 @@ cudaError_t Launch(const AttentionArgs& a, const KvCache<T>& c, int layer, T* ou
                    cudaStream_t stream) {
   const int G = a.num_heads / c.kv_heads, chunks = (G + GC - 1) / GC;
   const dim3 grid(a.num_tokens, c.kv_heads * chunks, a.num_splits);
-  // Key tiles of 4 where the registers allow (a.key_tile == 1 forces single keys).
+  // Key tiles of 4 where the registers allow (kVariantOnlineSingleKey: one key at a time).
   constexpr int kTile = (DPL * GC >= 32) ? 2 : 4;
-  if (a.key_tile == 1)
+  if (a.variant == kVariantOnlineSingleKey)
     AttentionKernel<T, DPL, GC, 1>
         <<<grid, dim3(32, kWarps), 0, stream>>>(a, c, layer, chunks, out, a.workspace);
   else
@@ -177,8 +321,40 @@ cudaError_t Launch(const AttentionArgs& a, const KvCache<T>& c, int layer, T* ou
         <<<grid, dim3(32, kWarps), 0, stream>>>(a, c, layer, chunks, out, a.workspace);
   if (a.num_splits > 1)
     MergeSplitsKernel<T><<<dim3(a.num_tokens, a.num_heads), 128, 0, stream>>>(
-        a.workspace, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
+        a.workspace, a.rows, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
   return cudaGetLastError();
+}
+
+// The partition length: the context split into num_splits ranges, rounded up to 32 keys.
+int PartLen(const AttentionArgs& a) {
+  const int len = (a.max_context + a.num_splits - 1) / a.num_splits;
+  return (len + 31) / 32 * 32;
+}
+
+template <class T, int DPG, int GC>
+cudaError_t LaunchPartition(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
+                            cudaStream_t stream) {
+  constexpr int D = 8 * DPG;
+  const int G = a.num_heads / c.kv_heads, chunks = (G + GC - 1) / GC;
+  const int part_len = PartLen(a);
+  const size_t smem = sizeof(float) * (GC * part_len + 4 * GC * D + 2 * GC);
+  if (smem > 48 * 1024) return cudaErrorInvalidValue;  // PartitionFits keeps it under
+  const dim3 grid(a.num_tokens, c.kv_heads * chunks, a.num_splits);
+  PartitionKernel<T, DPG, GC>
+      <<<grid, 128, smem, stream>>>(a, c, layer, chunks, part_len, out, a.workspace);
+  if (a.num_splits > 1)
+    MergeSplitsKernel<T><<<dim3(a.num_tokens, a.num_heads), 128, 0, stream>>>(
+        a.workspace, a.rows, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
+  return cudaGetLastError();
+}
+
+template <class T, int DPG>
+cudaError_t LaunchPartitionDpg(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
+                               cudaStream_t stream) {
+  const int G = a.num_heads / c.kv_heads;
+  if (G >= 4) return LaunchPartition<T, DPG, 4>(a, c, layer, out, stream);
+  if (G >= 2) return LaunchPartition<T, DPG, 2>(a, c, layer, out, stream);
+  return LaunchPartition<T, DPG, 1>(a, c, layer, out, stream);
 }
 
 template <class T, int DPL>
@@ -200,6 +376,17 @@ int AttentionSplits(int num_tokens, int kv_heads, int max_context, int num_sms) 
   return static_cast<int>(std::clamp<int64_t>(want, 1, std::max(1, max_context / 128)));
 }
 
+int AttentionSplitsFor(int num_tokens, int kv_heads, int max_context, int num_sms) {
+  // At least enough partitions that a partition's scores fit the shared memory.
+  const int min_parts = (max_context + kMaxPartLen - 1) / kMaxPartLen;
+  return std::max(AttentionSplits(num_tokens, kv_heads, max_context, num_sms), min_parts);
+}
+
+bool PartitionFits(int head_dim, int max_context, int num_splits) {
+  if (head_dim != 64 && head_dim != 128) return false;
+  return (max_context + num_splits - 1) / num_splits <= kMaxPartLen;
+}
+
 int64_t AttentionWorkspaceFloats(int num_tokens, int num_heads, int head_dim, int num_splits) {
   return int64_t{num_tokens} * num_heads * num_splits * (head_dim + 2);
 }
@@ -212,6 +399,14 @@ cudaError_t PagedAttention(const AttentionArgs& a, const KvCache<T>& c, int laye
       (a.num_splits > 1 && !a.workspace))
     return cudaErrorInvalidValue;
   const int D = c.head_dim;
+  const bool partition =
+      a.variant == kVariantPartition ||
+      (a.variant == kVariantAuto && PartitionFits(D, a.max_context, a.num_splits));
+  if (partition) {
+    if (!PartitionFits(D, a.max_context, a.num_splits)) return cudaErrorInvalidValue;
+    return D == 64 ? LaunchPartitionDpg<T, 8>(a, c, layer, out, stream)
+                   : LaunchPartitionDpg<T, 16>(a, c, layer, out, stream);
+  }
   if (D <= 32) return LaunchDpl<T, 1>(a, c, layer, out, stream);
   if (D <= 64) return LaunchDpl<T, 2>(a, c, layer, out, stream);
   if (D <= 128) return LaunchDpl<T, 4>(a, c, layer, out, stream);

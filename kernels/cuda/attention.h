@@ -18,9 +18,12 @@
 namespace llmq::kernels::cuda {
 
 struct AttentionArgs {
-  const float* q = nullptr;               // [T, q_stride] float, head h at +h*head_dim
-  int64_t q_stride = 0;                   //
-  int num_tokens = 0;                     // T
+  const float* q = nullptr;  // [T, q_stride] float, head h at +h*head_dim
+  int64_t q_stride = 0;      //
+  int num_tokens = 0;        // T, or the length of `rows`
+  // When set, the launch covers these query rows only ([num_tokens] device ints); the others are
+  // left as they are (the rows of chunks that PrefillAttention serves).
+  const int32_t* rows = nullptr;
   int num_heads = 0;                      // query heads; a multiple of the cache's kv_heads
   const int32_t* row_seq = nullptr;       // [T] the sequence of each query row
   const int32_t* positions = nullptr;     // [T]
@@ -30,10 +33,22 @@ struct AttentionArgs {
   float scale = 1.f;
   int num_splits = 1;          // from AttentionSplits
   float* workspace = nullptr;  // AttentionWorkspaceFloats(...) floats when num_splits > 1
-  // Keys a warp loads before using them: 0 = the default (4, or 2 for wide heads), 1 = one at a
-  // time (kept to compare the two).
-  int key_tile = 0;
+  int variant = 0;             // kVariant*: which kernel
 };
+
+// The kernels: kVariantAuto takes the two-phase partition kernel where it applies (head_dim 64 or
+// 128, partitions of at most kMaxPartLen keys) and the online-softmax kernel elsewhere. The others
+// force one (benchmarks and tests compare them).
+constexpr int kVariantAuto = 0;
+constexpr int kVariantOnline = 1;           // a running max per key tile of 4 (2 for wide heads)
+constexpr int kVariantOnlineSingleKey = 2;  // the same, one key at a time
+constexpr int kVariantPartition = 3;        // scores, softmax, then values, per partition
+constexpr int kMaxPartLen = 512;
+
+// True when the partition kernel serves head_dim and the partitions are short enough.
+bool PartitionFits(int head_dim, int max_context, int num_splits);
+// AttentionSplits, raised so that no partition exceeds kMaxPartLen keys.
+int AttentionSplitsFor(int num_tokens, int kv_heads, int max_context, int num_sms);
 
 // How many context splits a launch of `num_tokens` rows should use on a device with `num_sms`
 // multiprocessors (plain arithmetic: enough blocks to fill the device, no split under 128 keys).

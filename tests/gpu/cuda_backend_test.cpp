@@ -167,10 +167,15 @@ TEST(CudaBackend, Stories260KBf16MatchesTheFirst16Tokens) {
 
 // Logits of every row of a prefill, a chunked prefill over a cached prefix and decode steps, CUDA
 // vs the CPU backend on the same tokens (teacher-forced, so both see the same inputs).
-void CheckAgainstCpu(const ModelConfig& cfg, const Weights& w, Precision precision, double tol) {
+// With `prefill_gemm_min_rows` 2 the prefill chunks take the matrix-product attention.
+void CheckAgainstCpu(const ModelConfig& cfg, const Weights& w, Precision precision, double tol,
+                     int prefill_gemm_min_rows = 64) {
   CpuBackend cpu(cfg, w);
   auto gpu = MakeCuda(cfg, w, precision);
   ASSERT_TRUE(gpu);
+  CudaTuning tune;
+  tune.prefill_gemm_min_rows = prefill_gemm_min_rows;
+  gpu->SetTuning(tune);
   const int max_len = 120;
   Driver d(16, max_len, 3);
   ASSERT_TRUE(cpu.AllocateKv(d.num_blocks(), 16).ok());
@@ -217,6 +222,8 @@ TEST(CudaBackend, LogitsMatchTheCpuBackendForEveryFamily) {
     SCOPED_TRACE(std::string(f.arch) + (f.tie ? " tied" : " untied"));
     CheckAgainstCpu(cfg, *w, Precision::kFp32, 1e-4);
     CheckAgainstCpu(cfg, *w, Precision::kBf16, 5e-2);
+    CheckAgainstCpu(cfg, *w, Precision::kFp32, 1e-4, /*prefill_gemm_min_rows=*/2);
+    CheckAgainstCpu(cfg, *w, Precision::kBf16, 5e-2, /*prefill_gemm_min_rows=*/2);
   }
 }
 
@@ -234,6 +241,7 @@ TEST(CudaBackend, SharedModelsLogitsMatchTheCpuBackend) {
     SCOPED_TRACE(name);
     CheckAgainstCpu(cfg, *w, Precision::kFp32, 1e-4);
     CheckAgainstCpu(cfg, *w, Precision::kBf16, 5e-2);
+    CheckAgainstCpu(cfg, *w, Precision::kFp32, 1e-4, /*prefill_gemm_min_rows=*/2);
   }
 }
 

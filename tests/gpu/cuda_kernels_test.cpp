@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <numeric>
 
 #include "engine/sampler.h"
@@ -13,6 +14,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/prefill_attention.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace llmq {
@@ -176,8 +178,9 @@ struct AttnShape {
 TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
   LLMQ_REQUIRE_GPU();
   using T = TypeParam;
-  for (const AttnShape s : {AttnShape{8, 4, 8}, AttnShape{32, 8, 128}, AttnShape{12, 1, 64},
-                            AttnShape{4, 4, 256}, AttnShape{6, 2, 40}}) {
+  for (const AttnShape s :
+       {AttnShape{8, 4, 8}, AttnShape{32, 8, 128}, AttnShape{12, 1, 64}, AttnShape{4, 4, 256},
+        AttnShape{6, 2, 40}, AttnShape{4, 2, 64}, AttnShape{8, 8, 128}}) {
     const int bs = 16, D = s.d, kvd = s.nkv * D;
     // Per sequence: context length after the step, and query rows (the last q of the context).
     const std::vector<int> ctx = {1, 17, 300, 129, 1000}, qlen = {1, 17, 5, 1, 2};
@@ -243,8 +246,14 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
     cache.v = dv.p;
     DevArray<float> dq(q);
     DevInts dpos(positions), dseq(row_seq), dtab(tables);
-    for (auto [splits, tile] :
-         {std::pair{1, 0}, std::pair{3, 0}, std::pair{8, 0}, std::pair{1, 1}, std::pair{3, 1}}) {
+    // Every kernel variant at several splits; the partition kernel where it applies.
+    const bool part = kc::PartitionFits(D, 1000, 2);
+    for (auto [splits, variant] :
+         {std::pair{1, kc::kVariantOnline}, std::pair{3, kc::kVariantOnline},
+          std::pair{8, kc::kVariantOnline}, std::pair{1, kc::kVariantOnlineSingleKey},
+          std::pair{3, kc::kVariantOnlineSingleKey}, std::pair{2, kc::kVariantPartition},
+          std::pair{5, kc::kVariantPartition}, std::pair{9, kc::kVariantAuto}}) {
+      if (variant == kc::kVariantPartition && !part) continue;
       kc::AttentionArgs a;
       a.q = dq.p;
       a.q_stride = q_stride;
@@ -257,14 +266,64 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
       a.max_context = 1000;
       a.scale = scale;
       a.num_splits = splits;
-      a.key_tile = tile;
+      a.variant = variant;
       DevArray<float> ws(kc::AttentionWorkspaceFloats(T_rows, s.nh, D, splits));
       a.workspace = ws.p;
       DevArray<T> out(want.size());
       ASSERT_EQ(kc::PagedAttention<T>(a, cache, 0, out.p, nullptr), cudaSuccess);
       EXPECT_LE(RelErr(out.Get(), want), gputest::Tol<T>())
           << "heads " << s.nh << "/" << s.nkv << ", head_dim " << D << ", splits " << splits
-          << ", key tile " << tile;
+          << ", variant " << variant;
+    }
+    // The matrix-product path for the sequences with several query rows, the per-row kernel
+    // (restricted to a row list) for the rest, into one output.
+    {
+      std::vector<int32_t> rest;
+      DevArray<T> out(want.size());
+      std::vector<std::unique_ptr<DevInts>> keep;
+      cublasHandle_t h;
+      ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+      for (int sq = 0; sq < S; ++sq) {
+        if (qlen[sq] < 2) {
+          for (int r = query_start[sq]; r < query_start[sq + 1]; ++r) rest.push_back(r);
+          continue;
+        }
+        kc::PrefillChunk c;
+        c.q = dq.p;
+        c.q_stride = q_stride;
+        c.row0 = query_start[sq];
+        c.q_len = qlen[sq];
+        c.p0 = ctx[sq] - qlen[sq];
+        c.num_heads = s.nh;
+        c.block_table = dtab.p + sq * max_blocks;
+        c.scale = scale;
+        DevArray<char> scratch(
+            kc::PrefillScratchBytes(c.q_len, ctx[sq], s.nh, s.nkv, D, sizeof(T)));
+        const kc::KernelStatus ks =
+            kc::PrefillAttention<T>(h, c, cache, 0, scratch.p, out.p, nullptr);
+        ASSERT_TRUE(ks.ok()) << ks.where;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      }
+      cublasDestroy(h);
+      DevInts drest(rest);
+      kc::AttentionArgs a;
+      a.q = dq.p;
+      a.q_stride = q_stride;
+      a.num_tokens = static_cast<int>(rest.size());
+      a.rows = drest.p;
+      a.num_heads = s.nh;
+      a.row_seq = dseq.p;
+      a.positions = dpos.p;
+      a.block_tables = dtab.p;
+      a.max_blocks = max_blocks;
+      a.max_context = 1000;
+      a.scale = scale;
+      a.num_splits = 3;
+      DevArray<float> ws(kc::AttentionWorkspaceFloats(a.num_tokens, s.nh, D, 3));
+      a.workspace = ws.p;
+      ASSERT_EQ(kc::PagedAttention<T>(a, cache, 0, out.p, nullptr), cudaSuccess);
+      EXPECT_LE(RelErr(out.Get(), want), gputest::Tol<T>())
+          << "prefill path: heads " << s.nh << "/" << s.nkv << ", head_dim " << D;
     }
   }
 }
