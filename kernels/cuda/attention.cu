@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/vec.cuh"
 
@@ -9,17 +10,24 @@ namespace {
 
 constexpr int kWarps = 4;  // warps per block; each takes every kWarps-th key of the range
 
-__device__ __forceinline__ float ToF(float v) {
-  return v;
-}
-__device__ __forceinline__ float ToF(bf16 v) {
-  return __bfloat162float(v);
-}
-__device__ __forceinline__ void Store(float* p, float v) {
-  *p = v;
-}
-__device__ __forceinline__ void Store(bf16* p, float v) {
-  *p = __float2bfloat16_rn(v);
+// One (row, head, dim) result of a block: normalised into `out` when the launch has one split,
+// else the split's partial (weighted sum A, max M, sum L) into the workspace for MergeSplitsKernel:
+//   ws: [rows, heads, splits, D] sums, then [rows, heads, splits, 2] (M, L).
+template <class T>
+__device__ __forceinline__ void WriteResult(const AttentionArgs& a, int t, int i_row, int h, int d,
+                                            int D, int split, int splits, float A, float M, float L,
+                                            T* out, float* ws) {
+  if (splits == 1) {
+    Store(out + static_cast<int64_t>(t) * a.num_heads * D + h * D + d, L > 0.f ? A / L : 0.f);
+    return;
+  }
+  const int64_t part = (static_cast<int64_t>(i_row) * a.num_heads + h) * splits + split;
+  ws[part * D + d] = A;
+  if (d == 0) {
+    float* ml = ws + static_cast<int64_t>(a.num_tokens) * a.num_heads * splits * D;
+    ml[2 * part] = M;
+    ml[2 * part + 1] = L;
+  }
 }
 
 // grid: x = query row, y = kv head * head chunks + chunk, z = context split; block: 32 x kWarps.
@@ -126,18 +134,7 @@ __global__ void __launch_bounds__(32 * kWarps)
         L += sm_l[w][i] * e;
         A += sm_acc[w][i][d] * e;
       }
-    const int h = h0 + i;
-    if (splits == 1) {
-      Store(out + static_cast<int64_t>(t) * a.num_heads * D + h * D + d, L > 0.f ? A / L : 0.f);
-    } else {
-      const int64_t part = (static_cast<int64_t>(i_row) * a.num_heads + h) * splits + split;
-      ws[part * D + d] = A;
-      if (d == 0) {
-        float* ml = ws + static_cast<int64_t>(a.num_tokens) * a.num_heads * splits * D;
-        ml[2 * part] = M;
-        ml[2 * part + 1] = L;
-      }
-    }
+    WriteResult(a, t, i_row, h0 + i, d, D, split, splits, A, M, L, out, ws);
   }
 }
 
@@ -267,18 +264,7 @@ __global__ void __launch_bounds__(128)
     const float A = red[(0 * GC + i) * D + d] + red[(1 * GC + i) * D + d] +
                     red[(2 * GC + i) * D + d] + red[(3 * GC + i) * D + d];
     const float M = stat[2 * i], L = n > 0 ? stat[2 * i + 1] : 0.f;
-    const int h = h0 + i;
-    if (parts == 1) {
-      Store(out + static_cast<int64_t>(t) * a.num_heads * D + h * D + d, L > 0.f ? A / L : 0.f);
-    } else {
-      const int64_t pidx = (static_cast<int64_t>(i_row) * a.num_heads + h) * parts + part;
-      ws[pidx * D + d] = A;
-      if (d == 0) {
-        float* ml = ws + static_cast<int64_t>(a.num_tokens) * a.num_heads * parts * D;
-        ml[2 * pidx] = M;
-        ml[2 * pidx + 1] = L;
-      }
-    }
+    WriteResult(a, t, i_row, h0 + i, d, D, part, parts, A, M, L, out, ws);
   }
 }
 

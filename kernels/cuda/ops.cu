@@ -1,27 +1,11 @@
 #include <cfloat>
 
+#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace llmq::kernels::cuda {
 namespace {
-
-__device__ __forceinline__ float ToF(float v) {
-  return v;
-}
-__device__ __forceinline__ float ToF(bf16 v) {
-  return __bfloat162float(v);
-}
-template <class T>
-__device__ __forceinline__ T FromF(float v);
-template <>
-__device__ __forceinline__ float FromF<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ bf16 FromF<bf16>(float v) {
-  return __float2bfloat16_rn(v);
-}
 
 int Blocks(int64_t n, int threads) {
   return static_cast<int>((n + threads - 1) / threads);

@@ -1,24 +1,11 @@
 #include <type_traits>
 
+#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace llmq::kernels::cuda {
 namespace {
-
-__device__ __forceinline__ float ToF(float v) {
-  return v;
-}
-__device__ __forceinline__ float ToF(bf16 v) {
-  return __bfloat162float(v);
-}
-template <class T>
-__device__ __forceinline__ T FromF(float v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return __float2bfloat16_rn(v);
-}
 
 int64_t Align(int64_t bytes) {
   return (bytes + 255) / 256 * 256;

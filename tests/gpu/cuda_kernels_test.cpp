@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <memory>
 #include <numeric>
 
 #include "engine/sampler.h"
@@ -32,6 +31,19 @@ using kc::bf16;
 template <class T>
 std::vector<float> AsStored(std::vector<float> v) {
   return std::is_same_v<T, float> ? v : RoundBf16(std::move(v));
+}
+
+// y[r, c] = (y0[r, c] +) sum_i x[r, i] * w[c, i], in double.   x: [t, k]; w: [n, k]
+std::vector<float> Product(const std::vector<float>& x, const std::vector<float>& w,
+                           const std::vector<float>* y0, int t, int k, int n) {
+  std::vector<float> y(size_t(t) * n);
+  for (int r = 0; r < t; ++r)
+    for (int c = 0; c < n; ++c) {
+      double sum = y0 ? (*y0)[size_t(r) * n + c] : 0.0;
+      for (int i = 0; i < k; ++i) sum += double(x[size_t(r) * k + i]) * w[size_t(c) * k + i];
+      y[size_t(r) * n + c] = float(sum);
+    }
+  return y;
 }
 
 template <class T>
@@ -246,18 +258,11 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
     cache.v = dv.p;
     DevArray<float> dq(q);
     DevInts dpos(positions), dseq(row_seq), dtab(tables);
-    // Every kernel variant at several splits; the partition kernel where it applies.
-    const bool part = kc::PartitionFits(D, 1000, 2);
-    for (auto [splits, variant] :
-         {std::pair{1, kc::kVariantOnline}, std::pair{3, kc::kVariantOnline},
-          std::pair{8, kc::kVariantOnline}, std::pair{1, kc::kVariantOnlineSingleKey},
-          std::pair{3, kc::kVariantOnlineSingleKey}, std::pair{2, kc::kVariantPartition},
-          std::pair{5, kc::kVariantPartition}, std::pair{9, kc::kVariantAuto}}) {
-      if (variant == kc::kVariantPartition && !part) continue;
+    auto make_args = [&](int num_tokens, int splits) {
       kc::AttentionArgs a;
       a.q = dq.p;
       a.q_stride = q_stride;
-      a.num_tokens = T_rows;
+      a.num_tokens = num_tokens;
       a.num_heads = s.nh;
       a.row_seq = dseq.p;
       a.positions = dpos.p;
@@ -266,6 +271,17 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
       a.max_context = 1000;
       a.scale = scale;
       a.num_splits = splits;
+      return a;
+    };
+    // Every kernel variant at several splits; the partition kernel where it applies.
+    const bool part = kc::PartitionFits(D, 1000, 2);
+    for (auto [splits, variant] :
+         {std::pair{1, kc::kVariantOnline}, std::pair{3, kc::kVariantOnline},
+          std::pair{8, kc::kVariantOnline}, std::pair{1, kc::kVariantOnlineSingleKey},
+          std::pair{3, kc::kVariantOnlineSingleKey}, std::pair{2, kc::kVariantPartition},
+          std::pair{5, kc::kVariantPartition}, std::pair{9, kc::kVariantAuto}}) {
+      if (variant == kc::kVariantPartition && !part) continue;
+      kc::AttentionArgs a = make_args(T_rows, splits);
       a.variant = variant;
       DevArray<float> ws(kc::AttentionWorkspaceFloats(T_rows, s.nh, D, splits));
       a.workspace = ws.p;
@@ -280,7 +296,6 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
     {
       std::vector<int32_t> rest;
       DevArray<T> out(want.size());
-      std::vector<std::unique_ptr<DevInts>> keep;
       cublasHandle_t h;
       ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
       for (int sq = 0; sq < S; ++sq) {
@@ -306,19 +321,8 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
       }
       cublasDestroy(h);
       DevInts drest(rest);
-      kc::AttentionArgs a;
-      a.q = dq.p;
-      a.q_stride = q_stride;
-      a.num_tokens = static_cast<int>(rest.size());
+      kc::AttentionArgs a = make_args(static_cast<int>(rest.size()), 3);
       a.rows = drest.p;
-      a.num_heads = s.nh;
-      a.row_seq = dseq.p;
-      a.positions = dpos.p;
-      a.block_tables = dtab.p;
-      a.max_blocks = max_blocks;
-      a.max_context = 1000;
-      a.scale = scale;
-      a.num_splits = 3;
       DevArray<float> ws(kc::AttentionWorkspaceFloats(a.num_tokens, s.nh, D, 3));
       a.workspace = ws.p;
       ASSERT_EQ(kc::PagedAttention<T>(a, cache, 0, out.p, nullptr), cudaSuccess);
@@ -339,13 +343,7 @@ TYPED_TEST(CudaKernels, GemmMatchesDoubleReference) {
     const auto w = AsStored<T>(Random(size_t(n) * k, 71 + k));
     const auto y0 = Random(size_t(t) * n, 72 + k);
     for (bool acc : {false, true}) {
-      std::vector<float> want(size_t(t) * n);
-      for (int r = 0; r < t; ++r)
-        for (int c = 0; c < n; ++c) {
-          double sum = acc ? y0[size_t(r) * n + c] : 0.0;
-          for (int i = 0; i < k; ++i) sum += double(x[size_t(r) * k + i]) * w[size_t(c) * k + i];
-          want[size_t(r) * n + c] = float(sum);
-        }
+      const std::vector<float> want = Product(x, w, acc ? &y0 : nullptr, t, k, n);
       DevArray<T> dx(x), dw(w);
       DevArray<float> y(acc ? y0 : std::vector<float>(size_t(t) * n, NAN));
       ASSERT_EQ(kc::Gemm<T>(h, dx.p, t, k, dw.p, n, y.p, acc), CUBLAS_STATUS_SUCCESS);
@@ -368,13 +366,7 @@ TYPED_TEST(CudaKernels, GemvMatchesDoubleReference) {
       const auto w = AsStored<T>(Random(size_t(n) * k, 101 + k));
       const auto y0 = Random(size_t(t) * n, 102 + k);
       for (bool acc : {false, true}) {
-        std::vector<float> want(size_t(t) * n);
-        for (int r = 0; r < t; ++r)
-          for (int c = 0; c < n; ++c) {
-            double sum = acc ? y0[size_t(r) * n + c] : 0.0;
-            for (int i = 0; i < k; ++i) sum += double(x[size_t(r) * k + i]) * w[size_t(c) * k + i];
-            want[size_t(r) * n + c] = float(sum);
-          }
+        const std::vector<float> want = Product(x, w, acc ? &y0 : nullptr, t, k, n);
         DevArray<T> dx(x), dw(w);
         DevArray<float> y(acc ? y0 : std::vector<float>(size_t(t) * n, NAN));
         ASSERT_EQ(kc::Gemv<T>(dx.p, t, k, dw.p, n, y.p, acc, nullptr), cudaSuccess);
