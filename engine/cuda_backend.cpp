@@ -23,6 +23,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "engine/cuda_step_plan.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/gemm.h"
@@ -451,34 +452,14 @@ class CudaBackendImpl final : public CudaBackend {
     const int qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), D = cfg_.head_dim;
     const int qkv_w = qd + 2 * kvd;
     if (nt == 0) return Status::Ok();
-    int max_context = 0;
-    for (int32_t p : b.positions) {
-      if (p < 0 || p >= cfg_.max_position_embeddings)
-        return Status::InvalidArgument("position " + std::to_string(p) + " is outside the context");
-      max_context = std::max(max_context, p + 1);
-    }
     if (cache_.num_blocks == 0) return Status::Internal("Forward before AllocateKv");
-
-    // Chunks of at least prefill_gemm_min_rows_ rows at consecutive positions take the
-    // matrix-product attention (PrefillAttention), when their scratch fits; the other rows
-    // (decode tokens, short chunks) the per-row kernel, over the list `rest`.
-    std::vector<int> gemm_seqs;
-    std::vector<int32_t> rest;
-    int64_t scratch = 0;
-    for (int s = 0; s < S; ++s) {
-      const int r0 = b.query_start[s], ql = b.query_start[s + 1] - r0;
-      bool gemm = ql >= prefill_gemm_min_rows_ && ql > 0;
-      for (int r = 1; gemm && r < ql; ++r) gemm = b.positions[r0 + r] == b.positions[r0] + r;
-      const int64_t bytes = gemm ? kc::PrefillScratchBytes(ql, b.positions[r0] + ql, cfg_.num_heads,
-                                                           cfg_.num_kv_heads, D, sizeof(T))
-                                 : 0;
-      if (gemm && bytes <= kMaxPrefillScratch) {
-        gemm_seqs.push_back(s);
-        scratch = std::max(scratch, bytes);
-      } else {
-        for (int r = r0; r < r0 + ql; ++r) rest.push_back(r);
-      }
-    }
+    CudaStepPlan plan;
+    LLMQ_RETURN_IF_ERROR(
+        PlanCudaStep(b, cfg_, sizeof(T), prefill_gemm_min_rows_, kMaxPrefillScratch, &plan));
+    const int max_context = plan.max_context;
+    const std::vector<int>& gemm_seqs = plan.prefill_seqs;
+    const std::vector<int32_t>& rest = plan.rest_rows;
+    const int64_t scratch = plan.prefill_scratch;
     const int n_rest = static_cast<int>(rest.size());
     if (scratch > 0) LLMQ_RETURN_IF_ERROR(prefill_ws_.Reserve(scratch));
 
