@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,16 @@ class Backend {
   virtual Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) = 0;
   // Bytes of device memory the weights occupy.
   virtual uint64_t weight_bytes() const = 0;
+  // Bytes the KV pool holds per token: K and V of every layer in the backend's element type,
+  // 2 x layers x kv_heads x head_dim x bytes per element (ModelConfig::KvBytesPerToken).
+  virtual int64_t kv_bytes_per_token() const = 0;
+  // The KV pool's byte budget when the backend sizes it from its device: a GPU backend returns
+  // total memory x gpu_memory_utilization - memory already in use (weights, workspaces) - the
+  // activation reserve of its largest step. nullopt: the configured engine.kv_cache_memory (the
+  // CPU backend). Called once, before AllocateKv.
+  virtual std::optional<int64_t> KvBudgetBytes(double gpu_memory_utilization) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace llmq
