@@ -33,6 +33,7 @@ class NullBackend : public Backend {
   }
   Status CopyBlocks(const std::vector<std::pair<int, int>>&) override { return Status::Ok(); }
   uint64_t weight_bytes() const override { return 0; }
+  int64_t kv_bytes_per_token() const override { return 0; }
 
  private:
   int vocab_;

@@ -149,6 +149,33 @@ Status GetSeconds(const Leaf& l, double lo, double hi, double* out) {
   return Status::Ok();
 }
 
+// A number in (0, 1], such as 0.9.
+Status GetFraction(const Leaf& l, double* out) {
+  const auto fail = [&] {
+    return l.Fail("must be a number greater than 0 and at most 1, such as 0.9, got " +
+                  Describe(l.value));
+  };
+  if (!IsPlainScalar(l.value)) return fail();
+  const std::string& s = l.value.Scalar();
+  if (s.empty() || s.find_first_not_of("0123456789.") != std::string::npos) return fail();
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !(v > 0 && v <= 1)) return fail();
+  *out = v;
+  return Status::Ok();
+}
+
+// One of `names` (a plain string); `parse` turns it into the value.
+template <typename T>
+Status GetChoice(const Leaf& l, std::initializer_list<const char*> names,
+                 bool (*parse)(std::string_view, T*), T* out) {
+  std::string list;
+  for (const char* n : names) list += (list.empty() ? "" : ", ") + std::string(n);
+  if (!l.value.IsScalar() || !parse(l.value.Scalar(), out))
+    return l.Fail("must be one of " + list + ", got " + Describe(l.value));
+  return Status::Ok();
+}
+
 // A key of a section: its name and how to parse its value.
 struct Field {
   const char* name;
@@ -257,6 +284,16 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
       {"enable_prefix_caching",
        [c](const Leaf& l) { return GetBool(l, &c->enable_prefix_caching); }},
       {"enable_planner", [c](const Leaf& l) { return GetBool(l, &c->enable_planner); }},
+      {"backend",
+       [c](const Leaf& l) {
+         return GetChoice(l, {"auto", "cpu", "cuda"}, &ParseBackendKind, &c->backend);
+       }},
+      {"precision",
+       [c](const Leaf& l) {
+         return GetChoice(l, {"bf16", "fp32"}, &ParsePrecision, &c->precision);
+       }},
+      {"gpu_memory_utilization",
+       [c](const Leaf& l) { return GetFraction(l, &c->gpu_memory_utilization); }},
   };
   std::vector<Field> spool = {
       {"state_dir", [c](const Leaf& l) { return GetPath(l, &c->state_dir); }},

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/run_windows.h"
+#include "engine/backend_choice.h"
 #include "engine/status.h"
 
 namespace llmq {
@@ -26,6 +27,12 @@ struct LlmqConfig {
   int64_t kv_cache_bytes = int64_t{1} << 30;  // engine.kv_cache_memory: "4GiB", "512MB", bytes
   bool enable_prefix_caching = true;          // engine.enable_prefix_caching
   bool enable_planner = true;                 // engine.enable_planner
+  // engine.backend: auto (CUDA when built with it and a device is present, else CPU) | cpu | cuda.
+  BackendKind backend = BackendKind::kAuto;
+  Precision precision = Precision::kBf16;  // engine.precision: bf16 | fp32 (GPU only)
+  // engine.gpu_memory_utilization: the share of the GPU's memory llmq may fill (weights,
+  // activations, KV cache); the KV cache gets what the rest leaves. 0 < u <= 1.
+  double gpu_memory_utilization = 0.9;
   // spool (the daemon, llmq serve; the CLI commands find its queue through state_dir):
   std::string state_dir = "/var/lib/llmq";  // spool.state_dir
   double settle_seconds = 1;                // spool.settle_seconds: unchanged this long

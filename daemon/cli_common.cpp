@@ -28,6 +28,31 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_flag("--no-prefix-cache", f->no_prefix_cache,
                 "Do not share KV blocks of common prefixes");
   cmd->add_flag("--no-planner", f->no_planner, "Run requests in input order (no prefix grouping)");
+  AddBackendFlags(cmd, &f->backend, &f->precision);
+  AddGpuMemoryFlag(cmd, &f->gpu_memory_utilization);
+}
+
+void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision) {
+  cmd->add_option("--backend", *backend,
+                  "auto|cpu|cuda: auto takes the GPU when llmq was built with CUDA and a device "
+                  "is present, else the CPU; cuda fails, saying why, where it cannot")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--precision", *precision,
+                  "bf16|fp32: the GPU backend's weights and KV cache (the CPU backend is fp32)")
+      ->check(CLI::IsMember({"bf16", "fp32"}))
+      ->capture_default_str();
+}
+
+void AddGpuMemoryFlag(CLI::App* cmd, double* utilization) {
+  cmd->add_option("--gpu-memory-utilization", *utilization,
+                  "Share of the GPU's memory to fill (weights, activations, then KV cache)")
+      ->check([](const std::string& v) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        return end != v.c_str() && *end == '\0' && x > 0 && x <= 1 ? "" : "must be in (0, 1]";
+      })
+      ->capture_default_str();
 }
 
 Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg) {
@@ -49,6 +74,9 @@ Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg) {
           "'");
     cfg->kv_cache_bytes = *bytes;
   }
+  if (given("--backend")) ParseBackendKind(f.backend, &cfg->backend);  // checked by CLI11
+  if (given("--precision")) ParsePrecision(f.precision, &cfg->precision);
+  if (given("--gpu-memory-utilization")) cfg->gpu_memory_utilization = f.gpu_memory_utilization;
   if (f.no_prefix_cache) cfg->enable_prefix_caching = false;
   if (f.no_planner) cfg->enable_planner = false;
   if (cfg->model_dir.empty())
@@ -60,6 +88,7 @@ EngineOptions EngineOptionsFrom(const LlmqConfig& cfg) {
   EngineOptions o;
   o.block_size = cfg.block_size;
   o.kv_memory_bytes = cfg.kv_cache_bytes;
+  o.gpu_memory_utilization = cfg.gpu_memory_utilization;
   o.enable_prefix_cache = cfg.enable_prefix_caching;
   o.enable_planner = cfg.enable_planner;
   o.scheduler.max_num_seqs = cfg.max_num_seqs;
@@ -95,7 +124,7 @@ Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choic
 
 Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngine>* engine,
                    BuildContext* ctx) {
-  LLMQ_RETURN_IF_ERROR(LoadModel(cfg.model_dir, model));
+  LLMQ_RETURN_IF_ERROR(LoadModel(cfg.model_dir, BackendChoice{cfg.backend, cfg.precision}, model));
   LLMQ_RETURN_IF_ERROR(LoadChatFormat(cfg, *model->tokenizer, &ctx->chat));
   LLMQ_RETURN_IF_ERROR(LlmEngine::Create(model->cfg, model->backend.get(), model->tokenizer.get(),
                                          EngineOptionsFrom(cfg), engine));
@@ -105,6 +134,21 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
                           std::to_string(cfg.kv_cache_bytes) + " bytes)";
   ctx->model_name = ServedModelName(cfg);
   return Status::Ok();
+}
+
+std::string DescribeEngine(const Model& model, const LlmEngine& engine) {
+  const KvPoolPlan& pool = engine.kv_pool();
+  const int block = engine.blocks().block_size();
+  char budget[128] = "";
+  if (pool.budget_bytes > 0)
+    std::snprintf(budget, sizeof budget, "%.2f GiB from ",
+                  static_cast<double>(pool.budget_bytes) / (int64_t{1} << 30));
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "KV cache %d blocks of %d = %lld tokens (%s%s, %lld bytes per token)",
+                pool.num_blocks, block, static_cast<long long>(pool.num_blocks) * block, budget,
+                pool.source.c_str(), static_cast<long long>(pool.bytes_per_token));
+  return "backend " + model.backend_description() + "; " + buf;
 }
 
 int Fail(const CLI::App* cmd, const std::string& message, int code) {

@@ -24,10 +24,17 @@ struct EngineFlags {
   std::string kv_cache_memory = "1GiB";
   bool no_prefix_cache = false;
   bool no_planner = false;
+  std::string backend = "auto";    // --backend (else engine.backend)
+  std::string precision = "bf16";  // --precision (else engine.precision)
+  double gpu_memory_utilization = LlmqConfig{}.gpu_memory_utilization;
   CLI::App* cmd = nullptr;  // to ask which flags were given
 };
 
 void AddEngineFlags(CLI::App* cmd, EngineFlags* f);
+// --backend and --precision (also on generate and plan, which take no other engine flags).
+void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision);
+// --gpu-memory-utilization, checked to lie in (0, 1].
+void AddGpuMemoryFlag(CLI::App* cmd, double* utilization);
 
 // Finds and loads the config (FindConfig), then applies the flags that were given over it.
 // Errors name the config file and key, or the flag.
@@ -56,6 +63,10 @@ Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choic
 // context that turns input lines into its requests (its chat format). Errors name the file.
 Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngine>* engine,
                    BuildContext* ctx);
+
+// "backend cpu; KV cache 4096 blocks of 16 = 65536 tokens (1.00 GiB from engine.kv_cache_memory,
+// 256 bytes per token)": what a start-up line says of the model's backend and the engine's pool.
+std::string DescribeEngine(const Model& model, const LlmEngine& engine);
 
 // Prints "llmq <command>: <message>" on stderr and returns `code`.
 int Fail(const CLI::App* cmd, const Status& st, int code = 1);

@@ -16,6 +16,7 @@ namespace {
 
 struct GenerateFlags {
   std::string model, prompt, messages, chat_template, stop;
+  std::string backend = "auto", precision = "bf16";
   int max_tokens = 64;
   float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
   int top_k = 0;
@@ -35,8 +36,11 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
   p.seed = *f.seed_opt ? f.seed : std::random_device{}();
   if (!f.stop.empty()) p.stop.push_back(f.stop);
   const std::string& dir = f.model;
+  BackendChoice choice;
+  ParseBackendKind(f.backend, &choice.kind);  // checked by CLI11
+  ParsePrecision(f.precision, &choice.precision);
   Model model;
-  if (Status st = LoadModel(dir, &model); !st.ok()) return Fail(cmd, st);
+  if (Status st = LoadModel(dir, choice, &model); !st.ok()) return Fail(cmd, st);
   Request req;
   req.id = "generate";
   std::vector<int> ids;
@@ -71,12 +75,15 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
     nlohmann::json j{{"prompt_ids", ids},
                      {"completion_ids", c.ids},
                      {"text", c.text},
-                     {"finish_reason", c.finish_reason}};
+                     {"finish_reason", c.finish_reason},
+                     {"backend", model.backend_description()}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::printf("%s\n", c.text.c_str());
-    std::fprintf(stderr, "[%zu prompt + %zu completion tokens in %.2f s, finish_reason %s]\n",
-                 ids.size(), c.ids.size(), secs, c.finish_reason.c_str());
+    std::fprintf(stderr,
+                 "[%zu prompt + %zu completion tokens in %.2f s, finish_reason %s, backend %s]\n",
+                 ids.size(), c.ids.size(), secs, c.finish_reason.c_str(),
+                 model.backend_description().c_str());
   }
   return 0;
 }
@@ -112,7 +119,8 @@ void AddGenerateCommand(CLI::App* app, int* rc) {
   cmd->add_option("--stop", f->stop, "Stop string");
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past the end-of-sequence token");
   cmd->add_flag("--json", f->json,
-                "Print one JSON object: prompt_ids, completion_ids, text, finish_reason");
+                "Print one JSON object: prompt_ids, completion_ids, text, finish_reason, backend");
+  AddBackendFlags(cmd, &f->backend, &f->precision);
   cmd->callback([cmd, f, rc, prompt, messages] {
     if (prompt->count() + messages->count() != 1) {
       *rc = Fail(cmd, "one of --prompt or --messages is required", 2);

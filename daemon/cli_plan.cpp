@@ -1,14 +1,20 @@
 // llmq plan: how the memory divides between weights and KV cache, from the headers alone.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
+#include "engine/backend_choice.h"
 #include "engine/model_config.h"
 #include "engine/weights.h"
+#ifdef LLMQ_HAVE_CUDA
+#include "kernels/cuda/device.h"
+#endif
 
 namespace llmq::cli {
 namespace {
@@ -30,23 +36,77 @@ std::string Human(double bytes) {
 namespace {
 
 struct PlanFlags {
-  std::string model, memory, kv_dtype = "f32";
+  std::string model, memory, kv_dtype;
+  std::string backend = "auto", precision = "bf16";
+  double gpu_memory_utilization = LlmqConfig{}.gpu_memory_utilization;
   int block_size = 16;
   bool json = false;
 };
 
-int Plan(const CLI::App* cmd, const PlanFlags& f) {
-  const int kv_bytes = f.kv_dtype == "f32" ? 4 : 2;
-  const int64_t block = f.block_size;
-  uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+// The backend `f` plans for, and what it says of it: "cpu", "cuda (bf16)", "cpu (auto: ...)".
+// A cuda plan needs no device when --memory says how much the GPU has.
+Status PlanBackend(const PlanFlags& f, BackendKind* kind, std::string* described) {
+  BackendKind want = BackendKind::kAuto;
+  ParseBackendKind(f.backend, &want);  // checked by CLI11
+  std::string why;
+  if (want == BackendKind::kCuda && !f.memory.empty()) {
+    *kind = BackendKind::kCuda;
+  } else {
+    Status st = ResolveBackend(want, kind, &why);
+    if (!st.ok())
+      return Status::Unsupported(st.message() + " (give --memory to plan for a GPU elsewhere)");
+  }
+  *described = BackendKindName(*kind);
+  if (*kind == BackendKind::kCuda) *described += " (" + f.precision + ")";
+  if (!why.empty()) *described += " (auto: " + why + ")";
+  return Status::Ok();
+}
+
+// The memory to plan for: --memory, else the GPU's (cuda) or this machine's (cpu); *source says
+// which.
+Status PlanMemory(const PlanFlags& f, BackendKind kind, uint64_t* memory, std::string* source) {
   if (!f.memory.empty()) {
     const auto m = ParseByteSize(f.memory);
     if (!m || *m <= 0)
-      return Fail(cmd, "--memory: must be a positive size such as 24G, got '" + f.memory + "'", 2);
-    memory = static_cast<uint64_t>(*m);
+      return Status::InvalidArgument("--memory: must be a positive size such as 24G, got '" +
+                                     f.memory + "'");
+    *memory = static_cast<uint64_t>(*m);
+    *source = "--memory " + f.memory;
+    return Status::Ok();
   }
+  if (kind == BackendKind::kCpu) {
+    *memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+    *source = "this machine's memory";
+    return Status::Ok();
+  }
+#ifdef LLMQ_HAVE_CUDA
+  kernels::cuda::DeviceInfo info;
+  std::string why;
+  if (!kernels::cuda::QueryDevices(&info, &why))
+    return Status::Unsupported("no usable CUDA device (" + why + "): give --memory");
+  *memory = info.total_memory;
+  *source = "the memory of GPU 0 (" + info.name + ")";
+  return Status::Ok();
+#else
+  return Status::Unsupported("built without CUDA: give --memory");
+#endif
+}
+
+int Plan(const CLI::App* cmd, const PlanFlags& f) {
+  BackendKind kind = BackendKind::kCpu;
+  std::string backend;
+  if (Status st = PlanBackend(f, &kind, &backend); !st.ok()) return Fail(cmd, st);
+  const bool gpu = kind == BackendKind::kCuda;
+  // The CPU backend computes in fp32; the GPU backend keeps weights and K/V at --precision.
+  const int elt = gpu && f.precision == "bf16" ? 2 : 4;
+  const std::string kv_dtype = !f.kv_dtype.empty() ? f.kv_dtype : elt == 2 ? "bf16" : "f32";
+  const int kv_bytes = kv_dtype == "f32" ? 4 : 2;
+  const int64_t block = f.block_size;
+  uint64_t memory = 0;
+  std::string memory_source;
+  if (Status st = PlanMemory(f, kind, &memory, &memory_source); !st.ok())
+    return Fail(cmd, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
   const std::string& dir = f.model;
-  const std::string& kv_dtype = f.kv_dtype;
   ModelConfig cfg;
   std::unique_ptr<Weights> w;
   Status st = LoadModelConfig(dir, &cfg);
@@ -54,19 +114,34 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
   if (!st.ok()) return Fail(cmd, st);
   const uint64_t stored = w->total_bytes();
   const uint64_t params = static_cast<uint64_t>(cfg.NumParams());
-  const uint64_t resident = params * sizeof(float);  // the CPU backend computes in fp32
+  const uint64_t resident = params * elt;
   const int64_t kv_per_token = cfg.KvBytesPerToken(kv_bytes);
-  const uint64_t kv_memory = memory > resident ? memory - resident : 0;
-  const int64_t blocks = static_cast<int64_t>(kv_memory / (kv_per_token * block));
+  // The share of memory the process may fill: all of it on the CPU, gpu_memory_utilization of
+  // the GPU's (whose backend also keeps an activation reserve, not counted here).
+  const uint64_t usable =
+      gpu ? static_cast<uint64_t>(static_cast<double>(memory) * f.gpu_memory_utilization) : memory;
+  const uint64_t kv_memory = usable > resident ? usable - resident : 0;
+  char util[32];
+  std::snprintf(util, sizeof util, "%g", f.gpu_memory_utilization);
+  const std::string budget_source =
+      (gpu ? "gpu_memory_utilization " + std::string(util) + " x " : std::string()) +
+      memory_source + " - resident weights" +
+      (gpu ? " (the backend's activation reserve comes off too)" : "");
+  // Slots (block * block_size + offset) are int32 in the flat batch, as KvBlocksFor clamps.
+  const int64_t blocks = std::min<int64_t>(static_cast<int64_t>(kv_memory / (kv_per_token * block)),
+                                           std::numeric_limits<int32_t>::max() / block);
   const int64_t tokens = blocks * block;
   const int64_t seqs = tokens / cfg.max_position_embeddings;
   if (f.json) {
-    nlohmann::json j{{"parameters", params},
+    nlohmann::json j{{"backend", backend},
+                     {"parameters", params},
                      {"weights_bytes_stored", stored},
                      {"weights_bytes_resident", resident},
                      {"kv_bytes_per_token", kv_per_token},
+                     {"kv_dtype", kv_dtype},
                      {"memory_bytes", memory},
                      {"kv_cache_bytes", kv_memory},
+                     {"kv_budget_source", budget_source},
                      {"block_size", block},
                      {"kv_blocks", blocks},
                      {"kv_tokens", tokens},
@@ -79,20 +154,24 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
       "model              %s (%s, %d layers, hidden %d, %d heads / %d kv heads, head_dim %d)\n",
       dir.c_str(), cfg.architecture.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_heads,
       cfg.num_kv_heads, cfg.head_dim);
+  std::printf("backend            %s\n", backend.c_str());
   std::printf("parameters         %llu\n", static_cast<unsigned long long>(params));
-  std::printf("weights            %s stored, %s resident (fp32, CPU backend)\n",
-              Human(stored).c_str(), Human(resident).c_str());
+  std::printf("weights            %s stored, %s resident (%s)\n", Human(stored).c_str(),
+              Human(resident).c_str(), elt == 2 ? "bf16" : "fp32");
   std::printf(
       "kv bytes per token %lld  (2 x %d layers x %d kv heads x %d head_dim x %d bytes %s)\n",
       static_cast<long long>(kv_per_token), cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,
       kv_bytes, kv_dtype.c_str());
   std::printf("memory             %s, of which KV cache %s\n", Human(memory).c_str(),
               Human(kv_memory).c_str());
+  std::printf("kv budget from     %s\n", budget_source.c_str());
   std::printf("kv cache           %lld blocks of %lld = %lld tokens\n",
               static_cast<long long>(blocks), static_cast<long long>(block),
               static_cast<long long>(tokens));
   std::printf("full-context seqs  %lld of %d tokens\n", static_cast<long long>(seqs),
               cfg.max_position_embeddings);
+  if (!gpu)
+    std::printf("(llmq run / serve on the CPU size the KV cache by engine.kv_cache_memory)\n");
   return 0;
 }
 
@@ -101,11 +180,16 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
 void AddPlanCommand(CLI::App* app, int* rc) {
   auto f = std::make_shared<PlanFlags>();
   CLI::App* cmd = app->add_subcommand(
-      "plan", "How memory divides between weights and KV cache (reads only the headers)");
+      "plan",
+      "How memory divides between weights and KV cache on a backend (reads only the headers)");
   cmd->add_option("--model", f->model, "Model folder")->required();
   cmd->add_option("--memory", f->memory, "Memory to plan for, e.g. 24G (default: this machine's)");
-  cmd->add_option("--kv-dtype", f->kv_dtype, "KV-cache element type")
+  cmd->add_option("--kv-dtype", f->kv_dtype,
+                  "KV-cache element type (default: the backend's: f32 on the CPU, the "
+                  "--precision on the GPU)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  AddBackendFlags(cmd, &f->backend, &f->precision);
+  AddGpuMemoryFlag(cmd, &f->gpu_memory_utilization);
   cmd->add_option("--block-size", f->block_size, "Tokens per KV block")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", f->json, "Print one JSON object");
   cmd->callback([cmd, f, rc] { *rc = Plan(cmd, *f); });

@@ -130,6 +130,7 @@ class RunCommand {
     Model model;
     std::unique_ptr<LlmEngine> engine;
     if (Status st = LoadServing(cfg, &model, &engine, &ctx_); !st.ok()) return Fail(cmd_, st);
+    std::fprintf(stderr, "llmq run: %s\n", DescribeEngine(model, *engine).c_str());
 
     if (Status st = OpenJob(Fingerprint(cfg, *ctx_.chat)); !st.ok()) return Fail(cmd_, st);
     const int64_t resumed = job_.completed + job_.failed - job_.refused;
@@ -265,6 +266,7 @@ class RunCommand {
     sum->refused = job_.refused;
     sum->finished_this_run = p.finished;
     sum->model = ctx_.model_name;
+    sum->backend = ctx_.model->backend_description();
     sum->input = f_.input;
     sum->output = f_.output;
     sum->errors = f_.errors;

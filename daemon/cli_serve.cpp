@@ -191,8 +191,8 @@ class Server {
     ::signal(SIGIO, SIG_IGN);  // see OpenForWriting: a lease break must not end the daemon
     if (Status st = StartWatcher(); !st.ok()) return Fail(cmd_, st);
     signals_.async_wait([this](auto ec, int sig) { OnSignal(ec, sig); });
-    Log("serving %s (model %s; %s)", paths_.root.c_str(), cfg_.model_dir.c_str(),
-        knobs_.ToText().c_str());
+    Log("serving %s (model %s; %s; %s)", paths_.root.c_str(), cfg_.model_dir.c_str(),
+        DescribeEngine(model_, *engine_).c_str(), knobs_.ToText().c_str());
 
     // Jobs left unfinished by an earlier run (finalizing, cancelling, complete) first.
     CheckJobs();
@@ -598,6 +598,7 @@ class Server {
     jobs::JobSummary sum;
     sum.refused = j.refused;
     sum.model = ctx_.model_name;
+    sum.backend = model_.backend_description();
     sum.input = opts.value("archive", opts.value("path", j.name));
     const double end = j.finished_at > 0 ? j.finished_at : UnixNow();
     sum.wall_seconds = j.started_at > 0 ? end - j.started_at : 0;

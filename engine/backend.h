@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,19 @@
 
 namespace llmq {
 
+// A run of consecutive sequences of a step that share already-computed prefix blocks
+// (engine/prefix_groups.h): sequences [first_seq, first_seq + num_seqs) all have the same
+// block_tables[s][0, num_blocks), and every one of those blocks lies wholly before each member's
+// first query row (its K/V are in the cache; none of this step's tokens go there).
+struct PrefixGroup {
+  int32_t first_seq = 0;
+  int32_t num_seqs = 0;    // >= 2
+  int32_t num_blocks = 0;  // >= 1
+  bool operator==(const PrefixGroup&) const = default;
+};
+
 // One step: S sequences, T tokens (prefill chunks and decode tokens mixed), in sequence order.
+// Decode sequences come first, those sharing prefix blocks next to each other.
 struct StepBatch {
   std::vector<int32_t> token_ids;  // [T]
   std::vector<int32_t> positions;  // [T] position of each token within its sequence
@@ -26,6 +39,10 @@ struct StepBatch {
   std::vector<int32_t> block_tables;  // [S, max_blocks] row-major physical block ids, -1 padded
   int32_t max_blocks = 0;
   std::vector<int32_t> logits_rows;  // [L] rows whose next-token logits are wanted, ascending
+  bool decode_only = false;          // every sequence contributes exactly one token (T == S)
+  // Disjoint, in sequence order; the CPU backend ignores them (a GPU backend may read each
+  // group's shared blocks once: cascade attention).
+  std::vector<PrefixGroup> prefix_groups;
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_seqs() const { return static_cast<int>(context_lens.size()); }
@@ -38,6 +55,8 @@ struct StepBatch {
     block_tables.clear();
     max_blocks = 0;
     logits_rows.clear();
+    decode_only = false;
+    prefix_groups.clear();
   }
 };
 
@@ -54,6 +73,16 @@ class Backend {
   virtual Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) = 0;
   // Bytes of device memory the weights occupy.
   virtual uint64_t weight_bytes() const = 0;
+  // Bytes the KV pool holds per token: K and V of every layer in the backend's element type,
+  // 2 x layers x kv_heads x head_dim x bytes per element (ModelConfig::KvBytesPerToken).
+  virtual int64_t kv_bytes_per_token() const = 0;
+  // The KV pool's byte budget when the backend sizes it from its device: a GPU backend returns
+  // total memory x gpu_memory_utilization - memory already in use (weights, workspaces) - the
+  // activation reserve of its largest step. nullopt: the configured engine.kv_cache_memory (the
+  // CPU backend). Called once, before AllocateKv.
+  virtual std::optional<int64_t> KvBudgetBytes(double gpu_memory_utilization) const {
+    return std::nullopt;
+  }
 };
 
 }  // namespace llmq

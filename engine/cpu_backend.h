@@ -22,6 +22,7 @@ class CpuBackend : public Backend {
   Status Forward(const StepBatch& batch, float* logits) override;
   Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) override;
   uint64_t weight_bytes() const override { return weight_bytes_; }
+  int64_t kv_bytes_per_token() const override { return cfg_.KvBytesPerToken(sizeof(float)); }
 
  private:
   struct Layer {

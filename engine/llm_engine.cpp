@@ -1,6 +1,7 @@
 #include "engine/llm_engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 #include <limits>
 #include <numeric>
@@ -46,22 +47,51 @@ int LlmEngine::MaxLen(int prompt, int max_tokens) const {
       std::min<int64_t>(int64_t{prompt} + max_tokens, cfg_.max_position_embeddings));
 }
 
-int KvBlocksFor(const ModelConfig& cfg, int64_t kv_memory_bytes, int block_size) {
-  const int64_t per_block = cfg.KvBytesPerToken(sizeof(float)) * block_size;
+int KvBlocksFor(int64_t kv_bytes_per_token, int64_t kv_memory_bytes, int block_size) {
+  const int64_t per_block = std::max<int64_t>(kv_bytes_per_token, 1) * block_size;
   // Slots (block * block_size + offset) are int32 in the flat batch.
   const int64_t max_blocks = std::numeric_limits<int32_t>::max() / block_size;
   return static_cast<int>(std::clamp<int64_t>(kv_memory_bytes / per_block, 1, max_blocks));
 }
 
+Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* out) {
+  KvPoolPlan p;
+  p.bytes_per_token = backend.kv_bytes_per_token();
+  if (opt.num_blocks > 0) {
+    p.num_blocks = opt.num_blocks;
+    p.source = "engine.num_blocks";
+    *out = p;
+    return Status::Ok();
+  }
+  if (const std::optional<int64_t> budget = backend.KvBudgetBytes(opt.gpu_memory_utilization)) {
+    char util[32];
+    std::snprintf(util, sizeof util, "%g", opt.gpu_memory_utilization);
+    p.source = backend.name() + ": engine.gpu_memory_utilization " + util + " of the device";
+    if (*budget < p.bytes_per_token * opt.block_size)
+      return Status::InvalidArgument(
+          "KV cache: " + p.source + " leaves " + std::to_string(*budget) +
+          " bytes after the weights and activations, less than one block of " +
+          std::to_string(opt.block_size) + " tokens (" +
+          std::to_string(p.bytes_per_token * opt.block_size) +
+          " bytes); raise engine.gpu_memory_utilization or use a smaller model");
+    p.budget_bytes = *budget;
+  } else {
+    p.budget_bytes = opt.kv_memory_bytes;
+    p.source = "engine.kv_cache_memory";
+  }
+  p.num_blocks = KvBlocksFor(p.bytes_per_token, p.budget_bytes, opt.block_size);
+  *out = p;
+  return Status::Ok();
+}
+
 LlmEngine::LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* tokenizer,
-                     const EngineOptions& opt)
+                     const EngineOptions& opt, const KvPoolPlan& pool)
     : cfg_(cfg),
       backend_(backend),
       tok_(tokenizer),
       opt_(opt),
-      blocks_(opt.num_blocks > 0 ? opt.num_blocks
-                                 : KvBlocksFor(cfg, opt.kv_memory_bytes, opt.block_size),
-              opt.block_size, opt.enable_prefix_cache),
+      kv_pool_(pool),
+      blocks_(pool.num_blocks, opt.block_size, opt.enable_prefix_cache),
       scheduler_(opt.scheduler, &blocks_),
       runner_(backend, cfg.vocab_size, opt.block_size) {
   eos_.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
@@ -72,7 +102,11 @@ Status LlmEngine::Create(const ModelConfig& cfg, Backend* backend, const Tokeniz
   if (opt.block_size < 1) return Status::InvalidArgument("block_size must be at least 1");
   if (opt.scheduler.max_num_seqs < 1 || opt.scheduler.max_num_batched_tokens < 1)
     return Status::InvalidArgument("max_num_seqs and max_num_batched_tokens must be at least 1");
-  std::unique_ptr<LlmEngine> e(new LlmEngine(cfg, backend, tokenizer, opt));
+  if (!(opt.gpu_memory_utilization > 0 && opt.gpu_memory_utilization <= 1))
+    return Status::InvalidArgument("gpu_memory_utilization must be in (0, 1]");
+  KvPoolPlan pool;
+  LLMQ_RETURN_IF_ERROR(PlanKvPool(*backend, opt, &pool));
+  std::unique_ptr<LlmEngine> e(new LlmEngine(cfg, backend, tokenizer, opt, pool));
   if (Status st = backend->AllocateKv(e->blocks_.num_blocks(), opt.block_size); !st.ok())
     return Status::Internal("KV cache of " + std::to_string(e->blocks_.num_blocks()) +
                             " blocks: " + st.message());

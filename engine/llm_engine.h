@@ -33,8 +33,11 @@ namespace llmq {
 
 struct EngineOptions {
   int block_size = 16;
-  int num_blocks = 0;  // 0: from kv_memory_bytes
+  int num_blocks = 0;  // 0: from the backend's budget, else kv_memory_bytes (PlanKvPool)
   int64_t kv_memory_bytes = int64_t{1} << 30;
+  // The share of device memory a GPU backend may fill (weights, activations and the KV pool):
+  // Backend::KvBudgetBytes. 0 < u <= 1.
+  double gpu_memory_utilization = 0.9;
   bool enable_prefix_cache = true;
   bool enable_planner = true;
   SchedulerOptions scheduler;
@@ -48,6 +51,20 @@ struct EngineStats {
   int64_t tokens_generated = 0;  // every sampled token, all samples (live progress)
   int peak_blocks_in_use = 0;
 };
+
+// The KV pool an engine builds on `backend`: its blocks and where the byte budget came from.
+struct KvPoolPlan {
+  int num_blocks = 0;
+  int64_t bytes_per_token = 0;  // backend.kv_bytes_per_token()
+  int64_t budget_bytes = 0;     // 0 when num_blocks was given
+  // "engine.num_blocks", "engine.kv_cache_memory" or "<backend>: gpu_memory_utilization 0.9 of
+  // the device"
+  std::string source;
+};
+// EngineOptions::num_blocks when set; else the backend's KvBudgetBytes(gpu_memory_utilization)
+// when it has one (InvalidArgument when that leaves no room for one block: the weights fill the
+// device); else kv_memory_bytes.
+Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* out);
 
 struct RequestState;
 
@@ -95,13 +112,14 @@ class LlmEngine {
     return std::min(cfg_.max_position_embeddings, blocks_.num_blocks() * blocks_.block_size());
   }
   const EngineStats& stats() const { return stats_; }
+  const KvPoolPlan& kv_pool() const { return kv_pool_; }
   // The block manager's invariants, and: every block's ref count equals the references of live
   // sequences' block tables plus the engine's pins. O(blocks + live requests); for tests.
   bool CheckInvariants(std::string* why) const;
 
  private:
   LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* tokenizer,
-            const EngineOptions& opt);
+            const EngineOptions& opt, const KvPoolPlan& pool);
   // Step's phases.
   Status PlanWindow();  // window_ -> planned_ (the queue), groups_
   void Materialize();   // Sequences for the queue's head, as many as could be admitted soon
@@ -125,6 +143,7 @@ class LlmEngine {
   Backend* backend_;
   const Tokenizer* tok_;
   EngineOptions opt_;
+  KvPoolPlan kv_pool_;
   BlockManager blocks_;
   Scheduler scheduler_;
   ModelRunner runner_;
@@ -159,7 +178,8 @@ class LlmEngine {
   std::deque<Group> groups_;
 };
 
-// Blocks that `kv_memory_bytes` buys at fp32 K/V.
-int KvBlocksFor(const ModelConfig& cfg, int64_t kv_memory_bytes, int block_size);
+// Blocks of `block_size` tokens that `kv_memory_bytes` buys at `kv_bytes_per_token`
+// (Backend::kv_bytes_per_token), at least 1, at most what int32 slots address.
+int KvBlocksFor(int64_t kv_bytes_per_token, int64_t kv_memory_bytes, int block_size);
 
 }  // namespace llmq

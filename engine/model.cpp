@@ -1,11 +1,25 @@
 #include "engine/model.h"
 
 #include "engine/cpu_backend.h"
+#ifdef LLMQ_HAVE_CUDA
+#include "engine/cuda_backend.h"
+#endif
 
 namespace llmq {
 
-Status LoadModel(const std::string& dir, Model* out) {
+std::string Model::backend_description() const {
+  std::string s = backend ? backend->name() : "none";
+  if (backend && backend->name() != "cpu")
+    s += std::string(" (") + PrecisionName(choice.precision) + ")";
+  if (!backend_why.empty()) s += " (auto: " + backend_why + ")";
+  return s;
+}
+
+Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out) {
   Model m;
+  m.choice = choice;
+  BackendKind kind = BackendKind::kCpu;
+  LLMQ_RETURN_IF_ERROR(ResolveBackend(choice.kind, &kind, &m.backend_why));
   LLMQ_RETURN_IF_ERROR(LoadModelConfig(dir, &m.cfg));
   LLMQ_RETURN_IF_ERROR(Weights::Load(dir, m.cfg, &m.weights));
   LLMQ_RETURN_IF_ERROR(Tokenizer::Load(dir, &m.tokenizer));
@@ -14,7 +28,18 @@ Status LoadModel(const std::string& dir, Model* out) {
         dir + (m.tokenizer->hf() ? "/tokenizer.json" : "/tokenizer.model") + ": has " +
         std::to_string(m.tokenizer->vocab_size()) + " pieces, more than the model's vocab_size " +
         std::to_string(m.cfg.vocab_size));
-  m.backend = std::make_unique<CpuBackend>(m.cfg, *m.weights);
+  if (kind == BackendKind::kCpu) {
+    m.backend = std::make_unique<CpuBackend>(m.cfg, *m.weights);
+  } else {
+#ifdef LLMQ_HAVE_CUDA
+    CudaBackendOptions opt;
+    opt.precision = choice.precision == Precision::kBf16 ? CudaBackendOptions::Precision::kBf16
+                                                         : CudaBackendOptions::Precision::kFp32;
+    LLMQ_RETURN_IF_ERROR(CreateCudaBackend(m.cfg, *m.weights, opt, &m.backend));
+#else
+    return Status::Unsupported("backend cuda: this llmq was built without CUDA");
+#endif
+  }
   *out = std::move(m);
   return Status::Ok();
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/backend.h"
+#include "engine/backend_choice.h"
 #include "engine/model_config.h"
 #include "engine/tokenizer.h"
 #include "engine/weights.h"
@@ -17,10 +18,21 @@ struct Model {
   std::unique_ptr<Weights> weights;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Backend> backend;
+  BackendChoice choice;     // as asked (kind may be kAuto)
+  std::string backend_why;  // why `auto` resolved as it did; "" for an explicit choice
+  // "cpu", "cuda (bf16)", "cpu (auto: no usable CUDA device: ...)": for start-up lines and
+  // summaries.
+  std::string backend_description() const;
 };
 
 // Loads `dir` (config.json, generation_config.json, model.safetensors[.index.json],
-// tokenizer.model) and builds the CPU backend. Errors name the file and the field or tensor.
-Status LoadModel(const std::string& dir, Model* out);
+// tokenizer.model) and builds the backend `choice` resolves to (ResolveBackend: a `cuda` that
+// cannot be had fails before anything is read). Errors name the file and the field or tensor, or
+// the backend and why.
+Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out);
+// The CPU backend (the tests' reference: bit-exact, batch-invariant).
+inline Status LoadModel(const std::string& dir, Model* out) {
+  return LoadModel(dir, BackendChoice{BackendKind::kCpu, Precision::kFp32}, out);
+}
 
 }  // namespace llmq

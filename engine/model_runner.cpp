@@ -2,16 +2,27 @@
 
 #include <algorithm>
 
+#include "engine/prefix_groups.h"
+
 namespace llmq {
 
 void ModelRunner::Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
-                        std::vector<Sequence*>* samplers) const {
+                        std::vector<Sequence*>* samplers) {
   b->Clear();
   samplers->clear();
-  for (const ScheduledSeq& s : step)
-    b->max_blocks = std::max<int32_t>(b->max_blocks, s.seq->block_table.size());
+  first_block_.clear();
+  num_tokens_.clear();
   for (const ScheduledSeq& s : step) {
+    b->max_blocks = std::max<int32_t>(b->max_blocks, s.seq->block_table.size());
+    first_block_.push_back(s.seq->block_table.empty() ? -1 : s.seq->block_table[0]);
+    num_tokens_.push_back(s.num_tokens);
+  }
+  OrderBySharedFirstBlock(first_block_, num_tokens_, &order_);
+  b->decode_only = !step.empty();
+  for (int32_t k : order_) {
+    const ScheduledSeq& s = step[k];
     const Sequence& q = *s.seq;
+    b->decode_only = b->decode_only && s.num_tokens == 1;
     for (int i = 0; i < s.num_tokens; ++i) {
       const int pos = q.num_computed + i;
       b->token_ids.push_back(q.tokens[pos]);
@@ -27,6 +38,7 @@ void ModelRunner::Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
       samplers->push_back(s.seq);
     }
   }
+  DetectPrefixGroups(block_size_, b);
 }
 
 Status ModelRunner::Run(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers) {

@@ -1,4 +1,6 @@
-// ModelRunner: turns a scheduled step into the Backend's flat batch and runs it.
+// ModelRunner: turns a scheduled step into the Backend's flat batch and runs it. The batch keeps
+// the step's order except that decode sequences sharing their first block are put next to each
+// other (OrderBySharedFirstBlock), and it carries the step's prefix groups (DetectPrefixGroups).
 #pragma once
 
 #include <vector>
@@ -13,18 +15,18 @@ class ModelRunner {
   ModelRunner(Backend* backend, int vocab_size, int block_size)
       : backend_(backend), vocab_(vocab_size), block_size_(block_size) {}
   // Runs one step: `samplers` receives the sequences that finish their pending tokens in this step
-  // (in `step` order), logits() their next-token logits [L, vocab]. The backend's Status.
+  // (in batch order), logits() their next-token logits [L, vocab]. The backend's Status.
   Status Run(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers);
   const std::vector<float>& logits() const { return logits_; }
   // Builds the flat batch (exposed for tests).
-  void Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
-             std::vector<Sequence*>* samplers) const;
+  void Build(const std::vector<ScheduledSeq>& step, StepBatch* b, std::vector<Sequence*>* samplers);
 
  private:
   Backend* backend_;
   int vocab_, block_size_;
   StepBatch batch_;
   std::vector<float> logits_;
+  std::vector<int32_t> first_block_, num_tokens_, order_;  // Build's scratch
 };
 
 }  // namespace llmq

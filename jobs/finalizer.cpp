@@ -38,6 +38,7 @@ std::string JobSummary::ToJson() const {
                                  {"latency_seconds_p50", latency_p50},
                                  {"latency_seconds_p95", latency_p95},
                                  {"model", model},
+                                 {"backend", backend},
                                  {"input", input},
                                  {"output", output},
                                  {"errors", errors}};
@@ -57,7 +58,7 @@ std::string JobSummary::ToText() const {
                 static_cast<long long>(computed_tokens), static_cast<long long>(completion_tokens),
                 wall_seconds, output_tokens_per_second, queue_p50, queue_p95, ttft_p50, ttft_p95,
                 itl_p50, itl_p95, latency_p50, latency_p95);
-  return buf;
+  return backend.empty() ? std::string(buf) : std::string(buf) + " | backend " + backend;
 }
 
 Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, JobSummary* summary) {

@@ -35,6 +35,7 @@ struct JobSummary {
   int64_t finished_this_run = 0;  // requests run to their result by this process
   double wall_seconds = 0;        // this process's run
   std::string model, input;
+  std::string backend;  // the backend that ran it ("cpu", "cuda (bf16)"); "" = not said
   // Output paths: FinalizeJob fills them from the targets when left empty.
   std::string output, errors;
   // Tokens generated per second: the caller's figure when set (a resumed run generated only

@@ -26,9 +26,10 @@ TEST(CliUx, EveryCommandHasHelpWithItsFlagsAndDefaults) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> expect = {
       {"run",
        {"--output", "--errors", "--summary-json", "--max-num-seqs", "=256", "=2048", "=1GiB",
-        "--no-prefix-cache", "--config"}},
+        "--no-prefix-cache", "--config", "--backend", "--precision", "=bf16",
+        "--gpu-memory-utilization", "=0.9"}},
       {"generate", {"--prompt", "--max-tokens", "=64", "--temperature", "--seed", "--json"}},
-      {"plan", {"--memory", "--kv-dtype", "=f32", "--block-size", "=16"}},
+      {"plan", {"--memory", "--kv-dtype", "--backend", "=auto", "--block-size", "=16"}},
       {"make-model", {"--shape", "--out", "--force", "--seed"}},
   };
   for (const auto& [cmd, flags] : expect) {

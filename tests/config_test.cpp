@@ -23,6 +23,9 @@ void ExpectDefaults(const LlmqConfig& c) {
   EXPECT_EQ(c.kv_cache_bytes, d.kv_cache_bytes);
   EXPECT_EQ(c.enable_prefix_caching, d.enable_prefix_caching);
   EXPECT_EQ(c.enable_planner, d.enable_planner);
+  EXPECT_EQ(c.backend, d.backend);
+  EXPECT_EQ(c.precision, d.precision);
+  EXPECT_EQ(c.gpu_memory_utilization, d.gpu_memory_utilization);
   EXPECT_EQ(c.state_dir, d.state_dir);
   EXPECT_EQ(c.settle_seconds, d.settle_seconds);
   EXPECT_EQ(c.group_window_ms, d.group_window_ms);
@@ -73,6 +76,9 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
                           "kv_cache_memory:",
                           "enable_prefix_caching:",
                           "enable_planner:",
+                          "backend:",
+                          "precision:",
+                          "gpu_memory_utilization:",
                           "spool:",
                           "state_dir:",
                           "settle_seconds:",
@@ -165,6 +171,20 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
       {"engine: {enable_prefix_caching: TRUE}",
        [](const LlmqConfig& c) { return c.enable_prefix_caching; }},
       {"engine: {enable_planner: false}", [](const LlmqConfig& c) { return !c.enable_planner; }},
+      {"engine: {backend: cpu}",
+       [](const LlmqConfig& c) { return c.backend == BackendKind::kCpu; }},
+      {"engine: {backend: cuda}",
+       [](const LlmqConfig& c) { return c.backend == BackendKind::kCuda; }},
+      {"engine: {backend: 'auto'}",
+       [](const LlmqConfig& c) { return c.backend == BackendKind::kAuto; }},
+      {"engine: {precision: fp32}",
+       [](const LlmqConfig& c) { return c.precision == Precision::kFp32; }},
+      {"engine: {gpu_memory_utilization: 0.5}",
+       [](const LlmqConfig& c) { return c.gpu_memory_utilization == 0.5; }},
+      {"engine: {gpu_memory_utilization: 1}",
+       [](const LlmqConfig& c) { return c.gpu_memory_utilization == 1; }},
+      {"engine: {gpu_memory_utilization: .95}",
+       [](const LlmqConfig& c) { return c.gpu_memory_utilization == 0.95; }},
       {"spool: {state_dir: rel/dir}", [](const LlmqConfig& c) { return c.state_dir == "rel/dir"; }},
       {"spool: {settle_seconds: 0.25}",
        [](const LlmqConfig& c) { return c.settle_seconds == 0.25; }},
@@ -256,6 +276,18 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
        "t.yaml:2: engine.enable_prefix_caching: must be true or false"},
       {"engine:\n  enable_planner: 1\n", "t.yaml:2: engine.enable_planner: must be true or false"},
       {"engine:\n  enable_planner: 'true'\n", "t.yaml:2: engine.enable_planner"},
+      {"engine:\n  backend: gpu\n",
+       "t.yaml:2: engine.backend: must be one of auto, cpu, cuda, got 'gpu'"},
+      {"engine:\n  backend: CUDA\n", "t.yaml:2: engine.backend: must be one of"},
+      {"engine:\n  backend:\n", "t.yaml:2: engine.backend: must be one of"},
+      {"engine:\n  precision: fp16\n", "t.yaml:2: engine.precision: must be one of bf16, fp32"},
+      {"engine:\n  gpu_memory_utilization: 0\n",
+       "t.yaml:2: engine.gpu_memory_utilization: must be a number greater than 0 and at most 1"},
+      {"engine:\n  gpu_memory_utilization: 1.01\n", "t.yaml:2: engine.gpu_memory_utilization"},
+      {"engine:\n  gpu_memory_utilization: -0.5\n", "t.yaml:2: engine.gpu_memory_utilization"},
+      {"engine:\n  gpu_memory_utilization: 90%\n", "t.yaml:2: engine.gpu_memory_utilization"},
+      {"engine:\n  gpu_memory_utilization: '0.9'\n", "t.yaml:2: engine.gpu_memory_utilization"},
+      {"engine:\n  gpu_memory_utilization: .\n", "t.yaml:2: engine.gpu_memory_utilization"},
       {"model:\n  chat_template: vicuna\n", "t.yaml:2: model.chat_template: must be one of"},
       {"model:\n  chat_template: ChatML\n", "t.yaml:2: model.chat_template"},
       {"model:\n  path: [a, b]\n", "t.yaml:2: model.path: must be a string"},

@@ -36,6 +36,7 @@ class FlakyBackend : public Backend {
     return inner_->CopyBlocks(src_dst);
   }
   uint64_t weight_bytes() const override { return inner_->weight_bytes(); }
+  int64_t kv_bytes_per_token() const override { return inner_->kv_bytes_per_token(); }
 
   bool fail_alloc = false;
   std::set<int> fail_forward, fail_copy;

@@ -1,0 +1,183 @@
+// Backend choice: auto, cpu and cuda resolved on this machine, the flag and config key through the
+// real binary, and a clear error where cuda cannot be had (built without CUDA, or no device).
+#include "engine/backend_choice.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/model.h"
+#include "tests/test_util.h"
+
+#ifdef LLMQ_HAVE_CUDA
+#include "engine/cuda_backend.h"
+#endif
+
+namespace llmq {
+namespace {
+
+using testing::RunLlmq;
+
+// Whether a usable CUDA device is here (never when built without CUDA), and if not, why.
+bool DeviceHere(std::string* why) {
+#ifdef LLMQ_HAVE_CUDA
+  return CudaDevicePresent(why);
+#else
+  *why = "built without CUDA";
+  return false;
+#endif
+}
+
+TEST(BackendChoice, NamesParseBothWays) {
+  for (BackendKind k : {BackendKind::kAuto, BackendKind::kCpu, BackendKind::kCuda}) {
+    BackendKind got = BackendKind::kCpu;
+    ASSERT_TRUE(ParseBackendKind(BackendKindName(k), &got));
+    EXPECT_EQ(got, k);
+  }
+  BackendKind k = BackendKind::kCpu;
+  EXPECT_FALSE(ParseBackendKind("gpu", &k));
+  EXPECT_FALSE(ParseBackendKind("CUDA", &k));
+  EXPECT_EQ(k, BackendKind::kCpu);
+  Precision p = Precision::kBf16;
+  ASSERT_TRUE(ParsePrecision("fp32", &p));
+  EXPECT_EQ(p, Precision::kFp32);
+  EXPECT_FALSE(ParsePrecision("fp16", &p));
+}
+
+TEST(BackendChoice, ResolvesOnThisMachine) {
+  BackendKind got = BackendKind::kAuto;
+  std::string why = "stale";
+  ASSERT_TRUE(ResolveBackend(BackendKind::kCpu, &got, &why).ok());
+  EXPECT_EQ(got, BackendKind::kCpu);
+  EXPECT_EQ(why, "");
+
+  std::string device_why;
+  const bool device = DeviceHere(&device_why);
+  ASSERT_TRUE(ResolveBackend(BackendKind::kAuto, &got, &why).ok());
+  EXPECT_EQ(got, device ? BackendKind::kCuda : BackendKind::kCpu);
+  EXPECT_FALSE(why.empty());  // auto says why
+
+  const Status cuda = ResolveBackend(BackendKind::kCuda, &got, &why);
+  if (device) {
+    EXPECT_TRUE(cuda.ok()) << cuda.message();
+    EXPECT_EQ(got, BackendKind::kCuda);
+    return;
+  }
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_EQ(cuda.code(), Status::Code::kUnsupported);
+  EXPECT_NE(cuda.message().find("backend cuda"), std::string::npos) << cuda.message();
+  EXPECT_NE(cuda.message().find(BuiltWithCuda() ? "no usable CUDA device" : "built without CUDA"),
+            std::string::npos)
+      << cuda.message();
+}
+
+class BackendChoiceCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = testing::TmpDir("backend_choice_model");
+    const auto r = RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "1"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static std::string model_;
+};
+std::string BackendChoiceCli::model_;
+
+TEST_F(BackendChoiceCli, CpuIsSaidAndSummarised) {
+  const auto g = RunLlmq({"generate", "--model", model_, "--prompt", "hi", "--max-tokens", "3",
+                          "--backend", "cpu", "--json"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_EQ(nlohmann::json::parse(g.out)["backend"], "cpu");
+
+  const std::string dir = testing::CurrentTestDir();
+  const std::string in = dir + "/in.jsonl";
+  std::ofstream(in) << R"({"custom_id": "a", "method": "POST", "url": "/v1/completions", )"
+                    << R"("body": {"model": "m", "prompt": "hello", "max_tokens": 3}})"
+                    << "\n";
+  const auto r = RunLlmq({"run", in, "-o", dir + "/out.jsonl", "--model", model_, "--backend",
+                          "cpu", "--summary-json", dir + "/s.json", "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("backend cpu; KV cache "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("engine.kv_cache_memory"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(testing::ReadText(dir + "/s.json"))["backend"], "cpu");
+}
+
+TEST_F(BackendChoiceCli, CudaWithoutADeviceIsAClearError) {
+  std::string why;
+  if (DeviceHere(&why)) GTEST_SKIP() << "a CUDA device is here: cuda can be had";
+  const std::string expect = BuiltWithCuda() ? "no usable CUDA device" : "built without CUDA";
+  const auto g = RunLlmq({"generate", "--model", model_, "--prompt", "hi", "--backend", "cuda"});
+  EXPECT_EQ(g.exit_code, 1);
+  EXPECT_NE(g.err.find("backend cuda: "), std::string::npos) << g.err;
+  EXPECT_NE(g.err.find(expect), std::string::npos) << g.err;
+
+  // The config key does the same for run; the flag overrides it.
+  const std::string dir = testing::CurrentTestDir();
+  const std::string in = dir + "/in.jsonl";
+  std::ofstream(in) << R"({"custom_id": "a", "method": "POST", "url": "/v1/completions", )"
+                    << R"("body": {"model": "m", "prompt": "hello", "max_tokens": 2}})"
+                    << "\n";
+  std::ofstream(dir + "/c.yaml") << "engine:\n  backend: cuda\n";
+  const auto r = RunLlmq({"run", in, "-o", dir + "/out.jsonl", "--model", model_, "--config",
+                          dir + "/c.yaml", "--no-progress"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("backend cuda: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
+  const auto flag = RunLlmq({"run", in, "-o", dir + "/out.jsonl", "--model", model_, "--config",
+                             dir + "/c.yaml", "--backend", "auto", "--no-progress"});
+  EXPECT_EQ(flag.exit_code, 0) << flag.err;
+  EXPECT_NE(flag.err.find("backend cpu (auto: "), std::string::npos) << flag.err;
+
+  // plan: a GPU elsewhere needs --memory; with it, bf16 weights and K/V.
+  const auto p = RunLlmq({"plan", "--model", model_, "--backend", "cuda"});
+  EXPECT_EQ(p.exit_code, 1);
+  EXPECT_NE(p.err.find("--memory"), std::string::npos) << p.err;
+}
+
+TEST_F(BackendChoiceCli, BadNamesAreUsageErrors) {
+  EXPECT_EQ(RunLlmq({"generate", "--model", model_, "--prompt", "x", "--backend", "gpu"}).exit_code,
+            2);
+  EXPECT_EQ(RunLlmq({"run", "in.jsonl", "-o", "o.jsonl", "--backend", "gpu"}).exit_code, 2);
+  EXPECT_EQ(RunLlmq({"run", "in.jsonl", "-o", "o.jsonl", "--precision", "fp16"}).exit_code, 2);
+  EXPECT_EQ(
+      RunLlmq({"run", "in.jsonl", "-o", "o.jsonl", "--gpu-memory-utilization", "0"}).exit_code, 2);
+  EXPECT_EQ(RunLlmq({"plan", "--model", model_, "--gpu-memory-utilization", "1.5"}).exit_code, 2);
+}
+
+TEST_F(BackendChoiceCli, PlanSaysBackendBytesPerTokenAndBudget) {
+  // tiny: 3 layers x 2 kv heads x 16 head_dim.
+  const auto cpu =
+      RunLlmq({"plan", "--model", model_, "--memory", "1G", "--backend", "cpu", "--json"});
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  const auto c = nlohmann::json::parse(cpu.out);
+  EXPECT_EQ(c["backend"], "cpu");
+  EXPECT_EQ(c["kv_bytes_per_token"], 2 * 3 * 2 * 16 * 4);
+  EXPECT_EQ(c["kv_dtype"], "f32");
+  EXPECT_EQ(c["kv_budget_source"], "--memory 1G - resident weights");
+
+  // A GPU planned from --memory: bf16 halves the bytes per token and the resident weights.
+  const auto gpu = RunLlmq({"plan", "--model", model_, "--memory", "1G", "--backend", "cuda",
+                            "--gpu-memory-utilization", "0.5", "--json"});
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
+  const auto g = nlohmann::json::parse(gpu.out);
+  EXPECT_EQ(g["backend"], "cuda (bf16)");
+  EXPECT_EQ(g["kv_bytes_per_token"], 2 * 3 * 2 * 16 * 2);
+  EXPECT_EQ(g["weights_bytes_resident"].get<int64_t>() * 2,
+            c["weights_bytes_resident"].get<int64_t>());
+  EXPECT_EQ(g["kv_cache_bytes"].get<int64_t>(),
+            (int64_t{1} << 29) - g["weights_bytes_resident"].get<int64_t>());
+  EXPECT_NE(g["kv_budget_source"].get<std::string>().find("gpu_memory_utilization 0.5"),
+            std::string::npos);
+  const int64_t tokens = g["kv_tokens"];
+  EXPECT_EQ(tokens, g["kv_blocks"].get<int64_t>() * 16);
+  const auto text = RunLlmq(
+      {"plan", "--model", model_, "--memory", "1G", "--backend", "cuda", "--precision", "fp32"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("backend            cuda (fp32)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("kv bytes per token 768"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("kv budget from     gpu_memory_utilization"), std::string::npos)
+      << text.out;
+}
+
+}  // namespace
+}  // namespace llmq
