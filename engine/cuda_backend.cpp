@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <type_traits>
 
 #include "engine/cuda_step_plan.h"
@@ -140,8 +141,20 @@ class CudaBackendImpl final : public CudaBackend {
     if (host_meta_) cudaFreeHost(host_meta_);
   }
 
-  std::string name() const override { return std::is_same_v<T, float> ? "cuda-fp32" : "cuda"; }
+  std::string name() const override { return "cuda"; }
   uint64_t weight_bytes() const override { return weight_bytes_; }
+  int64_t kv_bytes_per_token() const override { return cfg_.KvBytesPerToken(sizeof(T)); }
+
+  // total x utilization - what is in use now (weights, the CUDA context, cuBLAS) - the reserve of
+  // the largest step the backend plans for (ActivationReserve).
+  std::optional<int64_t> KvBudgetBytes(double gpu_memory_utilization) const override {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return int64_t{0};
+    const double budget = static_cast<double>(total_b) * gpu_memory_utilization -
+                          static_cast<double>(total_b - free_b) -
+                          static_cast<double>(ActivationReserve());
+    return static_cast<int64_t>(std::max(0.0, budget));
+  }
   std::string device_name() const override { return device_name_; }
 
   void SetTuning(const CudaTuning& t) override {
@@ -371,6 +384,21 @@ class CudaBackendImpl final : public CudaBackend {
     lm_head_ = cfg_.tie_word_embeddings ? embed_.as<T>() : lm_head_own_.as<T>();
     LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
     return Status::Ok();
+  }
+
+  // Device bytes the activations of a step of kReserveTokens tokens (the scheduler's default
+  // token budget) with as many logits rows take, plus the prefill path's largest scratch and the
+  // attention workspace of a split decode step: kept out of the KV pool's budget.
+  static constexpr int64_t kReserveTokens = 8192, kReserveLogitsRows = 256;
+  int64_t ActivationReserve() const {
+    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, es = sizeof(T);
+    const int64_t qkv_w = cfg_.q_dim() + 2 * cfg_.kv_dim();
+    const int64_t per_token =
+        4 * H + es * H + 4 * qkv_w + es * cfg_.q_dim() + 4 * 2 * I + es * I + 4 * 4;
+    const int64_t logits = kReserveLogitsRows * (4 * H + 4 * int64_t{cfg_.vocab_size});
+    const int64_t attn_ws =
+        kc::AttentionWorkspaceFloats(kReserveLogitsRows, cfg_.num_heads, cfg_.head_dim, 64) * 4;
+    return kReserveTokens * per_token + logits + kMaxPrefillScratch + attn_ws;
   }
 
   // Activations for T tokens and L logits rows; grown on the first large steps, then reused.

@@ -336,3 +336,32 @@ TEST(CudaBackend, APositionOutsideTheContextIsAStatusNotACrash) {
 
 }  // namespace
 }  // namespace llmq
+
+namespace llmq {
+namespace {
+
+// The seam's sizing: K/V bytes per token in the backend's element type, and a pool budget that
+// leaves the device's used memory and the activation reserve out.
+TEST(CudaBackend, ReportsKvBytesPerTokenAndABudgetWithinTheDevice) {
+  LLMQ_REQUIRE_GPU();
+  const std::string dir = Shared("stories260K");
+  LLMQ_REQUIRE_SHARED(dir);
+  ModelConfig cfg;
+  std::unique_ptr<Weights> w;
+  ASSERT_NO_FATAL_FAILURE(Load(dir, &cfg, &w));
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    auto be = MakeCuda(cfg, *w, p);
+    ASSERT_TRUE(be);
+    EXPECT_EQ(be->kv_bytes_per_token(), cfg.KvBytesPerToken(p == Precision::kFp32 ? 4 : 2));
+    uint64_t free_b = 0, total_b = 0;
+    ASSERT_TRUE(be->MemoryInfo(&free_b, &total_b).ok());
+    const std::optional<int64_t> budget = be->KvBudgetBytes(0.9);
+    ASSERT_TRUE(budget.has_value());
+    EXPECT_GT(*budget, 0);
+    EXPECT_LT(*budget, static_cast<int64_t>(0.9 * total_b));
+    EXPECT_LT(*be->KvBudgetBytes(0.5), *budget);
+  }
+}
+
+}  // namespace
+}  // namespace llmq
