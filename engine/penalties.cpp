@@ -1,24 +1,30 @@
 #include "engine/penalties.h"
 
-#include <algorithm>
 #include <limits>
 #include <vector>
 
 namespace llmq {
 namespace {
 
-// The distinct tokens of `ids` with their counts, in id order (sorted copy: no vocab-sized state).
-void Counts(std::span<const int32_t> ids, std::vector<std::pair<int32_t, int>>* out) {
-  thread_local std::vector<int32_t> sorted;
-  sorted.assign(ids.begin(), ids.end());
-  std::sort(sorted.begin(), sorted.end());
+// The distinct in-vocabulary tokens of `a` and `b` with their counts, in first-seen order: one pass
+// over the ids with a vocabulary-sized counter per thread, of which only the touched entries are
+// reset (no sort, no allocation per call). Each token is then changed on its own, so the order does
+// not matter.
+void Counts(std::span<const int32_t> a, std::span<const int32_t> b, int vocab,
+            std::vector<std::pair<int32_t, int>>* out) {
+  thread_local std::vector<int32_t> slot;  // per id: 1 + its index in *out, or 0
+  if (slot.size() < static_cast<size_t>(vocab)) slot.resize(vocab, 0);
   out->clear();
-  for (size_t i = 0; i < sorted.size();) {
-    size_t j = i;
-    while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
-    out->push_back({sorted[i], static_cast<int>(j - i)});
-    i = j;
-  }
+  for (std::span<const int32_t> ids : {a, b})
+    for (int32_t id : ids) {
+      if (id < 0 || id >= vocab) continue;
+      if (slot[id] == 0) {
+        out->push_back({id, 0});
+        slot[id] = static_cast<int32_t>(out->size());
+      }
+      ++(*out)[slot[id] - 1].second;
+    }
+  for (const auto& [id, n] : *out) slot[id] = 0;
 }
 
 }  // namespace
@@ -43,22 +49,17 @@ void ApplyPenalties(const SamplingParams& p, std::span<const int32_t> eos, const
     if (in_vocab(id)) logits[id] += bias;
   thread_local std::vector<std::pair<int32_t, int>> counts;
   if (p.repetition_penalty != 1.0f) {
-    thread_local std::vector<int32_t> all;
-    all.assign(h.prompt.begin(), h.prompt.end());
-    all.insert(all.end(), h.generated.begin(), h.generated.end());
-    Counts(all, &counts);
+    Counts(h.prompt, h.generated, vocab, &counts);
     const float r = p.repetition_penalty;
     for (const auto& [id, n] : counts) {
-      if (!in_vocab(id)) continue;
       float& l = logits[id];
       l = l > 0.0f ? l / r : l * r;
     }
   }
   if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
-    Counts(h.generated, &counts);
+    Counts(h.generated, {}, vocab, &counts);
     for (const auto& [id, n] : counts)
-      if (in_vocab(id))
-        logits[id] -= static_cast<float>(n) * p.frequency_penalty + p.presence_penalty;
+      logits[id] -= static_cast<float>(n) * p.frequency_penalty + p.presence_penalty;
   }
 }
 
