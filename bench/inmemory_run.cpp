@@ -214,7 +214,7 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
         continue;
       }
       std::vector<jobs::Choice> choices;
-      for (const Completion& c : o.completions) choices.push_back({c.text, c.finish_reason});
+      for (const Completion& c : o.completions) choices.push_back({c.text, c.finish_reason, {}});
       jobs::Usage usage{o.metrics.prompt_tokens, o.metrics.completion_tokens,
                         o.metrics.cached_prompt_tokens};
       l.out = jobs::SuccessLine(l.req, choices, usage, l.request_id, created,

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "daemon/model_fingerprint.h"
 #include "jobs/batch_request.h"
 
 namespace llmq::cli {
@@ -133,6 +134,7 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
   ctx->capacity_setting = "the KV cache size (--kv-cache-memory / engine.kv_cache_memory: " +
                           std::to_string(cfg.kv_cache_bytes) + " bytes)";
   ctx->model_name = ServedModelName(cfg);
+  ctx->system_fingerprint = ModelFingerprint(cfg.model_dir);
   return Status::Ok();
 }
 

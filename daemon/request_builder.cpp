@@ -38,10 +38,32 @@ void PackBytes(const std::string& s, std::vector<int32_t>* key) {
   key->push_back(static_cast<int32_t>(tail | uint32_t(s.size() - i)));
 }
 
+// The token ids a line names besides its prompt (logit_bias, stop_token_ids) lie in the vocabulary.
+std::string CheckTokenIds(const BuildContext& ctx, const jobs::BatchRequest& r,
+                          const std::string& file) {
+  const int vocab = ctx.model->cfg.vocab_size;
+  auto outside = [&](const std::string& field, int64_t id) {
+    return Where(file, r) + "field '" + field + "': token id " + std::to_string(id) +
+           " is outside the vocabulary (" + std::to_string(vocab) + ")";
+  };
+  for (const auto& [id, bias] : r.logit_bias)
+    if (id >= vocab) return outside("body.logit_bias." + std::to_string(id), id);
+  for (size_t i = 0; i < r.stop_token_ids.size(); ++i)
+    if (r.stop_token_ids[i] >= vocab)
+      return outside("body.stop_token_ids[" + std::to_string(i) + "]", r.stop_token_ids[i]);
+  return "";
+}
+
+jobs::LogprobToken Token(const Tokenizer& tok, int32_t id, float logprob) {
+  std::string bytes = tok.TokenBytes(id);
+  return {Utf8Lossy(bytes), std::move(bytes), logprob};
+}
+
 }  // namespace
 
 std::string PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                     std::vector<int32_t>* key) {
+  if (std::string err = CheckTokenIds(ctx, r, file); !err.empty()) return err;
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     std::string text;
@@ -66,6 +88,7 @@ std::string BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r,
                          const std::string& file, const std::string& job_id, Request* out) {
   const Model& m = *ctx.model;
   const std::string where = Where(file, r);
+  if (std::string err = CheckTokenIds(ctx, r, file); !err.empty()) return err;
   std::vector<int> ids;
   const char* prompt_field = "body.prompt";
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
@@ -106,6 +129,15 @@ std::string BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r,
   p.seed = r.seed ? static_cast<uint64_t>(*r.seed) : DefaultSeed(job_id, r.custom_id);
   p.stop = r.stop;
   p.ignore_eos = r.ignore_eos;
+  p.presence_penalty = static_cast<float>(r.presence_penalty);
+  p.frequency_penalty = static_cast<float>(r.frequency_penalty);
+  p.repetition_penalty = static_cast<float>(r.repetition_penalty);
+  p.logit_bias.clear();
+  for (const auto& [id, bias] : r.logit_bias)
+    p.logit_bias.push_back({static_cast<int32_t>(id), static_cast<float>(bias)});
+  p.min_tokens = r.min_tokens;
+  p.stop_token_ids.assign(r.stop_token_ids.begin(), r.stop_token_ids.end());
+  p.logprobs = r.logprobs;
   out->n = r.n;
   return "";
 }
@@ -114,11 +146,22 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
                        const std::string& request_id, int64_t created) {
   std::vector<jobs::Choice> choices;
   choices.reserve(o.completions.size());
-  for (const Completion& c : o.completions) choices.push_back({c.text, c.finish_reason});
+  for (const Completion& c : o.completions) {
+    jobs::Choice& ch = choices.emplace_back(jobs::Choice{c.text, c.finish_reason, {}});
+    if (r.logprobs < 0 || !ctx.model->tokenizer) continue;
+    const Tokenizer& tok = *ctx.model->tokenizer;
+    ch.logprobs.reserve(c.logprobs.size());
+    for (const TokenLogprobs& t : c.logprobs) {
+      jobs::TokenLogprob& e = ch.logprobs.emplace_back();
+      e.chosen = Token(tok, t.id, t.logprob);
+      for (const TopLogprob& x : t.top) e.top.push_back(Token(tok, x.id, x.logprob));
+    }
+  }
   const jobs::Usage usage{o.metrics.prompt_tokens, o.metrics.completion_tokens,
                           o.metrics.cached_prompt_tokens};
   // The model that ran, not the request's echo (a request's "model" selects nothing here).
-  return jobs::SuccessLine(r, choices, usage, request_id, created, ctx.model_name);
+  return jobs::SuccessLine(r, choices, usage, request_id, created, ctx.model_name,
+                           ctx.system_fingerprint);
 }
 
 std::string RequestIdFor(const std::string& job_public_id, int64_t line) {

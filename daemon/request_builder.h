@@ -23,7 +23,8 @@ struct BuildContext {
   // Names the setting that limits `capacity` in messages, e.g. "--kv-cache-memory 100 (the
   // KV cache holds 16 tokens)": a refusal caused by the operator's settings says so.
   std::string capacity_setting;
-  std::string model_name;  // the "model" field of every response (the model that ran)
+  std::string model_name;          // the "model" field of every response (the model that ran)
+  std::string system_fingerprint;  // daemon/model_fingerprint.h; "" writes null
 };
 
 // Validates a parsed line beyond its JSON (the chat template accepts its messages) and gives the

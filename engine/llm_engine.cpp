@@ -159,6 +159,8 @@ void LlmEngine::Add(Request req) {
       return reject("prompt token id " + std::to_string(id) + " is outside the vocabulary");
   if (req.params.max_tokens < 1) return reject("max_tokens must be at least 1");
   if (req.n < 1) return reject("n must be at least 1");
+  if (!(req.params.repetition_penalty > 0.0f))
+    return reject("repetition_penalty must be greater than 0");
   if (n >= ctx)
     return reject("prompt has " + std::to_string(n) + " tokens; the model's context is " +
                   std::to_string(ctx));
@@ -346,7 +348,7 @@ bool LlmEngine::ReleasePins() {
   return any;
 }
 
-bool LlmEngine::Append(Sequence* s, int token) {
+bool LlmEngine::Append(Sequence* s, int token, TokenLogprobs* lp) {
   const SamplingParams& p = *s->params;
   RequestState* st = s->owner;
   if (!st->first_token_seen) {
@@ -357,17 +359,20 @@ bool LlmEngine::Append(Sequence* s, int token) {
   s->last_token_at = step_time_;
   ++stats_.tokens_generated;
   s->tokens.push_back(token);
+  if (p.logprobs >= 0 && lp) s->logprobs.push_back(std::move(*lp));
+  // Before min_tokens nothing stops a sequence but its length (vLLM's stop checker).
+  const bool may_stop = s->num_completion() >= p.min_tokens;
   const bool is_eos = !p.ignore_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end();
   const bool is_stop_id =
       std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
-  if (is_eos || is_stop_id) {
+  if (may_stop && (is_eos || is_stop_id)) {
     s->finish_reason = "stop";
     return true;
   }
   if (s->detok) {
     const size_t before = s->text.size();
     s->text += s->detok->Add(token);
-    if (!p.stop.empty()) {
+    if (!p.stop.empty() && may_stop) {
       const size_t at = FindStop(s->text, before, p.stop);
       if (at != std::string::npos) {
         s->text.resize(at);
@@ -393,6 +398,7 @@ void LlmEngine::FinishSeq(Sequence* s, std::vector<RequestOutput>* done) {
   c.ids.assign(s->tokens.begin() + s->num_prompt, s->tokens.end());
   c.text = std::move(s->text);
   c.finish_reason = s->finish_reason;
+  c.logprobs = std::move(s->logprobs);
   st->m.completion_tokens += static_cast<int>(c.ids.size());
   if (c.ids.size() >= 2) {
     st->itl_sum += s->token_gaps_seconds / static_cast<double>(c.ids.size() - 1);
@@ -488,13 +494,17 @@ void LlmEngine::Postprocess(std::vector<RequestOutput>* out) {
   stats_.peak_blocks_in_use = std::max(stats_.peak_blocks_in_use, blocks_.num_in_use());
   const std::vector<float>& logits = runner_.logits();
   // Sampling is per row and independent: draw in parallel, then apply in order.
-  std::vector<int32_t> drawn(samplers_.size());
   const int64_t rows = static_cast<int64_t>(samplers_.size());
+  std::vector<int32_t> drawn(rows);
+  std::vector<TokenLogprobs> lps(rows);
+  auto sample = [&](Sequence* s, const float* row, TokenLogprobs* lp) {
+    const std::span<const int32_t> all(s->tokens);
+    const TokenHistory h{all.first(s->num_prompt), all.subspan(s->num_prompt)};
+    return SampleNext(row, cfg_.vocab_size, *s->params, eos_, h, &s->rng, lp);
+  };
 #pragma omp parallel for schedule(static) if (rows * cfg_.vocab_size > (1 << 20))
-  for (int64_t i = 0; i < rows; ++i) {
-    Sequence* s = samplers_[i];
-    drawn[i] = SampleToken(&logits[i * cfg_.vocab_size], cfg_.vocab_size, *s->params, &s->rng);
-  }
+  for (int64_t i = 0; i < rows; ++i)
+    drawn[i] = sample(samplers_[i], &logits[i * cfg_.vocab_size], &lps[i]);
   for (size_t i = 0; i < samplers_.size(); ++i) {
     Sequence* s = samplers_[i];
     const float* row = &logits[i * cfg_.vocab_size];
@@ -504,10 +514,11 @@ void LlmEngine::Postprocess(std::vector<RequestOutput>* out) {
       // Each fork samples its first token from the same logits with its own generator.
       for (int k = 1; k < st->req.n; ++k) {
         Sequence* c = st->seqs[k].get();
-        if (Append(c, SampleToken(row, cfg_.vocab_size, *c->params, &c->rng))) FinishSeq(c, out);
+        TokenLogprobs lp;
+        if (Append(c, sample(c, row, &lp), &lp)) FinishSeq(c, out);
       }
     }
-    if (Append(s, drawn[i])) FinishSeq(s, out);
+    if (Append(s, drawn[i], &lps[i])) FinishSeq(s, out);
   }
 }
 

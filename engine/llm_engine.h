@@ -131,7 +131,7 @@ class LlmEngine {
   void UpdatePins();
   bool ReleasePins();                            // true when any block was pinned
   int MaxLen(int prompt, int max_tokens) const;  // prompt + max_tokens, capped at the context
-  bool Append(Sequence* s, int token);           // true when s is finished
+  bool Append(Sequence* s, int token, TokenLogprobs* lp);  // true when s is finished
   void FinishSeq(Sequence* s, std::vector<RequestOutput>* done);
   // Ends a request: drops its sequences and bookkeeping, appends its output to *out.
   void Report(RequestState* st, std::string error, bool cancelled, std::vector<RequestOutput>* out);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/penalties.h"
+
 namespace llmq {
 
 uint64_t Rng::NextU64() {
@@ -36,18 +38,6 @@ struct Cand {
 // A strict total order, so every selection algorithm yields the same ranks on every library.
 inline bool Before(const Cand& a, const Cand& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-}
-
-// Largest logit, NaN skipped (-inf if none). Eight independent lanes so the compiler can use
-// vmaxps: `l > m ? l : m` keeps m when l is NaN, exactly like the instruction.
-float MaxLogit(const float* logits, int vocab) {
-  float m[8];
-  std::fill(m, m + 8, -kFInf);
-  int i = 0;
-  for (; i + 8 <= vocab; i += 8)
-    for (int j = 0; j < 8; ++j) m[j] = logits[i + j] > m[j] ? logits[i + j] : m[j];
-  for (; i < vocab; ++i) m[0] = logits[i] > m[0] ? logits[i] : m[0];
-  return *std::max_element(m, m + 8);
 }
 
 // Greedy argmax; NaN counts as -inf; ties (all -inf included) go to the lowest id.
@@ -271,6 +261,21 @@ int SampleToken(const float* logits, int vocab, const SamplingParams& p, Rng* rn
     total = last.before + last.cand.w;
   }
   return Select(c, use_top_p ? &cut : nullptr, max_l, t, u * total, false).cand.id;
+}
+
+int SampleNext(const float* logits, int vocab, const SamplingParams& p,
+               std::span<const int32_t> eos, const TokenHistory& h, Rng* rng, TokenLogprobs* lp) {
+  int token = 0;
+  if (HasPenalties(p, static_cast<int>(h.generated.size()))) {
+    thread_local std::vector<float> row;
+    row.assign(logits, logits + vocab);
+    ApplyPenalties(p, eos, h, row.data(), vocab);
+    token = SampleToken(row.data(), vocab, p, rng);
+  } else {
+    token = SampleToken(logits, vocab, p, rng);
+  }
+  if (lp && p.logprobs >= 0) *lp = RowLogprobs(logits, vocab, p.logprobs, token);
+  return token;
 }
 
 size_t FindStop(const std::string& text, size_t new_from, const std::vector<std::string>& stops) {

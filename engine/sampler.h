@@ -5,9 +5,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "engine/logprobs.h"
 
 namespace llmq {
 
@@ -24,6 +28,21 @@ struct SamplingParams {
   std::vector<int> stop_token_ids;  // in addition to the model's EOS ids
   std::vector<std::string> stop;    // stop strings; the text is cut before the match
   bool ignore_eos = false;
+  // Penalties and biases, applied before temperature in the order engine/penalties.h states.
+  float presence_penalty = 0.0f;    // OpenAI: subtracted once from every generated token's logit
+  float frequency_penalty = 0.0f;   // OpenAI: subtracted per occurrence in the completion
+  float repetition_penalty = 1.0f;  // vLLM: > 0; 1 = off; over prompt + completion
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to its logit
+  int min_tokens = 0;  // EOS and stop_token_ids are blocked (and stops not checked) before this
+  // -1: no log-probabilities; k >= 0: each generated token's log-probability under the raw logits
+  // and the k most likely tokens of its position (engine/logprobs.h).
+  int logprobs = -1;
+};
+
+// The tokens a sequence holds, as the penalties read them.
+struct TokenHistory {
+  std::span<const int32_t> prompt;
+  std::span<const int32_t> generated;
 };
 
 // Small counter-based RNG (splitmix64 stream): reproducible from its seed alone.
@@ -50,6 +69,14 @@ uint64_t DefaultSeed(std::string_view job_id, std::string_view custom_id);
 // result is 0. Arithmetic is in double; sampler.cpp states the exact contract.
 // Thread-safe (scratch buffers are thread_local).
 int SampleToken(const float* logits, int vocab, const SamplingParams& p, Rng* rng);
+
+// One step of one sequence: applies the penalties and biases of `p` (engine/penalties.h; `eos`:
+// the model's EOS ids) to a copy of the raw row when it has any, then SampleToken. With
+// p.logprobs >= 0 and `lp` non-null, *lp gets the chosen token's log-probability and the top
+// p.logprobs of the raw row (engine/logprobs.h). Reads nothing but its arguments: a row's result
+// does not depend on the other rows of the batch. Thread-safe.
+int SampleNext(const float* logits, int vocab, const SamplingParams& p,
+               std::span<const int32_t> eos, const TokenHistory& h, Rng* rng, TokenLogprobs* lp);
 
 // Finds the earliest occurrence of any stop string in `text`, considering only matches that end
 // after `new_from` (the text released before that was already checked), i.e. start at

@@ -28,6 +28,8 @@ struct Completion {
   std::vector<int32_t> ids;   // ends with the stop token when one stopped it
   std::string text;           // stop token / stop string excluded
   std::string finish_reason;  // "stop" | "length"
+  // One per id when params.logprobs >= 0 (the stop token's too), else empty.
+  std::vector<TokenLogprobs> logprobs;
 };
 
 struct RequestMetrics {
@@ -78,6 +80,7 @@ struct Sequence {
   std::unique_ptr<IncrementalDecoder> detok;  // null when no tokenizer is attached
   std::string text;                           // completion text released so far
   std::string finish_reason;
+  std::vector<TokenLogprobs> logprobs;  // one per completion token when params->logprobs >= 0
   bool stopped_by_string = false;
   Clock::time_point last_token_at;  // when its latest token was sampled
   double token_gaps_seconds = 0;    // sum of the gaps between its tokens after the first

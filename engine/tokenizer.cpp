@@ -230,6 +230,24 @@ std::string Tokenizer::Decode(const std::vector<int>& ids) const {
   return text;
 }
 
+std::string Tokenizer::TokenBytes(int id) const {
+  if (id < 0 || id >= vocab_size()) return "";
+  if (hf_) return hf_->DecodeBytes({id}, /*skip_special_tokens=*/false);
+  if (const int b = ByteValue(id); b >= 0) return std::string(1, static_cast<char>(b));
+  const std::string piece = sp_->IdToPiece(id);
+  static const std::string kSpace = "\xE2\x96\x81";  // U+2581, sentencepiece's space
+  std::string out;
+  for (size_t i = 0; i < piece.size();) {
+    if (piece.compare(i, kSpace.size(), kSpace) == 0) {
+      out += ' ';
+      i += kSpace.size();
+    } else {
+      out += piece[i++];
+    }
+  }
+  return out;
+}
+
 int Tokenizer::vocab_size() const {
   return hf_ ? hf_->vocab_size() : sp_->GetPieceSize();
 }

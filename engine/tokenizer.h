@@ -39,6 +39,10 @@ class Tokenizer {
   // leading space of the first piece is dropped, invalid byte-fallback bytes become U+FFFD.
   // Ids outside [0, vocab_size()) give no text either.
   std::string Decode(const std::vector<int>& ids) const;
+  // The bytes one token stands for, as OpenAI's logprobs report them: a byte-level token's raw
+  // bytes (possibly part of a UTF-8 character), a byte-fallback piece's byte, a sentencepiece
+  // piece with "▁" as a space, a special token's text ("</s>"). "" outside [0, vocab_size()).
+  std::string TokenBytes(int id) const;
   int vocab_size() const;
   int bos_id() const;  // -1 when the model has none
   int eos_id() const;  // -1 when the model has none

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "jobs/sha256.h"
+
 namespace llmq::jobs {
 namespace {
 
@@ -12,11 +14,71 @@ std::string Dump(const ojson& j) {
   return j.dump(-1, ' ', /*ensure_ascii=*/false, ojson::error_handler_t::replace);
 }
 
+constexpr double kMinLogprob = -9999.0;  // what -inf is written as
+
+double Logprob(double lp) {
+  return lp >= kMinLogprob ? lp : kMinLogprob;  // also NaN
+}
+
+ojson Bytes(const std::string& b) {
+  ojson a = ojson::array();
+  for (char c : b) a.push_back(static_cast<int>(static_cast<unsigned char>(c)));
+  return a;
+}
+
+ojson ChatToken(const LogprobToken& t) {
+  return {{"token", t.token}, {"logprob", Logprob(t.logprob)}, {"bytes", Bytes(t.bytes)}};
+}
+
+// Code points of a UTF-8 string (what Python's len() counts).
+int64_t CodePoints(const std::string& s) {
+  int64_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+ojson ChatLogprobs(const std::vector<TokenLogprob>& lps) {
+  ojson content = ojson::array();
+  for (const TokenLogprob& t : lps) {
+    ojson e = ChatToken(t.chosen);
+    ojson top = ojson::array();
+    for (const LogprobToken& x : t.top) top.push_back(ChatToken(x));
+    e["top_logprobs"] = std::move(top);
+    content.push_back(std::move(e));
+  }
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+ojson CompletionLogprobs(const std::vector<TokenLogprob>& lps) {
+  ojson tokens = ojson::array(), token_lps = ojson::array(), tops = ojson::array(),
+        offsets = ojson::array();
+  int64_t offset = 0;
+  for (const TokenLogprob& t : lps) {
+    tokens.push_back(t.chosen.token);
+    token_lps.push_back(Logprob(t.chosen.logprob));
+    ojson top = ojson::object();
+    for (const LogprobToken& x : t.top)
+      if (!top.contains(x.token)) top[x.token] = Logprob(x.logprob);
+    if (!top.contains(t.chosen.token)) top[t.chosen.token] = Logprob(t.chosen.logprob);
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
+    offset += CodePoints(t.chosen.token);
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_lps)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
 }  // namespace
+
+std::string ResponseRequestId(const std::string& request_id) {
+  return "req_" + Sha256Hex(request_id).substr(0, 32);
+}
 
 std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choices,
                         const Usage& usage, const std::string& request_id, int64_t created,
-                        const std::string& model) {
+                        const std::string& model, const std::string& system_fingerprint) {
   const bool chat = req.endpoint == Endpoint::kChatCompletions;
   ojson body;
   body["id"] = (chat ? "chatcmpl-" : "cmpl-") + request_id;
@@ -28,11 +90,16 @@ std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choi
     ojson c;
     c["index"] = i;
     if (chat) {
-      c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+      c["message"] = {{"role", "assistant"}, {"content", choices[i].text}, {"refusal", nullptr}};
     } else {
       c["text"] = choices[i].text;
     }
-    c["logprobs"] = nullptr;
+    if (req.logprobs < 0) {
+      c["logprobs"] = nullptr;
+    } else {
+      c["logprobs"] =
+          chat ? ChatLogprobs(choices[i].logprobs) : CompletionLogprobs(choices[i].logprobs);
+    }
     c["finish_reason"] = choices[i].finish_reason;
     out_choices.push_back(std::move(c));
   }
@@ -42,14 +109,20 @@ std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choi
   u["completion_tokens"] = usage.completion_tokens;
   u["total_tokens"] = usage.prompt_tokens + usage.completion_tokens;
   u["prompt_tokens_details"] = {{"cached_tokens", usage.cached_tokens}};
+  u["completion_tokens_details"] = {{"reasoning_tokens", 0},
+                                    {"audio_tokens", 0},
+                                    {"accepted_prediction_tokens", 0},
+                                    {"rejected_prediction_tokens", 0}};
   body["usage"] = std::move(u);
+  body["system_fingerprint"] =
+      system_fingerprint.empty() ? ojson(nullptr) : ojson(system_fingerprint);
 
   ojson line;
   line["id"] = request_id;
   line["custom_id"] = req.custom_id;
   ojson response;
   response["status_code"] = 200;
-  response["request_id"] = request_id;
+  response["request_id"] = ResponseRequestId(request_id);
   response["body"] = std::move(body);
   line["response"] = std::move(response);
   line["error"] = nullptr;

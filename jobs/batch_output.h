@@ -13,9 +13,23 @@
 
 namespace llmq::jobs {
 
+// A token as logprobs report it: its text (its bytes, invalid UTF-8 as U+FFFD) and its bytes.
+struct LogprobToken {
+  std::string token;
+  std::string bytes;
+  double logprob = 0.0;  // -inf is written as -9999.0 (as OpenAI and vLLM do)
+};
+
+// One generated token's log-probability and the most likely tokens of its position.
+struct TokenLogprob {
+  LogprobToken chosen;
+  std::vector<LogprobToken> top;  // logprob descending
+};
+
 struct Choice {
-  std::string text;           // the completion (assistant message content for chat)
-  std::string finish_reason;  // "stop" | "length"
+  std::string text;                    // the completion (assistant message content for chat)
+  std::string finish_reason;           // "stop" | "length"
+  std::vector<TokenLogprob> logprobs;  // one per completion token when req.logprobs >= 0
 };
 
 struct Usage {
@@ -24,11 +38,20 @@ struct Usage {
   int64_t cached_tokens = 0;      // prompt tokens taken from the prefix cache
 };
 
-// One successful output line (no trailing newline). `request_id` is unique per line; `created` is
-// unix seconds. Text that is not valid UTF-8 is written with U+FFFD replacements.
+// One successful output line (no trailing newline). `request_id` is unique per line (the line's
+// "id"; response.request_id is "req_" + 32 hex digits of its SHA-256, distinct from it); `created`
+// is unix seconds; `system_fingerprint` (null when empty) names the build and the model's files.
+// Text that is not valid UTF-8 is written with U+FFFD replacements. With req.logprobs >= 0 each
+// choice's "logprobs" is OpenAI's shape: chat {"content": [{token, logprob, bytes, top_logprobs:
+// [{token, logprob, bytes}]}], "refusal": null}; completions {tokens, token_logprobs,
+// top_logprobs: [{token: logprob}] (the top req.logprobs and the chosen token), text_offset (code
+// points of the tokens' texts before each)}.
 std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choices,
                         const Usage& usage, const std::string& request_id, int64_t created,
-                        const std::string& model);
+                        const std::string& model, const std::string& system_fingerprint = "");
+
+// response.request_id of the line whose id is `request_id`.
+std::string ResponseRequestId(const std::string& request_id);
 
 // One error output line for a refused or failed request. `custom_id` may be empty (unknown).
 std::string ErrorLine(const std::string& custom_id, const std::string& request_id,

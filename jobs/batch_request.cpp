@@ -1,5 +1,6 @@
 #include "jobs/batch_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,10 @@ constexpr const char* kChatUrl = "/v1/chat/completions";
 constexpr const char* kCompletionsUrl = "/v1/completions";
 constexpr size_t kMaxStop = 4;  // OpenAI's limit on "stop"
 constexpr int kMaxN = 128;
+constexpr int kMaxTopLogprobs = 20;  // OpenAI's limit for chat's top_logprobs
+constexpr int kMaxLogprobs = 5;      // OpenAI's limit for completions' logprobs
+constexpr double kMaxBias = 100.0;   // logit_bias values lie in [-100, 100]
+constexpr double kMaxPenalty = 2.0;  // presence / frequency penalties lie in [-2, 2]
 
 // Thrown inside the parser only (never out of ParseBatchLine): the first problem found, with the
 // field it concerns already in the message.
@@ -225,6 +230,137 @@ void ParseSampling(const json& body, BatchRequest* req) {
   }
 }
 
+bool Flag(const json& v, const std::string& field) {
+  if (!v.is_boolean()) Fail(field, "must be true or false", v);
+  return v.get<bool>();
+}
+
+// A list of token ids (non-negative int32); the vocabulary is checked where it is known.
+std::vector<int32_t> TokenIds(const json& v, const std::string& field) {
+  if (!v.is_array()) Fail(field, "must be a list of token ids", v);
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < v.size(); ++i)
+    ids.push_back(static_cast<int32_t>(IntIn(v[i], field + "[" + std::to_string(i) + "]", 0,
+                                             std::numeric_limits<int32_t>::max(),
+                                             "must be a token id (a non-negative integer)")));
+  return ids;
+}
+
+void ParsePenalties(const json& body, BatchRequest* req) {
+  auto penalty = [&](const char* key, double* out) {
+    if (const json* v = Find(body, key))
+      *out = NumberWhere(
+          *v, std::string("body.") + key, [](double x) { return std::fabs(x) <= kMaxPenalty; },
+          "must be a number in [-2, 2]");
+  };
+  penalty("presence_penalty", &req->presence_penalty);
+  penalty("frequency_penalty", &req->frequency_penalty);
+  if (const json* v = Find(body, "repetition_penalty"))
+    req->repetition_penalty = NumberWhere(
+        *v, "body.repetition_penalty", [](double x) { return x > 0; },
+        "must be a number greater than 0 (1: off)");
+  if (const json* v = Find(body, "logit_bias")) {
+    if (!v->is_object())
+      Fail("body.logit_bias", "must be an object of token id -> bias in [-100, 100]", *v);
+    for (const auto& [key, bias] : v->items()) {
+      const std::string field = "body.logit_bias." + key;
+      int64_t id = -1;
+      const bool digits = !key.empty() && key.size() <= 10 &&
+                          key.find_first_not_of("0123456789") == std::string::npos;
+      if (digits) id = std::stoll(key);
+      if (id < 0 || id > std::numeric_limits<int32_t>::max())
+        throw LineError{"field '" + field +
+                        "': the key must be a token id (a non-negative integer)"};
+      if (bias.is_null()) continue;
+      req->logit_bias.push_back(
+          {id, NumberWhere(
+                   bias, field, [](double x) { return std::fabs(x) <= kMaxBias; },
+                   "must be a number in [-100, 100]")});
+    }
+    std::sort(req->logit_bias.begin(), req->logit_bias.end());
+  }
+  if (const json* v = Find(body, "min_tokens")) {
+    req->min_tokens =
+        static_cast<int>(IntIn(*v, "body.min_tokens", 0, std::numeric_limits<int>::max(),
+                               "must be a non-negative integer"));
+    if (req->max_tokens && req->min_tokens > *req->max_tokens)
+      Fail("body.min_tokens",
+           "must not exceed max_tokens (" + std::to_string(*req->max_tokens) + ")", *v);
+  }
+  if (const json* v = Find(body, "stop_token_ids"))
+    req->stop_token_ids = TokenIds(*v, "body.stop_token_ids");
+}
+
+void ParseLogprobs(const json& body, BatchRequest* req) {
+  const json* lp = Find(body, "logprobs");
+  if (req->endpoint == Endpoint::kChatCompletions) {
+    const bool on = lp && Flag(*lp, "body.logprobs");
+    if (const json* top = Find(body, "top_logprobs")) {
+      const int k = static_cast<int>(
+          IntIn(*top, "body.top_logprobs", 0, kMaxTopLogprobs, "must be an integer in [0, 20]"));
+      if (!on) Fail("body.top_logprobs", "needs \"logprobs\": true", *top);
+      req->logprobs = k;
+    } else if (on) {
+      req->logprobs = 0;
+    }
+    return;
+  }
+  if (lp)
+    req->logprobs = static_cast<int>(
+        IntIn(*lp, "body.logprobs", 0, kMaxLogprobs, "must be an integer in [0, 5]"));
+}
+
+// The fields whose support depends on their value.
+void ParseConditional(const json& body, BatchRequest* req) {
+  if (const json* v = Find(body, "response_format")) {
+    const json* type = v->is_object() ? Find(*v, "type") : nullptr;
+    if (!type || *type != "text")
+      Fail("body.response_format",
+           "is not supported except {\"type\": \"text\"} (llmq does not constrain the output to "
+           "JSON or a schema)",
+           *v);
+  }
+  if (const json* v = Find(body, "modalities")) {
+    if (*v != json::array({"text"}))
+      Fail("body.modalities", "is not supported except [\"text\"] (llmq generates text only)", *v);
+  }
+  if (const json* v = Find(body, "echo")) {
+    if (Flag(*v, "body.echo"))
+      Fail("body.echo", "is not supported: must be false (llmq does not echo the prompt)", *v);
+  }
+  if (const json* v = Find(body, "suffix")) {
+    if (!v->is_string() || !v->get_ref<const std::string&>().empty())
+      Fail("body.suffix", "is not supported (llmq does not insert text before a suffix)", *v);
+  }
+  if (const json* v = Find(body, "best_of")) {
+    const int64_t b = IntIn(*v, "body.best_of", 1, kMaxN, "must be an integer in [1, 128]");
+    if (b != req->n)
+      Fail("body.best_of",
+           "is not supported unless it equals n (" + std::to_string(req->n) +
+               "): llmq returns every sample, it does not rank them",
+           *v);
+  }
+}
+
+// Every non-null field of the body is honoured, ignored as OpenAI ignores it, or refused by name.
+void CheckBodyFields(const json& body, Endpoint endpoint) {
+  const bool chat = endpoint == Endpoint::kChatCompletions;
+  for (const auto& [key, value] : body.items()) {
+    if (value.is_null()) continue;
+    const FieldRule* rule = nullptr;
+    for (const FieldRule& r : BodyFieldRules())
+      if (key == r.name) rule = &r;
+    const std::string field = "body." + key;
+    if (!rule || !(chat ? rule->chat : rule->completions))
+      Fail(field,
+           std::string("is not supported (not a field llmq knows for ") +
+               (chat ? kChatUrl : kCompletionsUrl) + "; the README lists them)",
+           value);
+    if (rule->use == FieldUse::kRefused)
+      Fail(field, std::string("is not supported: ") + rule->why, value);
+  }
+}
+
 // Everything after custom_id; throws LineError at the first problem.
 void ParseRest(const json& j, BatchRequest* req) {
   const json* method = Find(j, "method");
@@ -253,12 +389,16 @@ void ParseRest(const json& j, BatchRequest* req) {
     if (!model->is_string()) Fail("body.model", "must be a string", *model);
     req->model = model->get<std::string>();
   }
+  CheckBodyFields(*body, req->endpoint);
   if (req->endpoint == Endpoint::kChatCompletions) {
     ParseMessages(*body, req);
   } else {
     ParsePrompt(*body, req);
   }
   ParseSampling(*body, req);
+  ParsePenalties(*body, req);
+  ParseLogprobs(*body, req);
+  ParseConditional(*body, req);
   // OpenAI's (and vLLM's) default for completions; chat defaults to "up to the context".
   if (req->endpoint == Endpoint::kCompletions && !req->max_tokens) req->max_tokens = 16;
 }
@@ -287,6 +427,60 @@ std::string ParseErrorText(std::string_view text) {
 }
 
 }  // namespace
+
+const std::vector<FieldRule>& BodyFieldRules() {
+  using U = FieldUse;
+  static const std::vector<FieldRule> rules = {
+      {"model", true, true, U::kHonoured, "accepted; the model that runs is named in the output"},
+      {"messages", true, false, U::kHonoured, "the conversation"},
+      {"prompt", false, true, U::kHonoured, "a string or token ids"},
+      {"max_tokens", true, true, U::kHonoured, "completion budget"},
+      {"max_completion_tokens", true, true, U::kHonoured, "completion budget (wins)"},
+      {"temperature", true, true, U::kHonoured, "[0, 2]"},
+      {"top_p", true, true, U::kHonoured, "(0, 1]"},
+      {"n", true, true, U::kHonoured, "[1, 128] samples"},
+      {"stop", true, true, U::kHonoured, "up to 4 strings"},
+      {"seed", true, true, U::kHonoured, "the request's random stream"},
+      {"stream", true, true, U::kHonoured, "false only"},
+      {"presence_penalty", true, true, U::kHonoured, "[-2, 2]"},
+      {"frequency_penalty", true, true, U::kHonoured, "[-2, 2]"},
+      {"logit_bias", true, true, U::kHonoured, "token id -> [-100, 100]"},
+      {"logprobs", true, true, U::kHonoured, "chat: true/false; completions: 0-5"},
+      {"top_logprobs", true, false, U::kHonoured, "0-20, with logprobs: true"},
+      {"response_format", true, false, U::kHonoured, "{\"type\": \"text\"} only"},
+      {"modalities", true, false, U::kHonoured, "[\"text\"] only"},
+      {"echo", false, true, U::kHonoured, "false only"},
+      {"suffix", false, true, U::kHonoured, "\"\" only"},
+      {"best_of", false, true, U::kHonoured, "equal to n only"},
+      // vLLM's extensions.
+      {"top_k", true, true, U::kHonoured, "vLLM: -1/0 off"},
+      {"min_p", true, true, U::kHonoured, "vLLM: [0, 1]"},
+      {"ignore_eos", true, true, U::kHonoured, "vLLM"},
+      {"repetition_penalty", true, true, U::kHonoured, "vLLM: > 0"},
+      {"min_tokens", true, true, U::kHonoured, "vLLM"},
+      {"stop_token_ids", true, true, U::kHonoured, "vLLM"},
+      // What OpenAI accepts without changing the completion.
+      {"user", true, true, U::kIgnored, "an end-user id for abuse monitoring"},
+      {"metadata", true, false, U::kIgnored, "stored-completion tags"},
+      {"store", true, false, U::kIgnored, "OpenAI's stored completions"},
+      {"service_tier", true, true, U::kIgnored, "OpenAI's processing tier"},
+      {"prompt_cache_key", true, false, U::kIgnored, "OpenAI's cache routing hint"},
+      {"safety_identifier", true, false, U::kIgnored, "an end-user id for abuse monitoring"},
+      // Refused: they would change what is generated in ways llmq does not implement.
+      {"tools", true, false, U::kRefused, "llmq does not call tools"},
+      {"tool_choice", true, false, U::kRefused, "llmq does not call tools"},
+      {"parallel_tool_calls", true, false, U::kRefused, "llmq does not call tools"},
+      {"functions", true, false, U::kRefused, "llmq does not call functions"},
+      {"function_call", true, false, U::kRefused, "llmq does not call functions"},
+      {"stream_options", true, true, U::kRefused, "a batch job cannot stream"},
+      {"audio", true, false, U::kRefused, "llmq generates text only"},
+      {"prediction", true, false, U::kRefused, "llmq has no predicted outputs"},
+      {"reasoning_effort", true, false, U::kRefused, "llmq has no reasoning-effort control"},
+      {"verbosity", true, false, U::kRefused, "llmq has no verbosity control"},
+      {"web_search_options", true, false, U::kRefused, "llmq does not search the web"},
+  };
+  return rules;
+}
 
 std::string ParseChatMessages(std::string_view text, const std::string& what,
                               std::vector<ChatMessage>* out) {

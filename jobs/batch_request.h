@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace llmq::jobs {
@@ -37,20 +38,46 @@ struct BatchRequest {
   std::vector<std::string> stop;  // "stop": string or list of up to 4 strings
   int n = 1;
   bool ignore_eos = false;  // vLLM extension
-  std::string error;        // non-empty: the line is refused, with this message
+  // Penalties and biases (engine/penalties.h states their order).
+  double presence_penalty = 0.0;                       // OpenAI: [-2, 2]
+  double frequency_penalty = 0.0;                      // OpenAI: [-2, 2]
+  double repetition_penalty = 1.0;                     // vLLM extension: > 0
+  std::vector<std::pair<int64_t, double>> logit_bias;  // token id -> [-100, 100], by id
+  int min_tokens = 0;                                  // vLLM extension
+  std::vector<int32_t> stop_token_ids;                 // vLLM extension
+  // Log-probabilities: -1 none; k >= 0 the chosen token's and the top k of each position. Chat:
+  // "logprobs": true with "top_logprobs" 0-20; completions: "logprobs" 0-5.
+  int logprobs = -1;
+  std::string error;  // non-empty: the line is refused, with this message
 };
 
 // Parses and validates one line. Never throws. On a bad line, `error` names the file, the line and
 // the field, e.g. "jobs.jsonl:17: field 'body.max_tokens' must be a positive integer", and
 // custom_id is kept when it could be read (so the error output can carry it). Only the first
-// problem is reported. Accepted as OpenAI / vLLM do: a field set to null counts as absent; unknown
-// fields are ignored; integers may be written as integral floats (16.0); content as a list of
+// problem is reported. Every field of the body is either honoured, ignored as OpenAI ignores it
+// (user, metadata, store, service_tier, prompt_cache_key, safety_identifier), or refused by name
+// (tools, response_format other than text, echo, suffix, best_of != n, an unknown field, ...: the
+// table is BodyFieldRules() and the README); fields outside the body are ignored. Accepted as
+// OpenAI / vLLM do: a field set to null counts as absent; integers may be written as integral
+// floats (16.0); content as a list of
 // {"type": "text", "text": ...} parts (joined with "\n", as vLLM joins them); role "developer"
 // (OpenAI's newer name) becomes "system"; prompt as ["one string"]; top_k -1 is stored as 0 (no
 // limit); max_completion_tokens wins over max_tokens; max_tokens defaults to 16 for completions
 // here. Refused: stream true, a list of several prompts, non-text content parts. Duplicate
 // custom_ids are the caller's to find (they span lines).
 BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& file);
+
+// What llmq does with a body field on an endpoint: honours it, ignores it (as OpenAI does), or
+// refuses the line naming it (`why` says why; some values of a conditionally refused field, such as
+// response_format {"type": "text"}, are honoured).
+enum class FieldUse { kHonoured, kIgnored, kRefused };
+struct FieldRule {
+  const char* name;
+  bool chat, completions;  // where it is a field at all (elsewhere it is refused as unknown)
+  FieldUse use;
+  const char* why;  // for kRefused: the reason in the message; else what it does
+};
+const std::vector<FieldRule>& BodyFieldRules();
 
 // A JSON list of chat messages (the CLI's --messages), checked and read as a chat request's
 // body.messages is. Returns "" or an error naming `what` and the field, e.g. "--messages: field

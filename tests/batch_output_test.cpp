@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -28,9 +29,10 @@ BatchRequest Request(Endpoint e) {
 }
 
 TEST(BatchOutputTest, ChatSuccessLineShape) {
-  const std::string line = SuccessLine(
-      Request(Endpoint::kChatCompletions), {{"Hello there.", "stop"}},
-      {/*prompt=*/12, /*completion=*/3, /*cached=*/8}, "req-abc", 1700000000, "stories260K");
+  const std::string line =
+      SuccessLine(Request(Endpoint::kChatCompletions), {{"Hello there.", "stop", {}}},
+                  {/*prompt=*/12, /*completion=*/3, /*cached=*/8}, "req-abc", 1700000000,
+                  "stories260K", "fp_llmq-0.1.0_0123456789abcdef");
   EXPECT_EQ(line.find('\n'), std::string::npos);
   const ojson j = ojson::parse(line);
   EXPECT_EQ(Keys(j), (std::vector<std::string>{"id", "custom_id", "response", "error"}));
@@ -40,10 +42,14 @@ TEST(BatchOutputTest, ChatSuccessLineShape) {
   const ojson& resp = j["response"];
   EXPECT_EQ(Keys(resp), (std::vector<std::string>{"status_code", "request_id", "body"}));
   EXPECT_EQ(resp["status_code"], 200);
-  EXPECT_EQ(resp["request_id"], "req-abc");
+  // Distinct from the line's id, derived from it (a rerun writes the same).
+  EXPECT_EQ(resp["request_id"], ResponseRequestId("req-abc"));
+  EXPECT_NE(resp["request_id"], "req-abc");
+  EXPECT_EQ(resp["request_id"].get<std::string>().size(), 4u + 32u);
   const ojson& body = resp["body"];
-  EXPECT_EQ(Keys(body),
-            (std::vector<std::string>{"id", "object", "created", "model", "choices", "usage"}));
+  EXPECT_EQ(Keys(body), (std::vector<std::string>{"id", "object", "created", "model", "choices",
+                                                  "usage", "system_fingerprint"}));
+  EXPECT_EQ(body["system_fingerprint"], "fp_llmq-0.1.0_0123456789abcdef");
   EXPECT_EQ(body["id"], "chatcmpl-req-abc");
   EXPECT_EQ(body["object"], "chat.completion");
   EXPECT_EQ(body["created"], 1700000000);
@@ -52,14 +58,20 @@ TEST(BatchOutputTest, ChatSuccessLineShape) {
   const ojson& c = body["choices"][0];
   EXPECT_EQ(Keys(c), (std::vector<std::string>{"index", "message", "logprobs", "finish_reason"}));
   EXPECT_EQ(c["index"], 0);
-  EXPECT_EQ(Keys(c["message"]), (std::vector<std::string>{"role", "content"}));
+  EXPECT_EQ(Keys(c["message"]), (std::vector<std::string>{"role", "content", "refusal"}));
+  EXPECT_TRUE(c["message"]["refusal"].is_null());
   EXPECT_EQ(c["message"]["role"], "assistant");
   EXPECT_EQ(c["message"]["content"], "Hello there.");
   EXPECT_TRUE(c["logprobs"].is_null());
   EXPECT_EQ(c["finish_reason"], "stop");
   const ojson& u = body["usage"];
-  EXPECT_EQ(Keys(u), (std::vector<std::string>{"prompt_tokens", "completion_tokens", "total_tokens",
-                                               "prompt_tokens_details"}));
+  EXPECT_EQ(Keys(u),
+            (std::vector<std::string>{"prompt_tokens", "completion_tokens", "total_tokens",
+                                      "prompt_tokens_details", "completion_tokens_details"}));
+  EXPECT_EQ(u["completion_tokens_details"], ojson({{"reasoning_tokens", 0},
+                                                   {"audio_tokens", 0},
+                                                   {"accepted_prediction_tokens", 0},
+                                                   {"rejected_prediction_tokens", 0}}));
   EXPECT_EQ(u["prompt_tokens"], 12);
   EXPECT_EQ(u["completion_tokens"], 3);
   EXPECT_EQ(u["total_tokens"], 15);
@@ -68,29 +80,34 @@ TEST(BatchOutputTest, ChatSuccessLineShape) {
 
 TEST(BatchOutputTest, ChatSuccessLineExactText) {
   EXPECT_EQ(
-      SuccessLine(Request(Endpoint::kChatCompletions), {{"Hi", "length"}}, {4, 2, 0}, "r1", 5, "m"),
-      R"({"id":"r1","custom_id":"doc-17","response":{"status_code":200,"request_id":"r1",)"
-      R"("body":{"id":"chatcmpl-r1","object":"chat.completion","created":5,"model":"m",)"
-      R"("choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},)"
-      R"("logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":4,)"
-      R"("completion_tokens":2,"total_tokens":6,"prompt_tokens_details":{"cached_tokens":0}}}},)"
-      R"("error":null})");
+      SuccessLine(Request(Endpoint::kChatCompletions), {{"Hi", "length", {}}}, {4, 2, 0}, "r1", 5,
+                  "m"),
+      R"({"id":"r1","custom_id":"doc-17","response":{"status_code":200,"request_id":")" +
+          ResponseRequestId("r1") +
+          R"(","body":{"id":"chatcmpl-r1","object":"chat.completion","created":5,"model":"m",)"
+          R"("choices":[{"index":0,"message":{"role":"assistant","content":"Hi","refusal":null},)"
+          R"("logprobs":null,"finish_reason":"length"}],"usage":{"prompt_tokens":4,)"
+          R"("completion_tokens":2,"total_tokens":6,"prompt_tokens_details":{"cached_tokens":0},)"
+          R"("completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,)"
+          R"("accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},)"
+          R"("system_fingerprint":null}},"error":null})");
 }
 
 TEST(BatchOutputTest, CompletionsSuccessLineShape) {
-  const std::string line = SuccessLine(Request(Endpoint::kCompletions),
-                                       {{" there was a cat", "length"}, {" it rained", "stop"}},
-                                       {5, 9, 0}, "req-2", 42, "m");
+  const std::string line =
+      SuccessLine(Request(Endpoint::kCompletions),
+                  {{" there was a cat", "length", {}}, {" it rained", "stop", {}}}, {5, 9, 0},
+                  "req-2", 42, "m");
   const ojson j = ojson::parse(line);
   EXPECT_EQ(Keys(j), (std::vector<std::string>{"id", "custom_id", "response", "error"}));
   EXPECT_EQ(j["id"], "req-2");
   EXPECT_EQ(j["custom_id"], "doc-17");
   EXPECT_TRUE(j["error"].is_null());
   EXPECT_EQ(j["response"]["status_code"], 200);
-  EXPECT_EQ(j["response"]["request_id"], "req-2");
+  EXPECT_EQ(j["response"]["request_id"], ResponseRequestId("req-2"));
   const ojson& body = j["response"]["body"];
-  EXPECT_EQ(Keys(body),
-            (std::vector<std::string>{"id", "object", "created", "model", "choices", "usage"}));
+  EXPECT_EQ(Keys(body), (std::vector<std::string>{"id", "object", "created", "model", "choices",
+                                                  "usage", "system_fingerprint"}));
   EXPECT_EQ(body["id"], "cmpl-req-2");
   EXPECT_EQ(body["object"], "text_completion");
   EXPECT_EQ(body["created"], 42);
@@ -135,7 +152,7 @@ TEST(BatchOutputTest, ErrorLineWithoutCustomIdHasNull) {
 TEST(BatchOutputTest, InvalidUtf8IsReplaced) {
   const std::string bad = "ok \xff\xfe end \xe2\x82";  // stray bytes and a cut 3-byte character
   std::string line;
-  ASSERT_NO_THROW(line = SuccessLine(Request(Endpoint::kChatCompletions), {{bad, "length"}},
+  ASSERT_NO_THROW(line = SuccessLine(Request(Endpoint::kChatCompletions), {{bad, "length", {}}},
                                      {1, 1, 0}, "r", 0, "m\xc3"));
   const ojson j = ojson::parse(line);  // valid UTF-8 JSON
   const std::string content = j["response"]["body"]["choices"][0]["message"]["content"];
@@ -154,7 +171,7 @@ TEST(BatchOutputTest, InvalidUtf8IsReplaced) {
 TEST(BatchOutputTest, UnicodeAndEscapesRoundTrip) {
   const std::string text = "Grüße \"quoted\"\n\ttab 世界 🙂 \x01";
   const ojson j = ojson::parse(
-      SuccessLine(Request(Endpoint::kCompletions), {{text, "stop"}}, {1, 1, 0}, "r", 0, "m"));
+      SuccessLine(Request(Endpoint::kCompletions), {{text, "stop", {}}}, {1, 1, 0}, "r", 0, "m"));
   EXPECT_EQ(j["response"]["body"]["choices"][0]["text"], text);
 }
 
@@ -163,9 +180,61 @@ TEST(BatchOutputTest, CarriesParsedCustomId) {
       R"({"custom_id": "a/b \"c\"", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}})",
       1, "f.jsonl");
   ASSERT_EQ(req.error, "");
-  const ojson j = ojson::parse(SuccessLine(req, {{"y", "stop"}}, {1, 1, 0}, "r", 0, "m"));
+  const ojson j = ojson::parse(SuccessLine(req, {{"y", "stop", {}}}, {1, 1, 0}, "r", 0, "m"));
   EXPECT_EQ(j["custom_id"], "a/b \"c\"");
   EXPECT_EQ(j["response"]["body"]["object"], "text_completion");
+}
+
+// Two tokens: "Hi" (its top list holds another token first) and a byte-level piece of "é".
+std::vector<TokenLogprob> TwoTokens() {
+  return {
+      {{"Hi", "Hi", -0.5}, {{"Ho", "Ho", -0.25}, {"Hi", "Hi", -0.5}}},
+      {{"\xEF\xBF\xBD", "\xC3", -std::numeric_limits<double>::infinity()}, {{" a", " a", -1.0}}}};
+}
+
+TEST(BatchOutputTest, ChatLogprobsInOpenAiShape) {
+  BatchRequest req = Request(Endpoint::kChatCompletions);
+  req.logprobs = 2;
+  const ojson j =
+      ojson::parse(SuccessLine(req, {{"Hi?", "length", TwoTokens()}}, {1, 2, 0}, "r", 0, "m"));
+  const ojson& lp = j["response"]["body"]["choices"][0]["logprobs"];
+  EXPECT_EQ(Keys(lp), (std::vector<std::string>{"content", "refusal"}));
+  EXPECT_TRUE(lp["refusal"].is_null());
+  ASSERT_EQ(lp["content"].size(), 2u);
+  const ojson& t0 = lp["content"][0];
+  EXPECT_EQ(Keys(t0), (std::vector<std::string>{"token", "logprob", "bytes", "top_logprobs"}));
+  EXPECT_EQ(t0["token"], "Hi");
+  EXPECT_EQ(t0["logprob"], -0.5);
+  EXPECT_EQ(t0["bytes"], ojson({72, 105}));
+  ASSERT_EQ(t0["top_logprobs"].size(), 2u);
+  EXPECT_EQ(t0["top_logprobs"][0],
+            ojson({{"token", "Ho"}, {"logprob", -0.25}, {"bytes", {72, 111}}}));
+  const ojson& t1 = lp["content"][1];
+  EXPECT_EQ(t1["token"], "\xEF\xBF\xBD");
+  EXPECT_EQ(t1["bytes"], ojson({0xC3}));
+  EXPECT_EQ(t1["logprob"], -9999.0);  // -inf, as OpenAI writes it
+}
+
+TEST(BatchOutputTest, CompletionsLogprobsInOpenAiShape) {
+  BatchRequest req = Request(Endpoint::kCompletions);
+  req.logprobs = 1;
+  const ojson j =
+      ojson::parse(SuccessLine(req, {{"Hi?", "length", TwoTokens()}}, {1, 2, 0}, "r", 0, "m"));
+  const ojson& lp = j["response"]["body"]["choices"][0]["logprobs"];
+  EXPECT_EQ(Keys(lp),
+            (std::vector<std::string>{"tokens", "token_logprobs", "top_logprobs", "text_offset"}));
+  EXPECT_EQ(lp["tokens"], ojson({"Hi", "\xEF\xBF\xBD"}));
+  EXPECT_EQ(lp["token_logprobs"], ojson({-0.5, -9999.0}));
+  // The top entries, then the chosen token when it is not among them.
+  EXPECT_EQ(lp["top_logprobs"][0].dump(), R"({"Ho":-0.25,"Hi":-0.5})");
+  EXPECT_EQ(lp["top_logprobs"][1], ojson({{" a", -1.0}, {"\xEF\xBF\xBD", -9999.0}}));
+  EXPECT_EQ(lp["text_offset"], ojson({0, 2}));
+}
+
+TEST(BatchOutputTest, NoLogprobsAskedWritesNull) {
+  const ojson j = ojson::parse(SuccessLine(
+      Request(Endpoint::kCompletions), {{"Hi?", "length", TwoTokens()}}, {1, 2, 0}, "r", 0, "m"));
+  EXPECT_TRUE(j["response"]["body"]["choices"][0]["logprobs"].is_null());
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -89,7 +91,7 @@ TEST(BatchRequestTest, DefaultsWhenAbsent) {
   EXPECT_EQ(*p.max_tokens, 16);  // OpenAI's completions default
 }
 
-TEST(BatchRequestTest, NullMeansAbsentAndUnknownFieldsAreIgnored) {
+TEST(BatchRequestTest, NullMeansAbsentAndFieldsOpenAiIgnoresAreIgnored) {
   json j = ChatLine();
   j["body"].update(json::parse(R"({"max_tokens": null, "temperature": null, "seed": null,
       "stop": null, "logprobs": false, "user": "u", "frequency_penalty": 0.5,
@@ -409,6 +411,141 @@ TEST(BatchRequestTest, Parses10000LinesWellUnderASecond) {
   EXPECT_EQ(ok, 10000);
   EXPECT_LT(s, 0.5) << "10,000 lines took " << s << " s";
   RecordProperty("parse_10000_lines_ms", static_cast<int>(s * 1000));
+}
+
+}  // namespace
+}  // namespace llmq::jobs
+
+namespace llmq::jobs {
+namespace {
+
+// Every body field llmq knows (BodyFieldRules) and a few it does not: honoured ones parse to the
+// documented value, ignored ones change nothing, refused ones give an error naming the field.
+struct FieldCase {
+  const char* name;  // the field as BodyFieldRules names it
+  bool completions;  // on /v1/completions (else chat)
+  const char* value;
+  // Honoured: checks the parsed request; null for a refused value.
+  std::function<void(const BatchRequest&)> check;
+};
+
+TEST(BatchRequestFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
+  const BatchRequest plain_chat = ParseBatchLine(ChatLine().dump(), 3, "f.jsonl");
+  const BatchRequest plain_cmpl = ParseBatchLine(CompletionLine().dump(), 3, "f.jsonl");
+  auto unchanged = [&](const BatchRequest& r) {
+    const BatchRequest& p = r.endpoint == Endpoint::kChatCompletions ? plain_chat : plain_cmpl;
+    EXPECT_EQ(r.max_tokens, p.max_tokens);
+    EXPECT_EQ(r.temperature, p.temperature);
+    EXPECT_EQ(r.n, p.n);
+    EXPECT_EQ(r.logprobs, -1);
+    EXPECT_TRUE(r.logit_bias.empty());
+  };
+  using R = const BatchRequest&;
+  const std::vector<FieldCase> cases = {
+      {"model", false, R"("other")", [](R r) { EXPECT_EQ(r.model, "other"); }},
+      {"messages", false, R"([{"role": "user", "content": "x"}])",
+       [](R r) { EXPECT_EQ(r.messages.size(), 1u); }},
+      {"prompt", true, "[5, 6]", [](R r) { EXPECT_TRUE(r.prompt_is_ids); }},
+      {"max_tokens", false, "7", [](R r) { EXPECT_EQ(*r.max_tokens, 7); }},
+      {"max_completion_tokens", true, "9", [](R r) { EXPECT_EQ(*r.max_tokens, 9); }},
+      {"temperature", false, "0.5", [](R r) { EXPECT_EQ(r.temperature, 0.5); }},
+      {"top_p", true, "0.5", [](R r) { EXPECT_EQ(r.top_p, 0.5); }},
+      {"n", false, "3", [](R r) { EXPECT_EQ(r.n, 3); }},
+      {"stop", true, R"("\n")", [](R r) { EXPECT_EQ(r.stop.size(), 1u); }},
+      {"seed", false, "11", [](R r) { EXPECT_EQ(*r.seed, 11); }},
+      {"stream", true, "false", [](R r) { EXPECT_EQ(r.error, ""); }},
+      {"stream", false, "true", nullptr},
+      {"presence_penalty", false, "1.5", [](R r) { EXPECT_EQ(r.presence_penalty, 1.5); }},
+      {"presence_penalty", false, "2.5", nullptr},
+      {"frequency_penalty", true, "-0.5", [](R r) { EXPECT_EQ(r.frequency_penalty, -0.5); }},
+      {"frequency_penalty", true, "-3", nullptr},
+      {"logit_bias", false, R"({"50": -100, "7": 2.5})",
+       [](R r) {
+         EXPECT_EQ(r.logit_bias, (std::vector<std::pair<int64_t, double>>{{7, 2.5}, {50, -100}}));
+       }},
+      {"logit_bias", false, R"({"50": 101})", nullptr},
+      {"logit_bias", true, R"({"abc": 1})", nullptr},
+      {"logprobs", false, "true", [](R r) { EXPECT_EQ(r.logprobs, 0); }},
+      {"logprobs", false, "false", [](R r) { EXPECT_EQ(r.logprobs, -1); }},
+      {"logprobs", true, "5", [](R r) { EXPECT_EQ(r.logprobs, 5); }},
+      {"logprobs", true, "6", nullptr},
+      {"top_logprobs", false, "20", nullptr},  // without logprobs: true
+      {"response_format", false, R"({"type": "text"})", unchanged},
+      {"response_format", false, R"({"type": "json_object"})", nullptr},
+      {"modalities", false, R"(["text"])", unchanged},
+      {"modalities", false, R"(["text", "audio"])", nullptr},
+      {"echo", true, "false", unchanged},
+      {"echo", true, "true", nullptr},
+      {"suffix", true, R"("")", unchanged},
+      {"suffix", true, R"("the end")", nullptr},
+      {"best_of", true, "1", unchanged},
+      {"best_of", true, "3", nullptr},
+      {"top_k", false, "5", [](R r) { EXPECT_EQ(r.top_k, 5); }},
+      {"min_p", true, "0.2", [](R r) { EXPECT_EQ(r.min_p, 0.2); }},
+      {"ignore_eos", false, "true", [](R r) { EXPECT_TRUE(r.ignore_eos); }},
+      {"repetition_penalty", false, "1.3", [](R r) { EXPECT_EQ(r.repetition_penalty, 1.3); }},
+      {"repetition_penalty", false, "0", nullptr},
+      {"min_tokens", true, "4", [](R r) { EXPECT_EQ(r.min_tokens, 4); }},
+      {"min_tokens", true, "17", nullptr},  // beyond max_tokens (16 by default... set below)
+      {"stop_token_ids", false, "[2, 9]",
+       [](R r) {
+         EXPECT_EQ(r.stop_token_ids, (std::vector<int32_t>{2, 9}));
+       }},
+      {"stop_token_ids", false, "[-1]", nullptr},
+      {"user", false, R"("u-1")", unchanged},
+      {"metadata", false, R"({"k": "v"})", unchanged},
+      {"store", false, "true", unchanged},
+      {"service_tier", true, R"("auto")", unchanged},
+      {"prompt_cache_key", false, R"("k")", unchanged},
+      {"safety_identifier", false, R"("s")", unchanged},
+      {"tools", false, R"([{"type": "function", "function": {"name": "f"}}])", nullptr},
+      {"tool_choice", false, R"("auto")", nullptr},
+      {"parallel_tool_calls", false, "false", nullptr},
+      {"functions", false, R"([{"name": "f"}])", nullptr},
+      {"function_call", false, R"("auto")", nullptr},
+      {"stream_options", true, R"({"include_usage": true})", nullptr},
+      {"audio", false, R"({"voice": "alloy"})", nullptr},
+      {"prediction", false, R"({"type": "content", "content": "x"})", nullptr},
+      {"reasoning_effort", false, R"("low")", nullptr},
+      {"verbosity", false, R"("low")", nullptr},
+      {"web_search_options", false, "{}", nullptr},
+      // Not fields of this endpoint, or of any.
+      {"echo", false, "false", nullptr},
+      {"top_logprobs", true, "2", nullptr},
+      {"messages", true, R"([{"role": "user", "content": "x"}])", nullptr},
+      {"guided_json", false, "{}", nullptr},
+      {"skip_special_tokens", true, "false", nullptr},
+  };
+  std::set<std::string> covered;
+  int line = 100;
+  for (const FieldCase& c : cases) {
+    SCOPED_TRACE(std::string(c.name) + " = " + c.value + (c.completions ? " (completions)" : ""));
+    json j = c.completions ? CompletionLine() : ChatLine();
+    j["body"][c.name] = json::parse(c.value);
+    if (std::string(c.name) == "min_tokens") j["body"]["max_tokens"] = 16;
+    const BatchRequest r = ParseBatchLine(j.dump(), ++line, "f.jsonl");
+    covered.insert(c.name);
+    if (c.check) {
+      ASSERT_EQ(r.error, "");
+      c.check(r);
+    } else {
+      const std::string want = "f.jsonl:" + std::to_string(line) + ": field 'body." + c.name;
+      EXPECT_EQ(r.error.rfind(want, 0), 0u) << r.error;
+    }
+  }
+  for (const FieldRule& rule : BodyFieldRules()) EXPECT_TRUE(covered.count(rule.name)) << rule.name;
+}
+
+TEST(BatchRequestFieldsTest, ChatTopLogprobsWithLogprobsAndItsLimit) {
+  json j = ChatLine();
+  j["body"]["logprobs"] = true;
+  j["body"]["top_logprobs"] = 20;
+  EXPECT_EQ(ParseBatchLine(j.dump(), 1, "f").logprobs, 20);
+  j["body"]["top_logprobs"] = 21;
+  EXPECT_EQ(ParseBatchLine(j.dump(), 1, "f").error.rfind("f:1: field 'body.top_logprobs'", 0), 0u);
+  j["body"]["logprobs"] = 1;
+  j["body"]["top_logprobs"] = 2;
+  EXPECT_EQ(ParseBatchLine(j.dump(), 1, "f").error.rfind("f:1: field 'body.logprobs'", 0), 0u);
 }
 
 }  // namespace

@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "engine/cpu_backend.h"
+#include "engine/llm_engine.h"
 #include "engine/model_config.h"
 #include "engine/model_maker.h"
 #include "engine/weights.h"
@@ -29,6 +33,28 @@ inline void MakeSmallModel(const std::string& name, uint64_t seed, int max_posit
   const std::string dir = TmpDir(name);
   ASSERT_TRUE(WriteRandomModel(*cfg, DType::kF32, seed, dir).ok());
   ASSERT_TRUE(Weights::Load(dir, *cfg, w).ok());
+}
+
+// Runs `reqs` to the end on a fresh CPU backend and engine (no tokenizer: ids only) with a token
+// budget of `budget` per step; the outputs by request id.
+inline std::map<std::string, RequestOutput> RunEngine(const ModelConfig& cfg, const Weights& w,
+                                                      const std::vector<Request>& reqs,
+                                                      int budget = 2048) {
+  CpuBackend be(cfg, w);
+  EngineOptions opt;
+  opt.num_blocks = 64;
+  opt.scheduler.max_num_batched_tokens = budget;
+  std::unique_ptr<LlmEngine> engine;
+  EXPECT_TRUE(LlmEngine::Create(cfg, &be, nullptr, opt, &engine).ok());
+  for (const Request& r : reqs) engine->Add(r);
+  std::map<std::string, RequestOutput> out;
+  std::vector<RequestOutput> step;
+  while (engine->HasWork()) {
+    EXPECT_TRUE(engine->Step(&step).ok());
+    for (RequestOutput& o : step) out[o.id] = std::move(o);
+    step.clear();
+  }
+  return out;
 }
 
 }  // namespace llmq::testing
