@@ -19,6 +19,7 @@
 #include "engine/cuda_backend.h"
 #include "engine/model_maker.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
@@ -95,13 +96,14 @@ double MeasureBf16Peak(int n) {
   CHECK_CUDA(kernels::cuda::FillUniform<bf16>(a, elems, 1.f, 1, nullptr));
   CHECK_CUDA(kernels::cuda::FillUniform<bf16>(b, elems, 1.f, 2, nullptr));
   cublasHandle_t h;
-  cublasCreate(&h);
+  kernels::cuda::Cublas()->create(&h);
   const float alpha = 1, beta = 0;
   const double t = TimeOnDevice([&] {
-    cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n,
-                 &beta, c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    kernels::cuda::Cublas()->gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF,
+                                     n, b, CUDA_R_16BF, n, &beta, c, CUDA_R_16BF, n,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   });
-  cublasDestroy(h);
+  kernels::cuda::Cublas()->destroy(h);
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
@@ -122,7 +124,7 @@ void GemmTable(double bw, double peak) {
       {256, 14336, 4096, "down"},     {256, 4096, 4096, "o"},      {8192, 4096, 6144, "qkv"},
       {8192, 4096, 28672, "gate_up"}, {8192, 14336, 4096, "down"}, {8192, 4096, 4096, "o"}};
   cublasHandle_t h;
-  cublasCreate(&h);
+  kernels::cuda::Cublas()->create(&h);
   std::printf("\n%-8s %6s %6s %7s %12s %10s %12s %10s\n", "gemm", "T", "K", "N", "cublas us",
               "TFLOP/s", "gemv us", "GB/s");
   for (const Shape& s : shapes) {
@@ -146,7 +148,7 @@ void GemmTable(double bw, double peak) {
     cudaFree(y);
   }
   std::printf("(TFLOP/s as %% of the measured bf16 peak; GB/s as %% of the measured bandwidth)\n");
-  cublasDestroy(h);
+  kernels::cuda::Cublas()->destroy(h);
 }
 
 // Sequences over a block pool: seq s's table is `tables[s]`; `len[s]` tokens are in the cache.

@@ -26,6 +26,7 @@
 
 #include "engine/cuda_step_plan.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
@@ -69,8 +70,12 @@ Status CudaError(const char* call, const char* file, int line, cudaError_t e) {
 }
 
 Status CublasError(const char* call, const char* file, int line, cublasStatus_t s) {
+  const kc::CublasApi* api = kc::Cublas();
+  const std::string name =
+      api ? std::string(api->status_name(s)) + " (" + api->status_string(s) + ")"
+          : "status " + std::to_string(static_cast<int>(s));
   return Status::Internal(std::string(call) + " at " + file + ":" + std::to_string(line) + ": " +
-                          cublasGetStatusName(s) + " (" + cublasGetStatusString(s) + ")");
+                          name);
 }
 
 #define LLMQ_CUDA_TRY(call)                                                 \
@@ -135,7 +140,7 @@ class CudaBackendImpl final : public CudaBackend {
  public:
   explicit CudaBackendImpl(const ModelConfig& cfg) : cfg_(cfg) {}
   ~CudaBackendImpl() override {
-    if (cublas_) cublasDestroy(cublas_);
+    if (cublas_) kc::Cublas()->destroy(cublas_);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
     if (host_meta_) cudaFreeHost(host_meta_);
@@ -188,8 +193,11 @@ class CudaBackendImpl final : public CudaBackend {
     device_name_ = prop.name;
     num_sms_ = prop.multiProcessorCount;
     LLMQ_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    LLMQ_CUBLAS_TRY(cublasCreate(&cublas_));
-    LLMQ_CUBLAS_TRY(cublasSetStream(cublas_, stream_));
+    std::string why;
+    const kc::CublasApi* api = kc::Cublas(&why);
+    if (!api) return Status::Unsupported("cuBLAS: " + why);
+    LLMQ_CUBLAS_TRY(api->create(&cublas_));
+    LLMQ_CUBLAS_TRY(api->set_stream(cublas_, stream_));
     return Status::Ok();
   }
 

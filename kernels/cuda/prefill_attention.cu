@@ -1,6 +1,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/convert.cuh"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/reduce.cuh"
 
@@ -87,6 +88,12 @@ template <class T>
 KernelStatus PrefillAttention(cublasHandle_t handle, const PrefillChunk& c, const KvCache<T>& cache,
                               int layer, void* scratch, T* out, cudaStream_t stream) {
   KernelStatus st;
+  const CublasApi* api = Cublas();
+  if (!api) {
+    st.blas = CUBLAS_STATUS_NOT_INITIALIZED;
+    st.where = "loading cuBLAS";
+    return st;
+  }
   const int D = cache.head_dim, nkv = cache.kv_heads, G = c.num_heads / nkv;
   const int ctx = c.p0 + c.q_len, rows = G * c.q_len;
   const int64_t es = sizeof(T);
@@ -117,19 +124,19 @@ KernelStatus PrefillAttention(cublasHandle_t handle, const PrefillChunk& c, cons
   if (!launched("pack Q")) return st;
   // Column-major: Sᵀ [ctx, rows] = Kc [ctx, D] (row-major, transposed) · Qcᵀ [D, rows], per kv
   // head.
-  st.blas = cublasGemmStridedBatchedEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, ctx, rows, D, &one, kc,
-                                       type, D, int64_t{ctx} * D, qc, type, D, int64_t{rows} * D,
-                                       &zero, s, CUDA_R_32F, ctx, int64_t{rows} * ctx, nkv,
-                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  st.blas = api->gemm_strided_batched_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, ctx, rows, D, &one, kc,
+                                         type, D, int64_t{ctx} * D, qc, type, D, int64_t{rows} * D,
+                                         &zero, s, CUDA_R_32F, ctx, int64_t{rows} * ctx, nkv,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   st.where = "S = Q K^T";
   if (!st.ok()) return st;
   CausalSoftmaxKernel<T><<<c.num_heads * c.q_len, 256, 0, stream>>>(s, c.q_len, c.p0, ctx, p);
   if (!launched("causal softmax")) return st;
   // Column-major: Oᵀ [D, rows] = Vcᵀ [D, ctx] · Pᵀ [ctx, rows], per kv head.
-  st.blas = cublasGemmStridedBatchedEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, D, rows, ctx, &one, vc,
-                                       type, D, int64_t{ctx} * D, p, type, ctx, int64_t{rows} * ctx,
-                                       &zero, o, CUDA_R_32F, D, int64_t{rows} * D, nkv,
-                                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  st.blas = api->gemm_strided_batched_ex(
+      handle, CUBLAS_OP_N, CUBLAS_OP_N, D, rows, ctx, &one, vc, type, D, int64_t{ctx} * D, p, type,
+      ctx, int64_t{rows} * ctx, &zero, o, CUDA_R_32F, D, int64_t{rows} * D, nkv, CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT);
   st.where = "O = P V";
   if (!st.ok()) return st;
   ScatterKernel<T>

@@ -10,6 +10,7 @@
 #include "engine/sampler.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
@@ -297,7 +298,7 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
       std::vector<int32_t> rest;
       DevArray<T> out(want.size());
       cublasHandle_t h;
-      ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+      ASSERT_EQ(kc::Cublas()->create(&h), CUBLAS_STATUS_SUCCESS);
       for (int sq = 0; sq < S; ++sq) {
         if (qlen[sq] < 2) {
           for (int r = query_start[sq]; r < query_start[sq + 1]; ++r) rest.push_back(r);
@@ -319,7 +320,7 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
         ASSERT_TRUE(ks.ok()) << ks.where;
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       }
-      cublasDestroy(h);
+      kc::Cublas()->destroy(h);
       DevInts drest(rest);
       kc::AttentionArgs a = make_args(static_cast<int>(rest.size()), 3);
       a.rows = drest.p;
@@ -336,7 +337,7 @@ TYPED_TEST(CudaKernels, GemmMatchesDoubleReference) {
   LLMQ_REQUIRE_GPU();
   using T = TypeParam;
   cublasHandle_t h;
-  ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(kc::Cublas()->create(&h), CUBLAS_STATUS_SUCCESS);
   for (auto [t, k, n] : {std::array<int, 3>{1, 64, 96}, std::array<int, 3>{37, 300, 172},
                          std::array<int, 3>{256, 1024, 3072}}) {
     const auto x = AsStored<T>(Random(size_t(t) * k, 70 + k));
@@ -351,7 +352,7 @@ TYPED_TEST(CudaKernels, GemmMatchesDoubleReference) {
       EXPECT_LE(RelErr(y.Get(), want), 1e-5) << t << "x" << k << "x" << n << " acc " << acc;
     }
   }
-  cublasDestroy(h);
+  kc::Cublas()->destroy(h);
 }
 
 // The few-rows kernel on odd feature counts and long rows, both with and without accumulation.

@@ -1,0 +1,38 @@
+// cuBLAS, loaded when first needed (dlopen) rather than linked: libcublas and libcublasLt are
+// hundreds of megabytes that the dynamic loader would map and relocate at every start of every
+// llmq command (0.5 s for `llmq --help`), GPU or not. Only a process that builds a CUDA backend (or
+// a GPU test or benchmark) pays for them. Thread-safe: the first call loads, later calls return the
+// same table.
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <string>
+
+namespace llmq::kernels::cuda {
+
+// The C entry points (cublas_api.h also declares C++ overloads of the two products, so their types
+// are spelled out).
+using CublasGemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                        int, int, const void*, const void*, cudaDataType, int,
+                                        const void*, cudaDataType, int, const void*, void*,
+                                        cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+using CublasGemmStridedBatchedEx = cublasStatus_t (*)(
+    cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*,
+    cudaDataType, int, long long, const void*, cudaDataType, int, long long, const void*, void*,
+    cudaDataType, int, long long, int, cublasComputeType_t, cublasGemmAlgo_t);
+
+struct CublasApi {
+  decltype(&cublasCreate_v2) create;
+  decltype(&cublasDestroy_v2) destroy;
+  decltype(&cublasSetStream_v2) set_stream;
+  CublasGemmEx gemm_ex;
+  CublasGemmStridedBatchedEx gemm_strided_batched_ex;
+  decltype(&cublasGetStatusName) status_name;
+  decltype(&cublasGetStatusString) status_string;
+};
+
+// The table, or null with the reason (the library or a symbol missing) in *why when given.
+const CublasApi* Cublas(std::string* why = nullptr);
+
+}  // namespace llmq::kernels::cuda
