@@ -120,8 +120,12 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   const std::string in = dir + "/job.jsonl", out = dir + "/out.jsonl";
   WriteJob(in, requests, max_tokens);
-  std::vector<std::string> args = {llmq,      "run",          in,        "-o", out, "--no-progress",
-                                   "--state", dir + "/state", "--model", model};
+  // An empty config: the defaults, whatever /etc/llmq/llmq.yaml or $LLMQ_CONFIG say on this host.
+  const std::string config = dir + "/empty.yaml";
+  std::ofstream(config) << "# defaults\n";
+  std::vector<std::string> args = {llmq,      "run",           in,         "-o",
+                                   out,       "--no-progress", "--state",  dir + "/state",
+                                   "--model", model,           "--config", config};
   args.insert(args.end(), extra.begin(), extra.end());
 
   const int cores = llmq::kernels::UsableCpus();
