@@ -16,6 +16,7 @@
 #include "engine/cpu_backend.h"
 #include "engine/llm_engine.h"
 #include "engine/model_maker.h"
+#include "kernels/cpu/thread_pool.h"
 
 using namespace llmq;
 
@@ -111,9 +112,10 @@ int main(int argc, char** argv) {
   CpuBackend be(cfg, *w);
 
   std::printf(
-      "llmq CPU benchmark: %s (%d layers, hidden %d, kv heads %d, vocab %d, fp32), %d threads\n",
+      "llmq CPU benchmark: %s (%d layers, hidden %d, kv heads %d, vocab %d, fp32), %d threads "
+      "(pool barrier %.1f us)\n",
       model.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_kv_heads, cfg.vocab_size,
-      omp_get_max_threads());
+      kernels::CpuThreads(), kernels::CpuPool().barrier_ns() / 1000);
   const double bw = ReadBandwidth();
   // Bytes a decode step streams: every packed weight but the embedding (a row is gathered).
   const double step_bytes = static_cast<double>(be.weight_bytes()) -

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace {
 
@@ -189,7 +190,7 @@ int main(int argc, char** argv) {
       if (only_m && m != only_m) continue;
       const double flop = 2.0 * m * s.n * s.k;
       for (int t = 1; t <= max_threads; ++t) {
-        omp_set_num_threads(t);
+        llmq::kernels::SetCpuThreads(t);  // Gemm runs on the kernels' pool
         size_t next = 0;
         auto call = [&] {
           Gemm(a.data(), s.k, m, copies[next], c.data(), s.n);

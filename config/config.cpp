@@ -294,6 +294,12 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
        }},
       {"gpu_memory_utilization",
        [c](const Leaf& l) { return GetFraction(l, &c->gpu_memory_utilization); }},
+      {"cpu_threads",
+       [c](const Leaf& l) -> Status {
+         LLMQ_RETURN_IF_ERROR(GetInt(l, 1, kMaxCpuThreads, &c->cpu_threads));
+         c->cpu_threads_source = "engine.cpu_threads";
+         return Status::Ok();
+       }},
   };
   std::vector<Field> spool = {
       {"state_dir", [c](const Leaf& l) { return GetPath(l, &c->state_dir); }},

@@ -13,6 +13,8 @@
 
 namespace llmq {
 
+inline constexpr int kMaxCpuThreads = 1024;  // engine.cpu_threads / --threads at most
+
 struct LlmqConfig {
   // model:
   std::string model_dir;      // model.path
@@ -33,6 +35,11 @@ struct LlmqConfig {
   // engine.gpu_memory_utilization: the share of the GPU's memory llmq may fill (weights,
   // activations, KV cache); the KV cache gets what the rest leaves. 0 < u <= 1.
   double gpu_memory_utilization = 0.9;
+  // engine.cpu_threads: the CPU kernels' threads (1..1024); 0 (absent) = $OMP_NUM_THREADS when
+  // set, else the CPUs the process may use (affinity mask and cgroup quota,
+  // kernels/cpu/cpu_count.h).
+  int cpu_threads = 0;
+  std::string cpu_threads_source;  // who set cpu_threads: "engine.cpu_threads", "--threads" or ""
   // spool (the daemon, llmq serve; the CLI commands find its queue through state_dir):
   std::string state_dir = "/var/lib/llmq";  // spool.state_dir
   double settle_seconds = 1;                // spool.settle_seconds: unchanged this long

@@ -1,10 +1,13 @@
 #include "daemon/cli_common.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "daemon/model_fingerprint.h"
 #include "jobs/batch_request.h"
+#include "kernels/cpu/cpu_count.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace llmq::cli {
 
@@ -31,6 +34,30 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_flag("--no-planner", f->no_planner, "Run requests in input order (no prefix grouping)");
   AddBackendFlags(cmd, &f->backend, &f->precision);
   AddGpuMemoryFlag(cmd, &f->gpu_memory_utilization);
+  AddThreadsFlag(cmd, &f->threads);
+}
+
+void AddThreadsFlag(CLI::App* cmd, int* threads) {
+  cmd->add_option("--threads", *threads,
+                  "CPU threads of the kernels (default: engine.cpu_threads, else "
+                  "$OMP_NUM_THREADS, else the CPUs this process may use: its affinity mask and "
+                  "cgroup CPU quota)")
+      ->check(CLI::Range(1, kMaxCpuThreads));
+}
+
+std::string DescribeCpuThreads(int threads, const std::string& source) {
+  if (threads > 0) return std::to_string(threads) + " (" + source + ")";
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  const int n = kernels::CpuThreads();
+  if (env && std::to_string(n) == env) return std::to_string(n) + " ($OMP_NUM_THREADS)";
+  const kernels::CpuBudget b = kernels::ReadCpuBudget();
+  return std::to_string(n) + " (of " + std::to_string(b.usable) +
+         " usable CPUs: " + kernels::DescribeCpuBudget(b) + ")";
+}
+
+std::string ApplyCpuThreads(const LlmqConfig& cfg) {
+  if (cfg.cpu_threads > 0) kernels::SetCpuThreads(cfg.cpu_threads);
+  return DescribeCpuThreads(cfg.cpu_threads, cfg.cpu_threads_source);
 }
 
 void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision) {
@@ -78,6 +105,10 @@ Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg) {
   if (given("--backend")) ParseBackendKind(f.backend, &cfg->backend);  // checked by CLI11
   if (given("--precision")) ParsePrecision(f.precision, &cfg->precision);
   if (given("--gpu-memory-utilization")) cfg->gpu_memory_utilization = f.gpu_memory_utilization;
+  if (given("--threads")) {
+    cfg->cpu_threads = f.threads;
+    cfg->cpu_threads_source = "--threads";
+  }
   if (f.no_prefix_cache) cfg->enable_prefix_caching = false;
   if (f.no_planner) cfg->enable_planner = false;
   if (cfg->model_dir.empty())
@@ -125,6 +156,7 @@ Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choic
 
 Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngine>* engine,
                    BuildContext* ctx) {
+  ApplyCpuThreads(cfg);  // before the weights are packed (on the pool)
   LLMQ_RETURN_IF_ERROR(LoadModel(cfg.model_dir, BackendChoice{cfg.backend, cfg.precision}, model));
   LLMQ_RETURN_IF_ERROR(LoadChatFormat(cfg, *model->tokenizer, &ctx->chat));
   LLMQ_RETURN_IF_ERROR(LlmEngine::Create(model->cfg, model->backend.get(), model->tokenizer.get(),
@@ -138,7 +170,7 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
   return Status::Ok();
 }
 
-std::string DescribeEngine(const Model& model, const LlmEngine& engine) {
+std::string DescribeEngine(const LlmqConfig& cfg, const Model& model, const LlmEngine& engine) {
   const KvPoolPlan& pool = engine.kv_pool();
   const int block = engine.blocks().block_size();
   char budget[128] = "";
@@ -150,7 +182,8 @@ std::string DescribeEngine(const Model& model, const LlmEngine& engine) {
                 "KV cache %d blocks of %d = %lld tokens (%s%s, %lld bytes per token)",
                 pool.num_blocks, block, static_cast<long long>(pool.num_blocks) * block, budget,
                 pool.source.c_str(), static_cast<long long>(pool.bytes_per_token));
-  return "backend " + model.backend_description() + "; " + buf;
+  return "backend " + model.backend_description() + "; " + buf + "; cpu threads " +
+         DescribeCpuThreads(cfg.cpu_threads, cfg.cpu_threads_source);
 }
 
 int Fail(const CLI::App* cmd, const std::string& message, int code) {

@@ -27,6 +27,7 @@ struct EngineFlags {
   std::string backend = "auto";    // --backend (else engine.backend)
   std::string precision = "bf16";  // --precision (else engine.precision)
   double gpu_memory_utilization = LlmqConfig{}.gpu_memory_utilization;
+  int threads = 0;          // --threads (else engine.cpu_threads)
   CLI::App* cmd = nullptr;  // to ask which flags were given
 };
 
@@ -35,6 +36,16 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f);
 void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision);
 // --gpu-memory-utilization, checked to lie in (0, 1].
 void AddGpuMemoryFlag(CLI::App* cmd, double* utilization);
+
+// --threads N: the CPU kernels' threads (run, serve, generate, plan).
+void AddThreadsFlag(CLI::App* cmd, int* threads);
+
+// Makes the CPU kernels use the threads `cfg` asks for (engine.cpu_threads / --threads; else the
+// default of kernels::CpuThreads()) and says how many and why: "2 (of 2 usable CPUs: affinity 2,
+// no cgroup quota)", "1 (--threads)", "1 ($OMP_NUM_THREADS)".
+std::string ApplyCpuThreads(const LlmqConfig& cfg);
+// The same description without changing anything (llmq plan): `threads` as --threads gives it.
+std::string DescribeCpuThreads(int threads, const std::string& source);
 
 // Finds and loads the config (FindConfig), then applies the flags that were given over it.
 // Errors name the config file and key, or the flag.
@@ -59,14 +70,16 @@ Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choic
                           const std::string& messages_json, const Tokenizer& tok,
                           std::string* rendered, std::vector<int>* ids);
 
-// What `run` and `serve` start with: the model loaded, the engine made from the config, and the
-// context that turns input lines into its requests (its chat format). Errors name the file.
+// What `run` and `serve` start with: the CPU threads set (ApplyCpuThreads), the model loaded, the
+// engine made from the config, and the context that turns input lines into its requests (its chat
+// format). Errors name the file.
 Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngine>* engine,
                    BuildContext* ctx);
 
 // "backend cpu; KV cache 4096 blocks of 16 = 65536 tokens (1.00 GiB from engine.kv_cache_memory,
-// 256 bytes per token)": what a start-up line says of the model's backend and the engine's pool.
-std::string DescribeEngine(const Model& model, const LlmEngine& engine);
+// 256 bytes per token); cpu threads 2 (of 2 usable CPUs: ...)": what a start-up line says of the
+// model's backend, the engine's pool and the CPU kernels' threads.
+std::string DescribeEngine(const LlmqConfig& cfg, const Model& model, const LlmEngine& engine);
 
 // Prints "llmq <command>: <message>" on stderr and returns `code`.
 int Fail(const CLI::App* cmd, const Status& st, int code = 1);

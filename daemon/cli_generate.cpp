@@ -9,6 +9,7 @@
 #include "daemon/commands.h"
 #include "engine/llm_engine.h"
 #include "engine/model.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace llmq::cli {
 
@@ -20,6 +21,7 @@ struct GenerateFlags {
   int max_tokens = 64;
   float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
   int top_k = 0;
+  int threads = 0;  // --threads; 0 = the default
   uint64_t seed = 0;
   bool json = false, ignore_eos = false;
   const CLI::Option* seed_opt = nullptr;
@@ -39,6 +41,7 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
   BackendChoice choice;
   ParseBackendKind(f.backend, &choice.kind);  // checked by CLI11
   ParsePrecision(f.precision, &choice.precision);
+  if (f.threads > 0) kernels::SetCpuThreads(f.threads);
   Model model;
   if (Status st = LoadModel(dir, choice, &model); !st.ok()) return Fail(cmd, st);
   Request req;
@@ -121,6 +124,7 @@ void AddGenerateCommand(CLI::App* app, int* rc) {
   cmd->add_flag("--json", f->json,
                 "Print one JSON object: prompt_ids, completion_ids, text, finish_reason, backend");
   AddBackendFlags(cmd, &f->backend, &f->precision);
+  AddThreadsFlag(cmd, &f->threads);
   cmd->callback([cmd, f, rc, prompt, messages] {
     if (prompt->count() + messages->count() != 1) {
       *rc = Fail(cmd, "one of --prompt or --messages is required", 2);

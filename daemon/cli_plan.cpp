@@ -12,6 +12,7 @@
 #include "engine/backend_choice.h"
 #include "engine/model_config.h"
 #include "engine/weights.h"
+#include "kernels/cpu/thread_pool.h"
 #ifdef LLMQ_HAVE_CUDA
 #include "kernels/cuda/device.h"
 #endif
@@ -40,6 +41,7 @@ struct PlanFlags {
   std::string backend = "auto", precision = "bf16";
   double gpu_memory_utilization = LlmqConfig{}.gpu_memory_utilization;
   int block_size = 16;
+  int threads = 0;  // --threads; 0 = the default
   bool json = false;
 };
 
@@ -132,6 +134,7 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
                                            std::numeric_limits<int32_t>::max() / block);
   const int64_t tokens = blocks * block;
   const int64_t seqs = tokens / cfg.max_position_embeddings;
+  const std::string threads = DescribeCpuThreads(f.threads, "--threads");
   if (f.json) {
     nlohmann::json j{{"backend", backend},
                      {"parameters", params},
@@ -146,7 +149,9 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
                      {"kv_blocks", blocks},
                      {"kv_tokens", tokens},
                      {"max_position_embeddings", cfg.max_position_embeddings},
-                     {"full_context_sequences", seqs}};
+                     {"full_context_sequences", seqs},
+                     {"cpu_threads", f.threads > 0 ? f.threads : kernels::CpuThreads()},
+                     {"cpu_threads_source", threads}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -155,6 +160,7 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
       dir.c_str(), cfg.architecture.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_heads,
       cfg.num_kv_heads, cfg.head_dim);
   std::printf("backend            %s\n", backend.c_str());
+  std::printf("cpu threads        %s\n", threads.c_str());
   std::printf("parameters         %llu\n", static_cast<unsigned long long>(params));
   std::printf("weights            %s stored, %s resident (%s)\n", Human(stored).c_str(),
               Human(resident).c_str(), elt == 2 ? "bf16" : "fp32");
@@ -190,6 +196,7 @@ void AddPlanCommand(CLI::App* app, int* rc) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   AddBackendFlags(cmd, &f->backend, &f->precision);
   AddGpuMemoryFlag(cmd, &f->gpu_memory_utilization);
+  AddThreadsFlag(cmd, &f->threads);
   cmd->add_option("--block-size", f->block_size, "Tokens per KV block")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", f->json, "Print one JSON object");
   cmd->callback([cmd, f, rc] { *rc = Plan(cmd, *f); });

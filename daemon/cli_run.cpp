@@ -21,6 +21,7 @@
 #include "daemon/job_runner.h"
 #include "engine/durable_file.h"
 #include "jobs/finalizer.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace llmq::cli {
 namespace {
@@ -130,7 +131,7 @@ class RunCommand {
     Model model;
     std::unique_ptr<LlmEngine> engine;
     if (Status st = LoadServing(cfg, &model, &engine, &ctx_); !st.ok()) return Fail(cmd_, st);
-    std::fprintf(stderr, "llmq run: %s\n", DescribeEngine(model, *engine).c_str());
+    std::fprintf(stderr, "llmq run: %s\n", DescribeEngine(cfg, model, *engine).c_str());
 
     if (Status st = OpenJob(Fingerprint(cfg, *ctx_.chat)); !st.ok()) return Fail(cmd_, st);
     const int64_t resumed = job_.completed + job_.failed - job_.refused;
@@ -267,6 +268,7 @@ class RunCommand {
     sum->finished_this_run = p.finished;
     sum->model = ctx_.model_name;
     sum->backend = ctx_.model->backend_description();
+    sum->cpu_threads = kernels::CpuThreads();
     sum->input = f_.input;
     sum->output = f_.output;
     sum->errors = f_.errors;

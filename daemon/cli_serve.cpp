@@ -41,6 +41,7 @@
 #include "daemon/spool.h"
 #include "engine/durable_file.h"
 #include "jobs/finalizer.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace llmq::cli {
 namespace {
@@ -192,7 +193,7 @@ class Server {
     if (Status st = StartWatcher(); !st.ok()) return Fail(cmd_, st);
     signals_.async_wait([this](auto ec, int sig) { OnSignal(ec, sig); });
     Log("serving %s (model %s; %s; %s)", paths_.root.c_str(), cfg_.model_dir.c_str(),
-        DescribeEngine(model_, *engine_).c_str(), knobs_.ToText().c_str());
+        DescribeEngine(cfg_, model_, *engine_).c_str(), knobs_.ToText().c_str());
 
     // Jobs left unfinished by an earlier run (finalizing, cancelling, complete) first.
     CheckJobs();
@@ -599,6 +600,7 @@ class Server {
     sum.refused = j.refused;
     sum.model = ctx_.model_name;
     sum.backend = model_.backend_description();
+    sum.cpu_threads = kernels::CpuThreads();
     sum.input = opts.value("archive", opts.value("path", j.name));
     const double end = j.finished_at > 0 ? j.finished_at : UnixNow();
     sum.wall_seconds = j.started_at > 0 ? end - j.started_at : 0;

@@ -7,6 +7,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "kernels/cpu/thread_pool.h"
+
 namespace llmq {
 
 // The n samples of one request and what the request reports.
@@ -39,6 +41,10 @@ double Seconds(Clock::duration d) {
 // Sequences the scheduler's waiting queue holds beyond what one step could admit, so that the
 // admission loop never stops because the engine has not created the next Sequence yet.
 constexpr size_t kSpareWaiting = 4;
+
+// Serial cost of drawing a token, per logit of the row: a few passes over the row at about the
+// rate one core reads (bench/RESULTS.md: 41 GB/s), weighed by the CPU pool against its barrier.
+constexpr double kSampleNsPerLogit = 4 * 4 / 41.0;
 
 }  // namespace
 
@@ -502,9 +508,11 @@ void LlmEngine::Postprocess(std::vector<RequestOutput>* out) {
     const TokenHistory h{all.first(s->num_prompt), all.subspan(s->num_prompt)};
     return SampleNext(row, cfg_.vocab_size, *s->params, eos_, h, &s->rng, lp);
   };
-#pragma omp parallel for schedule(static) if (rows * cfg_.vocab_size > (1 << 20))
-  for (int64_t i = 0; i < rows; ++i)
-    drawn[i] = sample(samplers_[i], &logits[i * cfg_.vocab_size], &lps[i]);
+  // A row's draw reads its vocab_size logits a few times (max, softmax, the top-p/top-k cut).
+  kernels::ParallelFor(rows, cfg_.vocab_size * kSampleNsPerLogit, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      drawn[i] = sample(samplers_[i], &logits[i * cfg_.vocab_size], &lps[i]);
+  });
   for (size_t i = 0; i < samplers_.size(); ++i) {
     Sequence* s = samplers_[i];
     const float* row = &logits[i * cfg_.vocab_size];

@@ -39,6 +39,7 @@ std::string JobSummary::ToJson() const {
                                  {"latency_seconds_p95", latency_p95},
                                  {"model", model},
                                  {"backend", backend},
+                                 {"cpu_threads", cpu_threads},
                                  {"input", input},
                                  {"output", output},
                                  {"errors", errors}};
@@ -58,7 +59,10 @@ std::string JobSummary::ToText() const {
                 static_cast<long long>(computed_tokens), static_cast<long long>(completion_tokens),
                 wall_seconds, output_tokens_per_second, queue_p50, queue_p95, ttft_p50, ttft_p95,
                 itl_p50, itl_p95, latency_p50, latency_p95);
-  return backend.empty() ? std::string(buf) : std::string(buf) + " | backend " + backend;
+  std::string text(buf);
+  if (!backend.empty()) text += " | backend " + backend;
+  if (cpu_threads > 0) text += " | cpu threads " + std::to_string(cpu_threads);
+  return text;
 }
 
 Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, JobSummary* summary) {

@@ -36,6 +36,7 @@ struct JobSummary {
   double wall_seconds = 0;        // this process's run
   std::string model, input;
   std::string backend;  // the backend that ran it ("cpu", "cuda (bf16)"); "" = not said
+  int cpu_threads = 0;  // the CPU kernels' threads (kernels/cpu/thread_pool.h); 0 = not said
   // Output paths: FinalizeJob fills them from the targets when left empty.
   std::string output, errors;
   // Tokens generated per second: the caller's figure when set (a resumed run generated only

@@ -102,6 +102,46 @@ TEST_F(BackendChoiceCli, CpuIsSaidAndSummarised) {
   EXPECT_EQ(nlohmann::json::parse(testing::ReadText(dir + "/s.json"))["backend"], "cpu");
 }
 
+TEST_F(BackendChoiceCli, CpuThreadsAreSaidInPlanStartUpAndSummary) {
+  auto plan = [&](const std::vector<std::string>& env, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"plan", "--model", model_, "--backend", "cpu", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = testing::RunLlmqWith(env, args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  auto p = plan({"OMP_NUM_THREADS=1"}, {"--threads", "3"});
+  EXPECT_EQ(p["cpu_threads"], 3);
+  EXPECT_EQ(p["cpu_threads_source"], "3 (--threads)");
+  p = plan({"OMP_NUM_THREADS=1"}, {});
+  EXPECT_EQ(p["cpu_threads"], 1);
+  EXPECT_EQ(p["cpu_threads_source"], "1 ($OMP_NUM_THREADS)");
+  p = plan({"-u", "OMP_NUM_THREADS"}, {});  // unset: the CPUs this process may use
+  EXPECT_GE(p["cpu_threads"].get<int>(), 1);
+  EXPECT_NE(p["cpu_threads_source"].get<std::string>().find("usable CPUs: affinity "),
+            std::string::npos)
+      << p["cpu_threads_source"];
+  EXPECT_EQ(testing::RunLlmq({"plan", "--model", model_, "--threads", "0"}).exit_code, 2);
+
+  const std::string dir = testing::CurrentTestDir();
+  const std::string in = dir + "/in.jsonl", cfg = dir + "/llmq.yaml";
+  std::ofstream(in) << R"({"custom_id": "a", "method": "POST", "url": "/v1/completions", )"
+                    << R"("body": {"model": "m", "prompt": "hello", "max_tokens": 3}})"
+                    << "\n";
+  std::ofstream(cfg) << "engine:\n  cpu_threads: 2\n";
+  auto r = testing::RunLlmq({"run", in, "-o", dir + "/out.jsonl", "--model", model_, "--config",
+                             cfg, "--summary-json", dir + "/s.json", "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("; cpu threads 2 (engine.cpu_threads)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("| cpu threads 2"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(testing::ReadText(dir + "/s.json"))["cpu_threads"], 2);
+  r = testing::RunLlmq({"run", in, "-o", dir + "/out.jsonl", "--model", model_, "--config", cfg,
+                        "--threads", "1", "--summary-json", dir + "/s.json", "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("; cpu threads 1 (--threads)"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(testing::ReadText(dir + "/s.json"))["cpu_threads"], 1);
+}
+
 TEST_F(BackendChoiceCli, CudaWithoutADeviceIsAClearError) {
   std::string why;
   if (DeviceHere(&why)) GTEST_SKIP() << "a CUDA device is here: cuda can be had";

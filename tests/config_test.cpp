@@ -26,6 +26,7 @@ void ExpectDefaults(const LlmqConfig& c) {
   EXPECT_EQ(c.backend, d.backend);
   EXPECT_EQ(c.precision, d.precision);
   EXPECT_EQ(c.gpu_memory_utilization, d.gpu_memory_utilization);
+  EXPECT_EQ(c.cpu_threads, d.cpu_threads);
   EXPECT_EQ(c.state_dir, d.state_dir);
   EXPECT_EQ(c.settle_seconds, d.settle_seconds);
   EXPECT_EQ(c.group_window_ms, d.group_window_ms);
@@ -79,6 +80,7 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
                           "backend:",
                           "precision:",
                           "gpu_memory_utilization:",
+                          "cpu_threads:",
                           "spool:",
                           "state_dir:",
                           "settle_seconds:",
@@ -179,6 +181,10 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
        [](const LlmqConfig& c) { return c.backend == BackendKind::kAuto; }},
       {"engine: {precision: fp32}",
        [](const LlmqConfig& c) { return c.precision == Precision::kFp32; }},
+      {"engine: {cpu_threads: 3}",
+       [](const LlmqConfig& c) {
+         return c.cpu_threads == 3 && c.cpu_threads_source == "engine.cpu_threads";
+       }},
       {"engine: {gpu_memory_utilization: 0.5}",
        [](const LlmqConfig& c) { return c.gpu_memory_utilization == 0.5; }},
       {"engine: {gpu_memory_utilization: 1}",
@@ -281,6 +287,11 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
       {"engine:\n  backend: CUDA\n", "t.yaml:2: engine.backend: must be one of"},
       {"engine:\n  backend:\n", "t.yaml:2: engine.backend: must be one of"},
       {"engine:\n  precision: fp16\n", "t.yaml:2: engine.precision: must be one of bf16, fp32"},
+      {"engine:\n  cpu_threads: 0\n",
+       "t.yaml:2: engine.cpu_threads: must be an integer between 1 and 1024, got '0'"},
+      {"engine:\n  cpu_threads: 1025\n", "t.yaml:2: engine.cpu_threads"},
+      {"engine:\n  cpu_threads: two\n", "t.yaml:2: engine.cpu_threads"},
+      {"engine:\n  cpu_threads: '2'\n", "t.yaml:2: engine.cpu_threads"},
       {"engine:\n  gpu_memory_utilization: 0\n",
        "t.yaml:2: engine.gpu_memory_utilization: must be a number greater than 0 and at most 1"},
       {"engine:\n  gpu_memory_utilization: 1.01\n", "t.yaml:2: engine.gpu_memory_utilization"},

@@ -2,7 +2,6 @@
 #include "engine/cpu_backend.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
@@ -10,6 +9,7 @@
 
 #include "engine/model_maker.h"
 #include "engine/sampler.h"
+#include "kernels/cpu/thread_pool.h"
 #include "tests/reference_forward.h"
 #include "tests/test_util.h"
 
@@ -144,10 +144,12 @@ TEST_P(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
   ASSERT_TRUE(chunked.AllocateKv(16, bs).ok());
   const Layout lay = ShuffledBlocks(n, bs, 16, 9);
   const std::vector<int> toks = RandomTokens(n, V, 21);
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(2);  // the whole prompt on two threads, the chunks on one: same bits
+  const int threads = kernels::CpuThreads();
+  kernels::SetCpuThreads(2);  // the whole prompt on two threads, the chunks on one: same bits
+  kernels::SetAlwaysSplitForTesting(true);  // even this small model's ops run threaded
   const std::vector<float> all = testing::ForwardOneSequence(whole, toks, 0, n, lay.table, bs, V);
-  omp_set_num_threads(1);
+  kernels::SetAlwaysSplitForTesting(false);
+  kernels::SetCpuThreads(1);
   for (int chunk : {1, 5, 16, 33}) {
     ASSERT_TRUE(chunked.AllocateKv(16, bs).ok());
     for (int begin = 0; begin < n; begin += chunk) {
@@ -158,7 +160,7 @@ TEST_P(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
           << "chunk " << chunk << " rows " << begin << ".." << end;
     }
   }
-  omp_set_num_threads(threads);
+  kernels::SetCpuThreads(threads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CpuBackendInvariance,

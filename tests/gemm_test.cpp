@@ -1,12 +1,14 @@
 #include "kernels/cpu/gemm.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
+
+#include "kernels/cpu/thread_pool.h"
 
 namespace llmq::kernels {
 namespace {
@@ -25,12 +27,13 @@ std::vector<float> Random(size_t count, uint32_t seed) {
   return v;
 }
 
-// Restores the OpenMP thread count and the automatic ISA choice when a test ends.
+// Restores the CPU pool's thread count and the automatic ISA choice when a test ends.
 class GemmEnv {
  public:
-  GemmEnv() : threads_(omp_get_max_threads()) {}
+  GemmEnv() : threads_(CpuThreads()) { SetAlwaysSplitForTesting(true); }
   ~GemmEnv() {
-    omp_set_num_threads(threads_);
+    SetAlwaysSplitForTesting(false);
+    SetCpuThreads(threads_);
     SetGemmIsaForTesting(GemmIsa::kAuto);
   }
 
@@ -99,7 +102,7 @@ TEST(GemmTest, AllIsaPathsAndThreadCountsBitExactWithReference) {
       ASSERT_TRUE(SetGemmIsaForTesting(isa));
       ASSERT_EQ(ActiveGemmIsa(), isa);
       for (int threads : {1, 2}) {
-        omp_set_num_threads(threads);
+        SetCpuThreads(threads);
         std::vector<float> c(s.m * ldc, 0.0f);
         Gemm(a.data(), lda, s.m, pw, c.data(), ldc);
         ASSERT_EQ(std::memcmp(c.data(), ref.data(), c.size() * sizeof(float)), 0)
@@ -120,7 +123,7 @@ TEST(GemmTest, BatchInvariantRowsEqualSingleRowCalls) {
     if (isa == GemmIsa::kScalar) continue;  // same code for any M; covered by the test above
     ASSERT_TRUE(SetGemmIsaForTesting(isa));
     for (int threads : {1, 2}) {
-      omp_set_num_threads(threads);
+      SetCpuThreads(threads);
       // Single-row results, each computed alone.
       std::vector<float> alone(static_cast<size_t>(512) * n);
       for (int i = 0; i < 512; ++i) Gemm(a.data() + i * k, k, 1, pw, alone.data() + i * n, n);
@@ -166,15 +169,22 @@ TEST(GemmTest, PackStackedEqualsPackOfConcatenation) {
 
 TEST(GemmTest, InsideParallelRegionRunsSeriallyAndMatches) {
   GemmEnv env;
-  omp_set_num_threads(2);
+  SetCpuThreads(2);
   const Shape s{40, 130, 300};
   const auto a = Random(s.m * s.k, 41), w = Random(static_cast<size_t>(s.n) * s.k, 42);
   const PackedWeight pw = PackedWeight::Pack(w.data(), s.n, s.k);
   std::vector<float> ref(s.m * s.n);
   GemmReference(a.data(), s.k, s.m, pw, ref.data(), s.n);
-  std::vector<std::vector<float>> outs(4, std::vector<float>(s.m * s.n));
-#pragma omp parallel for num_threads(2)
-  for (int t = 0; t < 4; ++t) Gemm(a.data(), s.k, s.m, pw, outs[t].data(), s.n);
+  std::vector<std::vector<float>> outs(8, std::vector<float>(s.m * s.n));
+  // Nested: from inside a pool region.
+  CpuPool().Run(4, [&](int64_t t) { Gemm(a.data(), s.k, s.m, pw, outs[t].data(), s.n); });
+  // Concurrent: two threads at once (one gets the pool, the other runs on its own).
+  std::vector<std::thread> callers;
+  for (int t = 4; t < 8; t += 2)
+    callers.emplace_back([&, t] {
+      for (int i = t; i < t + 2; ++i) Gemm(a.data(), s.k, s.m, pw, outs[i].data(), s.n);
+    });
+  for (std::thread& c : callers) c.join();
   for (const auto& c : outs)
     ASSERT_EQ(std::memcmp(c.data(), ref.data(), c.size() * sizeof(float)), 0);
 }

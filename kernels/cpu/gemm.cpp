@@ -9,7 +9,6 @@
 #include "kernels/cpu/gemm.h"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+
+#include "kernels/cpu/thread_pool.h"
 
 namespace llmq::kernels {
 namespace internal {
@@ -37,6 +38,13 @@ constexpr int kKcTarget = 256;      // K block of the prefill path (partial sums
 // N block of the prefill path: 24 panels x 256 K steps x 64 B = 384 KiB of W, read from L2 by every
 // row block; with the next block being prefetched alongside, 768 KiB of the 1 MiB L2.
 constexpr int kNcPanels = 24;
+
+// What one core does serially, from bench/RESULTS.md (gemm_bench on the project's machine): the
+// micro-kernel at 241 GFLOP/s, W streamed at 41 GB/s, packing at about one byte per 0.1 ns. They
+// turn a call's size into its serial time, which the pool weighs against its measured barrier.
+constexpr double kFlopsPerNs = 241;
+constexpr double kBytesPerNs = 41;
+constexpr double kPackNsPerFloat = 0.4;
 
 // A micro-tile: C[0:mr, 0:np*16] (+)= A_blk · W_blkᵀ over kc steps of K.
 //   ap:        packed A, [kc][kRows]: A row r (< mr) at step k is ap[k*kRows + r].
@@ -184,18 +192,19 @@ TileFn TileFor(GemmIsa isa) {
 template <class RowFn>
 void PackPanels(float* out, int n, int k, RowFn row) {
   const int panels = (n + kPanel - 1) / kPanel;
-#pragma omp parallel for schedule(static) if (static_cast <int64_t>(n) * k > (1 << 20))
-  for (int p = 0; p < panels; ++p) {
-    float* dst = out + static_cast<int64_t>(p) * k * kPanel;
-    const float* src[kPanel];
-    for (int c = 0; c < kPanel; ++c) src[c] = p * kPanel + c < n ? row(p * kPanel + c) : nullptr;
-    for (int k0 = 0; k0 < k; k0 += 64) {  // 64-step strips: the 16 source rows stay in L1
-      const int k1 = std::min(k, k0 + 64);
-      for (int kk = k0; kk < k1; ++kk)
-        for (int c = 0; c < kPanel; ++c)
-          dst[static_cast<int64_t>(kk) * kPanel + c] = src[c] ? src[c][kk] : 0.0f;
+  ParallelFor(panels, kPackNsPerFloat * k * kPanel, [&](int64_t pb, int64_t pe) {
+    for (int p = static_cast<int>(pb); p < pe; ++p) {
+      float* dst = out + static_cast<int64_t>(p) * k * kPanel;
+      const float* src[kPanel];
+      for (int c = 0; c < kPanel; ++c) src[c] = p * kPanel + c < n ? row(p * kPanel + c) : nullptr;
+      for (int k0 = 0; k0 < k; k0 += 64) {  // 64-step strips: the 16 source rows stay in L1
+        const int k1 = std::min(k, k0 + 64);
+        for (int kk = k0; kk < k1; ++kk)
+          for (int c = 0; c < kPanel; ++c)
+            dst[static_cast<int64_t>(kk) * kPanel + c] = src[c] ? src[c][kk] : 0.0f;
+      }
     }
-  }
+  });
 }
 
 // Packs row block rb of A: ap[k][r] = a[(rb*8 + r)*lda + k] for r < rows (rows >= `rows` unset).
@@ -348,26 +357,21 @@ void Gemm(const float* a, int64_t lda, int m, const PackedWeight& w, float* c, i
   float* ap = PackedAScratch(row_blocks * block_floats);
   const GemmArgs args{ap, m, &w, c, ldc, TileFor(ActiveGemmIsa())};
   const int groups = (w.panels() + kGroup - 1) / kGroup;
-  const int threads = omp_in_parallel() ? 1 : std::min(omp_get_max_threads(), groups);
-  auto pack = [&](int rb) {
-    PackABlock(a + static_cast<int64_t>(rb) * kRows * lda, lda, std::min(kRows, m - rb * kRows), k,
-               ap + rb * block_floats);
-  };
-  if (threads <= 1) {
-    for (int rb = 0; rb < row_blocks; ++rb) pack(rb);
-    RunPanels(args, 0, w.panels());
-    return;
-  }
-#pragma omp parallel num_threads(threads)
-  {
-#pragma omp for schedule(static)
-    for (int rb = 0; rb < row_blocks; ++rb) pack(rb);
-    // (implicit barrier: A fully packed) Thread t owns a contiguous range of 3-panel groups.
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int g0 = static_cast<int>(static_cast<int64_t>(groups) * t / nt);
-    const int g1 = static_cast<int>(static_cast<int64_t>(groups) * (t + 1) / nt);
-    if (g1 > g0) RunPanels(args, g0 * kGroup, std::min(w.panels(), g1 * kGroup));
-  }
+  ParallelFor(row_blocks, kPackNsPerFloat * k * kRows, [&](int64_t rb0, int64_t rb1) {
+    for (int64_t rb = rb0; rb < rb1; ++rb) {
+      const int r = static_cast<int>(rb);
+      PackABlock(a + rb * kRows * lda, lda, std::min(kRows, m - r * kRows), k,
+                 ap + rb * block_floats);
+    }
+  });
+  // Pieces are contiguous ranges of 3-panel groups, taken by whichever thread is free.
+  const double flops = 2.0 * row_blocks * kRows * w.panels() * kPanel * k;
+  const double serial_ns =
+      std::max(flops / kFlopsPerNs, static_cast<double>(w.bytes()) / kBytesPerNs);
+  ParallelFor(groups, serial_ns / groups, [&](int64_t g0, int64_t g1) {
+    RunPanels(args, static_cast<int>(g0) * kGroup,
+              std::min(w.panels(), static_cast<int>(g1) * kGroup));
+  });
 }
 
 void GemmReference(const float* a, int64_t lda, int m, const PackedWeight& w, float* c,

@@ -62,8 +62,9 @@ class PackedWeight {
 };
 
 // c[i*ldc + j] = sum_k a[i*lda + k] * W[j][k] for i < m, j < w.n(), with the contract above.
-// Runs on all OpenMP threads (split over panels of N); called inside an active parallel region it
-// runs serially on the calling thread. lda >= w.k(), ldc >= w.n().
+// Runs on the CPU pool (kernels/cpu/thread_pool.h; split over panels of N) when the call is big
+// enough to pay for the pool's barrier; called inside a pool region, or while another thread's
+// region runs, it runs serially on the calling thread. lda >= w.k(), ldc >= w.n().
 void Gemm(const float* a, int64_t lda, int m, const PackedWeight& w, float* c, int64_t ldc);
 
 // The obviously-right scalar version of the same contract (used by tests and as the fallback).

@@ -1,12 +1,11 @@
 #include "kernels/cpu/ops.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/vec_math.h"
 
 namespace llmq::kernels {
@@ -26,8 +25,12 @@ inline float Dot(const float* a, const float* b, int n) {
   return s;
 }
 
-// Below this many floats of work an op runs on the calling thread: waking the team costs more.
-constexpr int64_t kParallelMin = 1 << 15;
+// Serial cost of the ops, for the pool to weigh against its measured barrier (ParallelFor): they
+// stream their rows at about the 41 GB/s one core reads (bench/RESULTS.md), so a row costs the
+// bytes it reads and writes at that rate.
+constexpr double kNsPerByte = 1.0 / 41;
+// One query-key pair of one head dimension in attention: a K and a V float read, two FMAs.
+constexpr double kAttentionNsPerProduct = 8 * kNsPerByte;
 
 // y = x / sqrt(mean(x^2) + eps) * w over one row.   x, y: [n] (may alias); w: [n].
 inline void RmsNormRow(const float* x, const float* w, int n, float eps, float* y) {
@@ -40,61 +43,68 @@ inline void RmsNormRow(const float* x, const float* w, int n, float eps, float* 
 }  // namespace
 
 void RmsNorm(const float* x, const float* w, int64_t t, int h, float eps, float* y) {
-#pragma omp parallel for schedule(static) if (t * h > kParallelMin)
-  for (int64_t r = 0; r < t; ++r) RmsNormRow(x + r * h, w, h, eps, y + r * h);
+  ParallelFor(t, 12.0 * h * kNsPerByte, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) RmsNormRow(x + r * h, w, h, eps, y + r * h);
+  });
 }
 
 void HeadRmsNorm(float* x, int64_t t, int64_t row_stride, int num_heads, int head_dim,
                  const float* w, float eps) {
-#pragma omp parallel for schedule(static) if (t * num_heads * head_dim > kParallelMin)
-  for (int64_t r = 0; r < t; ++r)
-    for (int h = 0; h < num_heads; ++h) {
-      float* v = x + r * row_stride + static_cast<int64_t>(h) * head_dim;
-      RmsNormRow(v, w, head_dim, eps, v);
-    }
+  ParallelFor(t, 12.0 * num_heads * head_dim * kNsPerByte, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int h = 0; h < num_heads; ++h) {
+        float* v = x + r * row_stride + static_cast<int64_t>(h) * head_dim;
+        RmsNormRow(v, w, head_dim, eps, v);
+      }
+  });
 }
 
 void AddBias(float* x, int64_t t, int64_t row_stride, const float* bias, int n) {
-#pragma omp parallel for schedule(static) if (t * n > 4 * kParallelMin)
-  for (int64_t r = 0; r < t; ++r) {
-    float* xr = x + r * row_stride;
+  ParallelFor(t, 12.0 * n * kNsPerByte, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* xr = x + r * row_stride;
 #pragma omp simd
-    for (int i = 0; i < n; ++i) xr[i] += bias[i];
-  }
+      for (int i = 0; i < n; ++i) xr[i] += bias[i];
+    }
+  });
 }
 
 void Rope(float* x, int64_t t, int64_t row_stride, int num_heads, int head_dim,
           const int32_t* positions, const float* cos_sin) {
   const int half = head_dim / 2;
-#pragma omp parallel for schedule(static) if (t * num_heads * head_dim > kParallelMin)
-  for (int64_t r = 0; r < t; ++r) {
-    const float* cs = cos_sin + static_cast<int64_t>(positions[r]) * head_dim;
-    for (int h = 0; h < num_heads; ++h) {
-      float* v = x + r * row_stride + static_cast<int64_t>(h) * head_dim;
+  ParallelFor(t, 12.0 * num_heads * head_dim * kNsPerByte, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* cs = cos_sin + static_cast<int64_t>(positions[r]) * head_dim;
+      for (int h = 0; h < num_heads; ++h) {
+        float* v = x + r * row_stride + static_cast<int64_t>(h) * head_dim;
 #pragma omp simd
-      for (int i = 0; i < half; ++i) {
-        const float a = v[i], b = v[i + half], c = cs[i], s = cs[half + i];
-        v[i] = a * c - b * s;
-        v[i + half] = b * c + a * s;
+        for (int i = 0; i < half; ++i) {
+          const float a = v[i], b = v[i + half], c = cs[i], s = cs[half + i];
+          v[i] = a * c - b * s;
+          v[i + half] = b * c + a * s;
+        }
       }
     }
-  }
+  });
 }
 
 void SiluMul(const float* gu, int64_t t, int inter, float* out) {
-#pragma omp parallel for schedule(static) if (t * inter > kParallelMin)
-  for (int64_t r = 0; r < t; ++r) {
-    const float* g = gu + r * 2 * inter;
-    const float* u = g + inter;
-    float* o = out + r * inter;
+  ParallelFor(t, 12.0 * inter * kNsPerByte, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* g = gu + r * 2 * inter;
+      const float* u = g + inter;
+      float* o = out + r * inter;
 #pragma omp simd
-    for (int i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + Exp(-g[i])) * u[i];
-  }
+      for (int i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + Exp(-g[i])) * u[i];
+    }
+  });
 }
 
 void AddInPlace(float* x, const float* y, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (n > 4 * kParallelMin)
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+  ParallelFor(n, 12.0 * kNsPerByte, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+    for (int64_t i = i0; i < i1; ++i) x[i] += y[i];
+  });
 }
 
 void WriteKv(const PagedKv& kv, const float* k_src, const float* v_src, int64_t src_stride,
@@ -194,20 +204,26 @@ void PagedAttention(const AttentionBatch& b, const PagedKv& kv, const float* q, 
       for (int r = b.query_start[s]; r < b.query_start[s + 1]; r += kQueryChunk)
         tasks.push_back({s, g, r, std::min(r + kQueryChunk, b.query_start[s + 1])});
 
-#pragma omp parallel if (work > kParallelMin)
-  {
-    std::vector<float> scores((max_ctx + bs - 1) / bs * bs);
-#pragma omp for schedule(dynamic, 1)
-    for (size_t ti = 0; ti < tasks.size(); ++ti) {
-      const Task& task = tasks[ti];
-      const int32_t* table = b.block_tables + static_cast<int64_t>(task.seq) * b.max_blocks;
-      for (int r = task.row_begin; r < task.row_end; ++r)
-        for (int hq = task.head * group; hq < (task.head + 1) * group; ++hq)
-          AttendOne(kv, task.head, table, b.positions[r] + 1,
-                    q + static_cast<int64_t>(r) * q_stride + static_cast<int64_t>(hq) * d, scale,
-                    scores.data(),
-                    out + static_cast<int64_t>(r) * num_heads * d + static_cast<int64_t>(hq) * d);
-    }
+  // One piece per task (tasks differ in size: whoever is free takes the next), when the step's
+  // attention pays for the barrier at all.
+  const bool parallel = CpuPool().ChunksFor(static_cast<double>(work) * kAttentionNsPerProduct) > 1;
+  const size_t scratch = static_cast<size_t>((max_ctx + bs - 1) / bs * bs);
+  auto run = [&](int64_t ti) {
+    thread_local std::vector<float> scores;
+    if (scores.size() < scratch) scores.resize(scratch);
+    const Task& task = tasks[ti];
+    const int32_t* table = b.block_tables + static_cast<int64_t>(task.seq) * b.max_blocks;
+    for (int r = task.row_begin; r < task.row_end; ++r)
+      for (int hq = task.head * group; hq < (task.head + 1) * group; ++hq)
+        AttendOne(kv, task.head, table, b.positions[r] + 1,
+                  q + static_cast<int64_t>(r) * q_stride + static_cast<int64_t>(hq) * d, scale,
+                  scores.data(),
+                  out + static_cast<int64_t>(r) * num_heads * d + static_cast<int64_t>(hq) * d);
+  };
+  if (parallel) {
+    CpuPool().Run(static_cast<int64_t>(tasks.size()), run);
+  } else {
+    for (size_t ti = 0; ti < tasks.size(); ++ti) run(static_cast<int64_t>(ti));
   }
 }
 

@@ -2,7 +2,8 @@
 // (kernels/cpu/gemm.h). Each op states its shapes; every op computes each output row from its own
 // input row(s) only, in a fixed order, so results never depend on batch composition (the engine's
 // batch-invariance rests on this).
-// All ops are parallelised with OpenMP internally; call them from outside a parallel region.
+// Ops big enough to pay for a barrier run on the CPU pool (kernels/cpu/thread_pool.h); called from
+// inside a pool region they run on the calling thread.
 #pragma once
 
 #include <cstdint>
