@@ -9,6 +9,7 @@
 
 #include "engine/cpu_backend.h"
 #include "engine/model_maker.h"
+#include "tests/small_model.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -49,21 +50,7 @@ class LlmEngineTest : public ::testing::Test {
   // `cfg` is cfg_ unless a test changes what the backend does not read (the EOS ids).
   static std::map<std::string, RequestOutput> Run(const std::vector<Request>& reqs, int budget,
                                                   const ModelConfig& cfg = cfg_) {
-    CpuBackend be(cfg, *w_);
-    EngineOptions opt;
-    opt.num_blocks = 128;
-    opt.scheduler.max_num_batched_tokens = budget;
-    std::unique_ptr<LlmEngine> engine;
-    EXPECT_TRUE(LlmEngine::Create(cfg, &be, nullptr, opt, &engine).ok());
-    for (const Request& r : reqs) engine->Add(r);
-    std::map<std::string, RequestOutput> out;
-    std::vector<RequestOutput> step;
-    while (engine->HasWork()) {
-      EXPECT_TRUE(engine->Step(&step).ok());
-      for (RequestOutput& o : step) out[o.id] = std::move(o);
-      step.clear();
-    }
-    return out;
+    return testing::RunEngine(cfg, *w_, reqs, budget, /*num_blocks=*/128);
   }
 
   static ModelConfig cfg_;

@@ -39,10 +39,10 @@ inline void MakeSmallModel(const std::string& name, uint64_t seed, int max_posit
 // budget of `budget` per step; the outputs by request id.
 inline std::map<std::string, RequestOutput> RunEngine(const ModelConfig& cfg, const Weights& w,
                                                       const std::vector<Request>& reqs,
-                                                      int budget = 2048) {
+                                                      int budget = 2048, int num_blocks = 64) {
   CpuBackend be(cfg, w);
   EngineOptions opt;
-  opt.num_blocks = 64;
+  opt.num_blocks = num_blocks;
   opt.scheduler.max_num_batched_tokens = budget;
   std::unique_ptr<LlmEngine> engine;
   EXPECT_TRUE(LlmEngine::Create(cfg, &be, nullptr, opt, &engine).ok());
