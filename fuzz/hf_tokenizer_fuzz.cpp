@@ -14,6 +14,7 @@
 
 #include "engine/hf_tokenizer.h"
 #include "fuzz/fuzz_check.h"
+#include "tests/byte_level.h"
 
 #ifndef LLMQ_FUZZ_SEEDS
 
@@ -52,21 +53,10 @@ namespace {
 // A byte-level BPE (as Llama 3 / Qwen): the 256 byte symbols, a few merges, a Split regex.
 std::string ByteLevel() {
   std::string vocab;
-  // GPT-2's byte-to-unicode map: printable Latin-1 bytes map to themselves, the rest to U+0100+.
-  int next = 256, id = 0;
-  auto utf8 = [](int cp) {
-    std::string s;
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    return s;
-  };
+  // GPT-2's byte-to-unicode map (tests/byte_level.h).
+  int id = 0;
   for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-    std::string sym = utf8(printable ? b : next++);
+    std::string sym = llmq::testing::ByteLevelChar(b);
     if (sym == "\"" || sym == "\\") sym = "\\" + sym;
     vocab += (vocab.empty() ? "" : ",") + std::string("\"") + sym + "\":" + std::to_string(id++);
   }

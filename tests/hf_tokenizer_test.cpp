@@ -12,6 +12,7 @@
 
 #include "engine/hf_tokenizer.h"
 #include "engine/tokenizer.h"
+#include "tests/byte_level.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -38,22 +39,7 @@ std::string TokenizerDir(const json& tokenizer, const json& config = json()) {
 
 // The GPT-2 byte -> character table (as engine/hf_tokenizer.cpp, written independently).
 std::string ByteChar(int b) {
-  const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-  int cp = b;
-  if (!printable) {
-    int n = 0;
-    for (int x = 0; x < b; ++x)
-      n += !((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || x >= 0xAE);
-    cp = 256 + n;
-  }
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return s;
+  return testing::ByteLevelChar(b);
 }
 
 // A byte-level BPE tokenizer (Qwen-like): the 256 byte tokens (id = byte), a few merges, and
