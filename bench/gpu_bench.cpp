@@ -13,11 +13,13 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "engine/cuda_backend.h"
 #include "engine/model_maker.h"
+#include "engine/prefix_groups.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/gemm.h"
@@ -177,6 +179,7 @@ struct Batch {
       for (size_t k = 0; k < maxb; ++k)
         b.block_tables.push_back(k < tables[s].size() ? tables[s][k] : -1);
     }
+    b.decode_only = n == 1;
     return b;
   }
 };
@@ -189,7 +192,7 @@ struct Row {
 // the metadata, runs every layer and brings back L ids, as a serving step does).
 // Then 3 more steps with the phases profiled, printed under `title`.
 double TimeStep(CudaBackend& be, const StepBatch& b, int reps, const std::string& title,
-                CudaTuning tune = {}) {
+                CudaTuning tune = {}, std::map<std::string, double>* phase_ms = nullptr) {
   be.SetTuning(tune);
   std::vector<int32_t> ids(b.logits_rows.size());
   CHECK_OK(be.ForwardArgmax(b, ids.data()));  // warm-up
@@ -203,7 +206,7 @@ double TimeStep(CudaBackend& be, const StepBatch& b, int reps, const std::string
   be.SetTuning(tune);
   for (int i = 0; i < 3; ++i) CHECK_OK(be.ForwardArgmax(b, ids.data()));
   std::printf("%s: %.3f ms per step (median of %d); device time per phase:\n%s", title.c_str(),
-              Median(t) * 1e3, reps, be.TakeProfile(3).c_str());
+              Median(t) * 1e3, reps, be.TakeProfile(3, phase_ms).c_str());
   be.SetTuning(CudaTuning{});
   return Median(t);
 }
@@ -214,9 +217,10 @@ CudaTuning Online() {
   return t;
 }
 
-std::string Fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
+template <class... A>
+std::string Fmt(const char* f, A... v) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, f, v...);
   return buf;
 }
 
@@ -305,7 +309,10 @@ int Main(int argc, char** argv) {
     const StepBatch step = B.Step(seqs, 1, cfg.vocab_size, 2);
     const std::string title = "decode batch " + std::to_string(batch);
     TimeStep(*be, step, quick ? 5 : 20, title + ", online-softmax attention", Online());
-    const double t = TimeStep(*be, step, quick ? 5 : 20, title);
+    CudaTuning eager;
+    eager.graphs = false;
+    TimeStep(*be, step, quick ? 5 : 20, title + ", eager (no CUDA graph)", eager);
+    const double t = TimeStep(*be, step, quick ? 5 : 20, title + ", CUDA graph");
     if (batch == 1) {
       const double bytes = weights_read + 1001 * kv_token;
       rows.push_back({"decode batch 1, context 1,000", Fmt("%.1f tok/s", 1 / t),
@@ -337,11 +344,26 @@ int Main(int argc, char** argv) {
     for (int s = 0; s < nseq; ++s) P.len[s] = prefix;
     std::vector<int> seqs;
     for (int s = 0; s < nseq; ++s) seqs.push_back(s);
-    const StepBatch step = P.Step(seqs, 1, cfg.vocab_size, 4);
-    TimeStep(*be, step, quick ? 5 : 20, "shared prefix, online-softmax attention", Online());
-    const double t = TimeStep(*be, step, quick ? 5 : 20, "shared prefix");
+    StepBatch step = P.Step(seqs, 1, cfg.vocab_size, 4);
+    step.decode_only = true;
+    DetectPrefixGroups(bs, &step);  // the engine's groups: one of nseq over 128 blocks
+    std::printf("shared prefix: %zu prefix group(s), the first of %d sequences over %d blocks\n",
+                step.prefix_groups.size(),
+                step.prefix_groups.empty() ? 0 : step.prefix_groups[0].num_seqs,
+                step.prefix_groups.empty() ? 0 : step.prefix_groups[0].num_blocks);
+    CudaTuning paged;  // eager too, as cascade steps are: the comparison is the attention's
+    paged.cascade = false;
+    paged.graphs = false;
+    std::map<std::string, double> off_ms, on_ms;
+    const double t_off =
+        TimeStep(*be, step, quick ? 5 : 20, "shared prefix, paged attention", paged, &off_ms);
+    const double t_on =
+        TimeStep(*be, step, quick ? 5 : 20, "shared prefix, cascade attention", {}, &on_ms);
+    const double a_off = off_ms["attention"], a_on = on_ms["attention"];
     rows.push_back({"shared prefix: " + std::to_string(nseq) + " seqs behind 2,048 tokens",
-                    Fmt("%.2f ms/step", t * 1e3), Fmt("%.0f tok/s; cascade: not built", nseq / t),
+                    Fmt("%.2f ms/step", t_on * 1e3),
+                    Fmt("cascade vs paged: attention %.2fx, step %.2fx",
+                        a_on > 0 ? a_off / a_on : 0.0, t_off / t_on),
                     ">= 3x attention, 1.5x e2e"});
   }
 

@@ -60,6 +60,17 @@ struct StepBatch {
   }
 };
 
+// One logits row's sampling, as a backend may do it on the device: the arguments of
+// SampleTokenWithDraw (engine/sampler.h). The engine draws u from the request's own stream before
+// the step, so the ids do not depend on where they are picked.
+struct RowSampling {
+  float temperature = 0.f;  // < 1e-5 (or NaN): greedy, u unused
+  int top_k = 0;            // <= 0: off
+  float top_p = 1.f;        // 1: off
+  float min_p = 0.f;        // 0: off
+  double u = 0.0;           // the row's draw in [0, 1)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -69,6 +80,17 @@ class Backend {
   // Runs the model on `batch`; writes logits [L, vocab] (L = batch.logits_rows.size()) to `logits`.
   // On failure the K/V written for the batch's slots are unspecified.
   virtual Status Forward(const StepBatch& batch, float* logits) = 0;
+  // True when ForwardSample picks the ids on the device, so that the logits need not cross to the
+  // host. The engine then calls ForwardSample for the steps whose rows need nothing but
+  // RowSampling (no logprobs, penalties or biases, no first token shared by n > 1 samples), and
+  // Forward for the others.
+  virtual bool samples_on_device() const { return false; }
+  // Runs the model on `batch` and picks the next token of each logits row i:
+  // ids[i] = SampleTokenWithDraw(row i's logits, rows[i]) within the backend's stated tolerance
+  // (greedy: the same argmax rule).   rows, ids: [L]
+  virtual Status ForwardSample(const StepBatch& batch, const RowSampling* rows, int32_t* ids) {
+    return Status::Unsupported(name() + " does not sample on its device");
+  }
   // Copies the KV of whole blocks src[i] -> dst[i] in every layer (copy-on-write of shared blocks).
   virtual Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) = 0;
   // Bytes of device memory the weights occupy.

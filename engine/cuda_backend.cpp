@@ -21,10 +21,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <type_traits>
 
 #include "engine/cuda_step_plan.h"
+#include "engine/graph_buckets.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/device.h"
@@ -32,6 +34,7 @@
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/prefill_attention.h"
+#include "kernels/cuda/sample.h"
 
 namespace llmq {
 namespace {
@@ -135,11 +138,23 @@ struct Layer {
   DeviceBuffer down;                 // [H, I] T
 };
 
+// A prepared step as the kernels see it: device pointers into the step's metadata and the
+// launches' arguments (CudaBackendImpl::Prepare fills it, Enqueue launches it).
+struct StepLaunch {
+  int nt = 0, L = 0;  // tokens, logits rows
+  const int32_t *ids = nullptr, *pos = nullptr, *slots = nullptr, *rows = nullptr;  // [T], [L]
+  kc::AttentionArgs aa;                  // the per-row kernel's rows
+  std::vector<kc::PrefillChunk> chunks;  // chunks through the matrix-product attention
+  std::vector<kc::CascadeGroup> groups;  // cascade groups' shared halves
+};
+
 template <class T>
 class CudaBackendImpl final : public CudaBackend {
  public:
   explicit CudaBackendImpl(const ModelConfig& cfg) : cfg_(cfg) {}
   ~CudaBackendImpl() override {
+    for (auto& [key, g] : graphs_cache_)
+      if (g.exec) cudaGraphExecDestroy(g.exec);
     if (cublas_) kc::Cublas()->destroy(cublas_);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
@@ -161,17 +176,22 @@ class CudaBackendImpl final : public CudaBackend {
     return static_cast<int64_t>(std::max(0.0, budget));
   }
   std::string device_name() const override { return device_name_; }
+  int64_t graph_captures() const override { return graph_captures_; }
+  std::string graph_error() const override { return graph_error_; }
 
   void SetTuning(const CudaTuning& t) override {
     attention_variant_ = t.attention_variant;
     prefill_gemm_min_rows_ = t.prefill_gemm_min_rows;
+    cascade_ = t.cascade;
+    graphs_ = t.graphs;
+    cascade_min_keys_ = t.cascade_min_keys;
     profile_ = t.profile;
   }
 
-  std::string TakeProfile(int steps) override {
+  std::string TakeProfile(int steps, std::map<std::string, double>* ms) override {
     static const char* kNames[kNumPhases] = {"embed",     "rmsnorm", "qkv gemm",     "qkv rope+kv",
                                              "attention", "o gemm",  "gate_up gemm", "silu*up",
-                                             "down gemm", "lm head", "argmax+copy"};
+                                             "down gemm", "lm head", "sample+copy"};
     double total = 0;
     for (double ms : phase_ms_) total += ms;
     std::string out;
@@ -180,6 +200,7 @@ class CudaBackendImpl final : public CudaBackend {
       if (phase_ms_[p] <= 0) continue;
       std::snprintf(line, sizeof line, "  %-14s %9.3f ms %5.1f%%\n", kNames[p],
                     phase_ms_[p] / steps, 100 * phase_ms_[p] / total);
+      if (ms) (*ms)[kNames[p]] = phase_ms_[p] / steps;
       out += line;
       phase_ms_[p] = 0;
     }
@@ -334,19 +355,14 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
+  bool samples_on_device() const override { return true; }
+
+  Status ForwardSample(const StepBatch& b, const RowSampling* rows, int32_t* ids) override {
+    return PickIds(b, rows, ids);
+  }
+
   Status ForwardArgmax(const StepBatch& b, int32_t* ids) override {
-    LLMQ_RETURN_IF_ERROR(Run(b));
-    const int L = static_cast<int>(b.logits_rows.size());
-    LLMQ_RETURN_IF_ERROR(ids_.Reserve(std::max(1, L) * sizeof(int32_t)));
-    Mark(kSample);
-    LLMQ_CUDA_TRY(
-        kc::ArgmaxRows(logits_.as<float>(), L, cfg_.vocab_size, ids_.as<int32_t>(), stream_));
-    LLMQ_CUDA_TRY(
-        cudaMemcpyAsync(ids, ids_.p, L * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
-    Mark(kSample);  // the end of the last phase
-    LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
-    CollectProfile();
-    return Status::Ok();
+    return PickIds(b, nullptr, ids);
   }
 
  private:
@@ -481,18 +497,142 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
-  // Runs the model on `b`; the logits of b.logits_rows are left in logits_ [L, V] float.
-  Status Run(const StepBatch& b) {
-    const int nt = b.num_tokens(), S = b.num_seqs(), L = static_cast<int>(b.logits_rows.size());
-    const int H = cfg_.hidden_size, I = cfg_.intermediate_size;
-    const int qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), D = cfg_.head_dim;
-    const int qkv_w = qd + 2 * kvd;
-    if (nt == 0) return Status::Ok();
+  // Runs `b` and picks each logits row's id on the device: SampleRows under `rows`, or the argmax
+  // when null; only the L ids cross to the host.
+  Status PickIds(const StepBatch& b, const RowSampling* rows, int32_t* ids) {
+    LLMQ_RETURN_IF_ERROR(Run(b, rows));
+    const int L = static_cast<int>(b.logits_rows.size());
+    LLMQ_RETURN_IF_ERROR(ids_.Reserve(std::max(1, L) * sizeof(int32_t)));
+    Mark(kSample);
+    if (rows) {
+      LLMQ_CUDA_TRY(kc::SampleRows(logits_.as<float>(), L, cfg_.vocab_size, sample_params_,
+                                   ids_.as<int32_t>(), stream_));
+    } else {
+      LLMQ_CUDA_TRY(
+          kc::ArgmaxRows(logits_.as<float>(), L, cfg_.vocab_size, ids_.as<int32_t>(), stream_));
+    }
+    LLMQ_CUDA_TRY(
+        cudaMemcpyAsync(ids, ids_.p, L * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    Mark(kSample);  // the end of the last phase
+    LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
+    CollectProfile();
+    return Status::Ok();
+  }
+
+  // A multi-call kernel's status as the backend's (the failed step named).
+  static Status Check(const kc::KernelStatus& ks) {
+    if (ks.cuda != cudaSuccess) return CudaError(ks.where, __FILE__, __LINE__, ks.cuda);
+    if (ks.blas != CUBLAS_STATUS_SUCCESS) return CublasError(ks.where, __FILE__, __LINE__, ks.blas);
+    return Status::Ok();
+  }
+
+  // Runs the model on `b`; the logits of b.logits_rows are left in logits_ [L, V] float (rows
+  // past L may follow: a graph's padding). With `sampling` ([L]) the rows' parameters are in
+  // sample_params_.
+  Status Run(const StepBatch& b, const RowSampling* sampling = nullptr) {
+    if (b.num_tokens() == 0) return Status::Ok();
     if (cache_.num_blocks == 0) return Status::Internal("Forward before AllocateKv");
+    // Decode steps replay a CUDA graph of their shape (cascade groups and profiling excepted: the
+    // one changes the launches from step to step, the other records events between them).
+    const int bucket = GraphBucketFor(b.num_seqs(), graph_buckets_);
+    if (graphs_ && b.decode_only && bucket > 0 && !profile_ &&
+        (b.prefix_groups.empty() || !cascade_))
+      return RunGraph(b, sampling, bucket);
+    StepLaunch s;
+    LLMQ_RETURN_IF_ERROR(Prepare(b, sampling, 0, &s));
+    return Enqueue(s);
+  }
+
+  // A decode step through the graph of (bucket, context): the step padded to that shape
+  // (PadDecodeStep), its metadata uploaded, the graph captured on first use (or when a buffer it
+  // reads has moved since) and replayed.
+  Status RunGraph(const StepBatch& b, const RowSampling* sampling, int bucket) {
+    int max_context = 0;
+    for (int32_t p : b.positions) max_context = std::max(max_context, p + 1);
+    const int ctx = GraphContext(max_context, cfg_.max_position_embeddings);
+    if (!PadDecodeStep(b, bucket, (ctx + cache_.block_size - 1) / cache_.block_size, &padded_)) {
+      StepLaunch eager;  // a table wider than the shape's: no graph for this step
+      LLMQ_RETURN_IF_ERROR(Prepare(b, sampling, 0, &eager));
+      return Enqueue(eager);
+    }
+    if (sampling) {
+      padded_rows_.assign(sampling, sampling + b.logits_rows.size());
+      padded_rows_.resize(padded_.logits_rows.size());  // greedy
+    }
+    StepLaunch s;
+    LLMQ_RETURN_IF_ERROR(Prepare(padded_, sampling ? padded_rows_.data() : nullptr, ctx, &s));
+    Graph& g = graphs_cache_[{bucket, ctx}];
+    const std::vector<const void*> sig = Signature();
+    if (!g.exec || g.sig != sig) {
+      if (g.exec) cudaGraphExecDestroy(g.exec);
+      g.exec = nullptr;
+      const Status captured = Capture(s, &g.exec);
+      if (!captured.ok()) {
+        // A capture this device or driver refuses: the step (and every later one) runs eagerly,
+        // which computes the same; the reason is kept for reports.
+        graphs_ = false;
+        graph_error_ = captured.message();
+        StepLaunch eager;
+        LLMQ_RETURN_IF_ERROR(Prepare(b, sampling, 0, &eager));
+        return Enqueue(eager);
+      }
+      g.sig = sig;
+      ++graph_captures_;
+    }
+    LLMQ_CUDA_TRY(cudaGraphLaunch(g.exec, stream_));
+    return Status::Ok();
+  }
+
+  // Captures Enqueue(s) on the stream into an executable graph. The capture is ended whatever
+  // happens, so the stream is usable after a failure.
+  Status Capture(const StepLaunch& s, cudaGraphExec_t* exec) {
+    LLMQ_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    const Status enq = Enqueue(s);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+    cudaGetLastError();  // a failed capture's error is reported here, not by the next launch
+    if (!enq.ok() || end != cudaSuccess) {
+      if (graph) cudaGraphDestroy(graph);
+      return enq.ok() ? CudaError("cudaStreamEndCapture", __FILE__, __LINE__, end) : enq;
+    }
+    const cudaError_t inst = cudaGraphInstantiate(exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (inst != cudaSuccess) {
+      *exec = nullptr;
+      cudaGetLastError();
+      return CudaError("cudaGraphInstantiate", __FILE__, __LINE__, inst);
+    }
+    return Status::Ok();
+  }
+
+  // What a captured graph has baked in: every buffer's address and the pool's shape. A step whose
+  // buffers grew (a larger step came first) or whose pool was reallocated captures again.
+  std::vector<const void*> Signature() const {
+    return {x_.p,          xn_.p,
+            qkv_.p,        attn_.p,
+            gu_.p,         act_.p,
+            xl_.p,         logits_.p,
+            meta_.p,       attn_ws_.p,
+            prefill_ws_.p, cache_.k,
+            cache_.v,      reinterpret_cast<const void*>(static_cast<intptr_t>(cache_.num_blocks))};
+  }
+
+  // Plans `b`, sizes the buffers and uploads its metadata (one copy): *s gets what the kernels
+  // read. With `sampling` ([L]) the rows' parameters travel with the metadata (sample_params_).
+  // `min_context`: attention is launched for at least this context (a graph's shape).
+  Status Prepare(const StepBatch& b, const RowSampling* sampling, int min_context, StepLaunch* s) {
+    const int nt = b.num_tokens(), S = b.num_seqs(), L = static_cast<int>(b.logits_rows.size());
+    const int qkv_w = cfg_.q_dim() + 2 * cfg_.kv_dim(), D = cfg_.head_dim;
+    CudaPlanOptions po;
+    po.elem_size = sizeof(T);
+    po.block_size = cache_.block_size;
+    po.min_rows = prefill_gemm_min_rows_;
+    po.max_scratch = kMaxPrefillScratch;
+    po.cascade = cascade_;
+    po.cascade_min_keys = cascade_min_keys_;
     CudaStepPlan plan;
-    LLMQ_RETURN_IF_ERROR(
-        PlanCudaStep(b, cfg_, sizeof(T), prefill_gemm_min_rows_, kMaxPrefillScratch, &plan));
-    const int max_context = plan.max_context;
+    LLMQ_RETURN_IF_ERROR(PlanCudaStep(b, cfg_, po, &plan));
+    const int max_context = std::max(plan.max_context, min_context);
     const std::vector<int>& gemm_seqs = plan.prefill_seqs;
     const std::vector<int32_t>& rest = plan.rest_rows;
     const int64_t scratch = plan.prefill_scratch;
@@ -501,32 +641,56 @@ class CudaBackendImpl final : public CudaBackend {
 
     // The metadata in one pinned buffer and one copy:
     //   ids [T] | positions [T] | slots [T] | row_seq [T] | logits_rows [L] | rest [n_rest] |
-    //   tables [S, maxb]
-    const int64_t meta = 4 * int64_t{nt} + L + n_rest + int64_t{S} * b.max_blocks;
+    //   tables [S, maxb] | key_begin [T] (with cascade groups only) | pad to 8 bytes |
+    //   sampling parameters [L] (ForwardSample only)
+    const int64_t n_kb = static_cast<int64_t>(plan.key_begin.size());
+    const int64_t kb_at = 4 * int64_t{nt} + L + n_rest + int64_t{S} * b.max_blocks;
+    const int64_t sp_at = (kb_at + n_kb + 1) / 2 * 2;
+    constexpr int64_t kSpInts = sizeof(kc::SampleParams) / 4;
+    const int64_t meta = sampling ? sp_at + L * kSpInts : kb_at + n_kb;
     LLMQ_RETURN_IF_ERROR(Reserve(nt, L, meta));
     int32_t* h = host_meta_;
     std::memcpy(h, b.token_ids.data(), nt * 4);
     std::memcpy(h + nt, b.positions.data(), nt * 4);
     std::memcpy(h + 2 * nt, b.slot_mapping.data(), nt * 4);
-    for (int s = 0; s < S; ++s)
-      for (int r = b.query_start[s]; r < b.query_start[s + 1]; ++r) h[3 * nt + r] = s;
+    for (int q = 0; q < S; ++q)
+      for (int r = b.query_start[q]; r < b.query_start[q + 1]; ++r) h[3 * nt + r] = q;
     std::memcpy(h + 4 * nt, b.logits_rows.data(), L * 4);
     std::memcpy(h + 4 * nt + L, rest.data(), n_rest * 4);
     std::memcpy(h + 4 * nt + L + n_rest, b.block_tables.data(), int64_t{S} * b.max_blocks * 4);
+    std::memcpy(h + kb_at, plan.key_begin.data(), n_kb * 4);
+    if (sampling) {
+      kc::SampleParams* sp = reinterpret_cast<kc::SampleParams*>(h + sp_at);
+      for (int i = 0; i < L; ++i) {
+        sp[i].temperature = sampling[i].temperature;
+        sp[i].top_k = sampling[i].top_k;
+        sp[i].top_p = sampling[i].top_p;
+        sp[i].min_p = sampling[i].min_p;
+        sp[i].u = sampling[i].u;
+      }
+    }
     LLMQ_CUDA_TRY(cudaMemcpyAsync(meta_.p, h, meta * 4, cudaMemcpyHostToDevice, stream_));
     const int32_t* d = meta_.as<int32_t>();
-    const int32_t *ids = d, *pos = d + nt, *slots = d + 2 * nt, *row_seq = d + 3 * nt;
-    const int32_t *rows = d + 4 * nt, *rest_rows = d + 4 * nt + L;
+    s->nt = nt;
+    s->L = L;
+    s->ids = d;
+    s->pos = d + nt;
+    s->slots = d + 2 * nt;
+    s->rows = d + 4 * nt;
+    const int32_t *row_seq = d + 3 * nt, *rest_rows = d + 4 * nt + L;
     const int32_t* tables = d + 4 * nt + L + n_rest;
+    sample_params_ =
+        sampling ? reinterpret_cast<const kc::SampleParams*>(meta_.as<int32_t>() + sp_at) : nullptr;
 
-    kc::AttentionArgs aa;
+    kc::AttentionArgs& aa = s->aa;
+    aa = kc::AttentionArgs{};
     aa.q = qkv_.as<float>();
     aa.q_stride = qkv_w;
     aa.num_tokens = n_rest;
     aa.rows = gemm_seqs.empty() ? nullptr : rest_rows;
     aa.num_heads = cfg_.num_heads;
     aa.row_seq = row_seq;
-    aa.positions = pos;
+    aa.positions = s->pos;
     aa.block_tables = tables;
     aa.max_blocks = b.max_blocks;
     aa.max_context = max_context;
@@ -534,31 +698,61 @@ class CudaBackendImpl final : public CudaBackend {
     aa.variant = attention_variant_;
     aa.num_splits =
         kc::AttentionSplitsFor(std::max(1, n_rest), cfg_.num_kv_heads, max_context, num_sms_);
-    if (aa.num_splits > 1 && n_rest > 0) {
+    // Cascade groups (decode-only steps: every row is in `rest`, rows == nullptr, so the
+    // workspace's row i is query row i, as CascadeGroup::ws_rows assumes).
+    aa.key_begin = n_kb > 0 ? d + kb_at : nullptr;
+    if (aa.slot_stride() > 1 && n_rest > 0) {
       LLMQ_RETURN_IF_ERROR(attn_ws_.Reserve(
-          kc::AttentionWorkspaceFloats(n_rest, cfg_.num_heads, D, aa.num_splits) * 4));
+          kc::AttentionWorkspaceFloats(n_rest, cfg_.num_heads, D, aa.slot_stride()) * 4));
       aa.workspace = attn_ws_.as<float>();
     }
-    std::vector<kc::PrefillChunk> chunks;
-    for (int s : gemm_seqs) {
+    s->groups.clear();
+    for (const CascadePlan& p : plan.cascade) {
+      kc::CascadeGroup g;
+      g.rows.q = qkv_.as<float>();
+      g.rows.q_stride = qkv_w;
+      g.rows.row0 = p.row0;
+      g.rows.q_len = p.num_rows;
+      g.rows.num_heads = cfg_.num_heads;
+      g.rows.block_table = tables + int64_t{p.first_seq} * b.max_blocks;
+      g.rows.scale = aa.scale;
+      g.shared_len = p.shared_len;
+      g.workspace = aa.workspace;
+      g.ws_rows = n_rest;
+      g.num_splits = aa.num_splits;
+      s->groups.push_back(g);
+    }
+    s->chunks.clear();
+    for (int q : gemm_seqs) {
       kc::PrefillChunk c;
       c.q = qkv_.as<float>();
       c.q_stride = qkv_w;
-      c.row0 = b.query_start[s];
-      c.q_len = b.query_start[s + 1] - c.row0;
+      c.row0 = b.query_start[q];
+      c.q_len = b.query_start[q + 1] - c.row0;
       c.p0 = b.positions[c.row0];
       c.num_heads = cfg_.num_heads;
-      c.block_table = tables + int64_t{s} * b.max_blocks;
+      c.block_table = tables + int64_t{q} * b.max_blocks;
       c.scale = aa.scale;
-      chunks.push_back(c);
+      s->chunks.push_back(c);
     }
+    return Status::Ok();
+  }
+
+  // Enqueues the forward of a prepared step: embedding, every layer, the final norm and the LM
+  // head of the logits rows (logits_ [L, V] float). Nothing here allocates or synchronises, so a
+  // CUDA graph can capture it.
+  Status Enqueue(const StepLaunch& s) {
+    const int nt = s.nt, L = s.L;
+    const int H = cfg_.hidden_size, I = cfg_.intermediate_size, qd = cfg_.q_dim();
+    const int qkv_w = qd + 2 * cfg_.kv_dim();
+    const kc::AttentionArgs& aa = s.aa;
     const float eps = static_cast<float>(cfg_.rms_norm_eps);
     float* x = x_.as<float>();
     T* xn = xn_.as<T>();
     float* qkv = qkv_.as<float>();
 
     Mark(kEmbed);
-    LLMQ_CUDA_TRY(kc::Embed<T>(embed_.as<T>(), H, ids, nt, x, stream_));
+    LLMQ_CUDA_TRY(kc::Embed<T>(embed_.as<T>(), H, s.ids, nt, x, stream_));
     for (int l = 0; l < cfg_.num_layers; ++l) {
       const Layer& W = layers_[l];
       Mark(kNorm);
@@ -567,17 +761,18 @@ class CudaBackendImpl final : public CudaBackend {
       LLMQ_RETURN_IF_ERROR(Linear(xn, nt, H, W.qkv.as<T>(), qkv_w, qkv, false));
       Mark(kRope);
       LLMQ_CUDA_TRY(kc::QkvRopeWriteKv<T>(qkv, nt, qkv_w, cfg_.num_heads, W.qkv_bias.as<float>(),
-                                          W.q_norm.as<float>(), W.k_norm.as<float>(), eps, pos,
-                                          cos_sin_.as<float>(), slots, cache_, l, stream_));
+                                          W.q_norm.as<float>(), W.k_norm.as<float>(), eps, s.pos,
+                                          cos_sin_.as<float>(), s.slots, cache_, l, stream_));
       Mark(kAttention);
-      if (n_rest > 0) LLMQ_CUDA_TRY(kc::PagedAttention<T>(aa, cache_, l, attn_.as<T>(), stream_));
-      for (const kc::PrefillChunk& c : chunks) {
-        const kc::KernelStatus ks =
-            kc::PrefillAttention<T>(cublas_, c, cache_, l, prefill_ws_.p, attn_.as<T>(), stream_);
-        if (ks.cuda != cudaSuccess) return CudaError(ks.where, __FILE__, __LINE__, ks.cuda);
-        if (ks.blas != CUBLAS_STATUS_SUCCESS)
-          return CublasError(ks.where, __FILE__, __LINE__, ks.blas);
-      }
+      // The groups' shared halves first: the paged kernel's merge reads their partials.
+      for (const kc::CascadeGroup& g : s.groups)
+        LLMQ_RETURN_IF_ERROR(
+            Check(kc::CascadePrefixAttention<T>(cublas_, g, cache_, l, prefill_ws_.p, stream_)));
+      if (aa.num_tokens > 0)
+        LLMQ_CUDA_TRY(kc::PagedAttention<T>(aa, cache_, l, attn_.as<T>(), stream_));
+      for (const kc::PrefillChunk& c : s.chunks)
+        LLMQ_RETURN_IF_ERROR(Check(
+            kc::PrefillAttention<T>(cublas_, c, cache_, l, prefill_ws_.p, attn_.as<T>(), stream_)));
       Mark(kO);
       LLMQ_RETURN_IF_ERROR(Linear(attn_.as<T>(), nt, qd, W.o.as<T>(), H, x, true));
       Mark(kNorm);
@@ -591,7 +786,7 @@ class CudaBackendImpl final : public CudaBackend {
     }
     // Final norm and LM head for the rows that sample only.
     Mark(kHead);
-    LLMQ_CUDA_TRY(kc::GatherRows(x, H, rows, L, xl_.as<float>(), stream_));
+    LLMQ_CUDA_TRY(kc::GatherRows(x, H, s.rows, L, xl_.as<float>(), stream_));
     LLMQ_CUDA_TRY(kc::RmsNorm<T>(xl_.as<float>(), final_norm_.as<float>(), L, H, eps, xn, stream_));
     LLMQ_RETURN_IF_ERROR(Linear(xn, L, H, lm_head_, cfg_.vocab_size, logits_.as<float>(), false));
     return Status::Ok();
@@ -616,11 +811,26 @@ class CudaBackendImpl final : public CudaBackend {
 
   // Activations (see the file comment) and step metadata.
   DeviceBuffer x_, xn_, qkv_, attn_, gu_, act_, xl_, logits_, meta_, ids_, pairs_, attn_ws_;
-  int32_t* host_meta_ = nullptr;  // pinned
+  int32_t* host_meta_ = nullptr;                     // pinned
+  const kc::SampleParams* sample_params_ = nullptr;  // [L] in meta_, for ForwardSample
   int64_t host_meta_cap_ = 0;
 
   int attention_variant_ = kc::kVariantAuto;
   int prefill_gemm_min_rows_ = 64;
+  bool cascade_ = true;
+  int cascade_min_keys_ = 128;
+  // CUDA graphs of decode steps, by (bucket, context); see RunGraph.
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    std::vector<const void*> sig;  // Signature() when captured
+  };
+  bool graphs_ = true;
+  std::vector<int> graph_buckets_ = DefaultGraphBuckets(512);
+  std::map<std::pair<int, int>, Graph> graphs_cache_;
+  int64_t graph_captures_ = 0;
+  std::string graph_error_;               // why graphs were turned off, if they were
+  StepBatch padded_;                      // RunGraph's scratch
+  std::vector<RowSampling> padded_rows_;  // RunGraph's scratch
   // The largest scratch one prefill chunk may take for its matrix-product attention; a larger
   // chunk (a long context) goes to the per-row kernel.
   static constexpr int64_t kMaxPrefillScratch = int64_t{1} << 30;

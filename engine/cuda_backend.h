@@ -4,6 +4,7 @@
 // machine without a usable device is told so by CudaDevicePresent, never by an abort.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,13 @@ struct CudaTuning {
   // Prefill chunks of at least this many rows take the matrix-product attention
   // (kernels/cuda/prefill_attention.h); INT_MAX: never.
   int prefill_gemm_min_rows = 64;
+  // Cascade attention for the prefix groups of decode-only steps (kernels/cuda/prefill_attention.h
+  // CascadePrefixAttention): a group's shared blocks are read once per step, not once per row.
+  bool cascade = true;
+  int cascade_min_keys = 128;  // key reads a group must save (CudaPlanOptions)
+  // Decode steps replay CUDA graphs captured per (batch bucket, context) shape
+  // (engine/graph_buckets.h, GraphContext): one launch instead of a dozen per layer.
+  bool graphs = true;
 };
 
 // The backend proper; the element type (bf16 or float) is chosen at creation, behind this class.
@@ -43,7 +51,12 @@ class CudaBackend : public Backend {
   virtual void SetTuning(const CudaTuning& t) = 0;
   // With CudaTuning::profile: the device time of each phase since the last call divided by
   // `steps`, one line each ("  attention  12.345 ms  40.1%"); empty when nothing was profiled.
-  virtual std::string TakeProfile(int steps) = 0;
+  // `ms`, when given, gets the same milliseconds by phase name.
+  virtual std::string TakeProfile(int steps, std::map<std::string, double>* ms = nullptr) = 0;
+  // CUDA graphs captured so far (a shape's first step, or after a buffer it reads moved).
+  virtual int64_t graph_captures() const = 0;
+  // Why CUDA graphs were turned off (a capture the driver refused), or empty.
+  virtual std::string graph_error() const = 0;
   // The device's name and multiprocessor count, for reports.
   virtual std::string device_name() const = 0;
 };

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "engine/penalties.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace llmq {
@@ -470,10 +471,40 @@ Status LlmEngine::Run() {
   blocks_.CopiesDone();
   if (!st.ok()) return st;
   try {
-    return runner_.Run(sched_.seqs, &samplers_);
+    runner_.Prepare(sched_.seqs, &samplers_);
+    sampled_on_device_ = SampleOnDevice();
+    return sampled_on_device_ ? runner_.ForwardSample(rows_) : runner_.Forward();
   } catch (const std::exception& e) {
     return Status::Internal(e.what());
   }
+}
+
+bool LlmEngine::SampleOnDevice() {
+  if (!backend_->samples_on_device() || samplers_.empty()) return false;
+  for (const Sequence* s : samplers_) {
+    const SamplingParams& p = *s->params;
+    const RequestState* st = s->owner;
+    const int generated = static_cast<int>(s->tokens.size()) - s->num_prompt;
+    // Logprobs and penalties need the row on the host; so does a first token that n > 1 samples
+    // draw from the same logits (Postprocess forks them).
+    if (p.logprobs >= 0 || HasPenalties(p, generated) ||
+        (s->sample_index == 0 && st->req.n > 1 && !st->forked))
+      return false;
+  }
+  rows_.resize(samplers_.size());
+  for (size_t i = 0; i < samplers_.size(); ++i) {
+    Sequence* s = samplers_[i];
+    const SamplingParams& p = *s->params;
+    RowSampling& r = rows_[i];
+    r.temperature = IsGreedy(p) ? 0.f : p.temperature;
+    r.top_k = p.top_k;
+    r.top_p = p.top_p;
+    r.min_p = p.min_p;
+    // The stream advances exactly as SampleToken's would (one draw per sampled token). A step
+    // that then fails fails these requests, so a draw is never spent twice.
+    r.u = IsGreedy(p) ? 0.0 : s->rng.NextDouble();
+  }
+  return true;
 }
 
 void LlmEngine::FailStep(const Status& why, std::vector<RequestOutput>* out) {
@@ -499,10 +530,17 @@ void LlmEngine::Postprocess(std::vector<RequestOutput>* out) {
   }
   stats_.peak_blocks_in_use = std::max(stats_.peak_blocks_in_use, blocks_.num_in_use());
   const std::vector<float>& logits = runner_.logits();
-  // Sampling is per row and independent: draw in parallel, then apply in order.
+  // Sampling is per row and independent: draw in parallel, then apply in order. Rows sampled on
+  // the device arrive as ids (no logprobs, no forks pending: SampleOnDevice).
   const int64_t rows = static_cast<int64_t>(samplers_.size());
   std::vector<int32_t> drawn(rows);
   std::vector<TokenLogprobs> lps(rows);
+  if (sampled_on_device_) {
+    const std::vector<int32_t>& ids = runner_.ids();
+    for (size_t i = 0; i < samplers_.size(); ++i)
+      if (Append(samplers_[i], ids[i], &lps[i])) FinishSeq(samplers_[i], out);
+    return;
+  }
   auto sample = [&](Sequence* s, const float* row, TokenLogprobs* lp) {
     const std::span<const int32_t> all(s->tokens);
     const TokenHistory h{all.first(s->num_prompt), all.subspan(s->num_prompt)};

@@ -125,6 +125,9 @@ class LlmEngine {
   void Materialize();   // Sequences for the queue's head, as many as could be admitted soon
   void Schedule();      // the scheduler's step, admission metrics, pins
   Status Run();         // copy-on-write copies and the forward pass
+  // True when the backend samples on its device and every sampler's row needs nothing else
+  // (RowSampling); then fills rows_, drawing each sampled row's u from its stream.
+  bool SampleOnDevice();
   void Postprocess(std::vector<RequestOutput>* out);  // sample, append, fork, finish
   void FailStep(const Status& why, std::vector<RequestOutput>* out);
 
@@ -149,6 +152,8 @@ class LlmEngine {
   ModelRunner runner_;
   ScheduleResult sched_;
   std::vector<Sequence*> samplers_;
+  std::vector<RowSampling> rows_;  // this step's rows when sampled on the device
+  bool sampled_on_device_ = false;
   Clock::time_point step_time_;  // when this step's tokens were sampled
   EngineStats stats_;
   int64_t next_seq_id_ = 0;

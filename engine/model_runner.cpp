@@ -1,6 +1,7 @@
 #include "engine/model_runner.h"
 
 #include <algorithm>
+#include <string>
 
 #include "engine/prefix_groups.h"
 
@@ -41,10 +42,19 @@ void ModelRunner::Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
   DetectPrefixGroups(block_size_, b);
 }
 
-Status ModelRunner::Run(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers) {
-  Build(step, &batch_, samplers);
+Status ModelRunner::Forward() {
+  ids_.clear();
   logits_.resize(batch_.logits_rows.size() * static_cast<size_t>(vocab_));
   return backend_->Forward(batch_, logits_.data());
+}
+
+Status ModelRunner::ForwardSample(const std::vector<RowSampling>& rows) {
+  if (rows.size() != batch_.logits_rows.size())
+    return Status::Internal("ForwardSample: " + std::to_string(rows.size()) + " rows for " +
+                            std::to_string(batch_.logits_rows.size()) + " samplers");
+  logits_.clear();
+  ids_.assign(rows.size(), 0);
+  return backend_->ForwardSample(batch_, rows.data(), ids_.data());
 }
 
 }  // namespace llmq

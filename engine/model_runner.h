@@ -16,8 +16,20 @@ class ModelRunner {
       : backend_(backend), vocab_(vocab_size), block_size_(block_size) {}
   // Runs one step: `samplers` receives the sequences that finish their pending tokens in this step
   // (in batch order), logits() their next-token logits [L, vocab]. The backend's Status.
-  Status Run(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers);
+  Status Run(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers) {
+    Prepare(step, samplers);
+    return Forward();
+  }
+  // The same in two halves: Prepare builds the batch (and names the samplers), then either Forward
+  // (logits() filled) or ForwardSample (the backend picks the ids on its device: ids() filled,
+  // one per sampler, under rows [L]).
+  void Prepare(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers) {
+    Build(step, &batch_, samplers);
+  }
+  Status Forward();
+  Status ForwardSample(const std::vector<RowSampling>& rows);
   const std::vector<float>& logits() const { return logits_; }
+  const std::vector<int32_t>& ids() const { return ids_; }
   // Builds the flat batch (exposed for tests).
   void Build(const std::vector<ScheduledSeq>& step, StepBatch* b, std::vector<Sequence*>* samplers);
 
@@ -26,6 +38,7 @@ class ModelRunner {
   int vocab_, block_size_;
   StepBatch batch_;
   std::vector<float> logits_;
+  std::vector<int32_t> ids_;
   std::vector<int32_t> first_block_, num_tokens_, order_;  // Build's scratch
 };
 

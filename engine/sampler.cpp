@@ -180,9 +180,18 @@ Pick Select(const std::vector<Cand>& c, const Cand* cut, float max_l, double t, 
 // The kept prefix is renormalized, one u = rng->NextDouble() is drawn, and the token returned is
 // the first in order whose cumulative weight exceeds u * total. Exactly one draw per sampled call,
 // whatever the logits (all -inf/NaN: id 0, like the argmax).
+bool IsGreedy(const SamplingParams& p) {
+  return !(p.temperature >= kMinTemperature);  // NaN T: greedy too
+}
+
 int SampleToken(const float* logits, int vocab, const SamplingParams& p, Rng* rng) {
-  if (!(p.temperature >= kMinTemperature)) return Argmax(logits, vocab);  // NaN T: greedy too
-  const double u = rng->NextDouble();  // drawn up front: one draw per sampled token, always
+  if (IsGreedy(p)) return Argmax(logits, vocab);
+  // Drawn up front: one draw per sampled token, always.
+  return SampleTokenWithDraw(logits, vocab, p, rng->NextDouble());
+}
+
+int SampleTokenWithDraw(const float* logits, int vocab, const SamplingParams& p, double u) {
+  if (IsGreedy(p)) return Argmax(logits, vocab);
   if (vocab <= 0) return 0;
 
   const float max_l = MaxLogit(logits, vocab);

@@ -70,6 +70,13 @@ uint64_t DefaultSeed(std::string_view job_id, std::string_view custom_id);
 // Thread-safe (scratch buffers are thread_local).
 int SampleToken(const float* logits, int vocab, const SamplingParams& p, Rng* rng);
 
+// True when SampleToken picks the argmax under `p` (temperature < 1e-5 or NaN) and draws nothing.
+bool IsGreedy(const SamplingParams& p);
+// SampleToken with its draw given: SampleToken(l, v, p, rng) ==
+// SampleTokenWithDraw(l, v, p, IsGreedy(p) ? 0 : rng->NextDouble()). The reference of the
+// backends that sample on their device (Backend::ForwardSample).
+int SampleTokenWithDraw(const float* logits, int vocab, const SamplingParams& p, double u);
+
 // One step of one sequence: applies the penalties and biases of `p` (engine/penalties.h; `eos`:
 // the model's EOS ids) to a copy of the raw row when it has any, then SampleToken. With
 // p.logprobs >= 0 and `lp` non-null, *lp gets the chosen token's log-probability and the top

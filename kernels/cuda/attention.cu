@@ -10,21 +10,22 @@ namespace {
 
 constexpr int kWarps = 4;  // warps per block; each takes every kWarps-th key of the range
 
-// One (row, head, dim) result of a block: normalised into `out` when the launch has one split,
-// else the split's partial (weighted sum A, max M, sum L) into the workspace for MergeSplitsKernel:
-//   ws: [rows, heads, splits, D] sums, then [rows, heads, splits, 2] (M, L).
+// One (row, head, dim) result of a block: normalised into `out` when the launch has one split and
+// no cascade, else the split's partial (weighted sum A, max M, sum L) into the workspace for
+// MergeSplitsKernel (layout: AttentionWorkspaceFloats).
 template <class T>
 __device__ __forceinline__ void WriteResult(const AttentionArgs& a, int t, int i_row, int h, int d,
-                                            int D, int split, int splits, float A, float M, float L,
-                                            T* out, float* ws) {
-  if (splits == 1) {
+                                            int D, int split, float A, float M, float L, T* out,
+                                            float* ws) {
+  const int slots = a.slot_stride();
+  if (slots == 1) {
     Store(out + static_cast<int64_t>(t) * a.num_heads * D + h * D + d, L > 0.f ? A / L : 0.f);
     return;
   }
-  const int64_t part = (static_cast<int64_t>(i_row) * a.num_heads + h) * splits + split;
+  const int64_t part = (static_cast<int64_t>(i_row) * a.num_heads + h) * slots + split;
   ws[part * D + d] = A;
   if (d == 0) {
-    float* ml = ws + static_cast<int64_t>(a.num_tokens) * a.num_heads * splits * D;
+    float* ml = ws + static_cast<int64_t>(a.num_tokens) * a.num_heads * slots * D;
     ml[2 * part] = M;
     ml[2 * part + 1] = L;
   }
@@ -45,6 +46,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int D = c.head_dim, G = a.num_heads / c.kv_heads;
   const int h0 = kvh * G + chunk * GC, nheads = min(GC, G - chunk * GC);
   const int split = blockIdx.z, splits = gridDim.z;
+  const int kb = a.key_begin ? a.key_begin[i_row] : 0;  // keys before it: the cascade's
 
   float q[GC][DPL], acc[GC][DPL], m[GC], l[GC];
 #pragma unroll
@@ -61,7 +63,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   // Keys 0..pos of this row's sequence, the split's share of them.
   const int ctx = a.positions[t] + 1;
   const int split_len = (a.max_context + splits - 1) / splits;
-  const int j0 = split * split_len, j1 = min(ctx, j0 + split_len);
+  const int j0 = max(kb, split * split_len), j1 = min(ctx, split * split_len + split_len);
   const int32_t* table = a.block_tables + static_cast<int64_t>(a.row_seq[t]) * a.max_blocks;
   // Each warp takes tiles of KT consecutive keys (tile r of warp w starts at j0 + (r * kWarps + w)
   // * KT): the tile's K and V rows are loaded before any is used, so KT rows are in flight, and
@@ -134,7 +136,7 @@ __global__ void __launch_bounds__(32 * kWarps)
         L += sm_l[w][i] * e;
         A += sm_acc[w][i][d] * e;
       }
-    WriteResult(a, t, i_row, h0 + i, d, D, split, splits, A, M, L, out, ws);
+    WriteResult(a, t, i_row, h0 + i, d, D, split, A, M, L, out, ws);
   }
 }
 
@@ -160,9 +162,12 @@ __global__ void __launch_bounds__(128)
   const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
   const int G = a.num_heads / c.kv_heads;
   const int h0 = kvh * G + chunk * GC, nheads = min(GC, G - chunk * GC);
-  const int part = blockIdx.z, parts = gridDim.z;
+  const int part = blockIdx.z;
   const int ctx = a.positions[t] + 1;
-  const int k0 = part * part_len, k1 = min(ctx, k0 + part_len), n = max(0, k1 - k0);
+  const int kb = a.key_begin ? a.key_begin[i_row] : 0;  // keys before it: the cascade's
+  // Keys [k0, k1): the partition's range less what the cascade covers; n <= part_len.
+  const int k0 = max(kb, part * part_len), k1 = min(ctx, part * part_len + part_len);
+  const int n = max(0, k1 - k0);
   const int32_t* table = a.block_tables + static_cast<int64_t>(a.row_seq[t]) * a.max_blocks;
 
   extern __shared__ float smem[];
@@ -264,23 +269,27 @@ __global__ void __launch_bounds__(128)
     const float A = red[(0 * GC + i) * D + d] + red[(1 * GC + i) * D + d] +
                     red[(2 * GC + i) * D + d] + red[(3 * GC + i) * D + d];
     const float M = stat[2 * i], L = n > 0 ? stat[2 * i + 1] : 0.f;
-    WriteResult(a, t, i_row, h0 + i, d, D, part, parts, A, M, L, out, ws);
+    WriteResult(a, t, i_row, h0 + i, d, D, part, A, M, L, out, ws);
   }
 }
 
-// grid: (T, heads); block: 128 threads over head_dim. Merges the splits' partial results.
+// grid: (T, heads); block: 128 threads over head_dim. Merges the splits' partial results, and the
+// cascade's partial (slot `splits`) for rows with key_begin > 0.
 template <class T>
-__global__ void MergeSplitsKernel(const float* ws, const int32_t* rows, int num_tokens,
-                                  int num_heads, int D, int splits, T* out) {
+__global__ void MergeSplitsKernel(const float* ws, const int32_t* rows, const int32_t* key_begin,
+                                  int num_tokens, int num_heads, int D, int splits, T* out) {
   const int i_row = blockIdx.x, h = blockIdx.y, t = rows ? rows[i_row] : i_row;
-  const int64_t part0 = (static_cast<int64_t>(i_row) * num_heads + h) * splits;
-  const float* ml = ws + static_cast<int64_t>(num_tokens) * num_heads * splits * D;
+  const int slots = splits + (key_begin ? 1 : 0);
+  // The cascade slot of a row outside every group was never written: it is not read.
+  const int used = splits + (key_begin && key_begin[i_row] > 0 ? 1 : 0);
+  const int64_t part0 = (static_cast<int64_t>(i_row) * num_heads + h) * slots;
+  const float* ml = ws + static_cast<int64_t>(num_tokens) * num_heads * slots * D;
   float M = -INFINITY;
-  for (int s = 0; s < splits; ++s)
+  for (int s = 0; s < used; ++s)
     if (ml[2 * (part0 + s) + 1] > 0.f) M = fmaxf(M, ml[2 * (part0 + s)]);
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float L = 0.f, A = 0.f;
-    for (int s = 0; s < splits; ++s) {
+    for (int s = 0; s < used; ++s) {
       const float Ls = ml[2 * (part0 + s) + 1];
       if (Ls > 0.f) {
         const float e = expf(ml[2 * (part0 + s)] - M);
@@ -305,9 +314,9 @@ cudaError_t Launch(const AttentionArgs& a, const KvCache<T>& c, int layer, T* ou
   else
     AttentionKernel<T, DPL, GC, kTile>
         <<<grid, dim3(32, kWarps), 0, stream>>>(a, c, layer, chunks, out, a.workspace);
-  if (a.num_splits > 1)
+  if (a.slot_stride() > 1)
     MergeSplitsKernel<T><<<dim3(a.num_tokens, a.num_heads), 128, 0, stream>>>(
-        a.workspace, a.rows, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
+        a.workspace, a.rows, a.key_begin, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
   return cudaGetLastError();
 }
 
@@ -328,9 +337,9 @@ cudaError_t LaunchPartition(const AttentionArgs& a, const KvCache<T>& c, int lay
   const dim3 grid(a.num_tokens, c.kv_heads * chunks, a.num_splits);
   PartitionKernel<T, DPG, GC>
       <<<grid, 128, smem, stream>>>(a, c, layer, chunks, part_len, out, a.workspace);
-  if (a.num_splits > 1)
+  if (a.slot_stride() > 1)
     MergeSplitsKernel<T><<<dim3(a.num_tokens, a.num_heads), 128, 0, stream>>>(
-        a.workspace, a.rows, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
+        a.workspace, a.rows, a.key_begin, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
   return cudaGetLastError();
 }
 
@@ -382,7 +391,7 @@ cudaError_t PagedAttention(const AttentionArgs& a, const KvCache<T>& c, int laye
                            cudaStream_t stream) {
   if (a.num_tokens <= 0) return cudaSuccess;
   if (c.kv_heads <= 0 || a.num_heads % c.kv_heads || a.num_splits < 1 ||
-      (a.num_splits > 1 && !a.workspace))
+      (a.slot_stride() > 1 && !a.workspace))
     return cudaErrorInvalidValue;
   const int D = c.head_dim;
   const bool partition =

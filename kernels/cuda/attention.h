@@ -31,9 +31,17 @@ struct AttentionArgs {
   int max_blocks = 0;
   int max_context = 0;  // the longest context (positions + 1) in the batch
   float scale = 1.f;
-  int num_splits = 1;          // from AttentionSplits
-  float* workspace = nullptr;  // AttentionWorkspaceFloats(...) floats when num_splits > 1
-  int variant = 0;             // kVariant*: which kernel
+  int num_splits = 1;  // from AttentionSplits
+  float* workspace =
+      nullptr;      // AttentionWorkspaceFloats(...) floats when num_splits > 1 or cascade
+  int variant = 0;  // kVariant*: which kernel
+  // Cascade attention (kernels/cuda/prefill_attention.h, CascadePrefixAttention): when set, row t
+  // reads only keys [key_begin[t], position]; a row with key_begin[t] > 0 finds the partial result
+  // of keys [0, key_begin[t]) in its workspace slot num_splits (written before this launch), and
+  // the merge folds it in by log-sum-exp. Every row's result then goes through the workspace,
+  // whose slot stride is num_splits + 1.   key_begin: [num_tokens] device ints, indexed like rows
+  const int32_t* key_begin = nullptr;
+  __host__ __device__ int slot_stride() const { return num_splits + (key_begin ? 1 : 0); }
 };
 
 // The kernels: kVariantAuto takes the two-phase partition kernel where it applies (head_dim 64 or
@@ -53,7 +61,12 @@ int AttentionSplitsFor(int num_tokens, int kv_heads, int max_context, int num_sm
 // How many context splits a launch of `num_tokens` rows should use on a device with `num_sms`
 // multiprocessors (plain arithmetic: enough blocks to fill the device, no split under 128 keys).
 int AttentionSplits(int num_tokens, int kv_heads, int max_context, int num_sms);
-// Floats of workspace a launch needs: T * heads * splits * (head_dim + 2).
+// Floats of workspace a launch needs: T * heads * slots * (head_dim + 2), slots = num_splits, or
+// num_splits + 1 with cascade attention (AttentionArgs::slot_stride). The layout, per launch row i
+// (the index into `rows`, else the query row) and head h, part = (i * heads + h) * slots + slot:
+//   sums   ws[part * D + d]                                    weighted values, unnormalised
+//   stats  ws[T * heads * slots * D + 2 * part + {0, 1}]       the running max M and sum L
+// A partial with L == 0 saw no key and weighs nothing.
 int64_t AttentionWorkspaceFloats(int num_tokens, int num_heads, int head_dim, int num_splits);
 
 // out: [T, num_heads * head_dim] in T.

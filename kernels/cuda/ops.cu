@@ -132,19 +132,8 @@ __global__ void GatherRowsKernel(const float* x, int h, const int32_t* rows, flo
 // grid: n rows; block: 256 threads. Each thread keeps its best (value, id), then the block
 // reduces; equal values prefer the lower id, NaN is -inf, so the result is the CPU's.
 __global__ void ArgmaxKernel(const float* logits, int vocab, int32_t* ids) {
-  const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
-  float best = -INFINITY;
-  int arg = 0x7fffffff;
-  for (int v = threadIdx.x; v < vocab; v += blockDim.x) {
-    float x = row[v];
-    if (isnan(x)) x = -INFINITY;
-    if (x > best || (x == best && v < arg)) {
-      best = x;
-      arg = v;
-    }
-  }
-  BlockArgmax(&best, &arg);
-  if (threadIdx.x == 0) ids[blockIdx.x] = arg == 0x7fffffff ? 0 : arg;
+  const int id = BlockRowArgmax(logits + static_cast<int64_t>(blockIdx.x) * vocab, vocab);
+  if (threadIdx.x == 0) ids[blockIdx.x] = id;
 }
 
 // grid: (pairs, layers, 2 caches); block: 256 threads over the tile.

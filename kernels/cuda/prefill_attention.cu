@@ -72,6 +72,49 @@ __global__ void ScatterKernel(const float* o, int row0, int q_len, int heads, in
   for (int d = threadIdx.x; d < D; d += blockDim.x) dst[d] = FromF<T>(src[d]);
 }
 
+// Where (row, head)'s cascade slot lies in the paged kernel's workspace (AttentionWorkspaceFloats).
+__device__ __forceinline__ int64_t CascadePart(const CascadeGroup& g, int r, int h) {
+  const int slots = g.num_splits + 1;
+  return (static_cast<int64_t>(g.rows.row0 + r) * g.rows.num_heads + h) * slots + g.num_splits;
+}
+
+// grid: heads * n rows; block: 256. Row R = h * n + r of S [heads, n, ctx]: P = exp(S - M) in T;
+// M and L (the sum of P as stored, so that L matches the P the product uses) go to the row's
+// cascade slot of the workspace stats.
+template <class T>
+__global__ void PartialSoftmaxKernel(const float* s, int ctx, CascadeGroup g, int D, T* p) {
+  const int n = g.rows.q_len;
+  const int64_t R = blockIdx.x;
+  const int h = static_cast<int>(R / n), r = static_cast<int>(R % n);
+  const float* row = s + R * ctx;
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j < ctx; j += blockDim.x) m = fmaxf(m, row[j]);
+  m = BlockMax(m);
+  float l = 0.f;
+  T* out = p + R * ctx;
+  for (int j = threadIdx.x; j < ctx; j += blockDim.x) {
+    const T e = FromF<T>(expf(row[j] - m));
+    out[j] = e;
+    l += ToF(e);
+  }
+  l = BlockSum(l);
+  if (threadIdx.x == 0) {
+    const int64_t slots = g.num_splits + 1;
+    float* ml = g.workspace + static_cast<int64_t>(g.ws_rows) * g.rows.num_heads * slots * D;
+    const int64_t part = CascadePart(g, r, h);
+    ml[2 * part] = m;
+    ml[2 * part + 1] = l;
+  }
+}
+
+// grid: (n, heads); block: 128 over D.   o: [heads, n, D] float -> the rows' cascade slot sums.
+__global__ void ScatterPartialKernel(const float* o, CascadeGroup g, int D) {
+  const int r = blockIdx.x, h = blockIdx.y;
+  const float* src = o + (static_cast<int64_t>(h) * g.rows.q_len + r) * D;
+  float* dst = g.workspace + CascadePart(g, r, h) * D;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) dst[d] = src[d];
+}
+
 }  // namespace
 
 int64_t PrefillScratchBytes(int q_len, int ctx, int num_heads, int kv_heads, int head_dim,
@@ -84,9 +127,18 @@ int64_t PrefillScratchBytes(int q_len, int ctx, int num_heads, int kv_heads, int
   return 2 * Align(kv) + Align(q) + Align(s) + Align(p) + Align(o);
 }
 
-template <class T>
-KernelStatus PrefillAttention(cublasHandle_t handle, const PrefillChunk& c, const KvCache<T>& cache,
-                              int layer, void* scratch, T* out, cudaStream_t stream) {
+int64_t CascadeScratchBytes(int num_rows, int shared_len, int num_heads, int kv_heads, int head_dim,
+                            int elem_size) {
+  return PrefillScratchBytes(num_rows, shared_len, num_heads, kv_heads, head_dim, elem_size);
+}
+
+namespace {
+
+// Steps 1-5 of PrefillAttention for the chunk `c` over ctx keys, with `softmax(s, p)` launching
+// step 4 (S [heads, q_len, ctx] float -> P in T); O [heads, q_len, D] float is left in *o.
+template <class T, class Softmax>
+KernelStatus Attend(cublasHandle_t handle, const PrefillChunk& c, int ctx, const KvCache<T>& cache,
+                    int layer, void* scratch, cudaStream_t stream, Softmax softmax, float** o) {
   KernelStatus st;
   const CublasApi* api = Cublas();
   if (!api) {
@@ -95,8 +147,9 @@ KernelStatus PrefillAttention(cublasHandle_t handle, const PrefillChunk& c, cons
     return st;
   }
   const int D = cache.head_dim, nkv = cache.kv_heads, G = c.num_heads / nkv;
-  const int ctx = c.p0 + c.q_len, rows = G * c.q_len;
+  const int rows = G * c.q_len;
   const int64_t es = sizeof(T);
+  // The buffers of PrefillScratchBytes, in its order.
   char* at = static_cast<char*>(scratch);
   T* kc = reinterpret_cast<T*>(at);
   at += Align(int64_t{nkv} * ctx * D * es);
@@ -108,7 +161,7 @@ KernelStatus PrefillAttention(cublasHandle_t handle, const PrefillChunk& c, cons
   at += Align(int64_t{c.num_heads} * c.q_len * ctx * 4);
   T* p = reinterpret_cast<T*>(at);
   at += Align(int64_t{c.num_heads} * c.q_len * ctx * es);
-  float* o = reinterpret_cast<float*>(at);
+  *o = reinterpret_cast<float*>(at);
 
   auto launched = [&](const char* where) {
     st.cuda = cudaGetLastError();
@@ -130,18 +183,54 @@ KernelStatus PrefillAttention(cublasHandle_t handle, const PrefillChunk& c, cons
                                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   st.where = "S = Q K^T";
   if (!st.ok()) return st;
-  CausalSoftmaxKernel<T><<<c.num_heads * c.q_len, 256, 0, stream>>>(s, c.q_len, c.p0, ctx, p);
-  if (!launched("causal softmax")) return st;
+  softmax(s, p);
+  if (!launched("softmax")) return st;
   // Column-major: Oᵀ [D, rows] = Vcᵀ [D, ctx] · Pᵀ [ctx, rows], per kv head.
   st.blas = api->gemm_strided_batched_ex(
       handle, CUBLAS_OP_N, CUBLAS_OP_N, D, rows, ctx, &one, vc, type, D, int64_t{ctx} * D, p, type,
-      ctx, int64_t{rows} * ctx, &zero, o, CUDA_R_32F, D, int64_t{rows} * D, nkv, CUBLAS_COMPUTE_32F,
-      CUBLAS_GEMM_DEFAULT);
+      ctx, int64_t{rows} * ctx, &zero, *o, CUDA_R_32F, D, int64_t{rows} * D, nkv,
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   st.where = "O = P V";
+  return st;
+}
+
+}  // namespace
+
+template <class T>
+KernelStatus PrefillAttention(cublasHandle_t handle, const PrefillChunk& c, const KvCache<T>& cache,
+                              int layer, void* scratch, T* out, cudaStream_t stream) {
+  const int ctx = c.p0 + c.q_len;
+  float* o = nullptr;
+  KernelStatus st = Attend<T>(
+      handle, c, ctx, cache, layer, scratch, stream,
+      [&](const float* s, T* p) {
+        CausalSoftmaxKernel<T><<<c.num_heads * c.q_len, 256, 0, stream>>>(s, c.q_len, c.p0, ctx, p);
+      },
+      &o);
   if (!st.ok()) return st;
-  ScatterKernel<T>
-      <<<dim3(c.q_len, c.num_heads), 128, 0, stream>>>(o, c.row0, c.q_len, c.num_heads, D, out);
-  launched("scatter O");
+  ScatterKernel<T><<<dim3(c.q_len, c.num_heads), 128, 0, stream>>>(o, c.row0, c.q_len, c.num_heads,
+                                                                   cache.head_dim, out);
+  st.cuda = cudaGetLastError();
+  st.where = "scatter O";
+  return st;
+}
+
+template <class T>
+KernelStatus CascadePrefixAttention(cublasHandle_t handle, const CascadeGroup& g,
+                                    const KvCache<T>& cache, int layer, void* scratch,
+                                    cudaStream_t stream) {
+  const int D = cache.head_dim, n = g.rows.q_len;
+  float* o = nullptr;
+  KernelStatus st = Attend<T>(
+      handle, g.rows, g.shared_len, cache, layer, scratch, stream,
+      [&](const float* s, T* p) {
+        PartialSoftmaxKernel<T><<<g.rows.num_heads * n, 256, 0, stream>>>(s, g.shared_len, g, D, p);
+      },
+      &o);
+  if (!st.ok()) return st;
+  ScatterPartialKernel<<<dim3(n, g.rows.num_heads), 128, 0, stream>>>(o, g, D);
+  st.cuda = cudaGetLastError();
+  st.where = "scatter the partial O";
   return st;
 }
 
@@ -150,5 +239,10 @@ template KernelStatus PrefillAttention<float>(cublasHandle_t, const PrefillChunk
                                               cudaStream_t);
 template KernelStatus PrefillAttention<bf16>(cublasHandle_t, const PrefillChunk&,
                                              const KvCache<bf16>&, int, void*, bf16*, cudaStream_t);
+template KernelStatus CascadePrefixAttention<float>(cublasHandle_t, const CascadeGroup&,
+                                                    const KvCache<float>&, int, void*,
+                                                    cudaStream_t);
+template KernelStatus CascadePrefixAttention<bf16>(cublasHandle_t, const CascadeGroup&,
+                                                   const KvCache<bf16>&, int, void*, cudaStream_t);
 
 }  // namespace llmq::kernels::cuda

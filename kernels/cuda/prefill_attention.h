@@ -46,4 +46,30 @@ template <class T>
 KernelStatus PrefillAttention(cublasHandle_t handle, const PrefillChunk& c, const KvCache<T>& cache,
                               int layer, void* scratch, T* out, cudaStream_t stream);
 
+// The shared half of cascade attention. A group of decode rows row0 .. row0 + num_rows - 1 (one
+// per sequence) whose sequences all begin with the same shared_len keys meets those keys as one
+// matrix product per KV head, so the shared blocks are read once per group per step instead of
+// once per row:
+//   1-3. as PrefillAttention with the group's rows as the chunk and ctx = shared_len
+//   4. P = exp(S - M) unnormalised, M = the row's max, L = the sum of P as stored (no mask: every
+//      shared key precedes every row)
+//   5. O = P · Vc
+//   6. (O, M, L) into each row's cascade slot (slot num_splits) of the paged kernel's workspace,
+//      which that kernel's merge folds into the row's own-suffix attention by log-sum-exp
+//      (kernels/cuda/attention.h, AttentionArgs::key_begin). Run it before the paged kernel.
+struct CascadeGroup {
+  PrefillChunk rows;  // q_len = the group's rows; p0 unused; block_table: the shared blocks
+  int shared_len = 0;
+  float* workspace = nullptr;  // the paged launch's workspace
+  int ws_rows = 0;             // the paged launch's num_tokens (row i of the workspace is row i)
+  int num_splits = 1;          // the paged launch's; its slot stride is num_splits + 1
+};
+// Scratch bytes of a group (the same buffers as a prefill chunk of num_rows over shared_len keys).
+int64_t CascadeScratchBytes(int num_rows, int shared_len, int num_heads, int kv_heads, int head_dim,
+                            int elem_size);
+template <class T>
+KernelStatus CascadePrefixAttention(cublasHandle_t handle, const CascadeGroup& g,
+                                    const KvCache<T>& cache, int layer, void* scratch,
+                                    cudaStream_t stream);
+
 }  // namespace llmq::kernels::cuda

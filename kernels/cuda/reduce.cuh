@@ -31,6 +31,18 @@ __device__ __forceinline__ float BlockSum(float v) {
   return WarpSum(v);
 }
 
+// Max over a 1-D block, as BlockSum. Contains __syncthreads.
+__device__ __forceinline__ float BlockMax(float v) {
+  __shared__ float part[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = WarpMax(v);
+  __syncthreads();
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  v = lane < nw ? part[lane] : -INFINITY;
+  return WarpMax(v);
+}
+
 // (best, arg) over the 32 lanes: the largest value, the lowest id among equals; every lane gets it.
 __device__ __forceinline__ void WarpArgmax(float* best, int* arg) {
   float b = *best;
@@ -67,6 +79,24 @@ __device__ __forceinline__ void BlockArgmax(float* best, int* arg) {
   WarpArgmax(&b, &a);
   *best = b;
   *arg = a;
+}
+
+// The greedy pick of one row over a 1-D block: the largest value's id, NaN as -inf, ties to the
+// lowest id, 0 when nothing is above -inf (the CPU sampler's Argmax). Every thread gets it.
+// Contains __syncthreads.
+__device__ __forceinline__ int BlockRowArgmax(const float* row, int n) {
+  float best = -INFINITY;
+  int arg = 0x7fffffff;
+  for (int v = threadIdx.x; v < n; v += blockDim.x) {
+    float x = row[v];
+    if (isnan(x)) x = -INFINITY;
+    if (x > best || (x == best && v < arg)) {
+      best = x;
+      arg = v;
+    }
+  }
+  BlockArgmax(&best, &arg);
+  return (arg == 0x7fffffff || best == -INFINITY) ? 0 : arg;
 }
 
 }  // namespace llmq::kernels::cuda

@@ -11,7 +11,9 @@
 #include "engine/cpu_backend.h"
 #include "engine/model_config.h"
 #include "engine/model_maker.h"
+#include "engine/sampler.h"
 #include "engine/weights.h"
+#include "kernels/cuda/attention.h"
 #include "tests/gpu/gpu_test_util.h"
 
 namespace llmq {
@@ -31,6 +33,15 @@ std::string Shared(const std::string& model) {
                    << " is absent (the shared models are read from ../shared, never " \
                       "copied into the repo)";                                        \
   } while (0)
+
+// In a test body: skips without a GPU or without the shared model `name`; else loads it.
+#define LLMQ_GPU_AND_SHARED_MODEL(name, dir, cfg, w) \
+  LLMQ_REQUIRE_GPU();                                \
+  const std::string dir = Shared(name);              \
+  LLMQ_REQUIRE_SHARED(dir);                          \
+  ModelConfig cfg;                                   \
+  std::unique_ptr<Weights> w;                        \
+  ASSERT_NO_FATAL_FAILURE(Load(dir, &cfg, &w))
 
 json ReadJson(const fs::path& p) {
   std::ifstream f(p);
@@ -248,12 +259,7 @@ TEST(CudaBackend, SharedModelsLogitsMatchTheCpuBackend) {
 // tiny-llama3 (BF16 checkpoint, explicit head_dim, GQA 4:1, untied, llama3 rope scaling): the last
 // prompt position's logits within 1e-4 of the float64 reference, and the greedy ids equal.
 TEST(CudaBackend, TinyLlama3Fp32MatchesTheFloat64Reference) {
-  LLMQ_REQUIRE_GPU();
-  const std::string dir = Shared("tiny-llama3");
-  LLMQ_REQUIRE_SHARED(dir);
-  ModelConfig cfg;
-  std::unique_ptr<Weights> w;
-  ASSERT_NO_FATAL_FAILURE(Load(dir, &cfg, &w));
+  LLMQ_GPU_AND_SHARED_MODEL("tiny-llama3", dir, cfg, w);
   auto be = MakeCuda(cfg, *w, Precision::kFp32);
   ASSERT_TRUE(be);
   for (const fs::path& f : References(dir)) {
@@ -282,12 +288,7 @@ TEST(CudaBackend, TinyLlama3Fp32MatchesTheFloat64Reference) {
 // Copy-on-write: blocks copied with CopyBlocks serve a second sequence exactly as the originals
 // serve the first.
 TEST(CudaBackend, CopiedBlocksServeAsTheOriginals) {
-  LLMQ_REQUIRE_GPU();
-  const std::string dir = Shared("stories260K");
-  LLMQ_REQUIRE_SHARED(dir);
-  ModelConfig cfg;
-  std::unique_ptr<Weights> w;
-  ASSERT_NO_FATAL_FAILURE(Load(dir, &cfg, &w));
+  LLMQ_GPU_AND_SHARED_MODEL("stories260K", dir, cfg, w);
   for (Precision p : {Precision::kFp32, Precision::kBf16}) {
     auto be = MakeCuda(cfg, *w, p);
     ASSERT_TRUE(be);
@@ -313,13 +314,222 @@ TEST(CudaBackend, CopiedBlocksServeAsTheOriginals) {
   }
 }
 
-TEST(CudaBackend, APositionOutsideTheContextIsAStatusNotACrash) {
+// Cascade attention: sequences whose block tables begin with the same physical blocks (a 48-token
+// prefix computed once, by sequence 0), each with its own suffix, then decode steps that carry
+// prefix groups. The logits with cascade attention match those without it and the CPU backend's,
+// for the whole batch in one group and for a group of some of the sequences.
+TEST(CudaBackend, CascadeAttentionMatchesPagedAttentionAndTheCpu) {
   LLMQ_REQUIRE_GPU();
-  const std::string dir = Shared("stories260K");
-  LLMQ_REQUIRE_SHARED(dir);
   ModelConfig cfg;
+  DType dt;
+  ASSERT_TRUE(ShapeConfig("tiny", &cfg, &dt).ok());
+  cfg.max_position_embeddings = 256;
+  const std::string dir = std::string(LLMQ_TEST_TMP) + "/cuda_cascade";
+  fs::create_directories(dir);
+  ASSERT_TRUE(WriteRandomModel(cfg, DType::kF32, 5, dir).ok());
   std::unique_ptr<Weights> w;
-  ASSERT_NO_FATAL_FAILURE(Load(dir, &cfg, &w));
+  ASSERT_TRUE(Weights::Load(dir, cfg, &w).ok());
+  const int bs = 16, shared_blocks = 3, own = 4, n = 6, shared = shared_blocks * bs;
+  const int max_blocks = shared_blocks + own;
+  auto table = [&](int s) {
+    std::vector<int32_t> t;
+    for (int k = 0; k < shared_blocks; ++k) t.push_back(k);
+    for (int k = 0; k < own; ++k) t.push_back(shared_blocks + s * own + k);
+    return t;
+  };
+  auto slot = [&](int s, int pos) { return table(s)[pos / bs] * bs + pos % bs; };
+  const auto r = gputest::Random(4096, 21, 0.f, 1.f);
+  int ri = 0;
+  auto tok = [&] { return static_cast<int32_t>(r[ri++ % r.size()] * (cfg.vocab_size - 1)); };
+  // Steps: the prefix (sequence 0), every suffix (3 + 5 s tokens), then 4 decode steps.
+  std::vector<StepBatch> steps;
+  std::vector<int> len(n, shared);
+  StepBatch b;
+  b.Clear();
+  b.max_blocks = max_blocks;
+  for (int p = 0; p < shared; ++p) {
+    b.token_ids.push_back(tok());
+    b.positions.push_back(p);
+    b.slot_mapping.push_back(slot(0, p));
+  }
+  b.logits_rows.push_back(shared - 1);
+  b.query_start.push_back(b.num_tokens());
+  b.context_lens.push_back(shared);
+  const std::vector<int32_t> t0 = table(0);
+  b.block_tables.assign(t0.begin(), t0.end());
+  steps.push_back(b);
+  for (int decode = -1; decode < 4; ++decode) {
+    b.Clear();
+    b.max_blocks = max_blocks;
+    for (int s = 0; s < n; ++s) {
+      const int count = decode < 0 ? 3 + 5 * s : 1;
+      for (int i = 0; i < count; ++i) {
+        b.token_ids.push_back(tok());
+        b.positions.push_back(len[s]);
+        b.slot_mapping.push_back(slot(s, len[s]++));
+      }
+      b.logits_rows.push_back(b.num_tokens() - 1);
+      b.query_start.push_back(b.num_tokens());
+      b.context_lens.push_back(len[s]);
+      const std::vector<int32_t> t = table(s);
+      b.block_tables.insert(b.block_tables.end(), t.begin(), t.end());
+    }
+    b.decode_only = decode >= 0;
+    steps.push_back(b);
+  }
+  const std::vector<std::vector<PrefixGroup>> groupings = {{{0, n, shared_blocks}},
+                                                           {{1, 4, shared_blocks}}};
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    for (int variant : {kernels::cuda::kVariantAuto, kernels::cuda::kVariantOnline}) {
+      for (const std::vector<PrefixGroup>& groups : groupings) {
+        SCOPED_TRACE(std::string(p == Precision::kFp32 ? "fp32" : "bf16") + " variant " +
+                     std::to_string(variant) + " groups from " +
+                     std::to_string(groups[0].first_seq));
+        CpuBackend cpu(cfg, *w);
+        auto gpu = MakeCuda(cfg, *w, p);
+        ASSERT_TRUE(gpu);
+        const int blocks = shared_blocks + n * own;
+        ASSERT_TRUE(cpu.AllocateKv(blocks, bs).ok());
+        ASSERT_TRUE(gpu->AllocateKv(blocks, bs).ok());
+        for (StepBatch step : steps) {
+          if (step.decode_only) step.prefix_groups = groups;
+          const size_t sz = step.logits_rows.size() * cfg.vocab_size;
+          std::vector<float> want(sz), plain(sz, NAN), cascade(sz, NAN);
+          ASSERT_TRUE(cpu.Forward(step, want.data()).ok());
+          CudaTuning tune;
+          tune.attention_variant = variant;
+          tune.cascade = false;
+          gpu->SetTuning(tune);
+          Status st = gpu->Forward(step, plain.data());
+          ASSERT_TRUE(st.ok()) << st.ToString();
+          tune.cascade = true;
+          tune.cascade_min_keys = 1;
+          gpu->SetTuning(tune);
+          st = gpu->Forward(step, cascade.data());  // rewrites the same K/V: idempotent
+          ASSERT_TRUE(st.ok()) << st.ToString();
+          const double tol = p == Precision::kFp32 ? 1e-4 : 5e-2;
+          EXPECT_LE(gputest::RelErr(cascade, want), tol);
+          EXPECT_LE(gputest::RelErr(cascade, plain), p == Precision::kFp32 ? 1e-5 : 2e-2);
+          EXPECT_LE(gputest::RelErr(plain, want), tol);
+        }
+      }
+    }
+  }
+}
+
+// ForwardSample (the seam's device sampling): greedy rows give ForwardArgmax's ids; sampled rows
+// give the CPU sampler's pick from Forward's logits of the same step wherever that pick is not on a
+// rounding boundary (tests/gpu/cuda_sample_test.cpp holds the kernel to the same rule).
+TEST(CudaBackend, ForwardSamplePicksTheHostSamplersIds) {
+  LLMQ_GPU_AND_SHARED_MODEL("stories260K", dir, cfg, w);
+  auto be = MakeCuda(cfg, *w, Precision::kFp32);
+  ASSERT_TRUE(be);
+  ASSERT_TRUE(be->samples_on_device());
+  Driver d(16, 64, 4);
+  ASSERT_TRUE(be->AllocateKv(d.num_blocks(), 16).ok());
+  for (int s = 0; s < 4; ++s)
+    for (int i = 0; i < 9 + 5 * s; ++i) d.tokens[s].push_back(1 + (i * 13 + s * 7) % 500);
+  const StepBatch b = d.Step(1 << 20, false);
+  std::vector<float> logits(4 * cfg.vocab_size);
+  ASSERT_TRUE(be->Forward(b, logits.data()).ok());
+  std::vector<int32_t> argmax(4);
+  ASSERT_TRUE(be->ForwardArgmax(b, argmax.data()).ok());
+  int compared = 0;
+  for (double u : {0.05, 0.3, 0.62, 0.97}) {
+    std::vector<RowSampling> rows(4);
+    rows[0].temperature = 0.f;  // greedy
+    rows[1] = {1.f, 0, 1.f, 0.f, u};
+    rows[2] = {0.8f, 20, 0.9f, 0.f, u};
+    rows[3] = {1.3f, 0, 1.f, 0.05f, u};
+    std::vector<int32_t> ids(4, -1);
+    const Status st = be->ForwardSample(b, rows.data(), ids.data());
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(ids[0], argmax[0]);
+    for (int r = 1; r < 4; ++r) {
+      SamplingParams p;
+      p.temperature = rows[r].temperature;
+      p.top_k = rows[r].top_k;
+      p.top_p = rows[r].top_p;
+      p.min_p = rows[r].min_p;
+      const float* row = &logits[size_t(r) * cfg.vocab_size];
+      const int want = SampleTokenWithDraw(row, cfg.vocab_size, p, u);
+      if (SampleTokenWithDraw(row, cfg.vocab_size, p, u - 1e-5) != want ||
+          SampleTokenWithDraw(row, cfg.vocab_size, p, u + 1e-5) != want)
+        continue;
+      ++compared;
+      EXPECT_EQ(ids[r], want) << "row " << r << " u " << u;
+    }
+  }
+  EXPECT_GT(compared, 8);
+}
+
+// CUDA graphs of decode steps: the same logits as eager steps (within the rounding of products
+// over a padded row count), as the batch shrinks (a smaller bucket), the context crosses a power
+// of two (a new shape) and the pool is reallocated (a buffer moved: captured again).
+TEST(CudaBackend, DecodeGraphsGiveTheEagerLogits) {
+  LLMQ_GPU_AND_SHARED_MODEL("stories260K", dir, cfg, w);
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    SCOPED_TRACE(p == Precision::kFp32 ? "fp32" : "bf16");
+    auto graph = MakeCuda(cfg, *w, p);
+    auto eager = MakeCuda(cfg, *w, p);
+    ASSERT_TRUE(graph && eager);
+    CudaTuning off;
+    off.graphs = false;
+    eager->SetTuning(off);
+    const int max_len = 300;
+    Driver d(16, max_len, 5);
+    for (auto* be : {graph.get(), eager.get()})
+      ASSERT_TRUE(be->AllocateKv(d.num_blocks(), 16).ok());
+    for (int s = 0; s < 5; ++s)
+      for (int i = 0; i < 200 + 11 * s; ++i) d.tokens[s].push_back(1 + (i * 31 + s * 17) % 500);
+    // Prefill (eager in both), then decode: 5 sequences, then 3 (the others done).
+    StepBatch b = d.Step(1 << 20, false);
+    std::vector<float> a(b.logits_rows.size() * cfg.vocab_size), e(a.size());
+    ASSERT_TRUE(graph->Forward(b, a.data()).ok());
+    ASSERT_TRUE(eager->Forward(b, e.data()).ok());
+    d.Advance(1 << 20);
+    int64_t captures = graph->graph_captures();
+    EXPECT_EQ(captures, 0);
+    for (int step = 0; step < 60; ++step) {
+      if (step == 30) d.tokens.resize(3);
+      if (step == 45) {  // a new pool: every graph's buffers moved
+        for (auto* be : {graph.get(), eager.get()})
+          ASSERT_TRUE(be->AllocateKv(d.num_blocks(), 16).ok());
+        break;  // (the cache is gone with it; the loop below starts over)
+      }
+      for (auto& t : d.tokens) t.push_back(1 + (step * 7 + static_cast<int>(t.size())) % 500);
+      b = d.Step(1, true);
+      b.decode_only = true;
+      a.assign(b.logits_rows.size() * cfg.vocab_size, NAN);
+      e.assign(a.size(), NAN);
+      ASSERT_TRUE(graph->Forward(b, a.data()).ok()) << "step " << step;
+      ASSERT_TRUE(eager->Forward(b, e.data()).ok());
+      EXPECT_LE(gputest::RelErr(a, e), p == Precision::kFp32 ? 1e-5 : 1e-2) << "step " << step;
+      d.Advance(1);
+    }
+    EXPECT_TRUE(graph->graph_error().empty()) << graph->graph_error();
+    // Shapes: (8, 256) for 5 sequences at contexts up to 256, (8, 512) past it, (4, 512) for 3.
+    EXPECT_EQ(graph->graph_captures(), captures + 3);
+    // ForwardSample through a graph picks the eager argmax for greedy rows.
+    std::vector<RowSampling> rows(b.logits_rows.size());
+    std::vector<int32_t> ids(rows.size()), want(rows.size());
+    for (auto& t : d.tokens) t.assign(t.begin(), t.begin() + 20);
+    d.fed.assign(d.tokens.size(), 0);
+    b = d.Step(1 << 20, false);
+    ASSERT_TRUE(graph->Forward(b, a.data()).ok());
+    ASSERT_TRUE(eager->Forward(b, a.data()).ok());
+    d.Advance(1 << 20);
+    for (auto& t : d.tokens) t.push_back(5);
+    b = d.Step(1, false);
+    b.decode_only = true;
+    ASSERT_TRUE(graph->ForwardSample(b, rows.data(), ids.data()).ok());
+    ASSERT_TRUE(eager->ForwardArgmax(b, want.data()).ok());
+    EXPECT_EQ(ids, want);
+  }
+}
+
+TEST(CudaBackend, APositionOutsideTheContextIsAStatusNotACrash) {
+  LLMQ_GPU_AND_SHARED_MODEL("stories260K", dir, cfg, w);
   auto be = MakeCuda(cfg, *w, Precision::kBf16);
   ASSERT_TRUE(be);
   Driver d(16, 32, 1);
@@ -343,12 +553,7 @@ namespace {
 // The seam's sizing: K/V bytes per token in the backend's element type, and a pool budget that
 // leaves the device's used memory and the activation reserve out.
 TEST(CudaBackend, ReportsKvBytesPerTokenAndABudgetWithinTheDevice) {
-  LLMQ_REQUIRE_GPU();
-  const std::string dir = Shared("stories260K");
-  LLMQ_REQUIRE_SHARED(dir);
-  ModelConfig cfg;
-  std::unique_ptr<Weights> w;
-  ASSERT_NO_FATAL_FAILURE(Load(dir, &cfg, &w));
+  LLMQ_GPU_AND_SHARED_MODEL("stories260K", dir, cfg, w);
   for (Precision p : {Precision::kFp32, Precision::kBf16}) {
     auto be = MakeCuda(cfg, *w, p);
     ASSERT_TRUE(be);

@@ -22,6 +22,14 @@ ModelConfig Shape() {
   return c;
 }
 
+CudaPlanOptions Opt(int elem_size, int64_t max_scratch) {
+  CudaPlanOptions o;
+  o.elem_size = elem_size;
+  o.min_rows = 64;
+  o.max_scratch = max_scratch;
+  return o;
+}
+
 // Sequences given as (first position, rows).
 StepBatch Batch(const std::vector<std::pair<int, int>>& seqs) {
   StepBatch b;
@@ -42,7 +50,7 @@ TEST(CudaStepPlan, LongChunksTakeThePrefillPathAndTheRestKeepTheirRows) {
   // A decode row, a 100-row chunk over 200 cached tokens, a 10-row chunk, a fresh 64-row prompt.
   const StepBatch b = Batch({{500, 1}, {200, 100}, {30, 10}, {0, 64}});
   CudaStepPlan plan;
-  ASSERT_TRUE(PlanCudaStep(b, Shape(), 2, 64, int64_t{1} << 30, &plan).ok());
+  ASSERT_TRUE(PlanCudaStep(b, Shape(), Opt(2, int64_t{1} << 30), &plan).ok());
   EXPECT_EQ(plan.max_context, 501);
   EXPECT_EQ(plan.prefill_seqs, (std::vector<int>{1, 3}));
   std::vector<int32_t> rest = {0};
@@ -56,10 +64,10 @@ TEST(CudaStepPlan, ScratchLimitAndGapsSendChunksToThePerRowKernel) {
   b.positions[128 + 5] = 300;  // not consecutive
   CudaStepPlan plan;
   const int64_t need = kc::PrefillScratchBytes(128, 128, 8, 2, 64, 4);
-  ASSERT_TRUE(PlanCudaStep(b, Shape(), 4, 64, need, &plan).ok());
+  ASSERT_TRUE(PlanCudaStep(b, Shape(), Opt(4, need), &plan).ok());
   EXPECT_EQ(plan.prefill_seqs, (std::vector<int>{0}));
   EXPECT_EQ(plan.rest_rows.size(), 128u);
-  ASSERT_TRUE(PlanCudaStep(b, Shape(), 4, 64, need - 1, &plan).ok());
+  ASSERT_TRUE(PlanCudaStep(b, Shape(), Opt(4, need - 1), &plan).ok());
   EXPECT_TRUE(plan.prefill_seqs.empty());
   EXPECT_EQ(plan.rest_rows.size(), 256u);
   EXPECT_EQ(plan.prefill_scratch, 0);
@@ -69,9 +77,89 @@ TEST(CudaStepPlan, APositionOutsideTheContextIsRefusedByName) {
   StepBatch b = Batch({{0, 3}});
   b.positions[2] = 4096;
   CudaStepPlan plan;
-  const Status st = PlanCudaStep(b, Shape(), 2, 64, 1 << 30, &plan);
+  const Status st = PlanCudaStep(b, Shape(), Opt(2, 1 << 30), &plan);
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(st.message().find("4096"), std::string::npos) << st.message();
+}
+
+// A decode-only step of `n` sequences at position `pos`, with the given prefix groups.
+StepBatch Decode(int n, int pos, const std::vector<PrefixGroup>& groups) {
+  std::vector<std::pair<int, int>> seqs(n, {pos, 1});
+  StepBatch b = Batch(seqs);
+  b.decode_only = true;
+  b.prefix_groups = groups;
+  return b;
+}
+
+TEST(CudaStepPlan, DecodeGroupsTakeCascadeAttentionWithTheirSharedKeysSkippedByTheirRows) {
+  // Rows 0-1 alone, 2-5 share 8 blocks (128 keys), 6-7 share 1 block (16 keys x 1 saved: below
+  // the threshold of 128 saved key reads).
+  const StepBatch b = Decode(8, 300, {{2, 4, 8}, {6, 2, 1}});
+  CudaStepPlan plan;
+  ASSERT_TRUE(PlanCudaStep(b, Shape(), Opt(2, int64_t{1} << 30), &plan).ok());
+  ASSERT_EQ(plan.cascade.size(), 1u);
+  EXPECT_EQ(plan.cascade[0], (CascadePlan{2, 4, 128, 2}));
+  EXPECT_EQ(plan.key_begin, (std::vector<int32_t>{0, 0, 128, 128, 128, 128, 0, 0}));
+  EXPECT_EQ(plan.prefill_scratch, kc::CascadeScratchBytes(4, 128, 8, 2, 64, 2));
+  EXPECT_EQ(plan.rest_rows.size(), 8u);  // every row still takes the per-row kernel (its suffix)
+}
+
+TEST(CudaStepPlan, CascadeIsOffForMixedStepsWhenDisabledAndWhenScratchDoesNotFit) {
+  StepBatch b = Decode(4, 300, {{0, 4, 8}});
+  CudaStepPlan plan;
+  CudaPlanOptions o = Opt(2, int64_t{1} << 30);
+  o.cascade = false;
+  ASSERT_TRUE(PlanCudaStep(b, Shape(), o, &plan).ok());
+  EXPECT_TRUE(plan.cascade.empty());
+  EXPECT_TRUE(plan.key_begin.empty());
+  o = Opt(2, kc::CascadeScratchBytes(4, 128, 8, 2, 64, 2) - 1);
+  ASSERT_TRUE(PlanCudaStep(b, Shape(), o, &plan).ok());
+  EXPECT_TRUE(plan.cascade.empty());
+  b.decode_only = false;  // a step with prefill chunks: no cascade
+  ASSERT_TRUE(PlanCudaStep(b, Shape(), Opt(2, int64_t{1} << 30), &plan).ok());
+  EXPECT_TRUE(plan.cascade.empty());
+  EXPECT_TRUE(plan.key_begin.empty());
+}
+
+TEST(CudaGraphShape, ContextsArePowersOfTwoFrom256WithinTheModel) {
+  EXPECT_EQ(GraphContext(1, 4096), 256);
+  EXPECT_EQ(GraphContext(256, 4096), 256);
+  EXPECT_EQ(GraphContext(257, 4096), 512);
+  EXPECT_EQ(GraphContext(3000, 4096), 4096);
+  EXPECT_EQ(GraphContext(3000, 3500), 3500);
+  EXPECT_EQ(GraphContext(100, 128), 128);
+}
+
+TEST(CudaGraphShape, PaddingKeepsTheRealRowsFirstAndWritesNothing) {
+  StepBatch b = Decode(3, 40, {});
+  b.max_blocks = 3;
+  b.block_tables = {7, 8, 9, 4, 5, -1, 1, 2, 3};
+  b.logits_rows = {0, 2};  // row 1 samples nothing this step
+  StepBatch p;
+  ASSERT_TRUE(PadDecodeStep(b, 8, 16, &p));
+  EXPECT_EQ(p.num_seqs(), 8);
+  EXPECT_EQ(p.num_tokens(), 8);
+  EXPECT_EQ(p.max_blocks, 16);
+  EXPECT_TRUE(p.decode_only);
+  EXPECT_EQ(p.token_ids[2], b.token_ids[2]);
+  EXPECT_EQ(p.positions[2], 40);
+  EXPECT_EQ(p.slot_mapping[2], b.slot_mapping[2]);
+  for (int s = 3; s < 8; ++s) {
+    EXPECT_EQ(p.slot_mapping[s], -1);
+    EXPECT_EQ(p.positions[s], 0);
+    EXPECT_EQ(p.block_tables[s * 16], 0);
+    EXPECT_EQ(p.block_tables[s * 16 + 1], -1);
+  }
+  EXPECT_EQ(std::vector<int32_t>(p.block_tables.begin() + 16, p.block_tables.begin() + 19),
+            (std::vector<int32_t>{4, 5, -1}));
+  EXPECT_EQ(p.block_tables[16 + 3], -1);
+  EXPECT_EQ(p.logits_rows, (std::vector<int32_t>{0, 2, 3, 4, 5, 6, 7, 0}));
+  EXPECT_EQ(p.query_start.back(), 8);
+  // What does not fit: a wider table, more sequences than the bucket, a prefill chunk.
+  EXPECT_FALSE(PadDecodeStep(b, 8, 2, &p));
+  EXPECT_FALSE(PadDecodeStep(b, 2, 16, &p));
+  b.decode_only = false;
+  EXPECT_FALSE(PadDecodeStep(b, 8, 16, &p));
 }
 
 TEST(CudaLaunchMath, SplitsFillTheDeviceAndPartitionsStayWithinTheirLimit) {

@@ -1,0 +1,156 @@
+// Sampling through the seam (Backend::ForwardSample): the engine draws each row's u from the
+// request's own stream and hands the backend RowSampling; the ids must equal the host sampler's.
+// The backend here is the CPU backend sampling "on its device" with SampleTokenWithDraw (the
+// reference a GPU sampler is held to, tests/gpu/), so every difference is the engine's plumbing:
+// the order and number of draws, which steps may sample on the device, forks, logprobs.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/cpu_backend.h"
+#include "engine/llm_engine.h"
+#include "engine/sampler.h"
+#include "tests/small_model.h"
+
+namespace llmq {
+namespace {
+
+// The CPU backend, claiming to sample on its device; counts which path each step took.
+class HostSampledBackend : public CpuBackend {
+ public:
+  HostSampledBackend(const ModelConfig& cfg, const Weights& w)
+      : CpuBackend(cfg, w), vocab_(cfg.vocab_size) {}
+  bool samples_on_device() const override { return true; }
+  Status Forward(const StepBatch& b, float* logits) override {
+    ++forward_calls;
+    return CpuBackend::Forward(b, logits);
+  }
+  Status ForwardSample(const StepBatch& b, const RowSampling* rows, int32_t* ids) override {
+    ++sample_calls;
+    std::vector<float> logits(b.logits_rows.size() * static_cast<size_t>(vocab_));
+    LLMQ_RETURN_IF_ERROR(CpuBackend::Forward(b, logits.data()));
+    for (size_t i = 0; i < b.logits_rows.size(); ++i) {
+      SamplingParams p;
+      p.temperature = rows[i].temperature;
+      p.top_k = rows[i].top_k;
+      p.top_p = rows[i].top_p;
+      p.min_p = rows[i].min_p;
+      ids[i] = SampleTokenWithDraw(&logits[i * vocab_], vocab_, p, rows[i].u);
+    }
+    return Status::Ok();
+  }
+  int forward_calls = 0, sample_calls = 0;
+
+ private:
+  int vocab_;
+};
+
+// Prefill chunks of 64 tokens: mixed steps, and steps that sample nothing.
+std::map<std::string, RequestOutput> RunAll(const ModelConfig& cfg, Backend* be,
+                                            const std::vector<Request>& reqs) {
+  return testing::RunEngineOn(cfg, be, reqs, /*budget=*/64, /*num_blocks=*/128);
+}
+
+// Requests of every kind: greedy, seeded sampling with each filter, n = 3 samples (their first
+// token comes from shared logits), logprobs, penalties.
+std::vector<Request> Mixed(int count, bool host_only_kinds) {
+  std::vector<Request> reqs;
+  Rng rng(7);
+  for (int i = 0; i < count; ++i) {
+    Request r;
+    r.id = "r" + std::to_string(i);
+    r.prompt_ids.push_back(1);
+    const int len = 2 + static_cast<int>(rng.NextU64() % 40);
+    for (int j = 0; j < len; ++j) r.prompt_ids.push_back(3 + static_cast<int>(rng.NextU64() % 400));
+    r.params.max_tokens = 6 + i % 7;
+    r.params.ignore_eos = true;
+    r.params.seed = 500 + i;
+    r.params.temperature = i % 5 == 0 ? 0.f : 0.7f + 0.1f * (i % 4);
+    if (i % 5 == 1) r.params.top_k = 20;
+    if (i % 5 == 2) r.params.top_p = 0.85f;
+    if (i % 5 == 3) r.params.min_p = 0.05f;
+    if (i % 5 == 4) {
+      r.params.top_k = 50;
+      r.params.top_p = 0.9f;
+    }
+    if (host_only_kinds) {  // short, so that the steps after them sample on the device
+      if (i % 6 == 1) r.n = 3;
+      if (i % 6 == 2) r.params.logprobs = 2;
+      if (i % 6 == 3) r.params.frequency_penalty = 0.5f;
+      if (i % 6 >= 1 && i % 6 <= 3) r.params.max_tokens = 3;
+    }
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+void ExpectSameTokens(const std::map<std::string, RequestOutput>& a,
+                      const std::map<std::string, RequestOutput>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [id, o] : a) {
+    ASSERT_TRUE(o.ok()) << id << ": " << o.error;
+    const RequestOutput& other = b.at(id);
+    ASSERT_EQ(o.completions.size(), other.completions.size()) << id;
+    for (size_t k = 0; k < o.completions.size(); ++k)
+      EXPECT_EQ(o.completions[k].ids, other.completions[k].ids) << id << " sample " << k;
+  }
+}
+
+class DeviceSamplingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { testing::MakeSmallModel("device_sampling", 17, 256, &cfg_, &w_); }
+  static void TearDownTestSuite() { w_.reset(); }
+  static ModelConfig cfg_;
+  static std::unique_ptr<Weights> w_;
+};
+ModelConfig DeviceSamplingTest::cfg_;
+std::unique_ptr<Weights> DeviceSamplingTest::w_;
+
+TEST_F(DeviceSamplingTest, IdsEqualTheHostSamplersWhenEveryStepSamplesOnTheDevice) {
+  const std::vector<Request> reqs = Mixed(24, false);
+  CpuBackend host(cfg_, *w_);
+  HostSampledBackend device(cfg_, *w_);
+  const auto want = RunAll(cfg_, &host, reqs);
+  const auto got = RunAll(cfg_, &device, reqs);
+  ExpectSameTokens(got, want);
+  // Steps that sample nothing (prefill chunks that end inside a prompt) take Forward.
+  EXPECT_GT(device.sample_calls, 0);
+}
+
+TEST_F(DeviceSamplingTest, RowsThatNeedTheLogitsKeepTheHostPathAndTheStreamsStayInStep) {
+  const std::vector<Request> reqs = Mixed(30, true);
+  CpuBackend host(cfg_, *w_);
+  HostSampledBackend device(cfg_, *w_);
+  const auto want = RunAll(cfg_, &host, reqs);
+  const auto got = RunAll(cfg_, &device, reqs);
+  ExpectSameTokens(got, want);
+  for (const auto& [id, o] : got) {
+    for (size_t k = 0; k < o.completions.size(); ++k) {
+      EXPECT_EQ(o.completions[k].logprobs.size(), want.at(id).completions[k].logprobs.size()) << id;
+    }
+  }
+  EXPECT_GT(device.forward_calls, 0);
+  // Once the requests with logprobs and penalties are done, the rest sample on the device.
+  EXPECT_GT(device.sample_calls, 0);
+}
+
+TEST(SampleTokenWithDraw, IsSampleTokenWithTheDrawTakenFromTheStream) {
+  std::vector<float> logits(300);
+  Rng lr(3);
+  for (float& x : logits) x = static_cast<float>(lr.NextDouble() * 8.0 - 4.0);
+  for (int c = 0; c < 200; ++c) {
+    SamplingParams p;
+    p.temperature = c % 7 == 0 ? 0.f : 0.3f + 0.01f * c;
+    p.top_k = c % 3 == 0 ? 10 + c : 0;
+    p.top_p = c % 4 == 0 ? 0.8f : 1.f;
+    p.min_p = c % 5 == 0 ? 0.1f : 0.f;
+    Rng a(1000 + c), b(1000 + c);
+    const int want = SampleToken(logits.data(), 300, p, &a);
+    const double u = IsGreedy(p) ? 0.0 : b.NextDouble();
+    EXPECT_EQ(SampleTokenWithDraw(logits.data(), 300, p, u), want) << c;
+    EXPECT_EQ(a.NextU64(), b.NextU64()) << "the streams advanced differently, case " << c;
+  }
+}
+
+}  // namespace
+}  // namespace llmq
