@@ -183,7 +183,7 @@ class CudaBackendImpl final : public CudaBackend {
     attention_variant_ = t.attention_variant;
     prefill_gemm_min_rows_ = t.prefill_gemm_min_rows;
     cascade_ = t.cascade;
-    graphs_ = t.graphs;
+    graphs_ = t.graphs && graph_error_.empty();  // a refused capture is not retried
     cascade_min_keys_ = t.cascade_min_keys;
     profile_ = t.profile;
   }
@@ -219,6 +219,10 @@ class CudaBackendImpl final : public CudaBackend {
     if (!api) return Status::Unsupported("cuBLAS: " + why);
     LLMQ_CUBLAS_TRY(api->create(&cublas_));
     LLMQ_CUBLAS_TRY(api->set_stream(cublas_, stream_));
+    // A workspace of our own (set after the stream, which resets it): cuBLAS then allocates
+    // nothing per call, so neither a step nor a CUDA graph's capture grows device memory.
+    LLMQ_RETURN_IF_ERROR(blas_ws_.Reserve(kCublasWorkspace));
+    LLMQ_CUBLAS_TRY(api->set_workspace(cublas_, blas_ws_.p, kCublasWorkspace));
     return Status::Ok();
   }
 
@@ -414,6 +418,7 @@ class CudaBackendImpl final : public CudaBackend {
   // token budget) with as many logits rows take, plus the prefill path's largest scratch and the
   // attention workspace of a split decode step: kept out of the KV pool's budget.
   static constexpr int64_t kReserveTokens = 8192, kReserveLogitsRows = 256;
+  static constexpr int64_t kCublasWorkspace = int64_t{32} << 20;  // Hopper's recommended size
   int64_t ActivationReserve() const {
     const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, es = sizeof(T);
     const int64_t qkv_w = cfg_.q_dim() + 2 * cfg_.kv_dim();
@@ -422,7 +427,7 @@ class CudaBackendImpl final : public CudaBackend {
     const int64_t logits = kReserveLogitsRows * (4 * H + 4 * int64_t{cfg_.vocab_size});
     const int64_t attn_ws =
         kc::AttentionWorkspaceFloats(kReserveLogitsRows, cfg_.num_heads, cfg_.head_dim, 64) * 4;
-    return kReserveTokens * per_token + logits + kMaxPrefillScratch + attn_ws;
+    return kReserveTokens * per_token + logits + kMaxPrefillScratch + attn_ws + kCublasWorkspace;
   }
 
   // Activations for T tokens and L logits rows; grown on the first large steps, then reused.
@@ -532,15 +537,34 @@ class CudaBackendImpl final : public CudaBackend {
   Status Run(const StepBatch& b, const RowSampling* sampling = nullptr) {
     if (b.num_tokens() == 0) return Status::Ok();
     if (cache_.num_blocks == 0) return Status::Internal("Forward before AllocateKv");
-    // Decode steps replay a CUDA graph of their shape (cascade groups and profiling excepted: the
-    // one changes the launches from step to step, the other records events between them).
+    // Decode steps replay a CUDA graph of their shape, except steps with cascade groups (their
+    // launches change from step to step), when profiling (events between the launches) and when
+    // single rows would take the prefill path (its launch arguments are the step's positions).
     const int bucket = GraphBucketFor(b.num_seqs(), graph_buckets_);
-    if (graphs_ && b.decode_only && bucket > 0 && !profile_ &&
-        (b.prefix_groups.empty() || !cascade_))
+    if (graphs_ && b.decode_only && bucket > 0 && !profile_ && prefill_gemm_min_rows_ > 1 &&
+        !HasCascade(b))
       return RunGraph(b, sampling, bucket);
     StepLaunch s;
     LLMQ_RETURN_IF_ERROR(Prepare(b, sampling, 0, &s));
     return Enqueue(s);
+  }
+
+  // Whether `b` would run cascade attention (a group that saves enough key reads).
+  bool HasCascade(const StepBatch& b) const {
+    if (!cascade_ || b.prefix_groups.empty()) return false;
+    CudaStepPlan plan;
+    return PlanCudaStep(b, cfg_, PlanOptions(), &plan).ok() && !plan.cascade.empty();
+  }
+
+  CudaPlanOptions PlanOptions() const {
+    CudaPlanOptions po;
+    po.elem_size = sizeof(T);
+    po.block_size = cache_.block_size;
+    po.min_rows = prefill_gemm_min_rows_;
+    po.max_scratch = kMaxPrefillScratch;
+    po.cascade = cascade_;
+    po.cascade_min_keys = cascade_min_keys_;
+    return po;
   }
 
   // A decode step through the graph of (bucket, context): the step padded to that shape
@@ -550,7 +574,8 @@ class CudaBackendImpl final : public CudaBackend {
     int max_context = 0;
     for (int32_t p : b.positions) max_context = std::max(max_context, p + 1);
     const int ctx = GraphContext(max_context, cfg_.max_position_embeddings);
-    if (!PadDecodeStep(b, bucket, (ctx + cache_.block_size - 1) / cache_.block_size, &padded_)) {
+    if (!PadDecodeStep(b, bucket, (ctx + cache_.block_size - 1) / cache_.block_size,
+                       cache_.block_size, &padded_)) {
       StepLaunch eager;  // a table wider than the shape's: no graph for this step
       LLMQ_RETURN_IF_ERROR(Prepare(b, sampling, 0, &eager));
       return Enqueue(eager);
@@ -607,14 +632,26 @@ class CudaBackendImpl final : public CudaBackend {
 
   // What a captured graph has baked in: every buffer's address and the pool's shape. A step whose
   // buffers grew (a larger step came first) or whose pool was reallocated captures again.
+  // The tuning that decides the launches is part of it too.
   std::vector<const void*> Signature() const {
-    return {x_.p,          xn_.p,
-            qkv_.p,        attn_.p,
-            gu_.p,         act_.p,
-            xl_.p,         logits_.p,
-            meta_.p,       attn_ws_.p,
-            prefill_ws_.p, cache_.k,
-            cache_.v,      reinterpret_cast<const void*>(static_cast<intptr_t>(cache_.num_blocks))};
+    auto i = [](int64_t v) { return reinterpret_cast<const void*>(static_cast<intptr_t>(v)); };
+    return {x_.p,
+            xn_.p,
+            qkv_.p,
+            attn_.p,
+            gu_.p,
+            act_.p,
+            xl_.p,
+            logits_.p,
+            meta_.p,
+            attn_ws_.p,
+            prefill_ws_.p,
+            cache_.k,
+            cache_.v,
+            i(cache_.num_blocks),
+            i(cache_.block_size),
+            i(cache_.kv_heads),
+            i(attention_variant_)};
   }
 
   // Plans `b`, sizes the buffers and uploads its metadata (one copy): *s gets what the kernels
@@ -623,15 +660,8 @@ class CudaBackendImpl final : public CudaBackend {
   Status Prepare(const StepBatch& b, const RowSampling* sampling, int min_context, StepLaunch* s) {
     const int nt = b.num_tokens(), S = b.num_seqs(), L = static_cast<int>(b.logits_rows.size());
     const int qkv_w = cfg_.q_dim() + 2 * cfg_.kv_dim(), D = cfg_.head_dim;
-    CudaPlanOptions po;
-    po.elem_size = sizeof(T);
-    po.block_size = cache_.block_size;
-    po.min_rows = prefill_gemm_min_rows_;
-    po.max_scratch = kMaxPrefillScratch;
-    po.cascade = cascade_;
-    po.cascade_min_keys = cascade_min_keys_;
     CudaStepPlan plan;
-    LLMQ_RETURN_IF_ERROR(PlanCudaStep(b, cfg_, po, &plan));
+    LLMQ_RETURN_IF_ERROR(PlanCudaStep(b, cfg_, PlanOptions(), &plan));
     const int max_context = std::max(plan.max_context, min_context);
     const std::vector<int>& gemm_seqs = plan.prefill_seqs;
     const std::vector<int32_t>& rest = plan.rest_rows;
@@ -835,6 +865,7 @@ class CudaBackendImpl final : public CudaBackend {
   // chunk (a long context) goes to the per-row kernel.
   static constexpr int64_t kMaxPrefillScratch = int64_t{1} << 30;
   DeviceBuffer prefill_ws_;
+  DeviceBuffer blas_ws_;  // cuBLAS's workspace (kCublasWorkspace bytes)
   bool profile_ = false;
   std::vector<cudaEvent_t> events_;
   std::vector<Phase> phases_;  // the phase that begins at events_[i]

@@ -37,7 +37,7 @@ Status PlanCudaStep(const StepBatch& b, const ModelConfig& cfg, const CudaPlanOp
   // Cascade: decode-only steps only (row s is sequence s, and no row takes the prefill path). The
   // groups' blocks precede every member's query row (PrefixGroup's contract), so the shared keys
   // [0, shared_len) are in the cache before the step runs and no row's own range is empty.
-  if (opt.cascade && b.decode_only && !b.prefix_groups.empty()) {
+  if (opt.cascade && b.decode_only && plan.prefill_seqs.empty() && !b.prefix_groups.empty()) {
     for (const PrefixGroup& g : b.prefix_groups) {
       CascadePlan c;
       c.first_seq = g.first_seq;
@@ -67,10 +67,13 @@ int GraphContext(int max_context, int max_positions) {
   return std::max(1, std::min(ctx, max_positions));
 }
 
-bool PadDecodeStep(const StepBatch& b, int bucket, int max_blocks, StepBatch* out) {
+bool PadDecodeStep(const StepBatch& b, int bucket, int max_blocks, int block_size, StepBatch* out) {
   const int S = b.num_seqs();
-  if (!b.decode_only || b.num_tokens() != S || S > bucket || b.max_blocks > max_blocks)
-    return false;
+  if (!b.decode_only || b.num_tokens() != S || S > bucket) return false;
+  // Columns past max_blocks may be cut only where no position reaches them.
+  for (int32_t p : b.positions)
+    if (p / block_size >= max_blocks) return false;
+  const int copy = std::min(b.max_blocks, max_blocks);
   StepBatch& p = *out;
   p.Clear();
   p.token_ids = b.token_ids;
@@ -82,7 +85,7 @@ bool PadDecodeStep(const StepBatch& b, int bucket, int max_blocks, StepBatch* ou
   p.decode_only = true;
   p.block_tables.assign(static_cast<size_t>(bucket) * max_blocks, -1);
   for (int s = 0; s < S; ++s)
-    std::copy_n(b.block_tables.begin() + static_cast<size_t>(s) * b.max_blocks, b.max_blocks,
+    std::copy_n(b.block_tables.begin() + static_cast<size_t>(s) * b.max_blocks, copy,
                 p.block_tables.begin() + static_cast<size_t>(s) * max_blocks);
   for (int s = S; s < bucket; ++s) {
     p.token_ids.push_back(0);

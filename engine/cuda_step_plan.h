@@ -55,12 +55,13 @@ Status PlanCudaStep(const StepBatch& b, const ModelConfig& cfg, const CudaPlanOp
 int GraphContext(int max_context, int max_positions);
 
 // Pads a decode-only step to a graph's shape: `bucket` >= S sequences of one token each, block
-// tables of `max_blocks` columns (-1 padded), `bucket` logits rows. The real sequences and logits
-// rows come first, unchanged (so logits row i and id i are b's row i). A padding sequence has
-// token 0 at position 0, slot -1 (its K/V are written nowhere) and table [0, -1, ...] (it reads
-// block 0; its results are never used); the logits rows past b's are rows S, S + 1, ... and then
-// row 0 again. False (and *out unspecified) when b does not fit: not decode-only, more sequences
-// than `bucket`, or a table wider than max_blocks.
-bool PadDecodeStep(const StepBatch& b, int bucket, int max_blocks, StepBatch* out);
+// tables of `max_blocks` columns (-1 padded; a wider table is cut, the columns no position of the
+// step reaches, position / block_size >= max_blocks, being unread), `bucket` logits rows. The real
+// sequences and logits rows come first, unchanged (so logits row i and id i are b's row i). A
+// padding sequence has token 0 at position 0, slot -1 (its K/V are written nowhere) and table [0,
+// -1, ...] (it reads block 0; its results are never used); the logits rows past b's are rows S, S +
+// 1, ... and then row 0 again. False (and *out unspecified) when b does not fit: not decode-only,
+// more sequences than `bucket`, or a position past max_blocks x block_size.
+bool PadDecodeStep(const StepBatch& b, int bucket, int max_blocks, int block_size, StepBatch* out);
 
 }  // namespace llmq

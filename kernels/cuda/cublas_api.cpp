@@ -35,6 +35,7 @@ Loaded Load() {
   l.ok = Bind(lib, "cublasCreate_v2", &a.create, &l.why) &&
          Bind(lib, "cublasDestroy_v2", &a.destroy, &l.why) &&
          Bind(lib, "cublasSetStream_v2", &a.set_stream, &l.why) &&
+         Bind(lib, "cublasSetWorkspace_v2", &a.set_workspace, &l.why) &&
          Bind(lib, "cublasGemmEx", &a.gemm_ex, &l.why) &&
          Bind(lib, "cublasGemmStridedBatchedEx", &a.gemm_strided_batched_ex, &l.why) &&
          Bind(lib, "cublasGetStatusName", &a.status_name, &l.why) &&

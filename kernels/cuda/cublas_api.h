@@ -26,6 +26,7 @@ struct CublasApi {
   decltype(&cublasCreate_v2) create;
   decltype(&cublasDestroy_v2) destroy;
   decltype(&cublasSetStream_v2) set_stream;
+  decltype(&cublasSetWorkspace_v2) set_workspace;
   CublasGemmEx gemm_ex;
   CublasGemmStridedBatchedEx gemm_strided_batched_ex;
   decltype(&cublasGetStatusName) status_name;

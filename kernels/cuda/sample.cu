@@ -23,6 +23,7 @@ __device__ __forceinline__ uint32_t Ordered(float f) {
 // The order every filter and the draw walk: a larger key comes first (logit descending, then id
 // ascending). Unique per token.
 __device__ __forceinline__ uint64_t OrderKey(float logit, int id) {
+  if (logit == 0.f) logit = 0.f;  // -0 ranks with +0 (by id), as on the CPU
   return (static_cast<uint64_t>(Ordered(logit)) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(id));
 }
 __device__ __forceinline__ int IdOf(uint64_t key) {
@@ -181,6 +182,8 @@ __global__ void __launch_bounds__(kThreads)
 
 cudaError_t SampleRows(const float* logits, int n, int vocab, const SampleParams* params,
                        int32_t* ids, cudaStream_t stream) {
+  // Fixed-point sums reach vocab x 2^44: exact below 2^20 tokens.
+  if (vocab >= (1 << 20)) return cudaErrorInvalidValue;
   if (n > 0) SampleKernel<<<n, kThreads, 0, stream>>>(logits, vocab, params, ids);
   return cudaGetLastError();
 }

@@ -28,7 +28,8 @@ struct SampleParams {
   double u = 0.0;           // the row's draw in [0, 1)
 };
 
-// ids[r] = the token picked from logits[r, :] under params[r].
+// ids[r] = the token picked from logits[r, :] under params[r]. vocab < 2^20 (else
+// cudaErrorInvalidValue: the fixed-point sums would overflow).
 //   logits: [n, vocab] float;  params: [n] device;  ids: [n] device
 cudaError_t SampleRows(const float* logits, int n, int vocab, const SampleParams* params,
                        int32_t* ids, cudaStream_t stream);

@@ -314,22 +314,30 @@ TEST(CudaBackend, CopiedBlocksServeAsTheOriginals) {
   }
 }
 
-// Cascade attention: sequences whose block tables begin with the same physical blocks (a 48-token
+// Cascade attention: sequences whose block tables begin with the same physical blocks (a 512-token
 // prefix computed once, by sequence 0), each with its own suffix, then decode steps that carry
 // prefix groups. The logits with cascade attention match those without it and the CPU backend's,
-// for the whole batch in one group and for a group of some of the sequences.
+// for the whole batch in one group and for a group of some of the sequences, through both per-row
+// kernels (head_dim 64: the partition kernel; 4 context splits, 3 of them wholly inside the
+// shared prefix, so the cascade's partial is the fifth slot).
 TEST(CudaBackend, CascadeAttentionMatchesPagedAttentionAndTheCpu) {
   LLMQ_REQUIRE_GPU();
   ModelConfig cfg;
   DType dt;
   ASSERT_TRUE(ShapeConfig("tiny", &cfg, &dt).ok());
-  cfg.max_position_embeddings = 256;
+  cfg.hidden_size = 256;
+  cfg.intermediate_size = 512;
+  cfg.num_layers = 2;
+  cfg.num_heads = 4;
+  cfg.num_kv_heads = 2;
+  cfg.head_dim = 64;
+  cfg.max_position_embeddings = 1024;
   const std::string dir = std::string(LLMQ_TEST_TMP) + "/cuda_cascade";
   fs::create_directories(dir);
   ASSERT_TRUE(WriteRandomModel(cfg, DType::kF32, 5, dir).ok());
   std::unique_ptr<Weights> w;
   ASSERT_TRUE(Weights::Load(dir, cfg, &w).ok());
-  const int bs = 16, shared_blocks = 3, own = 4, n = 6, shared = shared_blocks * bs;
+  const int bs = 16, shared_blocks = 32, own = 4, n = 6, shared = shared_blocks * bs;
   const int max_blocks = shared_blocks + own;
   auto table = [&](int s) {
     std::vector<int32_t> t;
@@ -396,8 +404,9 @@ TEST(CudaBackend, CascadeAttentionMatchesPagedAttentionAndTheCpu) {
           const size_t sz = step.logits_rows.size() * cfg.vocab_size;
           std::vector<float> want(sz), plain(sz, NAN), cascade(sz, NAN);
           ASSERT_TRUE(cpu.Forward(step, want.data()).ok());
-          CudaTuning tune;
+          CudaTuning tune;  // eager both ways: graphs are tested on their own
           tune.attention_variant = variant;
+          tune.graphs = false;
           tune.cascade = false;
           gpu->SetTuning(tune);
           Status st = gpu->Forward(step, plain.data());
@@ -464,8 +473,8 @@ TEST(CudaBackend, ForwardSamplePicksTheHostSamplersIds) {
 }
 
 // CUDA graphs of decode steps: the same logits as eager steps (within the rounding of products
-// over a padded row count), as the batch shrinks (a smaller bucket), the context crosses a power
-// of two (a new shape) and the pool is reallocated (a buffer moved: captured again).
+// over a padded row count) as the context crosses a power of two (a new shape) and the batch
+// shrinks (a smaller bucket); then a new pool and ForwardSample through a graph.
 TEST(CudaBackend, DecodeGraphsGiveTheEagerLogits) {
   LLMQ_GPU_AND_SHARED_MODEL("stories260K", dir, cfg, w);
   for (Precision p : {Precision::kFp32, Precision::kBf16}) {
@@ -477,26 +486,23 @@ TEST(CudaBackend, DecodeGraphsGiveTheEagerLogits) {
     off.graphs = false;
     eager->SetTuning(off);
     const int max_len = 300;
-    Driver d(16, max_len, 5);
+    Driver d(16, max_len, 5);  // tables of 19 blocks: cut to the shape's columns
     for (auto* be : {graph.get(), eager.get()})
       ASSERT_TRUE(be->AllocateKv(d.num_blocks(), 16).ok());
     for (int s = 0; s < 5; ++s)
       for (int i = 0; i < 200 + 11 * s; ++i) d.tokens[s].push_back(1 + (i * 31 + s * 17) % 500);
-    // Prefill (eager in both), then decode: 5 sequences, then 3 (the others done).
+    // Prefill (eager in both), then decode steps.
     StepBatch b = d.Step(1 << 20, false);
     std::vector<float> a(b.logits_rows.size() * cfg.vocab_size), e(a.size());
     ASSERT_TRUE(graph->Forward(b, a.data()).ok());
     ASSERT_TRUE(eager->Forward(b, e.data()).ok());
     d.Advance(1 << 20);
-    int64_t captures = graph->graph_captures();
-    EXPECT_EQ(captures, 0);
-    for (int step = 0; step < 60; ++step) {
+    EXPECT_EQ(graph->graph_captures(), 0);
+    // Sequence s decodes at position 200 + 11 s + step. Shapes (bucket, context): 5 sequences,
+    // (8, 256) to step 11, (8, 512) from step 12 (sequence 4 at 256); from step 30 sequences 0-2:
+    // (4, 256) to step 33, (4, 512) from step 34 (sequence 2 at 256).
+    for (int step = 0; step < 45; ++step) {
       if (step == 30) d.tokens.resize(3);
-      if (step == 45) {  // a new pool: every graph's buffers moved
-        for (auto* be : {graph.get(), eager.get()})
-          ASSERT_TRUE(be->AllocateKv(d.num_blocks(), 16).ok());
-        break;  // (the cache is gone with it; the loop below starts over)
-      }
       for (auto& t : d.tokens) t.push_back(1 + (step * 7 + static_cast<int>(t.size())) % 500);
       b = d.Step(1, true);
       b.decode_only = true;
@@ -508,12 +514,13 @@ TEST(CudaBackend, DecodeGraphsGiveTheEagerLogits) {
       d.Advance(1);
     }
     EXPECT_TRUE(graph->graph_error().empty()) << graph->graph_error();
-    // Shapes: (8, 256) for 5 sequences at contexts up to 256, (8, 512) past it, (4, 512) for 3.
-    EXPECT_EQ(graph->graph_captures(), captures + 3);
-    // ForwardSample through a graph picks the eager argmax for greedy rows.
-    std::vector<RowSampling> rows(b.logits_rows.size());
-    std::vector<int32_t> ids(rows.size()), want(rows.size());
-    for (auto& t : d.tokens) t.assign(t.begin(), t.begin() + 20);
+    EXPECT_EQ(graph->graph_captures(), 4);
+    EXPECT_EQ(eager->graph_captures(), 0);
+    // A new pool (the graphs' cache pointers may move: captured again if so), a new prefill, and
+    // a sampled decode step through the (4, 256) graph: greedy rows give the eager argmax.
+    for (auto* be : {graph.get(), eager.get()})
+      ASSERT_TRUE(be->AllocateKv(d.num_blocks(), 16).ok());
+    for (auto& t : d.tokens) t.resize(20);
     d.fed.assign(d.tokens.size(), 0);
     b = d.Step(1 << 20, false);
     ASSERT_TRUE(graph->Forward(b, a.data()).ok());
@@ -522,9 +529,12 @@ TEST(CudaBackend, DecodeGraphsGiveTheEagerLogits) {
     for (auto& t : d.tokens) t.push_back(5);
     b = d.Step(1, false);
     b.decode_only = true;
+    std::vector<RowSampling> rows(b.logits_rows.size());  // greedy
+    std::vector<int32_t> ids(rows.size(), -1), want(rows.size(), -2);
     ASSERT_TRUE(graph->ForwardSample(b, rows.data(), ids.data()).ok());
     ASSERT_TRUE(eager->ForwardArgmax(b, want.data()).ok());
     EXPECT_EQ(ids, want);
+    EXPECT_LE(graph->graph_captures(), 5);
   }
 }
 

@@ -4,6 +4,7 @@
 // on every run. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/sampler.h"

@@ -115,6 +115,10 @@ TEST(CudaStepPlan, CascadeIsOffForMixedStepsWhenDisabledAndWhenScratchDoesNotFit
   o = Opt(2, kc::CascadeScratchBytes(4, 128, 8, 2, 64, 2) - 1);
   ASSERT_TRUE(PlanCudaStep(b, Shape(), o, &plan).ok());
   EXPECT_TRUE(plan.cascade.empty());
+  o = Opt(2, int64_t{1} << 30);
+  o.min_rows = 1;  // single rows through the prefill path: no cascade (its rows are elsewhere)
+  ASSERT_TRUE(PlanCudaStep(b, Shape(), o, &plan).ok());
+  EXPECT_TRUE(plan.cascade.empty());
   b.decode_only = false;  // a step with prefill chunks: no cascade
   ASSERT_TRUE(PlanCudaStep(b, Shape(), Opt(2, int64_t{1} << 30), &plan).ok());
   EXPECT_TRUE(plan.cascade.empty());
@@ -136,7 +140,7 @@ TEST(CudaGraphShape, PaddingKeepsTheRealRowsFirstAndWritesNothing) {
   b.block_tables = {7, 8, 9, 4, 5, -1, 1, 2, 3};
   b.logits_rows = {0, 2};  // row 1 samples nothing this step
   StepBatch p;
-  ASSERT_TRUE(PadDecodeStep(b, 8, 16, &p));
+  ASSERT_TRUE(PadDecodeStep(b, 8, 16, 16, &p));
   EXPECT_EQ(p.num_seqs(), 8);
   EXPECT_EQ(p.num_tokens(), 8);
   EXPECT_EQ(p.max_blocks, 16);
@@ -155,11 +159,16 @@ TEST(CudaGraphShape, PaddingKeepsTheRealRowsFirstAndWritesNothing) {
   EXPECT_EQ(p.block_tables[16 + 3], -1);
   EXPECT_EQ(p.logits_rows, (std::vector<int32_t>{0, 2, 3, 4, 5, 6, 7, 0}));
   EXPECT_EQ(p.query_start.back(), 8);
-  // What does not fit: a wider table, more sequences than the bucket, a prefill chunk.
-  EXPECT_FALSE(PadDecodeStep(b, 8, 2, &p));
-  EXPECT_FALSE(PadDecodeStep(b, 2, 16, &p));
+  // What does not fit: a position past the shape's columns (40 / 16 = column 2), more sequences
+  // than the bucket, a prefill chunk.
+  EXPECT_FALSE(PadDecodeStep(b, 8, 2, 16, &p));
+  EXPECT_FALSE(PadDecodeStep(b, 2, 16, 16, &p));
+  // A table wider than the shape is cut where no position reaches.
+  b.positions.assign(3, 20);
+  ASSERT_TRUE(PadDecodeStep(b, 4, 2, 16, &p));
+  EXPECT_EQ(p.block_tables, (std::vector<int32_t>{7, 8, 4, 5, 1, 2, 0, -1}));
   b.decode_only = false;
-  EXPECT_FALSE(PadDecodeStep(b, 8, 16, &p));
+  EXPECT_FALSE(PadDecodeStep(b, 8, 16, 16, &p));
 }
 
 TEST(CudaLaunchMath, SplitsFillTheDeviceAndPartitionsStayWithinTheirLimit) {
