@@ -309,6 +309,9 @@ int Main(int argc, char** argv) {
     const StepBatch step = B.Step(seqs, 1, cfg.vocab_size, 2);
     const std::string title = "decode batch " + std::to_string(batch);
     TimeStep(*be, step, quick ? 5 : 20, title + ", online-softmax attention", Online());
+    CudaTuning wide;
+    wide.attention_variant = kernels::cuda::kVariantPartitionWide;
+    TimeStep(*be, step, quick ? 5 : 20, title + ", partition kernel, 2 keys per group", wide);
     CudaTuning eager;
     eager.graphs = false;
     TimeStep(*be, step, quick ? 5 : 20, title + ", eager (no CUDA graph)", eager);

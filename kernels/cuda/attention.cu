@@ -150,8 +150,10 @@ __global__ void __launch_bounds__(32 * kWarps)
 //   3. Values: warp w takes keys w, w + 4, ...; lane l holds dims [l * D/32, ...) of every head's
 //      weighted sum; the loads of 4 keys are issued before their use. The 4 warps' sums are then
 //      added through shared memory.
-// No running max is corrected key by key, so nothing serialises the loads.
-template <class T, int DPG, int GC>
+// No running max is corrected key by key, so nothing serialises the loads. KPG: keys a group loads
+// before it reduces any (phase 1), and 4 x KPG value rows a warp loads before it adds any (phase
+// 3): more bytes in flight per SM for more registers (kVariantPartitionWide: KPG = 2).
+template <class T, int DPG, int GC, int KPG>
 __global__ void __launch_bounds__(128)
     PartitionKernel(AttentionArgs a, KvCache<T> c, int layer, int chunks, int part_len, T* out,
                     float* ws) {
@@ -183,27 +185,36 @@ __global__ void __launch_bounds__(128)
       q[i][k] = i < nheads ? a.q[t * a.q_stride + (h0 + i) * D + gl * DPG + k] * a.scale : 0.f;
 
   // 1. Scores. The loop is uniform across the warp (the shuffles need every lane); a group whose
-  // key is past the end computes on zeros and stores nothing.
-  for (int jb = warp * 4; jb < n; jb += 16) {
-    const int j = jb + grp;
-    float kx[DPG];
-    if (j < n) {
-      const int key = k0 + j;
-      LoadN<T, DPG>(
-          c.k + c.Index(layer, table[key / c.block_size], kvh, key % c.block_size) + gl * DPG, kx);
-    } else {
+  // key is past the end computes on zeros and stores nothing. Iteration base jb: warp w takes
+  // keys [jb, jb + 4 KPG), group g key jb + 4u + g of them; the block covers 16 KPG keys.
+  for (int jb = warp * 4 * KPG; jb < n; jb += 16 * KPG) {
+    float kx[KPG][DPG];
 #pragma unroll
-      for (int k = 0; k < DPG; ++k) kx[k] = 0.f;
+    for (int u = 0; u < KPG; ++u) {
+      const int j = jb + 4 * u + grp;
+      if (j < n) {
+        const int key = k0 + j;
+        LoadN<T, DPG>(
+            c.k + c.Index(layer, table[key / c.block_size], kvh, key % c.block_size) + gl * DPG,
+            kx[u]);
+      } else {
+#pragma unroll
+        for (int k = 0; k < DPG; ++k) kx[u][k] = 0.f;
+      }
     }
 #pragma unroll
-    for (int i = 0; i < GC; ++i) {
-      float s = 0.f;
+    for (int u = 0; u < KPG; ++u) {
+      const int j = jb + 4 * u + grp;
 #pragma unroll
-      for (int k = 0; k < DPG; ++k) s += q[i][k] * kx[k];
-      s += __shfl_xor_sync(0xffffffffu, s, 4);
-      s += __shfl_xor_sync(0xffffffffu, s, 2);
-      s += __shfl_xor_sync(0xffffffffu, s, 1);
-      if (gl == 0 && j < n) scores[i * part_len + j] = s;
+      for (int i = 0; i < GC; ++i) {
+        float s = 0.f;
+#pragma unroll
+        for (int k = 0; k < DPG; ++k) s += q[i][k] * kx[u][k];
+        s += __shfl_xor_sync(0xffffffffu, s, 4);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        if (gl == 0 && j < n) scores[i * part_len + j] = s;
+      }
     }
   }
   __syncthreads();
@@ -231,7 +242,7 @@ __global__ void __launch_bounds__(128)
   for (int i = 0; i < GC; ++i)
 #pragma unroll
     for (int k = 0; k < DPL; ++k) acc[i][k] = 0.f;
-  constexpr int U = 4;  // keys whose loads are in flight together
+  constexpr int U = 4 * KPG;  // keys whose loads are in flight together
   for (int j = warp; j < n; j += 4 * U) {
     float vx[U][DPL];
 #pragma unroll
@@ -326,21 +337,29 @@ int PartLen(const AttentionArgs& a) {
   return (len + 31) / 32 * 32;
 }
 
-template <class T, int DPG, int GC>
-cudaError_t LaunchPartition(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
-                            cudaStream_t stream) {
+template <class T, int DPG, int GC, int KPG>
+cudaError_t LaunchPartitionKpg(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
+                               cudaStream_t stream) {
   constexpr int D = 8 * DPG;
   const int G = a.num_heads / c.kv_heads, chunks = (G + GC - 1) / GC;
   const int part_len = PartLen(a);
   const size_t smem = sizeof(float) * (GC * part_len + 4 * GC * D + 2 * GC);
   if (smem > 48 * 1024) return cudaErrorInvalidValue;  // PartitionFits keeps it under
   const dim3 grid(a.num_tokens, c.kv_heads * chunks, a.num_splits);
-  PartitionKernel<T, DPG, GC>
+  PartitionKernel<T, DPG, GC, KPG>
       <<<grid, 128, smem, stream>>>(a, c, layer, chunks, part_len, out, a.workspace);
   if (a.slot_stride() > 1)
     MergeSplitsKernel<T><<<dim3(a.num_tokens, a.num_heads), 128, 0, stream>>>(
         a.workspace, a.rows, a.key_begin, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
   return cudaGetLastError();
+}
+
+template <class T, int DPG, int GC>
+cudaError_t LaunchPartition(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
+                            cudaStream_t stream) {
+  return a.variant == kVariantPartitionWide
+             ? LaunchPartitionKpg<T, DPG, GC, 2>(a, c, layer, out, stream)
+             : LaunchPartitionKpg<T, DPG, GC, 1>(a, c, layer, out, stream);
 }
 
 template <class T, int DPG>
@@ -395,7 +414,7 @@ cudaError_t PagedAttention(const AttentionArgs& a, const KvCache<T>& c, int laye
     return cudaErrorInvalidValue;
   const int D = c.head_dim;
   const bool partition =
-      a.variant == kVariantPartition ||
+      a.variant == kVariantPartition || a.variant == kVariantPartitionWide ||
       (a.variant == kVariantAuto && PartitionFits(D, a.max_context, a.num_splits));
   if (partition) {
     if (!PartitionFits(D, a.max_context, a.num_splits)) return cudaErrorInvalidValue;

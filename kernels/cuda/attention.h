@@ -51,6 +51,7 @@ constexpr int kVariantAuto = 0;
 constexpr int kVariantOnline = 1;           // a running max per key tile of 4 (2 for wide heads)
 constexpr int kVariantOnlineSingleKey = 2;  // the same, one key at a time
 constexpr int kVariantPartition = 3;        // scores, softmax, then values, per partition
+constexpr int kVariantPartitionWide = 4;    // the same with twice the K and V rows in flight
 constexpr int kMaxPartLen = 512;
 
 // True when the partition kernel serves head_dim and the partitions are short enough.

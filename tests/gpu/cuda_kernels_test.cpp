@@ -280,8 +280,10 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
          {std::pair{1, kc::kVariantOnline}, std::pair{3, kc::kVariantOnline},
           std::pair{8, kc::kVariantOnline}, std::pair{1, kc::kVariantOnlineSingleKey},
           std::pair{3, kc::kVariantOnlineSingleKey}, std::pair{2, kc::kVariantPartition},
-          std::pair{5, kc::kVariantPartition}, std::pair{9, kc::kVariantAuto}}) {
-      if (variant == kc::kVariantPartition && !part) continue;
+          std::pair{5, kc::kVariantPartition}, std::pair{2, kc::kVariantPartitionWide},
+          std::pair{5, kc::kVariantPartitionWide}, std::pair{9, kc::kVariantAuto}}) {
+      if ((variant == kc::kVariantPartition || variant == kc::kVariantPartitionWide) && !part)
+        continue;
       kc::AttentionArgs a = make_args(T_rows, splits);
       a.variant = variant;
       DevArray<float> ws(kc::AttentionWorkspaceFloats(T_rows, s.nh, D, splits));
