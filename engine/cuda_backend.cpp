@@ -177,6 +177,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
   std::string device_name() const override { return device_name_; }
   int64_t graph_captures() const override { return graph_captures_; }
+  int64_t graph_replays() const override { return graph_replays_; }
   std::string graph_error() const override { return graph_error_; }
 
   void SetTuning(const CudaTuning& t) override {
@@ -427,7 +428,7 @@ class CudaBackendImpl final : public CudaBackend {
     const int64_t logits = kReserveLogitsRows * (4 * H + 4 * int64_t{cfg_.vocab_size});
     const int64_t attn_ws =
         kc::AttentionWorkspaceFloats(kReserveLogitsRows, cfg_.num_heads, cfg_.head_dim, 64) * 4;
-    return kReserveTokens * per_token + logits + kMaxPrefillScratch + attn_ws + kCublasWorkspace;
+    return kReserveTokens * per_token + logits + kMaxPrefillScratch + attn_ws;
   }
 
   // Activations for T tokens and L logits rows; grown on the first large steps, then reused.
@@ -591,8 +592,9 @@ class CudaBackendImpl final : public CudaBackend {
     if (!g.exec || g.sig != sig) {
       if (g.exec) cudaGraphExecDestroy(g.exec);
       g.exec = nullptr;
-      const Status captured = Capture(s, &g.exec);
-      if (!captured.ok()) {
+      bool refused = false;
+      const Status captured = Capture(s, &g.exec, &refused);
+      if (refused) {
         // A capture this device or driver refuses: the step (and every later one) runs eagerly,
         // which computes the same; the reason is kept for reports.
         graphs_ = false;
@@ -601,29 +603,35 @@ class CudaBackendImpl final : public CudaBackend {
         LLMQ_RETURN_IF_ERROR(Prepare(b, sampling, 0, &eager));
         return Enqueue(eager);
       }
+      LLMQ_RETURN_IF_ERROR(captured);  // a launch's own error (bad arguments), as eagerly
       g.sig = sig;
       ++graph_captures_;
     }
     LLMQ_CUDA_TRY(cudaGraphLaunch(g.exec, stream_));
+    ++graph_replays_;
     return Status::Ok();
   }
 
   // Captures Enqueue(s) on the stream into an executable graph. The capture is ended whatever
-  // happens, so the stream is usable after a failure.
-  Status Capture(const StepLaunch& s, cudaGraphExec_t* exec) {
+  // happens, so the stream is usable after a failure. *refused: the capture itself failed (an
+  // operation it cannot hold, or instantiation); otherwise a non-OK Status is a launch's error.
+  Status Capture(const StepLaunch& s, cudaGraphExec_t* exec, bool* refused) {
+    *refused = false;
     LLMQ_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     const Status enq = Enqueue(s);
     cudaGraph_t graph = nullptr;
     const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
     cudaGetLastError();  // a failed capture's error is reported here, not by the next launch
-    if (!enq.ok() || end != cudaSuccess) {
+    if (end != cudaSuccess || !enq.ok()) {
       if (graph) cudaGraphDestroy(graph);
-      return enq.ok() ? CudaError("cudaStreamEndCapture", __FILE__, __LINE__, end) : enq;
+      *refused = end != cudaSuccess;
+      return end != cudaSuccess ? CudaError("cudaStreamEndCapture", __FILE__, __LINE__, end) : enq;
     }
     const cudaError_t inst = cudaGraphInstantiate(exec, graph, 0);
     cudaGraphDestroy(graph);
     if (inst != cudaSuccess) {
       *exec = nullptr;
+      *refused = true;
       cudaGetLastError();
       return CudaError("cudaGraphInstantiate", __FILE__, __LINE__, inst);
     }
@@ -645,7 +653,6 @@ class CudaBackendImpl final : public CudaBackend {
             logits_.p,
             meta_.p,
             attn_ws_.p,
-            prefill_ws_.p,
             cache_.k,
             cache_.v,
             i(cache_.num_blocks),
@@ -857,7 +864,7 @@ class CudaBackendImpl final : public CudaBackend {
   bool graphs_ = true;
   std::vector<int> graph_buckets_ = DefaultGraphBuckets(512);
   std::map<std::pair<int, int>, Graph> graphs_cache_;
-  int64_t graph_captures_ = 0;
+  int64_t graph_captures_ = 0, graph_replays_ = 0;
   std::string graph_error_;               // why graphs were turned off, if they were
   StepBatch padded_;                      // RunGraph's scratch
   std::vector<RowSampling> padded_rows_;  // RunGraph's scratch

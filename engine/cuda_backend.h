@@ -55,6 +55,8 @@ class CudaBackend : public Backend {
   virtual std::string TakeProfile(int steps, std::map<std::string, double>* ms = nullptr) = 0;
   // CUDA graphs captured so far (a shape's first step, or after a buffer it reads moved).
   virtual int64_t graph_captures() const = 0;
+  // Steps that ran as a graph's replay.
+  virtual int64_t graph_replays() const = 0;
   // Why CUDA graphs were turned off (a capture the driver refused), or empty.
   virtual std::string graph_error() const = 0;
   // The device's name and multiprocessor count, for reports.

@@ -516,6 +516,7 @@ TEST(CudaBackend, DecodeGraphsGiveTheEagerLogits) {
     }
     EXPECT_TRUE(graph->graph_error().empty()) << graph->graph_error();
     EXPECT_EQ(graph->graph_captures(), 4);
+    EXPECT_EQ(graph->graph_replays(), 45);  // every decode step
     EXPECT_EQ(eager->graph_captures(), 0);
     // A new pool (the graphs' cache pointers may move: captured again if so), a new prefill, and
     // a sampled decode step through the (4, 256) graph: greedy rows give the eager argmax.
@@ -532,7 +533,9 @@ TEST(CudaBackend, DecodeGraphsGiveTheEagerLogits) {
     b.decode_only = true;
     std::vector<RowSampling> rows(b.logits_rows.size());  // greedy
     std::vector<int32_t> ids(rows.size(), -1), want(rows.size(), -2);
+    const int64_t replays = graph->graph_replays();
     ASSERT_TRUE(graph->ForwardSample(b, rows.data(), ids.data()).ok());
+    EXPECT_EQ(graph->graph_replays(), replays + 1);
     ASSERT_TRUE(eager->ForwardArgmax(b, want.data()).ok());
     EXPECT_EQ(ids, want);
     EXPECT_LE(graph->graph_captures(), 5);
