@@ -21,6 +21,7 @@
 
 #include "engine/backend.h"
 #include "engine/block_manager.h"
+#include "engine/host_memory.h"
 #include "engine/model_config.h"
 #include "engine/model_runner.h"
 #include "engine/prefix_planner.h"
@@ -34,12 +35,20 @@ namespace llmq {
 struct EngineOptions {
   int block_size = 16;
   int num_blocks = 0;  // 0: from the backend's budget, else kv_memory_bytes (PlanKvPool)
+  // The CPU's KV pool (a GPU backend's budget comes first); 0: sized from host_memory.
   int64_t kv_memory_bytes = int64_t{1} << 30;
-  // The share of device memory a GPU backend may fill (weights, activations and the KV pool):
-  // Backend::KvBudgetBytes. 0 < u <= 1.
+  // The share of the memory the backend may fill (weights, activations and the KV pool): of the
+  // device for a GPU backend (Backend::KvBudgetBytes), of host_memory for the CPU backend's
+  // default pool (HostKvBudget). 0 < u <= 1.
   double gpu_memory_utilization = 0.9;
+  // The memory the process may take, read before the weights were loaded (ReadHostMemory), for
+  // kv_memory_bytes 0; bytes 0: read when the engine is created.
+  HostMemory host_memory;
   bool enable_prefix_cache = true;
   bool enable_planner = true;
+  // Steps carry their prefix groups (StepBatch::prefix_groups), so that decode reads a group's
+  // shared prefix blocks once per step rather than once per sequence. Outputs do not depend on it.
+  bool shared_prefix_attention = true;
   SchedulerOptions scheduler;
   // The window planner; null: PlanPrefixes. An exception from it falls back to arrival order.
   std::function<Plan(const std::vector<std::span<const int32_t>>&, int block_size)> planner;
@@ -63,8 +72,11 @@ struct KvPoolPlan {
 };
 // EngineOptions::num_blocks when set; else the backend's KvBudgetBytes(gpu_memory_utilization)
 // when it has one (InvalidArgument when that leaves no room for one block: the weights fill the
-// device); else kv_memory_bytes.
-Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* out);
+// device); else kv_memory_bytes when > 0; else HostKvBudget of the host memory, the backend's
+// weight_bytes() and StepWorkingBytes (InvalidArgument when that leaves no room for one block),
+// capped by `max_context` (the model's; 0: no cap).
+Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* out,
+                  int max_context = 0);
 
 struct RequestState;
 

@@ -38,7 +38,7 @@ void ModelRunner::Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
       samplers->push_back(s.seq);
     }
   }
-  DetectPrefixGroups(block_size_, b);
+  if (groups_) DetectPrefixGroups(block_size_, b);
 }
 
 Status ModelRunner::Run(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers) {
