@@ -32,6 +32,7 @@ struct LlmqConfig {
   bool enable_prefix_caching = true;    // engine.enable_prefix_caching
   bool enable_planner = true;           // engine.enable_planner
   bool shared_prefix_attention = true;  // engine.shared_prefix_attention
+  bool profile = false;                 // llmq run --profile (not a config key)
   // engine.backend: auto (CUDA when built with it and a device is present, else CPU) | cpu | cuda.
   BackendKind backend = BackendKind::kAuto;
   Precision precision = Precision::kBf16;  // engine.precision: bf16 | fp32 (GPU only)

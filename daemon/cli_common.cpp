@@ -129,6 +129,7 @@ EngineOptions EngineOptionsFrom(const LlmqConfig& cfg) {
   o.enable_prefix_cache = cfg.enable_prefix_caching;
   o.enable_planner = cfg.enable_planner;
   o.shared_prefix_attention = cfg.shared_prefix_attention;
+  o.profile = cfg.profile;
   o.scheduler.max_num_seqs = cfg.max_num_seqs;
   o.scheduler.max_num_batched_tokens = cfg.max_num_batched_tokens;
   return o;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/status.h"
+#include "engine/step_profile.h"
 
 namespace llmq {
 
@@ -88,6 +89,12 @@ class Backend {
   // weights and the KV pool (activations, logits, scratch), for a backend whose pool is sized from
   // the host's memory (the CPU backend; PlanKvPool). 0: none (a GPU's reserve is in its budget).
   virtual int64_t StepWorkingBytes(int max_tokens, int max_seqs) const { return 0; }
+  // Where the forward pass's time goes is added to *p from now on (null: not timed); a backend
+  // that does not split its forward pass ignores it.
+  void set_profile(StepProfile* p) { profile_ = p; }
+
+ protected:
+  StepProfile* profile_ = nullptr;
 };
 
 }  // namespace llmq

@@ -169,6 +169,15 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   ab.num_groups = static_cast<int>(groups_.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const size_t layer_floats = static_cast<size_t>(num_blocks_) * kvd * block_size_;
+  // Profile (Backend::set_profile): the GEMMs by kind of step, and attention.
+  double* gemm_s =
+      profile_ ? (b.decode_only ? &profile_->decode_gemm_s : &profile_->prefill_gemm_s) : nullptr;
+  double* attention_s = profile_ ? &profile_->attention_s : nullptr;
+  auto gemm = [&](const float* a, int64_t lda, int64_t m, const kernels::PackedWeight& w, float* c,
+                  int64_t ldc) {
+    ScopedTimer t(gemm_s);
+    kernels::Gemm(a, lda, static_cast<int>(m), w, c, ldc);
+  };
 
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const Layer& L = layers_[l];
@@ -176,7 +185,7 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
                         block_size_, cfg_.num_kv_heads, D};
     // Attention block.
     kernels::RmsNorm(x_.data(), L.attn_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());
-    kernels::Gemm(xn_.data(), H, T, L.qkv, qkv_.data(), qkv_w);
+    gemm(xn_.data(), H, T, L.qkv, qkv_.data(), qkv_w);
     if (!L.qkv_bias.empty())
       kernels::AddBias(qkv_.data(), T, qkv_w, L.qkv_bias.data(), static_cast<int>(qkv_w));
     if (!L.q_norm.empty()) {
@@ -188,15 +197,19 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
     kernels::Rope(qkv_.data(), T, qkv_w, cfg_.num_heads, D, b.positions.data(), cos_sin_.data());
     kernels::Rope(qkv_.data() + qd, T, qkv_w, cfg_.num_kv_heads, D, b.positions.data(),
                   cos_sin_.data());
-    kernels::WriteKv(kv, qkv_.data() + qd, qkv_.data() + qd + kvd, qkv_w, b.slot_mapping.data(), T);
-    kernels::PagedAttention(ab, kv, qkv_.data(), qkv_w, cfg_.num_heads, scale, attn_.data());
-    kernels::Gemm(attn_.data(), qd, T, L.o, proj_.data(), H);
+    {
+      ScopedTimer t(attention_s);
+      kernels::WriteKv(kv, qkv_.data() + qd, qkv_.data() + qd + kvd, qkv_w, b.slot_mapping.data(),
+                       T);
+      kernels::PagedAttention(ab, kv, qkv_.data(), qkv_w, cfg_.num_heads, scale, attn_.data());
+    }
+    gemm(attn_.data(), qd, T, L.o, proj_.data(), H);
     kernels::AddInPlace(x_.data(), proj_.data(), T * H);
     // MLP block.
     kernels::RmsNorm(x_.data(), L.mlp_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());
-    kernels::Gemm(xn_.data(), H, T, L.gate_up, gu_.data(), 2 * I);
+    gemm(xn_.data(), H, T, L.gate_up, gu_.data(), 2 * I);
     kernels::SiluMul(gu_.data(), T, I, act_.data());
-    kernels::Gemm(act_.data(), I, T, L.down, proj_.data(), H);
+    gemm(act_.data(), I, T, L.down, proj_.data(), H);
     kernels::AddInPlace(x_.data(), proj_.data(), T * H);
   }
   // Final norm and LM head, for the rows that sample only.
@@ -204,7 +217,7 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   for (int64_t i = 0; i < nl; ++i)
     std::memcpy(&proj_[i * H], &x_[static_cast<int64_t>(b.logits_rows[i]) * H], H * sizeof(float));
   kernels::RmsNorm(proj_.data(), final_norm_.data(), nl, H, cfg_.rms_norm_eps, xn_.data());
-  kernels::Gemm(xn_.data(), H, static_cast<int>(nl), lm_head_, logits, cfg_.vocab_size);
+  gemm(xn_.data(), H, nl, lm_head_, logits, cfg_.vocab_size);
   return Status::Ok();
 }
 

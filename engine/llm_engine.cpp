@@ -140,6 +140,7 @@ Status LlmEngine::Create(const ModelConfig& cfg, Backend* backend, const Tokeniz
   KvPoolPlan pool;
   LLMQ_RETURN_IF_ERROR(PlanKvPool(*backend, opt, &pool, cfg.max_position_embeddings));
   std::unique_ptr<LlmEngine> e(new LlmEngine(cfg, backend, tokenizer, opt, pool));
+  backend->set_profile(opt.profile ? &e->profile_ : nullptr);
   if (Status st = backend->AllocateKv(e->blocks_.num_blocks(), opt.block_size); !st.ok())
     return Status::Internal("KV cache of " + std::to_string(e->blocks_.num_blocks()) +
                             " blocks: " + st.message());
@@ -147,7 +148,9 @@ Status LlmEngine::Create(const ModelConfig& cfg, Backend* backend, const Tokeniz
   return Status::Ok();
 }
 
-LlmEngine::~LlmEngine() = default;
+LlmEngine::~LlmEngine() {
+  if (opt_.profile) backend_->set_profile(nullptr);  // the backend may outlive the engine
+}
 
 size_t LlmEngine::bookkeeping_size() const {
   return requests_.size() + window_.size() + reports_.size() + planned_.size() + groups_.size() +
@@ -558,18 +561,29 @@ void LlmEngine::Postprocess(std::vector<RequestOutput>* out) {
 }
 
 Status LlmEngine::Step(std::vector<RequestOutput>* out) {
-  const Status planned = PlanWindow();
-  std::move(reports_.begin(), reports_.end(), std::back_inserter(*out));
-  reports_.clear();
-  Materialize();
-  Schedule();
+  Status planned;
+  {
+    ScopedTimer t(opt_.profile ? &profile_.schedule_s : nullptr);
+    planned = PlanWindow();
+    std::move(reports_.begin(), reports_.end(), std::back_inserter(*out));
+    reports_.clear();
+    Materialize();
+    Schedule();
+  }
   if (sched_.seqs.empty()) return planned;
   ++stats_.steps;
-  if (const Status ran = Run(); !ran.ok()) {
+  profile_.steps += opt_.profile;
+  Status ran;
+  {
+    ScopedTimer t(opt_.profile ? &profile_.forward_s : nullptr);
+    ran = Run();
+  }
+  if (!ran.ok()) {
     FailStep(ran, out);
     return Status::Internal("backend: " + ran.message() +
                             (planned.ok() ? "" : "; " + planned.message()));
   }
+  ScopedTimer t(opt_.profile ? &profile_.sample_s : nullptr);
   Postprocess(out);
   return planned;
 }

@@ -49,6 +49,9 @@ struct EngineOptions {
   // Steps carry their prefix groups (StepBatch::prefix_groups), so that decode reads a group's
   // shared prefix blocks once per step rather than once per sequence. Outputs do not depend on it.
   bool shared_prefix_attention = true;
+  // Time the steps' phases (LlmEngine::profile(); the backend's forward too): a few clock reads a
+  // step.
+  bool profile = false;
   SchedulerOptions scheduler;
   // The window planner; null: PlanPrefixes. An exception from it falls back to arrival order.
   std::function<Plan(const std::vector<std::span<const int32_t>>&, int block_size)> planner;
@@ -124,6 +127,8 @@ class LlmEngine {
     return std::min(cfg_.max_position_embeddings, blocks_.num_blocks() * blocks_.block_size());
   }
   const EngineStats& stats() const { return stats_; }
+  // Where the steps' time went; all zero unless EngineOptions::profile.
+  const StepProfile& profile() const { return profile_; }
   const KvPoolPlan& kv_pool() const { return kv_pool_; }
   // The block manager's invariants, and: every block's ref count equals the references of live
   // sequences' block tables plus the engine's pins. O(blocks + live requests); for tests.
@@ -163,6 +168,7 @@ class LlmEngine {
   std::vector<Sequence*> samplers_;
   Clock::time_point step_time_;  // when this step's tokens were sampled
   EngineStats stats_;
+  StepProfile profile_;
   int64_t next_seq_id_ = 0;
   std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;  // unfinished, by id
   std::vector<RequestState*> window_;   // added, not yet planned
