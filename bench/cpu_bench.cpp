@@ -4,7 +4,7 @@
 // token; decode: the steps after), best of 3 runs; no figure is a difference of two timings.
 // llama.cpp's figures are printed only when measured in the same run (--llama-bench).
 //   cpu_bench [--model DIR] [--shape bench-110m|bench-110m-gqa] [--decode-steps N]
-//             [--llama-bench PATH/llama-bench --llama-model MODEL.gguf]
+//             [--llama-bench PATH/llama-bench --llama-model MODEL.gguf] [--attention-only]
 // Without --model, writes the random-weight shape once into ./bench-models/<shape>.
 #include <omp.h>
 
@@ -21,6 +21,7 @@
 #include "engine/cpu_backend.h"
 #include "engine/llm_engine.h"
 #include "engine/model_maker.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 
 using namespace llmq;
@@ -132,11 +133,56 @@ double ReadBandwidth() {
   return best;
 }
 
+// Decode attention of one layer of the bench-110m shape (12 kv heads of 64) for `seqs` sequences
+// that share a `prefix`-token prefix (own tokens: `own`), with the prefix groups and without
+// (kernels::PagedAttention's shared-prefix attention): milliseconds, the best of 20 calls each,
+// the two taken in turn so that a changing load hits both alike.
+void AttentionTable(int seqs, int prefix, int own) {
+  constexpr int kBs = 16, kHeads = 12, kD = 64;
+  const int shared = prefix / kBs, own_blocks = (prefix % kBs + own + kBs - 1) / kBs;
+  const int per_seq = shared + own_blocks, num_blocks = shared + seqs * own_blocks;
+  std::vector<float> k(static_cast<size_t>(num_blocks) * kHeads * kBs * kD), v(k.size());
+  Rng rng(5);
+  for (float& x : k) x = static_cast<float>(rng.NextDouble() - 0.5);
+  for (float& x : v) x = static_cast<float>(rng.NextDouble() - 0.5);
+  kernels::PagedKv kv{k.data(), v.data(), kBs, kHeads, kD};
+  std::vector<int32_t> tables, query_start{0}, positions;
+  for (int s = 0; s < seqs; ++s) {
+    for (int b = 0; b < per_seq; ++b)
+      tables.push_back(b < shared ? b : shared + s * own_blocks + (b - shared));
+    positions.push_back(prefix + own - 1);
+    query_start.push_back(s + 1);
+  }
+  std::vector<float> q(static_cast<size_t>(seqs) * kHeads * kD), out(q.size());
+  for (float& x : q) x = static_cast<float>(rng.NextDouble() - 0.5);
+  const kernels::SharedPrefix group{0, seqs, shared};
+  kernels::AttentionBatch ab;
+  ab.num_seqs = seqs;
+  ab.query_start = query_start.data();
+  ab.positions = positions.data();
+  ab.block_tables = tables.data();
+  ab.max_blocks = per_seq;
+  double best[2] = {1e30, 1e30};
+  for (int rep = 0; rep < 20; ++rep)
+    for (int grouped = 0; grouped < 2; ++grouped) {
+      ab.groups = grouped ? &group : nullptr;
+      ab.num_groups = grouped;
+      const double t0 = Now();
+      kernels::PagedAttention(ab, kv, q.data(), kHeads * kD, kHeads, 0.125f, out.data());
+      best[grouped] = std::min(best[grouped], Now() - t0);
+    }
+  std::printf("| %4d | %6d | %4d | %12.3f | %12.3f | %6.2fx |\n", seqs, prefix, own, best[0] * 1e3,
+              best[1] * 1e3, best[0] / best[1]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model, shape = "bench-110m", llama_bench, llama_model;
   int decode_steps = 64;
+  bool attention_only = false;
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--attention-only")) attention_only = true;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--model"))
       model = argv[i + 1];
@@ -148,6 +194,16 @@ int main(int argc, char** argv) {
       llama_bench = argv[i + 1];
     else if (!std::strcmp(argv[i], "--llama-model"))
       llama_model = argv[i + 1];
+  }
+  if (attention_only) {
+    std::printf(
+        "decode attention, one layer (12 kv heads x 64), sequences sharing a prefix, %d threads: "
+        "ms, best of 20\n| seqs | prefix |  own | plain ms     | shared ms    | ratio   |\n"
+        "|------|--------|------|--------------|--------------|---------|\n",
+        kernels::CpuThreads());
+    for (int seqs : {8, 64})
+      for (int prefix : {1000}) AttentionTable(seqs, prefix, 200);
+    return 0;
   }
   ModelConfig cfg;
   DType dtype;

@@ -139,6 +139,24 @@ inline void BlockScores(const float* q, const float* kt, int d, float scale, flo
   for (int j = 0; j < BS; ++j) scores[j] = acc[j] * scale;
 }
 
+// BlockScores<BS> for P (query, block) pairs at once: scores[p] from q[p] and kt[p]. Each score is
+// still its own sequential FMA chain over i, exactly as in BlockScores (so the same bits); the P
+// chains are interleaved so that the FMA latency is hidden (one chain pair alone waits on it).
+template <int BS, int P>
+inline void BlockScoresN(const float* const* q, const float* const* kt, int d, float scale,
+                         float* const* scores) {
+  float acc[P][BS] = {};
+  for (int i = 0; i < d; ++i)
+    for (int p = 0; p < P; ++p) {
+      const float qi = q[p][i];
+      const float* row = kt[p] + static_cast<int64_t>(i) * BS;
+#pragma omp simd
+      for (int j = 0; j < BS; ++j) acc[p][j] += qi * row[j];
+    }
+  for (int p = 0; p < P; ++p)
+    for (int j = 0; j < BS; ++j) scores[p][j] = acc[p][j] * scale;
+}
+
 inline void BlockScoresAny(const float* q, const float* kt, int d, int bs, float scale,
                            float* scores) {
   for (int j = 0; j < bs; ++j) scores[j] = 0.f;
@@ -160,6 +178,20 @@ inline void ScoreBlock(const PagedKv& kv, int head, int32_t block, const float* 
     BlockScoresAny(q, kt, kv.head_dim, kv.block_size, scale, scores);
 }
 
+// ScoreBlock for n (query, block) pairs: q[p] against block[p], into scores[p]; four at a time
+// when the block size is 16.
+inline void ScoreBlocks(const PagedKv& kv, int head, int n, const float* const* q,
+                        const int32_t* block, float scale, float* const* scores) {
+  int p = 0;
+  if (kv.block_size == 16)
+    for (; p + 4 <= n; p += 4) {
+      const float* kt[4];
+      for (int t = 0; t < 4; ++t) kt[t] = kv.k + kv.TileOffset(block[p + t], head);
+      BlockScoresN<16, 4>(q + p, kt, kv.head_dim, scale, scores + p);
+    }
+  for (; p < n; ++p) ScoreBlock(kv, head, block[p], q[p], scale, scores[p]);
+}
+
 // scores[j] = exp(scores[j] - max) for j < ctx; returns their sum (summed in order of j).
 inline float Softmax(float* scores, int ctx) {
   float m = -INFINITY;
@@ -171,11 +203,27 @@ inline float Softmax(float* scores, int ctx) {
   return sum;
 }
 
-// out[i] += p[j] * V[j][i] for the first n keys of one block, in order of j.
+// out[i] += p[j] * V[j][i] for the first n keys of one block, in order of j. Head dims of 64 and
+// 128 keep out in registers over the block (the same operations in the same order).
+template <int D>
+inline void AccumulateRows(const float* vb, int n, const float* p, float* out) {
+  float acc[D];
+  for (int i = 0; i < D; ++i) acc[i] = out[i];
+  for (int j = 0; j < n; ++j) {
+    const float pj = p[j];
+    const float* vr = vb + static_cast<int64_t>(j) * D;
+#pragma omp simd
+    for (int i = 0; i < D; ++i) acc[i] += pj * vr[i];
+  }
+  for (int i = 0; i < D; ++i) out[i] = acc[i];
+}
+
 inline void AccumulateBlock(const PagedKv& kv, int head, int32_t block, int n, const float* p,
                             float* out) {
   const int d = kv.head_dim;
   const float* vb = kv.v + kv.TileOffset(block, head);
+  if (d == 64) return AccumulateRows<64>(vb, n, p, out);
+  if (d == 128) return AccumulateRows<128>(vb, n, p, out);
   for (int j = 0; j < n; ++j) {
     const float pj = p[j];
     const float* vr = vb + static_cast<int64_t>(j) * d;
@@ -189,13 +237,25 @@ inline void Scale(float* out, int d, float sum) {
   for (int i = 0; i < d; ++i) out[i] *= inv;
 }
 
+// Scores of one query against blocks [from, to) of its table, into scores + b * block_size.
+inline void OwnScores(const PagedKv& kv, int head, const int32_t* table, int from, int to,
+                      const float* q, float scale, float* scores) {
+  const float* qs[4] = {q, q, q, q};
+  for (int b = from; b < to; b += 4) {
+    const int n = std::min(4, to - b);
+    float* out[4];
+    for (int t = 0; t < n; ++t) out[t] = scores + (b + t) * kv.block_size;
+    ScoreBlocks(kv, head, n, qs, table + b, scale, out);
+  }
+}
+
 // One query head against keys 0..ctx-1 of its sequence: out[d] = softmax(scores) · V.
 //   q: [d]  table: the sequence's block table  scores: scratch [ceil(ctx/bs)*bs]  out: [d]
 void AttendOne(const PagedKv& kv, int head, const int32_t* table, int ctx, const float* q,
                float scale, float* scores, float* out) {
   const int d = kv.head_dim, bs = kv.block_size;
   const int nblocks = (ctx + bs - 1) / bs;
-  for (int b = 0; b < nblocks; ++b) ScoreBlock(kv, head, table[b], q, scale, scores + b * bs);
+  OwnScores(kv, head, table, 0, nblocks, q, scale, scores);
   const float sum = Softmax(scores, ctx);
   for (int i = 0; i < d; ++i) out[i] = 0.f;
   for (int b = 0; b < nblocks; ++b)
@@ -229,18 +289,24 @@ void AttendGroup(const PagedKv& kv, int head, int group, const int32_t* table0, 
   const float* qp;
   float *op, *sp;
   int ctx;
-  for (int b = 0; b < shared; ++b)  // the shared keys: one K tile for all pairs
-    for (int k = 0; k < n; ++k) {
-      pair(k, &qp, &op, &sp, &ctx);
-      ScoreBlock(kv, head, table0[b], qp, scale, sp + b * bs);
+  for (int b = 0; b < shared; ++b)  // the shared keys: one K tile for all pairs, 4 at a time
+    for (int k0 = 0; k0 < n; k0 += 4) {
+      const int m = std::min(4, n - k0);
+      const float* qs[4];
+      float* outs[4];
+      const int32_t blocks[4] = {table0[b], table0[b], table0[b], table0[b]};
+      for (int t = 0; t < m; ++t) {
+        pair(k0 + t, &qp, &op, &sp, &ctx);
+        qs[t] = qp;
+        outs[t] = sp + b * bs;
+      }
+      ScoreBlocks(kv, head, m, qs, blocks, scale, outs);
     }
   thread_local std::vector<float> sums;
   sums.resize(n);
   for (int k = 0; k < n; ++k) {  // each pair's own keys, then its softmax
     pair(k, &qp, &op, &sp, &ctx);
-    const int32_t* table = rows[k / group].table;
-    for (int b = shared; b < (ctx + bs - 1) / bs; ++b)
-      ScoreBlock(kv, head, table[b], qp, scale, sp + b * bs);
+    OwnScores(kv, head, rows[k / group].table, shared, (ctx + bs - 1) / bs, qp, scale, sp);
     sums[k] = Softmax(sp, ctx);
     for (int i = 0; i < d; ++i) op[i] = 0.f;
   }
