@@ -91,10 +91,10 @@ class Backend {
   virtual int64_t StepWorkingBytes(int max_tokens, int max_seqs) const { return 0; }
   // Where the forward pass's time goes is added to *p from now on (null: not timed); a backend
   // that does not split its forward pass ignores it.
-  void set_profile(StepProfile* p) { profile_ = p; }
+  void set_profile(StepProfile* p) { step_profile_ = p; }
 
  protected:
-  StepProfile* profile_ = nullptr;
+  StepProfile* step_profile_ = nullptr;
 };
 
 }  // namespace llmq

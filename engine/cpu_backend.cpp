@@ -170,9 +170,10 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const size_t layer_floats = static_cast<size_t>(num_blocks_) * kvd * block_size_;
   // Profile (Backend::set_profile): the GEMMs by kind of step, and attention.
-  double* gemm_s =
-      profile_ ? (b.decode_only ? &profile_->decode_gemm_s : &profile_->prefill_gemm_s) : nullptr;
-  double* attention_s = profile_ ? &profile_->attention_s : nullptr;
+  double* gemm_s = step_profile_ ? (b.decode_only ? &step_profile_->decode_gemm_s
+                                                  : &step_profile_->prefill_gemm_s)
+                                 : nullptr;
+  double* attention_s = step_profile_ ? &step_profile_->attention_s : nullptr;
   auto gemm = [&](const float* a, int64_t lda, int64_t m, const kernels::PackedWeight& w, float* c,
                   int64_t ldc) {
     ScopedTimer t(gemm_s);
