@@ -334,8 +334,9 @@ void PagedAttention(const AttentionBatch& b, const PagedKv& kv, const float* q, 
   // Rows of a prefix group per task: the group's shared blocks are read once per this many rows
   // (and kv head); more rows save more reads, fewer give the pool more pieces.
   constexpr int kGroupRows = 64;
-  // Tasks: (kv head, rows [row_begin, row_end)) of one sequence (shared == 0) or of the sequences
-  // of one prefix group (shared > 0: the group's blocks, from the table of sequence `seq`).
+  // Tasks: (kv head, rows [row_begin, row_end)) of one sequence or of the sequences of one prefix
+  // group; shared > 0: the blocks all of them begin with, wholly before their first row (the
+  // group's, or a prefill chunk's own earlier blocks), from the table of sequence `seq`.
   struct Task {
     int seq, head, row_begin, row_end, shared;
   };
@@ -346,12 +347,9 @@ void PagedAttention(const AttentionBatch& b, const PagedKv& kv, const float* q, 
     work += int64_t{b.positions[r] + 1} * num_heads * d;
     max_ctx = std::max(max_ctx, b.positions[r] + 1);
   }
-  std::vector<int32_t> row_seq;  // the sequence of each row, for grouped tasks
-  if (b.num_groups > 0) {
-    row_seq.resize(b.query_start[b.num_seqs]);
-    for (int s = 0; s < b.num_seqs; ++s)
-      for (int r = b.query_start[s]; r < b.query_start[s + 1]; ++r) row_seq[r] = s;
-  }
+  std::vector<int32_t> row_seq(b.query_start[b.num_seqs]);  // the sequence of each row
+  for (int s = 0; s < b.num_seqs; ++s)
+    for (int r = b.query_start[s]; r < b.query_start[s + 1]; ++r) row_seq[r] = s;
   int max_group_rows = 0;
   for (int s = 0, gi = 0; s < b.num_seqs;) {
     if (gi < b.num_groups && b.groups[gi].first_seq == s) {
@@ -364,9 +362,15 @@ void PagedAttention(const AttentionBatch& b, const PagedKv& kv, const float* q, 
       s += g.num_seqs;
       continue;
     }
+    // A chunk of several prefill rows shares the blocks wholly before its first row: the same
+    // loop interchange reads each of them once for the chunk.
     for (int h = 0; h < kv.kv_heads; ++h)
-      for (int r = b.query_start[s]; r < b.query_start[s + 1]; r += kQueryChunk)
-        tasks.push_back({s, h, r, std::min(r + kQueryChunk, b.query_start[s + 1]), 0});
+      for (int r = b.query_start[s]; r < b.query_start[s + 1]; r += kQueryChunk) {
+        const int end = std::min(r + kQueryChunk, b.query_start[s + 1]);
+        const int before = end - r > 1 ? b.positions[r] / bs : 0;
+        tasks.push_back({s, h, r, end, before});
+        if (before > 0) max_group_rows = std::max(max_group_rows, end - r);
+      }
     ++s;
   }
 
