@@ -1,5 +1,6 @@
 // kernels::PagedAttention with shared-prefix groups: a loop interchange of the plain path, so the
-// outputs are bit-identical with and without groups, on random caches, queries and block tables.
+// outputs are bit-identical with and without groups, and to each row computed alone, on random
+// caches, queries and block tables.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -95,6 +96,26 @@ TEST_P(PagedAttentionGroups, GroupedIsBitIdenticalToUngrouped) {
     ASSERT_GT(groups.size() + S, 0u);
     ASSERT_EQ(std::memcmp(plain.data(), grouped.data(), plain.size() * sizeof(float)), 0)
         << "seed " << seed << ": " << groups.size() << " groups, " << S << " seqs";
+
+    // And each row alone (one row of one sequence: no chunk, no group) gives the same bits: the
+    // loop interchange of prefill chunks and groups is exact.
+    for (int row = 0; row < T; row += 1 + T / 16) {
+      int s = 0;
+      while (query_start[s + 1] <= row) ++s;
+      const int32_t one_start[2] = {0, 1};
+      AttentionBatch one;
+      one.num_seqs = 1;
+      one.query_start = one_start;
+      one.positions = &positions[row];
+      one.block_tables = &block_tables[static_cast<size_t>(s) * max_blocks];
+      one.max_blocks = max_blocks;
+      std::vector<float> alone(static_cast<size_t>(c.heads) * d);
+      PagedAttention(one, kv, q.data() + row * q_stride, q_stride, c.heads, scale, alone.data());
+      ASSERT_EQ(std::memcmp(alone.data(), grouped.data() + static_cast<size_t>(row) * c.heads * d,
+                            alone.size() * sizeof(float)),
+                0)
+          << "seed " << seed << " row " << row << " alone";
+    }
 
     // And both are attention: one row against a plain double-precision softmax.
     const int r = uni(0, T - 1);
