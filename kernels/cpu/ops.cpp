@@ -5,6 +5,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/vec_math.h"
 
@@ -207,6 +211,19 @@ inline float Softmax(float* scores, int ctx) {
 // 128 keep out in registers over the block (the same operations in the same order).
 template <int D>
 inline void AccumulateRows(const float* vb, int n, const float* p, float* out) {
+#if defined(__AVX2__) && defined(__FMA__)
+  if constexpr (D == 64) {  // the loop below with its accumulators pinned to registers
+    __m256 acc[8];
+    for (int k = 0; k < 8; ++k) acc[k] = _mm256_loadu_ps(out + 8 * k);
+    for (int j = 0; j < n; ++j) {
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      const float* vr = vb + static_cast<int64_t>(j) * D;
+      for (int k = 0; k < 8; ++k) acc[k] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr + 8 * k), acc[k]);
+    }
+    for (int k = 0; k < 8; ++k) _mm256_storeu_ps(out + 8 * k, acc[k]);
+    return;
+  }
+#endif
   float acc[D];
   for (int i = 0; i < D; ++i) acc[i] = out[i];
   for (int j = 0; j < n; ++j) {
