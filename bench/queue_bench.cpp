@@ -231,9 +231,12 @@ void IngestBench(const Env& env, int lines) {
   llmq::BuildContext ctx;
   ctx.model = &model;
   Check(llmq::ChatFormat::Load(env.model_dir, "", *model.tokenizer, &ctx.chat), "ChatFormat");
-  ctx.capacity = std::min(
-      model.cfg.max_position_embeddings,
-      llmq::KvBlocksFor(model.backend->kv_bytes_per_token(), env.cfg.kv_cache_bytes, 16) * 16);
+  ctx.capacity =  // kv_cache_memory auto (0): the context bounds it
+      env.cfg.kv_cache_bytes > 0 ? std::min(model.cfg.max_position_embeddings,
+                                            llmq::KvBlocksFor(model.backend->kv_bytes_per_token(),
+                                                              env.cfg.kv_cache_bytes, 16) *
+                                                16)
+                                 : model.cfg.max_position_embeddings;
   ctx.capacity_setting = "--kv-cache-memory";
   ctx.model_name = "model";
 

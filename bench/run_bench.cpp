@@ -1,13 +1,20 @@
 // `llmq run` on the shared-instructions workload (512 requests: one 1,000-token instruction prefix
-// + a distinct 100-300-token document each, 32 output tokens, shuffled), with the prefix features
-// (prefix cache + planner) on and off: wall time, tokens/s and the ratio, from the real binary.
+// + a distinct 100-300-token document each, 32 output tokens, shuffled), at default settings, with
+// the prefix features on (prefix cache + planner + shared-prefix attention), without shared-prefix
+// attention, and off: computed / unique prompt tokens, preemptions, wall time, tokens/s and peak
+// RSS (the child's, from wait4), from the real binary, and where each run's time went (`llmq run
+// --profile`). --before PATH runs another llmq build (e.g. main's) on the same job first, side
+// by side; --no-off skips the (slow) run without prefix features.
 // Then the sampler's cost per decode step at batch 256 (greedy; with logprobs; with penalties and
 // logit_bias; both), beside a whole engine step's on the CPU backend (forward included), and
 // alone over the model's vocabulary and over Llama 3's (128,256).
-//   run_bench [--requests 512] [--config model-config.json] [--sampler-only]
+//   run_bench [--requests 512] [--config model-config.json] [--before PATH] [--no-off]
+//             [--no-sampler] [--sampler-only]
 //   (default: a tiny 2048-context model)
 #include <omp.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,16 +35,27 @@ using json = nlohmann::json;
 
 namespace {
 
-json RunLlmq(const std::string& args, const std::string& summary) {
-  const std::string cmd = std::string(LLMQ_BINARY) + " run " + args +
-                          " --no-progress --summary-json " + summary + " 2>/dev/null";
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    std::fprintf(stderr, "failed (%d): %s\n", rc, cmd.c_str());
+// Runs `binary` run ARGS as a child of its own; its summary JSON, with "peak_rss_bytes" (the
+// child's ru_maxrss) added.
+json RunLlmq(const std::string& binary, const std::string& args, const std::string& summary) {
+  const std::string cmd = "exec " + binary + " run " + args + " --no-progress --summary-json " +
+                          summary + " 2>/dev/null";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage ru {};
+  if (pid < 0 || wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "failed (%d): %s\n", status, cmd.c_str());
     std::exit(1);
   }
   std::ifstream f(summary);
-  return json::parse(f);
+  json j = json::parse(f);
+  j["peak_rss_bytes"] = int64_t{ru.ru_maxrss} * 1024;
+  return j;
 }
 
 double Now() {
@@ -164,11 +182,17 @@ void SamplerTable(const llmq::ModelConfig& cfg, const std::string& model) {
 
 int main(int argc, char** argv) {
   int requests = 512;
-  std::string config;
-  bool sampler_only = false;
+  std::string config, before;
+  bool sampler_only = false, no_off = false, no_sampler = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--sampler-only")) {
       sampler_only = true;
+    } else if (!std::strcmp(argv[i], "--no-off")) {
+      no_off = true;
+    } else if (!std::strcmp(argv[i], "--no-sampler")) {
+      no_sampler = true;
+    } else if (i + 1 < argc && !std::strcmp(argv[i], "--before")) {
+      before = argv[++i];
     } else if (i + 1 < argc && !std::strcmp(argv[i], "--requests")) {
       requests = std::atoi(argv[++i]);
     } else if (i + 1 < argc && !std::strcmp(argv[i], "--config")) {
@@ -217,30 +241,73 @@ int main(int argc, char** argv) {
          << "\n";
     }
   }
-  const std::string common = dir + "/in.jsonl --model " + model + " --kv-cache-memory 2GiB";
-  const json on = RunLlmq(common + " -o " + dir + "/on.jsonl", dir + "/on.json");
-  const json off = RunLlmq(common + " -o " + dir + "/off.jsonl --no-prefix-cache --no-planner",
-                           dir + "/off.json");
+  // Default settings: the KV pool sized from the memory the process may take.
+  const std::string common = dir + "/in.jsonl --model " + model;
+  struct Variant {
+    std::string name, binary, flags;
+  };
+  std::vector<Variant> variants;
+  if (!before.empty()) variants.push_back({"before (--before)", before, ""});
+  variants.push_back({"on", LLMQ_BINARY, "--profile"});
+  variants.push_back({"no shared attn", LLMQ_BINARY, "--profile --no-shared-prefix-attention"});
+  if (!no_off) variants.push_back({"off", LLMQ_BINARY, "--profile --no-prefix-cache --no-planner"});
+  std::vector<json> runs;
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const std::string out = dir + "/run" + std::to_string(v);
+    runs.push_back(RunLlmq(variants[v].binary,
+                           common + " -o " + out + ".jsonl " + variants[v].flags, out + ".json"));
+  }
 
   std::printf(
       "llmq run, shared instructions: %d requests, %lld prompt tokens (%lld unique), 32 output "
-      "tokens each\n",
+      "tokens each, default settings\n",
       requests, static_cast<long long>(total), static_cast<long long>(unique));
-  std::printf("| %-16s | %10s | %15s | %9s | %13s | %13s |\n", "prefix features", "computed",
-              "computed/unique", "wall s", "output tok/s", "total tok/s");
+  std::printf("| %-17s | %8s | %9s | %7s | %8s | %9s | %9s | %8s |\n", "variant", "computed",
+              "comp/uniq", "preempt", "wall s", "out tok/s", "total t/s", "peak RSS");
   std::printf(
-      "|------------------|------------|-----------------|-----------|---------------|-------------"
-      "--|\n");
-  for (const auto& [name, s] : {std::pair<const char*, const json&>{"on", on}, {"off", off}}) {
+      "|-------------------|----------|-----------|---------|----------|-----------|-----------|--"
+      "--------|\n");
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const json& s = runs[v];
     const double wall = s["wall_seconds"];
     const int64_t computed = s["computed_prompt_tokens"];
     const int64_t out_tokens = s["completion_tokens"];
-    std::printf("| %-16s | %10lld | %15.3f | %9.2f | %13.1f | %13.1f |\n", name,
-                static_cast<long long>(computed), static_cast<double>(computed) / unique, wall,
-                out_tokens / wall, (total + out_tokens) / wall);
+    const std::string pre =
+        s.contains("preemptions") ? std::to_string(s["preemptions"].get<int64_t>()) : "-";
+    std::printf("| %-17s | %8lld | %9.3f | %7s | %8.2f | %9.1f | %9.1f | %5.2f GB |\n",
+                variants[v].name.c_str(), static_cast<long long>(computed),
+                static_cast<double>(computed) / unique, pre.c_str(), wall, out_tokens / wall,
+                (total + out_tokens) / wall, s["peak_rss_bytes"].get<int64_t>() / 1e9);
   }
-  std::printf("speed-up with prefix features: %.2fx\n",
-              off["wall_seconds"].get<double>() / on["wall_seconds"].get<double>());
+  // Where the time went (seconds; the rest of the wall time is start-up, ingest, the queue and
+  // the results' files).
+  std::printf("\nprofile (s)\n| %-17s |", "variant");
+  const std::vector<std::string> phases = {
+      "schedule", "forward", "prefill_gemm", "decode_gemm", "attention", "other_forward", "sample"};
+  for (const std::string& k : phases) std::printf(" %13s |", k.c_str());
+  std::printf(" %13s |\n|-------------------|", "outside steps");
+  for (size_t i = 0; i <= phases.size(); ++i) std::printf("---------------|");
+  std::printf("\n");
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const json& s = runs[v];
+    if (!s.contains("profile_seconds")) continue;
+    std::printf("| %-17s |", variants[v].name.c_str());
+    double in_steps = 0;
+    for (const std::string& k : phases) {
+      const double x = s["profile_seconds"].value(k, 0.0);
+      if (k == "schedule" || k == "forward" || k == "sample") in_steps += x;
+      std::printf(" %13.2f |", x);
+    }
+    std::printf(" %13.2f |\n", s["wall_seconds"].get<double>() - in_steps);
+  }
+  const json& on = runs[before.empty() ? 0 : 1];
+  if (!before.empty())
+    std::printf("wall time on / before: %.3f\n",
+                on["wall_seconds"].get<double>() / runs[0]["wall_seconds"].get<double>());
+  if (!no_off)
+    std::printf("speed-up with prefix features: %.2fx\n",
+                runs.back()["wall_seconds"].get<double>() / on["wall_seconds"].get<double>());
+  if (no_sampler) return 0;
   SamplerTable(cfg, model);
   return 0;
 }

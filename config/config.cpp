@@ -279,11 +279,17 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
        [c](const Leaf& l) { return GetPositiveInt(l, &c->max_num_batched_tokens); }},
       {"kv_cache_memory",
        [c](const Leaf& l) {
-         return GetByteSize(l, "4GiB, 512MB or 1073741824", &c->kv_cache_bytes);
+         if (l.value.IsScalar() && l.value.Scalar() == "auto") {
+           c->kv_cache_bytes = 0;
+           return Status::Ok();
+         }
+         return GetByteSize(l, "4GiB, 512MB, 1073741824 or auto", &c->kv_cache_bytes);
        }},
       {"enable_prefix_caching",
        [c](const Leaf& l) { return GetBool(l, &c->enable_prefix_caching); }},
       {"enable_planner", [c](const Leaf& l) { return GetBool(l, &c->enable_planner); }},
+      {"shared_prefix_attention",
+       [c](const Leaf& l) { return GetBool(l, &c->shared_prefix_attention); }},
       {"backend",
        [c](const Leaf& l) {
          return GetChoice(l, {"auto", "cpu", "cuda"}, &ParseBackendKind, &c->backend);

@@ -23,12 +23,16 @@ struct LlmqConfig {
   // names); "" = the model folder's name.
   std::string model_name;
   // engine:
-  int block_size = 16;                        // engine.block_size
-  int max_num_seqs = 256;                     // engine.max_num_seqs
-  int max_num_batched_tokens = 2048;          // engine.max_num_batched_tokens
-  int64_t kv_cache_bytes = int64_t{1} << 30;  // engine.kv_cache_memory: "4GiB", "512MB", bytes
-  bool enable_prefix_caching = true;          // engine.enable_prefix_caching
-  bool enable_planner = true;                 // engine.enable_planner
+  int block_size = 16;                // engine.block_size
+  int max_num_seqs = 256;             // engine.max_num_seqs
+  int max_num_batched_tokens = 2048;  // engine.max_num_batched_tokens
+  // engine.kv_cache_memory: "4GiB", "512MB", bytes, or auto (0): the CPU backend sizes its pool
+  // from the memory the process may take (engine/host_memory.h), as `llmq plan` prints.
+  int64_t kv_cache_bytes = 0;
+  bool enable_prefix_caching = true;    // engine.enable_prefix_caching
+  bool enable_planner = true;           // engine.enable_planner
+  bool shared_prefix_attention = true;  // engine.shared_prefix_attention
+  bool profile = false;                 // llmq run --profile (not a config key)
   // engine.backend: auto (CUDA when built with it and a device is present, else CPU) | cpu | cuda.
   BackendKind backend = BackendKind::kAuto;
   Precision precision = Precision::kBf16;  // engine.precision: bf16 | fp32 (GPU only)

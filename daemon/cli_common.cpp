@@ -28,10 +28,13 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "Most tokens (prefill and decode) in one step")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
-                  "KV-cache memory: bytes or a size such as 4GiB or 512MB");
+                  "KV-cache memory: bytes, a size such as 4GiB or 512MB, or auto (the memory this "
+                  "process may take, as llmq plan prints)");
   cmd->add_flag("--no-prefix-cache", f->no_prefix_cache,
                 "Do not share KV blocks of common prefixes");
   cmd->add_flag("--no-planner", f->no_planner, "Run requests in input order (no prefix grouping)");
+  cmd->add_flag("--no-shared-prefix-attention", f->no_shared_prefix_attention,
+                "Read a shared prompt prefix once per request in decode, not once per group");
   AddBackendFlags(cmd, &f->backend, &f->precision);
   AddGpuMemoryFlag(cmd, &f->gpu_memory_utilization);
   AddThreadsFlag(cmd, &f->threads);
@@ -95,11 +98,12 @@ Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg) {
   if (given("--max-num-seqs")) cfg->max_num_seqs = f.max_num_seqs;
   if (given("--max-num-batched-tokens")) cfg->max_num_batched_tokens = f.max_num_batched_tokens;
   if (given("--kv-cache-memory")) {
-    const auto bytes = ParseByteSize(f.kv_cache_memory);
-    if (!bytes || *bytes <= 0)
+    const auto bytes =
+        f.kv_cache_memory == "auto" ? std::optional<int64_t>(0) : ParseByteSize(f.kv_cache_memory);
+    if (!bytes || *bytes < 0 || (*bytes == 0 && f.kv_cache_memory != "auto"))
       return Status::InvalidArgument(
-          "--kv-cache-memory: must be a positive size such as 4GiB, got '" + f.kv_cache_memory +
-          "'");
+          "--kv-cache-memory: must be a positive size such as 4GiB, or auto, got '" +
+          f.kv_cache_memory + "'");
     cfg->kv_cache_bytes = *bytes;
   }
   if (given("--backend")) ParseBackendKind(f.backend, &cfg->backend);  // checked by CLI11
@@ -111,6 +115,7 @@ Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg) {
   }
   if (f.no_prefix_cache) cfg->enable_prefix_caching = false;
   if (f.no_planner) cfg->enable_planner = false;
+  if (f.no_shared_prefix_attention) cfg->shared_prefix_attention = false;
   if (cfg->model_dir.empty())
     return Status::InvalidArgument("--model DIR (or model.path in the config) is required");
   return Status::Ok();
@@ -123,6 +128,8 @@ EngineOptions EngineOptionsFrom(const LlmqConfig& cfg) {
   o.gpu_memory_utilization = cfg.gpu_memory_utilization;
   o.enable_prefix_cache = cfg.enable_prefix_caching;
   o.enable_planner = cfg.enable_planner;
+  o.shared_prefix_attention = cfg.shared_prefix_attention;
+  o.profile = cfg.profile;
   o.scheduler.max_num_seqs = cfg.max_num_seqs;
   o.scheduler.max_num_batched_tokens = cfg.max_num_batched_tokens;
   return o;
@@ -157,14 +164,18 @@ Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choic
 Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngine>* engine,
                    BuildContext* ctx) {
   ApplyCpuThreads(cfg);  // before the weights are packed (on the pool)
+  EngineOptions opt = EngineOptionsFrom(cfg);
+  opt.host_memory = ReadHostMemory();  // before the weights take their share of it
   LLMQ_RETURN_IF_ERROR(LoadModel(cfg.model_dir, BackendChoice{cfg.backend, cfg.precision}, model));
   LLMQ_RETURN_IF_ERROR(LoadChatFormat(cfg, *model->tokenizer, &ctx->chat));
-  LLMQ_RETURN_IF_ERROR(LlmEngine::Create(model->cfg, model->backend.get(), model->tokenizer.get(),
-                                         EngineOptionsFrom(cfg), engine));
+  LLMQ_RETURN_IF_ERROR(
+      LlmEngine::Create(model->cfg, model->backend.get(), model->tokenizer.get(), opt, engine));
   ctx->model = model;
   ctx->capacity = (*engine)->max_sequence_tokens();
   ctx->capacity_setting = "the KV cache size (--kv-cache-memory / engine.kv_cache_memory: " +
-                          std::to_string(cfg.kv_cache_bytes) + " bytes)";
+                          (cfg.kv_cache_bytes > 0 ? std::to_string(cfg.kv_cache_bytes) + " bytes"
+                                                  : std::string("auto")) +
+                          ")";
   ctx->model_name = ServedModelName(cfg);
   ctx->system_fingerprint = ModelFingerprint(cfg.model_dir);
   return Status::Ok();

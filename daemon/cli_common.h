@@ -21,9 +21,10 @@ struct EngineFlags {
   std::string chat_template;  // --chat-template (else model.chat_template)
   int max_num_seqs = LlmqConfig{}.max_num_seqs;
   int max_num_batched_tokens = LlmqConfig{}.max_num_batched_tokens;
-  std::string kv_cache_memory = "1GiB";
+  std::string kv_cache_memory = "auto";
   bool no_prefix_cache = false;
   bool no_planner = false;
+  bool no_shared_prefix_attention = false;
   std::string backend = "auto";    // --backend (else engine.backend)
   std::string precision = "bf16";  // --precision (else engine.precision)
   double gpu_memory_utilization = LlmqConfig{}.gpu_memory_utilization;

@@ -10,6 +10,9 @@
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
 #include "engine/backend_choice.h"
+#include "engine/cpu_backend.h"
+#include "engine/host_memory.h"
+#include "engine/llm_engine.h"
 #include "engine/model_config.h"
 #include "engine/weights.h"
 #include "kernels/cpu/thread_pool.h"
@@ -64,8 +67,8 @@ Status PlanBackend(const PlanFlags& f, BackendKind* kind, std::string* described
   return Status::Ok();
 }
 
-// The memory to plan for: --memory, else the GPU's (cuda) or this machine's (cpu); *source says
-// which.
+// The memory to plan for: --memory, else the GPU's (cuda) or what this process may take (cpu:
+// ReadHostMemory); *source says which.
 Status PlanMemory(const PlanFlags& f, BackendKind kind, uint64_t* memory, std::string* source) {
   if (!f.memory.empty()) {
     const auto m = ParseByteSize(f.memory);
@@ -76,9 +79,13 @@ Status PlanMemory(const PlanFlags& f, BackendKind kind, uint64_t* memory, std::s
     *source = "--memory " + f.memory;
     return Status::Ok();
   }
-  if (kind == BackendKind::kCpu) {
-    *memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-    *source = "this machine's memory";
+  if (kind == BackendKind::kCpu) {  // what llmq run / serve read before loading the weights
+    const HostMemory host = ReadHostMemory();
+    if (host.bytes <= 0)
+      return Status::Unsupported(
+          "cannot tell how much memory this process may take: give --memory");
+    *memory = static_cast<uint64_t>(host.bytes);
+    *source = "the memory this process may take (" + host.source + ")";
     return Status::Ok();
   }
 #ifdef LLMQ_HAVE_CUDA
@@ -116,22 +123,44 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
   if (!st.ok()) return Fail(cmd, st);
   const uint64_t stored = w->total_bytes();
   const uint64_t params = static_cast<uint64_t>(cfg.NumParams());
-  const uint64_t resident = params * elt;
+  // The CPU backend's packed fp32 copy (CpuBackend::weight_bytes()), else the parameters at elt.
+  const uint64_t resident = gpu ? params * elt : CpuBackend::WeightBytesFor(cfg);
   const int64_t kv_per_token = cfg.KvBytesPerToken(kv_bytes);
-  // The share of memory the process may fill: all of it on the CPU, gpu_memory_utilization of
-  // the GPU's (whose backend also keeps an activation reserve, not counted here).
-  const uint64_t usable =
-      gpu ? static_cast<uint64_t>(static_cast<double>(memory) * f.gpu_memory_utilization) : memory;
-  const uint64_t kv_memory = usable > resident ? usable - resident : 0;
+  // gpu_memory_utilization of the memory, less the weights: on the GPU its backend also keeps an
+  // activation reserve, not counted here; on the CPU the engine's own HostKvBudget, at the default
+  // step limits, so that this is the pool llmq run / serve build when kv_cache_memory is auto.
+  uint64_t kv_memory = 0;
+  if (gpu) {
+    const uint64_t usable =
+        static_cast<uint64_t>(static_cast<double>(memory) * f.gpu_memory_utilization);
+    kv_memory = usable > resident ? usable - resident : 0;
+  } else {
+    if (f.threads > 0) kernels::SetCpuThreads(f.threads);  // the attention scratch is per thread
+    const LlmqConfig defaults;
+    HostKvInputs in;
+    in.memory = static_cast<int64_t>(memory);
+    in.utilization = f.gpu_memory_utilization;
+    in.weight_bytes = static_cast<int64_t>(resident);
+    in.working_bytes =
+        CpuBackend::WorkingBytesFor(cfg, defaults.max_num_batched_tokens, defaults.max_num_seqs);
+    in.kv_bytes_per_token = kv_per_token;
+    in.max_num_seqs = defaults.max_num_seqs;
+    in.max_context = cfg.max_position_embeddings;
+    kv_memory = static_cast<uint64_t>(HostKvBudget(in));
+  }
   char util[32];
   std::snprintf(util, sizeof util, "%g", f.gpu_memory_utilization);
   const std::string budget_source =
-      (gpu ? "gpu_memory_utilization " + std::string(util) + " x " : std::string()) +
-      memory_source + " - resident weights" +
-      (gpu ? " (the backend's activation reserve comes off too)" : "");
-  // Slots (block * block_size + offset) are int32 in the flat batch, as KvBlocksFor clamps.
-  const int64_t blocks = std::min<int64_t>(static_cast<int64_t>(kv_memory / (kv_per_token * block)),
-                                           std::numeric_limits<int32_t>::max() / block);
+      "gpu_memory_utilization " + std::string(util) + " x " + memory_source +
+      " - resident weights" +
+      (gpu ? " (the backend's activation reserve comes off too)"
+           : " - working memory, at most 2 x max_num_seqs full-context sequences");
+  // Slots (block * block_size + offset) are int32 in the flat batch, as KvBlocksFor clamps; the
+  // CPU's count is the engine's own (KvBlocksFor, at least one block).
+  const int64_t blocks =
+      gpu ? std::min<int64_t>(static_cast<int64_t>(kv_memory / (kv_per_token * block)),
+                              std::numeric_limits<int32_t>::max() / block)
+          : KvBlocksFor(kv_per_token, static_cast<int64_t>(kv_memory), static_cast<int>(block));
   const int64_t tokens = blocks * block;
   const int64_t seqs = tokens / cfg.max_position_embeddings;
   const std::string threads = DescribeCpuThreads(f.threads, "--threads");
@@ -177,7 +206,8 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
   std::printf("full-context seqs  %lld of %d tokens\n", static_cast<long long>(seqs),
               cfg.max_position_embeddings);
   if (!gpu)
-    std::printf("(llmq run / serve on the CPU size the KV cache by engine.kv_cache_memory)\n");
+    std::printf(
+        "(llmq run / serve build this pool when engine.kv_cache_memory is auto, the default)\n");
   return 0;
 }
 

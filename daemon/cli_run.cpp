@@ -32,6 +32,7 @@ struct RunFlags {
   EngineFlags engine;
   std::string input, output, errors, summary_json, state;
   bool progress = false, no_progress = false;
+  bool profile = false;  // --profile
 };
 
 std::atomic<int> g_signal{0};
@@ -125,6 +126,7 @@ class RunCommand {
       return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
     if (Status st = CheckPaths(f_); !st.ok())
       return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
+    cfg.profile = f_.profile;
     state_ = f_.state.empty() ? DefaultStateDir(f_.input, f_.output) : f_.state;
     max_line_bytes_ = cfg.max_line_bytes;
 
@@ -184,6 +186,8 @@ class RunCommand {
     if (const int sig = g_signal.load(); sig != 0) return Interrupted(sig);
 
     jobs::JobSummary sum;
+    sum.preemptions = engine->stats().preemptions;
+    if (f_.profile) sum.profile_seconds = engine->profile().Rows();
     const Status fin = Finalize(t0, resumed, runner.progress(), &sum);
     if (!fin.ok()) return Fail(cmd_, fin.message() + " (results are kept in " + state_ + ")");
     std::fprintf(stderr, "%s\n", sum.ToText().c_str());
@@ -322,6 +326,9 @@ void AddRunCommand(CLI::App* app, int* rc) {
   AddEngineFlags(cmd, &f->engine);
   cmd->add_flag("--progress", f->progress, "Show progress on stderr (default: when a terminal)");
   cmd->add_flag("--no-progress", f->no_progress, "Never show progress");
+  cmd->add_flag("--profile", f->profile,
+                "Time the engine's phases (scheduling, forward: GEMMs and attention, sampling) "
+                "into the summary's profile_seconds");
   cmd->callback([cmd, f, rc] { *rc = RunCommand(cmd, *f).Main(); });
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/status.h"
+#include "engine/step_profile.h"
 
 namespace llmq {
 
@@ -40,8 +41,9 @@ struct StepBatch {
   int32_t max_blocks = 0;
   std::vector<int32_t> logits_rows;  // [L] rows whose next-token logits are wanted, ascending
   bool decode_only = false;          // every sequence contributes exactly one token (T == S)
-  // Disjoint, in sequence order; the CPU backend ignores them (a GPU backend may read each
-  // group's shared blocks once: cascade attention).
+  // Disjoint, in sequence order; a backend may read each group's shared blocks once per step
+  // (the CPU backend's shared-prefix attention, the CUDA backend's cascade attention). Empty when
+  // EngineOptions::shared_prefix_attention is off.
   std::vector<PrefixGroup> prefix_groups;
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
@@ -105,6 +107,16 @@ class Backend {
   virtual std::optional<int64_t> KvBudgetBytes(double gpu_memory_utilization) const {
     return std::nullopt;
   }
+  // Host memory a step of up to `max_tokens` tokens over `max_seqs` sequences needs besides the
+  // weights and the KV pool (activations, logits, scratch), for a backend whose pool is sized from
+  // the host's memory (the CPU backend; PlanKvPool). 0: none (a GPU's reserve is in its budget).
+  virtual int64_t StepWorkingBytes(int max_tokens, int max_seqs) const { return 0; }
+  // Where the forward pass's time goes is added to *p from now on (null: not timed); a backend
+  // that does not split its forward pass ignores it.
+  void set_profile(StepProfile* p) { step_profile_ = p; }
+
+ protected:
+  StepProfile* step_profile_ = nullptr;
 };
 
 }  // namespace llmq

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace llmq {
 namespace {
@@ -20,7 +21,29 @@ void Grow(std::vector<T>& v, size_t n) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w) : cfg_(cfg) {
+uint64_t CpuBackend::WeightBytesFor(const ModelConfig& c) {
+  using kernels::PackedWeight;
+  const int H = c.hidden_size, I = c.intermediate_size;
+  uint64_t layer = PackedWeight::BytesFor(c.q_dim() + 2 * c.kv_dim(), H) +
+                   PackedWeight::BytesFor(H, c.q_dim()) + PackedWeight::BytesFor(2 * I, H) +
+                   PackedWeight::BytesFor(H, I) + 2 * H * sizeof(float);
+  if (c.qkv_bias) layer += (c.q_dim() + 2 * c.kv_dim()) * sizeof(float);
+  if (c.qk_norm) layer += 2 * c.head_dim * sizeof(float);
+  return layer * c.num_layers + PackedWeight::BytesFor(c.vocab_size, H) +
+         (static_cast<uint64_t>(c.vocab_size) + 1) * H * sizeof(float);  // lm head, embed, norm
+}
+
+int64_t CpuBackend::WorkingBytesFor(const ModelConfig& c, int max_tokens, int max_seqs) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  const int64_t row = 3 * H + (c.q_dim() + 2 * c.kv_dim()) + c.q_dim() + 3 * I;  // Forward's
+  const int64_t scores = int64_t{kernels::CpuThreads()} * 64 * (c.num_heads / c.num_kv_heads) *
+                         c.max_position_embeddings;  // PagedAttention's, per thread
+  return static_cast<int64_t>(sizeof(float)) *
+         (max_tokens * row + 2 * int64_t{max_seqs} * c.vocab_size + scores);
+}
+
+CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
+    : cfg_(cfg), weight_bytes_(WeightBytesFor(cfg)) {
   const int H = cfg.hidden_size;
   embed_ = w.ToF32("model.embed_tokens.weight");
   final_norm_ = w.ToF32("model.norm.weight");
@@ -42,12 +65,10 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w) : cfg_(cfg) {
         const std::vector<float> b = get(name);
         L.qkv_bias.insert(L.qkv_bias.end(), b.begin(), b.end());
       }
-      weight_bytes_ += L.qkv_bias.size() * sizeof(float);
     }
     if (cfg.qk_norm) {
       L.q_norm = get("self_attn.q_norm.weight");
       L.k_norm = get("self_attn.k_norm.weight");
-      weight_bytes_ += 2 * cfg.head_dim * sizeof(float);
     }
     L.o = kernels::PackedWeight::Pack(get("self_attn.o_proj.weight").data(), H, cfg.q_dim());
     const auto g = get("mlp.gate_proj.weight"), u = get("mlp.up_proj.weight");
@@ -55,11 +76,15 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w) : cfg_(cfg) {
         {g.data(), u.data()}, {cfg.intermediate_size, cfg.intermediate_size}, H);
     L.down =
         kernels::PackedWeight::Pack(get("mlp.down_proj.weight").data(), H, cfg.intermediate_size);
-    weight_bytes_ +=
-        L.qkv.bytes() + L.o.bytes() + L.gate_up.bytes() + L.down.bytes() + 2 * H * sizeof(float);
   }
-  weight_bytes_ += embed_.size() * sizeof(float) + final_norm_.size() * sizeof(float);
-  if (!cfg.tie_word_embeddings) weight_bytes_ += lm_head_.bytes();
+  // weight_bytes_ (from the config: llmq plan computes the same) is what was packed.
+  uint64_t held = lm_head_.bytes() + (embed_.size() + final_norm_.size()) * sizeof(float);
+  for (const Layer& L : layers_)
+    held += L.qkv.bytes() + L.o.bytes() + L.gate_up.bytes() + L.down.bytes() +
+            (L.attn_norm.size() + L.mlp_norm.size() + L.qkv_bias.size() + L.q_norm.size() +
+             L.k_norm.size()) *
+                sizeof(float);
+  LLMQ_CHECK(held == weight_bytes_);
 
   // Rotary table, computed in double and rounded once.
   const std::vector<double> inv = cfg.RopeInvFreq();
@@ -137,8 +162,23 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   ab.positions = b.positions.data();
   ab.block_tables = b.block_tables.data();
   ab.max_blocks = b.max_blocks;
+  groups_.clear();
+  for (const PrefixGroup& g : b.prefix_groups)
+    groups_.push_back({g.first_seq, g.num_seqs, g.num_blocks});
+  ab.groups = groups_.data();
+  ab.num_groups = static_cast<int>(groups_.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const size_t layer_floats = static_cast<size_t>(num_blocks_) * kvd * block_size_;
+  // Profile (Backend::set_profile): the GEMMs by kind of step, and attention.
+  double* gemm_s = step_profile_ ? (b.decode_only ? &step_profile_->decode_gemm_s
+                                                  : &step_profile_->prefill_gemm_s)
+                                 : nullptr;
+  double* attention_s = step_profile_ ? &step_profile_->attention_s : nullptr;
+  auto gemm = [&](const float* a, int64_t lda, int64_t m, const kernels::PackedWeight& w, float* c,
+                  int64_t ldc) {
+    ScopedTimer t(gemm_s);
+    kernels::Gemm(a, lda, static_cast<int>(m), w, c, ldc);
+  };
 
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const Layer& L = layers_[l];
@@ -146,7 +186,7 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
                         block_size_, cfg_.num_kv_heads, D};
     // Attention block.
     kernels::RmsNorm(x_.data(), L.attn_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());
-    kernels::Gemm(xn_.data(), H, T, L.qkv, qkv_.data(), qkv_w);
+    gemm(xn_.data(), H, T, L.qkv, qkv_.data(), qkv_w);
     if (!L.qkv_bias.empty())
       kernels::AddBias(qkv_.data(), T, qkv_w, L.qkv_bias.data(), static_cast<int>(qkv_w));
     if (!L.q_norm.empty()) {
@@ -158,15 +198,19 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
     kernels::Rope(qkv_.data(), T, qkv_w, cfg_.num_heads, D, b.positions.data(), cos_sin_.data());
     kernels::Rope(qkv_.data() + qd, T, qkv_w, cfg_.num_kv_heads, D, b.positions.data(),
                   cos_sin_.data());
-    kernels::WriteKv(kv, qkv_.data() + qd, qkv_.data() + qd + kvd, qkv_w, b.slot_mapping.data(), T);
-    kernels::PagedAttention(ab, kv, qkv_.data(), qkv_w, cfg_.num_heads, scale, attn_.data());
-    kernels::Gemm(attn_.data(), qd, T, L.o, proj_.data(), H);
+    {
+      ScopedTimer t(attention_s);
+      kernels::WriteKv(kv, qkv_.data() + qd, qkv_.data() + qd + kvd, qkv_w, b.slot_mapping.data(),
+                       T);
+      kernels::PagedAttention(ab, kv, qkv_.data(), qkv_w, cfg_.num_heads, scale, attn_.data());
+    }
+    gemm(attn_.data(), qd, T, L.o, proj_.data(), H);
     kernels::AddInPlace(x_.data(), proj_.data(), T * H);
     // MLP block.
     kernels::RmsNorm(x_.data(), L.mlp_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());
-    kernels::Gemm(xn_.data(), H, T, L.gate_up, gu_.data(), 2 * I);
+    gemm(xn_.data(), H, T, L.gate_up, gu_.data(), 2 * I);
     kernels::SiluMul(gu_.data(), T, I, act_.data());
-    kernels::Gemm(act_.data(), I, T, L.down, proj_.data(), H);
+    gemm(act_.data(), I, T, L.down, proj_.data(), H);
     kernels::AddInPlace(x_.data(), proj_.data(), T * H);
   }
   // Final norm and LM head, for the rows that sample only.
@@ -174,7 +218,7 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   for (int64_t i = 0; i < nl; ++i)
     std::memcpy(&proj_[i * H], &x_[static_cast<int64_t>(b.logits_rows[i]) * H], H * sizeof(float));
   kernels::RmsNorm(proj_.data(), final_norm_.data(), nl, H, cfg_.rms_norm_eps, xn_.data());
-  kernels::Gemm(xn_.data(), H, static_cast<int>(nl), lm_head_, logits, cfg_.vocab_size);
+  gemm(xn_.data(), H, nl, lm_head_, logits, cfg_.vocab_size);
   return Status::Ok();
 }
 

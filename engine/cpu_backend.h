@@ -1,7 +1,9 @@
 // CpuBackend: the reference backend and the fallback where no GPU is. fp32 throughout: weights are
 // widened from BF16/F16 and packed for the batch-invariant GEMM once, at construction. Every op
 // computes each row from its own inputs in a fixed order, so a sequence's logits do not depend on
-// the rest of the batch nor on how its prompt was chunked, bit for bit.
+// the rest of the batch nor on how its prompt was chunked, bit for bit. A step's prefix groups
+// (StepBatch::prefix_groups) make decode read each group's shared blocks once per step
+// (kernels::PagedAttention's shared-prefix attention), with bit-identical results.
 #pragma once
 
 #include <memory>
@@ -11,6 +13,7 @@
 #include "engine/model_config.h"
 #include "engine/weights.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/ops.h"
 
 namespace llmq {
 
@@ -23,6 +26,15 @@ class CpuBackend : public Backend {
   Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) override;
   uint64_t weight_bytes() const override { return weight_bytes_; }
   int64_t kv_bytes_per_token() const override { return cfg_.KvBytesPerToken(sizeof(float)); }
+  int64_t StepWorkingBytes(int max_tokens, int max_seqs) const override {
+    return WorkingBytesFor(cfg_, max_tokens, max_seqs);
+  }
+  // weight_bytes() of `cfg`'s model, from the config alone (llmq plan): the packed matrices (the LM
+  // head too when tied to the embedding, which is also kept unpacked), norms and biases, in fp32.
+  static uint64_t WeightBytesFor(const ModelConfig& cfg);
+  // StepWorkingBytes: the activations of max_tokens rows, the logits of max_seqs rows (the runner's
+  // and the sampler's), and the attention scores of every pool thread.
+  static int64_t WorkingBytesFor(const ModelConfig& cfg, int max_tokens, int max_seqs);
 
  private:
   struct Layer {
@@ -56,6 +68,7 @@ class CpuBackend : public Backend {
 
   // Activations, grown on demand and reused across steps.
   std::vector<float> x_, xn_, qkv_, attn_, proj_, gu_, act_;
+  std::vector<kernels::SharedPrefix> groups_;  // the step's prefix groups
 };
 
 }  // namespace llmq

@@ -61,7 +61,8 @@ int KvBlocksFor(int64_t kv_bytes_per_token, int64_t kv_memory_bytes, int block_s
   return static_cast<int>(std::clamp<int64_t>(kv_memory_bytes / per_block, 1, max_blocks));
 }
 
-Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* out) {
+Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* out,
+                  int max_context) {
   KvPoolPlan p;
   p.bytes_per_token = backend.kv_bytes_per_token();
   if (opt.num_blocks > 0) {
@@ -82,9 +83,35 @@ Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* 
           std::to_string(p.bytes_per_token * opt.block_size) +
           " bytes); raise engine.gpu_memory_utilization or use a smaller model");
     p.budget_bytes = *budget;
-  } else {
+  } else if (opt.kv_memory_bytes > 0) {
     p.budget_bytes = opt.kv_memory_bytes;
     p.source = "engine.kv_cache_memory";
+  } else {
+    const HostMemory host = opt.host_memory.bytes > 0 ? opt.host_memory : ReadHostMemory();
+    if (host.bytes <= 0)
+      return Status::InvalidArgument(
+          "KV cache: cannot tell how much memory this process may take (no MemAvailable in "
+          "/proc/meminfo); set engine.kv_cache_memory");
+    HostKvInputs in;
+    in.memory = host.bytes;
+    in.utilization = opt.gpu_memory_utilization;
+    in.weight_bytes = static_cast<int64_t>(backend.weight_bytes());
+    in.working_bytes =
+        backend.StepWorkingBytes(opt.scheduler.max_num_batched_tokens, opt.scheduler.max_num_seqs);
+    in.kv_bytes_per_token = p.bytes_per_token;
+    in.max_num_seqs = opt.scheduler.max_num_seqs;
+    in.max_context = max_context;
+    char util[160];
+    std::snprintf(util, sizeof util, "engine.gpu_memory_utilization %g of %s %.2f GiB",
+                  opt.gpu_memory_utilization, host.source.c_str(),
+                  static_cast<double>(host.bytes) / (int64_t{1} << 30));
+    p.source = util;
+    p.budget_bytes = HostKvBudget(in);
+    if (p.budget_bytes < p.bytes_per_token * opt.block_size)
+      return Status::InvalidArgument(
+          "KV cache: " + p.source + " leaves " + std::to_string(p.budget_bytes) +
+          " bytes after the weights and working memory, less than one block; set "
+          "engine.kv_cache_memory or free memory");
   }
   p.num_blocks = KvBlocksFor(p.bytes_per_token, p.budget_bytes, opt.block_size);
   *out = p;
@@ -100,7 +127,7 @@ LlmEngine::LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* 
       kv_pool_(pool),
       blocks_(pool.num_blocks, opt.block_size, opt.enable_prefix_cache),
       scheduler_(opt.scheduler, &blocks_),
-      runner_(backend, cfg.vocab_size, opt.block_size) {
+      runner_(backend, cfg.vocab_size, opt.block_size, opt.shared_prefix_attention) {
   eos_.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
 }
 
@@ -112,8 +139,9 @@ Status LlmEngine::Create(const ModelConfig& cfg, Backend* backend, const Tokeniz
   if (!(opt.gpu_memory_utilization > 0 && opt.gpu_memory_utilization <= 1))
     return Status::InvalidArgument("gpu_memory_utilization must be in (0, 1]");
   KvPoolPlan pool;
-  LLMQ_RETURN_IF_ERROR(PlanKvPool(*backend, opt, &pool));
+  LLMQ_RETURN_IF_ERROR(PlanKvPool(*backend, opt, &pool, cfg.max_position_embeddings));
   std::unique_ptr<LlmEngine> e(new LlmEngine(cfg, backend, tokenizer, opt, pool));
+  backend->set_profile(opt.profile ? &e->profile_ : nullptr);
   if (Status st = backend->AllocateKv(e->blocks_.num_blocks(), opt.block_size); !st.ok())
     return Status::Internal("KV cache of " + std::to_string(e->blocks_.num_blocks()) +
                             " blocks: " + st.message());
@@ -121,7 +149,9 @@ Status LlmEngine::Create(const ModelConfig& cfg, Backend* backend, const Tokeniz
   return Status::Ok();
 }
 
-LlmEngine::~LlmEngine() = default;
+LlmEngine::~LlmEngine() {
+  if (opt_.profile) backend_->set_profile(nullptr);  // the backend may outlive the engine
+}
 
 size_t LlmEngine::bookkeeping_size() const {
   return requests_.size() + window_.size() + reports_.size() + planned_.size() + groups_.size() +
@@ -569,18 +599,29 @@ void LlmEngine::Postprocess(std::vector<RequestOutput>* out) {
 }
 
 Status LlmEngine::Step(std::vector<RequestOutput>* out) {
-  const Status planned = PlanWindow();
-  std::move(reports_.begin(), reports_.end(), std::back_inserter(*out));
-  reports_.clear();
-  Materialize();
-  Schedule();
+  Status planned;
+  {
+    ScopedTimer t(opt_.profile ? &profile_.schedule_s : nullptr);
+    planned = PlanWindow();
+    std::move(reports_.begin(), reports_.end(), std::back_inserter(*out));
+    reports_.clear();
+    Materialize();
+    Schedule();
+  }
   if (sched_.seqs.empty()) return planned;
   ++stats_.steps;
-  if (const Status ran = Run(); !ran.ok()) {
+  profile_.steps += opt_.profile;
+  Status ran;
+  {
+    ScopedTimer t(opt_.profile ? &profile_.forward_s : nullptr);
+    ran = Run();
+  }
+  if (!ran.ok()) {
     FailStep(ran, out);
     return Status::Internal("backend: " + ran.message() +
                             (planned.ok() ? "" : "; " + planned.message()));
   }
+  ScopedTimer t(opt_.profile ? &profile_.sample_s : nullptr);
   Postprocess(out);
   return planned;
 }

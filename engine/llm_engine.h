@@ -21,6 +21,7 @@
 
 #include "engine/backend.h"
 #include "engine/block_manager.h"
+#include "engine/host_memory.h"
 #include "engine/model_config.h"
 #include "engine/model_runner.h"
 #include "engine/prefix_planner.h"
@@ -34,12 +35,23 @@ namespace llmq {
 struct EngineOptions {
   int block_size = 16;
   int num_blocks = 0;  // 0: from the backend's budget, else kv_memory_bytes (PlanKvPool)
+  // The CPU's KV pool (a GPU backend's budget comes first); 0: sized from host_memory.
   int64_t kv_memory_bytes = int64_t{1} << 30;
-  // The share of device memory a GPU backend may fill (weights, activations and the KV pool):
-  // Backend::KvBudgetBytes. 0 < u <= 1.
+  // The share of the memory the backend may fill (weights, activations and the KV pool): of the
+  // device for a GPU backend (Backend::KvBudgetBytes), of host_memory for the CPU backend's
+  // default pool (HostKvBudget). 0 < u <= 1.
   double gpu_memory_utilization = 0.9;
+  // The memory the process may take, read before the weights were loaded (ReadHostMemory), for
+  // kv_memory_bytes 0; bytes 0: read when the engine is created.
+  HostMemory host_memory;
   bool enable_prefix_cache = true;
   bool enable_planner = true;
+  // Steps carry their prefix groups (StepBatch::prefix_groups), so that decode reads a group's
+  // shared prefix blocks once per step rather than once per sequence. Outputs do not depend on it.
+  bool shared_prefix_attention = true;
+  // Time the steps' phases (LlmEngine::profile(); the backend's forward too): a few clock reads a
+  // step.
+  bool profile = false;
   SchedulerOptions scheduler;
   // The window planner; null: PlanPrefixes. An exception from it falls back to arrival order.
   std::function<Plan(const std::vector<std::span<const int32_t>>&, int block_size)> planner;
@@ -63,8 +75,11 @@ struct KvPoolPlan {
 };
 // EngineOptions::num_blocks when set; else the backend's KvBudgetBytes(gpu_memory_utilization)
 // when it has one (InvalidArgument when that leaves no room for one block: the weights fill the
-// device); else kv_memory_bytes.
-Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* out);
+// device); else kv_memory_bytes when > 0; else HostKvBudget of the host memory, the backend's
+// weight_bytes() and StepWorkingBytes (InvalidArgument when that leaves no room for one block),
+// capped by `max_context` (the model's; 0: no cap).
+Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* out,
+                  int max_context = 0);
 
 struct RequestState;
 
@@ -112,6 +127,8 @@ class LlmEngine {
     return std::min(cfg_.max_position_embeddings, blocks_.num_blocks() * blocks_.block_size());
   }
   const EngineStats& stats() const { return stats_; }
+  // Where the steps' time went; all zero unless EngineOptions::profile.
+  const StepProfile& profile() const { return profile_; }
   const KvPoolPlan& kv_pool() const { return kv_pool_; }
   // The block manager's invariants, and: every block's ref count equals the references of live
   // sequences' block tables plus the engine's pins. O(blocks + live requests); for tests.
@@ -156,6 +173,7 @@ class LlmEngine {
   bool sampled_on_device_ = false;
   Clock::time_point step_time_;  // when this step's tokens were sampled
   EngineStats stats_;
+  StepProfile profile_;
   int64_t next_seq_id_ = 0;
   std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;  // unfinished, by id
   std::vector<RequestState*> window_;   // added, not yet planned

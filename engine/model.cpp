@@ -30,6 +30,9 @@ Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out
         std::to_string(m.cfg.vocab_size));
   if (kind == BackendKind::kCpu) {
     m.backend = std::make_unique<CpuBackend>(m.cfg, *m.weights);
+    // The backend packed its own fp32 copy: unmapping the files now holds the weights once
+    // (peak RSS = packed weights + KV pool + working memory, not + the mapping).
+    m.weights.reset();
   } else {
 #ifdef LLMQ_HAVE_CUDA
     CudaBackendOptions opt;

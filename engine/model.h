@@ -15,6 +15,8 @@ namespace llmq {
 
 struct Model {
   ModelConfig cfg;
+  // The mapped safetensors files; null with the CPU backend, which keeps its own packed copy
+  // (the mapping is released once it is built).
   std::unique_ptr<Weights> weights;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Backend> backend;

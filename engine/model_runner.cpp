@@ -39,7 +39,7 @@ void ModelRunner::Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
       samplers->push_back(s.seq);
     }
   }
-  DetectPrefixGroups(block_size_, b);
+  if (groups_) DetectPrefixGroups(block_size_, b);
 }
 
 Status ModelRunner::Forward() {

@@ -12,8 +12,9 @@ namespace llmq {
 
 class ModelRunner {
  public:
-  ModelRunner(Backend* backend, int vocab_size, int block_size)
-      : backend_(backend), vocab_(vocab_size), block_size_(block_size) {}
+  // `prefix_groups`: whether batches carry their prefix groups (off: always empty).
+  ModelRunner(Backend* backend, int vocab_size, int block_size, bool prefix_groups = true)
+      : backend_(backend), vocab_(vocab_size), block_size_(block_size), groups_(prefix_groups) {}
   // Runs one step: `samplers` receives the sequences that finish their pending tokens in this step
   // (in batch order), logits() their next-token logits [L, vocab]. The backend's Status.
   Status Run(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers) {
@@ -36,6 +37,7 @@ class ModelRunner {
  private:
   Backend* backend_;
   int vocab_, block_size_;
+  bool groups_;
   StepBatch batch_;
   std::vector<float> logits_;
   std::vector<int32_t> ids_;

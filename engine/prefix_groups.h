@@ -2,7 +2,8 @@
 // physical blocks, already computed. A GPU backend reads such a shared prefix once per group per
 // step ("cascade" attention: the group's queries against the shared blocks as one matrix product,
 // merged with each sequence's own suffix attention by log-sum-exp) instead of once per sequence.
-// Plain C++: detected and tested on the CPU; the CPU backend ignores the groups.
+// Plain C++: detected and tested on the CPU; the CPU backend reads a group's shared blocks once per
+// kv head for up to 64 of its rows (kernels::PagedAttention).
 #pragma once
 
 #include <cstdint>

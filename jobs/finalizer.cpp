@@ -17,32 +17,38 @@ double NearestRankPercentile(std::vector<double> values, double p) {
 }
 
 std::string JobSummary::ToJson() const {
-  const nlohmann::ordered_json j{{"requests", requests},
-                                 {"completed", completed},
-                                 {"failed", failed},
-                                 {"resumed", resumed},
-                                 {"refused", refused},
-                                 {"finished_this_run", finished_this_run},
-                                 {"prompt_tokens", prompt_tokens},
-                                 {"cached_prompt_tokens", cached_tokens},
-                                 {"computed_prompt_tokens", computed_tokens},
-                                 {"completion_tokens", completion_tokens},
-                                 {"wall_seconds", wall_seconds},
-                                 {"output_tokens_per_second", output_tokens_per_second},
-                                 {"queue_seconds_p50", queue_p50},
-                                 {"queue_seconds_p95", queue_p95},
-                                 {"ttft_seconds_p50", ttft_p50},
-                                 {"ttft_seconds_p95", ttft_p95},
-                                 {"itl_seconds_p50", itl_p50},
-                                 {"itl_seconds_p95", itl_p95},
-                                 {"latency_seconds_p50", latency_p50},
-                                 {"latency_seconds_p95", latency_p95},
-                                 {"model", model},
-                                 {"backend", backend},
-                                 {"cpu_threads", cpu_threads},
-                                 {"input", input},
-                                 {"output", output},
-                                 {"errors", errors}};
+  nlohmann::ordered_json j{{"requests", requests},
+                           {"completed", completed},
+                           {"failed", failed},
+                           {"resumed", resumed},
+                           {"refused", refused},
+                           {"finished_this_run", finished_this_run},
+                           {"prompt_tokens", prompt_tokens},
+                           {"cached_prompt_tokens", cached_tokens},
+                           {"computed_prompt_tokens", computed_tokens},
+                           {"completion_tokens", completion_tokens},
+                           {"wall_seconds", wall_seconds},
+                           {"output_tokens_per_second", output_tokens_per_second},
+                           {"queue_seconds_p50", queue_p50},
+                           {"queue_seconds_p95", queue_p95},
+                           {"ttft_seconds_p50", ttft_p50},
+                           {"ttft_seconds_p95", ttft_p95},
+                           {"itl_seconds_p50", itl_p50},
+                           {"itl_seconds_p95", itl_p95},
+                           {"latency_seconds_p50", latency_p50},
+                           {"latency_seconds_p95", latency_p95},
+                           {"model", model},
+                           {"backend", backend},
+                           {"cpu_threads", cpu_threads},
+                           {"input", input},
+                           {"output", output},
+                           {"errors", errors}};
+  if (preemptions >= 0) j["preemptions"] = preemptions;
+  if (!profile_seconds.empty()) {
+    nlohmann::ordered_json p = nlohmann::ordered_json::object();
+    for (const auto& [phase, s] : profile_seconds) p[phase] = s;
+    j["profile_seconds"] = p;
+  }
   return j.dump(2);
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/status.h"
@@ -42,6 +43,10 @@ struct JobSummary {
   // Tokens generated per second: the caller's figure when set (a resumed run generated only
   // part of completion_tokens), else completion_tokens / wall_seconds (0 without wall_seconds).
   double output_tokens_per_second = 0;
+  // Set by the caller (llmq run): the engine's preemptions (-1: not said, left out of the JSON)
+  // and where its time went, (phase, seconds) (empty: left out; `llmq run --profile`).
+  int64_t preemptions = -1;
+  std::vector<std::pair<std::string, double>> profile_seconds;
 
   std::string ToJson() const;  // nlohmann ordered_json, 2-space indent, no trailing newline
   std::string ToText() const;  // one line, for stderr / the journal

@@ -25,7 +25,7 @@ TEST(CliUx, EveryCommandHasHelpWithItsFlagsAndDefaults) {
     EXPECT_NE(root.out.find(cmd), std::string::npos) << cmd;
   const std::vector<std::pair<std::string, std::vector<std::string>>> expect = {
       {"run",
-       {"--output", "--errors", "--summary-json", "--max-num-seqs", "=256", "=2048", "=1GiB",
+       {"--output", "--errors", "--summary-json", "--max-num-seqs", "=256", "=2048", "=auto",
         "--no-prefix-cache", "--config", "--backend", "--precision", "=bf16",
         "--gpu-memory-utilization", "=0.9"}},
       {"generate", {"--prompt", "--max-tokens", "=64", "--temperature", "--seed", "--json"}},

@@ -77,6 +77,7 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
                           "kv_cache_memory:",
                           "enable_prefix_caching:",
                           "enable_planner:",
+                          "shared_prefix_attention:",
                           "backend:",
                           "precision:",
                           "gpu_memory_utilization:",

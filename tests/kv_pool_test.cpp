@@ -105,6 +105,38 @@ TEST_F(KvPoolTest, BudgetComesFromTheConfigOrTheBackend) {
   EXPECT_EQ(p.source, "engine.num_blocks");
 }
 
+TEST_F(KvPoolTest, CpuDefaultComesFromTheHostMemory) {
+  EngineOptions o;
+  o.kv_memory_bytes = 0;  // auto
+  o.host_memory = {int64_t{1} << 30, "MemAvailable"};
+  o.gpu_memory_utilization = 0.5;
+  KvPoolPlan p;
+  ASSERT_TRUE(PlanKvPool(*be_, o, &p).ok());
+  HostKvInputs in;
+  in.memory = int64_t{1} << 30;
+  in.utilization = 0.5;
+  in.weight_bytes = static_cast<int64_t>(be_->weight_bytes());
+  in.working_bytes =
+      be_->StepWorkingBytes(o.scheduler.max_num_batched_tokens, o.scheduler.max_num_seqs);
+  EXPECT_GT(in.working_bytes, 0);
+  in.kv_bytes_per_token = 256;
+  EXPECT_EQ(p.budget_bytes, HostKvBudget(in));
+  EXPECT_EQ(p.num_blocks, KvBlocksFor(256, p.budget_bytes, 16));
+  EXPECT_EQ(p.source, "engine.gpu_memory_utilization 0.5 of MemAvailable 1.00 GiB");
+  // The model's context caps it: 2 x 256 sequences x 256 tokens.
+  ASSERT_TRUE(PlanKvPool(*be_, o, &p, cfg_.max_position_embeddings).ok());
+  EXPECT_EQ(p.budget_bytes, int64_t{2} * 256 * 256 * 256);
+  // An explicit size wins; memory that the weights and working memory fill is a clear error.
+  o.kv_memory_bytes = 1 << 20;
+  ASSERT_TRUE(PlanKvPool(*be_, o, &p).ok());
+  EXPECT_EQ(p.source, "engine.kv_cache_memory");
+  o.kv_memory_bytes = 0;
+  o.host_memory.bytes = 1000;
+  const Status st = PlanKvPool(*be_, o, &p);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("less than one block"), std::string::npos) << st.message();
+}
+
 TEST_F(KvPoolTest, ABudgetShortOfOneBlockIsAClearError) {
   DeviceLikeBackend full(be_.get(), 128 * 16 - 1);
   EngineOptions o;

@@ -71,6 +71,16 @@ class PrefixEngineTest : public ::testing::Test {
     be_ = std::make_unique<CpuBackend>(cfg_, *w_);
   }
   static void TearDownTestSuite() { be_.reset(), w_.reset(); }
+  // Each request run alone, without the prefix features: the reference outputs.
+  static Outputs EachAlone(const std::vector<Request>& reqs, const EngineOptions& base) {
+    Outputs alone;
+    for (const Request& r : reqs) {
+      EngineOptions o = base;
+      o.enable_prefix_cache = o.enable_planner = o.shared_prefix_attention = false;
+      alone.merge(RunAll(cfg_, be_.get(), {r}, o).out);
+    }
+    return alone;
+  }
   static ModelConfig cfg_;
   static std::unique_ptr<Weights> w_;
   static std::unique_ptr<CpuBackend> be_;
@@ -92,12 +102,7 @@ TEST_F(PrefixEngineTest, CacheAndPlannerNeverChangeGreedyOutputs) {
   EngineOptions base;
   base.num_blocks = 400;
   base.scheduler.max_num_batched_tokens = 96;  // prefills are chunked and mixed with decodes
-  Outputs reference;
-  for (const Request& r : reqs) {  // each alone, no cache, no planner
-    EngineOptions o = base;
-    o.enable_prefix_cache = o.enable_planner = false;
-    reference.merge(RunAll(cfg_, be_.get(), {r}, o).out);
-  }
+  const Outputs reference = EachAlone(reqs, base);
   for (bool cache : {false, true})
     for (bool planner : {false, true}) {
       EngineOptions o = base;
@@ -249,6 +254,80 @@ TEST_F(PrefixEngineTest, RecomputedPromptsOfForkedSamplesAreCounted) {
   ASSERT_TRUE(out.ok()) << out.error;
   EXPECT_GT(out.metrics.preemptions, 0);
   EXPECT_GE(out.metrics.computed_prompt_tokens, 2 * out.metrics.prompt_tokens);
+}
+
+// Forwards to a backend and counts the steps that carried prefix groups.
+class GroupCountingBackend : public Backend {
+ public:
+  explicit GroupCountingBackend(Backend* inner) : inner_(inner) {}
+  std::string name() const override { return inner_->name(); }
+  Status AllocateKv(int num_blocks, int block_size) override {
+    return inner_->AllocateKv(num_blocks, block_size);
+  }
+  Status Forward(const StepBatch& b, float* logits) override {
+    if (!b.prefix_groups.empty()) ++grouped_steps;
+    return inner_->Forward(b, logits);
+  }
+  Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) override {
+    return inner_->CopyBlocks(src_dst);
+  }
+  uint64_t weight_bytes() const override { return inner_->weight_bytes(); }
+  int64_t kv_bytes_per_token() const override { return inner_->kv_bytes_per_token(); }
+  int grouped_steps = 0;
+
+ private:
+  Backend* inner_;
+};
+
+void ExpectSameSamples(const Outputs& a, const Outputs& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (const auto& [id, o] : a) {
+    ASSERT_TRUE(o.ok()) << o.error;
+    ASSERT_EQ(o.completions.size(), b.at(id).completions.size()) << what << " " << id;
+    for (size_t k = 0; k < o.completions.size(); ++k)
+      EXPECT_EQ(o.completions[k].ids, b.at(id).completions[k].ids) << what << " " << id << " " << k;
+  }
+}
+
+// Shared-prefix attention (decode reads a group's shared blocks once per step) and token-granular
+// prefix reuse change what is read and computed, never what is generated: greedy and seeded
+// sampling give the same ids with the features on and off, and as each request run alone.
+TEST_F(PrefixEngineTest, SharedPrefixAttentionNeverChangesOutputs) {
+  // Prefixes that end inside a block (45 and 37 tokens), so reuse copies partial blocks too.
+  bench::Prompts prompts = bench::SharedInstructions(10, 45, 3, 30, cfg_.vocab_size, 31);
+  const bench::Prompts more = bench::SharedInstructions(6, 37, 1, 20, cfg_.vocab_size, 32);
+  prompts.insert(prompts.end(), more.begin(), more.end());
+  for (bool sampled : {false, true}) {
+    std::vector<Request> reqs = Requests(prompts, 24);
+    if (sampled)
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        reqs[i].params.temperature = 0.8f;
+        reqs[i].params.top_p = 0.9f;
+        reqs[i].params.seed = 100 + i;
+        reqs[i].n = i % 3 == 0 ? 2 : 1;
+      }
+    EngineOptions base;
+    base.num_blocks = 400;
+    base.scheduler.max_num_batched_tokens = 128;  // chunked prefills mixed with decodes
+    const Outputs alone = EachAlone(reqs, base);
+    for (bool cache : {false, true})
+      for (bool shared : {false, true}) {
+        EngineOptions o = base;
+        o.enable_prefix_cache = cache;
+        o.shared_prefix_attention = shared;
+        GroupCountingBackend counting(be_.get());
+        const RunStats rs = RunAll(cfg_, &counting, reqs, o);
+        const std::string what = std::string(sampled ? "seeded" : "greedy") +
+                                 (cache ? " cache" : " no-cache") +
+                                 (shared ? " shared-attention" : " plain-attention");
+        ExpectSameSamples(rs.out, alone, what.c_str());
+        if (shared && cache) {
+          EXPECT_GT(counting.grouped_steps, 0) << what;
+        } else if (!shared) {
+          EXPECT_EQ(counting.grouped_steps, 0) << what;
+        }
+      }
+  }
 }
 
 TEST(PrefixEngineStories, CacheOnOffAndPlannerGiveTheSameStories) {

@@ -174,6 +174,32 @@ TEST_F(RunTest, PrefixFeaturesOffGiveTheSameOutputsAndErrorsCanBeSplit) {
     EXPECT_EQ(b[j]["response"]["body"]["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
   }
   EXPECT_GT(cached, 0);
+
+  // Without shared-prefix attention, profiled: the same outputs; the summary says where the time
+  // went and how often the engine preempted.
+  const auto plain =
+      RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/plain.jsonl", "--model", model_, "--errors",
+               dir + "/errors2.jsonl", "--no-shared-prefix-attention", "--profile",
+               "--summary-json", dir + "/plain.summary.json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto c = ReadJsonl(dir + "/plain.jsonl");
+  ASSERT_EQ(c.size(), 40u);
+  for (int i = 0; i < 40; ++i)
+    EXPECT_EQ(a[i]["response"]["body"]["choices"][0]["message"]["content"],
+              c[i]["response"]["body"]["choices"][0]["message"]["content"]);
+  const json sum = json::parse(testing::ReadText(dir + "/plain.summary.json"));
+  EXPECT_EQ(sum["preemptions"], 0);
+  const json& prof = sum["profile_seconds"];
+  for (const char* k : {"schedule", "forward", "sample", "prefill_gemm", "decode_gemm", "attention",
+                        "other_forward"})
+    EXPECT_TRUE(prof.contains(k)) << k;
+  EXPECT_GT(prof["forward"].get<double>(), 0);
+  EXPECT_GT(prof["prefill_gemm"].get<double>(), 0);
+  EXPECT_GT(prof["attention"].get<double>(), 0);
+  EXPECT_LE(prof["prefill_gemm"].get<double>() + prof["decode_gemm"].get<double>() +
+                prof["attention"].get<double>(),
+            prof["forward"].get<double>());
+  EXPECT_LE(prof["forward"].get<double>(), sum["wall_seconds"].get<double>());
 }
 
 TEST_F(RunTest, ChatWithoutMaxTokensFitsTheKvCacheAndHugeMaxTokensIsRefused) {

@@ -55,6 +55,10 @@ class PackedWeight {
   int panels() const { return (n_ + kPanel - 1) / kPanel; }
   const float* panel(int p) const { return data_.data() + static_cast<int64_t>(p) * k_ * kPanel; }
   uint64_t bytes() const { return data_.size() * sizeof(float); }
+  // bytes() of an [n, k] matrix once packed.
+  static uint64_t BytesFor(int n, int k) {
+    return static_cast<uint64_t>((n + kPanel - 1) / kPanel) * k * kPanel * sizeof(float);
+  }
 
  private:
   int n_ = 0, k_ = 0;

@@ -1,0 +1,56 @@
+// StepProfile: where an engine's time goes, summed over its steps, for `llmq run --profile` and
+// bench/run_bench. The engine times its phases (planning and scheduling, the forward pass,
+// sampling); a backend that is given the profile (Backend::set_profile) splits its forward pass
+// further (the CPU backend: GEMMs of steps with prefill tokens, GEMMs of decode-only steps,
+// attention). A few clock reads per step and per layer: cheap, but off unless asked for.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace llmq {
+
+struct StepProfile {
+  int64_t steps = 0;
+  double schedule_s = 0;      // planning the window, admitting, scheduling (LlmEngine::Step)
+  double forward_s = 0;       // block copies, building the batch and Backend::Forward
+  double sample_s = 0;        // sampling, stop checks, finishing requests
+  double prefill_gemm_s = 0;  // in the forward: GEMMs of steps that carry prefill tokens
+  double decode_gemm_s = 0;   // GEMMs of decode-only steps
+  double attention_s = 0;     // writing K/V and paged attention
+
+  // (name, seconds) rows: the phases above, and the forward's rest ("other forward ops") when
+  // the backend split it.
+  std::vector<std::pair<std::string, double>> Rows() const {
+    std::vector<std::pair<std::string, double>> r = {
+        {"schedule", schedule_s},       {"forward", forward_s},
+        {"sample", sample_s},           {"prefill_gemm", prefill_gemm_s},
+        {"decode_gemm", decode_gemm_s}, {"attention", attention_s}};
+    if (prefill_gemm_s + decode_gemm_s + attention_s > 0)
+      r.push_back({"other_forward", forward_s - prefill_gemm_s - decode_gemm_s - attention_s});
+    return r;
+  }
+};
+
+// Adds the seconds from its construction to its destruction to *into (nothing when null).
+class ScopedTimer {
+ public:
+  explicit ScopedTimer(double* into)
+      : into_(into),
+        t0_(into ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{}) {}
+  ~ScopedTimer() {
+    if (into_)
+      *into_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  ScopedTimer(const ScopedTimer&) = delete;
+  ScopedTimer& operator=(const ScopedTimer&) = delete;
+
+ private:
+  double* into_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace llmq
