@@ -327,7 +327,9 @@ TEST_F(ServeTest, DuplicatesAreRefusedAmongNewFilesAndAnInterruptedMoveIsFinishe
 TEST_F(ServeTest, CancelEndsARunningJobWithItsFinishedResults) {
   WriteConfig(5, 1);
   Start();
-  Drop("long.jsonl", Job("long", 100, 64));
+  // One request at a time, long enough that the cancel (a CLI process away) lands mid-job.
+  constexpr size_t kCount = 2000;
+  Drop("long.jsonl", Job("long", kCount, 64));
   // Wait until some requests are finished, then cancel.
   ASSERT_TRUE(WaitFor([&] { return Completed("long.jsonl") >= 4; }, 20)) << ReadText(err_file());
   const auto c = Cli({"cancel", "long.jsonl"});
@@ -340,7 +342,7 @@ TEST_F(ServeTest, CancelEndsARunningJobWithItsFinishedResults) {
   const auto errors = ReadJsonl(outbox("long.errors.jsonl"));
   EXPECT_GE(results.size(), 4u);
   EXPECT_GT(errors.size(), 0u) << "the job should still have been running";
-  EXPECT_EQ(results.size() + errors.size(), 100u);
+  EXPECT_EQ(results.size() + errors.size(), kCount);
   EXPECT_EQ(s["request_counts"]["completed"].get<size_t>(), results.size());
   std::set<std::string> ids;
   for (const auto* v : {&results, &errors})
