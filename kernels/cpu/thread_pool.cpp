@@ -76,8 +76,8 @@ double ThreadPool::MeasureBarrier() {
     });
     s = static_cast<double>(NowNs() - t0);
   }
-  std::sort(ns.begin(), ns.end());
-  return ns[ns.size() / 2];
+  // The intrinsic cost, not this moment's load (see barrier_ns()).
+  return *std::min_element(ns.begin(), ns.end());
 }
 
 int64_t ThreadPool::ChunksFor(double serial_ns) const {

@@ -42,9 +42,13 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
-  // What one region costs beyond its work (ns), measured at construction: the median of
+  // What one region costs beyond its work (ns), measured at construction: the fastest of
   // kBarrierSamples regions of one piece per thread, each piece handed to its own thread (it
-  // waits for the others) and joined. Work cheaper than this is not worth a region.
+  // waits for the others) and joined. Work cheaper than this is not worth a region. The fastest,
+  // not the median: a pool started while other processes hold the cores would otherwise measure
+  // their time slices (up to the 2-ms cap) and run every op on one thread for the rest of its
+  // life, long after the load has gone; under load the waiters' futex sleeps do as well as one
+  // thread (bench/RESULTS.md, issue 12).
   double barrier_ns() const { return barrier_ns_; }
 
   // Runs fn(i) for every i in [0, chunks), on the team, and returns when all have run. fn must
