@@ -11,7 +11,6 @@
 //   run_bench [--requests 512] [--config model-config.json] [--before PATH] [--no-off]
 //             [--no-sampler] [--sampler-only]
 //   (default: a tiny 2048-context model)
-#include <omp.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +29,7 @@
 #include "engine/llm_engine.h"
 #include "engine/model_maker.h"
 #include "engine/weights.h"
+#include "kernels/cpu/thread_pool.h"
 
 using json = nlohmann::json;
 
@@ -163,7 +163,7 @@ void SamplerTable(const llmq::ModelConfig& cfg, const std::string& model) {
   std::printf(
       "\nsampler per decode step at batch %d (one thread; engine step = CPU forward + engine + "
       "sampler, %d threads)\n",
-      kBatch, omp_get_max_threads());
+      kBatch, llmq::kernels::CpuThreads());
   std::printf("| %-30s | %16s | %20s | %22s |\n", "sampling", "engine step ms",
               "sampler ms (vocab)", "sampler ms (vocab 128256)");
   std::printf(

@@ -58,9 +58,8 @@ std::string DescribeCpuThreads(int threads, const std::string& source) {
          " usable CPUs: " + kernels::DescribeCpuBudget(b) + ")";
 }
 
-std::string ApplyCpuThreads(const LlmqConfig& cfg) {
+void ApplyCpuThreads(const LlmqConfig& cfg) {
   if (cfg.cpu_threads > 0) kernels::SetCpuThreads(cfg.cpu_threads);
-  return DescribeCpuThreads(cfg.cpu_threads, cfg.cpu_threads_source);
 }
 
 void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision) {

@@ -42,10 +42,10 @@ void AddGpuMemoryFlag(CLI::App* cmd, double* utilization);
 void AddThreadsFlag(CLI::App* cmd, int* threads);
 
 // Makes the CPU kernels use the threads `cfg` asks for (engine.cpu_threads / --threads; else the
-// default of kernels::CpuThreads()) and says how many and why: "2 (of 2 usable CPUs: affinity 2,
-// no cgroup quota)", "1 (--threads)", "1 ($OMP_NUM_THREADS)".
-std::string ApplyCpuThreads(const LlmqConfig& cfg);
-// The same description without changing anything (llmq plan): `threads` as --threads gives it.
+// default of kernels::CpuThreads()).
+void ApplyCpuThreads(const LlmqConfig& cfg);
+// How many threads and why: "2 (of 2 usable CPUs: affinity 2, no cgroup quota)", "1 (--threads)",
+// "1 ($OMP_NUM_THREADS)"; `threads` > 0 as `source` gives it.
 std::string DescribeCpuThreads(int threads, const std::string& source);
 
 // Finds and loads the config (FindConfig), then applies the flags that were given over it.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampler.h"
 #include "engine/status.h"
 #include "engine/step_profile.h"
 
@@ -60,17 +61,6 @@ struct StepBatch {
     decode_only = false;
     prefix_groups.clear();
   }
-};
-
-// One logits row's sampling, as a backend may do it on the device: the arguments of
-// SampleTokenWithDraw (engine/sampler.h). The engine draws u from the request's own stream before
-// the step, so the ids do not depend on where they are picked.
-struct RowSampling {
-  float temperature = 0.f;  // < 1e-5 (or NaN): greedy, u unused
-  int top_k = 0;            // <= 0: off
-  float top_p = 1.f;        // 1: off
-  float min_p = 0.f;        // 0: off
-  double u = 0.0;           // the row's draw in [0, 1)
 };
 
 class Backend {

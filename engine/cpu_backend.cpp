@@ -36,7 +36,8 @@ uint64_t CpuBackend::WeightBytesFor(const ModelConfig& c) {
 int64_t CpuBackend::WorkingBytesFor(const ModelConfig& c, int max_tokens, int max_seqs) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
   const int64_t row = 3 * H + (c.q_dim() + 2 * c.kv_dim()) + c.q_dim() + 3 * I;  // Forward's
-  const int64_t scores = int64_t{kernels::CpuThreads()} * 64 * (c.num_heads / c.num_kv_heads) *
+  const int64_t scores = int64_t{kernels::CpuThreads()} * kernels::kAttentionGroupRows *
+                         (c.num_heads / c.num_kv_heads) *
                          c.max_position_embeddings;  // PagedAttention's, per thread
   return static_cast<int64_t>(sizeof(float)) *
          (max_tokens * row + 2 * int64_t{max_seqs} * c.vocab_size + scores);

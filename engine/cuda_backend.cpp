@@ -351,13 +351,8 @@ class CudaBackendImpl final : public CudaBackend {
   Status Forward(const StepBatch& b, float* logits) override {
     LLMQ_RETURN_IF_ERROR(Run(b));
     Mark(kSample);
-    const size_t n = b.logits_rows.size() * static_cast<size_t>(cfg_.vocab_size);
-    LLMQ_CUDA_TRY(
-        cudaMemcpyAsync(logits, logits_.p, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    Mark(kSample);  // the end of the last phase
-    LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
-    CollectProfile();
-    return Status::Ok();
+    return Deliver(logits, logits_.p,
+                   b.logits_rows.size() * static_cast<size_t>(cfg_.vocab_size) * sizeof(float));
   }
 
   bool samples_on_device() const override { return true; }
@@ -517,8 +512,13 @@ class CudaBackendImpl final : public CudaBackend {
       LLMQ_CUDA_TRY(
           kc::ArgmaxRows(logits_.as<float>(), L, cfg_.vocab_size, ids_.as<int32_t>(), stream_));
     }
-    LLMQ_CUDA_TRY(
-        cudaMemcpyAsync(ids, ids_.p, L * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    return Deliver(ids, ids_.p, L * sizeof(int32_t));
+  }
+
+  // The step's result to the host, the end of the step: the last phase's mark, the
+  // synchronisation, the profile's collection.
+  Status Deliver(void* host, const void* device, size_t bytes) {
+    LLMQ_CUDA_TRY(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
     Mark(kSample);  // the end of the last phase
     LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
     CollectProfile();
@@ -541,20 +541,19 @@ class CudaBackendImpl final : public CudaBackend {
     // Decode steps replay a CUDA graph of their shape, except steps with cascade groups (their
     // launches change from step to step), when profiling (events between the launches) and when
     // single rows would take the prefill path (its launch arguments are the step's positions).
+    CudaStepPlan plan;
+    LLMQ_RETURN_IF_ERROR(PlanCudaStep(b, cfg_, PlanOptions(), &plan));
     const int bucket = GraphBucketFor(b.num_seqs(), graph_buckets_);
     if (graphs_ && b.decode_only && bucket > 0 && !profile_ && prefill_gemm_min_rows_ > 1 &&
-        !HasCascade(b))
-      return RunGraph(b, sampling, bucket);
-    StepLaunch s;
-    LLMQ_RETURN_IF_ERROR(Prepare(b, sampling, 0, &s));
-    return Enqueue(s);
+        plan.cascade.empty())
+      return RunGraph(b, plan, sampling, bucket);
+    return RunEager(b, plan, sampling);
   }
 
-  // Whether `b` would run cascade attention (a group that saves enough key reads).
-  bool HasCascade(const StepBatch& b) const {
-    if (!cascade_ || b.prefix_groups.empty()) return false;
-    CudaStepPlan plan;
-    return PlanCudaStep(b, cfg_, PlanOptions(), &plan).ok() && !plan.cascade.empty();
+  Status RunEager(const StepBatch& b, const CudaStepPlan& plan, const RowSampling* sampling) {
+    StepLaunch s;
+    LLMQ_RETURN_IF_ERROR(Prepare(b, plan, sampling, 0, &s));
+    return Enqueue(s);
   }
 
   CudaPlanOptions PlanOptions() const {
@@ -571,22 +570,21 @@ class CudaBackendImpl final : public CudaBackend {
   // A decode step through the graph of (bucket, context): the step padded to that shape
   // (PadDecodeStep), its metadata uploaded, the graph captured on first use (or when a buffer it
   // reads has moved since) and replayed.
-  Status RunGraph(const StepBatch& b, const RowSampling* sampling, int bucket) {
-    int max_context = 0;
-    for (int32_t p : b.positions) max_context = std::max(max_context, p + 1);
-    const int ctx = GraphContext(max_context, cfg_.max_position_embeddings);
+  Status RunGraph(const StepBatch& b, const CudaStepPlan& plan, const RowSampling* sampling,
+                  int bucket) {
+    const int ctx = GraphContext(plan.max_context, cfg_.max_position_embeddings);
     if (!PadDecodeStep(b, bucket, (ctx + cache_.block_size - 1) / cache_.block_size,
-                       cache_.block_size, &padded_)) {
-      StepLaunch eager;  // a table wider than the shape's: no graph for this step
-      LLMQ_RETURN_IF_ERROR(Prepare(b, sampling, 0, &eager));
-      return Enqueue(eager);
-    }
+                       cache_.block_size, &padded_))
+      return RunEager(b, plan, sampling);  // a position past the shape's columns: no graph
     if (sampling) {
       padded_rows_.assign(sampling, sampling + b.logits_rows.size());
       padded_rows_.resize(padded_.logits_rows.size());  // greedy
     }
+    CudaStepPlan padded_plan;
+    LLMQ_RETURN_IF_ERROR(PlanCudaStep(padded_, cfg_, PlanOptions(), &padded_plan));
     StepLaunch s;
-    LLMQ_RETURN_IF_ERROR(Prepare(padded_, sampling ? padded_rows_.data() : nullptr, ctx, &s));
+    LLMQ_RETURN_IF_ERROR(
+        Prepare(padded_, padded_plan, sampling ? padded_rows_.data() : nullptr, ctx, &s));
     Graph& g = graphs_cache_[{bucket, ctx}];
     const std::vector<const void*> sig = Signature();
     if (!g.exec || g.sig != sig) {
@@ -599,9 +597,7 @@ class CudaBackendImpl final : public CudaBackend {
         // which computes the same; the reason is kept for reports.
         graphs_ = false;
         graph_error_ = captured.message();
-        StepLaunch eager;
-        LLMQ_RETURN_IF_ERROR(Prepare(b, sampling, 0, &eager));
-        return Enqueue(eager);
+        return RunEager(b, plan, sampling);
       }
       LLMQ_RETURN_IF_ERROR(captured);  // a launch's own error (bad arguments), as eagerly
       g.sig = sig;
@@ -661,14 +657,14 @@ class CudaBackendImpl final : public CudaBackend {
             i(attention_variant_)};
   }
 
-  // Plans `b`, sizes the buffers and uploads its metadata (one copy): *s gets what the kernels
-  // read. With `sampling` ([L]) the rows' parameters travel with the metadata (sample_params_).
+  // Sizes the buffers for `b` (planned as `plan`) and uploads its metadata (one copy): *s gets
+  // what the kernels read. With `sampling` ([L]) the rows' parameters travel with the metadata
+  // (sample_params_).
   // `min_context`: attention is launched for at least this context (a graph's shape).
-  Status Prepare(const StepBatch& b, const RowSampling* sampling, int min_context, StepLaunch* s) {
+  Status Prepare(const StepBatch& b, const CudaStepPlan& plan, const RowSampling* sampling,
+                 int min_context, StepLaunch* s) {
     const int nt = b.num_tokens(), S = b.num_seqs(), L = static_cast<int>(b.logits_rows.size());
     const int qkv_w = cfg_.q_dim() + 2 * cfg_.kv_dim(), D = cfg_.head_dim;
-    CudaStepPlan plan;
-    LLMQ_RETURN_IF_ERROR(PlanCudaStep(b, cfg_, PlanOptions(), &plan));
     const int max_context = std::max(plan.max_context, min_context);
     const std::vector<int>& gemm_seqs = plan.prefill_seqs;
     const std::vector<int32_t>& rest = plan.rest_rows;

@@ -525,14 +525,9 @@ bool LlmEngine::SampleOnDevice() {
   for (size_t i = 0; i < samplers_.size(); ++i) {
     Sequence* s = samplers_[i];
     const SamplingParams& p = *s->params;
-    RowSampling& r = rows_[i];
-    r.temperature = IsGreedy(p) ? 0.f : p.temperature;
-    r.top_k = p.top_k;
-    r.top_p = p.top_p;
-    r.min_p = p.min_p;
     // The stream advances exactly as SampleToken's would (one draw per sampled token). A step
     // that then fails fails these requests, so a draw is never spent twice.
-    r.u = IsGreedy(p) ? 0.0 : s->rng.NextDouble();
+    rows_[i] = ToRowSampling(p, IsGreedy(p) ? 0.0 : s->rng.NextDouble());
   }
   return true;
 }
@@ -559,18 +554,18 @@ void LlmEngine::Postprocess(std::vector<RequestOutput>* out) {
     blocks_.MarkComputed(q);
   }
   stats_.peak_blocks_in_use = std::max(stats_.peak_blocks_in_use, blocks_.num_in_use());
-  const std::vector<float>& logits = runner_.logits();
-  // Sampling is per row and independent: draw in parallel, then apply in order. Rows sampled on
-  // the device arrive as ids (no logprobs, no forks pending: SampleOnDevice).
-  const int64_t rows = static_cast<int64_t>(samplers_.size());
-  std::vector<int32_t> drawn(rows);
-  std::vector<TokenLogprobs> lps(rows);
+  // Rows sampled on the device arrive as ids (no logprobs, no forks pending: SampleOnDevice).
   if (sampled_on_device_) {
     const std::vector<int32_t>& ids = runner_.ids();
     for (size_t i = 0; i < samplers_.size(); ++i)
-      if (Append(samplers_[i], ids[i], &lps[i])) FinishSeq(samplers_[i], out);
+      if (Append(samplers_[i], ids[i], nullptr)) FinishSeq(samplers_[i], out);
     return;
   }
+  const std::vector<float>& logits = runner_.logits();
+  // Sampling is per row and independent: draw in parallel, then apply in order.
+  const int64_t rows = static_cast<int64_t>(samplers_.size());
+  std::vector<int32_t> drawn(rows);
+  std::vector<TokenLogprobs> lps(rows);
   auto sample = [&](Sequence* s, const float* row, TokenLogprobs* lp) {
     const std::span<const int32_t> all(s->tokens);
     const TokenHistory h{all.first(s->num_prompt), all.subspan(s->num_prompt)};

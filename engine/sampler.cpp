@@ -190,6 +190,25 @@ int SampleToken(const float* logits, int vocab, const SamplingParams& p, Rng* rn
   return SampleTokenWithDraw(logits, vocab, p, rng->NextDouble());
 }
 
+RowSampling ToRowSampling(const SamplingParams& p, double u) {
+  RowSampling r;
+  r.temperature = IsGreedy(p) ? 0.f : p.temperature;
+  r.top_k = p.top_k;
+  r.top_p = p.top_p;
+  r.min_p = p.min_p;
+  r.u = u;
+  return r;
+}
+
+int SampleRow(const float* logits, int vocab, const RowSampling& r) {
+  SamplingParams p;
+  p.temperature = r.temperature;
+  p.top_k = r.top_k;
+  p.top_p = r.top_p;
+  p.min_p = r.min_p;
+  return SampleTokenWithDraw(logits, vocab, p, r.u);
+}
+
 int SampleTokenWithDraw(const float* logits, int vocab, const SamplingParams& p, double u) {
   if (IsGreedy(p)) return Argmax(logits, vocab);
   if (vocab <= 0) return 0;

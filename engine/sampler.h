@@ -72,6 +72,21 @@ int SampleToken(const float* logits, int vocab, const SamplingParams& p, Rng* rn
 
 // True when SampleToken picks the argmax under `p` (temperature < 1e-5 or NaN) and draws nothing.
 bool IsGreedy(const SamplingParams& p);
+
+// One logits row's sampling, as a backend may do it on its device (Backend::ForwardSample): the
+// filters of SampleTokenWithDraw and the row's draw. The engine draws u from the request's own
+// stream before the step, so the ids do not depend on where they are picked.
+struct RowSampling {
+  float temperature = 0.f;  // < 1e-5 (or NaN): greedy, u unused
+  int top_k = 0;            // <= 0: off
+  float top_p = 1.f;        // 1: off
+  float min_p = 0.f;        // 0: off
+  double u = 0.0;           // the row's draw in [0, 1)
+};
+// `p`'s filters with the draw `u` (greedy rows get temperature 0).
+RowSampling ToRowSampling(const SamplingParams& p, double u);
+// SampleTokenWithDraw under a RowSampling: the host reference of a device's pick.
+int SampleRow(const float* logits, int vocab, const RowSampling& r);
 // SampleToken with its draw given: SampleToken(l, v, p, rng) ==
 // SampleTokenWithDraw(l, v, p, IsGreedy(p) ? 0 : rng->NextDouble()). The reference of the
 // backends that sample on their device (Backend::ForwardSample).

@@ -29,14 +29,8 @@ class HostSampledBackend : public CpuBackend {
     ++sample_calls;
     std::vector<float> logits(b.logits_rows.size() * static_cast<size_t>(vocab_));
     LLMQ_RETURN_IF_ERROR(CpuBackend::Forward(b, logits.data()));
-    for (size_t i = 0; i < b.logits_rows.size(); ++i) {
-      SamplingParams p;
-      p.temperature = rows[i].temperature;
-      p.top_k = rows[i].top_k;
-      p.top_p = rows[i].top_p;
-      p.min_p = rows[i].min_p;
-      ids[i] = SampleTokenWithDraw(&logits[i * vocab_], vocab_, p, rows[i].u);
-    }
+    for (size_t i = 0; i < b.logits_rows.size(); ++i)
+      ids[i] = SampleRow(&logits[i * vocab_], vocab_, rows[i]);
     return Status::Ok();
   }
   int forward_calls = 0, sample_calls = 0;
@@ -84,18 +78,6 @@ std::vector<Request> Mixed(int count, bool host_only_kinds) {
   return reqs;
 }
 
-void ExpectSameTokens(const std::map<std::string, RequestOutput>& a,
-                      const std::map<std::string, RequestOutput>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [id, o] : a) {
-    ASSERT_TRUE(o.ok()) << id << ": " << o.error;
-    const RequestOutput& other = b.at(id);
-    ASSERT_EQ(o.completions.size(), other.completions.size()) << id;
-    for (size_t k = 0; k < o.completions.size(); ++k)
-      EXPECT_EQ(o.completions[k].ids, other.completions[k].ids) << id << " sample " << k;
-  }
-}
-
 class DeviceSamplingTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { testing::MakeSmallModel("device_sampling", 17, 256, &cfg_, &w_); }
@@ -106,32 +88,41 @@ class DeviceSamplingTest : public ::testing::Test {
 ModelConfig DeviceSamplingTest::cfg_;
 std::unique_ptr<Weights> DeviceSamplingTest::w_;
 
+// `reqs` on the CPU backend (want) and on one sampling "on its device" (got, checked to have the
+// same tokens), with that backend's call counts.
+struct Both {
+  std::map<std::string, RequestOutput> want, got;
+  int forward_calls = 0, sample_calls = 0;
+};
+Both RunBoth(const ModelConfig& cfg, const Weights& w, const std::vector<Request>& reqs) {
+  CpuBackend host(cfg, w);
+  HostSampledBackend on_device(cfg, w);
+  Both r;
+  r.want = RunAll(cfg, &host, reqs);
+  r.got = RunAll(cfg, &on_device, reqs);
+  testing::ExpectSameIds(r.got, r.want, "host vs device sampling");
+  r.forward_calls = on_device.forward_calls;
+  r.sample_calls = on_device.sample_calls;
+  return r;
+}
+
 TEST_F(DeviceSamplingTest, IdsEqualTheHostSamplersWhenEveryStepSamplesOnTheDevice) {
-  const std::vector<Request> reqs = Mixed(24, false);
-  CpuBackend host(cfg_, *w_);
-  HostSampledBackend device(cfg_, *w_);
-  const auto want = RunAll(cfg_, &host, reqs);
-  const auto got = RunAll(cfg_, &device, reqs);
-  ExpectSameTokens(got, want);
+  const Both r = RunBoth(cfg_, *w_, Mixed(24, false));
   // Steps that sample nothing (prefill chunks that end inside a prompt) take Forward.
-  EXPECT_GT(device.sample_calls, 0);
+  EXPECT_GT(r.sample_calls, 0);
 }
 
 TEST_F(DeviceSamplingTest, RowsThatNeedTheLogitsKeepTheHostPathAndTheStreamsStayInStep) {
-  const std::vector<Request> reqs = Mixed(30, true);
-  CpuBackend host(cfg_, *w_);
-  HostSampledBackend device(cfg_, *w_);
-  const auto want = RunAll(cfg_, &host, reqs);
-  const auto got = RunAll(cfg_, &device, reqs);
-  ExpectSameTokens(got, want);
-  for (const auto& [id, o] : got) {
+  const Both r = RunBoth(cfg_, *w_, Mixed(30, true));
+  for (const auto& [id, o] : r.got) {
     for (size_t k = 0; k < o.completions.size(); ++k) {
-      EXPECT_EQ(o.completions[k].logprobs.size(), want.at(id).completions[k].logprobs.size()) << id;
+      EXPECT_EQ(o.completions[k].logprobs.size(), r.want.at(id).completions[k].logprobs.size())
+          << id;
     }
   }
-  EXPECT_GT(device.forward_calls, 0);
+  EXPECT_GT(r.forward_calls, 0);
   // Once the requests with logprobs and penalties are done, the rest sample on the device.
-  EXPECT_GT(device.sample_calls, 0);
+  EXPECT_GT(r.sample_calls, 0);
 }
 
 TEST(SampleTokenWithDraw, IsSampleTokenWithTheDrawTakenFromTheStream) {

@@ -89,14 +89,6 @@ ModelConfig PrefixEngineTest::cfg_;
 std::unique_ptr<Weights> PrefixEngineTest::w_;
 std::unique_ptr<CpuBackend> PrefixEngineTest::be_;
 
-void ExpectSameCompletions(const Outputs& a, const Outputs& b, const char* what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (const auto& [id, o] : a) {
-    ASSERT_TRUE(o.ok()) << o.error;
-    EXPECT_EQ(o.completions.at(0).ids, b.at(id).completions.at(0).ids) << what << " " << id;
-  }
-}
-
 TEST_F(PrefixEngineTest, CacheAndPlannerNeverChangeGreedyOutputs) {
   const auto reqs = Requests(bench::Nested(3, 6, 40, 50, 5, 40, cfg_.vocab_size, 4), 8);
   EngineOptions base;
@@ -109,7 +101,7 @@ TEST_F(PrefixEngineTest, CacheAndPlannerNeverChangeGreedyOutputs) {
       o.enable_prefix_cache = cache;
       o.enable_planner = planner;
       const RunStats rs = RunAll(cfg_, be_.get(), reqs, o);
-      ExpectSameCompletions(
+      testing::ExpectSameIds(
           rs.out, reference,
           cache ? (planner ? "cache+planner" : "cache") : (planner ? "planner" : "plain"));
       if (cache)
@@ -153,7 +145,7 @@ TEST_F(PrefixEngineTest, NestedPrefixesWithASmallPoolComputeEachOnceWithThePlann
       static_cast<double>(fcfs.computed) / unique);
   EXPECT_LE(planned.computed, 1.05 * unique);
   EXPECT_GT(fcfs.computed, planned.computed);
-  ExpectSameCompletions(planned.out, fcfs.out, "planner vs fcfs");
+  testing::ExpectSameIds(planned.out, fcfs.out, "planner vs fcfs");
 }
 
 TEST_F(PrefixEngineTest, MoreKvThanThePoolPreemptsAndCompletesIdentically) {
@@ -166,7 +158,7 @@ TEST_F(PrefixEngineTest, MoreKvThanThePoolPreemptsAndCompletesIdentically) {
   const RunStats b = RunAll(cfg_, be_.get(), reqs, tight);
   EXPECT_EQ(a.preemptions, 0);
   EXPECT_GT(b.preemptions, 0);
-  ExpectSameCompletions(a.out, b.out, "preempted vs roomy");
+  testing::ExpectSameIds(a.out, b.out, "preempted vs roomy");
 }
 
 TEST_F(PrefixEngineTest, APromptThatCanNeverFitIsRefusedAndTheRestRun) {
@@ -279,16 +271,6 @@ class GroupCountingBackend : public Backend {
   Backend* inner_;
 };
 
-void ExpectSameSamples(const Outputs& a, const Outputs& b, const char* what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (const auto& [id, o] : a) {
-    ASSERT_TRUE(o.ok()) << o.error;
-    ASSERT_EQ(o.completions.size(), b.at(id).completions.size()) << what << " " << id;
-    for (size_t k = 0; k < o.completions.size(); ++k)
-      EXPECT_EQ(o.completions[k].ids, b.at(id).completions[k].ids) << what << " " << id << " " << k;
-  }
-}
-
 // Shared-prefix attention (decode reads a group's shared blocks once per step) and token-granular
 // prefix reuse change what is read and computed, never what is generated: greedy and seeded
 // sampling give the same ids with the features on and off, and as each request run alone.
@@ -320,7 +302,7 @@ TEST_F(PrefixEngineTest, SharedPrefixAttentionNeverChangesOutputs) {
         const std::string what = std::string(sampled ? "seeded" : "greedy") +
                                  (cache ? " cache" : " no-cache") +
                                  (shared ? " shared-attention" : " plain-attention");
-        ExpectSameSamples(rs.out, alone, what.c_str());
+        testing::ExpectSameIds(rs.out, alone, what.c_str());
         if (shared && cache) {
           EXPECT_GT(counting.grouped_steps, 0) << what;
         } else if (!shared) {
@@ -358,7 +340,7 @@ TEST(PrefixEngineStories, CacheOnOffAndPlannerGiveTheSameStories) {
   EngineOptions full = plain;
   full.enable_prefix_cache = full.enable_planner = true;
   const RunStats rs = RunAll(m.cfg, m.backend.get(), reqs, full);
-  ExpectSameCompletions(rs.out, alone, "stories: cache + planner vs alone");
+  testing::ExpectSameIds(rs.out, alone, "stories: cache + planner vs alone");
   EXPECT_GT(rs.cached, 0);
 }
 

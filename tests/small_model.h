@@ -56,6 +56,19 @@ inline std::map<std::string, RequestOutput> RunEngineOn(const ModelConfig& cfg, 
   return out;
 }
 
+// Every request of `a` is OK and has the same completions' ids as in `b` (`what` names the pair).
+inline void ExpectSameIds(const std::map<std::string, RequestOutput>& a,
+                          const std::map<std::string, RequestOutput>& b, const char* what = "") {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (const auto& [id, o] : a) {
+    ASSERT_TRUE(o.ok()) << what << " " << id << ": " << o.error;
+    ASSERT_EQ(o.completions.size(), b.at(id).completions.size()) << what << " " << id;
+    for (size_t k = 0; k < o.completions.size(); ++k)
+      EXPECT_EQ(o.completions[k].ids, b.at(id).completions[k].ids)
+          << what << " " << id << " sample " << k;
+  }
+}
+
 // The same on a fresh CPU backend.
 inline std::map<std::string, RequestOutput> RunEngine(const ModelConfig& cfg, const Weights& w,
                                                       const std::vector<Request>& reqs,

@@ -350,7 +350,7 @@ void PagedAttention(const AttentionBatch& b, const PagedKv& kv, const float* q, 
   constexpr int kQueryChunk = 32;  // splits long prefills across threads; results are unaffected
   // Rows of a prefix group per task: the group's shared blocks are read once per this many rows
   // (and kv head); more rows save more reads, fewer give the pool more pieces.
-  constexpr int kGroupRows = 64;
+  constexpr int kGroupRows = kAttentionGroupRows;
   // Tasks: (kv head, rows [row_begin, row_end)) of one sequence or of the sequences of one prefix
   // group; shared > 0: the blocks all of them begin with, wholly before their first row (the
   // group's, or a prefill chunk's own earlier blocks), from the table of sequence `seq`.

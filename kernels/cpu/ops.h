@@ -88,7 +88,9 @@ struct AttentionBatch {
 // follow. It is a loop interchange, not a log-sum-exp merge of two partial softmaxes: every
 // (row, head) keeps its whole score vector, so its scores, softmax and weighted sum of values are
 // the same operations in the same key order as without groups, and the output is BIT-IDENTICAL
-// with and without b.groups.
+// with and without b.groups. Each thread holds the scores of kAttentionGroupRows rows x the heads
+// of a kv head x the context (the scratch a caller sizing memory counts).
+constexpr int kAttentionGroupRows = 64;
 void PagedAttention(const AttentionBatch& b, const PagedKv& kv, const float* q, int64_t q_stride,
                     int num_heads, float scale, float* out);
 

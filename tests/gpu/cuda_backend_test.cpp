@@ -456,16 +456,13 @@ TEST(CudaBackend, ForwardSamplePicksTheHostSamplersIds) {
     ASSERT_TRUE(st.ok()) << st.ToString();
     EXPECT_EQ(ids[0], argmax[0]);
     for (int r = 1; r < 4; ++r) {
-      SamplingParams p;
-      p.temperature = rows[r].temperature;
-      p.top_k = rows[r].top_k;
-      p.top_p = rows[r].top_p;
-      p.min_p = rows[r].min_p;
       const float* row = &logits[size_t(r) * cfg.vocab_size];
-      const int want = SampleTokenWithDraw(row, cfg.vocab_size, p, u);
-      if (SampleTokenWithDraw(row, cfg.vocab_size, p, u - 1e-5) != want ||
-          SampleTokenWithDraw(row, cfg.vocab_size, p, u + 1e-5) != want)
-        continue;
+      RowSampling moved = rows[r];
+      const int want = SampleRow(row, cfg.vocab_size, moved);
+      moved.u = u - 1e-5;
+      const bool below = SampleRow(row, cfg.vocab_size, moved) == want;
+      moved.u = u + 1e-5;
+      if (!below || SampleRow(row, cfg.vocab_size, moved) != want) continue;
       ++compared;
       EXPECT_EQ(ids[r], want) << "row " << r << " u " << u;
     }

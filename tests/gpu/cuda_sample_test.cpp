@@ -24,13 +24,9 @@ struct Case {
   float p, min_p;
 };
 
-SamplingParams Params(const Case& c) {
-  SamplingParams p;
-  p.temperature = c.t;
-  p.top_k = c.k;
-  p.top_p = c.p;
-  p.min_p = c.min_p;
-  return p;
+// The host's view of a device row (the same fields).
+RowSampling Host(const kc::SampleParams& d) {
+  return {d.temperature, d.top_k, d.top_p, d.min_p, d.u};
 }
 
 std::vector<int32_t> RunDevice(const std::vector<float>& logits, int vocab,
@@ -71,17 +67,18 @@ TEST(CudaSample, MatchesTheCpuSamplerAwayFromRoundingBoundaries) {
       for (double u : draws) {
         logits.insert(logits.end(), row.begin(), row.end());
         params.push_back({c.t, c.k, c.p, c.min_p, u});
-        const SamplingParams p = Params(c);
-        const int w = SampleTokenWithDraw(row.data(), vocab, p, u);
+        const RowSampling r = Host(params.back());
+        const int w = SampleRow(row.data(), vocab, r);
         want.push_back(w);
         // The CPU's pick, moved by rounding-sized changes of u and top_p.
         bool same = true;
         for (double du : {-1e-5, 1e-5}) {
-          const double uu = std::clamp(u + du, 0.0, 0.9999999);
-          same = same && SampleTokenWithDraw(row.data(), vocab, p, uu) == w;
-          SamplingParams q = p;
+          RowSampling q = r;
+          q.u = std::clamp(u + du, 0.0, 0.9999999);
+          same = same && SampleRow(row.data(), vocab, q) == w;
+          q = r;
           if (q.top_p < 1.f) q.top_p = static_cast<float>(q.top_p + du);
-          same = same && SampleTokenWithDraw(row.data(), vocab, q, u) == w;
+          same = same && SampleRow(row.data(), vocab, q) == w;
         }
         robust.push_back(same);
       }
@@ -129,13 +126,7 @@ TEST(CudaSample, NaNInfinitiesAndGreedyRowsFollowTheCpuRules) {
   add(base, {NAN, 0, 1.f, 0.f, 0.5});  // NaN temperature: greedy
   const std::vector<int32_t> got = RunDevice(logits, vocab, params);
   for (size_t i = 0; i < params.size(); ++i) {
-    SamplingParams p;
-    p.temperature = params[i].temperature;
-    p.top_k = params[i].top_k;
-    p.top_p = params[i].top_p;
-    p.min_p = params[i].min_p;
-    EXPECT_EQ(got[i], SampleTokenWithDraw(&logits[i * vocab], vocab, p, params[i].u))
-        << "row " << i;
+    EXPECT_EQ(got[i], SampleRow(&logits[i * vocab], vocab, Host(params[i]))) << "row " << i;
   }
 }
 
