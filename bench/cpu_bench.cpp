@@ -21,6 +21,7 @@
 #include "engine/cpu_backend.h"
 #include "engine/llm_engine.h"
 #include "engine/model_maker.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 

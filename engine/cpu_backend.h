@@ -12,6 +12,7 @@
 #include "engine/backend.h"
 #include "engine/model_config.h"
 #include "engine/weights.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
 

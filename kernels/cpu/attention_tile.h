@@ -1,0 +1,294 @@
+// The vector kernel of one PagedAttention task (attention_task.h), written once over a 16-float
+// vector type and compiled twice: attention.cpp with AVX2 (a vector is two ymm), and
+// attention_avx512.cpp with AVX-512 (one zmm). The includer defines the traits class V first and
+// includes this file inside an anonymous namespace: everything here has internal linkage and uses
+// no standard-library code (see attention_task.h). Both TUs are built with -ffp-contract=off, so
+// the only fused multiply-adds are the V::Fma written here: the arithmetic is attention.h's, lane
+// for lane the same as AttendScalar's.
+//
+// V provides: Vec (16 floats); Zero, Load, Store (unaligned), Bcast, Fma(a, b, c) = a*b + c
+// rounded once, Mul, Add, Sub, Max(a, b) = a > b ? a : b, Min(a, b) = a < b ? a : b, per lane;
+// Pow2(n) = 2^n for integral n in [-126, 127]; kRegs (vector registers of the ISA) and kWidth
+// (registers per Vec), which size the register tiles below.
+//
+// A task's work, for its P = rows x group (query row, query head) pairs:
+//   1. scores: register tiles of M pairs x B 16-key chunks (one K row vector per chunk per head
+//      dimension, broadcast query elements): first the `common` blocks for all pairs, then each
+//      sequence's (run of rows sharing a table) further keys up to its longest row (scores past a
+//      row's ctx are computed and never read);
+//   2. per pair: max, e[j] = exp(s[j] - m) in place, the 16 lane sums;
+//   3. values: register tiles of M pairs x 16*DV head dims over the keys every pair of the tile
+//      has (the common blocks, then a sequence's keys up to its tile's shortest row), then each
+//      pair's remaining keys alone; then out *= 1 / sum.
+
+constexpr float kExpLo = -87.0f, kExpHi = 88.0f, kLog2e = 1.44269504088896341f,
+                kRoundMagic = 12582912.0f, kLn2Hi = 0.693359375f, kLn2Lo = 2.12194440e-4f;
+constexpr float kExpC[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                            4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
+// attention.h's exp: inputs clamped to [-87, 88] (NaN becomes -87), n = round(x / ln2) by the
+// magic-number trick, r = x - n ln2 in two steps, a degree-7 polynomial, times 2^n.
+inline float ExpScalar(float x) {
+  x = x > kExpLo ? x : kExpLo;
+  x = x < kExpHi ? x : kExpHi;
+  const float n = __builtin_fmaf(x, kLog2e, kRoundMagic) - kRoundMagic;
+  float r = __builtin_fmaf(n, -kLn2Hi, x);
+  r = __builtin_fmaf(n, kLn2Lo, r);
+  float p = kExpC[0];
+  for (int c = 1; c < 6; ++c) p = __builtin_fmaf(p, r, kExpC[c]);
+  p = __builtin_fmaf(p, r * r, r) + 1.0f;
+  return p * __builtin_bit_cast(float, (static_cast<int32_t>(n) + 127) << 23);
+}
+
+template <class V>
+inline typename V::Vec ExpVec(typename V::Vec x) {
+  using Vec = typename V::Vec;
+  x = V::Max(x, V::Bcast(kExpLo));
+  x = V::Min(x, V::Bcast(kExpHi));
+  const Vec n = V::Sub(V::Fma(x, V::Bcast(kLog2e), V::Bcast(kRoundMagic)), V::Bcast(kRoundMagic));
+  Vec r = V::Fma(n, V::Bcast(-kLn2Hi), x);
+  r = V::Fma(n, V::Bcast(kLn2Lo), r);
+  Vec p = V::Bcast(kExpC[0]);
+  for (int c = 1; c < 6; ++c) p = V::Fma(p, r, V::Bcast(kExpC[c]));
+  p = V::Add(V::Fma(p, V::Mul(r, r), r), V::Bcast(1.0f));
+  return V::Mul(p, V::Pow2(n));
+}
+
+constexpr int MinInt(int a, int b) {
+  return a < b ? a : b;
+}
+
+// The pairs of a tile: their query vectors, score rows and outputs.
+inline const float* PairQ(const AttendTask& t, int k) {
+  const int row = t.rows[k / t.group], hq = t.head * t.group + k % t.group;
+  return t.q + row * t.q_stride + static_cast<int64_t>(hq) * t.head_dim;
+}
+inline float* PairOut(const AttendTask& t, int k) {
+  const int row = t.rows[k / t.group], hq = t.head * t.group + k % t.group;
+  return t.out + (static_cast<int64_t>(row) * t.num_heads + hq) * t.head_dim;
+}
+inline float* PairScores(const AttendTask& t, int k) {
+  return t.scores + k * t.stride;
+}
+inline int PairCtx(const AttendTask& t, int k) {
+  return t.ctx[k / t.group];
+}
+
+// ---- 1. scores -------------------------------------------------------------------------------
+
+// Chunks of 16 keys per score tile for M pairs: the M x B accumulators, B K vectors and one
+// broadcast fit the registers.
+template <class V, int M>
+constexpr int QkChunks() {
+  return MinInt(8, (V::kRegs - 1) / ((M + 1) * V::kWidth));
+}
+
+// s[p][16c .. 16c+16) for the M pairs starting at pair k0 and the B chunks starting at chunk c0 of
+// `table` (chunk c: keys 16c.., in block 16c / block_size).
+template <class V, int M, int B>
+void ScoreTile(const AttendTask& t, int k0, const int32_t* table, int c0) {
+  using Vec = typename V::Vec;
+  const int d = t.head_dim, bs = t.block_size;
+  const float* kt[B];
+  for (int c = 0; c < B; ++c) {
+    const int key = (c0 + c) * 16;
+    kt[c] = t.k + (static_cast<int64_t>(table[key / bs]) * t.kv_heads + t.head) * bs * d + key % bs;
+  }
+  const float* q[M];
+  for (int p = 0; p < M; ++p) q[p] = PairQ(t, k0 + p);
+  Vec acc[M][B];
+#pragma GCC unroll 16
+  for (int p = 0; p < M; ++p)
+#pragma GCC unroll 8
+    for (int c = 0; c < B; ++c) acc[p][c] = V::Zero();
+  for (int i = 0; i < d; ++i) {
+    Vec kv[B];
+#pragma GCC unroll 8
+    for (int c = 0; c < B; ++c) kv[c] = V::Load(kt[c] + static_cast<int64_t>(i) * bs);
+#pragma GCC unroll 16
+    for (int p = 0; p < M; ++p) {
+      const Vec qi = V::Bcast(q[p][i]);
+#pragma GCC unroll 8
+      for (int c = 0; c < B; ++c) acc[p][c] = V::Fma(qi, kv[c], acc[p][c]);
+    }
+  }
+  const Vec scale = V::Bcast(t.scale);
+#pragma GCC unroll 16
+  for (int p = 0; p < M; ++p) {
+    float* s = PairScores(t, k0 + p) + c0 * 16;
+#pragma GCC unroll 8
+    for (int c = 0; c < B; ++c) V::Store(s + 16 * c, V::Mul(acc[p][c], scale));
+  }
+}
+
+template <class V, int M>
+void ScorePairs(const AttendTask& t, int k0, const int32_t* table, int c0, int c1) {
+  constexpr int B = QkChunks<V, M>();
+  int c = c0;
+  for (; c + B <= c1; c += B) ScoreTile<V, M, B>(t, k0, table, c);
+  for (; c < c1; ++c) ScoreTile<V, M, 1>(t, k0, table, c);
+}
+
+// M (1..V::kQkMaxM) chosen at run time.
+template <class V, int M = V::kQkMaxM>
+void ScorePairsN(int m, const AttendTask& t, int k0, const int32_t* table, int c0, int c1) {
+  if constexpr (M >= 1) {
+    if (m == M) return ScorePairs<V, M>(t, k0, table, c0, c1);
+    ScorePairsN<V, M - 1>(m, t, k0, table, c0, c1);
+  }
+}
+
+// Chunks [c0, c1) of `table` for pairs [k0, k1).
+template <class V>
+void Scores(const AttendTask& t, int k0, int k1, const int32_t* table, int c0, int c1) {
+  if (c0 >= c1) return;
+  for (int k = k0; k < k1; k += V::kQkMaxM)
+    ScorePairsN<V>(MinInt(V::kQkMaxM, k1 - k), t, k, table, c0, c1);
+}
+
+// ---- 2. softmax ------------------------------------------------------------------------------
+
+// s[0, ctx) becomes e[j]; returns the sum, by attention.h's lane order.
+template <class V>
+float SoftmaxRow(float* s, int ctx) {
+  using Vec = typename V::Vec;
+  const int full = ctx / 16 * 16;
+  float lanes[16];
+  Vec mv = V::Bcast(-__builtin_inff());
+  for (int j = 0; j < full; j += 16) mv = V::Max(V::Load(s + j), mv);
+  V::Store(lanes, mv);
+  float m = -__builtin_inff();
+  for (int l = 0; l < 16; ++l) m = lanes[l] > m ? lanes[l] : m;
+  for (int j = full; j < ctx; ++j) m = s[j] > m ? s[j] : m;
+  const Vec mb = V::Bcast(m);
+  Vec sum = V::Zero();
+  for (int j = 0; j < full; j += 16) {
+    const Vec e = ExpVec<V>(V::Sub(V::Load(s + j), mb));
+    V::Store(s + j, e);
+    sum = V::Add(sum, e);
+  }
+  V::Store(lanes, sum);
+  for (int j = full; j < ctx; ++j) {
+    s[j] = ExpScalar(s[j] - m);
+    lanes[j - full] += s[j];
+  }
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
+  return lanes[0];
+}
+
+// ---- 3. values -------------------------------------------------------------------------------
+
+// Pairs per value tile of DV vectors of head dims: M x DV accumulators, DV V vectors and one
+// broadcast fit the registers.
+template <class V, int DV>
+constexpr int PvPairs() {
+  return MinInt(V::kPvMaxM, (V::kRegs - 1 - DV * V::kWidth) / (DV * V::kWidth));
+}
+
+// out[p][dim0, dim0 + 16*DV) += e[p][j] * V[j][dim0 ..] for keys j in [j0, j1) of `table`, in
+// order of j, for the M pairs starting at k0.
+template <class V, int M, int DV>
+void ValueTile(const AttendTask& t, int k0, const int32_t* table, int j0, int j1, int dim0) {
+  using Vec = typename V::Vec;
+  const int d = t.head_dim, bs = t.block_size;
+  float* o[M];
+  const float* e[M];
+  for (int p = 0; p < M; ++p) {
+    o[p] = PairOut(t, k0 + p) + dim0;
+    e[p] = PairScores(t, k0 + p);
+  }
+  Vec acc[M][DV];
+#pragma GCC unroll 16
+  for (int p = 0; p < M; ++p)
+#pragma GCC unroll 4
+    for (int c = 0; c < DV; ++c) acc[p][c] = V::Load(o[p] + 16 * c);
+  for (int j = j0; j < j1;) {
+    const int block = j / bs, end = MinInt(j1, (block + 1) * bs);
+    const float* vb = t.v + (static_cast<int64_t>(table[block]) * t.kv_heads + t.head) * bs * d +
+                      static_cast<int64_t>(j - block * bs) * d + dim0;
+    for (; j < end; ++j, vb += d) {
+      Vec vv[DV];
+#pragma GCC unroll 4
+      for (int c = 0; c < DV; ++c) vv[c] = V::Load(vb + 16 * c);
+#pragma GCC unroll 16
+      for (int p = 0; p < M; ++p) {
+        const Vec ej = V::Bcast(e[p][j]);
+#pragma GCC unroll 4
+        for (int c = 0; c < DV; ++c) acc[p][c] = V::Fma(ej, vv[c], acc[p][c]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int p = 0; p < M; ++p)
+#pragma GCC unroll 4
+    for (int c = 0; c < DV; ++c) V::Store(o[p] + 16 * c, acc[p][c]);
+}
+
+template <class V, int DV, int M = PvPairs<V, DV>()>
+void ValueTileN(int m, const AttendTask& t, int k0, const int32_t* table, int j0, int j1,
+                int dim0) {
+  if constexpr (M >= 1) {
+    if (m == M) return ValueTile<V, M, DV>(t, k0, table, j0, j1, dim0);
+    ValueTileN<V, DV, M - 1>(m, t, k0, table, j0, j1, dim0);
+  }
+}
+
+// Keys [j0, j1) of `table` for pairs [k0, k1), every head dim: 16*kPvDV dims at a time, the
+// rest 16 at a time.
+template <class V>
+void Values(const AttendTask& t, int k0, int k1, const int32_t* table, int j0, int j1) {
+  if (j0 >= j1) return;
+  constexpr int DV = V::kPvDV, M = PvPairs<V, DV>(), M1 = PvPairs<V, 1>();
+  int dim = 0;
+  for (; dim + 16 * DV <= t.head_dim; dim += 16 * DV)
+    for (int k = k0; k < k1; k += M) ValueTileN<V, DV>(MinInt(M, k1 - k), t, k, table, j0, j1, dim);
+  for (; dim < t.head_dim; dim += 16)
+    for (int k = k0; k < k1; k += M1)
+      ValueTileN<V, 1>(MinInt(M1, k1 - k), t, k, table, j0, j1, dim);
+}
+
+// ---- the task --------------------------------------------------------------------------------
+
+template <class V>
+void AttendVector(const AttendTask& t) {
+  const int G = t.group, P = t.num_rows * G, bs = t.block_size;
+  const int common_keys = t.common * bs;
+  // 1. Scores: the common blocks for all pairs, then each run of rows sharing a table.
+  Scores<V>(t, 0, P, t.tables[0], 0, common_keys / 16);
+  for (int r0 = 0, r1; r0 < t.num_rows; r0 = r1) {
+    int longest = t.ctx[r0];
+    for (r1 = r0 + 1; r1 < t.num_rows && t.tables[r1] == t.tables[r0]; ++r1)
+      longest = longest > t.ctx[r1] ? longest : t.ctx[r1];
+    Scores<V>(t, r0 * G, r1 * G, t.tables[r0], common_keys / 16, (longest + 15) / 16);
+  }
+  // 2. Softmax of each pair; its output starts from +0.
+  for (int k = 0; k < P; ++k) {
+    t.sums[k] = SoftmaxRow<V>(PairScores(t, k), PairCtx(t, k));
+    float* o = PairOut(t, k);
+    for (int i = 0; i < t.head_dim; i += 16) V::Store(o + i, V::Zero());
+  }
+  // 3. Values: the common keys for all pairs, then per run, tiles of pairs over the keys all of
+  // them have (up to the tile's shortest ctx), then each pair's own rest. Each output's chain
+  // still runs over its keys in order: common, tile, rest.
+  Values<V>(t, 0, P, t.tables[0], 0, common_keys);
+  constexpr int M = PvPairs<V, V::kPvDV>();
+  for (int r0 = 0, r1; r0 < t.num_rows; r0 = r1) {
+    for (r1 = r0 + 1; r1 < t.num_rows && t.tables[r1] == t.tables[r0];) ++r1;
+    for (int k = r0 * G; k < r1 * G; k += M) {
+      const int k1 = MinInt(k + M, r1 * G);
+      int shortest = PairCtx(t, k);
+      for (int kk = k + 1; kk < k1; ++kk)
+        shortest = shortest < PairCtx(t, kk) ? shortest : PairCtx(t, kk);
+      Values<V>(t, k, k1, t.tables[r0], common_keys, shortest);
+      for (int kk = k; kk < k1; ++kk)
+        Values<V>(t, kk, kk + 1, t.tables[r0], shortest > common_keys ? shortest : common_keys,
+                  PairCtx(t, kk));
+    }
+  }
+  for (int k = 0; k < P; ++k) {
+    const typename V::Vec inv = V::Bcast(1.0f / t.sums[k]);
+    float* o = PairOut(t, k);
+    for (int i = 0; i < t.head_dim; i += 16) V::Store(o + i, V::Mul(V::Load(o + i), inv));
+  }
+}
