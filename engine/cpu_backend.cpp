@@ -49,18 +49,30 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
   const int H = cfg.hidden_size;
   embed_ = w.ToF32("model.embed_tokens.weight");
   final_norm_ = w.ToF32("model.norm.weight");
+  // Matrices are packed straight from the mapped file when stored as F32 (no copy on the way: a
+  // copy is as much new memory again, and first touches are the slow part of loading); other
+  // dtypes are converted into *tmp first.
+  auto matrix = [&](const std::string& name, std::vector<float>* tmp) -> const float* {
+    if (const float* p = w.F32InPlace(name)) return p;
+    *tmp = w.ToF32(name);
+    return tmp->data();
+  };
+  std::vector<float> t0, t1, t2;  // conversion scratch
   const std::string head = cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-  lm_head_ = kernels::PackedWeight::Pack(w.ToF32(head).data(), cfg.vocab_size, H);
+  lm_head_ = kernels::PackedWeight::Pack(matrix(head, &t0), cfg.vocab_size, H);
   layers_.resize(cfg.num_layers);
   for (int i = 0; i < cfg.num_layers; ++i) {
     auto get = [&](const char* s) { return w.ToF32(LayerTensorName(i, s)); };
+    auto mat = [&](const char* s, std::vector<float>* tmp) {
+      return matrix(LayerTensorName(i, s), tmp);
+    };
     Layer& L = layers_[i];
     L.attn_norm = get("input_layernorm.weight");
     L.mlp_norm = get("post_attention_layernorm.weight");
-    const auto q = get("self_attn.q_proj.weight"), k = get("self_attn.k_proj.weight"),
-               v = get("self_attn.v_proj.weight");
-    L.qkv = kernels::PackedWeight::PackStacked({q.data(), k.data(), v.data()},
-                                               {cfg.q_dim(), cfg.kv_dim(), cfg.kv_dim()}, H);
+    L.qkv = kernels::PackedWeight::PackStacked(
+        {mat("self_attn.q_proj.weight", &t0), mat("self_attn.k_proj.weight", &t1),
+         mat("self_attn.v_proj.weight", &t2)},
+        {cfg.q_dim(), cfg.kv_dim(), cfg.kv_dim()}, H);
     if (cfg.qkv_bias) {
       L.qkv_bias = get("self_attn.q_proj.bias");
       for (const char* name : {"self_attn.k_proj.bias", "self_attn.v_proj.bias"}) {
@@ -72,12 +84,12 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
       L.q_norm = get("self_attn.q_norm.weight");
       L.k_norm = get("self_attn.k_norm.weight");
     }
-    L.o = kernels::PackedWeight::Pack(get("self_attn.o_proj.weight").data(), H, cfg.q_dim());
-    const auto g = get("mlp.gate_proj.weight"), u = get("mlp.up_proj.weight");
+    L.o = kernels::PackedWeight::Pack(mat("self_attn.o_proj.weight", &t0), H, cfg.q_dim());
     L.gate_up = kernels::PackedWeight::PackStacked(
-        {g.data(), u.data()}, {cfg.intermediate_size, cfg.intermediate_size}, H);
+        {mat("mlp.gate_proj.weight", &t0), mat("mlp.up_proj.weight", &t1)},
+        {cfg.intermediate_size, cfg.intermediate_size}, H);
     L.down =
-        kernels::PackedWeight::Pack(get("mlp.down_proj.weight").data(), H, cfg.intermediate_size);
+        kernels::PackedWeight::Pack(mat("mlp.down_proj.weight", &t0), H, cfg.intermediate_size);
   }
   // weight_bytes_ (from the config: llmq plan computes the same) is what was packed.
   uint64_t held = lm_head_.bytes() + (embed_.size() + final_norm_.size()) * sizeof(float);

@@ -237,4 +237,11 @@ std::vector<float> Weights::ToF32(const std::string& name) const {
   return out;
 }
 
+const float* Weights::F32InPlace(const std::string& name) const {
+  const TensorView& t = Get(name);
+  if (t.dtype != DType::kF32 || reinterpret_cast<uintptr_t>(t.data) % alignof(float) != 0)
+    return nullptr;
+  return reinterpret_cast<const float*>(t.data);
+}
+
 }  // namespace llmq

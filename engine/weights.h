@@ -49,6 +49,9 @@ class Weights {
   const TensorView* Find(const std::string& name) const;
   const TensorView& Get(const std::string& name) const;  // aborts if absent (validated at load)
   std::vector<float> ToF32(const std::string& name) const;
+  // The tensor's floats in the mapping itself when it is stored as F32 at a float-aligned address
+  // (the usual case), else nullptr (read it with ToF32). Valid while these Weights live.
+  const float* F32InPlace(const std::string& name) const;
   uint64_t total_bytes() const { return total_bytes_; }  // bytes of all tensors as stored
 
  private:

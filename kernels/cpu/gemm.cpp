@@ -9,6 +9,7 @@
 #include "kernels/cpu/gemm.h"
 
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -297,6 +298,19 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
 }  // namespace
 
 // ---- Public API ------------------------------------------------------------------------------
+
+void* AllocateBuffer(std::size_t bytes, std::size_t align) {
+  if (bytes < kPopulateBytes) return ::operator new(bytes, std::align_val_t(align));
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                 -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return p;
+}
+
+void FreeBuffer(void* p, std::size_t bytes, std::size_t align) {
+  if (bytes < kPopulateBytes) return ::operator delete(p, std::align_val_t(align));
+  munmap(p, bytes);
+}
 
 PackedWeight PackedWeight::Pack(const float* w, int n, int k) {
   return PackStacked({w}, {n}, k);

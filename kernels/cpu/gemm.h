@@ -16,10 +16,19 @@
 
 namespace llmq::kernels {
 
+// Large buffers (>= kPopulateBytes) come straight from the kernel with their pages populated in
+// one call (on a virtual machine each first touch of a page is a trap to the hypervisor: loading
+// bench-110m's 0.5 GB of packed weights took ~1 s more page by page); smaller ones from the heap.
+// Both are at least 64-byte aligned. Throws std::bad_alloc when out of memory.
+constexpr std::size_t kPopulateBytes = std::size_t{4} << 20;
+void* AllocateBuffer(std::size_t bytes, std::size_t align);
+void FreeBuffer(void* p, std::size_t bytes, std::size_t align);
+
 // Minimal allocator giving `Align`-byte aligned storage (PackedWeight panels start on cache lines,
-// so every 16-float panel row is one aligned 64-byte vector load).
+// so every 16-float panel row is one aligned 64-byte vector load), by AllocateBuffer.
 template <class T, std::size_t Align>
 struct AlignedAllocator {
+  static_assert(Align <= 4096, "mapped buffers are page-aligned");
   using value_type = T;
   template <class U>
   struct rebind {
@@ -28,10 +37,14 @@ struct AlignedAllocator {
   AlignedAllocator() = default;
   template <class U>
   AlignedAllocator(const AlignedAllocator<U, Align>&) {}
-  T* allocate(std::size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(Align)));
+  T* allocate(std::size_t n) { return static_cast<T*>(AllocateBuffer(n * sizeof(T), Align)); }
+  void deallocate(T* p, std::size_t n) { FreeBuffer(p, n * sizeof(T), Align); }
+  // Elements are default-initialized (left as they are, not zeroed): every user writes them
+  // before reading, and zeroing would first-touch all of a large buffer once more.
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
   }
-  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t(Align)); }
   template <class U>
   bool operator==(const AlignedAllocator<U, Align>&) const {
     return true;
