@@ -36,6 +36,9 @@ class CpuBackend : public Backend {
   // StepWorkingBytes: the activations of max_tokens rows, the logits of max_seqs rows (the runner's
   // and the sampler's), and the attention scores of every pool thread.
   static int64_t WorkingBytesFor(const ModelConfig& cfg, int max_tokens, int max_seqs);
+  // Whether the first page of each block of layer 0's K cache is in memory (mincore), for tests
+  // of what the pool touches.
+  std::vector<bool> ResidentKBlocksForTesting() const;
 
  private:
   struct Layer {
@@ -65,6 +68,11 @@ class CpuBackend : public Backend {
     ~KvBuffer() { Reset(0); }
   };
   int block_size_ = 16, num_blocks_ = 0;
+  // Blocks [0, populated_blocks_) of every layer's K and V have their pages in memory: Forward
+  // and CopyBlocks populate up to the highest block they write (PopulateKv) before writing.
+  int populated_blocks_ = 0;
+  bool populate_refused_ = false;  // the kernel lacks MADV_POPULATE_WRITE: writes fault pages in
+  void PopulateKv(int32_t top_block);
   KvBuffer k_cache_, v_cache_;  // per layer: see kernels::PagedKv for the tile layouts
 
   // Activations, grown on demand and reused across steps.

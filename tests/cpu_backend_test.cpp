@@ -163,6 +163,27 @@ TEST_P(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
   kernels::SetCpuThreads(threads);
 }
 
+// The pool's pages are populated ahead of a step's writes (PopulateKv), up to the highest block
+// written and no further: a big pool costs the memory of the blocks used, not more.
+TEST_P(CpuBackendInvariance, KvPagesArePopulatedUpToTheBlocksWrittenOnly) {
+  CpuBackend be(cfg_, *w_);
+  const int bs = 16, pool = 512, n = 40;  // blocks 0, 1, 2
+  ASSERT_TRUE(be.AllocateKv(pool, bs).ok());
+  const std::vector<bool> before = be.ResidentKBlocksForTesting();
+  EXPECT_EQ(std::count(before.begin(), before.end(), true), 0);
+  testing::ForwardOneSequence(be, RandomTokens(n, cfg_.vocab_size, 3), 0, n, {0, 1, 2}, bs,
+                              cfg_.vocab_size);
+  const std::vector<bool> resident = be.ResidentKBlocksForTesting();
+  const size_t block_bytes = static_cast<size_t>(cfg_.kv_dim()) * bs * 4;
+  const size_t written_end = (3 * block_bytes + 4095) / 4096 * 4096;  // pages of blocks 0..2
+  for (int b = 0; b < pool; ++b) {
+    if (b <= 2)
+      EXPECT_TRUE(resident[b]) << "block " << b;
+    else if (b * block_bytes >= written_end)
+      EXPECT_FALSE(resident[b]) << "block " << b << " populated but never written";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, CpuBackendInvariance,
                          ::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM",
                                            "Qwen3ForCausalLM"),

@@ -101,6 +101,8 @@ namespace {
 // One query-key pair of one head dimension, for the pool's choice to split a step at all: about
 // 8 bytes of K and V streamed at the 41 GB/s one core reads (bench/RESULTS.md).
 constexpr double kAttentionNsPerProduct = 8.0 / 41;
+// One K float scattered to its own cache line and one V float streamed, per row and head dim.
+constexpr double kWriteNsPerFloat = 1.0;
 // Rows of one sequence's prefill per task: its keys are read once per this many rows.
 constexpr int kPrefillRows = kAttentionGroupRows;
 
@@ -109,16 +111,19 @@ constexpr int kPrefillRows = kAttentionGroupRows;
 void WriteKv(const PagedKv& kv, const float* k_src, const float* v_src, int64_t src_stride,
              const int32_t* slots, int64_t t) {
   const int d = kv.head_dim, bs = kv.block_size;
-  for (int64_t r = 0; r < t; ++r) {
-    const int64_t block = slots[r] / bs, off = slots[r] % bs;
-    for (int h = 0; h < kv.kv_heads; ++h) {
-      float* kt = kv.k + kv.TileOffset(block, h) + off;
-      const float* ks = k_src + r * src_stride + h * d;
-      for (int i = 0; i < d; ++i) kt[static_cast<int64_t>(i) * bs] = ks[i];
-      std::memcpy(kv.v + kv.TileOffset(block, h) + off * d, v_src + r * src_stride + h * d,
-                  sizeof(float) * d);
+  // Rows write disjoint slots; a row's K is a scatter (one float per 64-byte line of its tile).
+  ParallelFor(t, kv.kv_heads * d * kWriteNsPerFloat, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t block = slots[r] / bs, off = slots[r] % bs;
+      for (int h = 0; h < kv.kv_heads; ++h) {
+        float* kt = kv.k + kv.TileOffset(block, h) + off;
+        const float* ks = k_src + r * src_stride + h * d;
+        for (int i = 0; i < d; ++i) kt[static_cast<int64_t>(i) * bs] = ks[i];
+        std::memcpy(kv.v + kv.TileOffset(block, h) + off * d, v_src + r * src_stride + h * d,
+                    sizeof(float) * d);
+      }
     }
-  }
+  });
 }
 
 void PagedAttention(const AttentionBatch& b, const PagedKv& kv, const float* q, int64_t q_stride,
