@@ -176,6 +176,47 @@ void AttentionTable(int seqs, int prefix, int own) {
               best[1] * 1e3, best[0] / best[1]);
 }
 
+// Prefill attention of one layer of the bench-110m shape: a `rows`-row chunk of one sequence at
+// positions prefix .. prefix+rows-1 (the documents of the issue-13 job over their shared
+// instructions), on each kernel the CPU has: ms (best of 5) and GFLOP/s, counting 4 * head_dim
+// flops per query-key pair and head (scores and values, one FMA each per dim).
+void PrefillAttentionTable(int rows, int prefix) {
+  constexpr int kBs = 16, kHeads = 12, kD = 64;
+  const int ctx = prefix + rows, num_blocks = (ctx + kBs - 1) / kBs;
+  std::vector<float> k(static_cast<size_t>(num_blocks) * kHeads * kBs * kD), v(k.size());
+  Rng rng(7);
+  for (float& x : k) x = static_cast<float>(rng.NextDouble() - 0.5);
+  for (float& x : v) x = static_cast<float>(rng.NextDouble() - 0.5);
+  kernels::PagedKv kv{k.data(), v.data(), kBs, kHeads, kD};
+  std::vector<int32_t> table(num_blocks), query_start{0, rows}, positions(rows);
+  for (int b = 0; b < num_blocks; ++b) table[b] = b;
+  for (int r = 0; r < rows; ++r) positions[r] = prefix + r;
+  std::vector<float> q(static_cast<size_t>(rows) * kHeads * kD), out(q.size());
+  for (float& x : q) x = static_cast<float>(rng.NextDouble() - 0.5);
+  kernels::AttentionBatch ab;
+  ab.num_seqs = 1;
+  ab.query_start = query_start.data();
+  ab.positions = positions.data();
+  ab.block_tables = table.data();
+  ab.max_blocks = num_blocks;
+  double pairs = 0;
+  for (int p : positions) pairs += p + 1;
+  const double flops = pairs * kHeads * 4.0 * kD;
+  for (kernels::GemmIsa isa :
+       {kernels::GemmIsa::kAvx512, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kScalar}) {
+    if (!kernels::SetGemmIsaForTesting(isa)) continue;
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const double t0 = Now();
+      kernels::PagedAttention(ab, kv, q.data(), kHeads * kD, kHeads, 0.125f, out.data());
+      best = std::min(best, Now() - t0);
+    }
+    std::printf("| %4d | %6d | %-7s | %9.2f | %8.1f |\n", rows, prefix, kernels::GemmIsaName(isa),
+                best * 1e3, flops / best / 1e9);
+  }
+  kernels::SetGemmIsaForTesting(kernels::GemmIsa::kAuto);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -204,6 +245,12 @@ int main(int argc, char** argv) {
         kernels::CpuThreads());
     for (int seqs : {8, 64})
       for (int prefix : {1000}) AttentionTable(seqs, prefix, 200);
+    std::printf(
+        "\nprefill attention, one layer (12 kv heads x 64), one chunk after a prefix, %d threads: "
+        "ms, best of 5\n| rows | prefix | kernel  |        ms |  GFLOP/s |\n"
+        "|------|--------|---------|-----------|----------|\n",
+        kernels::CpuThreads());
+    PrefillAttentionTable(200, 1000);
     return 0;
   }
   ModelConfig cfg;
