@@ -187,6 +187,8 @@ class RunCommand {
 
     jobs::JobSummary sum;
     sum.preemptions = engine->stats().preemptions;
+    sum.kv_blocks_peak = engine->stats().peak_blocks_in_use;
+    sum.kv_blocks_touched = engine->blocks().num_touched();
     if (f_.profile) sum.profile_seconds = engine->profile().Rows();
     const Status fin = Finalize(t0, resumed, runner.progress(), &sum);
     if (!fin.ok()) return Fail(cmd_, fin.message() + " (results are kept in " + state_ + ")");

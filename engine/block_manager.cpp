@@ -107,6 +107,10 @@ int32_t BlockManager::TakeBlock() {
     Uncache(b);
   }
   Block& blk = blocks_[b];
+  if (!blk.touched) {
+    blk.touched = true;
+    ++num_touched_;
+  }
   ++blk.epoch;
   blk.tokens.clear();
   blk.parent = -1;

@@ -47,6 +47,10 @@ class BlockManager {
   int num_available() const { return static_cast<int>(free_.size() + lru_.size()); }
   int num_in_use() const { return num_blocks_ - num_available(); }
   int num_free() const { return static_cast<int>(free_.size()); }  // available, not cached
+  // Distinct blocks that have ever held content: the pool's memory the backend has touched (a
+  // freed block goes back on top of the free list, most recently freed first, and is taken again
+  // before a block never used: the touched set grows only when the live and cached blocks do).
+  int num_touched() const { return num_touched_; }
   static int BlocksFor(int tokens, int block_size) {
     return (tokens + block_size - 1) / block_size;
   }
@@ -94,6 +98,7 @@ class BlockManager {
     std::vector<int32_t> tokens;  // the block's token ids (for hit confirmation)
     std::list<int32_t>::iterator lru_it;
     bool on_lru = false;
+    bool touched = false;  // has held content (num_touched)
   };
   // FNV-1a style mix over 32-bit ids, chained from the parent's hash; no finalizer, so the state
   // after j tokens is the hash of the first j (the prefix keys of partial_).
@@ -123,7 +128,8 @@ class BlockManager {
   int num_blocks_, block_size_;
   bool cache_enabled_;
   std::vector<Block> blocks_;
-  std::vector<int32_t> free_;
+  std::vector<int32_t> free_;  // a stack: the most recently freed on top (back)
+  int num_touched_ = 0;
   std::list<int32_t> lru_;  // front = least recently used
   std::unordered_multimap<uint64_t, int32_t> map_;
   std::unordered_map<uint64_t, int64_t> in_flight_;  // block hash -> seq id computing it

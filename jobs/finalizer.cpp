@@ -44,6 +44,8 @@ std::string JobSummary::ToJson() const {
                            {"output", output},
                            {"errors", errors}};
   if (preemptions >= 0) j["preemptions"] = preemptions;
+  if (kv_blocks_peak >= 0) j["kv_blocks_peak"] = kv_blocks_peak;
+  if (kv_blocks_touched >= 0) j["kv_blocks_touched"] = kv_blocks_touched;
   if (!profile_seconds.empty()) {
     nlohmann::ordered_json p = nlohmann::ordered_json::object();
     for (const auto& [phase, s] : profile_seconds) p[phase] = s;

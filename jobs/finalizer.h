@@ -46,6 +46,10 @@ struct JobSummary {
   // Set by the caller (llmq run): the engine's preemptions (-1: not said, left out of the JSON)
   // and where its time went, (phase, seconds) (empty: left out; `llmq run --profile`).
   int64_t preemptions = -1;
+  // Set by the caller (llmq run; -1: left out): the KV pool's high-water mark of blocks in use
+  // (EngineStats::peak_blocks_in_use) and the distinct blocks that ever held content
+  // (BlockManager::num_touched: in use, cached or freed; the pool memory the process touched).
+  int64_t kv_blocks_peak = -1, kv_blocks_touched = -1;
   std::vector<std::pair<std::string, double>> profile_seconds;
 
   std::string ToJson() const;  // nlohmann ordered_json, 2-space indent, no trailing newline

@@ -73,6 +73,41 @@ TEST_F(BlockManagerTest, FullBlocksHitAndTheLastTokenIsAlwaysComputed) {
   Check(bm);
 }
 
+// Freed blocks are taken again most recently freed first, before any block never used, so the
+// pool memory touched (num_touched) grows only with the blocks live (or cached) at once.
+TEST_F(BlockManagerTest, FreedBlocksAreReusedMostRecentlyFreedFirst) {
+  BlockManager bm(64, kBs, /*enable_prefix_cache=*/false);
+  EXPECT_EQ(bm.num_touched(), 0);
+  Sequence* a = Seq(Range(100, 10));  // three blocks
+  Compute(&bm, a);
+  Sequence* b = Seq(Range(200, 6));  // two blocks
+  Compute(&bm, b);
+  EXPECT_EQ(bm.num_touched(), 5);
+  const std::vector<int32_t> a_blocks = a->block_table, b_blocks = b->block_table;
+  bm.Release(a);
+  bm.Release(b);  // freed last (its last block first): its first block is on top of the free list
+  std::vector<int32_t> want = b_blocks;
+  want.insert(want.end(), a_blocks.begin(), a_blocks.end());
+  Sequence* c = Seq(Range(300, 20));  // five blocks: exactly the five freed ones
+  Compute(&bm, c);
+  EXPECT_EQ(c->block_table, want);
+  EXPECT_EQ(bm.num_touched(), 5);
+  Sequence* d = Seq(Range(400, 4));  // a sixth live block: the first never used
+  Compute(&bm, d);
+  EXPECT_EQ(bm.num_touched(), 6);
+  // Many short sequences one after the other touch one block each time, the same one.
+  bm.Release(c);
+  bm.Release(d);
+  for (int i = 0; i < 20; ++i) {
+    Sequence* e = Seq(Range(1000 + 4 * i, 3));
+    Compute(&bm, e);
+    EXPECT_EQ(e->block_table[0], d->block_table[0]);
+    bm.Release(e);
+  }
+  EXPECT_EQ(bm.num_touched(), 6);
+  Check(bm);
+}
+
 TEST_F(BlockManagerTest, PromptsDivergingInsideABlockShareItsLeadingTokensByCopy) {
   BlockManager bm(16, kBs);
   const std::vector<int32_t> shared = Range(1, 6);  // one full block + 2 tokens of the next

@@ -189,6 +189,9 @@ TEST_F(RunTest, PrefixFeaturesOffGiveTheSameOutputsAndErrorsCanBeSplit) {
               c[i]["response"]["body"]["choices"][0]["message"]["content"]);
   const json sum = json::parse(testing::ReadText(dir + "/plain.summary.json"));
   EXPECT_EQ(sum["preemptions"], 0);
+  // The KV pool's high-water mark and the blocks that ever held content (cached ones too).
+  EXPECT_GT(sum["kv_blocks_peak"].get<int64_t>(), 0);
+  EXPECT_GE(sum["kv_blocks_touched"].get<int64_t>(), sum["kv_blocks_peak"].get<int64_t>());
   const json& prof = sum["profile_seconds"];
   for (const char* k : {"schedule", "forward", "sample", "prefill_gemm", "decode_gemm", "attention",
                         "other_forward"})
