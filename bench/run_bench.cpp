@@ -5,6 +5,11 @@
 // RSS (the child's, from wait4), from the real binary, and where each run's time went (`llmq run
 // --profile`). --before PATH runs another llmq build (e.g. main's) on the same job first, side
 // by side; --no-off skips the (slow) run without prefix features.
+// Then the nested workload (one 200-token system prompt > 4 task templates of 800 tokens > a
+// distinct 100-300-token document each; --requests requests in all) at default settings, the same
+// columns. Each run's peak RSS is also given against packed weights (CpuBackend::WeightBytesFor)
+// + the KV pool memory the run touched (the summary's kv_blocks_touched: distinct blocks that
+// ever held content, x bytes per block).
 // Then the sampler's cost per decode step at batch 256 (greedy; with logprobs; with penalties and
 // logit_bias; both), beside a whole engine step's on the CPU backend (forward included), and
 // alone over the model's vocabulary and over Llama 3's (128,256).
@@ -56,6 +61,75 @@ json RunLlmq(const std::string& binary, const std::string& args, const std::stri
   json j = json::parse(f);
   j["peak_rss_bytes"] = int64_t{ru.ru_maxrss} * 1024;
   return j;
+}
+
+// Writes `prompts` as a /v1/completions job (token-id prompts keep the sharing exact; BOS is
+// already the first id), 32 greedy output tokens each, to `path`; their total tokens.
+int64_t WriteJob(const llmq::bench::Prompts& prompts, const std::string& path) {
+  std::ofstream in(path);
+  int64_t total = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    total += prompts[i].size();
+    in << json{{"custom_id", "doc-" + std::to_string(i)},
+               {"method", "POST"},
+               {"url", "/v1/completions"},
+               {"body",
+                {{"model", "bench"},
+                 {"prompt", prompts[i]},
+                 {"max_tokens", 32},
+                 {"temperature", 0},
+                 {"ignore_eos", true}}}}
+              .dump()
+       << "\n";
+  }
+  return total;
+}
+
+struct Variant {
+  std::string name, binary, flags;
+};
+
+// The table of a workload's runs: computed / unique prompt tokens, preemptions, wall time,
+// tokens/s, peak RSS and peak RSS / (packed weights + KV touched). A run whose summary lacks
+// kv_blocks_touched (an older llmq) is measured against `fallback_blocks` (the same job's count
+// from this build), marked *.
+void PrintRuns(const std::vector<Variant>& variants, const std::vector<json>& runs, int64_t total,
+               int64_t unique, uint64_t weight_bytes, int64_t block_bytes,
+               int64_t fallback_blocks) {
+  std::printf("| %-17s | %8s | %9s | %7s | %8s | %9s | %9s | %8s | %9s | %11s |\n", "variant",
+              "computed", "comp/uniq", "preempt", "wall s", "out tok/s", "total t/s", "peak RSS",
+              "KV blocks", "RSS/(W+KV)");
+  std::printf(
+      "|-------------------|----------|-----------|---------|----------|-----------|-----------|--"
+      "--------|-----------|-------------|\n");
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const json& s = runs[v];
+    const double wall = s["wall_seconds"];
+    const int64_t computed = s["computed_prompt_tokens"];
+    const int64_t out_tokens = s["completion_tokens"];
+    const std::string pre =
+        s.contains("preemptions") ? std::to_string(s["preemptions"].get<int64_t>()) : "-";
+    const bool own = s.contains("kv_blocks_touched");
+    const int64_t blocks = own ? s["kv_blocks_touched"].get<int64_t>() : fallback_blocks;
+    const int64_t rss = s["peak_rss_bytes"];
+    std::printf(
+        "| %-17s | %8lld | %9.3f | %7s | %8.2f | %9.1f | %9.1f | %5.2f GB | %8lld%s | %10.3fx |\n",
+        variants[v].name.c_str(), static_cast<long long>(computed),
+        static_cast<double>(computed) / unique, pre.c_str(), wall, out_tokens / wall,
+        (total + out_tokens) / wall, rss / 1e9, static_cast<long long>(blocks), own ? " " : "*",
+        static_cast<double>(rss) / (static_cast<double>(weight_bytes) + blocks * block_bytes));
+  }
+  std::printf(
+      "(RSS/(W+KV): peak RSS / (packed weights %.3f GB + KV blocks touched x %.1f KiB); * = this "
+      "build's count for the same job)\n",
+      weight_bytes / 1e9, block_bytes / 1024.0);
+}
+
+// The first run of this build (not --before) in `runs`; its kv_blocks_touched (0 if none).
+int64_t OwnBlocks(const std::vector<json>& runs) {
+  for (const json& r : runs)
+    if (r.contains("kv_blocks_touched")) return r["kv_blocks_touched"].get<int64_t>();
+  return 0;
 }
 
 double Now() {
@@ -222,30 +296,9 @@ int main(int argc, char** argv) {
   const auto prompts =
       llmq::bench::SharedInstructions(requests, 1000, 100, 300, cfg.vocab_size, 42);
   const int64_t unique = llmq::bench::UniqueTokens(prompts);
-  int64_t total = 0;
-  {
-    std::ofstream in(dir + "/in.jsonl");
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      total += prompts[i].size();
-      // Token-id prompts keep the sharing exact; BOS is already the first id.
-      in << json{{"custom_id", "doc-" + std::to_string(i)},
-                 {"method", "POST"},
-                 {"url", "/v1/completions"},
-                 {"body",
-                  {{"model", "bench"},
-                   {"prompt", prompts[i]},
-                   {"max_tokens", 32},
-                   {"temperature", 0},
-                   {"ignore_eos", true}}}}
-                .dump()
-         << "\n";
-    }
-  }
+  const int64_t total = WriteJob(prompts, dir + "/in.jsonl");
   // Default settings: the KV pool sized from the memory the process may take.
   const std::string common = dir + "/in.jsonl --model " + model;
-  struct Variant {
-    std::string name, binary, flags;
-  };
   std::vector<Variant> variants;
   if (!before.empty()) variants.push_back({"before (--before)", before, ""});
   variants.push_back({"on", LLMQ_BINARY, "--profile"});
@@ -257,28 +310,14 @@ int main(int argc, char** argv) {
     runs.push_back(RunLlmq(variants[v].binary,
                            common + " -o " + out + ".jsonl " + variants[v].flags, out + ".json"));
   }
+  const uint64_t weight_bytes = llmq::CpuBackend::WeightBytesFor(cfg);
+  const int64_t block_bytes = cfg.KvBytesPerToken(sizeof(float)) * llmq::EngineOptions{}.block_size;
 
   std::printf(
       "llmq run, shared instructions: %d requests, %lld prompt tokens (%lld unique), 32 output "
       "tokens each, default settings\n",
       requests, static_cast<long long>(total), static_cast<long long>(unique));
-  std::printf("| %-17s | %8s | %9s | %7s | %8s | %9s | %9s | %8s |\n", "variant", "computed",
-              "comp/uniq", "preempt", "wall s", "out tok/s", "total t/s", "peak RSS");
-  std::printf(
-      "|-------------------|----------|-----------|---------|----------|-----------|-----------|--"
-      "--------|\n");
-  for (size_t v = 0; v < variants.size(); ++v) {
-    const json& s = runs[v];
-    const double wall = s["wall_seconds"];
-    const int64_t computed = s["computed_prompt_tokens"];
-    const int64_t out_tokens = s["completion_tokens"];
-    const std::string pre =
-        s.contains("preemptions") ? std::to_string(s["preemptions"].get<int64_t>()) : "-";
-    std::printf("| %-17s | %8lld | %9.3f | %7s | %8.2f | %9.1f | %9.1f | %5.2f GB |\n",
-                variants[v].name.c_str(), static_cast<long long>(computed),
-                static_cast<double>(computed) / unique, pre.c_str(), wall, out_tokens / wall,
-                (total + out_tokens) / wall, s["peak_rss_bytes"].get<int64_t>() / 1e9);
-  }
+  PrintRuns(variants, runs, total, unique, weight_bytes, block_bytes, OwnBlocks(runs));
   // Where the time went (seconds; the rest of the wall time is start-up, ingest, the queue and
   // the results' files).
   std::printf("\nprofile (s)\n| %-17s |", "variant");
@@ -307,6 +346,34 @@ int main(int argc, char** argv) {
   if (!no_off)
     std::printf("speed-up with prefix features: %.2fx\n",
                 runs.back()["wall_seconds"].get<double>() / on["wall_seconds"].get<double>());
+
+  // The nested workload: 4 templates under one system prompt, --requests documents in all.
+  {
+    constexpr int kTemplates = 4;
+    const int per = std::max(1, requests / kTemplates);
+    const auto nested =
+        llmq::bench::Nested(kTemplates, per, 200, 800, 100, 300, cfg.vocab_size, 43);
+    const int64_t n_unique = llmq::bench::UniqueTokens(nested);
+    const int64_t n_total = WriteJob(nested, dir + "/nested.jsonl");
+    std::vector<Variant> nv;
+    if (!before.empty()) nv.push_back({"nested, before", before, ""});
+    nv.push_back({"nested, on", LLMQ_BINARY, ""});
+    std::vector<json> nruns;
+    for (size_t v = 0; v < nv.size(); ++v) {
+      const std::string out = dir + "/nested" + std::to_string(v);
+      nruns.push_back(
+          RunLlmq(nv[v].binary,
+                  dir + "/nested.jsonl --model " + model + " -o " + out + ".jsonl " + nv[v].flags,
+                  out + ".json"));
+    }
+    std::printf(
+        "\nllmq run, nested: %d requests (1 system prompt of 200 tokens > %d templates of 800 > a "
+        "document of 100-300 each), %lld prompt tokens (%lld unique), 32 output tokens each, "
+        "default settings\n",
+        kTemplates * per, kTemplates, static_cast<long long>(n_total),
+        static_cast<long long>(n_unique));
+    PrintRuns(nv, nruns, n_total, n_unique, weight_bytes, block_bytes, OwnBlocks(nruns));
+  }
   if (no_sampler) return 0;
   SamplerTable(cfg, model);
   return 0;
