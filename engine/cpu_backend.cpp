@@ -21,9 +21,13 @@
 namespace llmq {
 namespace {
 
+// Grows v to n elements, exactly, without copying (the contents are rewritten every step) and
+// without the old and new buffers alive at once.
 template <class T>
 void Grow(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
+  if (v.size() >= n) return;
+  std::vector<T>().swap(v);
+  v.resize(n);
 }
 
 }  // namespace
@@ -42,12 +46,16 @@ uint64_t CpuBackend::WeightBytesFor(const ModelConfig& c) {
 
 int64_t CpuBackend::WorkingBytesFor(const ModelConfig& c, int max_tokens, int max_seqs) {
   const int64_t H = c.hidden_size, I = c.intermediate_size;
-  const int64_t row = 3 * H + (c.q_dim() + 2 * c.kv_dim()) + c.q_dim() + 3 * I;  // Forward's
+  const int64_t row = 2 * H + (c.q_dim() + 2 * c.kv_dim()) + c.q_dim();  // Forward's, all rows
+  const int64_t mlp_rows = std::min<int64_t>(max_tokens, kMlpRows);
+  // Gemm's packed A (kernels/cpu/gemm.cpp): the largest [m, K] it packs, the attention block's
+  // GEMMs over all rows, the MLP's over a slice.
+  const int64_t packed_a = std::max(max_tokens * std::max<int64_t>(H, c.q_dim()), mlp_rows * I);
   const int64_t scores = int64_t{kernels::CpuThreads()} * kernels::kAttentionGroupRows *
                          (c.num_heads / c.num_kv_heads) *
                          c.max_position_embeddings;  // PagedAttention's, per thread
-  return static_cast<int64_t>(sizeof(float)) *
-         (max_tokens * row + 2 * int64_t{max_seqs} * c.vocab_size + scores);
+  return static_cast<int64_t>(sizeof(float)) * (max_tokens * row + mlp_rows * 3 * I + packed_a +
+                                                2 * int64_t{max_seqs} * c.vocab_size + scores);
 }
 
 CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
@@ -201,13 +209,16 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   for (int32_t p : b.positions)
     if (p < 0 || p >= cfg_.max_position_embeddings)
       return Status::InvalidArgument("position " + std::to_string(p) + " is outside the context");
+  for (size_t i = 0; i < b.logits_rows.size(); ++i)
+    if (b.logits_rows[i] >= T || b.logits_rows[i] < (i ? b.logits_rows[i - 1] + 1 : 0))
+      return Status::InvalidArgument("logits rows must ascend within the batch's rows");
   Grow(x_, T * H);
   Grow(xn_, T * H);
   Grow(qkv_, T * qkv_w);
   Grow(attn_, T * qd);
-  Grow(proj_, T * H);
-  Grow(gu_, T * 2 * I);
-  Grow(act_, T * I);
+  const int64_t mlp_rows = std::min<int64_t>(T, mlp_rows_);
+  Grow(gu_, mlp_rows * 2 * I);
+  Grow(act_, mlp_rows * I);
 
   int32_t top = -1;  // the highest block the step writes
   for (int32_t s : b.slot_mapping) top = std::max(top, s / block_size_);
@@ -261,20 +272,28 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
                        T);
       kernels::PagedAttention(ab, kv, qkv_.data(), qkv_w, cfg_.num_heads, scale, attn_.data());
     }
-    gemm(attn_.data(), qd, T, L.o, proj_.data(), H);
-    kernels::AddInPlace(x_.data(), proj_.data(), T * H);
-    // MLP block.
+    gemm(attn_.data(), qd, T, L.o, xn_.data(), H);  // xn_: read by the QKV GEMM, free again
+    kernels::AddInPlace(x_.data(), xn_.data(), T * H);
+    // MLP block, mlp_rows at a time; each slice's down projection lands on its own rows of xn_,
+    // which its gate/up GEMM has read.
     kernels::RmsNorm(x_.data(), L.mlp_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());
-    gemm(xn_.data(), H, T, L.gate_up, gu_.data(), 2 * I);
-    kernels::SiluMul(gu_.data(), T, I, act_.data());
-    gemm(act_.data(), I, T, L.down, proj_.data(), H);
-    kernels::AddInPlace(x_.data(), proj_.data(), T * H);
+    for (int64_t r = 0; r < T; r += mlp_rows) {
+      const int64_t m = std::min(mlp_rows, T - r);
+      float* xn = xn_.data() + r * H;
+      gemm(xn, H, m, L.gate_up, gu_.data(), 2 * I);
+      kernels::SiluMul(gu_.data(), m, I, act_.data());
+      gemm(act_.data(), I, m, L.down, xn, H);
+    }
+    kernels::AddInPlace(x_.data(), xn_.data(), T * H);
   }
-  // Final norm and LM head, for the rows that sample only.
+  // Final norm and LM head, for the rows that sample only: gathered to the front of x_ (the rows
+  // ascend, so row i moves down or stays), normed into xn_.
   const int64_t nl = static_cast<int64_t>(b.logits_rows.size());
-  for (int64_t i = 0; i < nl; ++i)
-    std::memcpy(&proj_[i * H], &x_[static_cast<int64_t>(b.logits_rows[i]) * H], H * sizeof(float));
-  kernels::RmsNorm(proj_.data(), final_norm_.data(), nl, H, cfg_.rms_norm_eps, xn_.data());
+  for (int64_t i = 0; i < nl; ++i) {
+    const int64_t row = b.logits_rows[i];
+    if (row != i) std::memmove(&x_[i * H], &x_[row * H], H * sizeof(float));
+  }
+  kernels::RmsNorm(x_.data(), final_norm_.data(), nl, H, cfg_.rms_norm_eps, xn_.data());
   gemm(xn_.data(), H, nl, lm_head_, logits, cfg_.vocab_size);
   return Status::Ok();
 }

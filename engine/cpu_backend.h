@@ -33,12 +33,20 @@ class CpuBackend : public Backend {
   // weight_bytes() of `cfg`'s model, from the config alone (llmq plan): the packed matrices (the LM
   // head too when tied to the embedding, which is also kept unpacked), norms and biases, in fp32.
   static uint64_t WeightBytesFor(const ModelConfig& cfg);
-  // StepWorkingBytes: the activations of max_tokens rows, the logits of max_seqs rows (the runner's
-  // and the sampler's), and the attention scores of every pool thread.
+  // StepWorkingBytes: the activations of max_tokens rows (the MLP's of at most kMlpRows), the
+  // GEMMs' packed-A scratch, the logits of max_seqs rows (the runner's and the sampler's), and the
+  // attention scores of every pool thread.
   static int64_t WorkingBytesFor(const ModelConfig& cfg, int max_tokens, int max_seqs);
   // Whether the first page of each block of layer 0's K cache is in memory (mincore), for tests
   // of what the pool touches.
   std::vector<bool> ResidentKBlocksForTesting() const;
+  // The MLP runs over a step's rows kMlpRows at a time, so its [rows, 2I] and [rows, I]
+  // activations (and the down projection's packed A) stay bounded while a prefill step holds
+  // thousands of rows. GEMM rows are independent (kernels/cpu/gemm.h), so the slices give the same
+  // bits as one pass.
+  static constexpr int kMlpRows = 512;
+  // Another slice height (tests: slice boundaries inside a step change no bit); 0: kMlpRows.
+  void set_mlp_rows_for_testing(int rows) { mlp_rows_ = rows > 0 ? rows : kMlpRows; }
 
  private:
   struct Layer {
@@ -75,8 +83,11 @@ class CpuBackend : public Backend {
   void PopulateKv(int32_t top_block);
   KvBuffer k_cache_, v_cache_;  // per layer: see kernels::PagedKv for the tile layouts
 
-  // Activations, grown on demand and reused across steps.
-  std::vector<float> x_, xn_, qkv_, attn_, proj_, gu_, act_;
+  // Activations, grown on demand and reused across steps: [T, .] except gu_ and act_ (a slice of
+  // at most mlp_rows_ rows). The projections' outputs land in xn_ (dead once the GEMM that read it
+  // ran) before they are added to x_.
+  std::vector<float> x_, xn_, qkv_, attn_, gu_, act_;
+  int mlp_rows_ = kMlpRows;
   std::vector<kernels::SharedPrefix> groups_;  // the step's prefix groups
 };
 

@@ -122,6 +122,25 @@ INSTANTIATE_TEST_SUITE_P(
              "Qwen3ForCausalLM"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// The working-memory estimate that sizes the default KV pool: past kMlpRows (and once the attention
+// block's packed A outgrows the down projection's), a row adds only the activations every row
+// keeps ([2H + qkv + q_dim]) and its packed A (max(H, q_dim)), not the MLP's 3I.
+TEST(CpuBackendMemory, WorkingBytesGrowPastTheMlpSliceByTheRowsThatStay) {
+  ModelConfig c;
+  DType unused;
+  ASSERT_TRUE(ShapeConfig("bench-110m", &c, &unused).ok());
+  const int64_t H = c.hidden_size, I = c.intermediate_size, qd = c.q_dim();
+  const int64_t kept = 2 * H + (qd + 2 * c.kv_dim()) + qd;
+  const int n = CpuBackend::kMlpRows;
+  ASSERT_GT(4 * n * std::max(H, qd), n * I);
+  EXPECT_EQ(CpuBackend::WorkingBytesFor(c, 8 * n, 8) - CpuBackend::WorkingBytesFor(c, 4 * n, 8),
+            int64_t{4} * n * (kept + std::max(H, qd)) * 4);
+  // Below the slice height the MLP's rows count as well (and the down projection's packed A).
+  ASSERT_GT(I, std::max(H, qd));
+  EXPECT_EQ(CpuBackend::WorkingBytesFor(c, 64, 8) - CpuBackend::WorkingBytesFor(c, 32, 8),
+            32 * (kept + 3 * I + I) * 4);
+}
+
 // Over every family: the q/k/v biases and the per-head q/k norm are per-row ops too.
 class CpuBackendInvariance : public ::testing::TestWithParam<const char*> {
  protected:
@@ -181,6 +200,59 @@ TEST_P(CpuBackendInvariance, KvPagesArePopulatedUpToTheBlocksWrittenOnly) {
       EXPECT_TRUE(resident[b]) << "block " << b;
     else if (b * block_bytes >= written_end)
       EXPECT_FALSE(resident[b]) << "block " << b << " populated but never written";
+  }
+}
+
+// The MLP runs over a step's rows in slices (CpuBackend::kMlpRows); wherever the slice boundaries
+// fall, the logits are those of one pass over all rows, bit for bit.
+TEST_P(CpuBackendInvariance, MlpRowSlicesGiveBitIdenticalLogits) {
+  CpuBackend one_pass(cfg_, *w_), sliced(cfg_, *w_);
+  const int bs = 16, n = 77, V = cfg_.vocab_size;
+  ASSERT_GT(CpuBackend::kMlpRows, n);  // the default: one slice here
+  ASSERT_TRUE(one_pass.AllocateKv(16, bs).ok());
+  const Layout lay = ShuffledBlocks(n, bs, 16, 9);
+  const std::vector<int> toks = RandomTokens(n, V, 21);
+  const std::vector<float> all =
+      testing::ForwardOneSequence(one_pass, toks, 0, n, lay.table, bs, V);
+  for (int rows : {1, 5, 16, 38, 76}) {
+    sliced.set_mlp_rows_for_testing(rows);
+    ASSERT_TRUE(sliced.AllocateKv(16, bs).ok());
+    const std::vector<float> got =
+        testing::ForwardOneSequence(sliced, toks, 0, n, lay.table, bs, V);
+    ASSERT_EQ(got.size(), all.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), all.data(), all.size() * 4)) << "slices of " << rows;
+  }
+}
+
+// Logits of some rows only (the rows that sample) are those rows of the logits of every row; rows
+// that do not ascend are refused.
+TEST_P(CpuBackendInvariance, LogitsOfSomeRowsAreThoseRowsOfAll) {
+  CpuBackend be(cfg_, *w_);
+  const int bs = 16, n = 40, V = cfg_.vocab_size;
+  ASSERT_TRUE(be.AllocateKv(16, bs).ok());
+  const Layout lay = ShuffledBlocks(n, bs, 16, 9);
+  const std::vector<int> toks = RandomTokens(n, V, 21);
+  const std::vector<float> all = testing::ForwardOneSequence(be, toks, 0, n, lay.table, bs, V);
+  StepBatch b;
+  b.Clear();
+  for (int p = 0; p < n; ++p) {
+    b.token_ids.push_back(toks[p]);
+    b.positions.push_back(p);
+    b.slot_mapping.push_back(lay.table[p / bs] * bs + p % bs);
+  }
+  b.query_start.push_back(n);
+  b.context_lens.push_back(n);
+  b.block_tables = lay.table;
+  b.max_blocks = static_cast<int32_t>(lay.table.size());
+  b.logits_rows = {0, 3, 4, 17, 39};
+  std::vector<float> some(b.logits_rows.size() * V);
+  ASSERT_TRUE(be.Forward(b, some.data()).ok());
+  for (size_t i = 0; i < b.logits_rows.size(); ++i)
+    EXPECT_EQ(0, std::memcmp(&some[i * V], &all[static_cast<size_t>(b.logits_rows[i]) * V], V * 4))
+        << "row " << b.logits_rows[i];
+  for (const std::vector<int32_t>& bad : {std::vector<int32_t>{3, 2}, {4, 4}, {n}, {-1}}) {
+    b.logits_rows = bad;
+    EXPECT_EQ(be.Forward(b, some.data()).code(), Status::Code::kInvalidArgument);
   }
 }
 
