@@ -44,7 +44,14 @@ void ModelRunner::Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
 
 Status ModelRunner::Forward() {
   ids_.clear();
-  logits_.resize(batch_.logits_rows.size() * static_cast<size_t>(vocab_));
+  // Grown to the rows asked for, exactly, and without copying the last step's logits over (a
+  // vector's own growth would double its capacity and hold the old and new buffers at once).
+  const size_t n = batch_.logits_rows.size() * static_cast<size_t>(vocab_);
+  if (logits_.capacity() < n) {
+    std::vector<float>().swap(logits_);
+    logits_.reserve(n);
+  }
+  logits_.resize(n);
   return backend_->Forward(batch_, logits_.data());
 }
 

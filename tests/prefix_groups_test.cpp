@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "engine/model_runner.h"
 
 namespace llmq {
@@ -123,6 +125,44 @@ class RunnerBatchTest : public ::testing::Test {
   }
   std::vector<std::unique_ptr<Sequence>> seqs_;
 };
+
+// A backend that writes each logits row's index into its row (and counts nothing else).
+class RowIndexBackend : public Backend {
+ public:
+  explicit RowIndexBackend(int vocab) : vocab_(vocab) {}
+  std::string name() const override { return "rows"; }
+  Status AllocateKv(int, int) override { return Status::Ok(); }
+  Status Forward(const StepBatch& b, float* logits) override {
+    for (size_t i = 0; i < b.logits_rows.size(); ++i)
+      std::fill_n(logits + i * vocab_, vocab_, static_cast<float>(b.logits_rows[i]));
+    return Status::Ok();
+  }
+  Status CopyBlocks(const std::vector<std::pair<int, int>>&) override { return Status::Ok(); }
+  uint64_t weight_bytes() const override { return 0; }
+  int64_t kv_bytes_per_token() const override { return 0; }
+
+ private:
+  int vocab_;
+};
+
+// The runner's logits buffer holds what the largest step sampled, exactly (not a doubled
+// capacity), and each step's rows.
+TEST_F(RunnerBatchTest, LogitsAreSizedToTheRowsSampled) {
+  constexpr int kVocab = 8;
+  RowIndexBackend be(kVocab);
+  ModelRunner runner(&be, kVocab, kBs);
+  std::vector<Sequence*> samplers;
+  std::vector<ScheduledSeq> step;
+  for (int n : {3, 5, 2, 7}) {
+    while (static_cast<int>(step.size()) < n)
+      step.push_back({Seq({static_cast<int32_t>(10 + step.size())}, 2, 3), 1});
+    const std::vector<ScheduledSeq> now(step.begin(), step.begin() + n);
+    ASSERT_TRUE(runner.Run(now, &samplers).ok());
+    ASSERT_EQ(runner.logits().size(), static_cast<size_t>(n * kVocab));
+    for (int i = 0; i < n; ++i) EXPECT_EQ(runner.logits()[i * kVocab + kVocab - 1], i);
+  }
+  EXPECT_EQ(runner.logits().capacity(), static_cast<size_t>(7 * kVocab));
+}
 
 TEST_F(RunnerBatchTest, ForkedDecodesAreGroupedAndFlagged) {
   ModelRunner runner(nullptr, 8, kBs);
