@@ -1,11 +1,21 @@
 #include "engine/model.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include "engine/cpu_backend.h"
 #ifdef LLMQ_HAVE_CUDA
 #include "engine/cuda_backend.h"
 #endif
 
 namespace llmq {
+
+void ReleaseFreeHeap() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
 
 std::string Model::backend_description() const {
   std::string s = backend ? backend->name() : "none";
@@ -33,6 +43,7 @@ Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out
     // The backend packed its own fp32 copy: unmapping the files now holds the weights once
     // (peak RSS = packed weights + KV pool + working memory, not + the mapping).
     m.weights.reset();
+    ReleaseFreeHeap();
   } else {
 #ifdef LLMQ_HAVE_CUDA
     CudaBackendOptions opt;

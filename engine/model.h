@@ -32,6 +32,10 @@ struct Model {
 // cannot be had fails before anything is read). Errors name the file and the field or tensor, or
 // the backend and why.
 Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out);
+// Hands the free memory of the heap back to the system (glibc's malloc_trim; nothing elsewhere).
+// LoadModel calls it once the CPU backend has packed its weights: the widened temporaries that
+// packing freed sit between live blocks of the heap, where free() alone keeps them resident.
+void ReleaseFreeHeap();
 // The CPU backend (the tests' reference: bit-exact, batch-invariant).
 inline Status LoadModel(const std::string& dir, Model* out) {
   return LoadModel(dir, BackendChoice{BackendKind::kCpu, Precision::kFp32}, out);

@@ -1,10 +1,16 @@
 // LoadModel on the CPU backend holds the weights once: the backend packs its own copy and the
 // safetensors mapping is released (the file no longer appears among the process's mappings), and
-// the model still generates what it generated with the mapping held.
+// the model still generates what it generated with the mapping held; ReleaseFreeHeap (which
+// LoadModel calls after packing) gives freed heap memory back to the system.
 #include "engine/model.h"
 
 #include <gtest/gtest.h>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -64,6 +70,38 @@ TEST(ModelTest, CpuBackendReleasesTheSafetensorsMapping) {
   ASSERT_TRUE(out[0].ok()) << out[0].error;
   EXPECT_EQ(out[0].completions.at(0).ids, want.at("a").completions.at(0).ids);
 }
+
+#ifdef __GLIBC__
+// RssAnon of /proc/self/status, in kB.
+int64_t RssAnonKb() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("RssAnon:", 0) == 0) return std::stoll(line.substr(8));
+  return -1;
+}
+
+// Freed blocks between live ones on the heap stay resident until ReleaseFreeHeap: the widened
+// weights LoadModel frees while packing are such blocks.
+TEST(ModelTest, ReleaseFreeHeapReturnsFreedHeapMemory) {
+  constexpr int kBlocks = 48;
+  constexpr size_t kBig = 1 << 20;
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);  // 1 MiB blocks from the heap, not mapped on their own
+  std::vector<char*> blocks;
+  for (int i = 0; i < 2 * kBlocks; ++i) {
+    blocks.push_back(static_cast<char*>(malloc(kBig)));
+    std::memset(blocks.back(), 1, kBig);  // resident
+  }
+  // Every other block freed: the live ones keep the free ones apart and off the heap's top.
+  for (int i = 0; i < 2 * kBlocks; i += 2) free(blocks[i]);
+  const int64_t before = RssAnonKb();
+  ReleaseFreeHeap();
+  const int64_t after = RssAnonKb();
+  for (int i = 1; i < 2 * kBlocks; i += 2) free(blocks[i]);
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);  // glibc's default again
+  EXPECT_GT(before - after, static_cast<int64_t>(kBlocks) * 1024 * 3 / 4)
+      << "RssAnon " << before << " kB before, " << after << " kB after";
+}
+#endif
 
 }  // namespace
 }  // namespace llmq
