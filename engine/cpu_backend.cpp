@@ -23,10 +23,10 @@ namespace {
 
 // Grows v to n elements, exactly, without copying (the contents are rewritten every step) and
 // without the old and new buffers alive at once.
-template <class T>
-void Grow(std::vector<T>& v, size_t n) {
+template <class Vector>
+void Grow(Vector& v, size_t n) {
   if (v.size() >= n) return;
-  std::vector<T>().swap(v);
+  Vector().swap(v);
   v.resize(n);
 }
 

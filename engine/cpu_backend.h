@@ -86,7 +86,10 @@ class CpuBackend : public Backend {
   // Activations, grown on demand and reused across steps: [T, .] except gu_ and act_ (a slice of
   // at most mlp_rows_ rows). The projections' outputs land in xn_ (dead once the GEMM that read it
   // ran) before they are added to x_.
-  std::vector<float> x_, xn_, qkv_, attn_, gu_, act_;
+  // 64-byte aligned (the kernels' vector rows start on cache lines; large ones are mapped on their
+  // own and given back to the system when they grow).
+  using Activations = std::vector<float, kernels::AlignedAllocator<float, 64>>;
+  Activations x_, xn_, qkv_, attn_, gu_, act_;
   int mlp_rows_ = kMlpRows;
   std::vector<kernels::SharedPrefix> groups_;  // the step's prefix groups
 };
