@@ -196,10 +196,11 @@ TEST_P(CpuBackendInvariance, KvPagesArePopulatedUpToTheBlocksWrittenOnly) {
   const size_t block_bytes = static_cast<size_t>(cfg_.kv_dim()) * bs * 4;
   const size_t written_end = (3 * block_bytes + 4095) / 4096 * 4096;  // pages of blocks 0..2
   for (int b = 0; b < pool; ++b) {
-    if (b <= 2)
+    if (b <= 2) {
       EXPECT_TRUE(resident[b]) << "block " << b;
-    else if (b * block_bytes >= written_end)
+    } else if (b * block_bytes >= written_end) {
       EXPECT_FALSE(resident[b]) << "block " << b << " populated but never written";
+    }
   }
 }
 
