@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "kernels/cpu/cpu_count.h"
+
 namespace llmq {
 namespace {
 
@@ -71,6 +73,16 @@ std::string CgroupV2Path(std::string_view text) {
   return "";
 }
 
+std::optional<int64_t> CgroupTreeRoom(const std::string& root, const std::string& path) {
+  std::optional<int64_t> room;
+  for (const std::string& p : kernels::CgroupAncestry(path)) {
+    const std::string dir = root + (p == "/" ? std::string() : p);
+    const auto r = CgroupRoom(ReadFile(dir + "/memory.max"), ReadFile(dir + "/memory.current"));
+    if (r && (!room || *r < *room)) room = r;
+  }
+  return room;
+}
+
 HostMemory LowerOf(std::optional<int64_t> mem_available, std::optional<int64_t> cgroup_room) {
   if (cgroup_room && (!mem_available || *cgroup_room < *mem_available))
     return {*cgroup_room, "cgroup memory.max - memory.current"};
@@ -83,10 +95,7 @@ HostMemory ReadHostMemory() {
     return LowerOf(ParseMemAvailable(ReadFile(fake)), std::nullopt);
   std::optional<int64_t> room;
   const std::string cg = CgroupV2Path(ReadFile("/proc/self/cgroup"));
-  if (!cg.empty()) {
-    const std::string dir = "/sys/fs/cgroup" + (cg == "/" ? std::string() : cg);
-    room = CgroupRoom(ReadFile(dir + "/memory.max"), ReadFile(dir + "/memory.current"));
-  }
+  if (!cg.empty()) room = CgroupTreeRoom("/sys/fs/cgroup", cg);
   return LowerOf(ParseMemAvailable(ReadFile("/proc/meminfo")), room);
 }
 

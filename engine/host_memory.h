@@ -1,8 +1,9 @@
 // HostMemory: how much memory this process may still take on this host, for sizing the CPU
 // backend's KV pool by default (the GPU backend asks its device instead): /proc/meminfo's
-// MemAvailable, or the room left under the cgroup v2 limit (memory.max - memory.current) when
-// that is lower (a container or a systemd MemoryMax= sees its own limit, not the host's RAM).
-// The parsers are pure functions of the files' text, tested on made-up text.
+// MemAvailable, or the room left under the cgroup v2 limits (memory.max - memory.current of the
+// process's cgroup and of each one above it) when that is lower (a container or a systemd
+// MemoryMax= sees its own limit, not the host's RAM). The parsers are pure functions of the files'
+// text, tested on made-up text.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,10 @@ std::optional<int64_t> ParseMemAvailable(std::string_view meminfo);
 std::optional<int64_t> CgroupRoom(std::string_view memory_max, std::string_view memory_current);
 // The cgroup v2 path of /proc/self/cgroup's text ("0::/system.slice/llmq.service"); "" if none.
 std::string CgroupV2Path(std::string_view proc_self_cgroup);
+// The least room (CgroupRoom) of the cgroup v2 at `path` and of every cgroup above it, read from
+// the files under `root` (/sys/fs/cgroup): a MemoryMax= on the parent slice binds the service as
+// much as its own. nullopt when no level has a limit.
+std::optional<int64_t> CgroupTreeRoom(const std::string& root, const std::string& path);
 // The lower of the amounts known; bytes 0 when neither is.
 HostMemory LowerOf(std::optional<int64_t> mem_available, std::optional<int64_t> cgroup_room);
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -36,6 +37,26 @@ TEST(HostMemory, CgroupRoomIsTheLimitLessUsage) {
   EXPECT_EQ(CgroupV2Path("12:memory:/x\n0::/system.slice/llmq.service\n"),
             "/system.slice/llmq.service");
   EXPECT_EQ(CgroupV2Path("4:memory:/x\n"), "");  // cgroup v1 only
+}
+
+// A limit on a parent slice binds the service below it: the least room of the whole ancestry
+// wins, read from real files laid out like /sys/fs/cgroup.
+TEST(HostMemory, CgroupRoomIsTheLeastOfTheCgroupAndItsParents) {
+  const std::string root = testing::TmpDir("cgroup_tree");
+  auto put = [&](const std::string& dir, const char* max, const char* current) {
+    std::filesystem::create_directories(root + dir);
+    std::ofstream(root + dir + "/memory.max") << max;
+    std::ofstream(root + dir + "/memory.current") << current;
+  };
+  put("/llmq.slice", "1000\n", "400\n");              // the slice: 600 left
+  put("/llmq.slice/llmq.service", "max\n", "300\n");  // the service: no limit of its own
+  EXPECT_EQ(CgroupTreeRoom(root, "/llmq.slice/llmq.service"), 600);
+  put("/llmq.slice/llmq.service", "500\n", "300\n");  // its own limit is tighter: 200
+  EXPECT_EQ(CgroupTreeRoom(root, "/llmq.slice/llmq.service"), 200);
+  put("/llmq.slice", "max\n", "400\n");
+  put("/llmq.slice/llmq.service", "max\n", "300\n");
+  EXPECT_EQ(CgroupTreeRoom(root, "/llmq.slice/llmq.service"), std::nullopt);  // no limit
+  EXPECT_EQ(CgroupTreeRoom(root, "/"), std::nullopt);  // the root has no memory.max
 }
 
 TEST(HostMemory, TheLowerOfRamAndCgroupRoomWins) {

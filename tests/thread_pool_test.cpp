@@ -87,6 +87,13 @@ TEST(ThreadPoolTest, ParallelForCoversTheRangeInOrderedPieces) {
   SetCpuThreads(before);
 }
 
+TEST(CpuCountTest, CgroupAncestryRunsFromTheLeafToTheRoot) {
+  EXPECT_EQ(CgroupAncestry("/system.slice/llmq.service"),
+            (std::vector<std::string>{"/system.slice/llmq.service", "/system.slice", "/"}));
+  EXPECT_EQ(CgroupAncestry("/"), std::vector<std::string>{"/"});
+  EXPECT_EQ(CgroupAncestry(""), std::vector<std::string>{"/"});
+}
+
 TEST(CpuCountTest, QuotaOfCpuMax) {
   EXPECT_EQ(QuotaCpus("max 100000"), 0);
   EXPECT_EQ(QuotaCpus("100000 100000"), 1);

@@ -21,6 +21,16 @@ int QuotaCpus(const std::string& cpu_max) {
   return static_cast<int>((q + period - 1) / period);
 }
 
+std::vector<std::string> CgroupAncestry(const std::string& path) {
+  std::vector<std::string> out;
+  for (std::string p = path.empty() ? "/" : path;;) {
+    out.push_back(p);
+    if (p == "/") return out;
+    const size_t slash = p.rfind('/');
+    p = slash == 0 || slash == std::string::npos ? "/" : p.substr(0, slash);
+  }
+}
+
 CpuBudget ReadCpuBudget() {
   CpuBudget b;
   cpu_set_t set;
@@ -44,7 +54,7 @@ CpuBudget ReadCpuBudget() {
         v2 ? std::vector<std::string>{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}
            : std::vector<std::string>{"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"};
     for (const std::string& root : roots)
-      for (std::string path = line.substr(c2 + 1);;) {
+      for (const std::string& path : CgroupAncestry(line.substr(c2 + 1))) {
         const std::string dir = root + (path == "/" ? "" : path);
         std::string file, text;
         if (v2) {
@@ -63,9 +73,6 @@ CpuBudget ReadCpuBudget() {
           b.quota = cpus;
           b.quota_file = file;
         }
-        if (path.empty() || path == "/") break;
-        const size_t slash = path.rfind('/');
-        path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
       }
   }
   b.usable = b.quota > 0 && b.quota < b.affinity ? b.quota : b.affinity;
