@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "engine/sampler.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cublas_api.h"
