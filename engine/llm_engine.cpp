@@ -43,9 +43,9 @@ double Seconds(Clock::duration d) {
 // admission loop never stops because the engine has not created the next Sequence yet.
 constexpr size_t kSpareWaiting = 4;
 
-// Serial cost of drawing a token, per logit of the row: a few passes over the row at about the
-// rate one core reads (bench/RESULTS.md: 41 GB/s), weighed by the CPU pool against its barrier.
-constexpr double kSampleNsPerLogit = 4 * 4 / 41.0;
+// Serial cost of drawing a token, per logit of the row: a few passes over the row at the rate one
+// core reads, weighed by the CPU pool against its barrier.
+constexpr double kSampleNsPerLogit = 4 * 4 * kernels::kNsPerStreamedByte;
 
 }  // namespace
 

@@ -99,8 +99,8 @@ void AttendScalar(const AttendTask& t) {
 namespace {
 
 // One query-key pair of one head dimension, for the pool's choice to split a step at all: about
-// 8 bytes of K and V streamed at the 41 GB/s one core reads (bench/RESULTS.md).
-constexpr double kAttentionNsPerProduct = 8.0 / 41;
+// 8 bytes of K and V streamed.
+constexpr double kAttentionNsPerProduct = 8 * kNsPerStreamedByte;
 // One K float scattered to its own cache line and one V float streamed, per row and head dim.
 constexpr double kWriteNsPerFloat = 1.0;
 // Rows of one sequence's prefill per task: its keys are read once per this many rows.

@@ -250,16 +250,24 @@ void Values(const AttendTask& t, int k0, int k1, const int32_t* table, int j0, i
 
 // ---- the task --------------------------------------------------------------------------------
 
+// The end of the run of rows from r0 on that share r0's table (one sequence's rows).
+inline int RunEnd(const AttendTask& t, int r0) {
+  int r1 = r0 + 1;
+  while (r1 < t.num_rows && t.tables[r1] == t.tables[r0]) ++r1;
+  return r1;
+}
+
 template <class V>
 void AttendVector(const AttendTask& t) {
-  const int G = t.group, P = t.num_rows * G, bs = t.block_size;
-  const int common_keys = t.common * bs;
-  // 1. Scores: the common blocks for all pairs, then each run of rows sharing a table.
+  const int G = t.group, P = t.num_rows * G;
+  const int common_keys = t.common * t.block_size;  // <= every row's ctx
+  // 1. Scores: the common blocks for all pairs, then each run of rows sharing a table, up to its
+  // longest row.
   Scores<V>(t, 0, P, t.tables[0], 0, common_keys / 16);
   for (int r0 = 0, r1; r0 < t.num_rows; r0 = r1) {
-    int longest = t.ctx[r0];
-    for (r1 = r0 + 1; r1 < t.num_rows && t.tables[r1] == t.tables[r0]; ++r1)
-      longest = longest > t.ctx[r1] ? longest : t.ctx[r1];
+    r1 = RunEnd(t, r0);
+    int longest = 0;
+    for (int r = r0; r < r1; ++r) longest = longest > t.ctx[r] ? longest : t.ctx[r];
     Scores<V>(t, r0 * G, r1 * G, t.tables[r0], common_keys / 16, (longest + 15) / 16);
   }
   // 2. Softmax of each pair; its output starts from +0.
@@ -274,16 +282,14 @@ void AttendVector(const AttendTask& t) {
   Values<V>(t, 0, P, t.tables[0], 0, common_keys);
   constexpr int M = PvPairs<V, V::kPvDV>();
   for (int r0 = 0, r1; r0 < t.num_rows; r0 = r1) {
-    for (r1 = r0 + 1; r1 < t.num_rows && t.tables[r1] == t.tables[r0];) ++r1;
+    r1 = RunEnd(t, r0);
     for (int k = r0 * G; k < r1 * G; k += M) {
       const int k1 = MinInt(k + M, r1 * G);
       int shortest = PairCtx(t, k);
-      for (int kk = k + 1; kk < k1; ++kk)
-        shortest = shortest < PairCtx(t, kk) ? shortest : PairCtx(t, kk);
+      for (int kk = k + 1; kk < k1; ++kk) shortest = MinInt(shortest, PairCtx(t, kk));
       Values<V>(t, k, k1, t.tables[r0], common_keys, shortest);
       for (int kk = k; kk < k1; ++kk)
-        Values<V>(t, kk, kk + 1, t.tables[r0], shortest > common_keys ? shortest : common_keys,
-                  PairCtx(t, kk));
+        Values<V>(t, kk, kk + 1, t.tables[r0], shortest, PairCtx(t, kk));
     }
   }
   for (int k = 0; k < P; ++k) {

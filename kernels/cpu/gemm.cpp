@@ -44,7 +44,7 @@ constexpr int kNcPanels = 24;
 // micro-kernel at 241 GFLOP/s, W streamed at 41 GB/s, packing at about one byte per 0.1 ns. They
 // turn a call's size into its serial time, which the pool weighs against its measured barrier.
 constexpr double kFlopsPerNs = 241;
-constexpr double kBytesPerNs = 41;
+constexpr double kBytesPerNs = 1 / kNsPerStreamedByte;
 constexpr double kPackNsPerFloat = 0.4;
 
 // A micro-tile: C[0:mr, 0:np*16] (+)= A_blk · W_blkᵀ over kc steps of K.

@@ -24,9 +24,8 @@ inline float Dot(const float* a, const float* b, int n) {
 }
 
 // Serial cost of the ops, for the pool to weigh against its measured barrier (ParallelFor): they
-// stream their rows at about the 41 GB/s one core reads (bench/RESULTS.md), so a row costs the
-// bytes it reads and writes at that rate.
-constexpr double kNsPerByte = 1.0 / 41;
+// stream their rows, so a row costs the bytes it reads and writes at one core's read rate.
+constexpr double kNsPerByte = kNsPerStreamedByte;
 
 // y = x / sqrt(mean(x^2) + eps) * w over one row.   x, y: [n] (may alias); w: [n].
 inline void RmsNormRow(const float* x, const float* w, int n, float eps, float* y) {

@@ -1,9 +1,9 @@
 // The CPU ops of the decoder forward (Llama, Mistral, Qwen2, Qwen3) other than GEMM
-// (kernels/cpu/gemm.h). Each op states its shapes; every op computes each output row from its own
-// input row(s) only, in a fixed order, so results never depend on batch composition (the engine's
-// batch-invariance rests on this).
-// Ops big enough to pay for a barrier run on the CPU pool (kernels/cpu/thread_pool.h); called from
-// inside a pool region they run on the calling thread.
+// (kernels/cpu/gemm.h) and attention (kernels/cpu/attention.h). Each op states its shapes; every op
+// computes each output row from its own input row(s) only, in a fixed order, so results never
+// depend on batch composition (the engine's batch-invariance rests on this). Ops big enough to pay
+// for a barrier run on the CPU pool (kernels/cpu/thread_pool.h); called from inside a pool region
+// they run on the calling thread.
 #pragma once
 
 #include <cstdint>

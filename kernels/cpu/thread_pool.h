@@ -106,6 +106,10 @@ void SetCpuThreads(int threads);
 // cost), so that small shapes exercise the threaded paths too.
 void SetAlwaysSplitForTesting(bool on);
 
+// The serial costs the kernels give ParallelFor are mostly bytes streamed at the rate one core
+// reads on the project's machine (bench/RESULTS.md, gemm_bench: 41 GB/s), in ns per byte.
+constexpr double kNsPerStreamedByte = 1.0 / 41;
+
 // Runs fn(begin, end) over [0, n) cut into contiguous ranges, on the process's pool when the
 // work (n items of `item_ns` each, serially) pays for the barrier, else on the caller.
 template <class Fn>
