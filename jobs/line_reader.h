@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/text.h"  // Utf8SequenceLength
 #include "jobs/sha256.h"
 
 namespace llmq::jobs {
@@ -56,9 +57,5 @@ void CheckLineText(FileLine* line);
 // 104857600 bytes, over spool.max_line_bytes (16777216)" or "jobs.jsonl:4: not UTF-8: invalid
 // byte 0xe9 at column 12".
 std::string LineProblem(const FileLine& line, const std::string& file, int64_t max_line_bytes);
-
-// Length of the valid UTF-8 sequence at s[i] (i < n), or 0 when invalid (overlongs, surrogates
-// and code points above U+10FFFF are invalid).
-size_t Utf8SequenceLength(const char* s, size_t n, size_t i);
 
 }  // namespace llmq::jobs
