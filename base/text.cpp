@@ -66,7 +66,8 @@ bool HasControlOrInvalid(std::string_view s) {
   return bad;
 }
 
-std::string Escaped(std::string_view s) {
+namespace {
+std::string Escape(std::string_view s, bool double_backslashes) {
   std::string out;
   out.reserve(s.size());
   ForEachSequence(s, [&](size_t i, size_t n, bool control) {
@@ -77,7 +78,7 @@ std::string Escaped(std::string_view s) {
     };
     if (n == 0) return hex(static_cast<unsigned char>(s[i]));
     if (!control) {
-      if (s[i] == '\\') return void(out += "\\\\");
+      if (s[i] == '\\' && double_backslashes) return void(out += "\\\\");
       return void(out.append(s.data() + i, n));
     }
     switch (s[i]) {
@@ -90,5 +91,9 @@ std::string Escaped(std::string_view s) {
   });
   return out;
 }
+}  // namespace
+
+std::string Escaped(std::string_view s) { return Escape(s, true); }
+std::string OneLine(std::string_view s) { return Escape(s, false); }
 
 }  // namespace llmq

@@ -25,6 +25,11 @@ bool IsUtf8(std::string_view s);
 // `s` shown safely (see above).
 std::string Escaped(std::string_view s);
 
+// A whole line bound for a log or a reason file, made safe to print as one line: control
+// characters and bytes that are not UTF-8 escaped as Escaped does, backslashes kept (the untrusted
+// pieces in it were Escaped already; this is the last guard, never a double escape).
+std::string OneLine(std::string_view s);
+
 // Whether `s` holds a control character (U+0000-U+001F, U+007F-U+009F) or bytes that are not
 // UTF-8: exactly the strings Escaped changes, backslashes aside.
 bool HasControlOrInvalid(std::string_view s);

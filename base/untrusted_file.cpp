@@ -154,6 +154,8 @@ Status UntrustedFile::Unchanged() const {
   struct stat st {};
   if (::fstat(fd_, &st) != 0)
     return Status::IoError(Escaped(shown_) + ": fstat failed: " + std::strerror(errno));
+  if (st.st_nlink == 0)
+    return Status::IoError(Escaped(shown_) + ": was removed or replaced while it was being read");
   if (st.st_size != size_ || Nanos(st.st_mtim) != mtime_ns_ || Nanos(st.st_ctim) != ctime_ns_)
     return Status::IoError(Escaped(shown_) + ": changed while it was being read (" +
                            std::to_string(size_) + " bytes when opened, " +

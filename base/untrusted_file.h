@@ -61,8 +61,9 @@ class UntrustedFile {
   std::unique_ptr<std::istream> Stream() const;
   // All size() bytes. IoError naming the file when a read fails or the file got shorter.
   [[nodiscard]] Status ReadAll(std::string* out) const;
-  // OK while the file's size, modification and change times are those seen at Open; else
-  // IoError "<shown>: changed while it was being read (...)".
+  // OK while the file's size, modification and change times are those seen at Open and it still
+  // has a name; else IoError "<shown>: changed while it was being read (...)" or "<shown>: was
+  // removed or replaced while it was being read".
   [[nodiscard]] Status Unchanged() const;
   // Whether `name` in `dir_fd` is still this file (same device and inode; a link is not followed).
   bool IsAt(int dir_fd, const std::string& name) const;

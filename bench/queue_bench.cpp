@@ -249,7 +249,9 @@ void IngestBench(const Env& env, int lines) {
   std::unique_ptr<llmq::jobs::Store> store;
   Check(llmq::jobs::Store::Open(db, &store), "Store::Open");
   const double open_s = Since(t1);
-  llmq::IngestFile file{path, "ingest.jsonl", sha, "{}"};
+  llmq::UntrustedFile opened;
+  Check(llmq::OpenJobFile(path, bytes, &opened), "OpenJobFile");
+  llmq::IngestFile file{&opened, "ingest.jsonl", sha, "{}"};
   std::vector<llmq::IngestedJob> out;
   llmq::IngestTimings ph;
   const auto t2 = Clock::now();

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/json.h"
+#include "base/text.h"
 #include "config/run_windows.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
@@ -192,30 +194,42 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
 
   std::unique_ptr<jobs::Store> store;
   if (Status st = jobs::Store::Open(paths.db, &store); !st.ok()) return Fail(cmd, st);
+  std::vector<UntrustedFile> opened;
+  opened.reserve(f.files.size());  // IngestFile points into it
   std::vector<IngestFile> files;
   for (const std::string& path : f.files) {
     const std::string name = fs::path(path).filename().string();
-    if (fs::is_directory(path, ec)) return Fail(cmd, path + ": is a folder, not a job file", 2);
-    IngestFile file;
+    // The name becomes the job's name, in JSON and logs: checked as the inbox checks it.
+    if (std::string why = spool::NameProblem(name); !why.empty())
+      return Fail(cmd, Escaped(path) + ": refused: " + why + " (rename it); nothing was submitted",
+                  2);
+    UntrustedFile file;  // opened once; the hash, the check and the ingest read this descriptor
+    if (Status st = OpenJobFile(fs::weakly_canonical(path, ec).string(), cfg.max_file_bytes, &file);
+        !st.ok())
+      return Fail(cmd, Escaped(path) + ": refused: " + st.message() + "; nothing was submitted",
+                  st.code() == Status::Code::kInvalidArgument ? 2 : 1);
+    IngestFile in;
     int64_t bytes = 0;
-    if (Status st = HashFile(path, &file.sha256, &bytes); !st.ok()) return Fail(cmd, st);
+    if (Status st = HashFile(file, &in.sha256, &bytes); !st.ok()) return Fail(cmd, st);
     std::optional<jobs::JobRecord> existing;
-    if (Status st = store->FindJob(name, file.sha256, &existing); !st.ok()) return Fail(cmd, st);
+    if (Status st = store->FindJob(name, in.sha256, &existing); !st.ok()) return Fail(cmd, st);
     if (existing)
-      return Fail(cmd, path + ": the same file (name and content) was already submitted as " +
+      return Fail(cmd, Escaped(path) +
+                           ": the same file (name and content) was already submitted as " +
                            existing->public_id + " (" + jobs::JobStatusName(existing->status) +
                            "); nothing was submitted");
-    if (std::string why =
-            spool::WholeFileRefusal(path, name, cfg.max_file_bytes, cfg.max_line_bytes, ctx);
+    if (std::string why = spool::WholeFileRefusal(file, name, cfg.max_line_bytes, ctx);
         !why.empty())
-      return Fail(cmd, path + ": refused: " + why + "; nothing was submitted", 1);
+      return Fail(cmd, Escaped(path) + ": refused: " + why + "; nothing was submitted", 1);
     for (const IngestFile& other : files)
-      if (other.name == name && other.sha256 == file.sha256)
-        return Fail(cmd, path + ": given twice", 2);
-    file.path = path;
-    file.name = name;
-    file.options = json{{"source", "submit"}, {"path", fs::absolute(path, ec).string()}}.dump();
-    files.push_back(std::move(file));
+      if (other.name == name && other.sha256 == in.sha256)
+        return Fail(cmd, Escaped(path) + ": given twice", 2);
+    opened.push_back(std::move(file));
+    in.file = &opened.back();
+    in.name = name;
+    in.options =
+        DumpJson(json{{"source", "submit"}, {"path", fs::absolute(path, ec).string()}});
+    files.push_back(std::move(in));
   }
   std::vector<IngestedJob> jobs;
   IngestOptions iopt;
@@ -224,11 +238,11 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
   for (size_t i = 0; i < jobs.size(); ++i) {
     json opts = json::parse(files[i].options);
     opts["refused"] = jobs[i].refused;
-    if (Status st = store->SetJobOptions(jobs[i].job.id, opts.dump()); !st.ok())
+    if (Status st = store->SetJobOptions(jobs[i].job.id, DumpJson(opts)); !st.ok())
       return Fail(cmd, st);
     std::printf("%s\n", jobs[i].job.public_id.c_str());
     std::fprintf(stderr, "llmq submit: %s as %s (%lld requests, %lld refused)\n",
-                 files[i].path.c_str(), jobs[i].job.public_id.c_str(),
+                 Escaped(f.files[i]).c_str(), jobs[i].job.public_id.c_str(),
                  static_cast<long long>(jobs[i].job.total),
                  static_cast<long long>(jobs[i].refused));
   }
@@ -283,7 +297,7 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
     if (!windows.is_null()) arr.back()["run_windows"] = windows;
   }
   if (f.json) {
-    std::printf("%s\n", (f.job.empty() ? arr : arr[0]).dump(2).c_str());
+    std::printf("%s\n", DumpJson(f.job.empty() ? arr : arr[0], 2).c_str());
   } else {
     if (!windows_line.empty()) std::printf("%s\n", windows_line.c_str());
     for (const json& o : arr) std::printf("%s\n", JobLine(o).c_str());

@@ -3,6 +3,7 @@
 // results as they finish, finalize. Interrupted (SIGINT, SIGTERM, a crash), the same command
 // resumes: finished results are kept in the store and never computed again.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,8 +14,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
+#include "base/text.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
 #include "daemon/ingest.h"
@@ -97,7 +101,7 @@ std::string Fingerprint(const LlmqConfig& cfg, const ChatFormat& chat) {
                    {"chat_template", chat.identity()},
                    {"kv_cache_bytes", cfg.kv_cache_bytes},
                    {"block_size", cfg.block_size}};
-  return j.dump();
+  return DumpJson(j);
 }
 
 void PrintProgress(int64_t done, int64_t total, int64_t tokens, double tps, double hit,
@@ -217,18 +221,30 @@ class RunCommand {
     if (ec)
       return Status::IoError(state_ + ": cannot create the run's state folder: " + ec.message());
     std::string input = f_.input;
-    if (input == "-") {  // standard input is kept, so that a rerun can compare it and resume
+    struct stat st {};
+    if (input == "-" || (::stat(input.c_str(), &st) == 0 && !S_ISREG(st.st_mode) &&
+                         !S_ISDIR(st.st_mode))) {
+      // Standard input (or a pipe: `llmq run <(...)`) is kept, so that a rerun can compare it
+      // and resume; the job file is then that copy.
+      std::ifstream named;
+      if (input != "-") named.open(input, std::ios::binary);
+      std::istream& from = input == "-" ? std::cin : named;
+      std::string all((std::istreambuf_iterator<char>(from)), {});
       input = (fs::path(state_) / "stdin.jsonl").string();
-      std::string all((std::istreambuf_iterator<char>(std::cin)), {});
       LLMQ_RETURN_IF_ERROR(WriteFileDurably(input, all));
+    } else {
+      input = fs::weakly_canonical(input, ec).string();  // the user's own links are followed
     }
+    // Opened once, as every job file is; the hash and the ingest read this descriptor.
+    UntrustedFile file;
+    LLMQ_RETURN_IF_ERROR(OpenJobFile(input, std::numeric_limits<int64_t>::max(), &file));
     LLMQ_RETURN_IF_ERROR(jobs::Store::Open(db_path(), &store_));
     std::vector<jobs::JobRecord> jobs;
     LLMQ_RETURN_IF_ERROR(store_->ListJobs(&jobs));
     if (!jobs.empty()) {  // an earlier run: resume it if it ran this input with these settings
       std::string sha;
       int64_t bytes = 0;
-      LLMQ_RETURN_IF_ERROR(HashFile(input, &sha, &bytes));
+      LLMQ_RETURN_IF_ERROR(HashFile(file, &sha, &bytes));
       const auto opts = nlohmann::json::parse(jobs[0].options, nullptr, false);
       if (jobs.size() == 1 && jobs[0].sha256 == sha && opts.is_object() &&
           opts.value("fingerprint", "") == fingerprint) {
@@ -244,14 +260,14 @@ class RunCommand {
       for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db_path() + suffix, ec);
       LLMQ_RETURN_IF_ERROR(jobs::Store::Open(db_path(), &store_));
     }
-    IngestFile file;  // hashed while it is ingested: one pass over the input
-    file.path = input;
-    file.name = f_.input == "-" ? "<stdin>" : f_.input;
-    file.options = nlohmann::json{{"fingerprint", fingerprint}}.dump();
+    IngestFile in;  // hashed while it is ingested: one pass over the input
+    in.file = &file;
+    in.name = f_.input == "-" ? "<stdin>" : Escaped(f_.input);  // named in messages and JSON
+    in.options = DumpJson(nlohmann::json{{"fingerprint", fingerprint}});
     std::vector<IngestedJob> out;
     IngestOptions iopt;
     iopt.max_line_bytes = max_line_bytes_;
-    LLMQ_RETURN_IF_ERROR(IngestFiles(store_.get(), ctx_, {file}, iopt, &out));
+    LLMQ_RETURN_IF_ERROR(IngestFiles(store_.get(), ctx_, {in}, iopt, &out));
     job_ = out[0].job;
     return Status::Ok();
   }

@@ -4,6 +4,7 @@
 // accepts files (IngestFiles for all the files of one scan, then a move to archive/), cancels and
 // finalizes jobs. The engine steps on its own thread (JobRunner::Serve); results are committed on
 // the ResultCommitter's thread. Each thread has its own Store connection.
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -19,7 +20,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -30,10 +30,15 @@
 #include <set>
 #include <thread>
 
+#include "base/json.h"
+#include "base/log.h"
+#include "base/text.h"
+#include "base/untrusted_file.h"
 #include "config/run_windows.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
 #include "daemon/ingest.h"
+#include "daemon/intake.h"
 #include "daemon/job_runner.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_http.h"
@@ -50,16 +55,6 @@ namespace fs = std::filesystem;
 namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
-
-void Log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void Log(const char* fmt, ...) {
-  char buf[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  std::fprintf(stderr, "llmq: %s\n", buf);
-}
 
 struct ServeFlags {
   EngineFlags engine;
@@ -111,8 +106,8 @@ struct Candidate {
 // a rescan period) must not have its half-written file taken. Unknown (false) where leases are
 // not permitted (a file of another user without CAP_LEASE, NFS): the settle time decides there.
 // The lease is dropped at once; SIGIO (a lease break) is ignored by the daemon.
-bool OpenForWriting(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+bool OpenForWriting(int dir_fd, const std::string& name) {
+  const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return false;
   const bool busy = ::fcntl(fd, F_SETLEASE, F_RDLCK) != 0 && errno == EAGAIN;
   if (!busy) ::fcntl(fd, F_SETLEASE, F_UNLCK);
@@ -149,14 +144,16 @@ class Server {
     windows_ = cfg_.run_windows;  // serve.run_windows (checked by the config's loader)
     paths_ = spool::PathsFor(cfg_.state_dir);
     if (Status st = spool::EnsureLayout(paths_); !st.ok()) return Fail(cmd_, st);
+    if (Status st = OpenInbox(); !st.ok()) return Fail(cmd_, st);
     if (Status st = Lock(); !st.ok()) return Fail(cmd_, st);
     PublishState();  // for llmq status: the run windows in effect
     // The queue before the model: a damaged database is refused at once, naming the file.
-    for (std::unique_ptr<jobs::Store>* s : {&io_store_, &runner_store_, &commit_store_})
+    for (std::unique_ptr<jobs::Store>* s :
+         {&io_store_, &intake_store_, &runner_store_, &commit_store_})
       if (Status st = jobs::Store::Open(paths_.db, s); !st.ok()) return Fail(cmd_, st);
-    // Only ingest (io_store_) gains from a big page cache; the feeder and the committer page
-    // through the queue.
-    for (jobs::Store* s : {runner_store_.get(), commit_store_.get()})
+    // Only ingest (intake_store_) gains from a big page cache; the others page through the
+    // queue.
+    for (jobs::Store* s : {io_store_.get(), runner_store_.get(), commit_store_.get()})
       if (Status st = s->SetCacheBytes(int64_t{8} << 20); !st.ok()) return Fail(cmd_, st);
     // A kill -9 while finalizing or refusing leaves the temporary of the file being written.
     for (const std::string* d : {&paths_.outbox, &paths_.failed})
@@ -169,6 +166,7 @@ class Server {
       TestSlowLoad();  // TEST ONLY (LLMQ_TEST_SLOW_LOAD_MS)
       if (Status st = LoadServing(cfg_, &model_, &engine_, &ctx_); !st.ok()) return Fail(cmd_, st);
     }
+    intake_ = std::make_unique<Intake>(paths_, intake_store_.get(), ctx_);
 
     if (Status st = io_store_->DataVersion(&data_version_); !st.ok()) return Fail(cmd_, st);
     jobs::ResultCommitter::Options copt;
@@ -231,6 +229,61 @@ class Server {
     return Status::Ok();
   }
 
+  // inbox/ is opened once: every entry is looked at and opened relative to this descriptor
+  // (fstatat, openat, renameat), so a path swapped for another folder cannot redirect the daemon.
+  Status OpenInbox() {
+    const int fd = ::open(paths_.inbox.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+      return Status::IoError(Escaped(paths_.inbox) + ": cannot open the folder: " +
+                             std::strerror(errno));
+    if (inbox_fd_ >= 0) ::close(inbox_fd_);
+    inbox_fd_ = fd;
+    return Status::Ok();
+  }
+
+  // inbox/ was removed or replaced by another folder while the daemon ran: a new one is made
+  // (EnsureLayout) and watched, so that files dropped there are accepted. True when it was.
+  bool InboxReplaced() {
+    if (intake_busy_) return false;  // the intake thread reads the old one: looked at later
+    struct stat now {}, open {};
+    if (watching_ && ::stat(paths_.inbox.c_str(), &now) == 0 && ::fstat(inbox_fd_, &open) == 0 &&
+        now.st_dev == open.st_dev && now.st_ino == open.st_ino)
+      return false;
+    Log("%s was removed or replaced while llmq serve ran: watching a new inbox/ there",
+        Escaped(paths_.inbox).c_str());
+    Status st = spool::EnsureLayout(paths_);
+    if (st.ok()) st = OpenInbox();
+    if (st.ok()) {
+      boost::system::error_code ignored;
+      inotify_.close(ignored);
+      watching_ = false;
+      st = StartWatcher();
+    }
+    if (!st.ok()) Log("%s (tried again at the next rescan)", st.message().c_str());
+    candidates_.clear();
+    if (st.ok()) Scan(/*all_announced=*/true);
+    return true;
+  }
+
+  // The names in inbox/ (the folder open as inbox_fd_).
+  std::vector<std::string> ListInbox() {
+    std::vector<std::string> names;
+    const int fd = ::dup(inbox_fd_);
+    DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
+    if (d == nullptr) {
+      if (fd >= 0) ::close(fd);
+      Log("%s: cannot list: %s", Escaped(paths_.inbox).c_str(), std::strerror(errno));
+      return names;
+    }
+    ::rewinddir(d);  // the duplicate shares the offset of the last listing
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    ::closedir(d);
+    return names;
+  }
+
   Status StartWatcher() {
     const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd < 0) return Status::IoError(std::string("inotify_init1: ") + std::strerror(errno));
@@ -240,6 +293,7 @@ class Server {
       return Status::IoError(paths_.inbox + ": cannot watch: " + std::strerror(err));
     }
     inotify_.assign(fd);
+    watching_ = true;
     ReadEvents();
     return Status::Ok();
   }
@@ -251,10 +305,11 @@ class Server {
         if (ec != asio::error::operation_aborted) Log("inotify: %s", ec.message().c_str());
         return;
       }
-      bool overflow = false, any = false;
+      bool overflow = false, any = false, gone = false;
       for (size_t off = 0; off + sizeof(inotify_event) <= n;) {
         const auto* e = reinterpret_cast<const inotify_event*>(events_.data() + off);
         if (e->mask & IN_Q_OVERFLOW) overflow = true;
+        if (e->mask & IN_IGNORED) gone = true;  // the watch ended: inbox/ removed
         if (e->len > 0) {
           const std::string name(e->name);
           if (!spool::Ignored(name)) {
@@ -271,6 +326,7 @@ class Server {
         }
         off += sizeof(inotify_event) + e->len;
       }
+      if (gone && !stopping_ && InboxReplaced()) return;  // a new watch reads from here on
       if (overflow) Log("inotify queue overflowed: rescanning %s", paths_.inbox.c_str());
       if ((any || overflow) && !stopping_) Scan(overflow);
       ReadEvents();
@@ -281,7 +337,7 @@ class Server {
     rescan_timer_.expires_after(Secs(knobs_.rescan_seconds));
     rescan_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec || stopping_) return;
-      Scan(false);
+      if (!InboxReplaced()) Scan(false);  // else a new watch, and its first scan, are started
       // A finalization that failed (outbox read-only or full, database locked) is retried
       // here: nothing else would look at the job again until another one changed the queue.
       CheckJobs();
@@ -300,13 +356,16 @@ class Server {
     // Files settling due up to here are waited for by those of `ready` (see below).
     Clock::time_point horizon = Clock::time_point::max();
     std::vector<Clock::time_point> settling;  // when announced files not yet settled are due
-    std::error_code ec;
-    for (fs::directory_iterator it(paths_.inbox, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
+    for (const std::string& name : ListInbox()) {
       if (spool::Ignored(name)) continue;
       present.insert(name);
+      if (in_intake_.count(name)) continue;  // the intake thread has it
       struct stat st {};
-      if (::lstat(it->path().c_str(), &st) != 0) continue;  // gone meanwhile
+      if (::fstatat(inbox_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone
+      if (std::string why = spool::NameProblem(name); !why.empty()) {
+        Refuse(name, why);
+        continue;
+      }
       if (!S_ISREG(st.st_mode)) {
         const char* what = S_ISLNK(st.st_mode)    ? "a symbolic link"
                            : S_ISDIR(st.st_mode)  ? "a folder"
@@ -336,7 +395,7 @@ class Server {
       if (due > now) {
         next = std::min(next, due);
         if (c.announced) settling.push_back(due);
-      } else if (OpenForWriting(it->path().string())) {
+      } else if (OpenForWriting(inbox_fd_, name)) {
         c.since = now;  // still open for writing: look again (its close is announced too)
         c.renamed = false;
         next = std::min(next, now + Secs(std::max(knobs_.settle_seconds, 0.25)));
@@ -347,7 +406,6 @@ class Server {
                            due + Secs(c.renamed ? knobs_.group_seconds() : knobs_.settle_seconds));
       }
     }
-    if (ec) Log("%s: cannot list: %s", paths_.inbox.c_str(), ec.message().c_str());
     for (auto it = candidates_.begin(); it != candidates_.end();)
       it = present.count(it->first) ? std::next(it) : candidates_.erase(it);
     for (auto it = refused_logged_.begin(); it != refused_logged_.end();)
@@ -361,9 +419,9 @@ class Server {
     // that are due within its own wait (the group window when renamed in, else settle_seconds)
     // of its due time; the horizon is anchored at the settled files, so a steady stream of
     // drops never holds a file longer than that.
-    if (!ready.empty() &&
+    if (!ready.empty() && !intake_busy_ &&
         std::none_of(settling.begin(), settling.end(), [&](auto due) { return due <= horizon; }))
-      Accept(ready);
+      StartIntake(ready);
     if (next != Clock::time_point::max()) {
       settle_timer_.expires_at(next);
       settle_timer_.async_wait([this](boost::system::error_code ec) {
@@ -375,123 +433,37 @@ class Server {
   // Moves inbox/<name> to failed/ with its reason; logged once when it cannot be moved.
   void Refuse(const std::string& name, const std::string& reason) {
     candidates_.erase(name);
-    std::string to;
-    const std::string from = (fs::path(paths_.inbox) / name).string();
-    if (Status st = spool::MoveToFailed(paths_, from, name, reason, &to); !st.ok()) {
+    if (Status st = Intake::Refuse(paths_, inbox_fd_, name, reason); !st.ok())
       if (refused_logged_.insert(name).second)
-        Log("inbox/%s: refused (%s), and cannot be moved to failed/: %s", name.c_str(),
-            reason.c_str(), st.message().c_str());
-      return;
-    }
-    Log("failed/%s: %s", fs::path(to).filename().c_str(), reason.c_str());
+        Log("inbox/%s: refused (%s), and cannot be moved to failed/: %s",
+            Escaped(name).c_str(), reason.c_str(), st.message().c_str());
   }
 
-  // Accepts the settled files of one scan: whole-file refusals first, then one ingest
-  // (cross-job planning) for all the others, then each is moved to archive/. A file is read once
-  // on the way: ingest hashes it while reading it, and the store refuses a job whose name and
-  // sha256 are already recorded (the whole ingest is rolled back, InvalidArgument). Only then
-  // are the files hashed first and looked up one by one, so that the same file dropped again is
-  // refused naming its job, and one accepted just before a crash has its move finished.
-  void Accept(const std::vector<std::string>& names) {
-    if (AcceptFiles(names, /*look_up=*/false).code() == Status::Code::kInvalidArgument)
-      AcceptFiles(names, /*look_up=*/true);
+  // Hands the settled files of one scan to the intake thread (Intake: read, check, ingest in one
+  // transaction, move to archive/ or failed/), one batch at a time: files settling meanwhile wait
+  // for the next. The event loop goes on (signals, the watchdog, other files) while a large file
+  // is read; IntakeDone picks up what came of it.
+  void StartIntake(const std::vector<std::string>& names) {
+    intake_busy_ = true;
+    in_intake_.insert(names.begin(), names.end());
+    Intake::Limits limits{knobs_.max_file_bytes, knobs_.max_line_bytes};
+    asio::post(intake_thread_, [this, names, limits, fd = inbox_fd_] {
+      Intake::Outcome o = intake_->Accept(fd, names, limits);
+      asio::post(io_, [this, o = std::move(o)] { IntakeDone(o); });
+    });
   }
 
-  // One pass of Accept; its ingest's status (an error is logged here, except the one Accept
-  // answers with a look-up).
-  Status AcceptFiles(const std::vector<std::string>& names, bool look_up) {
-    std::vector<IngestFile> files;
-    std::vector<std::string> archive_to;
-    for (const std::string& name : names) {
-      const std::string path = (fs::path(paths_.inbox) / name).string();
-      std::error_code ec;
-      const auto size = fs::file_size(path, ec);
-      if (ec) continue;  // gone meanwhile
-      if (static_cast<int64_t>(size) > knobs_.max_file_bytes) {
-        Refuse(name, "it is " + std::to_string(size) + " bytes, over spool.max_file_bytes (" +
-                         std::to_string(knobs_.max_file_bytes) + ")");
-        continue;
-      }
-      std::string sha;  // "" = ingest hashes it while reading it
-      if (look_up && !LookUp(name, path, &sha)) continue;
-      if (std::string why = spool::WholeFileRefusal(path, name, knobs_.max_file_bytes,
-                                                    knobs_.max_line_bytes, ctx_);
-          !why.empty()) {
-        Refuse(name, why);
-        continue;
-      }
-      std::string archive = spool::FreePath(paths_.archive, name);
-      for (const std::string& a : archive_to)  // two names of one scan never share a slot
-        if (a == archive) archive = spool::FreePath(paths_.archive, name + ".x");
-      IngestFile f;
-      f.path = path;
-      f.name = name;
-      f.sha256 = sha;
-      f.options = json{{"source", "inbox"}, {"archive", archive}}.dump();
-      files.push_back(std::move(f));
-      archive_to.push_back(archive);
+  void IntakeDone(const Intake::Outcome& o) {
+    intake_busy_ = false;
+    in_intake_.clear();
+    for (const std::string& n : o.done) candidates_.erase(n);
+    for (const std::string& n : o.resettle) candidates_.erase(n);  // seen anew: settles again
+    if (stopping_) return;
+    if (o.accepted > 0) {
+      runner_->Wake();
+      CheckJobs();  // a job whose every line was refused is complete already
     }
-    if (files.empty()) return Status::Ok();
-    std::vector<IngestedJob> jobs;
-    IngestOptions iopt;
-    iopt.max_line_bytes = knobs_.max_line_bytes;
-    const Status st = IngestFiles(io_store_.get(), ctx_, files, iopt, &jobs);
-    if (!st.ok()) {
-      if (!look_up && st.code() == Status::Code::kInvalidArgument) return st;
-      Log("cannot accept %zu file(s) from inbox/: %s (they stay there; retried at the next "
-          "rescan)",
-          files.size(), st.message().c_str());
-      return st;
-    }
-    if (jobs.size() > 1) Log("accepting %zu files together (planned as one window)", jobs.size());
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      const IngestedJob& j = jobs[i];
-      candidates_.erase(files[i].name);
-      const Status moved = spool::RenameDurably(files[i].path, archive_to[i]);
-      Log("accepted inbox/%s as %s (%lld requests, %lld refused)%s", files[i].name.c_str(),
-          j.job.public_id.c_str(), static_cast<long long>(j.job.total),
-          static_cast<long long>(j.refused), moved.ok() ? "" : (": " + moved.message()).c_str());
-    }
-    runner_->Wake();
-    CheckJobs();  // a job whose every line was refused is complete already
-    return Status::Ok();
-  }
-
-  // Hashes inbox/<name> and looks its (name, sha256) up in the queue. False when the file is
-  // done with here: already accepted (refused as a duplicate naming its job, or, accepted just
-  // before a crash, moved on to archive/), or it cannot be read or looked up now (logged; the
-  // next rescan tries again). Else *sha is its SHA-256, for the ingest.
-  bool LookUp(const std::string& name, const std::string& path, std::string* sha) {
-    int64_t bytes = 0;
-    if (Status st = HashFile(path, sha, &bytes); !st.ok()) {
-      Log("inbox/%s: %s (retried at the next rescan)", name.c_str(), st.message().c_str());
-      return false;
-    }
-    std::optional<jobs::JobRecord> existing;
-    if (Status st = io_store_->FindJob(name, *sha, &existing); !st.ok()) {
-      Log("inbox/%s: %s (retried at the next rescan)", name.c_str(), st.message().c_str());
-      return false;
-    }
-    if (!existing) return true;
-    const json opts = json::parse(existing->options, nullptr, false);
-    const std::string archived =
-        opts.is_object() ? opts.value("archive", std::string()) : std::string();
-    std::error_code ec;
-    if (!archived.empty() && !fs::exists(archived, ec)) {
-      // Accepted, then interrupted before the move: finish the move, never a second job.
-      candidates_.erase(name);
-      if (Status st = spool::RenameDurably(path, archived); !st.ok())
-        Log("inbox/%s: %s", name.c_str(), st.message().c_str());
-      else
-        Log("inbox/%s: already accepted as %s; moved to archive/ (the move had been "
-            "interrupted)",
-            name.c_str(), existing->public_id.c_str());
-      return false;
-    }
-    Refuse(name, "the same file (name and sha256 " + sha->substr(0, 16) +
-                     "...) was already accepted as job " + existing->public_id + " (" +
-                     jobs::JobStatusName(existing->status) + "): it is not run twice");
-    return false;
+    Scan(false);  // files that settled meanwhile
   }
 
   // --- The queue.
@@ -584,12 +556,12 @@ class Server {
     if (!opts.is_object()) opts = json::object();
     std::string stem = opts.value("outbox", std::string());
     if (stem.empty()) {  // chosen once, kept in the job, so a second finalize writes the same
-      stem = spool::OutputStem(j.name);
+      stem = spool::OutputStem(j.name, j.public_id);
       std::error_code ec;
       if (fs::exists(fs::path(paths_.outbox) / (stem + ".summary.json"), ec))
         stem += "." + j.public_id;
       opts["outbox"] = stem;
-      LLMQ_RETURN_IF_ERROR(io_store_->SetJobOptions(j.id, opts.dump()));
+      LLMQ_RETURN_IF_ERROR(io_store_->SetJobOptions(j.id, DumpJson(opts)));
     }
     const fs::path base = fs::path(paths_.outbox) / stem;
     jobs::FinalizeTargets t;
@@ -621,6 +593,7 @@ class Server {
       notifier_.Ready();
     } else if (!stopping_) {
       stopping_ = true;
+      if (intake_) intake_->Cancel();  // a file being accepted stays in inbox/
       drain_end_ = Clock::now() + Secs(knobs_.drain_seconds);
       notifier_.Stopping();  // sd_notify; EXTEND_TIMEOUT_USEC now and every second: ArmNotify
       ExtendStop(Clock::now());
@@ -678,6 +651,7 @@ class Server {
     if (!engine_status_.ok()) Log("engine: %s", engine_status_.message().c_str());
     const Status committed = committer_->Close();
     flusher_.join();  // a Flush waiting on the committer returned when it closed
+    intake_thread_.join();  // an Accept in progress was cancelled by the stop: rolled back
     if (!committed.ok()) Log("committing results: %s", committed.message().c_str());
     if (!stopping_) {  // the engine stopped by itself: a store error
       exit_code_ = 1;
@@ -881,10 +855,13 @@ class Server {
   Reloadable knobs_;
   spool::Paths paths_;
   int lock_fd_ = -1;
+  int inbox_fd_ = -1;     // inbox/, opened once (OpenInbox)
+  bool watching_ = false;  // inotify watches inbox/ (StartWatcher)
   Model model_;
   std::unique_ptr<LlmEngine> engine_;
   BuildContext ctx_;
-  std::unique_ptr<jobs::Store> io_store_, runner_store_, commit_store_;
+  std::unique_ptr<jobs::Store> io_store_, intake_store_, runner_store_, commit_store_;
+  std::unique_ptr<Intake> intake_;  // runs on intake_thread_, with intake_store_
   std::unique_ptr<jobs::ResultCommitter> committer_;
   std::unique_ptr<JobRunner> runner_;
   std::thread engine_thread_;
@@ -898,6 +875,9 @@ class Server {
   asio::signal_set signals_;
   std::unique_ptr<MetricsHttp> http_;  // metrics.http_port; after io_: destroyed before it
   asio::thread_pool flusher_{1};       // FlushThenCheckJobs
+  asio::thread_pool intake_thread_{1};  // Intake::Accept (StartIntake)
+  bool intake_busy_ = false;            // an Accept runs on intake_thread_
+  std::set<std::string> in_intake_;     // its names: not looked at by Scan meanwhile
   alignas(inotify_event) std::array<char, 64 * 1024> events_{};
   std::map<std::string, Candidate> candidates_;
   std::set<std::string> refused_logged_;

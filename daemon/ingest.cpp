@@ -1,16 +1,18 @@
 #include "daemon/ingest.h"
 
+#include <fcntl.h>
 #include <omp.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <thread>
 #include <unordered_map>
 
+#include "base/text.h"
 #include "engine/prefix_planner.h"
 #include "jobs/line_reader.h"
 #include "jobs/sha256.h"
@@ -98,13 +100,15 @@ class Ingester {
   // the file on the way unless the caller did. A line over max_line_bytes is counted, not held.
   Status ReadFile(size_t f) {
     const IngestFile& file = (*files_)[f];
-    std::ifstream in(file.path, std::ios::binary);
-    if (!in) return Status::IoError(file.path + ": cannot open: " + std::strerror(errno));
+    const std::unique_ptr<std::istream> in = file.file->Stream();
     jobs::Sha256 sha;
-    jobs::LineReader reader(in, opt_.max_line_bytes, file.sha256.empty() ? &sha : nullptr,
+    jobs::LineReader reader(*in, opt_.max_line_bytes, file.sha256.empty() ? &sha : nullptr,
                             /*check_text=*/false);
     Pending p;
     while (reader.Next(&p.line)) {
+      if (opt_.cancel != nullptr && p.line.no % 1024 == 0 && opt_.cancel->load())
+        return Status::IoError(Escaped(file.file->shown()) +
+                               ": ingest interrupted (llmq serve is stopping)");
       if (!p.line.too_long && p.line.text.find_first_not_of(" \t") == std::string::npos)
         continue;  // blank lines carry nothing
       p.file = f;
@@ -117,7 +121,9 @@ class Ingester {
       if (chunk_.size() >= opt_.chunk_lines || chunk_bytes_ >= opt_.chunk_bytes_max)
         LLMQ_RETURN_IF_ERROR(Flush());
     }
-    if (reader.bad()) return Status::IoError(file.path + ": read failed: " + std::strerror(errno));
+    if (reader.bad())
+      return Status::IoError(Escaped(file.file->shown()) + ": read failed: " +
+                             std::strerror(errno));
     totals_[f].sha256 = file.sha256.empty() ? sha.HexDigest() : "";
     return Status::Ok();
   }
@@ -271,24 +277,30 @@ class Ingester {
 
 }  // namespace
 
-Status HashFile(const std::string& path, std::string* sha256, int64_t* bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
+Status HashFile(const UntrustedFile& file, std::string* sha256, int64_t* bytes) {
+  const std::unique_ptr<std::istream> in = file.Stream();
   jobs::Sha256 h;
   std::vector<char> buf(1 << 20);
   *bytes = 0;
-  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
-    h.Update(std::string_view(buf.data(), static_cast<size_t>(in.gcount())));
-    *bytes += in.gcount();
+  while (in->read(buf.data(), static_cast<std::streamsize>(buf.size())) || in->gcount() > 0) {
+    h.Update(std::string_view(buf.data(), static_cast<size_t>(in->gcount())));
+    *bytes += in->gcount();
   }
-  if (in.bad()) return Status::IoError(path + ": read failed: " + std::strerror(errno));
+  if (in->bad() || *bytes != file.size())
+    return Status::IoError(Escaped(file.shown()) + ": read failed (" + std::to_string(*bytes) +
+                           " of " + std::to_string(file.size()) + " bytes)");
   *sha256 = h.HexDigest();
   return Status::Ok();
 }
 
+Status OpenJobFile(const std::string& path, int64_t max_bytes, UntrustedFile* out) {
+  return UntrustedFile::Open(AT_FDCWD, path, path, max_bytes, "spool.max_file_bytes", out);
+}
+
 Status IngestFiles(jobs::Store* store, const BuildContext& ctx,
                    const std::vector<IngestFile>& files, const IngestOptions& opt,
-                   std::vector<IngestedJob>* out, IngestTimings* timings) {
+                   std::vector<IngestedJob>* out, IngestTimings* timings, size_t* changed) {
+  if (changed != nullptr) *changed = files.size();
   IngestTimings ignored;
   IngestTimings* t = timings ? timings : &ignored;
   Lap lap;
@@ -310,6 +322,16 @@ Status IngestFiles(jobs::Store* store, const BuildContext& ctx,
 #pragma omp single
     st = ing.Run(files, out);
   }).join();
+  // What was read must be what is committed: the file unchanged since it was opened, and still
+  // the entry it came from (a file swapped in meanwhile is looked at again later, as a new file).
+  for (size_t f = 0; f < files.size() && st.ok(); ++f) {
+    const IngestFile& file = files[f];
+    st = file.file->Unchanged();
+    if (st.ok() && file.dir_fd >= 0 && !file.file->IsAt(file.dir_fd, file.entry))
+      st = Status::IoError(Escaped(file.file->shown()) +
+                           ": was replaced while it was being read");
+    if (!st.ok() && changed != nullptr) *changed = f;
+  }
   if (st.ok()) st = store->Commit();
   lap(&t->commit);
   if (!st.ok()) store->Rollback();

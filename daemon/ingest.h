@@ -7,20 +7,26 @@
 // prefix across chunks still share its cached KV blocks; they are just not reordered together).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "base/untrusted_file.h"
 #include "daemon/request_builder.h"
 #include "jobs/store.h"
 
 namespace llmq {
 
 struct IngestFile {
-  std::string path;     // the file to read
+  const UntrustedFile* file = nullptr;  // the file, opened once (base/untrusted_file.h): read here
   std::string name;     // the job's name; messages name lines as "<name>:<line>"
   std::string sha256;   // of the file's bytes (HashFile); "" = hashed while it is read
   std::string options;  // JobRecord::options
+  // Where the file must still be when its job is committed (the spool's inbox/): `entry` in the
+  // folder open as `dir_fd` must be this very file (UntrustedFile::IsAt). -1: not checked.
+  int dir_fd = -1;
+  std::string entry;
 };
 
 struct IngestedJob {
@@ -32,6 +38,9 @@ struct IngestOptions {
   size_t chunk_lines = 65536;                  // requests planned together at most
   size_t chunk_bytes_max = size_t{64} << 20;   // line bytes held at most
   int64_t max_line_bytes = int64_t{16} << 20;  // longer lines are refused (spool.max_line_bytes)
+  // When set and true, the ingest stops within 1,024 lines: IoError "interrupted", all rolled
+  // back (llmq serve is stopping).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Where one IngestFiles call spent its time (wall seconds), for benchmarks and logs.
@@ -46,13 +55,22 @@ struct IngestTimings {
   double commit = 0;       // the one commit (WAL write and fsync)
 };
 
-// The SHA-256 (hex) and size of a file. Errors name the path and strerror.
-Status HashFile(const std::string& path, std::string* sha256, int64_t* bytes);
+// The SHA-256 (hex) and size of a file, read through its descriptor. Errors name the file.
+Status HashFile(const UntrustedFile& file, std::string* sha256, int64_t* bytes);
+
+// Opens a job file the user names on the command line (llmq run, llmq submit) as every job file
+// is opened: UntrustedFile::Open, within `max_bytes` (spool.max_file_bytes).
+Status OpenJobFile(const std::string& path, int64_t max_bytes, UntrustedFile* out);
 
 // Inserts one job per file (status in_progress), in one transaction. Errors (unreadable file,
-// store failure) roll everything back.
+// store failure) roll everything back. Each file is read through its descriptor only; a file that
+// changed while it was read (UntrustedFile::Unchanged) or is no longer at its dir_fd/entry fails
+// the call (IoError naming it), and *changed (when given) is then its index in `files`; else
+// *changed is files.size(). Nothing here blocks on another process: the files are regular files,
+// opened before the transaction begins.
 Status IngestFiles(jobs::Store* store, const BuildContext& ctx,
                    const std::vector<IngestFile>& files, const IngestOptions& opt,
-                   std::vector<IngestedJob>* out, IngestTimings* timings = nullptr);
+                   std::vector<IngestedJob>* out, IngestTimings* timings = nullptr,
+                   size_t* changed = nullptr);
 
 }  // namespace llmq

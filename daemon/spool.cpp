@@ -14,9 +14,12 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "base/json.h"
+#include "base/text.h"
 #include "engine/durable_file.h"
 #include "jobs/batch_request.h"
 #include "jobs/line_reader.h"
+#include "jobs/sha256.h"
 
 namespace llmq::spool {
 namespace fs = std::filesystem;
@@ -36,7 +39,7 @@ Status WriteServeState(const Paths& p, const std::vector<RunWindow>& windows) {
   nlohmann::json w = nlohmann::json::array();
   for (const RunWindow& rw : windows) w.push_back(FormatRunWindow(rw));
   return WriteFileDurably(p.serve_state,
-                          nlohmann::json{{"pid", getpid()}, {"run_windows", w}}.dump() + "\n");
+                          DumpJson(nlohmann::json{{"pid", getpid()}, {"run_windows", w}}) + "\n");
 }
 
 bool ReadServeState(const Paths& p, std::vector<RunWindow>* windows) {
@@ -75,21 +78,54 @@ bool Ignored(const std::string& name) {
   return name.empty() || name[0] == '.' || ends(".tmp") || ends(".part");
 }
 
-std::string WholeFileRefusal(const std::string& path, const std::string& name, int64_t max_bytes,
+std::string NameProblem(const std::string& name) {
+  if (!IsUtf8(name))
+    return "its name (" + Escaped(name) +
+           ") is not UTF-8: name job files in UTF-8 (the name is written in JSON and logs)";
+  if (HasControlOrInvalid(name))
+    return "its name (" + Escaped(name) +
+           ") holds a control character: name job files without newlines, tabs or escapes";
+  return "";
+}
+
+std::string FitName(const std::string& name, size_t reserve) {
+  if (name.size() + reserve <= kMaxName) return name;
+  const std::string hash = "~" + jobs::Sha256Hex(name).substr(0, 16);
+  size_t keep = kMaxName - std::min(kMaxName, reserve + hash.size());
+  // Cut at a sequence boundary: never half of a UTF-8 character.
+  while (keep > 0 && keep < name.size() && (static_cast<unsigned char>(name[keep]) & 0xC0) == 0x80)
+    --keep;
+  return name.substr(0, keep) + hash;
+}
+
+std::string FreeName(const std::string& dir, const std::string& name,
+                     const std::vector<std::string>& suffixes) {
+  size_t longest = 0;
+  for (const std::string& x : suffixes) longest = std::max(longest, x.size());
+  auto free = [&](const std::string& n) {
+    std::error_code ec;
+    for (const std::string& x : suffixes)
+      if (fs::symlink_status(fs::path(dir) / (n + x), ec).type() != fs::file_type::not_found)
+        return false;
+    return true;
+  };
+  const std::string base = FitName(name, longest);
+  if (free(base)) return (fs::path(dir) / base).string();
+  for (int k = 1;; ++k) {
+    const std::string counter = "." + std::to_string(k);
+    const std::string n = FitName(name, longest + counter.size()) + counter;
+    if (free(n)) return (fs::path(dir) / n).string();
+  }
+}
+
+std::string WholeFileRefusal(const UntrustedFile& file, const std::string& name,
                              int64_t max_line_bytes, const BuildContext& ctx) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (ec) return "cannot read it: " + ec.message();
-  if (static_cast<int64_t>(size) > max_bytes)
-    return "it is " + std::to_string(size) + " bytes, over spool.max_file_bytes (" +
-           std::to_string(max_bytes) + ")";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::string("cannot open it: ") + std::strerror(errno);
+  const std::unique_ptr<std::istream> in = file.Stream();
   // A file is refused whole only when no line of it can run: one line with a stray Latin-1
   // byte, or one huge line, must not sink the good lines around it (they become error lines).
   // The reason quoted is the first line's problem; a NUL byte anywhere before the first good
   // line makes it a binary file, a byte that is not UTF-8 a file in another encoding.
-  jobs::LineReader reader(in, max_line_bytes);
+  jobs::LineReader reader(*in, max_line_bytes);
   jobs::FileLine line;
   std::string first_error, encoding;
   bool any_line = false;
@@ -122,14 +158,6 @@ std::string WholeFileRefusal(const std::string& path, const std::string& name, i
   return "no valid request line (the first error: " + first_error + ")";
 }
 
-std::string FreePath(const std::string& dir, const std::string& name) {
-  std::error_code ec;
-  std::string p = (fs::path(dir) / name).string();
-  for (int n = 1; fs::symlink_status(p, ec).type() != fs::file_type::not_found; ++n)
-    p = (fs::path(dir) / (name + "." + std::to_string(n))).string();
-  return p;
-}
-
 namespace {
 Status FsyncDir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -144,11 +172,24 @@ Status FsyncDir(const std::string& dir) {
 
 Status RenameDurably(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0)
-    return Status::IoError("cannot move " + from + " to " + to + ": " + std::strerror(errno));
+    return Status::IoError("cannot move " + Escaped(from) + " to " + Escaped(to) + ": " +
+                           std::strerror(errno));
   const std::string a = fs::path(from).parent_path().string();
   const std::string b = fs::path(to).parent_path().string();
   LLMQ_RETURN_IF_ERROR(FsyncDir(b));
   return a == b ? Status::Ok() : FsyncDir(a);
+}
+
+Status RenameDurably(int from_dir, const std::string& from_name, const std::string& from_shown,
+                     const std::string& to) {
+  if (::renameat2(from_dir, from_name.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0)
+    return Status::IoError("cannot move " + Escaped(from_shown) + " to " + Escaped(to) + ": " +
+                           std::strerror(errno));
+  LLMQ_RETURN_IF_ERROR(FsyncDir(fs::path(to).parent_path().string()));
+  if (::fsync(from_dir) != 0)
+    return Status::IoError(Escaped(from_shown) + ": fsync of its folder failed: " +
+                           std::strerror(errno));
+  return Status::Ok();
 }
 
 int RemoveStaleTemporaries(const std::string& dir) {
@@ -174,21 +215,31 @@ int RemoveStaleTemporaries(const std::string& dir) {
   return removed;
 }
 
-Status MoveToFailed(const Paths& p, const std::string& from, const std::string& name,
-                    const std::string& reason, std::string* moved_to) {
-  const std::string to = FreePath(p.failed, name);
-  LLMQ_RETURN_IF_ERROR(RenameDurably(from, to));
+Status MoveToFailed(const Paths& p, int from_dir, const std::string& from_name,
+                    const std::string& from_shown, const std::string& reason,
+                    std::string* moved_to) {
+  std::string to;
+  for (int tries = 0;; ++tries) {  // a name taken between FreeName and the rename: another
+    to = FreeName(p.failed, from_name, {"", ".reason.txt"});
+    const Status st = RenameDurably(from_dir, from_name, from_shown, to);
+    if (st.ok()) break;
+    std::error_code ec;
+    if (tries == 8 || fs::symlink_status(to, ec).type() == fs::file_type::not_found) return st;
+  }
   *moved_to = to;
-  return WriteFileDurably(to + ".reason.txt", reason + "\n");
+  return WriteFileDurably(to + ".reason.txt", OneLine(reason) + "\n");
 }
 
-std::string OutputStem(const std::string& name) {
+std::string OutputStem(const std::string& name, const std::string& public_id) {
+  std::string stem = name;
   for (const char* ext : {".jsonl", ".json"}) {
     const size_t n = std::strlen(ext);
-    if (name.size() > n && name.compare(name.size() - n, n, ext) == 0)
-      return name.substr(0, name.size() - n);
+    if (name.size() > n && name.compare(name.size() - n, n, ext) == 0) {
+      stem = name.substr(0, name.size() - n);
+      break;
+    }
   }
-  return name;
+  return FitName(stem, std::strlen(".results.jsonl") + 1 + public_id.size());
 }
 
 Status FindJobByIdOrName(jobs::Store* store, const std::string& id, jobs::JobRecord* out) {

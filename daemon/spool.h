@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/untrusted_file.h"
 #include "config/run_windows.h"
 #include "daemon/request_builder.h"
 #include "engine/status.h"
@@ -38,20 +39,39 @@ bool ReadServeState(const Paths& p, std::vector<RunWindow>* windows);
 // Names the watcher never looks at: dotfiles (DurableFile's temporaries), *.tmp, *.part.
 bool Ignored(const std::string& name);
 
-// Why the whole file cannot run, or "" when at least one line of it can: over `max_bytes`,
-// empty (no non-blank line), or no line that validates: binary (a NUL byte), not UTF-8, else the
-// first line's error is quoted. Reads the file once; memory holds one line of at most
-// `max_line_bytes` (longer lines are counted, not kept).
-std::string WholeFileRefusal(const std::string& path, const std::string& name, int64_t max_bytes,
+// Why a file named `name` cannot be a job, or "" when it can: its name is not UTF-8, or holds a
+// control character (a newline, an escape sequence): such a name could not be written in JSON,
+// logs and the database as it is. The reason shows the name escaped (base/text.h). The one check
+// of names at every entry into the queue (inbox/ and llmq submit).
+std::string NameProblem(const std::string& name);
+
+// The longest file name (NAME_MAX): a name and what is appended to it must fit.
+inline constexpr size_t kMaxName = 255;
+
+// `name` when `reserve` more bytes still fit in a file name; else its first bytes (cut at a UTF-8
+// boundary) + "~" + 16 hex digits of its SHA-256, `reserve` bytes short of kMaxName: distinct
+// names stay distinct, and the same name always gives the same result.
+std::string FitName(const std::string& name, size_t reserve);
+
+// `dir`/N for the first N of FitName(name, ...), then ".1", ".2", ... appended, such that N plus
+// each of `suffixes` is a free name in `dir` (nothing is ever replaced: a refused file and its
+// .reason.txt both land on free names, whatever was refused before).
+std::string FreeName(const std::string& dir, const std::string& name,
+                     const std::vector<std::string>& suffixes = {""});
+
+// Why the whole file cannot run, or "" when at least one line of it can: empty (no non-blank
+// line), or no line that validates: binary (a NUL byte), not UTF-8, else the first line's error
+// is quoted. Reads the file through its descriptor (it was opened within spool.max_file_bytes);
+// memory holds one line of at most `max_line_bytes` (longer lines are counted, not kept).
+std::string WholeFileRefusal(const UntrustedFile& file, const std::string& name,
                              int64_t max_line_bytes, const BuildContext& ctx);
 
-// `dir`/`name` when free, else `dir`/`name`.1, .2, ... (never replaces anything).
-std::string FreePath(const std::string& dir, const std::string& name);
-
-// Renames `from` into failed/ (a free name) and writes <that name>.reason.txt durably. On
-// success *moved_to is the new path.
-Status MoveToFailed(const Paths& p, const std::string& from, const std::string& name,
-                    const std::string& reason, std::string* moved_to);
+// Renames `from_name` of the folder open as `from_dir` (shown as `from_shown` in messages) into
+// failed/ (FreeName with its ".reason.txt") and writes <that name>.reason.txt durably with
+// `reason` (one line). On success *moved_to is the new path.
+Status MoveToFailed(const Paths& p, int from_dir, const std::string& from_name,
+                    const std::string& from_shown, const std::string& reason,
+                    std::string* moved_to);
 
 // Removes DurableFile temporaries (".<name>.tmp-<pid>-<n>", and CheckWritable's
 // ".<name>.probe-...") in `dir` left by a process that is no longer running (kill -9 or a power cut
@@ -60,9 +80,15 @@ int RemoveStaleTemporaries(const std::string& dir);
 
 // rename(2), then fsync of both folders. Errors name both paths and strerror.
 Status RenameDurably(const std::string& from, const std::string& to);
+// The same from `from_name` in the folder open as `from_dir` (renameat: the entry of that very
+// folder, even if its path was replaced meanwhile), never replacing `to` (it fails when `to`
+// exists); `from_shown` names it in messages.
+Status RenameDurably(int from_dir, const std::string& from_name, const std::string& from_shown,
+                     const std::string& to);
 
-// The stem of a job's outputs: its name without a trailing ".jsonl" (or ".json").
-std::string OutputStem(const std::string& name);
+// The stem of a job's outputs: its name without a trailing ".jsonl" (or ".json"), fitted (FitName)
+// so that "<stem>.<public id>.results.jsonl" is a valid file name.
+std::string OutputStem(const std::string& name, const std::string& public_id);
 
 // The job with public id `id`, else the only job named `id`. NotFound / InvalidArgument
 // (several jobs have that name: their ids are listed).

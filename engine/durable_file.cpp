@@ -33,11 +33,16 @@ std::string BaseOf(const std::string& p) {
 
 // A name in `target`'s folder that no other writer uses: the pid separates processes, the counter
 // objects and calls within one. The leading dot and the ".tmp" keep the spool from picking it up.
+// The target's name is cut (never the tag, pid and counter) so that a target whose name is as
+// long as a file name may be still has a temporary that is a valid file name.
 std::string SiblingName(const std::string& target, const char* tag) {
   static std::atomic<uint64_t> counter{0};
+  constexpr size_t kNameMax = 255;
   const std::string dir = DirOf(target);
-  return (dir == "/" ? "" : dir) + "/." + BaseOf(target) + "." + tag + "-" +
-         std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1));
+  const std::string tail = std::string(".") + tag + "-" + std::to_string(::getpid()) + "-" +
+                           std::to_string(counter.fetch_add(1));
+  const std::string base = BaseOf(target);
+  return (dir == "/" ? "" : dir) + "/." + base.substr(0, kNameMax - 1 - tail.size()) + tail;
 }
 
 bool IsKernelPath(const std::string& p) {

@@ -1,6 +1,7 @@
 // Durable writes: the one helper every writer of a result, a model file or a state file uses.
 // A reader sees the old content or the new, never a part: the data goes to a temporary file in the
-// target's folder (".<name>.tmp-<pid>-<n>": dotfiles and *.tmp are ignored by the spool), is
+// target's folder (".<name>.tmp-<pid>-<n>", <name> cut to keep it a valid file name: dotfiles and
+// *.tmp are ignored by the spool), is
 // fsynced, renamed over the target, and the folder is fsynced. A replaced file keeps its
 // permission bits; a new one gets 0666 less the umask.
 // Targets that are not regular files are written in place, never replaced by a rename:

@@ -9,6 +9,10 @@
 namespace llmq::jobs {
 namespace {
 
+// Deeper JSON is refused unparsed (TooDeep): real requests nest a handful of levels (a JSON schema
+// a few dozen).
+constexpr int kMaxJsonDepth = 512;
+
 using nlohmann::json;
 
 constexpr const char* kChatUrl = "/v1/chat/completions";
@@ -403,6 +407,29 @@ void ParseRest(const json& j, BatchRequest* req) {
   if (req->endpoint == Endpoint::kCompletions && !req->max_tokens) req->max_tokens = 16;
 }
 
+// The offset of the first bracket that opens level `limit` + 1 of nesting in JSON text (brackets
+// inside strings do not count), or -1. A linear scan before parsing: a line of millions of '['
+// would otherwise become millions of nested values (hundreds of MB) before it is refused.
+int64_t TooDeep(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return static_cast<int64_t>(i);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return -1;
+}
+
 // "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..." ->
 // "column 5: syntax error ..." (the line is always 1: the text is one line of the file).
 std::string ParseErrorText(std::string_view text) {
@@ -506,6 +533,12 @@ BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& 
   try {
     if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
       req.error = where + "empty line (expected a JSON object)";
+      return req;
+    }
+    if (const int64_t at = TooDeep(text, kMaxJsonDepth); at >= 0) {
+      req.error = where + "nested deeper than " + std::to_string(kMaxJsonDepth) +
+                  " levels at column " + std::to_string(at + 1) +
+                  " (no request is): not parsed";
       return req;
     }
     const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);

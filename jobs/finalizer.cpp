@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "engine/durable_file.h"
 
 namespace llmq::jobs {
@@ -51,7 +52,7 @@ std::string JobSummary::ToJson() const {
     for (const auto& [phase, s] : profile_seconds) p[phase] = s;
     j["profile_seconds"] = p;
   }
-  return j.dump(2);
+  return DumpJson(j, 2);
 }
 
 std::string JobSummary::ToText() const {

@@ -57,6 +57,14 @@ TEST(DurableFile, RoundTripsSmallAndLargeAppends) {
   EXPECT_EQ(Names(dir), std::vector<std::string>{"out.jsonl"}) << "no temporary file left";
 }
 
+TEST(DurableFile, ATargetWithTheLongestNameHasAValidTemporary) {
+  const std::string dir = testing::TmpDir("durable_long_name");
+  const std::string name(255, 'n');  // NAME_MAX: ".<name>.tmp-..." would be too long whole
+  ASSERT_TRUE(WriteFileDurably(dir + "/" + name, "content\n").ok());
+  EXPECT_EQ(ReadAll(dir + "/" + name), "content\n");
+  EXPECT_EQ(Names(dir), std::vector<std::string>{name});
+}
+
 TEST(DurableFile, EmptyFileIsWritten) {
   const std::string path = testing::CurrentTestDir() + "/empty";
   ASSERT_TRUE(WriteFileDurably(path, "").ok());

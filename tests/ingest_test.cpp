@@ -2,6 +2,9 @@
 // together, all in one transaction; the file hashed while it is read.
 #include "daemon/ingest.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <omp.h>
@@ -9,9 +12,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "engine/model_maker.h"
 #include "jobs/sha256.h"
 #include "tests/test_util.h"
+#include "tests/tiny_context.h"
 
 namespace llmq {
 namespace {
@@ -30,26 +33,22 @@ std::string Line(const std::string& id, const std::string& system, const std::st
       .dump();
 }
 
+// A job file opened as every one is (OpenJobFile: base/untrusted_file.h).
+UntrustedFile Opened(const std::string& path) {
+  UntrustedFile f;
+  const Status st = OpenJobFile(path, int64_t{1} << 30, &f);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return f;
+}
+
 class IngestTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string dir = testing::TmpDir("ingest_model");
-    ModelConfig cfg;
-    DType dt;
-    ASSERT_TRUE(ShapeConfig("tiny", &cfg, &dt).ok());
-    ASSERT_TRUE(MakeModel(cfg, dt, 1, dir + "/m").ok());
     model_ = new Model;
-    ASSERT_TRUE(LoadModel(dir + "/m", model_).ok());
+    testing::LoadTinyModel("ingest_model", model_);
   }
   static void TearDownTestSuite() { delete model_; }
-  BuildContext Context() const {
-    BuildContext ctx;
-    ctx.model = model_;
-    ctx.chat = ChatFormat::Builtin(ChatTemplate::kLlama2, model_->tokenizer->add_bos());
-    ctx.capacity = 512;
-    ctx.capacity_setting = "the test";
-    return ctx;
-  }
+  BuildContext Context() const { return testing::TinyContext(model_); }
   static Model* model_;
 };
 Model* IngestTest::model_ = nullptr;
@@ -78,10 +77,9 @@ TEST_F(IngestTest, DuplicatesAcrossChunksAndFilesPlannedTogetherInOneTransaction
   IngestOptions opt;
   opt.chunk_lines = 5;  // several chunks per file
   std::vector<IngestedJob> out;
-  const Status st = IngestFiles(
-      store.get(), Context(),
-      {{dir + "/a.jsonl", "a.jsonl", "", "{}"}, {dir + "/b.jsonl", "b.jsonl", "", "{}"}}, opt,
-      &out);
+  const UntrustedFile fa = Opened(dir + "/a.jsonl"), fb = Opened(dir + "/b.jsonl");
+  const Status st = IngestFiles(store.get(), Context(),
+                                {{&fa, "a.jsonl", "", "{}"}, {&fb, "b.jsonl", "", "{}"}}, opt, &out);
   ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].job.total, 16);
@@ -91,7 +89,7 @@ TEST_F(IngestTest, DuplicatesAcrossChunksAndFilesPlannedTogetherInOneTransaction
   // Hashed while read: the same digest as a separate pass.
   std::string sha;
   int64_t bytes = 0;
-  ASSERT_TRUE(HashFile(dir + "/a.jsonl", &sha, &bytes).ok());
+  ASSERT_TRUE(HashFile(fa, &sha, &bytes).ok());
   EXPECT_EQ(out[0].job.sha256, sha);
   std::optional<jobs::JobRecord> found;
   ASSERT_TRUE(store->FindJob("a.jsonl", sha, &found).ok());
@@ -151,8 +149,8 @@ TEST_F(IngestTest, ValidationOnSeveralThreadsStoresWhatOneThreadStores) {
     IngestOptions opt;
     opt.chunk_lines = 3000;
     std::vector<IngestedJob> out;
-    const Status st = IngestFiles(store.get(), Context(),
-                                  {{dir + "/big.jsonl", "big.jsonl", "", "{}"}}, opt, &out);
+    const UntrustedFile big = Opened(dir + "/big.jsonl");
+    const Status st = IngestFiles(store.get(), Context(), {{&big, "big.jsonl", "", "{}"}}, opt, &out);
     omp_set_num_threads(1);
     ASSERT_TRUE(st.ok()) << st.message();
     EXPECT_EQ(out[0].job.total, 5000);
@@ -186,21 +184,49 @@ TEST_F(IngestTest, ValidationOnSeveralThreadsStoresWhatOneThreadStores) {
   }
 }
 
-TEST_F(IngestTest, AnUnreadableFileRollsEverythingBack) {
+TEST_F(IngestTest, AFileChangedWhileReadRollsEverythingBackAndIsNamed) {
   const std::string dir = testing::CurrentTestDir();
   std::ofstream(dir + "/a.jsonl") << Line("a", "s", "u") << "\n";
+  std::ofstream(dir + "/b.jsonl") << Line("b", "s", "u") << "\n";
   std::unique_ptr<jobs::Store> store;
   ASSERT_TRUE(jobs::Store::Open(dir + "/q.db", &store).ok());
+  const UntrustedFile fa = Opened(dir + "/a.jsonl"), fb = Opened(dir + "/b.jsonl");
+  // Appended to after it was opened: what was read is not the file any more.
+  std::ofstream(dir + "/b.jsonl", std::ios::app) << Line("b2", "s", "u") << "\n";
   std::vector<IngestedJob> out;
-  const Status st = IngestFiles(store.get(), Context(),
-                                {{dir + "/a.jsonl", "a.jsonl", "", "{}"},
-                                 {dir + "/missing.jsonl", "missing.jsonl", "", "{}"}},
-                                {}, &out);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("missing.jsonl"), std::string::npos) << st.message();
+  size_t changed = 99;
+  Status st = IngestFiles(store.get(), Context(),
+                          {{&fa, "a.jsonl", "", "{}"}, {&fb, "b.jsonl", "", "{}"}}, {}, &out,
+                          nullptr, &changed);
+  EXPECT_EQ(st.code(), Status::Code::kIoError);
+  EXPECT_NE(st.message().find("b.jsonl: changed while it was being read"), std::string::npos)
+      << st.message();
+  EXPECT_EQ(changed, 1u);
   std::vector<jobs::JobRecord> jobs;
   ASSERT_TRUE(store->ListJobs(&jobs).ok());
   EXPECT_TRUE(jobs.empty()) << "all or nothing";
+
+  // Replaced under its name (the inbox's entry is another file now): refused as well.
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dir_fd, 0);
+  const UntrustedFile fa2 = Opened(dir + "/a.jsonl");
+  std::ofstream(dir + "/new.jsonl") << Line("n", "s", "u") << "\n";
+  ASSERT_EQ(::rename((dir + "/new.jsonl").c_str(), (dir + "/a.jsonl").c_str()), 0);
+  IngestFile in{&fa2, "a.jsonl", "", "{}", dir_fd, "a.jsonl"};
+  st = IngestFiles(store.get(), Context(), {in}, {}, &out, nullptr, &changed);
+  EXPECT_NE(st.message().find("a.jsonl: was removed or replaced while it was being read"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(changed, 0u);
+  ASSERT_TRUE(store->ListJobs(&jobs).ok());
+  EXPECT_TRUE(jobs.empty());
+  // The same entry, unchanged: accepted.
+  const UntrustedFile fa3 = Opened(dir + "/a.jsonl");
+  in.file = &fa3;
+  st = IngestFiles(store.get(), Context(), {in}, {}, &out, nullptr, &changed);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(changed, 1u);
+  ::close(dir_fd);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/serve_fixture.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -31,19 +32,11 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using testing::GoodLine;
 using testing::ReadJsonl;
 using testing::ReadText;
 using testing::WaitFor;
 
-// A good completions line (2 tokens, EOS ignored: the work is known), with its newline.
-std::string Good(const std::string& id) {
-  return json{{"custom_id", id},
-              {"method", "POST"},
-              {"url", "/v1/completions"},
-              {"body", {{"prompt", "Summarize: " + id}, {"max_tokens", 2}, {"ignore_eos", true}}}}
-             .dump() +
-         "\n";
-}
 // A completions line with `body` fields merged over a good one's.
 std::string With(const std::string& id, const json& body) {
   json b = {{"prompt", "Hello " + id}, {"max_tokens", 2}, {"ignore_eos", true}};
@@ -66,67 +59,17 @@ struct Expect {
   std::vector<std::string> left_in_inbox = {}, no_job = {};
 };
 
-class ServeBadInputTest : public ::testing::Test {
+class ServeBadInputTest : public testing::ServeFixture {
  protected:
   void SetUp() override {
-    dir_ = testing::CurrentTestDir();
-    model_ = dir_ + "/model";
-    ASSERT_EQ(testing::RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "4"})
-                  .exit_code,
-              0);
-    state_ = dir_ + "/state";
-    config_ = dir_ + "/llmq.yaml";
-    std::ofstream(config_) << "model:\n  path: " << model_ << "\nspool:\n  state_dir: " << state_
-                           << "\n  settle_seconds: 0.2\n  rescan_seconds: 1\n  drain_seconds: 5\n"
-                              "  commit_interval_ms: 10\n  max_line_bytes: 1MiB\n"
-                           << "engine:\n  kv_cache_memory: 64MiB\n";
+    ServeFixture::SetUp();
+    WriteConfig("  max_line_bytes: 1MiB\n");
   }
   void TearDown() override {
     for (const std::string& m : mounts_) umount2(m.c_str(), MNT_DETACH);
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      testing::WaitExit(pid_);
-    }
+    ServeFixture::TearDown();
   }
 
-  void Start() {
-    pid_ = testing::SpawnLlmq({"serve", "--config", config_}, dir_ + "/serve.out", err_file());
-    ASSERT_TRUE(
-        WaitFor([&] { return ReadText(err_file()).find("serving") != std::string::npos; }, 20))
-        << ReadText(err_file());
-  }
-  // The daemon's peak resident memory (VmHWM), in KiB.
-  int64_t HighWaterKb() const {
-    std::ifstream st("/proc/" + std::to_string(pid_) + "/status");
-    for (std::string l; std::getline(st, l);)
-      if (l.rfind("VmHWM:", 0) == 0) return std::stoll(l.substr(6));
-    return -1;
-  }
-  // Whether one line of the log has every one of `parts`.
-  bool LogLineHas(const std::vector<std::string>& parts) const {
-    std::istringstream in(Log());
-    for (std::string l; std::getline(in, l);) {
-      bool all = true;
-      for (const std::string& p : parts) all = all && l.find(p) != std::string::npos;
-      if (all) return true;
-    }
-    return false;
-  }
-  bool Alive() const {
-    int st = 0;
-    return pid_ > 0 && waitpid(pid_, &st, WNOHANG) == 0;
-  }
-  std::string Log() const { return ReadText(err_file()); }
-  std::string err_file() const { return dir_ + "/serve.err"; }
-  std::string inbox(const std::string& n) const { return state_ + "/inbox/" + n; }
-  std::string outbox(const std::string& n) const { return state_ + "/outbox/" + n; }
-
-  // Written beside the inbox, renamed in (IN_MOVED_TO).
-  void Drop(const std::string& name, const std::string& text) {
-    const std::string tmp = dir_ + "/staging-" + std::to_string(staged_++);
-    std::ofstream(tmp, std::ios::binary) << text;
-    fs::rename(tmp, inbox(name));
-  }
   bool Finalized(const std::string& stem, double seconds) {
     return WaitFor([&] { return fs::exists(outbox(stem + ".summary.json")); }, seconds);
   }
@@ -169,9 +112,6 @@ class ServeBadInputTest : public ::testing::Test {
       EXPECT_TRUE(fs::exists(inbox(n))) << n << " should have been ignored";
   }
 
-  std::string dir_, model_, state_, config_;
-  pid_t pid_ = -1;
-  int staged_ = 0;
   std::vector<std::string> mounts_;
 };
 
@@ -191,17 +131,17 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
   const auto t0 = Clock::now();
   std::vector<std::thread> writers;  // cases that take time to write
   const std::string target = dir_ + "/target.jsonl";
-  std::ofstream(target) << Good("t1");
+  std::ofstream(target) << GoodLine("t1");
 
   std::vector<Case> cases = {
       {"malformed JSON",
-       [&] { Drop("malformed.jsonl", Good("m1") + "{not json\n" + Good("m2")); },
+       [&] { Drop("malformed.jsonl", GoodLine("m1") + "{not json\n" + GoodLine("m2")); },
        {.stem = "malformed", .good = {"m1", "m2"}, .errors = {"malformed.jsonl:2: invalid JSON"}}},
       {"invalid UTF-8 in one line",
        [&] {
          std::string bad = With("u2", {{"prompt", "cafe"}});
          bad.replace(bad.find("cafe"), 4, "caf\xe9");
-         Drop("utf8.jsonl", Good("u1") + bad + Good("u3"));
+         Drop("utf8.jsonl", GoodLine("u1") + bad + GoodLine("u3"));
        },
        {.stem = "utf8", .good = {"u1", "u3"}, .errors = {"utf8.jsonl:2: not UTF-8: invalid byte"}}},
       {"a whole Latin-1 file",
@@ -218,10 +158,10 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
          const std::string tmp = dir_ + "/huge.staging";
          {
            std::ofstream f(tmp, std::ios::binary);
-           f << Good("h1") << kHugeHead;
+           f << GoodLine("h1") << kHugeHead;
            const std::string mb(1 << 20, 'x');
            for (int i = 0; i < 100; ++i) f << mb;
-           f << kHugeTail << "\n" << Good("h3");
+           f << kHugeTail << "\n" << GoodLine("h3");
          }
          fs::rename(tmp, inbox("huge.jsonl"));
        },
@@ -259,7 +199,7 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
        [&] {
          writers.emplace_back([this] {
            std::ofstream f(inbox("slow.jsonl"), std::ios::binary);
-           const std::string all = Good("s1") + Good("s2") + Good("s3");
+           const std::string all = GoodLine("s1") + GoodLine("s2") + GoodLine("s3");
            f << all.substr(0, 70) << std::flush;
            std::this_thread::sleep_for(std::chrono::milliseconds(2500));
            f << all.substr(70) << std::flush;
@@ -268,25 +208,25 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
        {.stem = "slow", .good = {"s1", "s2", "s3"}}},
       {"a file deleted right after it appears",
        [&] {
-         Drop("gone.jsonl", Good("g1"));
+         Drop("gone.jsonl", GoodLine("g1"));
          fs::remove(inbox("gone.jsonl"));
        },
        {.no_job = {"gone.jsonl"}}},
       {"a file renamed over another in the inbox",
        [&] {
-         Drop("over.jsonl", Good("o-old1") + Good("o-old2"));
-         Drop("over.jsonl", Good("o-new1") + Good("o-new2") + Good("o-new3"));
+         Drop("over.jsonl", GoodLine("o-old1") + GoodLine("o-old2"));
+         Drop("over.jsonl", GoodLine("o-new1") + GoodLine("o-new2") + GoodLine("o-new3"));
        },
        {.stem = "over", .good = {"o-new1", "o-new2", "o-new3"}}},
       {"duplicate custom_id",
-       [&] { Drop("dup.jsonl", Good("d1") + Good("d2") + Good("d1")); },
+       [&] { Drop("dup.jsonl", GoodLine("d1") + GoodLine("d2") + GoodLine("d1")); },
        {.stem = "dup",
         .good = {"d1", "d2"},
         .errors = {"dup.jsonl:3: field 'custom_id': duplicate 'd1' (first on line 1)"}}},
       {"wrong types",
        [&] {
          Drop("types.jsonl", With("w1", {{"max_tokens", "many"}}) +
-                                 With("w2", {{"temperature", "hot"}}) + Good("w3") +
+                                 With("w2", {{"temperature", "hot"}}) + GoodLine("w3") +
                                  With("w4", {{"prompt", json::object()}}));
        },
        {.stem = "types",
@@ -296,7 +236,7 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
                    "types.jsonl:4: field 'body.prompt'"}}},
       {"unknown url",
        [&] {
-         Drop("url.jsonl", Good("r1") +
+         Drop("url.jsonl", GoodLine("r1") +
                                "{\"custom_id\": \"r2\", \"method\": \"POST\", \"url\": "
                                "\"/v1/embeddings\", \"body\": {\"input\": \"x\"}}\n");
        },
@@ -305,22 +245,22 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
        [&] {
          std::string words;
          for (int i = 0; i < 3000; ++i) words += "word" + std::to_string(i) + " ";
-         Drop("long.jsonl", Good("p1") + With("p2", {{"prompt", words}}));
+         Drop("long.jsonl", GoodLine("p1") + With("p2", {{"prompt", words}}));
        },
        {.stem = "long", .good = {"p1"}, .errors = {"long.jsonl:2: "}}},
       {"n 0",
        [&] {
-         Drop("n0.jsonl", With("n1", {{"n", 0}}) + Good("n2"));
+         Drop("n0.jsonl", With("n1", {{"n", 0}}) + GoodLine("n2"));
        },
        {.stem = "n0", .good = {"n2"}, .errors = {"n0.jsonl:1: field 'body.n'"}}},
       {"max_tokens negative",
        [&] {
-         Drop("neg.jsonl", With("x1", {{"max_tokens", -5}}) + Good("x2"));
+         Drop("neg.jsonl", With("x1", {{"max_tokens", -5}}) + GoodLine("x2"));
        },
        {.stem = "neg", .good = {"x2"}, .errors = {"neg.jsonl:1: field 'body.max_tokens'"}}},
       {"messages empty",
        [&] {
-         Drop("chat.jsonl", Good("c1") +
+         Drop("chat.jsonl", GoodLine("c1") +
                                 "{\"custom_id\": \"c2\", \"method\": \"POST\", \"url\": "
                                 "\"/v1/chat/completions\", \"body\": {\"messages\": []}}\n");
        },
@@ -335,51 +275,51 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
         .errors = {"ids.jsonl:1: field 'body.prompt': token id 99999 is outside the vocabulary"}}},
       {"custom_id a number",
        [&] {
-         Drop("idnum.jsonl", Good("k1") +
+         Drop("idnum.jsonl", GoodLine("k1") +
                                  "{\"custom_id\": 17, \"method\": \"POST\", \"url\": "
                                  "\"/v1/completions\", \"body\": {\"prompt\": \"x\"}}\n");
        },
        {.stem = "idnum", .good = {"k1"}, .errors = {"idnum.jsonl:2: field 'custom_id'"}}},
       {"stream true",
        [&] {
-         Drop("stream.jsonl", With("st1", {{"stream", true}}) + Good("st2"));
+         Drop("stream.jsonl", With("st1", {{"stream", true}}) + GoodLine("st2"));
        },
        {.stem = "stream", .good = {"st2"}, .errors = {"stream.jsonl:1: field 'body.stream'"}}},
       {"a JSON array line",
-       [&] { Drop("array.jsonl", "[1, 2]\n" + Good("a2")); },
+       [&] { Drop("array.jsonl", "[1, 2]\n" + GoodLine("a2")); },
        {.stem = "array", .good = {"a2"}, .errors = {"array.jsonl:1: expected a JSON object"}}},
       {"CRLF line endings",
        [&] {
-         std::string t = Good("cr1") + Good("cr2") + "\r\n" + Good("cr3");
+         std::string t = GoodLine("cr1") + GoodLine("cr2") + "\r\n" + GoodLine("cr3");
          for (size_t at = 0; (at = t.find('\n', at)) != std::string::npos; at += 2)
            if (at == 0 || t[at - 1] != '\r') t.insert(at, "\r");
          Drop("crlf.jsonl", t);
        },
        {.stem = "crlf", .good = {"cr1", "cr2", "cr3"}}},
       {"a BOM at the start",
-       [&] { Drop("bom.jsonl", "\xEF\xBB\xBF" + Good("bo1") + Good("bo2")); },
+       [&] { Drop("bom.jsonl", "\xEF\xBB\xBF" + GoodLine("bo1") + GoodLine("bo2")); },
        {.stem = "bom", .good = {"bo1", "bo2"}}},
       {"a last line without newline",
        [&] {
-         std::string t = Good("e1") + Good("e2");
+         std::string t = GoodLine("e1") + GoodLine("e2");
          t.pop_back();
          Drop("nonl.jsonl", t);
        },
        {.stem = "nonl", .good = {"e1", "e2"}}},
       {"a name with spaces",
-       [&] { Drop("my job.jsonl", Good("sp1")); },
+       [&] { Drop("my job.jsonl", GoodLine("sp1")); },
        {.stem = "my job", .good = {"sp1"}}},
       {"a non-ASCII name",
-       [&] { Drop("données-日本.jsonl", Good("na1") + "{\n"); },
+       [&] { Drop("données-日本.jsonl", GoodLine("na1") + "{\n"); },
        {.stem = "données-日本", .good = {"na1"}, .errors = {"données-日本.jsonl:2: invalid JSON"}}},
       {"a .part written slowly, then renamed to .jsonl",
        [&] {
          writers.emplace_back([this] {
            {
              std::ofstream f(inbox("parted.jsonl.part"), std::ios::binary);
-             f << Good("pa1") << std::flush;
+             f << GoodLine("pa1") << std::flush;
              std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-             f << Good("pa2");
+             f << GoodLine("pa2");
            }
            fs::rename(inbox("parted.jsonl.part"), inbox("parted.jsonl"));
          });
@@ -387,8 +327,8 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
        {.stem = "parted", .good = {"pa1", "pa2"}}},
       {"temporaries and dotfiles are ignored",
        [&] {
-         Drop("x.jsonl.tmp", Good("tmp1"));
-         Drop(".hidden.jsonl", Good("hid1"));
+         Drop("x.jsonl.tmp", GoodLine("tmp1"));
+         Drop(".hidden.jsonl", GoodLine("hid1"));
        },
        {.left_in_inbox = {"x.jsonl.tmp", ".hidden.jsonl"}}},
   };
@@ -415,7 +355,7 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
   // --- Environment cases, one at a time.
   {
     SCOPED_TRACE("the same file dropped again");
-    Drop("malformed.jsonl", Good("m1") + "{not json\n" + Good("m2"));
+    Drop("malformed.jsonl", GoodLine("m1") + "{not json\n" + GoodLine("m2"));
     Check("again", {.failed = "malformed.jsonl", .reason = "was already accepted as job batch_"},
           10);
   }
@@ -440,7 +380,7 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
     sqlite3_busy_timeout(db, 10000);
     ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK)
         << sqlite3_errmsg(db);
-    Drop("locked-b.jsonl", Good("lb1") + Good("lb2"));
+    Drop("locked-b.jsonl", GoodLine("lb1") + GoodLine("lb2"));
     std::this_thread::sleep_for(std::chrono::milliseconds(6500));  // > the 5 s busy timeout
     EXPECT_TRUE(Alive()) << Log();
     EXPECT_EQ(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
@@ -473,7 +413,7 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
     std::string text;
     for (int i = 0; i < env.lines; ++i) {
       e.good.push_back(stem + std::to_string(i));
-      text += Good(stem + std::to_string(i));
+      text += GoodLine(stem + std::to_string(i));
     }
     Drop(stem + ".jsonl", text);
     EXPECT_TRUE(WaitFor(
@@ -490,7 +430,7 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
   }
 
   // After all that: a good job still runs, and the daemon is still alive and stops cleanly.
-  Drop("final.jsonl", Good("f1") + Good("f2"));
+  Drop("final.jsonl", GoodLine("f1") + GoodLine("f2"));
   Check("final", {.stem = "final", .good = {"f1", "f2"}}, 20);
   ASSERT_TRUE(Alive()) << Log();
   kill(pid_, SIGTERM);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <array>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -59,6 +60,16 @@ inline std::string SharedModel(const std::string& name) {
                   " is absent; skipping (tests " \
                   "read the shared models, never copy them)"
 
+// The llmq binary the tests run: the build's, or $LLMQ_TEST_BINARY (to run a test against another
+// build, e.g. to show that a test fails on an older llmq).
+inline const char* LlmqBinary() {
+  static const char* b = [] {
+    const char* env = std::getenv("LLMQ_TEST_BINARY");
+    return env != nullptr && *env != '\0' ? env : LLMQ_BINARY;
+  }();
+  return b;
+}
+
 struct RunResult {
   int exit_code = -1;
   std::string out;  // stdout
@@ -81,7 +92,7 @@ inline RunResult RunLlmqWith(const std::vector<std::string>& env,
   const std::string err_file = (TmpRoot() / ("stderr." + std::to_string(counter++))).string();
   std::string cmd = env.empty() ? "" : "env";
   for (const std::string& e : env) cmd += " " + ShellQuote(e);
-  cmd += (cmd.empty() ? "" : " ") + ShellQuote(LLMQ_BINARY);
+  cmd += (cmd.empty() ? "" : " ") + ShellQuote(LlmqBinary());
   for (const std::string& a : args) cmd += " " + ShellQuote(a);
   if (!stdin_file.empty()) cmd += " <" + ShellQuote(stdin_file);
   cmd += " 2>" + ShellQuote(err_file);
@@ -111,10 +122,10 @@ inline pid_t SpawnLlmq(const std::vector<std::string>& args, const std::string& 
   FILE* e = freopen(err_file.c_str(), "w", stderr);
   if (!o || !e) _exit(127);
   std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(LLMQ_BINARY));
+  argv.push_back(const_cast<char*>(LlmqBinary()));
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  execv(LLMQ_BINARY, argv.data());
+  execv(LlmqBinary(), argv.data());
   _exit(127);
 }
 
