@@ -82,9 +82,15 @@ std::string Escape(std::string_view s, bool double_backslashes) {
       return void(out.append(s.data() + i, n));
     }
     switch (s[i]) {
-      case '\n': out += "\\n"; return;
-      case '\r': out += "\\r"; return;
-      case '\t': out += "\\t"; return;
+      case '\n':
+        out += "\\n";
+        return;
+      case '\r':
+        out += "\\r";
+        return;
+      case '\t':
+        out += "\\t";
+        return;
       default:
         for (size_t k = 0; k < n; ++k) hex(static_cast<unsigned char>(s[i + k]));
     }
@@ -93,7 +99,11 @@ std::string Escape(std::string_view s, bool double_backslashes) {
 }
 }  // namespace
 
-std::string Escaped(std::string_view s) { return Escape(s, true); }
-std::string OneLine(std::string_view s) { return Escape(s, false); }
+std::string Escaped(std::string_view s) {
+  return Escape(s, true);
+}
+std::string OneLine(std::string_view s) {
+  return Escape(s, false);
+}
 
 }  // namespace llmq

@@ -14,7 +14,9 @@
 namespace llmq {
 namespace {
 
-int64_t Nanos(const struct timespec& t) { return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec; }
+int64_t Nanos(const struct timespec& t) {
+  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
+}
 
 std::string Kind(mode_t m) {
   return S_ISLNK(m)    ? "a symbolic link"
@@ -63,7 +65,9 @@ class PreadStream : public std::istream {
 
 }  // namespace
 
-UntrustedFile::UntrustedFile(UntrustedFile&& o) noexcept { *this = std::move(o); }
+UntrustedFile::UntrustedFile(UntrustedFile&& o) noexcept {
+  *this = std::move(o);
+}
 
 UntrustedFile& UntrustedFile::operator=(UntrustedFile&& o) noexcept {
   if (this != &o) {
@@ -79,7 +83,9 @@ UntrustedFile& UntrustedFile::operator=(UntrustedFile&& o) noexcept {
   return *this;
 }
 
-UntrustedFile::~UntrustedFile() { Close(); }
+UntrustedFile::~UntrustedFile() {
+  Close();
+}
 
 void UntrustedFile::Close() {
   if (fd_ >= 0) ::close(fd_);
@@ -111,14 +117,12 @@ Status UntrustedFile::Open(int dir_fd, const std::string& name, const std::strin
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status::InvalidArgument(where + "it is " + Kind(st.st_mode) +
-                                   ", not a regular file");
+    return Status::InvalidArgument(where + "it is " + Kind(st.st_mode) + ", not a regular file");
   }
   if (st.st_size > max_bytes) {
     ::close(fd);
-    return Status::InvalidArgument(where + "it is " + std::to_string(st.st_size) +
-                                   " bytes, over " + limit + " (" + std::to_string(max_bytes) +
-                                   ")");
+    return Status::InvalidArgument(where + "it is " + std::to_string(st.st_size) + " bytes, over " +
+                                   limit + " (" + std::to_string(max_bytes) + ")");
   }
   UntrustedFile f;
   f.fd_ = fd;

@@ -25,7 +25,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/status.h"
+#include "base/status.h"
 
 namespace llmq {
 
@@ -46,8 +46,7 @@ class UntrustedFile {
   //                    socket, device or folder, over `max_bytes`, or not readable (EACCES)
   //   IoError          anything else (EWOULDBLOCK: a lease; EMFILE, EIO): try again later
   [[nodiscard]] static Status Open(int dir_fd, const std::string& name, const std::string& shown,
-                                   int64_t max_bytes, const std::string& limit,
-                                   UntrustedFile* out);
+                                   int64_t max_bytes, const std::string& limit, UntrustedFile* out);
 
   bool is_open() const { return fd_ >= 0; }
   int fd() const { return fd_; }

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/sampler.h"
-#include "engine/status.h"
+#include "base/status.h"
+#include "engine/sampling/sampler.h"
 
 namespace llmq::bench {
 

@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu_backend.h"
-#include "engine/llm_engine.h"
-#include "engine/model_maker.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/core/llm_engine.h"
+#include "engine/tools/model_maker.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"

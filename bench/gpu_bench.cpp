@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/cuda_backend.h"
-#include "engine/model_maker.h"
-#include "engine/prefix_groups.h"
+#include "engine/backends/cuda_backend.h"
+#include "engine/core/prefix_groups.h"
+#include "engine/tools/model_maker.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/gemm.h"

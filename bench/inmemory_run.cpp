@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "engine/durable_file.h"
+#include "base/durable_file.h"
 #include "jobs/batch_output.h"
 #include "jobs/batch_request.h"
 #include "jobs/finalizer.h"

@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/chat_template.h"
-#include "engine/llm_engine.h"
-#include "engine/model.h"
+#include "engine/core/llm_engine.h"
+#include "engine/model/model.h"
+#include "engine/text/chat_template.h"
 
 namespace llmq::bench {
 

@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "engine/prefix_planner.h"
+#include "engine/core/prefix_planner.h"
 
 namespace {
 

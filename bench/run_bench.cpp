@@ -30,10 +30,10 @@
 #include <string>
 
 #include "bench/workloads.h"
-#include "engine/cpu_backend.h"
-#include "engine/llm_engine.h"
-#include "engine/model_maker.h"
-#include "engine/weights.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/core/llm_engine.h"
+#include "engine/model/weights.h"
+#include "engine/tools/model_maker.h"
 #include "kernels/cpu/thread_pool.h"
 
 using json = nlohmann::json;

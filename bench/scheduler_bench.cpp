@@ -7,10 +7,10 @@
 #include <cstring>
 #include <memory>
 
-#include "engine/backend.h"
-#include "engine/llm_engine.h"
-#include "engine/model_runner.h"
-#include "engine/scheduler.h"
+#include "engine/backends/backend.h"
+#include "engine/core/llm_engine.h"
+#include "engine/core/model_runner.h"
+#include "engine/core/scheduler.h"
 
 using namespace llmq;
 

@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "bench/bench_util.h"
-#include "engine/model_maker.h"
+#include "engine/tools/model_maker.h"
 
 namespace fs = std::filesystem;
 using namespace llmq::bench;

@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "bench/bench_util.h"
-#include "engine/corpus.h"
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
+#include "engine/tools/corpus.h"
 
 namespace fs = std::filesystem;
 using llmq::bench::Clock;

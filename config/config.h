@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "base/backend_kind.h"
+#include "base/status.h"
 #include "config/run_windows.h"
-#include "engine/backend_choice.h"
-#include "engine/status.h"
 
 namespace llmq {
 
@@ -27,7 +27,7 @@ struct LlmqConfig {
   int max_num_seqs = 256;             // engine.max_num_seqs
   int max_num_batched_tokens = 2048;  // engine.max_num_batched_tokens
   // engine.kv_cache_memory: "4GiB", "512MB", bytes, or auto (0): the CPU backend sizes its pool
-  // from the memory the process may take (engine/host_memory.h), as `llmq plan` prints.
+  // from the memory the process may take (base/host_memory.h), as `llmq plan` prints.
   int64_t kv_cache_bytes = 0;
   bool enable_prefix_caching = true;    // engine.enable_prefix_caching
   bool enable_planner = true;           // engine.enable_planner

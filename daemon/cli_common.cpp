@@ -5,9 +5,8 @@
 #include <filesystem>
 
 #include "daemon/model_fingerprint.h"
+#include "engine/backends/compute_resources.h"
 #include "jobs/batch_request.h"
-#include "kernels/cpu/cpu_count.h"
-#include "kernels/cpu/thread_pool.h"
 
 namespace llmq::cli {
 
@@ -51,15 +50,14 @@ void AddThreadsFlag(CLI::App* cmd, int* threads) {
 std::string DescribeCpuThreads(int threads, const std::string& source) {
   if (threads > 0) return std::to_string(threads) + " (" + source + ")";
   const char* env = std::getenv("OMP_NUM_THREADS");
-  const int n = kernels::CpuThreads();
+  const int n = CpuThreads();
   if (env && std::to_string(n) == env) return std::to_string(n) + " ($OMP_NUM_THREADS)";
-  const kernels::CpuBudget b = kernels::ReadCpuBudget();
-  return std::to_string(n) + " (of " + std::to_string(b.usable) +
-         " usable CPUs: " + kernels::DescribeCpuBudget(b) + ")";
+  return std::to_string(n) + " (of " + std::to_string(UsableCpus()) +
+         " usable CPUs: " + DescribeUsableCpus() + ")";
 }
 
 void ApplyCpuThreads(const LlmqConfig& cfg) {
-  if (cfg.cpu_threads > 0) kernels::SetCpuThreads(cfg.cpu_threads);
+  if (cfg.cpu_threads > 0) SetCpuThreads(cfg.cpu_threads);
 }
 
 void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision) {

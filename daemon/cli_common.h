@@ -5,10 +5,10 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "base/status.h"
 #include "config/config.h"
 #include "daemon/request_builder.h"
-#include "engine/llm_engine.h"
-#include "engine/status.h"
+#include "engine/core/llm_engine.h"
 
 namespace llmq::cli {
 
@@ -58,8 +58,8 @@ EngineOptions EngineOptionsFrom(const LlmqConfig& cfg);
 // The "model" field of responses: model.name, else the model folder's name.
 std::string ServedModelName(const LlmqConfig& cfg);
 
-// The chat format a config asks for (engine/chat_format.h): model.chat_template, else the model's
-// own template, else llama-2. Errors name the template's file, line and construct.
+// The chat format a config asks for (engine/text/chat_format.h): model.chat_template, else the
+// model's own template, else llama-2. Errors name the template's file, line and construct.
 Status LoadChatFormat(const LlmqConfig& cfg, const Tokenizer& tok,
                       std::shared_ptr<const ChatFormat>* out);
 

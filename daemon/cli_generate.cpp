@@ -7,9 +7,9 @@
 
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
-#include "engine/llm_engine.h"
-#include "engine/model.h"
-#include "kernels/cpu/thread_pool.h"
+#include "engine/backends/compute_resources.h"
+#include "engine/core/llm_engine.h"
+#include "engine/model/model.h"
 
 namespace llmq::cli {
 
@@ -41,7 +41,7 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
   BackendChoice choice;
   ParseBackendKind(f.backend, &choice.kind);  // checked by CLI11
   ParsePrecision(f.precision, &choice.precision);
-  if (f.threads > 0) kernels::SetCpuThreads(f.threads);
+  if (f.threads > 0) SetCpuThreads(f.threads);
   Model model;
   if (Status st = LoadModel(dir, choice, &model); !st.ok()) return Fail(cmd, st);
   Request req;

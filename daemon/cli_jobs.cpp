@@ -18,8 +18,8 @@
 #include "daemon/ingest.h"
 #include "daemon/job_runner.h"
 #include "daemon/spool.h"
-#include "engine/model_config.h"
-#include "engine/tokenizer.h"
+#include "engine/model/model_config.h"
+#include "engine/text/tokenizer.h"
 
 namespace llmq::cli {
 namespace {
@@ -227,8 +227,7 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
     opened.push_back(std::move(file));
     in.file = &opened.back();
     in.name = name;
-    in.options =
-        DumpJson(json{{"source", "submit"}, {"path", fs::absolute(path, ec).string()}});
+    in.options = DumpJson(json{{"source", "submit"}, {"path", fs::absolute(path, ec).string()}});
     files.push_back(std::move(in));
   }
   std::vector<IngestedJob> jobs;

@@ -6,7 +6,7 @@
 
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
-#include "engine/model_maker.h"
+#include "engine/tools/model_maker.h"
 
 namespace llmq::cli {
 

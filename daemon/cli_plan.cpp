@@ -6,19 +6,16 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "base/host_memory.h"
 #include "config/config.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
-#include "engine/backend_choice.h"
-#include "engine/cpu_backend.h"
-#include "engine/host_memory.h"
-#include "engine/llm_engine.h"
-#include "engine/model_config.h"
-#include "engine/weights.h"
-#include "kernels/cpu/thread_pool.h"
-#ifdef LLMQ_HAVE_CUDA
-#include "kernels/cuda/device.h"
-#endif
+#include "engine/backends/backend_choice.h"
+#include "engine/backends/compute_resources.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/core/llm_engine.h"
+#include "engine/model/model_config.h"
+#include "engine/model/weights.h"
 
 namespace llmq::cli {
 namespace {
@@ -88,17 +85,11 @@ Status PlanMemory(const PlanFlags& f, BackendKind kind, uint64_t* memory, std::s
     *source = "the memory this process may take (" + host.source + ")";
     return Status::Ok();
   }
-#ifdef LLMQ_HAVE_CUDA
-  kernels::cuda::DeviceInfo info;
-  std::string why;
-  if (!kernels::cuda::QueryDevices(&info, &why))
-    return Status::Unsupported("no usable CUDA device (" + why + "): give --memory");
-  *memory = info.total_memory;
-  *source = "the memory of GPU 0 (" + info.name + ")";
+  std::string name;
+  if (Status st = GpuMemory(memory, &name); !st.ok())
+    return Status::Unsupported(st.message() + ": give --memory");
+  *source = "the memory of GPU 0 (" + name + ")";
   return Status::Ok();
-#else
-  return Status::Unsupported("built without CUDA: give --memory");
-#endif
 }
 
 int Plan(const CLI::App* cmd, const PlanFlags& f) {
@@ -135,7 +126,7 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
         static_cast<uint64_t>(static_cast<double>(memory) * f.gpu_memory_utilization);
     kv_memory = usable > resident ? usable - resident : 0;
   } else {
-    if (f.threads > 0) kernels::SetCpuThreads(f.threads);  // the attention scratch is per thread
+    if (f.threads > 0) SetCpuThreads(f.threads);  // the attention scratch is per thread
     const LlmqConfig defaults;
     HostKvInputs in;
     in.memory = static_cast<int64_t>(memory);
@@ -179,7 +170,7 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
                      {"kv_tokens", tokens},
                      {"max_position_embeddings", cfg.max_position_embeddings},
                      {"full_context_sequences", seqs},
-                     {"cpu_threads", f.threads > 0 ? f.threads : kernels::CpuThreads()},
+                     {"cpu_threads", f.threads > 0 ? f.threads : CpuThreads()},
                      {"cpu_threads_source", threads}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;

@@ -17,15 +17,15 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "base/durable_file.h"
 #include "base/json.h"
 #include "base/text.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
 #include "daemon/ingest.h"
 #include "daemon/job_runner.h"
-#include "engine/durable_file.h"
+#include "engine/backends/compute_resources.h"
 #include "jobs/finalizer.h"
-#include "kernels/cpu/thread_pool.h"
 
 namespace llmq::cli {
 namespace {
@@ -222,8 +222,8 @@ class RunCommand {
       return Status::IoError(state_ + ": cannot create the run's state folder: " + ec.message());
     std::string input = f_.input;
     struct stat st {};
-    if (input == "-" || (::stat(input.c_str(), &st) == 0 && !S_ISREG(st.st_mode) &&
-                         !S_ISDIR(st.st_mode))) {
+    if (input == "-" ||
+        (::stat(input.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
       // Standard input (or a pipe: `llmq run <(...)`) is kept, so that a rerun can compare it
       // and resume; the job file is then that copy.
       std::ifstream named;
@@ -290,7 +290,7 @@ class RunCommand {
     sum->finished_this_run = p.finished;
     sum->model = ctx_.model_name;
     sum->backend = ctx_.model->backend_description();
-    sum->cpu_threads = kernels::CpuThreads();
+    sum->cpu_threads = CpuThreads();
     sum->input = f_.input;
     sum->output = f_.output;
     sum->errors = f_.errors;

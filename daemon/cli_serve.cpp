@@ -30,6 +30,7 @@
 #include <set>
 #include <thread>
 
+#include "base/durable_file.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/text.h"
@@ -44,9 +45,8 @@
 #include "daemon/metrics_http.h"
 #include "daemon/notifier.h"
 #include "daemon/spool.h"
-#include "engine/durable_file.h"
+#include "engine/backends/compute_resources.h"
 #include "jobs/finalizer.h"
-#include "kernels/cpu/thread_pool.h"
 
 namespace llmq::cli {
 namespace {
@@ -234,8 +234,8 @@ class Server {
   Status OpenInbox() {
     const int fd = ::open(paths_.inbox.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-      return Status::IoError(Escaped(paths_.inbox) + ": cannot open the folder: " +
-                             std::strerror(errno));
+      return Status::IoError(Escaped(paths_.inbox) +
+                             ": cannot open the folder: " + std::strerror(errno));
     if (inbox_fd_ >= 0) ::close(inbox_fd_);
     inbox_fd_ = fd;
     return Status::Ok();
@@ -245,7 +245,8 @@ class Server {
   // (EnsureLayout) and watched, so that files dropped there are accepted. True when it was.
   bool InboxReplaced() {
     if (intake_busy_) return false;  // the intake thread reads the old one: looked at later
-    struct stat now {}, open {};
+    struct stat now {
+    }, open{};
     if (watching_ && ::stat(paths_.inbox.c_str(), &now) == 0 && ::fstat(inbox_fd_, &open) == 0 &&
         now.st_dev == open.st_dev && now.st_ino == open.st_ino)
       return false;
@@ -435,8 +436,8 @@ class Server {
     candidates_.erase(name);
     if (Status st = Intake::Refuse(paths_, inbox_fd_, name, reason); !st.ok())
       if (refused_logged_.insert(name).second)
-        Log("inbox/%s: refused (%s), and cannot be moved to failed/: %s",
-            Escaped(name).c_str(), reason.c_str(), st.message().c_str());
+        Log("inbox/%s: refused (%s), and cannot be moved to failed/: %s", Escaped(name).c_str(),
+            reason.c_str(), st.message().c_str());
   }
 
   // Hands the settled files of one scan to the intake thread (Intake: read, check, ingest in one
@@ -572,7 +573,7 @@ class Server {
     sum.refused = j.refused;
     sum.model = ctx_.model_name;
     sum.backend = model_.backend_description();
-    sum.cpu_threads = kernels::CpuThreads();
+    sum.cpu_threads = CpuThreads();
     sum.input = opts.value("archive", opts.value("path", j.name));
     const double end = j.finished_at > 0 ? j.finished_at : UnixNow();
     sum.wall_seconds = j.started_at > 0 ? end - j.started_at : 0;
@@ -650,7 +651,7 @@ class Server {
     TimeoutExtender extend(&notifier_, kExtendBy);
     if (!engine_status_.ok()) Log("engine: %s", engine_status_.message().c_str());
     const Status committed = committer_->Close();
-    flusher_.join();  // a Flush waiting on the committer returned when it closed
+    flusher_.join();        // a Flush waiting on the committer returned when it closed
     intake_thread_.join();  // an Accept in progress was cancelled by the stop: rolled back
     if (!committed.ok()) Log("committing results: %s", committed.message().c_str());
     if (!stopping_) {  // the engine stopped by itself: a store error
@@ -855,7 +856,7 @@ class Server {
   Reloadable knobs_;
   spool::Paths paths_;
   int lock_fd_ = -1;
-  int inbox_fd_ = -1;     // inbox/, opened once (OpenInbox)
+  int inbox_fd_ = -1;      // inbox/, opened once (OpenInbox)
   bool watching_ = false;  // inotify watches inbox/ (StartWatcher)
   Model model_;
   std::unique_ptr<LlmEngine> engine_;
@@ -873,8 +874,8 @@ class Server {
   asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
   asio::steady_timer notify_timer_, metrics_timer_, window_timer_, window_drain_timer_;
   asio::signal_set signals_;
-  std::unique_ptr<MetricsHttp> http_;  // metrics.http_port; after io_: destroyed before it
-  asio::thread_pool flusher_{1};       // FlushThenCheckJobs
+  std::unique_ptr<MetricsHttp> http_;   // metrics.http_port; after io_: destroyed before it
+  asio::thread_pool flusher_{1};        // FlushThenCheckJobs
   asio::thread_pool intake_thread_{1};  // Intake::Accept (StartIntake)
   bool intake_busy_ = false;            // an Accept runs on intake_thread_
   std::set<std::string> in_intake_;     // its names: not looked at by Scan meanwhile

@@ -9,7 +9,7 @@
 
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 namespace llmq::cli {
 namespace {

@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include "base/text.h"
-#include "engine/prefix_planner.h"
+#include "engine/core/prefix_planner.h"
 #include "jobs/line_reader.h"
 #include "jobs/sha256.h"
 
@@ -122,8 +122,8 @@ class Ingester {
         LLMQ_RETURN_IF_ERROR(Flush());
     }
     if (reader.bad())
-      return Status::IoError(Escaped(file.file->shown()) + ": read failed: " +
-                             std::strerror(errno));
+      return Status::IoError(Escaped(file.file->shown()) +
+                             ": read failed: " + std::strerror(errno));
     totals_[f].sha256 = file.sha256.empty() ? sha.HexDigest() : "";
     return Status::Ok();
   }
@@ -328,8 +328,7 @@ Status IngestFiles(jobs::Store* store, const BuildContext& ctx,
     const IngestFile& file = files[f];
     st = file.file->Unchanged();
     if (st.ok() && file.dir_fd >= 0 && !file.file->IsAt(file.dir_fd, file.entry))
-      st = Status::IoError(Escaped(file.file->shown()) +
-                           ": was replaced while it was being read");
+      st = Status::IoError(Escaped(file.file->shown()) + ": was replaced while it was being read");
     if (!st.ok() && changed != nullptr) *changed = f;
   }
   if (st.ok()) st = store->Commit();

@@ -20,7 +20,7 @@ namespace llmq {
 
 struct IngestFile {
   const UntrustedFile* file = nullptr;  // the file, opened once (base/untrusted_file.h): read here
-  std::string name;     // the job's name; messages name lines as "<name>:<line>"
+  std::string name;                     // the job's name; messages name lines as "<name>:<line>"
   std::string sha256;   // of the file's bytes (HashFile); "" = hashed while it is read
   std::string options;  // JobRecord::options
   // Where the file must still be when its job is committed (the spool's inbox/): `entry` in the

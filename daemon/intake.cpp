@@ -89,7 +89,7 @@ Status Intake::AcceptFiles(const std::vector<std::string>& names, bool look_up,
       continue;
     }
     TestSwapAfterOpen(inbox_fd_, name);  // TEST ONLY (LLMQ_TEST_SWAP_AFTER_OPEN)
-    std::string sha;  // "" = ingest hashes it while reading it
+    std::string sha;                     // "" = ingest hashes it while reading it
     if (look_up && !LookUp(name, f, &sha, out)) continue;
     if (std::string why = spool::WholeFileRefusal(f, name, limits.max_line_bytes, ctx_);
         !why.empty()) {
@@ -119,8 +119,7 @@ Status Intake::AcceptFiles(const std::vector<std::string>& names, bool look_up,
   iopt.max_line_bytes = limits.max_line_bytes;
   iopt.cancel = &cancel_;
   size_t changed = files.size();
-  const Status st =
-      IngestFiles(store_, ctx_, files, iopt, &jobs, /*timings=*/nullptr, &changed);
+  const Status st = IngestFiles(store_, ctx_, files, iopt, &jobs, /*timings=*/nullptr, &changed);
   if (!st.ok() && changed < files.size()) {
     // Written to or replaced while it was read: it settles again (as a new file), and the files
     // accepted with it go on without it.

@@ -62,8 +62,7 @@ class Intake {
  private:
   Status AcceptFiles(const std::vector<std::string>& names, bool look_up, const Limits& limits,
                      Outcome* out);
-  bool LookUp(const std::string& name, const UntrustedFile& file, std::string* sha,
-              Outcome* out);
+  bool LookUp(const std::string& name, const UntrustedFile& file, std::string* sha, Outcome* out);
   Status CheckArchived(const std::string& name, const UntrustedFile& read,
                        const std::string& archived);
   void Refuse(const std::string& name, const std::string& reason, Outcome* out);

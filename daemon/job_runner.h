@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "daemon/request_builder.h"
-#include "engine/llm_engine.h"
+#include "engine/core/llm_engine.h"
 #include "jobs/result_committer.h"
 #include "jobs/store.h"
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "daemon/job_runner.h"
-#include "engine/status.h"
 #include "jobs/store.h"
 
 namespace llmq {

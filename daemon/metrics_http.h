@@ -24,7 +24,7 @@
 #include <set>
 #include <string>
 
-#include "engine/status.h"
+#include "base/status.h"
 
 namespace llmq {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/chat_format.h"
-#include "engine/llm_engine.h"
-#include "engine/model.h"
+#include "engine/core/llm_engine.h"
+#include "engine/model/model.h"
+#include "engine/text/chat_format.h"
 #include "jobs/batch_output.h"
 #include "jobs/batch_request.h"
 

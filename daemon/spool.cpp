@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "base/durable_file.h"
 #include "base/json.h"
 #include "base/text.h"
-#include "engine/durable_file.h"
 #include "jobs/batch_request.h"
 #include "jobs/line_reader.h"
 #include "jobs/sha256.h"
@@ -187,8 +187,8 @@ Status RenameDurably(int from_dir, const std::string& from_name, const std::stri
                            std::strerror(errno));
   LLMQ_RETURN_IF_ERROR(FsyncDir(fs::path(to).parent_path().string()));
   if (::fsync(from_dir) != 0)
-    return Status::IoError(Escaped(from_shown) + ": fsync of its folder failed: " +
-                           std::strerror(errno));
+    return Status::IoError(Escaped(from_shown) +
+                           ": fsync of its folder failed: " + std::strerror(errno));
   return Status::Ok();
 }
 

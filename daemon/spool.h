@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "base/untrusted_file.h"
 #include "config/run_windows.h"
 #include "daemon/request_builder.h"
-#include "engine/status.h"
 #include "jobs/store.h"
 
 namespace llmq::spool {

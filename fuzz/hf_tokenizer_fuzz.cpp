@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/hf_tokenizer.h"
+#include "engine/text/hf_tokenizer.h"
 #include "fuzz/fuzz_check.h"
 #include "tests/byte_level.h"
 

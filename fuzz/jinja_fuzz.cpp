@@ -1,4 +1,4 @@
-// libFuzzer target for the Jinja interpreter (engine/jinja.h): the input is a template, parsed
+// libFuzzer target for the Jinja interpreter (engine/text/jinja.h): the input is a template, parsed
 // and, when it parses, rendered with a small fixed chat context. Whatever the bytes, it must not
 // crash, leak, overflow the stack or hang (ASan, UBSan, libFuzzer's timeouts), and its errors
 // must name the template.
@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "engine/jinja.h"
+#include "engine/text/jinja.h"
 #include "fuzz/fuzz_check.h"
 
 #ifndef LLMQ_FUZZ_SEEDS

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/safetensors.h"
+#include "engine/model/safetensors.h"
 #include "fuzz/fuzz_check.h"
 
 #ifndef LLMQ_FUZZ_SEEDS

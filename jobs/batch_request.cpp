@@ -416,9 +416,12 @@ int64_t TooDeep(std::string_view text, int limit) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -537,8 +540,7 @@ BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& 
     }
     if (const int64_t at = TooDeep(text, kMaxJsonDepth); at >= 0) {
       req.error = where + "nested deeper than " + std::to_string(kMaxJsonDepth) +
-                  " levels at column " + std::to_string(at + 1) +
-                  " (no request is): not parsed";
+                  " levels at column " + std::to_string(at + 1) + " (no request is): not parsed";
       return req;
     }
     const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -38,7 +38,7 @@ struct BatchRequest {
   std::vector<std::string> stop;  // "stop": string or list of up to 4 strings
   int n = 1;
   bool ignore_eos = false;  // vLLM extension
-  // Penalties and biases (engine/penalties.h states their order).
+  // Penalties and biases (engine/sampling/penalties.h states their order).
   double presence_penalty = 0.0;                       // OpenAI: [-2, 2]
   double frequency_penalty = 0.0;                      // OpenAI: [-2, 2]
   double repetition_penalty = 1.0;                     // vLLM extension: > 0

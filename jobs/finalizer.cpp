@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "base/durable_file.h"
 #include "base/json.h"
-#include "engine/durable_file.h"
 
 namespace llmq::jobs {
 

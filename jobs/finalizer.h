@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/status.h"
+#include "base/status.h"
 #include "jobs/store.h"
 
 namespace llmq::jobs {

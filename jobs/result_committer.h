@@ -28,7 +28,7 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/status.h"
+#include "base/status.h"
 #include "jobs/store.h"
 
 namespace llmq::jobs {

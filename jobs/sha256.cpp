@@ -2,7 +2,7 @@
 
 #include <openssl/evp.h>
 
-#include "engine/status.h"
+#include "base/status.h"
 
 namespace llmq::jobs {
 

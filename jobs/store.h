@@ -31,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/status.h"
+#include "base/status.h"
 
 struct sqlite3;
 struct sqlite3_stmt;

@@ -1,17 +1,17 @@
 // Backend choice: auto, cpu and cuda resolved on this machine, the flag and config key through the
 // real binary, and a clear error where cuda cannot be had (built without CUDA, or no device).
-#include "engine/backend_choice.h"
+#include "engine/backends/backend_choice.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "tests/test_util.h"
 
 #ifdef LLMQ_HAVE_CUDA
-#include "engine/cuda_backend.h"
+#include "engine/backends/cuda_backend.h"
 #endif
 
 namespace llmq {

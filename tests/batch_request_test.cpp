@@ -81,12 +81,12 @@ TEST(BatchRequestTest, NestingBeyond512LevelsIsRefusedBeforeParsing) {
   const std::string head =
       R"({"custom_id": "d", "method": "POST", "url": "/v1/completions", "body": {"prompt": )";
   // 510 levels inside the body's 2: parsed (and refused for what the prompt is, not its depth).
-  BatchRequest ok = ParseBatchLine(head + std::string(510, '[') + std::string(510, ']') + "}}", 3,
-                                   "f.jsonl");
+  BatchRequest ok =
+      ParseBatchLine(head + std::string(510, '[') + std::string(510, ']') + "}}", 3, "f.jsonl");
   EXPECT_EQ(ok.error.find("nested deeper"), std::string::npos) << ok.error;
   // One more: refused, naming the column of the bracket that went too deep.
-  BatchRequest deep = ParseBatchLine(
-      head + std::string(511, '[') + std::string(511, ']') + "}}", 3, "f.jsonl");
+  BatchRequest deep =
+      ParseBatchLine(head + std::string(511, '[') + std::string(511, ']') + "}}", 3, "f.jsonl");
   EXPECT_NE(deep.error.find("f.jsonl:3: nested deeper than 512 levels at column " +
                             std::to_string(head.size() + 511)),
             std::string::npos)

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/block_manager.h"
+#include "engine/core/block_manager.h"
 
 namespace llmq {
 namespace {

@@ -1,7 +1,7 @@
 // White-box tests of the block manager: reference counts, the prefix cache (full blocks and
 // token-granular partial reuse by copy), eviction order and the in-flight rule, each followed by
 // CheckInvariants.
-#include "engine/block_manager.h"
+#include "engine/core/block_manager.h"
 
 #include <gtest/gtest.h>
 

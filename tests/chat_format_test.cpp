@@ -1,8 +1,8 @@
-// engine/chat_format.h: which format a model folder gets (its own Jinja template, a built-in, the
-// operator's choice), how a Jinja template's text becomes ids on a sentencepiece tokenizer, and
+// engine/text/chat_format.h: which format a model folder gets (its own Jinja template, a built-in,
+// the operator's choice), how a Jinja template's text becomes ids on a sentencepiece tokenizer, and
 // what a broken or raising template does: at load time through the real binary, naming the file
 // and line; at a request, as that line's error naming body.messages.
-#include "engine/chat_format.h"
+#include "engine/text/chat_format.h"
 
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/tools/tokenizer_trainer.h"
 #include "tests/test_util.h"
 
 namespace llmq {

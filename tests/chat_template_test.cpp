@@ -1,8 +1,8 @@
-// Tests for engine/chat_template.h: the four built-in templates rendered as their Hugging Face
+// Tests for engine/text/chat_template.h: the four built-in templates rendered as their Hugging Face
 // Jinja templates render them, encoded with control ids where BOS/EOS/markers go (stories260K's
 // tokenizer, and one trained here with <|im_start|>-style pieces), role errors, and detection of
 // the template from tokenizer_config.json.
-#include "engine/chat_template.h"
+#include "engine/text/chat_template.h"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/tools/tokenizer_trainer.h"
 #include "tests/test_util.h"
 
 namespace llmq {

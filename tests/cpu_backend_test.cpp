@@ -1,5 +1,5 @@
 // The CPU backend against the plain reference forward, and its batch invariance.
-#include "engine/cpu_backend.h"
+#include "engine/backends/cpu_backend.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <cstring>
 #include <numeric>
 
-#include "engine/model_maker.h"
-#include "engine/sampler.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tools/model_maker.h"
 #include "kernels/cpu/thread_pool.h"
 #include "tests/reference_forward.h"
 #include "tests/test_util.h"

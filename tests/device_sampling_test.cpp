@@ -7,9 +7,9 @@
 
 #include <map>
 
-#include "engine/cpu_backend.h"
-#include "engine/llm_engine.h"
-#include "engine/sampler.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/core/llm_engine.h"
+#include "engine/sampling/sampler.h"
 #include "tests/small_model.h"
 
 namespace llmq {

@@ -1,6 +1,6 @@
 // Tests for engine/durable_file: real files in a scratch folder, a real FIFO with a reader thread,
 // /dev/null, symlinks, and every refusal (a folder, a missing folder, a path under a regular file).
-#include "engine/durable_file.h"
+#include "base/durable_file.h"
 #include "tests/test_util.h"
 
 #include <fcntl.h>

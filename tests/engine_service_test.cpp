@@ -8,8 +8,8 @@
 #include <new>
 #include <set>
 
-#include "engine/cpu_backend.h"
-#include "engine/llm_engine.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/core/llm_engine.h"
 #include "tests/small_model.h"
 #include "tests/test_util.h"
 

@@ -1,5 +1,5 @@
 // Graph buckets: the default capture sizes and the bucket a decode step of n sequences replays.
-#include "engine/graph_buckets.h"
+#include "engine/backends/graph_buckets.h"
 
 #include <gtest/gtest.h>
 

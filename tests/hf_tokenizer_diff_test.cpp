@@ -1,4 +1,4 @@
-// Differential test of engine/hf_tokenizer.h against Hugging Face's JavaScript tokenizer
+// Differential test of engine/text/hf_tokenizer.h against Hugging Face's JavaScript tokenizer
 // (tests/oracle/tokenizers: @huggingface/tokenizers pinned by its package-lock.json): a corpus of
 // hard strings (whitespace runs, CRLF, digits, contractions, CJK, Arabic, Devanagari, emoji with
 // ZWJ and skin tones, combining marks, NFD text, literal special tokens, 100 KB lines) encoded
@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace llmq {

@@ -1,4 +1,4 @@
-// Tests for engine/hf_tokenizer.h (tokenizer.json) through Tokenizer and `llmq tokenize`: the
+// Tests for engine/text/hf_tokenizer.h (tokenizer.json) through Tokenizer and `llmq tokenize`: the
 // shared models' reference prompt ids (real Qwen3 / Llama 3.1 tokenizers), small hand-written
 // tokenizer.json files for each component, bad files refused at load, and incremental decoding of
 // byte-level tokens that split a character.
@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "engine/hf_tokenizer.h"
-#include "engine/tokenizer.h"
+#include "engine/text/hf_tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "tests/byte_level.h"
 #include "tests/test_util.h"
 
@@ -37,7 +37,7 @@ std::string TokenizerDir(const json& tokenizer, const json& config = json()) {
   return dir;
 }
 
-// The GPT-2 byte -> character table (as engine/hf_tokenizer.cpp, written independently).
+// The GPT-2 byte -> character table (as engine/text/hf_tokenizer.cpp, written independently).
 std::string ByteChar(int b) {
   return testing::ByteLevelChar(b);
 }

@@ -1,7 +1,7 @@
 // The memory the process may take (MemAvailable, the cgroup v2 limit's room) parsed from made-up
 // file text, the CPU's default KV budget arithmetic, and `llmq plan` printing the pool that
 // `llmq run` then builds from the same memory.
-#include "engine/host_memory.h"
+#include "base/host_memory.h"
 
 #include <gtest/gtest.h>
 

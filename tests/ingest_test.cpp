@@ -78,8 +78,8 @@ TEST_F(IngestTest, DuplicatesAcrossChunksAndFilesPlannedTogetherInOneTransaction
   opt.chunk_lines = 5;  // several chunks per file
   std::vector<IngestedJob> out;
   const UntrustedFile fa = Opened(dir + "/a.jsonl"), fb = Opened(dir + "/b.jsonl");
-  const Status st = IngestFiles(store.get(), Context(),
-                                {{&fa, "a.jsonl", "", "{}"}, {&fb, "b.jsonl", "", "{}"}}, opt, &out);
+  const Status st = IngestFiles(
+      store.get(), Context(), {{&fa, "a.jsonl", "", "{}"}, {&fb, "b.jsonl", "", "{}"}}, opt, &out);
   ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].job.total, 16);
@@ -150,7 +150,8 @@ TEST_F(IngestTest, ValidationOnSeveralThreadsStoresWhatOneThreadStores) {
     opt.chunk_lines = 3000;
     std::vector<IngestedJob> out;
     const UntrustedFile big = Opened(dir + "/big.jsonl");
-    const Status st = IngestFiles(store.get(), Context(), {{&big, "big.jsonl", "", "{}"}}, opt, &out);
+    const Status st =
+        IngestFiles(store.get(), Context(), {{&big, "big.jsonl", "", "{}"}}, opt, &out);
     omp_set_num_threads(1);
     ASSERT_TRUE(st.ok()) << st.message();
     EXPECT_EQ(out[0].job.total, 5000);
@@ -195,9 +196,9 @@ TEST_F(IngestTest, AFileChangedWhileReadRollsEverythingBackAndIsNamed) {
   std::ofstream(dir + "/b.jsonl", std::ios::app) << Line("b2", "s", "u") << "\n";
   std::vector<IngestedJob> out;
   size_t changed = 99;
-  Status st = IngestFiles(store.get(), Context(),
-                          {{&fa, "a.jsonl", "", "{}"}, {&fb, "b.jsonl", "", "{}"}}, {}, &out,
-                          nullptr, &changed);
+  Status st =
+      IngestFiles(store.get(), Context(), {{&fa, "a.jsonl", "", "{}"}, {&fb, "b.jsonl", "", "{}"}},
+                  {}, &out, nullptr, &changed);
   EXPECT_EQ(st.code(), Status::Code::kIoError);
   EXPECT_NE(st.message().find("b.jsonl: changed while it was being read"), std::string::npos)
       << st.message();

@@ -65,13 +65,12 @@ TEST_F(IntakeTest, AcceptsTogetherRefusesWholeFilesAndMovesEachOnce) {
   Put("b.jsonl", GoodLine("b1") + "{broken\n");
   Put("empty.jsonl", "");
   fs::create_symlink("/etc/passwd", paths_.inbox + "/link.jsonl");
-  const Intake::Outcome o =
-      intake_->Accept(inbox_fd_, {"a.jsonl", "b.jsonl", "empty.jsonl", "link.jsonl", "gone.jsonl"},
-                      {});
+  const Intake::Outcome o = intake_->Accept(
+      inbox_fd_, {"a.jsonl", "b.jsonl", "empty.jsonl", "link.jsonl", "gone.jsonl"}, {});
   EXPECT_EQ(o.accepted, 2);
-  EXPECT_EQ(std::set<std::string>(o.done.begin(), o.done.end()),
-            (std::set<std::string>{"a.jsonl", "b.jsonl", "empty.jsonl", "link.jsonl",
-                                   "gone.jsonl"}));
+  EXPECT_EQ(
+      std::set<std::string>(o.done.begin(), o.done.end()),
+      (std::set<std::string>{"a.jsonl", "b.jsonl", "empty.jsonl", "link.jsonl", "gone.jsonl"}));
   EXPECT_TRUE(o.resettle.empty());
   const auto jobs = Jobs();
   ASSERT_EQ(jobs.size(), 2u);

@@ -1,4 +1,4 @@
-// Differential test of engine/jinja.h against Hugging Face's JavaScript Jinja
+// Differential test of engine/text/jinja.h against Hugging Face's JavaScript Jinja
 // (tests/oracle/jinja: @huggingface/jinja pinned by its package-lock.json): seeded conversations
 // (with and without a system message, multi-turn, unicode, quotes, newlines, surrounding and
 // empty content, <think> blocks, tools, tool calls and tool results, roles out of order)
@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "engine/jinja.h"
+#include "engine/text/jinja.h"
 #include "tests/test_util.h"
 
 namespace llmq {

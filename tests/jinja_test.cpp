@@ -1,14 +1,15 @@
-// Unit tests of engine/jinja.h: each construct with its exact output, whitespace control, errors
-// (at Parse for what is unsupported, at Render for what depends on the context), the limits that
-// keep hostile templates from crashing or hanging, and the shared models' real templates against
-// their reference renders. The differential test against @huggingface/jinja is jinja_diff_test.
+// Unit tests of engine/text/jinja.h: each construct with its exact output, whitespace control,
+// errors (at Parse for what is unsupported, at Render for what depends on the context), the limits
+// that keep hostile templates from crashing or hanging, and the shared models' real templates
+// against their reference renders. The differential test against @huggingface/jinja is
+// jinja_diff_test.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "engine/jinja.h"
+#include "engine/text/jinja.h"
 #include "tests/test_util.h"
 
 namespace llmq {

@@ -5,8 +5,8 @@
 
 #include <limits>
 
-#include "engine/cpu_backend.h"
-#include "engine/llm_engine.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/core/llm_engine.h"
 #include "tests/small_model.h"
 
 namespace llmq {

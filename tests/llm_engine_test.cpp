@@ -1,14 +1,14 @@
 // The engine's batch invariance: many prompts generated together give, token for token, what each
 // gives alone, under any token budget (so any chunking of prefills and mix with decodes).
-#include "engine/llm_engine.h"
+#include "engine/core/llm_engine.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 
-#include "engine/cpu_backend.h"
-#include "engine/model_maker.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/tools/model_maker.h"
 #include "tests/small_model.h"
 #include "tests/test_util.h"
 

@@ -1,8 +1,9 @@
-// Tests for engine/logprobs.h and the engine's log-probabilities: the log-sum-exp against double,
-// the top lists' order, every generated position of the engine against a plain double softmax over
-// the CPU backend's logits for that sequence (greedy, sampled, n > 1, truncated sampling), and the
-// first position against the float64 reference logits of ../shared/models/tiny-llama3.
-#include "engine/logprobs.h"
+// Tests for engine/sampling/logprobs.h and the engine's log-probabilities: the log-sum-exp against
+// double, the top lists' order, every generated position of the engine against a plain double
+// softmax over the CPU backend's logits for that sequence (greedy, sampled, n > 1, truncated
+// sampling), and the first position against the float64 reference logits of
+// ../shared/models/tiny-llama3.
+#include "engine/sampling/logprobs.h"
 
 #include <gtest/gtest.h>
 
@@ -14,9 +15,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "engine/cpu_backend.h"
-#include "engine/llm_engine.h"
-#include "engine/model.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/core/llm_engine.h"
+#include "engine/model/model.h"
 #include "tests/reference_forward.h"
 #include "tests/small_model.h"
 #include "tests/test_util.h"

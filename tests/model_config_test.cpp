@@ -1,5 +1,5 @@
 // Tests for engine/model_config: the shared models' configs, required fields, rope scaling.
-#include "engine/model_config.h"
+#include "engine/model/model_config.h"
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // safetensors mapping is released (the file no longer appears among the process's mappings), and
 // the model still generates what it generated with the mapping held; ReleaseFreeHeap (which
 // LoadModel calls after packing) gives freed heap memory back to the system.
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 #include <gtest/gtest.h>
 

@@ -8,8 +8,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "engine/hf_tokenizer.h"
-#include "engine/tokenizer.h"
+#include "engine/text/hf_tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace llmq {

@@ -1,8 +1,8 @@
-// Tests for engine/penalties.h and the engine's use of it: each step's formula and their order,
-// each penalty's and logit_bias's effect on a model's greedy choice (checked against a plain greedy
-// decode over the CPU backend's logits with the formula applied in double), min_tokens and
+// Tests for engine/sampling/penalties.h and the engine's use of it: each step's formula and their
+// order, each penalty's and logit_bias's effect on a model's greedy choice (checked against a plain
+// greedy decode over the CPU backend's logits with the formula applied in double), min_tokens and
 // stop_token_ids, neutral values that change nothing, and batch invariance with penalties on.
-#include "engine/penalties.h"
+#include "engine/sampling/penalties.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <limits>
 #include <map>
 
-#include "engine/cpu_backend.h"
-#include "engine/llm_engine.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/core/llm_engine.h"
 #include "tests/reference_forward.h"
 #include "tests/small_model.h"
 

@@ -7,10 +7,10 @@
 #include <set>
 
 #include "bench/workloads.h"
-#include "engine/cpu_backend.h"
-#include "engine/llm_engine.h"
-#include "engine/model.h"
-#include "engine/model_maker.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/core/llm_engine.h"
+#include "engine/model/model.h"
+#include "engine/tools/model_maker.h"
 #include "tests/small_model.h"
 #include "tests/test_util.h"
 

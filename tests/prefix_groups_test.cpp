@@ -1,13 +1,13 @@
 // Prefix groups on hand-built batches, and the decode order that puts sequences sharing prefix
 // blocks next to each other; then through the real runner and engine: the groups a step of forked
 // samples carries, and outputs that the reordering leaves bit for bit as they were.
-#include "engine/prefix_groups.h"
+#include "engine/core/prefix_groups.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "engine/model_runner.h"
+#include "engine/core/model_runner.h"
 
 namespace llmq {
 namespace {

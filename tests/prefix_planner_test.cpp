@@ -1,6 +1,6 @@
 // PrefixPlanner: ordering and group reporting on hand-built workloads, plus a brute-force check of
 // every documented property on random small inputs.
-#include "engine/prefix_planner.h"
+#include "engine/core/prefix_planner.h"
 
 #include <gtest/gtest.h>
 

@@ -7,9 +7,9 @@
 
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/model_config.h"
-#include "engine/weights.h"
+#include "engine/backends/backend.h"
+#include "engine/model/model_config.h"
+#include "engine/model/weights.h"
 
 namespace llmq::testing {
 

@@ -11,9 +11,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "engine/cpu_backend.h"
-#include "engine/llm_engine.h"
-#include "engine/model.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/core/llm_engine.h"
+#include "engine/model/model.h"
 #include "tests/reference_forward.h"
 #include "tests/test_util.h"
 

@@ -1,6 +1,6 @@
 // Tests for engine/safetensors: round trips through real files, conversions, every kind of bad
 // header, and a deterministic mutation sweep (the always-on counterpart of fuzz/).
-#include "engine/safetensors.h"
+#include "engine/model/safetensors.h"
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>

@@ -27,13 +27,12 @@ namespace llmq::testing {
 
 // A good completions line (2 tokens, EOS ignored: the work is known), with its newline.
 inline std::string GoodLine(const std::string& id, int max_tokens = 2) {
-  return nlohmann::json{{"custom_id", id},
-                        {"method", "POST"},
-                        {"url", "/v1/completions"},
-                        {"body",
-                         {{"prompt", "Summarize: " + id},
-                          {"max_tokens", max_tokens},
-                          {"ignore_eos", true}}}}
+  return nlohmann::json{
+             {"custom_id", id},
+             {"method", "POST"},
+             {"url", "/v1/completions"},
+             {"body",
+              {{"prompt", "Summarize: " + id}, {"max_tokens", max_tokens}, {"ignore_eos", true}}}}
              .dump() +
          "\n";
 }

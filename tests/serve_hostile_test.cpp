@@ -100,7 +100,8 @@ TEST_F(ServeHostileRowsTest, Row5LongNameGetsAShortenedOutboxStem) {
       [&] {
         for (const std::string& n : Names(outbox()))
           if (n.size() > 20 && n.compare(n.size() - 14, 14, ".results.jsonl") == 0 &&
-              n.rfind("nnnn", 0) == 0 && Exists(outbox(n.substr(0, n.size() - 14) + ".summary.json")))
+              n.rfind("nnnn", 0) == 0 &&
+              Exists(outbox(n.substr(0, n.size() - 14) + ".summary.json")))
             results = n;
         return !results.empty();
       },
@@ -147,7 +148,8 @@ TEST_F(ServeHostileRowsTest, Row8NewlineInANameCannotForgeALogLine) {
   std::istringstream log(Log());
   for (std::string l; std::getline(log, l);)
     EXPECT_NE(l.rfind("llmq: stopped; 0 request(s) left pending.jsonl", 0), 0u)
-        << "a forged line:\n" << Log();
+        << "a forged line:\n"
+        << Log();
   EXPECT_TRUE(LogLineHas({"two\\nllmq: stopped; 0 request(s) left pending.jsonl"})) << Log();
   EXPECT_EQ(Stop(), 0) << Log();
 }
@@ -372,7 +374,11 @@ TEST_F(ServeHostileCorpusTest, EveryCaseLeavesTheDaemonUpAndNamesWhatHappened) {
       {"inbox/ removed while the daemon runs",
        [&] {
          fs::remove_all(inbox());
-         ASSERT_TRUE(WaitFor([&] { return LogLineHas({"inbox", "was removed or replaced"}); }, 30))
+         ASSERT_TRUE(WaitFor(
+             [&] {
+               return LogLineHas({"inbox", "was removed or replaced"});
+             },
+             30))
              << Log();
          ASSERT_TRUE(WaitFor([&] { return fs::is_directory(inbox()); }, 30)) << Log();
          Drop("after-rm.jsonl", Lines("ar", 2));
@@ -517,8 +523,11 @@ TEST_F(ServeHostileCorpusTest, AbsurdAndNegativeConfigValuesAreRefusedNamingTheK
   Start();
   WriteConfig("  settle_seconds: -1\n");
   kill(pid_, SIGHUP);
-  ASSERT_TRUE(WaitFor([&] { return LogLineHas({"SIGHUP", "spool.settle_seconds", "keeping"}); },
-                      30))
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return LogLineHas({"SIGHUP", "spool.settle_seconds", "keeping"});
+      },
+      30))
       << Log();
   Drop("still.jsonl", Lines("st", 1));
   EXPECT_EQ(WaitResults("still"), Ids("st", 1)) << Log();
@@ -565,17 +574,21 @@ TEST_F(ServeHostileNamesTest, ThousandRandomNamesEachEndInArchiveOrFailed) {
       const int k = kind(rng), l = len(rng);
       for (int i = 0; i < l; ++i) {
         int b = byte(rng);
-        if (k < 4) b = 'a' + b % 26;                   // plain
-        else if (k < 6 && b >= 0x80) b = 'A' + b % 26;  // ASCII with controls and newlines
+        if (k < 4)
+          b = 'a' + b % 26;  // plain
+        else if (k < 6 && b >= 0x80)
+          b = 'A' + b % 26;  // ASCII with controls and newlines
         if (b == '/') b = '_';
         n += static_cast<char>(b);
       }
       if (k == 6 && !names.empty()) {  // a name already used, in another case
-        n = *std::next(names.begin(), std::uniform_int_distribution<size_t>(0, names.size() - 1)(rng));
+        n = *std::next(names.begin(),
+                       std::uniform_int_distribution<size_t>(0, names.size() - 1)(rng));
         for (char& c : n) c = std::islower(static_cast<unsigned char>(c)) ? std::toupper(c) : c;
       }
-      if (k == 7) n = "caf" + std::string(rng() % 2 ? "\xc3\xa9" : "e\xcc\x81") +
-                      std::to_string(rng() % 40);  // NFC or NFD
+      if (k == 7)
+        n = "caf" + std::string(rng() % 2 ? "\xc3\xa9" : "e\xcc\x81") +
+            std::to_string(rng() % 40);  // NFC or NFD
       // Names the spool ignores by design (temporaries) are not job files.
       if (n.empty() || n[0] == '.' || n.size() > 255) continue;
       auto ends = [&](const std::string& x) {
@@ -600,8 +613,7 @@ TEST_F(ServeHostileNamesTest, ThousandRandomNamesEachEndInArchiveOrFailed) {
   for (const std::string& n : Names(failed()))
     if (n.size() < 11 || n.compare(n.size() - 11, 11, ".reason.txt") != 0) refused.push_back(n);
   EXPECT_EQ(archived.size() + refused.size(), 1000u);
-  for (const std::string& n : refused)
-    EXPECT_TRUE(Exists(failed(n + ".reason.txt"))) << Escaped(n);
+  for (const std::string& n : refused) EXPECT_TRUE(Exists(failed(n + ".reason.txt"))) << Escaped(n);
   // Every archived file is a job whose results are in outbox/, once.
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -625,8 +637,8 @@ TEST_F(ServeHostileNamesTest, ThousandRandomNamesEachEndInArchiveOrFailed) {
   EXPECT_EQ(summaries, static_cast<int>(archived.size()));
   EXPECT_EQ(ids.size(), archived.size()) << "one result per accepted file";
   EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size()) << "none twice";
-  std::printf("1,000 random names: %zu accepted, %zu refused; peak RSS %.1f MiB\n",
-              archived.size(), refused.size(), HighWaterKb() / 1024.0);
+  std::printf("1,000 random names: %zu accepted, %zu refused; peak RSS %.1f MiB\n", archived.size(),
+              refused.size(), HighWaterKb() / 1024.0);
   EXPECT_TRUE(Alive()) << "the daemon never restarted\n" << Log();
   EXPECT_EQ(pid_, pid);
   EXPECT_EQ(Stop(), 0) << Log();

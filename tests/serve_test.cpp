@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "daemon/request_builder.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "tests/test_util.h"
 
 namespace llmq {

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/cpu_backend.h"
-#include "engine/llm_engine.h"
-#include "engine/model_config.h"
-#include "engine/model_maker.h"
-#include "engine/weights.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/core/llm_engine.h"
+#include "engine/model/model_config.h"
+#include "engine/model/weights.h"
+#include "engine/tools/model_maker.h"
 #include "tests/test_util.h"
 
 namespace llmq::testing {

@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 #include <array>
-#include <cstdlib>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/cgroup.h"
 #include "kernels/cpu/cpu_count.h"
 
 namespace llmq::kernels {

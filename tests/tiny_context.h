@@ -8,8 +8,8 @@
 #include <string>
 
 #include "daemon/request_builder.h"
-#include "engine/model.h"
-#include "engine/model_maker.h"
+#include "engine/model/model.h"
+#include "engine/tools/model_maker.h"
 #include "tests/test_util.h"
 
 namespace llmq::testing {

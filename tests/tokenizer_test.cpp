@@ -1,7 +1,7 @@
-// Tests for engine/tokenizer.h and engine/corpus.h: loading (and refusing broken files), encoding
-// the reference prompts, incremental detokenization against the reference completions and
+// Tests for engine/text/tokenizer.h and engine/tools/corpus.h: loading (and refusing broken files),
+// encoding the reference prompts, incremental detokenization against the reference completions and
 // sentencepiece's own decode, and training tokenizers from the built-in corpus.
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +14,8 @@
 #include <random>
 #include <sstream>
 
-#include "engine/corpus.h"
+#include "engine/tools/corpus.h"
+#include "engine/tools/tokenizer_trainer.h"
 
 namespace llmq {
 namespace {

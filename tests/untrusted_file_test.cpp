@@ -77,10 +77,11 @@ TEST_F(UntrustedFileTest, RefusesLinksFifosFoldersSocketsAndDevicesWithoutBlocki
   const int bound = ::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   fs::current_path(cwd);
   ASSERT_EQ(bound, 0) << std::strerror(errno);
-  const std::pair<const char*, const char*> cases[] = {
-      {"link.jsonl", "a symbolic link"}, {"zero.jsonl", "a symbolic link"},
-      {"fifo.jsonl", "a FIFO"},          {"dir.jsonl", "a folder"},
-      {"sock.jsonl", "not a regular file"}};
+  const std::pair<const char*, const char*> cases[] = {{"link.jsonl", "a symbolic link"},
+                                                       {"zero.jsonl", "a symbolic link"},
+                                                       {"fifo.jsonl", "a FIFO"},
+                                                       {"dir.jsonl", "a folder"},
+                                                       {"sock.jsonl", "not a regular file"}};
   for (const auto& [name, what] : cases) {
     UntrustedFile f;
     const Status st = Open(name, &f);
@@ -129,8 +130,7 @@ TEST_F(UntrustedFileTest, AnOddNameIsShownEscapedInMessages) {
   ASSERT_EQ(::mkfifo((dir_ + "/" + name).c_str(), 0600), 0);
   UntrustedFile f;
   const Status st = Open(name, &f);
-  EXPECT_NE(st.message().find("inbox/bad\\xff\\xfe\\nline.jsonl: it is a FIFO"),
-            std::string::npos)
+  EXPECT_NE(st.message().find("inbox/bad\\xff\\xfe\\nline.jsonl: it is a FIFO"), std::string::npos)
       << st.message();
   EXPECT_EQ(st.message().find('\n'), std::string::npos);
 }
@@ -140,11 +140,11 @@ TEST(TextTest, EscapedKeepsOrdinaryTextAndShowsTheRest) {
   EXPECT_EQ(Escaped("a\nb\tc\rd"), "a\\nb\\tc\\rd");
   EXPECT_EQ(Escaped("back\\slash"), "back\\\\slash");
   EXPECT_EQ(Escaped(std::string("nul\0x", 5)), "nul\\x00x");
-  EXPECT_EQ(Escaped("\x7f\xc2\x85"), "\\x7f\\xc2\\x85");     // DEL, C1 NEL
-  EXPECT_EQ(Escaped("\xff\xfe"), "\\xff\\xfe");               // not UTF-8
-  EXPECT_EQ(Escaped("\xc0\xaf"), "\\xc0\\xaf");               // overlong '/'
-  EXPECT_EQ(Escaped("\xed\xa0\x80"), "\\xed\\xa0\\x80");      // a surrogate
-  EXPECT_EQ(Escaped("\xe2\x82"), "\\xe2\\x82");               // cut short
+  EXPECT_EQ(Escaped("\x7f\xc2\x85"), "\\x7f\\xc2\\x85");  // DEL, C1 NEL
+  EXPECT_EQ(Escaped("\xff\xfe"), "\\xff\\xfe");           // not UTF-8
+  EXPECT_EQ(Escaped("\xc0\xaf"), "\\xc0\\xaf");           // overlong '/'
+  EXPECT_EQ(Escaped("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(Escaped("\xe2\x82"), "\\xe2\\x82");           // cut short
   for (const std::string s : {"\xff", "a\nb", "\xc2\x85", "ok"}) {
     const std::string e = Escaped(s);
     EXPECT_TRUE(IsUtf8(e)) << e;

@@ -1,6 +1,6 @@
 // Tests for engine/weights: loading the shared models, single vs sharded checkpoints written here,
 // and the messages for every way a checkpoint can disagree with its config.
-#include "engine/weights.h"
+#include "engine/model/weights.h"
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>

@@ -45,7 +45,7 @@ void WriteKv(const PagedKv& kv, const float* k_src, const float* v_src, int64_t 
 
 // Sequences [first_seq, first_seq + num_seqs) of a step whose block tables begin with the same
 // num_blocks physical blocks, each wholly before every member's first query row (the engine's
-// PrefixGroup, engine/backend.h).
+// PrefixGroup, engine/backends/backend.h).
 struct SharedPrefix {
   int first_seq = 0;
   int num_seqs = 0;    // >= 1

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <vector>
 
+#include "base/cgroup.h"
+
 namespace llmq::kernels {
 
 int QuotaCpus(const std::string& cpu_max) {
@@ -19,16 +21,6 @@ int QuotaCpus(const std::string& cpu_max) {
   const long long q = std::strtoll(quota.c_str(), &end, 10);
   if (end == quota.c_str() || *end != '\0' || q <= 0) return 0;
   return static_cast<int>((q + period - 1) / period);
-}
-
-std::vector<std::string> CgroupAncestry(const std::string& path) {
-  std::vector<std::string> out;
-  for (std::string p = path.empty() ? "/" : path;;) {
-    out.push_back(p);
-    if (p == "/") return out;
-    const size_t slash = p.rfind('/');
-    p = slash == 0 || slash == std::string::npos ? "/" : p.substr(0, slash);
-  }
 }
 
 CpuBudget ReadCpuBudget() {

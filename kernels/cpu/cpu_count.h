@@ -15,11 +15,6 @@ struct CpuBudget {
   std::string quota_file;  // the cpu.max that set `quota` ("" when none)
 };
 
-// A cgroup path of /proc/self/cgroup ("/system.slice/llmq.service") and its ancestors, leaf first,
-// ending with the root "/": every level whose limits bind the process (a limit set on a parent
-// slice binds its children too). "" gives {"/"}.
-std::vector<std::string> CgroupAncestry(const std::string& path);
-
 // Reads the affinity mask and the cgroup (/proc/self/cgroup, cpu.max under /sys/fs/cgroup, and
 // those of the parent cgroups: the tightest quota wins). Never fails: what cannot be read is left
 // out.

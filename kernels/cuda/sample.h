@@ -1,6 +1,6 @@
 // Next-token picking on the device, so that only the ids cross to the host: greedy argmax and
 // seeded temperature / top-k / top-p / min-p sampling. CPU counterpart: SampleTokenWithDraw
-// (engine/sampler.h), whose contract this follows:
+// (engine/sampling/sampler.h), whose contract this follows:
 //   greedy (temperature < 1e-5 or NaN): argmax, NaN as -inf, ties to the lowest id;
 //   otherwise candidates in one order (logit descending, id ascending) with weights
 //   w = exp((logit - max) / T); top-k keeps the first k; top-p keeps the shortest prefix whose
@@ -19,7 +19,7 @@
 
 namespace llmq::kernels::cuda {
 
-// One row's sampling parameters (the layout of engine/backend.h's RowSampling).
+// One row's sampling parameters (the layout of engine/backends/backend.h's RowSampling).
 struct SampleParams {
   float temperature = 0.f;  // < 1e-5 or NaN: greedy
   int top_k = 0;            // <= 0 or >= vocab: off

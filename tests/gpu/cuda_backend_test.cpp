@@ -8,11 +8,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "engine/cpu_backend.h"
-#include "engine/model_config.h"
-#include "engine/model_maker.h"
-#include "engine/sampler.h"
-#include "engine/weights.h"
+#include "engine/backends/cpu_backend.h"
+#include "engine/model/model_config.h"
+#include "engine/model/weights.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tools/model_maker.h"
 #include "kernels/cuda/attention.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <numeric>
 
-#include "engine/sampler.h"
+#include "engine/sampling/sampler.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/attention.h"

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/sampler.h"
+#include "engine/sampling/sampler.h"
 #include "kernels/cuda/sample.h"
 #include "tests/gpu/gpu_test_util.h"
 

@@ -3,7 +3,7 @@
 // few-rows product's fit, scratch sizes.
 #include <gtest/gtest.h>
 
-#include "engine/cuda_step_plan.h"
+#include "engine/backends/cuda_step_plan.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/prefill_attention.h"

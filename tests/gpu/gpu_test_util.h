@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cuda_backend.h"
+#include "engine/backends/cuda_backend.h"
 
 namespace llmq::gputest {
 

@@ -1,0 +1,301 @@
+#include "engine/backends/cpu_backend.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/thread_pool.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older C libraries lack the name
+#endif
+
+namespace llmq {
+namespace {
+
+// Grows v to n elements, exactly, without copying (the contents are rewritten every step) and
+// without the old and new buffers alive at once.
+template <class Vector>
+void Grow(Vector& v, size_t n) {
+  if (v.size() >= n) return;
+  Vector().swap(v);
+  v.resize(n);
+}
+
+}  // namespace
+
+uint64_t CpuBackend::WeightBytesFor(const ModelConfig& c) {
+  using kernels::PackedWeight;
+  const int H = c.hidden_size, I = c.intermediate_size;
+  uint64_t layer = PackedWeight::BytesFor(c.q_dim() + 2 * c.kv_dim(), H) +
+                   PackedWeight::BytesFor(H, c.q_dim()) + PackedWeight::BytesFor(2 * I, H) +
+                   PackedWeight::BytesFor(H, I) + 2 * H * sizeof(float);
+  if (c.qkv_bias) layer += (c.q_dim() + 2 * c.kv_dim()) * sizeof(float);
+  if (c.qk_norm) layer += 2 * c.head_dim * sizeof(float);
+  return layer * c.num_layers + PackedWeight::BytesFor(c.vocab_size, H) +
+         (static_cast<uint64_t>(c.vocab_size) + 1) * H * sizeof(float);  // lm head, embed, norm
+}
+
+int64_t CpuBackend::WorkingBytesFor(const ModelConfig& c, int max_tokens, int max_seqs) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  const int64_t row = 2 * H + (c.q_dim() + 2 * c.kv_dim()) + c.q_dim();  // Forward's, all rows
+  const int64_t mlp_rows = std::min<int64_t>(max_tokens, kMlpRows);
+  // Gemm's packed A (kernels/cpu/gemm.cpp): the largest [m, K] it packs, the attention block's
+  // GEMMs over all rows, the MLP's over a slice.
+  const int64_t packed_a = std::max(max_tokens * std::max<int64_t>(H, c.q_dim()), mlp_rows * I);
+  const int64_t scores = int64_t{kernels::CpuThreads()} * kernels::kAttentionGroupRows *
+                         (c.num_heads / c.num_kv_heads) *
+                         c.max_position_embeddings;  // PagedAttention's, per thread
+  return static_cast<int64_t>(sizeof(float)) * (max_tokens * row + mlp_rows * 3 * I + packed_a +
+                                                2 * int64_t{max_seqs} * c.vocab_size + scores);
+}
+
+CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
+    : cfg_(cfg), weight_bytes_(WeightBytesFor(cfg)) {
+  const int H = cfg.hidden_size;
+  embed_ = w.ToF32("model.embed_tokens.weight");
+  final_norm_ = w.ToF32("model.norm.weight");
+  // Matrices are packed straight from the mapped file when stored as F32 (no copy on the way: a
+  // copy is as much new memory again, and first touches are the slow part of loading); other
+  // dtypes are converted into *tmp first.
+  auto matrix = [&](const std::string& name, std::vector<float>* tmp) -> const float* {
+    if (const float* p = w.F32InPlace(name)) return p;
+    *tmp = w.ToF32(name);
+    return tmp->data();
+  };
+  std::vector<float> t0, t1, t2;  // conversion scratch
+  const std::string head = cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  lm_head_ = kernels::PackedWeight::Pack(matrix(head, &t0), cfg.vocab_size, H);
+  layers_.resize(cfg.num_layers);
+  for (int i = 0; i < cfg.num_layers; ++i) {
+    auto get = [&](const char* s) { return w.ToF32(LayerTensorName(i, s)); };
+    auto mat = [&](const char* s, std::vector<float>* tmp) {
+      return matrix(LayerTensorName(i, s), tmp);
+    };
+    Layer& L = layers_[i];
+    L.attn_norm = get("input_layernorm.weight");
+    L.mlp_norm = get("post_attention_layernorm.weight");
+    L.qkv = kernels::PackedWeight::PackStacked(
+        {mat("self_attn.q_proj.weight", &t0), mat("self_attn.k_proj.weight", &t1),
+         mat("self_attn.v_proj.weight", &t2)},
+        {cfg.q_dim(), cfg.kv_dim(), cfg.kv_dim()}, H);
+    if (cfg.qkv_bias) {
+      L.qkv_bias = get("self_attn.q_proj.bias");
+      for (const char* name : {"self_attn.k_proj.bias", "self_attn.v_proj.bias"}) {
+        const std::vector<float> b = get(name);
+        L.qkv_bias.insert(L.qkv_bias.end(), b.begin(), b.end());
+      }
+    }
+    if (cfg.qk_norm) {
+      L.q_norm = get("self_attn.q_norm.weight");
+      L.k_norm = get("self_attn.k_norm.weight");
+    }
+    L.o = kernels::PackedWeight::Pack(mat("self_attn.o_proj.weight", &t0), H, cfg.q_dim());
+    L.gate_up = kernels::PackedWeight::PackStacked(
+        {mat("mlp.gate_proj.weight", &t0), mat("mlp.up_proj.weight", &t1)},
+        {cfg.intermediate_size, cfg.intermediate_size}, H);
+    L.down =
+        kernels::PackedWeight::Pack(mat("mlp.down_proj.weight", &t0), H, cfg.intermediate_size);
+  }
+  // weight_bytes_ (from the config: llmq plan computes the same) is what was packed.
+  uint64_t held = lm_head_.bytes() + (embed_.size() + final_norm_.size()) * sizeof(float);
+  for (const Layer& L : layers_)
+    held += L.qkv.bytes() + L.o.bytes() + L.gate_up.bytes() + L.down.bytes() +
+            (L.attn_norm.size() + L.mlp_norm.size() + L.qkv_bias.size() + L.q_norm.size() +
+             L.k_norm.size()) *
+                sizeof(float);
+  LLMQ_CHECK(held == weight_bytes_);
+
+  // Rotary table, computed in double and rounded once.
+  const std::vector<double> inv = cfg.RopeInvFreq();
+  const int D = cfg.head_dim, half = D / 2;
+  cos_sin_.resize(static_cast<size_t>(cfg.max_position_embeddings) * D);
+  for (int p = 0; p < cfg.max_position_embeddings; ++p)
+    for (int i = 0; i < half; ++i) {
+      const double a = p * inv[i];
+      cos_sin_[static_cast<size_t>(p) * D + i] = static_cast<float>(std::cos(a));
+      cos_sin_[static_cast<size_t>(p) * D + half + i] = static_cast<float>(std::sin(a));
+    }
+}
+
+bool CpuBackend::KvBuffer::Reset(size_t floats) {
+  if (data) munmap(data, bytes);
+  data = nullptr;
+  bytes = 0;
+  if (!floats) return true;
+  void* p = mmap(nullptr, floats * sizeof(float), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  data = static_cast<float*>(p);
+  bytes = floats * sizeof(float);
+  return true;
+}
+
+Status CpuBackend::AllocateKv(int num_blocks, int block_size) {
+  num_blocks_ = num_blocks;
+  populated_blocks_ = 0;
+  block_size_ = block_size;
+  const size_t n = static_cast<size_t>(cfg_.num_layers) * num_blocks * cfg_.kv_dim() * block_size;
+  if (!k_cache_.Reset(n) || !v_cache_.Reset(n)) {
+    k_cache_.Reset(0);
+    v_cache_.Reset(0);
+    num_blocks_ = 0;
+    return Status::IoError("cannot map " + std::to_string(2 * n * sizeof(float)) +
+                           " bytes for the KV cache");
+  }
+  return Status::Ok();
+}
+
+Status CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
+  const size_t per_block = static_cast<size_t>(cfg_.kv_dim()) * block_size_;
+  int32_t top = -1;  // the highest block written
+  for (auto [s, d] : src_dst) top = std::max(top, d);
+  PopulateKv(top);
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const size_t base = static_cast<size_t>(l) * num_blocks_ * per_block;
+    for (auto [s, d] : src_dst) {
+      std::memcpy(k_cache_.data + base + d * per_block, k_cache_.data + base + s * per_block,
+                  per_block * 4);
+      std::memcpy(v_cache_.data + base + d * per_block, v_cache_.data + base + s * per_block,
+                  per_block * 4);
+    }
+  }
+  return Status::Ok();
+}
+
+// The pool is mapped without backing; a page's first write is a page fault, and on a virtual
+// machine each fault traps to the hypervisor (~3.5 s per GB of KV here, page by page). Asking the
+// kernel to populate a step's new blocks in one call per layer costs about half. Blocks are taken
+// lowest first (the block manager's free list is a stack that starts at block 0 and gets freed
+// blocks back on top), so the highest block a step writes bounds the blocks ever used and this
+// populates no page the pool would not have touched anyway. Best effort: kernels before 5.14
+// refuse MADV_POPULATE_WRITE and the writes fault the pages in as before.
+void CpuBackend::PopulateKv(int32_t top) {
+  if (top < populated_blocks_ || populate_refused_) return;
+  const size_t block_bytes = static_cast<size_t>(cfg_.kv_dim()) * block_size_ * sizeof(float);
+  const size_t page = 4096, from = populated_blocks_ * block_bytes / page * page;
+  const size_t to = static_cast<size_t>(top + 1) * block_bytes;
+  for (int l = 0; l < cfg_.num_layers; ++l)
+    for (const KvBuffer* kv : {&k_cache_, &v_cache_}) {
+      char* layer = reinterpret_cast<char*>(kv->data) + l * num_blocks_ * block_bytes;
+      if (madvise(layer + from, to - from, MADV_POPULATE_WRITE) != 0) populate_refused_ = true;
+    }
+  populated_blocks_ = top + 1;
+}
+
+std::vector<bool> CpuBackend::ResidentKBlocksForTesting() const {
+  const size_t page = 4096, block_bytes = static_cast<size_t>(cfg_.kv_dim()) * block_size_ * 4;
+  const size_t bytes = num_blocks_ * block_bytes;
+  std::vector<unsigned char> pages((bytes + page - 1) / page);
+  std::vector<bool> resident(num_blocks_, false);
+  if (!k_cache_.data || mincore(k_cache_.data, bytes, pages.data()) != 0) return resident;
+  for (int b = 0; b < num_blocks_; ++b) resident[b] = pages[b * block_bytes / page] & 1;
+  return resident;
+}
+
+Status CpuBackend::Forward(const StepBatch& b, float* logits) {
+  const int64_t T = b.num_tokens();
+  const int H = cfg_.hidden_size, I = cfg_.intermediate_size;
+  const int qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), D = cfg_.head_dim;
+  const int64_t qkv_w = qd + 2 * kvd;
+  for (int32_t p : b.positions)
+    if (p < 0 || p >= cfg_.max_position_embeddings)
+      return Status::InvalidArgument("position " + std::to_string(p) + " is outside the context");
+  for (size_t i = 0; i < b.logits_rows.size(); ++i)
+    if (b.logits_rows[i] >= T || b.logits_rows[i] < (i ? b.logits_rows[i - 1] + 1 : 0))
+      return Status::InvalidArgument("logits rows must ascend within the batch's rows");
+  Grow(x_, T * H);
+  Grow(xn_, T * H);
+  Grow(qkv_, T * qkv_w);
+  Grow(attn_, T * qd);
+  const int64_t mlp_rows = std::min<int64_t>(T, mlp_rows_);
+  Grow(gu_, mlp_rows * 2 * I);
+  Grow(act_, mlp_rows * I);
+
+  int32_t top = -1;  // the highest block the step writes
+  for (int32_t s : b.slot_mapping) top = std::max(top, s / block_size_);
+  PopulateKv(top);
+  kernels::Embed(embed_.data(), H, b.token_ids.data(), T, x_.data());
+  kernels::AttentionBatch ab;
+  ab.num_seqs = b.num_seqs();
+  ab.query_start = b.query_start.data();
+  ab.positions = b.positions.data();
+  ab.block_tables = b.block_tables.data();
+  ab.max_blocks = b.max_blocks;
+  groups_.clear();
+  for (const PrefixGroup& g : b.prefix_groups)
+    groups_.push_back({g.first_seq, g.num_seqs, g.num_blocks});
+  ab.groups = groups_.data();
+  ab.num_groups = static_cast<int>(groups_.size());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const size_t layer_floats = static_cast<size_t>(num_blocks_) * kvd * block_size_;
+  // Profile (Backend::set_profile): the GEMMs by kind of step, and attention.
+  double* gemm_s = step_profile_ ? (b.decode_only ? &step_profile_->decode_gemm_s
+                                                  : &step_profile_->prefill_gemm_s)
+                                 : nullptr;
+  double* attention_s = step_profile_ ? &step_profile_->attention_s : nullptr;
+  auto gemm = [&](const float* a, int64_t lda, int64_t m, const kernels::PackedWeight& w, float* c,
+                  int64_t ldc) {
+    ScopedTimer t(gemm_s);
+    kernels::Gemm(a, lda, static_cast<int>(m), w, c, ldc);
+  };
+
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const Layer& L = layers_[l];
+    kernels::PagedKv kv{k_cache_.data + l * layer_floats, v_cache_.data + l * layer_floats,
+                        block_size_, cfg_.num_kv_heads, D};
+    // Attention block.
+    kernels::RmsNorm(x_.data(), L.attn_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());
+    gemm(xn_.data(), H, T, L.qkv, qkv_.data(), qkv_w);
+    if (!L.qkv_bias.empty())
+      kernels::AddBias(qkv_.data(), T, qkv_w, L.qkv_bias.data(), static_cast<int>(qkv_w));
+    if (!L.q_norm.empty()) {
+      kernels::HeadRmsNorm(qkv_.data(), T, qkv_w, cfg_.num_heads, D, L.q_norm.data(),
+                           cfg_.rms_norm_eps);
+      kernels::HeadRmsNorm(qkv_.data() + qd, T, qkv_w, cfg_.num_kv_heads, D, L.k_norm.data(),
+                           cfg_.rms_norm_eps);
+    }
+    kernels::Rope(qkv_.data(), T, qkv_w, cfg_.num_heads, D, b.positions.data(), cos_sin_.data());
+    kernels::Rope(qkv_.data() + qd, T, qkv_w, cfg_.num_kv_heads, D, b.positions.data(),
+                  cos_sin_.data());
+    {
+      ScopedTimer t(attention_s);
+      kernels::WriteKv(kv, qkv_.data() + qd, qkv_.data() + qd + kvd, qkv_w, b.slot_mapping.data(),
+                       T);
+      kernels::PagedAttention(ab, kv, qkv_.data(), qkv_w, cfg_.num_heads, scale, attn_.data());
+    }
+    gemm(attn_.data(), qd, T, L.o, xn_.data(), H);  // xn_: read by the QKV GEMM, free again
+    kernels::AddInPlace(x_.data(), xn_.data(), T * H);
+    // MLP block, mlp_rows at a time; each slice's down projection lands on its own rows of xn_,
+    // which its gate/up GEMM has read.
+    kernels::RmsNorm(x_.data(), L.mlp_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());
+    for (int64_t r = 0; r < T; r += mlp_rows) {
+      const int64_t m = std::min(mlp_rows, T - r);
+      float* xn = xn_.data() + r * H;
+      gemm(xn, H, m, L.gate_up, gu_.data(), 2 * I);
+      kernels::SiluMul(gu_.data(), m, I, act_.data());
+      gemm(act_.data(), I, m, L.down, xn, H);
+    }
+    kernels::AddInPlace(x_.data(), xn_.data(), T * H);
+  }
+  // Final norm and LM head, for the rows that sample only: gathered to the front of x_ (the rows
+  // ascend, so row i moves down or stays), normed into xn_.
+  const int64_t nl = static_cast<int64_t>(b.logits_rows.size());
+  for (int64_t i = 0; i < nl; ++i) {
+    const int64_t row = b.logits_rows[i];
+    if (row != i) std::memmove(&x_[i * H], &x_[row * H], H * sizeof(float));
+  }
+  kernels::RmsNorm(x_.data(), final_norm_.data(), nl, H, cfg_.rms_norm_eps, xn_.data());
+  gemm(xn_.data(), H, nl, lm_head_, logits, cfg_.vocab_size);
+  return Status::Ok();
+}
+
+}  // namespace llmq

@@ -1,0 +1,925 @@
+// CudaBackend: the forward of engine/backends/cpu_backend.cpp on the device. One stream; per step
+// one host-to-device copy of the batch metadata, the kernels and cuBLAS calls, and one copy back of
+// the logits (Forward) or the ids (ForwardArgmax).
+//
+// Per layer (x: the float residual stream [T, H]; T = the element type, bf16 or float):
+//   xn = RmsNorm(x)                     [T, H] T
+//   qkv = xn · Wqkvᵀ                    [T, q_dim + 2 kv_dim] float   (one GEMM for q, k, v)
+//   bias, q/k norms, rotary; k, v -> their paged slots; q stays in qkv
+//   attn = PagedAttention(q, cache)     [T, q_dim] T
+//   x += attn · Woᵀ                     (the GEMM accumulates: the residual add costs nothing)
+//   xn = RmsNorm(x);  gu = xn · Wguᵀ    [T, 2I] float                 (one GEMM for gate, up)
+//   act = silu(gate) * up               [T, I] T
+//   x += act · Wdownᵀ
+#include "engine/backends/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <type_traits>
+
+#include "engine/backends/cuda_step_plan.h"
+#include "engine/backends/graph_buckets.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cublas_api.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/prefill_attention.h"
+#include "kernels/cuda/sample.h"
+
+namespace llmq {
+namespace {
+
+namespace kc = kernels::cuda;
+using kc::bf16;
+
+// An error that leaves the CUDA context unusable: every later call would fail too. The process
+// ends with the message (systemd restarts it; the queue re-runs the step's requests).
+bool IsSticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status CudaError(const char* call, const char* file, int line, cudaError_t e) {
+  const std::string msg = std::string(call) + " at " + file + ":" + std::to_string(line) + ": " +
+                          cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  if (IsSticky(e)) {
+    std::fprintf(stderr, "llmq: the CUDA device failed and cannot be used further: %s\n",
+                 msg.c_str());
+    std::abort();
+  }
+  return Status::Internal(msg);
+}
+
+Status CublasError(const char* call, const char* file, int line, cublasStatus_t s) {
+  const kc::CublasApi* api = kc::Cublas();
+  const std::string name =
+      api ? std::string(api->status_name(s)) + " (" + api->status_string(s) + ")"
+          : "status " + std::to_string(static_cast<int>(s));
+  return Status::Internal(std::string(call) + " at " + file + ":" + std::to_string(line) + ": " +
+                          name);
+}
+
+#define LLMQ_CUDA_TRY(call)                                                 \
+  do {                                                                      \
+    const cudaError_t e_ = (call);                                          \
+    if (e_ != cudaSuccess) return CudaError(#call, __FILE__, __LINE__, e_); \
+  } while (0)
+#define LLMQ_CUBLAS_TRY(call)                                                           \
+  do {                                                                                  \
+    const cublasStatus_t s_ = (call);                                                   \
+    if (s_ != CUBLAS_STATUS_SUCCESS) return CublasError(#call, __FILE__, __LINE__, s_); \
+  } while (0)
+
+// One device allocation, grown (never shrunk) by Reserve.
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p(o.p), bytes(o.bytes) {
+    o.p = nullptr;
+    o.bytes = 0;
+  }
+  ~DeviceBuffer() { cudaFree(p); }
+  Status Reserve(size_t want) {
+    if (want <= bytes) return Status::Ok();
+    cudaFree(p);
+    p = nullptr;
+    bytes = 0;
+    LLMQ_CUDA_TRY(cudaMalloc(&p, want));
+    bytes = want;
+    return Status::Ok();
+  }
+  template <class U>
+  U* as() const {
+    return static_cast<U*>(p);
+  }
+};
+
+uint16_t ToBf16Bits(float f) {  // round to nearest even; NaN stays NaN
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// One decoder layer's weights on the device.
+struct Layer {
+  DeviceBuffer attn_norm, mlp_norm;  // [H] float
+  DeviceBuffer qkv;                  // [q_dim + 2 kv_dim, H] T
+  DeviceBuffer qkv_bias;             // [q_dim + 2 kv_dim] float; empty without biases
+  DeviceBuffer q_norm, k_norm;       // [head_dim] float; empty without q/k norms
+  DeviceBuffer o;                    // [H, q_dim] T
+  DeviceBuffer gate_up;              // [2I, H] T
+  DeviceBuffer down;                 // [H, I] T
+};
+
+// A prepared step as the kernels see it: device pointers into the step's metadata and the
+// launches' arguments (CudaBackendImpl::Prepare fills it, Enqueue launches it).
+struct StepLaunch {
+  int nt = 0, L = 0;  // tokens, logits rows
+  const int32_t *ids = nullptr, *pos = nullptr, *slots = nullptr, *rows = nullptr;  // [T], [L]
+  kc::AttentionArgs aa;                  // the per-row kernel's rows
+  std::vector<kc::PrefillChunk> chunks;  // chunks through the matrix-product attention
+  std::vector<kc::CascadeGroup> groups;  // cascade groups' shared halves
+};
+
+template <class T>
+class CudaBackendImpl final : public CudaBackend {
+ public:
+  explicit CudaBackendImpl(const ModelConfig& cfg) : cfg_(cfg) {}
+  ~CudaBackendImpl() override {
+    for (auto& [key, g] : graphs_cache_)
+      if (g.exec) cudaGraphExecDestroy(g.exec);
+    if (cublas_) kc::Cublas()->destroy(cublas_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    if (stream_) cudaStreamDestroy(stream_);
+    if (host_meta_) cudaFreeHost(host_meta_);
+  }
+
+  std::string name() const override { return "cuda"; }
+  uint64_t weight_bytes() const override { return weight_bytes_; }
+  int64_t kv_bytes_per_token() const override { return cfg_.KvBytesPerToken(sizeof(T)); }
+
+  // total x utilization - what is in use now (weights, the CUDA context, cuBLAS) - the reserve of
+  // the largest step the backend plans for (ActivationReserve).
+  std::optional<int64_t> KvBudgetBytes(double gpu_memory_utilization) const override {
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return int64_t{0};
+    const double budget = static_cast<double>(total_b) * gpu_memory_utilization -
+                          static_cast<double>(total_b - free_b) -
+                          static_cast<double>(ActivationReserve());
+    return static_cast<int64_t>(std::max(0.0, budget));
+  }
+  std::string device_name() const override { return device_name_; }
+  int64_t graph_captures() const override { return graph_captures_; }
+  int64_t graph_replays() const override { return graph_replays_; }
+  std::string graph_error() const override { return graph_error_; }
+
+  void SetTuning(const CudaTuning& t) override {
+    attention_variant_ = t.attention_variant;
+    prefill_gemm_min_rows_ = t.prefill_gemm_min_rows;
+    cascade_ = t.cascade;
+    graphs_ = t.graphs && graph_error_.empty();  // a refused capture is not retried
+    cascade_min_keys_ = t.cascade_min_keys;
+    profile_ = t.profile;
+  }
+
+  std::string TakeProfile(int steps, std::map<std::string, double>* ms) override {
+    static const char* kNames[kNumPhases] = {"embed",     "rmsnorm", "qkv gemm",     "qkv rope+kv",
+                                             "attention", "o gemm",  "gate_up gemm", "silu*up",
+                                             "down gemm", "lm head", "sample+copy"};
+    double total = 0;
+    for (double ms : phase_ms_) total += ms;
+    std::string out;
+    char line[96];
+    for (int p = 0; p < kNumPhases; ++p) {
+      if (phase_ms_[p] <= 0) continue;
+      std::snprintf(line, sizeof line, "  %-14s %9.3f ms %5.1f%%\n", kNames[p],
+                    phase_ms_[p] / steps, 100 * phase_ms_[p] / total);
+      if (ms) (*ms)[kNames[p]] = phase_ms_[p] / steps;
+      out += line;
+      phase_ms_[p] = 0;
+    }
+    return out;
+  }
+
+  Status Init(int device) {
+    LLMQ_CUDA_TRY(cudaSetDevice(device));
+    cudaDeviceProp prop{};
+    LLMQ_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+    device_name_ = prop.name;
+    num_sms_ = prop.multiProcessorCount;
+    LLMQ_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    std::string why;
+    const kc::CublasApi* api = kc::Cublas(&why);
+    if (!api) return Status::Unsupported("cuBLAS: " + why);
+    LLMQ_CUBLAS_TRY(api->create(&cublas_));
+    LLMQ_CUBLAS_TRY(api->set_stream(cublas_, stream_));
+    // A workspace of our own (set after the stream, which resets it): cuBLAS then allocates
+    // nothing per call, so neither a step nor a CUDA graph's capture grows device memory.
+    LLMQ_RETURN_IF_ERROR(blas_ws_.Reserve(kCublasWorkspace));
+    LLMQ_CUBLAS_TRY(api->set_workspace(cublas_, blas_ws_.p, kCublasWorkspace));
+    return Status::Ok();
+  }
+
+  // Weights from a checkpoint: widened to float on the host, narrowed to T, uploaded once.
+  Status Upload(const Weights& w) {
+    LLMQ_RETURN_IF_ERROR(Put(w.ToF32("model.embed_tokens.weight"), &embed_));
+    LLMQ_RETURN_IF_ERROR(PutF32(w.ToF32("model.norm.weight"), &final_norm_));
+    if (!cfg_.tie_word_embeddings)
+      LLMQ_RETURN_IF_ERROR(Put(w.ToF32("lm_head.weight"), &lm_head_own_));
+    layers_.resize(cfg_.num_layers);
+    for (int i = 0; i < cfg_.num_layers; ++i) {
+      auto get = [&](const char* s) { return w.ToF32(LayerTensorName(i, s)); };
+      auto cat = [&](std::initializer_list<const char*> names) {
+        std::vector<float> all;
+        for (const char* n : names) {
+          const std::vector<float> part = get(n);
+          all.insert(all.end(), part.begin(), part.end());
+        }
+        return all;
+      };
+      Layer& L = layers_[i];
+      LLMQ_RETURN_IF_ERROR(PutF32(get("input_layernorm.weight"), &L.attn_norm));
+      LLMQ_RETURN_IF_ERROR(PutF32(get("post_attention_layernorm.weight"), &L.mlp_norm));
+      // [q_dim + 2 kv_dim, H]: q, k, v stacked row-wise, so one GEMM makes the three.
+      LLMQ_RETURN_IF_ERROR(Put(
+          cat({"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}),
+          &L.qkv));
+      if (cfg_.qkv_bias)
+        LLMQ_RETURN_IF_ERROR(
+            PutF32(cat({"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"}),
+                   &L.qkv_bias));
+      if (cfg_.qk_norm) {
+        LLMQ_RETURN_IF_ERROR(PutF32(get("self_attn.q_norm.weight"), &L.q_norm));
+        LLMQ_RETURN_IF_ERROR(PutF32(get("self_attn.k_norm.weight"), &L.k_norm));
+      }
+      LLMQ_RETURN_IF_ERROR(Put(get("self_attn.o_proj.weight"), &L.o));
+      LLMQ_RETURN_IF_ERROR(Put(cat({"mlp.gate_proj.weight", "mlp.up_proj.weight"}), &L.gate_up));
+      LLMQ_RETURN_IF_ERROR(Put(get("mlp.down_proj.weight"), &L.down));
+    }
+    return Finish();
+  }
+
+  // Random weights made on the device (benchmarks).
+  Status Random(uint64_t seed) {
+    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, V = cfg_.vocab_size;
+    const int64_t qkv_rows = cfg_.q_dim() + 2 * cfg_.kv_dim();
+    auto rnd = [&](int64_t n, float scale, DeviceBuffer* b) -> Status {
+      LLMQ_RETURN_IF_ERROR(b->Reserve(n * sizeof(T)));
+      weight_bytes_ += n * sizeof(T);
+      LLMQ_CUDA_TRY(kc::FillUniform<T>(b->as<T>(), n, scale, seed++, stream_));
+      return Status::Ok();
+    };
+    auto ones = [&](int64_t n, DeviceBuffer* b) -> Status {
+      LLMQ_RETURN_IF_ERROR(b->Reserve(n * sizeof(float)));
+      weight_bytes_ += n * sizeof(float);
+      LLMQ_CUDA_TRY(kc::FillConstant<float>(b->as<float>(), n, 1.f, stream_));
+      return Status::Ok();
+    };
+    const float sh = 1.f / std::sqrt(static_cast<float>(H));
+    LLMQ_RETURN_IF_ERROR(rnd(V * H, 1.f, &embed_));
+    LLMQ_RETURN_IF_ERROR(ones(H, &final_norm_));
+    if (!cfg_.tie_word_embeddings) LLMQ_RETURN_IF_ERROR(rnd(V * H, sh, &lm_head_own_));
+    layers_.resize(cfg_.num_layers);
+    for (Layer& L : layers_) {
+      LLMQ_RETURN_IF_ERROR(ones(H, &L.attn_norm));
+      LLMQ_RETURN_IF_ERROR(ones(H, &L.mlp_norm));
+      LLMQ_RETURN_IF_ERROR(rnd(qkv_rows * H, sh, &L.qkv));
+      if (cfg_.qkv_bias) {
+        LLMQ_RETURN_IF_ERROR(L.qkv_bias.Reserve(qkv_rows * sizeof(float)));
+        LLMQ_CUDA_TRY(
+            kc::FillUniform<float>(L.qkv_bias.as<float>(), qkv_rows, 0.1f, seed++, stream_));
+      }
+      if (cfg_.qk_norm) {
+        LLMQ_RETURN_IF_ERROR(ones(cfg_.head_dim, &L.q_norm));
+        LLMQ_RETURN_IF_ERROR(ones(cfg_.head_dim, &L.k_norm));
+      }
+      LLMQ_RETURN_IF_ERROR(rnd(H * cfg_.q_dim(), 1.f / std::sqrt(float(cfg_.q_dim())), &L.o));
+      LLMQ_RETURN_IF_ERROR(rnd(2 * I * H, sh, &L.gate_up));
+      LLMQ_RETURN_IF_ERROR(rnd(H * I, 1.f / std::sqrt(float(I)), &L.down));
+    }
+    return Finish();
+  }
+
+  Status MemoryInfo(uint64_t* free_bytes, uint64_t* total_bytes) const override {
+    size_t f = 0, t = 0;
+    LLMQ_CUDA_TRY(cudaMemGetInfo(&f, &t));
+    *free_bytes = f;
+    *total_bytes = t;
+    return Status::Ok();
+  }
+
+  Status AllocateKv(int num_blocks, int block_size) override {
+    cache_.num_blocks = num_blocks;
+    cache_.block_size = block_size;
+    cache_.kv_heads = cfg_.num_kv_heads;
+    cache_.head_dim = cfg_.head_dim;
+    const size_t bytes = static_cast<size_t>(cfg_.num_layers) * cache_.LayerElems() * sizeof(T);
+    // Released first, so that a smaller pool can replace a larger one on a full device.
+    LLMQ_RETURN_IF_ERROR(Release(&k_));
+    LLMQ_RETURN_IF_ERROR(Release(&v_));
+    LLMQ_RETURN_IF_ERROR(k_.Reserve(bytes));
+    LLMQ_RETURN_IF_ERROR(v_.Reserve(bytes));
+    cache_.k = k_.as<T>();
+    cache_.v = v_.as<T>();
+    return Status::Ok();
+  }
+
+  Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) override {
+    if (src_dst.empty()) return Status::Ok();
+    std::vector<int32_t> flat;
+    flat.reserve(2 * src_dst.size());
+    for (auto [s, d] : src_dst) {
+      flat.push_back(s);
+      flat.push_back(d);
+    }
+    LLMQ_RETURN_IF_ERROR(pairs_.Reserve(flat.size() * sizeof(int32_t)));
+    LLMQ_CUDA_TRY(cudaMemcpyAsync(pairs_.p, flat.data(), flat.size() * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, stream_));
+    LLMQ_CUDA_TRY(kc::CopyKvBlocks<T>(cache_, cfg_.num_layers, pairs_.as<int32_t>(),
+                                      static_cast<int>(src_dst.size()), stream_));
+    LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
+
+  Status Forward(const StepBatch& b, float* logits) override {
+    LLMQ_RETURN_IF_ERROR(Run(b));
+    Mark(kSample);
+    return Deliver(logits, logits_.p,
+                   b.logits_rows.size() * static_cast<size_t>(cfg_.vocab_size) * sizeof(float));
+  }
+
+  bool samples_on_device() const override { return true; }
+
+  Status ForwardSample(const StepBatch& b, const RowSampling* rows, int32_t* ids) override {
+    return PickIds(b, rows, ids);
+  }
+
+  Status ForwardArgmax(const StepBatch& b, int32_t* ids) override {
+    return PickIds(b, nullptr, ids);
+  }
+
+ private:
+  static Status Release(DeviceBuffer* b) {
+    LLMQ_CUDA_TRY(cudaFree(b->p));
+    b->p = nullptr;
+    b->bytes = 0;
+    return Status::Ok();
+  }
+
+  Status Put(const std::vector<float>& host, DeviceBuffer* b) {
+    LLMQ_RETURN_IF_ERROR(b->Reserve(host.size() * sizeof(T)));
+    weight_bytes_ += host.size() * sizeof(T);
+    if constexpr (std::is_same_v<T, float>) {
+      LLMQ_CUDA_TRY(cudaMemcpy(b->p, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+    } else {
+      std::vector<uint16_t> narrow(host.size());
+      for (size_t i = 0; i < host.size(); ++i) narrow[i] = ToBf16Bits(host[i]);
+      LLMQ_CUDA_TRY(cudaMemcpy(b->p, narrow.data(), narrow.size() * 2, cudaMemcpyHostToDevice));
+    }
+    return Status::Ok();
+  }
+  Status PutF32(const std::vector<float>& host, DeviceBuffer* b) {
+    LLMQ_RETURN_IF_ERROR(b->Reserve(host.size() * sizeof(float)));
+    weight_bytes_ += host.size() * sizeof(float);
+    LLMQ_CUDA_TRY(cudaMemcpy(b->p, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+    return Status::Ok();
+  }
+
+  // The rotary table (as the CPU backend's, computed in double and rounded once) and the head.
+  Status Finish() {
+    const std::vector<double> inv = cfg_.RopeInvFreq();
+    const int D = cfg_.head_dim, half = D / 2;
+    std::vector<float> cs(static_cast<size_t>(cfg_.max_position_embeddings) * D);
+    for (int p = 0; p < cfg_.max_position_embeddings; ++p)
+      for (int i = 0; i < half; ++i) {
+        const double a = p * inv[i];
+        cs[static_cast<size_t>(p) * D + i] = static_cast<float>(std::cos(a));
+        cs[static_cast<size_t>(p) * D + half + i] = static_cast<float>(std::sin(a));
+      }
+    LLMQ_RETURN_IF_ERROR(cos_sin_.Reserve(cs.size() * sizeof(float)));
+    LLMQ_CUDA_TRY(cudaMemcpy(cos_sin_.p, cs.data(), cs.size() * 4, cudaMemcpyHostToDevice));
+    lm_head_ = cfg_.tie_word_embeddings ? embed_.as<T>() : lm_head_own_.as<T>();
+    LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
+
+  // Device bytes the activations of a step of kReserveTokens tokens (the scheduler's default
+  // token budget) with as many logits rows take, plus the prefill path's largest scratch and the
+  // attention workspace of a split decode step: kept out of the KV pool's budget.
+  static constexpr int64_t kReserveTokens = 8192, kReserveLogitsRows = 256;
+  static constexpr int64_t kCublasWorkspace = int64_t{32} << 20;  // Hopper's recommended size
+  int64_t ActivationReserve() const {
+    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, es = sizeof(T);
+    const int64_t qkv_w = cfg_.q_dim() + 2 * cfg_.kv_dim();
+    const int64_t per_token =
+        4 * H + es * H + 4 * qkv_w + es * cfg_.q_dim() + 4 * 2 * I + es * I + 4 * 4;
+    const int64_t logits = kReserveLogitsRows * (4 * H + 4 * int64_t{cfg_.vocab_size});
+    const int64_t attn_ws =
+        kc::AttentionWorkspaceFloats(kReserveLogitsRows, cfg_.num_heads, cfg_.head_dim, 64) * 4;
+    return kReserveTokens * per_token + logits + kMaxPrefillScratch + attn_ws;
+  }
+
+  // Activations for T tokens and L logits rows; grown on the first large steps, then reused.
+  Status Reserve(int64_t t, int64_t l, int64_t meta_ints) {
+    const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
+    const int64_t qkv_w = cfg_.q_dim() + 2 * cfg_.kv_dim();
+    LLMQ_RETURN_IF_ERROR(x_.Reserve(t * H * 4));
+    LLMQ_RETURN_IF_ERROR(xn_.Reserve(t * H * sizeof(T)));
+    LLMQ_RETURN_IF_ERROR(qkv_.Reserve(t * qkv_w * 4));
+    LLMQ_RETURN_IF_ERROR(attn_.Reserve(t * cfg_.q_dim() * sizeof(T)));
+    LLMQ_RETURN_IF_ERROR(gu_.Reserve(t * 2 * I * 4));
+    LLMQ_RETURN_IF_ERROR(act_.Reserve(t * I * sizeof(T)));
+    LLMQ_RETURN_IF_ERROR(xl_.Reserve(std::max<int64_t>(l, 1) * H * 4));
+    LLMQ_RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(l, 1) * cfg_.vocab_size * 4));
+    LLMQ_RETURN_IF_ERROR(meta_.Reserve(meta_ints * 4));
+    if (host_meta_cap_ < meta_ints) {
+      if (host_meta_) LLMQ_CUDA_TRY(cudaFreeHost(host_meta_));
+      host_meta_ = nullptr;
+      host_meta_cap_ = 0;
+      LLMQ_CUDA_TRY(cudaMallocHost(&host_meta_, meta_ints * 4));
+      host_meta_cap_ = meta_ints;
+    }
+    return Status::Ok();
+  }
+
+  // Profiling (CudaBackendOptions::profile): an event is recorded on the stream where each phase
+  // begins; after the step's synchronisation the gaps between consecutive events are added to
+  // their phases. Off, Mark costs a branch.
+  enum Phase {
+    kEmbed,
+    kNorm,
+    kQkv,
+    kRope,
+    kAttention,
+    kO,
+    kGateUp,
+    kSilu,
+    kDown,
+    kHead,
+    kSample,
+    kNumPhases
+  };
+  void Mark(Phase p) {
+    if (!profile_) return;
+    if (marks_ == events_.size()) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreate(&e) != cudaSuccess) return;
+      events_.push_back(e);
+      phases_.push_back(p);
+    }
+    phases_[marks_] = p;
+    cudaEventRecord(events_[marks_++], stream_);
+  }
+  // Call after the stream is synchronised.
+  void CollectProfile() {
+    for (size_t i = 0; i + 1 < marks_; ++i) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, events_[i], events_[i + 1]) == cudaSuccess)
+        phase_ms_[phases_[i]] += ms;
+    }
+    marks_ = 0;
+  }
+
+  // y = x · wᵀ (+ y): the warp-per-feature kernel for a few rows (decode at small batch, where
+  // cuBLAS falls short of the bandwidth), cuBLAS otherwise.
+  Status Linear(const T* x, int64_t t, int k, const T* w, int n, float* y, bool accumulate) {
+    if (kc::GemvFits<T>(t, k)) {
+      LLMQ_CUDA_TRY(kc::Gemv<T>(x, t, k, w, n, y, accumulate, stream_));
+    } else {
+      LLMQ_CUBLAS_TRY(kc::Gemm<T>(cublas_, x, t, k, w, n, y, accumulate));
+    }
+    return Status::Ok();
+  }
+
+  // Runs `b` and picks each logits row's id on the device: SampleRows under `rows`, or the argmax
+  // when null; only the L ids cross to the host.
+  Status PickIds(const StepBatch& b, const RowSampling* rows, int32_t* ids) {
+    LLMQ_RETURN_IF_ERROR(Run(b, rows));
+    const int L = static_cast<int>(b.logits_rows.size());
+    LLMQ_RETURN_IF_ERROR(ids_.Reserve(std::max(1, L) * sizeof(int32_t)));
+    Mark(kSample);
+    if (rows) {
+      LLMQ_CUDA_TRY(kc::SampleRows(logits_.as<float>(), L, cfg_.vocab_size, sample_params_,
+                                   ids_.as<int32_t>(), stream_));
+    } else {
+      LLMQ_CUDA_TRY(
+          kc::ArgmaxRows(logits_.as<float>(), L, cfg_.vocab_size, ids_.as<int32_t>(), stream_));
+    }
+    return Deliver(ids, ids_.p, L * sizeof(int32_t));
+  }
+
+  // The step's result to the host, the end of the step: the last phase's mark, the
+  // synchronisation, the profile's collection.
+  Status Deliver(void* host, const void* device, size_t bytes) {
+    LLMQ_CUDA_TRY(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
+    Mark(kSample);  // the end of the last phase
+    LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
+    CollectProfile();
+    return Status::Ok();
+  }
+
+  // A multi-call kernel's status as the backend's (the failed step named).
+  static Status Check(const kc::KernelStatus& ks) {
+    if (ks.cuda != cudaSuccess) return CudaError(ks.where, __FILE__, __LINE__, ks.cuda);
+    if (ks.blas != CUBLAS_STATUS_SUCCESS) return CublasError(ks.where, __FILE__, __LINE__, ks.blas);
+    return Status::Ok();
+  }
+
+  // Runs the model on `b`; the logits of b.logits_rows are left in logits_ [L, V] float (rows
+  // past L may follow: a graph's padding). With `sampling` ([L]) the rows' parameters are in
+  // sample_params_.
+  Status Run(const StepBatch& b, const RowSampling* sampling = nullptr) {
+    if (b.num_tokens() == 0) return Status::Ok();
+    if (cache_.num_blocks == 0) return Status::Internal("Forward before AllocateKv");
+    // Decode steps replay a CUDA graph of their shape, except steps with cascade groups (their
+    // launches change from step to step), when profiling (events between the launches) and when
+    // single rows would take the prefill path (its launch arguments are the step's positions).
+    CudaStepPlan plan;
+    LLMQ_RETURN_IF_ERROR(PlanCudaStep(b, cfg_, PlanOptions(), &plan));
+    const int bucket = GraphBucketFor(b.num_seqs(), graph_buckets_);
+    if (graphs_ && b.decode_only && bucket > 0 && !profile_ && prefill_gemm_min_rows_ > 1 &&
+        plan.cascade.empty())
+      return RunGraph(b, plan, sampling, bucket);
+    return RunEager(b, plan, sampling);
+  }
+
+  Status RunEager(const StepBatch& b, const CudaStepPlan& plan, const RowSampling* sampling) {
+    StepLaunch s;
+    LLMQ_RETURN_IF_ERROR(Prepare(b, plan, sampling, 0, &s));
+    return Enqueue(s);
+  }
+
+  CudaPlanOptions PlanOptions() const {
+    CudaPlanOptions po;
+    po.elem_size = sizeof(T);
+    po.block_size = cache_.block_size;
+    po.min_rows = prefill_gemm_min_rows_;
+    po.max_scratch = kMaxPrefillScratch;
+    po.cascade = cascade_;
+    po.cascade_min_keys = cascade_min_keys_;
+    return po;
+  }
+
+  // A decode step through the graph of (bucket, context): the step padded to that shape
+  // (PadDecodeStep), its metadata uploaded, the graph captured on first use (or when a buffer it
+  // reads has moved since) and replayed.
+  Status RunGraph(const StepBatch& b, const CudaStepPlan& plan, const RowSampling* sampling,
+                  int bucket) {
+    const int ctx = GraphContext(plan.max_context, cfg_.max_position_embeddings);
+    if (!PadDecodeStep(b, bucket, (ctx + cache_.block_size - 1) / cache_.block_size,
+                       cache_.block_size, &padded_))
+      return RunEager(b, plan, sampling);  // a position past the shape's columns: no graph
+    if (sampling) {
+      padded_rows_.assign(sampling, sampling + b.logits_rows.size());
+      padded_rows_.resize(padded_.logits_rows.size());  // greedy
+    }
+    CudaStepPlan padded_plan;
+    LLMQ_RETURN_IF_ERROR(PlanCudaStep(padded_, cfg_, PlanOptions(), &padded_plan));
+    StepLaunch s;
+    LLMQ_RETURN_IF_ERROR(
+        Prepare(padded_, padded_plan, sampling ? padded_rows_.data() : nullptr, ctx, &s));
+    Graph& g = graphs_cache_[{bucket, ctx}];
+    const std::vector<const void*> sig = Signature();
+    if (!g.exec || g.sig != sig) {
+      if (g.exec) cudaGraphExecDestroy(g.exec);
+      g.exec = nullptr;
+      bool refused = false;
+      const Status captured = Capture(s, &g.exec, &refused);
+      if (refused) {
+        // A capture this device or driver refuses: the step (and every later one) runs eagerly,
+        // which computes the same; the reason is kept for reports.
+        graphs_ = false;
+        graph_error_ = captured.message();
+        return RunEager(b, plan, sampling);
+      }
+      LLMQ_RETURN_IF_ERROR(captured);  // a launch's own error (bad arguments), as eagerly
+      g.sig = sig;
+      ++graph_captures_;
+    }
+    LLMQ_CUDA_TRY(cudaGraphLaunch(g.exec, stream_));
+    ++graph_replays_;
+    return Status::Ok();
+  }
+
+  // Captures Enqueue(s) on the stream into an executable graph. The capture is ended whatever
+  // happens, so the stream is usable after a failure. *refused: the capture itself failed (an
+  // operation it cannot hold, or instantiation); otherwise a non-OK Status is a launch's error.
+  Status Capture(const StepLaunch& s, cudaGraphExec_t* exec, bool* refused) {
+    *refused = false;
+    LLMQ_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    const Status enq = Enqueue(s);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+    cudaGetLastError();  // a failed capture's error is reported here, not by the next launch
+    if (end != cudaSuccess || !enq.ok()) {
+      if (graph) cudaGraphDestroy(graph);
+      *refused = end != cudaSuccess;
+      return end != cudaSuccess ? CudaError("cudaStreamEndCapture", __FILE__, __LINE__, end) : enq;
+    }
+    const cudaError_t inst = cudaGraphInstantiate(exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (inst != cudaSuccess) {
+      *exec = nullptr;
+      *refused = true;
+      cudaGetLastError();
+      return CudaError("cudaGraphInstantiate", __FILE__, __LINE__, inst);
+    }
+    return Status::Ok();
+  }
+
+  // What a captured graph has baked in: every buffer's address and the pool's shape. A step whose
+  // buffers grew (a larger step came first) or whose pool was reallocated captures again.
+  // The tuning that decides the launches is part of it too.
+  std::vector<const void*> Signature() const {
+    auto i = [](int64_t v) { return reinterpret_cast<const void*>(static_cast<intptr_t>(v)); };
+    return {x_.p,
+            xn_.p,
+            qkv_.p,
+            attn_.p,
+            gu_.p,
+            act_.p,
+            xl_.p,
+            logits_.p,
+            meta_.p,
+            attn_ws_.p,
+            cache_.k,
+            cache_.v,
+            i(cache_.num_blocks),
+            i(cache_.block_size),
+            i(cache_.kv_heads),
+            i(attention_variant_)};
+  }
+
+  // Sizes the buffers for `b` (planned as `plan`) and uploads its metadata (one copy): *s gets
+  // what the kernels read. With `sampling` ([L]) the rows' parameters travel with the metadata
+  // (sample_params_).
+  // `min_context`: attention is launched for at least this context (a graph's shape).
+  Status Prepare(const StepBatch& b, const CudaStepPlan& plan, const RowSampling* sampling,
+                 int min_context, StepLaunch* s) {
+    const int nt = b.num_tokens(), S = b.num_seqs(), L = static_cast<int>(b.logits_rows.size());
+    const int qkv_w = cfg_.q_dim() + 2 * cfg_.kv_dim(), D = cfg_.head_dim;
+    const int max_context = std::max(plan.max_context, min_context);
+    const std::vector<int>& gemm_seqs = plan.prefill_seqs;
+    const std::vector<int32_t>& rest = plan.rest_rows;
+    const int64_t scratch = plan.prefill_scratch;
+    const int n_rest = static_cast<int>(rest.size());
+    if (scratch > 0) LLMQ_RETURN_IF_ERROR(prefill_ws_.Reserve(scratch));
+
+    // The metadata in one pinned buffer and one copy:
+    //   ids [T] | positions [T] | slots [T] | row_seq [T] | logits_rows [L] | rest [n_rest] |
+    //   tables [S, maxb] | key_begin [T] (with cascade groups only) | pad to 8 bytes |
+    //   sampling parameters [L] (ForwardSample only)
+    const int64_t n_kb = static_cast<int64_t>(plan.key_begin.size());
+    const int64_t kb_at = 4 * int64_t{nt} + L + n_rest + int64_t{S} * b.max_blocks;
+    const int64_t sp_at = (kb_at + n_kb + 1) / 2 * 2;
+    constexpr int64_t kSpInts = sizeof(kc::SampleParams) / 4;
+    const int64_t meta = sampling ? sp_at + L * kSpInts : kb_at + n_kb;
+    LLMQ_RETURN_IF_ERROR(Reserve(nt, L, meta));
+    int32_t* h = host_meta_;
+    std::memcpy(h, b.token_ids.data(), nt * 4);
+    std::memcpy(h + nt, b.positions.data(), nt * 4);
+    std::memcpy(h + 2 * nt, b.slot_mapping.data(), nt * 4);
+    for (int q = 0; q < S; ++q)
+      for (int r = b.query_start[q]; r < b.query_start[q + 1]; ++r) h[3 * nt + r] = q;
+    std::memcpy(h + 4 * nt, b.logits_rows.data(), L * 4);
+    std::memcpy(h + 4 * nt + L, rest.data(), n_rest * 4);
+    std::memcpy(h + 4 * nt + L + n_rest, b.block_tables.data(), int64_t{S} * b.max_blocks * 4);
+    std::memcpy(h + kb_at, plan.key_begin.data(), n_kb * 4);
+    if (sampling) {
+      kc::SampleParams* sp = reinterpret_cast<kc::SampleParams*>(h + sp_at);
+      for (int i = 0; i < L; ++i) {
+        sp[i].temperature = sampling[i].temperature;
+        sp[i].top_k = sampling[i].top_k;
+        sp[i].top_p = sampling[i].top_p;
+        sp[i].min_p = sampling[i].min_p;
+        sp[i].u = sampling[i].u;
+      }
+    }
+    LLMQ_CUDA_TRY(cudaMemcpyAsync(meta_.p, h, meta * 4, cudaMemcpyHostToDevice, stream_));
+    const int32_t* d = meta_.as<int32_t>();
+    s->nt = nt;
+    s->L = L;
+    s->ids = d;
+    s->pos = d + nt;
+    s->slots = d + 2 * nt;
+    s->rows = d + 4 * nt;
+    const int32_t *row_seq = d + 3 * nt, *rest_rows = d + 4 * nt + L;
+    const int32_t* tables = d + 4 * nt + L + n_rest;
+    sample_params_ =
+        sampling ? reinterpret_cast<const kc::SampleParams*>(meta_.as<int32_t>() + sp_at) : nullptr;
+
+    kc::AttentionArgs& aa = s->aa;
+    aa = kc::AttentionArgs{};
+    aa.q = qkv_.as<float>();
+    aa.q_stride = qkv_w;
+    aa.num_tokens = n_rest;
+    aa.rows = gemm_seqs.empty() ? nullptr : rest_rows;
+    aa.num_heads = cfg_.num_heads;
+    aa.row_seq = row_seq;
+    aa.positions = s->pos;
+    aa.block_tables = tables;
+    aa.max_blocks = b.max_blocks;
+    aa.max_context = max_context;
+    aa.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    aa.variant = attention_variant_;
+    aa.num_splits =
+        kc::AttentionSplitsFor(std::max(1, n_rest), cfg_.num_kv_heads, max_context, num_sms_);
+    // Cascade groups (decode-only steps: every row is in `rest`, rows == nullptr, so the
+    // workspace's row i is query row i, as CascadeGroup::ws_rows assumes).
+    aa.key_begin = n_kb > 0 ? d + kb_at : nullptr;
+    if (aa.slot_stride() > 1 && n_rest > 0) {
+      LLMQ_RETURN_IF_ERROR(attn_ws_.Reserve(
+          kc::AttentionWorkspaceFloats(n_rest, cfg_.num_heads, D, aa.slot_stride()) * 4));
+      aa.workspace = attn_ws_.as<float>();
+    }
+    s->groups.clear();
+    for (const CascadePlan& p : plan.cascade) {
+      kc::CascadeGroup g;
+      g.rows.q = qkv_.as<float>();
+      g.rows.q_stride = qkv_w;
+      g.rows.row0 = p.row0;
+      g.rows.q_len = p.num_rows;
+      g.rows.num_heads = cfg_.num_heads;
+      g.rows.block_table = tables + int64_t{p.first_seq} * b.max_blocks;
+      g.rows.scale = aa.scale;
+      g.shared_len = p.shared_len;
+      g.workspace = aa.workspace;
+      g.ws_rows = n_rest;
+      g.num_splits = aa.num_splits;
+      s->groups.push_back(g);
+    }
+    s->chunks.clear();
+    for (int q : gemm_seqs) {
+      kc::PrefillChunk c;
+      c.q = qkv_.as<float>();
+      c.q_stride = qkv_w;
+      c.row0 = b.query_start[q];
+      c.q_len = b.query_start[q + 1] - c.row0;
+      c.p0 = b.positions[c.row0];
+      c.num_heads = cfg_.num_heads;
+      c.block_table = tables + int64_t{q} * b.max_blocks;
+      c.scale = aa.scale;
+      s->chunks.push_back(c);
+    }
+    return Status::Ok();
+  }
+
+  // Enqueues the forward of a prepared step: embedding, every layer, the final norm and the LM
+  // head of the logits rows (logits_ [L, V] float). Nothing here allocates or synchronises, so a
+  // CUDA graph can capture it.
+  Status Enqueue(const StepLaunch& s) {
+    const int nt = s.nt, L = s.L;
+    const int H = cfg_.hidden_size, I = cfg_.intermediate_size, qd = cfg_.q_dim();
+    const int qkv_w = qd + 2 * cfg_.kv_dim();
+    const kc::AttentionArgs& aa = s.aa;
+    const float eps = static_cast<float>(cfg_.rms_norm_eps);
+    float* x = x_.as<float>();
+    T* xn = xn_.as<T>();
+    float* qkv = qkv_.as<float>();
+
+    Mark(kEmbed);
+    LLMQ_CUDA_TRY(kc::Embed<T>(embed_.as<T>(), H, s.ids, nt, x, stream_));
+    for (int l = 0; l < cfg_.num_layers; ++l) {
+      const Layer& W = layers_[l];
+      Mark(kNorm);
+      LLMQ_CUDA_TRY(kc::RmsNorm<T>(x, W.attn_norm.as<float>(), nt, H, eps, xn, stream_));
+      Mark(kQkv);
+      LLMQ_RETURN_IF_ERROR(Linear(xn, nt, H, W.qkv.as<T>(), qkv_w, qkv, false));
+      Mark(kRope);
+      LLMQ_CUDA_TRY(kc::QkvRopeWriteKv<T>(qkv, nt, qkv_w, cfg_.num_heads, W.qkv_bias.as<float>(),
+                                          W.q_norm.as<float>(), W.k_norm.as<float>(), eps, s.pos,
+                                          cos_sin_.as<float>(), s.slots, cache_, l, stream_));
+      Mark(kAttention);
+      // The groups' shared halves first: the paged kernel's merge reads their partials.
+      for (const kc::CascadeGroup& g : s.groups)
+        LLMQ_RETURN_IF_ERROR(
+            Check(kc::CascadePrefixAttention<T>(cublas_, g, cache_, l, prefill_ws_.p, stream_)));
+      if (aa.num_tokens > 0)
+        LLMQ_CUDA_TRY(kc::PagedAttention<T>(aa, cache_, l, attn_.as<T>(), stream_));
+      for (const kc::PrefillChunk& c : s.chunks)
+        LLMQ_RETURN_IF_ERROR(Check(
+            kc::PrefillAttention<T>(cublas_, c, cache_, l, prefill_ws_.p, attn_.as<T>(), stream_)));
+      Mark(kO);
+      LLMQ_RETURN_IF_ERROR(Linear(attn_.as<T>(), nt, qd, W.o.as<T>(), H, x, true));
+      Mark(kNorm);
+      LLMQ_CUDA_TRY(kc::RmsNorm<T>(x, W.mlp_norm.as<float>(), nt, H, eps, xn, stream_));
+      Mark(kGateUp);
+      LLMQ_RETURN_IF_ERROR(Linear(xn, nt, H, W.gate_up.as<T>(), 2 * I, gu_.as<float>(), false));
+      Mark(kSilu);
+      LLMQ_CUDA_TRY(kc::SiluMul<T>(gu_.as<float>(), nt, I, act_.as<T>(), stream_));
+      Mark(kDown);
+      LLMQ_RETURN_IF_ERROR(Linear(act_.as<T>(), nt, I, W.down.as<T>(), H, x, true));
+    }
+    // Final norm and LM head for the rows that sample only.
+    Mark(kHead);
+    LLMQ_CUDA_TRY(kc::GatherRows(x, H, s.rows, L, xl_.as<float>(), stream_));
+    LLMQ_CUDA_TRY(kc::RmsNorm<T>(xl_.as<float>(), final_norm_.as<float>(), L, H, eps, xn, stream_));
+    LLMQ_RETURN_IF_ERROR(Linear(xn, L, H, lm_head_, cfg_.vocab_size, logits_.as<float>(), false));
+    return Status::Ok();
+  }
+
+  ModelConfig cfg_;
+  std::string device_name_;
+  int num_sms_ = 1;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  uint64_t weight_bytes_ = 0;
+
+  DeviceBuffer embed_;          // [V, H] T
+  DeviceBuffer final_norm_;     // [H] float
+  DeviceBuffer lm_head_own_;    // [V, H] T; empty when tied
+  const T* lm_head_ = nullptr;  // lm_head_own_ or embed_
+  DeviceBuffer cos_sin_;        // [max_pos, D] float
+  std::vector<Layer> layers_;
+
+  kc::KvCache<T> cache_;
+  DeviceBuffer k_, v_;  // [layers, blocks, kv_heads, block_size, D] T each
+
+  // Activations (see the file comment) and step metadata.
+  DeviceBuffer x_, xn_, qkv_, attn_, gu_, act_, xl_, logits_, meta_, ids_, pairs_, attn_ws_;
+  int32_t* host_meta_ = nullptr;                     // pinned
+  const kc::SampleParams* sample_params_ = nullptr;  // [L] in meta_, for ForwardSample
+  int64_t host_meta_cap_ = 0;
+
+  int attention_variant_ = kc::kVariantAuto;
+  int prefill_gemm_min_rows_ = 64;
+  bool cascade_ = true;
+  int cascade_min_keys_ = 128;
+  // CUDA graphs of decode steps, by (bucket, context); see RunGraph.
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    std::vector<const void*> sig;  // Signature() when captured
+  };
+  bool graphs_ = true;
+  std::vector<int> graph_buckets_ = DefaultGraphBuckets(512);
+  std::map<std::pair<int, int>, Graph> graphs_cache_;
+  int64_t graph_captures_ = 0, graph_replays_ = 0;
+  std::string graph_error_;               // why graphs were turned off, if they were
+  StepBatch padded_;                      // RunGraph's scratch
+  std::vector<RowSampling> padded_rows_;  // RunGraph's scratch
+  // The largest scratch one prefill chunk may take for its matrix-product attention; a larger
+  // chunk (a long context) goes to the per-row kernel.
+  static constexpr int64_t kMaxPrefillScratch = int64_t{1} << 30;
+  DeviceBuffer prefill_ws_;
+  DeviceBuffer blas_ws_;  // cuBLAS's workspace (kCublasWorkspace bytes)
+  bool profile_ = false;
+  std::vector<cudaEvent_t> events_;
+  std::vector<Phase> phases_;  // the phase that begins at events_[i]
+  size_t marks_ = 0;
+  double phase_ms_[kNumPhases] = {};
+};
+
+template <class T>
+Status Make(const ModelConfig& cfg, const Weights* w, const CudaBackendOptions& opt, uint64_t seed,
+            std::unique_ptr<CudaBackend>* out) {
+  auto b = std::make_unique<CudaBackendImpl<T>>(cfg);
+  LLMQ_RETURN_IF_ERROR(b->Init(opt.device));
+  LLMQ_RETURN_IF_ERROR(w ? b->Upload(*w) : b->Random(seed));
+  *out = std::move(b);
+  return Status::Ok();
+}
+
+Status MakeAny(const ModelConfig& cfg, const Weights* w, const CudaBackendOptions& opt,
+               uint64_t seed, std::unique_ptr<CudaBackend>* out) {
+  std::string why;
+  if (!CudaDevicePresent(&why)) return Status::Unsupported("no usable CUDA device: " + why);
+  if (cfg.head_dim % 2 || cfg.head_dim > 256)
+    return Status::Unsupported("the CUDA backend supports an even head_dim up to 256, not " +
+                               std::to_string(cfg.head_dim));
+  return opt.precision == CudaBackendOptions::Precision::kFp32 ? Make<float>(cfg, w, opt, seed, out)
+                                                               : Make<bf16>(cfg, w, opt, seed, out);
+}
+
+}  // namespace
+
+bool CudaDevicePresent(std::string* why) {
+  kernels::cuda::DeviceInfo info;
+  return kernels::cuda::QueryDevices(&info, why);
+}
+
+Status CreateCudaBackendTyped(const ModelConfig& cfg, const Weights& w,
+                              const CudaBackendOptions& opt, std::unique_ptr<CudaBackend>* out) {
+  return MakeAny(cfg, &w, opt, 0, out);
+}
+
+Status CreateCudaBackend(const ModelConfig& cfg, const Weights& w, const CudaBackendOptions& opt,
+                         std::unique_ptr<Backend>* out) {
+  std::unique_ptr<CudaBackend> b;
+  LLMQ_RETURN_IF_ERROR(MakeAny(cfg, &w, opt, 0, &b));
+  *out = std::move(b);
+  return Status::Ok();
+}
+
+Status CreateCudaBackendRandom(const ModelConfig& cfg, const CudaBackendOptions& opt, uint64_t seed,
+                               std::unique_ptr<CudaBackend>* out) {
+  return MakeAny(cfg, nullptr, opt, seed, out);
+}
+
+}  // namespace llmq

@@ -1,0 +1,664 @@
+#include "engine/core/llm_engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+#include "engine/sampling/penalties.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace llmq {
+
+// The n samples of one request and what the request reports.
+struct RequestState {
+  // Where the request is; each unfinished request is counted in exactly one of num_window(),
+  // num_queued(), num_running().
+  enum class Phase { kWindow, kQueued, kRunning };
+  Request req;  // prompt_ids move into seqs[0] when it is created (the prompt is stored once)
+  std::vector<std::unique_ptr<Sequence>> seqs;  // [0] runs the prompt; the rest fork from it
+  std::vector<Completion> completions;
+  int finished = 0;
+  bool forked = false;
+  Phase phase = Phase::kWindow;
+  uint64_t position = 0;  // in planned order (valid from kQueued on)
+  RequestMetrics m;
+  Clock::time_point arrival, admitted;
+  bool first_token_seen = false;
+  double itl_sum = 0;  // per-sample mean gaps, summed over the samples that have one
+  int itl_samples = 0;
+};
+
+namespace {
+
+using Phase = RequestState::Phase;
+
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// Sequences the scheduler's waiting queue holds beyond what one step could admit, so that the
+// admission loop never stops because the engine has not created the next Sequence yet.
+constexpr size_t kSpareWaiting = 4;
+
+// Serial cost of drawing a token, per logit of the row: a few passes over the row at the rate one
+// core reads, weighed by the CPU pool against its barrier.
+constexpr double kSampleNsPerLogit = 4 * 4 * kernels::kNsPerStreamedByte;
+
+}  // namespace
+
+int LlmEngine::MaxLen(int prompt, int max_tokens) const {
+  return static_cast<int>(
+      std::min<int64_t>(int64_t{prompt} + max_tokens, cfg_.max_position_embeddings));
+}
+
+int KvBlocksFor(int64_t kv_bytes_per_token, int64_t kv_memory_bytes, int block_size) {
+  const int64_t per_block = std::max<int64_t>(kv_bytes_per_token, 1) * block_size;
+  // Slots (block * block_size + offset) are int32 in the flat batch.
+  const int64_t max_blocks = std::numeric_limits<int32_t>::max() / block_size;
+  return static_cast<int>(std::clamp<int64_t>(kv_memory_bytes / per_block, 1, max_blocks));
+}
+
+Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* out,
+                  int max_context) {
+  KvPoolPlan p;
+  p.bytes_per_token = backend.kv_bytes_per_token();
+  if (opt.num_blocks > 0) {
+    p.num_blocks = opt.num_blocks;
+    p.source = "engine.num_blocks";
+    *out = p;
+    return Status::Ok();
+  }
+  if (const std::optional<int64_t> budget = backend.KvBudgetBytes(opt.gpu_memory_utilization)) {
+    char util[32];
+    std::snprintf(util, sizeof util, "%g", opt.gpu_memory_utilization);
+    p.source = backend.name() + ": engine.gpu_memory_utilization " + util + " of the device";
+    if (*budget < p.bytes_per_token * opt.block_size)
+      return Status::InvalidArgument(
+          "KV cache: " + p.source + " leaves " + std::to_string(*budget) +
+          " bytes after the weights and activations, less than one block of " +
+          std::to_string(opt.block_size) + " tokens (" +
+          std::to_string(p.bytes_per_token * opt.block_size) +
+          " bytes); raise engine.gpu_memory_utilization or use a smaller model");
+    p.budget_bytes = *budget;
+  } else if (opt.kv_memory_bytes > 0) {
+    p.budget_bytes = opt.kv_memory_bytes;
+    p.source = "engine.kv_cache_memory";
+  } else {
+    const HostMemory host = opt.host_memory.bytes > 0 ? opt.host_memory : ReadHostMemory();
+    if (host.bytes <= 0)
+      return Status::InvalidArgument(
+          "KV cache: cannot tell how much memory this process may take (no MemAvailable in "
+          "/proc/meminfo); set engine.kv_cache_memory");
+    HostKvInputs in;
+    in.memory = host.bytes;
+    in.utilization = opt.gpu_memory_utilization;
+    in.weight_bytes = static_cast<int64_t>(backend.weight_bytes());
+    in.working_bytes =
+        backend.StepWorkingBytes(opt.scheduler.max_num_batched_tokens, opt.scheduler.max_num_seqs);
+    in.kv_bytes_per_token = p.bytes_per_token;
+    in.max_num_seqs = opt.scheduler.max_num_seqs;
+    in.max_context = max_context;
+    char util[160];
+    std::snprintf(util, sizeof util, "engine.gpu_memory_utilization %g of %s %.2f GiB",
+                  opt.gpu_memory_utilization, host.source.c_str(),
+                  static_cast<double>(host.bytes) / (int64_t{1} << 30));
+    p.source = util;
+    p.budget_bytes = HostKvBudget(in);
+    if (p.budget_bytes < p.bytes_per_token * opt.block_size)
+      return Status::InvalidArgument(
+          "KV cache: " + p.source + " leaves " + std::to_string(p.budget_bytes) +
+          " bytes after the weights and working memory, less than one block; set "
+          "engine.kv_cache_memory or free memory");
+  }
+  p.num_blocks = KvBlocksFor(p.bytes_per_token, p.budget_bytes, opt.block_size);
+  *out = p;
+  return Status::Ok();
+}
+
+LlmEngine::LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* tokenizer,
+                     const EngineOptions& opt, const KvPoolPlan& pool)
+    : cfg_(cfg),
+      backend_(backend),
+      tok_(tokenizer),
+      opt_(opt),
+      kv_pool_(pool),
+      blocks_(pool.num_blocks, opt.block_size, opt.enable_prefix_cache),
+      scheduler_(opt.scheduler, &blocks_),
+      runner_(backend, cfg.vocab_size, opt.block_size, opt.shared_prefix_attention) {
+  eos_.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
+}
+
+Status LlmEngine::Create(const ModelConfig& cfg, Backend* backend, const Tokenizer* tokenizer,
+                         const EngineOptions& opt, std::unique_ptr<LlmEngine>* out) {
+  if (opt.block_size < 1) return Status::InvalidArgument("block_size must be at least 1");
+  if (opt.scheduler.max_num_seqs < 1 || opt.scheduler.max_num_batched_tokens < 1)
+    return Status::InvalidArgument("max_num_seqs and max_num_batched_tokens must be at least 1");
+  if (!(opt.gpu_memory_utilization > 0 && opt.gpu_memory_utilization <= 1))
+    return Status::InvalidArgument("gpu_memory_utilization must be in (0, 1]");
+  KvPoolPlan pool;
+  LLMQ_RETURN_IF_ERROR(PlanKvPool(*backend, opt, &pool, cfg.max_position_embeddings));
+  std::unique_ptr<LlmEngine> e(new LlmEngine(cfg, backend, tokenizer, opt, pool));
+  backend->set_profile(opt.profile ? &e->profile_ : nullptr);
+  if (Status st = backend->AllocateKv(e->blocks_.num_blocks(), opt.block_size); !st.ok())
+    return Status::Internal("KV cache of " + std::to_string(e->blocks_.num_blocks()) +
+                            " blocks: " + st.message());
+  *out = std::move(e);
+  return Status::Ok();
+}
+
+LlmEngine::~LlmEngine() {
+  if (opt_.profile) backend_->set_profile(nullptr);  // the backend may outlive the engine
+}
+
+size_t LlmEngine::bookkeeping_size() const {
+  return requests_.size() + window_.size() + reports_.size() + planned_.size() + groups_.size() +
+         scheduler_.num_waiting() + scheduler_.num_running();
+}
+
+RequestState* LlmEngine::At(uint64_t position) const {
+  if (position < planned_base_ || position >= planned_base_ + planned_.size()) return nullptr;
+  return planned_[position - planned_base_];
+}
+
+std::unique_ptr<Sequence> LlmEngine::NewSeq(RequestState* st, int index,
+                                            const std::vector<int32_t>& prompt) {
+  auto s = std::make_unique<Sequence>();
+  s->seq_id = next_seq_id_++;
+  s->owner = st;
+  s->sample_index = index;
+  s->params = &st->req.params;
+  s->num_prompt = st->m.prompt_tokens;
+  s->max_len = MaxLen(s->num_prompt, st->req.params.max_tokens);
+  const uint64_t seed = st->req.params.seed ? *st->req.params.seed : DefaultSeed("", st->req.id);
+  s->rng = Rng(seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index));
+  if (tok_)
+    s->detok = std::make_unique<IncrementalDecoder>(
+        *tok_, std::vector<int>(prompt.begin(), prompt.begin() + s->num_prompt));
+  return s;
+}
+
+void LlmEngine::Add(Request req) {
+  const int n = static_cast<int>(req.prompt_ids.size());
+  auto reject = [&](const std::string& why) {
+    RequestOutput o;
+    o.id = req.id;
+    o.error = why;
+    o.metrics.prompt_tokens = n;
+    reports_.push_back(std::move(o));
+  };
+  const int ctx = cfg_.max_position_embeddings;
+  if (n == 0) return reject("prompt is empty");
+  for (int32_t id : req.prompt_ids)
+    if (id < 0 || id >= cfg_.vocab_size)
+      return reject("prompt token id " + std::to_string(id) + " is outside the vocabulary");
+  if (req.params.max_tokens < 1) return reject("max_tokens must be at least 1");
+  if (req.n < 1) return reject("n must be at least 1");
+  if (!(req.params.repetition_penalty > 0.0f))
+    return reject("repetition_penalty must be greater than 0");
+  if (n >= ctx)
+    return reject("prompt has " + std::to_string(n) + " tokens; the model's context is " +
+                  std::to_string(ctx));
+  const int max_len = MaxLen(n, req.params.max_tokens);
+  if (BlockManager::BlocksFor(max_len, opt_.block_size) > blocks_.num_blocks())
+    return reject("prompt + max_tokens (" + std::to_string(max_len) +
+                  " tokens) exceed the KV cache (" +
+                  std::to_string(blocks_.num_blocks() * opt_.block_size) + " tokens)");
+  if (requests_.count(req.id)) return reject("request id '" + req.id + "' is already unfinished");
+  auto st = std::make_unique<RequestState>();
+  st->req = std::move(req);
+  st->arrival = st->req.arrival.value_or(Clock::now());
+  st->completions.resize(st->req.n);
+  st->m.prompt_tokens = n;
+  window_.push_back(st.get());
+  const std::string id = st->req.id;
+  requests_.emplace(id, std::move(st));
+}
+
+bool LlmEngine::Cancel(const std::string& request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return false;
+  Report(it->second.get(), "cancelled", true, &reports_);
+  return true;
+}
+
+bool LlmEngine::IsAdmitted(const std::string& request_id) const {
+  auto it = requests_.find(request_id);
+  return it != requests_.end() && it->second->phase == Phase::kRunning;
+}
+
+Status LlmEngine::PlanWindow() {
+  if (window_.empty()) return Status::Ok();
+  Status status;
+  std::vector<uint32_t> order(window_.size());
+  std::iota(order.begin(), order.end(), 0u);
+  const uint64_t base = planned_base_ + planned_.size();
+  if (opt_.enable_planner && window_.size() > 1) {
+    std::vector<std::span<const int32_t>> prompts;
+    std::vector<Group> groups;
+    try {
+      prompts.reserve(window_.size());
+      for (const RequestState* st : window_) prompts.emplace_back(st->req.prompt_ids);
+      Plan plan = opt_.planner ? opt_.planner(prompts, opt_.block_size)
+                               : PlanPrefixes(prompts, opt_.block_size);
+      std::vector<bool> seen(window_.size());
+      for (uint32_t i : plan.order) {
+        if (i >= seen.size() || seen[i]) throw std::runtime_error("order is not a permutation");
+        seen[i] = true;
+      }
+      if (plan.order.size() != window_.size())
+        throw std::runtime_error("order is not a permutation");
+      if (opt_.enable_prefix_cache)
+        for (const PlanGroup& g : plan.groups)
+          groups.push_back({g.begin + base, g.end + base, g.shared_tokens, {}, false, 0});
+      // UpdatePins stops at the first group not yet reached: keep them sorted by `begin` (the
+      // planner emits parents before children, so this is already so; stable keeps it so).
+      std::stable_sort(groups.begin(), groups.end(),
+                       [](const Group& a, const Group& b) { return a.begin < b.begin; });
+      order = std::move(plan.order);
+      groups_.insert(groups_.end(), std::make_move_iterator(groups.begin()),
+                     std::make_move_iterator(groups.end()));
+    } catch (const std::exception& e) {
+      status = Status::Internal("planner: " + std::string(e.what()) + "; a window of " +
+                                std::to_string(window_.size()) +
+                                " requests runs in arrival order, without pins");
+    }
+  }
+  for (uint32_t i : order) {
+    RequestState* st = window_[i];
+    st->phase = Phase::kQueued;
+    st->position = planned_base_ + planned_.size();
+    planned_.push_back(st);
+    ++num_queued_;
+  }
+  window_.clear();
+  return status;
+}
+
+void LlmEngine::Materialize() {
+  // Admission takes the scheduler's waiting queue front to back and stops at the sequence cap, so
+  // holding cap - running (+ spares) Sequences there admits exactly what holding all would.
+  // Preempted sequences are already at its front; new ones join behind them in planned order.
+  const size_t cap = static_cast<size_t>(opt_.scheduler.max_num_seqs);
+  const size_t running = scheduler_.num_running();
+  const size_t want = (running < cap ? cap - running : 0) + kSpareWaiting;
+  const uint64_t end = planned_base_ + planned_.size();
+  while (materialized_ < end && (scheduler_.num_waiting() < want || !At(materialized_))) {
+    RequestState* st = At(materialized_++);
+    if (!st) continue;  // cancelled while queued
+    std::unique_ptr<Sequence> s = NewSeq(st, 0, st->req.prompt_ids);
+    s->tokens = std::move(st->req.prompt_ids);
+    st->req.prompt_ids = {};
+    scheduler_.Add(s.get());
+    st->seqs.push_back(std::move(s));
+  }
+}
+
+void LlmEngine::Schedule() {
+  scheduler_.Schedule(&sched_);
+  if (sched_.seqs.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0 &&
+      ReleasePins())
+    scheduler_.Schedule(&sched_);  // pins are an optimisation: never let them stall the queue
+  const auto now = Clock::now();
+  for (Sequence* s : sched_.preempted) {
+    ++s->owner->m.preemptions;
+    ++stats_.preemptions;
+  }
+  for (Sequence* s : sched_.admitted) {
+    if (s->ever_admitted) continue;
+    s->ever_admitted = true;
+    RequestState* st = s->owner;
+    st->phase = Phase::kRunning;
+    --num_queued_;
+    ++num_running_;
+    st->admitted = now;
+    st->m.queue_seconds = Seconds(now - st->arrival);
+    st->m.cached_prompt_tokens = s->num_computed;
+  }
+  UpdatePins();
+}
+
+void LlmEngine::UpdatePins() {
+  // The scheduler admits in planned order, so every live position below the latest admitted one
+  // was admitted too. Holes (cancelled before admission) must not hold the mark back: a group
+  // whose last members were cancelled would keep its pin forever.
+  for (Sequence* s : sched_.admitted)
+    next_to_admit_ = std::max(next_to_admit_, s->owner->position + 1);
+  const uint64_t end = planned_base_ + planned_.size();
+  while (next_to_admit_ < end && !At(next_to_admit_)) ++next_to_admit_;
+
+  // Groups are in non-decreasing `begin` order: those not reached yet (and all after them) need
+  // nothing. The reached ones that are not done enclose next_to_admit_, so there are few (one per
+  // level of nesting).
+  uint64_t keep_from = next_to_admit_;  // planned_ entries before it are read by nobody
+  size_t reached = 0;
+  for (; reached < groups_.size() && groups_[reached].begin < next_to_admit_; ++reached) {
+    Group& grp = groups_[reached];
+    if (grp.done) continue;
+    if (next_to_admit_ >= grp.end) {  // every member admitted: each holds its own references
+      for (int32_t b : grp.pinned) blocks_.Unref(b);
+      grp.pinned.clear();
+      grp.done = true;
+      continue;
+    }
+    if (!grp.pinned.empty()) continue;
+    // Pin once a running member has computed the shared prefix.
+    // Members that finished stay finished: skip them once, so a step never rescans them.
+    grp.scan = std::max(grp.scan, grp.begin);
+    while (grp.scan < next_to_admit_ && !At(grp.scan)) ++grp.scan;
+    keep_from = std::min(keep_from, grp.scan);
+    for (uint64_t p = grp.scan; p < next_to_admit_; ++p) {
+      const RequestState* st = At(p);
+      if (!st) continue;  // finished
+      const Sequence* s = st->seqs[0].get();
+      if (s->status != SeqStatus::kRunning ||
+          s->num_registered * opt_.block_size < grp.shared_tokens)
+        continue;
+      // The pins are the engine's own references: LlmEngine::CheckInvariants counts them next to
+      // the sequences' block tables, and only this function and ReleasePins drop them.
+      const int nb = grp.shared_tokens / opt_.block_size;
+      for (int i = 0; i < nb; ++i) {
+        blocks_.Ref(s->block_table[i]);
+        grp.pinned.push_back(s->block_table[i]);
+      }
+      break;
+    }
+  }
+  groups_.erase(std::remove_if(groups_.begin(), groups_.begin() + reached,
+                               [](const Group& g) { return g.done; }),
+                groups_.begin() + reached);
+  while (!planned_.empty() && planned_base_ < keep_from) {
+    planned_.pop_front();
+    ++planned_base_;
+  }
+}
+
+bool LlmEngine::ReleasePins() {
+  bool any = false;
+  for (Group& g : groups_) {
+    for (int32_t b : g.pinned) blocks_.Unref(b);
+    any = any || !g.pinned.empty();
+    g.pinned.clear();
+  }
+  return any;
+}
+
+bool LlmEngine::Append(Sequence* s, int token, TokenLogprobs* lp) {
+  const SamplingParams& p = *s->params;
+  RequestState* st = s->owner;
+  if (!st->first_token_seen) {
+    st->first_token_seen = true;
+    st->m.ttft_seconds = Seconds(step_time_ - st->admitted);
+  }
+  if (s->num_completion() > 0) s->token_gaps_seconds += Seconds(step_time_ - s->last_token_at);
+  s->last_token_at = step_time_;
+  ++stats_.tokens_generated;
+  s->tokens.push_back(token);
+  if (p.logprobs >= 0 && lp) s->logprobs.push_back(std::move(*lp));
+  // Before min_tokens nothing stops a sequence but its length (vLLM's stop checker).
+  const bool may_stop = s->num_completion() >= p.min_tokens;
+  const bool is_eos = !p.ignore_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end();
+  const bool is_stop_id =
+      std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
+  if (may_stop && (is_eos || is_stop_id)) {
+    s->finish_reason = "stop";
+    return true;
+  }
+  if (s->detok) {
+    const size_t before = s->text.size();
+    s->text += s->detok->Add(token);
+    if (!p.stop.empty() && may_stop) {
+      const size_t at = FindStop(s->text, before, p.stop);
+      if (at != std::string::npos) {
+        s->text.resize(at);
+        s->finish_reason = "stop";
+        s->stopped_by_string = true;
+        return true;
+      }
+    }
+  }
+  if (static_cast<int>(s->tokens.size()) >= s->max_len) {
+    s->finish_reason = "length";
+    return true;
+  }
+  return false;
+}
+
+void LlmEngine::FinishSeq(Sequence* s, std::vector<RequestOutput>* done) {
+  // Release text held back for an incomplete character; a matched stop string already cut it.
+  if (s->detok && !s->stopped_by_string) s->text += s->detok->Flush();
+  scheduler_.Finish(s);
+  RequestState* st = s->owner;
+  Completion& c = st->completions[s->sample_index];
+  c.ids.assign(s->tokens.begin() + s->num_prompt, s->tokens.end());
+  c.text = std::move(s->text);
+  c.finish_reason = s->finish_reason;
+  c.logprobs = std::move(s->logprobs);
+  st->m.completion_tokens += static_cast<int>(c.ids.size());
+  if (c.ids.size() >= 2) {
+    st->itl_sum += s->token_gaps_seconds / static_cast<double>(c.ids.size() - 1);
+    ++st->itl_samples;
+  }
+  if (++st->finished < st->req.n) return;
+  Report(st, "", false, done);
+}
+
+void LlmEngine::Report(RequestState* st, std::string error, bool cancelled,
+                       std::vector<RequestOutput>* out) {
+  for (const auto& s : st->seqs) scheduler_.Remove(s.get());  // no-op for finished ones
+  RequestOutput o;
+  o.id = st->req.id;
+  o.error = std::move(error);
+  o.cancelled = cancelled;
+  if (o.ok()) o.completions = std::move(st->completions);
+  o.metrics = st->m;
+  o.metrics.itl_seconds = st->itl_samples ? st->itl_sum / st->itl_samples : 0;
+  o.metrics.total_seconds = Seconds(Clock::now() - st->arrival);
+  switch (st->phase) {
+    case Phase::kWindow:
+      window_.erase(std::find(window_.begin(), window_.end(), st));
+      break;
+    case Phase::kQueued:
+      --num_queued_;
+      break;
+    case Phase::kRunning:
+      --num_running_;
+      break;
+  }
+  // A planned slot turns into a hole; Materialize and UpdatePins step over holes.
+  if (st->phase != Phase::kWindow && At(st->position))
+    planned_[st->position - planned_base_] = nullptr;
+  requests_.erase(o.id);  // destroys st
+  out->push_back(std::move(o));
+}
+
+void LlmEngine::Fork(Sequence* parent) {
+  RequestState* st = parent->owner;
+  st->forked = true;
+  for (int k = 1; k < st->req.n; ++k) {
+    std::unique_ptr<Sequence> child = NewSeq(st, k, parent->tokens);
+    child->tokens = parent->tokens;
+    child->num_computed = parent->num_computed;
+    child->ever_admitted = true;
+    blocks_.Fork(*parent, child.get());
+    scheduler_.AddRunning(child.get());
+    st->seqs.push_back(std::move(child));
+  }
+}
+
+Status LlmEngine::Run() {
+  // The copies (copy-on-write of shared partial blocks, partial prefix reuse) come first: the
+  // forward pass reads the copied tokens. Their sources are held only until the copies ran, and
+  // are let go whatever happened (a failed step fails its requests, not the pool's accounting).
+  Status st;
+  try {
+    st = sched_.copies.empty() ? Status::Ok() : backend_->CopyBlocks(sched_.copies);
+  } catch (const std::exception& e) {  // a backend that throws fails like one that says so
+    st = Status::Internal(e.what());
+  }
+  blocks_.CopiesDone();
+  if (!st.ok()) return st;
+  try {
+    runner_.Prepare(sched_.seqs, &samplers_);
+    sampled_on_device_ = SampleOnDevice();
+    return sampled_on_device_ ? runner_.ForwardSample(rows_) : runner_.Forward();
+  } catch (const std::exception& e) {
+    return Status::Internal(e.what());
+  }
+}
+
+bool LlmEngine::SampleOnDevice() {
+  if (!backend_->samples_on_device() || samplers_.empty()) return false;
+  for (const Sequence* s : samplers_) {
+    const SamplingParams& p = *s->params;
+    const RequestState* st = s->owner;
+    const int generated = static_cast<int>(s->tokens.size()) - s->num_prompt;
+    // Logprobs and penalties need the row on the host; so does a first token that n > 1 samples
+    // draw from the same logits (Postprocess forks them).
+    if (p.logprobs >= 0 || HasPenalties(p, generated) ||
+        (s->sample_index == 0 && st->req.n > 1 && !st->forked))
+      return false;
+  }
+  rows_.resize(samplers_.size());
+  for (size_t i = 0; i < samplers_.size(); ++i) {
+    Sequence* s = samplers_[i];
+    const SamplingParams& p = *s->params;
+    // The stream advances exactly as SampleToken's would (one draw per sampled token). A step
+    // that then fails fails these requests, so a draw is never spent twice.
+    rows_[i] = ToRowSampling(p, IsGreedy(p) ? 0.0 : s->rng.NextDouble());
+  }
+  return true;
+}
+
+void LlmEngine::FailStep(const Status& why, std::vector<RequestOutput>* out) {
+  // Nothing of this step is marked computed, so none of its blocks enters the prefix cache;
+  // Report releases them (and forgets what they had in flight). Requests outside the step keep
+  // their blocks and their state.
+  std::vector<RequestState*> failed;
+  for (const ScheduledSeq& s : sched_.seqs)
+    if (std::find(failed.begin(), failed.end(), s.seq->owner) == failed.end())
+      failed.push_back(s.seq->owner);
+  for (RequestState* st : failed) Report(st, "backend: " + why.message(), false, out);
+}
+
+void LlmEngine::Postprocess(std::vector<RequestOutput>* out) {
+  step_time_ = Clock::now();
+  for (const ScheduledSeq& s : sched_.seqs) {
+    Sequence* q = s.seq;
+    // Forks start past the prompt, so this counts the first prefill and every recomputation.
+    q->owner->m.computed_prompt_tokens +=
+        std::max(0, std::min(q->num_computed + s.num_tokens, q->num_prompt) - q->num_computed);
+    q->num_computed += s.num_tokens;
+    blocks_.MarkComputed(q);
+  }
+  stats_.peak_blocks_in_use = std::max(stats_.peak_blocks_in_use, blocks_.num_in_use());
+  // Rows sampled on the device arrive as ids (no logprobs, no forks pending: SampleOnDevice).
+  if (sampled_on_device_) {
+    const std::vector<int32_t>& ids = runner_.ids();
+    for (size_t i = 0; i < samplers_.size(); ++i)
+      if (Append(samplers_[i], ids[i], nullptr)) FinishSeq(samplers_[i], out);
+    return;
+  }
+  const std::vector<float>& logits = runner_.logits();
+  // Sampling is per row and independent: draw in parallel, then apply in order.
+  const int64_t rows = static_cast<int64_t>(samplers_.size());
+  std::vector<int32_t> drawn(rows);
+  std::vector<TokenLogprobs> lps(rows);
+  auto sample = [&](Sequence* s, const float* row, TokenLogprobs* lp) {
+    const std::span<const int32_t> all(s->tokens);
+    const TokenHistory h{all.first(s->num_prompt), all.subspan(s->num_prompt)};
+    return SampleNext(row, cfg_.vocab_size, *s->params, eos_, h, &s->rng, lp);
+  };
+  // A row's draw reads its vocab_size logits a few times (max, softmax, the top-p/top-k cut).
+  kernels::ParallelFor(rows, cfg_.vocab_size * kSampleNsPerLogit, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      drawn[i] = sample(samplers_[i], &logits[i * cfg_.vocab_size], &lps[i]);
+  });
+  for (size_t i = 0; i < samplers_.size(); ++i) {
+    Sequence* s = samplers_[i];
+    const float* row = &logits[i * cfg_.vocab_size];
+    RequestState* st = s->owner;
+    if (s->sample_index == 0 && st->req.n > 1 && !st->forked) {
+      Fork(s);
+      // Each fork samples its first token from the same logits with its own generator.
+      for (int k = 1; k < st->req.n; ++k) {
+        Sequence* c = st->seqs[k].get();
+        TokenLogprobs lp;
+        if (Append(c, sample(c, row, &lp), &lp)) FinishSeq(c, out);
+      }
+    }
+    if (Append(s, drawn[i], &lps[i])) FinishSeq(s, out);
+  }
+}
+
+Status LlmEngine::Step(std::vector<RequestOutput>* out) {
+  Status planned;
+  {
+    ScopedTimer t(opt_.profile ? &profile_.schedule_s : nullptr);
+    planned = PlanWindow();
+    std::move(reports_.begin(), reports_.end(), std::back_inserter(*out));
+    reports_.clear();
+    Materialize();
+    Schedule();
+  }
+  if (sched_.seqs.empty()) return planned;
+  ++stats_.steps;
+  profile_.steps += opt_.profile;
+  Status ran;
+  {
+    ScopedTimer t(opt_.profile ? &profile_.forward_s : nullptr);
+    ran = Run();
+  }
+  if (!ran.ok()) {
+    FailStep(ran, out);
+    return Status::Internal("backend: " + ran.message() +
+                            (planned.ok() ? "" : "; " + planned.message()));
+  }
+  ScopedTimer t(opt_.profile ? &profile_.sample_s : nullptr);
+  Postprocess(out);
+  return planned;
+}
+
+bool LlmEngine::CheckInvariants(std::string* why) const {
+  if (!blocks_.CheckInvariants(why)) return false;
+  auto fail = [why](std::string m) {
+    if (why) *why = std::move(m);
+    return false;
+  };
+  // Run lets go of every copy's source, whether the step succeeded or not.
+  if (blocks_.num_copy_holds() != 0)
+    return fail(std::to_string(blocks_.num_copy_holds()) + " copy sources still held after a step");
+  // Every reference on a block is accounted for: one per appearance in a live sequence's block
+  // table (forks share their parent's), plus one per pin. A leak or a double release shows here.
+  std::vector<int> refs(blocks_.num_blocks(), 0);
+  size_t window = 0, queued = 0, running = 0;
+  for (const auto& [id, st] : requests_) {
+    window += st->phase == Phase::kWindow;
+    queued += st->phase == Phase::kQueued;
+    running += st->phase == Phase::kRunning;
+    if (st->phase != Phase::kWindow && At(st->position) != st.get() &&
+        st->position >= planned_base_)
+      return fail("request " + id + " is not at its planned position");
+    for (const auto& s : st->seqs) {
+      if (s->status != SeqStatus::kRunning && !s->block_table.empty())
+        return fail("request " + id + ": a sequence that is not running holds blocks");
+      for (int32_t b : s->block_table) ++refs[b];
+    }
+  }
+  for (const Group& g : groups_)
+    for (int32_t b : g.pinned) ++refs[b];
+  for (int b = 0; b < blocks_.num_blocks(); ++b)
+    if (refs[b] != blocks_.ref_count(b))
+      return fail("block " + std::to_string(b) + " has ref count " +
+                  std::to_string(blocks_.ref_count(b)) + " but " + std::to_string(refs[b]) +
+                  " references");
+  if (window != window_.size() || queued != num_queued_ || running != num_running_)
+    return fail("request counts disagree with the requests' phases");
+  for (size_t i = 1; i < groups_.size(); ++i)
+    if (groups_[i].begin < groups_[i - 1].begin) return fail("groups out of begin order");
+  return true;
+}
+
+}  // namespace llmq

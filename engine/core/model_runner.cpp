@@ -1,0 +1,67 @@
+#include "engine/core/model_runner.h"
+
+#include <algorithm>
+#include <string>
+
+#include "engine/core/prefix_groups.h"
+
+namespace llmq {
+
+void ModelRunner::Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
+                        std::vector<Sequence*>* samplers) {
+  b->Clear();
+  samplers->clear();
+  first_block_.clear();
+  num_tokens_.clear();
+  for (const ScheduledSeq& s : step) {
+    b->max_blocks = std::max<int32_t>(b->max_blocks, s.seq->block_table.size());
+    first_block_.push_back(s.seq->block_table.empty() ? -1 : s.seq->block_table[0]);
+    num_tokens_.push_back(s.num_tokens);
+  }
+  OrderBySharedFirstBlock(first_block_, num_tokens_, &order_);
+  b->decode_only = !step.empty();
+  for (int32_t k : order_) {
+    const ScheduledSeq& s = step[k];
+    const Sequence& q = *s.seq;
+    b->decode_only = b->decode_only && s.num_tokens == 1;
+    for (int i = 0; i < s.num_tokens; ++i) {
+      const int pos = q.num_computed + i;
+      b->token_ids.push_back(q.tokens[pos]);
+      b->positions.push_back(pos);
+      b->slot_mapping.push_back(q.block_table[pos / block_size_] * block_size_ + pos % block_size_);
+    }
+    b->query_start.push_back(b->num_tokens());
+    b->context_lens.push_back(q.num_computed + s.num_tokens);
+    b->block_tables.insert(b->block_tables.end(), q.block_table.begin(), q.block_table.end());
+    b->block_tables.resize(b->block_tables.size() + b->max_blocks - q.block_table.size(), -1);
+    if (q.num_computed + s.num_tokens == static_cast<int>(q.tokens.size())) {
+      b->logits_rows.push_back(b->num_tokens() - 1);
+      samplers->push_back(s.seq);
+    }
+  }
+  if (groups_) DetectPrefixGroups(block_size_, b);
+}
+
+Status ModelRunner::Forward() {
+  ids_.clear();
+  // Grown to the rows asked for, exactly, and without copying the last step's logits over (a
+  // vector's own growth would double its capacity and hold the old and new buffers at once).
+  const size_t n = batch_.logits_rows.size() * static_cast<size_t>(vocab_);
+  if (logits_.capacity() < n) {
+    std::vector<float>().swap(logits_);
+    logits_.reserve(n);
+  }
+  logits_.resize(n);
+  return backend_->Forward(batch_, logits_.data());
+}
+
+Status ModelRunner::ForwardSample(const std::vector<RowSampling>& rows) {
+  if (rows.size() != batch_.logits_rows.size())
+    return Status::Internal("ForwardSample: " + std::to_string(rows.size()) + " rows for " +
+                            std::to_string(batch_.logits_rows.size()) + " samplers");
+  logits_.clear();
+  ids_.assign(rows.size(), 0);
+  return backend_->ForwardSample(batch_, rows.data(), ids_.data());
+}
+
+}  // namespace llmq

@@ -1,0 +1,93 @@
+// Request / Sequence: what was asked, and the live state of one generation.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling/sampler.h"
+#include "engine/text/tokenizer.h"
+
+namespace llmq {
+
+using Clock = std::chrono::steady_clock;
+
+struct Request {
+  std::string id;                   // unique among the engine's unfinished requests
+  std::vector<int32_t> prompt_ids;  // BOS included when the model asks for it
+  SamplingParams params;            // no seed: the engine uses DefaultSeed("", id)
+  int n = 1;                        // parallel samples; they share the prompt's KV blocks
+  // When the request arrived (e.g. when its job was accepted); unset: the time of Add.
+  std::optional<Clock::time_point> arrival;
+};
+
+struct Completion {
+  std::vector<int32_t> ids;   // ends with the stop token when one stopped it
+  std::string text;           // stop token / stop string excluded
+  std::string finish_reason;  // "stop" | "length"
+  // One per id when params.logprobs >= 0 (the stop token's too), else empty.
+  std::vector<TokenLogprobs> logprobs;
+};
+
+struct RequestMetrics {
+  int prompt_tokens = 0;
+  int cached_prompt_tokens = 0;    // taken from the prefix cache when first admitted
+  int computed_prompt_tokens = 0;  // run through the model (recomputation after preemption too)
+  int completion_tokens = 0;       // over all n samples
+  int preemptions = 0;
+  double queue_seconds = 0;  // arrival -> first admitted
+  double ttft_seconds = 0;   // first admitted -> first token
+  // Mean gap between consecutive tokens after the first, averaged over the samples that have two
+  // tokens or more; 0 when none has.
+  double itl_seconds = 0;
+  double total_seconds = 0;  // arrival -> finished (last sample, cancelled or failed)
+};
+
+struct RequestOutput {
+  std::string id;
+  std::vector<Completion> completions;  // n, by sample index; empty when !ok()
+  // Non-empty: the request did not complete: refused when added, "cancelled", or
+  // "backend: <message>" when a step it ran in failed.
+  std::string error;
+  bool cancelled = false;  // Cancel()ed (error is "cancelled")
+  RequestMetrics metrics;
+  bool ok() const { return error.empty(); }
+};
+
+enum class SeqStatus { kWaiting, kRunning, kFinished };
+
+struct RequestState;  // llm_engine.cpp: the n samples of one request
+
+struct Sequence {
+  int64_t seq_id = 0;
+  RequestState* owner = nullptr;
+  int sample_index = 0;
+  const SamplingParams* params = nullptr;
+  std::vector<int32_t> tokens;  // prompt + completion so far
+  int num_prompt = 0;
+  int num_computed = 0;                // tokens whose K/V are in the cache
+  int max_len = 0;                     // prompt + the completion budget (never past the context)
+  std::vector<int32_t> block_table;    // physical block of each logical block
+  std::vector<uint64_t> block_hashes;  // identity hash of each full block, as far as computed
+  int num_registered = 0;              // leading blocks known to the prefix cache
+  std::vector<uint64_t> in_flight;     // hashes of blocks this sequence is computing for the cache
+  SeqStatus status = SeqStatus::kWaiting;
+  bool ever_admitted = false;
+  Rng rng;
+  std::unique_ptr<IncrementalDecoder> detok;  // null when no tokenizer is attached
+  std::string text;                           // completion text released so far
+  std::string finish_reason;
+  std::vector<TokenLogprobs> logprobs;  // one per completion token when params->logprobs >= 0
+  bool stopped_by_string = false;
+  Clock::time_point last_token_at;  // when its latest token was sampled
+  double token_gaps_seconds = 0;    // sum of the gaps between its tokens after the first
+
+  int num_completion() const { return static_cast<int>(tokens.size()) - num_prompt; }
+  // Tokens still to run through the model: the prompt's rest in prefill, 1 in decode.
+  int pending() const { return static_cast<int>(tokens.size()) - num_computed; }
+};
+
+}  // namespace llmq

@@ -1,0 +1,61 @@
+#include "engine/model/model.h"
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#include "engine/backends/cpu_backend.h"
+#ifdef LLMQ_HAVE_CUDA
+#include "engine/backends/cuda_backend.h"
+#endif
+
+namespace llmq {
+
+void ReleaseFreeHeap() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
+std::string Model::backend_description() const {
+  std::string s = backend ? backend->name() : "none";
+  if (backend && backend->name() != "cpu")
+    s += std::string(" (") + PrecisionName(choice.precision) + ")";
+  if (!backend_why.empty()) s += " (auto: " + backend_why + ")";
+  return s;
+}
+
+Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out) {
+  Model m;
+  m.choice = choice;
+  BackendKind kind = BackendKind::kCpu;
+  LLMQ_RETURN_IF_ERROR(ResolveBackend(choice.kind, &kind, &m.backend_why));
+  LLMQ_RETURN_IF_ERROR(LoadModelConfig(dir, &m.cfg));
+  LLMQ_RETURN_IF_ERROR(Weights::Load(dir, m.cfg, &m.weights));
+  LLMQ_RETURN_IF_ERROR(Tokenizer::Load(dir, &m.tokenizer));
+  if (m.tokenizer->vocab_size() > m.cfg.vocab_size)
+    return Status::InvalidArgument(
+        dir + (m.tokenizer->hf() ? "/tokenizer.json" : "/tokenizer.model") + ": has " +
+        std::to_string(m.tokenizer->vocab_size()) + " pieces, more than the model's vocab_size " +
+        std::to_string(m.cfg.vocab_size));
+  if (kind == BackendKind::kCpu) {
+    m.backend = std::make_unique<CpuBackend>(m.cfg, *m.weights);
+    // The backend packed its own fp32 copy: unmapping the files now holds the weights once
+    // (peak RSS = packed weights + KV pool + working memory, not + the mapping).
+    m.weights.reset();
+    ReleaseFreeHeap();
+  } else {
+#ifdef LLMQ_HAVE_CUDA
+    CudaBackendOptions opt;
+    opt.precision = choice.precision == Precision::kBf16 ? CudaBackendOptions::Precision::kBf16
+                                                         : CudaBackendOptions::Precision::kFp32;
+    LLMQ_RETURN_IF_ERROR(CreateCudaBackend(m.cfg, *m.weights, opt, &m.backend));
+#else
+    return Status::Unsupported("backend cuda: this llmq was built without CUDA");
+#endif
+  }
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+}  // namespace llmq

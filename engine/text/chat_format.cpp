@@ -1,0 +1,154 @@
+#include "engine/text/chat_format.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/text/jinja.h"
+
+namespace llmq {
+namespace {
+
+namespace fs = std::filesystem;
+
+// tokenizer_config.json's special token strings: "bos_token": "<s>", or {"content": "<s>", ...}
+// (a serialized AddedToken), or null. Absent or null ones are left out, as transformers'
+// special_tokens_map leaves out the unset ones.
+nlohmann::ordered_json SpecialTokens(const std::string& model_dir, const Tokenizer& tok) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  std::ifstream f(fs::path(model_dir) / "tokenizer_config.json", std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  // A malformed file was already refused by Tokenizer::Load; here it gives no tokens.
+  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
+    if (!j.is_object() || !j.contains(key)) continue;
+    const nlohmann::json& v = j[key];
+    if (v.is_string()) out[key] = v.get<std::string>();
+    if (v.is_object() && v.contains("content") && v["content"].is_string())
+      out[key] = v["content"].get<std::string>();
+  }
+  // A sentencepiece model without a config: transformers' LlamaTokenizer defaults.
+  if (!tok.hf()) {
+    if (!out.contains("bos_token") && tok.bos_id() >= 0 && tok.PieceToId("<s>") == tok.bos_id())
+      out["bos_token"] = "<s>";
+    if (!out.contains("eos_token") && tok.eos_id() >= 0 && tok.PieceToId("</s>") == tok.eos_id())
+      out["eos_token"] = "</s>";
+  }
+  return out;
+}
+
+// FNV-1a, 64 bits: a portable digest for the resume identity (not a security boundary).
+std::string Digest(const std::string& s) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+}  // namespace
+
+ChatFormat::~ChatFormat() = default;
+
+std::shared_ptr<const ChatFormat> ChatFormat::Builtin(ChatTemplate t, bool add_bos) {
+  std::shared_ptr<ChatFormat> f(new ChatFormat());
+  f->builtin_ = t;
+  f->add_bos_ = add_bos;
+  f->name_ = f->identity_ = ChatTemplateName(t);
+  return f;
+}
+
+Status ChatFormat::Load(const std::string& model_dir, const std::string& choice,
+                        const Tokenizer& tok, std::shared_ptr<const ChatFormat>* out) {
+  if (!choice.empty()) {  // the operator's choice of a built-in
+    ChatTemplate t;
+    LLMQ_RETURN_IF_ERROR(ChatTemplateByName(choice, &t));
+    *out = Builtin(t, tok.add_bos());
+    return Status::Ok();
+  }
+  std::string origin;
+  const std::string source = ReadTemplateSource(model_dir, &origin);
+  bool found = false;
+  const ChatTemplate detected = RecognizeTemplate(source, &found);
+  // No template: llama-2, as before there were templates. A sentencepiece model whose template is
+  // a built-in: the built-in (see the header).
+  if (source.empty() || (found && !tok.hf())) {
+    *out = Builtin(detected, tok.add_bos());
+    return Status::Ok();
+  }
+  std::unique_ptr<jinja::Template> parsed;
+  LLMQ_RETURN_IF_ERROR(jinja::Template::Parse(source, origin, &parsed));
+  std::shared_ptr<ChatFormat> f(new ChatFormat());
+  f->jinja_ = std::move(parsed);
+  f->add_bos_ = tok.add_bos();
+  const nlohmann::ordered_json specials = SpecialTokens(model_dir, tok);
+  f->specials_json_ = specials.dump();
+  f->bos_text_ = specials.value("bos_token", "");
+  f->eos_text_ = specials.value("eos_token", "");
+  f->name_ = origin;
+  f->identity_ = origin + " " + Digest(source + '\0' + f->specials_json_);
+  *out = std::move(f);
+  return Status::Ok();
+}
+
+Status ChatFormat::RenderJinja(const std::vector<Message>& messages, std::string* text) const {
+  // What transformers passes: messages, tools and documents (none), add_generation_prompt, and
+  // the special tokens map. Ordered, so that a template's tojson lists keys as written.
+  nlohmann::ordered_json ctx = nlohmann::ordered_json::parse(specials_json_);
+  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+  for (const Message& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+  ctx["messages"] = std::move(msgs);
+  ctx["tools"] = nullptr;
+  ctx["documents"] = nullptr;
+  ctx["add_generation_prompt"] = true;
+  const Status st = jinja_->RenderOrdered(ctx, text);
+  if (!st.ok()) return Status::InvalidArgument("field 'messages': " + st.message());
+  return Status::Ok();
+}
+
+Status ChatFormat::Render(const std::vector<Message>& messages, std::string* text) const {
+  if (!jinja_) return RenderChat(builtin_, messages, add_bos_, text);
+  return RenderJinja(messages, text);
+}
+
+Status ChatFormat::Encode(const Tokenizer& tok, const std::vector<Message>& messages,
+                          std::vector<int>* ids) const {
+  if (!jinja_) return EncodeChat(tok, builtin_, messages, ids);
+  std::string text;
+  LLMQ_RETURN_IF_ERROR(RenderJinja(messages, &text));
+  ids->clear();
+  if (tok.hf()) {  // added tokens are matched in the text by the tokenizer itself
+    *ids = tok.EncodeNoBos(text);
+    return Status::Ok();
+  }
+  // Sentencepiece: the BOS / EOS strings are their ids; the runs of text between are encoded
+  // alone (each with sentencepiece's dummy-prefix space, as the slow Llama tokenizer does).
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t next = std::string::npos, len = 0;
+    int id = -1;
+    for (const auto& [s, sid] : {std::pair{&bos_text_, tok.bos_id()}, {&eos_text_, tok.eos_id()}}) {
+      if (s->empty() || sid < 0) continue;
+      const size_t at = text.find(*s, pos);
+      if (at < next) {
+        next = at;
+        len = s->size();
+        id = sid;
+      }
+    }
+    const std::string run = text.substr(pos, next == std::string::npos ? next : next - pos);
+    if (!run.empty()) {
+      const std::vector<int> part = tok.EncodeNoBos(run);
+      ids->insert(ids->end(), part.begin(), part.end());
+    }
+    if (next == std::string::npos) break;
+    ids->push_back(id);
+    pos = next + len;
+  }
+  return Status::Ok();
+}
+
+}  // namespace llmq
