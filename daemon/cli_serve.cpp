@@ -120,6 +120,21 @@ bool OpenForWriting(const std::string& path) {
   return busy;
 }
 
+// Removes a file when it goes out of scope (serve.json: no daemon runs here any more).
+class RemovedOnReturn {
+ public:
+  explicit RemovedOnReturn(std::string path) : path_(std::move(path)) {}
+  ~RemovedOnReturn() {
+    std::error_code ec;
+    fs::remove(path_, ec);
+  }
+  RemovedOnReturn(const RemovedOnReturn&) = delete;
+  RemovedOnReturn& operator=(const RemovedOnReturn&) = delete;
+
+ private:
+  std::string path_;
+};
+
 std::chrono::nanoseconds Secs(double s) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
 }
@@ -150,6 +165,8 @@ class Server {
     paths_ = spool::PathsFor(cfg_.state_dir);
     if (Status st = spool::EnsureLayout(paths_); !st.ok()) return Fail(cmd_, st);
     if (Status st = Lock(); !st.ok()) return Fail(cmd_, st);
+    // serve.json goes with this daemon, however Main returns (a failed start-up too).
+    const RemovedOnReturn serve_state(paths_.serve_state);
     PublishState();  // for llmq status: the run windows in effect
     // The queue before the model: a damaged database is refused at once, naming the file.
     for (std::unique_ptr<jobs::Store>* s : {&io_store_, &runner_store_, &commit_store_})
@@ -221,14 +238,20 @@ class Server {
 
  private:
   // --- Start-up.
+  // One daemon per state folder: an flock on the folder itself, held until the process ends. (A
+  // lock file could be removed from under a running daemon, and a second one would then lock a
+  // new file and run the same queue: every request twice.)
   Status Lock() {
-    const std::string path = (fs::path(paths_.root) / "serve.lock").string();
-    lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lock_fd_ < 0) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
-    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
-      return Status::InvalidArgument("another llmq serve is running on " + paths_.root + " (" +
-                                     path + " is locked)");
-    return Status::Ok();
+    lock_fd_ = ::open(paths_.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock_fd_ < 0)
+      return Status::IoError(paths_.root +
+                             ": cannot open the state folder to lock it: " + std::strerror(errno));
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0) return Status::Ok();
+    if (errno != EWOULDBLOCK)
+      return Status::IoError(paths_.root +
+                             ": cannot lock the state folder: " + std::strerror(errno));
+    return Status::InvalidArgument("another llmq serve is running on " + paths_.root +
+                                   " (the folder is locked)");
   }
 
   Status StartWatcher() {
@@ -687,8 +710,6 @@ class Server {
       exit_code_ = engine_status_.ok() && committed.ok() ? 0 : 1;
     }
     WriteMetrics();  // the final numbers; they count what is left pending too
-    std::error_code ec;
-    fs::remove(paths_.serve_state, ec);  // llmq status: no daemon runs here now
     Log("stopped; %lld request(s) left pending, run after a restart",
         static_cast<long long>(queue_totals_.pending()));
     boost::system::error_code ignored;
