@@ -619,6 +619,7 @@ class Server {
     t.results = base.string() + ".results.jsonl";
     t.errors = base.string() + ".errors.jsonl";
     t.summary = base.string() + ".summary.json";
+    t.mode = 0640;  // the llmq group reads the results (README: llmq serve), whatever the umask
     jobs::JobSummary sum;
     sum.refused = j.refused;
     sum.model = ctx_.model_name;

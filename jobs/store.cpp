@@ -1,7 +1,10 @@
 #include "jobs/store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -425,6 +428,17 @@ Status Store::Open(const std::string& path, std::unique_ptr<Store>* out) {
     if (ec)
       return Status::IoError(path + ": cannot create folder " + parent.string() + ": " +
                              ec.message());
+  }
+  // A new queue is created here, 0600 whatever the umask (SQLite would create it 0644 less the
+  // umask); SQLite takes an empty file as an empty database.
+  if (const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); fd >= 0) {
+    const bool chmodded = ::fchmod(fd, 0600) == 0;
+    const int err = errno;
+    ::close(fd);
+    if (!chmodded)
+      return Status::IoError(path + ": cannot set its mode to 0600: " + std::strerror(err));
+  } else if (errno != EEXIST) {
+    return Status::IoError(path + ": cannot create: " + std::strerror(errno));
   }
   std::unique_ptr<Store> s(new Store());
   s->path_ = path;

@@ -128,6 +128,9 @@ class Store {
   // the schema_version is newer than this build knows.
   // A file that is an SQLite database but not llmq's (tables, no `meta`) is refused with
   // InvalidArgument: it is never written to.
+  // A new database file is created 0600 whatever the umask: it holds every prompt and result,
+  // the queue is its owner's alone (SQLite gives the -wal and -shm files the database file's
+  // mode). An existing one keeps its mode.
   static Status Open(const std::string& path, std::unique_ptr<Store>* out);
   ~Store();  // rolls back an open transaction
   Store(const Store&) = delete;

@@ -3,6 +3,7 @@
 // silently, hang, expose results or leave stale state behind:
 //   - the lock is on the state folder itself: removing a lock file does not let a second daemon
 //     run the same queue;
+//   - queue.db (and its -wal, -shm) are 0600 and the outbox files 0640, whatever the umask;
 //   - serve.json does not outlive a daemon that failed to start;
 #include <signal.h>
 #include <sys/stat.h>
@@ -27,6 +28,29 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 using testing::ReadText;
 using testing::WaitFor;
+
+std::string Job(int count) {
+  std::string s;
+  for (int i = 0; i < count; ++i)
+    s += json{{"custom_id", "r" + std::to_string(i)},
+              {"method", "POST"},
+              {"url", "/v1/completions"},
+              {"body", {{"prompt", "Count to " + std::to_string(i)}, {"max_tokens", 4}}}}
+             .dump() +
+         "\n";
+  return s;
+}
+
+int ModeOf(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 07777) : -1;
+}
+
+std::string Octal(int mode) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%04o", mode);
+  return b;
+}
 
 // A running (or exited) `llmq serve`: its state folder, config, log and pid.
 class ServeStateTest : public ::testing::Test {
@@ -128,6 +152,30 @@ TEST_F(ServeStateTest, ASecondDaemonIsRefusedEvenWhenTheLockFileIsRemoved) {
   // The refused daemon left the running one's serve.json alone.
   EXPECT_TRUE(fs::exists(state_ + "/serve.json"));
   EXPECT_EQ(Stop(first), 0) << ReadText(err_file(first));
+}
+
+// Row 9: `llmq serve` started by hand under umask 022 wrote queue.db (every prompt) and the
+// outbox files 0644. Now the queue is the daemon's alone and the results its group's, whatever
+// the umask.
+TEST_F(ServeStateTest, TheQueueIsPrivateAndTheResultsGroupReadableWhateverTheUmask) {
+  for (const mode_t umask_value : {mode_t{022}, mode_t{077}, mode_t{0}}) {
+    SCOPED_TRACE("umask " + Octal(static_cast<int>(umask_value)));
+    Configure(dir_ + "/state-" + Octal(static_cast<int>(umask_value)));
+    const mode_t old = ::umask(umask_value);
+    size_t n = 0;
+    const bool started = Start(&n);
+    ::umask(old);
+    ASSERT_TRUE(started) << ReadText(err_file(n));
+    Drop("a.jsonl", Job(2) + "{\"custom_id\": \"bad\"}\n");
+    ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 60))
+        << ReadText(err_file(n));
+    // While the daemon runs its -wal and -shm exist; SQLite gives them queue.db's mode.
+    for (const char* suffix : {"", "-wal", "-shm"})
+      EXPECT_EQ(Octal(ModeOf(state_ + "/queue.db" + suffix)), "0600") << suffix;
+    for (const char* suffix : {".results.jsonl", ".errors.jsonl", ".summary.json"})
+      EXPECT_EQ(Octal(ModeOf(state_ + "/outbox/a" + suffix)), "0640") << suffix;
+    EXPECT_EQ(Stop(n), 0) << ReadText(err_file(n));
+  }
 }
 
 // Row 10: metrics.http_port already in use: the daemon exits 1 as documented, and used to leave
