@@ -532,6 +532,17 @@ class Server {
     poll_timer_.expires_after(std::chrono::milliseconds(200));
     poll_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
+      // queue.db removed or replaced: everything written from now on would be lost to the next
+      // start (and the files it accepted would run again). Stop at once, accepting nothing more.
+      if (Status st = io_store_->StillAtPath(); !st.ok()) {
+        queue_lost_ = st;
+        Log("%s: stopping (exit 1); nothing more is accepted", st.message().c_str());
+        stopping_ = true;  // Scan takes nothing more
+        rescan_timer_.cancel();
+        settle_timer_.cancel();
+        runner_->Stop();  // then OnEngineDone
+        return;
+      }
       int64_t v = 0;
       if (Status st = io_store_->DataVersion(&v); !st.ok()) {
         Log("%s", st.message().c_str());
@@ -703,7 +714,7 @@ class Server {
     const Status committed = committer_->Close();
     flusher_.join();  // a Flush waiting on the committer returned when it closed
     if (!committed.ok()) Log("committing results: %s", committed.message().c_str());
-    if (!stopping_) {  // the engine stopped by itself: a store error
+    if (!stopping_ || !queue_lost_.ok()) {  // a store error, or queue.db gone (ArmPoll)
       exit_code_ = 1;
     } else {
       // Jobs the drain completed are finalized before exiting.
@@ -711,8 +722,11 @@ class Server {
       exit_code_ = engine_status_.ok() && committed.ok() ? 0 : 1;
     }
     WriteMetrics();  // the final numbers; they count what is left pending too
-    Log("stopped; %lld request(s) left pending, run after a restart",
-        static_cast<long long>(queue_totals_.pending()));
+    if (queue_lost_.ok())
+      Log("stopped; %lld request(s) left pending, run after a restart",
+          static_cast<long long>(queue_totals_.pending()));
+    else
+      Log("stopped: %s", queue_lost_.message().c_str());
     boost::system::error_code ignored;
     inotify_.close(ignored);
     poll_timer_.cancel();
@@ -925,6 +939,7 @@ class Server {
   std::set<std::string> refused_logged_;
   int64_t data_version_ = 0;
   bool stopping_ = false;
+  Status queue_lost_;  // queue.db removed or replaced under the daemon (ArmPoll): exit 1
 };
 
 }  // namespace

@@ -23,6 +23,8 @@
 // readers never wait for the writer.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -195,6 +197,11 @@ class Store {
   // Changes whenever ANOTHER connection commits (PRAGMA data_version): cheap polling. This
   // object's own commits do not change it.
   Status DataVersion(int64_t* out);
+  // OK while `path()` still names the file this connection opened (same device and inode). A
+  // connection to a file removed or replaced meanwhile goes on reading and writing the old file,
+  // which no later Open sees: IoError "<path>: removed while it was open (...)" or "<path>:
+  // replaced by another file while it was open (...)".
+  Status StillAtPath() const;
 
   // --- Feeding.
   // Up to `limit` pending requests with plan_rank > after_rank, of jobs that are in_progress and
@@ -239,6 +246,8 @@ class Store {
   Status StepJobs(sqlite3_stmt* bound, std::vector<JobRecord>* out);  // every row, then reset
 
   std::string path_;
+  dev_t dev_ = 0;  // the file opened (StillAtPath)
+  ino_t ino_ = 0;
   sqlite3* db_ = nullptr;
   int busy_timeout_ms_ = 5000;
   bool in_for_each_ = false;

@@ -3,6 +3,8 @@
 // silently, hang, expose results or leave stale state behind:
 //   - the lock is on the state folder itself: removing a lock file does not let a second daemon
 //     run the same queue;
+//   - queue.db removed (or replaced) under a running daemon: it stops, loudly, and accepts nothing
+//     more;
 //   - queue.db (and its -wal, -shm) are 0600 and the outbox files 0640, whatever the umask;
 //   - serve.json does not outlive a daemon that failed to start;
 #include <signal.h>
@@ -152,6 +154,42 @@ TEST_F(ServeStateTest, ASecondDaemonIsRefusedEvenWhenTheLockFileIsRemoved) {
   // The refused daemon left the running one's serve.json alone.
   EXPECT_TRUE(fs::exists(state_ + "/serve.json"));
   EXPECT_EQ(Stop(first), 0) << ReadText(err_file(first));
+}
+
+// Row 4: queue.db removed under a running daemon: it used to go on writing to the deleted file,
+// logging nothing, and a restart found every job (and every "already accepted" record) gone.
+TEST_F(ServeStateTest, ARemovedQueueStopsTheDaemonLoudly) {
+  size_t n = 0;
+  ASSERT_TRUE(Start(&n)) << ReadText(err_file(n));
+  Drop("a.jsonl", Job(2));
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 60))
+      << ReadText(err_file(n));
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(state_ + "/queue.db" + suffix);
+  const bool noticed = WaitFor([&] { return Logged(n, "queue.db: removed"); }, 10);
+  EXPECT_TRUE(noticed) << ReadText(err_file(n));
+  // Nothing is accepted after that: a file dropped now stays in inbox/.
+  Drop("b.jsonl", Job(2));
+  int code = -1;
+  ASSERT_TRUE(ExitedWithin(n, 30, &code)) << ReadText(err_file(n));
+  EXPECT_NE(code, 0);
+  EXPECT_TRUE(fs::exists(state_ + "/inbox/b.jsonl")) << ReadText(err_file(n));
+  EXPECT_FALSE(fs::exists(state_ + "/archive/b.jsonl"));
+  EXPECT_FALSE(Logged(n, "accepted inbox/b.jsonl")) << ReadText(err_file(n));
+}
+
+// The same with queue.db replaced by another database (a restore from a backup, say, while the
+// daemon runs): its connections would go on with the old file.
+TEST_F(ServeStateTest, AReplacedQueueStopsTheDaemonLoudly) {
+  size_t n = 0;
+  ASSERT_TRUE(Start(&n)) << ReadText(err_file(n));
+  const std::string db = state_ + "/queue.db";
+  fs::copy_file(db, dir_ + "/copy.db");
+  fs::rename(dir_ + "/copy.db", db);
+  EXPECT_TRUE(WaitFor([&] { return Logged(n, "queue.db: replaced"); }, 10))
+      << ReadText(err_file(n));
+  int code = -1;
+  ASSERT_TRUE(ExitedWithin(n, 30, &code)) << ReadText(err_file(n));
+  EXPECT_NE(code, 0);
 }
 
 // Row 9: `llmq serve` started by hand under umask 022 wrote queue.db (every prompt) and the
