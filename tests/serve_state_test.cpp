@@ -5,6 +5,7 @@
 //     run the same queue;
 //   - queue.db removed (or replaced) under a running daemon: it stops, loudly, and accepts nothing
 //     more;
+//   - a config file replaced by a FIFO: SIGHUP does not block, the old settings stay;
 //   - queue.db (and its -wal, -shm) are 0600 and the outbox files 0640, whatever the umask;
 //   - serve.json does not outlive a daemon that failed to start;
 #include <signal.h>
@@ -190,6 +191,29 @@ TEST_F(ServeStateTest, AReplacedQueueStopsTheDaemonLoudly) {
   int code = -1;
   ASSERT_TRUE(ExitedWithin(n, 30, &code)) << ReadText(err_file(n));
   EXPECT_NE(code, 0);
+}
+
+// Row 7: the config file replaced by a FIFO, then SIGHUP: the event loop used to block in open()
+// until kill -9.
+TEST_F(ServeStateTest, AConfigReplacedByAFifoIsRefusedOnReload) {
+  size_t n = 0;
+  ASSERT_TRUE(Start(&n)) << ReadText(err_file(n));
+  const std::string good = ReadText(config_);
+  fs::remove(config_);
+  ASSERT_EQ(mkfifo(config_.c_str(), 0644), 0);
+  kill(pids_[n], SIGHUP);
+  ASSERT_TRUE(WaitFor([&] { return Logged(n, "SIGHUP: " + config_ + ": it is a FIFO"); }, 10))
+      << ReadText(err_file(n));
+  EXPECT_TRUE(Logged(n, "not a regular file; keeping settle 0.2s")) << ReadText(err_file(n));
+  // The loop is alive: a good config is reloaded, a job runs, SIGTERM ends it.
+  fs::remove(config_);
+  std::ofstream(config_) << good << "  group_window_ms: 20\n";
+  kill(pids_[n], SIGHUP);
+  EXPECT_TRUE(WaitFor([&] { return Logged(n, "group window 20ms"); }, 10)) << ReadText(err_file(n));
+  Drop("a.jsonl", Job(2));
+  EXPECT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 60))
+      << ReadText(err_file(n));
+  EXPECT_EQ(Stop(n), 0) << ReadText(err_file(n));
 }
 
 // Row 9: `llmq serve` started by hand under umask 022 wrote queue.db (every prompt) and the
