@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -150,6 +151,7 @@ class Server {
         settle_timer_(io_),
         drain_timer_(io_),
         notify_timer_(io_),
+        watchdog_timer_(io_),
         metrics_timer_(io_),
         window_timer_(io_),
         window_drain_timer_(io_),
@@ -195,7 +197,8 @@ class Server {
     // until a restart, the job never finishing).
     copt.retry_interval = std::chrono::milliseconds(500);
     committer_ = std::make_unique<jobs::ResultCommitter>(commit_store_.get(), copt);
-    // sd_notify: the watchdog pings from the engine loop (a quarter of the interval while idle).
+    // sd_notify: the event loop pings the watchdog while the engine loop ticks (at every step, and
+    // every quarter of the interval while idle): ArmWatchdog.
     RunnerOptions ropt;
     ropt.on_tick = [this] { OnEngineTick(); };
     ropt.on_output = [this](const RequestOutput& o) {  // metrics
@@ -220,6 +223,8 @@ class Server {
     if (Status st = StartMetrics(); !st.ok()) return Fail(cmd_, st);
     notifier_.Ready();  // sd_notify
     ArmNotify();
+    engine_tick_ = Clock::now().time_since_epoch().count();  // its thread starts below
+    ArmWatchdog();
     CheckWindow(/*first=*/true);  // serve.run_windows
     engine_thread_ = std::thread([this, stall_ms = TestStallStepMs()]() mutable {
       engine_status_ = runner_->Serve([this, &stall_ms] {
@@ -544,7 +549,10 @@ class Server {
         return;
       }
       int64_t v = 0;
-      if (Status st = io_store_->DataVersion(&v); !st.ok()) {
+      const Status st = io_store_->DataVersion(&v);
+      queue_failing_since_ =  // ArmWatchdog: since when the queue does not answer
+          st.ok() ? Clock::time_point::max() : std::min(queue_failing_since_, Clock::now());
+      if (!st.ok()) {
         Log("%s", st.message().c_str());
       } else if (v != data_version_) {
         data_version_ = v;
@@ -679,6 +687,8 @@ class Server {
   }
 
   void Reload() {
+    if (const int ms = std::exchange(stall_reload_ms_, 0); ms > 0)  // TEST ONLY
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     if (config_path_.empty()) {
       Log("SIGHUP: no config file to reload (%s)", knobs_.ToText().c_str());
       return;
@@ -710,6 +720,7 @@ class Server {
     // sd_notify: the last commits and finalizations (a huge job's outbox files) are not ended by
     // TimeoutStopSec= while they make progress.
     TimeoutExtender extend(&notifier_, kExtendBy);
+    watchdog_timer_.cancel();  // no engine loop any more: no pings
     if (!engine_status_.ok()) Log("engine: %s", engine_status_.message().c_str());
     const Status committed = committer_->Close();
     flusher_.join();  // a Flush waiting on the committer returned when it closed
@@ -743,10 +754,10 @@ class Server {
   }
 
   // --- sd_notify (daemon/notifier.h).
-  // On the engine thread, at every pass of its loop: the watchdog ping, and the progress the
-  // STATUS= line shows.
+  // On the engine thread, at every pass of its loop: its heartbeat (ArmWatchdog), and the
+  // progress the STATUS= line shows.
   void OnEngineTick() {
-    notifier_.Watchdog();
+    engine_tick_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     EngineMetrics::Gauges g;
     g.progress = runner_->progress();
     g.running = static_cast<int64_t>(engine_->num_running());
@@ -776,6 +787,44 @@ class Server {
       if (io_store_->ListJobs(&all).ok()) notifier_.SetStatus(ProgressLine(all, p, rate));
       if (stopping_) ExtendStop(now);
       ArmNotify();
+    });
+  }
+  // WATCHDOG=1, from the event loop every quarter of the watchdog interval, and only while the
+  // whole daemon is alive: this loop runs (a call that blocks it, such as an open() that waits,
+  // stops the pings), the engine thread ticked within half the interval (a step that hangs stops
+  // them), and the queue answers (its 200-ms poll has not been failing for half the interval).
+  // Each stale part is logged when it goes stale and when it comes back; a blocked loop is logged
+  // once it runs again.
+  void ArmWatchdog() {
+    const Clock::duration w = notifier_.watchdog_usec();
+    if (w <= Clock::duration::zero()) return;
+    watchdog_due_ = Clock::now() + w / 4;
+    watchdog_timer_.expires_at(watchdog_due_);
+    watchdog_timer_.async_wait([this, w](boost::system::error_code ec) {
+      if (ec) return;
+      const auto now = Clock::now();
+      const auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+      if (now - watchdog_due_ > w / 4)
+        Log("watchdog: the event loop did not run for %.1fs (no WATCHDOG=1 meanwhile)",
+            secs(now - watchdog_due_ + w / 4));
+      const auto engine_age =
+          now - Clock::time_point(Clock::duration(engine_tick_.load(std::memory_order_relaxed)));
+      const bool engine_stale = engine_age > w / 2;
+      const bool queue_stale = now > queue_failing_since_ && now - queue_failing_since_ > w / 2;
+      if (engine_stale && !engine_stale_)
+        Log("watchdog: the engine thread has not ticked for %.1fs (a step that does not "
+            "return?): no WATCHDOG=1 until it does",
+            secs(engine_age));
+      if (!engine_stale && engine_stale_) Log("watchdog: the engine thread ticks again");
+      if (queue_stale && !queue_stale_)
+        Log("watchdog: the queue (%s) has not answered for %.1fs: no WATCHDOG=1 until it does",
+            paths_.db.c_str(), secs(now - queue_failing_since_));
+      if (!queue_stale && queue_stale_)
+        Log("watchdog: the queue (%s) answers again", paths_.db.c_str());
+      engine_stale_ = engine_stale;
+      queue_stale_ = queue_stale;
+      if (!engine_stale && !queue_stale) notifier_.Watchdog();
+      ArmWatchdog();
     });
   }
   // EXTEND_TIMEOUT_USEC=: the drain time left plus kExtendBy for committing and finalizing.
@@ -908,6 +957,12 @@ class Server {
   int64_t last_metrics_tokens_ = 0;
   bool metrics_ok_ = true;
   Clock::time_point last_notify_ = Clock::now(), drain_end_;
+  // The watchdog (ArmWatchdog): the engine thread's last tick (Clock's count, OnEngineTick), when
+  // the queue's poll started failing (max: it answers), when the timer was due, what was stale.
+  std::atomic<Clock::rep> engine_tick_{0};
+  Clock::time_point queue_failing_since_ = Clock::time_point::max(), watchdog_due_;
+  bool engine_stale_ = false, queue_stale_ = false;
+  int stall_reload_ms_ = TestStallReloadMs();  // TEST ONLY (LLMQ_TEST_STALL_RELOAD_MS)
   int64_t last_tokens_ = 0;
 
   const CLI::App* cmd_;
@@ -930,7 +985,8 @@ class Server {
   asio::io_context io_;
   asio::posix::stream_descriptor inotify_;
   asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
-  asio::steady_timer notify_timer_, metrics_timer_, window_timer_, window_drain_timer_;
+  asio::steady_timer notify_timer_, watchdog_timer_, metrics_timer_, window_timer_,
+      window_drain_timer_;
   asio::signal_set signals_;
   std::unique_ptr<MetricsHttp> http_;  // metrics.http_port; after io_: destroyed before it
   asio::thread_pool flusher_{1};       // FlushThenCheckJobs

@@ -8,6 +8,8 @@
 //   - a config file replaced by a FIFO: SIGHUP does not block, the old settings stay;
 //   - queue.db (and its -wal, -shm) are 0600 and the outbox files 0640, whatever the umask;
 //   - serve.json does not outlive a daemon that failed to start;
+//   - WATCHDOG=1 comes from the event loop, and only while the engine thread ticks: a stuck event
+//     loop or a stuck engine step each stop the pings.
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -29,8 +31,12 @@ namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
+using testing::LongestPingGap;
+using testing::NotifySocket;
 using testing::ReadText;
 using testing::WaitFor;
+
+constexpr int64_t kWatchdogUsec = 1000000;
 
 std::string Job(int count) {
   std::string s;
@@ -252,6 +258,71 @@ TEST_F(ServeStateTest, ServeJsonIsRemovedWhenTheStartFails) {
   EXPECT_NE(r.err.find("metrics.http_port: cannot listen"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(state_ + "/queue.db"));  // it got that far
   EXPECT_FALSE(fs::exists(state_ + "/serve.json"));
+}
+
+// --- The watchdog: WATCHDOG=1 from the event loop, only while the engine thread ticks.
+
+class ServeWatchdogTest : public ServeStateTest {
+ protected:
+  void SetUp() override {
+    ServeStateTest::SetUp();
+    ASSERT_TRUE(sock_.bound());
+  }
+  // Starts `llmq serve` under a 1 s watchdog; the index of its READY=1 (-1: none came).
+  int StartWatched(size_t* n, std::vector<std::pair<std::string, std::string>> env = {}) {
+    env.push_back({"NOTIFY_SOCKET", sock_.address()});
+    env.push_back({"WATCHDOG_USEC", std::to_string(kWatchdogUsec)});
+    if (!Start(n, env, /*wait=*/false)) return -1;
+    return sock_.WaitFor("READY=1", 0, 30);
+  }
+  // Waits for `count` pings after message `from`; the index of the last (-1: they did not come).
+  int WaitForPings(size_t from, int count) {
+    int at = static_cast<int>(from) - 1;
+    for (int i = 0; i < count && at >= -1; ++i) at = sock_.WaitFor("WATCHDOG=1", at + 1, 5);
+    return at;
+  }
+  NotifySocket sock_;
+};
+
+// An event loop stuck in a blocking call (a FIFO opened in ingest, a config file on a hung
+// network file system) used to go unnoticed: the engine thread went on pinging.
+TEST_F(ServeWatchdogTest, AStuckEventLoopStopsThePings) {
+  size_t n = 0;
+  const int ready = StartWatched(&n, {{"LLMQ_TEST_STALL_RELOAD_MS", "3000"}});
+  ASSERT_GE(ready, 0) << ReadText(err_file(n));
+  const int pinged = WaitForPings(ready, 3);  // idle: pinged
+  ASSERT_GE(pinged, 0) << ReadText(err_file(n));
+  EXPECT_LE(LongestPingGap(sock_.messages(), ready, pinged + 1), kWatchdogUsec / 2 / 1e6);
+  // The reload blocks the event loop for 3 s (the engine thread idles and ticks meanwhile).
+  kill(pids_[n], SIGHUP);
+  const int reloading = sock_.WaitFor("RELOADING=1", pinged + 1, 10);
+  ASSERT_GE(reloading, 0) << ReadText(err_file(n));
+  const int back = sock_.WaitFor("READY=1", reloading + 1, 10);
+  ASSERT_GE(back, 0) << ReadText(err_file(n));
+  const int again = WaitForPings(back, 2);  // and the pings come back after it
+  ASSERT_GE(again, 0) << ReadText(err_file(n));
+  EXPECT_GE(LongestPingGap(sock_.messages(), pinged, again + 1), 2.5);
+  EXPECT_TRUE(Logged(n, "watchdog: the event loop did not run for ")) << ReadText(err_file(n));
+  EXPECT_EQ(Stop(n), 0) << ReadText(err_file(n));
+}
+
+// A stuck engine step: no pings (as before), and the log says which part is stale.
+TEST_F(ServeWatchdogTest, AStalledEngineStepStopsThePingsAndIsNamed) {
+  size_t n = 0;
+  const int ready = StartWatched(&n, {{"LLMQ_TEST_STALL_STEP_MS", "3000"}});
+  ASSERT_GE(ready, 0) << ReadText(err_file(n));
+  const int pinged = WaitForPings(ready, 3);
+  ASSERT_GE(pinged, 0) << ReadText(err_file(n));
+  Drop("a.jsonl", Job(2));
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 60))
+      << ReadText(err_file(n));
+  const int again = WaitForPings(sock_.size(), 2);
+  ASSERT_GE(again, 0) << ReadText(err_file(n));
+  EXPECT_GE(LongestPingGap(sock_.messages(), pinged, again + 1), 2.5);
+  EXPECT_TRUE(Logged(n, "watchdog: the engine thread has not ticked for "))
+      << ReadText(err_file(n));
+  EXPECT_TRUE(Logged(n, "watchdog: the engine thread ticks again")) << ReadText(err_file(n));
+  EXPECT_EQ(Stop(n), 0) << ReadText(err_file(n));
 }
 
 }  // namespace
