@@ -118,7 +118,7 @@ Status DurableFile::Fail(Status s) {
   return error_;
 }
 
-Status DurableFile::Open(const std::string& path) {
+Status DurableFile::Open(const std::string& path, int mode) {
   LLMQ_CHECK(!opened_);
   opened_ = true;
   path_ = path;
@@ -137,17 +137,19 @@ Status DurableFile::Open(const std::string& path) {
     if (fd_ < 0) return Fail(Errno(path, "cannot open for writing", errno));
     return Status::Ok();
   }
+  // The mode asked for, else the replacement keeps the permission bits of the file it replaces;
+  // else (-1) 0666 less the umask.
   struct stat old;
-  const bool replacing = ::stat(target_.c_str(), &old) == 0;
+  if (mode < 0 && ::stat(target_.c_str(), &old) == 0) mode = static_cast<int>(old.st_mode & 07777);
   tmp_ = SiblingName(target_, "tmp");
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  // Created 0600 when its mode is set below: nobody else can open it meanwhile.
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode < 0 ? 0666 : 0600);
   if (fd_ < 0) {
     const int err = errno;
     tmp_.clear();  // nothing was created
     return Fail(Errno(path, "cannot create a temporary file in folder " + DirOf(target_), err));
   }
-  // The replacement keeps the permission bits of the file it replaces.
-  if (replacing && ::fchmod(fd_, old.st_mode & 07777) != 0)
+  if (mode >= 0 && ::fchmod(fd_, static_cast<mode_t>(mode)) != 0)
     return Fail(Errno(path, "cannot set the mode of " + tmp_, errno));
   return Status::Ok();
 }
@@ -220,9 +222,9 @@ Status DurableFile::Commit() {
   return Status::Ok();
 }
 
-Status WriteFileDurably(const std::string& path, std::string_view content) {
+Status WriteFileDurably(const std::string& path, std::string_view content, int mode) {
   DurableFile f;
-  LLMQ_RETURN_IF_ERROR(f.Open(path));
+  LLMQ_RETURN_IF_ERROR(f.Open(path, mode));
   LLMQ_RETURN_IF_ERROR(f.Append(content));
   return f.Commit();
 }

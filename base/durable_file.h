@@ -3,7 +3,10 @@
 // target's folder (".<name>.tmp-<pid>-<n>", <name> cut to keep it a valid file name: dotfiles and
 // *.tmp are ignored by the spool), is
 // fsynced, renamed over the target, and the folder is fsynced. A replaced file keeps its
-// permission bits; a new one gets 0666 less the umask.
+// permission bits and a new one gets 0666 less the umask, unless the writer asks for a mode
+// (Open's `mode`: then the file has exactly that mode, whatever the umask and the file replaced).
+// The temporary file is created 0600 when it will not get the umask's mode, so nobody can open it
+// before it has its final mode.
 // Targets that are not regular files are written in place, never replaced by a rename:
 //   "-" (standard output), an existing FIFO, socket, character or block device (/dev/stdout,
 //   /dev/null), and anything under /dev/ or /proc/.
@@ -29,9 +32,15 @@ class DurableFile {
   DurableFile& operator=(const DurableFile&) = delete;
   ~DurableFile();  // not committed: the temporary file is removed, the target untouched
 
+  // Open's default mode: a replaced file keeps its permission bits, a new one gets 0666 less the
+  // umask.
+  static constexpr int kUmaskMode = -1;
+
   // Starts writing `path` (temporary file created now, so an unwritable folder fails here).
-  // A folder as target is refused. Called once per object.
-  Status Open(const std::string& path);
+  // A folder as target is refused. Called once per object. `mode` (e.g. 0640), when given, is
+  // the file's permission bits, whatever the umask; a target written in place (standard output,
+  // a FIFO, a device) is left as it is.
+  Status Open(const std::string& path, int mode = kUmaskMode);
   // Appends (buffered; large appends go straight through). After any error the object is dead:
   // its temporary file is gone and every later call returns that first error again.
   Status Append(std::string_view data);
@@ -58,8 +67,9 @@ class DurableFile {
   bool committed_ = false;
 };
 
-// The whole file at once through DurableFile.
-Status WriteFileDurably(const std::string& path, std::string_view content);
+// The whole file at once through DurableFile (`mode`: as DurableFile::Open's).
+Status WriteFileDurably(const std::string& path, std::string_view content,
+                        int mode = DurableFile::kUmaskMode);
 
 // Checks, before any work is done, that `path` can be written as DurableFile would: its folder
 // exists, is a folder and takes a new file (a probe file is created and removed); the path is not

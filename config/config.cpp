@@ -2,21 +2,20 @@
 // of range are errors naming the file, the line and the dotted key.
 #include "config/config.h"
 
+#include <fcntl.h>
 #include <yaml-cpp/yaml.h>
 
-#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <set>
-#include <sstream>
 #include <string_view>
 #include <vector>
+
+#include "base/untrusted_file.h"
 
 namespace llmq {
 namespace {
@@ -420,21 +419,20 @@ Status ParseConfig(const std::string& yaml_text, const std::string& file, LlmqCo
 }
 
 Status LoadConfig(const std::string& path, LlmqConfig* out) {
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (st.type() == std::filesystem::file_type::not_found) {
-    return Status::NotFound(path + ": no such config file");
+  // Opened once, without waiting (a FIFO put in its place must not block SIGHUP's reload): a
+  // regular file within kMaxConfigBytes, read through that descriptor.
+  UntrustedFile f;
+  if (Status st = UntrustedFile::Open(AT_FDCWD, path, path, kMaxConfigBytes,
+                                      "the config size limit (1 MiB)", &f);
+      !st.ok()) {
+    if (st.code() == Status::Code::kNotFound)
+      return Status::NotFound(path + ": no such config file");
+    return st;
   }
-  if (st.type() == std::filesystem::file_type::directory) {
-    return Status::IoError(path + ": is a directory, not a config file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status::IoError(path + ": read failed: " + std::strerror(errno));
+  std::string text;
+  LLMQ_RETURN_IF_ERROR(f.ReadAll(&text));
   LlmqConfig c;
-  LLMQ_RETURN_IF_ERROR(ParseConfig(text.str(), path, &c));
+  LLMQ_RETURN_IF_ERROR(ParseConfig(text, path, &c));
   // Relative paths in a config file mean "beside the config file", wherever llmq was started.
   const std::filesystem::path base = std::filesystem::path(path).parent_path();
   for (std::string* p : {&c.model_dir, &c.state_dir, &c.metrics_textfile})

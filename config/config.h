@@ -75,9 +75,13 @@ struct LlmqConfig {
 // keys ("engine:") is allowed. Errors are InvalidArgument naming the file, the line and the key,
 // e.g. "/etc/llmq.yaml:7: engine.max_num_seqs: must be a positive integer, got '0'" or
 // "/etc/llmq.yaml:3: unknown key 'engine.max_seqs' (...)"; a missing file is NotFound naming the
-// path, an unreadable one IoError. Integers and booleans must be plain (unquoted) YAML 1.2 scalars
-// (true/false; yes/no/on/off are rejected). Duplicate keys and a second YAML document are errors.
+// path, one without read permission InvalidArgument, a failed read IoError. Integers and booleans
+// must be plain (unquoted) YAML 1.2 scalars (true/false; yes/no/on/off are rejected). Duplicate
+// keys and a second YAML document are errors. The file is opened once as an UntrustedFile
+// (base/untrusted_file.h), without waiting: it must be a regular file (a symbolic link, a FIFO, a
+// device or a folder is InvalidArgument naming it) of at most kMaxConfigBytes.
 Status LoadConfig(const std::string& path, LlmqConfig* out);
+inline constexpr int64_t kMaxConfigBytes = int64_t{1} << 20;  // 1 MiB
 // The system-wide config file, read when neither --config nor $LLMQ_CONFIG names one.
 inline constexpr const char* kSystemConfigPath = "/etc/llmq/llmq.yaml";
 // Which config file to read: `flag` (--config) when set, else $LLMQ_CONFIG when set (NotFound

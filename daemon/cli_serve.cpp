@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -115,6 +116,21 @@ bool OpenForWriting(int dir_fd, const std::string& name) {
   return busy;
 }
 
+// Removes a file when it goes out of scope (serve.json: no daemon runs here any more).
+class RemovedOnReturn {
+ public:
+  explicit RemovedOnReturn(std::string path) : path_(std::move(path)) {}
+  ~RemovedOnReturn() {
+    std::error_code ec;
+    fs::remove(path_, ec);
+  }
+  RemovedOnReturn(const RemovedOnReturn&) = delete;
+  RemovedOnReturn& operator=(const RemovedOnReturn&) = delete;
+
+ private:
+  std::string path_;
+};
+
 std::chrono::nanoseconds Secs(double s) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
 }
@@ -130,6 +146,7 @@ class Server {
         settle_timer_(io_),
         drain_timer_(io_),
         notify_timer_(io_),
+        watchdog_timer_(io_),
         metrics_timer_(io_),
         window_timer_(io_),
         window_drain_timer_(io_),
@@ -146,6 +163,8 @@ class Server {
     if (Status st = spool::EnsureLayout(paths_); !st.ok()) return Fail(cmd_, st);
     if (Status st = OpenInbox(); !st.ok()) return Fail(cmd_, st);
     if (Status st = Lock(); !st.ok()) return Fail(cmd_, st);
+    // serve.json goes with this daemon, however Main returns (a failed start-up too).
+    const RemovedOnReturn serve_state(paths_.serve_state);
     PublishState();  // for llmq status: the run windows in effect
     // The queue before the model: a damaged database is refused at once, naming the file.
     for (std::unique_ptr<jobs::Store>* s :
@@ -176,7 +195,8 @@ class Server {
     // until a restart, the job never finishing).
     copt.retry_interval = std::chrono::milliseconds(500);
     committer_ = std::make_unique<jobs::ResultCommitter>(commit_store_.get(), copt);
-    // sd_notify: the watchdog pings from the engine loop (a quarter of the interval while idle).
+    // sd_notify: the event loop pings the watchdog while the engine loop ticks (at every step, and
+    // every quarter of the interval while idle): ArmWatchdog.
     RunnerOptions ropt;
     ropt.on_tick = [this] { OnEngineTick(); };
     ropt.on_output = [this](const RequestOutput& o) {  // metrics
@@ -201,6 +221,8 @@ class Server {
     if (Status st = StartMetrics(); !st.ok()) return Fail(cmd_, st);
     notifier_.Ready();  // sd_notify
     ArmNotify();
+    engine_tick_ = Clock::now().time_since_epoch().count();  // its thread starts below
+    ArmWatchdog();
     CheckWindow(/*first=*/true);  // serve.run_windows
     engine_thread_ = std::thread([this, stall_ms = TestStallStepMs()]() mutable {
       engine_status_ = runner_->Serve([this, &stall_ms] {
@@ -219,14 +241,20 @@ class Server {
 
  private:
   // --- Start-up.
+  // One daemon per state folder: an flock on the folder itself, held until the process ends. (A
+  // lock file could be removed from under a running daemon, and a second one would then lock a
+  // new file and run the same queue: every request twice.)
   Status Lock() {
-    const std::string path = (fs::path(paths_.root) / "serve.lock").string();
-    lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (lock_fd_ < 0) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
-    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
-      return Status::InvalidArgument("another llmq serve is running on " + paths_.root + " (" +
-                                     path + " is locked)");
-    return Status::Ok();
+    lock_fd_ = ::open(paths_.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock_fd_ < 0)
+      return Status::IoError(paths_.root +
+                             ": cannot open the state folder to lock it: " + std::strerror(errno));
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0) return Status::Ok();
+    if (errno != EWOULDBLOCK)
+      return Status::IoError(paths_.root +
+                             ": cannot lock the state folder: " + std::strerror(errno));
+    return Status::InvalidArgument("another llmq serve is running on " + paths_.root +
+                                   " (the folder is locked)");
   }
 
   // inbox/ is opened once: every entry is looked at and opened relative to this descriptor
@@ -482,8 +510,23 @@ class Server {
     poll_timer_.expires_after(std::chrono::milliseconds(200));
     poll_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
+      // queue.db removed or replaced: everything written from now on would be lost to the next
+      // start (and the files it accepted would run again). Stop at once, accepting nothing more.
+      if (Status st = io_store_->StillAtPath(); !st.ok()) {
+        queue_lost_ = st;
+        Log("%s: stopping (exit 1); nothing more is accepted", st.message().c_str());
+        stopping_ = true;  // Scan takes nothing more
+        if (intake_) intake_->Cancel();  // a file being accepted stays in inbox/
+        rescan_timer_.cancel();
+        settle_timer_.cancel();
+        runner_->Stop();  // then OnEngineDone
+        return;
+      }
       int64_t v = 0;
-      if (Status st = io_store_->DataVersion(&v); !st.ok()) {
+      const Status st = io_store_->DataVersion(&v);
+      queue_failing_since_ =  // ArmWatchdog: since when the queue does not answer
+          st.ok() ? Clock::time_point::max() : std::min(queue_failing_since_, Clock::now());
+      if (!st.ok()) {
         Log("%s", st.message().c_str());
       } else if (v != data_version_) {
         data_version_ = v;
@@ -569,6 +612,7 @@ class Server {
     t.results = base.string() + ".results.jsonl";
     t.errors = base.string() + ".errors.jsonl";
     t.summary = base.string() + ".summary.json";
+    t.mode = 0640;  // the llmq group reads the results (README: llmq serve), whatever the umask
     jobs::JobSummary sum;
     sum.refused = j.refused;
     sum.model = ctx_.model_name;
@@ -618,6 +662,8 @@ class Server {
   }
 
   void Reload() {
+    if (const int ms = std::exchange(stall_reload_ms_, 0); ms > 0)  // TEST ONLY
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     if (config_path_.empty()) {
       Log("SIGHUP: no config file to reload (%s)", knobs_.ToText().c_str());
       return;
@@ -649,12 +695,13 @@ class Server {
     // sd_notify: the last commits and finalizations (a huge job's outbox files) are not ended by
     // TimeoutStopSec= while they make progress.
     TimeoutExtender extend(&notifier_, kExtendBy);
+    watchdog_timer_.cancel();  // no engine loop any more: no pings
     if (!engine_status_.ok()) Log("engine: %s", engine_status_.message().c_str());
     const Status committed = committer_->Close();
     flusher_.join();        // a Flush waiting on the committer returned when it closed
     intake_thread_.join();  // an Accept in progress was cancelled by the stop: rolled back
     if (!committed.ok()) Log("committing results: %s", committed.message().c_str());
-    if (!stopping_) {  // the engine stopped by itself: a store error
+    if (!stopping_ || !queue_lost_.ok()) {  // a store error, or queue.db gone (ArmPoll)
       exit_code_ = 1;
     } else {
       // Jobs the drain completed are finalized before exiting.
@@ -662,10 +709,11 @@ class Server {
       exit_code_ = engine_status_.ok() && committed.ok() ? 0 : 1;
     }
     WriteMetrics();  // the final numbers; they count what is left pending too
-    std::error_code ec;
-    fs::remove(paths_.serve_state, ec);  // llmq status: no daemon runs here now
-    Log("stopped; %lld request(s) left pending, run after a restart",
-        static_cast<long long>(queue_totals_.pending()));
+    if (queue_lost_.ok())
+      Log("stopped; %lld request(s) left pending, run after a restart",
+          static_cast<long long>(queue_totals_.pending()));
+    else
+      Log("stopped: %s", queue_lost_.message().c_str());
     boost::system::error_code ignored;
     inotify_.close(ignored);
     poll_timer_.cancel();
@@ -682,10 +730,10 @@ class Server {
   }
 
   // --- sd_notify (daemon/notifier.h).
-  // On the engine thread, at every pass of its loop: the watchdog ping, and the progress the
-  // STATUS= line shows.
+  // On the engine thread, at every pass of its loop: its heartbeat (ArmWatchdog), and the
+  // progress the STATUS= line shows.
   void OnEngineTick() {
-    notifier_.Watchdog();
+    engine_tick_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     EngineMetrics::Gauges g;
     g.progress = runner_->progress();
     g.running = static_cast<int64_t>(engine_->num_running());
@@ -715,6 +763,44 @@ class Server {
       if (io_store_->ListJobs(&all).ok()) notifier_.SetStatus(ProgressLine(all, p, rate));
       if (stopping_) ExtendStop(now);
       ArmNotify();
+    });
+  }
+  // WATCHDOG=1, from the event loop every quarter of the watchdog interval, and only while the
+  // whole daemon is alive: this loop runs (a call that blocks it, such as an open() that waits,
+  // stops the pings), the engine thread ticked within half the interval (a step that hangs stops
+  // them), and the queue answers (its 200-ms poll has not been failing for half the interval).
+  // Each stale part is logged when it goes stale and when it comes back; a blocked loop is logged
+  // once it runs again.
+  void ArmWatchdog() {
+    const Clock::duration w = notifier_.watchdog_usec();
+    if (w <= Clock::duration::zero()) return;
+    watchdog_due_ = Clock::now() + w / 4;
+    watchdog_timer_.expires_at(watchdog_due_);
+    watchdog_timer_.async_wait([this, w](boost::system::error_code ec) {
+      if (ec) return;
+      const auto now = Clock::now();
+      const auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+      if (now - watchdog_due_ > w / 4)
+        Log("watchdog: the event loop did not run for %.1fs (no WATCHDOG=1 meanwhile)",
+            secs(now - watchdog_due_ + w / 4));
+      const auto engine_age =
+          now - Clock::time_point(Clock::duration(engine_tick_.load(std::memory_order_relaxed)));
+      const bool engine_stale = engine_age > w / 2;
+      const bool queue_stale = now > queue_failing_since_ && now - queue_failing_since_ > w / 2;
+      if (engine_stale && !engine_stale_)
+        Log("watchdog: the engine thread has not ticked for %.1fs (a step that does not "
+            "return?): no WATCHDOG=1 until it does",
+            secs(engine_age));
+      if (!engine_stale && engine_stale_) Log("watchdog: the engine thread ticks again");
+      if (queue_stale && !queue_stale_)
+        Log("watchdog: the queue (%s) has not answered for %.1fs: no WATCHDOG=1 until it does",
+            paths_.db.c_str(), secs(now - queue_failing_since_));
+      if (!queue_stale && queue_stale_)
+        Log("watchdog: the queue (%s) answers again", paths_.db.c_str());
+      engine_stale_ = engine_stale;
+      queue_stale_ = queue_stale;
+      if (!engine_stale && !queue_stale) notifier_.Watchdog();
+      ArmWatchdog();
     });
   }
   // EXTEND_TIMEOUT_USEC=: the drain time left plus kExtendBy for committing and finalizing.
@@ -847,6 +933,12 @@ class Server {
   int64_t last_metrics_tokens_ = 0;
   bool metrics_ok_ = true;
   Clock::time_point last_notify_ = Clock::now(), drain_end_;
+  // The watchdog (ArmWatchdog): the engine thread's last tick (Clock's count, OnEngineTick), when
+  // the queue's poll started failing (max: it answers), when the timer was due, what was stale.
+  std::atomic<Clock::rep> engine_tick_{0};
+  Clock::time_point queue_failing_since_ = Clock::time_point::max(), watchdog_due_;
+  bool engine_stale_ = false, queue_stale_ = false;
+  int stall_reload_ms_ = TestStallReloadMs();  // TEST ONLY (LLMQ_TEST_STALL_RELOAD_MS)
   int64_t last_tokens_ = 0;
 
   const CLI::App* cmd_;
@@ -872,7 +964,8 @@ class Server {
   asio::io_context io_;
   asio::posix::stream_descriptor inotify_;
   asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
-  asio::steady_timer notify_timer_, metrics_timer_, window_timer_, window_drain_timer_;
+  asio::steady_timer notify_timer_, watchdog_timer_, metrics_timer_, window_timer_,
+      window_drain_timer_;
   asio::signal_set signals_;
   std::unique_ptr<MetricsHttp> http_;   // metrics.http_port; after io_: destroyed before it
   asio::thread_pool flusher_{1};        // FlushThenCheckJobs
@@ -884,6 +977,7 @@ class Server {
   std::set<std::string> refused_logged_;
   int64_t data_version_ = 0;
   bool stopping_ = false;
+  Status queue_lost_;  // queue.db removed or replaced under the daemon (ArmPoll): exit 1
 };
 
 }  // namespace

@@ -32,7 +32,7 @@ struct RunnerOptions {
   int window = 1024;
   // Serve calls `on_tick` on the engine thread at every pass of its loop (each step), and at
   // least every `tick_interval` while it waits for work (when > 0): the daemon's watchdog pings
-  // come from here, so a step that hangs stops them.
+  // only while these come, so a step that hangs stops them.
   std::function<void()> on_tick;
   std::chrono::milliseconds tick_interval{0};
   // Called on the engine thread with every output of the engine that becomes a result (metrics).

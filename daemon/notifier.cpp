@@ -26,6 +26,12 @@ int64_t WorkDone() {
   return ms(ru.ru_utime) + ms(ru.ru_stime) + ru.ru_inblock + ru.ru_majflt;
 }
 
+// A TEST ONLY variable's milliseconds; 0 when unset.
+int EnvMilliseconds(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : 0;
+}
+
 }  // namespace
 
 Notifier::Notifier() {
@@ -126,8 +132,11 @@ void TestSlowLoad() {
 }
 
 int TestStallStepMs() {
-  const char* v = std::getenv("LLMQ_TEST_STALL_STEP_MS");
-  return v != nullptr ? std::atoi(v) : 0;
+  return EnvMilliseconds("LLMQ_TEST_STALL_STEP_MS");
+}
+
+int TestStallReloadMs() {
+  return EnvMilliseconds("LLMQ_TEST_STALL_RELOAD_MS");
 }
 
 }  // namespace llmq

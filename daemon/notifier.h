@@ -1,6 +1,7 @@
 // Notifier: the daemon's side of systemd's notify protocol (sd_notify(3), through libsystemd).
 // EXTEND_TIMEOUT_USEC= while the model loads (TimeoutExtender), READY=1 once it is loaded and the
-// spool scanned, STATUS= a line of progress, WATCHDOG=1 from the engine loop, STOPPING=1 and
+// spool scanned, STATUS= a line of progress, WATCHDOG=1 (from the daemon's event loop, while the
+// engine loop ticks and the queue answers: cli_serve.cpp, ArmWatchdog), STOPPING=1 and
 // EXTEND_TIMEOUT_USEC= while draining and finishing, RELOADING=1 (with MONOTONIC_USEC) then
 // READY=1 around SIGHUP.
 //
@@ -34,8 +35,8 @@ class Notifier {
   void Ready();
   // STATUS=<line>; sent only when it differs from the last line sent.
   void SetStatus(const std::string& line);
-  // WATCHDOG=1, at most once per watchdog_usec() / 8 (the engine loop calls it at every pass;
-  // the pings are still several per half interval). A no-op without a watchdog.
+  // WATCHDOG=1, at most once per watchdog_usec() / 8 (the daemon calls it every quarter of the
+  // interval). A no-op without a watchdog.
   void Watchdog();
   void Stopping();
   // EXTEND_TIMEOUT_USEC=<usec>: the current start/stop phase may take that much longer.
@@ -82,6 +83,11 @@ std::string ProgressLine(const std::vector<jobs::JobRecord>& jobs, const RunnerP
 // that many milliseconds after its first step (a hung GPU step, for the watchdog test); 0 when
 // unset. Not a setting: nothing else reads it.
 int TestStallStepMs();
+
+// TEST ONLY: LLMQ_TEST_STALL_RELOAD_MS, read once when `llmq serve` starts: the event loop sleeps
+// that many milliseconds in the first SIGHUP reload (a config file on a hung network file system,
+// for the watchdog test); 0 when unset. Not a setting: nothing else reads it.
+int TestStallReloadMs();
 
 // TEST ONLY: LLMQ_TEST_SLOW_LOAD_MS: `llmq serve` spins (using the CPU, as a load reading and
 // converting weights does) that many milliseconds before it loads the model (a long load, for the

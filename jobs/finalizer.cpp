@@ -95,8 +95,8 @@ Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, Jo
 
   DurableFile results, errors;
   const bool split = !targets.errors.empty();
-  LLMQ_RETURN_IF_ERROR(results.Open(targets.results));
-  if (split) LLMQ_RETURN_IF_ERROR(errors.Open(targets.errors));
+  LLMQ_RETURN_IF_ERROR(results.Open(targets.results, targets.mode));
+  if (split) LLMQ_RETURN_IF_ERROR(errors.Open(targets.errors, targets.mode));
 
   JobSummary& s = *summary;
   s.requests = record.total;
@@ -139,7 +139,7 @@ Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, Jo
   if (s.output.empty()) s.output = targets.results;
   if (s.errors.empty()) s.errors = targets.errors;
   if (targets.summary.empty()) return Status::Ok();
-  return WriteFileDurably(targets.summary, s.ToJson() + "\n");
+  return WriteFileDurably(targets.summary, s.ToJson() + "\n", targets.mode);
 }
 
 }  // namespace llmq::jobs

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/durable_file.h"
 #include "base/status.h"
 #include "jobs/store.h"
 
@@ -19,6 +20,10 @@ struct FinalizeTargets {
   std::string results;  // every output line (and the error lines when `errors` is "")
   std::string errors;   // "" = error lines go into `results`, in place, in line order
   std::string summary;  // "" = none; else JobSummary::ToJson()
+  // The permission bits of the three files (DurableFile::Open's `mode`): llmq serve's outbox
+  // files are 0640 whatever the umask; the default keeps a replaced file's bits and gives a new
+  // one 0666 less the umask (llmq run's outputs).
+  int mode = DurableFile::kUmaskMode;
 };
 
 struct JobSummary {

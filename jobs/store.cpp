@@ -1,7 +1,10 @@
 #include "jobs/store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -426,6 +429,17 @@ Status Store::Open(const std::string& path, std::unique_ptr<Store>* out) {
       return Status::IoError(path + ": cannot create folder " + parent.string() + ": " +
                              ec.message());
   }
+  // A new queue is created here, 0600 whatever the umask (SQLite would create it 0644 less the
+  // umask); SQLite takes an empty file as an empty database.
+  if (const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); fd >= 0) {
+    const bool chmodded = ::fchmod(fd, 0600) == 0;
+    const int err = errno;
+    ::close(fd);
+    if (!chmodded)
+      return Status::IoError(path + ": cannot set its mode to 0600: " + std::strerror(err));
+  } else if (errno != EEXIST) {
+    return Status::IoError(path + ": cannot create: " + std::strerror(errno));
+  }
   std::unique_ptr<Store> s(new Store());
   s->path_ = path;
   int rc =
@@ -456,9 +470,31 @@ Status Store::Open(const std::string& path, std::unique_ptr<Store>* out) {
   LLMQ_RETURN_IF_ERROR(
       s->Exec("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA cache_size = -65536",
               "cannot set pragmas"));
+  // The file SQLite opened, for StillAtPath.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return Status::IoError(path + ": gone just after it was opened: " + std::strerror(errno));
+  s->dev_ = st.st_dev;
+  s->ino_ = st.st_ino;
   LLMQ_RETURN_IF_ERROR(s->CheckIntegrity());
   LLMQ_RETURN_IF_ERROR(s->Migrate());
   *out = std::move(s);
+  return Status::Ok();
+}
+
+Status Store::StillAtPath() const {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    if (errno != ENOENT)
+      return Status::IoError(path_ + ": cannot check it: " + std::strerror(errno));
+    return Status::IoError(path_ +
+                           ": removed while it was open (what is written now goes to the deleted "
+                           "file, which no later start reads)");
+  }
+  if (st.st_dev != dev_ || st.st_ino != ino_)
+    return Status::IoError(path_ +
+                           ": replaced by another file while it was open (what is written now goes "
+                           "to the old file, which no later start reads)");
   return Status::Ok();
 }
 

@@ -23,6 +23,8 @@
 // readers never wait for the writer.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -128,6 +130,9 @@ class Store {
   // the schema_version is newer than this build knows.
   // A file that is an SQLite database but not llmq's (tables, no `meta`) is refused with
   // InvalidArgument: it is never written to.
+  // A new database file is created 0600 whatever the umask: it holds every prompt and result,
+  // the queue is its owner's alone (SQLite gives the -wal and -shm files the database file's
+  // mode). An existing one keeps its mode.
   static Status Open(const std::string& path, std::unique_ptr<Store>* out);
   ~Store();  // rolls back an open transaction
   Store(const Store&) = delete;
@@ -192,6 +197,11 @@ class Store {
   // Changes whenever ANOTHER connection commits (PRAGMA data_version): cheap polling. This
   // object's own commits do not change it.
   Status DataVersion(int64_t* out);
+  // OK while `path()` still names the file this connection opened (same device and inode). A
+  // connection to a file removed or replaced meanwhile goes on reading and writing the old file,
+  // which no later Open sees: IoError "<path>: removed while it was open (...)" or "<path>:
+  // replaced by another file while it was open (...)".
+  Status StillAtPath() const;
 
   // --- Feeding.
   // Up to `limit` pending requests with plan_rank > after_rank, of jobs that are in_progress and
@@ -236,6 +246,8 @@ class Store {
   Status StepJobs(sqlite3_stmt* bound, std::vector<JobRecord>* out);  // every row, then reset
 
   std::string path_;
+  dev_t dev_ = 0;  // the file opened (StillAtPath)
+  ino_t ino_ = 0;
   sqlite3* db_ = nullptr;
   int busy_timeout_ms_ = 5000;
   bool in_for_each_ = false;

@@ -1,5 +1,7 @@
 #include "config/config.h"
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -406,6 +408,26 @@ TEST(ConfigTest, LoadReadsTheFileAndNamesItInErrors) {
   st = LoadConfig(dir, &c);  // a directory
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find(dir), std::string::npos) << st.message();
+}
+
+TEST(ConfigTest, OnlyARegularFileWithinTheLimitIsRead) {
+  const std::string dir = testing::TmpDir("config_kinds");
+  const std::string fifo = dir + "/fifo.yaml";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  LlmqConfig c;
+  Status st = LoadConfig(fifo, &c);  // no writer: must not wait for one
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(st.message(), fifo + ": it is a FIFO, not a regular file");
+  const std::string link = dir + "/link.yaml";
+  std::filesystem::create_symlink(WriteFile(dir, "good.yaml", "engine:\n  block_size: 8\n"), link);
+  st = LoadConfig(link, &c);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find(link + ": it is a symbolic link"), std::string::npos) << st.message();
+  const std::string big = WriteFile(dir, "big.yaml", "# " + std::string(kMaxConfigBytes, 'x'));
+  st = LoadConfig(big, &c);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("over the config size limit (1 MiB)"), std::string::npos)
+      << st.message();
 }
 
 TEST(ConfigTest, MissingFileIsNotFound) {

@@ -97,6 +97,28 @@ TEST(DurableFile, ReplacementKeepsThePermissionBits) {
             fs::perms::owner_read | fs::perms::owner_write);
 }
 
+TEST(DurableFile, AModeAskedForIsTheFilesWhateverTheUmaskAndTheFileReplaced) {
+  const std::string dir = testing::CurrentTestDir();
+  const auto mode = [](const std::string& p) {
+    return fs::status(p).permissions() & fs::perms::all;
+  };
+  const fs::perms group_read =
+      fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read;
+  const mode_t old = ::umask(077);  // would make a new file 0600
+  const Status made = WriteFileDurably(dir + "/new", "a", 0640);
+  ::umask(022);
+  const std::string wide = dir + "/wide";
+  const Status first = WriteFileDurably(wide, "a");  // 0644
+  const Status replaced = WriteFileDurably(wide, "b", 0640);
+  ::umask(old);
+  ASSERT_TRUE(made.ok()) << made.message();
+  ASSERT_TRUE(first.ok()) << first.message();
+  ASSERT_TRUE(replaced.ok()) << replaced.message();
+  EXPECT_EQ(mode(dir + "/new"), group_read);
+  EXPECT_EQ(mode(wide), group_read);
+  EXPECT_EQ(ReadAll(wide), "b");
+}
+
 TEST(DurableFile, UncommittedWriterLeavesTargetUntouchedAndRemovesItsTemp) {
   const std::string dir = testing::CurrentTestDir();
   const std::string path = dir + "/keep";

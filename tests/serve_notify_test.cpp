@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "config/run_windows.h"
+#include "tests/test_sockets.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -42,90 +43,12 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using testing::LongestPingGap;
+using testing::NotifySocket;
 using testing::ReadText;
 using testing::WaitFor;
 
 constexpr int64_t kWatchdogUsec = 1000000;
-
-// The test's end of NOTIFY_SOCKET: every datagram, with when it came.
-class NotifySocket {
- public:
-  struct Message {
-    Clock::time_point at;
-    std::string text;
-  };
-
-  NotifySocket() {
-    name_ = "llmq-notify-test-" + std::to_string(getpid());
-    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::memcpy(a.sun_path + 1, name_.data(), name_.size());  // abstract: sun_path[0] == 0
-    const socklen_t len = offsetof(sockaddr_un, sun_path) + 1 + name_.size();
-    bound_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&a), len) == 0;
-    timeval tv{0, 50000};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    reader_ = std::thread([this] {
-      char buf[4096];
-      while (!done_) {
-        const ssize_t n = recv(fd_, buf, sizeof buf, 0);
-        if (n <= 0) continue;
-        std::lock_guard<std::mutex> lock(mu_);
-        messages_.push_back({Clock::now(), std::string(buf, n)});
-      }
-    });
-  }
-  ~NotifySocket() {
-    done_ = true;
-    reader_.join();
-    close(fd_);
-  }
-
-  bool bound() const { return bound_; }
-  std::string address() const { return "@" + name_; }  // sd_notify's spelling of abstract
-  std::vector<Message> messages() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return messages_;
-  }
-  // Index of the first message at or after `from` that contains `text`; -1 if none.
-  int Find(const std::string& text, size_t from = 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = from; i < messages_.size(); ++i)
-      if (messages_[i].text.find(text) != std::string::npos) return static_cast<int>(i);
-    return -1;
-  }
-  size_t size() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return messages_.size();
-  }
-  int WaitFor(const std::string& text, size_t from, double seconds) {
-    int i = -1;
-    testing::WaitFor([&] { return (i = Find(text, from)) >= 0; }, seconds);
-    return i;
-  }
-
- private:
-  std::string name_;
-  int fd_ = -1;
-  bool bound_ = false;
-  std::atomic<bool> done_{false};
-  std::thread reader_;
-  std::mutex mu_;
-  std::vector<Message> messages_;
-};
-
-// The longest gap between WATCHDOG=1 pings received in [from, to), in seconds, counting from
-// `from` itself.
-double LongestPingGap(const std::vector<NotifySocket::Message>& m, size_t from, size_t to) {
-  Clock::time_point last = m[from].at;
-  double gap = 0;
-  for (size_t i = from; i < to && i < m.size(); ++i) {
-    if (m[i].text != "WATCHDOG=1") continue;
-    gap = std::max(gap, std::chrono::duration<double>(m[i].at - last).count());
-    last = m[i].at;
-  }
-  return gap;
-}
 
 std::string Job(int count, int max_tokens) {
   std::string s;
@@ -611,19 +534,11 @@ TEST_F(ServeNotifyTest, MetricsOverHttpAreTheTextfilesExposition) {
 }
 
 TEST_F(ServeNotifyTest, MetricsHttpPortInUseIsRefusedAtStart) {
-  // A listening socket holds the port.
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  const int port = ntohs(a.sin_port);
+  const testing::HeldPort held;  // a listening socket holds the port
+  const int port = held.port();
+  ASSERT_GT(port, 0);
   std::ofstream(config_, std::ios::app) << "metrics:\n  http_port: " << port << "\n";
   const auto r = testing::RunLlmqWith({}, {"serve", "--config", config_});
-  close(fd);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("metrics.http_port: cannot listen on 127.0.0.1:" + std::to_string(port)),
             std::string::npos)

@@ -127,6 +127,22 @@ TEST(Store, OpenCreatesTheFileItsFolderAndTheSchema) {
   EXPECT_EQ(rank, 0);
 }
 
+TEST(Store, StillAtPathTellsARemovedOrReplacedFile) {
+  const std::string path = DbPath();
+  auto s = OpenOrDie(path);
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->StillAtPath().ok());
+  fs::copy_file(path, path + ".copy");
+  fs::rename(path + ".copy", path);
+  Status st = s->StillAtPath();
+  EXPECT_EQ(st.code(), Status::Code::kIoError);
+  EXPECT_EQ(st.message().rfind(path + ": replaced by another file while it was open", 0), 0u)
+      << st.message();
+  fs::remove(path);
+  st = s->StillAtPath();
+  EXPECT_EQ(st.message().rfind(path + ": removed while it was open", 0), 0u) << st.message();
+}
+
 TEST(Store, ReopenKeepsEverything) {
   const std::string path = DbPath();
   int64_t id = 0;
