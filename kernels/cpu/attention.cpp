@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention_task.h"
+#include "kernels/cpu/exp.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/thread_pool.h"
 
