@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kOracleDir = fs::path(__FILE__).parent_path() / "oracle" / "tokenizers";
+const fs::path kOracleDir = fs::path(LLMQ_SOURCE_DIR) / "tests" / "oracle" / "tokenizers";
 
 std::vector<std::string> Corpus() {
   // Hand-written: each names a case the pre-tokenizer regex, the normalizer, the added-token

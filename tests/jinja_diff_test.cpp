@@ -29,7 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kOracleDir = fs::path(__FILE__).parent_path() / "oracle" / "jinja";
+const fs::path kOracleDir = fs::path(LLMQ_SOURCE_DIR) / "tests" / "oracle" / "jinja";
 
 // How a template's conversations may use tools.
 enum class Tools { kNone, kQwen, kDeepSeek };
