@@ -54,10 +54,8 @@ std::string WriteFile(const std::string& dir, const std::string& name, const std
 }
 
 TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
-  // The source tree's example, found from this file's own (absolute, under CMake) path.
   const std::string example =
-      (std::filesystem::path(__FILE__).parent_path().parent_path() / "config" / "llmq.example.yaml")
-          .string();
+      (std::filesystem::path(LLMQ_SOURCE_DIR) / "config" / "llmq.example.yaml").string();
   ASSERT_TRUE(std::filesystem::exists(example)) << example;
   LlmqConfig c;
   c.block_size = 1;  // LoadConfig starts from the defaults, not from *out

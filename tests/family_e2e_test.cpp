@@ -43,9 +43,7 @@ class FamilyEndToEnd : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     dir_ = testing::SharedModel(GetParam());
-    if (dir_.empty())
-      GTEST_SKIP() << "../shared/models/" << GetParam()
-                   << " is absent; skipping (tests read the shared models, never copy them)";
+    LLMQ_SKIP_WITHOUT_SHARED(dir_, GetParam());
     refs_ = References(dir_);
     ASSERT_FALSE(refs_.empty()) << dir_ << "/reference has no references";
   }

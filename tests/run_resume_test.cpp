@@ -2,6 +2,7 @@
 // rerunning the same command, end with the output of an uninterrupted run, every line exactly
 // once, and no finished request computed again.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <gtest/gtest.h>
 
@@ -35,6 +36,28 @@ int64_t CommittedResults(const std::string& state) {
   if (!store->ListJobs(&jobs).ok() || jobs.empty()) return 0;
   return jobs[0].completed + jobs[0].failed;
 }
+
+// A run started in the background, killed and reaped if the test ends before it does (no stopped
+// run is left behind).
+struct Child {
+  pid_t pid;
+  ~Child() {
+    if (pid > 0 && kill(pid, SIGKILL) == 0) waitpid(pid, nullptr, 0);
+  }
+  // Stops it (SIGSTOP) and waits until it is stopped; false when it ended instead (then reaped).
+  bool Stop() {
+    kill(pid, SIGSTOP);
+    int status = 0;
+    if (waitpid(pid, &status, WUNTRACED) == pid && WIFSTOPPED(status)) return true;
+    pid = 0;
+    return false;
+  }
+  int Wait() {
+    const int status = testing::WaitExit(pid);
+    pid = 0;
+    return status;
+  }
+};
 
 class RunResumeTest : public ::testing::Test {
  protected:
@@ -144,22 +167,36 @@ TEST_F(RunResumeTest, SigintAndSigtermKeepFinishedResultsAndSayHowToResume) {
   for (const int sig : {SIGINT, SIGTERM}) {
     const std::string out = dir_ + "/signal" + std::to_string(sig) + ".jsonl";
     const std::string state = dir_ + "/.signal" + std::to_string(sig) + ".jsonl.llmq-run";
-    const pid_t pid = testing::SpawnLlmq(Args(out), out + ".stdout", out + ".stderr");
-    // Wait until some results are committed, then interrupt.
+    // Interrupted once some results are committed and before all are, whatever the machine's
+    // load. Until the queue holds the job (with its 5 refused lines) the run goes freely: a read
+    // waits while it creates the queue. Then it goes forward only in 10-ms slices and is stopped
+    // while its store is read, and the signal is sent while it is stopped, so the count read is
+    // where it stands and it takes the signal as soon as it continues. With a result still to
+    // commit it has not reached its check for a signal (after its last commit): it is interrupted.
+    Child run{testing::SpawnLlmq(Args(out), out + ".stdout", out + ".stderr")};
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (CommittedResults(state) < 50 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    kill(pid, sig);
-    const int status = testing::WaitExit(pid);
-    const std::string err = ReadText(out + ".stderr");
-    if (status == 0) {
-      GTEST_SKIP() << "the run finished before the signal arrived";
+    int64_t committed = 0;
+    while (CommittedResults(state) == 0) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no queue in 60 s";
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    ASSERT_TRUE(run.Stop()) << "the run ended before it was stopped";
+    while ((committed = CommittedResults(state)) < 50) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no 50 results committed in 60 s";
+      kill(run.pid, SIGCONT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      ASSERT_TRUE(run.Stop()) << "the run ended within one slice: " << ReadText(out + ".stderr");
+    }
+    ASSERT_LT(committed, static_cast<int64_t>(reference_.size())) << "the run committed all";
+    kill(run.pid, sig);
+    kill(run.pid, SIGCONT);
+    const int status = run.Wait();
+    const std::string err = ReadText(out + ".stderr");
     EXPECT_EQ(status, sig == SIGINT ? 130 : 143) << err;
     EXPECT_NE(err.find("run the same command again"), std::string::npos) << err;
     EXPECT_NE(err.find(state), std::string::npos) << err;
     const int64_t kept = CommittedResults(state);
-    EXPECT_GE(kept, 50);
+    EXPECT_GE(kept, committed);
     const auto r = testing::RunLlmqWith({}, Args(out));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("resuming"), std::string::npos) << r.err;

@@ -14,6 +14,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -48,17 +49,53 @@ inline std::string CurrentTestDir() {
   return TmpDir(std::string(info->test_suite_name()) + "." + info->name());
 }
 
-// ../shared/models/<name>, or "" when the shared folder is absent.
-inline std::string SharedModel(const std::string& name) {
-  const std::filesystem::path p = std::filesystem::path(LLMQ_SHARED_DIR) / "models" / name;
-  return std::filesystem::exists(p / "config.json") ? p.string() : "";
+// ../shared/models/<name>, whether it is there or not (to name what is missing).
+inline std::string SharedModelDir(const std::string& name) {
+  return (std::filesystem::path(LLMQ_SHARED_DIR) / "models" / name).string();
 }
 
-#define LLMQ_SKIP_WITHOUT_SHARED(dir, name)      \
-  if ((dir).empty())                             \
-  GTEST_SKIP() << "../shared/models/" name       \
-                  " is absent; skipping (tests " \
-                  "read the shared models, never copy them)"
+// ../shared/models/<name>, or "" when the shared folder is absent.
+inline std::string SharedModel(const std::string& name) {
+  const std::string p = SharedModelDir(name);
+  return std::filesystem::exists(std::filesystem::path(p) / "config.json") ? p : "";
+}
+
+// Whether a test whose reference is missing fails instead of skipping: LLMQ_REQUIRE_REFERENCES=1
+// (.ci/run sets it, so that CI cannot pass by skipping what it never ran). References are what a
+// checkout is meant to have beside it: the shared models (../shared, read, never copied), node and
+// the npm oracles (scripts/bootstrap), tokenizer and template files. A GPU, root or an instruction
+// set are the machine's, not references: tests without them still skip.
+inline bool RequireReferences() {
+  const char* v = std::getenv("LLMQ_REQUIRE_REFERENCES");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
+// Ends the test function it is in because the reference `what` (a string naming it: a path, a
+// tool, and how to get it) is missing: a skip, or a failure under LLMQ_REQUIRE_REFERENCES=1.
+#define LLMQ_SKIP_OR_FAIL_MISSING(what)                                                   \
+  do {                                                                                    \
+    const std::string llmq_missing_ = (what);                                             \
+    if (::llmq::testing::RequireReferences())                                             \
+      GTEST_FAIL() << "missing reference (LLMQ_REQUIRE_REFERENCES=1): " << llmq_missing_; \
+    else                                                                                  \
+      GTEST_SKIP() << llmq_missing_;                                                      \
+  } while (0)
+
+// The file or folder `file` (a string or a std::filesystem::path), or LLMQ_SKIP_OR_FAIL_MISSING.
+#define LLMQ_SKIP_WITHOUT_FILE(file)                                 \
+  do {                                                               \
+    const std::filesystem::path llmq_path_ = (file);                 \
+    if (!std::filesystem::exists(llmq_path_))                        \
+      LLMQ_SKIP_OR_FAIL_MISSING(llmq_path_.string() + " is absent"); \
+  } while (0)
+
+// `dir` is SharedModel(name): "" when ../shared/models/<name> is absent.
+#define LLMQ_SKIP_WITHOUT_SHARED(dir, name)                                                    \
+  do {                                                                                         \
+    if ((dir).empty())                                                                         \
+      LLMQ_SKIP_OR_FAIL_MISSING(::llmq::testing::SharedModelDir(name) +                        \
+                                " is absent (tests read the shared models, never copy them)"); \
+  } while (0)
 
 // The llmq binary the tests run: the build's, or $LLMQ_TEST_BINARY (to run a test against another
 // build, e.g. to show that a test fails on an older llmq).

@@ -27,10 +27,7 @@ const std::string kShared = LLMQ_SHARED_DIR;
 const std::string kStories = kShared + "/models/stories260K";
 const std::string kTinyLlama3 = kShared + "/models/tiny-llama3";
 
-#define SKIP_WITHOUT(dir)                                  \
-  if (!fs::exists(std::string(dir) + "/tokenizer.model"))  \
-  GTEST_SKIP() << "shared test model not found: " << (dir) \
-               << " (expected next to the repository, see LLMQ_SHARED_DIR)"
+#define SKIP_WITHOUT(dir) LLMQ_SKIP_WITHOUT_FILE(std::string(dir) + "/tokenizer.model")
 
 std::string ScratchDir() {
   return llmq::testing::CurrentTestDir();

@@ -26,10 +26,7 @@ std::string ModelDir(const char* name) {
   return std::string(LLMQ_SHARED_DIR) + "/models/" + name;
 }
 
-#define SKIP_IF_NO_MODEL(dir)                                                                   \
-  if (!fs::exists(std::string(dir) + "/model.safetensors"))                                     \
-  GTEST_SKIP() << "shared model " << dir << " not present (LLMQ_SHARED_DIR=" << LLMQ_SHARED_DIR \
-               << ")"
+#define SKIP_IF_NO_MODEL(dir) LLMQ_SKIP_WITHOUT_FILE(std::string(dir) + "/model.safetensors")
 
 void WriteText(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;

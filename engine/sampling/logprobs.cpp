@@ -1,10 +1,10 @@
 #include "engine/sampling/logprobs.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
-#include <cstdint>
 #include <limits>
+
+#include "kernels/cpu/exp.h"
 
 namespace llmq {
 namespace {
@@ -18,26 +18,13 @@ bool Before(const TopLogprob& a, const TopLogprob& b) {
   return a.logprob > b.logprob || (!(b.logprob > a.logprob) && a.id < b.id);
 }
 
-// exp(x) for x <= 0 in float, written so that the compiler vectorizes it (std::exp is a call per
-// element): x = n ln 2 + r with |r| <= ln 2 / 2, exp(r) by Cephes' expf polynomial (relative error
-// about 1e-7), 2^n built in the exponent bits. Below -87 (and for NaN) the result is 0.
+// exp(x) for x <= 0 (kernels/cpu/exp.h: vectorized, unlike std::exp). Below -87 (and for NaN)
+// the result is 0; selects between values, never between computations: the loop stays
+// branch-free.
 inline float ExpNonPositive(float x) {
-  // Selects between values, never between computations: the loop stays branch-free.
-  const float keep = x >= -87.0f ? 1.0f : 0.0f;  // 0 for NaN
-  x = x >= -87.0f ? x : 0.0f;
-  // Rounded to the nearest integer by adding and subtracting 1.5 * 2^23 (no call to floor).
-  constexpr float kRound = 12582912.0f;
-  const float n = (x * 1.44269504088896341f + kRound) - kRound;
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  return p * scale * keep;
+  const float keep = x >= kernels::kExpLo ? 1.0f : 0.0f;  // 0 for NaN
+  x = x >= kernels::kExpLo ? x : 0.0f;
+  return kernels::ExpInRange<kernels::ScalarOps<>, kernels::ExpLastStep::kProductPR>(x) * keep;
 }
 
 }  // namespace

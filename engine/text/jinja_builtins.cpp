@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <functional>
-#include <set>
+#include <string_view>
 
 namespace llmq::jinja {
 
@@ -82,6 +82,12 @@ std::string MapCase(const std::string& s, uint32_t (*f)(uint32_t)) {
   std::vector<uint32_t> cps = Decode(s);
   for (uint32_t& c : cps) c = f(c);
   return Encode(cps);
+}
+std::string LowerCase(const std::string& s) {
+  return MapCase(s, Lower);
+}
+std::string UpperCase(const std::string& s) {
+  return MapCase(s, Upper);
 }
 
 std::string Capitalize(const std::string& s) {
@@ -480,10 +486,82 @@ std::string HtmlEscape(const std::string& s) {
   return out;
 }
 
-Status ToJsonFilter(const Value& in, const Args& a, Value* out) {
+// ---- The filters: one table ------------------------------------------------------------------
+// Each filter is one row of kFilters: its name (written there only: the parser's check, map's and
+// ApplyFilter all read the table), whether an undefined input reaches it, and its code. The code
+// gets the name it was called by, for its messages.
+
+// The parameters of the code in the tables' rows.
+using S = const std::string&;
+using V = const Value&;
+using A = const Args&;
+
+using FilterFn = Status (*)(const std::string& name, const Value& in, const Args& a, Value* out);
+
+// Whether a filter makes something of an undefined input (jinja2's `x | default`, `x | length`,
+// ...); the others fail, naming it.
+enum class Undef { kTaken, kRefused };
+
+struct FilterDef {
+  const char* name;
+  Undef undefined;
+  FilterFn fn;
+};
+
+// A dict's (key, value) as the items of jinja2's dict.items() and filters give it: a tuple.
+Value DictItem(const std::string& k, const Value& v) {
+  return Value::List({Value::Str(k), v}, true);
+}
+
+// A filter of the input's text: `f` of its string form.
+Status TextFilter(const Value& in, std::string (*f)(const std::string&), Value* out) {
+  std::string s;
+  LLMQ_RETURN_IF_ERROR(AppendStr(in, &s));
+  *out = Value::Str(f(s));
+  return Status::Ok();
+}
+
+Status LengthFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
+  int64_t n = 0;
+  LLMQ_RETURN_IF_ERROR(Length(in, &n));
+  *out = Value::Int(n);
+  return Status::Ok();
+}
+
+Status DefaultFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
   std::vector<Value> p;
-  LLMQ_RETURN_IF_ERROR(
-      Bind("tojson", a, {"indent", "ensure_ascii", "separators", "sort_keys"}, &p));
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"default_value", "boolean"}, &p));
+  const bool use = in.is_undefined() || (p[1].Truthy() && !in.Truthy());
+  *out = use ? (p[0].is_undefined() ? Value::Str("") : p[0]) : in;
+  return Status::Ok();
+}
+
+Status EscapeFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
+  return TextFilter(in, HtmlEscape, out);
+}
+
+// first and last (an empty input gives an undefined named "no first item" for both).
+Status End(const Value& in, bool first, Value* out) {
+  std::vector<Value> items;
+  LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
+  *out = items.empty() ? Value::Undefined("no first item") : first ? items.front() : items.back();
+  return Status::Ok();
+}
+
+// min and max: the first item in ascending (min) or descending (max) order.
+Status MinMax(const std::string& name, const Value& in, const Args& a, bool max, Value* out) {
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"case_sensitive", "attribute"}, &p));
+  std::vector<Value> items;
+  LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
+  LLMQ_RETURN_IF_ERROR(Sorted(&items, p[1].is_string() ? p[1].str() : "", p[0].Truthy(), max));
+  *out = items.empty() ? Value::Undefined("no " + name + " item") : items.front();
+  return Status::Ok();
+}
+
+Status ToJsonFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"indent", "ensure_ascii", "separators", "sort_keys"}, &p));
   JsonOptions o;
   if (!p[0].is_undefined() && !p[0].is_none()) {
     if (p[0].kind() != Kind::kInt || p[0].i() < 0 || p[0].i() > 64)
@@ -507,9 +585,9 @@ Status ToJsonFilter(const Value& in, const Args& a, Value* out) {
   return Status::Ok();
 }
 
-Status Indent(const Value& in, const Args& a, Value* out) {
+Status IndentFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
   std::vector<Value> p;
-  LLMQ_RETURN_IF_ERROR(Bind("indent", a, {"width", "first", "blank"}, &p));
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"width", "first", "blank"}, &p));
   std::string pad;
   if (p[0].is_string())
     pad = p[0].str();
@@ -539,9 +617,9 @@ Status Indent(const Value& in, const Args& a, Value* out) {
   return Status::Ok();
 }
 
-Status Round(const Value& in, const Args& a, Value* out) {
+Status RoundFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
   std::vector<Value> p;
-  LLMQ_RETURN_IF_ERROR(Bind("round", a, {"precision", "method"}, &p));
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"precision", "method"}, &p));
   if (!in.is_number()) return Err("round expects a number");
   const int64_t prec = std::clamp<int64_t>(p[0].is_undefined() ? 0 : p[0].i(), -300, 300);
   const std::string method = p[1].is_string() ? p[1].str() : "common";
@@ -560,43 +638,524 @@ Status Round(const Value& in, const Args& a, Value* out) {
   return Status::Ok();
 }
 
-const std::set<std::string, std::less<>>& FilterNames() {
-  static const std::set<std::string, std::less<>> k = {
-      "abs",        "capitalize", "count",   "d",       "default", "dictsort", "e",
-      "escape",     "first",      "float",   "indent",  "int",     "items",    "join",
-      "last",       "length",     "list",    "lower",   "map",     "max",      "min",
-      "reject",     "rejectattr", "replace", "reverse", "round",   "safe",     "select",
-      "selectattr", "sort",       "string",  "sum",     "title",   "tojson",   "trim",
-      "unique",     "upper"};
-  return k;
+Status ReplaceFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"old", "new", "count"}, &p));
+  std::string s;
+  LLMQ_RETURN_IF_ERROR(AppendStr(in, &s));
+  if (!p[0].is_string() || !p[1].is_string()) return Err("replace expects strings");
+  const int64_t count = p[2].is_number() ? p[2].i() : -1;
+  if (s.size() + (p[0].str().empty() ? s.size() + 1 : s.size() / p[0].str().size() + 1) *
+                     p[1].str().size() >
+      kMaxString)
+    return Err("string too large");
+  *out = Value::Str(Replace(s, p[0].str(), p[1].str(), count));
+  return Status::Ok();
 }
-const std::set<std::string, std::less<>>& TestNames() {
-  static const std::set<std::string, std::less<>> k = {
-      "boolean", "callable", "defined",  "divisibleby", "eq",   "equalto",   "even",
-      "false",   "float",    "ge",       "gt",          "in",   "integer",   "iterable",
-      "le",      "lower",    "lt",       "mapping",     "ne",   "none",      "number",
-      "odd",     "sameas",   "sequence", "string",      "true", "undefined", "upper",
-      "==",      "!=",       "<",        "<=",          ">",    ">="};
-  return k;
+
+Status JoinFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"d", "attribute"}, &p));
+  std::vector<Value> items;
+  LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
+  std::string sep, s;
+  if (!p[0].is_undefined()) LLMQ_RETURN_IF_ERROR(AppendStr(p[0], &sep));
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (k) s += sep;
+    Value x = items[k];
+    if (p[1].is_string()) LLMQ_RETURN_IF_ERROR(GetAttrPath(items[k], p[1].str(), &x));
+    LLMQ_RETURN_IF_ERROR(AppendStr(x, &s));
+    if (s.size() > kMaxString) return Err("string too large");
+  }
+  *out = Value::Str(std::move(s));
+  return Status::Ok();
 }
-const std::set<std::string, std::less<>>& MethodNames() {
-  static const std::set<std::string, std::less<>> k = {
-      "capitalize", "count", "endswith", "find",    "get",    "items",  "join",
-      "keys",       "lower", "lstrip",   "replace", "rsplit", "rstrip", "split",
-      "startswith", "strip", "title",    "upper",   "values"};
-  return k;
+
+Status ReverseFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
+  if (in.is_string()) {
+    std::vector<uint32_t> cps = Decode(in.str());
+    std::reverse(cps.begin(), cps.end());
+    *out = Value::Str(Encode(cps));
+  } else {
+    std::vector<Value> items;
+    LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
+    std::reverse(items.begin(), items.end());
+    *out = Value::List(std::move(items));
+  }
+  return Status::Ok();
+}
+
+Status ItemsFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
+  if (in.is_undefined()) {
+    *out = Value::List({});
+  } else if (!in.is_dict()) {
+    return Err(std::string("items expects a mapping, got ") + in.TypeName());
+  } else {
+    std::vector<Value> items;
+    for (const auto& [k, v] : in.dict().items) items.push_back(DictItem(k, v));
+    *out = Value::List(std::move(items));
+  }
+  return Status::Ok();
+}
+
+Status DictSortFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"case_sensitive", "by", "reverse"}, &p));
+  if (!in.is_dict()) return Err("dictsort expects a mapping");
+  std::vector<Value> items;
+  for (const auto& [k, v] : in.dict().items) items.push_back(DictItem(k, v));
+  const bool by_value = p[1].is_string() && p[1].str() == "value";
+  const std::function<Value(const Value&)> key = [by_value](const Value& t) {
+    return t.list().items[by_value ? 1 : 0];
+  };
+  LLMQ_RETURN_IF_ERROR(Sorted(&items, "", p[0].Truthy(), p[2].Truthy(), &key));
+  *out = Value::List(std::move(items));
+  return Status::Ok();
+}
+
+Status SortFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"reverse", "case_sensitive", "attribute"}, &p));
+  std::vector<Value> items;
+  LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
+  LLMQ_RETURN_IF_ERROR(
+      Sorted(&items, p[2].is_string() ? p[2].str() : "", p[1].Truthy(), p[0].Truthy()));
+  *out = Value::List(std::move(items));
+  return Status::Ok();
+}
+
+Status UniqueFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"case_sensitive", "attribute"}, &p));
+  std::vector<Value> items, kept, seen;
+  LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
+  for (const Value& v : items) {
+    Value k = v;
+    if (p[1].is_string()) LLMQ_RETURN_IF_ERROR(GetAttrPath(v, p[1].str(), &k));
+    k = SortKey(k, p[0].Truthy());
+    if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return Equals(s, k); })) {
+      seen.push_back(k);
+      kept.push_back(v);
+    }
+  }
+  *out = Value::List(std::move(kept));
+  return Status::Ok();
+}
+
+Status SumFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"attribute", "start"}, &p));
+  std::vector<Value> items;
+  LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
+  Value acc = p[1].is_undefined() ? Value::Int(0) : p[1];
+  for (const Value& v : items) {
+    Value x = v;
+    if (p[0].is_string()) LLMQ_RETURN_IF_ERROR(GetAttrPath(v, p[0].str(), &x));
+    if (!acc.is_number() || !x.is_number()) return Err("sum expects numbers");
+    int64_t r;
+    if (acc.kind() != Kind::kFloat && x.kind() != Kind::kFloat &&
+        !__builtin_add_overflow(acc.i(), x.i(), &r))
+      acc = Value::Int(r);
+    else
+      acc = Value::Float(acc.f() + x.f());
+  }
+  *out = acc;
+  return Status::Ok();
+}
+
+Status AbsFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
+  if (in.kind() == Kind::kFloat)
+    *out = Value::Float(std::fabs(in.f()));
+  else if (in.is_number() && in.i() != INT64_MIN)
+    *out = Value::Int(in.i() < 0 ? -in.i() : in.i());
+  else
+    return Err(std::string("bad operand type for abs(): '") + in.TypeName() + "'");
+  return Status::Ok();
+}
+
+// The filters, in name order; the short ones are written in their row.
+constexpr FilterDef kFilters[] = {
+    {"abs", Undef::kRefused, AbsFilter},
+    {"capitalize", Undef::kTaken,
+     [](S, V in, A, Value* out) { return TextFilter(in, Capitalize, out); }},
+    {"count", Undef::kTaken, LengthFilter},
+    {"d", Undef::kTaken, DefaultFilter},
+    {"default", Undef::kTaken, DefaultFilter},
+    {"dictsort", Undef::kRefused, DictSortFilter},
+    {"e", Undef::kTaken, EscapeFilter},
+    {"escape", Undef::kTaken, EscapeFilter},
+    {"first", Undef::kTaken, [](S, V in, A, Value* out) { return End(in, true, out); }},
+    {"float", Undef::kTaken,
+     [](S name, V in, A a, Value* out) {
+       std::vector<Value> p;
+       LLMQ_RETURN_IF_ERROR(Bind(name, a, {"default"}, &p));
+       return ToFloat(in, p[0], out);
+     }},
+    {"indent", Undef::kTaken, IndentFilter},
+    {"int", Undef::kTaken,
+     [](S name, V in, A a, Value* out) {
+       std::vector<Value> p;
+       LLMQ_RETURN_IF_ERROR(Bind(name, a, {"default", "base"}, &p));
+       return ToInt(in, p[0], out);
+     }},
+    {"items", Undef::kTaken, ItemsFilter},
+    {"join", Undef::kTaken, JoinFilter},
+    {"last", Undef::kTaken, [](S, V in, A, Value* out) { return End(in, false, out); }},
+    {"length", Undef::kTaken, LengthFilter},
+    {"list", Undef::kTaken,
+     [](S, V in, A, Value* out) {
+       std::vector<Value> items;
+       LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
+       *out = Value::List(std::move(items));
+       return Status::Ok();
+     }},
+    {"lower", Undef::kTaken, [](S, V in, A, Value* out) { return TextFilter(in, LowerCase, out); }},
+    {"map", Undef::kTaken, [](S, V in, A a, Value* out) { return Map(in, a, out); }},
+    {"max", Undef::kRefused,
+     [](S name, V in, A a, Value* out) { return MinMax(name, in, a, true, out); }},
+    {"min", Undef::kRefused,
+     [](S name, V in, A a, Value* out) { return MinMax(name, in, a, false, out); }},
+    {"reject", Undef::kTaken,
+     [](S, V in, A a, Value* out) { return Select(in, a, false, false, out); }},
+    {"rejectattr", Undef::kTaken,
+     [](S, V in, A a, Value* out) { return Select(in, a, true, false, out); }},
+    {"replace", Undef::kTaken, ReplaceFilter},
+    {"reverse", Undef::kTaken, ReverseFilter},
+    {"round", Undef::kRefused, RoundFilter},
+    {"safe", Undef::kTaken,
+     [](S, V in, A, Value* out) {
+       *out = in;
+       return Status::Ok();
+     }},
+    {"select", Undef::kTaken,
+     [](S, V in, A a, Value* out) { return Select(in, a, false, true, out); }},
+    {"selectattr", Undef::kTaken,
+     [](S, V in, A a, Value* out) { return Select(in, a, true, true, out); }},
+    {"sort", Undef::kTaken, SortFilter},
+    {"string", Undef::kTaken,
+     [](S, V in, A, Value* out) {
+       std::string s;
+       LLMQ_RETURN_IF_ERROR(AppendStr(in, &s));
+       *out = Value::Str(std::move(s));
+       return Status::Ok();
+     }},
+    {"sum", Undef::kTaken, SumFilter},
+    {"title", Undef::kTaken,
+     [](S, V in, A, Value* out) { return TextFilter(in, JinjaTitle, out); }},
+    {"tojson", Undef::kTaken, ToJsonFilter},
+    {"trim", Undef::kTaken,
+     [](S, V in, A a, Value* out) {
+       std::string s, r;
+       LLMQ_RETURN_IF_ERROR(AppendStr(in, &s));
+       LLMQ_RETURN_IF_ERROR(Strip(s, a.pos.empty() ? Value() : a.pos[0], true, true, &r));
+       *out = Value::Str(std::move(r));
+       return Status::Ok();
+     }},
+    {"unique", Undef::kTaken, UniqueFilter},
+    {"upper", Undef::kTaken, [](S, V in, A, Value* out) { return TextFilter(in, UpperCase, out); }},
+};
+
+// ---- The tests: one table --------------------------------------------------------------------
+// `x is name(arg)`: each test is one row of kTests, its name and its code. The code gets the
+// tested value and the first argument (positional, else keyword).
+
+using TestFn = Status (*)(const std::string& name, const Value& in, const Value& arg, bool* out);
+
+struct TestDef {
+  const char* name;
+  TestFn fn;
+};
+
+Status Is(bool* out, bool holds) {
+  *out = holds;
+  return Status::Ok();
+}
+
+Status CaseTest(const std::string& name, const Value& in, uint32_t (*f)(uint32_t), bool* out) {
+  if (!in.is_string()) return Err("'" + name + "' test expects a string");
+  return Is(out, MapCase(in.str(), f) == in.str());
+}
+
+// even, odd and divisibleby take an integer (or a bool).
+Status Integral(const std::string& name, const Value& in) {
+  if (in.kind() != Kind::kInt && in.kind() != Kind::kBool)
+    return Err("'" + name + "' test expects an integer");
+  return Status::Ok();
+}
+
+Status EqTest(const std::string& name, const Value& in, const Value& arg, bool* out) {
+  return Is(out, Equals(in, arg));
+}
+Status NeTest(const std::string& name, const Value& in, const Value& arg, bool* out) {
+  return Is(out, !Equals(in, arg));
+}
+Status LtTest(const std::string& name, const Value& in, const Value& arg, bool* out) {
+  int c = 0;
+  LLMQ_RETURN_IF_ERROR(Compare(in, arg, &c));
+  return Is(out, c < 0);
+}
+Status LeTest(const std::string& name, const Value& in, const Value& arg, bool* out) {
+  int c = 0;
+  LLMQ_RETURN_IF_ERROR(Compare(in, arg, &c));
+  return Is(out, c <= 0);
+}
+Status GtTest(const std::string& name, const Value& in, const Value& arg, bool* out) {
+  int c = 0;
+  LLMQ_RETURN_IF_ERROR(Compare(in, arg, &c));
+  return Is(out, c > 0);
+}
+Status GeTest(const std::string& name, const Value& in, const Value& arg, bool* out) {
+  int c = 0;
+  LLMQ_RETURN_IF_ERROR(Compare(in, arg, &c));
+  return Is(out, c >= 0);
+}
+
+// The tests, in name order (the operators last).
+constexpr TestDef kTests[] = {
+    {"boolean", [](S, V in, V, bool* out) { return Is(out, in.kind() == Kind::kBool); }},
+    {"callable", [](S, V in, V, bool* out) { return Is(out, in.kind() == Kind::kFunction); }},
+    {"defined", [](S, V in, V, bool* out) { return Is(out, !in.is_undefined()); }},
+    {"divisibleby",
+     [](S name, V in, V arg, bool* out) {
+       LLMQ_RETURN_IF_ERROR(Integral(name, in));
+       if (arg.kind() != Kind::kInt || arg.i() == 0)
+         return Err("divisibleby needs a non-zero integer");
+       return Is(out, arg.i() == -1 || in.i() % arg.i() == 0);  // INT64_MIN % -1 overflows
+     }},
+    {"eq", EqTest},
+    {"equalto", EqTest},
+    {"even",
+     [](S name, V in, V, bool* out) {
+       LLMQ_RETURN_IF_ERROR(Integral(name, in));
+       return Is(out, in.i() % 2 == 0);
+     }},
+    {"false", [](S, V in, V, bool* out) { return Is(out, in.kind() == Kind::kBool && !in.b()); }},
+    {"float", [](S, V in, V, bool* out) { return Is(out, in.kind() == Kind::kFloat); }},
+    {"ge", GeTest},
+    {"gt", GtTest},
+    {"in", [](S, V in, V arg, bool* out) { return Contains(arg, in, out); }},
+    {"integer", [](S, V in, V, bool* out) { return Is(out, in.kind() == Kind::kInt); }},
+    {"iterable",
+     [](S, V in, V, bool* out) {
+       return Is(out, in.is_list() || in.is_string() || in.is_dict() || in.is_undefined());
+     }},
+    {"le", LeTest},
+    {"lower", [](S name, V in, V, bool* out) { return CaseTest(name, in, Lower, out); }},
+    {"lt", LtTest},
+    {"mapping", [](S, V in, V, bool* out) { return Is(out, in.is_dict()); }},
+    {"ne", NeTest},
+    {"none", [](S, V in, V, bool* out) { return Is(out, in.is_none()); }},
+    {"number", [](S, V in, V, bool* out) { return Is(out, in.is_number()); }},
+    {"odd",
+     [](S name, V in, V, bool* out) {
+       LLMQ_RETURN_IF_ERROR(Integral(name, in));
+       return Is(out, in.i() % 2 != 0);
+     }},
+    {"sameas",
+     [](S, V in, V arg, bool* out) { return Is(out, Equals(in, arg) && in.kind() == arg.kind()); }},
+    {"sequence",
+     [](S, V in, V, bool* out) { return Is(out, in.is_list() || in.is_string() || in.is_dict()); }},
+    {"string", [](S, V in, V, bool* out) { return Is(out, in.is_string()); }},
+    {"true", [](S, V in, V, bool* out) { return Is(out, in.kind() == Kind::kBool && in.b()); }},
+    {"undefined", [](S, V in, V, bool* out) { return Is(out, in.is_undefined()); }},
+    {"upper", [](S name, V in, V, bool* out) { return CaseTest(name, in, Upper, out); }},
+    {"==", EqTest},
+    {"!=", NeTest},
+    {"<", LtTest},
+    {"<=", LeTest},
+    {">", GtTest},
+    {">=", GeTest},
+};
+
+// ---- The methods: one table ------------------------------------------------------------------
+// x.name(args) of a str or a dict: each method is one row of kMethods, the kind of value it is a
+// method of, its name and its code.
+
+using MethodFn = Status (*)(const std::string& name, const Value& obj, const Args& a, Value* out);
+
+struct MethodDef {
+  Kind of;
+  const char* name;
+  MethodFn fn;
+};
+
+Status NoArgs(const std::string& name, const Args& a) {
+  if (!a.pos.empty() || !a.kw.empty()) return Err(name + "() takes no arguments");
+  return Status::Ok();
+}
+
+Value DictKey(const std::string& k, const Value& v) {
+  return Value::Str(k);
+}
+Value DictValue(const std::string& k, const Value& v) {
+  return v;
+}
+
+// items, keys and values: `item` of each (key, value), in order.
+Status DictList(const std::string& name, const Value& obj, const Args& a,
+                Value (*item)(const std::string& key, const Value& v), Value* out) {
+  LLMQ_RETURN_IF_ERROR(NoArgs(name, a));
+  std::vector<Value> r;
+  for (const auto& [k, v] : obj.dict().items) r.push_back(item(k, v));
+  *out = Value::List(std::move(r));
+  return Status::Ok();
+}
+
+// upper, lower, capitalize, title: `f` of the string.
+Status StrCase(const std::string& name, const Value& obj, const Args& a,
+               std::string (*f)(const std::string&), Value* out) {
+  LLMQ_RETURN_IF_ERROR(NoArgs(name, a));
+  *out = Value::Str(f(obj.str()));
+  return Status::Ok();
+}
+
+// startswith, endswith: whether the string has the affix, or one of a tuple of them.
+Status HasAffix(const std::string& name, const Value& obj, const Args& a, bool prefix, Value* out) {
+  const std::string& s = obj.str();
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"prefix"}, &p));
+  std::vector<Value> options = {p[0]};
+  if (p[0].is_list() && p[0].list().tuple) options = p[0].list().items;
+  bool r = false;
+  for (const Value& o : options) {
+    if (!o.is_string()) return Err(name + " arg must be str or a tuple of str");
+    const std::string& x = o.str();
+    r = r || (x.size() <= s.size() && (prefix ? s.compare(0, x.size(), x) == 0
+                                              : s.compare(s.size() - x.size(), x.size(), x) == 0));
+  }
+  *out = Value::Bool(r);
+  return Status::Ok();
+}
+
+Status StrSplit(const std::string& name, const Value& obj, const Args& a, bool reverse,
+                Value* out) {
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"sep", "maxsplit"}, &p));
+  return Split(obj.str(), p[0], p[1], reverse, out);
+}
+
+Status StrStrip(const std::string& name, const Value& obj, const Args& a, bool left, bool right,
+                Value* out) {
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"chars"}, &p));
+  std::string r;
+  LLMQ_RETURN_IF_ERROR(Strip(obj.str(), p[0], left, right, &r));
+  *out = Value::Str(std::move(r));
+  return Status::Ok();
+}
+
+Status StrJoin(const std::string& name, const Value& obj, const Args& a, Value* out) {
+  const std::string& s = obj.str();
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"iterable"}, &p));
+  std::vector<Value> items;
+  LLMQ_RETURN_IF_ERROR(Iterate(p[0], &items));
+  std::string r;
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (!items[k].is_string()) return Err("sequence item: expected str instance");
+    if (k) r += s;
+    r += items[k].str();
+    if (r.size() > kMaxString) return Err("string too large");
+  }
+  *out = Value::Str(std::move(r));
+  return Status::Ok();
+}
+
+// find and count: their one argument, a string.
+Status SubArg(const std::string& name, const Args& a, std::string* sub) {
+  std::vector<Value> p;
+  LLMQ_RETURN_IF_ERROR(Bind(name, a, {"sub"}, &p));
+  if (!p[0].is_string()) return Err(name + " expects a string");
+  *sub = p[0].str();
+  return Status::Ok();
+}
+
+Status StrFind(const std::string& name, const Value& obj, const Args& a, Value* out) {
+  const std::string& s = obj.str();
+  std::string x;
+  LLMQ_RETURN_IF_ERROR(SubArg(name, a, &x));
+  const size_t at = s.find(x);
+  *out = Value::Int(at == std::string::npos ? -1
+                                            : static_cast<int64_t>(Decode(s.substr(0, at)).size()));
+  return Status::Ok();
+}
+
+Status StrCount(const std::string& name, const Value& obj, const Args& a, Value* out) {
+  const std::string& s = obj.str();
+  std::string x;
+  LLMQ_RETURN_IF_ERROR(SubArg(name, a, &x));
+  int64_t n = 0;
+  if (x.empty()) {
+    n = static_cast<int64_t>(Decode(s).size()) + 1;
+  } else {
+    for (size_t at = s.find(x); at != std::string::npos; at = s.find(x, at + x.size())) ++n;
+  }
+  *out = Value::Int(n);
+  return Status::Ok();
+}
+
+// The methods, by kind, in name order.
+constexpr MethodDef kMethods[] = {
+    {Kind::kDict, "get",
+     [](S name, V obj, A a, Value* out) {
+       std::vector<Value> p;
+       LLMQ_RETURN_IF_ERROR(Bind(name, a, {"key", "default"}, &p));
+       const Value* v = p[0].is_string() ? obj.dict().Find(p[0].str()) : nullptr;
+       *out = v ? *v : p[1].is_undefined() ? Value::None() : p[1];
+       return Status::Ok();
+     }},
+    {Kind::kDict, "items",
+     [](S name, V obj, A a, Value* out) { return DictList(name, obj, a, DictItem, out); }},
+    {Kind::kDict, "keys",
+     [](S name, V obj, A a, Value* out) { return DictList(name, obj, a, DictKey, out); }},
+    {Kind::kDict, "values",
+     [](S name, V obj, A a, Value* out) { return DictList(name, obj, a, DictValue, out); }},
+    {Kind::kString, "capitalize",
+     [](S name, V obj, A a, Value* out) { return StrCase(name, obj, a, Capitalize, out); }},
+    {Kind::kString, "count", StrCount},
+    {Kind::kString, "endswith",
+     [](S name, V obj, A a, Value* out) { return HasAffix(name, obj, a, false, out); }},
+    {Kind::kString, "find", StrFind},
+    {Kind::kString, "join", StrJoin},
+    {Kind::kString, "lower",
+     [](S name, V obj, A a, Value* out) { return StrCase(name, obj, a, LowerCase, out); }},
+    {Kind::kString, "lstrip",
+     [](S name, V obj, A a, Value* out) { return StrStrip(name, obj, a, true, false, out); }},
+    {Kind::kString, "replace", ReplaceFilter},  // the filter's code: the same arguments
+    {Kind::kString, "rsplit",
+     [](S name, V obj, A a, Value* out) { return StrSplit(name, obj, a, true, out); }},
+    {Kind::kString, "rstrip",
+     [](S name, V obj, A a, Value* out) { return StrStrip(name, obj, a, false, true, out); }},
+    {Kind::kString, "split",
+     [](S name, V obj, A a, Value* out) { return StrSplit(name, obj, a, false, out); }},
+    {Kind::kString, "startswith",
+     [](S name, V obj, A a, Value* out) { return HasAffix(name, obj, a, true, out); }},
+    {Kind::kString, "strip",
+     [](S name, V obj, A a, Value* out) { return StrStrip(name, obj, a, true, true, out); }},
+    {Kind::kString, "title",
+     [](S name, V obj, A a, Value* out) { return StrCase(name, obj, a, PyTitle, out); }},
+    {Kind::kString, "upper",
+     [](S name, V obj, A a, Value* out) { return StrCase(name, obj, a, UpperCase, out); }},
+};
+
+// The first row of `table` named `name`, or null (CallMethod matches the kind of value too).
+template <class Row, size_t N>
+const Row* Find(const Row (&table)[N], std::string_view name) {
+  for (const Row& r : table)
+    if (name == r.name) return &r;
+  return nullptr;
 }
 
 }  // namespace
 
 bool IsFilter(std::string_view name) {
-  return FilterNames().count(name) > 0;
+  return Find(kFilters, name) != nullptr;
 }
 bool IsTest(std::string_view name) {
-  return TestNames().count(name) > 0;
+  return Find(kTests, name) != nullptr;
 }
 bool IsMethod(std::string_view name) {
-  return MethodNames().count(name) > 0;
+  return Find(kMethods, name) != nullptr;
 }
 
 Status Iterate(const Value& v, std::vector<Value>* out) {
@@ -729,354 +1288,24 @@ Status Contains(const Value& hay, const Value& needle, bool* out) {
 }
 
 Status ApplyTest(const std::string& name, const Value& in, const Args& a, bool* out) {
+  const TestDef* t = Find(kTests, name);
+  if (t == nullptr) return Err("unsupported test '" + name + "'");
   const Value arg = a.pos.empty() ? (a.kw.empty() ? Value() : a.kw[0].second) : a.pos[0];
-  // The tests of the value alone.
-  using Pred = bool (*)(const Value&);
-  static const std::pair<const char*, Pred> kUnary[] = {
-      {"defined", [](const Value& v) { return !v.is_undefined(); }},
-      {"undefined", [](const Value& v) { return v.is_undefined(); }},
-      {"none", [](const Value& v) { return v.is_none(); }},
-      {"string", [](const Value& v) { return v.is_string(); }},
-      {"mapping", [](const Value& v) { return v.is_dict(); }},
-      {"sequence", [](const Value& v) { return v.is_list() || v.is_string() || v.is_dict(); }},
-      {"iterable",
-       [](const Value& v) {
-         return v.is_list() || v.is_string() || v.is_dict() || v.is_undefined();
-       }},
-      {"number", [](const Value& v) { return v.is_number(); }},
-      {"integer", [](const Value& v) { return v.kind() == Kind::kInt; }},
-      {"float", [](const Value& v) { return v.kind() == Kind::kFloat; }},
-      {"boolean", [](const Value& v) { return v.kind() == Kind::kBool; }},
-      {"true", [](const Value& v) { return v.kind() == Kind::kBool && v.b(); }},
-      {"false", [](const Value& v) { return v.kind() == Kind::kBool && !v.b(); }},
-      {"callable", [](const Value& v) { return v.kind() == Kind::kFunction; }},
-  };
-  const Kind k = in.kind();
-  for (const auto& [n, pred] : kUnary) {
-    if (name == n) {
-      *out = pred(in);
-      return Status::Ok();
-    }
-  }
-  if (name == "lower" || name == "upper") {
-    if (!in.is_string()) return Err("'" + name + "' test expects a string");
-    *out = MapCase(in.str(), name == "lower" ? Lower : Upper) == in.str();
-  } else if (name == "even" || name == "odd" || name == "divisibleby") {
-    if (k != Kind::kInt && k != Kind::kBool) return Err("'" + name + "' test expects an integer");
-    if (name == "divisibleby") {
-      if (arg.kind() != Kind::kInt || arg.i() == 0)
-        return Err("divisibleby needs a non-zero integer");
-      *out = arg.i() == -1 || in.i() % arg.i() == 0;  // INT64_MIN % -1 overflows
-    } else {
-      *out = (in.i() % 2 != 0) == (name == "odd");
-    }
-  } else if (name == "eq" || name == "equalto" || name == "==")
-    *out = Equals(in, arg);
-  else if (name == "ne" || name == "!=")
-    *out = !Equals(in, arg);
-  else if (name == "sameas")
-    *out = Equals(in, arg) && in.kind() == arg.kind();
-  else if (name == "in")
-    LLMQ_RETURN_IF_ERROR(Contains(arg, in, out));
-  else {
-    int c = 0;
-    LLMQ_RETURN_IF_ERROR(Compare(in, arg, &c));
-    if (name == "lt" || name == "<")
-      *out = c < 0;
-    else if (name == "le" || name == "<=")
-      *out = c <= 0;
-    else if (name == "gt" || name == ">")
-      *out = c > 0;
-    else if (name == "ge" || name == ">=")
-      *out = c >= 0;
-    else
-      return Err("unsupported test '" + name + "'");
-  }
-  return Status::Ok();
+  return t->fn(name, in, arg, out);
 }
 
 Status ApplyFilter(const std::string& name, const Value& in, const Args& a, Value* out) {
-  std::vector<Value> p;
-  const Value arg0 = a.pos.empty() ? Value() : a.pos[0];
-  if (name == "safe") {
-    *out = in;
-  } else if (name == "default" || name == "d") {
-    LLMQ_RETURN_IF_ERROR(Bind(name, a, {"default_value", "boolean"}, &p));
-    const bool use = in.is_undefined() || (p[1].Truthy() && !in.Truthy());
-    *out = use ? (p[0].is_undefined() ? Value::Str("") : p[0]) : in;
-  } else if (in.is_undefined() && name != "length" && name != "count" && name != "list" &&
-             name != "string" && name != "join" && name != "int" && name != "float" &&
-             name != "items" && name != "trim" && name != "tojson" && name != "upper" &&
-             name != "lower" && name != "capitalize" && name != "title" && name != "escape" &&
-             name != "e" && name != "indent" && name != "select" && name != "reject" &&
-             name != "selectattr" && name != "rejectattr" && name != "map" && name != "unique" &&
-             name != "sort" && name != "reverse" && name != "sum" && name != "first" &&
-             name != "last" && name != "replace") {
+  const FilterDef* f = Find(kFilters, name);
+  if (f == nullptr) return Err("unsupported filter '" + name + "'");
+  if (in.is_undefined() && f->undefined == Undef::kRefused)
     return Err("'" + in.str() + "' is undefined");
-  } else if (name == "length" || name == "count") {
-    int64_t n = 0;
-    LLMQ_RETURN_IF_ERROR(Length(in, &n));
-    *out = Value::Int(n);
-  } else if (name == "string") {
-    std::string s;
-    LLMQ_RETURN_IF_ERROR(AppendStr(in, &s));
-    *out = Value::Str(std::move(s));
-  } else if (name == "trim") {
-    std::string s, r;
-    LLMQ_RETURN_IF_ERROR(AppendStr(in, &s));
-    LLMQ_RETURN_IF_ERROR(Strip(s, arg0, true, true, &r));
-    *out = Value::Str(std::move(r));
-  } else if (name == "upper" || name == "lower" || name == "capitalize" || name == "title" ||
-             name == "escape" || name == "e") {
-    std::string s;
-    LLMQ_RETURN_IF_ERROR(AppendStr(in, &s));
-    *out = Value::Str(name == "upper"        ? MapCase(s, Upper)
-                      : name == "lower"      ? MapCase(s, Lower)
-                      : name == "capitalize" ? Capitalize(s)
-                      : name == "title"      ? JinjaTitle(s)
-                                             : HtmlEscape(s));
-  } else if (name == "tojson") {
-    LLMQ_RETURN_IF_ERROR(ToJsonFilter(in, a, out));
-  } else if (name == "indent") {
-    LLMQ_RETURN_IF_ERROR(Indent(in, a, out));
-  } else if (name == "int") {
-    LLMQ_RETURN_IF_ERROR(Bind(name, a, {"default", "base"}, &p));
-    LLMQ_RETURN_IF_ERROR(ToInt(in, p[0], out));
-  } else if (name == "float") {
-    LLMQ_RETURN_IF_ERROR(Bind(name, a, {"default"}, &p));
-    LLMQ_RETURN_IF_ERROR(ToFloat(in, p[0], out));
-  } else if (name == "abs") {
-    if (in.kind() == Kind::kFloat)
-      *out = Value::Float(std::fabs(in.f()));
-    else if (in.is_number() && in.i() != INT64_MIN)
-      *out = Value::Int(in.i() < 0 ? -in.i() : in.i());
-    else
-      return Err(std::string("bad operand type for abs(): '") + in.TypeName() + "'");
-  } else if (name == "round") {
-    LLMQ_RETURN_IF_ERROR(Round(in, a, out));
-  } else if (name == "replace") {
-    LLMQ_RETURN_IF_ERROR(Bind(name, a, {"old", "new", "count"}, &p));
-    std::string s;
-    LLMQ_RETURN_IF_ERROR(AppendStr(in, &s));
-    if (!p[0].is_string() || !p[1].is_string()) return Err("replace expects strings");
-    const int64_t count = p[2].is_number() ? p[2].i() : -1;
-    if (s.size() + (p[0].str().empty() ? s.size() + 1 : s.size() / p[0].str().size() + 1) *
-                       p[1].str().size() >
-        kMaxString)
-      return Err("string too large");
-    *out = Value::Str(Replace(s, p[0].str(), p[1].str(), count));
-  } else if (name == "join") {
-    LLMQ_RETURN_IF_ERROR(Bind(name, a, {"d", "attribute"}, &p));
-    std::vector<Value> items;
-    LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
-    std::string sep, s;
-    if (!p[0].is_undefined()) LLMQ_RETURN_IF_ERROR(AppendStr(p[0], &sep));
-    for (size_t k = 0; k < items.size(); ++k) {
-      if (k) s += sep;
-      Value x = items[k];
-      if (p[1].is_string()) LLMQ_RETURN_IF_ERROR(GetAttrPath(items[k], p[1].str(), &x));
-      LLMQ_RETURN_IF_ERROR(AppendStr(x, &s));
-      if (s.size() > kMaxString) return Err("string too large");
-    }
-    *out = Value::Str(std::move(s));
-  } else if (name == "list") {
-    std::vector<Value> items;
-    LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
-    *out = Value::List(std::move(items));
-  } else if (name == "first" || name == "last") {
-    std::vector<Value> items;
-    LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
-    *out = items.empty()     ? Value::Undefined("no first item")
-           : name == "first" ? items.front()
-                             : items.back();
-  } else if (name == "reverse") {
-    if (in.is_string()) {
-      std::vector<uint32_t> cps = Decode(in.str());
-      std::reverse(cps.begin(), cps.end());
-      *out = Value::Str(Encode(cps));
-    } else {
-      std::vector<Value> items;
-      LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
-      std::reverse(items.begin(), items.end());
-      *out = Value::List(std::move(items));
-    }
-  } else if (name == "items") {
-    if (in.is_undefined()) {
-      *out = Value::List({});
-    } else if (!in.is_dict()) {
-      return Err(std::string("items expects a mapping, got ") + in.TypeName());
-    } else {
-      std::vector<Value> items;
-      for (const auto& [k, v] : in.dict().items)
-        items.push_back(Value::List({Value::Str(k), v}, true));
-      *out = Value::List(std::move(items));
-    }
-  } else if (name == "dictsort") {
-    LLMQ_RETURN_IF_ERROR(Bind(name, a, {"case_sensitive", "by", "reverse"}, &p));
-    if (!in.is_dict()) return Err("dictsort expects a mapping");
-    std::vector<Value> items;
-    for (const auto& [k, v] : in.dict().items)
-      items.push_back(Value::List({Value::Str(k), v}, true));
-    const bool by_value = p[1].is_string() && p[1].str() == "value";
-    const std::function<Value(const Value&)> key = [by_value](const Value& t) {
-      return t.list().items[by_value ? 1 : 0];
-    };
-    LLMQ_RETURN_IF_ERROR(Sorted(&items, "", p[0].Truthy(), p[2].Truthy(), &key));
-    *out = Value::List(std::move(items));
-  } else if (name == "sort") {
-    LLMQ_RETURN_IF_ERROR(Bind(name, a, {"reverse", "case_sensitive", "attribute"}, &p));
-    std::vector<Value> items;
-    LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
-    LLMQ_RETURN_IF_ERROR(
-        Sorted(&items, p[2].is_string() ? p[2].str() : "", p[1].Truthy(), p[0].Truthy()));
-    *out = Value::List(std::move(items));
-  } else if (name == "unique") {
-    LLMQ_RETURN_IF_ERROR(Bind(name, a, {"case_sensitive", "attribute"}, &p));
-    std::vector<Value> items, kept, seen;
-    LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
-    for (const Value& v : items) {
-      Value k = v;
-      if (p[1].is_string()) LLMQ_RETURN_IF_ERROR(GetAttrPath(v, p[1].str(), &k));
-      k = SortKey(k, p[0].Truthy());
-      if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return Equals(s, k); })) {
-        seen.push_back(k);
-        kept.push_back(v);
-      }
-    }
-    *out = Value::List(std::move(kept));
-  } else if (name == "min" || name == "max") {
-    LLMQ_RETURN_IF_ERROR(Bind(name, a, {"case_sensitive", "attribute"}, &p));
-    std::vector<Value> items;
-    LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
-    LLMQ_RETURN_IF_ERROR(
-        Sorted(&items, p[1].is_string() ? p[1].str() : "", p[0].Truthy(), name == "max"));
-    *out = items.empty() ? Value::Undefined("no " + name + " item") : items.front();
-  } else if (name == "sum") {
-    LLMQ_RETURN_IF_ERROR(Bind(name, a, {"attribute", "start"}, &p));
-    std::vector<Value> items;
-    LLMQ_RETURN_IF_ERROR(Iterate(in, &items));
-    Value acc = p[1].is_undefined() ? Value::Int(0) : p[1];
-    for (const Value& v : items) {
-      Value x = v;
-      if (p[0].is_string()) LLMQ_RETURN_IF_ERROR(GetAttrPath(v, p[0].str(), &x));
-      if (!acc.is_number() || !x.is_number()) return Err("sum expects numbers");
-      int64_t r;
-      if (acc.kind() != Kind::kFloat && x.kind() != Kind::kFloat &&
-          !__builtin_add_overflow(acc.i(), x.i(), &r))
-        acc = Value::Int(r);
-      else
-        acc = Value::Float(acc.f() + x.f());
-    }
-    *out = acc;
-  } else if (name == "select" || name == "reject") {
-    LLMQ_RETURN_IF_ERROR(Select(in, a, false, name == "select", out));
-  } else if (name == "selectattr" || name == "rejectattr") {
-    LLMQ_RETURN_IF_ERROR(Select(in, a, true, name == "selectattr", out));
-  } else if (name == "map") {
-    LLMQ_RETURN_IF_ERROR(Map(in, a, out));
-  } else {
-    return Err("unsupported filter '" + name + "'");
-  }
-  return Status::Ok();
+  return f->fn(name, in, a, out);
 }
 
 Status CallMethod(const Value& obj, const std::string& name, const Args& a, Value* out) {
-  std::vector<Value> p;
-  if (obj.is_dict()) {
-    const auto& items = obj.dict().items;
-    if (name == "get") {
-      LLMQ_RETURN_IF_ERROR(Bind(name, a, {"key", "default"}, &p));
-      const Value* v = p[0].is_string() ? obj.dict().Find(p[0].str()) : nullptr;
-      *out = v ? *v : p[1].is_undefined() ? Value::None() : p[1];
-      return Status::Ok();
-    }
-    if (name == "items" || name == "keys" || name == "values") {
-      if (!a.pos.empty() || !a.kw.empty()) return Err(name + "() takes no arguments");
-      std::vector<Value> r;
-      for (const auto& [k, v] : items)
-        r.push_back(name == "items"  ? Value::List({Value::Str(k), v}, true)
-                    : name == "keys" ? Value::Str(k)
-                                     : v);
-      *out = Value::List(std::move(r));
-      return Status::Ok();
-    }
-  } else if (obj.is_string()) {
-    const std::string& s = obj.str();
-    if (name == "startswith" || name == "endswith") {
-      LLMQ_RETURN_IF_ERROR(Bind(name, a, {"prefix"}, &p));
-      std::vector<Value> options = {p[0]};
-      if (p[0].is_list() && p[0].list().tuple) options = p[0].list().items;
-      bool r = false;
-      for (const Value& o : options) {
-        if (!o.is_string()) return Err(name + " arg must be str or a tuple of str");
-        const std::string& x = o.str();
-        r = r || (x.size() <= s.size() &&
-                  (name == "startswith" ? s.compare(0, x.size(), x) == 0
-                                        : s.compare(s.size() - x.size(), x.size(), x) == 0));
-      }
-      *out = Value::Bool(r);
-      return Status::Ok();
-    }
-    if (name == "split" || name == "rsplit") {
-      LLMQ_RETURN_IF_ERROR(Bind(name, a, {"sep", "maxsplit"}, &p));
-      return Split(s, p[0], p[1], name == "rsplit", out);
-    }
-    if (name == "strip" || name == "lstrip" || name == "rstrip") {
-      LLMQ_RETURN_IF_ERROR(Bind(name, a, {"chars"}, &p));
-      std::string r;
-      LLMQ_RETURN_IF_ERROR(Strip(s, p[0], name != "rstrip", name != "lstrip", &r));
-      *out = Value::Str(std::move(r));
-      return Status::Ok();
-    }
-    if (name == "replace") {
-      LLMQ_RETURN_IF_ERROR(Bind(name, a, {"old", "new", "count"}, &p));
-      if (!p[0].is_string() || !p[1].is_string()) return Err("replace expects strings");
-      return ApplyFilter("replace", obj, a, out);
-    }
-    if (name == "upper" || name == "lower" || name == "capitalize" || name == "title") {
-      if (!a.pos.empty() || !a.kw.empty()) return Err(name + "() takes no arguments");
-      *out = Value::Str(name == "upper"   ? MapCase(s, Upper)
-                        : name == "lower" ? MapCase(s, Lower)
-                        : name == "title" ? PyTitle(s)
-                                          : Capitalize(s));
-      return Status::Ok();
-    }
-    if (name == "join") {
-      LLMQ_RETURN_IF_ERROR(Bind(name, a, {"iterable"}, &p));
-      std::vector<Value> items;
-      LLMQ_RETURN_IF_ERROR(Iterate(p[0], &items));
-      std::string r;
-      for (size_t k = 0; k < items.size(); ++k) {
-        if (!items[k].is_string()) return Err("sequence item: expected str instance");
-        if (k) r += s;
-        r += items[k].str();
-        if (r.size() > kMaxString) return Err("string too large");
-      }
-      *out = Value::Str(std::move(r));
-      return Status::Ok();
-    }
-    if (name == "find" || name == "count") {
-      LLMQ_RETURN_IF_ERROR(Bind(name, a, {"sub"}, &p));
-      if (!p[0].is_string()) return Err(name + " expects a string");
-      if (name == "find") {
-        const size_t at = s.find(p[0].str());
-        *out = Value::Int(
-            at == std::string::npos ? -1 : static_cast<int64_t>(Decode(s.substr(0, at)).size()));
-      } else {
-        int64_t n = 0;
-        const std::string& x = p[0].str();
-        if (x.empty()) {
-          n = static_cast<int64_t>(Decode(s).size()) + 1;
-        } else {
-          for (size_t at = s.find(x); at != std::string::npos; at = s.find(x, at + x.size())) ++n;
-        }
-        *out = Value::Int(n);
-      }
-      return Status::Ok();
-    }
-  } else if (obj.is_undefined()) {
-    return Err("'" + obj.str() + "' is undefined");
-  }
+  for (const MethodDef& m : kMethods)
+    if (m.of == obj.kind() && name == m.name) return m.fn(name, obj, a, out);
+  if (obj.is_undefined()) return Err("'" + obj.str() + "' is undefined");
   return Err(std::string("'") + obj.TypeName() + "' object has no method '" + name + "'");
 }
 

@@ -1,6 +1,6 @@
 // PagedAttention: the step cut into tasks, the ISA chosen once per call, the AVX2 instance of the
 // vector kernel (attention_tile.h) and the scalar one. Built with -ffp-contract=off (see
-// kernels/CMakeLists.txt): every fused multiply-add is written out.
+// cmake/llmq_numerics.cmake): every fused multiply-add is written out.
 #include "kernels/cpu/attention.h"
 
 #include <immintrin.h>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention_task.h"
+#include "kernels/cpu/exp.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/thread_pool.h"
 

@@ -6,7 +6,7 @@
 // sequence and one query head (q: [D]), over the ctx = p + 1 keys j of its sequence:
 //   s[j]  = fl(c_j * scale),  c_j = the FMA chain c = fma(q[i], K[j][i], c) for i = 0..D-1 from +0
 //   m     = max_j s[j]                                     (exact whatever the order)
-//   e[j]  = AttentionExp(s[j] - m)                         (attention.cpp: one FMA-written exp)
+//   e[j]  = AttentionExp(s[j] - m)                         (kernels/cpu/exp.h, r*r rounded first)
 //   L[l]  = the sum of e[j] over j = l (mod 16), in order of j, from +0;  l = 0..15
 //   sum   = L folded by halves: L[l] += L[l + w] for w = 8, 4, 2, 1 (l < w); sum = L[0]
 //   o[i]  = the FMA chain o = fma(e[j], V[j][i], o) for j = 0..ctx-1 from +0

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/attention_task.h"
+#include "kernels/cpu/exp.h"
 
 namespace llmq::kernels::internal {
 namespace {

@@ -1,10 +1,10 @@
 // The vector kernel of one PagedAttention task (attention_task.h), written once over a 16-float
 // vector type and compiled twice: attention.cpp with AVX2 (a vector is two ymm), and
-// attention_avx512.cpp with AVX-512 (one zmm). The includer defines the traits class V first and
-// includes this file inside an anonymous namespace: everything here has internal linkage and uses
-// no standard-library code (see attention_task.h). Both TUs are built with -ffp-contract=off, so
-// the only fused multiply-adds are the V::Fma written here: the arithmetic is attention.h's, lane
-// for lane the same as AttendScalar's.
+// attention_avx512.cpp with AVX-512 (one zmm). The includer includes kernels/cpu/exp.h, defines
+// the traits class V and then includes this file inside an anonymous namespace: everything here
+// has internal linkage and uses no standard-library code (see attention_task.h). Both TUs are built
+// with -ffp-contract=off, so the only fused multiply-adds are the V::Fma written here: the
+// arithmetic is attention.h's, lane for lane the same as AttendScalar's.
 //
 // V provides: Vec (16 floats); Zero, Load, Store (unaligned), Bcast, Fma(a, b, c) = a*b + c
 // rounded once, Mul, Add, Sub, Max(a, b) = a > b ? a : b, Min(a, b) = a < b ? a : b, per lane;
@@ -21,37 +21,23 @@
 //      has (the common blocks, then a sequence's keys up to its tile's shortest row), then each
 //      pair's remaining keys alone; then out *= 1 / sum.
 
-constexpr float kExpLo = -87.0f, kExpHi = 88.0f, kLog2e = 1.44269504088896341f,
-                kRoundMagic = 12582912.0f, kLn2Hi = 0.693359375f, kLn2Lo = 2.12194440e-4f;
-constexpr float kExpC[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
-                            4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
-
-// attention.h's exp: inputs clamped to [-87, 88] (NaN becomes -87), n = round(x / ln2) by the
-// magic-number trick, r = x - n ln2 in two steps, a degree-7 polynomial, times 2^n.
+// attention.h's exp (kernels/cpu/exp.h, r*r rounded first): inputs clamped to [-87, 88], NaN
+// becomes -87. The scalar form serves the keys past the last full 16 and AttendScalar; Scalar has
+// internal linkage, like everything here.
+struct Scalar : ScalarOps<Scalar> {
+  static float Fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+};
 inline float ExpScalar(float x) {
   x = x > kExpLo ? x : kExpLo;
   x = x < kExpHi ? x : kExpHi;
-  const float n = __builtin_fmaf(x, kLog2e, kRoundMagic) - kRoundMagic;
-  float r = __builtin_fmaf(n, -kLn2Hi, x);
-  r = __builtin_fmaf(n, kLn2Lo, r);
-  float p = kExpC[0];
-  for (int c = 1; c < 6; ++c) p = __builtin_fmaf(p, r, kExpC[c]);
-  p = __builtin_fmaf(p, r * r, r) + 1.0f;
-  return p * __builtin_bit_cast(float, (static_cast<int32_t>(n) + 127) << 23);
+  return ExpInRange<Scalar, ExpLastStep::kSquareR>(x);
 }
 
 template <class V>
 inline typename V::Vec ExpVec(typename V::Vec x) {
-  using Vec = typename V::Vec;
   x = V::Max(x, V::Bcast(kExpLo));
   x = V::Min(x, V::Bcast(kExpHi));
-  const Vec n = V::Sub(V::Fma(x, V::Bcast(kLog2e), V::Bcast(kRoundMagic)), V::Bcast(kRoundMagic));
-  Vec r = V::Fma(n, V::Bcast(-kLn2Hi), x);
-  r = V::Fma(n, V::Bcast(kLn2Lo), r);
-  Vec p = V::Bcast(kExpC[0]);
-  for (int c = 1; c < 6; ++c) p = V::Fma(p, r, V::Bcast(kExpC[c]));
-  p = V::Add(V::Fma(p, V::Mul(r, r), r), V::Bcast(1.0f));
-  return V::Mul(p, V::Pow2(n));
+  return ExpInRange<V, ExpLastStep::kSquareR>(x);
 }
 
 constexpr int MinInt(int a, int b) {
