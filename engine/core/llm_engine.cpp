@@ -1,9 +1,7 @@
 #include "engine/core/llm_engine.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <iterator>
-#include <limits>
 #include <numeric>
 #include <stdexcept>
 
@@ -12,18 +10,15 @@
 
 namespace llmq {
 
-// The n samples of one request and what the request reports.
-struct RequestState {
-  // Where the request is; each unfinished request is counted in exactly one of num_window(),
-  // num_queued(), num_running().
-  enum class Phase { kWindow, kQueued, kRunning };
+// The n samples of one request and what the request reports; where it stands in the queue (its
+// phase: each unfinished request is counted in exactly one of num_window(), num_queued(),
+// num_running()) is the PlannedQueue::Entry it extends.
+struct RequestState : PlannedQueue::Entry {
   Request req;  // prompt_ids move into seqs[0] when it is created (the prompt is stored once)
   std::vector<std::unique_ptr<Sequence>> seqs;  // [0] runs the prompt; the rest fork from it
   std::vector<Completion> completions;
   int finished = 0;
   bool forked = false;
-  Phase phase = Phase::kWindow;
-  uint64_t position = 0;  // in planned order (valid from kQueued on)
   RequestMetrics m;
   Clock::time_point arrival, admitted;
   bool first_token_seen = false;
@@ -33,7 +28,7 @@ struct RequestState {
 
 namespace {
 
-using Phase = RequestState::Phase;
+using Phase = PlannedQueue::Entry::Phase;
 
 double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
@@ -54,70 +49,6 @@ int LlmEngine::MaxLen(int prompt, int max_tokens) const {
       std::min<int64_t>(int64_t{prompt} + max_tokens, cfg_.max_position_embeddings));
 }
 
-int KvBlocksFor(int64_t kv_bytes_per_token, int64_t kv_memory_bytes, int block_size) {
-  const int64_t per_block = std::max<int64_t>(kv_bytes_per_token, 1) * block_size;
-  // Slots (block * block_size + offset) are int32 in the flat batch.
-  const int64_t max_blocks = std::numeric_limits<int32_t>::max() / block_size;
-  return static_cast<int>(std::clamp<int64_t>(kv_memory_bytes / per_block, 1, max_blocks));
-}
-
-Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* out,
-                  int max_context) {
-  KvPoolPlan p;
-  p.bytes_per_token = backend.kv_bytes_per_token();
-  if (opt.num_blocks > 0) {
-    p.num_blocks = opt.num_blocks;
-    p.source = "engine.num_blocks";
-    *out = p;
-    return Status::Ok();
-  }
-  if (const std::optional<int64_t> budget = backend.KvBudgetBytes(opt.gpu_memory_utilization)) {
-    char util[32];
-    std::snprintf(util, sizeof util, "%g", opt.gpu_memory_utilization);
-    p.source = backend.name() + ": engine.gpu_memory_utilization " + util + " of the device";
-    if (*budget < p.bytes_per_token * opt.block_size)
-      return Status::InvalidArgument(
-          "KV cache: " + p.source + " leaves " + std::to_string(*budget) +
-          " bytes after the weights and activations, less than one block of " +
-          std::to_string(opt.block_size) + " tokens (" +
-          std::to_string(p.bytes_per_token * opt.block_size) +
-          " bytes); raise engine.gpu_memory_utilization or use a smaller model");
-    p.budget_bytes = *budget;
-  } else if (opt.kv_memory_bytes > 0) {
-    p.budget_bytes = opt.kv_memory_bytes;
-    p.source = "engine.kv_cache_memory";
-  } else {
-    const HostMemory host = opt.host_memory.bytes > 0 ? opt.host_memory : ReadHostMemory();
-    if (host.bytes <= 0)
-      return Status::InvalidArgument(
-          "KV cache: cannot tell how much memory this process may take (no MemAvailable in "
-          "/proc/meminfo); set engine.kv_cache_memory");
-    HostKvInputs in;
-    in.memory = host.bytes;
-    in.utilization = opt.gpu_memory_utilization;
-    in.weight_bytes = static_cast<int64_t>(backend.weight_bytes());
-    in.working_bytes =
-        backend.StepWorkingBytes(opt.scheduler.max_num_batched_tokens, opt.scheduler.max_num_seqs);
-    in.kv_bytes_per_token = p.bytes_per_token;
-    in.max_num_seqs = opt.scheduler.max_num_seqs;
-    in.max_context = max_context;
-    char util[160];
-    std::snprintf(util, sizeof util, "engine.gpu_memory_utilization %g of %s %.2f GiB",
-                  opt.gpu_memory_utilization, host.source.c_str(),
-                  static_cast<double>(host.bytes) / (int64_t{1} << 30));
-    p.source = util;
-    p.budget_bytes = HostKvBudget(in);
-    if (p.budget_bytes < p.bytes_per_token * opt.block_size)
-      return Status::InvalidArgument(
-          "KV cache: " + p.source + " leaves " + std::to_string(p.budget_bytes) +
-          " bytes after the weights and working memory, less than one block; set "
-          "engine.kv_cache_memory or free memory");
-  }
-  p.num_blocks = KvBlocksFor(p.bytes_per_token, p.budget_bytes, opt.block_size);
-  *out = p;
-  return Status::Ok();
-}
-
 LlmEngine::LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* tokenizer,
                      const EngineOptions& opt, const KvPoolPlan& pool)
     : cfg_(cfg),
@@ -127,6 +58,7 @@ LlmEngine::LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* 
       kv_pool_(pool),
       blocks_(pool.num_blocks, opt.block_size, opt.enable_prefix_cache),
       scheduler_(opt.scheduler, &blocks_),
+      queue_(&blocks_, opt.enable_planner, opt.planner),
       runner_(backend, cfg.vocab_size, opt.block_size, opt.shared_prefix_attention) {
   eos_.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
 }
@@ -154,13 +86,8 @@ LlmEngine::~LlmEngine() {
 }
 
 size_t LlmEngine::bookkeeping_size() const {
-  return requests_.size() + window_.size() + reports_.size() + planned_.size() + groups_.size() +
-         scheduler_.num_waiting() + scheduler_.num_running();
-}
-
-RequestState* LlmEngine::At(uint64_t position) const {
-  if (position < planned_base_ || position >= planned_base_ + planned_.size()) return nullptr;
-  return planned_[position - planned_base_];
+  return requests_.size() + reports_.size() + queue_.bookkeeping_size() + scheduler_.num_waiting() +
+         scheduler_.num_running();
 }
 
 std::unique_ptr<Sequence> LlmEngine::NewSeq(RequestState* st, int index,
@@ -212,7 +139,8 @@ void LlmEngine::Add(Request req) {
   st->arrival = st->req.arrival.value_or(Clock::now());
   st->completions.resize(st->req.n);
   st->m.prompt_tokens = n;
-  window_.push_back(st.get());
+  st->prompt = st->req.prompt_ids;
+  queue_.Add(st.get());
   const std::string id = st->req.id;
   requests_.emplace(id, std::move(st));
 }
@@ -226,55 +154,7 @@ bool LlmEngine::Cancel(const std::string& request_id) {
 
 bool LlmEngine::IsAdmitted(const std::string& request_id) const {
   auto it = requests_.find(request_id);
-  return it != requests_.end() && it->second->phase == Phase::kRunning;
-}
-
-Status LlmEngine::PlanWindow() {
-  if (window_.empty()) return Status::Ok();
-  Status status;
-  std::vector<uint32_t> order(window_.size());
-  std::iota(order.begin(), order.end(), 0u);
-  const uint64_t base = planned_base_ + planned_.size();
-  if (opt_.enable_planner && window_.size() > 1) {
-    std::vector<std::span<const int32_t>> prompts;
-    std::vector<Group> groups;
-    try {
-      prompts.reserve(window_.size());
-      for (const RequestState* st : window_) prompts.emplace_back(st->req.prompt_ids);
-      Plan plan = opt_.planner ? opt_.planner(prompts, opt_.block_size)
-                               : PlanPrefixes(prompts, opt_.block_size);
-      std::vector<bool> seen(window_.size());
-      for (uint32_t i : plan.order) {
-        if (i >= seen.size() || seen[i]) throw std::runtime_error("order is not a permutation");
-        seen[i] = true;
-      }
-      if (plan.order.size() != window_.size())
-        throw std::runtime_error("order is not a permutation");
-      if (opt_.enable_prefix_cache)
-        for (const PlanGroup& g : plan.groups)
-          groups.push_back({g.begin + base, g.end + base, g.shared_tokens, {}, false, 0});
-      // UpdatePins stops at the first group not yet reached: keep them sorted by `begin` (the
-      // planner emits parents before children, so this is already so; stable keeps it so).
-      std::stable_sort(groups.begin(), groups.end(),
-                       [](const Group& a, const Group& b) { return a.begin < b.begin; });
-      order = std::move(plan.order);
-      groups_.insert(groups_.end(), std::make_move_iterator(groups.begin()),
-                     std::make_move_iterator(groups.end()));
-    } catch (const std::exception& e) {
-      status = Status::Internal("planner: " + std::string(e.what()) + "; a window of " +
-                                std::to_string(window_.size()) +
-                                " requests runs in arrival order, without pins");
-    }
-  }
-  for (uint32_t i : order) {
-    RequestState* st = window_[i];
-    st->phase = Phase::kQueued;
-    st->position = planned_base_ + planned_.size();
-    planned_.push_back(st);
-    ++num_queued_;
-  }
-  window_.clear();
-  return status;
+  return it != requests_.end() && it->second->phase == Phase::kAdmitted;
 }
 
 void LlmEngine::Materialize() {
@@ -284,22 +164,33 @@ void LlmEngine::Materialize() {
   const size_t cap = static_cast<size_t>(opt_.scheduler.max_num_seqs);
   const size_t running = scheduler_.num_running();
   const size_t want = (running < cap ? cap - running : 0) + kSpareWaiting;
-  const uint64_t end = planned_base_ + planned_.size();
-  while (materialized_ < end && (scheduler_.num_waiting() < want || !At(materialized_))) {
-    RequestState* st = At(materialized_++);
-    if (!st) continue;  // cancelled while queued
+  while (scheduler_.num_waiting() < want) {
+    auto* st = static_cast<RequestState*>(queue_.Materialize());
+    if (!st) break;
     std::unique_ptr<Sequence> s = NewSeq(st, 0, st->req.prompt_ids);
     s->tokens = std::move(st->req.prompt_ids);
     st->req.prompt_ids = {};
+    st->prompt = {};
+    st->lead = s.get();
     scheduler_.Add(s.get());
     st->seqs.push_back(std::move(s));
   }
 }
 
-void LlmEngine::Schedule() {
+Status LlmEngine::Schedule(std::vector<RequestOutput>* out) {
+  ScopedTimer t(opt_.profile ? &profile_.schedule_s : nullptr);
+  Status planned = queue_.PlanWindow();
+  std::move(reports_.begin(), reports_.end(), std::back_inserter(*out));
+  reports_.clear();
+  Materialize();
+  ScheduleBatch();
+  return planned;
+}
+
+void LlmEngine::ScheduleBatch() {
   scheduler_.Schedule(&sched_);
   if (sched_.seqs.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0 &&
-      ReleasePins())
+      queue_.ReleasePins())
     scheduler_.Schedule(&sched_);  // pins are an optimisation: never let them stall the queue
   const auto now = Clock::now();
   for (Sequence* s : sched_.preempted) {
@@ -310,79 +201,12 @@ void LlmEngine::Schedule() {
     if (s->ever_admitted) continue;
     s->ever_admitted = true;
     RequestState* st = s->owner;
-    st->phase = Phase::kRunning;
-    --num_queued_;
-    ++num_running_;
+    queue_.Admitted(st);
     st->admitted = now;
     st->m.queue_seconds = Seconds(now - st->arrival);
     st->m.cached_prompt_tokens = s->num_computed;
   }
-  UpdatePins();
-}
-
-void LlmEngine::UpdatePins() {
-  // The scheduler admits in planned order, so every live position below the latest admitted one
-  // was admitted too. Holes (cancelled before admission) must not hold the mark back: a group
-  // whose last members were cancelled would keep its pin forever.
-  for (Sequence* s : sched_.admitted)
-    next_to_admit_ = std::max(next_to_admit_, s->owner->position + 1);
-  const uint64_t end = planned_base_ + planned_.size();
-  while (next_to_admit_ < end && !At(next_to_admit_)) ++next_to_admit_;
-
-  // Groups are in non-decreasing `begin` order: those not reached yet (and all after them) need
-  // nothing. The reached ones that are not done enclose next_to_admit_, so there are few (one per
-  // level of nesting).
-  uint64_t keep_from = next_to_admit_;  // planned_ entries before it are read by nobody
-  size_t reached = 0;
-  for (; reached < groups_.size() && groups_[reached].begin < next_to_admit_; ++reached) {
-    Group& grp = groups_[reached];
-    if (grp.done) continue;
-    if (next_to_admit_ >= grp.end) {  // every member admitted: each holds its own references
-      for (int32_t b : grp.pinned) blocks_.Unref(b);
-      grp.pinned.clear();
-      grp.done = true;
-      continue;
-    }
-    if (!grp.pinned.empty()) continue;
-    // Pin once a running member has computed the shared prefix.
-    // Members that finished stay finished: skip them once, so a step never rescans them.
-    grp.scan = std::max(grp.scan, grp.begin);
-    while (grp.scan < next_to_admit_ && !At(grp.scan)) ++grp.scan;
-    keep_from = std::min(keep_from, grp.scan);
-    for (uint64_t p = grp.scan; p < next_to_admit_; ++p) {
-      const RequestState* st = At(p);
-      if (!st) continue;  // finished
-      const Sequence* s = st->seqs[0].get();
-      if (s->status != SeqStatus::kRunning ||
-          s->num_registered * opt_.block_size < grp.shared_tokens)
-        continue;
-      // The pins are the engine's own references: LlmEngine::CheckInvariants counts them next to
-      // the sequences' block tables, and only this function and ReleasePins drop them.
-      const int nb = grp.shared_tokens / opt_.block_size;
-      for (int i = 0; i < nb; ++i) {
-        blocks_.Ref(s->block_table[i]);
-        grp.pinned.push_back(s->block_table[i]);
-      }
-      break;
-    }
-  }
-  groups_.erase(std::remove_if(groups_.begin(), groups_.begin() + reached,
-                               [](const Group& g) { return g.done; }),
-                groups_.begin() + reached);
-  while (!planned_.empty() && planned_base_ < keep_from) {
-    planned_.pop_front();
-    ++planned_base_;
-  }
-}
-
-bool LlmEngine::ReleasePins() {
-  bool any = false;
-  for (Group& g : groups_) {
-    for (int32_t b : g.pinned) blocks_.Unref(b);
-    any = any || !g.pinned.empty();
-    g.pinned.clear();
-  }
-  return any;
+  queue_.UpdatePins();
 }
 
 bool LlmEngine::Append(Sequence* s, int token, TokenLogprobs* lp) {
@@ -456,20 +280,7 @@ void LlmEngine::Report(RequestState* st, std::string error, bool cancelled,
   o.metrics = st->m;
   o.metrics.itl_seconds = st->itl_samples ? st->itl_sum / st->itl_samples : 0;
   o.metrics.total_seconds = Seconds(Clock::now() - st->arrival);
-  switch (st->phase) {
-    case Phase::kWindow:
-      window_.erase(std::find(window_.begin(), window_.end(), st));
-      break;
-    case Phase::kQueued:
-      --num_queued_;
-      break;
-    case Phase::kRunning:
-      --num_running_;
-      break;
-  }
-  // A planned slot turns into a hole; Materialize and UpdatePins step over holes.
-  if (st->phase != Phase::kWindow && At(st->position))
-    planned_[st->position - planned_base_] = nullptr;
+  queue_.Remove(st);
   requests_.erase(o.id);  // destroys st
   out->push_back(std::move(o));
 }
@@ -489,6 +300,9 @@ void LlmEngine::Fork(Sequence* parent) {
 }
 
 Status LlmEngine::Run() {
+  ScopedTimer t(opt_.profile ? &profile_.forward_s : nullptr);
+  ++stats_.steps;
+  profile_.steps += opt_.profile;
   // The copies (copy-on-write of shared partial blocks, partial prefix reuse) come first: the
   // forward pass reads the copied tokens. Their sources are held only until the copies ran, and
   // are let go whatever happened (a failed step fails its requests, not the pool's accounting).
@@ -532,7 +346,8 @@ bool LlmEngine::SampleOnDevice() {
   return true;
 }
 
-void LlmEngine::FailStep(const Status& why, std::vector<RequestOutput>* out) {
+Status LlmEngine::FailStep(const Status& why, const Status& planned,
+                           std::vector<RequestOutput>* out) {
   // Nothing of this step is marked computed, so none of its blocks enters the prefix cache;
   // Report releases them (and forgets what they had in flight). Requests outside the step keep
   // their blocks and their state.
@@ -541,10 +356,21 @@ void LlmEngine::FailStep(const Status& why, std::vector<RequestOutput>* out) {
     if (std::find(failed.begin(), failed.end(), s.seq->owner) == failed.end())
       failed.push_back(s.seq->owner);
   for (RequestState* st : failed) Report(st, "backend: " + why.message(), false, out);
+  return Status::Internal("backend: " + why.message() +
+                          (planned.ok() ? "" : "; " + planned.message()));
 }
 
 void LlmEngine::Postprocess(std::vector<RequestOutput>* out) {
+  ScopedTimer t(opt_.profile ? &profile_.sample_s : nullptr);
   step_time_ = Clock::now();
+  CommitComputed();
+  if (sampled_on_device_)
+    AppendDrawn(out);
+  else
+    SampleAndAppend(out);
+}
+
+void LlmEngine::CommitComputed() {
   for (const ScheduledSeq& s : sched_.seqs) {
     Sequence* q = s.seq;
     // Forks start past the prompt, so this counts the first prefill and every recomputation.
@@ -554,13 +380,16 @@ void LlmEngine::Postprocess(std::vector<RequestOutput>* out) {
     blocks_.MarkComputed(q);
   }
   stats_.peak_blocks_in_use = std::max(stats_.peak_blocks_in_use, blocks_.num_in_use());
+}
+
+void LlmEngine::AppendDrawn(std::vector<RequestOutput>* out) {
   // Rows sampled on the device arrive as ids (no logprobs, no forks pending: SampleOnDevice).
-  if (sampled_on_device_) {
-    const std::vector<int32_t>& ids = runner_.ids();
-    for (size_t i = 0; i < samplers_.size(); ++i)
-      if (Append(samplers_[i], ids[i], nullptr)) FinishSeq(samplers_[i], out);
-    return;
-  }
+  const std::vector<int32_t>& ids = runner_.ids();
+  for (size_t i = 0; i < samplers_.size(); ++i)
+    if (Append(samplers_[i], ids[i], nullptr)) FinishSeq(samplers_[i], out);
+}
+
+void LlmEngine::SampleAndAppend(std::vector<RequestOutput>* out) {
   const std::vector<float>& logits = runner_.logits();
   // Sampling is per row and independent: draw in parallel, then apply in order.
   const int64_t rows = static_cast<int64_t>(samplers_.size());
@@ -593,36 +422,17 @@ void LlmEngine::Postprocess(std::vector<RequestOutput>* out) {
   }
 }
 
+// nano-vllm's step: schedule, run, postprocess.
 Status LlmEngine::Step(std::vector<RequestOutput>* out) {
-  Status planned;
-  {
-    ScopedTimer t(opt_.profile ? &profile_.schedule_s : nullptr);
-    planned = PlanWindow();
-    std::move(reports_.begin(), reports_.end(), std::back_inserter(*out));
-    reports_.clear();
-    Materialize();
-    Schedule();
-  }
+  const Status planned = Schedule(out);
   if (sched_.seqs.empty()) return planned;
-  ++stats_.steps;
-  profile_.steps += opt_.profile;
-  Status ran;
-  {
-    ScopedTimer t(opt_.profile ? &profile_.forward_s : nullptr);
-    ran = Run();
-  }
-  if (!ran.ok()) {
-    FailStep(ran, out);
-    return Status::Internal("backend: " + ran.message() +
-                            (planned.ok() ? "" : "; " + planned.message()));
-  }
-  ScopedTimer t(opt_.profile ? &profile_.sample_s : nullptr);
+  if (Status ran = Run(); !ran.ok()) return FailStep(ran, planned, out);
   Postprocess(out);
   return planned;
 }
 
 bool LlmEngine::CheckInvariants(std::string* why) const {
-  if (!blocks_.CheckInvariants(why)) return false;
+  if (!blocks_.CheckInvariants(why) || !queue_.CheckInvariants(why)) return false;
   auto fail = [why](std::string m) {
     if (why) *why = std::move(m);
     return false;
@@ -637,9 +447,9 @@ bool LlmEngine::CheckInvariants(std::string* why) const {
   for (const auto& [id, st] : requests_) {
     window += st->phase == Phase::kWindow;
     queued += st->phase == Phase::kQueued;
-    running += st->phase == Phase::kRunning;
-    if (st->phase != Phase::kWindow && At(st->position) != st.get() &&
-        st->position >= planned_base_)
+    running += st->phase == Phase::kAdmitted;
+    if (st->phase != Phase::kWindow && queue_.At(st->position) != st.get() &&
+        st->position >= queue_.first_held())
       return fail("request " + id + " is not at its planned position");
     for (const auto& s : st->seqs) {
       if (s->status != SeqStatus::kRunning && !s->block_table.empty())
@@ -647,17 +457,15 @@ bool LlmEngine::CheckInvariants(std::string* why) const {
       for (int32_t b : s->block_table) ++refs[b];
     }
   }
-  for (const Group& g : groups_)
-    for (int32_t b : g.pinned) ++refs[b];
+  queue_.CountPins(&refs);
   for (int b = 0; b < blocks_.num_blocks(); ++b)
     if (refs[b] != blocks_.ref_count(b))
       return fail("block " + std::to_string(b) + " has ref count " +
                   std::to_string(blocks_.ref_count(b)) + " but " + std::to_string(refs[b]) +
                   " references");
-  if (window != window_.size() || queued != num_queued_ || running != num_running_)
+  if (window != queue_.num_window() || queued != queue_.num_queued() ||
+      running != queue_.num_admitted())
     return fail("request counts disagree with the requests' phases");
-  for (size_t i = 1; i < groups_.size(); ++i)
-    if (groups_[i].begin < groups_[i - 1].begin) return fail("groups out of begin order");
   return true;
 }
 
