@@ -82,7 +82,10 @@ class ServeBadInputTest : public testing::ServeFixture {
       ASSERT_TRUE(WaitFor([&] { return fs::exists(reason); }, seconds)) << Log();
       EXPECT_NE(ReadText(reason).find(e.reason), std::string::npos) << ReadText(reason);
       EXPECT_TRUE(fs::exists(fs::symlink_status(state_ + "/failed/" + e.failed)));
-      EXPECT_NE(Log().find("failed/" + e.failed + ": "), std::string::npos) << Log();
+      // The log line follows the reason file.
+      EXPECT_TRUE(WaitFor(
+          [&] { return Log().find("failed/" + e.failed + ": ") != std::string::npos; }, seconds))
+          << Log();
     }
     if (!e.stem.empty()) {
       ASSERT_TRUE(Finalized(e.stem, seconds)) << Log();

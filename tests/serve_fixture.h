@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "base/text.h"
 #include "tests/test_util.h"
 
 namespace llmq::testing {
@@ -144,10 +145,13 @@ class ServeFixture : public ::testing::Test {
     struct stat st {};
     return ::lstat(path.c_str(), &st) == 0;
   }
-  // Waits for failed/<name>.reason.txt; its text ("" when it never came).
+  // Waits for failed/<name>.reason.txt and the log line that names it (written just after);
+  // the reason's text ("" when it never came).
   std::string WaitRefused(const std::string& name, double seconds = 30) {
     const std::string reason = failed(name) + ".reason.txt";
     if (!WaitFor([&] { return Exists(reason); }, seconds)) return "";
+    WaitFor([&] { return Log().find("failed/" + Escaped(name) + ": ") != std::string::npos; },
+            seconds);
     return ReadText(reason);
   }
   // Waits for outbox/<stem>.summary.json; the custom_ids of <stem>.results.jsonl, each once per
