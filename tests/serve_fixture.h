@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -112,6 +113,10 @@ class ServeFixture : public ::testing::Test {
     for (std::string l; std::getline(st, l);)
       if (l.rfind("VmHWM:", 0) == 0) return std::stoll(l.substr(6));
     return -1;
+  }
+  // Prints the daemon's peak RSS for a named case (the corpus's bounded-memory record).
+  void PrintPeakRss(const std::string& what) const {
+    std::printf("peak RSS %6.1f MiB  %s\n", HighWaterKb() / 1024.0, what.c_str());
   }
   std::string Log() const { return ReadText(err_file()); }
   // Whether one line of the log has every one of `parts`.

@@ -464,6 +464,7 @@ TEST_F(ServeHostileCorpusTest, SigtermDuringAHugeIngestLosesAndRepeatsNothing) {
   const auto got = WaitResults("huge", 900);
   EXPECT_EQ(got.size(), static_cast<size_t>(kLines));
   EXPECT_EQ(got, Ids("h", kLines));
+  PrintPeakRss("SIGTERM during a huge ingest (after the restart)");
   EXPECT_EQ(Stop(), 0) << Log();
 }
 
@@ -479,6 +480,7 @@ TEST_F(ServeHostileCorpusTest, CorruptWriteAheadLogAtStartKeepsTheQueue) {
   EXPECT_EQ(JobNamed("kept.jsonl")["status"], "completed");
   Drop("next.jsonl", Lines("nx", 1));
   EXPECT_EQ(WaitResults("next"), Ids("nx", 1)) << Log();
+  PrintPeakRss("a corrupt write-ahead log at start");
   EXPECT_EQ(Stop(), 0) << Log();
 }
 
@@ -501,6 +503,7 @@ TEST_F(ServeHostileCorpusTest, DiskFullOnTheDatabaseKeepsTheFileUntilThereIsRoom
   ASSERT_EQ(::mount("tmpfs", state_.c_str(), "tmpfs", MS_REMOUNT, "size=64m"), 0)
       << std::strerror(errno);
   EXPECT_EQ(WaitResults("full", 120), Ids("f", 6000)) << Log();
+  PrintPeakRss("disk full on the database");
   EXPECT_EQ(Stop(), 0) << Log();
 }
 
@@ -531,6 +534,7 @@ TEST_F(ServeHostileCorpusTest, AbsurdAndNegativeConfigValuesAreRefusedNamingTheK
       << Log();
   Drop("still.jsonl", Lines("st", 1));
   EXPECT_EQ(WaitResults("still"), Ids("st", 1)) << Log();
+  PrintPeakRss("absurd and negative config values (SIGHUP)");
   EXPECT_EQ(Stop(), 0) << Log();
 }
 
@@ -542,6 +546,7 @@ TEST_F(ServeHostileCorpusTest, RelativePathsInTheConfigAreTakenBesideIt) {
   Start();
   Drop("rel.jsonl", Lines("rl", 2));
   EXPECT_EQ(WaitResults("rel"), Ids("rl", 2)) << Log();
+  PrintPeakRss("relative paths in the config");
   EXPECT_EQ(Stop(), 0) << Log();
 }
 
