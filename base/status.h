@@ -1,5 +1,7 @@
 // Status: the result of an operation that can fail for reasons outside the program (bad files,
 // bad input). Programmer errors and broken invariants abort with context instead (LLMQ_CHECK).
+// [[nodiscard]]: a Status is never dropped without a word; a caller that may go on whatever
+// happened says so with IgnoreError() and a comment why.
 #pragma once
 
 #include <cstdio>
@@ -9,7 +11,7 @@
 
 namespace llmq {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code {
     kOk,
@@ -37,6 +39,8 @@ class Status {
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
   std::string ToString() const { return ok() ? "OK" : message_; }
+  // Drops this Status on purpose (best effort: the caller goes on either way).
+  void IgnoreError() const {}
 
  private:
   Status(Code c, std::string m) : code_(c), message_(std::move(m)) {}

@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   llmq::ModelConfig cfg;
   llmq::DType dtype;
-  llmq::ShapeConfig("tiny", &cfg, &dtype);
+  llmq::ShapeConfig("tiny", &cfg, &dtype).IgnoreError();  // a built-in shape
   cfg.max_position_embeddings = 2048;
   if (!config.empty()) {
     std::ifstream f(config);

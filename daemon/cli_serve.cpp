@@ -155,7 +155,7 @@ class Server {
   int Main() {
     if (Status st = ResolveEngineConfig(f_.engine, &cfg_); !st.ok())
       return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
-    FindConfig(f_.engine.config, &config_path_);
+    if (Status st = FindConfig(f_.engine.config, &config_path_); !st.ok()) return Fail(cmd_, st);
     if (!f_.state.empty()) cfg_.state_dir = f_.state;
     knobs_ = Reloadable::From(cfg_);
     windows_ = cfg_.run_windows;  // serve.run_windows (checked by the config's loader)
@@ -502,7 +502,7 @@ class Server {
   // retries until it commits) must hold up neither the engine's loop (a drain must still end
   // it) nor the event loop (signals, the inbox).
   void FlushThenCheckJobs() {
-    committer_->Flush();  // its error, if any, is reported when the committer closes
+    committer_->Flush().IgnoreError();  // its error, if any, is reported when it closes
     asio::post(io_, [this] { CheckJobs(); });
   }
 
@@ -515,7 +515,7 @@ class Server {
       if (Status st = io_store_->StillAtPath(); !st.ok()) {
         queue_lost_ = st;
         Log("%s: stopping (exit 1); nothing more is accepted", st.message().c_str());
-        stopping_ = true;  // Scan takes nothing more
+        stopping_ = true;                // Scan takes nothing more
         if (intake_) intake_->Cancel();  // a file being accepted stays in inbox/
         rescan_timer_.cancel();
         settle_timer_.cancel();

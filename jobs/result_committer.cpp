@@ -12,7 +12,7 @@ ResultCommitter::ResultCommitter(Store* store, Options options)
 }
 
 ResultCommitter::~ResultCommitter() {
-  Close();
+  Close().IgnoreError();  // a destructor cannot report: owners needing the error call Close()
 }
 
 void ResultCommitter::Push(Result r) {
