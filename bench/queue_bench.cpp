@@ -251,7 +251,7 @@ void IngestBench(const Env& env, int lines) {
   const double open_s = Since(t1);
   llmq::UntrustedFile opened;
   Check(llmq::OpenJobFile(path, bytes, &opened), "OpenJobFile");
-  llmq::IngestFile file{&opened, "ingest.jsonl", sha, "{}"};
+  llmq::IngestFile file{&opened, "ingest.jsonl", sha, "{}", -1, ""};
   std::vector<llmq::IngestedJob> out;
   llmq::IngestTimings ph;
   const auto t2 = Clock::now();

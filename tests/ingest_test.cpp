@@ -79,7 +79,8 @@ TEST_F(IngestTest, DuplicatesAcrossChunksAndFilesPlannedTogetherInOneTransaction
   std::vector<IngestedJob> out;
   const UntrustedFile fa = Opened(dir + "/a.jsonl"), fb = Opened(dir + "/b.jsonl");
   const Status st = IngestFiles(
-      store.get(), Context(), {{&fa, "a.jsonl", "", "{}"}, {&fb, "b.jsonl", "", "{}"}}, opt, &out);
+      store.get(), Context(),
+      {{&fa, "a.jsonl", "", "{}", -1, ""}, {&fb, "b.jsonl", "", "{}", -1, ""}}, opt, &out);
   ASSERT_TRUE(st.ok()) << st.message();
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].job.total, 16);
@@ -151,7 +152,7 @@ TEST_F(IngestTest, ValidationOnSeveralThreadsStoresWhatOneThreadStores) {
     std::vector<IngestedJob> out;
     const UntrustedFile big = Opened(dir + "/big.jsonl");
     const Status st =
-        IngestFiles(store.get(), Context(), {{&big, "big.jsonl", "", "{}"}}, opt, &out);
+        IngestFiles(store.get(), Context(), {{&big, "big.jsonl", "", "{}", -1, ""}}, opt, &out);
     omp_set_num_threads(1);
     ASSERT_TRUE(st.ok()) << st.message();
     EXPECT_EQ(out[0].job.total, 5000);
@@ -196,9 +197,9 @@ TEST_F(IngestTest, AFileChangedWhileReadRollsEverythingBackAndIsNamed) {
   std::ofstream(dir + "/b.jsonl", std::ios::app) << Line("b2", "s", "u") << "\n";
   std::vector<IngestedJob> out;
   size_t changed = 99;
-  Status st =
-      IngestFiles(store.get(), Context(), {{&fa, "a.jsonl", "", "{}"}, {&fb, "b.jsonl", "", "{}"}},
-                  {}, &out, nullptr, &changed);
+  Status st = IngestFiles(store.get(), Context(),
+                          {{&fa, "a.jsonl", "", "{}", -1, ""}, {&fb, "b.jsonl", "", "{}", -1, ""}},
+                          {}, &out, nullptr, &changed);
   EXPECT_EQ(st.code(), Status::Code::kIoError);
   EXPECT_NE(st.message().find("b.jsonl: changed while it was being read"), std::string::npos)
       << st.message();
