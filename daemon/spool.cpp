@@ -170,16 +170,6 @@ Status FsyncDir(const std::string& dir) {
 }
 }  // namespace
 
-Status RenameDurably(const std::string& from, const std::string& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0)
-    return Status::IoError("cannot move " + Escaped(from) + " to " + Escaped(to) + ": " +
-                           std::strerror(errno));
-  const std::string a = fs::path(from).parent_path().string();
-  const std::string b = fs::path(to).parent_path().string();
-  LLMQ_RETURN_IF_ERROR(FsyncDir(b));
-  return a == b ? Status::Ok() : FsyncDir(a);
-}
-
 Status RenameDurably(int from_dir, const std::string& from_name, const std::string& from_shown,
                      const std::string& to) {
   if (::renameat2(from_dir, from_name.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) != 0)

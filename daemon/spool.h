@@ -78,11 +78,9 @@ Status MoveToFailed(const Paths& p, int from_dir, const std::string& from_name,
 // while a file was being written); returns how many. A temporary of a live process is left alone.
 int RemoveStaleTemporaries(const std::string& dir);
 
-// rename(2), then fsync of both folders. Errors name both paths and strerror.
-Status RenameDurably(const std::string& from, const std::string& to);
-// The same from `from_name` in the folder open as `from_dir` (renameat: the entry of that very
-// folder, even if its path was replaced meanwhile), never replacing `to` (it fails when `to`
-// exists); `from_shown` names it in messages.
+// Renames `from_name` of the folder open as `from_dir` (renameat: the entry of that very folder,
+// even if its path was replaced meanwhile) to `to`, never replacing `to` (it fails when `to`
+// exists), then fsyncs both folders. Errors name both (`from_shown` for the source) and strerror.
 Status RenameDurably(int from_dir, const std::string& from_name, const std::string& from_shown,
                      const std::string& to);
 
