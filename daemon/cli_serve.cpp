@@ -39,13 +39,16 @@
 #include "config/run_windows.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
+#include "daemon/inbox_settle.h"
 #include "daemon/ingest.h"
 #include "daemon/intake.h"
+#include "daemon/job_lifecycle.h"
 #include "daemon/job_runner.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_http.h"
 #include "daemon/notifier.h"
 #include "daemon/spool.h"
+#include "daemon/watchdog.h"
 #include "engine/backends/compute_resources.h"
 #include "jobs/finalizer.h"
 
@@ -72,9 +75,7 @@ struct Reloadable {
     return {c.settle_seconds,     c.rescan_seconds, c.drain_seconds, c.group_window_ms,
             c.commit_interval_ms, c.max_file_bytes, c.max_line_bytes};
   }
-  // How long a file renamed in waits (for the files renamed in with it): the group window, never
-  // longer than a file written in place waits.
-  double group_seconds() const { return std::min(group_window_ms / 1000.0, settle_seconds); }
+  InboxSettler::Knobs settle() const { return {settle_seconds, rescan_seconds, group_window_ms}; }
   std::string ToText() const {
     char b[256];
     std::snprintf(b, sizeof b,
@@ -85,21 +86,6 @@ struct Reloadable {
                   static_cast<long long>(max_line_bytes));
     return b;
   }
-};
-
-// A regular file seen in inbox/, waiting to settle. How long it must stay unchanged depends on
-// how it arrived: renamed in (IN_MOVED_TO, the Maildir way) it is complete, and waits only the
-// group window; closed after writing in place (IN_CLOSE_WRITE, or present at start-up) it waits
-// the settle time; found only by a rescan, a rescan period at least.
-struct Candidate {
-  int64_t size = -1;  // -1: not looked at since it was announced
-  int64_t mtime_ns = -1;
-  Clock::time_point since;  // when (size, mtime) last changed
-  bool announced = false;   // closed after writing / renamed in (or present at start-up)
-  // Renamed in, and unchanged since the first look after the rename. A change after that (a
-  // writer that renamed first and appends), a close after writing, or a writer still holding it
-  // open puts it back under the settle time.
-  bool renamed = false;
 };
 
 // Whether another process still has `path` open for writing: a read lease cannot be taken then
@@ -158,6 +144,7 @@ class Server {
     if (Status st = FindConfig(f_.engine.config, &config_path_); !st.ok()) return Fail(cmd_, st);
     if (!f_.state.empty()) cfg_.state_dir = f_.state;
     knobs_ = Reloadable::From(cfg_);
+    settler_.SetKnobs(knobs_.settle());
     windows_ = cfg_.run_windows;  // serve.run_windows (checked by the config's loader)
     paths_ = spool::PathsFor(cfg_.state_dir);
     if (Status st = spool::EnsureLayout(paths_); !st.ok()) return Fail(cmd_, st);
@@ -206,6 +193,14 @@ class Server {
         std::chrono::duration_cast<std::chrono::milliseconds>(notifier_.watchdog_usec() / 4);
     runner_ = std::make_unique<JobRunner>(ctx_, engine_.get(), runner_store_.get(),
                                           committer_.get(), ropt);
+    JobLifecycle::Hooks hooks;
+    hooks.cancel_in_engine = [this](int64_t job) { runner_->CancelJob(job); };
+    hooks.flush_results = [this] { return committer_->Flush(); };
+    hooks.unix_now = UnixNow;
+    lifecycle_ = std::make_unique<JobLifecycle>(
+        paths_.outbox, io_store_.get(),
+        JobLifecycle::Facts{ctx_.model_name, model_.backend_description(), CpuThreads()},
+        std::move(hooks));
 
     ::signal(SIGIO, SIG_IGN);  // see OpenForWriting: a lease break must not end the daemon
     if (Status st = StartWatcher(); !st.ok()) return Fail(cmd_, st);
@@ -230,6 +225,7 @@ class Server {
         // Out of work: the last results are committed and their jobs finalized at once.
         if (!engine_->HasWork()) asio::post(flusher_, [this] { FlushThenCheckJobs(); });
         if (stall_ms <= 0) return;  // TEST ONLY: see TestStallStepMs
+        Log("TEST: the engine thread stalls for %d ms (LLMQ_TEST_STALL_STEP_MS)", stall_ms);
         std::this_thread::sleep_for(std::chrono::milliseconds(std::exchange(stall_ms, 0)));
       });
       asio::post(io_, [this] { OnEngineDone(); });
@@ -289,7 +285,7 @@ class Server {
       st = StartWatcher();
     }
     if (!st.ok()) Log("%s (tried again at the next rescan)", st.message().c_str());
-    candidates_.clear();
+    settler_.Clear();
     if (st.ok()) Scan(/*all_announced=*/true);
     return true;
   }
@@ -334,30 +330,11 @@ class Server {
         if (ec != asio::error::operation_aborted) Log("inotify: %s", ec.message().c_str());
         return;
       }
-      bool overflow = false, any = false, gone = false;
-      for (size_t off = 0; off + sizeof(inotify_event) <= n;) {
-        const auto* e = reinterpret_cast<const inotify_event*>(events_.data() + off);
-        if (e->mask & IN_Q_OVERFLOW) overflow = true;
-        if (e->mask & IN_IGNORED) gone = true;  // the watch ended: inbox/ removed
-        if (e->len > 0) {
-          const std::string name(e->name);
-          if (!spool::Ignored(name)) {
-            Candidate& c = candidates_[name];
-            c.announced = true;
-            if (e->mask & IN_MOVED_TO) {
-              c.renamed = true;
-              c.size = -1;  // a new file under this name: its first look starts the window
-            } else if (e->mask & IN_CLOSE_WRITE) {
-              c.renamed = false;  // written in place (after a rename too): the settle time
-            }
-            any = true;
-          }
-        }
-        off += sizeof(inotify_event) + e->len;
-      }
-      if (gone && !stopping_ && InboxReplaced()) return;  // a new watch reads from here on
-      if (overflow) Log("inotify queue overflowed: rescanning %s", paths_.inbox.c_str());
-      if ((any || overflow) && !stopping_) Scan(overflow);
+      const InboxEvents e = ParseInboxEvents(events_.data(), n);
+      Announce(e, &settler_);
+      if (e.gone && !stopping_ && InboxReplaced()) return;  // a new watch reads from here on
+      if (e.overflow) Log("inotify queue overflowed: rescanning %s", paths_.inbox.c_str());
+      if ((!e.events.empty() || e.overflow) && !stopping_) Scan(e.overflow);
       ReadEvents();
     });
   }
@@ -374,85 +351,37 @@ class Server {
     });
   }
 
-  // Looks at every entry of inbox/: refuses what is not a regular file, tracks regular files
-  // until they settle, and accepts those that have.
+  // Looks at every entry of inbox/ (InboxSettler decides): refuses what is not a regular file,
+  // tracks regular files until they settle, and hands those that have to the intake.
   void Scan(bool all_announced) {
     if (stopping_) return;
-    const auto now = Clock::now();
-    std::set<std::string> present;
-    std::vector<std::string> ready;
-    Clock::time_point next = Clock::time_point::max();
-    // Files settling due up to here are waited for by those of `ready` (see below).
-    Clock::time_point horizon = Clock::time_point::max();
-    std::vector<Clock::time_point> settling;  // when announced files not yet settled are due
+    std::vector<InboxSettler::Entry> listing;
     for (const std::string& name : ListInbox()) {
-      if (spool::Ignored(name)) continue;
-      present.insert(name);
-      if (in_intake_.count(name)) continue;  // the intake thread has it
+      if (spool::Ignored(name) || in_intake_.count(name)) continue;
       struct stat st {};
       if (::fstatat(inbox_fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone
-      if (std::string why = spool::NameProblem(name); !why.empty()) {
-        Refuse(name, why);
-        continue;
-      }
-      if (!S_ISREG(st.st_mode)) {
-        const char* what = S_ISLNK(st.st_mode)    ? "a symbolic link"
-                           : S_ISDIR(st.st_mode)  ? "a folder"
-                           : S_ISFIFO(st.st_mode) ? "a FIFO"
-                           : S_ISSOCK(st.st_mode) ? "a socket"
-                                                  : "a device";
-        Refuse(name, std::string("it is ") + what +
-                         ", not a regular file: drop job files as regular files (write, then "
-                         "rename into inbox/)");
-        continue;
-      }
-      Candidate& c = candidates_[name];
-      if (all_announced) c.announced = true;
-      const int64_t mtime = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
-      if (c.size != st.st_size || c.mtime_ns != mtime) {
-        if (c.size >= 0) c.renamed = false;  // changed after the rename: written in place
-        c.size = st.st_size;
-        c.mtime_ns = mtime;
-        c.since = now;
-      }
-      // A file nobody announced (no close, no rename seen) may still be being written: it must
-      // stay unchanged for a whole rescan period too.
-      const double need = c.renamed     ? knobs_.group_seconds()
-                          : c.announced ? knobs_.settle_seconds
-                                        : std::max(knobs_.settle_seconds, knobs_.rescan_seconds);
-      const auto due = c.since + Secs(need);
-      if (due > now) {
-        next = std::min(next, due);
-        if (c.announced) settling.push_back(due);
-      } else if (OpenForWriting(inbox_fd_, name)) {
-        c.since = now;  // still open for writing: look again (its close is announced too)
-        c.renamed = false;
-        next = std::min(next, now + Secs(std::max(knobs_.settle_seconds, 0.25)));
-      } else {
-        ready.push_back(name);
-        // A settled file waits at most its own kind's wait for the files settling with it.
-        horizon = std::min(horizon,
-                           due + Secs(c.renamed ? knobs_.group_seconds() : knobs_.settle_seconds));
-      }
+      using K = InboxSettler::Kind;
+      const K kind = S_ISREG(st.st_mode)    ? K::kRegular
+                     : S_ISLNK(st.st_mode)  ? K::kSymlink
+                     : S_ISDIR(st.st_mode)  ? K::kFolder
+                     : S_ISFIFO(st.st_mode) ? K::kFifo
+                     : S_ISSOCK(st.st_mode) ? K::kSocket
+                                            : K::kDevice;
+      listing.push_back({name, kind, static_cast<int64_t>(st.st_size),
+                         int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec});
     }
-    for (auto it = candidates_.begin(); it != candidates_.end();)
-      it = present.count(it->first) ? std::next(it) : candidates_.erase(it);
+    // Names the intake holds count as present: their candidates are kept.
+    for (const std::string& name : in_intake_) listing.push_back({name});
+    const InboxSettler::Decision d =
+        settler_.Scan(Clock::now(), listing, all_announced, in_intake_, !intake_busy_);
+    for (const auto& [name, why] : d.refuse) Refuse(name, why);
     for (auto it = refused_logged_.begin(); it != refused_logged_.end();)
-      it = present.count(*it) ? std::next(it) : refused_logged_.erase(it);
-    // Files that settle close together are accepted together: one ingest plans them as one
-    // window, so files dropped together that share a system prompt are grouped and run back to
-    // back (their shared blocks are computed once). Each file's wait starts when a scan first
-    // sees it, so files renamed in a few milliseconds apart (seen by separate inotify scans)
-    // settle a few milliseconds apart: accepting the first alone would ingest, plan and start it
-    // before the others. A settled file therefore waits for the announced files still settling
-    // that are due within its own wait (the group window when renamed in, else settle_seconds)
-    // of its due time; the horizon is anchored at the settled files, so a steady stream of
-    // drops never holds a file longer than that.
-    if (!ready.empty() && !intake_busy_ &&
-        std::none_of(settling.begin(), settling.end(), [&](auto due) { return due <= horizon; }))
-      StartIntake(ready);
-    if (next != Clock::time_point::max()) {
-      settle_timer_.expires_at(next);
+      it = std::any_of(listing.begin(), listing.end(), [&](auto& e) { return e.name == *it; })
+               ? std::next(it)
+               : refused_logged_.erase(it);
+    if (!d.accept.empty()) StartIntake(d.accept);
+    if (d.next) {
+      settle_timer_.expires_at(*d.next);
       settle_timer_.async_wait([this](boost::system::error_code ec) {
         if (!ec) Scan(false);
       });
@@ -461,7 +390,7 @@ class Server {
 
   // Moves inbox/<name> to failed/ with its reason; logged once when it cannot be moved.
   void Refuse(const std::string& name, const std::string& reason) {
-    candidates_.erase(name);
+    settler_.Forget(name);
     if (Status st = Intake::Refuse(paths_, inbox_fd_, name, reason); !st.ok())
       if (refused_logged_.insert(name).second)
         Log("inbox/%s: refused (%s), and cannot be moved to failed/: %s", Escaped(name).c_str(),
@@ -485,8 +414,8 @@ class Server {
   void IntakeDone(const Intake::Outcome& o) {
     intake_busy_ = false;
     in_intake_.clear();
-    for (const std::string& n : o.done) candidates_.erase(n);
-    for (const std::string& n : o.resettle) candidates_.erase(n);  // seen anew: settles again
+    for (const std::string& n : o.done) settler_.Forget(n);
+    for (const std::string& n : o.resettle) settler_.Forget(n);  // seen anew: settles again
     if (stopping_) return;
     if (o.accepted > 0) {
       runner_->Wake();
@@ -537,97 +466,8 @@ class Server {
     });
   }
 
-  // Cancels and finalizes what is due, for every job not yet terminal.
-  void CheckJobs() {
-    std::vector<jobs::JobRecord> all;
-    if (Status st = io_store_->ListJobs(&all); !st.ok()) {
-      Log("%s", st.message().c_str());
-      return;
-    }
-    for (const jobs::JobRecord& j : all) {
-      if (jobs::IsTerminal(j.status)) continue;
-      Status st;
-      if (j.cancel_requested || j.status == jobs::JobStatus::kCancelling) {
-        if (!stopping_) st = Cancel(j);
-      } else if (j.status == jobs::JobStatus::kFinalizing ||
-                 (j.status == jobs::JobStatus::kInProgress && j.completed + j.failed >= j.total)) {
-        st = Finalize(j, jobs::JobStatus::kCompleted);
-      }
-      if (!st.ok()) Log("%s (%s): %s", j.public_id.c_str(), j.name.c_str(), st.message().c_str());
-    }
-  }
-
-  // The engine drops the job's requests; results already pushed are committed; every request
-  // still without a result gets a "cancelled" error line; the job is finalized as cancelled.
-  Status Cancel(const jobs::JobRecord& j) {
-    if (j.status != jobs::JobStatus::kCancelling)
-      LLMQ_RETURN_IF_ERROR(io_store_->SetJobStatus(j.id, jobs::JobStatus::kCancelling));
-    runner_->CancelJob(j.id);
-    LLMQ_RETURN_IF_ERROR(committer_->Flush());
-    int64_t after = 0, cancelled = 0;
-    for (;;) {
-      std::vector<jobs::PendingRequest> page;
-      LLMQ_RETURN_IF_ERROR(io_store_->PendingOfJob(j.id, after, 4096, &page));
-      if (page.empty()) break;
-      std::vector<jobs::Result> results;
-      for (const jobs::PendingRequest& p : page) {
-        jobs::Result r;
-        r.job = j.id;
-        r.line = p.line;
-        r.is_error = true;
-        r.output = jobs::ErrorLine(
-            p.custom_id, RequestIdFor(j.public_id, p.line),
-            j.name + ":" + std::to_string(p.line) + ": cancelled (llmq cancel) before it finished");
-        results.push_back(std::move(r));
-        after = p.line;
-      }
-      int64_t added = 0;
-      LLMQ_RETURN_IF_ERROR(io_store_->CommitResults(results, &added));
-      cancelled += added;
-    }
-    jobs::JobRecord now;
-    LLMQ_RETURN_IF_ERROR(io_store_->GetJob(j.id, &now));
-    Log("cancelled %s (%s): %lld requests cancelled, %lld finished before", j.public_id.c_str(),
-        j.name.c_str(), static_cast<long long>(cancelled),
-        static_cast<long long>(now.completed + now.failed - cancelled));
-    return Finalize(now, jobs::JobStatus::kCancelled);
-  }
-
-  Status Finalize(const jobs::JobRecord& j, jobs::JobStatus final_status) {
-    if (j.status == jobs::JobStatus::kInProgress)
-      LLMQ_RETURN_IF_ERROR(io_store_->SetJobStatus(j.id, jobs::JobStatus::kFinalizing));
-    json opts = json::parse(j.options, nullptr, false);
-    if (!opts.is_object()) opts = json::object();
-    std::string stem = opts.value("outbox", std::string());
-    if (stem.empty()) {  // chosen once, kept in the job, so a second finalize writes the same
-      stem = spool::OutputStem(j.name, j.public_id);
-      std::error_code ec;
-      if (fs::exists(fs::path(paths_.outbox) / (stem + ".summary.json"), ec))
-        stem += "." + j.public_id;
-      opts["outbox"] = stem;
-      LLMQ_RETURN_IF_ERROR(io_store_->SetJobOptions(j.id, DumpJson(opts)));
-    }
-    const fs::path base = fs::path(paths_.outbox) / stem;
-    jobs::FinalizeTargets t;
-    t.results = base.string() + ".results.jsonl";
-    t.errors = base.string() + ".errors.jsonl";
-    t.summary = base.string() + ".summary.json";
-    t.mode = 0640;  // the llmq group reads the results (README: llmq serve), whatever the umask
-    jobs::JobSummary sum;
-    sum.refused = j.refused;
-    sum.model = ctx_.model_name;
-    sum.backend = model_.backend_description();
-    sum.cpu_threads = CpuThreads();
-    sum.input = opts.value("archive", opts.value("path", j.name));
-    const double end = j.finished_at > 0 ? j.finished_at : UnixNow();
-    sum.wall_seconds = j.started_at > 0 ? end - j.started_at : 0;
-    LLMQ_RETURN_IF_ERROR(jobs::FinalizeJob(io_store_.get(), j.id, t, &sum));
-    LLMQ_RETURN_IF_ERROR(io_store_->SetJobStatus(j.id, final_status));
-    Log("finalized %s (%s) %s: %lld completed, %lld failed -> %s", j.public_id.c_str(),
-        j.name.c_str(), jobs::JobStatusName(final_status), static_cast<long long>(sum.completed),
-        static_cast<long long>(sum.failed), t.results.c_str());
-    return Status::Ok();
-  }
+  // Cancels and finalizes what is due, for every job not yet terminal (JobLifecycle).
+  void CheckJobs() { lifecycle_->CheckJobs(stopping_); }
 
   // --- Signals and shutdown.
   void OnSignal(boost::system::error_code ec, int sig) {
@@ -674,6 +514,7 @@ class Server {
       return;
     }
     knobs_ = Reloadable::From(c);
+    settler_.SetKnobs(knobs_.settle());
     committer_->SetInterval(std::chrono::milliseconds(knobs_.commit_interval_ms));
     windows_ = c.run_windows;
     PublishState();
@@ -766,40 +607,22 @@ class Server {
     });
   }
   // WATCHDOG=1, from the event loop every quarter of the watchdog interval, and only while the
-  // whole daemon is alive: this loop runs (a call that blocks it, such as an open() that waits,
-  // stops the pings), the engine thread ticked within half the interval (a step that hangs stops
-  // them), and the queue answers (its 200-ms poll has not been failing for half the interval).
-  // Each stale part is logged when it goes stale and when it comes back; a blocked loop is logged
-  // once it runs again.
+  // whole daemon is alive (WatchdogMonitor: this loop runs, the engine thread ticks, the queue's
+  // 200-ms poll answers).
   void ArmWatchdog() {
     const Clock::duration w = notifier_.watchdog_usec();
     if (w <= Clock::duration::zero()) return;
-    watchdog_due_ = Clock::now() + w / 4;
+    if (!watchdog_) watchdog_ = std::make_unique<WatchdogMonitor>(w, paths_.db);
+    watchdog_due_ = Clock::now() + watchdog_->period();
     watchdog_timer_.expires_at(watchdog_due_);
-    watchdog_timer_.async_wait([this, w](boost::system::error_code ec) {
+    watchdog_timer_.async_wait([this](boost::system::error_code ec) {
       if (ec) return;
-      const auto now = Clock::now();
-      const auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
-      if (now - watchdog_due_ > w / 4)
-        Log("watchdog: the event loop did not run for %.1fs (no WATCHDOG=1 meanwhile)",
-            secs(now - watchdog_due_ + w / 4));
-      const auto engine_age =
-          now - Clock::time_point(Clock::duration(engine_tick_.load(std::memory_order_relaxed)));
-      const bool engine_stale = engine_age > w / 2;
-      const bool queue_stale = now > queue_failing_since_ && now - queue_failing_since_ > w / 2;
-      if (engine_stale && !engine_stale_)
-        Log("watchdog: the engine thread has not ticked for %.1fs (a step that does not "
-            "return?): no WATCHDOG=1 until it does",
-            secs(engine_age));
-      if (!engine_stale && engine_stale_) Log("watchdog: the engine thread ticks again");
-      if (queue_stale && !queue_stale_)
-        Log("watchdog: the queue (%s) has not answered for %.1fs: no WATCHDOG=1 until it does",
-            paths_.db.c_str(), secs(now - queue_failing_since_));
-      if (!queue_stale && queue_stale_)
-        Log("watchdog: the queue (%s) answers again", paths_.db.c_str());
-      engine_stale_ = engine_stale;
-      queue_stale_ = queue_stale;
-      if (!engine_stale && !queue_stale) notifier_.Watchdog();
+      const WatchdogMonitor::Verdict v = watchdog_->Check(
+          Clock::now(), watchdog_due_,
+          Clock::time_point(Clock::duration(engine_tick_.load(std::memory_order_relaxed))),
+          queue_failing_since_);
+      for (const std::string& line : v.logs) Log("%s", line.c_str());
+      if (v.ping) notifier_.Watchdog();
       ArmWatchdog();
     });
   }
@@ -937,7 +760,7 @@ class Server {
   // the queue's poll started failing (max: it answers), when the timer was due, what was stale.
   std::atomic<Clock::rep> engine_tick_{0};
   Clock::time_point queue_failing_since_ = Clock::time_point::max(), watchdog_due_;
-  bool engine_stale_ = false, queue_stale_ = false;
+  std::unique_ptr<WatchdogMonitor> watchdog_;  // WATCHDOG_USEC= set (ArmWatchdog)
   int stall_reload_ms_ = TestStallReloadMs();  // TEST ONLY (LLMQ_TEST_STALL_RELOAD_MS)
   int64_t last_tokens_ = 0;
 
@@ -957,6 +780,7 @@ class Server {
   std::unique_ptr<Intake> intake_;  // runs on intake_thread_, with intake_store_
   std::unique_ptr<jobs::ResultCommitter> committer_;
   std::unique_ptr<JobRunner> runner_;
+  std::unique_ptr<JobLifecycle> lifecycle_;  // with io_store_, on the event loop
   std::thread engine_thread_;
   Status engine_status_;
   int exit_code_ = 0;
@@ -973,7 +797,10 @@ class Server {
   bool intake_busy_ = false;            // an Accept runs on intake_thread_
   std::set<std::string> in_intake_;     // its names: not looked at by Scan meanwhile
   alignas(inotify_event) std::array<char, 64 * 1024> events_{};
-  std::map<std::string, Candidate> candidates_;
+  // The inbox's settling files (Scan); OpenForWriting reads inbox/ as inbox_fd_.
+  InboxSettler settler_{InboxSettler::Knobs{}, [this](const std::string& name) {
+                          return OpenForWriting(inbox_fd_, name);
+                        }};
   std::set<std::string> refused_logged_;
   int64_t data_version_ = 0;
   bool stopping_ = false;

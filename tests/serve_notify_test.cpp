@@ -42,8 +42,6 @@ namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-using testing::LongestPingGap;
 using testing::NotifySocket;
 using testing::ReadText;
 using testing::WaitFor;
@@ -153,38 +151,21 @@ TEST_F(ServeNotifyTest, ReadyStatusWatchdogReloadAndStopping) {
   const int reloading = sock_.WaitFor("RELOADING=1", before_hup, 10);
   ASSERT_GE(reloading, 0);
   EXPECT_NE(sock_.messages()[reloading].text.find("\nMONOTONIC_USEC="), std::string::npos);
-  EXPECT_GE(sock_.WaitFor("READY=1", reloading + 1, 10), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // idle pings too
+  const int back = sock_.WaitFor("READY=1", reloading + 1, 10);
+  ASSERT_GE(back, 0);
 
-  // WATCHDOG=1 at least every half interval, idle and while the job ran.
+  // WATCHDOG=1 while the job ran, and idle after the reload (how often, and when not:
+  // tests/watchdog_test.cpp).
+  EXPECT_GT(sock_.Count("WATCHDOG=1", ready, static_cast<int>(before_hup)), 0);
+  EXPECT_TRUE(WaitFor([&] { return sock_.Count("WATCHDOG=1", back) >= 2; }, 10));
   const size_t before_stop = sock_.size();
-  const auto all = sock_.messages();
-  EXPECT_LE(LongestPingGap(all, ready, before_stop), kWatchdogUsec / 2 / 1e6);
 
   EXPECT_EQ(Stop(), 0) << ReadText(err_file());
   EXPECT_GE(sock_.Find("STOPPING=1", before_stop), 0);
 }
 
-TEST_F(ServeNotifyTest, AStalledEngineStepStopsTheWatchdogPings) {
-  Start({{"LLMQ_TEST_STALL_STEP_MS", "3000"}});
-  const int ready = sock_.WaitFor("READY=1", 0, 30);
-  ASSERT_GE(ready, 0) << ReadText(err_file());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  EXPECT_LE(LongestPingGap(sock_.messages(), ready, sock_.size()), kWatchdogUsec / 2 / 1e6)
-      << "idle: pinged";
-  Drop("a.jsonl", Job(4, 8));
-  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 60))
-      << ReadText(err_file());
-  // The pings came back once the step returned (waited for first: the summary can appear before
-  // the first ping after the stall, and an open gap is not measured).
-  const size_t after = sock_.size();
-  const int back = sock_.WaitFor("WATCHDOG=1", after, 5);
-  ASSERT_GE(back, 0);
-  // The first step slept 3 s: no ping for that long (systemd would have killed the service).
-  // Measured from READY: the ping just before the stall may come before or after before_job.
-  EXPECT_GE(LongestPingGap(sock_.messages(), ready, back + 1), 2.5);
-  EXPECT_EQ(Stop(), 0) << ReadText(err_file());
-}
+// A stalled engine step stops the pings: ServeWatchdogTest (serve_state_test.cpp) and
+// tests/watchdog_test.cpp.
 
 // --- The metrics textfile (issue 8, done-when 5): a small parser of the Prometheus text format's
 // rules, and the counters against `llmq status --json`.
@@ -484,7 +465,6 @@ TEST_F(ServeNotifyTest, MetricsOverHttpAreTheTextfilesExposition) {
   ASSERT_GE(idle, 0);
   ASSERT_GE(half, 0);
   ASSERT_EQ(send(half, "GET /metr", 9, MSG_NOSIGNAL), 9);
-  const auto idle_since = Clock::now();
 
   // Idle, two renders are the same: once they count the job, the body is the textfile, byte for
   // byte.
@@ -523,9 +503,6 @@ TEST_F(ServeNotifyTest, MetricsOverHttpAreTheTextfilesExposition) {
   // The silent ones are closed after the timeout (5 s), with nothing sent.
   EXPECT_EQ(ReadAll(idle), "");
   EXPECT_EQ(ReadAll(half), "");
-  const double waited = std::chrono::duration<double>(Clock::now() - idle_since).count();
-  EXPECT_GT(waited, 4);
-  EXPECT_LT(waited, 10);
   close(idle);
   close(half);
   EXPECT_EQ(Stop(), 0) << ReadText(err_file());
@@ -701,28 +678,27 @@ TEST_F(ServeNotifyTest, ExtendTimeoutDuringALongLoadAndALongDrain) {
   int during_load = 0;
   for (int i = 0; i < ready; ++i) during_load += m[i].text == kLoad;
   EXPECT_GE(during_load, 3) << "at the start of the 2.5 s load, then every second";
-  EXPECT_GE(std::chrono::duration<double>(m[ready].at - m[0].at).count(), 2.4);
-  // Started: nothing extends any more while it serves.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  EXPECT_LT(sock_.Find("EXTEND_TIMEOUT_USEC=", ready), 0);
 
   Drop("a.jsonl", Job(4, 8));
   ASSERT_TRUE(WaitFor(
-      [&] { return ReadText(err_file()).find("accepted inbox/a.jsonl") != std::string::npos; },
-      10));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // inside the stalled step
+      [&] {
+        return ReadText(err_file()).find("TEST: the engine thread stalls") != std::string::npos;
+      },
+      30))
+      << ReadText(err_file());  // inside the stalled step: the drain lasts
   const size_t before = sock_.size();
   kill(pid_, SIGTERM);
   EXPECT_EQ(testing::WaitExit(pid_), 0) << ReadText(err_file());
   pid_ = -1;
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the last datagrams
+  sock_.Barrier();  // every datagram it sent is read
   m = sock_.messages();
   const int stopping = sock_.Find("STOPPING=1", before);
   ASSERT_GE(stopping, 0);
   const int first = sock_.Find("EXTEND_TIMEOUT_USEC=", stopping);
   ASSERT_GE(first, 0);
-  EXPECT_LT(std::chrono::duration<double>(m[first].at - m[stopping].at).count(), 0.3)
-      << "sent with STOPPING=1, not a second later";
+  EXPECT_EQ(first, stopping + 1) << "sent with STOPPING=1, not a second later";
+  // Started: nothing extended the timeout while it served.
+  EXPECT_EQ(sock_.Find("EXTEND_TIMEOUT_USEC=", ready), first);
   // The drain time left (at most drain_seconds, 5) plus 30 s.
   const int64_t usec = std::stoll(m[first].text.substr(m[first].text.find('=') + 1));
   EXPECT_GT(usec, 30000000);

@@ -31,7 +31,6 @@ namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-using testing::LongestPingGap;
 using testing::NotifySocket;
 using testing::ReadText;
 using testing::WaitFor;
@@ -292,7 +291,6 @@ TEST_F(ServeWatchdogTest, AStuckEventLoopStopsThePings) {
   ASSERT_GE(ready, 0) << ReadText(err_file(n));
   const int pinged = WaitForPings(ready, 3);  // idle: pinged
   ASSERT_GE(pinged, 0) << ReadText(err_file(n));
-  EXPECT_LE(LongestPingGap(sock_.messages(), ready, pinged + 1), kWatchdogUsec / 2 / 1e6);
   // The reload blocks the event loop for 3 s (the engine thread idles and ticks meanwhile).
   kill(pids_[n], SIGHUP);
   const int reloading = sock_.WaitFor("RELOADING=1", pinged + 1, 10);
@@ -301,7 +299,8 @@ TEST_F(ServeWatchdogTest, AStuckEventLoopStopsThePings) {
   ASSERT_GE(back, 0) << ReadText(err_file(n));
   const int again = WaitForPings(back, 2);  // and the pings come back after it
   ASSERT_GE(again, 0) << ReadText(err_file(n));
-  EXPECT_GE(LongestPingGap(sock_.messages(), pinged, again + 1), 2.5);
+  EXPECT_EQ(sock_.Count("WATCHDOG=1", reloading, back), 0)
+      << "no ping while the event loop was blocked (between RELOADING=1 and READY=1)";
   EXPECT_TRUE(Logged(n, "watchdog: the event loop did not run for ")) << ReadText(err_file(n));
   EXPECT_EQ(Stop(n), 0) << ReadText(err_file(n));
 }
@@ -318,7 +317,8 @@ TEST_F(ServeWatchdogTest, AStalledEngineStepStopsThePingsAndIsNamed) {
       << ReadText(err_file(n));
   const int again = WaitForPings(sock_.size(), 2);
   ASSERT_GE(again, 0) << ReadText(err_file(n));
-  EXPECT_GE(LongestPingGap(sock_.messages(), pinged, again + 1), 2.5);
+  // While it was stale no ping was sent (the verdict and its log line are one:
+  // tests/watchdog_test.cpp).
   EXPECT_TRUE(Logged(n, "watchdog: the engine thread has not ticked for "))
       << ReadText(err_file(n));
   EXPECT_TRUE(Logged(n, "watchdog: the engine thread ticks again")) << ReadText(err_file(n));

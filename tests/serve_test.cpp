@@ -26,7 +26,6 @@ namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 using testing::ReadJsonl;
 using testing::ReadText;
 using testing::WaitFor;
@@ -237,23 +236,14 @@ TEST_F(ServeTest, SlowRenamedAndBadFilesRunOnceAndSubmitRunsToo) {
 
 // A file renamed in is complete: it waits the group window, not the settle time. One that is
 // written to after the rename (appended, or still open for writing) waits the settle time from
-// its last change, and is taken whole.
+// its last change, and is taken whole. (How long each waits: tests/inbox_settle_test.cpp, on a
+// clock the test moves; here, through the binary, that nothing is taken half-written.)
 TEST_F(ServeTest, RenamedInFilesWaitOnlyTheGroupWindow) {
-  // Wide apart, so that which rule applied shows through a loaded machine's delays.
-  const double settle = 5, window = 1;
-  WriteConfig(5, 256, 16, settle, "  group_window_ms: 1000\n");
+  WriteConfig(5, 256, 16, /*settle_seconds=*/5, "  group_window_ms: 1000\n");
   Start();
   auto archived = [&](const std::string& name) { return fs::exists(state_ + "/archive/" + name); };
-  auto seconds_since = [](Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-  };
-
-  const auto t0 = Clock::now();
   Drop("quick.jsonl", Job("quick", 3, 2));
   ASSERT_TRUE(WaitFor([&] { return archived("quick.jsonl"); }, 20)) << ReadText(err_file());
-  const double quick = seconds_since(t0);
-  EXPECT_GE(quick, window - 0.1) << "taken before its group window";
-  EXPECT_LT(quick, settle - 1) << "a renamed-in file waited the settle time";
 
   // Renamed in, then appended to (a writer that renames first and writes on).
   const std::string first = Job("grown", 2, 2), rest = Job("grown-more", 3, 2);
@@ -262,7 +252,6 @@ TEST_F(ServeTest, RenamedInFilesWaitOnlyTheGroupWindow) {
     std::ofstream f(inbox("grown.jsonl"), std::ios::app | std::ios::binary);
     f << rest;
   }
-  const auto t1 = Clock::now();
   // Renamed in while its writer still holds it open, written to after the rename.
   const std::string held_text = Job("held", 4, 2);
   const std::string staging = dir_ + "/held.jsonl.staging";
@@ -273,11 +262,8 @@ TEST_F(ServeTest, RenamedInFilesWaitOnlyTheGroupWindow) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past the group window
     f << held_text.substr(10);
   }
-  const auto t2 = Clock::now();
   ASSERT_TRUE(WaitFor([&] { return archived("grown.jsonl") && archived("held.jsonl"); }, 30))
       << ReadText(err_file());
-  EXPECT_GE(seconds_since(t1), settle - 0.5) << "an appended file did not wait the settle time";
-  EXPECT_GE(seconds_since(t2), settle - 0.5) << "a held-open file did not wait the settle time";
   EXPECT_EQ(ReadText(state_ + "/archive/grown.jsonl"), first + rest) << "taken half-written";
   EXPECT_EQ(ReadText(state_ + "/archive/held.jsonl"), held_text) << "taken half-written";
   ASSERT_TRUE(Finalized("quick") && Finalized("grown") && Finalized("held"))
@@ -361,14 +347,20 @@ TEST_F(ServeTest, SigtermDrainsAndARestartCompletesWithNothingLostOrDuplicated) 
   ASSERT_TRUE(
       WaitFor([&] { return StatusOf("big.jsonl")["request_counts"]["completed"] >= 5; }, 20))
       << ReadText(err_file());
-  const auto t0 = Clock::now();
   EXPECT_EQ(Stop(10), 0) << ReadText(err_file());
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5)
-      << "SIGTERM must exit within the drain time";
+  // One request at a time (max_num_seqs 1): the drain lets the admitted one finish and starts no
+  // other, so the job is left in progress whatever the machine's speed.
   const json mid = StatusOf("big.jsonl");
-  ASSERT_EQ(mid["status"], "in_progress") << "the job finished before SIGTERM: make it longer\n"
-                                          << ReadText(err_file());
+  ASSERT_EQ(mid["status"], "in_progress") << ReadText(err_file());
   const int64_t kept = mid["request_counts"]["completed"];
+  EXPECT_NE(ReadText(err_file()).find("SIGTERM: draining: no new requests start"),
+            std::string::npos);
+  EXPECT_NE(ReadText(err_file())
+                .find("stopped; " + std::to_string(100 - kept) +
+                      " request(s) left pending, run after a restart"),
+            std::string::npos)
+      << "the queue's count\n"
+      << ReadText(err_file());
 
   Start();
   ASSERT_TRUE(Finalized("big", 25)) << ReadText(err_file());

@@ -1,5 +1,5 @@
 // Sockets the tests of `llmq serve` hold: the test's end of systemd's notify protocol
-// (NOTIFY_SOCKET, an abstract AF_UNIX datagram socket: every datagram received, with when it came)
+// (NOTIFY_SOCKET, an abstract AF_UNIX datagram socket: every datagram received, in order)
 // and a loopback TCP port held in use (metrics.http_port).
 #pragma once
 
@@ -23,11 +23,11 @@
 
 namespace llmq::testing {
 
-// The test's end of NOTIFY_SOCKET: every datagram, with when it came.
+// The test's end of NOTIFY_SOCKET: every datagram, in the order they came. The tests assert on
+// that order and on counts, never on when a datagram came.
 class NotifySocket {
  public:
   struct Message {
-    std::chrono::steady_clock::time_point at;
     std::string text;
   };
 
@@ -39,6 +39,8 @@ class NotifySocket {
     std::memcpy(a.sun_path + 1, name_.data(), name_.size());  // abstract: sun_path[0] == 0
     const socklen_t len = offsetof(sockaddr_un, sun_path) + 1 + name_.size();
     bound_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&a), len) == 0;
+    self_ = a;
+    self_len_ = len;
     timeval tv{0, 50000};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     reader_ = std::thread([this] {
@@ -47,7 +49,7 @@ class NotifySocket {
         const ssize_t n = recv(fd_, buf, sizeof buf, 0);
         if (n <= 0) continue;
         std::lock_guard<std::mutex> lock(mu_);
-        messages_.push_back({std::chrono::steady_clock::now(), std::string(buf, n)});
+        messages_.push_back({std::string(buf, n)});
       }
     });
   }
@@ -79,29 +81,34 @@ class NotifySocket {
     testing::WaitFor([&] { return (i = Find(text, from)) >= 0; }, seconds);
     return i;
   }
+  // How many messages in [from, to) are exactly `text` (to: -1 for all).
+  int Count(const std::string& text, size_t from, int to = -1) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t end = to < 0 ? messages_.size() : std::min<size_t>(to, messages_.size());
+    int n = 0;
+    for (size_t i = from; i < end; ++i) n += messages_[i].text == text;
+    return n;
+  }
+  // Every datagram sent to the socket before this call has been received when it returns (a
+  // datagram of its own is sent and waited for: the socket keeps their order). Its index.
+  int Barrier() {
+    const std::string mark = "TEST-BARRIER=" + std::to_string(++barriers_);
+    sendto(fd_, mark.data(), mark.size(), 0, reinterpret_cast<const sockaddr*>(&self_), self_len_);
+    return WaitFor(mark, 0, 30);
+  }
 
  private:
   std::string name_;
   int fd_ = -1;
   bool bound_ = false;
+  sockaddr_un self_{};
+  socklen_t self_len_ = 0;
+  int barriers_ = 0;
   std::atomic<bool> done_{false};
   std::thread reader_;
   std::mutex mu_;
   std::vector<Message> messages_;
 };
-
-// The longest gap between WATCHDOG=1 pings received in [from, to), in seconds, counting from
-// `from` itself.
-inline double LongestPingGap(const std::vector<NotifySocket::Message>& m, size_t from, size_t to) {
-  std::chrono::steady_clock::time_point last = m[from].at;
-  double gap = 0;
-  for (size_t i = from; i < to && i < m.size(); ++i) {
-    if (m[i].text != "WATCHDOG=1") continue;
-    gap = std::max(gap, std::chrono::duration<double>(m[i].at - last).count());
-    last = m[i].at;
-  }
-  return gap;
-}
 
 // A TCP port of 127.0.0.1 that a listening socket holds while this lives.
 class HeldPort {
