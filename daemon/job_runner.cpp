@@ -219,7 +219,12 @@ void JobRunner::ApplyControls() {
     for (const auto& [id, f] : fed_)
       if ((hold_ == 2 || !engine_->IsAdmitted(id)) && !dropped_.count(id) && engine_->Cancel(id))
         dropped_.insert(id);
-    if (hold_ == 0) refeed_ = true;
+    // Released: the dropped requests lie behind the cursor, and the queue may have looked empty
+    // past it (drained_) since everything was fed before the hold; Feed must look again.
+    if (hold_ == 0) {
+      refeed_ = true;
+      drained_ = false;
+    }
     held_ = hold_;
   }
   if (drain_ && !draining_) {
