@@ -39,7 +39,9 @@ CpuBudget ReadCpuBudget() {
   while (std::getline(cg, line)) {
     const size_t c1 = line.find(':'), c2 = line.find(':', c1 + 1);
     if (c1 == std::string::npos || c2 == std::string::npos) continue;
-    const std::string controllers = "," + line.substr(c1 + 1, c2 - c1 - 1) + ",";
+    // Appended rather than "," + substr + ",": GCC 12 warns (-Wrestrict) on that at -O2, wrongly.
+    std::string controllers = ",";
+    controllers.append(line, c1 + 1, c2 - c1 - 1).push_back(',');
     const bool v2 = line.compare(0, c2 + 1, "0::") == 0;
     if (!v2 && controllers.find(",cpu,") == std::string::npos) continue;
     const std::vector<std::string> roots =
