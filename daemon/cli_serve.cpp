@@ -166,6 +166,9 @@ class Server {
       if (const int n = spool::RemoveStaleTemporaries(*d); n > 0)
         Log("%s: removed %d temporary file(s) left by an interrupted write", d->c_str(), n);
 
+    // Every start-up check that needs no model comes before the model loads (a port in use is
+    // refused at once, not after a minute of loading).
+    if (Status st = OpenMetricsHttp(); !st.ok()) return Fail(cmd_, st);
     {
       // sd_notify: a load longer than TimeoutStartSec= is not ended while it makes progress.
       TimeoutExtender extend(&notifier_, kExtendBy);
@@ -197,6 +200,7 @@ class Server {
     hooks.cancel_in_engine = [this](int64_t job) { runner_->CancelJob(job); };
     hooks.flush_results = [this] { return committer_->Flush(); };
     hooks.unix_now = UnixNow;
+    hooks.finished_this_run = [this](int64_t job) { return runner_->FinishedOfJob(job); };
     lifecycle_ = std::make_unique<JobLifecycle>(
         paths_.outbox, io_store_.get(),
         JobLifecycle::Facts{ctx_.model_name, model_.backend_description(), CpuThreads()},
@@ -637,19 +641,22 @@ class Server {
 
   // --- Metrics (daemon/metrics.h): the textfile, at start, every metrics.interval_seconds and at
   // exit; the same text over HTTP when metrics.http_port is set (daemon/metrics_http.h).
+  // metrics.http_port: listening before the model loads; answered once the event loop runs.
+  Status OpenMetricsHttp() {
+    if (cfg_.metrics_http_port <= 0) return Status::Ok();
+    MetricsHttp::Options o;
+    o.port = cfg_.metrics_http_port;
+    http_ = std::make_unique<MetricsHttp>(io_, o);
+    LLMQ_RETURN_IF_ERROR(http_->Start());
+    Log("metrics: serving http://127.0.0.1:%d/metrics", o.port);
+    return Status::Ok();
+  }
   Status StartMetrics() {
     metrics_path_ = cfg_.metrics_textfile.empty()
                         ? (fs::path(paths_.root) / "metrics" / "llmq.prom").string()
                         : cfg_.metrics_textfile;
     std::error_code ec;
     fs::create_directories(fs::path(metrics_path_).parent_path(), ec);
-    if (cfg_.metrics_http_port > 0) {
-      MetricsHttp::Options o;
-      o.port = cfg_.metrics_http_port;
-      http_ = std::make_unique<MetricsHttp>(io_, o);
-      LLMQ_RETURN_IF_ERROR(http_->Start());
-      Log("metrics: serving http://127.0.0.1:%d/metrics", o.port);
-    }
     WriteMetrics();
     ArmMetrics();
     return Status::Ok();

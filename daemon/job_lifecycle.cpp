@@ -1,5 +1,6 @@
 #include "daemon/job_lifecycle.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -66,10 +67,11 @@ Status JobLifecycle::Cancel(const jobs::JobRecord& j) {
   Log("cancelled %s (%s): %lld requests cancelled, %lld finished before", j.public_id.c_str(),
       j.name.c_str(), static_cast<long long>(cancelled),
       static_cast<long long>(now.completed + now.failed - cancelled));
-  return Finalize(now, jobs::JobStatus::kCancelled);
+  return Finalize(now, jobs::JobStatus::kCancelled, cancelled);
 }
 
-Status JobLifecycle::Finalize(const jobs::JobRecord& j, jobs::JobStatus final_status) {
+Status JobLifecycle::Finalize(const jobs::JobRecord& j, jobs::JobStatus final_status,
+                              int64_t cancelled) {
   if (j.status == jobs::JobStatus::kInProgress)
     LLMQ_RETURN_IF_ERROR(store_->SetJobStatus(j.id, jobs::JobStatus::kFinalizing));
   json opts = json::parse(j.options, nullptr, false);
@@ -90,6 +92,9 @@ Status JobLifecycle::Finalize(const jobs::JobRecord& j, jobs::JobStatus final_st
   t.mode = 0640;  // the llmq group reads the results (README: llmq serve), whatever the umask
   jobs::JobSummary sum;
   sum.refused = j.refused;
+  sum.finished_this_run = hooks_.finished_this_run ? hooks_.finished_this_run(j.id) : 0;
+  sum.resumed =
+      std::max<int64_t>(0, j.completed + j.failed - j.refused - cancelled - sum.finished_this_run);
   sum.model = facts_.model;
   sum.backend = facts_.backend;
   sum.cpu_threads = facts_.cpu_threads;

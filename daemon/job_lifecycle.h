@@ -35,6 +35,10 @@ class JobLifecycle {
     std::function<Status()> flush_results;
     // Unix seconds now (a job without a finish time takes it as its end).
     std::function<double()> unix_now;
+    // Requests of the job this process ran to their result (JobRunner::FinishedOfJob): the
+    // summary's finished_this_run; the results committed before (by an earlier run of the
+    // daemon, not refused, not cancelled now) are its `resumed`.
+    std::function<int64_t(int64_t job)> finished_this_run;
   };
 
   // `outbox`: the folder the result files go to (spool::Paths::outbox); `store`: the caller's
@@ -58,7 +62,9 @@ class JobLifecycle {
   // Writes the job's outbox files and sets `final_status`. The stem is chosen once (the file's
   // name, or with the job's id appended when that stem is taken) and kept in the job's options,
   // so a finalize interrupted by a crash writes the same files again.
-  [[nodiscard]] Status Finalize(const jobs::JobRecord& j, jobs::JobStatus final_status);
+  // `cancelled`: the "cancelled" lines this process just wrote (Cancel).
+  [[nodiscard]] Status Finalize(const jobs::JobRecord& j, jobs::JobStatus final_status,
+                                int64_t cancelled = 0);
 
  private:
   std::string outbox_;

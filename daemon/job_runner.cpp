@@ -124,7 +124,17 @@ void JobRunner::Finish(Fed& f, const RequestOutput& o) {
     progress_.computed_tokens += m.computed_tokens;
   }
   ++progress_.finished;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++finished_by_job_[f.job];
+  }
   committer_->Push(std::move(r));
+}
+
+int64_t JobRunner::FinishedOfJob(int64_t job) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = finished_by_job_.find(job);
+  return it == finished_by_job_.end() ? 0 : it->second;
 }
 
 void JobRunner::HandleOutputs(const std::vector<RequestOutput>& done) {

@@ -79,6 +79,9 @@ class JobRunner {
   void Release();
 
   const RunnerProgress& progress() const { return progress_; }
+  // Requests of `job` this runner ran to their result (a job's summary: finished_this_run) (any
+  // thread).
+  int64_t FinishedOfJob(int64_t job) const;
 
  private:
   struct Fed {  // a request handed to the engine, until its result is handed on
@@ -112,7 +115,7 @@ class JobRunner {
   RunnerProgress progress_;
   std::unordered_set<std::string> dropped_;  // drained: their outputs are not results
 
-  std::mutex mu_;  // guards the controls below
+  mutable std::mutex mu_;  // guards the controls below, and finished_by_job_
   std::condition_variable cv_;
   bool wake_ = false, drain_ = false, stop_ = false;
   bool draining_ = false;  // the drain was applied (runner thread only)
@@ -120,6 +123,7 @@ class JobRunner {
   int held_ = 0;           // the hold applied (runner thread only)
   bool refeed_ = false;    // released: Feed starts again from the first pending request
   std::vector<int64_t> cancels_;
+  std::unordered_map<int64_t, int64_t> finished_by_job_;
 };
 
 // Seconds since the Unix epoch, as the store keeps times.

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -44,6 +45,7 @@ class JobLifecycleTest : public ::testing::Test {
       return pushed.empty() ? Status::Ok() : store_->CommitResults(pushed);
     };
     hooks.unix_now = [] { return 1000.0; };
+    hooks.finished_this_run = [this](int64_t job) { return finished_[job]; };
     life_ = std::make_unique<JobLifecycle>(outbox_, store_.get(),
                                            JobLifecycle::Facts{"tiny", "cpu", 2}, std::move(hooks));
   }
@@ -107,6 +109,7 @@ class JobLifecycleTest : public ::testing::Test {
   std::unique_ptr<JobLifecycle> life_;
   std::vector<std::string> calls_;
   std::vector<jobs::Result> in_committer_;
+  std::map<int64_t, int64_t> finished_;  // requests "this process" ran, by job
   int64_t rank_ = 0;
   int jobs_ = 0;
 };
@@ -131,6 +134,7 @@ TEST_F(JobLifecycleTest, CancelPartlyRunKeepsTheResultsIncludingThoseStillInTheC
   const JobRecord j = AddJob("b.jsonl", 6);
   Commit(j, {1, 2});
   in_committer_ = {Done(j, 4)};  // produced, not yet committed when the cancel is seen
+  finished_[j.id] = 1;           // line 4 ran in this process; 1 and 2 before a restart
   ASSERT_TRUE(store_->RequestCancel(j.id).ok());
   life_->CheckJobs(false);
   const JobRecord after = Get(j.id);
@@ -141,6 +145,9 @@ TEST_F(JobLifecycleTest, CancelPartlyRunKeepsTheResultsIncludingThoseStillInTheC
   ASSERT_EQ(results.size(), 3u);
   EXPECT_EQ(results[2]["custom_id"], "req-4") << "line 4's result is kept, not cancelled";
   EXPECT_EQ(CancelledLines("b"), 3);
+  const json sum = json::parse(std::ifstream(outbox_ + "/b.summary.json"));
+  EXPECT_EQ(sum["finished_this_run"], 1);
+  EXPECT_EQ(sum["resumed"], 2) << "lines 1 and 2, committed by an earlier run";
 }
 
 TEST_F(JobLifecycleTest, ACancelInterruptedByACrashIsFinishedWithoutCancellingTwice) {

@@ -520,6 +520,14 @@ TEST_F(ServeNotifyTest, MetricsHttpPortInUseIsRefusedAtStart) {
   EXPECT_NE(r.err.find("metrics.http_port: cannot listen on 127.0.0.1:" + std::to_string(port)),
             std::string::npos)
       << r.err;
+  EXPECT_EQ(r.err.find("serving"), std::string::npos) << r.err;
+  // Before the model is loaded (issue 23, row 6): with a model that cannot load, the port is
+  // still what is refused.
+  const auto early =
+      testing::RunLlmqWith({}, {"serve", "--config", config_, "--model", dir_ + "/no-such-model"});
+  EXPECT_EQ(early.exit_code, 1);
+  EXPECT_NE(early.err.find("metrics.http_port: cannot listen"), std::string::npos) << early.err;
+  EXPECT_EQ(early.err.find("no-such-model"), std::string::npos) << early.err;
 }
 
 // --- Run windows (issue 8, done-when 4): windows a few seconds long, in local time.
