@@ -12,6 +12,7 @@
 
 #include "base/json.h"
 #include "base/text.h"
+#include "base/wall_clock.h"
 #include "config/run_windows.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
@@ -117,7 +118,7 @@ json RunWindowsJson(const LlmqConfig& cfg, std::string* text) {
   const bool from_serve = spool::ReadServeState(spool::PathsFor(cfg.state_dir), &windows);
   text->clear();
   if (windows.empty()) return nullptr;
-  const std::time_t now = std::time(nullptr);
+  const auto now = static_cast<std::time_t>(wall_clock::Now());  // LLMQ_TEST_CLOCK in tests
   const RunWindowState st = RunWindowStateAt(windows, now);
   const auto iso = [](std::time_t t) { return t < 0 ? json(nullptr) : json(LocalIso8601(t)); };
   json o{{"windows", json::array()},

@@ -36,6 +36,7 @@
 #include "base/log.h"
 #include "base/text.h"
 #include "base/untrusted_file.h"
+#include "base/wall_clock.h"
 #include "config/run_windows.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
@@ -721,8 +722,8 @@ class Server {
       }
       return;
     }
-    const auto now = std::chrono::system_clock::now();
-    const std::time_t t = std::chrono::system_clock::to_time_t(now);
+    const double now = wall_clock::Now();  // LLMQ_TEST_CLOCK in tests
+    const auto t = static_cast<std::time_t>(now);
     const int sec = LocalSecondOfDay(t);
     const bool in = InRunWindow(windows_, sec);
     const int next = SecondsToNextChange(windows_, sec);
@@ -743,10 +744,9 @@ class Server {
         });
       }
     }
-    const double into_second =
-        std::chrono::duration<double>(now - std::chrono::system_clock::from_time_t(t)).count();
+    const double into_second = now - static_cast<double>(t);
     const double delay = (next < 0 ? 60 : std::min(next, 60)) - into_second + 0.01;
-    window_timer_.expires_after(Secs(std::max(delay, 0.01)));
+    window_timer_.expires_after(wall_clock::RealFor(std::max(delay, 0.01)));
     window_timer_.async_wait([this](boost::system::error_code ec) {
       if (!ec) CheckWindow(false);
     });

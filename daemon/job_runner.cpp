@@ -1,5 +1,7 @@
 #include "daemon/job_runner.h"
 
+#include "base/wall_clock.h"
+
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -7,7 +9,7 @@
 namespace llmq {
 
 double UnixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return wall_clock::Now();
 }
 
 JobRunner::JobRunner(const BuildContext& ctx, LlmEngine* engine, jobs::Store* store,

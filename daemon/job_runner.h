@@ -126,7 +126,7 @@ class JobRunner {
   std::unordered_map<int64_t, int64_t> finished_by_job_;
 };
 
-// Seconds since the Unix epoch, as the store keeps times.
+// Seconds since the Unix epoch, as the store keeps times (base/wall_clock.h).
 double UnixNow();
 
 }  // namespace llmq

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <map>
 
+#include "base/wall_clock.h"
+
 namespace llmq::jobs {
 namespace {
 
@@ -181,8 +183,8 @@ constexpr const char* kWriteVersion =
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value";
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+  return wall_clock::Now();
+}  // LLMQ_TEST_CLOCK in tests
 
 // A cached statement in use: binds, steps, and resets on scope exit so that the statement never
 // holds a read snapshot (or the write lock) open past the call that used it.

@@ -1,0 +1,86 @@
+// Run windows through the real binary on a scaled clock (LLMQ_TEST_CLOCK, base/wall_clock.h: one
+// real second is one minute of the daemon's day), so that nights pass in seconds: issue 23.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/serve_fixture.h"
+
+namespace llmq::testing {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr double kDay = 1767225600;  // 2026-01-01T00:00:00Z (the daemon runs with TZ=UTC)
+
+class ServeWindowsTest : public ServeFixture {
+ protected:
+  // The config: `windows` (YAML list items), requests `max_num_seqs` at a time, abandoned at once
+  // when a window closes (drain_seconds 0).
+  void WriteWindowsConfig(const std::string& windows, int max_num_seqs) {
+    std::ofstream(config_) << "model:\n  path: " << model_ << "\nspool:\n  state_dir: " << state_
+                           << "\n  settle_seconds: 0.2\n  rescan_seconds: 1\n  drain_seconds: 0\n"
+                              "  commit_interval_ms: 10\nengine:\n  kv_cache_memory: 64MiB\n"
+                              "  max_num_seqs: "
+                           << max_num_seqs << "\nserve:\n  run_windows: [" << windows << "]\n";
+  }
+  // Starts the daemon with its day at `fake_start` (unix seconds), running 60 times as fast.
+  void StartAt(double fake_start) {
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    char clock[96];
+    std::snprintf(clock, sizeof clock, "LLMQ_TEST_CLOCK=%.3f@%.3fx60", fake_start, now);
+    Start({clock, "TZ=UTC"});
+  }
+  int Count(const std::string& text) const {
+    const std::string log = Log();
+    int n = 0;
+    for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++n;
+    return n;
+  }
+  json JobJson(const std::string& job) {
+    const auto r = RunLlmqWith({}, {"status", job, "--json", "--config", config_});
+    const json j = json::parse(r.out, nullptr, false);
+    return r.exit_code == 0 && j.is_object() ? j : json::object();
+  }
+};
+
+// Issue 23, row 1: the work left when a window closes runs when the next one opens, by itself (no
+// new job, no restart), each request exactly once.
+TEST_F(ServeWindowsTest, WorkLeftAtAWindowsEndRunsWhenTheNextOpens) {
+  // 00:00-00:08 and 00:18-23:00; the daemon's day starts at 00:02: the first window closes about
+  // six real seconds after the start, the second opens ten real seconds later.
+  WriteWindowsConfig("\"00:00-00:08\", \"00:18-23:00\"", 8);
+  StartAt(kDay + 120);
+  // Some seconds of work, more than the first window holds, in fewer requests than the runner
+  // feeds at once (1024): every one was handed to the engine before the window closed.
+  constexpr int kRequests = 600;
+  std::string job;
+  for (int i = 0; i < kRequests; ++i) job += GoodLine("r" + std::to_string(i), 200);
+  Drop("night.jsonl", job);
+
+  ASSERT_TRUE(
+      WaitFor([&] { return Count("outside the run windows: no new request starts") >= 1; }, 60))
+      << Log();
+  const json at_close = JobJson("night.jsonl");
+  ASSERT_EQ(at_close["status"], "in_progress") << at_close.dump();
+  const int64_t done_at_close = at_close["request_counts"]["completed"];
+  ASSERT_LT(done_at_close, kRequests) << "the first window must end with work left";
+  EXPECT_GT(done_at_close, 0) << "the first window ran some";
+
+  ASSERT_TRUE(WaitFor([&] { return Count("run window open: requests start") >= 2; }, 60)) << Log();
+  const std::multiset<std::string> ids = WaitResults("night", 120);
+  ASSERT_EQ(ids.size(), static_cast<size_t>(kRequests)) << Log();
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size()) << "each once";
+  EXPECT_EQ(ReadJsonl(outbox("night.errors.jsonl")).size(), 0u);
+  const json end = JobJson("night.jsonl");
+  EXPECT_EQ(end["status"], "completed") << end.dump();
+  EXPECT_EQ(Stop(), 0) << Log();
+}
+
+}  // namespace
+}  // namespace llmq::testing
