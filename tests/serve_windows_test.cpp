@@ -82,5 +82,23 @@ TEST_F(ServeWindowsTest, WorkLeftAtAWindowsEndRunsWhenTheNextOpens) {
   EXPECT_EQ(Stop(), 0) << Log();
 }
 
+// Issue 23, row 2: stopped outside a window, the daemon names the queue's real count of what is
+// left.
+TEST_F(ServeWindowsTest, StoppedOutsideAWindowItCountsWhatIsLeft) {
+  WriteWindowsConfig("\"01:00-02:00\"", 8);
+  StartAt(kDay);  // 00:00: closed for an hour of its day
+  std::string job;
+  for (int i = 0; i < 12; ++i) job += GoodLine("w" + std::to_string(i));
+  Drop("waiting.jsonl", job);
+  ASSERT_TRUE(
+      WaitFor([&] { return Log().find("accepted inbox/waiting.jsonl") != std::string::npos; }, 30))
+      << Log();
+  EXPECT_EQ(JobJson("waiting.jsonl")["request_counts"]["completed"], 0) << "nothing runs outside";
+  EXPECT_EQ(Stop(), 0) << Log();
+  EXPECT_NE(Log().find("stopped; 12 request(s) left pending, run after a restart"),
+            std::string::npos)
+      << Log();
+}
+
 }  // namespace
 }  // namespace llmq::testing
