@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/untrusted_file.h"
+#include "config/knobs.h"
 
 namespace llmq {
 namespace {
@@ -212,6 +213,7 @@ Status ParseMap(const std::string& file, const YAML::Node& map, const std::strin
     if (!seen.insert(key.Scalar()).second) {
       return ErrorAt(file, key.Mark(), "duplicate key '" + dotted + "'");
     }
+    LLMQ_CHECK(prefix.empty() || IsKnob(dotted));  // every key is in config/knobs.h's table
     LLMQ_RETURN_IF_ERROR(field->parse(Leaf{file, key.Mark(), dotted, it->second}));
   }
   return Status::Ok();

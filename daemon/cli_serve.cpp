@@ -37,6 +37,7 @@
 #include "base/text.h"
 #include "base/untrusted_file.h"
 #include "base/wall_clock.h"
+#include "config/knobs.h"
 #include "config/run_windows.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
@@ -143,6 +144,10 @@ class Server {
     if (Status st = ResolveEngineConfig(f_.engine, &cfg_); !st.ok())
       return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
     if (Status st = FindConfig(f_.engine.config, &config_path_); !st.ok()) return Fail(cmd_, st);
+    // The file as it was at start (before flags): a reload names the keys changed since that it
+    // cannot apply.
+    if (!config_path_.empty())
+      if (Status st = LoadConfig(config_path_, &file_cfg_); !st.ok()) return Fail(cmd_, st);
     if (!f_.state.empty()) cfg_.state_dir = f_.state;
     knobs_ = Reloadable::From(cfg_);
     settler_.SetKnobs(knobs_.settle());
@@ -529,6 +534,13 @@ class Server {
     }
     Log("SIGHUP: reloaded %s: %s; %s", config_path_.c_str(), knobs_.ToText().c_str(),
         WindowsText().c_str());
+    if (const std::vector<std::string> keys = ChangedKeys(file_cfg_, c, /*restart_only=*/true);
+        !keys.empty()) {
+      std::string list;
+      for (const std::string& k : keys) list += (list.empty() ? "" : ", ") + k;
+      Log("SIGHUP: not reloaded, restart needed: %s (changed in %s since the start)", list.c_str(),
+          config_path_.c_str());
+    }
     // New windows take effect at once: one that closes by the reload holds new requests (and,
     // after spool.drain_seconds, the running ones) as a window's end does.
     if (!stopping_) {
@@ -775,6 +787,7 @@ class Server {
   const ServeFlags& f_;
   LlmqConfig cfg_;
   std::string config_path_;
+  LlmqConfig file_cfg_;  // config_path_ as read at start
   Reloadable knobs_;
   spool::Paths paths_;
   int lock_fd_ = -1;

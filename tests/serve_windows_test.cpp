@@ -100,5 +100,22 @@ TEST_F(ServeWindowsTest, StoppedOutsideAWindowItCountsWhatIsLeft) {
       << Log();
 }
 
+// Issue 23, row 5: a reload applies what it can and names what needs a restart.
+TEST_F(ServeWindowsTest, AReloadNamesTheKeysThatNeedARestart) {
+  WriteConfig();
+  Start();
+  std::ofstream(config_, std::ios::app) << "  max_num_seqs: 3\nmetrics:\n  http_port: 9\n";
+  kill(pid_, SIGHUP);
+  ASSERT_TRUE(WaitFor([&] { return Log().find("SIGHUP: not reloaded") != std::string::npos; }, 30))
+      << Log();
+  EXPECT_TRUE(
+      LogLineHas({"SIGHUP: not reloaded, restart needed: engine.max_num_seqs, "
+                  "metrics.http_port (changed in ",
+                  config_}))
+      << Log();
+  EXPECT_TRUE(LogLineHas({"SIGHUP: reloaded "})) << Log();
+  EXPECT_EQ(Stop(), 0) << Log();
+}
+
 }  // namespace
 }  // namespace llmq::testing
