@@ -342,6 +342,8 @@ class Server {
       }
       const InboxEvents e = ParseInboxEvents(events_.data(), n);
       Announce(e, &settler_);
+      for (const InboxEvents::Event& ev : e.events)
+        if (!ev.renamed_in) split_.WrittenInPlace(ev.name, Clock::now());
       if (e.gone && !stopping_ && InboxReplaced()) return;  // a new watch reads from here on
       if (e.overflow) Log("inotify queue overflowed: rescanning %s", paths_.inbox.c_str());
       if ((!e.events.empty() || e.overflow) && !stopping_) Scan(e.overflow);
@@ -425,6 +427,9 @@ class Server {
     intake_busy_ = false;
     in_intake_.clear();
     for (const std::string& n : o.done) settler_.Forget(n);
+    for (const auto& [name, job] : o.jobs)
+      if (std::string warning = split_.Taken(name, job, Clock::now()); !warning.empty())
+        Log("warning: %s", warning.c_str());
     for (const std::string& n : o.resettle) settler_.Forget(n);  // seen anew: settles again
     if (stopping_) return;
     if (o.accepted > 0) {
@@ -822,6 +827,7 @@ class Server {
                           return OpenForWriting(inbox_fd_, name);
                         }};
   std::set<std::string> refused_logged_;
+  SplitFiles split_{std::chrono::minutes(10)};  // files appended to in inbox/ (ReadEvents)
   int64_t data_version_ = 0;
   bool stopping_ = false;
   Status queue_lost_;  // queue.db removed or replaced under the daemon (ArmPoll): exit 1

@@ -3,7 +3,10 @@
 #include <sys/inotify.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+
+#include "base/text.h"
 
 #include "daemon/spool.h"
 
@@ -92,6 +95,29 @@ InboxSettler::Decision InboxSettler::Scan(Clock::time_point now, const std::vect
     d.accept = std::move(ready);
   if (next != Clock::time_point::max()) d.next = next;
   return d;
+}
+
+std::string SplitFiles::Taken(const std::string& name, const std::string& job,
+                              Clock::time_point at) {
+  // Forget what is too old to matter.
+  for (auto it = taken_.begin(); it != taken_.end();)
+    it = at - it->second.at > within_ ? taken_.erase(it) : std::next(it);
+  for (auto it = written_.begin(); it != written_.end();)
+    it = at - it->second > within_ ? written_.erase(it) : std::next(it);
+  std::string warning;
+  auto before = taken_.find(name);
+  if (before != taken_.end() && written_.count(name)) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f",
+                  std::chrono::duration<double>(at - before->second.at).count());
+    warning = "inbox/" + Escaped(name) + " taken as " + job + " " + secs +
+              " s after a file of that name was taken as " + before->second.job +
+              ": a file appended to in inbox/ is split into one job per piece that settled (each "
+              "runs on its own, its results under its own name); write the whole file "
+              "elsewhere, then rename it into inbox/";
+  }
+  taken_[name] = Take{job, at};
+  return warning;
 }
 
 InboxEvents ParseInboxEvents(const char* data, size_t n) {

@@ -103,6 +103,28 @@ class InboxSettler {
   std::map<std::string, Candidate> candidates_;
 };
 
+// A file of inbox/ written in place and taken soon after a file of the same name was taken: the
+// common mistake of appending to a file in inbox/ (`echo line >> inbox/x.jsonl`), which splits it
+// into one job per piece that settled. WrittenInPlace() records each close after writing in place
+// (IN_CLOSE_WRITE); Taken() each accepted file, returning the warning to log when it is such a
+// piece (the first piece of a name taken within `within` after another), else "".
+class SplitFiles {
+ public:
+  using Clock = InboxSettler::Clock;
+  explicit SplitFiles(Clock::duration within) : within_(within) {}
+  void WrittenInPlace(const std::string& name, Clock::time_point at) { written_[name] = at; }
+  std::string Taken(const std::string& name, const std::string& job, Clock::time_point at);
+
+ private:
+  struct Take {
+    std::string job;
+    Clock::time_point at;
+  };
+  Clock::duration within_;
+  std::map<std::string, Take> taken_;
+  std::map<std::string, Clock::time_point> written_;
+};
+
 // What one read of the inotify descriptor said about inbox/.
 struct InboxEvents {
   bool overflow = false;  // IN_Q_OVERFLOW: events were lost, rescan all (all_announced)

@@ -142,6 +142,7 @@ Status Intake::AcceptFiles(const std::vector<std::string>& names, bool look_up,
     const std::string& name = files[i].entry;
     out->done.push_back(name);
     ++out->accepted;
+    out->jobs.emplace_back(name, j.job.public_id);
     Status moved = spool::RenameDurably(inbox_fd_, name, "inbox/" + name, archive_to[i]);
     if (moved.ok()) moved = CheckArchived(name, *files[i].file, archive_to[i]);
     Log("accepted inbox/%s as %s (%lld requests, %lld refused)%s", Escaped(name).c_str(),

@@ -38,6 +38,7 @@ class Intake {
     std::vector<std::string> done;      // accepted, refused, or gone: no longer to be watched
     std::vector<std::string> resettle;  // changed or replaced while read: to settle again
     int64_t accepted = 0;               // jobs added to the queue
+    std::vector<std::pair<std::string, std::string>> jobs;  // (name, job id) of each accepted
   };
 
   // `store` is this thread's own connection.

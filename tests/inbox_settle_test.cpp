@@ -230,5 +230,28 @@ TEST_F(InboxSettleTest, TheIntakesFilesArePassedOverAndSettledFilesWaitForIt) {
   EXPECT_EQ(settler_.num_watched(), 0u) << "files no longer listed are forgotten";
 }
 
+TEST(SplitFiles, APieceOfAFileAppendedToInTheInboxIsNamed) {
+  SplitFiles split(std::chrono::minutes(10));
+  const Clock::time_point t0 = Clock::time_point() + std::chrono::hours(1);
+  split.WrittenInPlace("x.jsonl", t0);
+  EXPECT_EQ(split.Taken("x.jsonl", "batch_a", t0 + milliseconds(1500)), "") << "the first piece";
+  // The next `echo >> inbox/x.jsonl` made a new file, which settled and was taken.
+  split.WrittenInPlace("x.jsonl", t0 + milliseconds(2000));
+  const std::string w = split.Taken("x.jsonl", "batch_b", t0 + milliseconds(3500));
+  EXPECT_EQ(w,
+            "inbox/x.jsonl taken as batch_b 2.0 s after a file of that name was taken as "
+            "batch_a: a file appended to in inbox/ is split into one job per piece that settled "
+            "(each runs on its own, its results under its own name); write the whole file "
+            "elsewhere, then rename it into inbox/");
+  // Another name, and the same name long after, are other files.
+  split.WrittenInPlace("y.jsonl", t0);
+  EXPECT_EQ(split.Taken("y.jsonl", "batch_c", t0 + milliseconds(1500)), "");
+  split.WrittenInPlace("y.jsonl", t0 + std::chrono::minutes(30));
+  EXPECT_EQ(split.Taken("y.jsonl", "batch_d", t0 + std::chrono::minutes(31)), "");
+  // Renamed in both times (never written in place): a new version of the job, nothing to say.
+  EXPECT_EQ(split.Taken("z.jsonl", "batch_e", t0), "");
+  EXPECT_EQ(split.Taken("z.jsonl", "batch_f", t0 + milliseconds(500)), "");
+}
+
 }  // namespace
 }  // namespace llmq

@@ -117,5 +117,26 @@ TEST_F(ServeWindowsTest, AReloadNamesTheKeysThatNeedARestart) {
   EXPECT_EQ(Stop(), 0) << Log();
 }
 
+// Issue 23, row 4: lines appended in place to a file of the inbox are taken in pieces, and the
+// log says so, naming the jobs.
+TEST_F(ServeWindowsTest, AFileAppendedToInTheInboxIsReportedAsSplit) {
+  WriteConfig();
+  Start();
+  for (int i = 0; i < 3; ++i) {
+    {
+      std::ofstream f(inbox("x.jsonl"), std::ios::app);  // echo "$line" >> inbox/x.jsonl
+      f << GoodLine("x" + std::to_string(i));
+    }
+    // The piece settles and is taken before the next line is appended.
+    ASSERT_TRUE(WaitFor([&] { return Count("accepted inbox/x.jsonl as") == i + 1; }, 30)) << Log();
+  }
+  ASSERT_TRUE(WaitFor([&] { return Count("warning: inbox/x.jsonl taken as batch_") == 2; }, 30))
+      << Log();
+  EXPECT_TRUE(LogLineHas({"s after a file of that name was taken as batch_",
+                          "write the whole file elsewhere, then rename it into inbox/"}))
+      << Log();
+  EXPECT_EQ(Stop(), 0) << Log();
+}
+
 }  // namespace
 }  // namespace llmq::testing
