@@ -102,6 +102,26 @@ RunWindowState RunWindowStateAt(const std::vector<RunWindow>& windows, std::time
   return s;
 }
 
+double FinishTime(const std::vector<RunWindow>& windows, double now, double work_seconds) {
+  double t = now, left = std::max(0.0, work_seconds);
+  // Each pass ends a window or an interval between two: a year of daily windows at most.
+  for (int pass = 0; pass < 2 * 366 * static_cast<int>(windows.size() + 1); ++pass) {
+    const auto whole = static_cast<std::time_t>(t);
+    const RunWindowState st = RunWindowStateAt(windows, whole);
+    if (st.next_close < 0 && st.open) return t + left;  // always open
+    if (st.open) {
+      const double room = static_cast<double>(st.next_close) - t;
+      if (left <= room) return t + left;
+      left -= room;
+      t = static_cast<double>(st.next_close);
+    } else {
+      if (st.next_open < 0) return -1;  // never open: never done
+      t = static_cast<double>(st.next_open);
+    }
+  }
+  return t + left;
+}
+
 std::string LocalIso8601(std::time_t t) {
   std::tm tm{};
   localtime_r(&t, &tm);

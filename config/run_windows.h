@@ -48,6 +48,10 @@ struct RunWindowState {
 };
 RunWindowState RunWindowStateAt(const std::vector<RunWindow>& windows, std::time_t now);
 
+// When `work_seconds` of running, started at `now`, are done if work runs only inside `windows`
+// (none: always): the time left in the open window, then window after window. An ETA's end.
+double FinishTime(const std::vector<RunWindow>& windows, double now, double work_seconds);
+
 // Local time as ISO 8601 with the UTC offset: "2026-12-01T22:00:00+01:00".
 std::string LocalIso8601(std::time_t t);
 

@@ -2,10 +2,13 @@
 // llmq submit FILE... [--wait], llmq status [JOB] [--json], llmq list [--json], llmq cancel JOB.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -57,7 +60,55 @@ Status OpenQueue(const QueueFlags& f, LlmqConfig* cfg, std::unique_ptr<jobs::Sto
   return jobs::Store::Open(p.db, store);
 }
 
-json JobJson(jobs::Store* store, const jobs::JobRecord& j) {
+// What `llmq status` knows about the queue as a whole, for ETAs: the daemon's progress
+// (serve.json), the run windows in effect, the jobs in queue order, and the completion tokens a
+// request takes (each job's own mean once some finished, else the mean over every job).
+struct EtaContext {
+  bool serving = false;
+  spool::ServeProgress progress;
+  std::vector<RunWindow> windows;
+  double now = 0;
+  std::vector<jobs::JobRecord> jobs;             // every job, by id (the order they are fed)
+  std::map<int64_t, double> tokens_per_request;  // by job, where some request succeeded
+  double overall_tokens_per_request = 0;
+};
+
+EtaContext LoadEtaContext(const LlmqConfig& cfg, jobs::Store* store) {
+  EtaContext c;
+  c.windows = cfg.run_windows;
+  c.serving = spool::ReadServeState(spool::PathsFor(cfg.state_dir), &c.windows, &c.progress);
+  c.now = wall_clock::Now();
+  if (!store->ListJobs(&c.jobs).ok()) return c;
+  int64_t tokens = 0, done = 0;
+  for (const jobs::JobRecord& j : c.jobs) {
+    jobs::JobTotals t;
+    if (j.completed == 0 || !store->GetJobTotals(j.id, &t).ok()) continue;
+    c.tokens_per_request[j.id] = static_cast<double>(t.completion_tokens) / j.completed;
+    tokens += t.completion_tokens;
+    done += j.completed;
+  }
+  c.overall_tokens_per_request = done > 0 ? static_cast<double>(tokens) / done : 0;
+  return c;
+}
+
+// When job `id` is expected to be done (unix seconds), or -1 when that cannot be told: no daemon
+// serves the queue, nothing has run yet to measure. The work is the tokens left of the jobs fed
+// before it and its own, at the daemon's current rate, run only inside the run windows.
+double EstimatedFinish(const EtaContext& c, int64_t id) {
+  if (!c.serving || c.progress.tokens_per_second <= 0) return -1;
+  double tokens = 0;
+  for (const jobs::JobRecord& j : c.jobs) {
+    if (j.id > id) break;
+    if (jobs::IsTerminal(j.status) || j.cancel_requested) continue;
+    const auto it = c.tokens_per_request.find(j.id);
+    const double per = it != c.tokens_per_request.end() ? it->second : c.overall_tokens_per_request;
+    if (per <= 0) return -1;
+    tokens += per * static_cast<double>(std::max<int64_t>(0, j.total - j.completed - j.failed));
+  }
+  return FinishTime(c.windows, c.now, tokens / c.progress.tokens_per_second);
+}
+
+json JobJson(jobs::Store* store, const jobs::JobRecord& j, const EtaContext* eta = nullptr) {
   json o{{"id", j.public_id},
          {"name", j.name},
          {"status", jobs::JobStatusName(j.status)},
@@ -74,24 +125,42 @@ json JobJson(jobs::Store* store, const jobs::JobRecord& j) {
     o["completion_tokens"] = t.completion_tokens;
     o["tokens_per_second"] = secs > 0 ? t.completion_tokens / secs : 0.0;
     o["cache_hit_rate"] = t.prompt_tokens > 0 ? double(t.cached_tokens) / t.prompt_tokens : 0.0;
-    const int64_t done = j.completed + j.failed, left = j.total - done;
-    json eta = nullptr;
-    if (jobs::IsTerminal(j.status) || left == 0)
-      eta = 0.0;
-    else if (done > 0 && secs > 0)
-      eta = secs * left / done;
-    o["eta_seconds"] = eta;
+    const int64_t left = j.total - j.completed - j.failed;
+    o["eta_seconds"] = nullptr;
+    if (jobs::IsTerminal(j.status) || left == 0) {
+      o["eta_seconds"] = 0.0;
+    } else if (eta != nullptr) {
+      if (const double finish = EstimatedFinish(*eta, j.id); finish >= 0) {
+        o["eta_seconds"] = finish - eta->now;
+        o["eta"] = LocalIso8601(static_cast<std::time_t>(finish));
+      }
+    }
   }
   const json opts = json::parse(j.options, nullptr, false);
   if (opts.is_object() && opts.contains("outbox")) o["outbox"] = opts["outbox"];
   return o;
 }
 
+// A duration in words a reader cannot misread: "45s", "12m05s", "3h07m", "2d04h".
+std::string Duration(double seconds) {
+  const long s = std::lround(std::max(0.0, seconds));
+  char b[32];
+  if (s >= 86400)
+    std::snprintf(b, sizeof b, "%ldd%02ldh", s / 86400, s / 3600 % 24);
+  else if (s >= 3600)
+    std::snprintf(b, sizeof b, "%ldh%02ldm", s / 3600, s / 60 % 60);
+  else if (s >= 60)
+    std::snprintf(b, sizeof b, "%ldm%02lds", s / 60, s % 60);
+  else
+    std::snprintf(b, sizeof b, "%lds", s);
+  return b;
+}
+
 std::string JobLine(const json& o) {
-  char eta[32] = "-";
+  std::string eta = "-";
   if (o.contains("eta_seconds") && o["eta_seconds"].is_number()) {
-    const int s = static_cast<int>(o["eta_seconds"].get<double>());
-    std::snprintf(eta, sizeof eta, "%d:%02d", s / 60, s % 60);
+    eta = Duration(o["eta_seconds"].get<double>());
+    if (o.contains("eta")) eta += " (at " + o["eta"].get<std::string>() + ")";
   }
   const json& c = o["request_counts"];
   char b[512];
@@ -104,7 +173,7 @@ std::string JobLine(const json& o) {
   if (o.contains("tokens_per_second")) {
     std::snprintf(b, sizeof b, "  %.1f tok/s  cache hit %.1f%%  ETA %s",
                   o["tokens_per_second"].get<double>(), 100 * o["cache_hit_rate"].get<double>(),
-                  eta);
+                  eta.c_str());
     s += b;
   }
   return s + "  " + o["name"].get<std::string>();
@@ -288,17 +357,38 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
   } else if (Status st = store->ListJobs(&all); !st.ok()) {
     return Fail(cmd, st);
   }
-  // status (not list): the run windows, a line before the jobs, and in each job's object.
+  // status (not list): the run windows, a line before the jobs, and in each job's object; what
+  // the daemon is doing (or that none serves this queue), likewise.
   std::string windows_line;
   const json windows = list ? json(nullptr) : RunWindowsJson(cfg, &windows_line);
+  const EtaContext eta = list ? EtaContext() : LoadEtaContext(cfg, store.get());
+  json daemon = json{{"serving", eta.serving}};
+  std::string daemon_line = "no llmq serve is serving this queue: nothing runs until one starts";
+  if (eta.serving) {
+    daemon["running"] = eta.progress.running;
+    daemon["queued"] = eta.progress.queued;
+    daemon["tokens_per_second"] = eta.progress.tokens_per_second;
+    daemon["tokens_generated"] = eta.progress.tokens_generated;
+    char b[256];
+    std::snprintf(
+        b, sizeof b,
+        "llmq serve: %lld request(s) running, %lld queued in the engine, %lld tokens "
+        "generated since it started, %.1f tok/s%s",
+        static_cast<long long>(eta.progress.running), static_cast<long long>(eta.progress.queued),
+        static_cast<long long>(eta.progress.tokens_generated), eta.progress.tokens_per_second,
+        eta.progress.held ? " (outside the run windows: nothing new starts)" : "");
+    daemon_line = b;
+  }
   json arr = json::array();
   for (const jobs::JobRecord& j : all) {
-    arr.push_back(JobJson(list ? nullptr : store.get(), j));
+    arr.push_back(JobJson(list ? nullptr : store.get(), j, list ? nullptr : &eta));
     if (!windows.is_null()) arr.back()["run_windows"] = windows;
+    if (!list) arr.back()["daemon"] = daemon;
   }
   if (f.json) {
     std::printf("%s\n", DumpJson(f.job.empty() ? arr : arr[0], 2).c_str());
   } else {
+    if (!list) std::printf("%s\n", daemon_line.c_str());
     if (!windows_line.empty()) std::printf("%s\n", windows_line.c_str());
     for (const json& o : arr) std::printf("%s\n", JobLine(o).c_str());
   }

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -704,6 +705,7 @@ class Server {
       if (http_ != nullptr) http_->SetBody(std::move(text));  // the same text, over HTTP
     }
     // Logged when it starts failing and when it works again, not every few seconds.
+    PublishState(/*measure=*/true);  // serve.json's progress, for llmq status' ETA
     if (st.ok() != metrics_ok_)
       Log("metrics: %s",
           st.ok() ? ("writing " + metrics_path_ + " again").c_str() : st.message().c_str());
@@ -712,8 +714,34 @@ class Server {
 
   // --- Run windows (serve.run_windows, daemon/run_windows.h).
   // <state>/serve.json (spool::WriteServeState): llmq status shows the windows in effect.
-  void PublishState() {
-    if (Status st = spool::WriteServeState(paths_, windows_); !st.ok())
+  // `measure`: the rate is measured since the last measuring call (the metrics' interval); else
+  // the last one is published again.
+  void PublishState(bool measure = false) {
+    spool::ServeProgress p;
+    const EngineMetrics::Gauges g = engine_metrics_.gauges();
+    p.at = wall_clock::Now();
+    p.tokens_generated = g.progress.tokens_generated;
+    p.running = g.running;
+    p.queued = g.queued;
+    p.held = !in_window_;
+    // Completion tokens per second of the wall clock (LLMQ_TEST_CLOCK in tests) over the last
+    // kRateIntervals intervals in which tokens were generated: kept while nothing runs (outside
+    // the windows), so that an ETA can still be told.
+    if (measure) {
+      if (state_at_ > 0 && p.at > state_at_ && p.tokens_generated > state_tokens_) {
+        rate_intervals_.push_back({p.at - state_at_, double(p.tokens_generated - state_tokens_)});
+        if (rate_intervals_.size() > kRateIntervals) rate_intervals_.pop_front();
+      }
+      state_at_ = p.at;
+      state_tokens_ = p.tokens_generated;
+    }
+    double secs = 0, tokens = 0;
+    for (const auto& [dt, dtok] : rate_intervals_) {
+      secs += dt;
+      tokens += dtok;
+    }
+    p.tokens_per_second = secs > 0 ? tokens / secs : 0;
+    if (Status st = spool::WriteServeState(paths_, windows_, p); !st.ok())
       Log("%s (llmq status shows the configured run windows instead)", st.message().c_str());
   }
 
@@ -771,6 +799,12 @@ class Server {
 
   std::vector<RunWindow> windows_;
   bool in_window_ = true;
+  // serve.json's progress (PublishState): when it was last measured, the tokens then, and the
+  // last intervals with progress (seconds, tokens).
+  double state_at_ = 0;
+  int64_t state_tokens_ = 0;
+  static constexpr size_t kRateIntervals = 12;
+  std::deque<std::pair<double, double>> rate_intervals_;
 
   Notifier notifier_;
   EngineMetrics engine_metrics_;  // written by the engine thread (OnEngineTick and hooks)

@@ -35,14 +35,22 @@ Paths PathsFor(const std::string& state_dir) {
                (r / "serve.json").string()};
 }
 
-Status WriteServeState(const Paths& p, const std::vector<RunWindow>& windows) {
+Status WriteServeState(const Paths& p, const std::vector<RunWindow>& windows,
+                       const ServeProgress& progress) {
   nlohmann::json w = nlohmann::json::array();
   for (const RunWindow& rw : windows) w.push_back(FormatRunWindow(rw));
-  return WriteFileDurably(p.serve_state,
-                          DumpJson(nlohmann::json{{"pid", getpid()}, {"run_windows", w}}) + "\n");
+  const nlohmann::json pr{{"at", progress.at},
+                          {"tokens_per_second", progress.tokens_per_second},
+                          {"running", progress.running},
+                          {"queued", progress.queued},
+                          {"tokens_generated", progress.tokens_generated},
+                          {"held", progress.held}};
+  return WriteFileDurably(
+      p.serve_state,
+      DumpJson(nlohmann::json{{"pid", getpid()}, {"run_windows", w}, {"progress", pr}}) + "\n");
 }
 
-bool ReadServeState(const Paths& p, std::vector<RunWindow>* windows) {
+bool ReadServeState(const Paths& p, std::vector<RunWindow>* windows, ServeProgress* progress) {
   std::ifstream in(p.serve_state);
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("pid") || !j["pid"].is_number_integer() ||
@@ -57,6 +65,18 @@ bool ReadServeState(const Paths& p, std::vector<RunWindow>* windows) {
     out.push_back(rw);
   }
   *windows = std::move(out);
+  if (progress != nullptr && j.contains("progress") && j["progress"].is_object()) {
+    const nlohmann::json& pr = j["progress"];
+    const auto num = [&](const char* k) {
+      return pr.contains(k) && pr[k].is_number() ? pr[k].get<double>() : 0.0;
+    };
+    progress->at = num("at");
+    progress->tokens_per_second = num("tokens_per_second");
+    progress->running = static_cast<int64_t>(num("running"));
+    progress->queued = static_cast<int64_t>(num("queued"));
+    progress->tokens_generated = static_cast<int64_t>(num("tokens_generated"));
+    progress->held = pr.contains("held") && pr["held"].is_boolean() && pr["held"].get<bool>();
+  }
   return true;
 }
 

@@ -31,10 +31,21 @@ Status EnsureLayout(const Paths& p);
 // <state>/serve.json: what the running `llmq serve` publishes for `llmq status`: its pid and the
 // run windows in effect (serve.run_windows as last loaded: at start and on SIGHUP), written
 // durably. The daemon removes it when it stops.
-Status WriteServeState(const Paths& p, const std::vector<RunWindow>& windows);
+// What the engine is doing, as serve.json tells `llmq status` (refreshed with the metrics).
+struct ServeProgress {
+  double at = 0;                 // when (unix seconds, base/wall_clock.h)
+  double tokens_per_second = 0;  // completion tokens over the last interval (per wall-clock s)
+  int64_t running = 0;           // requests admitted by the engine
+  int64_t queued = 0;            // handed to the engine, not yet admitted
+  int64_t tokens_generated = 0;  // completion tokens since the daemon started
+  bool held = false;             // outside the run windows: nothing new starts
+};
+Status WriteServeState(const Paths& p, const std::vector<RunWindow>& windows,
+                       const ServeProgress& progress = ServeProgress());
 // The run windows the `llmq serve` of `p` has in effect. False when none is running there: no
 // serve.json, an unreadable one, or its pid is gone (a daemon killed with kill -9).
-bool ReadServeState(const Paths& p, std::vector<RunWindow>* windows);
+bool ReadServeState(const Paths& p, std::vector<RunWindow>* windows,
+                    ServeProgress* progress = nullptr);
 
 // Names the watcher never looks at: dotfiles (DurableFile's temporaries), *.tmp, *.part.
 bool Ignored(const std::string& name);

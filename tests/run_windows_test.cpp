@@ -140,6 +140,25 @@ TEST(RunWindowsTest, StateAtAMomentGivesTheNextOpeningAndClosing) {
   }
 }
 
+// An ETA's end: work runs only inside the windows, night after night.
+TEST(RunWindowsTest, FinishTimeSpreadsTheWorkOverTheWindows) {
+  LocalZone utc("UTC0");
+  const std::vector<RunWindow> night = {W("22:00-06:00")};
+  const auto iso = [](double t) { return LocalIso8601(static_cast<std::time_t>(t)); };
+  const double noon = Local(2026, 12, 1, 12, 0), late = Local(2026, 12, 1, 23, 0);
+  EXPECT_EQ(iso(FinishTime(night, noon, 3600)), "2026-12-01T23:00:00+00:00") << "waits for 22:00";
+  EXPECT_EQ(iso(FinishTime(night, late, 3600)), "2026-12-02T00:00:00+00:00") << "inside: at once";
+  // Twelve hours of work: the 7 hours left tonight, then 5 of the next night.
+  EXPECT_EQ(iso(FinishTime(night, late, 12 * 3600)), "2026-12-03T03:00:00+00:00");
+  EXPECT_EQ(iso(FinishTime(night, late, 7 * 3600)), "2026-12-02T06:00:00+00:00")
+      << "the last minute";
+  EXPECT_EQ(FinishTime({}, noon, 90), noon + 90) << "no windows: always";
+  EXPECT_EQ(FinishTime({W("05:00-05:00")}, noon, 90), noon + 90) << "the whole day";
+  EXPECT_EQ(iso(FinishTime({W("01:00-02:00"), W("13:00-14:00")}, noon, 90 * 60)),
+            "2026-12-02T01:30:00+00:00");
+  EXPECT_EQ(FinishTime(night, late + 0.5, 0), late + 0.5) << "nothing left";
+}
+
 TEST(RunWindowsTest, StateFollowsTheWallClockAcrossADaylightSavingChange) {
   // Central Europe: on 2026-03-29 the clocks go from 02:00 CET to 03:00 CEST.
   LocalZone cet("CET-1CEST,M3.5.0,M10.5.0/3");
