@@ -6,8 +6,12 @@
 // --profile`). --before PATH runs another llmq build (e.g. main's) on the same job first, side
 // by side; --no-off skips the (slow) run without prefix features.
 // Then the nested workload (one 200-token system prompt > 4 task templates of 800 tokens > a
-// distinct 100-300-token document each; --requests requests in all) at default settings, the same
-// columns. Each run's peak RSS is also given against packed weights (CpuBackend::WeightBytesFor)
+// distinct 100-300-token document each; --requests requests in all) and the nested workload with
+// short documents (one 100-token system prompt > 4 templates of 300 > 30 documents of 1-20 tokens
+// each: most prompts end inside the block where their template ends, the case where requests
+// admitted together used to compute their shared prefix's last tokens each) at default settings,
+// the same columns. Each run's peak RSS is also given against packed weights
+// (CpuBackend::WeightBytesFor)
 // + the KV pool memory the run touched (the summary's kv_blocks_touched: distinct blocks that
 // ever held content, x bytes per block).
 // Then the sampler's cost per decode step at batch 256 (greedy; with logprobs; with penalties and
@@ -130,6 +134,34 @@ int64_t OwnBlocks(const std::vector<json>& runs) {
   for (const json& r : runs)
     if (r.contains("kv_blocks_touched")) return r["kv_blocks_touched"].get<int64_t>();
   return 0;
+}
+
+// Runs the nested job `prompts` (`title` and `shape` say what it is; `name` names its files and
+// its variants) at default settings with this build and with --before's (when given), and prints
+// its table.
+void NestedRuns(const llmq::bench::Prompts& prompts, const std::string& name,
+                const std::string& title, const std::string& shape, const std::string& dir,
+                const std::string& model, const std::string& before, uint64_t weight_bytes,
+                int64_t block_bytes) {
+  const int64_t unique = llmq::bench::UniqueTokens(prompts);
+  const int64_t total = WriteJob(prompts, dir + "/" + name + ".jsonl");
+  std::vector<Variant> variants;
+  if (!before.empty()) variants.push_back({name + ", before", before, ""});
+  variants.push_back({name + ", on", LLMQ_BINARY, ""});
+  std::vector<json> runs;
+  for (size_t v = 0; v < variants.size(); ++v) {
+    const std::string out = dir + "/" + name + std::to_string(v);
+    runs.push_back(RunLlmq(
+        variants[v].binary,
+        dir + "/" + name + ".jsonl --model " + model + " -o " + out + ".jsonl " + variants[v].flags,
+        out + ".json"));
+  }
+  std::printf(
+      "\nllmq run, %s: %zu requests (%s), %lld prompt tokens (%lld unique), 32 output tokens each, "
+      "default settings\n",
+      title.c_str(), prompts.size(), shape.c_str(), static_cast<long long>(total),
+      static_cast<long long>(unique));
+  PrintRuns(variants, runs, total, unique, weight_bytes, block_bytes, OwnBlocks(runs));
 }
 
 double Now() {
@@ -347,33 +379,18 @@ int main(int argc, char** argv) {
     std::printf("speed-up with prefix features: %.2fx\n",
                 runs.back()["wall_seconds"].get<double>() / on["wall_seconds"].get<double>());
 
-  // The nested workload: 4 templates under one system prompt, --requests documents in all.
-  {
-    constexpr int kTemplates = 4;
-    const int per = std::max(1, requests / kTemplates);
-    const auto nested =
-        llmq::bench::Nested(kTemplates, per, 200, 800, 100, 300, cfg.vocab_size, 43);
-    const int64_t n_unique = llmq::bench::UniqueTokens(nested);
-    const int64_t n_total = WriteJob(nested, dir + "/nested.jsonl");
-    std::vector<Variant> nv;
-    if (!before.empty()) nv.push_back({"nested, before", before, ""});
-    nv.push_back({"nested, on", LLMQ_BINARY, ""});
-    std::vector<json> nruns;
-    for (size_t v = 0; v < nv.size(); ++v) {
-      const std::string out = dir + "/nested" + std::to_string(v);
-      nruns.push_back(
-          RunLlmq(nv[v].binary,
-                  dir + "/nested.jsonl --model " + model + " -o " + out + ".jsonl " + nv[v].flags,
-                  out + ".json"));
-    }
-    std::printf(
-        "\nllmq run, nested: %d requests (1 system prompt of 200 tokens > %d templates of 800 > a "
-        "document of 100-300 each), %lld prompt tokens (%lld unique), 32 output tokens each, "
-        "default settings\n",
-        kTemplates * per, kTemplates, static_cast<long long>(n_total),
-        static_cast<long long>(n_unique));
-    PrintRuns(nv, nruns, n_total, n_unique, weight_bytes, block_bytes, OwnBlocks(nruns));
-  }
+  // The nested workloads: 4 templates under one system prompt, --requests documents in all; and
+  // 4 x 30 short documents.
+  constexpr int kTemplates = 4;
+  NestedRuns(llmq::bench::Nested(kTemplates, std::max(1, requests / kTemplates), 200, 800, 100, 300,
+                                 cfg.vocab_size, 43),
+             "nested", "nested",
+             "1 system prompt of 200 tokens > 4 templates of 800 > a document of 100-300 each", dir,
+             model, before, weight_bytes, block_bytes);
+  NestedRuns(llmq::bench::Nested(kTemplates, 30, 100, 300, 1, 20, cfg.vocab_size, 44), "short",
+             "nested, short documents",
+             "1 system prompt of 100 tokens > 4 templates of 300 > 30 documents of 1-20 each", dir,
+             model, before, weight_bytes, block_bytes);
   if (no_sampler) return 0;
   SamplerTable(cfg, model);
   return 0;

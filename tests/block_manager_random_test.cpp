@@ -22,8 +22,8 @@ constexpr int kBs = 4;
 
 // How often the interesting outcomes happened, summed over all seeds (the test asserts each did).
 struct Counts {
-  int admitted = 0, no_space = 0, wait_in_flight = 0, partial_copies = 0, cached_tokens = 0,
-      cow_copies = 0, decode_preempted = 0;
+  int admitted = 0, no_space = 0, wait_in_flight = 0, partial_copies = 0, live_copies = 0,
+      cached_tokens = 0, cow_copies = 0, decode_preempted = 0;
 };
 
 class Model {
@@ -152,6 +152,16 @@ class Model {
     }
     ++n_->admitted;
     n_->partial_copies += static_cast<int>(copies.size());
+    // A source that is another running sequence's frontier (its first block not in the cache) is
+    // live: not cached, its start computed by that sequence.
+    for (const auto& [src, dst] : copies)
+      for (const auto& o : seqs_)
+        if (o.get() != s && o->status == SeqStatus::kRunning &&
+            o->num_registered < static_cast<int>(o->block_table.size()) &&
+            o->block_table[o->num_registered] == src) {
+          ++n_->live_copies;
+          break;
+        }
     n_->cached_tokens += s->num_computed;
     s->status = SeqStatus::kRunning;
     pending_.insert(pending_.end(), copies.begin(), copies.end());
@@ -266,14 +276,15 @@ TEST(BlockManagerRandom, InvariantsRefCountsAndKvHoldUnderRandomOperations) {
   EXPECT_GT(n.no_space, 100);
   EXPECT_GT(n.wait_in_flight, 10);
   EXPECT_GT(n.partial_copies, 100);
+  EXPECT_GT(n.live_copies, 10);
   EXPECT_GT(n.cached_tokens, 1000);
   EXPECT_GT(n.cow_copies, 10);
   EXPECT_GT(n.decode_preempted, 10);
   std::printf(
-      "admitted %d, no space %d, wait in flight %d, partial copies %d, cached tokens %d, "
-      "copy-on-write %d, preempted in decode %d\n",
-      n.admitted, n.no_space, n.wait_in_flight, n.partial_copies, n.cached_tokens, n.cow_copies,
-      n.decode_preempted);
+      "admitted %d, no space %d, wait in flight %d, partial copies %d (from live blocks %d), "
+      "cached tokens %d, copy-on-write %d, preempted in decode %d\n",
+      n.admitted, n.no_space, n.wait_in_flight, n.partial_copies, n.live_copies, n.cached_tokens,
+      n.cow_copies, n.decode_preempted);
 }
 
 }  // namespace

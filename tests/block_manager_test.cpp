@@ -250,6 +250,73 @@ TEST_F(BlockManagerTest, ABlockInFlightIsWaitedForNotComputedTwice) {
   Check(bm);
 }
 
+// Two prompts that diverge inside a block, the first still computing that block's start: the
+// second waits for those tokens, then copies them from the first's live (uncached, partly filled)
+// block instead of computing them again; a third admitted in the same step copies from the same
+// source, never from the second's block, whose own copy has not run yet.
+TEST_F(BlockManagerTest, AStartBeingComputedIsWaitedForThenCopiedFromTheLiveBlock) {
+  BlockManager bm(16, kBs);
+  Compute(&bm, Seq(Range(1, 4)));             // block [1 2 3 4] cached
+  Sequence* a = Seq(Cat(Range(1, 6), {50}));  // hits it; block 1 is [5 6 50], partly filled
+  ASSERT_EQ(bm.Allocate(a, 0, &copies_), BlockManager::Admit::kOk);
+  EXPECT_EQ(a->num_computed, 4);
+  Check(bm);
+  Sequence* b = Seq(Cat(Range(1, 6), {80, 81}));  // shares [5 6] of a's block 1
+  ASSERT_EQ(bm.Allocate(b, 0, &copies_), BlockManager::Admit::kWaitInFlight);
+  EXPECT_TRUE(b->block_table.empty());
+  EXPECT_TRUE(copies_.empty());
+  // a's step computes only token 5 (a chunk): b still waits for token 6.
+  a->num_computed = 5;
+  bm.MarkComputed(a);
+  Check(bm);
+  ASSERT_EQ(bm.Allocate(b, 0, &copies_), BlockManager::Admit::kWaitInFlight);
+  a->num_computed = 7;
+  bm.MarkComputed(a);
+  Check(bm);
+  EXPECT_EQ(bm.num_cached(), 1u);  // a's block 1 is not full: not cached, live
+  ASSERT_EQ(bm.Allocate(b, 0, &copies_), BlockManager::Admit::kOk);
+  EXPECT_EQ(b->block_table[0], a->block_table[0]);
+  EXPECT_EQ(b->num_computed, 6);
+  ASSERT_EQ(copies_.size(), 1u);
+  EXPECT_EQ(copies_[0], std::make_pair(a->block_table[1], b->block_table[1]));
+  EXPECT_EQ(bm.ref_count(a->block_table[1]), 2);  // held until the copy ran
+  Check(bm);
+  Sequence* c = Seq(Cat(Range(1, 6), {90}));
+  ASSERT_EQ(bm.Allocate(c, 0, &copies_), BlockManager::Admit::kOk);
+  EXPECT_EQ(c->num_computed, 6);
+  ASSERT_EQ(copies_.size(), 2u);
+  EXPECT_EQ(copies_[1], std::make_pair(a->block_table[1], c->block_table[1]));
+  Check(bm);
+  // a finishes before the copies ran: its block stays until they did, then goes back blank.
+  const int32_t a1 = a->block_table[1];
+  bm.Release(a);
+  EXPECT_EQ(bm.ref_count(a1), 2);
+  Check(bm);
+  bm.CopiesDone();
+  EXPECT_EQ(bm.ref_count(a1), 0);
+  EXPECT_EQ(bm.num_free(), 16 - 3);  // in use: block 0, b's and c's own block 1
+  Check(bm);
+}
+
+// A live block's start is waited for only while a running sequence computes it: once its
+// sequence is gone (preempted, cancelled), the next one computes the tokens itself.
+TEST_F(BlockManagerTest, ALiveStartIsNoLongerWaitedForOnceItsSequenceWent) {
+  BlockManager bm(16, kBs);
+  Sequence* a = Seq(Range(1, 3));
+  ASSERT_EQ(bm.Allocate(a, 0, &copies_), BlockManager::Admit::kOk);
+  Sequence* b = Seq(Cat(Range(1, 2), {70, 71}));
+  ASSERT_EQ(bm.Allocate(b, 0, &copies_), BlockManager::Admit::kWaitInFlight);
+  bm.Release(a);
+  Check(bm);
+  ASSERT_EQ(bm.Allocate(b, 0, &copies_), BlockManager::Admit::kOk);
+  EXPECT_EQ(b->num_computed, 0);
+  EXPECT_TRUE(copies_.empty());
+  Check(bm);
+  bm.Release(b);
+  EXPECT_EQ(bm.num_in_use(), 0);
+  Check(bm);
+}
+
 TEST_F(BlockManagerTest, ForksShareBlocksAndCopyASharedPartialBlockOnWrite) {
   BlockManager bm(16, kBs);
   Sequence* a = Seq(Range(1, 6));

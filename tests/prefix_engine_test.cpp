@@ -148,6 +148,26 @@ TEST_F(PrefixEngineTest, NestedPrefixesWithASmallPoolComputeEachOnceWithThePlann
   testing::ExpectSameIds(planned.out, fcfs.out, "planner vs fcfs");
 }
 
+// Requests admitted together whose shared prefix is not cached yet and ends inside a block, with
+// short documents, so that most prompts end in that block too: a request that needs the start of
+// a block another is computing waits for those tokens, then copies them, so the prefix is computed
+// once (computed == unique prompt tokens, where each request used to compute the prefix's tail
+// again), and the outputs are those of each request run alone.
+TEST_F(PrefixEngineTest, PrefixesEndingInsideABlockAreComputedOnceWhenAdmittedTogether) {
+  // BOS + 36 tokens (2 blocks + 5); and BOS + 20 > 4 templates of 60 (81 tokens: 5 blocks + 1).
+  const bench::Prompts flat = bench::SharedInstructions(6, 36, 1, 10, cfg_.vocab_size, 41);
+  const bench::Prompts nested = bench::Nested(4, 8, 20, 60, 1, 10, cfg_.vocab_size, 42);
+  for (const bench::Prompts* prompts : {&flat, &nested}) {
+    const std::vector<Request> reqs = Requests(*prompts, 6);
+    const int64_t unique = bench::UniqueTokens(*prompts);
+    EngineOptions o;
+    o.num_blocks = 400;
+    const RunStats rs = RunAll(cfg_, be_.get(), reqs, o);
+    EXPECT_EQ(rs.computed, unique) << prompts->size() << " prompts";
+    testing::ExpectSameIds(rs.out, EachAlone(reqs, o), "admitted together vs alone");
+  }
+}
+
 TEST_F(PrefixEngineTest, MoreKvThanThePoolPreemptsAndCompletesIdentically) {
   const auto reqs = Requests(bench::SharedInstructions(24, 40, 10, 60, cfg_.vocab_size, 5), 60);
   EngineOptions roomy;

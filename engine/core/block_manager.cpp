@@ -39,38 +39,30 @@ int32_t BlockManager::Lookup(uint64_t hash, const int32_t* tokens, int32_t paren
 // hit (same physical parent at the same epoch, same tokens), so a collision only costs a miss.
 void BlockManager::IndexPrefixes(int32_t b) {
   const Block& blk = blocks_[b];
-  uint64_t h = HashSeed(blk.parent_hash);
-  for (int j = 1; j < block_size_; ++j) {
-    h = HashToken(h, blk.tokens[j - 1]);
-    partial_[h] = b;
-  }
+  ForEachPrefixKey(blk.parent_hash, blk.tokens.data(), block_size_ - 1,
+                   [&](uint64_t key) { partial_[key] = b; });
 }
 
-void BlockManager::UnindexPrefixes(int32_t b) {
+void BlockManager::UnindexPrefixes(PrefixIndex* index, int32_t b, int n) {
   const Block& blk = blocks_[b];
-  uint64_t h = HashSeed(blk.parent_hash);
-  for (int j = 1; j < block_size_; ++j) {
-    h = HashToken(h, blk.tokens[j - 1]);
-    auto it = partial_.find(h);
-    if (it != partial_.end() && it->second == b) partial_.erase(it);
-  }
+  ForEachPrefixKey(blk.parent_hash, blk.tokens.data(), n, [&](uint64_t key) {
+    auto it = index->find(key);
+    if (it != index->end() && it->second == b) index->erase(it);
+  });
 }
 
 // Longest first: the entry for a longer prefix may survive when a shorter one was dropped (its
-// block evicted), so the lengths are tried from max_len down, not bisected.
-int32_t BlockManager::LookupPartial(uint64_t parent_hash, const int32_t* tokens, int max_len,
-                                    int32_t parent, int* len) const {
-  std::vector<uint64_t> keys(max_len);
-  uint64_t h = HashSeed(parent_hash);
-  for (int j = 1; j <= max_len; ++j) {
-    h = HashToken(h, tokens[j - 1]);
-    keys[j - 1] = h;
-  }
-  for (int j = max_len; j >= 1; --j) {
-    auto it = partial_.find(keys[j - 1]);
-    if (it == partial_.end()) continue;
+// block evicted), so the lengths are tried from the longest down, not bisected. A live block may
+// hold fewer tokens than the key's length only through a collision: its own tokens are compared.
+int32_t BlockManager::LookupStart(const PrefixIndex& index, bool live,
+                                  const std::vector<uint64_t>& keys, const int32_t* tokens,
+                                  int32_t parent, int* len) const {
+  for (int j = static_cast<int>(keys.size()); j >= 1; --j) {
+    auto it = index.find(keys[j - 1]);
+    if (it == index.end()) continue;
     const Block& c = blocks_[it->second];
-    if (c.cached && SameParent(c, parent) && std::equal(tokens, tokens + j, c.tokens.begin())) {
+    if ((live ? c.live : c.cached) && j <= static_cast<int>(c.tokens.size()) &&
+        SameParent(c, parent) && std::equal(tokens, tokens + j, c.tokens.begin())) {
       *len = j;
       return it->second;
     }
@@ -79,9 +71,38 @@ int32_t BlockManager::LookupPartial(uint64_t parent_hash, const int32_t* tokens,
   return -1;
 }
 
+void BlockManager::IndexFrontier(Sequence* seq, int computed) {
+  const int f = seq->num_registered, bs = block_size_;
+  if (f >= static_cast<int>(seq->block_table.size())) return;
+  const int32_t b = seq->block_table[f];
+  Block& blk = blocks_[b];
+  if (blk.cached) return;  // a guard: blocks past num_registered are never cached
+  if (!blk.live) {
+    const int n = static_cast<int>(seq->tokens.size());
+    blk.tokens.assign(seq->tokens.begin() + f * bs,
+                      seq->tokens.begin() + std::min(n, (f + 1) * bs));
+    blk.parent = f ? seq->block_table[f - 1] : -1;
+    blk.parent_epoch = f ? blocks_[blk.parent].epoch : 0;
+    blk.parent_hash = f ? seq->block_hashes[f - 1] : 0;
+    blk.live = true;
+    ForEachPrefixKey(blk.parent_hash, blk.tokens.data(),
+                     std::min(bs - 1, static_cast<int>(blk.tokens.size())),
+                     [&](uint64_t key) { live_.emplace(key, b); });
+  }
+  blk.computed = std::clamp(computed, 0, static_cast<int>(blk.tokens.size()));
+}
+
+void BlockManager::UnindexLive(int32_t b) {
+  Block& blk = blocks_[b];
+  if (!blk.live) return;
+  UnindexPrefixes(&live_, b, std::min(block_size_ - 1, static_cast<int>(blk.tokens.size())));
+  blk.live = false;
+  blk.computed = 0;
+}
+
 void BlockManager::Uncache(int32_t b) {
   Block& blk = blocks_[b];
-  UnindexPrefixes(b);
+  UnindexPrefixes(&partial_, b, block_size_ - 1);
   auto [it, end] = map_.equal_range(blk.hash);
   for (; it != end; ++it)
     if (it->second == b) {
@@ -112,6 +133,7 @@ int32_t BlockManager::TakeBlock() {
     ++num_touched_;
   }
   ++blk.epoch;
+  LLMQ_CHECK(!blk.live);
   blk.tokens.clear();
   blk.parent = -1;
   blk.ref = 1;
@@ -132,6 +154,7 @@ void BlockManager::Unref1(int32_t b) {
   Block& blk = blocks_[b];
   LLMQ_CHECK(blk.ref > 0);
   if (--blk.ref > 0) return;
+  UnindexLive(b);
   // The last reference went: a block with an identity stays reusable (LRU, most recent at the
   // back); one without (partial, never computed, or cache off) is blank and goes to the free list.
   if (blk.cached) {
@@ -175,13 +198,27 @@ BlockManager::Admit BlockManager::Allocate(Sequence* seq, int reserve,
     }
   }
   // Past the full hits: the longest cached start of the next block, still leaving the last token
-  // to compute. Its first `partial` tokens are copied into the sequence's own (new) block.
+  // to compute. Its first `partial` tokens are copied into the sequence's own (new) block. A live
+  // block (another sequence's frontier) that starts with more of them serves instead once it holds
+  // them; until then they are being computed, and are waited for rather than computed twice.
   const int h = static_cast<int>(hits.size());
   int partial = 0;
   int32_t src = -1;
-  if (cache_enabled_ && n - 1 - h * bs > 0)
-    src = LookupPartial(h ? seq->block_hashes[h - 1] : 0, &seq->tokens[h * bs],
-                        std::min(bs - 1, n - 1 - h * bs), h ? hits.back() : -1, &partial);
+  if (cache_enabled_ && n - 1 - h * bs > 0) {
+    std::vector<uint64_t> keys;
+    keys.reserve(bs - 1);
+    ForEachPrefixKey(h ? seq->block_hashes[h - 1] : 0, &seq->tokens[h * bs],
+                     std::min(bs - 1, n - 1 - h * bs), [&](uint64_t key) { keys.push_back(key); });
+    const int32_t parent = h ? hits.back() : -1;
+    src = LookupStart(partial_, false, keys, &seq->tokens[h * bs], parent, &partial);
+    int shared = 0;
+    const int32_t live = LookupStart(live_, true, keys, &seq->tokens[h * bs], parent, &shared);
+    if (shared > partial) {
+      if (blocks_[live].computed < shared) return Admit::kWaitInFlight;
+      src = live;
+      partial = shared;
+    }
+  }
   const int need = BlocksFor(n, bs) - h;
   // Hits (and the copy's source) that sit on the LRU count as available but will be held, not
   // taken as new blocks.
@@ -201,10 +238,12 @@ BlockManager::Admit BlockManager::Allocate(Sequence* seq, int reserve,
   if (src >= 0) copies->push_back({src, seq->block_table[h]});
   seq->num_computed = h * bs + partial;
   seq->num_registered = h;
-  if (cache_enabled_)
+  if (cache_enabled_) {
     for (int i = seq->num_registered; i < full; ++i)
       if (in_flight_.emplace(seq->block_hashes[i], seq->seq_id).second)
         seq->in_flight.push_back(seq->block_hashes[i]);
+    IndexFrontier(seq, 0);  // its copy, if any, has not run yet
+  }
   return Admit::kOk;
 }
 
@@ -237,7 +276,8 @@ bool BlockManager::AppendSlot(Sequence* seq, std::vector<std::pair<int, int>>* c
 void BlockManager::MarkComputed(Sequence* seq) {
   if (!cache_enabled_) return;
   const int bs = block_size_;
-  const int full = std::min(seq->num_computed, static_cast<int>(seq->tokens.size())) / bs;
+  const int computed = std::min(seq->num_computed, static_cast<int>(seq->tokens.size()));
+  const int full = computed / bs;
   for (int i = seq->num_registered; i < full; ++i) {
     if (static_cast<int>(seq->block_hashes.size()) == i)
       seq->block_hashes.push_back(
@@ -245,6 +285,7 @@ void BlockManager::MarkComputed(Sequence* seq) {
     const uint64_t h = seq->block_hashes[i];
     const int32_t b = seq->block_table[i];
     const int32_t parent = i ? seq->block_table[i - 1] : -1;
+    UnindexLive(b);  // no longer a frontier: cached now, or a duplicate of a cached block
     Block& blk = blocks_[b];
     // Registered once: if an identical block is already cached (computed concurrently by a
     // sequence that did not wait), this one stays out of the map and is freed with its sequence.
@@ -262,9 +303,13 @@ void BlockManager::MarkComputed(Sequence* seq) {
     if (f != in_flight_.end() && f->second == seq->seq_id) in_flight_.erase(f);
   }
   seq->num_registered = std::max(seq->num_registered, full);
+  IndexFrontier(seq, computed - seq->num_registered * bs);
 }
 
 void BlockManager::Release(Sequence* seq) {
+  // Its frontier stops being live even if a fork still holds it: nobody computes it any more.
+  if (seq->num_registered < static_cast<int>(seq->block_table.size()))
+    UnindexLive(seq->block_table[seq->num_registered]);
   // Last blocks first, so a chain's tail is evicted before its head.
   for (auto it = seq->block_table.rbegin(); it != seq->block_table.rend(); ++it) Unref1(*it);
   seq->block_table.clear();
@@ -301,7 +346,7 @@ bool BlockManager::CheckInvariants(std::string* why) const {
       return fail(name(b) + (seen[b] == 1 ? " is free and" : " is") + " on the LRU twice");
     seen[b] = 2;
   }
-  size_t cached = 0;
+  size_t cached = 0, live_keys = 0;
   for (int32_t b = 0; b < num_blocks_; ++b) {
     const Block& blk = blocks_[b];
     if (blk.ref < 0) return fail(name(b) + " has a negative ref count");
@@ -312,6 +357,12 @@ bool BlockManager::CheckInvariants(std::string* why) const {
     // The LRU holds only cached blocks (evictable identities); the free list only blank ones.
     if (seen[b] == 2 && !blk.cached) return fail(name(b) + " is on the LRU but not cached");
     if (seen[b] == 1 && blk.cached) return fail(name(b) + " is free but still cached");
+    if (blk.live) {
+      if (blk.ref == 0 || blk.cached) return fail(name(b) + " is live but not in use, or cached");
+      if (blk.tokens.empty() || blk.computed > static_cast<int>(blk.tokens.size()))
+        return fail(name(b) + " is live with no tokens, or holds more than it has");
+      live_keys += std::min<size_t>(block_size_ - 1, blk.tokens.size());
+    }
     if (!blk.cached) continue;
     ++cached;
     if (!cache_enabled_) return fail(name(b) + " is cached with the prefix cache off");
@@ -330,6 +381,11 @@ bool BlockManager::CheckInvariants(std::string* why) const {
       return fail("a prefix entry names " + name(b) + ", which is not cached");
   if (partial_.size() > cached * static_cast<size_t>(block_size_ - 1))
     return fail("the prefix index holds more entries than its cached blocks have prefixes");
+  for (const auto& [key, b] : live_)
+    if (b < 0 || b >= num_blocks_ || !blocks_[b].live)
+      return fail("a live prefix entry names " + name(b) + ", which is not live");
+  if (live_.size() > live_keys)
+    return fail("the live index holds more entries than its live blocks have prefixes");
   return true;
 }
 

@@ -22,9 +22,19 @@
 // cached block is indexed under its first 1..block_size-1 tokens (partial_, the latest block wins
 // a prefix); the cached source is held (a reference) until CopiesDone, so admitting another
 // sequence in the same step cannot evict it before its copy ran.
+// The same holds for a block not yet cached: each running sequence's frontier (its first block not
+// in the cache, block num_registered: the one it computes next, or a partly filled last block) is
+// "live", indexed under its first tokens (live_, the first indexed wins a prefix) with the count of
+// them whose K/V it holds as of the last step. A sequence admitted while another computes the start
+// of the block it diverges in waits for those tokens (kWaitInFlight), then copies them like a
+// cached start: a prefix shared by requests admitted together is computed once even when its end
+// falls inside a block. The wait ends: a block is live only while a running sequence holds it (it
+// stops being live when that sequence is released). A block whose copy is pending holds nothing
+// yet (0), so copies never chain within a step.
 // Invariants (CheckInvariants): every block is in exactly one of {in use, cached (LRU), free}; the
 // free list and the LRU list hold no block twice; the cache map holds only computed full blocks
-// (in use or on the LRU), each once, under its own hash; every partial_ entry names a cached block.
+// (in use or on the LRU), each once, under its own hash; every partial_ entry names a cached block;
+// every live_ entry names a live block, and a live block is in use and not cached.
 // Not thread-safe: owned by the engine's step loop.
 #pragma once
 
@@ -57,11 +67,12 @@ class BlockManager {
 
   enum class Admit { kOk, kNoSpace, kWaitInFlight };
   // Gives a waiting `seq` the blocks for all its current tokens: leading full blocks from the cache
-  // where they hit, then the longest cached prefix of the next block (copied: (src, dst) appended
-  // to `copies`, src held until CopiesDone), new blocks for the rest while keeping `reserve` blocks
-  // available. seq->num_computed is set past what was reused, never to the whole sequence.
-  // kWaitInFlight: a full block it needs is being computed by another sequence right now (try
-  // again next step). No change unless kOk.
+  // where they hit, then the longest cached or live prefix of the next block (copied: (src, dst)
+  // appended to `copies`, src held until CopiesDone), new blocks for the rest while keeping
+  // `reserve` blocks available. seq->num_computed is set past what was reused, never to the whole
+  // sequence. kWaitInFlight: a full block it needs, or tokens of the next block past what the cache
+  // gives, are being computed by another sequence right now (try again next step). No change unless
+  // kOk.
   Admit Allocate(Sequence* seq, int reserve, std::vector<std::pair<int, int>>* copies);
   // The copies Allocate asked for have run (or the step was abandoned): drops the holds on their
   // sources. Call once per step, after the backend's CopyBlocks.
@@ -71,9 +82,10 @@ class BlockManager {
   // of a shared partial last block (copy-on-write; the copies to make are appended to `copies`).
   // False when no block is available (the caller preempts).
   bool AppendSlot(Sequence* seq, std::vector<std::pair<int, int>>* copies);
-  // After a step: registers seq's newly completed full blocks in the cache.
+  // After a step: registers seq's newly completed full blocks in the cache and indexes its new
+  // frontier (live) with the tokens it holds.
   void MarkComputed(Sequence* seq);
-  // Returns seq's blocks (cached ones stay reusable) and forgets what it had in flight.
+  // Returns seq's blocks (cached ones stay reusable) and forgets what it had in flight and live.
   void Release(Sequence* seq);
   // `child` shares all of `parent`'s blocks (n > 1 samples of one prompt).
   void Fork(const Sequence& parent, Sequence* child);
@@ -99,7 +111,12 @@ class BlockManager {
     std::list<int32_t>::iterator lru_it;
     bool on_lru = false;
     bool touched = false;  // has held content (num_touched)
+    // A sequence's frontier, in live_ (tokens, parent and parent_hash valid: those it had when
+    // indexed); `computed` of its leading tokens hold their K/V as of the last step.
+    bool live = false;
+    int32_t computed = 0;
   };
+  using PrefixIndex = std::unordered_map<uint64_t, int32_t>;
   // FNV-1a style mix over 32-bit ids, chained from the parent's hash; no finalizer, so the state
   // after j tokens is the hash of the first j (the prefix keys of partial_).
   static uint64_t HashSeed(uint64_t parent_hash) { return parent_hash ^ 0x9E3779B97F4A7C15ull; }
@@ -109,15 +126,28 @@ class BlockManager {
     return h ^ (h >> 29);
   }
   static uint64_t HashBlock(uint64_t parent_hash, const int32_t* tokens, int n);
+  // Calls f(key) with the prefix key of each of tokens[0..j), j = 1..n, under parent_hash.
+  template <class F>
+  static void ForEachPrefixKey(uint64_t parent_hash, const int32_t* tokens, int n, F&& f) {
+    uint64_t h = HashSeed(parent_hash);
+    for (int j = 1; j <= n; ++j) f(h = HashToken(h, tokens[j - 1]));
+  }
   // Finds a cached block for full block `i` of `tokens` whose parent is `parent`; -1 if none.
   int32_t Lookup(uint64_t hash, const int32_t* tokens, int32_t parent) const;
-  // The cached block under `parent` sharing the most leading tokens (at most max_len, < block
-  // size) with `tokens`; -1 if none shares any. *len: how many it shares.
-  int32_t LookupPartial(uint64_t parent_hash, const int32_t* tokens, int max_len, int32_t parent,
-                        int* len) const;
-  // Indexes / unindexes cached block b under its first 1..block_size-1 tokens (partial_).
+  // The block in `index` (partial_: cached blocks; live_: live ones) under `parent` sharing the
+  // most leading tokens with `tokens` (keys: their prefix keys, one per length, fewer than the
+  // block size); -1 if none shares any. *len: how many it shares.
+  int32_t LookupStart(const PrefixIndex& index, bool live, const std::vector<uint64_t>& keys,
+                      const int32_t* tokens, int32_t parent, int* len) const;
+  // Indexes cached block b under its first 1..block_size-1 tokens (partial_).
   void IndexPrefixes(int32_t b);
-  void UnindexPrefixes(int32_t b);
+  // Drops the entries of `index` that name b under b's first 1..n tokens.
+  void UnindexPrefixes(PrefixIndex* index, int32_t b, int n);
+  // Makes seq's frontier block live (indexed with seq's tokens in it, unless it is already) and
+  // says it holds `computed` of them; nothing when seq has no frontier block (all cached).
+  void IndexFrontier(Sequence* seq, int computed);
+  // b is no longer a frontier: drops its live_ entries (nothing if it is not live).
+  void UnindexLive(int32_t b);
   bool SameParent(const Block& b, int32_t parent) const {
     return b.parent == parent && (parent < 0 || b.parent_epoch == blocks_[parent].epoch);
   }
@@ -134,7 +164,9 @@ class BlockManager {
   std::unordered_multimap<uint64_t, int32_t> map_;
   std::unordered_map<uint64_t, int64_t> in_flight_;  // block hash -> seq id computing it
   // Hash of (parent identity, first j tokens), 0 < j < block_size -> a cached block starting so.
-  std::unordered_map<uint64_t, int32_t> partial_;
+  PrefixIndex partial_;
+  // The same keys -> a live block starting so (the first indexed; dropped by the block it names).
+  PrefixIndex live_;
   std::vector<int32_t> copy_holds_;  // sources of this step's copies, one reference each
 };
 
