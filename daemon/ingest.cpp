@@ -219,7 +219,7 @@ class Ingester {
         valid.push_back(i);
         keys.emplace_back(chunk_[i].key);
       }
-    const Plan plan = PlanPrefixes(keys, /*block_size=*/1);
+    LLMQ_ASSIGN_OR_RETURN(const Plan plan, PlanPrefixes(keys, /*block_size=*/1));
     insert_order_.clear();
     for (uint32_t k : plan.order) insert_order_.push_back(&chunk_[valid[k]]);
     for (Pending& p : chunk_)

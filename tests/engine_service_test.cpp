@@ -392,8 +392,8 @@ TEST_F(EngineServiceTest, PlannerFailureFallsBackToArrivalOrder) {
   opt.enable_planner = false;
   const Outputs reference = RunAll(reqs, opt);
   opt.enable_planner = true;
-  opt.planner = [](const std::vector<std::span<const int32_t>>&, int) -> Plan {
-    throw std::bad_alloc();
+  opt.planner = [](const std::vector<std::span<const int32_t>>&, int) -> StatusOr<Plan> {
+    throw std::bad_alloc();  // as planning a huge window may
   };
   auto e = Make(opt);
   for (const Request& r : reqs) e->Add(r);

@@ -150,14 +150,14 @@ TEST_F(PlannedQueueTest, WithoutThePlannerOrABadPlanTheWindowRunsInArrivalOrder)
   for (int i = 0; i < 3; ++i) EXPECT_EQ(bs[i]->position, static_cast<uint64_t>(i));
   EXPECT_EQ(Pins(bad, blocks_.num_blocks()), 0);
 
-  PlannedQueue throws(&blocks_, true, [](const std::vector<std::span<const int32_t>>&, int) {
-    throw std::runtime_error("boom");
-    return Plan{};
-  });
-  for (int i = 0; i < 2; ++i) Add(&throws, Range(10 * i, 5));
-  EXPECT_NE(throws.PlanWindow().message().find("boom"), std::string::npos);
-  EXPECT_EQ(throws.num_queued(), 2u);
-  Check(throws);
+  PlannedQueue fails(&blocks_, true,
+                     [](const std::vector<std::span<const int32_t>>&, int) -> StatusOr<Plan> {
+                       return Status::Internal("boom");
+                     });
+  for (int i = 0; i < 2; ++i) Add(&fails, Range(10 * i, 5));
+  EXPECT_NE(fails.PlanWindow().message().find("boom"), std::string::npos);
+  EXPECT_EQ(fails.num_queued(), 2u);
+  Check(fails);
 }
 
 TEST_F(PlannedQueueTest, MaterializeHandsOutTheQueueInOrderOneAtATimeSkippingHoles) {
