@@ -85,9 +85,10 @@ class PlannedQueueTest : public ::testing::Test {
     q->Remove(r);
   }
   void Check(const PlannedQueue& q) {
-    std::string why;
-    EXPECT_TRUE(q.CheckInvariants(&why)) << why;
-    EXPECT_TRUE(blocks_.CheckInvariants(&why)) << why;
+    const Status queue = q.CheckInvariants();
+    EXPECT_TRUE(queue.ok()) << queue.message();
+    const Status blocks = blocks_.CheckInvariants();
+    EXPECT_TRUE(blocks.ok()) << blocks.message();
     // Every reference is a live lead's block table entry or a pin.
     std::vector<int> refs(blocks_.num_blocks(), 0);
     for (const auto& r : reqs_)

@@ -283,11 +283,8 @@ void BlockManager::Fork(const Sequence& parent, Sequence* child) {
   child->num_registered = parent.num_registered;
 }
 
-bool BlockManager::CheckInvariants(std::string* why) const {
-  auto fail = [why](std::string m) {
-    if (why) *why = std::move(m);
-    return false;
-  };
+Status BlockManager::CheckInvariants() const {
+  auto fail = [](std::string m) { return Status::Internal(std::move(m)); };
   const auto name = [](int32_t b) { return "block " + std::to_string(b); };
   std::vector<uint8_t> seen(num_blocks_, 0);  // 1: on the free list, 2: on the LRU list
   for (int32_t b : free_) {
@@ -330,7 +327,7 @@ bool BlockManager::CheckInvariants(std::string* why) const {
       return fail("a prefix entry names " + name(b) + ", which is not cached");
   if (partial_.size() > cached * static_cast<size_t>(block_size_ - 1))
     return fail("the prefix index holds more entries than its cached blocks have prefixes");
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace llmq

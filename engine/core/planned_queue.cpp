@@ -188,11 +188,8 @@ void PlannedQueue::CountPins(std::vector<int>* refs) const {
     for (int32_t b : g.pinned) ++(*refs)[b];
 }
 
-bool PlannedQueue::CheckInvariants(std::string* why) const {
-  auto fail = [why](std::string m) {
-    if (why) *why = std::move(m);
-    return false;
-  };
+Status PlannedQueue::CheckInvariants() const {
+  auto fail = [](std::string m) { return Status::Internal(std::move(m)); };
   for (const Entry* e : window_)
     if (e->phase != Phase::kWindow) return fail("a window entry is not in phase kWindow");
   size_t queued = 0;
@@ -225,7 +222,7 @@ bool PlannedQueue::CheckInvariants(std::string* why) const {
       return fail("a group pins " + std::to_string(g.pinned.size()) + " blocks for " +
                   std::to_string(g.shared_tokens) + " shared tokens");
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace llmq

@@ -91,8 +91,8 @@ class PlannedQueue {
   size_t bookkeeping_size() const { return window_.size() + planned_.size() + groups_.size(); }
   // Adds one to (*refs)[b] for each pin on block b (the engine's reference accounting).
   void CountPins(std::vector<int>* refs) const;
-  // The invariants above; O(queue + groups). For tests.
-  bool CheckInvariants(std::string* why) const;
+  // The invariants above; O(queue + groups). For tests. Internal saying which on a violation.
+  Status CheckInvariants() const;
 
  private:
   struct Group {
