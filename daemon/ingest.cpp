@@ -138,7 +138,9 @@ class Ingester {
     if (p->error.empty()) {
       jobs::BatchRequest r =
           jobs::ParseBatchLine(p->line.text, static_cast<int>(p->req.line), name);
-      if (r.error.empty()) r.error = PlanKey(ctx_, r, name, &p->key);
+      if (r.error.empty()) {
+        if (Status st = PlanKey(ctx_, r, name, &p->key); !st.ok()) r.error = st.message();
+      }
       p->error = std::move(r.error);
       p->req.custom_id = std::move(r.custom_id);
     }
