@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -303,7 +305,11 @@ void* AllocateBuffer(std::size_t bytes, std::size_t align) {
   if (bytes < kPopulateBytes) return ::operator new(bytes, std::align_val_t(align));
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
                  -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
+  if (p == MAP_FAILED) {  // an allocator has no Status to return (gemm.h)
+    std::fprintf(stderr, "llmq: out of memory: cannot map a buffer of %zu bytes: %s\n", bytes,
+                 std::strerror(errno));
+    std::abort();
+  }
   return p;
 }
 
