@@ -42,7 +42,8 @@ class PreadBuf : public std::streambuf {
     ssize_t n;
     do n = ::pread(fd_, buf_.data(), want, pos_);
     while (n < 0 && errno == EINTR);
-    if (n < 0) throw std::ios_base::failure("pread failed");  // the istream sets badbit
+    // The istream's read catches it and sets badbit (Stream() turns its exceptions off).
+    if (n < 0) throw std::ios_base::failure("pread failed");  // caught in std::istream
     if (n == 0) return traits_type::eof();                    // shorter than at open
     pos_ += n;
     setg(buf_.data(), buf_.data(), buf_.data() + n);

@@ -231,9 +231,9 @@ int Main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::atoi(argv[++i]);
   }
-  std::string why;
-  if (!CudaDevicePresent(&why)) {
-    std::printf("gpu_bench: no usable CUDA device (%s); nothing to measure\n", why.c_str());
+  if (const Status device = CheckCudaDevice(); !device.ok()) {
+    std::printf("gpu_bench: no usable CUDA device (%s); nothing to measure\n",
+                device.message().c_str());
     return 0;
   }
   cudaDeviceProp prop{};

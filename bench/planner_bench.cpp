@@ -63,7 +63,7 @@ void Bench(const char* name, const Prompts& prompts) {
   llmq::Plan plan;
   for (int rep = 0; rep < 3; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
-    plan = llmq::PlanPrefixes(spans, kBlockSize);
+    plan = llmq::PlanPrefixes(spans, kBlockSize).value();
     const auto t1 = std::chrono::steady_clock::now();
     best_ms = std::min(best_ms, std::chrono::duration<double, std::milli>(t1 - t0).count());
   }

@@ -449,7 +449,10 @@ Status FindConfig(const std::string& flag, std::string* path) {
     return Status::Ok();
   }
   if (const char* env = std::getenv("LLMQ_CONFIG"); env && *env) {
-    if (!std::filesystem::exists(env))
+    std::error_code ec;  // without it, a path that cannot be looked at (EACCES) throws
+    const bool exists = std::filesystem::exists(env, ec);
+    if (ec) return Status::IoError(std::string(env) + ": " + ec.message() + " (from $LLMQ_CONFIG)");
+    if (!exists)
       return Status::NotFound(std::string(env) + ": no such config file (from $LLMQ_CONFIG)");
     *path = env;
     return Status::Ok();

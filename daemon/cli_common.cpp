@@ -148,8 +148,7 @@ Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choic
                           const std::string& messages_json, const Tokenizer& tok,
                           std::string* rendered, std::vector<int>* ids) {
   std::vector<jobs::ChatMessage> parsed;
-  if (std::string err = jobs::ParseChatMessages(messages_json, "--messages", &parsed); !err.empty())
-    return Status::InvalidArgument(err);
+  LLMQ_RETURN_IF_ERROR(jobs::ParseChatMessages(messages_json, "--messages", &parsed));
   std::vector<Message> msgs;
   for (jobs::ChatMessage& m : parsed) msgs.push_back({std::move(m.role), std::move(m.content)});
   std::shared_ptr<const ChatFormat> chat;

@@ -288,9 +288,9 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
                            ": the same file (name and content) was already submitted as " +
                            existing->public_id + " (" + jobs::JobStatusName(existing->status) +
                            "); nothing was submitted");
-    if (std::string why = spool::WholeFileRefusal(file, name, cfg.max_line_bytes, ctx);
-        !why.empty())
-      return Fail(cmd, Escaped(path) + ": refused: " + why + "; nothing was submitted", 1);
+    if (Status why = spool::WholeFileRefusal(file, name, cfg.max_line_bytes, ctx); !why.ok())
+      return Fail(cmd, Escaped(path) + ": refused: " + why.message() + "; nothing was submitted",
+                  1);
     for (const IngestFile& other : files)
       if (other.name == name && other.sha256 == in.sha256)
         return Fail(cmd, Escaped(path) + ": given twice", 2);

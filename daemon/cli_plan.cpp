@@ -54,9 +54,12 @@ Status PlanBackend(const PlanFlags& f, BackendKind* kind, std::string* described
   if (want == BackendKind::kCuda && !f.memory.empty()) {
     *kind = BackendKind::kCuda;
   } else {
-    Status st = ResolveBackend(want, kind, &why);
-    if (!st.ok())
-      return Status::Unsupported(st.message() + " (give --memory to plan for a GPU elsewhere)");
+    StatusOr<ResolvedBackend> resolved = ResolveBackend(want);
+    if (!resolved.ok())
+      return Status::Unsupported(resolved.status().message() +
+                                 " (give --memory to plan for a GPU elsewhere)");
+    *kind = resolved->kind;
+    why = std::move(resolved->why);
   }
   *described = BackendKindName(*kind);
   if (*kind == BackendKind::kCuda) *described += " (" + f.precision + ")";

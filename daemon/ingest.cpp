@@ -138,7 +138,9 @@ class Ingester {
     if (p->error.empty()) {
       jobs::BatchRequest r =
           jobs::ParseBatchLine(p->line.text, static_cast<int>(p->req.line), name);
-      if (r.error.empty()) r.error = PlanKey(ctx_, r, name, &p->key);
+      if (r.error.empty()) {
+        if (Status st = PlanKey(ctx_, r, name, &p->key); !st.ok()) r.error = st.message();
+      }
       p->error = std::move(r.error);
       p->req.custom_id = std::move(r.custom_id);
     }
@@ -219,7 +221,7 @@ class Ingester {
         valid.push_back(i);
         keys.emplace_back(chunk_[i].key);
       }
-    const Plan plan = PlanPrefixes(keys, /*block_size=*/1);
+    LLMQ_ASSIGN_OR_RETURN(const Plan plan, PlanPrefixes(keys, /*block_size=*/1));
     insert_order_.clear();
     for (uint32_t k : plan.order) insert_order_.push_back(&chunk_[valid[k]]);
     for (Pending& p : chunk_)

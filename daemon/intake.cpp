@@ -91,10 +91,9 @@ Status Intake::AcceptFiles(const std::vector<std::string>& names, bool look_up,
     TestSwapAfterOpen(inbox_fd_, name);  // TEST ONLY (LLMQ_TEST_SWAP_AFTER_OPEN)
     std::string sha;                     // "" = ingest hashes it while reading it
     if (look_up && !LookUp(name, f, &sha, out)) continue;
-    if (std::string why = spool::WholeFileRefusal(f, name, limits.max_line_bytes, ctx_);
-        !why.empty()) {
+    if (Status why = spool::WholeFileRefusal(f, name, limits.max_line_bytes, ctx_); !why.ok()) {
       if (f.IsAt(inbox_fd_, name))
-        Refuse(name, why, out);
+        Refuse(name, why.message(), out);
       else  // another file stands there now: it is looked at anew
         out->resettle.push_back(name);
       continue;

@@ -88,7 +88,10 @@ Status JobRunner::Feed() {
     Request r;
     r.id = std::move(ids[i]);
     std::string err = f.req.error;
-    if (err.empty()) err = BuildRequest(ctx_, f.req, info->name, info->public_id, &r);
+    if (err.empty()) {
+      if (Status st = BuildRequest(ctx_, f.req, info->name, info->public_id, &r); !st.ok())
+        err = st.message();
+    }
     if (!err.empty()) {
       Refuse(p.job, p.line, f.req.custom_id, err);
       continue;

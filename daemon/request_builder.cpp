@@ -39,19 +39,20 @@ void PackBytes(const std::string& s, std::vector<int32_t>* key) {
 }
 
 // The token ids a line names besides its prompt (logit_bias, stop_token_ids) lie in the vocabulary.
-std::string CheckTokenIds(const BuildContext& ctx, const jobs::BatchRequest& r,
-                          const std::string& file) {
+Status CheckTokenIds(const BuildContext& ctx, const jobs::BatchRequest& r,
+                     const std::string& file) {
   const int vocab = ctx.model->cfg.vocab_size;
   auto outside = [&](const std::string& field, int64_t id) {
-    return Where(file, r) + "field '" + field + "': token id " + std::to_string(id) +
-           " is outside the vocabulary (" + std::to_string(vocab) + ")";
+    return Status::InvalidArgument(Where(file, r) + "field '" + field + "': token id " +
+                                   std::to_string(id) + " is outside the vocabulary (" +
+                                   std::to_string(vocab) + ")");
   };
   for (const auto& [id, bias] : r.logit_bias)
     if (id >= vocab) return outside("body.logit_bias." + std::to_string(id), id);
   for (size_t i = 0; i < r.stop_token_ids.size(); ++i)
     if (r.stop_token_ids[i] >= vocab)
       return outside("body.stop_token_ids[" + std::to_string(i) + "]", r.stop_token_ids[i]);
-  return "";
+  return Status::Ok();
 }
 
 jobs::LogprobToken Token(const Tokenizer& tok, int32_t id, float logprob) {
@@ -61,64 +62,68 @@ jobs::LogprobToken Token(const Tokenizer& tok, int32_t id, float logprob) {
 
 }  // namespace
 
-std::string PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                    std::vector<int32_t>* key) {
-  if (std::string err = CheckTokenIds(ctx, r, file); !err.empty()) return err;
+Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+               std::vector<int32_t>* key) {
+  LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file));
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     std::string text;
     if (Status st = ctx.chat->Render(Messages(r), &text); !st.ok())
-      return Where(file, r) + BodyField(st.message());
+      return Status::InvalidArgument(Where(file, r) + BodyField(st.message()));
     PackBytes(text, key);
   } else if (r.prompt_is_ids) {
     for (int32_t id : r.prompt_token_ids)
       if (id < 0 || id >= ctx.model->cfg.vocab_size)
-        return Where(file, r) + "field 'body.prompt': token id " + std::to_string(id) +
-               " is outside the vocabulary (" + std::to_string(ctx.model->cfg.vocab_size) + ")";
+        return Status::InvalidArgument(Where(file, r) + "field 'body.prompt': token id " +
+                                       std::to_string(id) + " is outside the vocabulary (" +
+                                       std::to_string(ctx.model->cfg.vocab_size) + ")");
     // Ids, kept apart from text keys by a leading marker no packed text group can equal.
     key->assign(1, INT32_MIN);
     key->insert(key->end(), r.prompt_token_ids.begin(), r.prompt_token_ids.end());
   } else {
     PackBytes(r.prompt, key);
   }
-  return "";
+  return Status::Ok();
 }
 
-std::string BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r,
-                         const std::string& file, const std::string& job_id, Request* out) {
+Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+                    const std::string& job_id, Request* out) {
   const Model& m = *ctx.model;
   const std::string where = Where(file, r);
-  if (std::string err = CheckTokenIds(ctx, r, file); !err.empty()) return err;
+  LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file));
   std::vector<int> ids;
   const char* prompt_field = "body.prompt";
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     prompt_field = "body.messages";
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     if (Status st = ctx.chat->Encode(*m.tokenizer, Messages(r), &ids); !st.ok())
-      return where + BodyField(st.message());
+      return Status::InvalidArgument(where + BodyField(st.message()));
   } else if (r.prompt_is_ids) {
     std::vector<int32_t> key;
-    if (std::string err = PlanKey(ctx, r, file, &key); !err.empty()) return err;
+    LLMQ_RETURN_IF_ERROR(PlanKey(ctx, r, file, &key));
     ids.assign(r.prompt_token_ids.begin(), r.prompt_token_ids.end());
   } else {
     ids = m.tokenizer->Encode(r.prompt);
   }
   const int ctx_len = m.cfg.max_position_embeddings;
   const int n = static_cast<int>(ids.size());
-  if (n == 0) return where + "field '" + prompt_field + "': the prompt is empty";
+  if (n == 0)
+    return Status::InvalidArgument(where + "field '" + prompt_field + "': the prompt is empty");
   // Chat without max_tokens may use what is left of what one sequence can hold.
   const int64_t max_tokens = r.max_tokens.value_or(
       r.endpoint == jobs::Endpoint::kCompletions ? 16 : std::min(ctx.capacity, ctx_len) - n);
   const std::string field = r.max_tokens ? "body.max_tokens" : prompt_field;
   if (n >= ctx_len || n + max_tokens > ctx_len)
-    return where + "field '" + field + "': prompt (" + std::to_string(n) +
-           " tokens) + max_tokens (" + std::to_string(max_tokens) +
-           ") exceed the model's context of " + std::to_string(ctx_len) + " tokens";
+    return Status::InvalidArgument(where + "field '" + field + "': prompt (" + std::to_string(n) +
+                                   " tokens) + max_tokens (" + std::to_string(max_tokens) +
+                                   ") exceed the model's context of " + std::to_string(ctx_len) +
+                                   " tokens");
   // Within the model's context but beyond the KV cache: the operator's setting is the cause.
   if (n >= ctx.capacity || n + max_tokens > ctx.capacity)
-    return where + "prompt (" + std::to_string(n) + " tokens) + max_tokens (" +
-           std::to_string(max_tokens) + ") do not fit the KV cache of " +
-           std::to_string(ctx.capacity) + " tokens set by " + ctx.capacity_setting + ": raise it";
+    return Status::InvalidArgument(where + "prompt (" + std::to_string(n) +
+                                   " tokens) + max_tokens (" + std::to_string(max_tokens) +
+                                   ") do not fit the KV cache of " + std::to_string(ctx.capacity) +
+                                   " tokens set by " + ctx.capacity_setting + ": raise it");
   out->prompt_ids.assign(ids.begin(), ids.end());
   SamplingParams& p = out->params;
   p.max_tokens = static_cast<int>(max_tokens);
@@ -139,7 +144,7 @@ std::string BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r,
   p.stop_token_ids.assign(r.stop_token_ids.begin(), r.stop_token_ids.end());
   p.logprobs = r.logprobs;
   out->n = r.n;
-  return "";
+  return Status::Ok();
 }
 
 std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, const RequestOutput& o,

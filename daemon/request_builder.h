@@ -30,15 +30,15 @@ struct BuildContext {
 // Validates a parsed line beyond its JSON (the chat template accepts its messages) and gives the
 // key the ingest planner orders it by: the rendered prompt's bytes, four to an int32 (requests
 // sharing a textual prefix share a token prefix), or its token ids for a prompt given as ids.
-// Returns "" or an error message naming `file`, the line and the field.
-std::string PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                    std::vector<int32_t>* key);
+// InvalidArgument naming `file`, the line and the field when the line cannot run.
+Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+               std::vector<int32_t>* key);
 
 // Tokenizes a valid line into an engine request: prompt ids, sampling parameters (an unseeded
-// request gets DefaultSeed(job_id, custom_id)), n. Returns "" or an error message naming `file`,
-// the line and the field, or the setting when the operator's configuration is the cause.
-std::string BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r,
-                         const std::string& file, const std::string& job_id, Request* out);
+// request gets DefaultSeed(job_id, custom_id)), n. InvalidArgument naming `file`, the line and
+// the field, or the setting when the operator's configuration is the cause.
+Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+                    const std::string& job_id, Request* out);
 
 // The output line of a finished request.
 std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, const RequestOutput& o,

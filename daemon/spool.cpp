@@ -138,8 +138,8 @@ std::string FreeName(const std::string& dir, const std::string& name,
   }
 }
 
-std::string WholeFileRefusal(const UntrustedFile& file, const std::string& name,
-                             int64_t max_line_bytes, const BuildContext& ctx) {
+Status WholeFileRefusal(const UntrustedFile& file, const std::string& name, int64_t max_line_bytes,
+                        const BuildContext& ctx) {
   const std::unique_ptr<std::istream> in = file.Stream();
   // A file is refused whole only when no line of it can run: one line with a stray Latin-1
   // byte, or one huge line, must not sink the good lines around it (they become error lines).
@@ -151,8 +151,9 @@ std::string WholeFileRefusal(const UntrustedFile& file, const std::string& name,
   bool any_line = false;
   while (reader.Next(&line)) {
     if (line.has_nul)
-      return "binary: a NUL byte at offset " + std::to_string(line.offset + line.nul_at) +
-             " (line " + std::to_string(line.no) + "); a job file is UTF-8 JSONL text";
+      return Status::InvalidArgument("binary: a NUL byte at offset " +
+                                     std::to_string(line.offset + line.nul_at) + " (line " +
+                                     std::to_string(line.no) + "); a job file is UTF-8 JSONL text");
     if (line.bad_utf8 >= 0 && encoding.empty()) {
       char h[3];
       std::snprintf(h, sizeof h, "%02x", static_cast<unsigned char>(line.text[line.bad_utf8]));
@@ -166,16 +167,17 @@ std::string WholeFileRefusal(const UntrustedFile& file, const std::string& name,
     if (error.empty()) {
       jobs::BatchRequest r = jobs::ParseBatchLine(line.text, static_cast<int>(line.no), name);
       std::vector<int32_t> key;
-      if (r.error.empty()) r.error = PlanKey(ctx, r, name, &key);
-      if (r.error.empty()) return "";  // one line can run: the file is accepted
-      error = r.error;
+      const Status st =
+          r.error.empty() ? PlanKey(ctx, r, name, &key) : Status::InvalidArgument(r.error);
+      if (st.ok()) return Status::Ok();  // one line can run: the file is accepted
+      error = st.message();
     }
     if (first_error.empty()) first_error = error;
   }
-  if (reader.bad()) return std::string("read failed: ") + std::strerror(errno);
-  if (!encoding.empty()) return encoding;
-  if (!any_line) return "empty: no request line";
-  return "no valid request line (the first error: " + first_error + ")";
+  if (reader.bad()) return Status::IoError(std::string("read failed: ") + std::strerror(errno));
+  if (!encoding.empty()) return Status::InvalidArgument(encoding);
+  if (!any_line) return Status::InvalidArgument("empty: no request line");
+  return Status::InvalidArgument("no valid request line (the first error: " + first_error + ")");
 }
 
 namespace {

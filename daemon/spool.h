@@ -70,12 +70,14 @@ std::string FitName(const std::string& name, size_t reserve);
 std::string FreeName(const std::string& dir, const std::string& name,
                      const std::vector<std::string>& suffixes = {""});
 
-// Why the whole file cannot run, or "" when at least one line of it can: empty (no non-blank
-// line), or no line that validates: binary (a NUL byte), not UTF-8, else the first line's error
-// is quoted. Reads the file through its descriptor (it was opened within spool.max_file_bytes);
-// memory holds one line of at most `max_line_bytes` (longer lines are counted, not kept).
-std::string WholeFileRefusal(const UntrustedFile& file, const std::string& name,
-                             int64_t max_line_bytes, const BuildContext& ctx);
+// OK when at least one line of the file can run; else why the whole file cannot (the message is
+// the reason the file is refused with): InvalidArgument when it is empty (no non-blank line), or
+// has no line that validates: binary (a NUL byte), not UTF-8, else the first line's error is
+// quoted; IoError when reading it failed. Reads the file through its descriptor (it was opened
+// within spool.max_file_bytes); memory holds one line of at most `max_line_bytes` (longer lines
+// are counted, not kept).
+Status WholeFileRefusal(const UntrustedFile& file, const std::string& name, int64_t max_line_bytes,
+                        const BuildContext& ctx);
 
 // Renames `from_name` of the folder open as `from_dir` (shown as `from_shown` in messages) into
 // failed/ (FreeName with its ".reason.txt") and writes <that name>.reason.txt durably with

@@ -24,11 +24,16 @@ constexpr int kMaxLogprobs = 5;      // OpenAI's limit for completions' logprobs
 constexpr double kMaxBias = 100.0;   // logit_bias values lie in [-100, 100]
 constexpr double kMaxPenalty = 2.0;  // presence / frequency penalties lie in [-2, 2]
 
-// Thrown inside the parser only (never out of ParseBatchLine): the first problem found, with the
-// field it concerns already in the message.
+// The first problem found, with the field it concerns already in the message. Thrown by Refuse
+// inside the parser only: ParseBatchLine and ParseChatMessages, the parser's only entries, catch it
+// (no exception leaves this file).
 struct LineError {
   std::string message;
 };
+
+[[noreturn]] void Refuse(std::string message) {
+  throw LineError{std::move(message)};  // caught in ParseBatchLine and ParseChatMessages
+}
 
 // A short rendering of a JSON value for messages: `got -3`, `got "abc"`, `got an object`.
 std::string Got(const json& v) {
@@ -48,11 +53,11 @@ std::string Got(const json& v) {
 }
 
 [[noreturn]] void Fail(const std::string& field, const std::string& what, const json& v) {
-  throw LineError{"field '" + field + "' " + what + ", " + Got(v)};
+  Refuse("field '" + field + "' " + what + ", " + Got(v));
 }
 
 [[noreturn]] void Missing(const std::string& field, const std::string& what) {
-  throw LineError{"field '" + field + "' is missing (" + what + ")"};
+  Refuse("field '" + field + "' is missing (" + what + ")");
 }
 
 // `obj[key]` or nullptr when absent or null (OpenAI treats an explicit null as "not given").
@@ -273,8 +278,7 @@ void ParsePenalties(const json& body, BatchRequest* req) {
                           key.find_first_not_of("0123456789") == std::string::npos;
       if (digits) id = std::stoll(key);
       if (id < 0 || id > std::numeric_limits<int32_t>::max())
-        throw LineError{"field '" + field +
-                        "': the key must be a token id (a non-negative integer)"};
+        Refuse("field '" + field + "': the key must be a token id (a non-negative integer)");
       if (bias.is_null()) continue;
       req->logit_bias.push_back(
           {id, NumberWhere(
@@ -512,21 +516,22 @@ const std::vector<FieldRule>& BodyFieldRules() {
   return rules;
 }
 
-std::string ParseChatMessages(std::string_view text, const std::string& what,
-                              std::vector<ChatMessage>* out) {
+Status ParseChatMessages(std::string_view text, const std::string& what,
+                         std::vector<ChatMessage>* out) {
   out->clear();
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return what + ": invalid JSON: " + ParseErrorText(text);
+  if (j.is_discarded())
+    return Status::InvalidArgument(what + ": invalid JSON: " + ParseErrorText(text));
   BatchRequest req;
   try {
     ParseMessages(json{{"messages", j}}, &req);
   } catch (const LineError& e) {
-    return what + ": " + e.message;
+    return Status::InvalidArgument(what + ": " + e.message);
   } catch (const std::exception& e) {  // not expected: every access is type-checked
-    return what + ": cannot read the messages: " + e.what();
+    return Status::InvalidArgument(what + ": cannot read the messages: " + e.what());
   }
   *out = std::move(req.messages);
-  return "";
+  return Status::Ok();
 }
 
 BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& file) {

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
+
 namespace llmq::jobs {
 
 struct ChatMessage {
@@ -80,9 +82,9 @@ struct FieldRule {
 const std::vector<FieldRule>& BodyFieldRules();
 
 // A JSON list of chat messages (the CLI's --messages), checked and read as a chat request's
-// body.messages is. Returns "" or an error naming `what` and the field, e.g. "--messages: field
+// body.messages is. InvalidArgument naming `what` and the field, e.g. "--messages: field
 // 'body.messages[1].role' must be ...".
-std::string ParseChatMessages(std::string_view text, const std::string& what,
-                              std::vector<ChatMessage>* out);
+Status ParseChatMessages(std::string_view text, const std::string& what,
+                         std::vector<ChatMessage>* out);
 
 }  // namespace llmq::jobs

@@ -19,12 +19,11 @@ namespace {
 
 using testing::RunLlmq;
 
-// Whether a usable CUDA device is here (never when built without CUDA), and if not, why.
-bool DeviceHere(std::string* why) {
+// Whether a usable CUDA device is here (never when built without CUDA).
+bool DeviceHere() {
 #ifdef LLMQ_HAVE_CUDA
-  return CudaDevicePresent(why);
+  return CheckCudaDevice().ok();
 #else
-  *why = "built without CUDA";
   return false;
 #endif
 }
@@ -46,30 +45,31 @@ TEST(BackendChoice, NamesParseBothWays) {
 }
 
 TEST(BackendChoice, ResolvesOnThisMachine) {
-  BackendKind got = BackendKind::kAuto;
-  std::string why = "stale";
-  ASSERT_TRUE(ResolveBackend(BackendKind::kCpu, &got, &why).ok());
-  EXPECT_EQ(got, BackendKind::kCpu);
-  EXPECT_EQ(why, "");
+  const StatusOr<ResolvedBackend> cpu = ResolveBackend(BackendKind::kCpu);
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ(cpu->kind, BackendKind::kCpu);
+  EXPECT_EQ(cpu->why, "");
 
-  std::string device_why;
-  const bool device = DeviceHere(&device_why);
-  ASSERT_TRUE(ResolveBackend(BackendKind::kAuto, &got, &why).ok());
-  EXPECT_EQ(got, device ? BackendKind::kCuda : BackendKind::kCpu);
-  EXPECT_FALSE(why.empty());  // auto says why
+  const bool device = DeviceHere();
+  const StatusOr<ResolvedBackend> automatic = ResolveBackend(BackendKind::kAuto);
+  ASSERT_TRUE(automatic.ok());
+  EXPECT_EQ(automatic->kind, device ? BackendKind::kCuda : BackendKind::kCpu);
+  EXPECT_FALSE(automatic->why.empty());  // auto says why
 
-  const Status cuda = ResolveBackend(BackendKind::kCuda, &got, &why);
+  const StatusOr<ResolvedBackend> cuda = ResolveBackend(BackendKind::kCuda);
   if (device) {
-    EXPECT_TRUE(cuda.ok()) << cuda.message();
-    EXPECT_EQ(got, BackendKind::kCuda);
+    ASSERT_TRUE(cuda.ok()) << cuda.status().message();
+    EXPECT_EQ(cuda->kind, BackendKind::kCuda);
+    EXPECT_EQ(cuda->why, "");
     return;
   }
   ASSERT_FALSE(cuda.ok());
-  EXPECT_EQ(cuda.code(), Status::Code::kUnsupported);
-  EXPECT_NE(cuda.message().find("backend cuda"), std::string::npos) << cuda.message();
-  EXPECT_NE(cuda.message().find(BuiltWithCuda() ? "no usable CUDA device" : "built without CUDA"),
+  const Status& st = cuda.status();
+  EXPECT_EQ(st.code(), Status::Code::kUnsupported);
+  EXPECT_NE(st.message().find("backend cuda"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(BuiltWithCuda() ? "no usable CUDA device" : "built without CUDA"),
             std::string::npos)
-      << cuda.message();
+      << st.message();
 }
 
 class BackendChoiceCli : public ::testing::Test {
@@ -144,8 +144,7 @@ TEST_F(BackendChoiceCli, CpuThreadsAreSaidInPlanStartUpAndSummary) {
 }
 
 TEST_F(BackendChoiceCli, CudaWithoutADeviceIsAClearError) {
-  std::string why;
-  if (DeviceHere(&why)) GTEST_SKIP() << "a CUDA device is here: cuda can be had";
+  if (DeviceHere()) GTEST_SKIP() << "a CUDA device is here: cuda can be had";
   const std::string expect = BuiltWithCuda() ? "no usable CUDA device" : "built without CUDA";
   const auto g = RunLlmq({"generate", "--model", model_, "--prompt", "hi", "--backend", "cuda"});
   EXPECT_EQ(g.exit_code, 1);

@@ -90,8 +90,8 @@ class Model {
   }
 
   void Check(const std::string& what) {
-    std::string why;
-    ASSERT_TRUE(bm_.CheckInvariants(&why)) << what << ": " << why;
+    const Status st = bm_.CheckInvariants();
+    ASSERT_TRUE(st.ok()) << what << ": " << st.message();
     std::vector<int> refs(bm_.num_blocks(), 0);
     for (const auto& s : seqs_)
       for (int32_t b : s->block_table) ++refs[b];

@@ -34,8 +34,8 @@ class BlockManagerTest : public ::testing::Test {
     Check(*bm);
   }
   static void Check(const BlockManager& bm) {
-    std::string why;
-    EXPECT_TRUE(bm.CheckInvariants(&why)) << why;
+    const Status st = bm.CheckInvariants();
+    EXPECT_TRUE(st.ok()) << st.message();
   }
   static std::vector<int32_t> Range(int from, int n) {
     std::vector<int32_t> v(n);

@@ -14,11 +14,12 @@ TEST(CudaDevice, SmokeKernelMatchesCpu) {
 #ifndef LLMQ_HAVE_CUDA
   GTEST_SKIP() << "built without CUDA (nvcc not found at configure time)";
 #else
-  kernels::cuda::DeviceInfo info;
-  std::string why;
-  if (!kernels::cuda::QueryDevices(&info, &why)) GTEST_SKIP() << "no usable GPU: " << why;
+  const StatusOr<kernels::cuda::DeviceInfo> info = kernels::cuda::QueryDevices();
+  if (!info.ok()) GTEST_SKIP() << "no usable GPU: " << info.status().message();
+  EXPECT_GE(info->count, 1);
   std::vector<float> out(1000);
-  ASSERT_TRUE(kernels::cuda::SmokeTest(0.5f, 3.0f, 1000, out.data(), &why)) << why;
+  const Status st = kernels::cuda::SmokeTest(0.5f, 3.0f, 1000, out.data());
+  ASSERT_TRUE(st.ok()) << st.message();
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(out[i], 0.5f * i + 3.0f);
 #endif
 }

@@ -99,9 +99,9 @@ class EngineServiceTest : public ::testing::Test {
         EXPECT_FALSE(out.count(o.id)) << o.id << " reported twice";
         out[o.id] = std::move(o);
       }
-      std::string why;
-      EXPECT_TRUE(e->CheckInvariants(&why)) << "after step " << k << ": " << why;
-      if (!why.empty()) break;
+      const Status invariants = e->CheckInvariants();
+      EXPECT_TRUE(invariants.ok()) << "after step " << k << ": " << invariants.message();
+      if (!invariants.ok()) break;
     }
     EXPECT_FALSE(e->HasWork());
     EXPECT_EQ(e->num_unfinished(), 0u);
@@ -167,8 +167,8 @@ class EngineCancelTest : public EngineServiceTest {
       cancelled = e->Cancel(c.victim);
       EXPECT_EQ(e->num_unfinished(), unfinished) << "reported on the next step";
       EXPECT_FALSE(e->Cancel(c.victim)) << "a second Cancel of the same id";
-      std::string why;
-      EXPECT_TRUE(e->CheckInvariants(&why)) << "after Cancel: " << why;
+      const Status st = e->CheckInvariants();
+      EXPECT_TRUE(st.ok()) << "after Cancel: " << st.message();
     });
     ASSERT_TRUE(cancelled);
     ASSERT_TRUE(got.count(c.victim));
@@ -392,8 +392,8 @@ TEST_F(EngineServiceTest, PlannerFailureFallsBackToArrivalOrder) {
   opt.enable_planner = false;
   const Outputs reference = RunAll(reqs, opt);
   opt.enable_planner = true;
-  opt.planner = [](const std::vector<std::span<const int32_t>>&, int) -> Plan {
-    throw std::bad_alloc();
+  opt.planner = [](const std::vector<std::span<const int32_t>>&, int) -> StatusOr<Plan> {
+    throw std::bad_alloc();  // as planning a huge window may
   };
   auto e = Make(opt);
   for (const Request& r : reqs) e->Add(r);

@@ -85,9 +85,10 @@ class PlannedQueueTest : public ::testing::Test {
     q->Remove(r);
   }
   void Check(const PlannedQueue& q) {
-    std::string why;
-    EXPECT_TRUE(q.CheckInvariants(&why)) << why;
-    EXPECT_TRUE(blocks_.CheckInvariants(&why)) << why;
+    const Status queue = q.CheckInvariants();
+    EXPECT_TRUE(queue.ok()) << queue.message();
+    const Status blocks = blocks_.CheckInvariants();
+    EXPECT_TRUE(blocks.ok()) << blocks.message();
     // Every reference is a live lead's block table entry or a pin.
     std::vector<int> refs(blocks_.num_blocks(), 0);
     for (const auto& r : reqs_)
@@ -150,14 +151,14 @@ TEST_F(PlannedQueueTest, WithoutThePlannerOrABadPlanTheWindowRunsInArrivalOrder)
   for (int i = 0; i < 3; ++i) EXPECT_EQ(bs[i]->position, static_cast<uint64_t>(i));
   EXPECT_EQ(Pins(bad, blocks_.num_blocks()), 0);
 
-  PlannedQueue throws(&blocks_, true, [](const std::vector<std::span<const int32_t>>&, int) {
-    throw std::runtime_error("boom");
-    return Plan{};
-  });
-  for (int i = 0; i < 2; ++i) Add(&throws, Range(10 * i, 5));
-  EXPECT_NE(throws.PlanWindow().message().find("boom"), std::string::npos);
-  EXPECT_EQ(throws.num_queued(), 2u);
-  Check(throws);
+  PlannedQueue fails(&blocks_, true,
+                     [](const std::vector<std::span<const int32_t>>&, int) -> StatusOr<Plan> {
+                       return Status::Internal("boom");
+                     });
+  for (int i = 0; i < 2; ++i) Add(&fails, Range(10 * i, 5));
+  EXPECT_NE(fails.PlanWindow().message().find("boom"), std::string::npos);
+  EXPECT_EQ(fails.num_queued(), 2u);
+  Check(fails);
 }
 
 TEST_F(PlannedQueueTest, MaterializeHandsOutTheQueueInOrderOneAtATimeSkippingHoles) {

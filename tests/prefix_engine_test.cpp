@@ -45,8 +45,8 @@ RunStats RunAll(const ModelConfig& cfg, Backend* be, const std::vector<Request>&
   }
   rs.preemptions = engine->stats().preemptions;
   EXPECT_EQ(engine->blocks().num_in_use(), 0) << "blocks leaked";
-  std::string why;
-  EXPECT_TRUE(engine->CheckInvariants(&why)) << why;
+  const Status st = engine->CheckInvariants();
+  EXPECT_TRUE(st.ok()) << st.message();
   return rs;
 }
 

@@ -20,7 +20,9 @@ std::vector<std::span<const int32_t>> Spans(const Prompts& prompts) {
 }
 
 Plan RunPlan(const Prompts& prompts, int block_size) {
-  return PlanPrefixes(Spans(prompts), block_size);
+  StatusOr<Plan> plan = PlanPrefixes(Spans(prompts), block_size);
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  return plan.ok() ? std::move(plan).value() : Plan{};
 }
 
 bool IsPermutation(const std::vector<uint32_t>& order, size_t n) {
@@ -387,7 +389,7 @@ TEST(PrefixPlanner, DeepChainNeedsNoRecursion) {
   const auto base = Seq(1, kN);
   std::vector<std::span<const int32_t>> spans;
   for (int i = kN - 1; i >= 0; --i) spans.emplace_back(base.data(), i + 1);  // longest first
-  const Plan plan = PlanPrefixes(spans, 16);
+  const Plan plan = PlanPrefixes(spans, 16).value();
   ASSERT_EQ(plan.order.size(), static_cast<size_t>(kN));
   for (int k = 0; k < kN; ++k) ASSERT_EQ(plan.order[k], static_cast<uint32_t>(kN - 1 - k));
   EXPECT_EQ(plan.unique_tokens, kN);

@@ -484,7 +484,8 @@ TEST_F(ServeTest, FilesDroppedTogetherShareTheirSystemPromptAcrossJobs) {
     const jobs::BatchRequest b = jobs::ParseBatchLine(line, 1, "x.jsonl");
     ASSERT_TRUE(b.error.empty()) << b.error;
     Request r;
-    ASSERT_EQ(BuildRequest(ctx, b, "x.jsonl", "batch_x", &r), "");
+    const Status st = BuildRequest(ctx, b, "x.jsonl", "batch_x", &r);
+    ASSERT_TRUE(st.ok()) << st.message();
     prompts.push_back(r.prompt_ids);
   }
   // The prefix tree's tokens: the distinct prefixes of every length.

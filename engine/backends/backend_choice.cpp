@@ -14,33 +14,23 @@ bool BuiltWithCuda() {
 #endif
 }
 
-Status ResolveBackend(BackendKind want, BackendKind* got, std::string* why) {
-  std::string reason;
-  if (why) why->clear();
-  if (want == BackendKind::kCpu) {
-    *got = BackendKind::kCpu;
-    return Status::Ok();
-  }
+StatusOr<ResolvedBackend> ResolveBackend(BackendKind want) {
+  if (want == BackendKind::kCpu) return ResolvedBackend{BackendKind::kCpu, ""};
 #ifdef LLMQ_HAVE_CUDA
-  std::string device_why;
-  const bool device = CudaDevicePresent(&device_why);
-  if (device) {
-    *got = BackendKind::kCuda;
-    if (why && want == BackendKind::kAuto) *why = "a CUDA device is present";
-    return Status::Ok();
-  }
-  reason = "no usable CUDA device: " + device_why;
+  const Status device = CheckCudaDevice();
+  if (device.ok())
+    return ResolvedBackend{BackendKind::kCuda,
+                           want == BackendKind::kAuto ? "a CUDA device is present" : ""};
+  const std::string reason = "no usable CUDA device: " + device.message();
 #else
-  reason = "built without CUDA";
+  const std::string reason = "built without CUDA";
 #endif
   if (want == BackendKind::kCuda)
     return Status::Unsupported("backend cuda: " + reason +
                                (BuiltWithCuda() ? ""
                                                 : " (llmq is built with it where nvcc is found, "
                                                   "or with -DLLMQ_CUDA=ON)"));
-  *got = BackendKind::kCpu;
-  if (why) *why = reason;
-  return Status::Ok();
+  return ResolvedBackend{BackendKind::kCpu, reason};
 }
 
 }  // namespace llmq

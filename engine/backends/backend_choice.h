@@ -13,10 +13,14 @@ namespace llmq {
 // True when this binary was built with the CUDA backend (LLMQ_HAVE_CUDA).
 bool BuiltWithCuda();
 
+struct ResolvedBackend {
+  BackendKind kind = BackendKind::kCpu;  // kCpu or kCuda
+  std::string why;                       // why `auto` chose as it did; "" for an explicit choice
+};
+
 // What `want` means here: cpu is cpu; auto is cuda when built with CUDA and a device is usable,
 // else cpu; cuda is cuda, or Unsupported naming why not ("built without CUDA ...", "no usable
-// CUDA device: <the runtime's reason>"). *got is kCpu or kCuda; *why (may be null) says why auto
-// chose as it did ("" for an explicit choice).
-Status ResolveBackend(BackendKind want, BackendKind* got, std::string* why);
+// CUDA device: <the runtime's reason>").
+StatusOr<ResolvedBackend> ResolveBackend(BackendKind want);
 
 }  // namespace llmq

@@ -24,12 +24,11 @@ std::string DescribeUsableCpus() {
 
 Status GpuMemory(uint64_t* bytes, std::string* name) {
 #ifdef LLMQ_HAVE_CUDA
-  kernels::cuda::DeviceInfo info;
-  std::string why;
-  if (!kernels::cuda::QueryDevices(&info, &why))
-    return Status::Unsupported("no usable CUDA device (" + why + ")");
-  *bytes = info.total_memory;
-  *name = info.name;
+  const StatusOr<kernels::cuda::DeviceInfo> info = kernels::cuda::QueryDevices();
+  if (!info.ok())
+    return Status::Unsupported("no usable CUDA device (" + info.status().message() + ")");
+  *bytes = info->total_memory;
+  *name = info->name;
   return Status::Ok();
 #else
   (void)bytes;

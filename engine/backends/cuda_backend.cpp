@@ -215,9 +215,9 @@ class CudaBackendImpl final : public CudaBackend {
     device_name_ = prop.name;
     num_sms_ = prop.multiProcessorCount;
     LLMQ_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    std::string why;
-    const kc::CublasApi* api = kc::Cublas(&why);
-    if (!api) return Status::Unsupported("cuBLAS: " + why);
+    if (Status st = kc::LoadCublas(); !st.ok())
+      return Status::Unsupported("cuBLAS: " + st.message());
+    const kc::CublasApi* api = kc::Cublas();
     LLMQ_CUBLAS_TRY(api->create(&cublas_));
     LLMQ_CUBLAS_TRY(api->set_stream(cublas_, stream_));
     // A workspace of our own (set after the stream, which resets it): cuBLAS then allocates
@@ -888,8 +888,8 @@ Status Make(const ModelConfig& cfg, const Weights* w, const CudaBackendOptions& 
 
 Status MakeAny(const ModelConfig& cfg, const Weights* w, const CudaBackendOptions& opt,
                uint64_t seed, std::unique_ptr<CudaBackend>* out) {
-  std::string why;
-  if (!CudaDevicePresent(&why)) return Status::Unsupported("no usable CUDA device: " + why);
+  if (Status st = CheckCudaDevice(); !st.ok())
+    return Status::Unsupported("no usable CUDA device: " + st.message());
   if (cfg.head_dim % 2 || cfg.head_dim > 256)
     return Status::Unsupported("the CUDA backend supports an even head_dim up to 256, not " +
                                std::to_string(cfg.head_dim));
@@ -899,9 +899,8 @@ Status MakeAny(const ModelConfig& cfg, const Weights* w, const CudaBackendOption
 
 }  // namespace
 
-bool CudaDevicePresent(std::string* why) {
-  kernels::cuda::DeviceInfo info;
-  return kernels::cuda::QueryDevices(&info, why);
+Status CheckCudaDevice() {
+  return kernels::cuda::QueryDevices().status();
 }
 
 Status CreateCudaBackendTyped(const ModelConfig& cfg, const Weights& w,

@@ -1,7 +1,7 @@
 // CudaBackend: the throughput backend. Weights live on the device once (bf16, or fp32 in the exact
 // mode), the KV pool is one allocation per cache, GEMMs go through cuBLAS (bf16 in, fp32
 // accumulate) and everything around them is kernels/cuda/. Built only with LLMQ_HAVE_CUDA; a
-// machine without a usable device is told so by CudaDevicePresent, never by an abort.
+// machine without a usable device is told so by CheckCudaDevice, never by an abort.
 #pragma once
 
 #include <map>
@@ -63,8 +63,9 @@ class CudaBackend : public Backend {
   virtual std::string device_name() const = 0;
 };
 
-// True when a CUDA device can be used; otherwise false with the runtime's reason in `why`.
-bool CudaDevicePresent(std::string* why);
+// OK when a CUDA device can be used; otherwise Unsupported with the runtime's reason as the
+// message (no driver, "no CUDA device", ...).
+Status CheckCudaDevice();
 
 // Uploads `w` and builds the backend. Errors (no device, out of memory, a failed cuBLAS call) name
 // the call and the reason.

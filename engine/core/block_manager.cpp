@@ -328,11 +328,8 @@ void BlockManager::Fork(const Sequence& parent, Sequence* child) {
   child->num_registered = parent.num_registered;
 }
 
-bool BlockManager::CheckInvariants(std::string* why) const {
-  auto fail = [why](std::string m) {
-    if (why) *why = std::move(m);
-    return false;
-  };
+Status BlockManager::CheckInvariants() const {
+  auto fail = [](std::string m) { return Status::Internal(std::move(m)); };
   const auto name = [](int32_t b) { return "block " + std::to_string(b); };
   std::vector<uint8_t> seen(num_blocks_, 0);  // 1: on the free list, 2: on the LRU list
   for (int32_t b : free_) {
@@ -386,7 +383,7 @@ bool BlockManager::CheckInvariants(std::string* why) const {
       return fail("a live prefix entry names " + name(b) + ", which is not live");
   if (live_.size() > live_keys)
     return fail("the live index holds more entries than its live blocks have prefixes");
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace llmq

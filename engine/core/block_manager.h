@@ -44,6 +44,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/status.h"
 #include "engine/core/sequence.h"
 
 namespace llmq {
@@ -93,8 +94,8 @@ class BlockManager {
   void Ref(int32_t block);
   void Unref(int32_t block);
   int ref_count(int32_t block) const { return blocks_[block].ref; }
-  // Checks the invariants above (O(num_blocks)); on a violation says which in `why`.
-  bool CheckInvariants(std::string* why) const;
+  // Checks the invariants above (O(num_blocks)); on a violation Internal saying which.
+  Status CheckInvariants() const;
   size_t num_cached() const { return map_.size(); }
   bool prefix_cache_enabled() const { return cache_enabled_; }
 

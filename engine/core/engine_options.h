@@ -35,8 +35,10 @@ struct EngineOptions {
   // step.
   bool profile = false;
   SchedulerOptions scheduler;
-  // The window planner; null: PlanPrefixes. An exception from it falls back to arrival order.
-  std::function<Plan(const std::vector<std::span<const int32_t>>&, int block_size)> planner;
+  // The window planner; null: PlanPrefixes. An error from it (or an order that is no permutation,
+  // or std::bad_alloc while it plans) falls back to arrival order.
+  std::function<StatusOr<Plan>(const std::vector<std::span<const int32_t>>&, int block_size)>
+      planner;
 };
 
 }  // namespace llmq

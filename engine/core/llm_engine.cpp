@@ -431,12 +431,10 @@ Status LlmEngine::Step(std::vector<RequestOutput>* out) {
   return planned;
 }
 
-bool LlmEngine::CheckInvariants(std::string* why) const {
-  if (!blocks_.CheckInvariants(why) || !queue_.CheckInvariants(why)) return false;
-  auto fail = [why](std::string m) {
-    if (why) *why = std::move(m);
-    return false;
-  };
+Status LlmEngine::CheckInvariants() const {
+  LLMQ_RETURN_IF_ERROR(blocks_.CheckInvariants());
+  LLMQ_RETURN_IF_ERROR(queue_.CheckInvariants());
+  auto fail = [](std::string m) { return Status::Internal(std::move(m)); };
   // Run lets go of every copy's source, whether the step succeeded or not.
   if (blocks_.num_copy_holds() != 0)
     return fail(std::to_string(blocks_.num_copy_holds()) + " copy sources still held after a step");
@@ -466,7 +464,7 @@ bool LlmEngine::CheckInvariants(std::string* why) const {
   if (window != queue_.num_window() || queued != queue_.num_queued() ||
       running != queue_.num_admitted())
     return fail("request counts disagree with the requests' phases");
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace llmq

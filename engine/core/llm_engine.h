@@ -88,8 +88,9 @@ class LlmEngine {
   const StepProfile& profile() const { return profile_; }
   const KvPoolPlan& kv_pool() const { return kv_pool_; }
   // The block manager's invariants, and: every block's ref count equals the references of live
-  // sequences' block tables plus the engine's pins. O(blocks + live requests); for tests.
-  bool CheckInvariants(std::string* why) const;
+  // sequences' block tables plus the engine's pins. O(blocks + live requests); for tests. Internal
+  // saying which on a violation.
+  Status CheckInvariants() const;
 
  private:
   LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* tokenizer,

@@ -3,11 +3,25 @@
 #include <algorithm>
 #include <iterator>
 #include <numeric>
-#include <stdexcept>
 
 namespace llmq {
 
 using Phase = PlannedQueue::Entry::Phase;
+
+namespace {
+
+// A planner's order must be a permutation of the window: it comes from EngineOptions::planner.
+Status CheckPermutation(const std::vector<uint32_t>& order, size_t n) {
+  std::vector<bool> seen(n);
+  for (uint32_t i : order) {
+    if (i >= seen.size() || seen[i]) return Status::Internal("order is not a permutation");
+    seen[i] = true;
+  }
+  if (order.size() != n) return Status::Internal("order is not a permutation");
+  return Status::Ok();
+}
+
+}  // namespace
 
 PlannedQueue::PlannedQueue(BlockManager* blocks, bool enable_planner, Planner planner)
     : blocks_(blocks), enable_planner_(enable_planner), planner_(std::move(planner)) {}
@@ -32,32 +46,33 @@ Status PlannedQueue::PlanWindow() {
   if (enable_planner_ && window_.size() > 1) {
     std::vector<std::span<const int32_t>> prompts;
     std::vector<Group> groups;
+    // std::bad_alloc while planning (a huge window) fails the plan as an error the planner
+    // returns does: no exception leaves PlanWindow.
     try {
       prompts.reserve(window_.size());
       for (const Entry* e : window_) prompts.push_back(e->prompt);
-      Plan plan = planner_ ? planner_(prompts, block_size) : PlanPrefixes(prompts, block_size);
-      std::vector<bool> seen(window_.size());
-      for (uint32_t i : plan.order) {
-        if (i >= seen.size() || seen[i]) throw std::runtime_error("order is not a permutation");
-        seen[i] = true;
+      StatusOr<Plan> plan =
+          planner_ ? planner_(prompts, block_size) : PlanPrefixes(prompts, block_size);
+      status = plan.ok() ? CheckPermutation(plan->order, window_.size()) : plan.status();
+      if (status.ok()) {
+        if (blocks_->prefix_cache_enabled())
+          for (const PlanGroup& g : plan->groups)
+            groups.push_back({g.begin + base, g.end + base, g.shared_tokens, {}, false, 0});
+        // UpdatePins stops at the first group not yet reached: keep them sorted by `begin` (the
+        // planner emits parents before children, so this is already so; stable keeps it so).
+        std::stable_sort(groups.begin(), groups.end(),
+                         [](const Group& a, const Group& b) { return a.begin < b.begin; });
+        order = std::move(plan->order);
+        groups_.insert(groups_.end(), std::make_move_iterator(groups.begin()),
+                       std::make_move_iterator(groups.end()));
       }
-      if (plan.order.size() != window_.size())
-        throw std::runtime_error("order is not a permutation");
-      if (blocks_->prefix_cache_enabled())
-        for (const PlanGroup& g : plan.groups)
-          groups.push_back({g.begin + base, g.end + base, g.shared_tokens, {}, false, 0});
-      // UpdatePins stops at the first group not yet reached: keep them sorted by `begin` (the
-      // planner emits parents before children, so this is already so; stable keeps it so).
-      std::stable_sort(groups.begin(), groups.end(),
-                       [](const Group& a, const Group& b) { return a.begin < b.begin; });
-      order = std::move(plan.order);
-      groups_.insert(groups_.end(), std::make_move_iterator(groups.begin()),
-                     std::make_move_iterator(groups.end()));
     } catch (const std::exception& e) {
-      status = Status::Internal("planner: " + std::string(e.what()) + "; a window of " +
+      status = Status::Internal(e.what());
+    }
+    if (!status.ok())
+      status = Status::Internal("planner: " + status.message() + "; a window of " +
                                 std::to_string(window_.size()) +
                                 " requests runs in arrival order, without pins");
-    }
   }
   for (uint32_t i : order) {
     Entry* e = window_[i];
@@ -173,11 +188,8 @@ void PlannedQueue::CountPins(std::vector<int>* refs) const {
     for (int32_t b : g.pinned) ++(*refs)[b];
 }
 
-bool PlannedQueue::CheckInvariants(std::string* why) const {
-  auto fail = [why](std::string m) {
-    if (why) *why = std::move(m);
-    return false;
-  };
+Status PlannedQueue::CheckInvariants() const {
+  auto fail = [](std::string m) { return Status::Internal(std::move(m)); };
   for (const Entry* e : window_)
     if (e->phase != Phase::kWindow) return fail("a window entry is not in phase kWindow");
   size_t queued = 0;
@@ -210,7 +222,7 @@ bool PlannedQueue::CheckInvariants(std::string* why) const {
       return fail("a group pins " + std::to_string(g.pinned.size()) + " blocks for " +
                   std::to_string(g.shared_tokens) + " shared tokens");
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace llmq

@@ -50,7 +50,8 @@ class PlannedQueue {
     // pins are taken from its block table once it has computed a group's shared prefix.
     const Sequence* lead = nullptr;
   };
-  using Planner = std::function<Plan(const std::vector<std::span<const int32_t>>&, int block_size)>;
+  using Planner =
+      std::function<StatusOr<Plan>(const std::vector<std::span<const int32_t>>&, int block_size)>;
 
   // `planner` null: PlanPrefixes; `enable_planner` false: arrival order, no groups. Groups are
   // pinned only when `blocks` has its prefix cache on (a pin keeps nothing reusable otherwise).
@@ -60,8 +61,9 @@ class PlannedQueue {
 
   // Adds `e` (phase kWindow) to the window.
   void Add(Entry* e);
-  // Orders the window and appends it to the queue, with its groups. Non-OK when the planner threw
-  // or returned no permutation: the window is queued in arrival order, without groups.
+  // Orders the window and appends it to the queue, with its groups. Non-OK when the planner failed
+  // (an error, no permutation, std::bad_alloc): the window is queued in arrival order, without
+  // groups.
   Status PlanWindow();
   // The next live queued entry past those already handed out, in planned order; null when there
   // is none. The caller sets its `lead` and hands that sequence to the scheduler.
@@ -89,8 +91,8 @@ class PlannedQueue {
   size_t bookkeeping_size() const { return window_.size() + planned_.size() + groups_.size(); }
   // Adds one to (*refs)[b] for each pin on block b (the engine's reference accounting).
   void CountPins(std::vector<int>* refs) const;
-  // The invariants above; O(queue + groups). For tests.
-  bool CheckInvariants(std::string* why) const;
+  // The invariants above; O(queue + groups). For tests. Internal saying which on a violation.
+  Status CheckInvariants() const;
 
  private:
   struct Group {

@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
-#include <stdexcept>
 
 #ifdef __AVX2__
 #include <immintrin.h>
@@ -258,12 +257,12 @@ class RadixTree {
 
 }  // namespace
 
-Plan PlanPrefixes(const std::vector<std::span<const int32_t>>& prompts, int block_size) {
+StatusOr<Plan> PlanPrefixes(const std::vector<std::span<const int32_t>>& prompts, int block_size) {
   // Node indices, order entries and edge offsets are 32-bit; shared_tokens is int32.
-  if (prompts.size() >= kNone / 2) throw std::invalid_argument("PlanPrefixes: too many prompts");
+  if (prompts.size() >= kNone / 2) return Status::InvalidArgument("PlanPrefixes: too many prompts");
   for (const auto& p : prompts) {
     if (p.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-      throw std::invalid_argument("PlanPrefixes: prompt longer than 2^31-1 tokens");
+      return Status::InvalidArgument("PlanPrefixes: prompt longer than 2^31-1 tokens");
     }
   }
   block_size = std::max(block_size, 1);

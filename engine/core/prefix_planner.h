@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "base/status.h"
+
 namespace llmq {
 
 struct PlanGroup {
@@ -27,6 +29,8 @@ struct Plan {
 // `prompts[i]` are request i's prompt ids. Within a group, children come in a deterministic order
 // (larger subtrees first, ties by first appearance); identical prompts stay in input order.
 // O(total tokens) time and memory; 100,000 prompts of ~1,300 tokens plan in well under a second.
-Plan PlanPrefixes(const std::vector<std::span<const int32_t>>& prompts, int block_size);
+// InvalidArgument past the 32-bit indices: 2^31 prompts or more, or a prompt of 2^31 tokens or
+// more.
+StatusOr<Plan> PlanPrefixes(const std::vector<std::span<const int32_t>>& prompts, int block_size);
 
 }  // namespace llmq

@@ -28,8 +28,9 @@ std::string Model::backend_description() const {
 Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out) {
   Model m;
   m.choice = choice;
-  BackendKind kind = BackendKind::kCpu;
-  LLMQ_RETURN_IF_ERROR(ResolveBackend(choice.kind, &kind, &m.backend_why));
+  LLMQ_ASSIGN_OR_RETURN(ResolvedBackend resolved, ResolveBackend(choice.kind));
+  const BackendKind kind = resolved.kind;
+  m.backend_why = std::move(resolved.why);
   LLMQ_RETURN_IF_ERROR(LoadModelConfig(dir, &m.cfg));
   LLMQ_RETURN_IF_ERROR(Weights::Load(dir, m.cfg, &m.weights));
   LLMQ_RETURN_IF_ERROR(Tokenizer::Load(dir, &m.tokenizer));

@@ -13,9 +13,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string_view>
 
 #include "kernels/cpu/thread_pool.h"
@@ -303,7 +306,7 @@ void* AllocateBuffer(std::size_t bytes, std::size_t align) {
   if (bytes < kPopulateBytes) return ::operator new(bytes, std::align_val_t(align));
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
                  -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
+  if (p == MAP_FAILED) throw std::bad_alloc();  // caught in LlmEngine::Run, as new's (gemm.h)
   return p;
 }
 

@@ -19,7 +19,9 @@ namespace llmq::kernels {
 // Large buffers (>= kPopulateBytes) come straight from the kernel with their pages populated in
 // one call (on a virtual machine each first touch of a page is a trap to the hypervisor: loading
 // bench-110m's 0.5 GB of packed weights took ~1 s more page by page); smaller ones from the heap.
-// Both are at least 64-byte aligned. Throws std::bad_alloc when out of memory.
+// Both are at least 64-byte aligned. Out of memory: std::bad_alloc, from either, as from every
+// allocation of the program (an allocator has no Status to return); a step's forward catches it
+// (LlmEngine::Run) and fails that step's requests, so the daemon goes on.
 constexpr std::size_t kPopulateBytes = std::size_t{4} << 20;
 void* AllocateBuffer(std::size_t bytes, std::size_t align);
 void FreeBuffer(void* p, std::size_t bytes, std::size_t align);

@@ -43,12 +43,19 @@ Loaded Load() {
   return l;  // the library stays loaded for the life of the process
 }
 
+const Loaded& Once() {
+  static const Loaded loaded = Load();
+  return loaded;
+}
+
 }  // namespace
 
-const CublasApi* Cublas(std::string* why) {
-  static const Loaded loaded = Load();
-  if (!loaded.ok && why) *why = loaded.why;
-  return loaded.ok ? &loaded.api : nullptr;
+Status LoadCublas() {
+  return Once().ok ? Status::Ok() : Status::Unsupported(Once().why);
+}
+
+const CublasApi* Cublas() {
+  return Once().ok ? &Once().api : nullptr;
 }
 
 }  // namespace llmq::kernels::cuda

@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include "base/status.h"
+
 namespace llmq::kernels::cuda {
 
 // The C entry points (cublas_api.h also declares C++ overloads of the two products, so their types
@@ -33,7 +35,10 @@ struct CublasApi {
   decltype(&cublasGetStatusString) status_string;
 };
 
-// The table, or null with the reason (the library or a symbol missing) in *why when given.
-const CublasApi* Cublas(std::string* why = nullptr);
+// OK when the library is loaded with every entry point; otherwise Unsupported with the reason (the
+// library or a symbol missing).
+Status LoadCublas();
+// The table, or null when LoadCublas fails.
+const CublasApi* Cublas();
 
 }  // namespace llmq::kernels::cuda

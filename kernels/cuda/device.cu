@@ -11,33 +11,37 @@ __global__ void AffineIota(float a, float b, int n, float* out) {
   if (i < n) out[i] = a * static_cast<float>(i) + b;
 }
 
-bool Ok(cudaError_t e, std::string* why) {
-  if (e == cudaSuccess) return true;
-  *why = cudaGetErrorString(e);
-  return false;
+// The device cannot be used: the runtime's reason.
+Status Unusable(cudaError_t e) {
+  return Status::Unsupported(cudaGetErrorString(e));
 }
 
 }  // namespace
 
-bool QueryDevices(DeviceInfo* info, std::string* why) {
-  if (!Ok(cudaGetDeviceCount(&info->count), why)) return false;
-  if (info->count == 0) return *why = "no CUDA device", false;
+StatusOr<DeviceInfo> QueryDevices() {
+  DeviceInfo info;
+  cudaError_t e = cudaGetDeviceCount(&info.count);
+  if (e != cudaSuccess) return Unusable(e);
+  if (info.count == 0) return Status::Unsupported("no CUDA device");
   cudaDeviceProp prop{};
-  if (!Ok(cudaGetDeviceProperties(&prop, 0), why)) return false;
-  info->name = prop.name;
-  info->sm_major = prop.major;
-  info->sm_minor = prop.minor;
-  return Ok(cudaMemGetInfo(&info->free_memory, &info->total_memory), why);
+  if ((e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess) return Unusable(e);
+  info.name = prop.name;
+  info.sm_major = prop.major;
+  info.sm_minor = prop.minor;
+  if ((e = cudaMemGetInfo(&info.free_memory, &info.total_memory)) != cudaSuccess)
+    return Unusable(e);
+  return info;
 }
 
-bool SmokeTest(float a, float b, int n, float* out, std::string* why) {
+Status SmokeTest(float a, float b, int n, float* out) {
   float* d = nullptr;
-  if (!Ok(cudaMalloc(&d, sizeof(float) * n), why)) return false;
+  cudaError_t e = cudaMalloc(&d, sizeof(float) * n);
+  if (e != cudaSuccess) return Status::Internal(cudaGetErrorString(e));
   AffineIota<<<(n + 255) / 256, 256>>>(a, b, n, d);
-  const bool ok = Ok(cudaGetLastError(), why) &&
-                  Ok(cudaMemcpy(out, d, sizeof(float) * n, cudaMemcpyDeviceToHost), why);
+  e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaMemcpy(out, d, sizeof(float) * n, cudaMemcpyDeviceToHost);
   cudaFree(d);
-  return ok;
+  return e == cudaSuccess ? Status::Ok() : Status::Internal(cudaGetErrorString(e));
 }
 
 }  // namespace llmq::kernels::cuda

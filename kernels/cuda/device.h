@@ -2,7 +2,10 @@
 // found (LLMQ_HAVE_CUDA); callers ask at run time whether a usable GPU is present.
 #pragma once
 
+#include <cstddef>
 #include <string>
+
+#include "base/status.h"
 
 namespace llmq::kernels::cuda {
 
@@ -13,12 +16,13 @@ struct DeviceInfo {
   size_t total_memory = 0, free_memory = 0;
 };
 
-// Fills `info` and returns true when at least one device is usable; otherwise returns false with
-// the driver's reason in `why` (no driver, no device, ...). Never aborts.
-bool QueryDevices(DeviceInfo* info, std::string* why);
+// The devices when at least one is usable; otherwise Unsupported with the driver's reason as the
+// message (no driver, "no CUDA device", ...). Never aborts.
+StatusOr<DeviceInfo> QueryDevices();
 
 // Runs a trivial kernel that writes out[i] = a * i + b for i < n on device 0 and copies the result
 // back: proves the toolchain, the runtime and the device work end to end. `out` is host memory.
-bool SmokeTest(float a, float b, int n, float* out, std::string* why);
+// Internal with the runtime's reason when a step fails.
+Status SmokeTest(float a, float b, int n, float* out);
 
 }  // namespace llmq::kernels::cuda

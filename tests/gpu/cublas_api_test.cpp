@@ -8,9 +8,10 @@ namespace llmq {
 namespace {
 
 TEST(CublasApi, LoadsTheLibraryAndEverySymbolOnce) {
-  std::string why;
-  const kernels::cuda::CublasApi* api = kernels::cuda::Cublas(&why);
-  ASSERT_NE(api, nullptr) << why;
+  const Status loaded = kernels::cuda::LoadCublas();
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  const kernels::cuda::CublasApi* api = kernels::cuda::Cublas();
+  ASSERT_NE(api, nullptr);
   EXPECT_NE(api->gemm_ex, nullptr);
   EXPECT_NE(api->gemm_strided_batched_ex, nullptr);
   EXPECT_EQ(kernels::cuda::Cublas(), api);  // loaded once

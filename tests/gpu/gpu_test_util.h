@@ -18,11 +18,10 @@
 namespace llmq::gputest {
 
 // Skips the test, with the reason, when no CUDA device is usable.
-#define LLMQ_REQUIRE_GPU()                                      \
-  do {                                                          \
-    std::string why_;                                           \
-    if (!::llmq::CudaDevicePresent(&why_))                      \
-      GTEST_SKIP() << "no usable CUDA device (" << why_ << ")"; \
+#define LLMQ_REQUIRE_GPU()                                                                    \
+  do {                                                                                        \
+    const ::llmq::Status device_ = ::llmq::CheckCudaDevice();                                 \
+    if (!device_.ok()) GTEST_SKIP() << "no usable CUDA device (" << device_.message() << ")"; \
   } while (0)
 
 #define LLMQ_CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
