@@ -172,6 +172,9 @@ Status Tokenizer::Load(const std::string& model_dir, std::unique_ptr<Tokenizer>*
   std::error_code ec;
   if (fs::exists(json_path, ec)) return LoadHf(model_dir, json_path, out);
   const std::string path = (fs::path(model_dir) / "tokenizer.model").string();
+  if (!fs::exists(path, ec))
+    return Status::NotFound(model_dir +
+                            ": no tokenizer: neither tokenizer.json nor tokenizer.model is there");
   std::string bytes;
   LLMQ_RETURN_IF_ERROR(ReadFile(path, &bytes));
   LLMQ_RETURN_IF_ERROR(CheckModelProto(bytes, path));
