@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/host_memory.h"
+#include "base/time_source.h"
 #include "engine/core/prefix_planner.h"
 #include "engine/core/scheduler.h"
 
@@ -37,6 +38,10 @@ struct EngineOptions {
   SchedulerOptions scheduler;
   // The window planner; null: PlanPrefixes. An exception from it falls back to arrival order.
   std::function<Plan(const std::vector<std::span<const int32_t>>&, int block_size)> planner;
+  // The time the request metrics read (arrival, admission, each sampled token, the end); null:
+  // TimeSource::Steady(). Tests pass a manual one (tests/manual_time.h), and then set
+  // Request::arrival on it. Must outlive the engine.
+  TimeSource* time = nullptr;
 };
 
 }  // namespace llmq
