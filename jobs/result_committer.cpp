@@ -7,7 +7,10 @@
 namespace llmq::jobs {
 
 ResultCommitter::ResultCommitter(Store* store, Options options)
-    : store_(store), opt_(options), thread_([this] { Run(); }) {
+    : store_(store),
+      opt_(std::move(options)),
+      time_(opt_.time != nullptr ? opt_.time : TimeSource::Steady()),
+      thread_([this] { Run(); }) {
   LLMQ_CHECK(store_ != nullptr && opt_.max_batch > 0 && opt_.max_queue > 0);
 }
 
@@ -19,7 +22,7 @@ void ResultCommitter::Push(Result r) {
   std::unique_lock<std::mutex> lock(mu_);
   LLMQ_CHECK(!closing_);
   not_full_cv_.wait(lock, [&] { return queue_.size() < opt_.max_queue; });
-  if (queue_.empty()) oldest_ = std::chrono::steady_clock::now();
+  if (queue_.empty()) oldest_ = time_->Now();
   queue_.push_back(std::move(r));
   ++pushed_;
   // The thread waits for a first result, then for a full group or the interval: wake it for both.
@@ -64,6 +67,12 @@ int64_t ResultCommitter::failed_attempts() const {
   return failed_attempts_;
 }
 
+template <class Done>
+void ResultCommitter::WaitUntil(std::unique_lock<std::mutex>* lock, TimeSource::time_point deadline,
+                                const Done& done) {
+  while (!done() && time_->Now() < deadline) time_->WaitUntil(&work_cv_, lock, deadline);
+}
+
 void ResultCommitter::Run() {
   std::vector<Result> group;
   std::unique_lock<std::mutex> lock(mu_);
@@ -72,9 +81,8 @@ void ResultCommitter::Run() {
     if (queue_.empty()) return;  // closing, and everything is through
     // Results left over from a larger queue keep the old `oldest_`: their deadline has passed,
     // so they go at once.
-    work_cv_.wait_until(lock, oldest_ + opt_.interval, [&] {
-      return closing_ || flush_target_ > done_ || queue_.size() >= opt_.max_batch;
-    });
+    WaitUntil(&lock, oldest_ + opt_.interval,
+              [&] { return closing_ || flush_target_ > done_ || queue_.size() >= opt_.max_batch; });
     const size_t n = std::min(queue_.size(), opt_.max_batch);
     group.assign(std::make_move_iterator(queue_.begin()),
                  std::make_move_iterator(queue_.begin() + static_cast<std::ptrdiff_t>(n)));
@@ -86,6 +94,7 @@ void ResultCommitter::Run() {
     const Status s = store_->CommitResults(group, &added);
     lock.lock();
     if (!s.ok()) ++failed_attempts_;
+    if (opt_.after_attempt) opt_.after_attempt(s, committed_ + added);
     if (!s.ok() && s.code() == Status::Code::kIoError && opt_.retry_interval.count() > 0 &&
         !closing_) {
       // Transient (a lock held by another process, a full disk): keep the group, in order, in
@@ -93,7 +102,7 @@ void ResultCommitter::Run() {
       queue_.insert(queue_.begin(), std::make_move_iterator(group.begin()),
                     std::make_move_iterator(group.end()));
       group.clear();
-      work_cv_.wait_for(lock, opt_.retry_interval, [&] { return closing_; });
+      WaitUntil(&lock, time_->Now() + opt_.retry_interval, [&] { return closing_; });
       continue;
     }
     group.clear();

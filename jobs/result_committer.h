@@ -25,10 +25,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 
 #include "base/status.h"
+#include "base/time_source.h"
 #include "jobs/store.h"
 
 namespace llmq::jobs {
@@ -39,6 +41,14 @@ struct ResultCommitterOptions {
   size_t max_queue =
       65536;  // Push blocks while this many wait (a store far slower than the engine)
   std::chrono::milliseconds retry_interval{0};  // 0: a failed group is dropped (see above)
+  // The time `interval` and `retry_interval` are measured in; null: TimeSource::Steady(). Tests
+  // pass a manual one (tests/manual_time.h). Must outlive the committer.
+  TimeSource* time = nullptr;
+  // Called on the committer's thread after each commit attempt, with its status and committed()
+  // after it (a retried group is reported at each attempt). Runs with the committer's lock held:
+  // it must be short and must not call the committer. For tests, which wait on it instead of
+  // polling; null: nothing is called.
+  std::function<void(const Status& attempt, int64_t committed)> after_attempt = nullptr;
 };
 
 class ResultCommitter {
@@ -72,17 +82,23 @@ class ResultCommitter {
  private:
   void Run();
 
+  // Waits on work_cv_ until `done()` holds or `deadline` (by the time source) passes.
+  template <class Done>
+  void WaitUntil(std::unique_lock<std::mutex>* lock, TimeSource::time_point deadline,
+                 const Done& done);
+
   Store* const store_;
   Options opt_;  // interval: guarded by mu_ (SetInterval)
+  TimeSource* const time_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;      // to the thread: results, a flush, or closing
   std::condition_variable done_cv_;      // from the thread: a group is through
   std::condition_variable not_full_cv_;  // from the thread: room in the queue
   std::deque<Result> queue_;
-  std::chrono::steady_clock::time_point oldest_;  // when the oldest queued result arrived
-  int64_t pushed_ = 0;                            // results ever pushed
-  int64_t done_ = 0;          // results through a commit attempt (committed or failed)
-  int64_t flush_target_ = 0;  // a Flush waits for done_ to reach this
+  TimeSource::time_point oldest_;  // when the oldest queued result arrived
+  int64_t pushed_ = 0;             // results ever pushed
+  int64_t done_ = 0;               // results through a commit attempt (committed or failed)
+  int64_t flush_target_ = 0;       // a Flush waits for done_ to reach this
   int64_t committed_ = 0;
   int64_t failed_attempts_ = 0;
   Status error_;  // the first commit error

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -410,7 +409,8 @@ TEST(BatchRequestTest, NeverThrowsOnMangledLines) {
   }
 }
 
-TEST(BatchRequestTest, Parses10000LinesWellUnderASecond) {
+// (How fast: queue_bench's "store" measure parses these lines.)
+TEST(BatchRequestTest, Parses10000Lines) {
   std::vector<std::string> lines;
   for (int i = 0; i < 10000; ++i) {
     json j = i % 2 ? ChatLine() : CompletionLine();
@@ -423,16 +423,12 @@ TEST(BatchRequestTest, Parses10000LinesWellUnderASecond) {
     }
     lines.push_back(j.dump());
   }
-  const auto t0 = std::chrono::steady_clock::now();
   int ok = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     const BatchRequest r = ParseBatchLine(lines[i], static_cast<int>(i + 1), "big.jsonl");
     ok += r.error.empty() && r.custom_id == "req-" + std::to_string(i);
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(ok, 10000);
-  EXPECT_LT(s, 0.5) << "10,000 lines took " << s << " s";
-  RecordProperty("parse_10000_lines_ms", static_cast<int>(s * 1000));
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // The engine as a long-lived service: Cancel in every state a request can be in, Add between steps
 // over many windows with bounded bookkeeping, backend and planner failures that fail only what they
-// touch, the default seed, and the request metrics. Invariants are checked after every step.
+// touch, the default seed, and the request metrics (exact, on a manual clock). Invariants are
+// checked after every step.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <new>
@@ -10,6 +12,7 @@
 
 #include "engine/backends/cpu_backend.h"
 #include "engine/core/llm_engine.h"
+#include "tests/manual_time.h"
 #include "tests/small_model.h"
 #include "tests/test_util.h"
 
@@ -29,6 +32,7 @@ class FlakyBackend : public Backend {
   }
   Status Forward(const StepBatch& batch, float* logits) override {
     if (fail_forward.count(++forward_calls)) return Status::Internal("device lost");
+    if (time) time->Advance(std::chrono::seconds(1));
     return inner_->Forward(batch, logits);
   }
   Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) override {
@@ -41,6 +45,7 @@ class FlakyBackend : public Backend {
   bool fail_alloc = false;
   std::set<int> fail_forward, fail_copy;
   int forward_calls = 0, copy_calls = 0;
+  testing::ManualTime* time = nullptr;  // when set, each Forward takes one second of it
 
  private:
   Backend* inner_;
@@ -468,14 +473,19 @@ TEST_F(EngineServiceTest, UnseededSamplingIsReproducibleFromDefaultSeed) {
       << "sample k draws from seed + 0x9E3779B97F4A7C15 * k";
 }
 
+// On a manual clock that only a forward pass moves (one second each): the metrics are exact.
 TEST_F(EngineServiceTest, MetricsMeasureQueueFromArrivalAndTtftFromAdmission) {
+  testing::ManualTime time;
+  FlakyBackend timed(be_.get());
+  timed.time = &time;
   std::vector<Request> reqs = Requests("m", 3, 0, 10, 6, 18);
-  reqs[0].arrival = Clock::now() - std::chrono::seconds(10);  // waited in a database before Add
+  reqs[0].arrival = time.Now() - std::chrono::seconds(10);  // waited in a database before Add
   reqs[1].params.max_tokens = 1;
   reqs[2].n = 2;
   EngineOptions opt;
   opt.num_blocks = 64;
-  auto e = Make(opt);
+  opt.time = &time;
+  auto e = Make(opt, &timed);
   for (const Request& r : reqs) e->Add(r);
   const Outputs out = Drive(e.get());
   int64_t tokens = 0;
@@ -483,17 +493,22 @@ TEST_F(EngineServiceTest, MetricsMeasureQueueFromArrivalAndTtftFromAdmission) {
     ASSERT_TRUE(o.ok()) << o.error;
     const RequestMetrics& m = o.metrics;
     tokens += m.completion_tokens;
-    EXPECT_GE(m.queue_seconds, 0) << id;
-    EXPECT_GE(m.ttft_seconds, 0) << id;
-    EXPECT_LE(m.queue_seconds + m.ttft_seconds, m.total_seconds + 1e-9) << id;
+    EXPECT_LE(m.queue_seconds + m.ttft_seconds, m.total_seconds) << id;
   }
+  // All three are admitted by the first step and prefilled by its forward pass, which samples
+  // their first tokens; each later step samples one more token of each sample.
   const RequestMetrics& m0 = out.at("m-0").metrics;
-  EXPECT_GE(m0.queue_seconds, 10.0);
-  EXPECT_GE(m0.total_seconds, 10.0);
-  EXPECT_LT(m0.ttft_seconds, 5.0) << "from admission, not from arrival";
-  EXPECT_GT(m0.itl_seconds, 0);
-  EXPECT_EQ(out.at("m-1").metrics.itl_seconds, 0) << "one token: no gap";
-  EXPECT_GT(out.at("m-2").metrics.itl_seconds, 0);
+  EXPECT_EQ(m0.queue_seconds, 10.0) << "from arrival, not from Add";
+  EXPECT_EQ(m0.ttft_seconds, 1.0) << "from admission (one forward), not from arrival";
+  EXPECT_EQ(m0.itl_seconds, 1.0) << "one forward between tokens";
+  EXPECT_EQ(m0.total_seconds, 16.0) << "arrival to the sixth token";
+  const RequestMetrics& m1 = out.at("m-1").metrics;
+  EXPECT_EQ(m1.queue_seconds, 0.0) << "arrival unset: the time of Add";
+  EXPECT_EQ(m1.ttft_seconds, 1.0);
+  EXPECT_EQ(m1.itl_seconds, 0) << "one token: no gap";
+  EXPECT_EQ(m1.total_seconds, 1.0);
+  EXPECT_EQ(out.at("m-2").metrics.itl_seconds, 1.0) << "the mean over both samples";
+  EXPECT_EQ(out.at("m-2").metrics.total_seconds, 6.0);
   EXPECT_EQ(e->stats().tokens_generated, tokens);
   EXPECT_EQ(tokens, 6 + 1 + 2 * 6);
 }

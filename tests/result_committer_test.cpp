@@ -1,11 +1,17 @@
 // Tests for jobs/result_committer: a real store, a pushing thread, groups by size and by time,
-// Flush and Close semantics, and a failing group whose error is kept.
+// Flush and Close semantics, and a failing group whose error is kept. Time is a manual clock the
+// tests move (tests/manual_time.h), and they wait on the committer's report after each commit
+// attempt: nothing sleeps or bounds the wall clock.
 #include "jobs/result_committer.h"
+#include "tests/manual_time.h"
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,14 +67,45 @@ int64_t Completed(const Fixture& f) {
   return job.completed;
 }
 
-// Waits up to 5 s for the reader to see `n` completed results.
-bool WaitForCompleted(const Fixture& f, int64_t n) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (Completed(f) >= n) return true;
-    std::this_thread::sleep_for(milliseconds(2));
+// What the committer reports after each commit attempt (Options::after_attempt), to wait on.
+class Attempts {
+ public:
+  std::function<void(const Status&, int64_t)> Hook() {
+    return [this](const Status&, int64_t committed) {
+      std::lock_guard<std::mutex> l(mu_);
+      ++attempts_;
+      committed_ = committed;
+      cv_.notify_all();
+    };
   }
-  return false;
+  // Blocks until the committer has committed `n` results (no bound on how long: ctest's TIMEOUT
+  // reports a committer that never gets there).
+  void WaitForCommitted(int64_t n) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return committed_ >= n; });
+  }
+  int attempts() {
+    std::lock_guard<std::mutex> l(mu_);
+    return attempts_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int attempts_ = 0;
+  int64_t committed_ = 0;
+};
+
+// Options on a manual clock, reporting to `attempts`.
+ResultCommitter::Options ManualOptions(milliseconds interval, size_t max_batch,
+                                       testing::ManualTime* time, Attempts* attempts) {
+  ResultCommitter::Options o;
+  o.interval = interval;
+  o.max_batch = max_batch;
+  o.max_queue = 1000;
+  o.time = time;
+  o.after_attempt = attempts->Hook();
+  return o;
 }
 
 TEST(ResultCommitter, CommitsEverythingPushedFromAnotherThread) {
@@ -88,22 +125,39 @@ TEST(ResultCommitter, CommitsEverythingPushedFromAnotherThread) {
   EXPECT_TRUE(c.Close().ok()) << "Close again: the same status";
 }
 
+// Time stands still: only full groups can commit, and the rest waits for its interval.
 TEST(ResultCommitter, FullGroupCommitsWithoutWaitingForTheInterval) {
   Fixture f = Make(25);
-  ResultCommitter c(f.store.get(), {std::chrono::seconds(30), 10, 1000});
+  testing::ManualTime time;
+  Attempts attempts;
+  ResultCommitter c(f.store.get(), ManualOptions(std::chrono::seconds(30), 10, &time, &attempts));
+  const auto pushed_at = time.Now();
   for (int i = 1; i <= 25; ++i) c.Push(MakeResult(f.job, i));
-  ASSERT_TRUE(WaitForCompleted(f, 20));
-  std::this_thread::sleep_for(milliseconds(50));
-  EXPECT_EQ(Completed(f), 20) << "the last 5 wait for their interval (or a Flush)";
-  ASSERT_TRUE(c.Flush().ok());
+  attempts.WaitForCommitted(20);
+  EXPECT_EQ(time.WaitForWaiter(), pushed_at + std::chrono::seconds(30))
+      << "the last 5 wait for the interval from the first push";
+  EXPECT_EQ(Completed(f), 20);
+  ASSERT_TRUE(c.Flush().ok()) << "a Flush does not wait for the interval";
   EXPECT_EQ(Completed(f), 25);
+  EXPECT_EQ(time.Now(), pushed_at);
 }
 
 TEST(ResultCommitter, IntervalCommitsAPartialGroup) {
   Fixture f = Make(3);
-  ResultCommitter c(f.store.get(), {milliseconds(20), 512, 1000});
+  testing::ManualTime time;
+  Attempts attempts;
+  ResultCommitter c(f.store.get(), ManualOptions(milliseconds(20), 512, &time, &attempts));
+  const auto pushed_at = time.Now();
   for (int i = 1; i <= 3; ++i) c.Push(MakeResult(f.job, i));
-  EXPECT_TRUE(WaitForCompleted(f, 3)) << "committed without a Flush, once the interval passed";
+  ASSERT_EQ(time.WaitForWaiter(), pushed_at + milliseconds(20))
+      << "the group waits for the interval from the first push";
+  time.Advance(milliseconds(19));  // not the deadline: the committer is not even woken
+  EXPECT_EQ(Completed(f), 0);
+  EXPECT_EQ(attempts.attempts(), 0);
+  time.Advance(milliseconds(1));
+  attempts.WaitForCommitted(3);  // without a Flush: the interval has passed
+  EXPECT_EQ(Completed(f), 3);
+  EXPECT_EQ(attempts.attempts(), 1) << "one group";
   EXPECT_TRUE(c.Close().ok());
 }
 
@@ -151,12 +205,16 @@ TEST(ResultCommitter, FailedGroupStaysUncommittedAndItsErrorIsKept) {
   EXPECT_EQ(c.Close().message(), first.message());
 }
 
+// Time stands still: a Flush that waited for the interval would never return.
 TEST(ResultCommitter, FlushWithNothingPushedReturnsAtOnce) {
   Fixture f = Make(1);
-  ResultCommitter c(f.store.get(), {std::chrono::seconds(30), 512, 1000});
-  const auto t0 = std::chrono::steady_clock::now();
+  testing::ManualTime time;
+  Attempts attempts;
+  ResultCommitter c(f.store.get(), ManualOptions(std::chrono::seconds(30), 512, &time, &attempts));
   EXPECT_TRUE(c.Flush().ok());
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(attempts.attempts(), 0) << "nothing to commit: no transaction";
+  EXPECT_TRUE(c.Close().ok());
+  EXPECT_EQ(attempts.attempts(), 0);
 }
 
 }  // namespace

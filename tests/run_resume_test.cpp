@@ -1,17 +1,20 @@
-// `llmq run` on its private queue: kill -9 at random moments and SIGINT / SIGTERM, each followed by
-// rerunning the same command, end with the output of an uninterrupted run, every line exactly
-// once, and no finished request computed again.
+// `llmq run` on its private queue: kill -9 at moments spread over the run and SIGINT / SIGTERM,
+// each followed by rerunning the same command, end with the output of an uninterrupted run, every
+// line exactly once, and no finished request computed again. The moments are what the run reports
+// on stderr (its progress), never a time: nothing here sleeps or bounds the wall clock.
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
-#include <chrono>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
-#include <random>
-#include <thread>
+#include <regex>
+#include <set>
 
 #include "jobs/store.h"
 #include "tests/test_util.h"
@@ -37,26 +40,79 @@ int64_t CommittedResults(const std::string& state) {
   return jobs[0].completed + jobs[0].failed;
 }
 
-// A run started in the background, killed and reaped if the test ends before it does (no stopped
-// run is left behind).
-struct Child {
-  pid_t pid;
+// The requests done in the first and in the latest progress report of `llmq run --progress`
+// ("\r[###   ] 812/2000 requests | ..."); -1 before the first. A resumed run's first report shows
+// what it resumed.
+struct Reports {
+  int64_t first = -1, last = -1;
+};
+Reports Progress(const std::string& err) {
+  static const std::regex report(R"((\d+)/\d+ requests \|)");
+  Reports r;
+  for (std::sregex_iterator it(err.begin(), err.end(), report), end; it != end; ++it) {
+    r.last = std::stoll((*it)[1]);
+    if (r.first < 0) r.first = r.last;
+  }
+  return r;
+}
+
+// A run started in the background with its stderr on a pipe, killed and reaped if the test ends
+// before it does (no stopped run is left behind). The test waits on what the run reports, never
+// on time.
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& args, const std::string& out_file)
+      : pid_(testing::SpawnLlmqPiped(args, out_file, &err_fd_)) {}
   ~Child() {
-    if (pid > 0 && kill(pid, SIGKILL) == 0) waitpid(pid, nullptr, 0);
+    if (pid_ > 0 && kill(pid_, SIGKILL) == 0) waitpid(pid_, nullptr, 0);
+    if (err_fd_ >= 0) close(err_fd_);
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Its stderr so far.
+  const std::string& err() const { return err_; }
+  // Reads its stderr until `seen(err())` holds: true; false when it ends first (end of file).
+  bool WaitFor(const std::function<bool(const std::string&)>& seen) {
+    while (!seen(err_))
+      if (!ReadSome()) return false;
+    return true;
   }
   // Stops it (SIGSTOP) and waits until it is stopped; false when it ended instead (then reaped).
   bool Stop() {
-    kill(pid, SIGSTOP);
+    kill(pid_, SIGSTOP);
     int status = 0;
-    if (waitpid(pid, &status, WUNTRACED) == pid && WIFSTOPPED(status)) return true;
-    pid = 0;
+    if (waitpid(pid_, &status, WUNTRACED) == pid_ && WIFSTOPPED(status)) return true;
+    pid_ = 0;
     return false;
   }
+  // Reads its stderr to the end (it must not block on a full pipe), then waits for it to exit.
   int Wait() {
-    const int status = testing::WaitExit(pid);
-    pid = 0;
+    while (ReadSome()) {
+    }
+    const int status = testing::WaitExit(pid_);
+    pid_ = 0;
     return status;
   }
+
+ private:
+  bool ReadSome() {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = read(err_fd_, buf, sizeof buf);
+      if (n > 0) {
+        err_.append(buf, static_cast<size_t>(n));
+        return true;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      return false;
+    }
+  }
+
+  int err_fd_ = -1;  // before pid_: spawning sets it
+  pid_t pid_;
+  std::string err_;
 };
 
 class RunResumeTest : public ::testing::Test {
@@ -67,16 +123,14 @@ class RunResumeTest : public ::testing::Test {
     ASSERT_EQ(RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "4"}).exit_code,
               0);
     WriteMixedJob(dir_ + "/in.jsonl", 2000);
-    const auto t0 = std::chrono::steady_clock::now();
     const auto r = RunLlmq({"run", dir_ + "/in.jsonl", "-o", dir_ + "/reference.jsonl", "--model",
                             model_, "--summary-json", dir_ + "/reference.summary.json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    reference_seconds_ =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     reference_ = ReadJsonl(dir_ + "/reference.jsonl");
     ASSERT_EQ(reference_.size(), 2000u);
   }
-  std::vector<std::string> Args(const std::string& out) const {
+  // `llmq run` of the job into `out`; `progress`: with progress reports on stderr.
+  std::vector<std::string> Args(const std::string& out, bool progress = false) const {
     return {"run",
             dir_ + "/in.jsonl",
             "-o",
@@ -85,7 +139,7 @@ class RunResumeTest : public ::testing::Test {
             model_,
             "--summary-json",
             out + ".summary.json",
-            "--no-progress"};
+            progress ? "--progress" : "--no-progress"};
   }
   void ExpectSameAsReference(const std::string& out) {
     const auto got = ReadJsonl(out);
@@ -98,27 +152,49 @@ class RunResumeTest : public ::testing::Test {
   }
   static std::string dir_, model_;
   static std::vector<json> reference_;
-  static double reference_seconds_;
 };
 std::string RunResumeTest::dir_, RunResumeTest::model_;
 std::vector<json> RunResumeTest::reference_;
-double RunResumeTest::reference_seconds_ = 0;
 
-TEST_F(RunResumeTest, KillNineAtRandomMomentsThenRerunGivesTheUninterruptedOutput) {
+TEST_F(RunResumeTest, KillNineAtMomentsSpreadOverTheRunThenRerunGivesTheUninterruptedOutput) {
   const std::string out = dir_ + "/killed.jsonl";
   const std::string state = dir_ + "/.killed.jsonl.llmq-run";
-  std::mt19937 rng(12345);
-  // Moments spread over the whole run, from the first milliseconds (ingest) to past its end
-  // (finalize): a kill may also land after the run completed.
-  std::uniform_real_distribution<double> when(0.0, 1.1 * reference_seconds_);
+  const int64_t total = static_cast<int64_t>(reference_.size());
+  // Moments spread over the whole run, each defined by what the run reports, not by time: its
+  // first line (the model is loaded; the kill lands in ingest), a resumed run's first report (it
+  // has just started feeding), the first report at or past 1/8 .. 7/8 of the requests that comes
+  // mid-run, with progress since the run started and requests left (each rerun resumes, so the
+  // counts go on from the last kill; when no such report comes, the run completes and the next
+  // round starts afresh), the last report (every request done: the kill lands in closing the
+  // committer or finalizing), and the summary (finalized: the kill lands while the state is
+  // removed, or after the run completed).
+  struct Moment {
+    std::string name;
+    std::function<bool(const std::string&)> seen;
+  };
+  const auto past = [total](int k) {
+    return Moment{"progress " + std::to_string(k) + "/8", [=](const std::string& e) {
+                    const Reports r = Progress(e);
+                    return r.last >= total * k / 8 && r.last > r.first && r.last < total;
+                  }};
+  };
+  std::vector<Moment> moments = {
+      {"the first line", [](const std::string& e) { return e.find('\n') != std::string::npos; }},
+      past(1),
+      {"the first report", [](const std::string& e) { return Progress(e).first >= 0; }}};
+  for (int k = 2; k <= 7; ++k) moments.push_back(past(k));
+  moments.push_back(
+      {"the last report", [=](const std::string& e) { return Progress(e).last == total; }});
+  moments.push_back({"the summary", [](const std::string& e) {
+                       return e.find("(completed ") != std::string::npos;
+                     }});
   int64_t kept = 0;
   int interrupted = 0;
-  for (int round = 0; round < 10; ++round) {
-    const double at = round == 0 ? 0.02 : when(rng);
-    const pid_t pid = testing::SpawnLlmq(Args(out), out + ".stdout", out + ".stderr");
-    std::this_thread::sleep_for(std::chrono::duration<double>(at));
-    kill(pid, SIGKILL);
-    const int status = testing::WaitExit(pid);
+  for (const Moment& m : moments) {
+    Child run(Args(out, true), out + ".stdout");
+    ASSERT_GT(run.pid(), 0);
+    if (run.WaitFor(m.seen)) kill(run.pid(), SIGKILL);
+    const int status = run.Wait();
     // It finished before the kill (the output appears only once whole; the kill may have landed
     // while the state was being removed): the next round starts afresh.
     if (status == 0 || fs::exists(out)) {
@@ -128,15 +204,14 @@ TEST_F(RunResumeTest, KillNineAtRandomMomentsThenRerunGivesTheUninterruptedOutpu
       continue;
     }
     ++interrupted;
-    ASSERT_EQ(status, 128 + SIGKILL) << ReadText(out + ".stderr");
+    ASSERT_EQ(status, 128 + SIGKILL) << run.err();
     const int64_t now = CommittedResults(state);
-    EXPECT_GE(now, kept) << "round " << round << " (killed at " << at
-                         << " s): committed results were lost; its stderr: "
-                         << ReadText(out + ".stderr");
+    EXPECT_GE(now, kept) << "killed at " << m.name
+                         << ": committed results were lost; its stderr: " << run.err();
     kept = now;
   }
-  // A rerun after a kill only finishes the rest, so later kills often land after it completed:
-  // a handful of the 10 rounds interrupt a run (4 to 8 seen), never none.
+  // A kill at a report of fewer than all requests lands while requests run: most of the rounds
+  // on a machine where a run spans a few reports (at most 4 a second), never none.
   EXPECT_GE(interrupted, 3) << "the kills should often land while the run is going";
   const auto r = testing::RunLlmqWith({}, Args(out));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -167,36 +242,28 @@ TEST_F(RunResumeTest, SigintAndSigtermKeepFinishedResultsAndSayHowToResume) {
   for (const int sig : {SIGINT, SIGTERM}) {
     const std::string out = dir_ + "/signal" + std::to_string(sig) + ".jsonl";
     const std::string state = dir_ + "/.signal" + std::to_string(sig) + ".jsonl.llmq-run";
-    // Interrupted once some results are committed and before all are, whatever the machine's
-    // load. Until the queue holds the job (with its 5 refused lines) the run goes freely: a read
-    // waits while it creates the queue. Then it goes forward only in 10-ms slices and is stopped
-    // while its store is read, and the signal is sent while it is stopped, so the count read is
-    // where it stands and it takes the signal as soon as it continues. With a result still to
-    // commit it has not reached its check for a signal (after its last commit): it is interrupted.
-    Child run{testing::SpawnLlmq(Args(out), out + ".stdout", out + ".stderr")};
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    int64_t committed = 0;
-    while (CommittedResults(state) == 0) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no queue in 60 s";
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    // Interrupted once some requests are done and before all are, whatever the machine's load:
+    // once it reports 50 requests done, it is stopped while its store is read, and the signal is
+    // sent while it is stopped, so the count read is where it stands and it takes the signal as
+    // soon as it continues. With a result still to commit it has not reached its check for a
+    // signal (after its last commit): it is interrupted.
+    Child run(Args(out, true), out + ".stdout");
+    ASSERT_GT(run.pid(), 0);
+    ASSERT_TRUE(run.WaitFor([](const std::string& e) { return Progress(e).last >= 50; }))
+        << "the run ended before it reported 50 requests done: " << run.err();
     ASSERT_TRUE(run.Stop()) << "the run ended before it was stopped";
-    while ((committed = CommittedResults(state)) < 50) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no 50 results committed in 60 s";
-      kill(run.pid, SIGCONT);
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      ASSERT_TRUE(run.Stop()) << "the run ended within one slice: " << ReadText(out + ".stderr");
-    }
+    const int64_t committed = CommittedResults(state);
     ASSERT_LT(committed, static_cast<int64_t>(reference_.size())) << "the run committed all";
-    kill(run.pid, sig);
-    kill(run.pid, SIGCONT);
+    kill(run.pid(), sig);
+    kill(run.pid(), SIGCONT);
     const int status = run.Wait();
-    const std::string err = ReadText(out + ".stderr");
+    const std::string& err = run.err();
     EXPECT_EQ(status, sig == SIGINT ? 130 : 143) << err;
     EXPECT_NE(err.find("run the same command again"), std::string::npos) << err;
     EXPECT_NE(err.find(state), std::string::npos) << err;
     const int64_t kept = CommittedResults(state);
     EXPECT_GE(kept, committed);
+    EXPECT_GE(kept, 50) << "what was done when it was stopped is committed on the way out";
     const auto r = testing::RunLlmqWith({}, Args(out));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("resuming"), std::string::npos) << r.err;

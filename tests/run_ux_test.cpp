@@ -154,9 +154,10 @@ TEST_F(RunUxTest, SummarySeparatesQueueTtftItlAndLatencyAndNamesThePaths) {
     ASSERT_TRUE(s.contains(p50) && s.contains(p95)) << k << " " << s.dump(2);
     EXPECT_GE(s[p95].get<double>(), s[p50].get<double>()) << k;
   }
-  // Two sequences at a time: the last requests wait in the queue; TTFT starts at admission, so
-  // it stays below the queue time at p95, and latency covers both.
-  EXPECT_GT(s["queue_seconds_p95"].get<double>(), s["ttft_seconds_p50"].get<double>());
+  // Two sequences at a time: the last requests wait in the queue, and latency covers it. (Only
+  // what holds however long the steps take: the exact metrics are engine_service_test's, on a
+  // manual clock, and their percentiles finalizer_test's.)
+  EXPECT_GT(s["queue_seconds_p95"].get<double>(), 0);
   EXPECT_GT(s["itl_seconds_p50"].get<double>(), 0);
   EXPECT_GE(s["latency_seconds_p95"].get<double>(), s["queue_seconds_p95"].get<double>());
   EXPECT_EQ(s["model"], "model");

@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -582,16 +581,14 @@ TEST(Store, LockedDatabaseFailsClearlyAfterTheBusyTimeout) {
   JobRecord job;
   job.name = "late.jsonl";
   job.sha256 = "x";
-  const auto t0 = std::chrono::steady_clock::now();
+  // How long it waited is not asserted (the suite bounds no wall-clock time): the message names
+  // the busy timeout this connection set.
   const Status st = other->InsertJob(&job);
-  const double waited =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), Status::Code::kIoError);
   EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("locked"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("150 ms"), std::string::npos) << st.message();
-  EXPECT_GE(waited, 0.1) << "it waited for the lock before giving up";
   // Reads never wait for the writer in WAL mode.
   std::vector<JobRecord> jobs;
   EXPECT_TRUE(other->ListJobs(&jobs).ok());
@@ -599,11 +596,11 @@ TEST(Store, LockedDatabaseFailsClearlyAfterTheBusyTimeout) {
   ASSERT_TRUE(other->InsertJob(&job).ok());
 }
 
+// (How fast: queue_bench's "store" measure.)
 TEST(Store, HundredThousandRequestIngestInOneTransaction) {
   auto s = OpenOrDie(DbPath());
   constexpr int kRequests = 100000;
   const std::string body(200, 'b');
-  const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(s->Begin().ok());
   JobRecord job;
   job.name = "big.jsonl";
@@ -620,26 +617,19 @@ TEST(Store, HundredThousandRequestIngestInOneTransaction) {
     ASSERT_TRUE(st.ok()) << st.message();
   }
   ASSERT_TRUE(s->FinishIngest(job.id, JobStatus::kInProgress).ok());
-  const double inserts =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(s->Commit().ok());
-  const double ingest =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  const auto t1 = std::chrono::steady_clock::now();
   std::vector<PendingRequest> page;
   ASSERT_TRUE(s->NextPending(50000, 1000, &page).ok());
-  const double next = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   ASSERT_EQ(page.size(), 1000u);
   EXPECT_EQ(page.front().plan_rank, 50001);
   EXPECT_EQ(page.back().plan_rank, 51000);
 
   std::vector<Result> results;
   for (int i = 1; i <= kRequests; i += 2) results.push_back(MakeResult(job.id, i));
-  const auto t2 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(s->CommitResults(results).ok());
-  const double commit =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
+  int64_t added = 0;
+  ASSERT_TRUE(s->CommitResults(results, &added).ok());
+  EXPECT_EQ(added, kRequests / 2);
   JobRecord after;
   ASSERT_TRUE(s->GetJob(job.id, &after).ok());
   EXPECT_EQ(after.total, kRequests);
@@ -647,10 +637,6 @@ TEST(Store, HundredThousandRequestIngestInOneTransaction) {
   int64_t max_rank = 0;
   ASSERT_TRUE(s->MaxPlanRank(&max_rank).ok());
   EXPECT_EQ(max_rank, kRequests);
-  std::printf(
-      "[ timing ] ingest of %d requests in one transaction: %.3f s (inserts %.3f s, commit "
-      "%.3f s); NextPending(1000): %.2f ms; CommitResults of %zu results: %.3f s\n",
-      kRequests, ingest, inserts, ingest - inserts, next * 1e3, results.size(), commit);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Helpers shared by the test files: scratch folders, the shared models, running the real binary.
 #pragma once
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,6 +150,16 @@ inline RunResult RunLlmqWith(const std::vector<std::string>& env,
   return r;
 }
 
+// In a forked child: becomes the real llmq binary with `args` (exit status 127 when it cannot).
+[[noreturn]] inline void ExecLlmq(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(LlmqBinary()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execv(LlmqBinary(), argv.data());
+  _exit(127);
+}
+
 // Starts the real llmq binary with `args` in the background, stdout and stderr to the given files;
 // returns its pid (the caller waits for it, or kills it).
 inline pid_t SpawnLlmq(const std::vector<std::string>& args, const std::string& out_file,
@@ -158,12 +169,27 @@ inline pid_t SpawnLlmq(const std::vector<std::string>& args, const std::string& 
   FILE* o = freopen(out_file.c_str(), "w", stdout);
   FILE* e = freopen(err_file.c_str(), "w", stderr);
   if (!o || !e) _exit(127);
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(LlmqBinary()));
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  execv(LlmqBinary(), argv.data());
-  _exit(127);
+  ExecLlmq(args);
+}
+
+// As SpawnLlmq, with stderr to a pipe whose read end is returned in `*err_fd` (close-on-exec;
+// the caller reads it, to follow what the run reports as it goes, and closes it): end of file
+// once the run has exited. -1 (and no process) when the pipe cannot be made.
+inline pid_t SpawnLlmqPiped(const std::vector<std::string>& args, const std::string& out_file,
+                            int* err_fd) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid != 0) {
+    close(fds[1]);
+    if (pid < 0) close(fds[0]);
+    *err_fd = pid < 0 ? -1 : fds[0];
+    return pid;
+  }
+  // Descriptors, not freopen: that would flush the parent's buffered stdout a second time.
+  const int o = open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (o < 0 || dup2(o, STDOUT_FILENO) < 0 || dup2(fds[1], STDERR_FILENO) < 0) _exit(127);
+  ExecLlmq(args);  // (dup2 clears close-on-exec on the copies)
 }
 
 // Waits for `pid`; returns its exit status, or 128 + the signal that ended it.

@@ -3,7 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -32,15 +33,19 @@ TEST(ThreadPoolTest, ManyRegionsInARowAndAfterSleeping) {
   for (int r = 0; r < 20000; ++r) pool.Run(3, [&](int64_t i) { sum.fetch_add(i + 1); });
   ASSERT_EQ(sum.load(), 20000 * 6);
   // Past the spin: the workers are asleep on the futex and must wake for the next region.
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  while (pool.sleeping_workers() < 2) std::this_thread::yield();
+  // One piece per thread, each held until three threads have arrived: the region ends only once
+  // both sleeping workers woke and took a piece.
   std::set<std::thread::id> ran;
   std::mutex mu;
-  pool.Run(64, [&](int64_t) {
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-    std::lock_guard<std::mutex> lock(mu);
+  std::condition_variable arrived;
+  pool.Run(3, [&](int64_t) {
+    std::unique_lock<std::mutex> lock(mu);
     ran.insert(std::this_thread::get_id());
+    arrived.notify_all();
+    arrived.wait(lock, [&] { return ran.size() == 3; });
   });
-  ASSERT_GE(ran.size(), 2u);  // 64 x 200 us: the workers woke and took pieces
+  EXPECT_EQ(ran.size(), 3u);
 }
 
 TEST(ThreadPoolTest, NestedAndConcurrentCallersRunInline) {

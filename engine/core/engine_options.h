@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/host_memory.h"
+#include "base/time_source.h"
 #include "engine/core/prefix_planner.h"
 #include "engine/core/scheduler.h"
 
@@ -39,6 +40,10 @@ struct EngineOptions {
   // or std::bad_alloc while it plans) falls back to arrival order.
   std::function<StatusOr<Plan>(const std::vector<std::span<const int32_t>>&, int block_size)>
       planner;
+  // The time the request metrics read (arrival, admission, each sampled token, the end); null:
+  // TimeSource::Steady(). Tests pass a manual one (tests/manual_time.h), and then set
+  // Request::arrival on it. Must outlive the engine.
+  TimeSource* time = nullptr;
 };
 
 }  // namespace llmq

@@ -55,6 +55,7 @@ LlmEngine::LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* 
       backend_(backend),
       tok_(tokenizer),
       opt_(opt),
+      time_(opt.time != nullptr ? opt.time : TimeSource::Steady()),
       kv_pool_(pool),
       blocks_(pool.num_blocks, opt.block_size, opt.enable_prefix_cache),
       scheduler_(opt.scheduler, &blocks_),
@@ -136,7 +137,7 @@ void LlmEngine::Add(Request req) {
   if (requests_.count(req.id)) return reject("request id '" + req.id + "' is already unfinished");
   auto st = std::make_unique<RequestState>();
   st->req = std::move(req);
-  st->arrival = st->req.arrival.value_or(Clock::now());
+  st->arrival = st->req.arrival.value_or(time_->Now());
   st->completions.resize(st->req.n);
   st->m.prompt_tokens = n;
   st->prompt = st->req.prompt_ids;
@@ -192,7 +193,7 @@ void LlmEngine::ScheduleBatch() {
   if (sched_.seqs.empty() && scheduler_.num_running() == 0 && scheduler_.num_waiting() > 0 &&
       queue_.ReleasePins())
     scheduler_.Schedule(&sched_);  // pins are an optimisation: never let them stall the queue
-  const auto now = Clock::now();
+  const auto now = time_->Now();
   for (Sequence* s : sched_.preempted) {
     ++s->owner->m.preemptions;
     ++stats_.preemptions;
@@ -279,7 +280,7 @@ void LlmEngine::Report(RequestState* st, std::string error, bool cancelled,
   if (o.ok()) o.completions = std::move(st->completions);
   o.metrics = st->m;
   o.metrics.itl_seconds = st->itl_samples ? st->itl_sum / st->itl_samples : 0;
-  o.metrics.total_seconds = Seconds(Clock::now() - st->arrival);
+  o.metrics.total_seconds = Seconds(time_->Now() - st->arrival);
   queue_.Remove(st);
   requests_.erase(o.id);  // destroys st
   out->push_back(std::move(o));
@@ -362,7 +363,7 @@ Status LlmEngine::FailStep(const Status& why, const Status& planned,
 
 void LlmEngine::Postprocess(std::vector<RequestOutput>* out) {
   ScopedTimer t(opt_.profile ? &profile_.sample_s : nullptr);
-  step_time_ = Clock::now();
+  step_time_ = time_->Now();
   CommitComputed();
   if (sampled_on_device_)
     AppendDrawn(out);

@@ -124,6 +124,7 @@ class LlmEngine {
   Backend* backend_;
   const Tokenizer* tok_;
   EngineOptions opt_;
+  TimeSource* const time_;  // opt_.time, or the steady clock
   KvPoolPlan kv_pool_;
   BlockManager blocks_;
   Scheduler scheduler_;

@@ -20,7 +20,8 @@ struct Request {
   std::vector<int32_t> prompt_ids;  // BOS included when the model asks for it
   SamplingParams params;            // no seed: the engine uses DefaultSeed("", id)
   int n = 1;                        // parallel samples; they share the prompt's KV blocks
-  // When the request arrived (e.g. when its job was accepted); unset: the time of Add.
+  // When the request arrived (e.g. when its job was accepted), by the engine's time source
+  // (EngineOptions::time); unset: the time of Add.
   std::optional<Clock::time_point> arrival;
 };
 

@@ -88,6 +88,9 @@ class IncrementalDecoder {
   std::string Flush();
   // Everything Add and Flush have returned so far, concatenated.
   const std::string& text() const { return emitted_; }
+  // The ids the next Add decodes besides its own: context + held-back ids, bounded whatever the
+  // length of prompt and completion (what keeps a long stream linear; tests check it).
+  size_t window() const { return ids_.size(); }
 
  private:
   bool EndsInPartialCharacter() const;

@@ -50,6 +50,9 @@ class ThreadPool {
   // life, long after the load has gone; under load the waiters' futex sleeps do as well as one
   // thread (bench/RESULTS.md, issue 12).
   double barrier_ns() const { return barrier_ns_; }
+  // Workers that have stopped spinning and sleep on the futex (or are about to) until the next
+  // region. For tests, which wait for it rather than sleep past the spin.
+  int sleeping_workers() const { return static_cast<int>(sleepers_.load()); }
 
   // Runs fn(i) for every i in [0, chunks), on the team, and returns when all have run. fn must
   // not throw. Runs on the calling thread alone when chunks <= 1, the pool has no workers, the
