@@ -62,7 +62,9 @@ TEST_P(FamilyEndToEnd, TokenizeReproducesEveryPromptAndRenderedChat) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const json out = json::parse(r.out);
     EXPECT_EQ(out["ids"], ref.j["prompt_ids"]);
-    if (ref.chat()) EXPECT_EQ(out["rendered"], ref.j["rendered"]);
+    if (ref.chat()) {
+      EXPECT_EQ(out["rendered"], ref.j["rendered"]);
+    }
   }
 }
 
