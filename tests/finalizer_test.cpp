@@ -177,5 +177,20 @@ TEST(Finalizer, NearestRankPercentile) {
   EXPECT_EQ(NearestRankPercentile(v, 0), 1);      // clamped to rank 1
 }
 
+// Every field a summary can have is defined in the README's table (issue 23, row 9).
+TEST(Finalizer, EverySummaryFieldIsDefinedInTheReadme) {
+  JobSummary sum;
+  sum.preemptions = 0;
+  sum.kv_blocks_peak = sum.kv_blocks_touched = 0;
+  sum.profile_seconds = {{"forward", 1.0}};
+  const nlohmann::json j = nlohmann::json::parse(sum.ToJson());
+  const std::string readme = ReadAll(std::string(LLMQ_SOURCE_DIR) + "/README.md");
+  const size_t table = readme.find("| field | meaning |");
+  ASSERT_NE(table, std::string::npos);
+  const std::string defined = readme.substr(table, readme.find("\n\n", table) - table);
+  for (const auto& [key, value] : j.items())
+    EXPECT_NE(defined.find("`" + key + "`"), std::string::npos) << key << " is not in the README";
+}
+
 }  // namespace
 }  // namespace llmq::jobs
