@@ -15,14 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string TestDir() {
-  return llmq::testing::CurrentTestDir();
-}
-
-std::string ModelDir(const char* name) {
-  return std::string(LLMQ_SHARED_DIR) + "/models/" + name;
-}
-
 #define SKIP_IF_NO_CONFIG(dir) LLMQ_SKIP_WITHOUT_FILE(std::string(dir) + "/config.json")
 
 // A minimal valid config of `arch`; `extra` is spliced in as more top-level fields.
@@ -49,7 +41,7 @@ void ExpectUnsupported(const std::string& text, const std::vector<std::string>& 
 }
 
 TEST(ModelConfigTest, LoadsStories260K) {
-  const std::string dir = ModelDir("stories260K");
+  const std::string dir = testing::SharedModelDir("stories260K");
   SKIP_IF_NO_CONFIG(dir);
   ModelConfig c;
   Status s = LoadModelConfig(dir, &c);
@@ -77,7 +69,7 @@ TEST(ModelConfigTest, LoadsStories260K) {
 }
 
 TEST(ModelConfigTest, LoadsTinyLlama3) {
-  const std::string dir = ModelDir("tiny-llama3");
+  const std::string dir = testing::SharedModelDir("tiny-llama3");
   SKIP_IF_NO_CONFIG(dir);
   ModelConfig c;
   Status s = LoadModelConfig(dir, &c);
@@ -104,7 +96,7 @@ TEST(ModelConfigTest, LoadsTinyLlama3) {
 }
 
 TEST(ModelConfigTest, LoadsTinyQwen3) {
-  const std::string dir = ModelDir("tiny-qwen3");
+  const std::string dir = testing::SharedModelDir("tiny-qwen3");
   SKIP_IF_NO_CONFIG(dir);
   ModelConfig c;
   Status s = LoadModelConfig(dir, &c);
@@ -124,7 +116,7 @@ TEST(ModelConfigTest, LoadsTinyQwen3) {
 }
 
 TEST(ModelConfigTest, LoadsTinyQwen2) {
-  const std::string dir = ModelDir("tiny-qwen2");
+  const std::string dir = testing::SharedModelDir("tiny-qwen2");
   SKIP_IF_NO_CONFIG(dir);
   ModelConfig c;
   Status s = LoadModelConfig(dir, &c);
@@ -143,7 +135,7 @@ TEST(ModelConfigTest, LoadsTinyQwen2) {
 }
 
 TEST(ModelConfigTest, LoadsTinyLlama32) {
-  const std::string dir = ModelDir("tiny-llama32");
+  const std::string dir = testing::SharedModelDir("tiny-llama32");
   SKIP_IF_NO_CONFIG(dir);
   ModelConfig c;
   Status s = LoadModelConfig(dir, &c);
@@ -342,7 +334,7 @@ TEST(ModelConfigTest, RopeInvFreqLlama3MatchesHuggingFaceRule) {
 }
 
 TEST(ModelConfigTest, LoadModelConfigFiles) {
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   ModelConfig c;
   Status s = LoadModelConfig(dir, &c);
   ASSERT_FALSE(s.ok());

@@ -19,16 +19,11 @@
 #include "jobs/store.h"
 #include "tests/test_util.h"
 
-namespace llmq {
+namespace llmq::testing {
 namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-using testing::Comparable;
-using testing::ReadJsonl;
-using testing::ReadText;
-using testing::RunLlmq;
-using testing::WriteMixedJob;
 
 // Results committed so far in a run's private store (0 when there is none yet).
 int64_t CommittedResults(const std::string& state) {
@@ -62,7 +57,7 @@ Reports Progress(const std::string& err) {
 class Child {
  public:
   explicit Child(const std::vector<std::string>& args, const std::string& out_file)
-      : pid_(testing::SpawnLlmqPiped(args, out_file, &err_fd_)) {}
+      : pid_(SpawnLlmqPiped(args, out_file, &err_fd_)) {}
   ~Child() {
     if (pid_ > 0 && kill(pid_, SIGKILL) == 0) waitpid(pid_, nullptr, 0);
     if (err_fd_ >= 0) close(err_fd_);
@@ -91,7 +86,7 @@ class Child {
   int Wait() {
     while (ReadSome()) {
     }
-    const int status = testing::WaitExit(pid_);
+    const int status = WaitExit(pid_);
     pid_ = 0;
     return status;
   }
@@ -118,7 +113,7 @@ class Child {
 class RunResumeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = testing::TmpDir("run_resume");
+    dir_ = TmpDir("run_resume");
     model_ = dir_ + "/model";
     ASSERT_EQ(RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "4"}).exit_code,
               0);
@@ -213,7 +208,7 @@ TEST_F(RunResumeTest, KillNineAtMomentsSpreadOverTheRunThenRerunGivesTheUninterr
   // A kill at a report of fewer than all requests lands while requests run: most of the rounds
   // on a machine where a run spans a few reports (at most 4 a second), never none.
   EXPECT_GE(interrupted, 3) << "the kills should often land while the run is going";
-  const auto r = testing::RunLlmqWith({}, Args(out));
+  const auto r = RunLlmqWith({}, Args(out));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ExpectSameAsReference(out);
   const json s = json::parse(ReadText(out + ".summary.json"));
@@ -228,7 +223,7 @@ TEST_F(RunResumeTest, KillNineAtMomentsSpreadOverTheRunThenRerunGivesTheUninterr
 
 TEST_F(RunResumeTest, AFreshRunResumesNothingAndCountsItsRefusedLines) {
   const std::string out = dir_ + "/fresh.jsonl";
-  const auto r = testing::RunLlmqWith({}, Args(out));
+  const auto r = RunLlmqWith({}, Args(out));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ExpectSameAsReference(out);
   const json s = json::parse(ReadText(out + ".summary.json"));
@@ -264,7 +259,7 @@ TEST_F(RunResumeTest, SigintAndSigtermKeepFinishedResultsAndSayHowToResume) {
     const int64_t kept = CommittedResults(state);
     EXPECT_GE(kept, committed);
     EXPECT_GE(kept, 50) << "what was done when it was stopped is committed on the way out";
-    const auto r = testing::RunLlmqWith({}, Args(out));
+    const auto r = RunLlmqWith({}, Args(out));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("resuming"), std::string::npos) << r.err;
     ExpectSameAsReference(out);
@@ -274,4 +269,4 @@ TEST_F(RunResumeTest, SigintAndSigtermKeepFinishedResultsAndSayHowToResume) {
 }
 
 }  // namespace
-}  // namespace llmq
+}  // namespace llmq::testing

@@ -12,13 +12,11 @@
 
 #include "tests/test_util.h"
 
-namespace llmq {
+namespace llmq::testing {
 namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-using testing::RunLlmq;
-using testing::RunLlmqWith;
 
 std::vector<json> ParseJsonl(const std::string& text) {
   std::vector<json> out;
@@ -28,15 +26,10 @@ std::vector<json> ParseJsonl(const std::string& text) {
   return out;
 }
 
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 class RunUxTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = testing::TmpDir("run_ux");
+    dir_ = TmpDir("run_ux");
     model_ = dir_ + "/model";
     ASSERT_EQ(RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "5"}).exit_code,
               0);
@@ -182,4 +175,4 @@ TEST_F(RunUxTest, RequestIdsAreUniqueAcrossRunsStartedTogether) {
 }
 
 }  // namespace
-}  // namespace llmq
+}  // namespace llmq::testing

@@ -26,16 +26,12 @@
 #include "tests/serve_fixture.h"
 #include "tests/test_util.h"
 
-namespace llmq {
+namespace llmq::testing {
 namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using testing::GoodLine;
-using testing::ReadJsonl;
-using testing::ReadText;
-using testing::WaitFor;
 
 // A completions line with `body` fields merged over a good one's.
 std::string With(const std::string& id, const json& body) {
@@ -59,7 +55,7 @@ struct Expect {
   std::vector<std::string> left_in_inbox = {}, no_job = {};
 };
 
-class ServeBadInputTest : public testing::ServeFixture {
+class ServeBadInputTest : public ServeFixture {
  protected:
   void SetUp() override {
     ServeFixture::SetUp();
@@ -68,10 +64,6 @@ class ServeBadInputTest : public testing::ServeFixture {
   void TearDown() override {
     for (const std::string& m : mounts_) umount2(m.c_str(), MNT_DETACH);
     ServeFixture::TearDown();
-  }
-
-  bool Finalized(const std::string& stem, double seconds) {
-    return WaitFor([&] { return fs::exists(outbox(stem + ".summary.json")); }, seconds);
   }
 
   // Checks one case's outcome (waiting up to `seconds` for it).
@@ -342,7 +334,7 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
   ASSERT_TRUE(Alive()) << Log();
   // Memory stays sane: the 100 MB line was never held whole.
   EXPECT_LT(HighWaterKb() - hwm_before, 48 * 1024) << "peak RSS grew by more than 48 MiB";
-  const auto list = testing::RunLlmqWith({}, {"list", "--json", "--config", config_});
+  const auto list = RunLlmqWith({}, {"list", "--json", "--config", config_});
   ASSERT_EQ(list.exit_code, 0) << list.err;
   std::multiset<std::string> names;
   for (const json& j : json::parse(list.out)) names.insert(j["name"].get<std::string>());
@@ -437,7 +429,7 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
   Check("final", {.stem = "final", .good = {"f1", "f2"}}, 20);
   ASSERT_TRUE(Alive()) << Log();
   kill(pid_, SIGTERM);
-  EXPECT_EQ(testing::WaitExit(pid_), 0) << Log();
+  EXPECT_EQ(WaitExit(pid_), 0) << Log();
   pid_ = -1;
 }
 
@@ -446,7 +438,7 @@ TEST_F(ServeBadInputTest, CorruptDatabaseAtStartUpIsRefusedNamingTheFile) {
   std::string junk;
   for (int i = 0; i < 512; ++i) junk += "this is not an SQLite database\n";
   std::ofstream(state_ + "/queue.db") << junk;
-  pid_ = testing::SpawnLlmq({"serve", "--config", config_}, dir_ + "/serve.out", err_file());
+  pid_ = SpawnLlmq({"serve", "--config", config_}, dir_ + "/serve.out", err_file());
   int rc = -1;
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -466,4 +458,4 @@ TEST_F(ServeBadInputTest, CorruptDatabaseAtStartUpIsRefusedNamingTheFile) {
 }
 
 }  // namespace
-}  // namespace llmq
+}  // namespace llmq::testing

@@ -19,18 +19,15 @@
 #include <thread>
 
 #include "jobs/store.h"
+#include "tests/serve_fixture.h"
 #include "tests/test_util.h"
 
-namespace llmq {
+namespace llmq::testing {
 namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using testing::Comparable;
-using testing::ReadJsonl;
-using testing::ReadText;
-using testing::WaitFor;
 
 constexpr int kRequests = 2000;
 constexpr int kBadLines = 5;  // WriteMixedJob: i % 401 == 17
@@ -55,9 +52,11 @@ class Daemon {
     fs::create_directories(dir);
     // Short settle and commit times keep the rounds short; the rescan timer is not needed (every
     // start rescans inbox/).
-    std::ofstream(config()) << "model:\n  path: " << model << "\nspool:\n  state_dir: " << state()
-                            << "\n  settle_seconds: 0.05\n  rescan_seconds: 5\n"
-                            << "  drain_seconds: 2\n  commit_interval_ms: 10\n";
+    WriteServeConfig(config(), {.model = model,
+                                .state = state(),
+                                .settle_seconds = 0.05,
+                                .rescan_seconds = 5,
+                                .drain_seconds = 2});
   }
   ~Daemon() { Kill(); }
 
@@ -68,33 +67,19 @@ class Daemon {
     // The last start's log holds "serving" too: read before the child truncates it, it would
     // pass for this start's (and a SIGTERM then finds no handler yet: exit 143).
     fs::remove(log("err"));
-    pid_ = testing::SpawnLlmq({"serve", "--config", config()}, log("out"), log("err"));
+    pid_ = SpawnLlmq({"serve", "--config", config()}, log("out"), log("err"));
     if (WaitFor([&] { return ReadText(log("err")).find("serving") != std::string::npos; }, 30, 2))
       return true;
     Kill();
     return false;
   }
   // SIGKILL; the exit status (128 + 9 unless it died by itself).
-  int Kill() {
-    if (pid_ < 0) return -1;
-    kill(pid_, SIGKILL);
-    const int status = testing::WaitExit(pid_);
-    pid_ = -1;
-    return status;
-  }
+  int Kill() { return End(SIGKILL); }
   // SIGTERM and wait; the exit status.
-  int Stop() {
-    if (pid_ < 0) return -1;
-    kill(pid_, SIGTERM);
-    const int status = testing::WaitExit(pid_);
-    pid_ = -1;
-    return status;
-  }
+  int Stop() { return End(SIGTERM); }
   // Writes `text` beside the state folder and renames it into inbox/ (IN_MOVED_TO).
   void Drop(const std::string& name, const std::string& text) {
-    const std::string tmp = dir_ + "/" + name + ".staging";
-    std::ofstream(tmp, std::ios::binary) << text;
-    fs::rename(tmp, state() + "/inbox/" + name);
+    WriteAndRename(dir_ + "/" + name + ".staging", state() + "/inbox/" + name, text);
   }
   bool Summarized(const std::string& stem) const {
     return fs::exists(state() + "/outbox/" + stem + ".summary.json");
@@ -120,6 +105,15 @@ class Daemon {
   std::string log(const char* what) const { return dir_ + "/serve." + what; }
 
  private:
+  // Sends `sig` and waits; the exit status (-1 when it is not running).
+  int End(int sig) {
+    if (pid_ < 0) return -1;
+    kill(pid_, sig);
+    const int status = WaitExit(pid_);
+    pid_ = -1;
+    return status;
+  }
+
   std::string dir_;
   pid_t pid_ = -1;
   int starts_ = 0;
@@ -130,12 +124,10 @@ class Daemon {
 class ServeCrashTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = testing::TmpDir("serve_crash");
+    dir_ = TmpDir("serve_crash");
     model_ = dir_ + "/model";
-    ASSERT_EQ(testing::RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "4"})
-                  .exit_code,
-              0);
-    testing::WriteMixedJob(dir_ + "/job.jsonl", kRequests);
+    MakeTinyModel(model_);
+    WriteMixedJob(dir_ + "/job.jsonl", kRequests);
     job_ = ReadText(dir_ + "/job.jsonl");
   }
   static std::string dir_, model_, job_;
@@ -294,7 +286,7 @@ TEST_F(ServeCrashTest, KillNineAtRandomMomentsThenRestartGivesTheUninterruptedOu
 
   // Accepted once: one job, completed with every line; the file archived once; nothing refused;
   // the outbox holds this job's three files and nothing else (no leftover temporaries).
-  const auto list = testing::RunLlmqWith({}, {"list", "--json", "--config", d.config()});
+  const auto list = RunLlmqWith({}, {"list", "--json", "--config", d.config()});
   ASSERT_EQ(list.exit_code, 0) << list.err;
   const json jobs = json::parse(list.out);
   ASSERT_EQ(jobs.size(), 1u) << list.out;
@@ -311,4 +303,4 @@ TEST_F(ServeCrashTest, KillNineAtRandomMomentsThenRestartGivesTheUninterruptedOu
 }
 
 }  // namespace
-}  // namespace llmq
+}  // namespace llmq::testing

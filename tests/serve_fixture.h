@@ -27,16 +27,63 @@
 
 namespace llmq::testing {
 
-// A good completions line (2 tokens, EOS ignored: the work is known), with its newline.
-inline std::string GoodLine(const std::string& id, int max_tokens = 2) {
+// One completions request line with its newline; `max_tokens` tokens (EOS ignored, so the work
+// is known, unless `ignore_eos` is false).
+inline std::string CompletionLine(const std::string& id, const std::string& prompt, int max_tokens,
+                                  bool ignore_eos = true) {
+  nlohmann::json body = {{"prompt", prompt}, {"max_tokens", max_tokens}};
+  if (ignore_eos) body["ignore_eos"] = true;
   return nlohmann::json{
-             {"custom_id", id},
-             {"method", "POST"},
-             {"url", "/v1/completions"},
-             {"body",
-              {{"prompt", "Summarize: " + id}, {"max_tokens", max_tokens}, {"ignore_eos", true}}}}
+             {"custom_id", id}, {"method", "POST"}, {"url", "/v1/completions"}, {"body", body}}
              .dump() +
          "\n";
+}
+
+// A good completions line (2 tokens, EOS ignored: the work is known), with its newline.
+inline std::string GoodLine(const std::string& id, int max_tokens = 2) {
+  return CompletionLine(id, "Summarize: " + id, max_tokens);
+}
+
+// The tiny generated model (seed 4) the serve tests run on, written to `out`.
+inline void MakeTinyModel(const std::string& out) {
+  ASSERT_EQ(RunLlmq({"make-model", "--shape", "tiny", "--out", out, "--seed", "4"}).exit_code, 0);
+}
+
+// A daemon's config: the model, an engine section when `engine` (indented YAML lines) is not
+// empty, then the spool section (`spool_extra`: more indented YAML lines in it), then
+// `after_spool` (more sections, as is). A test may append keys to the last section.
+struct ServeConfig {
+  std::string model = {}, state = {};
+  double settle_seconds = 0.2, rescan_seconds = 1, drain_seconds = 5;
+  std::string spool_extra = {}, engine = {}, after_spool = {};
+};
+inline void WriteServeConfig(const std::string& path, const ServeConfig& c) {
+  std::ofstream(path) << "model:\n  path: " << c.model << "\n"
+                      << (c.engine.empty() ? "" : "engine:\n" + c.engine)
+                      << "spool:\n  state_dir: " << c.state
+                      << "\n  settle_seconds: " << c.settle_seconds
+                      << "\n  rescan_seconds: " << c.rescan_seconds
+                      << "\n  drain_seconds: " << c.drain_seconds << "\n  commit_interval_ms: 10\n"
+                      << c.spool_extra << c.after_spool;
+}
+
+// Writes `text` to `tmp`, then renames it to `to` (an inbox path: IN_MOVED_TO).
+inline void WriteAndRename(const std::string& tmp, const std::string& to, const std::string& text) {
+  std::ofstream(tmp, std::ios::binary) << text;
+  std::filesystem::rename(tmp, to);
+}
+
+// Whether `pid` exited within `seconds` (polling every `poll_ms`); its exit status (128 + the
+// signal when killed) in *status.
+inline bool ExitedWithin(pid_t pid, double seconds, int* status, int poll_ms = 50) {
+  return WaitFor(
+      [&] {
+        int st = 0;
+        if (waitpid(pid, &st, WNOHANG) != pid) return false;
+        *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        return true;
+      },
+      seconds, poll_ms);
 }
 
 // The names in a folder, sorted.
@@ -49,32 +96,76 @@ inline std::vector<std::string> Names(const std::string& dir) {
   return out;
 }
 
-class ServeFixture : public ::testing::Test {
+// A suite whose tests share one tiny model, made once for the suite.
+class TinyModelSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* suite = ::testing::UnitTest::GetInstance()->current_test_suite()->name();
+    model_ = TmpDir(std::string(suite) + "_model") + "/model";
+    MakeTinyModel(model_);
+  }
+  inline static std::string model_;
+};
+
+// One `llmq serve` per test, on the suite's model: the test's folder, the daemon's state folder,
+// config, log and pid. The daemon is killed when the test ends, on failure too.
+class ServeCase : public TinyModelSuite {
  protected:
   void SetUp() override {
     dir_ = CurrentTestDir();
-    staging_ = dir_;
-    model_ = dir_ + "/model";
-    ASSERT_EQ(RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "4"}).exit_code,
-              0);
     state_ = dir_ + "/state";
     config_ = dir_ + "/llmq.yaml";
-    WriteConfig();
   }
-  void TearDown() override {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      WaitExit(pid_);
-    }
+  void TearDown() override { Kill(); }
+
+  void Kill() {
+    if (pid_ < 0) return;
+    kill(pid_, SIGKILL);
+    WaitExit(pid_);
+    pid_ = -1;
+  }
+  std::string err_file() const { return dir_ + "/serve.err"; }
+  std::string Log() const { return ReadText(err_file()); }
+  std::string inbox(const std::string& n = "") const { return state_ + "/inbox/" + n; }
+  std::string outbox(const std::string& n = "") const { return state_ + "/outbox/" + n; }
+
+  // Writes `text` beside the inbox and renames it in (IN_MOVED_TO).
+  void Drop(const std::string& name, const std::string& text) {
+    WriteAndRename(dir_ + "/" + name + ".staging", inbox(name), text);
+  }
+  // Whether outbox/<stem>.summary.json came within `seconds`.
+  bool Finalized(const std::string& stem, double seconds = 20) {
+    return WaitFor([&] { return std::filesystem::exists(outbox(stem + ".summary.json")); },
+                   seconds);
+  }
+  // The job's `llmq status --json` object; an empty object while it is unknown.
+  nlohmann::json StatusOf(const std::string& job) {
+    const auto r = RunLlmqWith({}, {"status", job, "--json", "--config", config_});
+    const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    return r.exit_code == 0 && j.is_object() ? j : nlohmann::json::object();
+  }
+
+  std::string dir_, state_, config_;
+  pid_t pid_ = -1;
+};
+
+// ServeCase with a short settle time and rescan period, a small KV cache, and files dropped
+// through a staging folder of the test's choosing.
+class ServeFixture : public ServeCase {
+ protected:
+  void SetUp() override {
+    ServeCase::SetUp();
+    staging_ = dir_;
+    WriteConfig();
   }
 
   // The config: a short settle time and rescan period, and `spool_extra` (indented YAML lines)
   // in the spool section.
   void WriteConfig(const std::string& spool_extra = "") {
-    std::ofstream(config_) << "model:\n  path: " << model_ << "\nspool:\n  state_dir: " << state_
-                           << "\n  settle_seconds: 0.2\n  rescan_seconds: 1\n  drain_seconds: 5\n"
-                              "  commit_interval_ms: 10\n"
-                           << spool_extra << "engine:\n  kv_cache_memory: 64MiB\n";
+    WriteServeConfig(config_, {.model = model_,
+                               .state = state_,
+                               .spool_extra = spool_extra,
+                               .after_spool = "engine:\n  kv_cache_memory: 64MiB\n"});
   }
 
   // Starts the daemon and waits until it serves. `env` ("NAME=value") is set for it alone.
@@ -88,15 +179,7 @@ class ServeFixture : public ::testing::Test {
   int Stop() {
     kill(pid_, SIGTERM);
     int rc = -1;
-    const bool ended = WaitFor(
-        [&] {
-          int st = 0;
-          if (waitpid(pid_, &st, WNOHANG) != pid_) return false;
-          rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-          return true;
-        },
-        60);
-    if (!ended) {
+    if (!ExitedWithin(pid_, 60, &rc)) {
       kill(pid_, SIGKILL);
       WaitExit(pid_);
     }
@@ -118,7 +201,6 @@ class ServeFixture : public ::testing::Test {
   void PrintPeakRss(const std::string& what) const {
     std::printf("peak RSS %6.1f MiB  %s\n", HighWaterKb() / 1024.0, what.c_str());
   }
-  std::string Log() const { return ReadText(err_file()); }
   // Whether one line of the log has every one of `parts`.
   bool LogLineHas(const std::vector<std::string>& parts) const {
     std::istringstream in(Log());
@@ -129,9 +211,6 @@ class ServeFixture : public ::testing::Test {
     }
     return false;
   }
-  std::string err_file() const { return dir_ + "/serve.err"; }
-  std::string inbox(const std::string& n = "") const { return state_ + "/inbox/" + n; }
-  std::string outbox(const std::string& n = "") const { return state_ + "/outbox/" + n; }
   std::string failed(const std::string& n = "") const { return state_ + "/failed/" + n; }
   std::string archive(const std::string& n = "") const { return state_ + "/archive/" + n; }
 
@@ -168,9 +247,7 @@ class ServeFixture : public ::testing::Test {
       ids.insert(r["custom_id"].get<std::string>());
     return ids;
   }
-  std::string dir_, model_, state_, config_;
   std::string staging_ = dir_;  // where Drop writes a file before renaming it in (set by SetUp)
-  pid_t pid_ = -1;
   int staged_ = 0;
 
  private:

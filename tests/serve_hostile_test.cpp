@@ -32,18 +32,13 @@
 #include "tests/serve_fixture.h"
 #include "tests/test_util.h"
 
-namespace llmq {
+namespace llmq::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using testing::GoodLine;
-using testing::Names;
-using testing::ReadJsonl;
-using testing::ReadText;
-using testing::WaitFor;
 
-class ServeHostileRowsTest : public testing::ServeFixture {};
+class ServeHostileRowsTest : public ServeFixture {};
 
 // Row 1: a name that is not UTF-8 aborted the daemon (nlohmann type_error 316 in AcceptFiles) and,
 // left in inbox/, killed every restart at its first scan.
@@ -77,12 +72,11 @@ TEST_F(ServeHostileRowsTest, Row2FileSwappedForAFifoAfterItWasOpenedHangsNothing
   // The queue is not locked: another process writes to it, and the daemon runs its jobs.
   const std::string mine = Staged(GoodLine("m1"));
   fs::rename(mine, dir_ + "/mine.jsonl");
-  const auto submit =
-      testing::RunLlmqWith({}, {"submit", "--config", config_, dir_ + "/mine.jsonl"});
+  const auto submit = RunLlmqWith({}, {"submit", "--config", config_, dir_ + "/mine.jsonl"});
   EXPECT_EQ(submit.exit_code, 0) << submit.err;
   EXPECT_EQ(WaitResults("mine"), (std::multiset<std::string>{"m1"})) << Log();
   // What was read from the swapped file never became a job: a FIFO was what stood in inbox/.
-  const auto list = testing::RunLlmqWith({}, {"list", "--json", "--config", config_});
+  const auto list = RunLlmqWith({}, {"list", "--json", "--config", config_});
   ASSERT_EQ(list.exit_code, 0) << list.err;
   for (const json& j : json::parse(list.out)) EXPECT_NE(j["name"], "swap.jsonl") << list.out;
   EXPECT_EQ(Stop(), 0) << "SIGTERM is answered\n" << Log();
@@ -112,7 +106,7 @@ TEST_F(ServeHostileRowsTest, Row5LongNameGetsAShortenedOutboxStem) {
   const auto lines = ReadJsonl(outbox(results));
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0]["custom_id"], "l1");
-  const auto status = testing::RunLlmqWith({}, {"list", "--json", "--config", config_});
+  const auto status = RunLlmqWith({}, {"list", "--json", "--config", config_});
   ASSERT_EQ(status.exit_code, 0) << status.err;
   const json jobs = json::parse(status.out);
   ASSERT_EQ(jobs.size(), 1u);
@@ -156,7 +150,7 @@ TEST_F(ServeHostileRowsTest, Row8NewlineInANameCannotForgeALogLine) {
 
 // --- The corpus: one daemon, one case after the other.
 
-class ServeHostileCorpusTest : public testing::ServeFixture {
+class ServeHostileCorpusTest : public ServeFixture {
  protected:
   // A case: what it drops and checks (gtest assertions), run with its name traced; then the daemon
   // must be alive, and its peak RSS is printed.
@@ -168,7 +162,7 @@ class ServeHostileCorpusTest : public testing::ServeFixture {
   std::string swap_in() const { return dir_ + "/swap-in"; }
   // The queue's jobs (llmq list --json).
   json JobList() {
-    const auto list = testing::RunLlmqWith({}, {"list", "--json", "--config", config_});
+    const auto list = RunLlmqWith({}, {"list", "--json", "--config", config_});
     EXPECT_EQ(list.exit_code, 0) << list.err;
     return list.exit_code == 0 ? json::parse(list.out) : json::array();
   }
@@ -179,7 +173,7 @@ class ServeHostileCorpusTest : public testing::ServeFixture {
     return names;
   }
   json JobNamed(const std::string& name) {
-    const auto st = testing::RunLlmqWith({}, {"status", "--json", "--config", config_, name});
+    const auto st = RunLlmqWith({}, {"status", "--json", "--config", config_, name});
     EXPECT_EQ(st.exit_code, 0) << st.err;
     return st.exit_code == 0 ? json::parse(st.out) : json();
   }
@@ -306,12 +300,12 @@ TEST_F(ServeHostileCorpusTest, EveryCaseLeavesTheDaemonUpAndNamesWhatHappened) {
       {"8 concurrent llmq submit",
        [&] {
          std::vector<std::thread> ts;
-         std::vector<testing::RunResult> rs(8);
+         std::vector<RunResult> rs(8);
          for (int i = 0; i < 8; ++i) {
            const std::string f = dir_ + "/sub" + std::to_string(i) + ".jsonl";
            std::ofstream(f) << Lines("s" + std::to_string(i) + "-", 3);
            ts.emplace_back([&, i, f] {
-             rs[i] = testing::RunLlmqWith({}, {"submit", "--config", config_, f});
+             rs[i] = RunLlmqWith({}, {"submit", "--config", config_, f});
            });
          }
          for (std::thread& t : ts) t.join();
@@ -326,13 +320,13 @@ TEST_F(ServeHostileCorpusTest, EveryCaseLeavesTheDaemonUpAndNamesWhatHappened) {
        }},
       {"llmq cancel of an unknown job",
        [&] {
-         const auto r = testing::RunLlmqWith({}, {"cancel", "--config", config_, "batch_nope"});
+         const auto r = RunLlmqWith({}, {"cancel", "--config", config_, "batch_nope"});
          EXPECT_NE(r.exit_code, 0);
          EXPECT_NE(r.err.find("batch_nope: no such job"), std::string::npos) << r.err;
        }},
       {"llmq cancel of a finished job",
        [&] {
-         const auto r = testing::RunLlmqWith({}, {"cancel", "--config", config_, "sub0.jsonl"});
+         const auto r = RunLlmqWith({}, {"cancel", "--config", config_, "sub0.jsonl"});
          EXPECT_NE(r.exit_code, 0);
          EXPECT_NE(r.err.find("is already completed: nothing to cancel"), std::string::npos)
              << r.err;
@@ -341,13 +335,13 @@ TEST_F(ServeHostileCorpusTest, EveryCaseLeavesTheDaemonUpAndNamesWhatHappened) {
        [&] {
          const std::string f = dir_ + "/long.jsonl";
          std::ofstream(f) << Lines("c", 20000, 1);
-         const auto sub = testing::RunLlmqWith({}, {"submit", "--config", config_, f});
+         const auto sub = RunLlmqWith({}, {"submit", "--config", config_, f});
          ASSERT_EQ(sub.exit_code, 0) << sub.err;
-         const auto c1 = testing::RunLlmqWith({}, {"cancel", "--config", config_, "long.jsonl"});
+         const auto c1 = RunLlmqWith({}, {"cancel", "--config", config_, "long.jsonl"});
          EXPECT_EQ(c1.exit_code, 0) << c1.err;
          ASSERT_TRUE(WaitFor([&] { return JobNamed("long.jsonl")["status"] == "cancelled"; }, 60))
              << Log();
-         const auto c2 = testing::RunLlmqWith({}, {"cancel", "--config", config_, "long.jsonl"});
+         const auto c2 = RunLlmqWith({}, {"cancel", "--config", config_, "long.jsonl"});
          EXPECT_NE(c2.exit_code, 0);
          EXPECT_NE(c2.err.find("is already cancelled: nothing to cancel"), std::string::npos)
              << c2.err;
@@ -363,8 +357,8 @@ TEST_F(ServeHostileCorpusTest, EveryCaseLeavesTheDaemonUpAndNamesWhatHappened) {
                                 nullptr, nullptr),
                    SQLITE_OK)
              << sqlite3_errmsg(db);
-         const auto st = testing::RunLlmqWith({}, {"status", "--config", config_});
-         const auto ls = testing::RunLlmqWith({}, {"list", "--config", config_});
+         const auto st = RunLlmqWith({}, {"status", "--config", config_});
+         const auto ls = RunLlmqWith({}, {"list", "--config", config_});
          EXPECT_EQ(sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
          sqlite3_close(db);
          EXPECT_EQ(st.exit_code, 0) << st.err;
@@ -516,7 +510,7 @@ TEST_F(ServeHostileCorpusTest, AbsurdAndNegativeConfigValuesAreRefusedNamingTheK
            {"  commit_interval_ms: 0\n", "spool.commit_interval_ms"}}) {
     SCOPED_TRACE(line);
     WriteConfig(line);
-    const auto r = testing::RunLlmqWith({}, {"serve", "--config", config_});
+    const auto r = RunLlmqWith({}, {"serve", "--config", config_});
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find(config_), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(key), std::string::npos) << r.err;
@@ -539,6 +533,7 @@ TEST_F(ServeHostileCorpusTest, AbsurdAndNegativeConfigValuesAreRefusedNamingTheK
 }
 
 TEST_F(ServeHostileCorpusTest, RelativePathsInTheConfigAreTakenBesideIt) {
+  MakeTinyModel(dir_ + "/model");  // `path: model`, beside the config
   std::ofstream(config_) << "model:\n  path: model\nspool:\n  state_dir: rel-state\n"
                             "  settle_seconds: 0.2\n  rescan_seconds: 1\n"
                             "engine:\n  kv_cache_memory: 64MiB\n";
@@ -554,7 +549,7 @@ TEST_F(ServeHostileCorpusTest, SubmitOfAFileWhoseNameIsNotUtf8IsRefusedNamingIt)
   fs::create_directories(state_);
   const std::string name = dir_ + "/sub\xe9.jsonl";
   std::ofstream(name) << Lines("u", 1);
-  const auto r = testing::RunLlmqWith({}, {"submit", "--config", config_, name});
+  const auto r = RunLlmqWith({}, {"submit", "--config", config_, name});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("sub\\xe9.jsonl"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("not UTF-8"), std::string::npos) << r.err;
@@ -565,7 +560,7 @@ TEST_F(ServeHostileCorpusTest, SubmitOfAFileWhoseNameIsNotUtf8IsRefusedNamingIt)
 
 // --- 1,000 random names, one daemon.
 
-class ServeHostileNamesTest : public testing::ServeFixture {};
+class ServeHostileNamesTest : public ServeFixture {};
 
 TEST_F(ServeHostileNamesTest, ThousandRandomNamesEachEndInArchiveOrFailed) {
   Start();
@@ -622,7 +617,7 @@ TEST_F(ServeHostileNamesTest, ThousandRandomNamesEachEndInArchiveOrFailed) {
   // Every archived file is a job whose results are in outbox/, once.
   ASSERT_TRUE(WaitFor(
       [&] {
-        const auto l = testing::RunLlmqWith({}, {"list", "--json", "--config", config_});
+        const auto l = RunLlmqWith({}, {"list", "--json", "--config", config_});
         if (l.exit_code != 0) return false;
         const json jobs = json::parse(l.out);
         if (jobs.size() != archived.size()) return false;
@@ -650,4 +645,4 @@ TEST_F(ServeHostileNamesTest, ThousandRandomNamesEachEndInArchiveOrFailed) {
 }
 
 }  // namespace
-}  // namespace llmq
+}  // namespace llmq::testing

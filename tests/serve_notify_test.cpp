@@ -34,59 +34,31 @@
 #include <vector>
 
 #include "config/run_windows.h"
+#include "tests/serve_fixture.h"
 #include "tests/test_sockets.h"
 #include "tests/test_util.h"
 
-namespace llmq {
+namespace llmq::testing {
 namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-using testing::NotifySocket;
-using testing::ReadText;
-using testing::WaitFor;
 
 constexpr int64_t kWatchdogUsec = 1000000;
 
 std::string Job(int count, int max_tokens) {
   std::string s;
   for (int i = 0; i < count; ++i)
-    s += json{{"custom_id", "r" + std::to_string(i)},
-              {"method", "POST"},
-              {"url", "/v1/completions"},
-              {"body",
-               {{"prompt", "Count to " + std::to_string(i)},
-                {"max_tokens", max_tokens},
-                {"ignore_eos", true}}}}
-             .dump() +
-         "\n";
+    s += CompletionLine("r" + std::to_string(i), "Count to " + std::to_string(i), max_tokens);
   return s;
 }
 
-class ServeNotifyTest : public ::testing::Test {
+class ServeNotifyTest : public ServeCase {
  protected:
-  static void SetUpTestSuite() {
-    model_ = testing::TmpDir("serve_notify_model") + "/model";
-    ASSERT_EQ(testing::RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "4"})
-                  .exit_code,
-              0);
-  }
-
   void SetUp() override {
-    dir_ = testing::CurrentTestDir();
-    state_ = dir_ + "/state";
-    config_ = dir_ + "/llmq.yaml";
-    std::ofstream(config_) << "model:\n  path: " << model_
-                           << "\nengine:\n  max_num_seqs: 4\nspool:\n  state_dir: " << state_
-                           << "\n  settle_seconds: 0.2\n  rescan_seconds: 1\n"
-                           << "  drain_seconds: 5\n  commit_interval_ms: 10\n";
+    ServeCase::SetUp();
+    WriteServeConfig(config_, {.model = model_, .state = state_, .engine = "  max_num_seqs: 4\n"});
     ASSERT_TRUE(sock_.bound());
-  }
-
-  void TearDown() override {
-    if (pid_ < 0) return;
-    kill(pid_, SIGKILL);
-    testing::WaitExit(pid_);
   }
 
   // Starts `llmq serve` with NOTIFY_SOCKET and WATCHDOG_USEC (and `extra` NAME=VALUE) set.
@@ -95,31 +67,19 @@ class ServeNotifyTest : public ::testing::Test {
         {"NOTIFY_SOCKET", sock_.address()}, {"WATCHDOG_USEC", std::to_string(kWatchdogUsec)}};
     env.insert(env.end(), extra.begin(), extra.end());
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    pid_ = testing::SpawnLlmq({"serve", "--config", config_}, dir_ + "/serve.out", err_file());
+    pid_ = SpawnLlmq({"serve", "--config", config_}, dir_ + "/serve.out", err_file());
     for (const auto& [k, v] : env) unsetenv(k.c_str());
-  }
-
-  void Drop(const std::string& name, const std::string& text) {
-    const std::string tmp = dir_ + "/" + name + ".staging";
-    std::ofstream(tmp, std::ios::binary) << text;
-    fs::rename(tmp, state_ + "/inbox/" + name);
   }
 
   int Stop() {
     kill(pid_, SIGTERM);
-    const int rc = testing::WaitExit(pid_);
+    const int rc = WaitExit(pid_);
     pid_ = -1;
     return rc;
   }
 
-  std::string err_file() const { return dir_ + "/serve.err"; }
-
-  static std::string model_;
-  std::string dir_, state_, config_;
   NotifySocket sock_;
-  pid_t pid_ = -1;
 };
-std::string ServeNotifyTest::model_;
 
 TEST_F(ServeNotifyTest, ReadyStatusWatchdogReloadAndStopping) {
   Start();
@@ -142,8 +102,7 @@ TEST_F(ServeNotifyTest, ReadyStatusWatchdogReloadAndStopping) {
       60))
       << "distinct STATUS= lines while the job ran: " << statuses.size();
   EXPECT_GE(sock_.Find("/2048 requests done", before_job), 0);
-  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 300))
-      << ReadText(err_file());
+  ASSERT_TRUE(Finalized("a", 300)) << ReadText(err_file());
 
   // SIGHUP: RELOADING=1 (with MONOTONIC_USEC), then READY=1.
   const size_t before_hup = sock_.size();
@@ -354,14 +313,13 @@ TEST_F(ServeNotifyTest, TheMetricsFileIsValidAndAgreesWithStatus) {
   // One bad line (a failed request) and one prompt twice (a cache hit).
   std::string job = Job(6, 8) + "{\"custom_id\": \"bad\"}\n";
   Drop("m.jsonl", job);
-  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/m.summary.json"); }, 60))
-      << ReadText(err_file());
+  ASSERT_TRUE(Finalized("m", 60)) << ReadText(err_file());
   EXPECT_EQ(Stop(), 0) << ReadText(err_file());  // the last write is at exit
 
   const std::string text = ReadText(prom);
   const Exposition e = ParseExposition(text);
   ASSERT_EQ(e.error, "") << text;
-  const auto r = testing::RunLlmqWith({}, {"status", "--json", "--config", config_});
+  const auto r = RunLlmqWith({}, {"status", "--json", "--config", config_});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json jobs = json::parse(r.out);
   ASSERT_EQ(jobs.size(), 1u) << r.out;
@@ -457,8 +415,7 @@ TEST_F(ServeNotifyTest, MetricsOverHttpAreTheTextfilesExposition) {
   Start();
   ASSERT_GE(sock_.WaitFor("READY=1", 0, 30), 0) << ReadText(err_file());
   Drop("m.jsonl", Job(6, 8));
-  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/m.summary.json"); }, 60))
-      << ReadText(err_file());
+  ASSERT_TRUE(Finalized("m", 60)) << ReadText(err_file());
 
   // A client that sends nothing (and one that sends half a request) holds nobody up.
   const int idle = Connect(port), half = Connect(port);
@@ -511,11 +468,11 @@ TEST_F(ServeNotifyTest, MetricsOverHttpAreTheTextfilesExposition) {
 }
 
 TEST_F(ServeNotifyTest, MetricsHttpPortInUseIsRefusedAtStart) {
-  const testing::HeldPort held;  // a listening socket holds the port
+  const HeldPort held;  // a listening socket holds the port
   const int port = held.port();
   ASSERT_GT(port, 0);
   std::ofstream(config_, std::ios::app) << "metrics:\n  http_port: " << port << "\n";
-  const auto r = testing::RunLlmqWith({}, {"serve", "--config", config_});
+  const auto r = RunLlmqWith({}, {"serve", "--config", config_});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("metrics.http_port: cannot listen on 127.0.0.1:" + std::to_string(port)),
             std::string::npos)
@@ -524,7 +481,7 @@ TEST_F(ServeNotifyTest, MetricsHttpPortInUseIsRefusedAtStart) {
   // Before the model is loaded (issue 23, row 6): with a model that cannot load, the port is
   // still what is refused.
   const auto early =
-      testing::RunLlmqWith({}, {"serve", "--config", config_, "--model", dir_ + "/no-such-model"});
+      RunLlmqWith({}, {"serve", "--config", config_, "--model", dir_ + "/no-such-model"});
   EXPECT_EQ(early.exit_code, 1);
   EXPECT_NE(early.err.find("metrics.http_port: cannot listen"), std::string::npos) << early.err;
   EXPECT_EQ(early.err.find("no-such-model"), std::string::npos) << early.err;
@@ -556,7 +513,7 @@ TEST_F(ServeNotifyTest, RequestsStartOnlyInsideRunWindowsAndAJobSpansTwo) {
                                   std::chrono::milliseconds(static_cast<int>(seconds * 1000)));
   };
   const auto done = [&]() -> int64_t {
-    const auto r = testing::RunLlmqWith({}, {"status", "--json", "--config", config_});
+    const auto r = RunLlmqWith({}, {"status", "--json", "--config", config_});
     const json j = json::parse(r.out, nullptr, false);
     if (!j.is_array() || j.empty()) return -1;
     return j[0]["request_counts"]["completed"].get<int64_t>() +
@@ -576,12 +533,11 @@ TEST_F(ServeNotifyTest, RequestsStartOnlyInsideRunWindowsAndAJobSpansTwo) {
   EXPECT_LT(first, kRequests) << "the job is meant to span two windows";
   at(10.5);
   EXPECT_EQ(done(), first) << "nothing starts between the windows";
-  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/w.summary.json"); }, 120))
-      << ReadText(err_file());
+  ASSERT_TRUE(Finalized("w", 120)) << ReadText(err_file());
   // Every request answered once, none twice, none an error.
   std::set<std::string> ids;
   int lines = 0;
-  for (const json& r : testing::ReadJsonl(state_ + "/outbox/w.results.jsonl")) {
+  for (const json& r : ReadJsonl(state_ + "/outbox/w.results.jsonl")) {
     ++lines;
     ids.insert(r["custom_id"].get<std::string>());
     EXPECT_TRUE(r["error"].is_null()) << r.dump();
@@ -606,12 +562,12 @@ TEST_F(ServeNotifyTest, StatusShowsTheRunWindowsAndSighupReloadsThem) {
   const auto status = [&](const std::vector<std::string>& args) {
     std::vector<std::string> a = {"status", "--config", config_};
     a.insert(a.end(), args.begin(), args.end());
-    const auto r = testing::RunLlmqWith({}, a);
+    const auto r = RunLlmqWith({}, a);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.out;
   };
   const auto job = [&](const std::string& name) {  // {} while the job is not in the queue
-    const auto r = testing::RunLlmqWith({}, {"status", "--config", config_, "--json", name});
+    const auto r = RunLlmqWith({}, {"status", "--config", config_, "--json", name});
     const json j = json::parse(r.out, nullptr, false);
     return r.exit_code == 0 && j.is_object() ? j : json::object();
   };
@@ -644,8 +600,7 @@ TEST_F(ServeNotifyTest, StatusShowsTheRunWindowsAndSighupReloadsThem) {
   // The config now has a window open until ten minutes from now: after SIGHUP the job runs.
   t0 = set_windows(-60, 600);
   kill(pid_, SIGHUP);
-  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 60))
-      << ReadText(err_file());
+  ASSERT_TRUE(Finalized("a", 60)) << ReadText(err_file());
   EXPECT_EQ(job("a.jsonl")["request_counts"]["completed"], 4);
   w = job("a.jsonl")["run_windows"];
   EXPECT_EQ(w["open"], true) << w;
@@ -696,7 +651,7 @@ TEST_F(ServeNotifyTest, ExtendTimeoutDuringALongLoadAndALongDrain) {
       << ReadText(err_file());  // inside the stalled step: the drain lasts
   const size_t before = sock_.size();
   kill(pid_, SIGTERM);
-  EXPECT_EQ(testing::WaitExit(pid_), 0) << ReadText(err_file());
+  EXPECT_EQ(WaitExit(pid_), 0) << ReadText(err_file());
   pid_ = -1;
   sock_.Barrier();  // every datagram it sent is read
   m = sock_.messages();
@@ -720,7 +675,7 @@ TEST_F(ServeNotifyTest, ExtendTimeoutDuringALongLoadAndALongDrain) {
 
 TEST_F(ServeNotifyTest, ABadRunWindowIsRefusedAtStart) {
   std::ofstream(config_, std::ios::app) << "serve:\n  run_windows: [\"22:00-6:00\"]\n";
-  const auto r = testing::RunLlmqWith({}, {"serve", "--config", config_});
+  const auto r = RunLlmqWith({}, {"serve", "--config", config_});
   EXPECT_EQ(r.exit_code, 2);
   // The config's loader names the file, the line (the last) and the key.
   const std::string text = ReadText(config_);
@@ -732,4 +687,4 @@ TEST_F(ServeNotifyTest, ABadRunWindowIsRefusedAtStart) {
 }
 
 }  // namespace
-}  // namespace llmq
+}  // namespace llmq::testing

@@ -23,29 +23,23 @@
 #include <string>
 #include <vector>
 
+#include "tests/serve_fixture.h"
 #include "tests/test_sockets.h"
 #include "tests/test_util.h"
 
-namespace llmq {
+namespace llmq::testing {
 namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-using testing::NotifySocket;
-using testing::ReadText;
-using testing::WaitFor;
 
 constexpr int64_t kWatchdogUsec = 1000000;
 
 std::string Job(int count) {
   std::string s;
   for (int i = 0; i < count; ++i)
-    s += json{{"custom_id", "r" + std::to_string(i)},
-              {"method", "POST"},
-              {"url", "/v1/completions"},
-              {"body", {{"prompt", "Count to " + std::to_string(i)}, {"max_tokens", 4}}}}
-             .dump() +
-         "\n";
+    s += CompletionLine("r" + std::to_string(i), "Count to " + std::to_string(i), 4,
+                        /*ignore_eos=*/false);
   return s;
 }
 
@@ -61,17 +55,10 @@ std::string Octal(int mode) {
 }
 
 // A running (or exited) `llmq serve`: its state folder, config, log and pid.
-class ServeStateTest : public ::testing::Test {
+class ServeStateTest : public TinyModelSuite {
  protected:
-  static void SetUpTestSuite() {
-    model_ = testing::TmpDir("serve_state_model") + "/model";
-    ASSERT_EQ(testing::RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "4"})
-                  .exit_code,
-              0);
-  }
-
   void SetUp() override {
-    dir_ = testing::CurrentTestDir();
+    dir_ = CurrentTestDir();
     Configure(dir_ + "/state");
   }
 
@@ -79,7 +66,7 @@ class ServeStateTest : public ::testing::Test {
     for (pid_t& p : pids_) {
       if (p < 0) continue;
       kill(p, SIGKILL);
-      testing::WaitExit(p);
+      WaitExit(p);
     }
   }
 
@@ -87,10 +74,7 @@ class ServeStateTest : public ::testing::Test {
   void Configure(const std::string& state) {
     state_ = state;
     config_ = dir_ + "/llmq.yaml";
-    std::ofstream(config_) << "model:\n  path: " << model_
-                           << "\nengine:\n  max_num_seqs: 4\nspool:\n  state_dir: " << state_
-                           << "\n  settle_seconds: 0.2\n  rescan_seconds: 1\n"
-                           << "  drain_seconds: 5\n  commit_interval_ms: 10\n";
+    WriteServeConfig(config_, {.model = model_, .state = state_, .engine = "  max_num_seqs: 4\n"});
   }
 
   // Starts `llmq serve` (the environment `env` added) logging to err_file(n); its index in
@@ -99,9 +83,8 @@ class ServeStateTest : public ::testing::Test {
              bool wait = true) {
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     *n = pids_.size();
-    pids_.push_back(testing::SpawnLlmq({"serve", "--config", config_},
-                                       dir_ + "/serve" + std::to_string(*n) + ".out",
-                                       err_file(*n)));
+    pids_.push_back(SpawnLlmq({"serve", "--config", config_},
+                              dir_ + "/serve" + std::to_string(*n) + ".out", err_file(*n)));
     for (const auto& [k, v] : env) unsetenv(k.c_str());
     if (!wait) return true;
     return WaitFor([&] { return Logged(*n, "serving"); }, 30);
@@ -114,12 +97,8 @@ class ServeStateTest : public ::testing::Test {
 
   // Whether daemon `n` exited within `seconds`; its exit status in *code.
   bool ExitedWithin(size_t n, double seconds, int* code) {
-    int status = 0;
-    const bool exited =
-        WaitFor([&] { return waitpid(pids_[n], &status, WNOHANG) == pids_[n]; }, seconds, 20);
-    if (!exited) return false;
+    if (!testing::ExitedWithin(pids_[n], seconds, code, 20)) return false;
     pids_[n] = -1;
-    *code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return true;
   }
 
@@ -130,16 +109,12 @@ class ServeStateTest : public ::testing::Test {
   }
 
   void Drop(const std::string& name, const std::string& text) {
-    const std::string tmp = dir_ + "/" + name + ".staging";
-    std::ofstream(tmp, std::ios::binary) << text;
-    fs::rename(tmp, state_ + "/inbox/" + name);
+    WriteAndRename(dir_ + "/" + name + ".staging", state_ + "/inbox/" + name, text);
   }
 
-  static std::string model_;
   std::string dir_, state_, config_;
   std::vector<pid_t> pids_;
 };
-std::string ServeStateTest::model_;
 
 // Row 3: `rm serve.lock` while a daemon runs used to let a second one start on the same state
 // folder, and both ran the queue (every request attempted twice).
@@ -249,10 +224,10 @@ TEST_F(ServeStateTest, TheQueueIsPrivateAndTheResultsGroupReadableWhateverTheUma
 // serve.json behind (llmq status then showed a daemon's run windows while none ran, until the
 // pid was reused).
 TEST_F(ServeStateTest, ServeJsonIsRemovedWhenTheStartFails) {
-  const testing::HeldPort held;
+  const HeldPort held;
   ASSERT_GT(held.port(), 0);
   std::ofstream(config_, std::ios::app) << "metrics:\n  http_port: " << held.port() << "\n";
-  const auto r = testing::RunLlmqWith({}, {"serve", "--config", config_});
+  const auto r = RunLlmqWith({}, {"serve", "--config", config_});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("metrics.http_port: cannot listen"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(state_ + "/queue.db"));  // it got that far
@@ -326,4 +301,4 @@ TEST_F(ServeWatchdogTest, AStalledEngineStepStopsThePingsAndIsNamed) {
 }
 
 }  // namespace
-}  // namespace llmq
+}  // namespace llmq::testing

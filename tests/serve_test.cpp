@@ -19,71 +19,47 @@
 
 #include "daemon/request_builder.h"
 #include "engine/model/model.h"
+#include "tests/serve_fixture.h"
 #include "tests/test_util.h"
 
-namespace llmq {
+namespace llmq::testing {
 namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-using testing::ReadJsonl;
-using testing::ReadText;
-using testing::WaitFor;
-
-// One request line; `max_tokens` tokens each (EOS ignored, so the work is known).
-std::string Line(const std::string& id, const std::string& prompt, int max_tokens) {
-  return json{{"custom_id", id},
-              {"method", "POST"},
-              {"url", "/v1/completions"},
-              {"body", {{"prompt", prompt}, {"max_tokens", max_tokens}, {"ignore_eos", true}}}}
-             .dump() +
-         "\n";
-}
 
 std::string Job(const std::string& prefix, int count, int max_tokens) {
   std::string s;
   for (int i = 0; i < count; ++i)
-    s += Line(prefix + "-" + std::to_string(i), "Summarize: " + prefix + " " + std::to_string(i),
-              max_tokens);
+    s += CompletionLine(prefix + "-" + std::to_string(i),
+                        "Summarize: " + prefix + " " + std::to_string(i), max_tokens);
   return s;
 }
 
-class ServeTest : public ::testing::Test {
+class ServeTest : public ServeCase {
  protected:
-  static void SetUpTestSuite() {
-    model_ = testing::TmpDir("serve_model") + "/model";
-    ASSERT_EQ(testing::RunLlmq({"make-model", "--shape", "tiny", "--out", model_, "--seed", "4"})
-                  .exit_code,
-              0);
-  }
-
   void SetUp() override {
-    dir_ = testing::CurrentTestDir();
-    state_ = dir_ + "/state";
-    config_ = dir_ + "/llmq.yaml";
+    ServeCase::SetUp();
     WriteConfig(5);
   }
-
-  void TearDown() override { Kill(); }
 
   // `max_num_seqs` small: a job runs long enough to be interrupted. `spool` is appended to the
   // spool section (other keys, e.g. "  group_window_ms: 1000\n").
   void WriteConfig(double drain_seconds, int max_num_seqs = 256, int block_size = 16,
                    double settle_seconds = 0.2, const std::string& spool = "") {
-    std::ofstream(config_) << "model:\n  path: " << model_
-                           << "\nengine:\n  max_num_seqs: " << max_num_seqs
-                           << "\n  block_size: " << block_size
-                           << "\nspool:\n  state_dir: " << state_
-                           << "\n  settle_seconds: " << settle_seconds
-                           << "\n  rescan_seconds: 1\n  drain_seconds: " << drain_seconds
-                           << "\n  commit_interval_ms: 10\n"
-                           << spool;
+    WriteServeConfig(config_, {.model = model_,
+                               .state = state_,
+                               .settle_seconds = settle_seconds,
+                               .drain_seconds = drain_seconds,
+                               .spool_extra = spool,
+                               .engine = "  max_num_seqs: " + std::to_string(max_num_seqs) +
+                                         "\n  block_size: " + std::to_string(block_size) + "\n"});
   }
 
   void Start() {
     ASSERT_EQ(pid_, -1);
     fs::remove(err_file());  // a restart must not take the last start's "serving" for its own
-    pid_ = testing::SpawnLlmq({"serve", "--config", config_}, dir_ + "/serve.out", err_file());
+    pid_ = SpawnLlmq({"serve", "--config", config_}, dir_ + "/serve.out", err_file());
     // Up when its folders exist and it has said so.
     ASSERT_TRUE(
         WaitFor([&] { return ReadText(err_file()).find("serving") != std::string::npos; }, 20))
@@ -95,62 +71,22 @@ class ServeTest : public ::testing::Test {
     if (pid_ < 0) return -1;
     kill(pid_, SIGTERM);
     int status = -1;
-    const bool exited = WaitFor(
-        [&] {
-          int st = 0;
-          if (waitpid(pid_, &st, WNOHANG) != pid_) return false;
-          status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-          return true;
-        },
-        seconds);
+    const bool exited = ExitedWithin(pid_, seconds, &status);
     if (exited) pid_ = -1;
     return exited ? status : -1;
   }
 
-  void Kill() {
-    if (pid_ < 0) return;
-    kill(pid_, SIGKILL);
-    testing::WaitExit(pid_);
-    pid_ = -1;
-  }
-
-  std::string err_file() const { return dir_ + "/serve.err"; }
-  std::string inbox(const std::string& name) const { return state_ + "/inbox/" + name; }
-  std::string outbox(const std::string& name) const { return state_ + "/outbox/" + name; }
-
-  // Writes `text` beside the inbox and renames it in (IN_MOVED_TO).
-  void Drop(const std::string& name, const std::string& text) {
-    const std::string tmp = dir_ + "/" + name + ".staging";
-    std::ofstream(tmp, std::ios::binary) << text;
-    fs::rename(tmp, inbox(name));
-  }
-
-  bool Finalized(const std::string& stem, double seconds = 20) {
-    return WaitFor([&] { return fs::exists(outbox(stem + ".summary.json")); }, seconds);
-  }
-
-  testing::RunResult Cli(std::vector<std::string> args) {
+  RunResult Cli(std::vector<std::string> args) {
     args.push_back("--config");
     args.push_back(config_);
-    return testing::RunLlmqWith({}, args);
+    return RunLlmqWith({}, args);
   }
 
-  // The job's `llmq status --json` object; an empty object while it is unknown.
-  json StatusOf(const std::string& job) {
-    const auto r = Cli({"status", job, "--json"});
-    const json j = json::parse(r.out, nullptr, false);
-    return r.exit_code == 0 && j.is_object() ? j : json::object();
-  }
   int64_t Completed(const std::string& job) {
     const json j = StatusOf(job);
     return j.contains("request_counts") ? j["request_counts"]["completed"].get<int64_t>() : -1;
   }
-
-  static std::string model_;
-  std::string dir_, state_, config_;
-  pid_t pid_ = -1;
 };
-std::string ServeTest::model_;
 
 TEST_F(ServeTest, SlowRenamedAndBadFilesRunOnceAndSubmitRunsToo) {
   Start();
@@ -167,7 +103,7 @@ TEST_F(ServeTest, SlowRenamedAndBadFilesRunOnceAndSubmitRunsToo) {
   std::string bad = Job("bad", 10, 4);
   bad += "{not json\n";
   bad += "{\"custom_id\": \"b1\", \"method\": \"POST\"}\n";
-  bad += Line("bad-3", "duplicate id", 4);  // custom_id already on line 4
+  bad += CompletionLine("bad-3", "duplicate id", 4);  // custom_id already on line 4
   bad +=
       "{\"custom_id\": \"b2\", \"method\": \"POST\", \"url\": \"/v1/embeddings\", \"body\": {}}\n";
   bad +=
@@ -529,4 +465,4 @@ TEST_F(ServeTest, FilesDroppedTogetherShareTheirSystemPromptAcrossJobs) {
 }
 
 }  // namespace
-}  // namespace llmq
+}  // namespace llmq::testing

@@ -73,11 +73,6 @@ class ServeWindowsTest : public ServeFixture {
     for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++n;
     return n;
   }
-  json JobJson(const std::string& job) {
-    const auto r = RunLlmqWith({}, {"status", job, "--json", "--config", config_});
-    const json j = json::parse(r.out, nullptr, false);
-    return r.exit_code == 0 && j.is_object() ? j : json::object();
-  }
 };
 
 // Issue 23, row 1: the work left when a window closes runs when the next one opens, by itself (no
@@ -100,7 +95,7 @@ TEST_F(ServeWindowsTest, WorkLeftAtAWindowsEndRunsWhenTheNextOpens) {
   // not slow the daemon it measures), the ETA once from `llmq status`.
   auto sample_eta_at = [&](int64_t done) {
     if (!WaitFor([&] { return Completed("night.jsonl") >= done; }, 60)) return;
-    const json j = JobJson("night.jsonl");
+    const json j = StatusOf("night.jsonl");
     if (!j["eta_seconds"].is_number() || j["status"] != "in_progress") return;
     const double now = FakeNow();
     etas.emplace_back(now, now + j["eta_seconds"].get<double>());
@@ -109,7 +104,7 @@ TEST_F(ServeWindowsTest, WorkLeftAtAWindowsEndRunsWhenTheNextOpens) {
   ASSERT_TRUE(
       WaitFor([&] { return Count("outside the run windows: no new request starts") >= 1; }, 60))
       << Log();
-  const json at_close = JobJson("night.jsonl");
+  const json at_close = StatusOf("night.jsonl");
   ASSERT_EQ(at_close["status"], "in_progress") << at_close.dump();
   const int64_t done_at_close = at_close["request_counts"]["completed"];
   ASSERT_LT(done_at_close, kRequests) << "the first window must end with work left";
@@ -122,7 +117,7 @@ TEST_F(ServeWindowsTest, WorkLeftAtAWindowsEndRunsWhenTheNextOpens) {
   ASSERT_EQ(ids.size(), static_cast<size_t>(kRequests)) << Log();
   EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size()) << "each once";
   EXPECT_EQ(ReadJsonl(outbox("night.errors.jsonl")).size(), 0u);
-  const json end = JobJson("night.jsonl");
+  const json end = StatusOf("night.jsonl");
   EXPECT_EQ(end["status"], "completed") << end.dump();
   // Issue 23, row 3: the ETA told in the first window, at 10%, counts the closed minutes: it ends
   // after the next window opens. How close each came is printed; holding them to 25% is the
@@ -147,7 +142,7 @@ TEST_F(ServeWindowsTest, StoppedOutsideAWindowItCountsWhatIsLeft) {
   ASSERT_TRUE(
       WaitFor([&] { return Log().find("accepted inbox/waiting.jsonl") != std::string::npos; }, 30))
       << Log();
-  EXPECT_EQ(JobJson("waiting.jsonl")["request_counts"]["completed"], 0) << "nothing runs outside";
+  EXPECT_EQ(StatusOf("waiting.jsonl")["request_counts"]["completed"], 0) << "nothing runs outside";
   EXPECT_EQ(Stop(), 0) << Log();
   EXPECT_NE(Log().find("stopped; 12 request(s) left pending, run after a restart"),
             std::string::npos)

@@ -18,14 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string TestDir() {
-  return llmq::testing::CurrentTestDir();
-}
-
-std::string ModelDir(const char* name) {
-  return std::string(LLMQ_SHARED_DIR) + "/models/" + name;
-}
-
 #define SKIP_IF_NO_MODEL(dir) LLMQ_SKIP_WITHOUT_FILE(std::string(dir) + "/model.safetensors")
 
 void WriteText(const std::string& path, const std::string& text) {
@@ -169,7 +161,7 @@ TEST(WeightsTest, LayerTensorName) {
 }
 
 TEST(WeightsTest, LoadsStories260K) {
-  const std::string dir = ModelDir("stories260K");
+  const std::string dir = testing::SharedModelDir("stories260K");
   SKIP_IF_NO_MODEL(dir);
   std::unique_ptr<Weights> w;
   ASSERT_NO_FATAL_FAILURE(LoadDir(dir, &w));
@@ -195,7 +187,7 @@ TEST(WeightsTest, LoadsStories260K) {
 }
 
 TEST(WeightsTest, LoadsTinyLlama3) {
-  const std::string dir = ModelDir("tiny-llama3");
+  const std::string dir = testing::SharedModelDir("tiny-llama3");
   SKIP_IF_NO_MODEL(dir);
   std::unique_ptr<Weights> w;
   ASSERT_NO_FATAL_FAILURE(LoadDir(dir, &w));
@@ -214,7 +206,7 @@ TEST(WeightsTest, LoadsTinyLlama3) {
 }
 
 TEST(WeightsTest, ShardedRealModelEqualsSingleFile) {
-  const std::string src = ModelDir("tiny-llama3");
+  const std::string src = testing::SharedModelDir("tiny-llama3");
   SKIP_IF_NO_MODEL(src);
   ModelConfig c;
   ASSERT_TRUE(LoadModelConfig(src, &c).ok());
@@ -228,7 +220,7 @@ TEST(WeightsTest, ShardedRealModelEqualsSingleFile) {
   std::vector<Owned> ts;
   for (const TensorInfo& t : infos)
     ts.push_back({t.name, t.dtype, t.shape, {f->data() + t.begin, f->data() + t.end}});
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   WriteSharded(dir, ts, 3);
   std::unique_ptr<Weights> sharded;
   Status s = Weights::Load(dir, c, &sharded);
@@ -250,7 +242,7 @@ TEST(WeightsTest, ShardedSyntheticEqualsSingleFile) {
     SCOPED_TRACE(DTypeName(dt));
     const ModelConfig c = SmallConfig(/*tied=*/false);
     const std::vector<Owned> ts = SyntheticModel(c, dt);
-    const std::string base = TestDir();
+    const std::string base = testing::CurrentTestDir();
     fs::create_directories(base + "/single");
     fs::create_directories(base + "/sharded");
     WriteSingle(base + "/single", ts);
@@ -286,7 +278,7 @@ TEST(WeightsTest, LoadsTinyQwen2Qwen3Llama32) {
       {"tiny-llama32", {"model.layers.1.mlp.down_proj.weight"}, {"lm_head.weight"}}};
   for (const Case& k : cases) {
     SCOPED_TRACE(k.model);
-    const std::string dir = ModelDir(k.model);
+    const std::string dir = testing::SharedModelDir(k.model);
     SKIP_IF_NO_MODEL(dir);
     std::unique_ptr<Weights> w;
     ASSERT_NO_FATAL_FAILURE(LoadDir(dir, &w));
@@ -296,7 +288,7 @@ TEST(WeightsTest, LoadsTinyQwen2Qwen3Llama32) {
 }
 
 TEST(WeightsTest, FamilyTensorsMissingOrMisshapedAreNamed) {
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   ModelConfig c = SmallConfigOf("Qwen2ForCausalLM", /*tied=*/true);
   const std::string bias = LayerTensorName(1, "self_attn.k_proj.bias");
   WriteSingle(dir, Without(SyntheticModel(c, DType::kBF16), bias));
@@ -324,7 +316,7 @@ TEST(WeightsTest, FamilyTensorsMissingOrMisshapedAreNamed) {
 // A checkpoint of one family loaded under another's architecture would silently drop its biases
 // or q/k norms: refused, naming the tensor and the file.
 TEST(WeightsTest, TensorsOfAnotherFamilyAreRefused) {
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   WriteSingle(dir, SyntheticModel(SmallConfigOf("Qwen2ForCausalLM", true), DType::kF32));
   ExpectLoadError(dir, SmallConfig(true),
                   {dir + "/model.safetensors: tensor 'model.layers.0.self_attn.k_proj.bias' is "
@@ -345,7 +337,7 @@ TEST(WeightsTest, TiedModelMayOmitLmHeadAndExtrasAreIgnored) {
   const ModelConfig c = SmallConfig(/*tied=*/true);
   std::vector<Owned> ts = SyntheticModel(c, DType::kF32);
   ts.push_back(MakeTensor("model.layers.0.self_attn.rotary_emb.inv_freq", DType::kF32, {3}, 99));
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   WriteSingle(dir, ts);
   std::unique_ptr<Weights> w;
   Status s = Weights::Load(dir, c, &w);
@@ -357,7 +349,7 @@ TEST(WeightsTest, TiedModelMayOmitLmHeadAndExtrasAreIgnored) {
 
 TEST(WeightsTest, UntiedMissingLmHead) {
   const ModelConfig c = SmallConfig(/*tied=*/false);
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   WriteSingle(dir, Without(SyntheticModel(c, DType::kBF16), "lm_head.weight"));
   ExpectLoadError(dir, c,
                   {dir + "/model.safetensors: required tensor 'lm_head.weight' is missing "
@@ -366,7 +358,7 @@ TEST(WeightsTest, UntiedMissingLmHead) {
 
 TEST(WeightsTest, MissingLayerTensor) {
   const ModelConfig c = SmallConfig(/*tied=*/true);
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   const std::string name = LayerTensorName(1, "self_attn.v_proj.weight");
   WriteSingle(dir, Without(SyntheticModel(c, DType::kF32), name));
   ExpectLoadError(dir, c, {dir + "/model.safetensors", "'" + name + "' is missing"});
@@ -374,7 +366,7 @@ TEST(WeightsTest, MissingLayerTensor) {
 
 TEST(WeightsTest, WrongShape) {
   ModelConfig c = SmallConfig(/*tied=*/true);
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   WriteSingle(dir, SyntheticModel(c, DType::kF32));
   c.intermediate_size = 48;  // the checkpoint has 40
   ExpectLoadError(dir, c,
@@ -396,7 +388,7 @@ TEST(WeightsTest, WrongShape) {
 
 TEST(WeightsTest, UnsupportedDtypeNamesShard) {
   const ModelConfig c = SmallConfig(/*tied=*/true);
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   WriteSingle(dir, SyntheticModel(c, DType::kF32));
   // Rewrite the norm's dtype in place: "F32" -> "I32" keeps the header length.
   std::fstream f(dir + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
@@ -417,7 +409,7 @@ TEST(WeightsTest, UnsupportedDtypeNamesShard) {
 
 TEST(WeightsTest, CorruptShardIsNamed) {
   const ModelConfig c = SmallConfig(/*tied=*/false);
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   WriteSharded(dir, SyntheticModel(c, DType::kBF16), 2);
   const std::string shard = dir + "/model-00002-of-00002.safetensors";
   fs::resize_file(shard, fs::file_size(shard) - 10);
@@ -426,7 +418,7 @@ TEST(WeightsTest, CorruptShardIsNamed) {
 
 TEST(WeightsTest, IndexNamesMissingShard) {
   const ModelConfig c = SmallConfig(/*tied=*/false);
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   WriteSharded(dir, SyntheticModel(c, DType::kBF16), 2);
   fs::remove(dir + "/model-00002-of-00002.safetensors");
   std::unique_ptr<Weights> w;
@@ -439,7 +431,7 @@ TEST(WeightsTest, IndexNamesMissingShard) {
 
 TEST(WeightsTest, IndexTensorNotInItsShard) {
   const ModelConfig c = SmallConfig(/*tied=*/false);
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   WriteSharded(dir, SyntheticModel(c, DType::kF32), 2);
   const std::string index_path = dir + "/model.safetensors.index.json";
   std::ifstream in(index_path);
@@ -459,7 +451,7 @@ TEST(WeightsTest, IndexTensorNotInItsShard) {
 
 TEST(WeightsTest, DuplicateTensorAcrossShards) {
   const ModelConfig c = SmallConfig(/*tied=*/true);
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   std::vector<Owned> ts = SyntheticModel(c, DType::kF32);
   WriteSharded(dir, ts, 2);
   // Add the norm to shard 1 as well (it lives in shard 2).
@@ -474,7 +466,7 @@ TEST(WeightsTest, DuplicateTensorAcrossShards) {
 
 TEST(WeightsTest, BadIndexFiles) {
   const ModelConfig c = SmallConfig(/*tied=*/true);
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   const std::string index_path = dir + "/model.safetensors.index.json";
   WriteText(index_path, "{not json");
   ExpectLoadError(dir, c, {index_path, "JSON"});
@@ -487,7 +479,7 @@ TEST(WeightsTest, BadIndexFiles) {
 }
 
 TEST(WeightsTest, NoCheckpointInDirectory) {
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   std::unique_ptr<Weights> w;
   Status s = Weights::Load(dir, SmallConfig(true), &w);
   EXPECT_EQ(s.code(), Status::Code::kNotFound);
@@ -497,7 +489,7 @@ TEST(WeightsTest, NoCheckpointInDirectory) {
 
 TEST(WeightsTest, GetAbortsOnUnknownName) {
   const ModelConfig c = SmallConfig(/*tied=*/true);
-  const std::string dir = TestDir();
+  const std::string dir = testing::CurrentTestDir();
   WriteSingle(dir, SyntheticModel(c, DType::kF32));
   std::unique_ptr<Weights> w;
   ASSERT_TRUE(Weights::Load(dir, c, &w).ok());
