@@ -388,10 +388,12 @@ class Server {
     const InboxSettler::Decision d =
         settler_.Scan(Clock::now(), listing, all_announced, in_intake_, !intake_busy_);
     for (const auto& [name, why] : d.refuse) Refuse(name, why);
-    for (auto it = refused_logged_.begin(); it != refused_logged_.end();)
-      it = std::any_of(listing.begin(), listing.end(), [&](auto& e) { return e.name == *it; })
-               ? std::next(it)
-               : refused_logged_.erase(it);
+    if (!refused_logged_.empty()) {  // forget the names no longer listed (a set: no n x m scan)
+      std::set<std::string> listed;
+      for (const InboxSettler::Entry& e : listing) listed.insert(e.name);
+      for (auto it = refused_logged_.begin(); it != refused_logged_.end();)
+        it = listed.count(*it) ? std::next(it) : refused_logged_.erase(it);
+    }
     if (!d.accept.empty()) StartIntake(d.accept);
     if (d.next) {
       settle_timer_.expires_at(*d.next);
