@@ -19,6 +19,7 @@
 #include "config/run_windows.h"
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
+#include "daemon/eta.h"
 #include "daemon/ingest.h"
 #include "daemon/job_runner.h"
 #include "daemon/spool.h"
@@ -57,20 +58,20 @@ Status OpenQueue(const QueueFlags& f, LlmqConfig* cfg, std::unique_ptr<jobs::Sto
   if (!fs::exists(p.db, ec))
     return Status::NotFound(p.db + ": no llmq queue here (start llmq serve --state " + p.root +
                             ", or give --state / spool.state_dir)");
-  return jobs::Store::Open(p.db, store);
+  // Looked at every few seconds by scripts, while the daemon (which checked it) runs: no read of
+  // the whole file each time.
+  return jobs::Store::Open(p.db, store, jobs::Store::Check::kSkip);
 }
 
-// What `llmq status` knows about the queue as a whole, for ETAs: the daemon's progress
-// (serve.json), the run windows in effect, the jobs in queue order, and the completion tokens a
-// request takes (each job's own mean once some finished, else the mean over every job).
+// What `llmq status` knows about the queue as a whole: the daemon's progress (serve.json, read
+// once), the run windows in effect (the daemon's, else the config's), and each unfinished job's
+// expected finish (daemon/eta.h).
 struct EtaContext {
-  bool serving = false;
+  bool serving = false;  // an llmq serve runs on this queue
   spool::ServeProgress progress;
   std::vector<RunWindow> windows;
   double now = 0;
-  std::vector<jobs::JobRecord> jobs;             // every job, by id (the order they are fed)
-  std::map<int64_t, double> tokens_per_request;  // by job, where some request succeeded
-  double overall_tokens_per_request = 0;
+  std::map<int64_t, double> finish;  // by job id, where it can be told
 };
 
 EtaContext LoadEtaContext(const LlmqConfig& cfg, jobs::Store* store) {
@@ -78,34 +79,41 @@ EtaContext LoadEtaContext(const LlmqConfig& cfg, jobs::Store* store) {
   c.windows = cfg.run_windows;
   c.serving = spool::ReadServeState(spool::PathsFor(cfg.state_dir), &c.windows, &c.progress);
   c.now = wall_clock::Now();
-  if (!store->ListJobs(&c.jobs).ok()) return c;
+  std::vector<jobs::JobRecord> all;
+  if (!c.serving || !store->ListJobs(&all).ok()) return c;
+  // Completion tokens a request takes: its job's mean once some succeeded, else the queue's.
+  std::vector<std::pair<int64_t, double>> per;  // job, mean (0: none yet)
   int64_t tokens = 0, done = 0;
-  for (const jobs::JobRecord& j : c.jobs) {
-    jobs::JobTotals t;
-    if (j.completed == 0 || !store->GetJobTotals(j.id, &t).ok()) continue;
-    c.tokens_per_request[j.id] = static_cast<double>(t.completion_tokens) / j.completed;
-    tokens += t.completion_tokens;
-    done += j.completed;
-  }
-  c.overall_tokens_per_request = done > 0 ? static_cast<double>(tokens) / done : 0;
-  return c;
-}
-
-// When job `id` is expected to be done (unix seconds), or -1 when that cannot be told: no daemon
-// serves the queue, nothing has run yet to measure. The work is the tokens left of the jobs fed
-// before it and its own, at the daemon's current rate, run only inside the run windows.
-double EstimatedFinish(const EtaContext& c, int64_t id) {
-  if (!c.serving || c.progress.tokens_per_second <= 0) return -1;
-  double tokens = 0;
-  for (const jobs::JobRecord& j : c.jobs) {
-    if (j.id > id) break;
+  for (const jobs::JobRecord& j : all) {
     if (jobs::IsTerminal(j.status) || j.cancel_requested) continue;
-    const auto it = c.tokens_per_request.find(j.id);
-    const double per = it != c.tokens_per_request.end() ? it->second : c.overall_tokens_per_request;
-    if (per <= 0) return -1;
-    tokens += per * static_cast<double>(std::max<int64_t>(0, j.total - j.completed - j.failed));
+    jobs::JobTotals t;
+    double mean = 0;
+    if (j.completed > 0 && store->GetJobTotals(j.id, &t).ok()) {
+      mean = static_cast<double>(t.completion_tokens) / static_cast<double>(j.completed);
+      tokens += t.completion_tokens;
+      done += j.completed;
+    }
+    per.emplace_back(j.id, mean);
   }
-  return FinishTime(c.windows, c.now, tokens / c.progress.tokens_per_second);
+  const double overall = done > 0 ? static_cast<double>(tokens) / static_cast<double>(done) : 0;
+  std::map<std::string, int64_t> in_flight(c.progress.in_flight_tokens.begin(),
+                                           c.progress.in_flight_tokens.end());
+  std::vector<EtaJob> eta;
+  std::vector<int64_t> ids;
+  size_t k = 0;
+  for (const jobs::JobRecord& j : all) {
+    if (jobs::IsTerminal(j.status) || j.cancel_requested) continue;
+    const double mean = per[k++].second;
+    const auto f = in_flight.find(j.public_id);
+    eta.push_back({std::max<int64_t>(0, j.total - j.completed - j.failed),
+                   mean > 0 ? mean : overall, f == in_flight.end() ? 0 : f->second});
+    ids.push_back(j.id);
+  }
+  const std::vector<double> finish =
+      EstimateFinishes(c.windows, c.now, c.progress.tokens_per_second, eta);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (finish[i] >= 0) c.finish[ids[i]] = finish[i];
+  return c;
 }
 
 json JobJson(jobs::Store* store, const jobs::JobRecord& j, const EtaContext* eta = nullptr) {
@@ -130,9 +138,9 @@ json JobJson(jobs::Store* store, const jobs::JobRecord& j, const EtaContext* eta
     if (jobs::IsTerminal(j.status) || left == 0) {
       o["eta_seconds"] = 0.0;
     } else if (eta != nullptr) {
-      if (const double finish = EstimatedFinish(*eta, j.id); finish >= 0) {
-        o["eta_seconds"] = finish - eta->now;
-        o["eta"] = LocalIso8601(static_cast<std::time_t>(finish));
+      if (const auto f = eta->finish.find(j.id); f != eta->finish.end()) {
+        o["eta_seconds"] = f->second - eta->now;
+        o["eta"] = LocalIso8601(static_cast<std::time_t>(f->second));
       }
     }
   }
@@ -141,25 +149,10 @@ json JobJson(jobs::Store* store, const jobs::JobRecord& j, const EtaContext* eta
   return o;
 }
 
-// A duration in words a reader cannot misread: "45s", "12m05s", "3h07m", "2d04h".
-std::string Duration(double seconds) {
-  const long s = std::lround(std::max(0.0, seconds));
-  char b[32];
-  if (s >= 86400)
-    std::snprintf(b, sizeof b, "%ldd%02ldh", s / 86400, s / 3600 % 24);
-  else if (s >= 3600)
-    std::snprintf(b, sizeof b, "%ldh%02ldm", s / 3600, s / 60 % 60);
-  else if (s >= 60)
-    std::snprintf(b, sizeof b, "%ldm%02lds", s / 60, s % 60);
-  else
-    std::snprintf(b, sizeof b, "%lds", s);
-  return b;
-}
-
 std::string JobLine(const json& o) {
   std::string eta = "-";
   if (o.contains("eta_seconds") && o["eta_seconds"].is_number()) {
-    eta = Duration(o["eta_seconds"].get<double>());
+    eta = FormatDuration(o["eta_seconds"].get<double>());
     if (o.contains("eta")) eta += " (at " + o["eta"].get<std::string>() + ")";
   }
   const json& c = o["request_counts"];
@@ -182,12 +175,12 @@ std::string JobLine(const json& o) {
 // The run windows in effect (serve.run_windows) and where the moment stands against them: those
 // the running llmq serve publishes (so a reload shows at once), else the config's (what the next
 // start uses). Null when there are none. *text is the line `llmq status` prints ("" when none).
-json RunWindowsJson(const LlmqConfig& cfg, std::string* text) {
-  std::vector<RunWindow> windows = cfg.run_windows;
-  const bool from_serve = spool::ReadServeState(spool::PathsFor(cfg.state_dir), &windows);
+json RunWindowsJson(const EtaContext& c, std::string* text) {
+  const std::vector<RunWindow>& windows = c.windows;
+  const bool from_serve = c.serving;
   text->clear();
   if (windows.empty()) return nullptr;
-  const auto now = static_cast<std::time_t>(wall_clock::Now());  // LLMQ_TEST_CLOCK in tests
+  const auto now = static_cast<std::time_t>(c.now);  // LLMQ_TEST_CLOCK in tests
   const RunWindowState st = RunWindowStateAt(windows, now);
   const auto iso = [](std::time_t t) { return t < 0 ? json(nullptr) : json(LocalIso8601(t)); };
   json o{{"windows", json::array()},
@@ -360,8 +353,8 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
   // status (not list): the run windows, a line before the jobs, and in each job's object; what
   // the daemon is doing (or that none serves this queue), likewise.
   std::string windows_line;
-  const json windows = list ? json(nullptr) : RunWindowsJson(cfg, &windows_line);
   const EtaContext eta = list ? EtaContext() : LoadEtaContext(cfg, store.get());
+  const json windows = list ? json(nullptr) : RunWindowsJson(eta, &windows_line);
   json daemon = json{{"serving", eta.serving}};
   std::string daemon_line = "no llmq serve is serving this queue: nothing runs until one starts";
   if (eta.serving) {
@@ -373,7 +366,7 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
     std::snprintf(
         b, sizeof b,
         "llmq serve: %lld request(s) running, %lld queued in the engine, %lld tokens "
-        "generated since it started, %.1f tok/s%s",
+        "generated since it started, %.1f tok/s while working%s",
         static_cast<long long>(eta.progress.running), static_cast<long long>(eta.progress.queued),
         static_cast<long long>(eta.progress.tokens_generated), eta.progress.tokens_per_second,
         eta.progress.held ? " (outside the run windows: nothing new starts)" : "");

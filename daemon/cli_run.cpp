@@ -148,7 +148,9 @@ class RunCommand {
 
     // The committer writes results through its own connection, on its own thread.
     std::unique_ptr<jobs::Store> commit_store;
-    if (Status st = jobs::Store::Open(db_path(), &commit_store); !st.ok()) return Fail(cmd_, st);
+    if (Status st = jobs::Store::Open(db_path(), &commit_store, jobs::Store::Check::kSkip);
+        !st.ok())
+      return Fail(cmd_, st);
     // Ingest is done: feeding and committing page through the queue, they keep little cached.
     for (jobs::Store* s : {store_.get(), commit_store.get()})
       if (Status st = s->SetCacheBytes(kFeedCacheBytes); !st.ok()) return Fail(cmd_, st);

@@ -161,9 +161,13 @@ class Server {
     const RemovedOnReturn serve_state(paths_.serve_state);
     PublishState();  // for llmq status: the run windows in effect
     // The queue before the model: a damaged database is refused at once, naming the file.
+    // The first connection checks the whole file; the others skip that second read.
     for (std::unique_ptr<jobs::Store>* s :
-         {&io_store_, &intake_store_, &runner_store_, &commit_store_})
-      if (Status st = jobs::Store::Open(paths_.db, s); !st.ok()) return Fail(cmd_, st);
+         {&io_store_, &intake_store_, &runner_store_, &commit_store_}) {
+      const auto check = s == &io_store_ ? jobs::Store::Check::kIntegrity
+                                         : jobs::Store::Check::kSkip;
+      if (Status st = jobs::Store::Open(paths_.db, s, check); !st.ok()) return Fail(cmd_, st);
+    }
     // Only ingest (intake_store_) gains from a big page cache; the others page through the
     // queue.
     for (jobs::Store* s : {io_store_.get(), runner_store_.get(), commit_store_.get()})
@@ -609,6 +613,12 @@ class Server {
     g.kv_blocks_free = b.num_free();
     g.kv_blocks_cached = b.num_available() - b.num_free();
     engine_metrics_.SetGauges(g);
+    // The work in flight by job, for llmq status' ETA: a walk over the requests fed, so not at
+    // every step.
+    if (const auto now = Clock::now(); now >= next_in_flight_) {
+      next_in_flight_ = now + std::chrono::milliseconds(50);
+      engine_metrics_.SetInFlight(runner_->InFlightTokensByJob());
+    }
   }
 
   // Every second: STATUS= (tokens/s over the last second); while draining, EXTEND_TIMEOUT_USEC=
@@ -726,15 +736,18 @@ class Server {
     p.running = g.running;
     p.queued = g.queued;
     p.held = !in_window_;
-    // Completion tokens per second of the wall clock (LLMQ_TEST_CLOCK in tests) over the last
-    // kRateIntervals intervals in which tokens were generated: kept while nothing runs (outside
-    // the windows), so that an ETA can still be told.
+    p.in_flight_tokens = engine_metrics_.in_flight();
+    // Completion tokens per second of the engine's busy time (in seconds of the wall clock:
+    // LLMQ_TEST_CLOCK runs faster in tests) over the last kRateIntervals intervals in which tokens
+    // were generated: kept while nothing runs (outside the windows, between jobs), so that an ETA
+    // can still be told; not lowered by the waits around the work.
     if (measure) {
-      if (state_at_ > 0 && p.at > state_at_ && p.tokens_generated > state_tokens_) {
-        rate_intervals_.push_back({p.at - state_at_, double(p.tokens_generated - state_tokens_)});
+      const double busy = g.progress.busy_seconds * wall_clock::Scale();
+      if (busy > state_busy_ && p.tokens_generated > state_tokens_) {
+        rate_intervals_.push_back({busy - state_busy_, double(p.tokens_generated - state_tokens_)});
         if (rate_intervals_.size() > kRateIntervals) rate_intervals_.pop_front();
       }
-      state_at_ = p.at;
+      state_busy_ = busy;
       state_tokens_ = p.tokens_generated;
     }
     double secs = 0, tokens = 0;
@@ -803,7 +816,7 @@ class Server {
   bool in_window_ = true;
   // serve.json's progress (PublishState): when it was last measured, the tokens then, and the
   // last intervals with progress (seconds, tokens).
-  double state_at_ = 0;
+  double state_busy_ = 0;  // the engine's busy time at the last measure (wall-clock seconds)
   int64_t state_tokens_ = 0;
   static constexpr size_t kRateIntervals = 12;
   std::deque<std::pair<double, double>> rate_intervals_;
@@ -819,6 +832,7 @@ class Server {
   // The watchdog (ArmWatchdog): the engine thread's last tick (Clock's count, OnEngineTick), when
   // the queue's poll started failing (max: it answers), when the timer was due, what was stale.
   std::atomic<Clock::rep> engine_tick_{0};
+  Clock::time_point next_in_flight_;  // engine thread: when InFlightTokensByJob is next read
   Clock::time_point queue_failing_since_ = Clock::time_point::max(), watchdog_due_;
   std::unique_ptr<WatchdogMonitor> watchdog_;  // WATCHDOG_USEC= set (ArmWatchdog)
   int stall_reload_ms_ = TestStallReloadMs();  // TEST ONLY (LLMQ_TEST_STALL_RELOAD_MS)

@@ -1,10 +1,11 @@
 #include "daemon/job_runner.h"
 
-#include "base/wall_clock.h"
-
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <thread>
+
+#include "base/wall_clock.h"
 
 namespace llmq {
 
@@ -96,6 +97,7 @@ Status JobRunner::Feed() {
       Refuse(p.job, p.line, f.req.custom_id, err);
       continue;
     }
+    r.plan_segment = static_cast<uint64_t>(p.job);  // jobs keep their order (FIFO)
     fed_.emplace(r.id, std::move(f));
     engine_->Add(std::move(r));
   }
@@ -154,6 +156,34 @@ void JobRunner::HandleOutputs(const std::vector<RequestOutput>& done) {
   }
 }
 
+namespace {
+// Adds the steady-clock seconds of its scope to *total (RunnerProgress::busy_seconds).
+class BusyTimer {
+ public:
+  explicit BusyTimer(double* total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~BusyTimer() {
+    *total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  BusyTimer(const BusyTimer&) = delete;
+  BusyTimer& operator=(const BusyTimer&) = delete;
+
+ private:
+  double* total_;
+  std::chrono::steady_clock::time_point start_;
+};
+}  // namespace
+
+std::vector<std::pair<std::string, int64_t>> JobRunner::InFlightTokensByJob() const {
+  std::map<std::string, int64_t> by_job;
+  engine_->ForEachInFlight([&](const std::string& id, int64_t tokens) {
+    const auto f = fed_.find(id);
+    if (f == fed_.end() || dropped_.count(id)) return;
+    const auto j = jobs_.find(f->second.job);
+    if (j != jobs_.end()) by_job[j->second.public_id] += tokens;
+  });
+  return {by_job.begin(), by_job.end()};
+}
+
 void JobRunner::StepOnce(int64_t tokens_before, std::vector<RequestOutput>* done) {
   done->clear();
   const auto start = std::chrono::steady_clock::now();
@@ -172,6 +202,7 @@ Status JobRunner::Run(const std::function<bool()>& stop, const std::function<voi
   const int64_t tokens_before = engine_->stats().tokens_generated;
   std::vector<RequestOutput> done;
   while (!stop()) {
+    const BusyTimer busy(&progress_.busy_seconds);
     LLMQ_RETURN_IF_ERROR(Feed());
     if (!engine_->HasWork()) {
       if (drained_) break;
@@ -270,6 +301,7 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
         continue;
       }
     }
+    const BusyTimer busy(&progress_.busy_seconds);
     // A store another process holds past the busy timeout (or a full disk) must not end the
     // engine thread, and with it the daemon: Feed is tried again half a second later (the cursor
     // only moves past requests it handed over or refused); the engine steps on meanwhile.

@@ -45,6 +45,9 @@ struct RunnerProgress {
   int64_t tokens_generated = 0;  // completion tokens sampled in this run, finished or not
   int64_t prompt_tokens = 0, cached_tokens = 0, computed_tokens = 0;  // of finished requests
   double last_step_seconds = 0;  // the engine's last Step (metrics)
+  // Steady-clock seconds spent feeding the engine and stepping it, not waiting for work: the
+  // time a rate of work is measured over (llmq status' ETA).
+  double busy_seconds = 0;
 };
 
 class JobRunner {
@@ -82,6 +85,10 @@ class JobRunner {
   // Requests of `job` this runner ran to their result (a job's summary: finished_this_run) (any
   // thread).
   int64_t FinishedOfJob(int64_t job) const;
+  // The completion tokens the engine's unfinished requests have sampled so far, summed by job
+  // (public id, ascending), jobs without any left out (LlmEngine::ForEachInFlight). Engine
+  // thread only (on_tick); O(requests fed).
+  std::vector<std::pair<std::string, int64_t>> InFlightTokensByJob() const;
 
  private:
   struct Fed {  // a request handed to the engine, until its result is handed on

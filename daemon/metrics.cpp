@@ -75,6 +75,16 @@ void EngineMetrics::SetGauges(const Gauges& g) {
   gauges_ = g;
 }
 
+void EngineMetrics::SetInFlight(InFlight in_flight) {
+  std::lock_guard<std::mutex> lock(mu_);
+  in_flight_ = std::move(in_flight);
+}
+
+EngineMetrics::InFlight EngineMetrics::in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_;
+}
+
 void EngineMetrics::ObserveStep(double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   step_seconds_.Observe(seconds);

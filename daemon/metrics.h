@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -48,6 +49,11 @@ class EngineMetrics {
   };
   // Engine thread.
   void SetGauges(const Gauges& g);
+  // The completion tokens the engine's unfinished requests hold, by job (public id): the work in
+  // flight (JobRunner::InFlightTokensByJob), refreshed less often than the gauges.
+  using InFlight = std::vector<std::pair<std::string, int64_t>>;
+  void SetInFlight(InFlight in_flight);
+  InFlight in_flight() const;
   void ObserveStep(double seconds);
   void ObserveTtft(double seconds);
   // Any thread: renders the engine part (gauges and histograms) into *out.
@@ -57,6 +63,7 @@ class EngineMetrics {
  private:
   mutable std::mutex mu_;
   Gauges gauges_;
+  InFlight in_flight_;
   Histogram step_seconds_, ttft_seconds_;
 };
 

@@ -39,12 +39,14 @@ Status WriteServeState(const Paths& p, const std::vector<RunWindow>& windows,
                        const ServeProgress& progress) {
   nlohmann::json w = nlohmann::json::array();
   for (const RunWindow& rw : windows) w.push_back(FormatRunWindow(rw));
-  const nlohmann::json pr{{"at", progress.at},
-                          {"tokens_per_second", progress.tokens_per_second},
-                          {"running", progress.running},
-                          {"queued", progress.queued},
-                          {"tokens_generated", progress.tokens_generated},
-                          {"held", progress.held}};
+  nlohmann::json pr{{"at", progress.at},
+                    {"tokens_per_second", progress.tokens_per_second},
+                    {"running", progress.running},
+                    {"queued", progress.queued},
+                    {"tokens_generated", progress.tokens_generated},
+                    {"held", progress.held},
+                    {"in_flight_tokens", nlohmann::json::object()}};
+  for (const auto& [job, tokens] : progress.in_flight_tokens) pr["in_flight_tokens"][job] = tokens;
   return WriteFileDurably(
       p.serve_state,
       DumpJson(nlohmann::json{{"pid", getpid()}, {"run_windows", w}, {"progress", pr}}) + "\n");
@@ -76,6 +78,11 @@ bool ReadServeState(const Paths& p, std::vector<RunWindow>* windows, ServeProgre
     progress->queued = static_cast<int64_t>(num("queued"));
     progress->tokens_generated = static_cast<int64_t>(num("tokens_generated"));
     progress->held = pr.contains("held") && pr["held"].is_boolean() && pr["held"].get<bool>();
+    progress->in_flight_tokens.clear();
+    if (pr.contains("in_flight_tokens") && pr["in_flight_tokens"].is_object())
+      for (const auto& [job, tokens] : pr["in_flight_tokens"].items())
+        if (tokens.is_number_integer())
+          progress->in_flight_tokens.emplace_back(job, tokens.get<int64_t>());
   }
   return true;
 }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -33,12 +34,17 @@ Status EnsureLayout(const Paths& p);
 // durably. The daemon removes it when it stops.
 // What the engine is doing, as serve.json tells `llmq status` (refreshed with the metrics).
 struct ServeProgress {
-  double at = 0;                 // when (unix seconds, base/wall_clock.h)
-  double tokens_per_second = 0;  // completion tokens over the last interval (per wall-clock s)
+  double at = 0;  // when (unix seconds, base/wall_clock.h)
+  // Completion tokens per wall-clock second while the engine works (busy time, not waits, not
+  // the hours outside the run windows), over its last few measured intervals.
+  double tokens_per_second = 0;
   int64_t running = 0;           // requests admitted by the engine
   int64_t queued = 0;            // handed to the engine, not yet admitted
   int64_t tokens_generated = 0;  // completion tokens since the daemon started
   bool held = false;             // outside the run windows: nothing new starts
+  // Completion tokens the engine's unfinished requests already hold, by job public id: work done
+  // that the queue's counts do not show yet.
+  std::vector<std::pair<std::string, int64_t>> in_flight_tokens;
 };
 Status WriteServeState(const Paths& p, const std::vector<RunWindow>& windows,
                        const ServeProgress& progress = ServeProgress());

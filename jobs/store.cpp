@@ -420,7 +420,7 @@ Store::~Store() {
   if (db_ != nullptr) sqlite3_close(db_);
 }
 
-Status Store::Open(const std::string& path, std::unique_ptr<Store>* out) {
+Status Store::Open(const std::string& path, std::unique_ptr<Store>* out, Check check) {
   // SQLite would take "" as a private temporary database: nothing would be durable.
   if (path.empty()) return Status::InvalidArgument("empty database path");
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -478,7 +478,7 @@ Status Store::Open(const std::string& path, std::unique_ptr<Store>* out) {
     return Status::IoError(path + ": gone just after it was opened: " + std::strerror(errno));
   s->dev_ = st.st_dev;
   s->ino_ = st.st_ino;
-  LLMQ_RETURN_IF_ERROR(s->CheckIntegrity());
+  if (check == Check::kIntegrity) LLMQ_RETURN_IF_ERROR(s->CheckIntegrity());
   LLMQ_RETURN_IF_ERROR(s->Migrate());
   *out = std::move(s);
   return Status::Ok();

@@ -7,7 +7,8 @@
 // A request is `pending` until its result is committed, in the same transaction that sets it
 // `done` or `failed` and bumps the job's counts; a crash before that commit leaves it pending and
 // it simply runs again. `schema_version` in table `meta` drives forward migrations (a database
-// with a newer version is refused); Open runs `PRAGMA quick_check` and refuses a damaged file.
+// with a newer version is refused); Open runs `PRAGMA quick_check` (unless told to skip it) and
+// refuses a damaged file.
 // quick_check reads every page and checks the b-trees, free list and record formats in linear
 // time; integrity_check also cross-checks every index entry against its table row, which costs
 // more and grows faster with the database (100,000 requests, 27 MB: 0.12 s vs 0.16 s). Both read
@@ -133,7 +134,13 @@ class Store {
   // A new database file is created 0600 whatever the umask: it holds every prompt and result,
   // the queue is its owner's alone (SQLite gives the -wal and -shm files the database file's
   // mode). An existing one keeps its mode.
-  static Status Open(const std::string& path, std::unique_ptr<Store>* out);
+  // The integrity check reads the whole file (see the top of this file): a process checks once,
+  // with its first connection; its other connections, and the commands that only look at the
+  // queue while the daemon runs (llmq status, list, cancel: every few seconds from a script on
+  // a queue of months), pass Check::kSkip.
+  enum class Check { kIntegrity, kSkip };
+  static Status Open(const std::string& path, std::unique_ptr<Store>* out,
+                     Check check = Check::kIntegrity);
   ~Store();  // rolls back an open transaction
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "engine/backends/cpu_backend.h"
 #include "engine/tools/model_maker.h"
@@ -160,6 +161,43 @@ TEST_F(LlmEngineTest, MoreRequestsThanThePoolHoldsAllComplete) {
   for (const RequestOutput& o : done) EXPECT_TRUE(o.ok()) << o.error;
   EXPECT_EQ(done.size(), reqs.size());
   EXPECT_EQ(engine->blocks().num_in_use(), 0);
+}
+
+// The work in flight (ForEachInFlight: what llmq status' ETA subtracts): after every step, the
+// completion tokens it reports for the unfinished requests and those of the finished ones add up
+// to every token sampled, through preemptions (a small pool) and n = 2 samples.
+TEST_F(LlmEngineTest, TheTokensInFlightAndFinishedAddUpToThoseSampled) {
+  CpuBackend be(cfg_, *w_);
+  EngineOptions opt;
+  opt.num_blocks = 12;
+  std::unique_ptr<LlmEngine> engine;
+  ASSERT_TRUE(LlmEngine::Create(cfg_, &be, nullptr, opt, &engine).ok());
+  std::vector<Request> reqs = Prompts(10);
+  reqs[3].n = 2;
+  for (const Request& r : reqs) engine->Add(r);
+  std::vector<RequestOutput> done;
+  int64_t finished_tokens = 0, max_in_flight = 0;
+  for (int steps = 0; engine->HasWork() && steps < 10000; ++steps) {
+    done.clear();
+    ASSERT_TRUE(engine->Step(&done).ok());
+    for (const RequestOutput& o : done) {
+      ASSERT_TRUE(o.ok()) << o.error;
+      for (const Completion& c : o.completions)
+        finished_tokens += static_cast<int64_t>(c.ids.size());
+    }
+    int64_t in_flight = 0;
+    std::set<std::string> seen;
+    engine->ForEachInFlight([&](const std::string& id, int64_t tokens) {
+      EXPECT_TRUE(seen.insert(id).second) << id;
+      EXPECT_GT(tokens, 0) << id;
+      in_flight += tokens;
+    });
+    max_in_flight = std::max(max_in_flight, in_flight);
+    ASSERT_EQ(in_flight + finished_tokens, engine->stats().tokens_generated) << "step " << steps;
+  }
+  EXPECT_FALSE(engine->HasWork());
+  EXPECT_GT(max_in_flight, 0);
+  EXPECT_GT(engine->stats().preemptions, 0) << "the pool must be too small for all at once";
 }
 
 }  // namespace

@@ -131,6 +131,40 @@ TEST_F(PlannedQueueTest, PlansTheWindowGroupByGroupAndLaterWindowsAfterIt) {
   Check(q);
 }
 
+// Segments (the daemon's jobs) keep their order: the planner groups within each, never across,
+// so that a job's last requests do not wait behind a larger subtree of the next job's. Groups
+// and pins still form within a segment.
+TEST_F(PlannedQueueTest, SegmentsKeepTheirOrderAndArePlannedEachOnItsOwn) {
+  PlannedQueue q(&blocks_, true);
+  const std::vector<int32_t> sys = Range(100, 8), t1 = Range(200, 8), t2 = Range(300, 8);
+  std::vector<FakeRequest*> first, second;
+  // Segment 1: two under t2 around one under t1; segment 2: three under t1 (the larger subtree
+  // over the whole window, which unsegmented planning would put first).
+  for (const auto& tail : {t2, t1, t2}) {
+    first.push_back(Add(&q, Cat(Cat(sys, tail), Range(1000 + 10 * first.size(), 3))));
+    first.back()->segment = 1;
+  }
+  for (int i = 0; i < 3; ++i) {
+    second.push_back(Add(&q, Cat(Cat(sys, t1), Range(2000 + 10 * i, 3))));
+    second.back()->segment = 2;
+  }
+  ASSERT_TRUE(q.PlanWindow().ok());
+  for (FakeRequest* r : first) EXPECT_LT(r->position, 3u) << "segment 1 first";
+  for (FakeRequest* r : second) EXPECT_GE(r->position, 3u);
+  // Within segment 1, the two under t2 are neighbours and the first seen leads.
+  EXPECT_EQ(first[0]->position, 0u);
+  EXPECT_EQ(first[2]->position, 1u);
+  EXPECT_EQ(first[1]->position, 2u);
+  // The groups of both segments pin their shared blocks as their leads compute them.
+  FakeRequest* lead = Next(&q);
+  ASSERT_EQ(lead, first[0]);
+  Admit(&q, lead);
+  Compute(lead);
+  q.UpdatePins();
+  EXPECT_GT(Pins(q, blocks_.num_blocks()), 0);
+  Check(q);
+}
+
 TEST_F(PlannedQueueTest, WithoutThePlannerOrABadPlanTheWindowRunsInArrivalOrder) {
   PlannedQueue off(&blocks_, false);
   std::vector<FakeRequest*> rs;

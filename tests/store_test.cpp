@@ -225,6 +225,31 @@ TEST(Store, TruncatedDatabaseIsCorruption) {
   EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
 }
 
+// A page damaged in the middle of the requests: the check refuses the file; an open that skips
+// it (a second connection, llmq status) does not read every page, and the jobs still read.
+TEST(Store, OnlyTheCheckedOpenReadsEveryPage) {
+  const std::string path = DbPath();
+  {
+    auto s = OpenOrDie(path);
+    std::vector<int64_t> ranks(3000);
+    for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int64_t>(i) + 1;
+    Ingest(s.get(), "big.jsonl", ranks);
+  }
+  const auto size = fs::file_size(path);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size * 3 / 4 / 16384 * 16384));  // a page's start
+    for (int i = 0; i < 16384; ++i) f.put(static_cast<char>((i * 7919) % 251));
+  }
+  std::unique_ptr<Store> s;
+  const Status st = Store::Open(path, &s);
+  EXPECT_EQ(st.code(), Status::Code::kCorruption) << st.message();
+  ASSERT_TRUE(Store::Open(path, &s, Store::Check::kSkip).ok());
+  std::vector<JobRecord> jobs;
+  ASSERT_TRUE(s->ListJobs(&jobs).ok());
+  EXPECT_EQ(jobs.size(), 1u);
+}
+
 TEST(Store, ForeignSqliteDatabaseIsRefused) {
   const std::string path = DbPath();
   fs::create_directories(fs::path(path).parent_path());

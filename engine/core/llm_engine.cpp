@@ -86,6 +86,16 @@ LlmEngine::~LlmEngine() {
   if (opt_.profile) backend_->set_profile(nullptr);  // the backend may outlive the engine
 }
 
+void LlmEngine::ForEachInFlight(const std::function<void(const std::string&, int64_t)>& fn) const {
+  for (const auto& [id, st] : requests_) {
+    int64_t tokens = st->m.completion_tokens;  // of the samples already finished
+    for (const std::unique_ptr<Sequence>& s : st->seqs)
+      if (s != nullptr && s->status != SeqStatus::kFinished)
+        tokens += static_cast<int64_t>(s->tokens.size()) - s->num_prompt;
+    if (tokens > 0) fn(id, tokens);
+  }
+}
+
 size_t LlmEngine::bookkeeping_size() const {
   return requests_.size() + reports_.size() + queue_.bookkeeping_size() + scheduler_.num_waiting() +
          scheduler_.num_running();
@@ -141,6 +151,7 @@ void LlmEngine::Add(Request req) {
   st->completions.resize(st->req.n);
   st->m.prompt_tokens = n;
   st->prompt = st->req.prompt_ids;
+  st->segment = st->req.plan_segment;
   queue_.Add(st.get());
   const std::string id = st->req.id;
   requests_.emplace(id, std::move(st));

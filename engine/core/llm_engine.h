@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -64,6 +65,9 @@ class LlmEngine {
   // True while the request has been admitted (running or preempted) and is unfinished; false when
   // it is still in the window or the queue, finished, or unknown (a drain cancels those).
   bool IsAdmitted(const std::string& request_id) const;
+  // Calls fn(id, tokens) for every unfinished request that has sampled completion tokens: how
+  // many so far, over its n samples (a progress report: the work in flight). O(unfinished).
+  void ForEachInFlight(const std::function<void(const std::string&, int64_t)>& fn) const;
 
   // Requests by state; num_unfinished() = num_window() + num_queued() + num_running() + those
   // finished (refused, cancelled) but not yet reported.

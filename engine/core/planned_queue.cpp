@@ -39,21 +39,33 @@ PlannedQueue::Entry* PlannedQueue::At(uint64_t position) const {
 Status PlannedQueue::PlanWindow() {
   if (window_.empty()) return Status::Ok();
   Status status;
-  std::vector<uint32_t> order(window_.size());
+  for (size_t begin = 0, end = 0; begin < window_.size(); begin = end) {
+    end = begin + 1;
+    while (end < window_.size() && window_[end]->segment == window_[begin]->segment) ++end;
+    if (Status st = PlanRun(begin, end); !st.ok() && status.ok()) status = st;
+  }
+  window_.clear();
+  return status;
+}
+
+Status PlannedQueue::PlanRun(size_t begin, size_t end) {
+  const size_t n = end - begin;
+  Status status;
+  std::vector<uint32_t> order(n);
   std::iota(order.begin(), order.end(), 0u);
   const uint64_t base = planned_base_ + planned_.size();
   const int block_size = blocks_->block_size();
-  if (enable_planner_ && window_.size() > 1) {
+  if (enable_planner_ && n > 1) {
     std::vector<std::span<const int32_t>> prompts;
     std::vector<Group> groups;
     // std::bad_alloc while planning (a huge window) fails the plan as an error the planner
     // returns does: no exception leaves PlanWindow.
     try {
-      prompts.reserve(window_.size());
-      for (const Entry* e : window_) prompts.push_back(e->prompt);
+      prompts.reserve(n);
+      for (size_t i = begin; i < end; ++i) prompts.push_back(window_[i]->prompt);
       StatusOr<Plan> plan =
           planner_ ? planner_(prompts, block_size) : PlanPrefixes(prompts, block_size);
-      status = plan.ok() ? CheckPermutation(plan->order, window_.size()) : plan.status();
+      status = plan.ok() ? CheckPermutation(plan->order, n) : plan.status();
       if (status.ok()) {
         if (blocks_->prefix_cache_enabled())
           for (const PlanGroup& g : plan->groups)
@@ -70,18 +82,17 @@ Status PlannedQueue::PlanWindow() {
       status = Status::Internal(e.what());
     }
     if (!status.ok())
-      status = Status::Internal("planner: " + status.message() + "; a window of " +
-                                std::to_string(window_.size()) +
-                                " requests runs in arrival order, without pins");
+      status =
+          Status::Internal("planner: " + status.message() + "; a window of " + std::to_string(n) +
+                           " requests runs in arrival order, without pins");
   }
   for (uint32_t i : order) {
-    Entry* e = window_[i];
+    Entry* e = window_[begin + i];
     e->phase = Phase::kQueued;
     e->position = planned_base_ + planned_.size();
     planned_.push_back(e);
     ++num_queued_;
   }
-  window_.clear();
   return status;
 }
 

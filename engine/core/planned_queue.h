@@ -46,6 +46,9 @@ class PlannedQueue {
     uint64_t position = 0;  // in planned order (valid from kQueued on)
     // The prompt the planner orders by; read only while in the window.
     std::span<const int32_t> prompt;
+    // The window is planned one run of consecutive entries of equal segment at a time: entries
+    // of different segments keep their order (Request::plan_segment).
+    uint64_t segment = 0;
     // The sequence that runs the prompt, set by the caller when Materialize hands the entry out;
     // pins are taken from its block table once it has computed a group's shared prefix.
     const Sequence* lead = nullptr;
@@ -61,9 +64,10 @@ class PlannedQueue {
 
   // Adds `e` (phase kWindow) to the window.
   void Add(Entry* e);
-  // Orders the window and appends it to the queue, with its groups. Non-OK when the planner failed
-  // (an error, no permutation, std::bad_alloc): the window is queued in arrival order, without
-  // groups.
+  // Orders the window and appends it to the queue, with its groups: each run of consecutive
+  // entries of one segment is planned on its own, runs stay in arrival order. Non-OK when the
+  // planner failed (an error, no permutation, std::bad_alloc): that run is queued in arrival
+  // order, without groups.
   Status PlanWindow();
   // The next live queued entry past those already handed out, in planned order; null when there
   // is none. The caller sets its `lead` and hands that sequence to the scheduler.
@@ -102,6 +106,8 @@ class PlannedQueue {
     bool done = false;
     uint64_t scan = 0;  // members before this position have all finished
   };
+  // Plans window_[begin, end) (one segment) and appends it to the queue with its groups.
+  Status PlanRun(size_t begin, size_t end);
 
   BlockManager* blocks_;
   bool enable_planner_;

@@ -20,6 +20,10 @@ struct Request {
   std::vector<int32_t> prompt_ids;  // BOS included when the model asks for it
   SamplingParams params;            // no seed: the engine uses DefaultSeed("", id)
   int n = 1;                        // parallel samples; they share the prompt's KV blocks
+  // The planner reorders the requests added together (for shared prefixes) only among those of
+  // one segment; segments keep the order they were added in. The daemon gives each job its own,
+  // so that a job's last requests never wait behind the next job's.
+  uint64_t plan_segment = 0;
   // When the request arrived (e.g. when its job was accepted), by the engine's time source
   // (EngineOptions::time); unset: the time of Add.
   std::optional<Clock::time_point> arrival;

@@ -1,0 +1,328 @@
+// A simulated week (issue 23, done-when 2): `llmq serve` with the nightly window 22:00-06:00 runs
+// for seven nights on a clock 7200 times as fast as the real one (LLMQ_TEST_CLOCK: a night is
+// four real seconds), while jobs are dropped by day and by night, some larger than a night.
+// Checked: every request runs exactly once; work left when a window closes resumes when the next
+// opens, by itself; nothing runs outside a window; `llmq status` (--json and text) reports the
+// queue's counts and, at every look past 10% of a job, an ETA within 25% of the time the job
+// then still took.
+//
+// The jobs are sized in nights of this machine's work, at the rate the daemon measured when each
+// is dropped (a first job, K, by night, gives the first), so that each ends where the schedule
+// says on any machine, far from a window's end even if the machine's pace drifts by 20% during the
+// week (a job whose work ends just before 06:00 ends 16 hours later if it runs a little slower:
+// no ETA can be within 25% there). ctest runs this test alone (RUN_SERIAL): the rate it measures
+// is the daemon's, not the rate left by other tests.
+#include <sqlite3.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/serve_fixture.h"
+
+namespace llmq::testing {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr double kScale = 7200;  // daemon seconds per real second
+constexpr double kHour = 3600, kDay = 86400;
+constexpr double kSunday = 1767484800;  // 2026-01-04T00:00:00Z, a Sunday (TZ=UTC)
+constexpr double kNight = 8 * kHour;    // 22:00-06:00
+// What the test cannot resolve, in daemon seconds: the daemon's progress in serve.json is up to
+// a metrics interval old (0.1 real s), a result is committed within 10 ms, a status call takes
+// some ms: 0.15 real seconds (18 minutes of the daemon's day).
+constexpr double kResolution = 0.15 * kScale;
+constexpr int kTokens = 160;  // completion tokens per request (EOS ignored: the work is known)
+
+double RealNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// "2026-01-05T22:00:00+00:00" (llmq status' `eta`, TZ=UTC) as unix seconds; -1 when it is not.
+double ParseUtcIso(const std::string& s) {
+  std::tm tm{};
+  char offset[8] = {};
+  if (std::sscanf(s.c_str(), "%d-%d-%dT%d:%d:%d%6s", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, offset) != 7 ||
+      std::string(offset) != "+00:00")
+    return -1;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<double>(timegm(&tm));
+}
+
+// Whether `t` lies inside a 22:00-06:00 window (`slack` seconds past its end count as inside).
+bool InNight(double t, double slack = 0) {
+  const double s = std::fmod(t - kSunday, kDay);
+  return s >= 22 * kHour || s < 6 * kHour + slack;
+}
+
+std::string Clock(double t) {  // "Tue 03:10" (the test's day)
+  static const char* kDays[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+  const double d = t - kSunday;
+  const int day = static_cast<int>(d / kDay);
+  const int m = static_cast<int>(std::fmod(d, kDay) / 60);
+  char b[32];
+  std::snprintf(b, sizeof b, "%s%s %02d:%02d", day >= 7 ? "next " : "", kDays[day % 7], m / 60,
+                m % 60);
+  return b;
+}
+
+struct Job {
+  std::string name;
+  double drop_at = 0;  // daemon time
+  double nights = 0;   // its size in nights of work at the daemon's rate (0: `count` as given)
+  int64_t count = 0;   // requests
+  bool dropped = false;
+};
+
+// One look at a job through `llmq status`: when, the counts it showed, the end it told.
+struct Look {
+  double at = 0, told = -1;
+  int64_t done = 0, total = 0;
+  bool text = false;  // read from the text output
+};
+
+class ServeWeekTest : public ServeFixture {
+ protected:
+  void TearDown() override {
+    unsetenv("LLMQ_TEST_CLOCK");
+    unsetenv("TZ");
+    if (db_ != nullptr) sqlite3_close(db_);
+    ServeFixture::TearDown();
+  }
+  double FakeNow() const { return start_ + (RealNow() - anchor_) * kScale; }
+  void StartAt(double fake) {
+    start_ = fake;
+    anchor_ = RealNow();
+    char clock[96];
+    std::snprintf(clock, sizeof clock, "%.3f@%.3fx%.0f", start_, anchor_, kScale);
+    setenv("LLMQ_TEST_CLOCK", clock, 1);
+    setenv("TZ", "UTC", 1);
+    Start();
+  }
+  // Each job's (completed + failed) by name, read from queue.db.
+  std::map<std::string, int64_t> Done() {
+    std::map<std::string, int64_t> out;
+    if (db_ == nullptr && sqlite3_open_v2((state_ + "/queue.db").c_str(), &db_,
+                                          SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+      return out;
+    sqlite3_busy_timeout(db_, 5000);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db_, "SELECT name, completed + failed FROM jobs", -1, &st, nullptr);
+    while (st != nullptr && sqlite3_step(st) == SQLITE_ROW)
+      out[reinterpret_cast<const char*>(sqlite3_column_text(st, 0))] = sqlite3_column_int64(st, 1);
+    sqlite3_finalize(st);
+    return out;
+  }
+  // Every result's (job name, commit time).
+  std::vector<std::pair<std::string, double>> Commits() {
+    std::vector<std::pair<std::string, double>> out;
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db_,
+                       "SELECT j.name, r.committed_at FROM results r JOIN jobs j ON j.id = r.job",
+                       -1, &st, nullptr);
+    while (st != nullptr && sqlite3_step(st) == SQLITE_ROW)
+      out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)),
+                       sqlite3_column_double(st, 1));
+    sqlite3_finalize(st);
+    return out;
+  }
+  std::string Lines(const std::string& name, int64_t n) const {
+    std::string s;
+    for (int64_t i = 0; i < n; ++i)
+      s += CompletionLine(name + "-" + std::to_string(i),
+                          "Summarize document " + std::to_string(i) + " of " + name, kTokens);
+    return s;
+  }
+  double start_ = 0, anchor_ = 0;
+  sqlite3* db_ = nullptr;
+};
+
+TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
+  std::ofstream(config_) << "model:\n  path: " << model_ << "\nspool:\n  state_dir: " << state_
+                         << "\n  settle_seconds: 0.2\n  rescan_seconds: 1\n  drain_seconds: 0\n"
+                            "  commit_interval_ms: 10\nmetrics:\n  interval_seconds: 0.1\n"
+                            "engine:\n  kv_cache_memory: 64MiB\n  max_num_seqs: 16\n"
+                            "serve:\n  run_windows: [\"22:00-06:00\"]\n";
+  // Dropped by night (K, C, D, F) and by day (A, B, E); A and E are larger than a night, D runs
+  // across a morning too. Where each should end: K Mon ~02:00; A Wed ~02:00 (a night and a
+  // half); B Thu ~00:24, C behind it ~02:48; D (three hours on Thursday morning, the rest the
+  // next night) Fri ~01:24; E Sun ~01:12, F behind it ~02:48.
+  std::vector<Job> jobs = {
+      {"K.jsonl", kSunday + 23 * kHour, 0, 600},            // Sun 23:00
+      {"A.jsonl", kSunday + kDay + 10 * kHour, 1.5},        // Mon 10:00
+      {"B.jsonl", kSunday + 3 * kDay + 14 * kHour, 0.3},    // Wed 14:00
+      {"C.jsonl", kSunday + 3 * kDay + 23.5 * kHour, 0.3},  // Wed 23:30
+      {"D.jsonl", kSunday + 4 * kDay + 3 * kHour, 0.8},     // Thu 03:00
+      {"E.jsonl", kSunday + 5 * kDay + 12 * kHour, 1.4},    // Fri 12:00
+      {"F.jsonl", kSunday + 6 * kDay + 23 * kHour, 0.2},    // Sat 23:00
+  };
+  const double end = kSunday + 7 * kDay + 6 * kHour;  // the seventh night's end
+  StartAt(kSunday + 23 * kHour - 0.2 * kHour);
+
+  double per_night = 0;  // requests a night runs at the daemon's rate (llmq status --json)
+  std::map<std::string, std::vector<Look>> looks;
+  std::map<std::string, json> last;  // each job's last --json object
+  // The daemon's tokens generated, at looks outside the windows (by day).
+  std::map<int, std::vector<std::pair<double, int64_t>>> tokens_by_day;  // (when, tokens)
+  int polls = 0;
+  while (FakeNow() < end) {
+    const double now = FakeNow();
+    const std::map<std::string, int64_t> before = Done();
+    for (Job& j : jobs) {
+      if (j.dropped || now < j.drop_at) continue;
+      if (j.nights > 0) {
+        ASSERT_EQ(last["K.jsonl"].value("status", ""), "completed") << "K ends in its night";
+        ASSERT_GT(per_night, 0) << j.name;
+        j.count = std::llround(j.nights * per_night);
+      }
+      Drop(j.name, Lines(j.name.substr(0, 1), j.count));
+      j.dropped = true;
+      std::printf("%s: dropped %s (%lld requests; a night runs %.0f)\n", Clock(now).c_str(),
+                  j.name.c_str(), static_cast<long long>(j.count), per_night);
+    }
+    // Every job's --json object, and every third time the text lines too.
+    const bool text = polls % 3 == 0;
+    const auto r = RunLlmqWith({}, {"status", "--json", "--config", config_});
+    const auto t = text ? RunLlmqWith({}, {"status", "--config", config_}) : RunResult{};
+    const std::map<std::string, int64_t> after = Done();
+    ++polls;
+    const json all = json::parse(r.out, nullptr, false);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_TRUE(all.is_array()) << r.out;
+    for (const json& o : all) {
+      const std::string name = o["name"];
+      last[name] = o;
+      const int64_t done = o["request_counts"]["completed"].get<int64_t>() +
+                           o["request_counts"]["failed"].get<int64_t>();
+      // The counts are the queue's: between what it held just before and just after.
+      EXPECT_GE(done, before.count(name) ? before.at(name) : 0) << name << " at " << Clock(now);
+      EXPECT_LE(done, after.at(name)) << name << " at " << Clock(now);
+      const json& d = o["daemon"];
+      ASSERT_TRUE(d["serving"].get<bool>()) << o.dump();
+      if (d["tokens_per_second"].get<double>() > 0)
+        per_night = d["tokens_per_second"].get<double>() * kNight / kTokens;
+      if (!InNight(now, 0.5 * kHour))
+        tokens_by_day[static_cast<int>((now - kSunday - 6 * kHour) / kDay)].emplace_back(
+            now, d["tokens_generated"].get<int64_t>());
+      if (o["status"] != "in_progress") continue;
+      Look l{now, -1, done, o["request_counts"]["total"].get<int64_t>(), false};
+      if (o.contains("eta")) l.told = ParseUtcIso(o["eta"]);
+      looks[name].push_back(l);
+    }
+    // The text: "batch_...  in_progress  N/M done (F failed)  ... ETA 3h07m (at ISO)  name".
+    std::istringstream lines(t.out);
+    for (std::string line; text && std::getline(lines, line);) {
+      const size_t at = line.rfind("  ");
+      if (line.rfind("batch_", 0) != 0 || at == std::string::npos) continue;
+      const std::string name = line.substr(at + 2);
+      long long done = 0, total = 0;
+      const size_t counts = line.find("in_progress");
+      if (counts == std::string::npos) continue;
+      ASSERT_EQ(std::sscanf(line.c_str() + counts, "in_progress %lld/%lld done", &done, &total), 2)
+          << line;
+      EXPECT_GE(done, before.count(name) ? before.at(name) : 0) << line;
+      EXPECT_LE(done, after.at(name)) << line;
+      Look l{now, -1, done, total, true};
+      if (const size_t e = line.find("(at "); e != std::string::npos)
+        l.told = ParseUtcIso(line.substr(e + 4, 25));
+      looks[name].push_back(l);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the pace of the looks
+  }
+  EXPECT_EQ(Stop(), 0) << Log();
+
+  // Every request ran, once: one result each in the results file, all of them successes.
+  for (const Job& j : jobs) {
+    ASSERT_TRUE(j.dropped) << j.name;
+    const std::string stem = j.name.substr(0, 1);
+    const std::multiset<std::string> ids = WaitResults(stem, 1);
+    EXPECT_EQ(ids.size(), static_cast<size_t>(j.count)) << j.name;
+    EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size()) << j.name;
+    EXPECT_EQ(ReadJsonl(outbox(stem + ".errors.jsonl")).size(), 0u) << j.name;
+    EXPECT_EQ(last[j.name]["status"], "completed") << last[j.name].dump();
+  }
+
+  // Nothing ran outside a window: every result was committed inside one, and the daemon
+  // generated no token between a morning and the next evening.
+  const auto commits = Commits();
+  for (const auto& [name, at] : commits)
+    ASSERT_TRUE(InNight(at, kResolution)) << name << " committed at " << Clock(at);
+  for (const auto& [day, seen] : tokens_by_day)
+    for (const auto& [at, tokens] : seen)
+      EXPECT_EQ(tokens, seen.front().second)
+          << "tokens generated between " << Clock(seen.front().first) << " and " << Clock(at);
+
+  // Work left at a window's end resumed when the next opened: for each morning with a job
+  // unfinished, the first result of the next night came within an hour of 22:00. Two jobs at
+  // least ran across a morning (A, D: larger than a night).
+  std::map<std::string, std::pair<double, double>> span;  // first, last commit by job
+  for (const auto& [name, at] : commits) {
+    auto [it, fresh] = span.try_emplace(name, at, at);
+    it->second.first = std::min(it->second.first, at);
+    it->second.second = std::max(it->second.second, at);
+  }
+  int crossings = 0;
+  for (int day = 1; day <= 7; ++day) {
+    const double morning = kSunday + day * kDay + 6 * kHour, evening = morning + 16 * kHour;
+    bool left = false;
+    for (const auto& [name, s] : span) left = left || (s.first < morning && s.second > morning);
+    if (!left) continue;
+    ++crossings;
+    double first = 1e18;
+    for (const auto& [name, at] : commits)
+      if (at > evening) first = std::min(first, at);
+    EXPECT_LT(first, evening + kHour)
+        << "work left on the morning of day " << day << " resumed at " << Clock(first);
+  }
+  EXPECT_GE(crossings, 3) << "A, D and E run across a morning";
+
+  // The ETAs: at every look past 10% of a job, the end told lies within 25% of the time the job
+  // still took from there (plus the test's resolution); every such look told one. The end is the
+  // job's last result: it is finalized (its files written, `finished_at`) at the daemon's next
+  // look at the queue, within a fifth of a real second.
+  for (const Job& j : jobs) {
+    const double finished = span[j.name].second;
+    EXPECT_LT(last[j.name]["finished_at"].get<double>() - finished, 0.3 * kScale) << j.name;
+    double worst = 0;
+    std::string worst_look;
+    int n = 0;
+    for (const Look& l : looks[j.name]) {
+      if (l.done * 10 < l.total || l.done == l.total || l.at >= finished) continue;
+      ++n;
+      ASSERT_GT(l.told, 0) << j.name << ": no ETA at " << Clock(l.at) << " (" << l.done << "/"
+                           << l.total << (l.text ? ", text" : ", json") << ")";
+      const double err = std::fabs(l.told - finished), room = finished - l.at;
+      if (err / room > worst) {
+        worst = err / room;
+        worst_look = " (at " + Clock(l.at) + ", " + std::to_string(l.done) + "/" +
+                     std::to_string(l.total) + ": told " + Clock(l.told) + ")";
+      }
+      EXPECT_LE(err, 0.25 * room + kResolution)
+          << j.name << " at " << Clock(l.at) << " (" << l.done << "/" << l.total
+          << (l.text ? ", text" : ", json") << "): told " << Clock(l.told) << ", finished "
+          << Clock(finished);
+    }
+    std::printf(
+        "%s %5lld requests, finished %s; %3d looks past 10%%, worst ETA error %.0f%% of the time "
+        "left%s\n",
+        j.name.c_str(), static_cast<long long>(j.count), Clock(finished).c_str(), n, 100 * worst,
+        worst_look.c_str());
+    EXPECT_GT(n, 0) << j.name;
+  }
+}
+
+}  // namespace
+}  // namespace llmq::testing
