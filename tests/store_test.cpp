@@ -206,14 +206,17 @@ TEST(Store, GarbageFileIsCorruption) {
   EXPECT_EQ(fs::file_size(path), 8192u) << "a refused file is never written";
 }
 
+// A queue of one job of 3000 requests at `path`, closed (its WAL checkpointed into the file).
+void WriteBigQueue(const std::string& path) {
+  auto s = OpenOrDie(path);
+  std::vector<int64_t> ranks(3000);
+  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int64_t>(i) + 1;
+  Ingest(s.get(), "big.jsonl", ranks);
+}
+
 TEST(Store, TruncatedDatabaseIsCorruption) {
   const std::string path = DbPath();
-  {
-    auto s = OpenOrDie(path);
-    std::vector<int64_t> ranks(3000);
-    for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int64_t>(i) + 1;
-    Ingest(s.get(), "big.jsonl", ranks);
-  }  // the last connection closes: the WAL is checkpointed into the file and removed
+  WriteBigQueue(path);  // closed: the WAL is checkpointed into the file and removed
   ASSERT_FALSE(fs::exists(path + "-wal"));
   const auto size = fs::file_size(path);
   ASSERT_GT(size, 64u * 1024);
@@ -229,12 +232,7 @@ TEST(Store, TruncatedDatabaseIsCorruption) {
 // it (a second connection, llmq status) does not read every page, and the jobs still read.
 TEST(Store, OnlyTheCheckedOpenReadsEveryPage) {
   const std::string path = DbPath();
-  {
-    auto s = OpenOrDie(path);
-    std::vector<int64_t> ranks(3000);
-    for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int64_t>(i) + 1;
-    Ingest(s.get(), "big.jsonl", ranks);
-  }
+  WriteBigQueue(path);
   const auto size = fs::file_size(path);
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
