@@ -164,8 +164,8 @@ class Server {
     // The first connection checks the whole file; the others skip that second read.
     for (std::unique_ptr<jobs::Store>* s :
          {&io_store_, &intake_store_, &runner_store_, &commit_store_}) {
-      const auto check = s == &io_store_ ? jobs::Store::Check::kIntegrity
-                                         : jobs::Store::Check::kSkip;
+      const auto check =
+          s == &io_store_ ? jobs::Store::Check::kIntegrity : jobs::Store::Check::kSkip;
       if (Status st = jobs::Store::Open(paths_.db, s, check); !st.ok()) return Fail(cmd_, st);
     }
     // Only ingest (intake_store_) gains from a big page cache; the others page through the
@@ -579,11 +579,16 @@ class Server {
       exit_code_ = engine_status_.ok() && committed.ok() ? 0 : 1;
     }
     WriteMetrics();  // the final numbers; they count what is left pending too
-    if (queue_lost_.ok())
+    // Counted from the queue now (not the metrics' last refresh); a count that cannot be read
+    // says so rather than print 0.
+    if (!queue_lost_.ok())
+      Log("stopped: %s", queue_lost_.message().c_str());
+    else if (Status st = queue_totals_.Refresh(io_store_.get()); !st.ok())
+      Log("stopped; the requests left pending could not be counted (%s); they run after a restart",
+          st.message().c_str());
+    else
       Log("stopped; %lld request(s) left pending, run after a restart",
           static_cast<long long>(queue_totals_.pending()));
-    else
-      Log("stopped: %s", queue_lost_.message().c_str());
     boost::system::error_code ignored;
     inotify_.close(ignored);
     poll_timer_.cancel();

@@ -118,28 +118,36 @@ void EngineMetrics::Render(std::string* out) const {
 }
 
 Status QueueTotals::Refresh(jobs::Store* store) {
+  // Built aside and kept only when every read worked: a failed refresh leaves the last totals.
   std::vector<jobs::JobRecord> all;
   LLMQ_RETURN_IF_ERROR(store->ListJobs(&all));
-  jobs_by_status_.clear();
-  completed_ = failed_ = pending_ = 0;
-  tokens_ = jobs::JobTotals();
+  std::map<std::string, int64_t> by_status;
+  int64_t completed = 0, failed = 0, pending = 0;
+  jobs::JobTotals tokens;
+  std::map<int64_t, jobs::JobTotals> terminal;
   for (const jobs::JobRecord& j : all) {
-    ++jobs_by_status_[jobs::JobStatusName(j.status)];
-    completed_ += j.completed;
-    failed_ += j.failed;
-    if (!jobs::IsTerminal(j.status)) pending_ += j.total - j.completed - j.failed;
+    ++by_status[jobs::JobStatusName(j.status)];
+    completed += j.completed;
+    failed += j.failed;
+    if (!jobs::IsTerminal(j.status)) pending += j.total - j.completed - j.failed;
     jobs::JobTotals t;
     if (auto it = terminal_.find(j.id); it != terminal_.end()) {
       t = it->second;
     } else {
       LLMQ_RETURN_IF_ERROR(store->GetJobTotals(j.id, &t));
-      if (jobs::IsTerminal(j.status)) terminal_[j.id] = t;
+      if (jobs::IsTerminal(j.status)) terminal[j.id] = t;
     }
-    tokens_.prompt_tokens += t.prompt_tokens;
-    tokens_.cached_tokens += t.cached_tokens;
-    tokens_.computed_tokens += t.computed_tokens;
-    tokens_.completion_tokens += t.completion_tokens;
+    tokens.prompt_tokens += t.prompt_tokens;
+    tokens.cached_tokens += t.cached_tokens;
+    tokens.computed_tokens += t.computed_tokens;
+    tokens.completion_tokens += t.completion_tokens;
   }
+  terminal_.merge(terminal);
+  jobs_by_status_ = std::move(by_status);
+  completed_ = completed;
+  failed_ = failed;
+  pending_ = pending;
+  tokens_ = tokens;
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
 // Tests for jobs/store: a real SQLite file per test, reopened, shared by two connections, locked,
 // damaged, and a 100,000-request ingest.
 #include "jobs/store.h"
+#include "tests/store_util.h"
 #include "tests/test_util.h"
 
 #include <sqlite3.h>
@@ -18,17 +19,6 @@ namespace llmq::jobs {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string DbPath() {
-  return testing::CurrentTestDir() + "/state/queue.db";
-}
-
-std::unique_ptr<Store> OpenOrDie(const std::string& path) {
-  std::unique_ptr<Store> s;
-  const Status st = Store::Open(path, &s);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return s;
-}
 
 // Runs one statement on the file through a raw connection (what another tool would do).
 void RawExec(const std::string& path, const std::string& sql) {
@@ -52,46 +42,6 @@ std::string RawQuery(const std::string& path, const std::string& sql) {
   sqlite3_finalize(st);
   sqlite3_close(db);
   return out;
-}
-
-// Ingests a job named `name` with one request per rank (line i + 1 gets ranks[i]); lines listed
-// in `bad` are refused at validation.
-int64_t Ingest(Store* s, const std::string& name, const std::vector<int64_t>& ranks,
-               const std::vector<int64_t>& bad = {}, JobStatus status = JobStatus::kInProgress) {
-  EXPECT_TRUE(s->Begin().ok());
-  JobRecord job;
-  job.name = name;
-  job.sha256 = "sha-of-" + name;
-  Status st = s->InsertJob(&job);
-  EXPECT_TRUE(st.ok()) << st.message();
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    NewRequest r;
-    r.line = static_cast<int64_t>(i) + 1;
-    r.custom_id = name + "-" + std::to_string(r.line);
-    r.body = "{\"custom_id\": \"" + r.custom_id + "\"}";
-    r.plan_rank = ranks[i];
-    if (std::find(bad.begin(), bad.end(), r.line) != bad.end())
-      r.error_output = "{\"error\": \"line " + std::to_string(r.line) + "\"}";
-    st = s->InsertRequest(job.id, r);
-    EXPECT_TRUE(st.ok()) << st.message();
-  }
-  st = s->FinishIngest(job.id, status);
-  EXPECT_TRUE(st.ok()) << st.message();
-  st = s->Commit();
-  EXPECT_TRUE(st.ok()) << st.message();
-  return job.id;
-}
-
-Result MakeResult(int64_t job, int64_t line, bool is_error = false) {
-  Result r;
-  r.job = job;
-  r.line = line;
-  r.is_error = is_error;
-  r.output = "{\"line\": " + std::to_string(line) + (is_error ? ", \"error\": 1}" : "}");
-  r.metrics.prompt_tokens = 10 * line;
-  r.metrics.completion_tokens = line;
-  r.metrics.ttft_seconds = 0.001 * static_cast<double>(line);
-  return r;
 }
 
 // Every pending request, page by page of `page` rows.
