@@ -36,7 +36,7 @@ if [ -n "$out" ]; then
 fi
 loose=$(find engine -maxdepth 1 \( -name '*.cpp' -o -name '*.h' \) -print)
 if [ -n "$loose" ]; then
-  echo "engine/ keeps its sources in its rooms (core/, text/, model/, backends/, sampling/, tools/):"
+  echo "engine/ keeps its sources in its rooms (core/, text/, model/, backends/, sampling/, structured/, tools/):"
   printf '%s\n' "$loose"
   bad=1
 fi

@@ -1,0 +1,73 @@
+#include "engine/structured/token_trie.h"
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <numeric>
+
+namespace llmq {
+
+void TokenMask::Clear() {
+  std::fill(words_.begin(), words_.end(), 0u);
+}
+
+int TokenMask::Count() const {
+  int n = 0;
+  for (uint32_t w : words_) n += std::popcount(w);
+  return n;
+}
+
+TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
+    : vocab_size_(static_cast<int>(token_bytes.size())) {
+  // Token ids in byte order: a node's own tokens come right before the tokens below it, and a
+  // node's subtree is one contiguous run.
+  std::vector<int32_t> order;
+  order.reserve(token_bytes.size());
+  for (size_t id = 0; id < token_bytes.size(); ++id) {
+    const size_t len = token_bytes[id].size();
+    if (len > 0 && len <= std::numeric_limits<uint16_t>::max())
+      order.push_back(static_cast<int32_t>(id));
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return token_bytes[static_cast<size_t>(a)] < token_bytes[static_cast<size_t>(b)];
+  });
+  ids_ = order;
+  nodes_.push_back({0, 0, 0, 0, 0});  // the root
+  std::vector<uint32_t> path = {0};   // the nodes from the root to the current one
+  const std::string* prev = nullptr;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const std::string& s = token_bytes[static_cast<size_t>(order[k])];
+    // The common prefix with the previous string is already in the tree: close the rest.
+    size_t common = 0;
+    if (prev != nullptr) {
+      const size_t most = std::min(prev->size(), s.size());
+      while (common < most && (*prev)[common] == s[common]) ++common;
+    }
+    while (path.size() > common + 1) {
+      nodes_[path.back()].end = static_cast<uint32_t>(nodes_.size());
+      path.pop_back();
+    }
+    for (size_t d = common; d < s.size(); ++d) {
+      const auto at = static_cast<uint32_t>(k);
+      nodes_.push_back({0, at, at, static_cast<uint16_t>(d + 1), static_cast<uint8_t>(s[d])});
+      path.push_back(static_cast<uint32_t>(nodes_.size() - 1));
+    }
+    Node& leaf = nodes_[path.back()];
+    if (leaf.tok_end == leaf.tok_begin) leaf.tok_begin = leaf.tok_end = static_cast<uint32_t>(k);
+    leaf.tok_end = static_cast<uint32_t>(k) + 1;
+    prev = &s;
+  }
+  while (!path.empty()) {
+    nodes_[path.back()].end = static_cast<uint32_t>(nodes_.size());
+    path.pop_back();
+  }
+}
+
+TokenTrie TokenTrie::FromTokenizer(const Tokenizer& tok) {
+  std::vector<std::string> bytes(static_cast<size_t>(tok.vocab_size()));
+  for (int id = 0; id < tok.vocab_size(); ++id)
+    if (!tok.IsControl(id)) bytes[static_cast<size_t>(id)] = tok.TokenBytes(id);
+  return TokenTrie(bytes);
+}
+
+}  // namespace llmq

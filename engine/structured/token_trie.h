@@ -1,0 +1,100 @@
+// TokenTrie: the model's vocabulary as byte strings in one prefix tree, laid out flat in
+// depth-first order, so that computing the set of tokens a byte-level recognizer accepts (a
+// structured-output mask, issue 24) skips every token under a refused prefix in one step:
+// LLGuidance's TokTrie.
+//
+// A walk pushes each node's byte into the recognizer: if it is refused the node's whole subtree is
+// skipped (no token starting with those bytes can continue the document); if accepted, the tokens
+// whose bytes end at that node are allowed and the walk goes down. So a walk costs one Push per
+// node reached, not one per byte of every token: the shared prefixes of a 128k vocabulary are
+// looked at once, and a recognizer that refuses most bytes early (inside a JSON number, most
+// tokens fail on their first byte) visits few nodes.
+//
+// Tokens with no bytes (control tokens: BOS, EOS, chat markers) are never reached by a walk; the
+// matcher allows EOS itself where a document is complete. Several tokens may share the same bytes
+// (a byte-fallback piece "<0x41>" and the piece "A"): each is allowed.
+//
+// Immutable once built; Walk is const and safe from several threads with their own recognizers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/text/tokenizer.h"
+
+namespace llmq {
+
+// One bit per token id (32-bit words, bit id % 32 of word id / 32): the layout a device kernel
+// applies to a row of logits.
+class TokenMask {
+ public:
+  explicit TokenMask(int vocab_size = 0)
+      : size_(vocab_size), words_((static_cast<size_t>(vocab_size) + 31) / 32, 0) {}
+  int size() const { return size_; }
+  void Set(int id) { words_[static_cast<size_t>(id) >> 5] |= 1u << (id & 31); }
+  bool Test(int id) const { return (words_[static_cast<size_t>(id) >> 5] >> (id & 31)) & 1u; }
+  void Clear();
+  int Count() const;  // tokens allowed
+  const std::vector<uint32_t>& words() const { return words_; }
+
+ private:
+  int size_;
+  std::vector<uint32_t> words_;
+};
+
+class TokenTrie {
+ public:
+  // `token_bytes[id]`: the bytes token `id` stands for; empty: never in a mask through the trie.
+  explicit TokenTrie(const std::vector<std::string>& token_bytes);
+  // The tokenizer's vocabulary (Tokenizer::TokenBytes), control tokens left out.
+  static TokenTrie FromTokenizer(const Tokenizer& tok);
+
+  int vocab_size() const { return vocab_size_; }
+  size_t num_nodes() const { return nodes_.size(); }
+
+  // Sets in *mask (of vocab_size() bits; not cleared first) every token whose bytes the recognizer
+  // accepts whole from its current state. `R` has:
+  //   bool Push(uint8_t byte);  // consume one byte; false (and no change) when it is refused
+  //   void Pop(int n);          // undo the last n accepted pushes (n >= 0)
+  // The recognizer is left in the state it started in.
+  template <class R>
+  void Walk(R& r, TokenMask* mask) const;
+
+ private:
+  struct Node {
+    uint32_t end;        // index just past this node's subtree
+    uint32_t tok_begin;  // tokens ending here: ids_[tok_begin, tok_end)
+    uint32_t tok_end;
+    uint16_t depth;  // bytes from the root (the root: 0)
+    uint8_t byte;    // the byte that leads here from the parent
+  };
+  std::vector<Node> nodes_;   // depth-first order; nodes_[0] is the root (the empty string)
+  std::vector<int32_t> ids_;  // token ids in byte order
+  int vocab_size_ = 0;
+};
+
+template <class R>
+void TokenTrie::Walk(R& r, TokenMask* mask) const {
+  int depth = 0;  // bytes pushed into r
+  size_t i = 1;
+  while (i < nodes_.size()) {
+    const Node& n = nodes_[i];
+    // Back up to this node's parent.
+    if (const int up = depth - (n.depth - 1); up > 0) {
+      r.Pop(up);
+      depth = n.depth - 1;
+    }
+    if (!r.Push(n.byte)) {
+      i = n.end;  // nothing under these bytes
+      continue;
+    }
+    depth = n.depth;
+    for (uint32_t k = n.tok_begin; k < n.tok_end; ++k) mask->Set(ids_[k]);
+    ++i;
+  }
+  if (depth > 0) r.Pop(depth);
+}
+
+}  // namespace llmq
