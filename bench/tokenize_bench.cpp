@@ -23,7 +23,7 @@ using llmq::bench::Since;
 
 namespace {
 
-const fs::path kRepo = fs::path(__FILE__).parent_path().parent_path();
+const fs::path kRepo = LLMQ_SOURCE_DIR;
 const fs::path kOracle = kRepo / "tests" / "oracle" / "tokenizers";
 
 std::vector<std::string> Documents(size_t total_bytes) {
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) models.push_back(argv[i]);
   if (models.empty()) {
     for (const char* m : {"tiny-qwen3", "tiny-llama32"})
-      models.push_back((kRepo.parent_path() / "shared" / "models" / m).string());
+      models.push_back((fs::path(LLMQ_SHARED_DIR) / "models" / m).string());
   }
   const std::vector<std::string> docs = Documents(3'000'000);
   size_t bytes = 0;
