@@ -9,7 +9,9 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -128,6 +130,51 @@ TEST_F(ServeWindowsTest, WorkLeftAtAWindowsEndRunsWhenTheNextOpens) {
   for (const auto& [at, eta_end] : etas)
     std::printf("ETA told at %.0f s of the day: the end at %.0f s; finished at %.0f s\n", at - kDay,
                 eta_end - kDay, finished - kDay);
+  EXPECT_EQ(Stop(), 0) << Log();
+}
+
+// Issue 23, row 1, as the operator saw it: requests of one length run in waves that end together,
+// so no result is committed between the engine's last look at the queue (everything was fed:
+// nothing more to feed) and the window's end, which abandons the wave in flight. The next window
+// must run it by itself. (Before the fix the runner slept on "nothing more to feed" after the
+// release: 0 running, 8 pending, for good; this test fails so.) The windows change by SIGHUP.
+TEST_F(ServeWindowsTest, AWaveAbandonedAtAWindowsEndRunsWhenTheNextOpens) {
+  // The suite's model with a context long enough for waves of seconds (4000 tokens each).
+  const std::string model = dir_ + "/long-model";
+  std::filesystem::create_directories(model);
+  for (const auto& e : std::filesystem::directory_iterator(model_))
+    std::filesystem::copy(e.path(), model / e.path().filename());
+  json cfg = json::parse(ReadText(model + "/config.json"));
+  cfg["max_position_embeddings"] = 8192;
+  std::ofstream(model + "/config.json") << cfg.dump();
+  const auto write = [&](const char* windows) {
+    std::ofstream(config_) << "model:\n  path: " << model << "\nspool:\n  state_dir: " << state_
+                           << "\n  settle_seconds: 0.2\n  drain_seconds: 0\n"
+                              "  commit_interval_ms: 10\nengine:\n  kv_cache_memory: 64MiB\n"
+                              "  max_num_seqs: 8\nserve:\n  run_windows: ["
+                           << windows << "]\n";
+  };
+  write("\"00:00-23:59\"");
+  StartAt(kDay + 12 * 3600);  // noon: the windows below are hours away on the scaled clock
+  std::string job;
+  for (int i = 0; i < 16; ++i) job += CompletionLine("w" + std::to_string(i), "Hello", 4000);
+  Drop("waves.jsonl", job);
+  // The first wave committed; the daemon has looked at the queue since (it polls every 0.2 s)
+  // and found nothing more to feed; the second wave is a second or more from its end.
+  ASSERT_TRUE(WaitFor([&] { return Completed("waves.jsonl") >= 8; }, 120)) << Log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  write("\"01:00-02:00\"");  // closes now (noon is outside)
+  kill(pid_, SIGHUP);
+  ASSERT_TRUE(
+      WaitFor([&] { return Count("outside the run windows: no new request starts") >= 1; }, 30))
+      << Log();
+  ASSERT_EQ(Completed("waves.jsonl"), 8) << "the second wave was abandoned, not finished";
+  write("\"00:00-23:59\"");
+  kill(pid_, SIGHUP);
+  ASSERT_TRUE(WaitFor([&] { return Count("run window open: requests start") >= 2; }, 30)) << Log();
+  const std::multiset<std::string> ids = WaitResults("waves", 60);
+  EXPECT_EQ(ids.size(), 16u) << Log();
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size()) << "each once";
   EXPECT_EQ(Stop(), 0) << Log();
 }
 
