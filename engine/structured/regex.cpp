@@ -1,0 +1,747 @@
+#include "engine/structured/regex.h"
+
+#include <algorithm>
+#include <cctype>
+#include <utility>
+
+namespace llmq {
+
+namespace {
+
+constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+constexpr int32_t kUnknown = -2;
+
+using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;  // code points, sorted, disjoint
+
+Ranges Normalize(Ranges r) {
+  std::sort(r.begin(), r.end());
+  Ranges out;
+  for (const auto& [lo, hi] : r) {
+    if (!out.empty() && lo <= out.back().second + 1)
+      out.back().second = std::max(out.back().second, hi);
+    else
+      out.emplace_back(lo, hi);
+  }
+  return out;
+}
+
+Ranges Negate(const Ranges& r) {
+  Ranges out;
+  uint32_t next = 0;
+  for (const auto& [lo, hi] : r) {
+    if (lo > next) out.emplace_back(next, lo - 1);
+    next = hi + 1;
+  }
+  if (next <= kMaxCodePoint) out.emplace_back(next, kMaxCodePoint);
+  return out;
+}
+
+Ranges Digits() {
+  return {{'0', '9'}};
+}
+Ranges Word() {
+  return Normalize({{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}});
+}
+Ranges Space() {  // ECMAScript's WhiteSpace and LineTerminator
+  return Normalize({{'\t', '\r'},
+                    {' ', ' '},
+                    {0xA0, 0xA0},
+                    {0x1680, 0x1680},
+                    {0x2000, 0x200A},
+                    {0x2028, 0x2029},
+                    {0x202F, 0x202F},
+                    {0x205F, 0x205F},
+                    {0x3000, 0x3000},
+                    {0xFEFF, 0xFEFF}});
+}
+Ranges Dot() {  // any character but a line terminator
+  return Negate(Normalize({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}));
+}
+
+// The regular expression's tree.
+struct Node {
+  enum Kind { kEmpty, kSet, kConcat, kAlt, kRepeat, kBegin, kEnd } kind = kEmpty;
+  Ranges set;
+  std::vector<Node> kids;
+  int min = 0, max = 0;  // kRepeat; max -1: unbounded
+  size_t offset = 0;     // in the pattern, for errors
+};
+
+class Parser {
+ public:
+  explicit Parser(std::string_view p) : p_(p) {}
+
+  Status Parse(Node* out) {
+    LLMQ_RETURN_IF_ERROR(Alt(out));
+    if (i_ < p_.size()) return Error("unmatched ')'");
+    return Status::Ok();
+  }
+
+ private:
+  Status Error(const std::string& what, size_t at) const {
+    return Status::InvalidArgument("pattern: " + what + " at offset " + std::to_string(at));
+  }
+  Status Error(const std::string& what) const { return Error(what, i_); }
+  Status Unsupported(const std::string& what, size_t at) const {
+    return Status::Unsupported("pattern: " + what + " at offset " + std::to_string(at) +
+                               " is not supported (it would not be enforced)");
+  }
+  bool More() const { return i_ < p_.size(); }
+  char Peek() const { return p_[i_]; }
+
+  Status Alt(Node* out) {
+    Node first;
+    LLMQ_RETURN_IF_ERROR(Concat(&first));
+    if (!More() || Peek() != '|') {
+      *out = std::move(first);
+      return Status::Ok();
+    }
+    out->kind = Node::kAlt;
+    out->kids.push_back(std::move(first));
+    while (More() && Peek() == '|') {
+      ++i_;
+      Node next;
+      LLMQ_RETURN_IF_ERROR(Concat(&next));
+      out->kids.push_back(std::move(next));
+    }
+    return Status::Ok();
+  }
+
+  Status Concat(Node* out) {
+    out->kind = Node::kConcat;
+    out->offset = i_;
+    while (More() && Peek() != '|' && Peek() != ')') {
+      Node atom;
+      LLMQ_RETURN_IF_ERROR(Atom(&atom));
+      LLMQ_RETURN_IF_ERROR(Quantifiers(&atom));
+      out->kids.push_back(std::move(atom));
+    }
+    return Status::Ok();
+  }
+
+  // {n}, {n,}, {n,m} at i_: true (and the bounds) when it is one; else '{' is a literal.
+  bool Braces(int* min, int* max, size_t* end) const {
+    size_t j = i_ + 1;
+    auto number = [&](int* v) {
+      const size_t from = j;
+      long n = 0;
+      while (j < p_.size() && p_[j] >= '0' && p_[j] <= '9') {
+        n = std::min<long>(n * 10 + (p_[j] - '0'), 1L << 30);
+        ++j;
+      }
+      *v = static_cast<int>(n);
+      return j > from;
+    };
+    if (!number(min)) return false;
+    *max = *min;
+    if (j < p_.size() && p_[j] == ',') {
+      ++j;
+      if (!number(max)) *max = -1;
+    }
+    if (j >= p_.size() || p_[j] != '}') return false;
+    *end = j + 1;
+    return true;
+  }
+
+  Status Quantifiers(Node* atom) {
+    bool quantified = false;
+    while (More()) {
+      const size_t at = i_;
+      int min = 0, max = 0;
+      size_t end = 0;
+      const char c = Peek();
+      if (c == '*') {
+        min = 0, max = -1, end = i_ + 1;
+      } else if (c == '+') {
+        min = 1, max = -1, end = i_ + 1;
+      } else if (c == '?') {
+        min = 0, max = 1, end = i_ + 1;
+      } else if (c == '{' && Braces(&min, &max, &end)) {
+        if (max >= 0 && max < min)
+          return Error(
+              "repetition {" + std::to_string(min) + "," + std::to_string(max) + "} out of order",
+              at);
+        if (min > Regex::kMaxRepeat || max > Regex::kMaxRepeat)
+          return Unsupported("a repetition count over " + std::to_string(Regex::kMaxRepeat), at);
+      } else {
+        break;
+      }
+      if (quantified) return Error("nothing to repeat", at);
+      if (atom->kind == Node::kBegin || atom->kind == Node::kEnd)
+        return Error("nothing to repeat", at);
+      i_ = end;
+      if (More() && Peek() == '?') ++i_;  // lazy: the same strings match
+      Node rep;
+      rep.kind = Node::kRepeat;
+      rep.min = min;
+      rep.max = max;
+      rep.offset = at;
+      rep.kids.push_back(std::move(*atom));
+      *atom = std::move(rep);
+      quantified = true;
+    }
+    return Status::Ok();
+  }
+
+  // One UTF-8 character of the pattern as a code point.
+  Status CodePoint(uint32_t* cp) {
+    const auto b0 = static_cast<uint8_t>(p_[i_]);
+    int n = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i_ + n > p_.size()) return Error("invalid UTF-8");
+    uint32_t v = n == 1 ? b0 : b0 & (0x7F >> n);
+    for (int k = 1; k < n; ++k) {
+      const auto b = static_cast<uint8_t>(p_[i_ + k]);
+      if ((b >> 6) != 2) return Error("invalid UTF-8");
+      v = (v << 6) | (b & 0x3F);
+    }
+    i_ += n;
+    *cp = v;
+    return Status::Ok();
+  }
+
+  Status Hex(int digits, uint32_t* v) {
+    *v = 0;
+    for (int k = 0; k < digits; ++k, ++i_) {
+      if (!More() || !std::isxdigit(static_cast<unsigned char>(Peek())))
+        return Error("expected " + std::to_string(digits) + " hex digits");
+      const char c = Peek();
+      *v = *v * 16 + static_cast<uint32_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return Status::Ok();
+  }
+
+  // An escape after '\' (i_ past it): a set of code points. `in_class`: \b is backspace there.
+  Status Escape(bool in_class, Ranges* out) {
+    const size_t at = i_ - 1;
+    if (!More()) return Error("'\\' at the end");
+    const char c = Peek();
+    ++i_;
+    uint32_t cp = 0;
+    switch (c) {
+      case 'd':
+        *out = Digits();
+        return Status::Ok();
+      case 'D':
+        *out = Negate(Digits());
+        return Status::Ok();
+      case 'w':
+        *out = Word();
+        return Status::Ok();
+      case 'W':
+        *out = Negate(Word());
+        return Status::Ok();
+      case 's':
+        *out = Space();
+        return Status::Ok();
+      case 'S':
+        *out = Negate(Space());
+        return Status::Ok();
+      case 'n':
+        cp = '\n';
+        break;
+      case 'r':
+        cp = '\r';
+        break;
+      case 't':
+        cp = '\t';
+        break;
+      case 'f':
+        cp = '\f';
+        break;
+      case 'v':
+        cp = '\v';
+        break;
+      case '0':
+        cp = 0;
+        break;
+      case 'x':
+        LLMQ_RETURN_IF_ERROR(Hex(2, &cp));
+        break;
+      case 'u':
+        if (More() && Peek() == '{') {
+          ++i_;
+          const size_t from = i_;
+          while (More() && Peek() != '}') ++i_;
+          if (!More() || i_ == from || i_ - from > 6) return Error("bad \\u{...}", at);
+          const size_t end = i_;
+          i_ = from;
+          LLMQ_RETURN_IF_ERROR(Hex(static_cast<int>(end - from), &cp));
+          ++i_;  // '}'
+          if (cp > kMaxCodePoint) return Error("code point past U+10FFFF", at);
+        } else {
+          LLMQ_RETURN_IF_ERROR(Hex(4, &cp));
+        }
+        break;
+      case 'b':
+        if (in_class) {
+          cp = '\b';
+          break;
+        }
+        return Unsupported("\\b (a word boundary)", at);
+      case 'B':
+        return Unsupported("\\B (a word boundary)", at);
+      case 'p':
+      case 'P':
+        return Unsupported(std::string("\\") + c + " (a Unicode property)", at);
+      case 'c':
+        return Unsupported("\\c (a control letter)", at);
+      case 'k':
+        return Unsupported("\\k (a named backreference)", at);
+      default:
+        if (c >= '1' && c <= '9') return Unsupported("a backreference", at);
+        if (static_cast<unsigned char>(c) >= 0x80) {
+          --i_;
+          LLMQ_RETURN_IF_ERROR(CodePoint(&cp));
+        } else {
+          cp = static_cast<unsigned char>(c);  // \. \\ \/ \- \[ ... and identity escapes
+        }
+    }
+    *out = {{cp, cp}};
+    return Status::Ok();
+  }
+
+  Status Class(Node* out) {
+    const size_t at = i_ - 1;
+    bool negated = false;
+    if (More() && Peek() == '^') {
+      negated = true;
+      ++i_;
+    }
+    Ranges set;
+    while (true) {
+      if (!More()) return Error("unterminated character class", at);
+      if (Peek() == ']') {
+        ++i_;
+        break;
+      }
+      Ranges lo;
+      LLMQ_RETURN_IF_ERROR(ClassAtom(&lo));
+      // A range a-b: both ends single characters; a '-' before ']' or after a class is literal.
+      if (i_ + 1 < p_.size() && Peek() == '-' && p_[i_ + 1] != ']') {
+        const size_t dash = i_;
+        ++i_;
+        Ranges hi;
+        LLMQ_RETURN_IF_ERROR(ClassAtom(&hi));
+        if (lo.size() != 1 || hi.size() != 1 || lo[0].first != lo[0].second ||
+            hi[0].first != hi[0].second)
+          return Error("a class range with a class at one end", dash);
+        if (hi[0].first < lo[0].first) return Error("a class range out of order", dash);
+        set.emplace_back(lo[0].first, hi[0].first);
+        continue;
+      }
+      set.insert(set.end(), lo.begin(), lo.end());
+    }
+    set = Normalize(std::move(set));
+    out->kind = Node::kSet;
+    out->set = negated ? Negate(set) : set;
+    return Status::Ok();
+  }
+
+  Status ClassAtom(Ranges* out) {
+    if (Peek() == '\\') {
+      ++i_;
+      return Escape(/*in_class=*/true, out);
+    }
+    uint32_t cp = 0;
+    LLMQ_RETURN_IF_ERROR(CodePoint(&cp));
+    *out = {{cp, cp}};
+    return Status::Ok();
+  }
+
+  Status Atom(Node* out) {
+    out->offset = i_;
+    const char c = Peek();
+    switch (c) {
+      case '(': {
+        ++i_;
+        if (p_.substr(i_, 2) == "?:") {
+          i_ += 2;
+        } else if (p_.substr(i_, 2) == "?=" || p_.substr(i_, 2) == "?!" ||
+                   p_.substr(i_, 3) == "?<=" || p_.substr(i_, 3) == "?<!") {
+          return Unsupported("a lookaround group", out->offset);
+        } else if (p_.substr(i_, 2) == "?<") {
+          const size_t close = p_.find('>', i_);
+          if (close == std::string_view::npos) return Error("unterminated group name");
+          i_ = close + 1;
+        } else if (More() && Peek() == '?') {
+          return Error("unknown group syntax '(?'");
+        }
+        LLMQ_RETURN_IF_ERROR(Alt(out));
+        if (!More() || Peek() != ')') return Error("unterminated group", out->offset);
+        ++i_;
+        return Status::Ok();
+      }
+      case '[':
+        ++i_;
+        return Class(out);
+      case '.':
+        ++i_;
+        out->kind = Node::kSet;
+        out->set = Dot();
+        return Status::Ok();
+      case '\\':
+        ++i_;
+        out->kind = Node::kSet;
+        return Escape(/*in_class=*/false, &out->set);
+      case '^':
+        ++i_;
+        out->kind = Node::kBegin;
+        return Status::Ok();
+      case '$':
+        ++i_;
+        out->kind = Node::kEnd;
+        return Status::Ok();
+      case '*':
+      case '+':
+      case '?':
+        return Error("nothing to repeat");
+      default: {
+        if (c == '{') {
+          int a = 0, b = 0;
+          size_t e = 0;
+          if (Braces(&a, &b, &e)) return Error("nothing to repeat");
+        }
+        uint32_t cp = 0;
+        LLMQ_RETURN_IF_ERROR(CodePoint(&cp));
+        out->kind = Node::kSet;
+        out->set = {{cp, cp}};
+        return Status::Ok();
+      }
+    }
+  }
+
+  std::string_view p_;
+  size_t i_ = 0;
+};
+
+// Anchors: ^ first and $ last in a top-level alternative are taken away (and say whether that
+// end is anchored); anywhere else they are refused.
+Status FindAnchor(const Node& n) {
+  if (n.kind == Node::kBegin || n.kind == Node::kEnd)
+    return Status::Unsupported(std::string("pattern: '") + (n.kind == Node::kBegin ? '^' : '$') +
+                               "' inside the expression at offset " + std::to_string(n.offset) +
+                               " is not supported (it would not be enforced)");
+  for (const Node& k : n.kids) LLMQ_RETURN_IF_ERROR(FindAnchor(k));
+  return Status::Ok();
+}
+
+Status StripAnchors(Node* alt, bool* begin, bool* end) {
+  *begin = *end = false;
+  if (alt->kind != Node::kConcat) return FindAnchor(*alt);
+  std::vector<Node>& k = alt->kids;
+  while (!k.empty() && k.front().kind == Node::kBegin) {
+    *begin = true;
+    k.erase(k.begin());
+  }
+  while (!k.empty() && k.back().kind == Node::kEnd) {
+    *end = true;
+    k.pop_back();
+  }
+  return FindAnchor(*alt);
+}
+
+// UTF-8 byte-range sequences for code points [lo, hi] (surrogates left out): each sequence is a
+// list of byte ranges, one per byte (Rust regex-syntax's Utf8Sequences).
+void Utf8Sequences(uint32_t lo, uint32_t hi,
+                   std::vector<std::vector<std::pair<uint8_t, uint8_t>>>* out) {
+  if (lo > hi) return;
+  if (lo <= 0xD7FF && hi >= 0xE000) {
+    Utf8Sequences(lo, 0xD7FF, out);
+    Utf8Sequences(0xE000, hi, out);
+    return;
+  }
+  if (lo >= 0xD800 && hi <= 0xDFFF) return;
+  if (lo >= 0xD800 && lo <= 0xDFFF) lo = 0xE000;
+  if (hi >= 0xD800 && hi <= 0xDFFF) hi = 0xD7FF;
+  if (lo > hi) return;
+  for (uint32_t max : {0x7Fu, 0x7FFu, 0xFFFFu}) {
+    if (lo <= max && max < hi) {
+      Utf8Sequences(lo, max, out);
+      Utf8Sequences(max + 1, hi, out);
+      return;
+    }
+  }
+  if (hi <= 0x7F) {
+    out->push_back({{static_cast<uint8_t>(lo), static_cast<uint8_t>(hi)}});
+    return;
+  }
+  for (int i = 1; i < 4; ++i) {
+    const uint32_t m = (1u << (6 * i)) - 1;
+    if ((lo & ~m) != (hi & ~m)) {
+      if ((lo & m) != 0) {
+        Utf8Sequences(lo, lo | m, out);
+        Utf8Sequences((lo | m) + 1, hi, out);
+        return;
+      }
+      if ((hi & m) != m) {
+        Utf8Sequences(lo, (hi & ~m) - 1, out);
+        Utf8Sequences(hi & ~m, hi, out);
+        return;
+      }
+    }
+  }
+  auto encode = [](uint32_t cp, uint8_t* b) {
+    if (cp < 0x800) {
+      b[0] = static_cast<uint8_t>(0xC0 | (cp >> 6));
+      b[1] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+      return 2;
+    }
+    if (cp < 0x10000) {
+      b[0] = static_cast<uint8_t>(0xE0 | (cp >> 12));
+      b[1] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+      b[2] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+      return 3;
+    }
+    b[0] = static_cast<uint8_t>(0xF0 | (cp >> 18));
+    b[1] = static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F));
+    b[2] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
+    b[3] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+    return 4;
+  };
+  uint8_t a[4], b[4];
+  const int n = encode(lo, a);
+  encode(hi, b);
+  std::vector<std::pair<uint8_t, uint8_t>> seq;
+  for (int k = 0; k < n; ++k) seq.emplace_back(a[k], b[k]);
+  out->push_back(std::move(seq));
+}
+
+// An upper bound of the NFA states `n` expands to (counted repetitions copy their body).
+double ExpandedSize(const Node& n) {
+  double size = 2;
+  switch (n.kind) {
+    case Node::kSet:
+      size += 4.0 * static_cast<double>(n.set.size());
+      break;
+    case Node::kRepeat:
+      size += ExpandedSize(n.kids[0]) * (n.max < 0 ? n.min + 1 : std::max(n.max, 1));
+      break;
+    default:
+      for (const Node& k : n.kids) size += ExpandedSize(k);
+  }
+  return size;
+}
+
+}  // namespace
+
+// The Thompson NFA over bytes: each state has byte-range edges and epsilon edges.
+struct Regex::Nfa {
+  struct Edge {
+    uint8_t lo, hi;
+    int32_t to;
+  };
+  struct State {
+    std::vector<Edge> edges;
+    std::vector<int32_t> eps;
+  };
+  std::vector<State> states;
+  int32_t match = 0;
+  std::vector<bool> productive;  // a match is reachable from it
+
+  int32_t Add() {
+    states.emplace_back();
+    return static_cast<int32_t>(states.size() - 1);
+  }
+  // Builds `n` between a new start state and a new end state: {start, end}.
+  std::pair<int32_t, int32_t> Build(const Node& n) {
+    const int32_t s = Add(), e = Add();
+    switch (n.kind) {
+      case Node::kEmpty:
+      case Node::kBegin:
+      case Node::kEnd:
+        states[s].eps.push_back(e);
+        break;
+      case Node::kSet: {
+        std::vector<std::vector<std::pair<uint8_t, uint8_t>>> seqs;
+        for (const auto& [lo, hi] : n.set) Utf8Sequences(lo, hi, &seqs);
+        for (const auto& seq : seqs) {
+          int32_t at = s;
+          for (size_t k = 0; k < seq.size(); ++k) {
+            const int32_t to = k + 1 == seq.size() ? e : Add();
+            states[at].edges.push_back({seq[k].first, seq[k].second, to});
+            at = to;
+          }
+        }
+        break;
+      }
+      case Node::kConcat: {
+        int32_t at = s;
+        for (const Node& k : n.kids) {
+          const auto [ks, ke] = Build(k);
+          states[at].eps.push_back(ks);
+          at = ke;
+        }
+        states[at].eps.push_back(e);
+        break;
+      }
+      case Node::kAlt:
+        for (const Node& k : n.kids) {
+          const auto [ks, ke] = Build(k);
+          states[s].eps.push_back(ks);
+          states[ke].eps.push_back(e);
+        }
+        break;
+      case Node::kRepeat: {
+        const Node& k = n.kids[0];
+        int32_t at = s;
+        for (int i = 0; i < n.min; ++i) {
+          const auto [ks, ke] = Build(k);
+          states[at].eps.push_back(ks);
+          at = ke;
+        }
+        if (n.max < 0) {
+          const auto [ks, ke] = Build(k);
+          states[at].eps.push_back(ks);
+          states[ke].eps.push_back(ks);
+          states[ke].eps.push_back(e);
+          states[at].eps.push_back(e);
+        } else {
+          for (int i = n.min; i < n.max; ++i) {
+            const auto [ks, ke] = Build(k);
+            states[at].eps.push_back(ks);
+            states[at].eps.push_back(e);  // stop here
+            at = ke;
+          }
+          states[at].eps.push_back(e);
+        }
+        break;
+      }
+    }
+    return {s, e};
+  }
+  void MarkProductive() {
+    std::vector<std::vector<int32_t>> back(states.size());
+    for (size_t s = 0; s < states.size(); ++s) {
+      for (const Edge& e : states[s].edges) back[e.to].push_back(static_cast<int32_t>(s));
+      for (int32_t t : states[s].eps) back[t].push_back(static_cast<int32_t>(s));
+    }
+    productive.assign(states.size(), false);
+    std::vector<int32_t> stack = {match};
+    productive[match] = true;
+    while (!stack.empty()) {
+      const int32_t t = stack.back();
+      stack.pop_back();
+      for (int32_t s : back[t])
+        if (!productive[s]) {
+          productive[s] = true;
+          stack.push_back(s);
+        }
+    }
+  }
+  // The productive states reachable from `set` by epsilon edges, sorted.
+  std::vector<int32_t> Closure(std::vector<int32_t> set) const {
+    std::vector<bool> seen(states.size(), false);
+    std::vector<int32_t> out, stack;
+    for (int32_t s : set)
+      if (productive[s] && !seen[s]) {
+        seen[s] = true;
+        stack.push_back(s);
+      }
+    while (!stack.empty()) {
+      const int32_t s = stack.back();
+      stack.pop_back();
+      out.push_back(s);
+      for (int32_t t : states[s].eps)
+        if (productive[t] && !seen[t]) {
+          seen[t] = true;
+          stack.push_back(t);
+        }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+};
+
+Regex::Regex() : nfa_(std::make_unique<Nfa>()) {}
+Regex::~Regex() = default;
+
+size_t Regex::num_nfa_states() const {
+  return nfa_->states.size();
+}
+
+Status Regex::Compile(std::string_view pattern, Mode mode, std::unique_ptr<Regex>* out) {
+  Node root;
+  LLMQ_RETURN_IF_ERROR(Parser(pattern).Parse(&root));
+  // Each top-level alternative, its anchors taken away; unanchored ends match anything (search).
+  std::vector<Node> alts;
+  if (root.kind == Node::kAlt)
+    alts = std::move(root.kids);
+  else
+    alts.push_back(std::move(root));
+  Node any;
+  any.kind = Node::kRepeat;
+  any.min = 0;
+  any.max = -1;
+  Node all;
+  all.kind = Node::kSet;
+  all.set = {{0, kMaxCodePoint}};
+  any.kids.push_back(std::move(all));
+  Node top;
+  top.kind = Node::kAlt;
+  for (Node& a : alts) {
+    bool begin = false, end = false;
+    LLMQ_RETURN_IF_ERROR(StripAnchors(&a, &begin, &end));
+    Node c;
+    c.kind = Node::kConcat;
+    if (mode == Mode::kSearch && !begin) c.kids.push_back(any);
+    c.kids.push_back(std::move(a));
+    if (mode == Mode::kSearch && !end) c.kids.push_back(any);
+    top.kids.push_back(std::move(c));
+  }
+  if (ExpandedSize(top) > kMaxNfaStates)
+    return Status::Unsupported("pattern: its repetitions expand to more than " +
+                               std::to_string(kMaxNfaStates) + " automaton states");
+  std::unique_ptr<Regex> r(new Regex());
+  const auto [s, e] = r->nfa_->Build(top);
+  r->nfa_->match = e;
+  r->nfa_->MarkProductive();
+  const std::vector<int32_t> start = r->nfa_->Closure({s});
+  r->start_ = start.empty() ? kDead : r->Intern(start);
+  *out = std::move(r);
+  return Status::Ok();
+}
+
+int Regex::Intern(std::vector<int32_t> set) {
+  if (const auto it = index_.find(set); it != index_.end()) return it->second;
+  auto d = std::make_unique<DState>();
+  d->accepting = std::binary_search(set.begin(), set.end(), nfa_->match);
+  std::fill(std::begin(d->next), std::end(d->next), kUnknown);
+  d->set = set;
+  dfa_.push_back(std::move(d));
+  const int id = static_cast<int>(dfa_.size() - 1);
+  index_.emplace(std::move(set), id);
+  return id;
+}
+
+int Regex::Step(int state, uint8_t byte) {
+  if (state < 0) return kDead;
+  if (const int32_t n = dfa_[static_cast<size_t>(state)]->next[byte]; n != kUnknown) return n;
+  std::vector<int32_t> moved;
+  for (int32_t s : dfa_[static_cast<size_t>(state)]->set)
+    for (const Nfa::Edge& e : nfa_->states[static_cast<size_t>(s)].edges)
+      if (e.lo <= byte && byte <= e.hi) moved.push_back(e.to);
+  const std::vector<int32_t> next = nfa_->Closure(std::move(moved));
+  const int id = next.empty() ? kDead : Intern(next);
+  dfa_[static_cast<size_t>(state)]->next[byte] = id;
+  return id;
+}
+
+bool Regex::IsAccepting(int state) const {
+  return state >= 0 && dfa_[static_cast<size_t>(state)]->accepting;
+}
+
+bool Regex::IsViablePrefix(std::string_view text) {
+  int s = start_;
+  for (char c : text)
+    if ((s = Step(s, static_cast<uint8_t>(c))) == kDead) return false;
+  return s != kDead;
+}
+
+bool Regex::Matches(std::string_view text) {
+  int s = start_;
+  for (char c : text)
+    if ((s = Step(s, static_cast<uint8_t>(c))) == kDead) return false;
+  return IsAccepting(s);
+}
+
+}  // namespace llmq

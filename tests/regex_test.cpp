@@ -1,0 +1,231 @@
+// Regex (engine/structured/regex.h): whole-string and search matches equal std::regex's
+// (ECMAScript grammar, an independent implementation) on every string of a small alphabet up to a
+// length, prefixes are never refused when some continuation matches, UTF-8 characters are matched
+// whole, what is not enforced is refused by name, and a trie walk with it equals a brute force.
+#include "engine/structured/regex.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "engine/structured/token_trie.h"
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+std::unique_ptr<Regex> Compiled(const std::string& pattern, Regex::Mode mode) {
+  std::unique_ptr<Regex> r;
+  const Status st = Regex::Compile(pattern, mode, &r);
+  EXPECT_TRUE(st.ok()) << pattern << ": " << st.message();
+  return r;
+}
+
+// Every string over `alphabet` of length 0..`max_len`.
+std::vector<std::string> AllStrings(const std::string& alphabet, int max_len) {
+  std::vector<std::string> out = {""}, layer = {""};
+  for (int len = 1; len <= max_len; ++len) {
+    std::vector<std::string> next;
+    for (const std::string& s : layer)
+      for (char c : alphabet) next.push_back(s + c);
+    out.insert(out.end(), next.begin(), next.end());
+    layer = std::move(next);
+  }
+  return out;
+}
+
+TEST(RegexTest, MatchesLikeStdRegexOnEveryShortString) {
+  const std::vector<std::string> patterns = {
+      "a",
+      "ab|b",
+      "a*b+",
+      "(ab)?a",
+      "a{2}",
+      "a{1,2}b{0,}",
+      "[a-c]",
+      "[^a]",
+      "[-a]",
+      "[a-]b",
+      "\\d+\\.?\\d*",
+      "\\w\\W",
+      "\\s",
+      "\\S\\D",
+      "^a",
+      "b$",
+      "^(a|b)*$",
+      "^$",
+      ".",
+      "^.b.$",
+      "(?:a|0)+",
+      "a+?b",
+      "(a|)b",
+      "x{0}a",
+      "[\\d.]{2,3}",
+      "^[a-z0-9._-]+@[a-z]+$",
+      "0|1|a",
+      "\\-\\.",
+  };
+  const std::vector<std::string> strings = AllStrings("ab01.-@ \n", 4);
+  for (const std::string& p : patterns) {
+    const std::regex oracle(p, std::regex::ECMAScript);
+    const auto full = Compiled(p, Regex::Mode::kFull);
+    const auto search = Compiled(p, Regex::Mode::kSearch);
+    ASSERT_TRUE(full && search) << p;
+    for (const std::string& s : strings) {
+      // Anchors in full mode: ^a$ and a are the same whole-string language.
+      ASSERT_EQ(full->Matches(s), std::regex_match(s, oracle))
+          << "/" << p << "/ full on \"" << s << "\"";
+      ASSERT_EQ(search->Matches(s), std::regex_search(s, oracle))
+          << "/" << p << "/ search on \"" << s << "\"";
+    }
+  }
+}
+
+TEST(RegexTest, APrefixIsRefusedOnlyWhenNothingCanFollowIt) {
+  const std::vector<std::string> patterns = {"^\\d-\\d{2}$", "^(ab|a0)*1$", "^a.b$", "[ab]{2}0",
+                                             "^(a|b)+@(0|1)$"};
+  const std::vector<std::string> strings = AllStrings("ab01-@", 4);
+  const std::vector<std::string> tails = AllStrings("ab01-@", 4);
+  for (const std::string& p : patterns) {
+    const std::regex oracle(p, std::regex::ECMAScript);
+    const auto r = Compiled(p, Regex::Mode::kFull);
+    for (const std::string& s : strings) {
+      bool continues = false;
+      for (const std::string& t : tails)
+        if (std::regex_match(s + t, oracle)) {
+          continues = true;
+          break;
+        }
+      // Every pattern here completes within four more characters when it can at all.
+      ASSERT_EQ(r->IsViablePrefix(s), continues) << "/" << p << "/ prefix \"" << s << "\"";
+    }
+  }
+}
+
+TEST(RegexTest, Utf8CharactersAreMatchedWhole) {
+  const auto dot = Compiled("^.$", Regex::Mode::kFull);
+  for (const char* one : {"a", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"})
+    EXPECT_TRUE(dot->Matches(one)) << one;
+  EXPECT_FALSE(dot->Matches("\xc3\xa9\xc3\xa9")) << "two characters";
+  EXPECT_FALSE(dot->Matches("\xc3")) << "half a character";
+  EXPECT_TRUE(dot->IsViablePrefix("\xc3"));
+  EXPECT_FALSE(dot->IsViablePrefix("\xff")) << "never UTF-8";
+  EXPECT_FALSE(dot->IsViablePrefix("\xed\xa0\x80")) << "a surrogate";
+  EXPECT_FALSE(dot->Matches("\n"));
+  const auto greek = Compiled("^[\\u03b1-\\u03c9]+$", Regex::Mode::kFull);
+  EXPECT_TRUE(greek->Matches("\xce\xb1\xcf\x89"));  // αω
+  EXPECT_FALSE(greek->Matches("a"));
+  const auto not_a = Compiled("^[^a]$", Regex::Mode::kFull);
+  EXPECT_TRUE(not_a->Matches("\xf0\x9f\x98\x80"));
+  EXPECT_FALSE(not_a->Matches("a"));
+  const auto literal = Compiled("^caf\xc3\xa9|\\u{1F600}$", Regex::Mode::kFull);
+  EXPECT_TRUE(literal->Matches("caf\xc3\xa9"));
+  EXPECT_TRUE(literal->Matches("\xf0\x9f\x98\x80"));
+}
+
+TEST(RegexTest, WhatIsNotEnforcedIsRefusedByName) {
+  const std::vector<std::pair<std::string, std::string>> unsupported = {
+      {"(?=a)b", "lookaround"}, {"(a)\\1", "backreference"}, {"\\bword", "word boundary"},
+      {"a^b", "'^' inside"},    {"(a$)b", "'$' inside"},     {"\\p{L}", "Unicode property"},
+      {"a{1001}", "over 1000"}};
+  for (const auto& [p, what] : unsupported) {
+    std::unique_ptr<Regex> r;
+    const Status st = Regex::Compile(p, Regex::Mode::kSearch, &r);
+    EXPECT_EQ(st.code(), Status::Code::kUnsupported) << p << ": " << st.message();
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("offset"), std::string::npos) << st.message();
+  }
+  for (const char* p : {"(a", "a)", "*a", "a**", "[z-a]", "a{3,1}", "[a", "\\", "\\x4"}) {
+    std::unique_ptr<Regex> r;
+    const Status st = Regex::Compile(p, Regex::Mode::kSearch, &r);
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << p << ": " << st.message();
+  }
+}
+
+// Random strings of the syntax's characters: each compiles or is refused, never crashes or grows
+// past its bound; a compiled one answers on a few strings.
+TEST(RegexTest, RandomPatternsCompileOrAreRefused) {
+  const std::string alphabet = "ab01()[]{}|*+?^$\\.-,dDwWsSu:=!<>9";
+  uint64_t x = 88172645463325252ull;
+  auto next = [&] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  int compiled = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string p;
+    const int len = 1 + static_cast<int>(next() % 12);
+    for (int k = 0; k < len; ++k) p += alphabet[next() % alphabet.size()];
+    std::unique_ptr<Regex> r;
+    const Status st = Regex::Compile(p, Regex::Mode::kSearch, &r);
+    if (!st.ok()) {
+      EXPECT_TRUE(st.code() == Status::Code::kInvalidArgument ||
+                  st.code() == Status::Code::kUnsupported)
+          << p;
+      continue;
+    }
+    ++compiled;
+    EXPECT_LE(r->num_nfa_states(), static_cast<size_t>(Regex::kMaxNfaStates)) << p;
+    for (const char* s : {"", "a", "ab01", "\xc3\xa9-9"}) (void)r->Matches(s);
+  }
+  EXPECT_GT(compiled, 1000);
+  std::unique_ptr<Regex> r;
+  EXPECT_EQ(Regex::Compile("(a{1000}){1000}", Regex::Mode::kFull, &r).code(),
+            Status::Code::kUnsupported);
+}
+
+TEST(RegexTest, AnEmptyLanguageIsDeadFromTheStart) {
+  const auto r = Compiled("^[^\\s\\S]$", Regex::Mode::kFull);
+  EXPECT_EQ(r->start(), Regex::kDead);
+  EXPECT_FALSE(r->Matches(""));
+  EXPECT_FALSE(r->IsViablePrefix(""));
+}
+
+// A regex as the trie's recognizer, over the Llama 3 vocabulary: the tokens a number lexeme can
+// start with are exactly those whose bytes are a viable prefix.
+class RegexRecognizer {
+ public:
+  explicit RegexRecognizer(Regex* r) : r_(r), stack_{r->start()} {}
+  bool Push(uint8_t b) {
+    const int next = r_->Step(stack_.back(), b);
+    if (next == Regex::kDead) return false;
+    stack_.push_back(next);
+    return true;
+  }
+  void Pop(int n) { stack_.resize(stack_.size() - static_cast<size_t>(n)); }
+
+ private:
+  Regex* r_;
+  std::vector<int> stack_;
+};
+
+TEST(RegexTest, ATrieWalkAllowsTheViablePrefixes) {
+  const std::string dir = testing::SharedModel("tiny-llama32");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-llama32");
+  std::unique_ptr<Tokenizer> tok;
+  ASSERT_TRUE(Tokenizer::Load(dir, &tok).ok());
+  const TokenTrie trie = TokenTrie::FromTokenizer(*tok);
+  for (const char* p : {"^-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?$",
+                        "^\\d{4}-\\d{2}-\\d{2}$", "^[A-Za-z ]{1,12}$"}) {
+    auto r = Compiled(p, Regex::Mode::kFull);
+    RegexRecognizer rec(r.get());
+    TokenMask mask(trie.vocab_size());
+    trie.Walk(rec, &mask);
+    int expected = 0;
+    for (int id = 0; id < tok->vocab_size(); ++id) {
+      const bool want = !tok->IsControl(id) && r->IsViablePrefix(tok->TokenBytes(id));
+      expected += want;
+      ASSERT_EQ(mask.Test(id), want) << p << ": token " << id;
+    }
+    EXPECT_EQ(mask.Count(), expected) << p;
+    EXPECT_GT(expected, 0) << p;
+  }
+}
+
+}  // namespace
+}  // namespace llmq
