@@ -157,11 +157,13 @@ TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
                             "engine:\n  kv_cache_memory: 64MiB\n  max_num_seqs: 16\n"
                             "serve:\n  run_windows: [\"22:00-06:00\"]\n";
   // Dropped by night (K, C, D, F) and by day (A, B, E); A and E are larger than a night, D runs
-  // across a morning too. Where each should end: K Mon ~02:00; A Wed ~02:00 (a night and a
-  // half); B Thu ~00:24, C behind it ~02:48; D (three hours on Thursday morning, the rest the
-  // next night) Fri ~01:24; E Sun ~01:12, F behind it ~02:48.
+  // across a morning too. K is fixed, a quarter of a night here (it measures the rate the others
+  // are sized by: on a machine three times slower it still ends inside its night). Where each
+  // should end: K Mon ~00:10; A Wed ~02:00 (a night and a half); B Thu ~00:24, C behind it
+  // ~02:48; D (three hours on Thursday morning, the rest the next night) Fri ~01:24; E Sun ~01:12,
+  // F behind it ~02:48.
   std::vector<Job> jobs = {
-      {"K.jsonl", kSunday + 23 * kHour, 0, 600},            // Sun 23:00
+      {"K.jsonl", kSunday + 23 * kHour, 0, 300},            // Sun 23:00
       {"A.jsonl", kSunday + kDay + 10 * kHour, 1.5},        // Mon 10:00
       {"B.jsonl", kSunday + 3 * kDay + 14 * kHour, 0.3},    // Wed 14:00
       {"C.jsonl", kSunday + 3 * kDay + 23.5 * kHour, 0.3},  // Wed 23:30
