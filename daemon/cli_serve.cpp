@@ -741,6 +741,7 @@ class Server {
     p.running = g.running;
     p.queued = g.queued;
     p.held = !in_window_;
+    p.fed_out = g.progress.fed_out;
     p.in_flight_tokens = engine_metrics_.in_flight();
     // Completion tokens per second of the engine's busy time (in seconds of the wall clock:
     // LLMQ_TEST_CLOCK runs faster in tests) over the last kRateIntervals intervals in which tokens

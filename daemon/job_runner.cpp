@@ -204,6 +204,7 @@ Status JobRunner::Run(const std::function<bool()>& stop, const std::function<voi
   while (!stop()) {
     const BusyTimer busy(&progress_.busy_seconds);
     LLMQ_RETURN_IF_ERROR(Feed());
+    progress_.fed_out = drained_;
     if (!engine_->HasWork()) {
       if (drained_) break;
       continue;
@@ -288,6 +289,7 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       ApplyControls();
+      progress_.fed_out = drained_;
       if (stop_) break;
       if (!engine_->HasWork() && (draining_ || drained_ || held_ > 0)) {
         if (draining_) break;
@@ -313,6 +315,7 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
         feed_retry_at_ = now + std::chrono::milliseconds(500);
         if (!engine_->HasWork()) std::this_thread::sleep_until(feed_retry_at_);
       }
+      progress_.fed_out = drained_;
     }
     if (!engine_->HasWork()) continue;
     StepOnce(tokens_before, &done);

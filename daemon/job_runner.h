@@ -48,6 +48,9 @@ struct RunnerProgress {
   // Steady-clock seconds spent feeding the engine and stepping it, not waiting for work: the
   // time a rate of work is measured over (llmq status' ETA).
   double busy_seconds = 0;
+  // The runner's last look at the queue found nothing pending past what the engine holds: it
+  // looks again only when woken (a new job, a release, a cancel), not while the engine finishes.
+  bool fed_out = false;
 };
 
 class JobRunner {

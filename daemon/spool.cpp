@@ -45,6 +45,7 @@ Status WriteServeState(const Paths& p, const std::vector<RunWindow>& windows,
                     {"queued", progress.queued},
                     {"tokens_generated", progress.tokens_generated},
                     {"held", progress.held},
+                    {"fed_out", progress.fed_out},
                     {"in_flight_tokens", nlohmann::json::object()}};
   for (const auto& [job, tokens] : progress.in_flight_tokens) pr["in_flight_tokens"][job] = tokens;
   return WriteFileDurably(
@@ -77,7 +78,11 @@ bool ReadServeState(const Paths& p, std::vector<RunWindow>* windows, ServeProgre
     progress->running = static_cast<int64_t>(num("running"));
     progress->queued = static_cast<int64_t>(num("queued"));
     progress->tokens_generated = static_cast<int64_t>(num("tokens_generated"));
-    progress->held = pr.contains("held") && pr["held"].is_boolean() && pr["held"].get<bool>();
+    const auto flag = [&](const char* k) {
+      return pr.contains(k) && pr[k].is_boolean() && pr[k].get<bool>();
+    };
+    progress->held = flag("held");
+    progress->fed_out = flag("fed_out");
     progress->in_flight_tokens.clear();
     if (pr.contains("in_flight_tokens") && pr["in_flight_tokens"].is_object())
       for (const auto& [job, tokens] : pr["in_flight_tokens"].items())

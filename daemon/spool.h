@@ -42,6 +42,7 @@ struct ServeProgress {
   int64_t queued = 0;            // handed to the engine, not yet admitted
   int64_t tokens_generated = 0;  // completion tokens since the daemon started
   bool held = false;             // outside the run windows: nothing new starts
+  bool fed_out = false;          // the queue had nothing more to feed at the runner's last look
   // Completion tokens the engine's unfinished requests already hold, by job public id: work done
   // that the queue's counts do not show yet.
   std::vector<std::pair<std::string, int64_t>> in_flight_tokens;

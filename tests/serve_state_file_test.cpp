@@ -28,6 +28,7 @@ TEST(ServeStateFileTest, ReadsBackWhatTheDaemonWrote) {
   w.queued = 1008;
   w.tokens_generated = 987654;
   w.held = true;
+  w.fed_out = true;
   w.in_flight_tokens = {{"batch_0000000000000001", 700}, {"batch_0000000000000002", 12}};
   ASSERT_TRUE(spool::WriteServeState(p, {night}, w).ok());
 
@@ -42,6 +43,7 @@ TEST(ServeStateFileTest, ReadsBackWhatTheDaemonWrote) {
   EXPECT_EQ(r.queued, 1008);
   EXPECT_EQ(r.tokens_generated, 987654);
   EXPECT_TRUE(r.held);
+  EXPECT_TRUE(r.fed_out);
   EXPECT_EQ(r.in_flight_tokens, w.in_flight_tokens);
 }
 

@@ -60,6 +60,12 @@ class ServeWindowsTest : public ServeFixture {
   double FakeNow() const { return fake_start_ + (RealNow() - anchor_) * 60; }
   double fake_start_ = 0, anchor_ = 0;
   // The job's completed count, read from queue.db (-1 while unknown).
+  // serve.json's progress object (empty when unreadable).
+  nlohmann::json Published() const {
+    std::ifstream in(state_ + "/serve.json");
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    return j.is_object() && j.contains("progress") ? j["progress"] : nlohmann::json::object();
+  }
   int64_t Completed(const std::string& name) {
     if (!queue_ && !jobs::Store::Open(state_ + "/queue.db", &queue_).ok()) return -1;
     std::vector<jobs::JobRecord> all;
@@ -150,7 +156,8 @@ TEST_F(ServeWindowsTest, AWaveAbandonedAtAWindowsEndRunsWhenTheNextOpens) {
   const auto write = [&](const char* windows) {
     std::ofstream(config_) << "model:\n  path: " << model << "\nspool:\n  state_dir: " << state_
                            << "\n  settle_seconds: 0.2\n  drain_seconds: 0\n"
-                              "  commit_interval_ms: 10\nengine:\n  kv_cache_memory: 64MiB\n"
+                              "  commit_interval_ms: 10\nmetrics:\n  interval_seconds: 0.1\n"
+                              "engine:\n  kv_cache_memory: 64MiB\n"
                               "  max_num_seqs: 8\nserve:\n  run_windows: ["
                            << windows << "]\n";
   };
@@ -159,10 +166,18 @@ TEST_F(ServeWindowsTest, AWaveAbandonedAtAWindowsEndRunsWhenTheNextOpens) {
   std::string job;
   for (int i = 0; i < 16; ++i) job += CompletionLine("w" + std::to_string(i), "Hello", 4000);
   Drop("waves.jsonl", job);
-  // The first wave committed; the daemon has looked at the queue since (it polls every 0.2 s)
-  // and found nothing more to feed; the second wave is a second or more from its end.
+  // The first wave committed; the daemon has looked at the queue since and found nothing more to
+  // feed (serve.json's fed_out, published after the commit was seen); the second wave is a second
+  // or more from its end.
   ASSERT_TRUE(WaitFor([&] { return Completed("waves.jsonl") >= 8; }, 120)) << Log();
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const double committed = Published().value("at", 0.0);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const nlohmann::json p = Published();
+        return p.value("at", 0.0) > committed && p.value("fed_out", false);
+      },
+      30))
+      << Published().dump();
   write("\"01:00-02:00\"");  // closes now (noon is outside)
   kill(pid_, SIGHUP);
   ASSERT_TRUE(
