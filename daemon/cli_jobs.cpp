@@ -74,41 +74,41 @@ struct EtaContext {
   std::map<int64_t, double> finish;  // by job id, where it can be told
 };
 
-EtaContext LoadEtaContext(const LlmqConfig& cfg, jobs::Store* store) {
+// Each job's token totals by id, read once (the jobs whose totals could not be read are absent).
+using TotalsById = std::map<int64_t, jobs::JobTotals>;
+
+// `all`: every job in the queue, in the order they are fed; `totals`: theirs.
+EtaContext LoadEtaContext(const LlmqConfig& cfg, const std::vector<jobs::JobRecord>& all,
+                          const TotalsById& totals) {
   EtaContext c;
   c.windows = cfg.run_windows;
   c.serving = spool::ReadServeState(spool::PathsFor(cfg.state_dir), &c.windows, &c.progress);
   c.now = wall_clock::Now();
-  std::vector<jobs::JobRecord> all;
-  if (!c.serving || !store->ListJobs(&all).ok()) return c;
-  // Completion tokens a request takes: its job's mean once some succeeded, else the queue's.
-  std::vector<std::pair<int64_t, double>> per;  // job, mean (0: none yet)
+  if (!c.serving) return c;
+  const std::map<std::string, int64_t> in_flight(c.progress.in_flight_tokens.begin(),
+                                                 c.progress.in_flight_tokens.end());
+  // Completion tokens a request takes: its job's mean once some succeeded, else (filled in
+  // below) the mean over the unfinished jobs' successes.
+  std::vector<EtaJob> eta;
+  std::vector<int64_t> ids;
   int64_t tokens = 0, done = 0;
   for (const jobs::JobRecord& j : all) {
     if (jobs::IsTerminal(j.status) || j.cancel_requested) continue;
-    jobs::JobTotals t;
-    double mean = 0;
-    if (j.completed > 0 && store->GetJobTotals(j.id, &t).ok()) {
-      mean = static_cast<double>(t.completion_tokens) / static_cast<double>(j.completed);
-      tokens += t.completion_tokens;
+    EtaJob e{std::max<int64_t>(0, j.total - j.completed - j.failed), 0, 0};
+    if (const auto t = totals.find(j.id); j.completed > 0 && t != totals.end()) {
+      e.tokens_per_request =
+          static_cast<double>(t->second.completion_tokens) / static_cast<double>(j.completed);
+      tokens += t->second.completion_tokens;
       done += j.completed;
     }
-    per.emplace_back(j.id, mean);
-  }
-  const double overall = done > 0 ? static_cast<double>(tokens) / static_cast<double>(done) : 0;
-  std::map<std::string, int64_t> in_flight(c.progress.in_flight_tokens.begin(),
-                                           c.progress.in_flight_tokens.end());
-  std::vector<EtaJob> eta;
-  std::vector<int64_t> ids;
-  size_t k = 0;
-  for (const jobs::JobRecord& j : all) {
-    if (jobs::IsTerminal(j.status) || j.cancel_requested) continue;
-    const double mean = per[k++].second;
-    const auto f = in_flight.find(j.public_id);
-    eta.push_back({std::max<int64_t>(0, j.total - j.completed - j.failed),
-                   mean > 0 ? mean : overall, f == in_flight.end() ? 0 : f->second});
+    if (const auto f = in_flight.find(j.public_id); f != in_flight.end())
+      e.in_flight_tokens = f->second;
+    eta.push_back(e);
     ids.push_back(j.id);
   }
+  const double overall = done > 0 ? static_cast<double>(tokens) / static_cast<double>(done) : 0;
+  for (EtaJob& e : eta)
+    if (e.tokens_per_request <= 0) e.tokens_per_request = overall;
   const std::vector<double> finish =
       EstimateFinishes(c.windows, c.now, c.progress.tokens_per_second, eta);
   for (size_t i = 0; i < ids.size(); ++i)
@@ -116,7 +116,9 @@ EtaContext LoadEtaContext(const LlmqConfig& cfg, jobs::Store* store) {
   return c;
 }
 
-json JobJson(jobs::Store* store, const jobs::JobRecord& j, const EtaContext* eta = nullptr) {
+// `totals`: the job's token totals (null: not shown); `eta`: the queue's (null: no ETA).
+json JobJson(const jobs::JobRecord& j, const jobs::JobTotals* totals,
+             const EtaContext* eta = nullptr) {
   json o{{"id", j.public_id},
          {"name", j.name},
          {"status", jobs::JobStatusName(j.status)},
@@ -126,8 +128,8 @@ json JobJson(jobs::Store* store, const jobs::JobRecord& j, const EtaContext* eta
          {"finished_at", j.finished_at > 0 ? json(j.finished_at) : json(nullptr)},
          {"cancel_requested", j.cancel_requested}};
   if (!j.error.empty()) o["error"] = j.error;
-  jobs::JobTotals t;
-  if (store != nullptr && store->GetJobTotals(j.id, &t).ok()) {
+  if (totals != nullptr) {
+    const jobs::JobTotals& t = *totals;
     const double end = j.finished_at > 0 ? j.finished_at : UnixNow();
     const double secs = j.started_at > 0 ? end - j.started_at : 0;
     o["completion_tokens"] = t.completion_tokens;
@@ -322,7 +324,7 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
       for (const IngestedJob& j : jobs) {
         jobs::JobRecord now;
         if (store->GetJob(j.job.id, &now).ok())
-          std::fprintf(stderr, "llmq submit: %s\n", JobLine(JobJson(store.get(), now)).c_str());
+          std::fprintf(stderr, "llmq submit: %s\n", JobLine(JobJson(now, nullptr)).c_str());
       }
       return ok ? 0 : 1;
     }
@@ -341,19 +343,26 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
   LlmqConfig cfg;
   std::unique_ptr<jobs::Store> store;
   if (Status st = OpenQueue(f.q, &cfg, &store); !st.ok()) return Fail(cmd, st);
-  std::vector<jobs::JobRecord> all;
+  // Every job, read once: `llmq status` tells an ETA for the one asked for from all ahead of it.
+  std::vector<jobs::JobRecord> all, shown;
+  if (Status st = store->ListJobs(&all); !st.ok()) return Fail(cmd, st);
   if (!f.job.empty()) {
     jobs::JobRecord j;
     if (Status st = spool::FindJobByIdOrName(store.get(), f.job, &j); !st.ok())
       return Fail(cmd, st);
-    all.push_back(j);
-  } else if (Status st = store->ListJobs(&all); !st.ok()) {
-    return Fail(cmd, st);
+    shown.push_back(j);
+  } else {
+    shown = all;
   }
+  // Each job's totals, read once: for the jobs shown and those an ETA is told from.
+  TotalsById totals;
+  if (!list)
+    for (const jobs::JobRecord& j : all)
+      if (jobs::JobTotals t; store->GetJobTotals(j.id, &t).ok()) totals.emplace(j.id, t);
   // status (not list): the run windows, a line before the jobs, and in each job's object; what
   // the daemon is doing (or that none serves this queue), likewise.
   std::string windows_line;
-  const EtaContext eta = list ? EtaContext() : LoadEtaContext(cfg, store.get());
+  const EtaContext eta = list ? EtaContext() : LoadEtaContext(cfg, all, totals);
   const json windows = list ? json(nullptr) : RunWindowsJson(eta, &windows_line);
   json daemon = json{{"serving", eta.serving}};
   std::string daemon_line = "no llmq serve is serving this queue: nothing runs until one starts";
@@ -373,8 +382,9 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
     daemon_line = b;
   }
   json arr = json::array();
-  for (const jobs::JobRecord& j : all) {
-    arr.push_back(JobJson(list ? nullptr : store.get(), j, list ? nullptr : &eta));
+  for (const jobs::JobRecord& j : shown) {
+    const auto t = totals.find(j.id);
+    arr.push_back(JobJson(j, t == totals.end() ? nullptr : &t->second, list ? nullptr : &eta));
     if (!windows.is_null()) arr.back()["run_windows"] = windows;
     if (!list) arr.back()["daemon"] = daemon;
   }
