@@ -60,7 +60,15 @@ class TokenTrie {
   //   void Pop(int n);          // undo the last n accepted pushes (n >= 0)
   // The recognizer is left in the state it started in.
   template <class R>
-  void Walk(R& r, TokenMask* mask) const;
+  void Walk(R& r, TokenMask* mask) const {
+    WalkSubtree(r, 0, mask);
+  }
+  // The same below `node` (0: the root), for a recognizer standing at node's parent: node's own
+  // byte is pushed first (unless node is the root). R may instead take
+  // `bool Push(uint8_t byte, uint32_t node)`: the node the byte leads to, for a recognizer that
+  // notes where it stopped (a matcher's cache: engine/structured/matcher.h).
+  template <class R>
+  void WalkSubtree(R& r, uint32_t node, TokenMask* mask) const;
 
  private:
   struct Node {
@@ -76,17 +84,24 @@ class TokenTrie {
 };
 
 template <class R>
-void TokenTrie::Walk(R& r, TokenMask* mask) const {
-  int depth = 0;  // bytes pushed into r
-  size_t i = 1;
-  while (i < nodes_.size()) {
+void TokenTrie::WalkSubtree(R& r, uint32_t node, TokenMask* mask) const {
+  const int base = node == 0 ? 0 : nodes_[node].depth - 1;  // the recognizer's depth
+  int depth = base;  // bytes from the root the recognizer stands at
+  size_t i = node == 0 ? 1 : node;
+  const size_t end = nodes_[node].end;
+  while (i < end) {
     const Node& n = nodes_[i];
     // Back up to this node's parent.
     if (const int up = depth - (n.depth - 1); up > 0) {
       r.Pop(up);
       depth = n.depth - 1;
     }
-    if (!r.Push(n.byte)) {
+    bool pushed;
+    if constexpr (requires { r.Push(uint8_t{}, uint32_t{}); })
+      pushed = r.Push(n.byte, static_cast<uint32_t>(i));
+    else
+      pushed = r.Push(n.byte);
+    if (!pushed) {
       i = n.end;  // nothing under these bytes
       continue;
     }
@@ -94,7 +109,7 @@ void TokenTrie::Walk(R& r, TokenMask* mask) const {
     for (uint32_t k = n.tok_begin; k < n.tok_end; ++k) mask->Set(ids_[k]);
     ++i;
   }
-  if (depth > 0) r.Pop(depth);
+  if (depth > base) r.Pop(depth - base);
 }
 
 }  // namespace llmq

@@ -1,0 +1,122 @@
+#include "engine/structured/grammar.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "engine/structured/regex.h"
+
+namespace llmq {
+
+std::string RegexEscape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() * 2);
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      out += b;
+    } else if (std::string_view("\\^$.|?*+()[]{}/-").find(ch) != std::string_view::npos) {
+      out += '\\';
+      out += ch;
+    } else {
+      out += ch;  // UTF-8 bytes of other characters pass as they are
+    }
+  }
+  return out;
+}
+
+Grammar::Symbol Grammar::Lexeme(std::string_view regex) {
+  if (const auto it = lexeme_index_.find(regex); it != lexeme_index_.end())
+    return {it->second, true};
+  const auto id = static_cast<int32_t>(lexemes_.size());
+  lexemes_.emplace_back(regex);
+  lexeme_index_.emplace(std::string(regex), id);
+  return {id, true};
+}
+
+Grammar::Symbol Grammar::Literal(std::string_view text) {
+  return Lexeme(RegexEscape(text));
+}
+
+Grammar::Symbol Grammar::NewRule(std::string name) {
+  rules_.push_back({std::move(name), {}});
+  return {static_cast<int32_t>(rules_.size() - 1), false};
+}
+
+void Grammar::AddAlternative(Symbol rule, std::vector<Symbol> rhs) {
+  rules_[static_cast<size_t>(rule.id)].alternatives.push_back(std::move(rhs));
+}
+
+Status Grammar::Validate() {
+  if (start_ < 0 || static_cast<size_t>(start_) >= rules_.size())
+    return Status::InvalidArgument("grammar: no start rule");
+  for (size_t i = 0; i < lexemes_.size(); ++i) {
+    std::unique_ptr<Regex> re;
+    if (Status st = Regex::Compile(lexemes_[i], Regex::Mode::kFull, &re); !st.ok())
+      return (st.code() == Status::Code::kUnsupported ? Status::Unsupported
+                                                      : Status::InvalidArgument)(
+          "grammar: lexeme " + std::to_string(i) + ": " + st.message());
+    if (re->IsAccepting(re->start()))
+      return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" + lexemes_[i] +
+                                     "/ matches the empty string");
+    if (re->start() == Regex::kDead)
+      return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" + lexemes_[i] +
+                                     "/ matches nothing");
+  }
+  for (const Rule& r : rules_)
+    for (const auto& alt : r.alternatives)
+      for (const Symbol& s : alt)
+        if (s.id < 0 || static_cast<size_t>(s.id) >= (s.lexeme ? lexemes_.size() : rules_.size()))
+          return Status::InvalidArgument("grammar: rule " + r.name + " refers to no symbol");
+  // Productive rules: a fixpoint (lexemes always are).
+  std::vector<char> productive(rules_.size(), 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < rules_.size(); ++i) {
+      if (productive[i]) continue;
+      for (const auto& alt : rules_[i].alternatives) {
+        bool all = true;
+        for (const Symbol& s : alt)
+          all = all && (s.lexeme || productive[static_cast<size_t>(s.id)]);
+        if (all) {
+          productive[i] = 1;
+          changed = true;
+          break;
+        }
+      }
+    }
+  }
+  if (!productive[static_cast<size_t>(start_)])
+    return Status::InvalidArgument("grammar: " + rules_[static_cast<size_t>(start_)].name +
+                                   " admits no document");
+  for (Rule& r : rules_)
+    std::erase_if(r.alternatives, [&](const std::vector<Symbol>& alt) {
+      for (const Symbol& s : alt)
+        if (!s.lexeme && !productive[static_cast<size_t>(s.id)]) return true;
+      return false;
+    });
+  return Status::Ok();
+}
+
+std::string Grammar::Dump() const {
+  std::string out;
+  for (size_t i = 0; i < lexemes_.size(); ++i)
+    out += "L" + std::to_string(i) + " = /" + lexemes_[i] + "/\n";
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    out += (static_cast<int32_t>(i) == start_ ? "*" : "") + rules_[i].name + "#" +
+           std::to_string(i) + " ::=";
+    for (size_t a = 0; a < rules_[i].alternatives.size(); ++a) {
+      out += a == 0 ? " " : " | ";
+      if (rules_[i].alternatives[a].empty()) out += "()";
+      for (const Symbol& s : rules_[i].alternatives[a])
+        out += (s.lexeme ? "L" + std::to_string(s.id)
+                         : rules_[static_cast<size_t>(s.id)].name + "#" + std::to_string(s.id)) +
+               " ";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace llmq

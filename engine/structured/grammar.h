@@ -1,0 +1,72 @@
+// Grammar: what a structured output must be, as a context-free grammar over lexemes (issue 24).
+// The JSON Schema compiler (engine/structured/json_schema.h) builds one; a Matcher
+// (engine/structured/matcher.h) enforces it byte by byte and token by token.
+//
+// Two levels, as in LLGuidance: lexemes are regular expressions over bytes (Regex, matched whole:
+// a string with its quotes, a number, `{` with the whitespace after it), and rules are
+// alternatives of sequences of lexemes and rules, recursion allowed (nested objects, `$ref`).
+//
+// Contracts the Matcher relies on, checked by Validate:
+//   - no lexeme matches the empty string;
+//   - lexemes are matched greedily: a lexeme ends only where the next byte cannot continue any
+//     lexeme the grammar allows there (the longest match). A grammar must not need a lexeme to end
+//     where it could go on: JSON always puts a delimiter between two values, and the compiler
+//     folds whitespace into the delimiters' lexemes (`\{[ \t\n\r]{0,20}`), never two lexemes that
+//     can both be all whitespace side by side;
+//   - every rule reachable from the start derives at least one string (is productive): a prefix
+//     the Matcher accepts can always be completed. Validate drops the alternatives that cannot be
+//     completed and refuses a grammar whose start cannot.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace llmq {
+
+class Grammar {
+ public:
+  struct Symbol {
+    int32_t id = 0;
+    bool lexeme = false;  // a lexeme's index, else a rule's
+    bool operator==(const Symbol&) const = default;
+  };
+  struct Rule {
+    std::string name;                               // for errors and Dump
+    std::vector<std::vector<Symbol>> alternatives;  // an empty one derives the empty string
+  };
+
+  // A lexeme for `regex` (Regex syntax, matched whole); the same source gives the same lexeme.
+  Symbol Lexeme(std::string_view regex);
+  // A lexeme matching exactly `text` (its bytes escaped for Regex).
+  Symbol Literal(std::string_view text);
+  // A new rule without alternatives yet (a recursive reference can be made before they are).
+  Symbol NewRule(std::string name);
+  void AddAlternative(Symbol rule, std::vector<Symbol> rhs);
+  void set_start(Symbol rule) { start_ = rule.id; }
+
+  // Checks the contracts above (compiling every lexeme); drops the alternatives that can never
+  // be completed. InvalidArgument names the lexeme or rule at fault.
+  [[nodiscard]] Status Validate();
+
+  const std::vector<std::string>& lexemes() const { return lexemes_; }
+  const std::vector<Rule>& rules() const { return rules_; }
+  int32_t start() const { return start_; }
+  // A readable listing, one rule a line ("obj ::= L3 rule7 | ..."; lexemes by index).
+  std::string Dump() const;
+
+ private:
+  std::vector<std::string> lexemes_;  // regex sources
+  std::map<std::string, int32_t, std::less<>> lexeme_index_;
+  std::vector<Rule> rules_;
+  int32_t start_ = 0;
+};
+
+// `text` with every character Regex treats specially escaped.
+std::string RegexEscape(std::string_view text);
+
+}  // namespace llmq

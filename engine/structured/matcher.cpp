@@ -1,0 +1,325 @@
+#include "engine/structured/matcher.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace llmq {
+
+// --- CompiledGrammar ---------------------------------------------------------------------------
+
+Status CompiledGrammar::Compile(Grammar g, std::shared_ptr<const TokenTrie> trie,
+                                std::shared_ptr<CompiledGrammar>* out) {
+  LLMQ_RETURN_IF_ERROR(g.Validate());
+  std::shared_ptr<CompiledGrammar> c(new CompiledGrammar());
+  c->trie_ = std::move(trie);
+  for (const std::string& src : g.lexemes()) {
+    std::unique_ptr<Regex> re;
+    LLMQ_RETURN_IF_ERROR(Regex::Compile(src, Regex::Mode::kFull, &re));
+    c->regex_.push_back(std::move(re));
+  }
+  const auto& rules = g.rules();
+  c->rule_prods_.resize(rules.size());
+  for (size_t r = 0; r < rules.size(); ++r)
+    for (const auto& alt : rules[r].alternatives) {
+      c->rule_prods_[r].push_back(static_cast<int32_t>(c->prods_.size()));
+      c->prods_.push_back({static_cast<int32_t>(r), alt});
+    }
+  // Nullable rules: a fixpoint.
+  c->nullable_.assign(rules.size(), 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const Production& p : c->prods_) {
+      if (c->nullable_[static_cast<size_t>(p.lhs)]) continue;
+      bool all = true;
+      for (const Grammar::Symbol& s : p.rhs)
+        all = all && !s.lexeme && c->nullable_[static_cast<size_t>(s.id)];
+      if (all) c->nullable_[static_cast<size_t>(p.lhs)] = changed = true;
+    }
+  }
+  c->grammar_ = std::move(g);
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+size_t CompiledGrammar::num_lexer_states() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lex_.size();
+}
+
+size_t CompiledGrammar::num_cached_masks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<size_t>(
+      std::count_if(cache_.begin(), cache_.end(), [](const auto& c) { return c != nullptr; }));
+}
+
+int32_t CompiledGrammar::Intern(std::vector<std::pair<int32_t, int32_t>> live) {
+  if (live.empty()) return kDead;
+  if (const auto it = lex_index_.find(live); it != lex_index_.end()) return it->second;
+  auto s = std::make_unique<LexState>();
+  for (const auto& [lexeme, q] : live)
+    if (regex_[static_cast<size_t>(lexeme)]->IsAccepting(q)) s->accepted.push_back(lexeme);
+  std::fill(std::begin(s->next), std::end(s->next), kUnknown);
+  s->live = live;
+  const auto id = static_cast<int32_t>(lex_.size());
+  lex_.push_back(std::move(s));
+  cache_.emplace_back();
+  lex_index_.emplace(std::move(live), id);
+  return id;
+}
+
+int32_t CompiledGrammar::LexStart(const std::vector<int32_t>& lexemes) {
+  if (const auto it = start_index_.find(lexemes); it != start_index_.end()) return it->second;
+  std::vector<std::pair<int32_t, int32_t>> live;
+  for (const int32_t l : lexemes) {
+    const int q = regex_[static_cast<size_t>(l)]->start();
+    if (q != Regex::kDead) live.emplace_back(l, q);
+  }
+  const int32_t id = Intern(std::move(live));
+  start_index_.emplace(lexemes, id);
+  return id;
+}
+
+int32_t CompiledGrammar::LexStep(int32_t state, uint8_t byte) {
+  if (state < 0) return kDead;
+  if (const int32_t n = lex_[static_cast<size_t>(state)]->next[byte]; n != kUnknown) return n;
+  std::vector<std::pair<int32_t, int32_t>> live;
+  for (const auto& [lexeme, q] : lex_[static_cast<size_t>(state)]->live) {
+    const int q2 = regex_[static_cast<size_t>(lexeme)]->Step(q, byte);
+    if (q2 != Regex::kDead) live.emplace_back(lexeme, q2);
+  }
+  const int32_t n = Intern(std::move(live));
+  lex_[static_cast<size_t>(state)]->next[byte] = n;  // lex_ may have grown: index again
+  return n;
+}
+
+bool CompiledGrammar::IsFinal(int32_t state) {
+  LexState& s = *lex_[static_cast<size_t>(state)];
+  if (s.final < 0) {
+    bool any = false;
+    for (int b = 0; b < 256 && !any; ++b) any = LexStep(state, static_cast<uint8_t>(b)) != kDead;
+    lex_[static_cast<size_t>(state)]->final = !any && !s.accepted.empty();
+  }
+  return lex_[static_cast<size_t>(state)]->final > 0;
+}
+
+// The cache's walk: the lexer alone, from one state; where a byte would end the lexeme, the node
+// is noted as a crossing and not gone below.
+struct CompiledGrammar::LexerWalk {
+  CompiledGrammar* g;
+  MaskCache* c;
+  std::vector<int32_t> stack;
+  bool Push(uint8_t byte, uint32_t node) {
+    const int32_t cur = stack.back();
+    const int32_t next = g->LexStep(cur, byte);
+    if (next >= 0) {
+      stack.push_back(next);
+      return true;
+    }
+    if (!g->lex_[static_cast<size_t>(cur)]->accepted.empty()) c->crossings.emplace_back(cur, node);
+    return false;
+  }
+  void Pop(int n) { stack.resize(stack.size() - static_cast<size_t>(n)); }
+};
+
+const CompiledGrammar::MaskCache& CompiledGrammar::CacheFor(int32_t state) {
+  if (cache_[static_cast<size_t>(state)] == nullptr) {
+    auto c = std::make_unique<MaskCache>();
+    c->inside = TokenMask(trie_->vocab_size());
+    LexerWalk walk{this, c.get(), {state}};
+    trie_->WalkSubtree(walk, 0, &c->inside);
+    std::stable_sort(c->crossings.begin(), c->crossings.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    cache_[static_cast<size_t>(state)] = std::move(c);
+  }
+  return *cache_[static_cast<size_t>(state)];
+}
+
+// --- Matcher -----------------------------------------------------------------------------------
+
+Matcher::Matcher(std::shared_ptr<CompiledGrammar> g) : g_(std::move(g)) {
+  std::lock_guard<std::mutex> lock(g_->mu_);
+  Set first;
+  const int32_t start = g_->grammar_.start();
+  for (const int32_t p : g_->rule_prods_[static_cast<size_t>(start)])
+    first.items.push_back({p, 0, 0});
+  sets_.push_back(std::move(first));
+  Close(&sets_.back(), 0);
+  Seal(&sets_.back());
+  lex_ = sets_.back().lex_start;
+  len_ = 0;
+}
+
+void Matcher::Close(Set* set, int32_t k) {
+  std::unordered_set<uint64_t> seen;
+  const auto key = [](const Item& it) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(it.prod)) << 40) ^
+           (static_cast<uint64_t>(static_cast<uint32_t>(it.dot)) << 32) ^
+           static_cast<uint32_t>(it.origin);
+  };
+  for (const Item& it : set->items) seen.insert(key(it));
+  const auto add = [&](const Item& it) {
+    if (seen.insert(key(it)).second) set->items.push_back(it);
+  };
+  for (size_t i = 0; i < set->items.size(); ++i) {
+    const Item it = set->items[i];
+    const CompiledGrammar::Production& p = g_->prods_[static_cast<size_t>(it.prod)];
+    if (static_cast<size_t>(it.dot) == p.rhs.size()) {
+      // Completed: advance the items of its origin waiting for p.lhs (an empty completion in this
+      // set is covered by the nullable advance below).
+      if (it.origin == k) continue;
+      const Set& from = sets_[static_cast<size_t>(it.origin)];
+      for (size_t j = 0; j < from.items.size(); ++j) {
+        const Item w = from.items[j];
+        const auto& wp = g_->prods_[static_cast<size_t>(w.prod)].rhs;
+        if (static_cast<size_t>(w.dot) < wp.size() && !wp[static_cast<size_t>(w.dot)].lexeme &&
+            wp[static_cast<size_t>(w.dot)].id == p.lhs)
+          add({w.prod, w.dot + 1, w.origin});
+      }
+      continue;
+    }
+    const Grammar::Symbol s = p.rhs[static_cast<size_t>(it.dot)];
+    if (s.lexeme) continue;
+    for (const int32_t q : g_->rule_prods_[static_cast<size_t>(s.id)]) add({q, 0, k});
+    if (g_->nullable_[static_cast<size_t>(s.id)]) add({it.prod, it.dot + 1, it.origin});
+  }
+}
+
+void Matcher::Seal(Set* set) {
+  std::vector<int32_t> next;
+  set->complete = false;
+  const int32_t start = g_->grammar_.start();
+  for (const Item& it : set->items) {
+    const auto& p = g_->prods_[static_cast<size_t>(it.prod)];
+    if (static_cast<size_t>(it.dot) < p.rhs.size()) {
+      if (p.rhs[static_cast<size_t>(it.dot)].lexeme)
+        next.push_back(p.rhs[static_cast<size_t>(it.dot)].id);
+    } else if (p.lhs == start && it.origin == 0) {
+      set->complete = true;
+    }
+  }
+  std::sort(next.begin(), next.end());
+  next.erase(std::unique(next.begin(), next.end()), next.end());
+  set->lex_start = next.empty() ? CompiledGrammar::kDead : g_->LexStart(next);
+}
+
+bool Matcher::Scan(const std::vector<int32_t>& lexemes) {
+  Set next;
+  for (const Item& it : sets_.back().items) {
+    const auto& p = g_->prods_[static_cast<size_t>(it.prod)];
+    if (static_cast<size_t>(it.dot) < p.rhs.size() && p.rhs[static_cast<size_t>(it.dot)].lexeme &&
+        std::binary_search(lexemes.begin(), lexemes.end(), p.rhs[static_cast<size_t>(it.dot)].id))
+      next.items.push_back({it.prod, it.dot + 1, it.origin});
+  }
+  if (next.items.empty()) return false;
+  sets_.push_back(std::move(next));
+  Close(&sets_.back(), static_cast<int32_t>(sets_.size() - 1));
+  Seal(&sets_.back());
+  return true;
+}
+
+bool Matcher::Push(uint8_t byte) {
+  int32_t n = g_->LexStep(lex_, byte);
+  if (n >= 0) {
+    undo_.push_back({lex_, len_, false});
+    lex_ = n;
+    ++len_;
+    return true;
+  }
+  if (lex_ < 0 || len_ == 0) return false;
+  // The byte goes on no live lexeme: end one that matched, and start the next with it.
+  const std::vector<int32_t>& accepted = g_->lex_[static_cast<size_t>(lex_)]->accepted;
+  if (accepted.empty() || !Scan(accepted)) return false;
+  n = g_->LexStep(sets_.back().lex_start, byte);
+  if (n < 0) {
+    sets_.pop_back();
+    return false;
+  }
+  undo_.push_back({lex_, len_, true});
+  lex_ = n;
+  len_ = 1;
+  return true;
+}
+
+void Matcher::Pop(int n) {
+  for (; n > 0; --n) {
+    const Undo u = undo_.back();
+    undo_.pop_back();
+    if (u.scanned) sets_.pop_back();
+    lex_ = u.lex;
+    len_ = u.len;
+  }
+}
+
+void Matcher::EndFinalLexeme() {
+  if (len_ == 0 || lex_ < 0 || !g_->IsFinal(lex_)) return;
+  // A scan of an allowed lexeme that matched always yields a set (its item is in the top set).
+  if (Scan(g_->lex_[static_cast<size_t>(lex_)]->accepted)) {
+    lex_ = sets_.back().lex_start;
+    len_ = 0;
+  }
+}
+
+bool Matcher::Consume(std::string_view bytes) {
+  std::lock_guard<std::mutex> lock(g_->mu_);
+  const size_t mark = undo_.size();
+  for (const char c : bytes)
+    if (!Push(static_cast<uint8_t>(c))) {
+      Pop(static_cast<int>(undo_.size() - mark));
+      return false;
+    }
+  undo_.clear();  // the sets pushed stay: they are the chart now
+  EndFinalLexeme();
+  return true;
+}
+
+bool Matcher::CanEnd() {
+  std::lock_guard<std::mutex> lock(g_->mu_);
+  if (len_ == 0) return sets_.back().complete;
+  const std::vector<int32_t>& accepted = g_->lex_[static_cast<size_t>(lex_)]->accepted;
+  if (accepted.empty() || !Scan(accepted)) return false;
+  const bool complete = sets_.back().complete;
+  sets_.pop_back();
+  return complete;
+}
+
+bool Matcher::IsTerminated() {
+  if (!CanEnd()) return false;
+  std::lock_guard<std::mutex> lock(g_->mu_);
+  if (len_ == 0) return sets_.back().lex_start < 0;
+  // Inside a lexeme that matched: terminated when it cannot go on and nothing can follow it.
+  for (int b = 0; b < 256; ++b)
+    if (g_->LexStep(lex_, static_cast<uint8_t>(b)) >= 0) return false;
+  if (!Scan(g_->lex_[static_cast<size_t>(lex_)]->accepted)) return true;
+  const bool none = sets_.back().lex_start < 0;
+  sets_.pop_back();
+  return none;
+}
+
+void Matcher::Mask(TokenMask* mask) {
+  std::lock_guard<std::mutex> lock(g_->mu_);
+  mask->Clear();
+  if (lex_ < 0) return;
+  const CompiledGrammar::MaskCache& c = g_->CacheFor(lex_);
+  *mask = c.inside;
+  // Below each crossing the lexeme ends: the parser scans it once per lexer state there, and the
+  // byte of the crossing's node starts the next lexeme.
+  const int32_t lex = lex_, len = len_;
+  for (size_t i = 0; i < c.crossings.size();) {
+    const int32_t at = c.crossings[i].first;
+    size_t j = i;
+    while (j < c.crossings.size() && c.crossings[j].first == at) ++j;
+    if (Scan(g_->lex_[static_cast<size_t>(at)]->accepted)) {
+      for (size_t k = i; k < j; ++k) {
+        lex_ = sets_.back().lex_start;
+        len_ = 0;
+        g_->trie_->WalkSubtree(*this, c.crossings[k].second, mask);
+      }
+      sets_.pop_back();
+    }
+    i = j;
+  }
+  lex_ = lex;
+  len_ = len;
+}
+
+}  // namespace llmq

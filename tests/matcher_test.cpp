@@ -1,0 +1,341 @@
+// Matcher (engine/structured/matcher.h) and Grammar (grammar.h): a grammar over lexemes enforced
+// byte by byte and token by token. Checked against independent references: a hand-written
+// recursive-descent recognizer of the same small JSON-like language (whole documents, random and
+// mutated), and a token-by-token brute force of every mask over the real Llama 3 and Qwen3
+// vocabularies of ../shared (each token's bytes consumed by a copy of the matcher) at every step
+// of documents; the grammar's contracts refused by Validate.
+#include "engine/structured/matcher.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/text/tokenizer.h"
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using Sym = Grammar::Symbol;
+
+// value ::= object | array | STR | NUM | true
+// object ::= '{' '}' | '{' members '}'     members ::= STR ':' value | STR ':' value ',' members
+// array ::= '[' ']' | '[' elements ']'     elements ::= value | value ',' elements
+// with up to 3 spaces folded into each side of a delimiter, as the JSON compiler does.
+Grammar MiniJson() {
+  Grammar g;
+  const Sym lbrace = g.Lexeme("\\{ {0,3}"), rbrace = g.Lexeme(" {0,3}\\}");
+  const Sym lbrack = g.Lexeme("\\[ {0,3}"), rbrack = g.Lexeme(" {0,3}\\]");
+  const Sym comma = g.Lexeme(" {0,3}, {0,3}"), colon = g.Lexeme(" {0,3}: {0,3}");
+  const Sym str = g.Lexeme("\"[a-z]*\""), num = g.Lexeme("-?(0|[1-9][0-9]*)");
+  const Sym tru = g.Literal("true");
+  const Sym value = g.NewRule("value"), object = g.NewRule("object"), array = g.NewRule("array");
+  const Sym members = g.NewRule("members"), elements = g.NewRule("elements");
+  for (const Sym s : {object, array, str, num, tru}) g.AddAlternative(value, {s});
+  g.AddAlternative(object, {lbrace, rbrace});
+  g.AddAlternative(object, {lbrace, members, rbrace});
+  g.AddAlternative(members, {str, colon, value});
+  g.AddAlternative(members, {str, colon, value, comma, members});
+  g.AddAlternative(array, {lbrack, rbrack});
+  g.AddAlternative(array, {lbrack, elements, rbrack});
+  g.AddAlternative(elements, {value});
+  g.AddAlternative(elements, {value, comma, elements});
+  g.set_start(value);
+  return g;
+}
+
+// The reference: recursive descent over the same language, written from the grammar's text.
+class MiniJsonReference {
+ public:
+  static bool Accepts(const std::string& s) {
+    MiniJsonReference r{s};
+    return r.Value() && r.i_ == s.size();
+  }
+
+ private:
+  explicit MiniJsonReference(const std::string& s) : s_(s) {}
+  bool Eat(char c) {
+    if (i_ < s_.size() && s_[i_] == c) return ++i_, true;
+    return false;
+  }
+  // Up to `n` spaces.
+  void Spaces(int n) {
+    while (n-- > 0 && Eat(' ')) {
+    }
+  }
+  // A delimiter with up to 3 spaces on each side (before: what the lexeme before left).
+  bool Delim(char c, int before, int after) {
+    const size_t at = i_;
+    Spaces(before);
+    if (!Eat(c)) return i_ = at, false;
+    Spaces(after);
+    return true;
+  }
+  bool Value() {
+    if (i_ >= s_.size()) return false;
+    const char c = s_[i_];
+    if (c == '{') return Container('{', '}', true);
+    if (c == '[') return Container('[', ']', false);
+    if (c == '"') return Str();
+    if (c == 't') return s_.compare(i_, 4, "true") == 0 ? (i_ += 4, true) : false;
+    return Num();
+  }
+  bool Str() {
+    if (!Eat('"')) return false;
+    while (i_ < s_.size() && s_[i_] >= 'a' && s_[i_] <= 'z') ++i_;
+    return Eat('"');
+  }
+  bool Num() {
+    Eat('-');
+    if (Eat('0')) return true;
+    if (i_ >= s_.size() || s_[i_] < '1' || s_[i_] > '9') return false;
+    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+    return true;
+  }
+  bool Container(char open, char close, bool object) {
+    Eat(open);
+    // Spaces after the opener: 3 of its own, 3 more of the closer's when empty.
+    const size_t at = i_;
+    Spaces(6);
+    if (Eat(close)) return true;
+    i_ = at;
+    Spaces(3);
+    for (;;) {
+      if (object && !(Str() && Delim(':', 3, 3))) return false;
+      if (!Value()) return false;
+      if (Delim(',', 3, 3)) continue;
+      return Delim(close, 3, 0);
+    }
+  }
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
+std::shared_ptr<CompiledGrammar> CompileOrDie(Grammar g, std::shared_ptr<const TokenTrie> trie) {
+  std::shared_ptr<CompiledGrammar> c;
+  const Status st = CompiledGrammar::Compile(std::move(g), std::move(trie), &c);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return c;
+}
+
+// A one-byte-per-token vocabulary (every byte): masks are then byte sets.
+std::shared_ptr<const TokenTrie> ByteTrie() {
+  std::vector<std::string> v;
+  for (int b = 0; b < 256; ++b) v.emplace_back(1, static_cast<char>(b));
+  return std::make_shared<TokenTrie>(v);
+}
+
+bool MatcherAccepts(const std::shared_ptr<CompiledGrammar>& g, const std::string& doc) {
+  Matcher m(g);
+  return m.Consume(doc) && m.CanEnd();
+}
+
+// A random document of the language, then maybe mutated.
+std::string RandomDoc(std::mt19937& rng, int depth) {
+  const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+  const auto sp = [&] { return std::string(static_cast<size_t>(pick(3) == 0 ? pick(4) : 0), ' '); };
+  switch (depth > 3 ? 2 + pick(3) : pick(5)) {
+    case 0:
+    case 1: {
+      const bool object = pick(2) == 0;
+      std::string s(1, object ? '{' : '[');
+      s += sp();
+      const int n = pick(4);
+      for (int i = 0; i < n; ++i) {
+        if (i > 0) s += sp() + "," + sp();
+        if (object)
+          s += "\"" + std::string(static_cast<size_t>(pick(3)), 'k') + "\"" + sp() + ":" + sp();
+        s += RandomDoc(rng, depth + 1);
+      }
+      return s + sp() + (object ? "}" : "]");
+    }
+    case 2:
+      return "\"" + std::string(static_cast<size_t>(pick(4)), 'a' + static_cast<char>(pick(26))) +
+             "\"";
+    case 3:
+      return pick(2) == 0 ? "0" : (pick(2) == 0 ? "-" : "") + std::to_string(1 + pick(999));
+    default:
+      return "true";
+  }
+}
+
+TEST(MatcherTest, WholeDocumentsAgreeWithARecursiveDescentReference) {
+  const auto g = CompileOrDie(MiniJson(), ByteTrie());
+  ASSERT_NE(g, nullptr);
+  for (const char* doc : {"{}", "[]", "{ }", "[      ]", "{\"a\":1}", "{\"a\" :  [1, 2 ,3]}",
+                          "[[[[]]]]", "[true,\"x\",-12,0,{}]", "{\"\":{\"b\":[true]}}"}) {
+    EXPECT_TRUE(MiniJsonReference::Accepts(doc)) << doc;
+    EXPECT_TRUE(MatcherAccepts(g, doc)) << doc;
+  }
+  for (const char* doc : {"", "{", "[1,]", "{\"a\"}", "01", "[       ]", "{\"A\":1}", "-0", "[1 2]",
+                          "{\"a\":1,}", "true ", " true", "[tru]"}) {
+    EXPECT_EQ(MatcherAccepts(g, doc), MiniJsonReference::Accepts(doc)) << doc;
+  }
+  std::mt19937 rng(7);
+  int accepted = 0;
+  const std::string bytes = "{}[],: \"a0-1t";
+  for (int i = 0; i < 3000; ++i) {
+    std::string doc = RandomDoc(rng, 0);
+    if (i % 2 == 1 && !doc.empty()) {  // a mutation: a byte replaced, dropped or doubled
+      const size_t at = rng() % doc.size();
+      switch (rng() % 3) {
+        case 0:
+          doc[at] = bytes[rng() % bytes.size()];
+          break;
+        case 1:
+          doc.erase(at, 1);
+          break;
+        default:
+          doc.insert(at, 1, doc[at]);
+      }
+    }
+    const bool want = MiniJsonReference::Accepts(doc);
+    accepted += want;
+    ASSERT_EQ(MatcherAccepts(g, doc), want) << doc;
+    if (want)  // a valid document's every prefix is accepted, and only the whole can end
+      for (size_t k = 0; k < doc.size(); ++k) {
+        Matcher m(g);
+        ASSERT_TRUE(m.Consume(doc.substr(0, k))) << doc << " at " << k;
+      }
+  }
+  EXPECT_GT(accepted, 1500);
+  EXPECT_LT(accepted, 3000);
+}
+
+TEST(MatcherTest, ARefusedTokenLeavesTheStateAsItWas) {
+  const auto g = CompileOrDie(MiniJson(), ByteTrie());
+  Matcher m(g);
+  ASSERT_TRUE(m.Consume("{\"ab"));
+  EXPECT_FALSE(m.Consume("c\":1}x"));  // refused at its last byte
+  EXPECT_TRUE(m.Consume("c\":1}"));
+  EXPECT_TRUE(m.CanEnd());
+  EXPECT_TRUE(m.IsTerminated());
+  TokenMask mask(256);
+  m.Mask(&mask);
+  EXPECT_EQ(mask.Count(), 0) << "after the whole document only EOS";
+}
+
+TEST(MatcherTest, ByteMasksAreTheBytesThatContinue) {
+  const auto g = CompileOrDie(MiniJson(), ByteTrie());
+  for (const std::string prefix : {"", "{", "{\"", "{\"a\"", "{\"a\":", "{\"a\":1", "{\"a\":10 ",
+                                   "[", "[1,", "[true", "[{}", "{\"a\":   "}) {
+    Matcher m(g);
+    ASSERT_TRUE(m.Consume(prefix)) << prefix;
+    TokenMask mask(256);
+    m.Mask(&mask);
+    for (int b = 0; b < 256; ++b) {
+      Matcher copy = m;
+      EXPECT_EQ(mask.Test(b), copy.Consume(std::string(1, static_cast<char>(b))))
+          << "after '" << prefix << "' byte " << b;
+    }
+  }
+}
+
+// Several lexemes alive at once: a key spelled out and any key, with different values after them.
+TEST(MatcherTest, LexemesAliveSideBySideEndTogether) {
+  Grammar g;
+  const Sym lbrace = g.Literal("{"), rbrace = g.Literal("}"), colon = g.Literal(":");
+  const Sym name = g.Literal("\"name\""), any = g.Lexeme("\"[a-z]*\"");
+  const Sym num = g.Lexeme("[0-9]+"), tru = g.Literal("true");
+  const Sym obj = g.NewRule("obj");
+  g.AddAlternative(obj, {lbrace, name, colon, num, rbrace});
+  g.AddAlternative(obj, {lbrace, any, colon, tru, rbrace});
+  g.set_start(obj);
+  const auto c = CompileOrDie(std::move(g), ByteTrie());
+  EXPECT_TRUE(MatcherAccepts(c, "{\"name\":12}"));
+  EXPECT_TRUE(MatcherAccepts(c, "{\"name\":true}"));
+  EXPECT_TRUE(MatcherAccepts(c, "{\"abc\":true}"));
+  EXPECT_FALSE(MatcherAccepts(c, "{\"abc\":12}"));
+  EXPECT_FALSE(MatcherAccepts(c, "{\"name\":12"));
+  Matcher m(c);
+  ASSERT_TRUE(m.Consume("{\"nam\":"));
+  TokenMask mask(256);
+  m.Mask(&mask);
+  EXPECT_TRUE(mask.Test('t'));
+  EXPECT_FALSE(mask.Test('1'));
+}
+
+TEST(GrammarTest, ValidateRefusesWhatTheMatcherCannotEnforce) {
+  {
+    Grammar g;
+    const Sym r = g.NewRule("r");
+    g.AddAlternative(r, {g.Lexeme("a*")});
+    g.set_start(r);
+    const Status st = g.Validate();
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("matches the empty string"), std::string::npos) << st.message();
+  }
+  {
+    Grammar g;  // r ::= 'a' r: no document ends
+    const Sym r = g.NewRule("r");
+    g.AddAlternative(r, {g.Literal("a"), r});
+    g.set_start(r);
+    const Status st = g.Validate();
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("r admits no document"), std::string::npos) << st.message();
+  }
+  {
+    Grammar g;  // s ::= 'b' | 'a' r, r unproductive: the second alternative is dropped
+    const Sym s = g.NewRule("s"), r = g.NewRule("r");
+    g.AddAlternative(s, {g.Literal("b")});
+    g.AddAlternative(s, {g.Literal("a"), r});
+    g.AddAlternative(r, {g.Literal("a"), r});
+    g.set_start(s);
+    ASSERT_TRUE(g.Validate().ok());
+    const auto c = CompileOrDie(std::move(g), ByteTrie());
+    Matcher m(c);
+    EXPECT_FALSE(m.Consume("a")) << "a prefix that can never be completed is refused";
+    EXPECT_TRUE(m.Consume("b"));
+  }
+  {
+    Grammar g;
+    const Sym r = g.NewRule("r");
+    g.AddAlternative(r, {g.Lexeme("(?=a)a")});
+    g.set_start(r);
+    const Status st = g.Validate();
+    EXPECT_EQ(st.code(), Status::Code::kUnsupported) << st.message();
+  }
+  EXPECT_EQ(RegexEscape("a.b{1}\n"), "a\\.b\\{1\\}\\x0a");
+}
+
+// Masks over real vocabularies equal the brute force: every token's bytes consumed by a copy.
+class MatcherVocabTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MatcherVocabTest, MasksEqualTheTokenByTokenBruteForce) {
+  const std::string dir = testing::SharedModel(GetParam());
+  LLMQ_SKIP_WITHOUT_SHARED(dir, GetParam());
+  std::unique_ptr<Tokenizer> tok;
+  ASSERT_TRUE(Tokenizer::Load(dir, &tok).ok());
+  auto trie = std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tok));
+  const auto g = CompileOrDie(MiniJson(), trie);
+  const std::string doc = "{\"name\":  [1, 23,{\"abc\" : true}, \"xyz\"],\"b\":-40}";
+  Matcher m(g);
+  TokenMask mask(trie->vocab_size());
+  int checked = 0;
+  for (size_t k = 0; k <= doc.size(); ++k) {
+    if (k > 0) {
+      ASSERT_TRUE(m.Consume(doc.substr(k - 1, 1))) << k;
+    }
+    if (k % 3 != 0 && k != doc.size()) continue;  // every third step: the brute force is slow
+    m.Mask(&mask);
+    for (int id = 0; id < tok->vocab_size(); ++id) {
+      Matcher copy = m;
+      const bool want = !tok->IsControl(id) && copy.Consume(tok->TokenBytes(id));
+      ASSERT_EQ(mask.Test(id), want) << "after '" << doc.substr(0, k) << "' token " << id << " '"
+                                     << tok->TokenBytes(id) << "'";
+    }
+    ++checked;
+  }
+  EXPECT_TRUE(m.CanEnd());
+  EXPECT_GT(checked, 15);
+  EXPECT_GT(g->num_cached_masks(), 5u);
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedVocabularies, MatcherVocabTest,
+                         ::testing::Values("tiny-llama32", "tiny-qwen3"));
+
+}  // namespace
+}  // namespace llmq
