@@ -1,0 +1,850 @@
+#include "engine/structured/json_schema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "engine/structured/regex.h"
+
+namespace llmq {
+
+using json = nlohmann::ordered_json;
+using Sym = Grammar::Symbol;
+
+std::string JsonQuote(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (c < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c);
+          out += b;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string PythonJsonDumps(const json& v) {
+  switch (v.type()) {
+    case json::value_t::object: {
+      std::string out = "{";
+      bool first = true;
+      for (const auto& [k, x] : v.items()) {
+        out += (first ? "" : ", ") + JsonQuote(k) + ": " + PythonJsonDumps(x);
+        first = false;
+      }
+      return out + "}";
+    }
+    case json::value_t::array: {
+      std::string out = "[";
+      for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + PythonJsonDumps(v[i]);
+      return out + "]";
+    }
+    case json::value_t::string:
+      return JsonQuote(v.get<std::string>());
+    default:
+      return v.dump();
+  }
+}
+
+namespace {
+
+// A JSON Pointer's reference token: '~' as ~0, '/' as ~1.
+std::string PointerToken(const std::string& s) {
+  std::string out;
+  for (const char c : s) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  return out;
+}
+
+std::string Where(const std::string& keyword, const std::string& pointer) {
+  return "keyword \"" + keyword + "\" at \"" + (pointer.empty() ? "/" : pointer) + "\"";
+}
+
+Status Refuse(const std::string& keyword, const std::string& pointer, const std::string& why) {
+  return Status::Unsupported("json_schema: " + Where(keyword, pointer) + ": " + why);
+}
+
+Status Invalid(const std::string& keyword, const std::string& pointer, const std::string& why) {
+  return Status::InvalidArgument("json_schema: " + Where(keyword, pointer) + ": " + why);
+}
+
+// Keywords that only annotate: no constraint to enforce.
+const std::set<std::string>& Annotations() {
+  static const std::set<std::string> k = {"$schema",
+                                          "$id",
+                                          "id",
+                                          "$comment",
+                                          "$anchor",
+                                          "$dynamicAnchor",
+                                          "$vocabulary",
+                                          "title",
+                                          "description",
+                                          "default",
+                                          "examples",
+                                          "example",
+                                          "deprecated",
+                                          "readOnly",
+                                          "writeOnly",
+                                          "contentEncoding",
+                                          "contentMediaType",
+                                          "contentSchema",
+                                          "$defs",
+                                          "definitions",
+                                          "discriminator",
+                                          "markdownDescription",
+                                          "nullable_reason",
+                                          "strict",
+                                          "name"};
+  return k;
+}
+
+// Every keyword the compiler enforces (the others JSON Schema defines are refused).
+const std::set<std::string>& Enforced() {
+  static const std::set<std::string> k = {"type",
+                                          "properties",
+                                          "required",
+                                          "additionalProperties",
+                                          "items",
+                                          "prefixItems",
+                                          "additionalItems",
+                                          "minItems",
+                                          "maxItems",
+                                          "enum",
+                                          "const",
+                                          "anyOf",
+                                          "oneOf",
+                                          "allOf",
+                                          "$ref",
+                                          "minLength",
+                                          "maxLength",
+                                          "minProperties",
+                                          "maxProperties"};
+  return k;
+}
+
+// What JSON Schema defines and this compiler does not (yet) enforce: refused by name.
+const std::set<std::string>& Refused() {
+  static const std::set<std::string> k = {"pattern",
+                                          "format",
+                                          "minimum",
+                                          "maximum",
+                                          "exclusiveMinimum",
+                                          "exclusiveMaximum",
+                                          "multipleOf",
+                                          "patternProperties",
+                                          "propertyNames",
+                                          "dependencies",
+                                          "dependentRequired",
+                                          "dependentSchemas",
+                                          "uniqueItems",
+                                          "contains",
+                                          "minContains",
+                                          "maxContains",
+                                          "not",
+                                          "if",
+                                          "then",
+                                          "else",
+                                          "unevaluatedProperties",
+                                          "unevaluatedItems",
+                                          "$dynamicRef",
+                                          "$recursiveRef",
+                                          "$recursiveAnchor"};
+  return k;
+}
+
+// One character of a JSON string's text: unescaped, or an escape.
+const std::string kChar = "(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})";
+
+const char* const kTypes[] = {"null", "boolean", "object", "array", "number", "integer", "string"};
+
+class Compiler {
+ public:
+  Compiler(const json& root, const JsonSchemaOptions& opt, Grammar* g)
+      : root_(root), opt_(opt), g_(*g) {
+    const std::string ws = "[ \\t\\n\\r]{0," + std::to_string(opt.max_whitespace) + "}";
+    lbrace_ = g_.Lexeme("\\{" + ws);
+    rbrace_ = g_.Lexeme(ws + "\\}");
+    lbrack_ = g_.Lexeme("\\[" + ws);
+    rbrack_ = g_.Lexeme(ws + "\\]");
+    comma_ = g_.Lexeme(ws + "," + ws);
+    colon_ = g_.Lexeme(ws + ":" + ws);
+  }
+
+  // The rule for the value `s` at `ptr` must match.
+  Status Value(const json& s, const std::string& ptr, Sym* out) {
+    if (s.is_boolean()) {
+      *out = s.get<bool>() ? Any() : Nothing();
+      return Status::Ok();
+    }
+    if (!s.is_object()) return Invalid("", ptr, "a schema is an object or a boolean");
+    if (++depth_ > 200) return Refuse("$ref", ptr, "schemas nested more than 200 deep");
+    const Status st = ValueOf(s, ptr, out);
+    --depth_;
+    return st;
+  }
+
+  Sym Any() {
+    if (any_.has_value()) return *any_;
+    const Sym any = g_.NewRule("any"), obj = g_.NewRule("any_object"),
+              arr = g_.NewRule("any_array");
+    any_ = any;
+    const Sym members = g_.NewRule("any_members"), elements = g_.NewRule("any_elements");
+    for (const Sym s : {obj, arr, String(0, -1), Number(false), g_.Literal("true"),
+                        g_.Literal("false"), g_.Literal("null")})
+      g_.AddAlternative(any, {s});
+    g_.AddAlternative(obj, {lbrace_, rbrace_});
+    g_.AddAlternative(obj, {lbrace_, members, rbrace_});
+    g_.AddAlternative(members, {String(0, -1), colon_, any});
+    g_.AddAlternative(members, {String(0, -1), colon_, any, comma_, members});
+    g_.AddAlternative(arr, {lbrack_, rbrack_});
+    g_.AddAlternative(arr, {lbrack_, elements, rbrack_});
+    g_.AddAlternative(elements, {any});
+    g_.AddAlternative(elements, {any, comma_, elements});
+    return any;
+  }
+  Sym AnyObject() {
+    Any();
+    return g_.rules()[static_cast<size_t>(any_->id)].alternatives[0][0];
+  }
+
+ private:
+  Sym Nothing() {  // a rule without alternatives: no document (Validate drops what needs it)
+    return g_.NewRule("false");
+  }
+
+  // A JSON string lexeme of min..max characters (max < 0: unbounded).
+  Sym String(int min, int max) {
+    std::string count = max < 0 ? (min == 0 ? "*" : "{" + std::to_string(min) + ",}")
+                                : "{" + std::to_string(min) + "," + std::to_string(max) + "}";
+    return g_.Lexeme("\"" + kChar + count + "\"");
+  }
+  Sym Number(bool integer) {
+    return g_.Lexeme(integer ? "-?(?:0|[1-9][0-9]*)"
+                             : "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?");
+  }
+
+  Status ValueOf(const json& s, const std::string& ptr, Sym* out) {
+    for (const auto& [k, v] : s.items()) {
+      (void)v;
+      if (Refused().count(k)) return Refuse(k, ptr + "/" + PointerToken(k), "not enforced yet");
+    }
+    if (s.contains("$ref")) return Ref(s, ptr, out);
+    if (s.contains("allOf")) return AllOf(s, ptr, out);
+    if (s.contains("anyOf") || s.contains("oneOf")) return AnyOf(s, ptr, out);
+    if (s.contains("const")) return Enum(json::array({s["const"]}), s, ptr + "/const", out);
+    if (s.contains("enum")) {
+      if (!s["enum"].is_array()) return Invalid("enum", ptr + "/enum", "not an array");
+      return Enum(s["enum"], s, ptr + "/enum", out);
+    }
+    std::vector<std::string> types;
+    LLMQ_RETURN_IF_ERROR(Types(s, ptr, &types));
+    const Sym rule = g_.NewRule(ptr.empty() ? "/" : ptr);
+    for (const std::string& t : types) {
+      Sym v;
+      if (t == "null") {
+        v = g_.Literal("null");
+      } else if (t == "boolean") {
+        v = g_.NewRule("boolean");
+        g_.AddAlternative(v, {g_.Literal("true")});
+        g_.AddAlternative(v, {g_.Literal("false")});
+      } else if (t == "integer" || t == "number") {
+        v = Number(t == "integer");
+      } else if (t == "string") {
+        LLMQ_RETURN_IF_ERROR(StringOf(s, ptr, &v));
+      } else if (t == "object") {
+        LLMQ_RETURN_IF_ERROR(Object(s, ptr, &v));
+      } else {
+        LLMQ_RETURN_IF_ERROR(Array(s, ptr, &v));
+      }
+      g_.AddAlternative(rule, {v});
+    }
+    *out = rule;
+    return Status::Ok();
+  }
+
+  // The types a schema admits: `type` (a name or a list), else all of them; "number" covers
+  // "integer".
+  Status Types(const json& s, const std::string& ptr, std::vector<std::string>* out) {
+    if (!s.contains("type")) {
+      out->assign({"null", "boolean", "object", "array", "number", "string"});
+      return Status::Ok();
+    }
+    const json& t = s["type"];
+    std::vector<std::string> names;
+    if (t.is_string())
+      names.push_back(t.get<std::string>());
+    else if (t.is_array())
+      for (const json& x : t) {
+        if (!x.is_string()) return Invalid("type", ptr + "/type", "not a type name");
+        names.push_back(x.get<std::string>());
+      }
+    else
+      return Invalid("type", ptr + "/type", "not a type name or a list of them");
+    for (const std::string& n : names)
+      if (std::find(std::begin(kTypes), std::end(kTypes), n) == std::end(kTypes))
+        return Invalid("type", ptr + "/type", "\"" + n + "\" is not a JSON Schema type");
+    const bool number = std::count(names.begin(), names.end(), "number") > 0;
+    for (const char* k : kTypes)
+      if (std::count(names.begin(), names.end(), k) && !(number && std::string(k) == "integer"))
+        out->push_back(k);
+    return Status::Ok();
+  }
+
+  Status NonNegative(const json& s, const char* k, const std::string& ptr, int64_t* v) {
+    if (!s.contains(k)) return Status::Ok();
+    const json& x = s[k];
+    if (!x.is_number() || x.get<double>() < 0 || x.get<double>() != std::floor(x.get<double>()))
+      return Invalid(k, ptr + "/" + k, "not a non-negative integer");
+    *v = static_cast<int64_t>(x.get<double>());
+    return Status::Ok();
+  }
+
+  Status StringOf(const json& s, const std::string& ptr, Sym* out) {
+    int64_t min = 0, max = -1;
+    LLMQ_RETURN_IF_ERROR(NonNegative(s, "minLength", ptr, &min));
+    LLMQ_RETURN_IF_ERROR(NonNegative(s, "maxLength", ptr, &max));
+    if (max >= 0 && max < min) {
+      *out = Nothing();
+      return Status::Ok();
+    }
+    if (min > Regex::kMaxRepeat || max > Regex::kMaxRepeat)
+      return Refuse(max > Regex::kMaxRepeat ? "maxLength" : "minLength",
+                    ptr + (max > Regex::kMaxRepeat ? "/maxLength" : "/minLength"),
+                    "a length bound above " + std::to_string(Regex::kMaxRepeat));
+    *out = String(static_cast<int>(min), static_cast<int>(max));
+    return Status::Ok();
+  }
+
+  Status Enum(const json& values, const json& s, const std::string& ptr, Sym* out) {
+    std::vector<std::string> types;
+    LLMQ_RETURN_IF_ERROR(Types(s, ptr, &types));
+    const auto admitted = [&](const json& v) {
+      const char* t = v.is_null()                                       ? "null"
+                      : v.is_boolean()                                  ? "boolean"
+                      : v.is_object()                                   ? "object"
+                      : v.is_array()                                    ? "array"
+                      : v.is_string()                                   ? "string"
+                      : v.is_number_integer() || v.is_number_unsigned() ? "integer"
+                                                                        : "number";
+      return std::count(types.begin(), types.end(), t) > 0 ||
+             (std::string(t) == "integer" && std::count(types.begin(), types.end(), "number"));
+    };
+    const Sym rule = g_.NewRule(ptr);
+    for (const json& v : values)
+      if (admitted(v)) {
+        if (v.is_object() || v.is_array())
+          return Refuse(ptr.substr(ptr.rfind('/') + 1), ptr, "an object or array among the values");
+        g_.AddAlternative(rule, {g_.Literal(PythonJsonDumps(v))});
+      }
+    *out = rule;
+    return Status::Ok();
+  }
+
+  Status Ref(const json& s, const std::string& ptr, Sym* out) {
+    if (!s["$ref"].is_string()) return Invalid("$ref", ptr + "/$ref", "not a string");
+    json rest = s;
+    rest.erase("$ref");
+    if (HasConstraints(rest))  // siblings of $ref apply too (2019-09 and later): allOf
+      return AllOf(json{{"allOf", json::array({json{{"$ref", s["$ref"]}}, rest})}}, ptr, out);
+    const std::string ref = s["$ref"].get<std::string>();
+    if (ref.empty() || ref[0] != '#')
+      return Refuse("$ref", ptr + "/$ref", "\"" + ref + "\" is not in this schema");
+    if (const auto it = refs_.find(ref); it != refs_.end()) {
+      *out = it->second;
+      return Status::Ok();
+    }
+    const std::string pointer = ref.substr(1);
+    json::json_pointer jp;
+    try {
+      jp = json::json_pointer(pointer);
+    } catch (const json::exception&) {
+      return Invalid("$ref", ptr + "/$ref", "\"" + ref + "\" is not a JSON pointer");
+    }
+    if (!root_.contains(jp))
+      return Invalid("$ref", ptr + "/$ref", "\"" + ref + "\" resolves nowhere");
+    // The rule exists before its body: a recursive reference finds it.
+    const Sym rule = g_.NewRule(ref);
+    refs_.emplace(ref, rule);
+    Sym body;
+    LLMQ_RETURN_IF_ERROR(Value(root_[jp], pointer, &body));
+    g_.AddAlternative(rule, {body});
+    *out = rule;
+    return Status::Ok();
+  }
+
+  Status AnyOf(const json& s, const std::string& ptr, Sym* out) {
+    const char* k = s.contains("anyOf") ? "anyOf" : "oneOf";
+    if (s.contains("anyOf") && s.contains("oneOf"))
+      return Refuse("oneOf", ptr + "/oneOf", "beside anyOf");
+    const json& branches = s[k];
+    if (!branches.is_array() || branches.empty())
+      return Invalid(k, ptr + "/" + k, "not a non-empty array");
+    json rest = s;
+    rest.erase(k);
+    const bool alone = !HasConstraints(rest);
+    const Sym rule = g_.NewRule(ptr + "/" + k);
+    for (size_t i = 0; i < branches.size(); ++i) {
+      const std::string bp = ptr + "/" + k + "/" + std::to_string(i);
+      Sym b;
+      if (alone) {
+        LLMQ_RETURN_IF_ERROR(Value(branches[i], bp, &b));
+      } else {
+        // The siblings apply to each branch: {type: object, properties, anyOf: [{required}]}.
+        json merged;
+        LLMQ_RETURN_IF_ERROR(Merge(rest, branches[i], bp, &merged));
+        LLMQ_RETURN_IF_ERROR(Value(merged, bp, &b));
+      }
+      g_.AddAlternative(rule, {b});
+    }
+    *out = rule;
+    return Status::Ok();
+  }
+
+  Status AllOf(const json& s, const std::string& ptr, Sym* out) {
+    const json& parts = s["allOf"];
+    if (!parts.is_array() || parts.empty())
+      return Invalid("allOf", ptr + "/allOf", "not a non-empty array");
+    json merged = s;
+    merged.erase("allOf");
+    for (size_t i = 0; i < parts.size(); ++i) {
+      json next;
+      LLMQ_RETURN_IF_ERROR(Merge(merged, parts[i], ptr + "/allOf/" + std::to_string(i), &next));
+      merged = std::move(next);
+    }
+    return Value(merged, ptr, out);
+  }
+
+  static bool HasConstraints(const json& s) {
+    if (!s.is_object()) return !s.is_boolean() || !s.get<bool>();
+    for (const auto& [k, v] : s.items()) {
+      (void)v;
+      if (Enforced().count(k) || Refused().count(k)) return true;
+    }
+    return false;
+  }
+
+  // `b`'s $ref resolved, when it is one (a recursive one stays: Merge refuses it).
+  Status Resolve(const json& b, const std::string& ptr, json* out, int hops = 0) {
+    if (!b.is_object() || !b.contains("$ref") || !b["$ref"].is_string()) {
+      *out = b;
+      return Status::Ok();
+    }
+    const std::string ref = b["$ref"].get<std::string>();
+    if (ref.empty() || ref[0] != '#' || hops > 16)
+      return Refuse("$ref", ptr + "/$ref", "\"" + ref + "\" inside allOf");
+    json::json_pointer jp;
+    try {
+      jp = json::json_pointer(ref.substr(1));
+    } catch (const json::exception&) {
+      return Invalid("$ref", ptr + "/$ref", "\"" + ref + "\" is not a JSON pointer");
+    }
+    if (!root_.contains(jp))
+      return Invalid("$ref", ptr + "/$ref", "\"" + ref + "\" resolves nowhere");
+    json target = root_[jp];
+    if (target.is_object())
+      for (const auto& [k, v] : b.items())
+        if (k != "$ref") target[k] = v;  // siblings of $ref (2019-09+) apply too
+    return Resolve(target, ptr, out, hops + 1);
+  }
+
+  // The schema that both `a` and `b` describe (allOf), where keyword by keyword it can be told:
+  // types intersect, properties merge (a property in both: its schemas merged), required unite,
+  // bounds tighten; anything else present in both must be equal.
+  Status Merge(const json& a0, const json& b0, const std::string& ptr, json* out) {
+    json a, b;
+    LLMQ_RETURN_IF_ERROR(Resolve(a0, ptr, &a));
+    LLMQ_RETURN_IF_ERROR(Resolve(b0, ptr, &b));
+    if (a.is_boolean() || b.is_boolean()) {
+      const json& other = a.is_boolean() ? b : a;
+      *out = (a.is_boolean() && !a.get<bool>()) || (b.is_boolean() && !b.get<bool>()) ? json(false)
+                                                                                      : other;
+      return Status::Ok();
+    }
+    if (!a.is_object() || !b.is_object()) return Invalid("allOf", ptr, "a schema is not an object");
+    if (a.contains("allOf") || b.contains("allOf")) {
+      json flat_a, flat_b;
+      LLMQ_RETURN_IF_ERROR(Flatten(a, ptr, &flat_a));
+      LLMQ_RETURN_IF_ERROR(Flatten(b, ptr, &flat_b));
+      a = std::move(flat_a);
+      b = std::move(flat_b);
+    }
+    json m = a;
+    for (const auto& [k, v] : b.items()) {
+      if (!m.contains(k)) {
+        m[k] = v;
+        continue;
+      }
+      json& w = m[k];
+      if (w == v) continue;
+      if (k == "type") {
+        std::vector<std::string> ta, tb, both;
+        LLMQ_RETURN_IF_ERROR(Types(a, ptr, &ta));
+        LLMQ_RETURN_IF_ERROR(Types(b, ptr, &tb));
+        for (const std::string& t : ta) {
+          if (std::count(tb.begin(), tb.end(), t))
+            both.push_back(t);
+          else if (t == "number" && std::count(tb.begin(), tb.end(), "integer"))
+            both.push_back("integer");
+        }
+        if (std::count(tb.begin(), tb.end(), "number") &&
+            std::count(ta.begin(), ta.end(), "integer"))
+          both.push_back("integer");
+        w = both;
+      } else if (k == "required" && w.is_array() && v.is_array()) {
+        for (const json& r : v)
+          if (std::find(w.begin(), w.end(), r) == w.end()) w.push_back(r);
+      } else if (k == "properties" && w.is_object() && v.is_object()) {
+        for (const auto& [name, ps] : v.items()) {
+          if (!w.contains(name)) {
+            w[name] = ps;
+            continue;
+          }
+          json mp;
+          LLMQ_RETURN_IF_ERROR(Merge(w[name], ps, ptr + "/properties/" + PointerToken(name), &mp));
+          w[name] = mp;
+        }
+      } else if (k == "minLength" || k == "minItems" || k == "minProperties") {
+        w = std::max(w.get<double>(), v.get<double>());
+      } else if (k == "maxLength" || k == "maxItems" || k == "maxProperties") {
+        w = std::min(w.get<double>(), v.get<double>());
+      } else if (Annotations().count(k) || !(Enforced().count(k) || Refused().count(k))) {
+        continue;  // the first one's annotation stays
+      } else {
+        return Refuse("allOf", ptr, "\"" + k + "\" differs between the schemas it combines");
+      }
+    }
+    *out = std::move(m);
+    return Status::Ok();
+  }
+
+  Status Flatten(const json& s, const std::string& ptr, json* out) {
+    if (!s.contains("allOf")) {
+      *out = s;
+      return Status::Ok();
+    }
+    json m = s;
+    m.erase("allOf");
+    for (size_t i = 0; i < s["allOf"].size(); ++i) {
+      json next;
+      LLMQ_RETURN_IF_ERROR(Merge(m, s["allOf"][i], ptr + "/allOf/" + std::to_string(i), &next));
+      m = std::move(next);
+    }
+    *out = std::move(m);
+    return Status::Ok();
+  }
+
+  // An object: the listed properties in order (the required ones present), then any others the
+  // schema allows.
+  Status Object(const json& s, const std::string& ptr, Sym* out) {
+    struct Prop {
+      std::string name;
+      bool required;
+      Sym value;
+    };
+    std::vector<Prop> props;
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) return Invalid("required", ptr + "/required", "not an array");
+      for (const json& r : s["required"]) {
+        if (!r.is_string()) return Invalid("required", ptr + "/required", "not a property name");
+        required.insert(r.get<std::string>());
+      }
+    }
+    if (s.contains("properties")) {
+      if (!s["properties"].is_object())
+        return Invalid("properties", ptr + "/properties", "not an object");
+      for (const auto& [name, ps] : s["properties"].items()) {
+        Prop p{name, required.count(name) > 0, {}};
+        LLMQ_RETURN_IF_ERROR(Value(ps, ptr + "/properties/" + PointerToken(name), &p.value));
+        props.push_back(std::move(p));
+      }
+    }
+    std::set<std::string> listed;
+    for (const Prop& p : props) listed.insert(p.name);
+    // A required property not listed: any value under that name, after the listed ones.
+    std::optional<Sym> extra;  // the value of a property not listed (none: not allowed)
+    if (!s.contains("additionalProperties") || s["additionalProperties"] == json(true)) {
+      extra = Any();
+    } else if (s["additionalProperties"] != json(false)) {
+      Sym v;
+      LLMQ_RETURN_IF_ERROR(Value(s["additionalProperties"], ptr + "/additionalProperties", &v));
+      extra = v;
+    }
+    for (const std::string& r : required)
+      if (!listed.count(r)) {
+        if (!extra.has_value())
+          return Refuse("required", ptr + "/required",
+                        "\"" + r + "\" is required but additionalProperties is false");
+        props.push_back({r, true, *extra});
+        listed.insert(r);
+      }
+    int64_t min_props = 0, max_props = -1;
+    LLMQ_RETURN_IF_ERROR(NonNegative(s, "minProperties", ptr, &min_props));
+    LLMQ_RETURN_IF_ERROR(NonNegative(s, "maxProperties", ptr, &max_props));
+    const auto nreq = static_cast<int64_t>(
+        std::count_if(props.begin(), props.end(), [](const Prop& p) { return p.required; }));
+    if (min_props > nreq)
+      return Refuse("minProperties", ptr + "/minProperties", "more than the required properties");
+    if (max_props >= 0 && (extra.has_value() || max_props < static_cast<int64_t>(props.size())))
+      return Refuse("maxProperties", ptr + "/maxProperties", "fewer than the properties allowed");
+
+    const size_t n = props.size();
+    std::vector<Sym> kv(n);
+    for (size_t i = 0; i < n; ++i) {
+      kv[i] = g_.NewRule(ptr + "/properties/" + PointerToken(props[i].name) + ":");
+      g_.AddAlternative(kv[i], {g_.Literal(JsonQuote(props[i].name)), colon_, props[i].value});
+    }
+    // After the listed properties, those not listed (any other name).
+    std::optional<Sym> others;  // ("," other)* after at least one property
+    std::optional<Sym> other;   // one other property
+    if (extra.has_value()) {
+      other = g_.NewRule(ptr + "/additionalProperties:");
+      g_.AddAlternative(*other, {OtherKey(listed), colon_, *extra});
+      others = g_.NewRule(ptr + "/additionalProperties*");
+      g_.AddAlternative(*others, {});
+      g_.AddAlternative(*others, {comma_, *other, *others});
+    }
+    // rest[i]: what follows a property when the next listed one may be i (a comma before each).
+    // first[i]: the members when the first present listed one may be i.
+    std::vector<Sym> rest(n + 1), first(n + 1);
+    for (size_t i = 0; i <= n; ++i) {
+      rest[i] = g_.NewRule(ptr + "/rest" + std::to_string(i));
+      first[i] = g_.NewRule(ptr + "/first" + std::to_string(i));
+    }
+    for (size_t i = n + 1; i-- > 0;) {
+      bool optional_so_far = true;  // props[i..j) are all optional
+      for (size_t j = i; j < n && optional_so_far; ++j) {
+        g_.AddAlternative(rest[i], {comma_, kv[j], rest[j + 1]});
+        g_.AddAlternative(first[i], {kv[j], rest[j + 1]});
+        optional_so_far = !props[j].required;
+      }
+      if (optional_so_far) {  // none of props[i..n) is required
+        if (others.has_value()) {
+          g_.AddAlternative(rest[i], {*others});
+          g_.AddAlternative(first[i], {*other, *others});
+        } else {
+          g_.AddAlternative(rest[i], {});
+        }
+      }
+    }
+    const Sym obj = g_.NewRule(ptr.empty() ? "/object" : ptr + "/object");
+    g_.AddAlternative(obj, {lbrace_, first[0], rbrace_});
+    if (nreq == 0) g_.AddAlternative(obj, {lbrace_, rbrace_});
+    *out = obj;
+    return Status::Ok();
+  }
+
+  // A string lexeme for any name but `listed`: the JSON text of the name is compared, so a
+  // listed name written with other escapes ("\u0061") passes as another (documented).
+  Sym OtherKey(const std::set<std::string>& listed) {
+    if (listed.empty()) return String(0, -1);
+    // A trie of the listed names' JSON text (quotes left out), by character; the regex takes, at
+    // each node, a character no name goes on with and then any characters, or a child's
+    // character and its subtree, or ends where no name ends.
+    struct Node {
+      std::map<uint32_t, int> next;  // code point -> node
+      bool end = false;
+    };
+    std::vector<Node> trie(1);
+    for (const std::string& name : listed) {
+      const std::string q = JsonQuote(name);
+      int at = 0;
+      for (size_t i = 1; i + 1 < q.size();) {
+        const uint32_t cp = DecodeUtf8(q, &i);
+        auto it = trie[static_cast<size_t>(at)].next.find(cp);
+        if (it == trie[static_cast<size_t>(at)].next.end()) {
+          trie.push_back({});
+          it = trie[static_cast<size_t>(at)]
+                   .next.emplace(cp, static_cast<int>(trie.size() - 1))
+                   .first;
+        }
+        at = it->second;
+      }
+      trie[static_cast<size_t>(at)].end = true;
+    }
+    std::function<std::string(int)> rx = [&](int at) {
+      const Node& nd = trie[static_cast<size_t>(at)];
+      // A character that leaves the trie: not a child's; an escape when no child is '\\' (a
+      // name with an escape in it keeps only its own escape there: conservative).
+      std::string cls = "[^\"\\\\\\x00-\\x1f";
+      for (const auto& [cp, child] : nd.next) {
+        (void)child;
+        if (cp != '\\') cls += RegexEscape(EncodeUtf8(cp));
+      }
+      std::string body = cls + "]" + kChar + "*";
+      if (!nd.next.count('\\')) body += "|\\\\(?:[\"\\\\/bfnrt]|u[0-9a-fA-F]{4})" + kChar + "*";
+      for (const auto& [cp, child] : nd.next)
+        body += "|" + RegexEscape(EncodeUtf8(cp)) + "(?:" + rx(child) + ")";
+      return nd.end ? body : "(?:" + body + ")?";
+    };
+    return g_.Lexeme("\"(?:" + rx(0) + ")\"");
+  }
+
+  static uint32_t DecodeUtf8(const std::string& s, size_t* i) {
+    const auto c = static_cast<unsigned char>(s[*i]);
+    const int n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    uint32_t cp = n == 1 ? c : c & (0x3F >> (n - 1));
+    for (int k = 1; k < n && *i + static_cast<size_t>(k) < s.size(); ++k)
+      cp = cp << 6 | (static_cast<unsigned char>(s[*i + static_cast<size_t>(k)]) & 0x3F);
+    *i += static_cast<size_t>(n);
+    return cp;
+  }
+  static std::string EncodeUtf8(uint32_t cp) {
+    std::string o;
+    if (cp < 0x80) {
+      o += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      o += static_cast<char>(0xC0 | cp >> 6);
+      o += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      o += static_cast<char>(0xE0 | cp >> 12);
+      o += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
+      o += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      o += static_cast<char>(0xF0 | cp >> 18);
+      o += static_cast<char>(0x80 | (cp >> 12 & 0x3F));
+      o += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
+      o += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    return o;
+  }
+
+  // An array: prefixItems (or a draft-7 `items` list), then `items` (or additionalItems), with
+  // minItems..maxItems elements.
+  Status Array(const json& s, const std::string& ptr, Sym* out) {
+    std::vector<Sym> prefix;
+    std::optional<Sym> rest = Any();
+    const auto each = [&](const json& list, const std::string& p) -> Status {
+      for (size_t i = 0; i < list.size(); ++i) {
+        Sym v;
+        LLMQ_RETURN_IF_ERROR(Value(list[i], p + "/" + std::to_string(i), &v));
+        prefix.push_back(v);
+      }
+      return Status::Ok();
+    };
+    const auto tail = [&](const char* k) -> Status {
+      if (!s.contains(k)) return Status::Ok();
+      if (s[k] == json(false)) {
+        rest.reset();
+        return Status::Ok();
+      }
+      Sym v;
+      LLMQ_RETURN_IF_ERROR(Value(s[k], ptr + "/" + k, &v));
+      rest = v;
+      return Status::Ok();
+    };
+    if (s.contains("prefixItems")) {
+      if (!s["prefixItems"].is_array())
+        return Invalid("prefixItems", ptr + "/prefixItems", "not an array");
+      LLMQ_RETURN_IF_ERROR(each(s["prefixItems"], ptr + "/prefixItems"));
+      LLMQ_RETURN_IF_ERROR(tail("items"));
+    } else if (s.contains("items") && s["items"].is_array()) {
+      LLMQ_RETURN_IF_ERROR(each(s["items"], ptr + "/items"));
+      LLMQ_RETURN_IF_ERROR(tail("additionalItems"));
+    } else {
+      LLMQ_RETURN_IF_ERROR(tail("items"));
+    }
+    int64_t min = 0, max = -1;
+    LLMQ_RETURN_IF_ERROR(NonNegative(s, "minItems", ptr, &min));
+    LLMQ_RETURN_IF_ERROR(NonNegative(s, "maxItems", ptr, &max));
+    const auto k = static_cast<int64_t>(prefix.size());
+    if (!rest.has_value()) max = max < 0 ? k : std::min(max, k);
+    if (max >= 0 && max < min) {
+      *out = Nothing();
+      return Status::Ok();
+    }
+    constexpr int64_t kMaxCounted = 1000;
+    if (std::max(min, max) > kMaxCounted + k)
+      return Refuse(max > kMaxCounted + k ? "maxItems" : "minItems",
+                    ptr + (max > kMaxCounted + k ? "/maxItems" : "/minItems"),
+                    "a bound above " + std::to_string(kMaxCounted) + " items");
+    // after[n]: what follows the n-th element (n >= 1): the end, or a comma and element n+1.
+    const auto elem = [&](int64_t n) {
+      return n <= k ? prefix[static_cast<size_t>(n - 1)] : *rest;
+    };
+    const int64_t last = max >= 0 ? max : std::max(min, k) + 1;  // after[last] loops if unbounded
+    std::vector<Sym> after(static_cast<size_t>(last + 1));
+    for (int64_t n = 1; n <= last; ++n)
+      after[static_cast<size_t>(n)] = g_.NewRule(ptr + "/after" + std::to_string(n));
+    for (int64_t n = 1; n <= last; ++n) {
+      const Sym a = after[static_cast<size_t>(n)];
+      if (n >= min) g_.AddAlternative(a, {});
+      if (max < 0 && n == last) {
+        g_.AddAlternative(a, {comma_, *rest, a});  // beyond the prefix and minItems: a loop
+      } else if (n < last && (n < k || rest.has_value())) {
+        g_.AddAlternative(a, {comma_, elem(n + 1), after[static_cast<size_t>(n + 1)]});
+      }
+    }
+    const Sym arr = g_.NewRule(ptr.empty() ? "/array" : ptr + "/array");
+    if (min == 0) g_.AddAlternative(arr, {lbrack_, rbrack_});
+    if (last >= 1 && (k >= 1 || rest.has_value()))
+      g_.AddAlternative(arr, {lbrack_, elem(1), after[1], rbrack_});
+    *out = arr;
+    return Status::Ok();
+  }
+
+  const json& root_;
+  const JsonSchemaOptions& opt_;
+  Grammar& g_;
+  Sym lbrace_, rbrace_, lbrack_, rbrack_, comma_, colon_;
+  std::optional<Sym> any_;
+  std::map<std::string, Sym> refs_;  // by $ref: its rule (made before its body: recursion)
+  int depth_ = 0;
+};
+
+}  // namespace
+
+Status CompileJsonSchema(const json& schema, Grammar* out, const JsonSchemaOptions& opt) {
+  Grammar g;
+  Compiler c(schema, opt, &g);
+  Sym start;
+  LLMQ_RETURN_IF_ERROR(c.Value(schema, "", &start));
+  g.set_start(start);
+  if (Status st = g.Validate(); !st.ok())
+    return Status::InvalidArgument("json_schema: no document satisfies the schema (" +
+                                   st.message() + ")");
+  *out = std::move(g);
+  return Status::Ok();
+}
+
+Grammar JsonObjectGrammar(const JsonSchemaOptions& opt) {
+  Grammar g;
+  const json root = json::object();
+  Compiler c(root, opt, &g);
+  g.set_start(c.AnyObject());
+  if (!g.Validate().ok()) std::abort();  // a fixed grammar: valid by construction
+  return g;
+}
+
+}  // namespace llmq

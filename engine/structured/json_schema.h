@@ -1,0 +1,47 @@
+// The JSON Schema compiler (issue 24): a schema (parsed keeping its key order: ordered_json), as
+// OpenAI's `response_format` carries it, to a Grammar (engine/structured/grammar.h) whose documents
+// are exactly the JSON texts the schema accepts, in the shape they are written:
+//   - properties in the order the schema lists them, the properties it does not list (where
+//     additionalProperties allows them) after those;
+//   - between tokens, JSON's whitespace (space, \t, \n, \r), at most kMaxWhitespace bytes on each
+//     side of a delimiter (`{` `}` `[` `]` `,` `:`), none before or after the document;
+//   - strings with JSON's escapes; `pattern` and `format` on strings without escapes other than
+//     those Python's json.dumps writes;
+//   - numbers as JSON writes them.
+// What it cannot enforce it refuses, naming the keyword and its JSON pointer in the schema
+// (`uniqueItems` at "/properties/tags"): a schema is never relaxed, and nothing is generated
+// unenforced. Keywords that only annotate (title, description, examples, default, $comment, ...)
+// and keywords JSON Schema does not define are ignored, as validators do.
+//
+// oneOf is enforced as anyOf (a document matching two branches is accepted): documented, as in
+// LLGuidance and XGrammar; schemas use oneOf for disjoint alternatives.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/status.h"
+#include "engine/structured/grammar.h"
+
+namespace llmq {
+
+struct JsonSchemaOptions {
+  static constexpr int kMaxWhitespace = 32;
+  int max_whitespace = kMaxWhitespace;  // bytes of whitespace each side of a delimiter
+};
+
+// The grammar of `schema` (a JSON Schema, draft 4 to 2020-12 spellings) into *out. Unsupported:
+// a keyword the compiler cannot enforce; InvalidArgument: a schema that is not one (a `type`
+// that is not a type name, a $ref that resolves nowhere). Both say `keyword "K" at "/pointer"`.
+[[nodiscard]] Status CompileJsonSchema(const nlohmann::ordered_json& schema, Grammar* out,
+                                       const JsonSchemaOptions& opt = JsonSchemaOptions());
+
+// Any JSON object (`response_format: {"type": "json_object"}`).
+Grammar JsonObjectGrammar(const JsonSchemaOptions& opt = JsonSchemaOptions());
+
+// `s` as Python's json.dumps(s, ensure_ascii=False) writes it, with the quotes.
+std::string JsonQuote(const std::string& s);
+// `v` as json.dumps(v, ensure_ascii=False) writes it (separators ", " and ": ").
+std::string PythonJsonDumps(const nlohmann::ordered_json& v);
+
+}  // namespace llmq

@@ -1,0 +1,212 @@
+// The JSON Schema compiler (engine/structured/json_schema.h): each schema's grammar, enforced by a
+// Matcher byte by byte, accepts the instances the schema accepts (written as Python's json.dumps
+// writes them, or with other whitespace) and rejects the others; what it cannot enforce is refused
+// naming the keyword and its JSON pointer.
+#include "engine/structured/json_schema.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/structured/matcher.h"
+
+namespace llmq {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::shared_ptr<const TokenTrie> Bytes() {
+  static const auto trie = [] {
+    std::vector<std::string> v;
+    for (int b = 0; b < 256; ++b) v.emplace_back(1, static_cast<char>(b));
+    return std::make_shared<const TokenTrie>(v);
+  }();
+  return trie;
+}
+
+class Schema {
+ public:
+  explicit Schema(const json& schema) {
+    Grammar g;
+    const Status st = CompileJsonSchema(schema, &g);
+    EXPECT_TRUE(st.ok()) << st.message() << "\n" << schema.dump();
+    if (st.ok()) {
+      EXPECT_TRUE(CompiledGrammar::Compile(std::move(g), Bytes(), &c_).ok());
+    }
+  }
+  bool Accepts(const std::string& text) const {
+    if (c_ == nullptr) return false;
+    Matcher m(c_);
+    return m.Consume(text) && m.CanEnd();
+  }
+  bool Accepts(const json& v) const { return Accepts(PythonJsonDumps(v)); }
+
+ private:
+  std::shared_ptr<CompiledGrammar> c_;
+};
+
+Status Refusal(const json& schema) {
+  Grammar g;
+  return CompileJsonSchema(schema, &g);
+}
+
+TEST(JsonSchemaTest, PythonDumpsShape) {
+  EXPECT_EQ(PythonJsonDumps(json::parse(R"({"a": [1, "x\n\"", null, true, 2.5], "b": {}})")),
+            "{\"a\": [1, \"x\\n\\\"\", null, true, 2.5], \"b\": {}}");
+  EXPECT_EQ(JsonQuote(std::string("\x01\xc3\xa9", 3)), "\"\\u0001\xc3\xa9\"");
+}
+
+TEST(JsonSchemaTest, ScalarsByType) {
+  const Schema s(json::parse(R"({"type": ["integer", "null", "boolean"]})"));
+  for (const char* ok : {"0", "-12", "null", "true", "false"})
+    EXPECT_TRUE(s.Accepts(std::string(ok))) << ok;
+  for (const char* bad : {"1.5", "\"1\"", "01", "-", "nul", "[]", "{}", " 1", "1 "})
+    EXPECT_FALSE(s.Accepts(std::string(bad))) << bad;
+  const Schema num(json::parse(R"({"type": "number"})"));
+  for (const char* ok : {"0", "1.5", "-0.25e+10", "3E5"})
+    EXPECT_TRUE(num.Accepts(std::string(ok))) << ok;
+  for (const char* bad : {".5", "1.", "1e", "+1"})
+    EXPECT_FALSE(num.Accepts(std::string(bad))) << bad;
+  const Schema str(json::parse(R"({"type": "string", "minLength": 2, "maxLength": 3})"));
+  for (const char* ok : {"\"ab\"", "\"a\\nb\"", "\"\xc3\xa9\xc3\xa9\"", "\"\\u0041bc\""})
+    EXPECT_TRUE(str.Accepts(std::string(ok))) << ok;
+  for (const char* bad : {"\"a\"", "\"abcd\"", "\"a\nb\"", "\"\\x41b\""})
+    EXPECT_FALSE(str.Accepts(std::string(bad))) << bad;
+}
+
+TEST(JsonSchemaTest, PropertiesInOrderRequiredOnesPresent) {
+  // a required, b optional, c required, d optional; no others.
+  const Schema s(json::parse(R"({"type": "object", "additionalProperties": false,
+      "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"},
+                     "d": {"type": "null"}},
+      "required": ["a", "c"]})"));
+  const json values = json::parse(R"({"a": 1, "b": "x", "c": true, "d": null})");
+  const std::vector<std::string> names = {"a", "b", "c", "d"};
+  for (int subset = 0; subset < 16; ++subset) {
+    json o = json::object();
+    std::string text = "{";
+    for (int i = 0; i < 4; ++i)
+      if (subset >> i & 1) {
+        text += (text.size() > 1 ? ", " : "") + JsonQuote(names[static_cast<size_t>(i)]) + ": " +
+                values[names[static_cast<size_t>(i)]].dump();
+      }
+    text += "}";
+    const bool want = (subset & 1) && (subset & 4);
+    EXPECT_EQ(s.Accepts(text), want) << text;
+  }
+  EXPECT_FALSE(s.Accepts(std::string("{\"c\": true, \"a\": 1}"))) << "out of order";
+  EXPECT_FALSE(s.Accepts(std::string("{\"a\": 1, \"c\": true, \"e\": 1}")));
+  EXPECT_FALSE(s.Accepts(std::string("{\"a\": \"1\", \"c\": true}")));
+  EXPECT_TRUE(s.Accepts(std::string("{\n  \"a\" :1,\t\"c\":  true\r\n}")));
+  const std::string ws(JsonSchemaOptions::kMaxWhitespace, ' ');
+  EXPECT_TRUE(s.Accepts("{" + ws + "\"a\": 1, \"c\": true}"));
+  EXPECT_FALSE(s.Accepts("{" + ws + " \"a\": 1, \"c\": true}")) << "whitespace is bounded";
+}
+
+TEST(JsonSchemaTest, OtherPropertiesAfterTheListedOnesNeverUnderAListedName) {
+  const Schema s(json::parse(R"({"type": "object",
+      "properties": {"id": {"type": "integer"}, "idx": {"type": "string"}},
+      "additionalProperties": {"type": "boolean"}})"));
+  EXPECT_TRUE(s.Accepts(json::parse(R"({"id": 1, "idx": "a", "i": true, "ids": false})")));
+  EXPECT_TRUE(s.Accepts(json::parse(R"({"other": true})")));
+  EXPECT_TRUE(s.Accepts(json::parse(R"({"": true, "i": false, "idxx": true})")));
+  EXPECT_FALSE(s.Accepts(json::parse(R"({"id": true})"))) << "a listed name with another's value";
+  EXPECT_FALSE(s.Accepts(std::string(R"({"other": true, "id": 1})")))
+      << "the listed ones come first";
+  EXPECT_FALSE(s.Accepts(json::parse(R"({"x": 1})")));
+  const Schema any(json::parse(R"({"properties": {"a": {"type": "string"}}})"));
+  EXPECT_TRUE(any.Accepts(json::parse(R"({"a": "x", "b": [1, {"c": null}]})")));
+  EXPECT_TRUE(any.Accepts(json::parse("12"))) << "no type: any type, properties on objects";
+}
+
+TEST(JsonSchemaTest, RefsRecurseAndCombinatorsCombine) {
+  const Schema tree(json::parse(R"({"$defs": {"node": {"type": "object",
+      "properties": {"v": {"type": "integer"}, "kids": {"type": "array",
+        "items": {"$ref": "#/$defs/node"}}},
+      "required": ["v"], "additionalProperties": false}}, "$ref": "#/$defs/node"})"));
+  EXPECT_TRUE(tree.Accepts(json::parse(R"({"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": []}]})")));
+  EXPECT_FALSE(tree.Accepts(json::parse(R"({"v": 1, "kids": [{"w": 2}]})")));
+  const Schema any_of(json::parse(R"({"anyOf": [{"type": "string"}, {"enum": [1, "x", null]}]})"));
+  for (const char* ok : {"\"q\"", "1", "null"}) EXPECT_TRUE(any_of.Accepts(std::string(ok))) << ok;
+  for (const char* bad : {"2", "true"}) EXPECT_FALSE(any_of.Accepts(std::string(bad))) << bad;
+  const Schema all_of(json::parse(R"({"allOf": [
+      {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+      {"properties": {"b": {"type": "string"}}, "required": ["b"]}],
+      "additionalProperties": false})"));
+  EXPECT_TRUE(all_of.Accepts(json::parse(R"({"a": 1, "b": "x"})")));
+  EXPECT_FALSE(all_of.Accepts(json::parse(R"({"a": 1})")));
+  const Schema siblings(json::parse(R"({"type": "object", "additionalProperties": false,
+      "properties": {"kind": {"enum": ["a", "b"]}, "n": {"type": "integer"}},
+      "anyOf": [{"required": ["kind"]}, {"required": ["n"]}]})"));
+  EXPECT_TRUE(siblings.Accepts(json::parse(R"({"n": 1})")));
+  EXPECT_TRUE(siblings.Accepts(json::parse(R"({"kind": "b"})")));
+  EXPECT_FALSE(siblings.Accepts(json::parse("{}")));
+  const Schema konst(json::parse(R"({"const": "on"})"));
+  EXPECT_TRUE(konst.Accepts(json::parse("\"on\"")));
+  EXPECT_FALSE(konst.Accepts(json::parse("\"off\"")));
+}
+
+TEST(JsonSchemaTest, ArraysCountTheirItems) {
+  const Schema s(json::parse(R"({"type": "array", "prefixItems": [{"type": "string"}],
+      "items": {"type": "integer"}, "minItems": 2, "maxItems": 4})"));
+  EXPECT_FALSE(s.Accepts(json::parse(R"(["a"])")));
+  EXPECT_TRUE(s.Accepts(json::parse(R"(["a", 1])")));
+  EXPECT_TRUE(s.Accepts(json::parse(R"(["a", 1, 2, 3])")));
+  EXPECT_FALSE(s.Accepts(json::parse(R"(["a", 1, 2, 3, 4])")));
+  EXPECT_FALSE(s.Accepts(json::parse(R"([1, 1])")));
+  const Schema tuple(
+      json::parse(R"({"type": "array", "items": [{"type": "null"}, {"type": "boolean"}],
+      "additionalItems": false})"));
+  EXPECT_TRUE(tuple.Accepts(json::parse("[]")));
+  EXPECT_TRUE(tuple.Accepts(json::parse("[null, true]")));
+  EXPECT_FALSE(tuple.Accepts(json::parse("[null, true, 1]")));
+  const Schema many(
+      json::parse(R"({"type": "array", "items": {"type": "integer"}, "minItems": 3})"));
+  EXPECT_FALSE(many.Accepts(json::parse("[1, 2]")));
+  EXPECT_TRUE(many.Accepts(json::parse("[1, 2, 3, 4, 5, 6, 7, 8]")));
+}
+
+TEST(JsonSchemaTest, JsonObjectIsAnyObject) {
+  std::shared_ptr<CompiledGrammar> c;
+  ASSERT_TRUE(CompiledGrammar::Compile(JsonObjectGrammar(), Bytes(), &c).ok());
+  const auto accepts = [&](const std::string& t) {
+    Matcher m(c);
+    return m.Consume(t) && m.CanEnd();
+  };
+  EXPECT_TRUE(accepts("{}"));
+  EXPECT_TRUE(accepts(R"({"a": [1, {"b": null}], "c": "\u00e9"})"));
+  EXPECT_FALSE(accepts("[]"));
+  EXPECT_FALSE(accepts("1"));
+  EXPECT_FALSE(accepts(R"({"a": })"));
+}
+
+TEST(JsonSchemaTest, RefusalsNameTheKeywordAndItsPointer) {
+  const struct {
+    const char* schema;
+    const char* says;
+  } cases[] = {
+      {R"({"properties": {"tags": {"type": "array", "uniqueItems": true}}})",
+       "keyword \"uniqueItems\" at \"/properties/tags/uniqueItems\""},
+      {R"({"properties": {"a/b": {"not": {}}}})", "keyword \"not\" at \"/properties/a~1b/not\""},
+      {R"({"$ref": "https://example.com/x.json"})", "keyword \"$ref\" at \"/$ref\""},
+      {R"({"type": "strin"})", "\"strin\" is not a JSON Schema type"},
+      {R"({"$ref": "#/$defs/missing"})", "resolves nowhere"},
+      {R"({"type": "string", "maxLength": 5000})", "keyword \"maxLength\" at \"/maxLength\""},
+      {R"({"enum": [{"a": 1}]})", "keyword \"enum\" at \"/enum\""},
+      {R"({"type": "object", "required": ["a"], "additionalProperties": false})",
+       "keyword \"required\" at \"/required\""},
+  };
+  for (const auto& c : cases) {
+    const Status st = Refusal(json::parse(c.schema));
+    EXPECT_FALSE(st.ok()) << c.schema;
+    EXPECT_NE(st.message().find(c.says), std::string::npos) << c.schema << ": " << st.message();
+  }
+  const Status never = Refusal(json::parse(R"({"type": "array", "minItems": 3, "maxItems": 2})"));
+  EXPECT_EQ(never.code(), Status::Code::kInvalidArgument) << never.message();
+  EXPECT_NE(never.message().find("no document"), std::string::npos) << never.message();
+}
+
+}  // namespace
+}  // namespace llmq
