@@ -14,6 +14,7 @@ void AddMakeModelCommand(CLI::App* app, int* rc);  // llmq make-model --shape NA
 void AddTokenizeCommand(CLI::App* app, int* rc);   // llmq tokenize --model DIR --text T
 void AddRunCommand(CLI::App* app, int* rc);        // llmq run IN.jsonl -o OUT.jsonl
 void AddServeCommand(CLI::App* app, int* rc);      // llmq serve [--state DIR]: the daemon
+void AddSchemaCommand(CLI::App* app, int* rc);     // llmq schema check --model DIR FILE...
 // llmq submit FILE... [--wait], status [JOB] [--json], list [--json], cancel JOB
 void AddQueueCommands(CLI::App* app, int* rc);
 

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   llmq::cli::AddPlanCommand(&app, &rc);
   llmq::cli::AddMakeModelCommand(&app, &rc);
   llmq::cli::AddTokenizeCommand(&app, &rc);
+  llmq::cli::AddSchemaCommand(&app, &rc);
   app.footer("Run 'llmq COMMAND --help' for a command's flags.");  // the root's help only
   try {
     app.parse(argc, argv);

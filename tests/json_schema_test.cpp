@@ -133,10 +133,14 @@ TEST(JsonSchemaTest, RefsRecurseAndCombinatorsCombine) {
   for (const char* bad : {"2", "true"}) EXPECT_FALSE(any_of.Accepts(std::string(bad))) << bad;
   const Schema all_of(json::parse(R"({"allOf": [
       {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
-      {"properties": {"b": {"type": "string"}}, "required": ["b"]}],
-      "additionalProperties": false})"));
+      {"properties": {"b": {"type": "string"}}, "required": ["b"]}]})"));
   EXPECT_TRUE(all_of.Accepts(json::parse(R"({"a": 1, "b": "x"})")));
   EXPECT_FALSE(all_of.Accepts(json::parse(R"({"a": 1})")));
+  // additionalProperties sees only its own schema's properties: b is forbidden by the first.
+  const Status closed = Refusal(json::parse(R"({"allOf": [
+      {"properties": {"a": {"type": "integer"}}, "additionalProperties": false},
+      {"properties": {"b": {"type": "string"}}, "required": ["b"]}], "type": "object"})"));
+  EXPECT_NE(closed.message().find("no document"), std::string::npos) << closed.message();
   const Schema siblings(json::parse(R"({"type": "object", "additionalProperties": false,
       "properties": {"kind": {"enum": ["a", "b"]}, "n": {"type": "integer"}},
       "anyOf": [{"required": ["kind"]}, {"required": ["n"]}]})"));
@@ -146,6 +150,49 @@ TEST(JsonSchemaTest, RefsRecurseAndCombinatorsCombine) {
   const Schema konst(json::parse(R"({"const": "on"})"));
   EXPECT_TRUE(konst.Accepts(json::parse("\"on\"")));
   EXPECT_FALSE(konst.Accepts(json::parse("\"off\"")));
+}
+
+TEST(JsonSchemaTest, OneOfOnlyWhereNoDocumentMatchesTwoBranches) {
+  const Schema types(json::parse(R"({"oneOf": [{"type": "string"}, {"type": "integer"}]})"));
+  EXPECT_TRUE(types.Accepts(std::string("\"x\"")));
+  EXPECT_TRUE(types.Accepts(std::string("3")));
+  const Schema tagged(json::parse(R"({"oneOf": [
+      {"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}},
+       "required": ["kind"]},
+      {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}]})"));
+  EXPECT_TRUE(tagged.Accepts(json::parse(R"({"kind": "a", "x": 1})")));
+  EXPECT_TRUE(tagged.Accepts(json::parse(R"({"kind": "b"})")));
+  // {"placement": ..., "placement_code": ...} matches both: refused, not relaxed to anyOf.
+  const Status overlap = Refusal(json::parse(R"({"type": "object",
+      "properties": {"placement": {"type": "string"}, "placement_code": {"type": "string"}},
+      "oneOf": [{"required": ["placement"]}, {"required": ["placement_code"]}]})"));
+  EXPECT_EQ(overlap.code(), Status::Code::kUnsupported) << overlap.message();
+  EXPECT_NE(overlap.message().find("keyword \"oneOf\" at \"/oneOf\": branches 0 and 1"),
+            std::string::npos)
+      << overlap.message();
+  EXPECT_FALSE(
+      Refusal(json::parse(R"({"oneOf": [{"type": "number"}, {"type": "integer"}]})")).ok());
+}
+
+TEST(JsonSchemaTest, DraftsAndOrderOfRequiredOnes) {
+  // Draft 7 ignores $ref's siblings; 2020-12 applies them.
+  const json defs = json::parse(R"({"o": {"type": "object", "additionalProperties": false,
+      "properties": {"n": {"type": "integer"}}}})");
+  json old = {{"$schema", "http://json-schema.org/draft-07/schema#"},
+              {"definitions", defs},
+              {"properties", {{"p", {{"type", "string"}, {"$ref", "#/definitions/o"}}}}}};
+  EXPECT_TRUE(Schema(old).Accepts(json::parse(R"({"p": {"n": 1}})")));
+  json now = old;
+  now.erase("$schema");
+  const Schema both(now);  // p: a string and an object, so never present
+  EXPECT_FALSE(both.Accepts(json::parse(R"({"p": {"n": 1}})")));
+  EXPECT_FALSE(both.Accepts(json::parse(R"({"p": "s"})")));
+  EXPECT_TRUE(both.Accepts(json::parse("{}")));
+  // Required properties not listed come after the listed ones, in the order `required` lists them.
+  const Schema req(json::parse(R"({"type": "object", "properties": {"z": {"type": "null"}},
+      "required": ["b", "a", "z"]})"));
+  EXPECT_TRUE(req.Accepts(std::string(R"({"z": null, "b": 1, "a": 2})")));
+  EXPECT_FALSE(req.Accepts(std::string(R"({"z": null, "a": 2, "b": 1})")));
 }
 
 TEST(JsonSchemaTest, ArraysCountTheirItems) {

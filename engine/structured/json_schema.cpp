@@ -192,6 +192,11 @@ class Compiler {
  public:
   Compiler(const json& root, const JsonSchemaOptions& opt, Grammar* g)
       : root_(root), opt_(opt), g_(*g) {
+    if (root.is_object() && root.contains("$schema") && root["$schema"].is_string()) {
+      const std::string d = root["$schema"].get<std::string>();
+      for (const char* old : {"draft-03", "draft-04", "draft-06", "draft-07"})
+        legacy_ref_ = legacy_ref_ || d.find(old) != std::string::npos;
+    }
     const std::string ws = "[ \\t\\n\\r]{0," + std::to_string(opt.max_whitespace) + "}";
     lbrace_ = g_.Lexeme("\\{" + ws);
     rbrace_ = g_.Lexeme(ws + "\\}");
@@ -375,7 +380,8 @@ class Compiler {
     if (!s["$ref"].is_string()) return Invalid("$ref", ptr + "/$ref", "not a string");
     json rest = s;
     rest.erase("$ref");
-    if (HasConstraints(rest))  // siblings of $ref apply too (2019-09 and later): allOf
+    // Siblings of $ref apply too from 2019-09 on (allOf); drafts 4 to 7 ignore them.
+    if (!legacy_ref_ && HasConstraints(rest))
       return AllOf(json{{"allOf", json::array({json{{"$ref", s["$ref"]}}, rest})}}, ptr, out);
     const std::string ref = s["$ref"].get<std::string>();
     if (ref.empty() || ref[0] != '#')
@@ -413,6 +419,26 @@ class Compiler {
     json rest = s;
     rest.erase(k);
     const bool alone = !HasConstraints(rest);
+    if (std::string(k) == "oneOf") {
+      // Enforced as anyOf, so only where no document can match two branches.
+      std::vector<json> resolved(branches.size());
+      for (size_t i = 0; i < branches.size(); ++i) {
+        const std::string bp = ptr + "/oneOf/" + std::to_string(i);
+        if (alone)
+          LLMQ_RETURN_IF_ERROR(Resolve(branches[i], bp, &resolved[i]));
+        else
+          LLMQ_RETURN_IF_ERROR(Merge(rest, branches[i], bp, &resolved[i]));
+      }
+      for (size_t i = 0; i < branches.size(); ++i)
+        for (size_t j = i + 1; j < branches.size(); ++j) {
+          bool disjoint = false;
+          LLMQ_RETURN_IF_ERROR(Disjoint(resolved[i], resolved[j], ptr, &disjoint));
+          if (!disjoint)
+            return Refuse("oneOf", ptr + "/oneOf",
+                          "branches " + std::to_string(i) + " and " + std::to_string(j) +
+                              " may both match (enforced only where they cannot)");
+        }
+    }
     const Sym rule = g_.NewRule(ptr + "/" + k);
     for (size_t i = 0; i < branches.size(); ++i) {
       const std::string bp = ptr + "/" + k + "/" + std::to_string(i);
@@ -428,6 +454,91 @@ class Compiler {
       g_.AddAlternative(rule, {b});
     }
     *out = rule;
+    return Status::Ok();
+  }
+
+  // The JSON types `s` admits (integer within number), its values when it lists them.
+  Status Kinds(const json& s, const std::string& ptr, std::set<std::string>* types,
+               std::optional<std::set<std::string>>* values) {
+    if (s.is_boolean()) {
+      if (s.get<bool>()) types->insert(std::begin(kTypes), std::end(kTypes));
+      return Status::Ok();
+    }
+    std::vector<std::string> t;
+    LLMQ_RETURN_IF_ERROR(Types(s, ptr, &t));
+    std::set<std::string> allowed(t.begin(), t.end());
+    if (allowed.count("number")) allowed.insert("integer");
+    if (s.contains("const") || (s.contains("enum") && s["enum"].is_array())) {
+      const json list = s.contains("const") ? json::array({s["const"]}) : s["enum"];
+      values->emplace();
+      for (const json& v : list) {
+        const std::string kind = v.is_null()      ? "null"
+                                 : v.is_boolean() ? "boolean"
+                                 : v.is_object()  ? "object"
+                                 : v.is_array()   ? "array"
+                                 : v.is_string()  ? "string"
+                                                  : "number";
+        if (!allowed.count(kind) && !(kind == "number" && allowed.count("integer"))) continue;
+        types->insert(kind);
+        (*values)->insert(v.dump());
+      }
+      return Status::Ok();
+    }
+    *types = allowed;
+    if (types->count("integer") && !types->count("number")) types->insert("number");
+    return Status::Ok();
+  }
+
+  // Whether no document matches both `a` and `b` (resolved schemas), where it can be told
+  // simply: no type in common, no value in common, or for objects a property both require with
+  // no value in common (a discriminator), or that one requires and the other forbids.
+  Status Disjoint(const json& a, const json& b, const std::string& ptr, bool* out) {
+    *out = false;
+    std::set<std::string> ta, tb;
+    std::optional<std::set<std::string>> va, vb;
+    LLMQ_RETURN_IF_ERROR(Kinds(a, ptr, &ta, &va));
+    LLMQ_RETURN_IF_ERROR(Kinds(b, ptr, &tb, &vb));
+    std::set<std::string> both;
+    for (const std::string& t : ta)
+      if (tb.count(t)) both.insert(t);
+    if (both.empty()) {
+      *out = true;
+      return Status::Ok();
+    }
+    if (va.has_value() && vb.has_value()) {
+      *out =
+          std::none_of(va->begin(), va->end(), [&](const std::string& v) { return vb->count(v); });
+      return Status::Ok();
+    }
+    if (both != std::set<std::string>{"object"} || !a.is_object() || !b.is_object())
+      return Status::Ok();
+    const auto required = [](const json& x) {
+      std::set<std::string> r;
+      if (x.contains("required") && x["required"].is_array())
+        for (const json& n : x["required"])
+          if (n.is_string()) r.insert(n.get<std::string>());
+      return r;
+    };
+    const auto forbids = [](const json& x, const std::string& name) {
+      const bool listed = x.contains("properties") && x["properties"].contains(name);
+      if (listed) return x["properties"][name] == json(false);
+      return x.contains("additionalProperties") && x["additionalProperties"] == json(false);
+    };
+    const std::set<std::string> ra = required(a), rb = required(b);
+    for (const std::string& name : ra) {
+      if (forbids(b, name)) return *out = true, Status::Ok();
+      if (!rb.count(name) || !a.contains("properties") || !b.contains("properties") ||
+          !a["properties"].contains(name) || !b["properties"].contains(name))
+        continue;
+      json pa, pb;
+      LLMQ_RETURN_IF_ERROR(Resolve(a["properties"][name], ptr, &pa));
+      LLMQ_RETURN_IF_ERROR(Resolve(b["properties"][name], ptr, &pb));
+      bool d = false;
+      LLMQ_RETURN_IF_ERROR(Disjoint(pa, pb, ptr, &d));
+      if (d) return *out = true, Status::Ok();
+    }
+    for (const std::string& name : rb)
+      if (forbids(a, name)) return *out = true, Status::Ok();
     return Status::Ok();
   }
 
@@ -471,11 +582,15 @@ class Compiler {
     }
     if (!root_.contains(jp))
       return Invalid("$ref", ptr + "/$ref", "\"" + ref + "\" resolves nowhere");
-    json target = root_[jp];
-    if (target.is_object())
-      for (const auto& [k, v] : b.items())
-        if (k != "$ref") target[k] = v;  // siblings of $ref (2019-09+) apply too
-    return Resolve(target, ptr, out, hops + 1);
+    json target;
+    LLMQ_RETURN_IF_ERROR(Resolve(root_[jp], ptr, &target, hops + 1));
+    json rest = b;
+    rest.erase("$ref");
+    if (legacy_ref_ || !HasConstraints(rest)) {  // drafts 4 to 7 ignore $ref's siblings
+      *out = std::move(target);
+      return Status::Ok();
+    }
+    return Merge(target, rest, ptr, out);
   }
 
   // The schema that both `a` and `b` describe (allOf), where keyword by keyword it can be told:
@@ -500,7 +615,9 @@ class Compiler {
       b = std::move(flat_b);
     }
     json m = a;
+    LLMQ_RETURN_IF_ERROR(MergeProperties(a, b, ptr, &m));
     for (const auto& [k, v] : b.items()) {
+      if (k == "properties" || k == "additionalProperties") continue;  // MergeProperties
       if (!m.contains(k)) {
         m[k] = v;
         continue;
@@ -524,16 +641,6 @@ class Compiler {
       } else if (k == "required" && w.is_array() && v.is_array()) {
         for (const json& r : v)
           if (std::find(w.begin(), w.end(), r) == w.end()) w.push_back(r);
-      } else if (k == "properties" && w.is_object() && v.is_object()) {
-        for (const auto& [name, ps] : v.items()) {
-          if (!w.contains(name)) {
-            w[name] = ps;
-            continue;
-          }
-          json mp;
-          LLMQ_RETURN_IF_ERROR(Merge(w[name], ps, ptr + "/properties/" + PointerToken(name), &mp));
-          w[name] = mp;
-        }
       } else if (k == "minLength" || k == "minItems" || k == "minProperties") {
         w = std::max(w.get<double>(), v.get<double>());
       } else if (k == "maxLength" || k == "maxItems" || k == "maxProperties") {
@@ -545,6 +652,46 @@ class Compiler {
       }
     }
     *out = std::move(m);
+    return Status::Ok();
+  }
+
+  // The properties of allOf [a, b] into *m: a's in order, then b's; one in both has both schemas;
+  // one in a only meets b's additionalProperties (false: not allowed), and the other way round;
+  // additionalProperties is both sides'.
+  Status MergeProperties(const json& a, const json& b, const std::string& ptr, json* m) {
+    if (!a.contains("properties") && !b.contains("properties") &&
+        !(a.contains("additionalProperties") && b.contains("additionalProperties"))) {
+      if (b.contains("additionalProperties"))
+        (*m)["additionalProperties"] = b["additionalProperties"];
+      return Status::Ok();
+    }
+    const json none = json::object();
+    const json& pa =
+        a.contains("properties") && a["properties"].is_object() ? a["properties"] : none;
+    const json& pb =
+        b.contains("properties") && b["properties"].is_object() ? b["properties"] : none;
+    const auto extra = [](const json& x) {
+      return x.contains("additionalProperties") ? x["additionalProperties"] : json(true);
+    };
+    json props = json::object();
+    for (const auto& [name, ps] : pa.items()) {
+      json mp;
+      const json& other = pb.contains(name) ? pb[name] : extra(b);
+      LLMQ_RETURN_IF_ERROR(Merge(ps, other, ptr + "/properties/" + PointerToken(name), &mp));
+      props[name] = std::move(mp);
+    }
+    for (const auto& [name, ps] : pb.items()) {
+      if (pa.contains(name)) continue;
+      json mp;
+      LLMQ_RETURN_IF_ERROR(Merge(extra(a), ps, ptr + "/properties/" + PointerToken(name), &mp));
+      props[name] = std::move(mp);
+    }
+    (*m)["properties"] = std::move(props);
+    if (a.contains("additionalProperties") || b.contains("additionalProperties")) {
+      json add;
+      LLMQ_RETURN_IF_ERROR(Merge(extra(a), extra(b), ptr + "/additionalProperties", &add));
+      (*m)["additionalProperties"] = std::move(add);
+    }
     return Status::Ok();
   }
 
@@ -573,19 +720,20 @@ class Compiler {
       Sym value;
     };
     std::vector<Prop> props;
-    std::set<std::string> required;
+    std::vector<std::string> required;  // in the order listed (the unlisted ones go so)
     if (s.contains("required")) {
       if (!s["required"].is_array()) return Invalid("required", ptr + "/required", "not an array");
       for (const json& r : s["required"]) {
         if (!r.is_string()) return Invalid("required", ptr + "/required", "not a property name");
-        required.insert(r.get<std::string>());
+        if (std::find(required.begin(), required.end(), r.get<std::string>()) == required.end())
+          required.push_back(r.get<std::string>());
       }
     }
     if (s.contains("properties")) {
       if (!s["properties"].is_object())
         return Invalid("properties", ptr + "/properties", "not an object");
       for (const auto& [name, ps] : s["properties"].items()) {
-        Prop p{name, required.count(name) > 0, {}};
+        Prop p{name, std::count(required.begin(), required.end(), name) > 0, {}};
         LLMQ_RETURN_IF_ERROR(Value(ps, ptr + "/properties/" + PointerToken(name), &p.value));
         props.push_back(std::move(p));
       }
@@ -821,6 +969,7 @@ class Compiler {
   std::optional<Sym> any_;
   std::map<std::string, Sym> refs_;  // by $ref: its rule (made before its body: recursion)
   int depth_ = 0;
+  bool legacy_ref_ = false;  // $schema is draft 4 to 7: $ref's siblings are ignored
 };
 
 }  // namespace

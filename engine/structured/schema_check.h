@@ -1,0 +1,59 @@
+// SchemaChecker: whether a JSON Schema will work, before a night is spent on it (issue 24): the
+// engine of `llmq schema check` and of bench/mask_bench (MaskBench's harness, in C++).
+//
+// A file is a JSON Schema, or a test file {"schema": ..., "tests": [{"data": ..., "valid": bool},
+// ...]} (MaskBench's shape, and the JSON Schema Test Suite's cases). The schema is compiled for
+// the model's vocabulary (the compile time measured); each test's `data` is serialized as
+// MaskBench does (Python's json.dumps(data, ensure_ascii=False): separators ", " and ": "),
+// tokenized with the model's tokenizer (no special tokens), and walked through a Matcher: at each
+// token the mask is computed (timed) and the token must be in it; then committed. As in MaskBench,
+// a test is accepted when every token was in its mask; `complete` says whether EOS was allowed
+// after the last (a valid instance must end there).
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/structured/token_trie.h"
+#include "engine/text/tokenizer.h"
+
+namespace llmq {
+
+struct SchemaTestResult {
+  bool valid = false;           // what the test says the instance is
+  bool accepted = false;        // every token was in its mask
+  bool complete = false;        // accepted, and EOS allowed after the last token
+  int rejected_at = -1;         // the first token not in its mask (-1: none)
+  std::string text_at;          // the instance's text up to that token, and the token (its bytes)
+  int tokens = 0;               // tokens of the instance
+  std::vector<double> mask_us;  // each mask computed, in microseconds
+  bool agrees() const { return accepted == valid && (!valid || complete); }
+};
+
+struct SchemaCheckResult {
+  bool compiled = false;
+  std::string error;      // why not (a refusal names the keyword and its JSON pointer)
+  double compile_us = 0;  // the schema to a grammar ready for matching
+  std::vector<SchemaTestResult> tests;
+  bool passing() const;  // compiled and every test agrees
+};
+
+class SchemaChecker {
+ public:
+  explicit SchemaChecker(const Tokenizer* tok);  // `tok` outlives the checker
+  // `file`: a schema or a test file (parsed keeping key order).
+  SchemaCheckResult Check(const nlohmann::ordered_json& file) const;
+  // One file's result as `llmq schema check --json` prints it.
+  static nlohmann::ordered_json ToJson(const std::string& name, const SchemaCheckResult& r);
+
+ private:
+  const Tokenizer* tok_;
+  std::shared_ptr<const TokenTrie> trie_;
+};
+
+// The p-th percentile (0..100) of `v` (sorted in place), nearest rank; 0 when empty.
+double Percentile(std::vector<double>* v, double p);
+
+}  // namespace llmq
