@@ -1,11 +1,13 @@
 // Regex (engine/structured/regex.h): whole-string and search matches equal std::regex's
 // (ECMAScript grammar, an independent implementation) on every string of a small alphabet up to a
 // length, prefixes are never refused when some continuation matches, UTF-8 characters are matched
-// whole, what is not enforced is refused by name, and a trie walk with it equals a brute force.
+// whole, what is not enforced is refused by name, JSON-string mode matches the encoded forms of
+// exactly the matching strings, and a trie walk with it equals a brute force.
 #include "engine/structured/regex.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <memory>
 #include <regex>
 #include <string>
@@ -23,6 +25,17 @@ std::unique_ptr<Regex> Compiled(const std::string& pattern, Regex::Mode mode) {
   EXPECT_TRUE(st.ok()) << pattern << ": " << st.message();
   return r;
 }
+
+// A fixed pseudo-random sequence (xorshift64).
+struct XorShift {
+  uint64_t x = 88172645463325252ull;
+  uint64_t operator()() {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  }
+};
 
 // Every string over `alphabet` of length 0..`max_len`.
 std::vector<std::string> AllStrings(const std::string& alphabet, int max_len) {
@@ -149,13 +162,7 @@ TEST(RegexTest, WhatIsNotEnforcedIsRefusedByName) {
 // past its bound; a compiled one answers on a few strings.
 TEST(RegexTest, RandomPatternsCompileOrAreRefused) {
   const std::string alphabet = "ab01()[]{}|*+?^$\\.-,dDwWsSu:=!<>9";
-  uint64_t x = 88172645463325252ull;
-  auto next = [&] {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return x;
-  };
+  XorShift next;
   int compiled = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string p;
@@ -184,6 +191,149 @@ TEST(RegexTest, AnEmptyLanguageIsDeadFromTheStart) {
   EXPECT_EQ(r->start(), Regex::kDead);
   EXPECT_FALSE(r->Matches(""));
   EXPECT_FALSE(r->IsViablePrefix(""));
+}
+
+// JSON-string mode (Options::json_string): a pattern accepts the JSON encoding (Python's
+// json.dumps, ensure_ascii=False) of exactly the strings it accepts, and every JSON escape of
+// a character it accepts, nothing else.
+
+// Python's json.dumps(s, ensure_ascii=False) without its quotes.
+std::string JsonBody(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char u[8];
+          std::snprintf(u, sizeof u, "\\u%04x", c);
+          out += u;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<Regex> Compiled(const std::string& p, Regex::Mode mode, bool json) {
+  std::unique_ptr<Regex> r;
+  const Status st = Regex::Compile(p, Regex::Options{.mode = mode, .json_string = json}, &r);
+  EXPECT_TRUE(st.ok()) << p << ": " << st.message();
+  return r;
+}
+
+TEST(RegexJsonStringTest, MatchesTheEncodingOfExactlyTheMatchingStrings) {
+  const std::vector<std::string> patterns = {"^[a-z]+$",
+                                             "\"",
+                                             "\\d{3}-\\d{4}",
+                                             "[^\"]*",
+                                             ".*",
+                                             "^\\S+$",
+                                             "^.{2,4}$",
+                                             "a|\\\\",
+                                             "[\\x00-\\x1f]",
+                                             "\\n",
+                                             "/",
+                                             "^[^a]*$",
+                                             "\\s",
+                                             "^(?:\"|\\\\)+$",
+                                             "^\\w*$",
+                                             "^[^\\x00-\\x1f\"\\\\/]*$",
+                                             "^\\u00e9.$",
+                                             "^a.b$",
+                                             "[\\b]",
+                                             ""};
+  const std::vector<std::string> chars = {
+      "a",  "b",  "z",  "0",  "5",    "-",    " ",    "\"",     "\\",     "/",          "\n",
+      "\t", "\r", "\b", "\f", "\x01", "\x1f", "\x7f", "\u00e9", "\u20ac", "\U0001F600", "\u2028"};
+  XorShift next;
+  std::vector<std::string> strings = {""};
+  for (int i = 0; i < 3000; ++i) {
+    std::string s;
+    const int n = 1 + static_cast<int>(next() % 7);
+    for (int k = 0; k < n; ++k) s += chars[next() % chars.size()];
+    strings.push_back(s);
+  }
+  for (const std::string& p : patterns) {
+    const std::regex oracle(p, std::regex::ECMAScript);
+    for (const Regex::Mode mode : {Regex::Mode::kFull, Regex::Mode::kSearch}) {
+      const auto plain = Compiled(p, mode, false);
+      const auto json = Compiled(p, mode, true);
+      ASSERT_TRUE(plain && json) << p;
+      for (const std::string& s : strings) {
+        const bool want = plain->Matches(s);
+        if (s.find_first_of("\x7f\x80\xc3\xe2\xf0") ==
+            std::string::npos) {  // ASCII: std::regex too
+          const bool std_match = mode == Regex::Mode::kFull ? std::regex_match(s, oracle)
+                                                            : std::regex_search(s, oracle);
+          ASSERT_EQ(want, std_match) << "/" << p << "/ on " << JsonBody(s);
+        }
+        ASSERT_EQ(json->Matches(JsonBody(s)), want)
+            << "/" << p << "/ " << (mode == Regex::Mode::kFull ? "full" : "search") << " on "
+            << JsonBody(s);
+        // A raw control character is never JSON text.
+        if (s.find_first_of("\n\t\r\b\f\x01\x1f") != std::string::npos) {
+          ASSERT_FALSE(json->Matches(s)) << "/" << p << "/ raw " << JsonBody(s);
+        }
+      }
+    }
+  }
+}
+
+TEST(RegexJsonStringTest, AcceptsEveryEscapeOfAMatchingCharacterAndNothingElse) {
+  struct Case {
+    const char* pattern;
+    std::vector<std::string> yes, no;
+  };
+  const std::vector<Case> cases = {
+      {"^\\n$", {"\\n", "\\u000a", "\\u000A"}, {"\n", "\\u000b", "\\\\n", "\\u000", "n"}},
+      {"^/$", {"/", "\\/"}, {"\\\\/", "\\u002f"}},
+      {"^a$", {"a"}, {"\\u0061", "\\a"}},
+      {"^\"$", {"\\\""}, {"\"", "\\u0022"}},
+      {"^\\\\$", {"\\\\"}, {"\\", "\\u005c"}},
+      {"^[\\x00-\\x1f]$",
+       {"\\u0000", "\\u001F", "\\u001f", "\\u0010", "\\b", "\\t"},
+       {"\x01", "\\u0020", "\\u0100"}},
+      {"^.$",
+       {"\\t", "\\\"", "\\/", "\\u0001", "\u00e9"},
+       {"\\n", "\\r", "\\u000a", "\\u000D", "\\x41", "\\"}},
+      {"^[^\\\\]+$", {"abc", "\\\"", "\\n"}, {"a\\\\b"}},
+  };
+  for (const Case& c : cases) {
+    const auto r = Compiled(c.pattern, Regex::Mode::kFull, true);
+    for (const std::string& t : c.yes) EXPECT_TRUE(r->Matches(t)) << c.pattern << " on " << t;
+    for (const std::string& t : c.no) EXPECT_FALSE(r->Matches(t)) << c.pattern << " on " << t;
+  }
+  const auto r = Compiled("^\\n$", Regex::Mode::kFull, true);
+  EXPECT_TRUE(r->IsViablePrefix("\\"));
+  EXPECT_TRUE(r->IsViablePrefix("\\u00"));
+  EXPECT_FALSE(r->IsViablePrefix("\\x"));
+  EXPECT_FALSE(r->IsViablePrefix("\\u01"));
+  std::unique_ptr<Regex> big;  // the escapes count against the state bound
+  EXPECT_EQ(
+      Regex::Compile(".{1000}", {.mode = Regex::Mode::kFull, .json_string = true}, &big).code(),
+      Status::Code::kOk);
 }
 
 // A regex as the trie's recognizer, over the Llama 3 vocabulary: the tokens a number lexeme can

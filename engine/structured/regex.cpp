@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
 #include <utility>
 
 namespace llmq {
@@ -507,17 +508,18 @@ void Utf8Sequences(uint32_t lo, uint32_t hi,
 }
 
 // An upper bound of the NFA states `n` expands to (counted repetitions copy their body).
-double ExpandedSize(const Node& n) {
+// JSON-string mode: the escapes' six states and the three more ranges the specials split off.
+double ExpandedSize(const Node& n, bool json) {
   double size = 2;
   switch (n.kind) {
     case Node::kSet:
-      size += 4.0 * static_cast<double>(n.set.size());
+      size += 4.0 * static_cast<double>(n.set.size()) + (json ? 18 : 0);
       break;
     case Node::kRepeat:
-      size += ExpandedSize(n.kids[0]) * (n.max < 0 ? n.min + 1 : std::max(n.max, 1));
+      size += ExpandedSize(n.kids[0], json) * (n.max < 0 ? n.min + 1 : std::max(n.max, 1));
       break;
     default:
-      for (const Node& k : n.kids) size += ExpandedSize(k);
+      for (const Node& k : n.kids) size += ExpandedSize(k, json);
   }
   return size;
 }
@@ -542,6 +544,71 @@ struct Regex::Nfa {
     states.emplace_back();
     return static_cast<int32_t>(states.size() - 1);
   }
+  bool json = false;  // Options::json_string
+
+  // The code points of `set` as UTF-8 byte sequences from s to e.
+  void AddUtf8(int32_t s, int32_t e, const Ranges& set) {
+    std::vector<std::vector<std::pair<uint8_t, uint8_t>>> seqs;
+    for (const auto& [lo, hi] : set) Utf8Sequences(lo, hi, &seqs);
+    for (const auto& seq : seqs) {
+      int32_t at = s;
+      for (size_t k = 0; k < seq.size(); ++k) {
+        const int32_t to = k + 1 == seq.size() ? e : Add();
+        states[at].edges.push_back({seq[k].first, seq[k].second, to});
+        at = to;
+      }
+    }
+  }
+  void AddByte(int32_t from, char c, int32_t to) {
+    const auto b = static_cast<uint8_t>(c);
+    states[from].edges.push_back({b, b, to});
+  }
+  // The code points of `set` in their JSON-encoded forms (regex.h) from s to e: the escapes
+  // share one path per prefix (\, \u00, \u000, \u001), so a set costs at most six states more.
+  void AddJson(int32_t s, int32_t e, const Ranges& set) {
+    const Ranges specials = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
+    Ranges outside = Negate(set);
+    outside.insert(outside.end(), specials.begin(), specials.end());
+    AddUtf8(s, e, Negate(Normalize(std::move(outside))));  // raw: '/' included
+    auto in = [&set](uint32_t cp) {
+      for (const auto& [lo, hi] : set)
+        if (lo <= cp && cp <= hi) return true;
+      return false;
+    };
+    int32_t backslash = -1, u00 = -1, hex[2] = {-1, -1};
+    auto after_backslash = [&] {
+      if (backslash < 0) AddByte(s, '\\', backslash = Add());
+      return backslash;
+    };
+    for (const auto& [cp, letter] : std::initializer_list<std::pair<uint32_t, char>>{{'"', '"'},
+                                                                                     {'\\', '\\'},
+                                                                                     {'/', '/'},
+                                                                                     {'\b', 'b'},
+                                                                                     {'\f', 'f'},
+                                                                                     {'\n', 'n'},
+                                                                                     {'\r', 'r'},
+                                                                                     {'\t', 't'}})
+      if (in(cp)) AddByte(after_backslash(), letter, e);
+    for (uint32_t cp = 0; cp < 0x20; ++cp) {
+      if (!in(cp)) continue;
+      if (u00 < 0) {
+        const int32_t u = Add(), u0 = Add();
+        AddByte(after_backslash(), 'u', u);
+        AddByte(u, '0', u0);
+        AddByte(u0, '0', u00 = Add());
+      }
+      int32_t& h = hex[cp >> 4];
+      if (h < 0) AddByte(u00, static_cast<char>('0' + (cp >> 4)), h = Add());
+      const uint32_t low = cp & 0xF;
+      if (low < 10) {
+        AddByte(h, static_cast<char>('0' + low), e);
+      } else {
+        AddByte(h, static_cast<char>('a' + low - 10), e);
+        AddByte(h, static_cast<char>('A' + low - 10), e);
+      }
+    }
+  }
+
   // Builds `n` between a new start state and a new end state: {start, end}.
   std::pair<int32_t, int32_t> Build(const Node& n) {
     const int32_t s = Add(), e = Add();
@@ -551,19 +618,12 @@ struct Regex::Nfa {
       case Node::kEnd:
         states[s].eps.push_back(e);
         break;
-      case Node::kSet: {
-        std::vector<std::vector<std::pair<uint8_t, uint8_t>>> seqs;
-        for (const auto& [lo, hi] : n.set) Utf8Sequences(lo, hi, &seqs);
-        for (const auto& seq : seqs) {
-          int32_t at = s;
-          for (size_t k = 0; k < seq.size(); ++k) {
-            const int32_t to = k + 1 == seq.size() ? e : Add();
-            states[at].edges.push_back({seq[k].first, seq[k].second, to});
-            at = to;
-          }
-        }
+      case Node::kSet:
+        if (json)
+          AddJson(s, e, n.set);
+        else
+          AddUtf8(s, e, n.set);
         break;
-      }
       case Node::kConcat: {
         int32_t at = s;
         for (const Node& k : n.kids) {
@@ -660,6 +720,12 @@ size_t Regex::num_nfa_states() const {
 }
 
 Status Regex::Compile(std::string_view pattern, Mode mode, std::unique_ptr<Regex>* out) {
+  return Compile(pattern, Options{.mode = mode}, out);
+}
+
+Status Regex::Compile(std::string_view pattern, const Options& options,
+                      std::unique_ptr<Regex>* out) {
+  const Mode mode = options.mode;
   Node root;
   LLMQ_RETURN_IF_ERROR(Parser(pattern).Parse(&root));
   // Each top-level alternative, its anchors taken away; unanchored ends match anything (search).
@@ -688,10 +754,11 @@ Status Regex::Compile(std::string_view pattern, Mode mode, std::unique_ptr<Regex
     if (mode == Mode::kSearch && !end) c.kids.push_back(any);
     top.kids.push_back(std::move(c));
   }
-  if (ExpandedSize(top) > kMaxNfaStates)
+  if (ExpandedSize(top, options.json_string) > kMaxNfaStates)
     return Status::Unsupported("pattern: its repetitions expand to more than " +
                                std::to_string(kMaxNfaStates) + " automaton states");
   std::unique_ptr<Regex> r(new Regex());
+  r->nfa_->json = options.json_string;
   const auto [s, e] = r->nfa_->Build(top);
   r->nfa_->match = e;
   r->nfa_->MarkProductive();

@@ -19,6 +19,15 @@
 // byte leads to it and cached, so a state is "dead" exactly when no continuation can match.
 // Counted repetitions are expanded (each bound at most kMaxRepeat, the whole at most
 // kMaxNfaStates: a pattern past them is refused).
+//
+// JSON-string mode (Options::json_string): the pattern applies to the decoded value of a JSON
+// string (JSON Schema's `pattern`) but the automaton reads the raw text between the quotes. Each
+// character the pattern matches is matched in its JSON-encoded forms: a code point >= 0x20 other
+// than '"' and '\' as its UTF-8 bytes, '"' as \", '\' as \\, '/' as / or \/, a control
+// character (< 0x20) as its short escape where one exists (\b \f \n \r \t) and as \u00XX (hex
+// digits in either case). Nothing else: no raw control character, no other \uXXXX form (so a
+// surrogate pair never), which every text of Python's json.dumps(ensure_ascii=False) fits. The
+// quotes are not part of the match; kSearch's unanchored ends match any encoded characters.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +48,13 @@ class Regex {
   enum class Mode { kSearch, kFull };
   // InvalidArgument for a syntax error, Unsupported for what is not enforced; both name the
   // construct and its byte offset in `pattern`.
+  struct Options {
+    Mode mode = Mode::kFull;
+    bool json_string = false;  // match the JSON-encoded body of a string (see above)
+  };
+  static Status Compile(std::string_view pattern, const Options& options,
+                        std::unique_ptr<Regex>* out);
+  // Compile(pattern, {mode}, out): the pattern on raw UTF-8 text.
   static Status Compile(std::string_view pattern, Mode mode, std::unique_ptr<Regex>* out);
   ~Regex();
 
