@@ -152,6 +152,42 @@ TEST(JsonSchemaTest, RefsRecurseAndCombinatorsCombine) {
   EXPECT_FALSE(konst.Accepts(json::parse("\"off\"")));
 }
 
+TEST(JsonSchemaTest, PatternsFormatsAndRanges) {
+  // `pattern` searches the decoded value; the text is JSON's.
+  const Schema zip(json::parse(R"({"type": "string", "pattern": "^[0-9]{5}(-[0-9]{4})?$"})"));
+  EXPECT_TRUE(zip.Accepts(json("12345")));
+  EXPECT_TRUE(zip.Accepts(json("12345-6789")));
+  EXPECT_FALSE(zip.Accepts(json("1234")));
+  EXPECT_FALSE(zip.Accepts(json("12345-")));
+  const Schema quote(json::parse(R"({"type": "string", "pattern": "\"x"})"));
+  EXPECT_TRUE(quote.Accepts(json("a\"xb")));
+  EXPECT_FALSE(quote.Accepts(json("ax")));
+  const Schema date(json::parse(R"({"type": "string", "format": "date"})"));
+  EXPECT_TRUE(date.Accepts(json("2026-12-02")));
+  EXPECT_FALSE(date.Accepts(json("2026-13-02")));
+  const Schema unknown(json::parse(R"({"type": "string", "format": "x-local"})"));
+  EXPECT_TRUE(unknown.Accepts(json("anything"))) << "an unknown format annotates";
+  const Schema pct(json::parse(R"({"type": "integer", "minimum": 0, "exclusiveMaximum": 100})"));
+  EXPECT_TRUE(pct.Accepts(json(0)));
+  EXPECT_TRUE(pct.Accepts(json(99)));
+  EXPECT_FALSE(pct.Accepts(json(100)));
+  EXPECT_FALSE(pct.Accepts(json(-1)));
+  const Schema draft4(
+      json::parse(R"({"type": "number", "minimum": 0.5, "exclusiveMinimum": true, "maximum": 1})"));
+  EXPECT_FALSE(draft4.Accepts(std::string("0.5")));
+  EXPECT_TRUE(draft4.Accepts(std::string("0.50001")));
+  EXPECT_TRUE(draft4.Accepts(std::string("1.0")));
+  EXPECT_FALSE(draft4.Accepts(std::string("1.01")));
+  const Status both = Refusal(json::parse(R"({"type": "string", "pattern": "a", "maxLength": 3})"));
+  EXPECT_NE(both.message().find("keyword \"maxLength\" at \"/maxLength\""), std::string::npos)
+      << both.message();
+  const Status lookahead =
+      Refusal(json::parse(R"js({"properties": {"p": {"pattern": "(?=a)"}}})js"));
+  EXPECT_NE(lookahead.message().find("keyword \"pattern\" at \"/properties/p/pattern\""),
+            std::string::npos)
+      << lookahead.message();
+}
+
 TEST(JsonSchemaTest, OneOfOnlyWhereNoDocumentMatchesTwoBranches) {
   const Schema types(json::parse(R"({"oneOf": [{"type": "string"}, {"type": "integer"}]})"));
   EXPECT_TRUE(types.Accepts(std::string("\"x\"")));

@@ -27,11 +27,17 @@ std::string RegexEscape(std::string_view text) {
 }
 
 Grammar::Symbol Grammar::Lexeme(std::string_view regex) {
-  if (const auto it = lexeme_index_.find(regex); it != lexeme_index_.end())
-    return {it->second, true};
+  return Lexeme(LexemeSpec{std::string(regex), {}});
+}
+
+Grammar::Symbol Grammar::Lexeme(const LexemeSpec& spec) {
+  const Regex::Options& o = spec.options;
+  const std::string key = std::string(o.mode == Regex::Mode::kSearch ? "s" : "f") +
+                          (o.json_string ? "j" : "-") + (o.quoted ? "q" : "-") + spec.regex;
+  if (const auto it = lexeme_index_.find(key); it != lexeme_index_.end()) return {it->second, true};
   const auto id = static_cast<int32_t>(lexemes_.size());
-  lexemes_.emplace_back(regex);
-  lexeme_index_.emplace(std::string(regex), id);
+  lexemes_.push_back(spec);
+  lexeme_index_.emplace(key, id);
   return {id, true};
 }
 
@@ -53,16 +59,16 @@ Status Grammar::Validate() {
     return Status::InvalidArgument("grammar: no start rule");
   for (size_t i = 0; i < lexemes_.size(); ++i) {
     std::unique_ptr<Regex> re;
-    if (Status st = Regex::Compile(lexemes_[i], Regex::Mode::kFull, &re); !st.ok())
+    if (Status st = Regex::Compile(lexemes_[i].regex, lexemes_[i].options, &re); !st.ok())
       return (st.code() == Status::Code::kUnsupported ? Status::Unsupported
                                                       : Status::InvalidArgument)(
           "grammar: lexeme " + std::to_string(i) + ": " + st.message());
     if (re->IsAccepting(re->start()))
-      return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" + lexemes_[i] +
-                                     "/ matches the empty string");
+      return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" +
+                                     lexemes_[i].regex + "/ matches the empty string");
     if (re->start() == Regex::kDead)
-      return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" + lexemes_[i] +
-                                     "/ matches nothing");
+      return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" +
+                                     lexemes_[i].regex + "/ matches nothing");
   }
   for (const Rule& r : rules_)
     for (const auto& alt : r.alternatives)
@@ -102,7 +108,9 @@ Status Grammar::Validate() {
 std::string Grammar::Dump() const {
   std::string out;
   for (size_t i = 0; i < lexemes_.size(); ++i)
-    out += "L" + std::to_string(i) + " = /" + lexemes_[i] + "/\n";
+    out += "L" + std::to_string(i) + " = /" + lexemes_[i].regex + "/" +
+           (lexemes_[i].options.quoted ? "q" : "") + (lexemes_[i].options.json_string ? "j" : "") +
+           (lexemes_[i].options.mode == Regex::Mode::kSearch ? "s" : "") + "\n";
   for (size_t i = 0; i < rules_.size(); ++i) {
     out += (static_cast<int32_t>(i) == start_ ? "*" : "") + rules_[i].name + "#" +
            std::to_string(i) + " ::=";

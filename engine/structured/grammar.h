@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/structured/regex.h"
 
 namespace llmq {
 
@@ -40,8 +41,14 @@ class Grammar {
     std::vector<std::vector<Symbol>> alternatives;  // an empty one derives the empty string
   };
 
-  // A lexeme for `regex` (Regex syntax, matched whole); the same source gives the same lexeme.
-  Symbol Lexeme(std::string_view regex);
+  // A lexeme: a regex and how it is compiled (Regex::Options: kFull on raw bytes by default; a
+  // JSON Schema `pattern` is kSearch, json_string and quoted). The same spec gives the same lexeme.
+  struct LexemeSpec {
+    std::string regex;
+    Regex::Options options;
+  };
+  Symbol Lexeme(std::string_view regex);  // kFull on raw bytes
+  Symbol Lexeme(const LexemeSpec& spec);
   // A lexeme matching exactly `text` (its bytes escaped for Regex).
   Symbol Literal(std::string_view text);
   // A new rule without alternatives yet (a recursive reference can be made before they are).
@@ -53,14 +60,14 @@ class Grammar {
   // be completed. InvalidArgument names the lexeme or rule at fault.
   [[nodiscard]] Status Validate();
 
-  const std::vector<std::string>& lexemes() const { return lexemes_; }
+  const std::vector<LexemeSpec>& lexemes() const { return lexemes_; }
   const std::vector<Rule>& rules() const { return rules_; }
   int32_t start() const { return start_; }
   // A readable listing, one rule a line ("obj ::= L3 rule7 | ..."; lexemes by index).
   std::string Dump() const;
 
  private:
-  std::vector<std::string> lexemes_;  // regex sources
+  std::vector<LexemeSpec> lexemes_;
   std::map<std::string, int32_t, std::less<>> lexeme_index_;
   std::vector<Rule> rules_;
   int32_t start_ = 0;

@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "engine/structured/json_regex.h"
 #include "engine/structured/regex.h"
 
 namespace llmq {
@@ -101,85 +102,37 @@ Status Invalid(const std::string& keyword, const std::string& pointer, const std
 
 // Keywords that only annotate: no constraint to enforce.
 const std::set<std::string>& Annotations() {
-  static const std::set<std::string> k = {"$schema",
-                                          "$id",
-                                          "id",
-                                          "$comment",
-                                          "$anchor",
-                                          "$dynamicAnchor",
-                                          "$vocabulary",
-                                          "title",
-                                          "description",
-                                          "default",
-                                          "examples",
-                                          "example",
-                                          "deprecated",
-                                          "readOnly",
-                                          "writeOnly",
-                                          "contentEncoding",
-                                          "contentMediaType",
-                                          "contentSchema",
-                                          "$defs",
-                                          "definitions",
-                                          "discriminator",
-                                          "markdownDescription",
-                                          "nullable_reason",
-                                          "strict",
-                                          "name"};
+  // clang-format off
+  static const std::set<std::string> k = {
+      "$schema", "$id", "id", "$comment", "$anchor", "$dynamicAnchor", "$vocabulary", "title",
+      "description", "default", "examples", "example", "deprecated", "readOnly", "writeOnly",
+      "contentEncoding", "contentMediaType", "contentSchema", "$defs", "definitions",
+      "discriminator", "markdownDescription", "strict", "name"};
+  // clang-format on
   return k;
 }
 
 // Every keyword the compiler enforces (the others JSON Schema defines are refused).
 const std::set<std::string>& Enforced() {
-  static const std::set<std::string> k = {"type",
-                                          "properties",
-                                          "required",
-                                          "additionalProperties",
-                                          "items",
-                                          "prefixItems",
-                                          "additionalItems",
-                                          "minItems",
-                                          "maxItems",
-                                          "enum",
-                                          "const",
-                                          "anyOf",
-                                          "oneOf",
-                                          "allOf",
-                                          "$ref",
-                                          "minLength",
-                                          "maxLength",
-                                          "minProperties",
-                                          "maxProperties"};
+  // clang-format off
+  static const std::set<std::string> k = {
+      "type", "properties", "required", "additionalProperties", "items", "prefixItems",
+      "additionalItems", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf",
+      "$ref", "minLength", "maxLength", "minProperties", "maxProperties", "pattern", "format",
+      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+  // clang-format on
   return k;
 }
 
 // What JSON Schema defines and this compiler does not (yet) enforce: refused by name.
 const std::set<std::string>& Refused() {
-  static const std::set<std::string> k = {"pattern",
-                                          "format",
-                                          "minimum",
-                                          "maximum",
-                                          "exclusiveMinimum",
-                                          "exclusiveMaximum",
-                                          "multipleOf",
-                                          "patternProperties",
-                                          "propertyNames",
-                                          "dependencies",
-                                          "dependentRequired",
-                                          "dependentSchemas",
-                                          "uniqueItems",
-                                          "contains",
-                                          "minContains",
-                                          "maxContains",
-                                          "not",
-                                          "if",
-                                          "then",
-                                          "else",
-                                          "unevaluatedProperties",
-                                          "unevaluatedItems",
-                                          "$dynamicRef",
-                                          "$recursiveRef",
-                                          "$recursiveAnchor"};
+  // clang-format off
+  static const std::set<std::string> k = {
+      "patternProperties", "propertyNames", "dependencies", "dependentRequired",
+      "dependentSchemas", "uniqueItems", "contains", "minContains", "maxContains", "not", "if",
+      "then", "else", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
+      "$recursiveRef", "$recursiveAnchor"};
+  // clang-format on
   return k;
 }
 
@@ -284,7 +237,7 @@ class Compiler {
         g_.AddAlternative(v, {g_.Literal("true")});
         g_.AddAlternative(v, {g_.Literal("false")});
       } else if (t == "integer" || t == "number") {
-        v = Number(t == "integer");
+        LLMQ_RETURN_IF_ERROR(NumberOf(s, t == "integer", ptr, &v));
       } else if (t == "string") {
         LLMQ_RETURN_IF_ERROR(StringOf(s, ptr, &v));
       } else if (t == "object") {
@@ -347,7 +300,105 @@ class Compiler {
       return Refuse(max > Regex::kMaxRepeat ? "maxLength" : "minLength",
                     ptr + (max > Regex::kMaxRepeat ? "/maxLength" : "/minLength"),
                     "a length bound above " + std::to_string(Regex::kMaxRepeat));
+    const bool bounded = min > 0 || max >= 0;
+    const char* length = min > 0 ? "minLength" : "maxLength";
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string()) return Invalid("pattern", ptr + "/pattern", "not a string");
+      if (s.contains("format") || bounded)
+        return Refuse(s.contains("format") ? "format" : length,
+                      ptr + "/" + (s.contains("format") ? "format" : length), "beside pattern");
+      Grammar::LexemeSpec spec{s["pattern"].get<std::string>(),
+                               {.mode = Regex::Mode::kSearch, .json_string = true, .quoted = true}};
+      std::unique_ptr<Regex> re;
+      if (Status st = Regex::Compile(spec.regex, spec.options, &re); !st.ok())
+        return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)(
+            "pattern", ptr + "/pattern", st.message());
+      *out = g_.Lexeme(spec);
+      return Status::Ok();
+    }
+    if (s.contains("format") && s["format"].is_string()) {
+      std::string rx;
+      const Status st = FormatRegex(s["format"].get<std::string>(), &rx);
+      if (st.ok()) {
+        if (bounded) return Refuse(length, ptr + "/" + length, "beside format");
+        *out = g_.Lexeme("\"(?:" + rx + ")\"");
+        return Status::Ok();
+      }
+      // An unknown format is an annotation (JSON Schema); one known but not enforced is refused.
+      if (st.code() != Status::Code::kNotFound)
+        return Refuse("format", ptr + "/format", st.message());
+    }
     *out = String(static_cast<int>(min), static_cast<int>(max));
+    return Status::Ok();
+  }
+
+  // A number (or an integer) within minimum/maximum and their exclusive forms (draft 4's
+  // booleans, 6's numbers).
+  Status NumberOf(const json& s, bool integer, const std::string& ptr, Sym* out) {
+    std::optional<double> lo, hi;
+    bool lo_ex = false, hi_ex = false;
+    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+      if (!s.contains(k)) continue;
+      const json& v = s[k];
+      const bool min =
+          k[0] == 'm' ? std::string(k) == "minimum" : std::string(k) == "exclusiveMinimum";
+      const bool exclusive = k[0] == 'e';
+      if (v.is_boolean()) {  // draft 4: the flag of minimum/maximum
+        if (exclusive && v.get<bool>()) (min ? lo_ex : hi_ex) = true;
+        continue;
+      }
+      if (!v.is_number()) return Invalid(k, ptr + "/" + k, "not a number");
+      const double x = v.get<double>();
+      std::optional<double>& b = min ? lo : hi;
+      bool& ex = min ? lo_ex : hi_ex;
+      // The tighter of minimum and exclusiveMinimum (both may be given).
+      if (!b.has_value() || (min ? x > *b : x < *b) || (x == *b && exclusive)) {
+        b = x;
+        ex = exclusive;
+      }
+    }
+    if (s.contains("multipleOf")) {
+      const json& m = s["multipleOf"];
+      if (!(integer && m.is_number() && m.get<double>() == 1))
+        return Refuse("multipleOf", ptr + "/multipleOf", "not enforced");
+    }
+    if (!lo.has_value() && !hi.has_value()) {
+      *out = Number(integer);
+      return Status::Ok();
+    }
+    std::string rx;
+    Status st;
+    if (integer) {
+      std::optional<int64_t> ilo, ihi;
+      constexpr double kLimit = 9.2e18;
+      if (lo.has_value()) {
+        if (std::fabs(*lo) > kLimit) return Refuse("minimum", ptr + "/minimum", "beyond 64 bits");
+        const double c = lo_ex ? std::floor(*lo) + 1 : std::ceil(*lo);
+        ilo = static_cast<int64_t>(c);
+      }
+      if (hi.has_value()) {
+        if (std::fabs(*hi) > kLimit) return Refuse("maximum", ptr + "/maximum", "beyond 64 bits");
+        const double c = hi_ex ? std::ceil(*hi) - 1 : std::floor(*hi);
+        ihi = static_cast<int64_t>(c);
+      }
+      if (ilo.has_value() && ihi.has_value() && *ilo > *ihi) {
+        *out = Nothing();
+        return Status::Ok();
+      }
+      st = IntegerRangeRegex(ilo, ihi, &rx);
+    } else {
+      if (lo.has_value() && hi.has_value() && (*lo > *hi || (*lo == *hi && (lo_ex || hi_ex)))) {
+        *out = Nothing();
+        return Status::Ok();
+      }
+      st = NumberRangeRegex(lo, lo_ex, hi, hi_ex, &rx);
+    }
+    if (!st.ok()) {
+      const char* k = lo.has_value() ? "minimum" : "maximum";
+      return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)(k, ptr + "/" + k,
+                                                                          st.message());
+    }
+    *out = g_.Lexeme(rx);
     return Status::Ok();
   }
 

@@ -12,9 +12,9 @@ Status CompiledGrammar::Compile(Grammar g, std::shared_ptr<const TokenTrie> trie
   LLMQ_RETURN_IF_ERROR(g.Validate());
   std::shared_ptr<CompiledGrammar> c(new CompiledGrammar());
   c->trie_ = std::move(trie);
-  for (const std::string& src : g.lexemes()) {
+  for (const Grammar::LexemeSpec& spec : g.lexemes()) {
     std::unique_ptr<Regex> re;
-    LLMQ_RETURN_IF_ERROR(Regex::Compile(src, Regex::Mode::kFull, &re));
+    LLMQ_RETURN_IF_ERROR(Regex::Compile(spec.regex, spec.options, &re));
     c->regex_.push_back(std::move(re));
   }
   const auto& rules = g.rules();

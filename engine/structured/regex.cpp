@@ -759,7 +759,14 @@ Status Regex::Compile(std::string_view pattern, const Options& options,
                                std::to_string(kMaxNfaStates) + " automaton states");
   std::unique_ptr<Regex> r(new Regex());
   r->nfa_->json = options.json_string;
-  const auto [s, e] = r->nfa_->Build(top);
+  auto [s, e] = r->nfa_->Build(top);
+  if (options.quoted) {  // raw quotes around what the pattern reads
+    const int32_t open = r->nfa_->Add(), close = r->nfa_->Add();
+    r->nfa_->AddByte(open, '"', s);
+    r->nfa_->AddByte(e, '"', close);
+    s = open;
+    e = close;
+  }
   r->nfa_->match = e;
   r->nfa_->MarkProductive();
   const std::vector<int32_t> start = r->nfa_->Closure({s});

@@ -51,6 +51,7 @@ class Regex {
   struct Options {
     Mode mode = Mode::kFull;
     bool json_string = false;  // match the JSON-encoded body of a string (see above)
+    bool quoted = false;       // the automaton reads '"', the match, '"' (a whole JSON string)
   };
   static Status Compile(std::string_view pattern, const Options& options,
                         std::unique_ptr<Regex>* out);
