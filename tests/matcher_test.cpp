@@ -258,13 +258,14 @@ TEST(MatcherTest, LexemesAliveSideBySideEndTogether) {
   EXPECT_FALSE(mask.Test('1'));
 }
 
-TEST(GrammarTest, ValidateRefusesWhatTheMatcherCannotEnforce) {
+TEST(GrammarTest, WhatTheMatcherCannotEnforceIsRefused) {
   {
     Grammar g;
     const Sym r = g.NewRule("r");
     g.AddAlternative(r, {g.Lexeme("a*")});
     g.set_start(r);
-    const Status st = g.Validate();
+    std::vector<std::unique_ptr<LexemeAutomaton>> re;
+    const Status st = g.CompileLexemes(&re);
     EXPECT_FALSE(st.ok());
     EXPECT_NE(st.message().find("matches the empty string"), std::string::npos) << st.message();
   }
@@ -295,7 +296,8 @@ TEST(GrammarTest, ValidateRefusesWhatTheMatcherCannotEnforce) {
     const Sym r = g.NewRule("r");
     g.AddAlternative(r, {g.Lexeme("(?=a)a")});
     g.set_start(r);
-    const Status st = g.Validate();
+    std::shared_ptr<CompiledGrammar> c;
+    const Status st = CompiledGrammar::Compile(std::move(g), ByteTrie(), &c);
     EXPECT_EQ(st.code(), Status::Code::kUnsupported) << st.message();
   }
   EXPECT_EQ(RegexEscape("a.b{1}\n"), "a\\.b\\{1\\}\\x0a");

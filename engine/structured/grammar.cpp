@@ -32,8 +32,10 @@ Grammar::Symbol Grammar::Lexeme(std::string_view regex) {
 
 Grammar::Symbol Grammar::Lexeme(const LexemeSpec& spec) {
   const Regex::Options& o = spec.options;
-  const std::string key = std::string(o.mode == Regex::Mode::kSearch ? "s" : "f") +
-                          (o.json_string ? "j" : "-") + (o.quoted ? "q" : "-") + spec.regex;
+  std::string key = std::string(o.mode == Regex::Mode::kSearch ? "s" : "f") +
+                    (o.json_string ? "j" : "-") + (o.quoted ? "q" : "-") +
+                    (spec.is_key_except ? "k" : "-") + spec.regex;
+  for (const std::string& n : spec.key_except) key += '\0' + n;
   if (const auto it = lexeme_index_.find(key); it != lexeme_index_.end()) return {it->second, true};
   const auto id = static_cast<int32_t>(lexemes_.size());
   lexemes_.push_back(spec);
@@ -54,10 +56,13 @@ void Grammar::AddAlternative(Symbol rule, std::vector<Symbol> rhs) {
   rules_[static_cast<size_t>(rule.id)].alternatives.push_back(std::move(rhs));
 }
 
-Status Grammar::Validate() {
-  if (start_ < 0 || static_cast<size_t>(start_) >= rules_.size())
-    return Status::InvalidArgument("grammar: no start rule");
+Status Grammar::CompileLexemes(std::vector<std::unique_ptr<LexemeAutomaton>>* out) const {
+  out->clear();
   for (size_t i = 0; i < lexemes_.size(); ++i) {
+    if (lexemes_[i].is_key_except) {
+      out->push_back(std::make_unique<KeyExceptAutomaton>(lexemes_[i].key_except));
+      continue;
+    }
     std::unique_ptr<Regex> re;
     if (Status st = Regex::Compile(lexemes_[i].regex, lexemes_[i].options, &re); !st.ok())
       return (st.code() == Status::Code::kUnsupported ? Status::Unsupported
@@ -69,7 +74,14 @@ Status Grammar::Validate() {
     if (re->start() == Regex::kDead)
       return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" +
                                      lexemes_[i].regex + "/ matches nothing");
+    out->push_back(std::move(re));
   }
+  return Status::Ok();
+}
+
+Status Grammar::Validate() {
+  if (start_ < 0 || static_cast<size_t>(start_) >= rules_.size())
+    return Status::InvalidArgument("grammar: no start rule");
   for (const Rule& r : rules_)
     for (const auto& alt : r.alternatives)
       for (const Symbol& s : alt)
@@ -108,8 +120,12 @@ Status Grammar::Validate() {
 std::string Grammar::Dump() const {
   std::string out;
   for (size_t i = 0; i < lexemes_.size(); ++i)
-    out += "L" + std::to_string(i) + " = /" + lexemes_[i].regex + "/" +
-           (lexemes_[i].options.quoted ? "q" : "") + (lexemes_[i].options.json_string ? "j" : "") +
+    out += "L" + std::to_string(i) + " = /" +
+           (lexemes_[i].is_key_except
+                ? "<a key but " + std::to_string(lexemes_[i].key_except.size()) + " names>"
+                : lexemes_[i].regex) +
+           "/" + (lexemes_[i].options.quoted ? "q" : "") +
+           (lexemes_[i].options.json_string ? "j" : "") +
            (lexemes_[i].options.mode == Regex::Mode::kSearch ? "s" : "") + "\n";
   for (size_t i = 0; i < rules_.size(); ++i) {
     out += (static_cast<int32_t>(i) == start_ ? "*" : "") + rules_[i].name + "#" +

@@ -6,7 +6,7 @@
 // a string with its quotes, a number, `{` with the whitespace after it), and rules are
 // alternatives of sequences of lexemes and rules, recursion allowed (nested objects, `$ref`).
 //
-// Contracts the Matcher relies on, checked by Validate:
+// Contracts the Matcher relies on, checked by Validate (the rules) and CompileLexemes:
 //   - no lexeme matches the empty string;
 //   - lexemes are matched greedily: a lexeme ends only where the next byte cannot continue any
 //     lexeme the grammar allows there (the longest match). A grammar must not need a lexeme to end
@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +47,9 @@ class Grammar {
   struct LexemeSpec {
     std::string regex;
     Regex::Options options;
+    // Instead of the regex: a JSON string whose text is none of these (KeyExceptAutomaton).
+    std::vector<std::string> key_except;
+    bool is_key_except = false;
   };
   Symbol Lexeme(std::string_view regex);  // kFull on raw bytes
   Symbol Lexeme(const LexemeSpec& spec);
@@ -56,9 +60,12 @@ class Grammar {
   void AddAlternative(Symbol rule, std::vector<Symbol> rhs);
   void set_start(Symbol rule) { start_ = rule.id; }
 
-  // Checks the contracts above (compiling every lexeme); drops the alternatives that can never
-  // be completed. InvalidArgument names the lexeme or rule at fault.
+  // Checks the rules' contracts; drops the alternatives that can never be completed.
+  // InvalidArgument names the rule at fault.
   [[nodiscard]] Status Validate();
+  // Each lexeme's automaton, by index: Unsupported or InvalidArgument (an empty match, a regex
+  // that cannot be compiled) names the lexeme.
+  [[nodiscard]] Status CompileLexemes(std::vector<std::unique_ptr<LexemeAutomaton>>* out) const;
 
   const std::vector<LexemeSpec>& lexemes() const { return lexemes_; }
   const std::vector<Rule>& rules() const { return rules_; }

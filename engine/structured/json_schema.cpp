@@ -864,79 +864,18 @@ class Compiler {
     return Status::Ok();
   }
 
-  // A string lexeme for any name but `listed`: the JSON text of the name is compared, so a
-  // listed name written with other escapes ("\u0061") passes as another (documented).
+  // A string lexeme for any name but `listed` (KeyExceptAutomaton): the JSON text of the name is
+  // compared, so a listed name written with other escapes ("\u0061") passes as another
+  // (documented).
   Sym OtherKey(const std::set<std::string>& listed) {
     if (listed.empty()) return String(0, -1);
-    // A trie of the listed names' JSON text (quotes left out), by character; the regex takes, at
-    // each node, a character no name goes on with and then any characters, or a child's
-    // character and its subtree, or ends where no name ends.
-    struct Node {
-      std::map<uint32_t, int> next;  // code point -> node
-      bool end = false;
-    };
-    std::vector<Node> trie(1);
+    Grammar::LexemeSpec spec;
+    spec.is_key_except = true;
     for (const std::string& name : listed) {
       const std::string q = JsonQuote(name);
-      int at = 0;
-      for (size_t i = 1; i + 1 < q.size();) {
-        const uint32_t cp = DecodeUtf8(q, &i);
-        auto it = trie[static_cast<size_t>(at)].next.find(cp);
-        if (it == trie[static_cast<size_t>(at)].next.end()) {
-          trie.push_back({});
-          it = trie[static_cast<size_t>(at)]
-                   .next.emplace(cp, static_cast<int>(trie.size() - 1))
-                   .first;
-        }
-        at = it->second;
-      }
-      trie[static_cast<size_t>(at)].end = true;
+      spec.key_except.push_back(q.substr(1, q.size() - 2));
     }
-    std::function<std::string(int)> rx = [&](int at) {
-      const Node& nd = trie[static_cast<size_t>(at)];
-      // A character that leaves the trie: not a child's; an escape when no child is '\\' (a
-      // name with an escape in it keeps only its own escape there: conservative).
-      std::string cls = "[^\"\\\\\\x00-\\x1f";
-      for (const auto& [cp, child] : nd.next) {
-        (void)child;
-        if (cp != '\\') cls += RegexEscape(EncodeUtf8(cp));
-      }
-      std::string body = cls + "]" + kChar + "*";
-      if (!nd.next.count('\\')) body += "|\\\\(?:[\"\\\\/bfnrt]|u[0-9a-fA-F]{4})" + kChar + "*";
-      for (const auto& [cp, child] : nd.next)
-        body += "|" + RegexEscape(EncodeUtf8(cp)) + "(?:" + rx(child) + ")";
-      return nd.end ? body : "(?:" + body + ")?";
-    };
-    return g_.Lexeme("\"(?:" + rx(0) + ")\"");
-  }
-
-  static uint32_t DecodeUtf8(const std::string& s, size_t* i) {
-    const auto c = static_cast<unsigned char>(s[*i]);
-    const int n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    uint32_t cp = n == 1 ? c : c & (0x3F >> (n - 1));
-    for (int k = 1; k < n && *i + static_cast<size_t>(k) < s.size(); ++k)
-      cp = cp << 6 | (static_cast<unsigned char>(s[*i + static_cast<size_t>(k)]) & 0x3F);
-    *i += static_cast<size_t>(n);
-    return cp;
-  }
-  static std::string EncodeUtf8(uint32_t cp) {
-    std::string o;
-    if (cp < 0x80) {
-      o += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      o += static_cast<char>(0xC0 | cp >> 6);
-      o += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      o += static_cast<char>(0xE0 | cp >> 12);
-      o += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
-      o += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      o += static_cast<char>(0xF0 | cp >> 18);
-      o += static_cast<char>(0x80 | (cp >> 12 & 0x3F));
-      o += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
-      o += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    return o;
+    return g_.Lexeme(spec);
   }
 
   // An array: prefixItems (or a draft-7 `items` list), then `items` (or additionalItems), with

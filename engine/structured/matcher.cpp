@@ -12,11 +12,7 @@ Status CompiledGrammar::Compile(Grammar g, std::shared_ptr<const TokenTrie> trie
   LLMQ_RETURN_IF_ERROR(g.Validate());
   std::shared_ptr<CompiledGrammar> c(new CompiledGrammar());
   c->trie_ = std::move(trie);
-  for (const Grammar::LexemeSpec& spec : g.lexemes()) {
-    std::unique_ptr<Regex> re;
-    LLMQ_RETURN_IF_ERROR(Regex::Compile(spec.regex, spec.options, &re));
-    c->regex_.push_back(std::move(re));
-  }
+  LLMQ_RETURN_IF_ERROR(g.CompileLexemes(&c->regex_));
   const auto& rules = g.rules();
   c->rule_prods_.resize(rules.size());
   for (size_t r = 0; r < rules.size(); ++r)
@@ -57,7 +53,7 @@ int32_t CompiledGrammar::Intern(std::vector<std::pair<int32_t, int32_t>> live) {
   if (const auto it = lex_index_.find(live); it != lex_index_.end()) return it->second;
   auto s = std::make_unique<LexState>();
   for (const auto& [lexeme, q] : live)
-    if (regex_[static_cast<size_t>(lexeme)]->IsAccepting(q)) s->accepted.push_back(lexeme);
+    if (regex_[static_cast<size_t>(lexeme)]->Accepts(q)) s->accepted.push_back(lexeme);
   std::fill(std::begin(s->next), std::end(s->next), kUnknown);
   s->live = live;
   const auto id = static_cast<int32_t>(lex_.size());
@@ -71,7 +67,7 @@ int32_t CompiledGrammar::LexStart(const std::vector<int32_t>& lexemes) {
   if (const auto it = start_index_.find(lexemes); it != start_index_.end()) return it->second;
   std::vector<std::pair<int32_t, int32_t>> live;
   for (const int32_t l : lexemes) {
-    const int q = regex_[static_cast<size_t>(l)]->start();
+    const int q = regex_[static_cast<size_t>(l)]->Start();
     if (q != Regex::kDead) live.emplace_back(l, q);
   }
   const int32_t id = Intern(std::move(live));
@@ -84,7 +80,7 @@ int32_t CompiledGrammar::LexStep(int32_t state, uint8_t byte) {
   if (const int32_t n = lex_[static_cast<size_t>(state)]->next[byte]; n != kUnknown) return n;
   std::vector<std::pair<int32_t, int32_t>> live;
   for (const auto& [lexeme, q] : lex_[static_cast<size_t>(state)]->live) {
-    const int q2 = regex_[static_cast<size_t>(lexeme)]->Step(q, byte);
+    const int q2 = regex_[static_cast<size_t>(lexeme)]->Next(q, byte);
     if (q2 != Regex::kDead) live.emplace_back(lexeme, q2);
   }
   const int32_t n = Intern(std::move(live));

@@ -81,9 +81,9 @@ class CompiledGrammar {
   Grammar grammar_;
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<Production> prods_;
-  std::vector<std::vector<int32_t>> rule_prods_;  // by rule: its productions
-  std::vector<char> nullable_;                    // by rule
-  std::vector<std::unique_ptr<Regex>> regex_;     // by lexeme
+  std::vector<std::vector<int32_t>> rule_prods_;         // by rule: its productions
+  std::vector<char> nullable_;                           // by rule
+  std::vector<std::unique_ptr<LexemeAutomaton>> regex_;  // by lexeme
 
   mutable std::mutex mu_;  // guards what follows (and regex_'s lazy DFAs)
   std::vector<std::unique_ptr<LexState>> lex_;

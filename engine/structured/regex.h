@@ -38,10 +38,11 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/structured/automaton.h"
 
 namespace llmq {
 
-class Regex {
+class Regex : public LexemeAutomaton {
  public:
   // kSearch: JSON Schema's `pattern`, which matches anywhere in the string unless anchored (so
   // "[0-9]" accepts "a1b"); kFull: the whole string must match (the grammar's lexemes).
@@ -57,7 +58,11 @@ class Regex {
                         std::unique_ptr<Regex>* out);
   // Compile(pattern, {mode}, out): the pattern on raw UTF-8 text.
   static Status Compile(std::string_view pattern, Mode mode, std::unique_ptr<Regex>* out);
-  ~Regex();
+  ~Regex() override;
+  // LexemeAutomaton: start(), Step(), IsAccepting().
+  int Start() override { return start_; }
+  int Next(int state, uint8_t byte) override { return Step(state, byte); }
+  bool Accepts(int state) const override { return IsAccepting(state); }
 
   static constexpr int kDead = -1;  // no continuation can match
   static constexpr int kMaxRepeat = 1000;
