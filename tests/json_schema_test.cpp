@@ -147,6 +147,10 @@ TEST(JsonSchemaTest, RefsRecurseAndCombinatorsCombine) {
   EXPECT_TRUE(siblings.Accepts(json::parse(R"({"n": 1})")));
   EXPECT_TRUE(siblings.Accepts(json::parse(R"({"kind": "b"})")));
   EXPECT_FALSE(siblings.Accepts(json::parse("{}")));
+  const Schema two(json::parse(R"({"enum": [2.0, "x"]})"));
+  for (const char* ok : {"2", "2.0", "2.00", "\"x\""})
+    EXPECT_TRUE(two.Accepts(std::string(ok))) << ok;
+  for (const char* bad : {"2.01", "20", "-2"}) EXPECT_FALSE(two.Accepts(std::string(bad))) << bad;
   const Schema konst(json::parse(R"({"const": "on"})"));
   EXPECT_TRUE(konst.Accepts(json::parse("\"on\"")));
   EXPECT_FALSE(konst.Accepts(json::parse("\"off\"")));

@@ -421,7 +421,13 @@ class Compiler {
       if (admitted(v)) {
         if (v.is_object() || v.is_array())
           return Refuse(ptr.substr(ptr.rfind('/') + 1), ptr, "an object or array among the values");
-        g_.AddAlternative(rule, {g_.Literal(PythonJsonDumps(v))});
+        // A number is its value, however written: 2 and 2.0 are one (as validators compare).
+        std::string rx;
+        if (v.is_number() &&
+            NumberRangeRegex(v.get<double>(), false, v.get<double>(), false, &rx).ok())
+          g_.AddAlternative(rule, {g_.Lexeme(rx)});
+        else
+          g_.AddAlternative(rule, {g_.Literal(PythonJsonDumps(v))});
       }
     *out = rule;
     return Status::Ok();
