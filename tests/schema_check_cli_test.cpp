@@ -1,0 +1,107 @@
+// `llmq schema check` (daemon/cli_schema.cpp) on the real binary with the Llama 3 tokenizer of
+// ../shared: a schema file, a test file in MaskBench's shape (valid instances accepted, invalid
+// ones rejected at the token where they go wrong), a refused schema naming keyword and pointer,
+// the --json shape, and the exit status.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string Write(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::vector<json> Lines(const std::string& out) {
+  std::vector<json> v;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) v.push_back(json::parse(line));
+  return v;
+}
+
+TEST(SchemaCheckCliTest, TestFilesAreWalkedTokenByToken) {
+  const std::string model = testing::SharedModel("tiny-llama32");
+  LLMQ_SKIP_WITHOUT_SHARED(model, "tiny-llama32");
+  const std::string dir = testing::CurrentTestDir();
+  const std::string schema = R"({"type": "object", "additionalProperties": false,
+      "properties": {"name": {"type": "string", "maxLength": 8},
+                     "age": {"type": "integer", "minimum": 0}},
+      "required": ["name"]})";
+  const std::string plain = Write(dir, "person.json", schema);
+  const std::string tests =
+      Write(dir, "person.tests.json", R"({"schema": )" + schema + R"(, "tests": [
+      {"data": {"name": "Ada", "age": 36}, "valid": true},
+      {"data": {"name": "Grace"}, "valid": true},
+      {"data": {"name": "Ada", "age": -1}, "valid": false},
+      {"data": {"name": "Bartholomew"}, "valid": false},
+      {"data": {"age": 3}, "valid": false}]})");
+  const testing::RunResult r =
+      testing::RunLlmq({"schema", "check", "--model", model, "--json", plain, tests});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const std::vector<json> files = Lines(r.out);
+  ASSERT_EQ(files.size(), 2u) << r.out;
+  EXPECT_EQ(files[0]["file"], plain);
+  EXPECT_TRUE(files[0]["compiled"].get<bool>());
+  EXPECT_TRUE(files[0]["error"].is_null());
+  EXPECT_GT(files[0]["compile_us"].get<double>(), 0);
+  EXPECT_EQ(files[0]["tests"].size(), 0u);
+  const json& t = files[1]["tests"];
+  ASSERT_EQ(t.size(), 5u) << r.out;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(t[i]["valid"].get<bool>());
+    EXPECT_TRUE(t[i]["accepted"].get<bool>()) << t[i].dump();
+    EXPECT_TRUE(t[i]["complete"].get<bool>()) << t[i].dump();
+    EXPECT_TRUE(t[i]["rejected_at"].is_null());
+    EXPECT_GT(t[i]["tokens"].get<int>(), 5);
+    EXPECT_GE(t[i]["mask_us_max"].get<double>(), t[i]["mask_us_p50"].get<double>());
+  }
+  for (size_t i = 2; i < 5; ++i) {
+    EXPECT_FALSE(t[i]["accepted"].get<bool>()) << t[i].dump();
+    EXPECT_LT(t[i]["rejected_at"].get<int>(), t[i]["tokens"].get<int>()) << t[i].dump();
+  }
+  // -1: refused after the minus sign (-0 is 0, which is in range); "Bartholomew": within the name, past 8 characters; no name:
+  // at the first key.
+  EXPECT_NE(t[2]["text_at"].get<std::string>().find("- | 1"), std::string::npos) << t[2].dump();
+  EXPECT_NE(t[3]["text_at"].get<std::string>().find("Bar"), std::string::npos) << t[3].dump();
+  EXPECT_EQ(t[4]["rejected_at"].get<int>(), 1) << t[4].dump();
+}
+
+TEST(SchemaCheckCliTest, RefusalsAndDisagreementsFailTheCheck) {
+  const std::string model = testing::SharedModel("tiny-llama32");
+  LLMQ_SKIP_WITHOUT_SHARED(model, "tiny-llama32");
+  const std::string dir = testing::CurrentTestDir();
+  const std::string refused = Write(
+      dir, "tags.json", R"({"properties": {"tags": {"type": "array", "uniqueItems": true}}})");
+  const std::string wrong = Write(dir, "wrong.json", R"({"schema": {"type": "integer"},
+      "tests": [{"data": "seven", "valid": true}]})");
+  const std::string missing = dir + "/missing.json";
+  testing::RunResult r = testing::RunLlmq({"schema", "check", "--model", model, refused});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("refused: json_schema: keyword \"uniqueItems\" at "
+                       "\"/properties/tags/uniqueItems\""),
+            std::string::npos)
+      << r.out;
+  r = testing::RunLlmq({"schema", "check", "--model", model, wrong});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("test 0 (valid): rejected at token 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<-- disagrees"), std::string::npos) << r.out;
+  r = testing::RunLlmq({"schema", "check", "--model", model, missing, refused});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(missing + ": cannot open"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("tags.json: refused"), std::string::npos) << "the other files are checked";
+}
+
+}  // namespace
+}  // namespace llmq
