@@ -104,6 +104,7 @@ struct CompiledGrammar::LexerWalk {
   CompiledGrammar* g;
   MaskCache* c;
   std::vector<int32_t> stack;
+  bool TakesAll(const TokenTrie::ByteSet& bytes) { return bytes.SubsetOf(g->Loops(stack.back())); }
   bool Push(uint8_t byte, uint32_t node) {
     const int32_t cur = stack.back();
     const int32_t next = g->LexStep(cur, byte);
@@ -116,6 +117,17 @@ struct CompiledGrammar::LexerWalk {
   }
   void Pop(int n) { stack.resize(stack.size() - static_cast<size_t>(n)); }
 };
+
+const TokenTrie::ByteSet& CompiledGrammar::Loops(int32_t state) {
+  if (!lex_[static_cast<size_t>(state)]->loops_known) {
+    TokenTrie::ByteSet loops;
+    for (int b = 0; b < 256; ++b)
+      if (LexStep(state, static_cast<uint8_t>(b)) == state) loops.Add(static_cast<uint8_t>(b));
+    lex_[static_cast<size_t>(state)]->loops = loops;
+    lex_[static_cast<size_t>(state)]->loops_known = 1;
+  }
+  return lex_[static_cast<size_t>(state)]->loops;
+}
 
 const CompiledGrammar::MaskCache& CompiledGrammar::CacheFor(int32_t state) {
   if (cache_[static_cast<size_t>(state)] == nullptr) {

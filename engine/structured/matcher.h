@@ -62,6 +62,8 @@ class CompiledGrammar {
     std::vector<std::pair<int32_t, int32_t>> live;
     std::vector<int32_t> accepted;  // lexemes that have matched whole here (sorted)
     int8_t final = -1;              // accepted and no byte goes on (-1: not yet known)
+    int8_t loops_known = 0;         // `loops` computed
+    TokenTrie::ByteSet loops;       // the bytes that lead back to this state
     int32_t next[256];              // kUnknown, kDead or a lexer state
   };
   // What a lexer state allows without ending its lexeme, and where a token would end it.
@@ -76,6 +78,7 @@ class CompiledGrammar {
   int32_t LexStep(int32_t state, uint8_t byte);           // kDead when no lexeme goes on
   int32_t Intern(std::vector<std::pair<int32_t, int32_t>> live);
   bool IsFinal(int32_t state);
+  const TokenTrie::ByteSet& Loops(int32_t state);
   const MaskCache& CacheFor(int32_t state);
 
   Grammar grammar_;

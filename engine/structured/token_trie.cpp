@@ -61,6 +61,20 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
     nodes_[path.back()].end = static_cast<uint32_t>(nodes_.size());
     path.pop_back();
   }
+  // Each node's bytes: its own and its subtree's (children come after their parent).
+  bytes_.resize(nodes_.size());
+  for (size_t i = nodes_.size(); i-- > 1;) {
+    bytes_[i].Add(nodes_[i].byte);
+    for (size_t c = i + 1; c < nodes_[i].end; c = nodes_[c].end)
+      for (int k = 0; k < 4; ++k) bytes_[i].w[k] |= bytes_[c].w[k];
+  }
+}
+
+void TokenTrie::SetSubtree(uint32_t node, TokenMask* mask) const {
+  const uint32_t end = nodes_[node].end;
+  const size_t from = nodes_[node].tok_begin;
+  const size_t to = end < nodes_.size() ? nodes_[end].tok_begin : ids_.size();
+  for (size_t k = from; k < to; ++k) mask->Set(ids_[k]);
 }
 
 TokenTrie TokenTrie::FromTokenizer(const Tokenizer& tok) {

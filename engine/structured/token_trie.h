@@ -69,6 +69,20 @@ class TokenTrie {
   // notes where it stopped (a matcher's cache: engine/structured/matcher.h).
   template <class R>
   void WalkSubtree(R& r, uint32_t node, TokenMask* mask) const;
+  // R may also have `bool TakesAll(const ByteSet& bytes)`: whether every string over `bytes`
+  // leaves it where it is (bytes its state loops on). The walk then allows a node's whole subtree
+  // at once when all the bytes in it (the node's own included) are such: inside a JSON string,
+  // most of a vocabulary in one step per subtree, no Push per node.
+  struct ByteSet {
+    uint64_t w[4] = {0, 0, 0, 0};
+    void Add(uint8_t b) { w[b >> 6] |= uint64_t{1} << (b & 63); }
+    bool Has(uint8_t b) const { return (w[b >> 6] >> (b & 63)) & 1u; }
+    bool SubsetOf(const ByteSet& o) const {
+      return !(w[0] & ~o.w[0]) && !(w[1] & ~o.w[1]) && !(w[2] & ~o.w[2]) && !(w[3] & ~o.w[3]);
+    }
+  };
+  // Sets every token whose bytes start with node's (the subtree's tokens: contiguous in ids_).
+  void SetSubtree(uint32_t node, TokenMask* mask) const;
 
  private:
   struct Node {
@@ -78,8 +92,9 @@ class TokenTrie {
     uint16_t depth;  // bytes from the root (the root: 0)
     uint8_t byte;    // the byte that leads here from the parent
   };
-  std::vector<Node> nodes_;   // depth-first order; nodes_[0] is the root (the empty string)
-  std::vector<int32_t> ids_;  // token ids in byte order
+  std::vector<Node> nodes_;     // depth-first order; nodes_[0] is the root (the empty string)
+  std::vector<int32_t> ids_;    // token ids in byte order
+  std::vector<ByteSet> bytes_;  // by node: its byte and every byte below it
   int vocab_size_ = 0;
 };
 
@@ -95,6 +110,13 @@ void TokenTrie::WalkSubtree(R& r, uint32_t node, TokenMask* mask) const {
     if (const int up = depth - (n.depth - 1); up > 0) {
       r.Pop(up);
       depth = n.depth - 1;
+    }
+    if constexpr (requires { r.TakesAll(ByteSet{}); }) {
+      if (r.TakesAll(bytes_[i])) {
+        SetSubtree(static_cast<uint32_t>(i), mask);
+        i = n.end;
+        continue;
+      }
     }
     bool pushed;
     if constexpr (requires { r.Push(uint8_t{}, uint32_t{}); })
