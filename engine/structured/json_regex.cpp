@@ -210,7 +210,10 @@ Status ToDecimal(double v, const char* name, bool* negative, Decimal* out) {
 }
 
 // The formats' pieces.
-constexpr const char* kDate = R"([0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01]))";
+// RFC 3339 full-date with the month's days (RFC 3339 5.7): 31, 30, 28, and February 29 in leap
+// years only (divisible by 4, centuries by 400), as Python's date.fromisoformat checks.
+constexpr const char* kDate =
+    R"((?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29))";
 constexpr const char* kTime = R"((?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?)"
                               R"((?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9]))";
 constexpr const char* kLabel = R"([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)";

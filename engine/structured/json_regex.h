@@ -35,7 +35,8 @@ namespace llmq {
 
 // A regex for the contents of a JSON string (the raw text between the quotes) of a JSON Schema
 // `format`: date-time, date, time (RFC 3339: 'T'/'t', 'Z'/'z', fractional seconds, an offset
-// required; month 01-12, day 01-31 whatever the month, second 00-60 whatever the time), duration
+// required; month 01-12 with its days, February 29 in leap years only; second 00-60 whatever the
+// time), duration
 // (the RFC 3339 appendix grammar JSON Schema names, upper case), email (a dot-atom local part @
 // a hostname; no quoted local part, no address literal), hostname (RFC 1123 labels of 1-63
 // letters, digits and inner hyphens; the 253-character total is not enforced), ipv4 (dotted
