@@ -16,9 +16,12 @@
 // What the generator keeps out, as documented differences (json_schema.h): properties out of the
 // schema's order (instances list them in the order the compiler merges them: a schema's own
 // properties, then allOf's / anyOf's branches' and $ref's targets' in order; names not listed
-// after those, the required ones among them sorted by name), property names written with escapes
+// after those, the required ones among them first and sorted by name: the compiler's rule, which
+// json_schema.h does not spell out), property names written with escapes
 // Python would not write, whitespace beyond 32 bytes, oneOf branches that overlap; and numbers
 // spelled otherwise than their kind (an integral 2.0 where an integer is expected).
+//
+// LLMQ_JSON_SCHEMA_DIFF_SEED=N adds N to the seeds (other schemas, for a longer search).
 //
 // Skips with a message (fails under LLMQ_REQUIRE_REFERENCES=1) when node or the oracle's
 // node_modules (`npm ci` in that folder, which scripts/bootstrap runs) are absent.
@@ -49,10 +52,12 @@ using json = nlohmann::ordered_json;
 
 const fs::path kOracleDir = fs::path(LLMQ_SOURCE_DIR) / "tests" / "oracle" / "jsonschema";
 
-// Names schemas list, and names they never do (some a listed one's prefix or extension; "" first:
-// required names leave it out).
+// Names schemas list, names they never do (some a listed one's prefix or extension), and names
+// they require without listing them: the compiler wants those right after the listed ones, sorted,
+// before the other unlisted ones, so mutations and random objects use only kOtherNames.
 const char* const kNames[] = {"a", "b", "c", "id", "name", "kids", "tags", "v", "x y", "é", "q\"k"};
-const char* const kOtherNames[] = {"", "ab", "i", "ids", "nam", "names", "extra", "zz", "x", "A"};
+const char* const kOtherNames[] = {"", "ab", "i", "names", "zz", "x", "A"};
+const char* const kRequiredOthers[] = {"extra", "ids", "nam"};
 // Characters of generated strings: ASCII, 2-, 3- and 4-byte UTF-8, and what JSON escapes.
 const char* const kChars[] = {"a", "b", "z", "0", " ",  "/",  "é",  "中", "😀",
                               "k", "Q", "_", "-", "\"", "\\", "\n", "\t", "\x01"};
@@ -326,7 +331,7 @@ class Gen {
       s["additionalProperties"] = Sub(depth + 1);
     if (ap < 3 || ap >= 9) {
       // Not "": Ajv 8.17.1 ignores `required: [""]` ({} passes), an oracle bug.
-      if (Chance(0.15)) required.push_back(kOtherNames[Int(1, std::size(kOtherNames) - 1)]);
+      if (Chance(0.15)) required.push_back(Pick(kRequiredOthers));
     }
     if (!required.empty() || Chance(0.2)) s["required"] = required;
     return s;
@@ -362,6 +367,12 @@ class Gen {
     // Object siblings, branches that require or add properties.
     json s = Object(depth);
     s["type"] = "object";
+    if (s.contains("required")) {  // an unlisted required name: order (see kNames)
+      json own = json::array();
+      for (const json& r : s["required"])
+        if (s.value("properties", json::object()).contains(r.get<std::string>())) own.push_back(r);
+      s["required"] = own;
+    }
     std::vector<std::string> listed;
     const json props = s.value("properties", json::object());
     for (const auto& [k, v] : props.items()) listed.push_back(k);
@@ -443,12 +454,18 @@ class Gen {
     } else {
       name = "d" + std::to_string(defs_.size());
       defs_[name] = true;
-      defs_[name] = Sub(depth + 1);
+      json body = Sub(depth + 1);
+      if (!known_ && body.is_object() && body.contains("$ref"))  // a chain: deviation C
+        body = json{{"$ref", body["$ref"]}};
+      defs_[name] = body;
     }
     json s = {{"$ref", DefRef(name)}};
     if (!draft07_ && Chance(0.15)) {  // siblings of $ref apply too (2019-09 and later)
-      if (Chance(0.5) || !known_)
+      const int k = Int(0, 2);
+      if (k == 0 || !known_)
         s["type"] = json::array({"object", "string", "null"});
+      else if (k == 1)
+        s["type"] = Pick(kScalarTypes);  // deviation C where a chain of $refs or allOf merges it
       else
         Lengths(&s);  // deviation B where the target is an enum
     }
@@ -538,8 +555,9 @@ class Gen {
       if (!props.contains(r)) o[r] = Instance(root, extra, depth + 1);
     if (extra != json(false) && Chance(0.3))
       for (int i = Int(1, 2); i > 0; --i) {
-        const std::string n = Pick(kOtherNames);
-        if (!o.contains(n) && !props.contains(n)) o[n] = Instance(root, extra, depth + 1);
+        const std::string n = Chance(0.7) ? Pick(kOtherNames) : Pick(kRequiredOthers);
+        if (!o.contains(n) && !props.contains(n) && !required.count(n))
+          o[n] = Instance(root, extra, depth + 1);
       }
     return o;
   }
@@ -638,6 +656,7 @@ void Compare(uint32_t seed, bool known) {
                               " (scripts/bootstrap does)");
   constexpr int kSchemas = 300, kValid = 8, kMutated = 12;
   const auto t0 = std::chrono::steady_clock::now();
+  if (const char* env = std::getenv("LLMQ_JSON_SCHEMA_DIFF_SEED")) seed += std::stoul(env);
   Gen gen(seed, known);
   std::vector<Case> cases;
   int refused = 0, unsatisfiable = 0;
@@ -730,7 +749,11 @@ TEST(JsonSchemaDiff, AgreesWithAjv) {
 //      {"allOf": [{"properties": {"a": {}}}], "additionalProperties": false} rejects {"a": 1};
 //      the compiler accepts both.
 //   B. enum and const ignore their siblings other than type: {"const": "x y", "maxLength": 1}
-//      accepts nothing, the compiler "x y".
+//      accepts nothing, the compiler "x y"; so do enums merged with lengths by allOf.
+//   C. a $ref's siblings replace its target's keywords where allOf merges it (or a $ref chain
+//      reaches it) instead of applying beside them: {"allOf": [{"$ref": "#/$defs/a"}], "$defs":
+//      {"a": {"$ref": "#/$defs/b", "type": "string"}, "b": {"type": "null"}}} accepts nothing,
+//      the compiler any string.
 TEST(JsonSchemaDiff, AgreesWithAjvIncludingKnownDeviations) {
   Compare(20261225, true);
 }
