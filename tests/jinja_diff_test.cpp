@@ -21,6 +21,7 @@
 #include <random>
 
 #include "engine/text/jinja.h"
+#include "tests/node_oracle.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -178,18 +179,9 @@ void Compare(const std::string& name, const std::string& config, Tools tools, ui
     ctx.update(extra);
     contexts.push_back(ctx);
   }
-  const std::string tmp = llmq::testing::CurrentTestDir();
-  {
-    std::ofstream f(tmp + "/in.json", std::ios::binary);
-    f << json{{"template", source}, {"contexts", contexts}}.dump();
-  }
-  const std::string cmd = "node " +
-                          llmq::testing::ShellQuote((kOracleDir / "oracle.mjs").string()) + " <" +
-                          llmq::testing::ShellQuote(tmp + "/in.json") + " >" +
-                          llmq::testing::ShellQuote(tmp + "/out.json");
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::ifstream of(tmp + "/out.json");
-  const json want = json::parse(of);
+  json want;
+  ASSERT_TRUE(llmq::testing::RunNodeOracle(
+      kOracleDir / "oracle.mjs", json{{"template", source}, {"contexts", contexts}}.dump(), &want));
   ASSERT_EQ(want.size(), contexts.size());
 
   std::unique_ptr<jinja::Template> t;
