@@ -220,10 +220,15 @@ class Compiler {
     if (s.contains("$ref")) return Ref(s, ptr, out);
     if (s.contains("allOf")) return AllOf(s, ptr, out);
     if (s.contains("anyOf") || s.contains("oneOf")) return AnyOf(s, ptr, out);
-    if (s.contains("const")) return Enum(json::array({s["const"]}), s, ptr + "/const", out);
-    if (s.contains("enum")) {
-      if (!s["enum"].is_array()) return Invalid("enum", ptr + "/enum", "not an array");
-      return Enum(s["enum"], s, ptr + "/enum", out);
+    if (s.contains("enum") && !s["enum"].is_array())
+      return Invalid("enum", ptr + "/enum", "not an array");
+    if (s.contains("const") || s.contains("enum")) {
+      // Both: the values of enum equal to const.
+      json values = s.contains("const") ? json::array({s["const"]}) : s["enum"];
+      if (s.contains("const") && s.contains("enum") &&
+          std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end())
+        values = json::array();
+      return Enum(values, s, ptr + (s.contains("const") ? "/const" : "/enum"), out);
     }
     std::vector<std::string> types;
     LLMQ_RETURN_IF_ERROR(Types(s, ptr, &types));
@@ -402,6 +407,51 @@ class Compiler {
     return Status::Ok();
   }
 
+  // Whether a scalar `v` of enum/const meets the keywords beside it (its type is checked apart):
+  // lengths, pattern and format on strings, bounds on numbers.
+  static bool Satisfies(const json& v, const json& s) {
+    if (v.is_string()) {
+      const std::string text = v.get<std::string>();
+      int64_t chars = 0;
+      for (const char c : text) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+      if (s.contains("minLength") && s["minLength"].is_number() &&
+          chars < s["minLength"].get<double>())
+        return false;
+      if (s.contains("maxLength") && s["maxLength"].is_number() &&
+          chars > s["maxLength"].get<double>())
+        return false;
+      std::unique_ptr<Regex> re;
+      if (s.contains("pattern") && s["pattern"].is_string() &&
+          Regex::Compile(s["pattern"].get<std::string>(), Regex::Mode::kSearch, &re).ok() &&
+          !re->Matches(text))
+        return false;
+      std::string rx;
+      if (s.contains("format") && s["format"].is_string() &&
+          FormatRegex(s["format"].get<std::string>(), &rx).ok()) {
+        const std::string q = JsonQuote(text);
+        if (Regex::Compile(rx, Regex::Mode::kFull, &re).ok() &&
+            !re->Matches(q.substr(1, q.size() - 2)))
+          return false;
+      }
+      return true;
+    }
+    if (v.is_number()) {
+      const double x = v.get<double>();
+      const auto bound = [&](const char* k) -> std::optional<double> {
+        if (s.contains(k) && s[k].is_number()) return s[k].get<double>();
+        return std::nullopt;
+      };
+      const bool draft4_lo = s.contains("exclusiveMinimum") && s["exclusiveMinimum"] == json(true);
+      const bool draft4_hi = s.contains("exclusiveMaximum") && s["exclusiveMaximum"] == json(true);
+      if (const auto b = bound("minimum"); b && (x < *b || (draft4_lo && x == *b))) return false;
+      if (const auto b = bound("maximum"); b && (x > *b || (draft4_hi && x == *b))) return false;
+      if (const auto b = bound("exclusiveMinimum"); b && x <= *b) return false;
+      if (const auto b = bound("exclusiveMaximum"); b && x >= *b) return false;
+      if (const auto m = bound("multipleOf"); m && *m > 0 && std::fmod(x, *m) != 0) return false;
+    }
+    return true;
+  }
+
   Status Enum(const json& values, const json& s, const std::string& ptr, Sym* out) {
     std::vector<std::string> types;
     LLMQ_RETURN_IF_ERROR(Types(s, ptr, &types));
@@ -418,7 +468,7 @@ class Compiler {
     };
     const Sym rule = g_.NewRule(ptr);
     for (const json& v : values)
-      if (admitted(v)) {
+      if (admitted(v) && Satisfies(v, s)) {
         if (v.is_object() || v.is_array())
           return Refuse(ptr.substr(ptr.rfind('/') + 1), ptr, "an object or array among the values");
         // A number is its value, however written: 2 and 2.0 are one (as validators compare).
@@ -695,6 +745,13 @@ class Compiler {
             std::count(ta.begin(), ta.end(), "integer"))
           both.push_back("integer");
         w = both;
+      } else if (k == "enum" && w.is_array() && v.is_array()) {
+        json both = json::array();  // the values in both
+        for (const json& x : w)
+          if (std::find(v.begin(), v.end(), x) != v.end()) both.push_back(x);
+        w = std::move(both);
+      } else if (k == "const") {
+        m["enum"] = json::array();  // two different values: none can be both
       } else if (k == "required" && w.is_array() && v.is_array()) {
         for (const json& r : v)
           if (std::find(w.begin(), w.end(), r) == w.end()) w.push_back(r);
