@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   if (!failures_path.empty()) failures.open(failures_path);
   const auto t0 = Clock::now();
   for (const fs::path& f : files) {
+    if (failures) failures << "# " << f.filename().string() << std::endl;  // a crash names it
     std::ifstream in(f, std::ios::binary);
     const ojson file = ojson::parse(in, nullptr, /*allow_exceptions=*/false);
     const llmq::SchemaCheckResult r = checker.Check(file);
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
                                  ? "(other)"
                                  : r.error.substr(k + 9, r.error.find('"', k + 9) - (k + 9));
       ++refused_by[kw];
-      if (failures) failures << f.filename().string() << "\tcompile\t" << r.error << "\n";
+      if (failures) failures << f.filename().string() << "\tcompile\t" << r.error << std::endl;
       continue;
     }
     compile_us.push_back(r.compile_us);
