@@ -704,6 +704,16 @@ class Compiler {
   // types intersect, properties merge (a property in both: its schemas merged), required unite,
   // bounds tighten; anything else present in both must be equal.
   Status Merge(const json& a0, const json& b0, const std::string& ptr, json* out) {
+    // Recursive schemas (a $ref to itself under a merged property) would merge for ever.
+    if (merge_depth_ > 32)
+      return Refuse("allOf", ptr, "recursive schemas merged more than 32 deep");
+    ++merge_depth_;
+    const Status st = MergeOnce(a0, b0, ptr, out);
+    --merge_depth_;
+    return st;
+  }
+
+  Status MergeOnce(const json& a0, const json& b0, const std::string& ptr, json* out) {
     json a, b;
     LLMQ_RETURN_IF_ERROR(Resolve(a0, ptr, &a));
     LLMQ_RETURN_IF_ERROR(Resolve(b0, ptr, &b));
@@ -1022,6 +1032,7 @@ class Compiler {
   std::optional<Sym> any_;
   std::map<std::string, Sym> refs_;  // by $ref: its rule (made before its body: recursion)
   int depth_ = 0;
+  int merge_depth_ = 0;
   bool legacy_ref_ = false;  // $schema is draft 4 to 7: $ref's siblings are ignored
 };
 

@@ -77,11 +77,4 @@ void TokenTrie::SetSubtree(uint32_t node, TokenMask* mask) const {
   for (size_t k = from; k < to; ++k) mask->Set(ids_[k]);
 }
 
-TokenTrie TokenTrie::FromTokenizer(const Tokenizer& tok) {
-  std::vector<std::string> bytes(static_cast<size_t>(tok.vocab_size()));
-  for (int id = 0; id < tok.vocab_size(); ++id)
-    if (!tok.IsControl(id)) bytes[static_cast<size_t>(id)] = tok.TokenBytes(id);
-  return TokenTrie(bytes);
-}
-
 }  // namespace llmq

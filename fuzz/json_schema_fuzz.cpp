@@ -1,0 +1,91 @@
+// libFuzzer target for the JSON Schema compiler (engine/structured/json_schema.h): schemas are
+// input from job files. The input is a schema (JSON text), a NUL, and a document. Whatever the
+// bytes: the schema compiles or is refused with InvalidArgument / Unsupported naming
+// "json_schema:" or "grammar:" (never a crash, a hang or unbounded recursion); a compiled one is
+// matched against the document byte by byte over a one-byte-per-token trie, where each mask must
+// hold exactly the bytes Consume accepts, and EOS only where the document may end.
+//
+// Built with -DLLMQ_FUZZ_SEEDS instead, this file writes a seed corpus into argv[1].
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/structured/json_schema.h"
+#include "engine/structured/matcher.h"
+#include "fuzz/fuzz_check.h"
+
+#ifndef LLMQ_FUZZ_SEEDS
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const auto trie = [] {
+    std::vector<std::string> v;
+    for (int b = 0; b < 256; ++b) v.emplace_back(1, static_cast<char>(b));
+    return std::make_shared<const llmq::TokenTrie>(v);
+  }();
+  const std::string_view in(reinterpret_cast<const char*>(data), size);
+  const size_t nul = in.find('\0');
+  const std::string_view text = in.substr(0, nul);
+  const std::string_view doc = nul == std::string_view::npos ? "" : in.substr(nul + 1);
+  const auto schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded()) return 0;
+  llmq::Grammar g;
+  llmq::Status s = llmq::CompileJsonSchema(schema, &g);
+  std::shared_ptr<llmq::CompiledGrammar> c;
+  if (s.ok()) s = llmq::CompiledGrammar::Compile(std::move(g), trie, &c);
+  if (!s.ok()) {
+    FUZZ_CHECK(s.code() == llmq::Status::Code::kInvalidArgument ||
+               s.code() == llmq::Status::Code::kUnsupported);
+    FUZZ_CHECK(s.message().rfind("json_schema:", 0) == 0 || s.message().rfind("grammar:", 0) == 0);
+    return 0;
+  }
+  llmq::Matcher m(c);
+  llmq::TokenMask mask(256);
+  for (size_t k = 0; k < doc.size() && k < 64; ++k) {
+    m.Mask(&mask);
+    for (int b = 0; b < 256; b += 7) {  // a sample of the bytes: the mask is the brute force
+      llmq::Matcher copy = m;
+      FUZZ_CHECK(mask.Test(b) == copy.Consume(std::string(1, static_cast<char>(b))));
+    }
+    if (!m.Consume(doc.substr(k, 1))) break;
+  }
+  (void)m.CanEnd();
+  return 0;
+}
+
+#else  // LLMQ_FUZZ_SEEDS
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string kSeeds[] = {
+      R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}},
+          "required": ["a"], "additionalProperties": false})" +
+          std::string(1, '\0') + R"({"a": 12})",
+      R"({"$defs": {"n": {"type": "object", "properties": {"k": {"type": "array",
+          "items": {"$ref": "#/$defs/n"}}}}}, "$ref": "#/$defs/n"})" +
+          std::string(1, '\0') + R"({"k": [{"k": []}]})",
+      R"({"anyOf": [{"type": "string", "pattern": "^[a-z]+$"}, {"enum": [1, null]}]})" +
+          std::string(1, '\0') + R"("abc")",
+      R"({"allOf": [{"properties": {"x": {"type": "string", "format": "date"}}},
+          {"required": ["x"]}], "oneOf": [{"type": "object"}, {"type": "null"}]})" +
+          std::string(1, '\0') + R"({"x": "2026-12-02"})",
+      R"({"type": "array", "prefixItems": [{"const": "a"}], "items": {"type": "number",
+          "exclusiveMaximum": 10}, "minItems": 2, "maxItems": 4})" +
+          std::string(1, '\0') + R"(["a", 9.5])",
+  };
+  int n = 0;
+  for (const std::string& s : kSeeds) {
+    std::ofstream f(std::string(argv[1]) + "/seed" + std::to_string(n) + ".bin", std::ios::binary);
+    f << s;
+    ++n;
+  }
+  std::printf("wrote %d seeds to %s\n", n, argv[1]);
+  return 0;
+}
+
+#endif  // LLMQ_FUZZ_SEEDS
