@@ -58,10 +58,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #else  // LLMQ_FUZZ_SEEDS
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
-    return 2;
-  }
   const std::string kSeeds[] = {
       R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}},
           "required": ["a"], "additionalProperties": false})" +
@@ -78,14 +74,7 @@ int main(int argc, char** argv) {
           "exclusiveMaximum": 10}, "minItems": 2, "maxItems": 4})" +
           std::string(1, '\0') + R"(["a", 9.5])",
   };
-  int n = 0;
-  for (const std::string& s : kSeeds) {
-    std::ofstream f(std::string(argv[1]) + "/seed" + std::to_string(n) + ".bin", std::ios::binary);
-    f << s;
-    ++n;
-  }
-  std::printf("wrote %d seeds to %s\n", n, argv[1]);
-  return 0;
+  return WriteSeeds(argc, argv, kSeeds);
 }
 
 #endif  // LLMQ_FUZZ_SEEDS

@@ -44,10 +44,6 @@ std::string Seed(const char (&bytes)[N]) {  // every byte of the literal, its NU
 }
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
-    return 2;
-  }
   const std::string kSeeds[] = {
       Seed("\x01^\\d{4}-\\d{2}-\\d{2}$\0002026-12-01"),
       Seed("\x00[a-z0-9._%+-]+@[a-z0-9.-]+\\.[a-z]{2,}\0x@y.io"),
@@ -55,14 +51,7 @@ int main(int argc, char** argv) {
       Seed("\x00^[\\u00c0-\\u024f ]{1,8}$|^\\w+?$\000caf\xc3\xa9"),
       Seed("\x01(a|b)*c{2,3}[^\\s\\S]?\\x41\000abcc"),
   };
-  int n = 0;
-  for (const std::string& s : kSeeds) {
-    std::ofstream f(std::string(argv[1]) + "/seed" + std::to_string(n) + ".bin", std::ios::binary);
-    f << s;
-    ++n;
-  }
-  std::printf("wrote %d seeds to %s\n", n, argv[1]);
-  return 0;
+  return WriteSeeds(argc, argv, kSeeds);
 }
 
 #endif  // LLMQ_FUZZ_SEEDS
