@@ -383,7 +383,7 @@ TEST(JsonRegexTest, FormatsAcceptAndRefuseByHand) {
       {"uri-reference",
        {"http://foo.bar/?baz=qux#quux", "//foo.bar/?baz=qux#quux", "/abc", "#fragment", "", "?x=1",
         "a%20b"},
-       {"\\\\WINDOWS\\filesystem", "#frag\\ment", "a b", "%2", "\u00e9"}},
+       {"\\\\WINDOWS\\filesystem", "#frag\\ment", "a b", "%2", "\u00e9", "://", ":a/b"}},
       {"iri",
        {"http://\u0192\u00f8\u00f8.\u00df\u00e5r/"
         "?\u2202\u00e9\u0153=\u03c0\u00eex#\u03c0\u00ee\u00fcx",
@@ -409,6 +409,7 @@ TEST(JsonRegexTest, FormatsAcceptAndRefuseByHand) {
   }
   std::string p;
   EXPECT_EQ(FormatRegex("regex", &p).code(), Status::Code::kUnsupported);
+  EXPECT_EQ(FormatRegex("uri-template", &p).code(), Status::Code::kUnsupported);
   EXPECT_EQ(FormatRegex("no-such-format", &p).code(), Status::Code::kNotFound);
   EXPECT_EQ(FormatRegex("", &p).code(), Status::Code::kNotFound);
 }

@@ -257,9 +257,14 @@ std::string Ipv6() {
 }
 
 std::string Uri(bool scheme_optional, bool international) {
-  const std::string c = std::string(kUriChar) + (international ? "|[^\\x00-\\x9f]" : "");
-  return (scheme_optional ? "(?:" + std::string(kScheme) + ")?" : std::string(kScheme)) +
-         "(?:" + c + ")*";
+  const std::string more = international ? "|[^\\x00-\\x9f]" : "";
+  const std::string c = std::string(kUriChar) + more;
+  const std::string absolute = std::string(kScheme) + "(?:" + c + ")*";
+  if (!scheme_optional) return absolute;
+  // A relative reference: its first segment has no ':' (RFC 3986 path-noscheme), so "://" or
+  // "a:b/c" without a scheme's syntax is not one.
+  const std::string first = R"([A-Za-z0-9._~!$&'()*+,;=@\[\]-]|%[0-9A-Fa-f]{2})" + more;
+  return "(?:" + absolute + "|(?:" + first + ")*(?:[/?#](?:" + c + ")*)?)";
 }
 
 }  // namespace
@@ -339,8 +344,10 @@ Status FormatRegex(std::string_view format, std::string* out) {
       {"json-pointer", kPointer},
       {"relative-json-pointer", std::string("(?:0|[1-9][0-9]*)(?:#|") + kPointer + ")"},
   };
-  if (format == "regex")
-    return Status::Unsupported("format \"regex\": a pattern's syntax is not enforced");
+  // Formats validators check that are not enforced here: refused, never let through unchecked.
+  for (const char* known : {"regex", "uri-template", "idn-email", "idn-hostname"})
+    if (format == known)
+      return Status::Unsupported("format \"" + std::string(format) + "\" is not enforced");
   const auto it = formats.find(format);
   if (it == formats.end())
     return Status::NotFound("format \"" + std::string(format) + "\" is not known here");
