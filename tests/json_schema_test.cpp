@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "engine/structured/matcher.h"
+#include "engine/text/tokenizer.h"
+#include "tests/test_util.h"
 
 namespace llmq {
 namespace {
@@ -156,6 +158,51 @@ TEST(JsonSchemaTest, RefsRecurseAndCombinatorsCombine) {
   EXPECT_FALSE(konst.Accepts(json::parse("\"off\"")));
 }
 
+// Lengths are counted, not unrolled: long bounds cost nothing, and masks are cached per count
+// class (far from the bounds one mask): each mask equals the token-by-token brute force over the
+// Llama 3 vocabulary near and far from the bounds.
+TEST(JsonSchemaTest, LongStringBoundsAndTheirMasks) {
+  const Schema big(json::parse(R"({"type": "string", "minLength": 2000, "maxLength": 5000})"));
+  EXPECT_TRUE(big.Accepts(json(std::string(2000, 'a'))));
+  EXPECT_TRUE(big.Accepts(json(std::string(4999, 'a') + "\xc3\xa9")));
+  EXPECT_FALSE(big.Accepts(json(std::string(1999, 'a'))));
+  EXPECT_FALSE(big.Accepts(json(std::string(5001, 'a'))));
+  const std::string dir = testing::SharedModel("tiny-llama32");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-llama32");
+  std::unique_ptr<Tokenizer> tok;
+  ASSERT_TRUE(Tokenizer::Load(dir, &tok).ok());
+  auto trie = std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tok));
+  Grammar g;
+  ASSERT_TRUE(CompileJsonSchema(json::parse(R"({"type": "string", "minLength": 150,
+      "maxLength": 420})"),
+                                &g)
+                  .ok());
+  std::shared_ptr<CompiledGrammar> c;
+  ASSERT_TRUE(CompiledGrammar::Compile(std::move(g), trie, &c).ok());
+  std::string text = "\"";
+  for (int i = 0; text.size() < 421; ++i) text += "word" + std::to_string(i) + " ";
+  text = text.substr(0, 421) + "\"";  // 420 characters
+  const std::vector<int> ids = tok->EncodeNoBos(text);
+  Matcher m(c);
+  TokenMask mask(trie->vocab_size());
+  int checked = 0;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (k % 6 == 0 || k + 3 >= ids.size()) {
+      m.Mask(&mask);
+      for (int id = 0; id < tok->vocab_size(); id += 3) {
+        Matcher copy = m;
+        ASSERT_EQ(mask.Test(id), !tok->IsControl(id) && copy.Consume(tok->TokenBytes(id)))
+            << "token " << k << ", id " << id;
+      }
+      ++checked;
+    }
+    ASSERT_TRUE(m.Consume(tok->TokenBytes(ids[k]))) << k;
+  }
+  EXPECT_TRUE(m.CanEnd());
+  EXPECT_GT(checked, 10);
+  EXPECT_LT(c->num_cached_masks(), static_cast<size_t>(checked)) << "far from the bounds: one";
+}
+
 TEST(JsonSchemaTest, PatternsFormatsAndRanges) {
   // `pattern` searches the decoded value; the text is JSON's.
   const Schema zip(json::parse(R"({"type": "string", "pattern": "^[0-9]{5}(-[0-9]{4})?$"})"));
@@ -280,7 +327,7 @@ TEST(JsonSchemaTest, RefusalsNameTheKeywordAndItsPointer) {
       {R"({"$ref": "https://example.com/x.json"})", "keyword \"$ref\" at \"/$ref\""},
       {R"({"type": "strin"})", "\"strin\" is not a JSON Schema type"},
       {R"({"$ref": "#/$defs/missing"})", "resolves nowhere"},
-      {R"({"type": "string", "maxLength": 5000})", "keyword \"maxLength\" at \"/maxLength\""},
+      {R"({"type": "string", "maxLength": 1000000000})", "keyword \"maxLength\" at \"/maxLength\""},
       {R"({"enum": [{"a": 1}]})", "keyword \"enum\" at \"/enum\""},
       {R"({"type": "object", "required": ["a"], "additionalProperties": false})",
        "keyword \"required\" at \"/required\""},

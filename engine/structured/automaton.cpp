@@ -2,6 +2,8 @@
 
 #include "engine/structured/regex.h"
 
+#include <algorithm>
+
 namespace llmq {
 
 KeyExceptAutomaton::KeyExceptAutomaton(const std::vector<std::string>& names)
@@ -64,6 +66,72 @@ int KeyExceptAutomaton::Next(int state, uint8_t byte) {
 
 bool KeyExceptAutomaton::Accepts(int state) const {
   return state >= 0 && string_->IsAccepting(states_[static_cast<size_t>(state)].second);
+}
+
+}  // namespace llmq
+
+namespace llmq {
+
+int StringLengthAutomaton::Next(int state, uint8_t b) {
+  if (state < 0) return kDead;
+  const int64_t n = Count(state);
+  const bool hex = (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
+  const bool cont = b >= 0x80 && b <= 0xBF;
+  // A character starts only when the count allows one more; it is counted when it starts.
+  const auto start = [&](int sub) { return max_ >= 0 && n + 1 > max_ ? kDead : Pack(n + 1, sub); };
+  switch (Sub(state)) {
+    case kBefore:
+      return b == '"' ? Pack(0, kBetween) : kDead;
+    case kBetween:
+      if (b == '"') return n >= min_ ? Pack(n, kClosed) : kDead;
+      if (b == '\\') return start(kEscape);
+      if (b < 0x20) return kDead;
+      if (b < 0x80) return start(kBetween);
+      if (b >= 0xC2 && b <= 0xDF) return start(kCont1);
+      if (b == 0xE0) return start(kCont2E0);
+      if (b == 0xED) return start(kCont2ED);
+      if (b >= 0xE1 && b <= 0xEF) return start(kCont2);
+      if (b == 0xF0) return start(kCont3F0);
+      if (b >= 0xF1 && b <= 0xF3) return start(kCont3);
+      if (b == 0xF4) return start(kCont3F4);
+      return kDead;
+    case kEscape:
+      if (b == 'u') return Pack(n, kHex0);
+      return std::string_view("\"\\/bfnrt").find(static_cast<char>(b)) != std::string_view::npos
+                 ? Pack(n, kBetween)
+                 : kDead;
+    case kHex0:
+    case kHex1:
+    case kHex2:
+      return hex ? Pack(n, Sub(state) + 1) : kDead;
+    case kHex3:
+      return hex ? Pack(n, kBetween) : kDead;
+    case kCont1:
+      return cont ? Pack(n, kBetween) : kDead;
+    case kCont2:
+      return cont ? Pack(n, kCont1) : kDead;
+    case kCont2E0:
+      return b >= 0xA0 && b <= 0xBF ? Pack(n, kCont1) : kDead;
+    case kCont2ED:
+      return b >= 0x80 && b <= 0x9F ? Pack(n, kCont1) : kDead;
+    case kCont3:
+      return cont ? Pack(n, kCont2) : kDead;
+    case kCont3F0:
+      return b >= 0x90 && b <= 0xBF ? Pack(n, kCont2) : kDead;
+    case kCont3F4:
+      return b >= 0x80 && b <= 0x8F ? Pack(n, kCont2) : kDead;
+    default:
+      return kDead;  // closed: nothing follows
+  }
+}
+
+int StringLengthAutomaton::MaskClass(int state, int horizon) const {
+  if (state < 0 || Sub(state) == kBefore || Sub(state) == kClosed) return state;
+  const int64_t n = Count(state);
+  if (max_ >= 0 && max_ - n <= horizon) return state;  // near max: exact
+  if (n >= min_) return Pack(min_, Sub(state));
+  if (min_ - n > horizon) return Pack(min_ - horizon - 1, Sub(state));
+  return state;
 }
 
 }  // namespace llmq

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,13 @@ class LexemeAutomaton {
   virtual int Start() = 0;                        // kDead when nothing matches
   virtual int Next(int state, uint8_t byte) = 0;  // kDead when refused
   virtual bool Accepts(int state) const = 0;
+  // A state that every string of at most `horizon` bytes leads where `state` leads (accepted or
+  // not, refused or not): the key a mask is cached under, so that states that differ only beyond
+  // the longest token share one (a string's count of characters far from its bounds).
+  virtual int MaskClass(int state, int horizon) const {
+    (void)horizon;
+    return state;
+  }
 };
 
 // A JSON string, quotes included, whose text between the quotes is none of `names` (their JSON
@@ -44,6 +52,53 @@ class KeyExceptAutomaton : public LexemeAutomaton {
   std::unique_ptr<Regex> string_;                 // "(?:char)*"
   std::vector<std::pair<int, int>> states_;       // (trie position, string_'s state)
   std::map<std::pair<int, int>, int> index_;
+};
+
+}  // namespace llmq
+
+namespace llmq {
+
+// A JSON string, quotes included, of `min` to `max` characters (max < 0: unbounded), characters
+// counted as JSON Schema counts them: code points, an escape one (a surrogate pair written as
+// two \u escapes counts two: documented). The text is JSON's: any well-formed UTF-8 character
+// but '"', '\' and controls, or an escape. Counting is arithmetic, not an unrolled automaton, so
+// maxLength 100000 costs what maxLength 10 does.
+class StringLengthAutomaton : public LexemeAutomaton {
+ public:
+  StringLengthAutomaton(int64_t min, int64_t max) : min_(min), max_(max) {}
+  int Start() override { return Pack(0, kBefore); }
+  int Next(int state, uint8_t byte) override;
+  bool Accepts(int state) const override { return state >= 0 && Sub(state) == kClosed; }
+  // The count matters only near the bounds: beyond `horizon` characters from max (or with no
+  // max), a count at or past min is min's, one more than `horizon` short of min is 0's.
+  int MaskClass(int state, int horizon) const override;
+
+ private:
+  // Where in a character the text is: before the opening quote, between characters, after '\',
+  // after "\u" and k hex digits, inside a UTF-8 sequence (the bytes left and the range the next
+  // must be in), after the closing quote.
+  enum Sub : int {
+    kBefore,
+    kBetween,
+    kEscape,
+    kHex0,
+    kHex1,
+    kHex2,
+    kHex3,
+    kCont1,    // one continuation byte left, 80-BF
+    kCont2,    // two left, 80-BF
+    kCont2E0,  // after E0: A0-BF, then one
+    kCont2ED,  // after ED: 80-9F, then one
+    kCont3,    // three left, 80-BF
+    kCont3F0,  // after F0: 90-BF, then two
+    kCont3F4,  // after F4: 80-8F, then two
+    kClosed,
+    kSubs
+  };
+  static int Pack(int64_t count, int sub) { return static_cast<int>(count * kSubs + sub); }
+  static int64_t Count(int state) { return state / kSubs; }
+  static int Sub(int state) { return state % kSubs; }
+  int64_t min_, max_;
 };
 
 }  // namespace llmq

@@ -36,6 +36,8 @@ Grammar::Symbol Grammar::Lexeme(const LexemeSpec& spec) {
                     (o.json_string ? "j" : "-") + (o.quoted ? "q" : "-") +
                     (spec.is_key_except ? "k" : "-") + spec.regex;
   for (const std::string& n : spec.key_except) key += '\0' + n;
+  if (spec.is_string_length)
+    key += "\1" + std::to_string(spec.min_length) + "," + std::to_string(spec.max_length);
   if (const auto it = lexeme_index_.find(key); it != lexeme_index_.end()) return {it->second, true};
   const auto id = static_cast<int32_t>(lexemes_.size());
   lexemes_.push_back(spec);
@@ -59,6 +61,11 @@ void Grammar::AddAlternative(Symbol rule, std::vector<Symbol> rhs) {
 Status Grammar::CompileLexemes(std::vector<std::unique_ptr<LexemeAutomaton>>* out) const {
   out->clear();
   for (size_t i = 0; i < lexemes_.size(); ++i) {
+    if (lexemes_[i].is_string_length) {
+      out->push_back(
+          std::make_unique<StringLengthAutomaton>(lexemes_[i].min_length, lexemes_[i].max_length));
+      continue;
+    }
     if (lexemes_[i].is_key_except) {
       out->push_back(std::make_unique<KeyExceptAutomaton>(lexemes_[i].key_except));
       continue;

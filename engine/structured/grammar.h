@@ -50,6 +50,9 @@ class Grammar {
     // Instead of the regex: a JSON string whose text is none of these (KeyExceptAutomaton).
     std::vector<std::string> key_except;
     bool is_key_except = false;
+    // Instead of the regex: a JSON string of min..max characters (StringLengthAutomaton).
+    bool is_string_length = false;
+    int64_t min_length = 0, max_length = -1;
   };
   Symbol Lexeme(std::string_view regex);  // kFull on raw bytes
   Symbol Lexeme(const LexemeSpec& spec);

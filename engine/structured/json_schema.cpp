@@ -202,10 +202,13 @@ class Compiler {
   }
 
   // A JSON string lexeme of min..max characters (max < 0: unbounded).
-  Sym String(int min, int max) {
-    std::string count = max < 0 ? (min == 0 ? "*" : "{" + std::to_string(min) + ",}")
-                                : "{" + std::to_string(min) + "," + std::to_string(max) + "}";
-    return g_.Lexeme("\"" + kChar + count + "\"");
+  Sym String(int64_t min, int64_t max) {
+    if (min == 0 && max < 0) return g_.Lexeme("\"" + kChar + "*\"");
+    Grammar::LexemeSpec spec;
+    spec.is_string_length = true;
+    spec.min_length = min;
+    spec.max_length = max;
+    return g_.Lexeme(spec);
   }
   Sym Number(bool integer) {
     return g_.Lexeme(integer ? "-?(?:0|[1-9][0-9]*)"
@@ -301,10 +304,11 @@ class Compiler {
       *out = Nothing();
       return Status::Ok();
     }
-    if (min > Regex::kMaxRepeat || max > Regex::kMaxRepeat)
-      return Refuse(max > Regex::kMaxRepeat ? "maxLength" : "minLength",
-                    ptr + (max > Regex::kMaxRepeat ? "/maxLength" : "/minLength"),
-                    "a length bound above " + std::to_string(Regex::kMaxRepeat));
+    constexpr int64_t kMaxLength = int64_t{1} << 27;  // the automaton's count
+    if (min > kMaxLength || max > kMaxLength)
+      return Refuse(max > kMaxLength ? "maxLength" : "minLength",
+                    ptr + (max > kMaxLength ? "/maxLength" : "/minLength"),
+                    "a length bound above " + std::to_string(kMaxLength));
     const bool bounded = min > 0 || max >= 0;
     const char* length = min > 0 ? "minLength" : "maxLength";
     if (s.contains("pattern")) {
@@ -333,7 +337,7 @@ class Compiler {
       if (st.code() != Status::Code::kNotFound)
         return Refuse("format", ptr + "/format", st.message());
     }
-    *out = String(static_cast<int>(min), static_cast<int>(max));
+    *out = String(min, max);
     return Status::Ok();
   }
 

@@ -130,6 +130,15 @@ const TokenTrie::ByteSet& CompiledGrammar::Loops(int32_t state) {
 }
 
 const CompiledGrammar::MaskCache& CompiledGrammar::CacheFor(int32_t state) {
+  // States that differ only beyond the longest token share one mask (LexemeAutomaton::MaskClass).
+  std::vector<std::pair<int32_t, int32_t>> live = lex_[static_cast<size_t>(state)]->live;
+  bool changed = false;
+  for (auto& [lexeme, q] : live) {
+    const int c = regex_[static_cast<size_t>(lexeme)]->MaskClass(q, trie_->max_token_bytes());
+    changed = changed || c != q;
+    q = c;
+  }
+  if (changed) state = Intern(std::move(live));
   if (cache_[static_cast<size_t>(state)] == nullptr) {
     auto c = std::make_unique<MaskCache>();
     c->inside = TokenMask(trie_->vocab_size());

@@ -61,6 +61,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
     nodes_[path.back()].end = static_cast<uint32_t>(nodes_.size());
     path.pop_back();
   }
+  for (const Node& n : nodes_) max_depth_ = std::max<int>(max_depth_, n.depth);
   // Each node's bytes: its own and its subtree's (children come after their parent).
   bytes_.resize(nodes_.size());
   for (size_t i = nodes_.size(); i-- > 1;) {

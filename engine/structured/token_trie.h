@@ -53,6 +53,7 @@ class TokenTrie {
 
   int vocab_size() const { return vocab_size_; }
   size_t num_nodes() const { return nodes_.size(); }
+  int max_token_bytes() const { return max_depth_; }  // the longest token
 
   // Sets in *mask (of vocab_size() bits; not cleared first) every token whose bytes the recognizer
   // accepts whole from its current state. `R` has:
@@ -96,6 +97,7 @@ class TokenTrie {
   std::vector<int32_t> ids_;    // token ids in byte order
   std::vector<ByteSet> bytes_;  // by node: its byte and every byte below it
   int vocab_size_ = 0;
+  int max_depth_ = 0;
 };
 
 template <class R>
