@@ -203,6 +203,33 @@ TEST(JsonSchemaTest, LongStringBoundsAndTheirMasks) {
   EXPECT_LT(c->num_cached_masks(), static_cast<size_t>(checked)) << "far from the bounds: one";
 }
 
+TEST(JsonSchemaTest, TheFormsOfNotSchemasUse) {
+  // Exactly one of a and b: oneOf made exclusive by not-required.
+  const Schema one(json::parse(R"({"type": "object", "properties": {"a": {"type": "integer"},
+      "b": {"type": "integer"}}, "oneOf": [{"required": ["a"], "not": {"required": ["b"]}},
+      {"required": ["b"], "not": {"required": ["a"]}}]})"));
+  EXPECT_TRUE(one.Accepts(json::parse(R"({"a": 1})")));
+  EXPECT_TRUE(one.Accepts(json::parse(R"({"b": 1})")));
+  EXPECT_FALSE(one.Accepts(json::parse(R"({"a": 1, "b": 2})")));
+  EXPECT_FALSE(one.Accepts(json::parse("{}")));
+  const Schema not_type(json::parse(R"({"not": {"type": ["string", "object", "array"]}})"));
+  for (const char* ok : {"1", "2.5", "null", "true"})
+    EXPECT_TRUE(not_type.Accepts(std::string(ok)));
+  for (const char* bad : {"\"x\"", "{}", "[]"}) EXPECT_FALSE(not_type.Accepts(std::string(bad)));
+  const Schema not_names(json::parse(R"({"type": "string", "not": {"enum": ["admin", "root"]}})"));
+  EXPECT_TRUE(not_names.Accepts(json("adm")));
+  EXPECT_TRUE(not_names.Accepts(json("admins")));
+  EXPECT_FALSE(not_names.Accepts(json("admin")));
+  EXPECT_FALSE(not_names.Accepts(json("root")));
+  const Schema twice(json::parse(R"({"not": {"not": {"type": "null"}}})"));
+  EXPECT_TRUE(twice.Accepts(std::string("null")));
+  EXPECT_FALSE(twice.Accepts(std::string("1")));
+  EXPECT_FALSE(Refusal(json::parse(R"({"not": {}})")).ok()) << "nothing is valid";
+  const Status other = Refusal(json::parse(R"({"properties": {"p": {"not": {"pattern": "a"}}}})"));
+  EXPECT_NE(other.message().find("keyword \"not\" at \"/properties/p/not\""), std::string::npos)
+      << other.message();
+}
+
 TEST(JsonSchemaTest, PatternsFormatsAndRanges) {
   // `pattern` searches the decoded value; the text is JSON's.
   const Schema zip(json::parse(R"({"type": "string", "pattern": "^[0-9]{5}(-[0-9]{4})?$"})"));
@@ -323,7 +350,8 @@ TEST(JsonSchemaTest, RefusalsNameTheKeywordAndItsPointer) {
   } cases[] = {
       {R"({"properties": {"tags": {"type": "array", "uniqueItems": true}}})",
        "keyword \"uniqueItems\" at \"/properties/tags/uniqueItems\""},
-      {R"({"properties": {"a/b": {"not": {}}}})", "keyword \"not\" at \"/properties/a~1b/not\""},
+      {R"({"properties": {"a/b": {"not": {"minimum": 3}}}})",
+       "keyword \"not\" at \"/properties/a~1b/not\""},
       {R"({"$ref": "https://example.com/x.json"})", "keyword \"$ref\" at \"/$ref\""},
       {R"({"type": "strin"})", "\"strin\" is not a JSON Schema type"},
       {R"({"$ref": "#/$defs/missing"})", "resolves nowhere"},

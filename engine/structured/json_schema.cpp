@@ -119,7 +119,8 @@ const std::set<std::string>& Enforced() {
       "type", "properties", "required", "additionalProperties", "items", "prefixItems",
       "additionalItems", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf",
       "$ref", "minLength", "maxLength", "minProperties", "maxProperties", "pattern", "format",
-      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+      "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "not",
+      "$llmq_not_strings"};  // the last: not {enum: strings}, rewritten (Negate)
   // clang-format on
   return k;
 }
@@ -129,7 +130,7 @@ const std::set<std::string>& Refused() {
   // clang-format off
   static const std::set<std::string> k = {
       "patternProperties", "propertyNames", "dependencies", "dependentRequired",
-      "dependentSchemas", "uniqueItems", "contains", "minContains", "maxContains", "not", "if",
+      "dependentSchemas", "uniqueItems", "contains", "minContains", "maxContains", "if",
       "then", "else", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
       "$recursiveRef", "$recursiveAnchor"};
   // clang-format on
@@ -215,7 +216,10 @@ class Compiler {
                              : "-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?(?:[eE][+-]?[0-9]+)?");
   }
 
-  Status ValueOf(const json& s, const std::string& ptr, Sym* out) {
+  Status ValueOf(const json& s0, const std::string& ptr, Sym* out) {
+    json s;
+    LLMQ_RETURN_IF_ERROR(Negate(s0, ptr, &s));
+    if (s.is_boolean()) return Value(s, ptr, out);
     for (const auto& [k, v] : s.items()) {
       (void)v;
       if (Refused().count(k)) return Refuse(k, ptr + "/" + PointerToken(k), "not enforced yet");
@@ -297,6 +301,18 @@ class Compiler {
   }
 
   Status StringOf(const json& s, const std::string& ptr, Sym* out) {
+    if (s.contains("$llmq_not_strings")) {  // not {enum: [...]}: a string other than those
+      for (const char* k : {"minLength", "maxLength", "pattern", "format"})
+        if (s.contains(k)) return Refuse("not", ptr + "/not", std::string("beside ") + k);
+      Grammar::LexemeSpec spec;
+      spec.is_key_except = true;
+      for (const json& v : s["$llmq_not_strings"]) {
+        const std::string q = JsonQuote(v.get<std::string>());
+        spec.key_except.push_back(q.substr(1, q.size() - 2));
+      }
+      *out = g_.Lexeme(spec);
+      return Status::Ok();
+    }
     int64_t min = 0, max = -1;
     LLMQ_RETURN_IF_ERROR(NonNegative(s, "minLength", ptr, &min));
     LLMQ_RETURN_IF_ERROR(NonNegative(s, "maxLength", ptr, &max));
@@ -520,6 +536,95 @@ class Compiler {
     return Status::Ok();
   }
 
+  // `s` with its `not` written as the keywords it amounts to, where it is one of the forms
+  // schemas use: not {} (nothing), not {not: X} (X), not {type: T} (the other types),
+  // not {required: [p]} (an object without p), not {enum/const: strings} (a string other than
+  // those), not {anyOf: [...]} (not each). Anything else is refused by name.
+  Status Negate(const json& s, const std::string& ptr, json* out) {
+    if (!s.is_object() || !s.contains("not")) {
+      *out = s;
+      return Status::Ok();
+    }
+    json rest = s;
+    rest.erase("not");
+    const json& n = s["not"];
+    const std::string np = ptr + "/not";
+    const auto refuse = [&](const std::string& why) { return Refuse("not", np, why); };
+    if (n.is_boolean() || (n.is_object() && !HasConstraints(n))) {
+      if (n.is_boolean() && !n.get<bool>()) return Negate(rest, ptr, out);
+      *out = json(false);  // not {}: nothing is valid
+      return Status::Ok();
+    }
+    if (!n.is_object()) return Invalid("not", np, "not a schema");
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : n.items()) {
+      (void)v;
+      if (Enforced().count(k) || Refused().count(k) || k == "not") keys.push_back(k);
+    }
+    if (keys.size() != 1) return refuse("of more than one keyword");
+    const std::string& k = keys[0];
+    if (k == "not") {  // the inner schema, with this one's other keywords
+      json inner;
+      LLMQ_RETURN_IF_ERROR(Merge(rest, n["not"], np + "/not", &inner));
+      return Negate(inner, ptr, out);
+    }
+    if (k == "anyOf" && n["anyOf"].is_array()) {  // not (A or B) = not A and not B
+      json cur = rest;
+      for (size_t i = 0; i < n["anyOf"].size(); ++i) {
+        cur["not"] = n["anyOf"][i];
+        json next;
+        LLMQ_RETURN_IF_ERROR(Negate(cur, ptr, &next));
+        if (next.is_boolean()) {
+          *out = next;
+          return Status::Ok();
+        }
+        cur = std::move(next);
+      }
+      return Negate(cur, ptr, out);
+    }
+    std::vector<std::string> types;
+    LLMQ_RETURN_IF_ERROR(Types(rest, ptr, &types));
+    const auto keep = [&](const std::function<bool(const std::string&)>& drop) {
+      json left = json::array();
+      for (const std::string& t : types)
+        if (!drop(t)) left.push_back(t);
+      rest["type"] = left;
+    };
+    if (k == "type") {
+      std::vector<std::string> not_types;
+      LLMQ_RETURN_IF_ERROR(Types(n, np, &not_types));
+      const auto has = [&](const char* t) {
+        return std::count(not_types.begin(), not_types.end(), t) > 0;
+      };
+      if (has("integer") && !has("number") && std::count(types.begin(), types.end(), "number"))
+        return refuse("a number that is not an integer");
+      keep([&](const std::string& t) {
+        return has(t.c_str()) || (t == "integer" && has("number"));
+      });
+    } else if (k == "required" && n["required"].is_array() && n["required"].size() == 1 &&
+               n["required"][0].is_string()) {
+      // Only objects can lack a property: the other types satisfy `required`, so not theirs.
+      keep([](const std::string& t) { return t != "object"; });
+      rest["properties"][n["required"][0].get<std::string>()] = false;
+    } else if ((k == "enum" && n["enum"].is_array()) || k == "const") {
+      const json values = k == "const" ? json::array({n["const"]}) : n["enum"];
+      for (const json& v : values) {
+        if (v.is_null()) {
+          keep([](const std::string& t) { return t == "null"; });
+        } else if (!v.is_string()) {
+          return refuse("a value other than a string or null among those excluded");
+        } else {
+          rest["$llmq_not_strings"].push_back(v);
+        }
+      }
+    } else {
+      return refuse(
+          "only not {}, not {not}, not {type}, not {required: [one]}, not {enum of "
+          "strings} and not {anyOf} of those are enforced");
+    }
+    return Negate(rest, ptr, out);
+  }
+
   Status AnyOf(const json& s, const std::string& ptr, Sym* out) {
     const char* k = s.contains("anyOf") ? "anyOf" : "oneOf";
     if (s.contains("anyOf") && s.contains("oneOf"))
@@ -678,10 +783,7 @@ class Compiler {
 
   // `b`'s $ref resolved, when it is one (a recursive one stays: Merge refuses it).
   Status Resolve(const json& b, const std::string& ptr, json* out, int hops = 0) {
-    if (!b.is_object() || !b.contains("$ref") || !b["$ref"].is_string()) {
-      *out = b;
-      return Status::Ok();
-    }
+    if (!b.is_object() || !b.contains("$ref") || !b["$ref"].is_string()) return Negate(b, ptr, out);
     const std::string ref = b["$ref"].get<std::string>();
     if (ref.empty() || ref[0] != '#' || hops > 16)
       return Refuse("$ref", ptr + "/$ref", "\"" + ref + "\" inside allOf");
@@ -764,6 +866,9 @@ class Compiler {
         for (const json& x : w)
           if (std::find(v.begin(), v.end(), x) != v.end()) both.push_back(x);
         w = std::move(both);
+      } else if (k == "$llmq_not_strings") {  // excluded by either side
+        for (const json& x : v)
+          if (std::find(w.begin(), w.end(), x) == w.end()) w.push_back(x);
       } else if (k == "const") {
         m["enum"] = json::array();  // two different values: none can be both
       } else if (k == "required" && w.is_array() && v.is_array()) {
