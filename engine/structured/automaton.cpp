@@ -64,6 +64,12 @@ int KeyExceptAutomaton::Next(int state, uint8_t byte) {
   return Intern(t2, s2);
 }
 
+std::string KeyExceptAutomaton::StateKey(int state) const {
+  if (state < 0) return "dead";
+  return std::to_string(states_[static_cast<size_t>(state)].first) + "/" +
+         string_->StateKey(states_[static_cast<size_t>(state)].second);
+}
+
 bool KeyExceptAutomaton::Accepts(int state) const {
   return state >= 0 && string_->IsAccepting(states_[static_cast<size_t>(state)].second);
 }

@@ -30,6 +30,9 @@ class LexemeAutomaton {
     (void)horizon;
     return state;
   }
+  // What `state` is, the same for every automaton built from the same spec: with the spec, the
+  // key of a mask shared by all grammars over a vocabulary.
+  virtual std::string StateKey(int state) const { return std::to_string(state); }
 };
 
 // A JSON string, quotes included, whose text between the quotes is none of `names` (their JSON
@@ -43,6 +46,7 @@ class KeyExceptAutomaton : public LexemeAutomaton {
   int Start() override;
   int Next(int state, uint8_t byte) override;
   bool Accepts(int state) const override;
+  std::string StateKey(int state) const override;
 
  private:
   static constexpr int kBefore = -2, kOut = -1;  // trie positions: before '"', left the trie

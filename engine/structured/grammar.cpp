@@ -30,7 +30,7 @@ Grammar::Symbol Grammar::Lexeme(std::string_view regex) {
   return Lexeme(LexemeSpec{std::string(regex), {}});
 }
 
-Grammar::Symbol Grammar::Lexeme(const LexemeSpec& spec) {
+std::string Grammar::SpecKey(const LexemeSpec& spec) {
   const Regex::Options& o = spec.options;
   std::string key = std::string(o.mode == Regex::Mode::kSearch ? "s" : "f") +
                     (o.json_string ? "j" : "-") + (o.quoted ? "q" : "-") +
@@ -38,6 +38,11 @@ Grammar::Symbol Grammar::Lexeme(const LexemeSpec& spec) {
   for (const std::string& n : spec.key_except) key += '\0' + n;
   if (spec.is_string_length)
     key += "\1" + std::to_string(spec.min_length) + "," + std::to_string(spec.max_length);
+  return key;
+}
+
+Grammar::Symbol Grammar::Lexeme(const LexemeSpec& spec) {
+  const std::string key = SpecKey(spec);
   if (const auto it = lexeme_index_.find(key); it != lexeme_index_.end()) return {it->second, true};
   const auto id = static_cast<int32_t>(lexemes_.size());
   lexemes_.push_back(spec);

@@ -55,6 +55,8 @@ class Grammar {
     int64_t min_length = 0, max_length = -1;
   };
   Symbol Lexeme(std::string_view regex);  // kFull on raw bytes
+  // What makes two specs the same lexeme (and their automata the same, state for state).
+  static std::string SpecKey(const LexemeSpec& spec);
   Symbol Lexeme(const LexemeSpec& spec);
   // A lexeme matching exactly `text` (its bytes escaped for Regex).
   Symbol Literal(std::string_view text);

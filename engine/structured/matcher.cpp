@@ -13,6 +13,9 @@ Status CompiledGrammar::Compile(Grammar g, std::shared_ptr<const TokenTrie> trie
   std::shared_ptr<CompiledGrammar> c(new CompiledGrammar());
   c->trie_ = std::move(trie);
   LLMQ_RETURN_IF_ERROR(g.CompileLexemes(&c->regex_));
+  for (const Grammar::LexemeSpec& spec : g.lexemes())
+    c->lexeme_keys_.push_back(Grammar::SpecKey(spec));
+  c->shared_ = SharedMasks::For(c->trie_);
   const auto& rules = g.rules();
   c->rule_prods_.resize(rules.size());
   for (size_t r = 0; r < rules.size(); ++r)
@@ -102,7 +105,7 @@ bool CompiledGrammar::IsFinal(int32_t state) {
 // is noted as a crossing and not gone below.
 struct CompiledGrammar::LexerWalk {
   CompiledGrammar* g;
-  MaskCache* c;
+  SharedMask* c;
   std::vector<int32_t> stack;
   bool TakesAll(const TokenTrie::ByteSet& bytes) { return bytes.SubsetOf(g->Loops(stack.back())); }
   bool Push(uint8_t byte, uint32_t node) {
@@ -112,7 +115,7 @@ struct CompiledGrammar::LexerWalk {
       stack.push_back(next);
       return true;
     }
-    if (!g->lex_[static_cast<size_t>(cur)]->accepted.empty()) c->crossings.emplace_back(cur, node);
+    if (!g->lex_[static_cast<size_t>(cur)]->accepted.empty()) c->crossings.push_back(node);
     return false;
   }
   void Pop(int n) { stack.resize(stack.size() - static_cast<size_t>(n)); }
@@ -139,16 +142,60 @@ const CompiledGrammar::MaskCache& CompiledGrammar::CacheFor(int32_t state) {
     q = c;
   }
   if (changed) state = Intern(std::move(live));
-  if (cache_[static_cast<size_t>(state)] == nullptr) {
-    auto c = std::make_unique<MaskCache>();
-    c->inside = TokenMask(trie_->vocab_size());
-    LexerWalk walk{this, c.get(), {state}};
-    trie_->WalkSubtree(walk, 0, &c->inside);
-    std::stable_sort(c->crossings.begin(), c->crossings.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    cache_[static_cast<size_t>(state)] = std::move(c);
+  if (cache_[static_cast<size_t>(state)] != nullptr) return *cache_[static_cast<size_t>(state)];
+  // The shared part: found under its key, or walked once and kept.
+  std::string key;
+  for (const auto& [lexeme, q] : lex_[static_cast<size_t>(state)]->live)
+    key += lexeme_keys_[static_cast<size_t>(lexeme)] + '\x1f' +
+           regex_[static_cast<size_t>(lexeme)]->StateKey(q) + '\x1e';
+  auto c = std::make_unique<MaskCache>();
+  c->shared = shared_->Find(key);
+  if (c->shared == nullptr) {
+    auto m = std::make_shared<SharedMask>();
+    m->inside = TokenMask(trie_->vocab_size());
+    LexerWalk walk{this, m.get(), {state}};
+    trie_->WalkSubtree(walk, 0, &m->inside);
+    shared_->Put(key, m);
+    c->shared = std::move(m);
   }
+  // This grammar's lexer state at each crossing: the lexer run over the node's path.
+  for (const uint32_t node : c->shared->crossings) {
+    const std::string path = trie_->Path(node);
+    int32_t at = state;
+    for (size_t i = 0; i + 1 < path.size() && at >= 0; ++i)
+      at = LexStep(at, static_cast<uint8_t>(path[i]));
+    if (at >= 0 && !lex_[static_cast<size_t>(at)]->accepted.empty())
+      c->crossings.emplace_back(at, node);
+  }
+  std::stable_sort(c->crossings.begin(), c->crossings.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  cache_[static_cast<size_t>(state)] = std::move(c);
   return *cache_[static_cast<size_t>(state)];
+}
+
+// --- SharedMasks --------------------------------------------------------------------------------
+
+std::shared_ptr<SharedMasks> SharedMasks::For(const std::shared_ptr<const TokenTrie>& trie) {
+  static std::mutex mu;
+  static std::vector<std::pair<std::weak_ptr<const TokenTrie>, std::shared_ptr<SharedMasks>>> all;
+  std::lock_guard<std::mutex> lock(mu);
+  std::erase_if(all, [](const auto& e) { return e.first.expired(); });
+  for (const auto& [t, m] : all)
+    if (t.lock() == trie) return m;
+  all.emplace_back(trie, std::make_shared<SharedMasks>());
+  return all.back().second;
+}
+
+std::shared_ptr<const SharedMask> SharedMasks::Find(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = map_.find(key);
+  return it == map_.end() ? nullptr : it->second;
+}
+
+void SharedMasks::Put(const std::string& key, std::shared_ptr<const SharedMask> mask) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (map_.size() >= kMaxEntries) map_.clear();
+  map_.emplace(key, std::move(mask));
 }
 
 // --- Matcher -----------------------------------------------------------------------------------
@@ -317,7 +364,7 @@ void Matcher::Mask(TokenMask* mask) {
   mask->Clear();
   if (lex_ < 0) return;
   const CompiledGrammar::MaskCache& c = g_->CacheFor(lex_);
-  *mask = c.inside;
+  *mask = c.shared->inside;
   // Below each crossing the lexeme ends: the parser scans it once per lexer state there, and the
   // byte of the crossing's node starts the next lexeme.
   const int32_t lex = lex_, len = len_;

@@ -28,7 +28,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -38,6 +40,27 @@
 #include "engine/structured/token_trie.h"
 
 namespace llmq {
+
+// What a lexer state allows without ending its lexeme, and the trie nodes where a token would
+// end it: the same for every grammar over one vocabulary whose lexer state has the same key (the
+// lexemes' specs and their automata's states), so the inside of a plain JSON string is walked
+// once per process, not once per schema. Bounded (cleared when full); thread-safe.
+struct SharedMask {
+  TokenMask inside;
+  std::vector<uint32_t> crossings;
+};
+class SharedMasks {
+ public:
+  static constexpr size_t kMaxEntries = 4096;  // 16 KB each for a 128k vocabulary
+  // The masks of `trie` (one object per trie while it lives).
+  static std::shared_ptr<SharedMasks> For(const std::shared_ptr<const TokenTrie>& trie);
+  std::shared_ptr<const SharedMask> Find(const std::string& key);
+  void Put(const std::string& key, std::shared_ptr<const SharedMask> mask);
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const SharedMask>> map_;
+};
 
 class CompiledGrammar {
  public:
@@ -68,7 +91,7 @@ class CompiledGrammar {
   };
   // What a lexer state allows without ending its lexeme, and where a token would end it.
   struct MaskCache {
-    TokenMask inside;
+    std::shared_ptr<const SharedMask> shared;             // the tokens inside, the crossings
     std::vector<std::pair<int32_t, uint32_t>> crossings;  // (lexer state there, trie node), sorted
   };
   static constexpr int32_t kUnknown = -2, kDead = -1;
@@ -87,6 +110,8 @@ class CompiledGrammar {
   std::vector<std::vector<int32_t>> rule_prods_;         // by rule: its productions
   std::vector<char> nullable_;                           // by rule
   std::vector<std::unique_ptr<LexemeAutomaton>> regex_;  // by lexeme
+  std::vector<std::string> lexeme_keys_;                 // by lexeme: Grammar::SpecKey
+  std::shared_ptr<SharedMasks> shared_;
 
   mutable std::mutex mu_;  // guards what follows (and regex_'s lazy DFAs)
   std::vector<std::unique_ptr<LexState>> lex_;

@@ -800,6 +800,13 @@ int Regex::Step(int state, uint8_t byte) {
   return id;
 }
 
+std::string Regex::StateKey(int state) const {
+  if (state < 0) return "dead";
+  std::string key;
+  for (const int32_t s : dfa_[static_cast<size_t>(state)]->set) key += std::to_string(s) + ",";
+  return key;
+}
+
 bool Regex::IsAccepting(int state) const {
   return state >= 0 && dfa_[static_cast<size_t>(state)]->accepting;
 }

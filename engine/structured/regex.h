@@ -63,6 +63,7 @@ class Regex : public LexemeAutomaton {
   int Start() override { return start_; }
   int Next(int state, uint8_t byte) override { return Step(state, byte); }
   bool Accepts(int state) const override { return IsAccepting(state); }
+  std::string StateKey(int state) const override;  // its NFA states
 
   static constexpr int kDead = -1;  // no continuation can match
   static constexpr int kMaxRepeat = 1000;

@@ -62,6 +62,10 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
     path.pop_back();
   }
   for (const Node& n : nodes_) max_depth_ = std::max<int>(max_depth_, n.depth);
+  parents_.assign(nodes_.size(), 0);
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    for (size_t c = i + 1; c < nodes_[i].end; c = nodes_[c].end)
+      parents_[c] = static_cast<uint32_t>(i);
   // Each node's bytes: its own and its subtree's (children come after their parent).
   bytes_.resize(nodes_.size());
   for (size_t i = nodes_.size(); i-- > 1;) {
@@ -69,6 +73,13 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
     for (size_t c = i + 1; c < nodes_[i].end; c = nodes_[c].end)
       for (int k = 0; k < 4; ++k) bytes_[i].w[k] |= bytes_[c].w[k];
   }
+}
+
+std::string TokenTrie::Path(uint32_t node) const {
+  std::string out(nodes_[node].depth, '\0');
+  for (uint32_t at = node; at != 0; at = parents_[at])
+    out[nodes_[at].depth - 1U] = static_cast<char>(nodes_[at].byte);
+  return out;
 }
 
 void TokenTrie::SetSubtree(uint32_t node, TokenMask* mask) const {

@@ -54,6 +54,8 @@ class TokenTrie {
   int vocab_size() const { return vocab_size_; }
   size_t num_nodes() const { return nodes_.size(); }
   int max_token_bytes() const { return max_depth_; }  // the longest token
+  // The bytes from the root to `node` (its own last).
+  std::string Path(uint32_t node) const;
 
   // Sets in *mask (of vocab_size() bits; not cleared first) every token whose bytes the recognizer
   // accepts whole from its current state. `R` has:
@@ -93,9 +95,10 @@ class TokenTrie {
     uint16_t depth;  // bytes from the root (the root: 0)
     uint8_t byte;    // the byte that leads here from the parent
   };
-  std::vector<Node> nodes_;     // depth-first order; nodes_[0] is the root (the empty string)
-  std::vector<int32_t> ids_;    // token ids in byte order
-  std::vector<ByteSet> bytes_;  // by node: its byte and every byte below it
+  std::vector<Node> nodes_;        // depth-first order; nodes_[0] is the root (the empty string)
+  std::vector<int32_t> ids_;       // token ids in byte order
+  std::vector<ByteSet> bytes_;     // by node: its byte and every byte below it
+  std::vector<uint32_t> parents_;  // by node (the root: 0)
   int vocab_size_ = 0;
   int max_depth_ = 0;
 };
