@@ -336,6 +336,48 @@ TEST_P(MatcherVocabTest, MasksEqualTheTokenByTokenBruteForce) {
   EXPECT_GT(g->num_cached_masks(), 5u);
 }
 
+// Masks kept for one grammar serve another over the same vocabulary (SharedMasks): a grammar with
+// the same string lexeme in other surroundings gets its masks from them, and they still equal the
+// brute force.
+TEST_P(MatcherVocabTest, MasksSharedBetweenGrammarsEqualTheBruteForce) {
+  const std::string dir = testing::SharedModel(GetParam());
+  LLMQ_SKIP_WITHOUT_SHARED(dir, GetParam());
+  std::unique_ptr<Tokenizer> tok;
+  ASSERT_TRUE(Tokenizer::Load(dir, &tok).ok());
+  auto trie = std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tok));
+  const auto first = CompileOrDie(MiniJson(), trie);
+  Matcher warm(first);
+  TokenMask mask(trie->vocab_size());
+  for (const char c : std::string("[\"abc\", \"de\"]")) {
+    warm.Mask(&mask);
+    ASSERT_TRUE(warm.Consume(std::string(1, c)));
+  }
+  // strings ::= '<' STR (';' STR)* '>' with the same STR lexeme, other delimiters.
+  Grammar g;
+  const Sym str = g.Lexeme("\"[a-z]*\""), open = g.Literal("<"), close = g.Literal(">");
+  const Sym sep = g.Literal(";"), list = g.NewRule("list"), tail = g.NewRule("tail");
+  g.AddAlternative(list, {open, str, tail});
+  g.AddAlternative(tail, {close});
+  g.AddAlternative(tail, {sep, str, tail});
+  g.set_start(list);
+  const auto second = CompileOrDie(std::move(g), trie);
+  Matcher m(second);
+  const std::string doc = "<\"ab\";\"\";\"xyz\">";
+  for (size_t k = 0; k <= doc.size(); ++k) {
+    if (k > 0) {
+      ASSERT_TRUE(m.Consume(doc.substr(k - 1, 1))) << k;
+    }
+    m.Mask(&mask);
+    for (int id = 0; id < tok->vocab_size(); ++id) {
+      Matcher copy = m;
+      const bool want = !tok->IsControl(id) && copy.Consume(tok->TokenBytes(id));
+      ASSERT_EQ(mask.Test(id), want) << "after '" << doc.substr(0, k) << "' token " << id << " '"
+                                     << tok->TokenBytes(id) << "'";
+    }
+  }
+  EXPECT_TRUE(m.CanEnd());
+}
+
 INSTANTIATE_TEST_SUITE_P(SharedVocabularies, MatcherVocabTest,
                          ::testing::Values("tiny-llama32", "tiny-qwen3"));
 
