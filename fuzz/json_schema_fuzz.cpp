@@ -20,11 +20,7 @@
 #ifndef LLMQ_FUZZ_SEEDS
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const auto trie = [] {
-    std::vector<std::string> v;
-    for (int b = 0; b < 256; ++b) v.emplace_back(1, static_cast<char>(b));
-    return std::make_shared<const llmq::TokenTrie>(v);
-  }();
+  static const auto trie = llmq::TokenTrie::SingleBytes();
   const std::string_view in(reinterpret_cast<const char*>(data), size);
   const size_t nul = in.find('\0');
   const std::string_view text = in.substr(0, nul);

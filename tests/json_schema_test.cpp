@@ -19,15 +19,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-std::shared_ptr<const TokenTrie> Bytes() {
-  static const auto trie = [] {
-    std::vector<std::string> v;
-    for (int b = 0; b < 256; ++b) v.emplace_back(1, static_cast<char>(b));
-    return std::make_shared<const TokenTrie>(v);
-  }();
-  return trie;
-}
-
 class Schema {
  public:
   explicit Schema(const json& schema) {
@@ -35,7 +26,7 @@ class Schema {
     const Status st = CompileJsonSchema(schema, &g);
     EXPECT_TRUE(st.ok()) << st.message() << "\n" << schema.dump();
     if (st.ok()) {
-      EXPECT_TRUE(CompiledGrammar::Compile(std::move(g), Bytes(), &c_).ok());
+      EXPECT_TRUE(CompiledGrammar::Compile(std::move(g), TokenTrie::SingleBytes(), &c_).ok());
     }
   }
   bool Accepts(const std::string& text) const {
@@ -331,7 +322,7 @@ TEST(JsonSchemaTest, ArraysCountTheirItems) {
 
 TEST(JsonSchemaTest, JsonObjectIsAnyObject) {
   std::shared_ptr<CompiledGrammar> c;
-  ASSERT_TRUE(CompiledGrammar::Compile(JsonObjectGrammar(), Bytes(), &c).ok());
+  ASSERT_TRUE(CompiledGrammar::Compile(JsonObjectGrammar(), TokenTrie::SingleBytes(), &c).ok());
   const auto accepts = [&](const std::string& t) {
     Matcher m(c);
     return m.Consume(t) && m.CanEnd();

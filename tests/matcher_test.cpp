@@ -121,13 +121,6 @@ std::shared_ptr<CompiledGrammar> CompileOrDie(Grammar g, std::shared_ptr<const T
   return c;
 }
 
-// A one-byte-per-token vocabulary (every byte): masks are then byte sets.
-std::shared_ptr<const TokenTrie> ByteTrie() {
-  std::vector<std::string> v;
-  for (int b = 0; b < 256; ++b) v.emplace_back(1, static_cast<char>(b));
-  return std::make_shared<TokenTrie>(v);
-}
-
 bool MatcherAccepts(const std::shared_ptr<CompiledGrammar>& g, const std::string& doc) {
   Matcher m(g);
   return m.Consume(doc) && m.CanEnd();
@@ -163,7 +156,7 @@ std::string RandomDoc(std::mt19937& rng, int depth) {
 }
 
 TEST(MatcherTest, WholeDocumentsAgreeWithARecursiveDescentReference) {
-  const auto g = CompileOrDie(MiniJson(), ByteTrie());
+  const auto g = CompileOrDie(MiniJson(), TokenTrie::SingleBytes());
   ASSERT_NE(g, nullptr);
   for (const char* doc : {"{}", "[]", "{ }", "[      ]", "{\"a\":1}", "{\"a\" :  [1, 2 ,3]}",
                           "[[[[]]]]", "[true,\"x\",-12,0,{}]", "{\"\":{\"b\":[true]}}"}) {
@@ -206,7 +199,7 @@ TEST(MatcherTest, WholeDocumentsAgreeWithARecursiveDescentReference) {
 }
 
 TEST(MatcherTest, ARefusedTokenLeavesTheStateAsItWas) {
-  const auto g = CompileOrDie(MiniJson(), ByteTrie());
+  const auto g = CompileOrDie(MiniJson(), TokenTrie::SingleBytes());
   Matcher m(g);
   ASSERT_TRUE(m.Consume("{\"ab"));
   EXPECT_FALSE(m.Consume("c\":1}x"));  // refused at its last byte
@@ -219,7 +212,7 @@ TEST(MatcherTest, ARefusedTokenLeavesTheStateAsItWas) {
 }
 
 TEST(MatcherTest, ByteMasksAreTheBytesThatContinue) {
-  const auto g = CompileOrDie(MiniJson(), ByteTrie());
+  const auto g = CompileOrDie(MiniJson(), TokenTrie::SingleBytes());
   for (const std::string prefix : {"", "{", "{\"", "{\"a\"", "{\"a\":", "{\"a\":1", "{\"a\":10 ",
                                    "[", "[1,", "[true", "[{}", "{\"a\":   "}) {
     Matcher m(g);
@@ -244,7 +237,7 @@ TEST(MatcherTest, LexemesAliveSideBySideEndTogether) {
   g.AddAlternative(obj, {lbrace, name, colon, num, rbrace});
   g.AddAlternative(obj, {lbrace, any, colon, tru, rbrace});
   g.set_start(obj);
-  const auto c = CompileOrDie(std::move(g), ByteTrie());
+  const auto c = CompileOrDie(std::move(g), TokenTrie::SingleBytes());
   EXPECT_TRUE(MatcherAccepts(c, "{\"name\":12}"));
   EXPECT_TRUE(MatcherAccepts(c, "{\"name\":true}"));
   EXPECT_TRUE(MatcherAccepts(c, "{\"abc\":true}"));
@@ -286,7 +279,7 @@ TEST(GrammarTest, WhatTheMatcherCannotEnforceIsRefused) {
     g.AddAlternative(r, {g.Literal("a"), r});
     g.set_start(s);
     ASSERT_TRUE(g.Validate().ok());
-    const auto c = CompileOrDie(std::move(g), ByteTrie());
+    const auto c = CompileOrDie(std::move(g), TokenTrie::SingleBytes());
     Matcher m(c);
     EXPECT_FALSE(m.Consume("a")) << "a prefix that can never be completed is refused";
     EXPECT_TRUE(m.Consume("b"));
@@ -297,10 +290,22 @@ TEST(GrammarTest, WhatTheMatcherCannotEnforceIsRefused) {
     g.AddAlternative(r, {g.Lexeme("(?=a)a")});
     g.set_start(r);
     std::shared_ptr<CompiledGrammar> c;
-    const Status st = CompiledGrammar::Compile(std::move(g), ByteTrie(), &c);
+    const Status st = CompiledGrammar::Compile(std::move(g), TokenTrie::SingleBytes(), &c);
     EXPECT_EQ(st.code(), Status::Code::kUnsupported) << st.message();
   }
   EXPECT_EQ(RegexEscape("a.b{1}\n"), "a\\.b\\{1\\}\\x0a");
+}
+
+// m's mask equals the brute force: every token's bytes consumed by a copy of m.
+void ExpectMaskIsBruteForce(Matcher* m, const Tokenizer& tok, TokenMask* mask,
+                            const std::string& after) {
+  m->Mask(mask);
+  for (int id = 0; id < tok.vocab_size(); ++id) {
+    Matcher copy = *m;
+    const bool want = !tok.IsControl(id) && copy.Consume(tok.TokenBytes(id));
+    ASSERT_EQ(mask->Test(id), want)
+        << "after '" << after << "' token " << id << " '" << tok.TokenBytes(id) << "'";
+  }
 }
 
 // Masks over real vocabularies equal the brute force: every token's bytes consumed by a copy.
@@ -322,13 +327,8 @@ TEST_P(MatcherVocabTest, MasksEqualTheTokenByTokenBruteForce) {
       ASSERT_TRUE(m.Consume(doc.substr(k - 1, 1))) << k;
     }
     if (k % 3 != 0 && k != doc.size()) continue;  // every third step: the brute force is slow
-    m.Mask(&mask);
-    for (int id = 0; id < tok->vocab_size(); ++id) {
-      Matcher copy = m;
-      const bool want = !tok->IsControl(id) && copy.Consume(tok->TokenBytes(id));
-      ASSERT_EQ(mask.Test(id), want) << "after '" << doc.substr(0, k) << "' token " << id << " '"
-                                     << tok->TokenBytes(id) << "'";
-    }
+    ExpectMaskIsBruteForce(&m, *tok, &mask, doc.substr(0, k));
+    if (::testing::Test::HasFatalFailure()) return;
     ++checked;
   }
   EXPECT_TRUE(m.CanEnd());
@@ -367,13 +367,8 @@ TEST_P(MatcherVocabTest, MasksSharedBetweenGrammarsEqualTheBruteForce) {
     if (k > 0) {
       ASSERT_TRUE(m.Consume(doc.substr(k - 1, 1))) << k;
     }
-    m.Mask(&mask);
-    for (int id = 0; id < tok->vocab_size(); ++id) {
-      Matcher copy = m;
-      const bool want = !tok->IsControl(id) && copy.Consume(tok->TokenBytes(id));
-      ASSERT_EQ(mask.Test(id), want) << "after '" << doc.substr(0, k) << "' token " << id << " '"
-                                     << tok->TokenBytes(id) << "'";
-    }
+    ExpectMaskIsBruteForce(&m, *tok, &mask, doc.substr(0, k));
+    if (::testing::Test::HasFatalFailure()) return;
   }
   EXPECT_TRUE(m.CanEnd());
 }

@@ -82,6 +82,15 @@ std::string TokenTrie::Path(uint32_t node) const {
   return out;
 }
 
+std::shared_ptr<const TokenTrie> TokenTrie::SingleBytes() {
+  static const std::shared_ptr<const TokenTrie> trie = [] {
+    std::vector<std::string> v;
+    for (int b = 0; b < 256; ++b) v.emplace_back(1, static_cast<char>(b));
+    return std::make_shared<const TokenTrie>(v);
+  }();
+  return trie;
+}
+
 void TokenTrie::SetSubtree(uint32_t node, TokenMask* mask) const {
   const uint32_t end = nodes_[node].end;
   const size_t from = nodes_[node].tok_begin;

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ class TokenTrie {
  public:
   // `token_bytes[id]`: the bytes token `id` stands for; empty: never in a mask through the trie.
   explicit TokenTrie(const std::vector<std::string>& token_bytes);
+  // A vocabulary of the 256 single bytes, token id = byte (tests, fuzz targets: masks as byte
+  // sets).
+  static std::shared_ptr<const TokenTrie> SingleBytes();
   // The tokenizer's vocabulary (Tokenizer::TokenBytes), control tokens left out.
   static TokenTrie FromTokenizer(const Tokenizer& tok);
 
