@@ -133,15 +133,22 @@ const TokenTrie::ByteSet& CompiledGrammar::Loops(int32_t state) {
 }
 
 const CompiledGrammar::MaskCache& CompiledGrammar::CacheFor(int32_t state) {
-  // States that differ only beyond the longest token share one mask (LexemeAutomaton::MaskClass).
-  std::vector<std::pair<int32_t, int32_t>> live = lex_[static_cast<size_t>(state)]->live;
-  bool changed = false;
-  for (auto& [lexeme, q] : live) {
-    const int c = regex_[static_cast<size_t>(lexeme)]->MaskClass(q, trie_->max_token_bytes());
-    changed = changed || c != q;
-    q = c;
+  // States that differ only beyond the longest token share one mask (LexemeAutomaton::MaskClass),
+  // found once per state: Mask calls this at every step.
+  if (const int32_t known = lex_[static_cast<size_t>(state)]->mask_class; known != kUnknown) {
+    state = known;
+  } else {
+    std::vector<std::pair<int32_t, int32_t>> live = lex_[static_cast<size_t>(state)]->live;
+    bool changed = false;
+    for (auto& [lexeme, q] : live) {
+      const int c = regex_[static_cast<size_t>(lexeme)]->MaskClass(q, trie_->max_token_bytes());
+      changed = changed || c != q;
+      q = c;
+    }
+    const int32_t cls = changed ? Intern(std::move(live)) : state;
+    lex_[static_cast<size_t>(state)]->mask_class = cls;
+    state = cls;
   }
-  if (changed) state = Intern(std::move(live));
   if (cache_[static_cast<size_t>(state)] != nullptr) return *cache_[static_cast<size_t>(state)];
   // The shared part: found under its key, or walked once and kept.
   std::string key;

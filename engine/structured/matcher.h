@@ -86,6 +86,7 @@ class CompiledGrammar {
     std::vector<int32_t> accepted;  // lexemes that have matched whole here (sorted)
     int8_t final = -1;              // accepted and no byte goes on (-1: not yet known)
     int8_t loops_known = 0;         // `loops` computed
+    int32_t mask_class = kUnknown;  // the state whose mask this one uses (MaskClass), once known
     TokenTrie::ByteSet loops;       // the bytes that lead back to this state
     int32_t next[256];              // kUnknown, kDead or a lexer state
   };
