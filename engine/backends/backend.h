@@ -27,6 +27,24 @@ struct PrefixGroup {
   bool operator==(const PrefixGroup&) const = default;
 };
 
+// Structured outputs (issue 24): the tokens each logits row of a step may take, computed by the
+// engine (its grammar matchers) while the forward pass runs. A backend that overlaps them with its
+// forward pass (applies_masks()) calls Compute() once, after it has started the forward pass and
+// before it needs the masks, and applies them: a masked token's logit is -inf in the logits
+// Forward writes, and ForwardSample never picks one. Other backends ignore the masks: the engine
+// computes and applies them on the host after Forward (ModelRunner::Forward).
+class StepMasks {
+ public:
+  virtual ~StepMasks() = default;
+  // The rows' masks (the first call computes them; later calls return the same words):
+  // [L, words_per_row()] uint32, bit t % 32 of word t / 32 set when the row's token t is allowed;
+  // bits past the vocabulary clear; a row of an unconstrained sequence all ones (up to the
+  // vocabulary).
+  virtual const uint32_t* Compute() = 0;
+  virtual bool computed() const = 0;
+  virtual int words_per_row() const = 0;  // (vocab + 31) / 32
+};
+
 // One step: S sequences, T tokens (prefill chunks and decode tokens mixed), in sequence order.
 // Decode sequences come first, those sharing prefix blocks next to each other.
 struct StepBatch {
@@ -46,6 +64,8 @@ struct StepBatch {
   // (the CPU backend's shared-prefix attention, the CUDA backend's cascade attention). Empty when
   // EngineOptions::shared_prefix_attention is off.
   std::vector<PrefixGroup> prefix_groups;
+  // The logits rows' token masks; null when no row of the step is constrained.
+  StepMasks* masks = nullptr;
 
   int num_tokens() const { return static_cast<int>(token_ids.size()); }
   int num_seqs() const { return static_cast<int>(context_lens.size()); }
@@ -60,6 +80,7 @@ struct StepBatch {
     logits_rows.clear();
     decode_only = false;
     prefix_groups.clear();
+    masks = nullptr;
   }
 };
 
@@ -83,6 +104,9 @@ class Backend {
   virtual Status ForwardSample(const StepBatch& batch, const RowSampling* rows, int32_t* ids) {
     return Status::Unsupported(name() + " does not sample on its device");
   }
+  // True when Forward and ForwardSample apply a batch's StepMasks themselves (on the device, while
+  // the forward pass runs). Otherwise the engine never samples a constrained step on the device.
+  virtual bool applies_masks() const { return false; }
   // Copies the KV of whole blocks src[i] -> dst[i] in every layer (copy-on-write of shared blocks).
   virtual Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) = 0;
   // Bytes of device memory the weights occupy.

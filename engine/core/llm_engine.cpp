@@ -60,7 +60,9 @@ LlmEngine::LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* 
       blocks_(pool.num_blocks, opt.block_size, opt.enable_prefix_cache),
       scheduler_(opt.scheduler, &blocks_),
       queue_(&blocks_, opt.enable_planner, opt.planner),
-      runner_(backend, cfg.vocab_size, opt.block_size, opt.shared_prefix_attention) {
+      runner_(backend, cfg.vocab_size, opt.block_size, opt.shared_prefix_attention),
+      masks_(cfg.vocab_size,
+             std::vector<int32_t>(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end())) {
   eos_.assign(cfg.eos_token_ids.begin(), cfg.eos_token_ids.end());
 }
 
@@ -115,6 +117,7 @@ std::unique_ptr<Sequence> LlmEngine::NewSeq(RequestState* st, int index,
   if (tok_)
     s->detok = std::make_unique<IncrementalDecoder>(
         *tok_, std::vector<int>(prompt.begin(), prompt.begin() + s->num_prompt));
+  if (st->req.grammar) s->matcher = std::make_unique<Matcher>(st->req.grammar);
   return s;
 }
 
@@ -145,6 +148,12 @@ void LlmEngine::Add(Request req) {
                   " tokens) exceed the KV cache (" +
                   std::to_string(blocks_.num_blocks() * opt_.block_size) + " tokens)");
   if (requests_.count(req.id)) return reject("request id '" + req.id + "' is already unfinished");
+  if (req.grammar) {
+    if (tok_ == nullptr) return reject("a grammar needs the engine's tokenizer");
+    if (req.params.min_tokens > 0)
+      return reject("min_tokens cannot be combined with a grammar (the document's end decides)");
+    ++stats_.constrained_requests;
+  }
   auto st = std::make_unique<RequestState>();
   st->req = std::move(req);
   st->arrival = st->req.arrival.value_or(time_->Now());
@@ -230,12 +239,25 @@ bool LlmEngine::Append(Sequence* s, int token, TokenLogprobs* lp) {
   }
   if (s->num_completion() > 0) s->token_gaps_seconds += Seconds(step_time_ - s->last_token_at);
   s->last_token_at = step_time_;
+  const bool is_eos_id = std::find(eos_.begin(), eos_.end(), token) != eos_.end();
+  if (s->matcher) {
+    // The mask allowed only tokens the matcher accepts, and EOS where the document may end; a row
+    // whose logits were all -inf or NaN there gives a token that may be neither: the sample ends
+    // before it (its text a valid prefix), as if cut by its length.
+    const bool ok = is_eos_id ? s->matcher->CanEnd() : s->matcher->Consume(tok_->TokenBytes(token));
+    if (!ok) {
+      ++stats_.grammar_dead_ends;
+      s->finish_reason = "length";
+      return true;
+    }
+  }
   ++stats_.tokens_generated;
   s->tokens.push_back(token);
   if (p.logprobs >= 0 && lp) s->logprobs.push_back(std::move(*lp));
   // Before min_tokens nothing stops a sequence but its length (vLLM's stop checker).
   const bool may_stop = s->num_completion() >= p.min_tokens;
-  const bool is_eos = !p.ignore_eos && std::find(eos_.begin(), eos_.end(), token) != eos_.end();
+  // A constrained sample's EOS ends its complete document, ignore_eos or not.
+  const bool is_eos = (!p.ignore_eos || s->matcher) && is_eos_id;
   const bool is_stop_id =
       std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
   if (may_stop && (is_eos || is_stop_id)) {
@@ -254,6 +276,10 @@ bool LlmEngine::Append(Sequence* s, int token, TokenLogprobs* lp) {
         return true;
       }
     }
+  }
+  if (s->matcher && s->matcher->IsTerminated()) {  // complete, and nothing can follow
+    s->finish_reason = "stop";
+    return true;
   }
   if (static_cast<int>(s->tokens.size()) >= s->max_len) {
     s->finish_reason = "length";
@@ -305,6 +331,7 @@ void LlmEngine::Fork(Sequence* parent) {
     child->tokens = parent->tokens;
     child->num_computed = parent->num_computed;
     child->ever_admitted = true;
+    if (parent->matcher) child->matcher = std::make_unique<Matcher>(*parent->matcher);
     blocks_.Fork(*parent, child.get());
     scheduler_.AddRunning(child.get());
     st->seqs.push_back(std::move(child));
@@ -328,8 +355,10 @@ Status LlmEngine::Run() {
   if (!st.ok()) return st;
   try {
     runner_.Prepare(sched_.seqs, &samplers_);
+    masked_ = masks_.Prepare(samplers_);
     sampled_on_device_ = SampleOnDevice();
-    return sampled_on_device_ ? runner_.ForwardSample(rows_) : runner_.Forward();
+    StepMasks* masks = masked_ ? &masks_ : nullptr;
+    return sampled_on_device_ ? runner_.ForwardSample(rows_, masks) : runner_.Forward(masks);
   } catch (const std::exception& e) {
     return Status::Internal(e.what());
   }
@@ -337,6 +366,7 @@ Status LlmEngine::Run() {
 
 bool LlmEngine::SampleOnDevice() {
   if (!backend_->samples_on_device() || samplers_.empty()) return false;
+  if (masked_ && !backend_->applies_masks()) return false;
   for (const Sequence* s : samplers_) {
     const SamplingParams& p = *s->params;
     const RequestState* st = s->owner;
@@ -394,11 +424,20 @@ void LlmEngine::CommitComputed() {
   stats_.peak_blocks_in_use = std::max(stats_.peak_blocks_in_use, blocks_.num_in_use());
 }
 
+int LlmEngine::Forced(size_t row, int drawn) {
+  // A row that allows one token gives that token whatever was drawn (the draw is spent as for any
+  // token, so a sample's stream does not depend on where its rows were forced). Only logits that
+  // were all -inf or NaN make the draw differ.
+  if (!masked_ || masks_.forced(row) < 0) return drawn;
+  ++stats_.forced_tokens;
+  return masks_.forced(row);
+}
+
 void LlmEngine::AppendDrawn(std::vector<RequestOutput>* out) {
   // Rows sampled on the device arrive as ids (no logprobs, no forks pending: SampleOnDevice).
   const std::vector<int32_t>& ids = runner_.ids();
   for (size_t i = 0; i < samplers_.size(); ++i)
-    if (Append(samplers_[i], ids[i], nullptr)) FinishSeq(samplers_[i], out);
+    if (Append(samplers_[i], Forced(i, ids[i]), nullptr)) FinishSeq(samplers_[i], out);
 }
 
 void LlmEngine::SampleAndAppend(std::vector<RequestOutput>* out) {
@@ -427,10 +466,11 @@ void LlmEngine::SampleAndAppend(std::vector<RequestOutput>* out) {
       for (int k = 1; k < st->req.n; ++k) {
         Sequence* c = st->seqs[k].get();
         TokenLogprobs lp;
-        if (Append(c, sample(c, row, &lp), &lp)) FinishSeq(c, out);
+        const int token = sample(c, row, &lp);
+        if (Append(c, Forced(i, token), &lp)) FinishSeq(c, out);
       }
     }
-    if (Append(s, drawn[i], &lps[i])) FinishSeq(s, out);
+    if (Append(s, Forced(i, drawn[i]), &lps[i])) FinishSeq(s, out);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "engine/backends/backend.h"
 #include "engine/core/block_manager.h"
 #include "engine/core/engine_options.h"
+#include "engine/core/grammar_masks.h"
 #include "engine/core/kv_pool_plan.h"
 #include "engine/core/model_runner.h"
 #include "engine/core/planned_queue.h"
@@ -35,6 +36,12 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t tokens_generated = 0;  // every sampled token, all samples (live progress)
   int peak_blocks_in_use = 0;
+  // Structured outputs: requests added with a grammar; tokens taken because their row's mask
+  // allowed only them; samples cut because a row allowed no token the model could pick (its
+  // logits all -inf or NaN there: the text is a valid prefix, finish_reason "length").
+  int64_t constrained_requests = 0;
+  int64_t forced_tokens = 0;
+  int64_t grammar_dead_ends = 0;
 };
 
 struct RequestState;
@@ -88,6 +95,8 @@ class LlmEngine {
     return std::min(cfg_.max_position_embeddings, blocks_.num_blocks() * blocks_.block_size());
   }
   const EngineStats& stats() const { return stats_; }
+  // How long each constrained row's mask took (structured outputs).
+  const LatencyHistogram& mask_times() const { return masks_.mask_times(); }
   // Where the steps' time went; all zero unless EngineOptions::profile.
   const StepProfile& profile() const { return profile_; }
   const KvPoolPlan& kv_pool() const { return kv_pool_; }
@@ -111,7 +120,8 @@ class LlmEngine {
   bool SampleOnDevice();
   void Postprocess(std::vector<RequestOutput>* out);  // commit, sample, append, fork, finish
   void CommitComputed();  // the step's tokens are in the KV cache: counted, full blocks cached
-  void AppendDrawn(std::vector<RequestOutput>* out);      // the ids the device sampled
+  void AppendDrawn(std::vector<RequestOutput>* out);  // the ids the device sampled
+  int Forced(size_t row, int drawn);  // the token row `row` takes: its forced one, or `drawn`
   void SampleAndAppend(std::vector<RequestOutput>* out);  // sampled here from the logits
   // Fails the step's requests; the status Step returns (the planner's failure too).
   Status FailStep(const Status& why, const Status& planned, std::vector<RequestOutput>* out);
@@ -137,6 +147,8 @@ class LlmEngine {
   ScheduleResult sched_;
   std::vector<Sequence*> samplers_;
   std::vector<RowSampling> rows_;  // this step's rows when sampled on the device
+  GrammarMasks masks_;             // this step's token masks, when a sampler is constrained
+  bool masked_ = false;
   bool sampled_on_device_ = false;
   Clock::time_point step_time_;  // when this step's tokens were sampled
   EngineStats stats_;

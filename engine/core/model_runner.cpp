@@ -4,6 +4,7 @@
 #include <string>
 
 #include "engine/core/prefix_groups.h"
+#include "kernels/cpu/ops.h"
 
 namespace llmq {
 
@@ -42,7 +43,7 @@ void ModelRunner::Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
   if (groups_) DetectPrefixGroups(block_size_, b);
 }
 
-Status ModelRunner::Forward() {
+Status ModelRunner::Forward(StepMasks* masks) {
   ids_.clear();
   // Grown to the rows asked for, exactly, and without copying the last step's logits over (a
   // vector's own growth would double its capacity and hold the old and new buffers at once).
@@ -52,15 +53,25 @@ Status ModelRunner::Forward() {
     logits_.reserve(n);
   }
   logits_.resize(n);
-  return backend_->Forward(batch_, logits_.data());
+  batch_.masks = masks;
+  LLMQ_RETURN_IF_ERROR(backend_->Forward(batch_, logits_.data()));
+  if (masks != nullptr && !masks->computed()) {  // a backend that does not apply them
+    const uint32_t* words = masks->Compute();
+    kernels::ApplyTokenBitmask(logits_.data(), static_cast<int64_t>(batch_.logits_rows.size()),
+                               vocab_, words, masks->words_per_row());
+  }
+  return Status::Ok();
 }
 
-Status ModelRunner::ForwardSample(const std::vector<RowSampling>& rows) {
+Status ModelRunner::ForwardSample(const std::vector<RowSampling>& rows, StepMasks* masks) {
+  if (masks != nullptr && !backend_->applies_masks())
+    return Status::Internal("ForwardSample: " + backend_->name() + " does not apply token masks");
   if (rows.size() != batch_.logits_rows.size())
     return Status::Internal("ForwardSample: " + std::to_string(rows.size()) + " rows for " +
                             std::to_string(batch_.logits_rows.size()) + " samplers");
   logits_.clear();
   ids_.assign(rows.size(), 0);
+  batch_.masks = masks;
   return backend_->ForwardSample(batch_, rows.data(), ids_.data());
 }
 

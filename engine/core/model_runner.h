@@ -23,12 +23,14 @@ class ModelRunner {
   }
   // The same in two halves: Prepare builds the batch (and names the samplers), then either Forward
   // (logits() filled) or ForwardSample (the backend picks the ids on its device: ids() filled,
-  // one per sampler, under rows [L]).
+  // one per sampler, under rows [L]). `masks`: the samplers' token masks (null: none); Forward
+  // applies them on the host when the backend did not (StepMasks), ForwardSample only runs on a
+  // backend that applies them.
   void Prepare(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers) {
     Build(step, &batch_, samplers);
   }
-  Status Forward();
-  Status ForwardSample(const std::vector<RowSampling>& rows);
+  Status Forward(StepMasks* masks = nullptr);
+  Status ForwardSample(const std::vector<RowSampling>& rows, StepMasks* masks = nullptr);
   const std::vector<float>& logits() const { return logits_; }
   const std::vector<int32_t>& ids() const { return ids_; }
   // Builds the flat batch (exposed for tests).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/sampling/sampler.h"
+#include "engine/structured/matcher.h"
 #include "engine/text/tokenizer.h"
 
 namespace llmq {
@@ -27,6 +28,12 @@ struct Request {
   // When the request arrived (e.g. when its job was accepted), by the engine's time source
   // (EngineOptions::time); unset: the time of Add.
   std::optional<Clock::time_point> arrival;
+  // Structured outputs (issue 24): the grammar every sample's text must follow (null: none),
+  // shared by every request with the same schema. Each token is drawn under its mask
+  // (engine/core/grammar_masks.h); a sample ends "stop" when its document is complete and EOS is
+  // drawn, or when the document admits no continuation; EOS is honoured there even with
+  // ignore_eos. Needs the engine's tokenizer; min_tokens must be 0.
+  std::shared_ptr<CompiledGrammar> grammar;
 };
 
 struct Completion {
@@ -83,6 +90,7 @@ struct Sequence {
   bool ever_admitted = false;
   Rng rng;
   std::unique_ptr<IncrementalDecoder> detok;  // null when no tokenizer is attached
+  std::unique_ptr<Matcher> matcher;           // Request::grammar's state after its tokens
   std::string text;                           // completion text released so far
   std::string finish_reason;
   std::vector<TokenLogprobs> logprobs;  // one per completion token when params->logprobs >= 0

@@ -1,7 +1,9 @@
 #include "kernels/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/vec_math.h"
@@ -99,6 +101,24 @@ void AddInPlace(float* x, const float* y, int64_t n) {
   ParallelFor(n, 12.0 * kNsPerByte, [&](int64_t i0, int64_t i1) {
 #pragma omp simd
     for (int64_t i = i0; i < i1; ++i) x[i] += y[i];
+  });
+}
+
+void ApplyTokenBitmask(float* logits, int64_t rows, int vocab, const uint32_t* words,
+                       int words_per_row) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  ParallelFor(rows, vocab * 4.0 * kNsPerByte, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = logits + r * vocab;
+      const uint32_t* w = words + r * words_per_row;
+      for (int t = 0; t < vocab; t += 32) {
+        const uint32_t bits = w[t >> 5];
+        if (bits == ~0u) continue;
+        const int end = std::min(vocab, t + 32);
+        for (int i = t; i < end; ++i)
+          if (!((bits >> (i - t)) & 1u)) row[i] = kNegInf;
+      }
+    }
   });
 }
 

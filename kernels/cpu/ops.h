@@ -35,6 +35,13 @@ void Rope(float* x, int64_t t, int64_t row_stride, int num_heads, int head_dim,
 // out[t, i] = silu(gu[t, i]) * gu[t, I + i]   gu: [T, 2I] (gate then up), out: [T, I].
 void SiluMul(const float* gu, int64_t t, int inter, float* out);
 
+// Structured outputs' token masks (engine/backends/backend.h StepMasks): logits[r, t] = -inf
+// where bit t % 32 of words[r * words_per_row + t / 32] is clear. The CPU reference of the CUDA
+// backend's kernel.   logits: [rows, vocab];  words: [rows, words_per_row], words_per_row >=
+// (vocab + 31) / 32
+void ApplyTokenBitmask(float* logits, int64_t rows, int vocab, const uint32_t* words,
+                       int words_per_row);
+
 // x[i] += y[i] for i < n.
 void AddInPlace(float* x, const float* y, int64_t n);
 
