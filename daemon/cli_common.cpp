@@ -167,6 +167,7 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
   LLMQ_RETURN_IF_ERROR(
       LlmEngine::Create(model->cfg, model->backend.get(), model->tokenizer.get(), opt, engine));
   ctx->model = model;
+  ctx->grammars = std::make_shared<GrammarCache>(model->tokenizer.get());
   ctx->capacity = (*engine)->max_sequence_tokens();
   ctx->capacity_setting = "the KV cache size (--kv-cache-memory / engine.kv_cache_memory: " +
                           (cfg.kv_cache_bytes > 0 ? std::to_string(cfg.kv_cache_bytes) + " bytes"

@@ -254,6 +254,7 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
   if (Status st = Tokenizer::Load(cfg.model_dir, &model.tokenizer); !st.ok()) return Fail(cmd, st);
   BuildContext ctx;
   ctx.model = &model;
+  ctx.grammars = std::make_shared<GrammarCache>(model.tokenizer.get());
   if (Status st = LoadChatFormat(cfg, *model.tokenizer, &ctx.chat); !st.ok()) return Fail(cmd, st);
   ctx.model_name = ServedModelName(cfg);
 

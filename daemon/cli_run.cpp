@@ -195,6 +195,17 @@ class RunCommand {
     sum.preemptions = engine->stats().preemptions;
     sum.kv_blocks_peak = engine->stats().peak_blocks_in_use;
     sum.kv_blocks_touched = engine->blocks().num_touched();
+    const EngineStats& es = engine->stats();
+    sum.constrained_requests = es.constrained_requests;
+    sum.forced_tokens = es.forced_tokens;
+    if (ctx_.grammars != nullptr) {
+      const GrammarCache::Stats gs = ctx_.grammars->stats();
+      sum.schemas_compiled = gs.compiled;
+      sum.compile_seconds = gs.compile_seconds;
+      sum.compile_seconds_max = gs.max_compile_seconds;
+    }
+    sum.mask_seconds_p50 = engine->mask_times().Quantile(0.5);
+    sum.mask_seconds_p99 = engine->mask_times().Quantile(0.99);
     if (f_.profile) sum.profile_seconds = engine->profile().Rows();
     const Status fin = Finalize(t0, resumed, runner.progress(), &sum);
     if (!fin.ok()) return Fail(cmd_, fin.message() + " (results are kept in " + state_ + ")");

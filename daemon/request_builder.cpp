@@ -62,9 +62,28 @@ jobs::LogprobToken Token(const Tokenizer& tok, int32_t id, float logprob) {
 
 }  // namespace
 
+Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+                  std::shared_ptr<CompiledGrammar>* out) {
+  out->reset();
+  if (r.response_format == jobs::ResponseFormat::kText) return Status::Ok();
+  const bool object = r.response_format == jobs::ResponseFormat::kJsonObject;
+  const std::string field =
+      object ? "body.response_format" : "body.response_format.json_schema.schema";
+  if (ctx.grammars == nullptr)
+    return Status::InvalidArgument(Where(file, r) + "field '" + field +
+                                   "': structured outputs are not available here");
+  const Status st =
+      object ? ctx.grammars->JsonObject(out) : ctx.grammars->JsonSchema(r.json_schema, out);
+  if (!st.ok())
+    return Status::InvalidArgument(Where(file, r) + "field '" + field + "': " + st.message());
+  return Status::Ok();
+}
+
 Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                std::vector<int32_t>* key) {
   LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file));
+  std::shared_ptr<CompiledGrammar> grammar;
+  LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &grammar));
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     std::string text;
@@ -124,6 +143,7 @@ Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const 
                                    " tokens) + max_tokens (" + std::to_string(max_tokens) +
                                    ") do not fit the KV cache of " + std::to_string(ctx.capacity) +
                                    " tokens set by " + ctx.capacity_setting + ": raise it");
+  LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &out->grammar));
   out->prompt_ids.assign(ids.begin(), ids.end());
   SamplingParams& p = out->params;
   p.max_tokens = static_cast<int>(max_tokens);

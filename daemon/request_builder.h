@@ -9,6 +9,7 @@
 
 #include "engine/core/llm_engine.h"
 #include "engine/model/model.h"
+#include "engine/structured/grammar_cache.h"
 #include "engine/text/chat_format.h"
 #include "jobs/batch_output.h"
 #include "jobs/batch_request.h"
@@ -25,14 +26,25 @@ struct BuildContext {
   std::string capacity_setting;
   std::string model_name;          // the "model" field of every response (the model that ran)
   std::string system_fingerprint;  // daemon/model_fingerprint.h; "" writes null
+  // The model's compiled grammars (response_format json_object / json_schema); lines that ask for
+  // one are refused when it is null.
+  std::shared_ptr<GrammarCache> grammars;
 };
 
 // Validates a parsed line beyond its JSON (the chat template accepts its messages) and gives the
 // key the ingest planner orders it by: the rendered prompt's bytes, four to an int32 (requests
-// sharing a textual prefix share a token prefix), or its token ids for a prompt given as ids.
+// sharing a textual prefix share a token prefix), or its token ids for a prompt given as ids. Its
+// response_format's schema is compiled (GrammarFor), so that a schema that cannot be enforced
+// refuses the line at ingest.
 // InvalidArgument naming `file`, the line and the field when the line cannot run.
 Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                std::vector<int32_t>* key);
+
+// The grammar a line's response_format asks for (null for text), compiled once per schema.
+// InvalidArgument naming `file`, the line and the field, with the compiler's refusal (`json_schema:
+// keyword "K" at "/pointer": why`) when the schema cannot be enforced.
+Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+                  std::shared_ptr<CompiledGrammar>* out);
 
 // Tokenizes a valid line into an engine request: prompt ids, sampling parameters (an unseeded
 // request gets DefaultSeed(job_id, custom_id)), n. InvalidArgument naming `file`, the line and

@@ -1,7 +1,9 @@
 #include "jobs/batch_request.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -318,15 +320,70 @@ void ParseLogprobs(const json& body, BatchRequest* req) {
         IntIn(*lp, "body.logprobs", 0, kMaxLogprobs, "must be an integer in [0, 5]"));
 }
 
+// Only the keys `allowed` (each "name" or null) in the object `v` at `field`.
+void OnlyKeys(const json& v, const std::string& field, std::initializer_list<const char*> allowed) {
+  for (const auto& [key, value] : v.items()) {
+    if (value.is_null()) continue;
+    if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }))
+      Fail(field + "." + key, "is not supported (not a field of " + field + ")", value);
+  }
+}
+
+// body.response_format (OpenAI's shape). The schema's own key order is read from `ordered` (the
+// line parsed keeping it); `v` was parsed with sorted keys.
+void ParseResponseFormat(const json& v, const nlohmann::ordered_json* ordered, BatchRequest* req) {
+  const std::string field = "body.response_format";
+  const char* kinds = "\"text\", \"json_object\" or \"json_schema\"";
+  if (!v.is_object()) Fail(field, std::string("must be an object {\"type\": ") + kinds + "}", v);
+  const json* type = Find(v, "type");
+  if (!type) Missing(field + ".type", std::string("expected ") + kinds);
+  if (*type == "text" || *type == "json_object") {
+    OnlyKeys(v, field, {"type"});
+    req->response_format = *type == "text" ? ResponseFormat::kText : ResponseFormat::kJsonObject;
+    return;
+  }
+  if (*type != "json_schema") Fail(field + ".type", std::string("must be ") + kinds, *type);
+  OnlyKeys(v, field, {"type", "json_schema"});
+  const std::string js = field + ".json_schema";
+  const json* spec = Find(v, "json_schema");
+  if (!spec) Missing(js, "expected {\"name\": ..., \"schema\": {...}}");
+  if (!spec->is_object()) Fail(js, "must be an object {\"name\": ..., \"schema\": {...}}", *spec);
+  OnlyKeys(*spec, js, {"name", "schema", "strict", "description"});
+  const json* name = Find(*spec, "name");
+  if (!name) Missing(js + ".name", "expected a name of a-z, A-Z, 0-9, _ and -, up to 64");
+  const auto name_ok = [](const std::string& n) {
+    return !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+    });
+  };
+  if (!name->is_string() || !name_ok(name->get_ref<const std::string&>()))
+    Fail(js + ".name", "must be a name of a-z, A-Z, 0-9, _ and -, up to 64 characters", *name);
+  if (const json* strict = Find(*spec, "strict"); strict && !strict->is_boolean())
+    Fail(js + ".strict", "must be a boolean (llmq always enforces the schema)", *strict);
+  if (const json* d = Find(*spec, "description"); d && !d->is_string())
+    Fail(js + ".description", "must be a string", *d);
+  const json* schema = Find(*spec, "schema");
+  if (!schema) Missing(js + ".schema", "expected the JSON Schema the output must satisfy");
+  if (!schema->is_object() && !schema->is_boolean())
+    Fail(js + ".schema", "must be a JSON Schema (an object or a boolean)", *schema);
+  req->response_format = ResponseFormat::kJsonSchema;
+  req->json_schema_name = name->get<std::string>();
+  req->json_schema =
+      ordered != nullptr
+          ? ordered->at("body").at("response_format").at("json_schema").at("schema").dump()
+          : schema->dump();
+}
+
 // The fields whose support depends on their value.
-void ParseConditional(const json& body, BatchRequest* req) {
+void ParseConditional(const json& body, const nlohmann::ordered_json* ordered, BatchRequest* req) {
   if (const json* v = Find(body, "response_format")) {
-    const json* type = v->is_object() ? Find(*v, "type") : nullptr;
-    if (!type || *type != "text")
-      Fail("body.response_format",
-           "is not supported except {\"type\": \"text\"} (llmq does not constrain the output to "
-           "JSON or a schema)",
-           *v);
+    ParseResponseFormat(*v, ordered, req);
+    if (const json* m = Find(body, "min_tokens");
+        m && req->response_format != ResponseFormat::kText && req->min_tokens > 0)
+      Fail("body.min_tokens",
+           "cannot be combined with response_format " + (*v)["type"].get<std::string>() +
+               " (the end of the document decides where the output ends)",
+           *m);
   }
   if (const json* v = Find(body, "modalities")) {
     if (*v != json::array({"text"}))
@@ -370,7 +427,7 @@ void CheckBodyFields(const json& body, Endpoint endpoint) {
 }
 
 // Everything after custom_id; throws LineError at the first problem.
-void ParseRest(const json& j, BatchRequest* req) {
+void ParseRest(const json& j, const nlohmann::ordered_json* ordered, BatchRequest* req) {
   const json* method = Find(j, "method");
   if (!method) Missing("method", "expected \"POST\"");
   if (!method->is_string() || method->get_ref<const std::string&>() != "POST")
@@ -406,7 +463,7 @@ void ParseRest(const json& j, BatchRequest* req) {
   ParseSampling(*body, req);
   ParsePenalties(*body, req);
   ParseLogprobs(*body, req);
-  ParseConditional(*body, req);
+  ParseConditional(*body, ordered, req);
   // OpenAI's (and vLLM's) default for completions; chat defaults to "up to the context".
   if (req->endpoint == Endpoint::kCompletions && !req->max_tokens) req->max_tokens = 16;
 }
@@ -481,7 +538,8 @@ const std::vector<FieldRule>& BodyFieldRules() {
       {"logit_bias", true, true, U::kHonoured, "token id -> [-100, 100]"},
       {"logprobs", true, true, U::kHonoured, "chat: true/false; completions: 0-5"},
       {"top_logprobs", true, false, U::kHonoured, "0-20, with logprobs: true"},
-      {"response_format", true, false, U::kHonoured, "{\"type\": \"text\"} only"},
+      {"response_format", true, true, U::kHonoured,
+       "text, json_object, json_schema (structured outputs)"},
       {"modalities", true, false, U::kHonoured, "[\"text\"] only"},
       {"echo", false, true, U::kHonoured, "false only"},
       {"suffix", false, true, U::kHonoured, "\"\" only"},
@@ -566,8 +624,15 @@ BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& 
     } else {
       req.custom_id = id->get<std::string>();
     }
+    // A schema's key order is its properties' order: the line is read again keeping it, when it
+    // carries one.
+    nlohmann::ordered_json ordered;
+    const json* body = Find(j, "body");
+    const json* rf = body && body->is_object() ? Find(*body, "response_format") : nullptr;
+    if (rf && rf->is_object() && rf->contains("json_schema"))
+      ordered = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
     try {
-      ParseRest(j, &req);
+      ParseRest(j, ordered.is_object() ? &ordered : nullptr, &req);
     } catch (const LineError& e) {
       if (req.error.empty()) req.error = where + e.message;
     }

@@ -20,6 +20,10 @@ struct ChatMessage {
 
 enum class Endpoint { kChatCompletions, kCompletions };  // /v1/chat/completions, /v1/completions
 
+// body.response_format: free text, any JSON object, or the documents a JSON Schema accepts
+// (structured outputs, issue 24; enforced token by token by the engine).
+enum class ResponseFormat { kText, kJsonObject, kJsonSchema };
+
 struct BatchRequest {
   int line = 0;  // 1-based line number in the file
   std::string custom_id;
@@ -50,6 +54,14 @@ struct BatchRequest {
   // Log-probabilities: -1 none; k >= 0 the chosen token's and the top k of each position. Chat:
   // "logprobs": true with "top_logprobs" 0-20; completions: "logprobs" 0-5.
   int logprobs = -1;
+  // Structured outputs: {"type": "json_object"} or {"type": "json_schema", "json_schema":
+  // {"name": ..., "schema": ..., "strict": ..., "description": ...}} (also on /v1/completions, as
+  // vLLM accepts it). `json_schema`: the schema as its JSON text, in the key order it was written
+  // in (properties are generated in that order); checked here only for its shape (an object or a
+  // boolean): whether it can be enforced is the daemon's to say (it compiles it).
+  ResponseFormat response_format = ResponseFormat::kText;
+  std::string json_schema;
+  std::string json_schema_name;
   std::string error;  // non-empty: the line is refused, with this message
 };
 
@@ -58,7 +70,7 @@ struct BatchRequest {
 // custom_id is kept when it could be read (so the error output can carry it). Only the first
 // problem is reported. Every field of the body is either honoured, ignored as OpenAI ignores it
 // (user, metadata, store, service_tier, prompt_cache_key, safety_identifier), or refused by name
-// (tools, response_format other than text, echo, suffix, best_of != n, an unknown field, ...: the
+// (tools, echo, suffix, best_of != n, an unknown field, ...: the
 // table is BodyFieldRules() and the README); fields outside the body are ignored. Accepted as
 // OpenAI / vLLM do: a field set to null counts as absent; integers may be written as integral
 // floats (16.0); content as a list of

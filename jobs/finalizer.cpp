@@ -47,6 +47,12 @@ std::string JobSummary::ToJson() const {
   if (preemptions >= 0) j["preemptions"] = preemptions;
   if (kv_blocks_peak >= 0) j["kv_blocks_peak"] = kv_blocks_peak;
   if (kv_blocks_touched >= 0) j["kv_blocks_touched"] = kv_blocks_touched;
+  if (constrained_requests >= 0)
+    j["structured_outputs"] = {
+        {"constrained_requests", constrained_requests}, {"forced_tokens", forced_tokens},
+        {"schemas_compiled", schemas_compiled},         {"compile_seconds", compile_seconds},
+        {"compile_seconds_max", compile_seconds_max},   {"mask_seconds_p50", mask_seconds_p50},
+        {"mask_seconds_p99", mask_seconds_p99}};
   if (!profile_seconds.empty()) {
     nlohmann::ordered_json p = nlohmann::ordered_json::object();
     for (const auto& [phase, s] : profile_seconds) p[phase] = s;
@@ -71,6 +77,15 @@ std::string JobSummary::ToText() const {
   std::string text(buf);
   if (!backend.empty()) text += " | backend " + backend;
   if (cpu_threads > 0) text += " | cpu threads " + std::to_string(cpu_threads);
+  if (constrained_requests > 0) {
+    std::snprintf(buf, sizeof buf,
+                  " | constrained %lld (forced tokens %lld, %lld schema(s) compiled in %.1f ms, "
+                  "mask p50 %.0f us p99 %.0f us)",
+                  static_cast<long long>(constrained_requests),
+                  static_cast<long long>(forced_tokens), static_cast<long long>(schemas_compiled),
+                  compile_seconds * 1e3, mask_seconds_p50 * 1e6, mask_seconds_p99 * 1e6);
+    text += buf;
+  }
   return text;
 }
 

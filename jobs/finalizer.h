@@ -56,6 +56,12 @@ struct JobSummary {
   // (BlockManager::num_touched: in use, cached or freed; the pool memory the process touched).
   int64_t kv_blocks_peak = -1, kv_blocks_touched = -1;
   std::vector<std::pair<std::string, double>> profile_seconds;
+  // Structured outputs (issue 24), set by the caller (llmq run; constrained_requests -1: left
+  // out): requests with a response_format grammar, tokens their masks forced (one token allowed),
+  // schemas compiled and the time that took, and the mask time per constrained row.
+  int64_t constrained_requests = -1, forced_tokens = 0, schemas_compiled = 0;
+  double compile_seconds = 0, compile_seconds_max = 0;
+  double mask_seconds_p50 = 0, mask_seconds_p99 = 0;
 
   std::string ToJson() const;  // nlohmann ordered_json, 2-space indent, no trailing newline
   std::string ToText() const;  // one line, for stderr / the journal

@@ -126,6 +126,61 @@ TEST(BatchRequestTest, NullMeansAbsentAndFieldsOpenAiIgnoresAreIgnored) {
   EXPECT_TRUE(r.stop.empty());
 }
 
+// response_format: json_object, json_schema with the schema's text in the order it was written
+// (its properties are generated in that order), on both endpoints; each malformed shape refused
+// naming its field.
+TEST(BatchRequestTest, ResponseFormatJsonSchemaKeepsTheSchemasKeyOrder) {
+  const std::string line =
+      R"({"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x",
+      "response_format": {"type": "json_schema", "json_schema": {"name": "rec_1", "strict": true,
+      "schema": {"type": "object", "properties": {"zeta": {"type": "string"}, "alpha":
+      {"enum": [2, 1]}}, "required": ["zeta"]}}}}})";
+  const BatchRequest r = ParseBatchLine(line, 1, "f.jsonl");
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.response_format, ResponseFormat::kJsonSchema);
+  EXPECT_EQ(r.json_schema_name, "rec_1");
+  EXPECT_EQ(r.json_schema,
+            R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"enum":[2,1]}},)"
+            R"("required":["zeta"]})");
+  json chat = ChatLine();
+  chat["body"]["response_format"] = {{"type", "json_object"}};
+  EXPECT_EQ(Parse(chat).response_format, ResponseFormat::kJsonObject);
+  EXPECT_EQ(Parse(ChatLine()).response_format, ResponseFormat::kText);
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"type": "json_schema"})", "'body.response_format.json_schema' is missing"},
+      {R"({"type": "json_schema", "json_schema": {"schema": {}}})",
+       "'body.response_format.json_schema.name' is missing"},
+      {R"({"type": "json_schema", "json_schema": {"name": "a b", "schema": {}}})",
+       "'body.response_format.json_schema.name' must be a name"},
+      {R"({"type": "json_schema", "json_schema": {"name": "n"}})",
+       "'body.response_format.json_schema.schema' is missing"},
+      {R"({"type": "json_schema", "json_schema": {"name": "n", "schema": [1]}})",
+       "'body.response_format.json_schema.schema' must be a JSON Schema"},
+      {R"({"type": "json_schema", "json_schema": {"name": "n", "schema": {}, "strict": 1}})",
+       "'body.response_format.json_schema.strict' must be a boolean"},
+      {R"({"type": "json_schema", "json_schema": {"name": "n", "schema": {}, "extra": 1}})",
+       "'body.response_format.json_schema.extra' is not supported"},
+      {R"({"type": "json_object", "schema": {}})",
+       "'body.response_format.schema' is not supported"},
+      {R"({"type": "xml"})", "'body.response_format.type' must be"},
+      {R"("json")", "'body.response_format' must be an object"},
+  };
+  for (const auto& [rf, want] : bad) {
+    json j = ChatLine();
+    j["body"]["response_format"] = json::parse(rf);
+    const BatchRequest b = Parse(j);
+    EXPECT_NE(b.error.find(want), std::string::npos) << rf << "\n" << b.error;
+  }
+  json j = ChatLine();
+  j["body"]["response_format"] = {{"type", "json_object"}};
+  j["body"]["min_tokens"] = 2;
+  EXPECT_NE(Parse(j).error.find("field 'body.min_tokens' cannot be combined with response_format "
+                                "json_object"),
+            std::string::npos)
+      << Parse(j).error;
+}
+
 TEST(BatchRequestTest, MaxCompletionTokensIsAcceptedAndWins) {
   json j = ChatLine();
   j["body"].erase("max_tokens");
@@ -489,7 +544,15 @@ TEST(BatchRequestFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
       {"logprobs", true, "6", nullptr},
       {"top_logprobs", false, "20", nullptr},  // without logprobs: true
       {"response_format", false, R"({"type": "text"})", unchanged},
-      {"response_format", false, R"({"type": "json_object"})", nullptr},
+      {"response_format", false, R"({"type": "json_object"})",
+       [](R r) { EXPECT_EQ(r.response_format, ResponseFormat::kJsonObject); }},
+      {"response_format", true, R"({"type": "json_schema", "json_schema": {"name": "n", "schema":
+       true}})",
+       [](R r) {
+         EXPECT_EQ(r.response_format, ResponseFormat::kJsonSchema);
+         EXPECT_EQ(r.json_schema, "true");
+       }},
+      {"response_format", false, R"({"type": "grammar"})", nullptr},
       {"modalities", false, R"(["text"])", unchanged},
       {"modalities", false, R"(["text", "audio"])", nullptr},
       {"echo", true, "false", unchanged},

@@ -239,18 +239,47 @@ inline nlohmann::json Comparable(nlohmann::json o) {
 }
 
 // `count` requests behind shared instructions: greedy and seeded sampling, chat and completions,
-// some with n = 2, and a few bad lines.
+// some with n = 2; a fifth with a JSON schema and a fifth with response_format json_object
+// (structured outputs); a few bad lines, among them schemas that cannot be enforced.
 inline void WriteMixedJob(const std::string& path, int count) {
   std::ofstream in(path);
   const std::string rules = "Summarize the document in one sentence and keep names as written. ";
   for (int i = 0; i < count; ++i) {
-    if (i % 401 == 17) {
-      in << "{\"custom_id\": \"bad-" << i << "\", \"method\": \"POST\"}\n";
-      continue;
-    }
     nlohmann::json body{{"max_tokens", 4 + i % 5}, {"temperature", i % 2 ? 0.8 : 0.0}};
+    if (i % 401 == 17) {
+      if (i % 802 == 17) {
+        in << "{\"custom_id\": \"bad-" << i << "\", \"method\": \"POST\"}\n";
+        continue;
+      }
+      // A schema that cannot be enforced: refused, naming the keyword and its pointer.
+      body["response_format"] = {
+          {"type", "json_schema"},
+          {"json_schema",
+           {{"name", "tags"},
+            {"schema", {{"type", "array"}, {"items", {{"type", "string"}, {"uniqueItems", 1}}}}}}}};
+    }
     if (i % 2) body["seed"] = 1000 + i;
     if (i % 7 == 3) body["n"] = 2;
+    // Structured outputs (issue 24): a schema, any JSON object, beside unconstrained requests.
+    if (i % 5 == 1) {
+      // Room for the whitespace a model with random weights strews between the tokens (bounded:
+      // engine/structured/json_schema.h): half of them may finish their document.
+      body["max_tokens"] = i % 10 == 1 ? 40 : 12 + i % 7;
+      body["response_format"] = {
+          {"type", "json_schema"},
+          {"json_schema",
+           {{"name", "doc"},
+            {"schema",
+             {{"type", "object"},
+              {"properties",
+               {{"label", {{"enum", {"yes", "no", "unclear"}}}},
+                {"score", {{"type", "integer"}, {"minimum", 0}, {"maximum", 9}}}}},
+              {"required", {"label", "score"}},
+              {"additionalProperties", false}}}}}};
+    } else if (i % 5 == 2) {
+      body["max_tokens"] = 10;
+      body["response_format"] = {{"type", "json_object"}};
+    }
     if (i % 3 == 0) {
       body["prompt"] = rules + "Document " + std::to_string(i * 7919 % 10007) + ".";
     } else {

@@ -31,6 +31,7 @@ inline BuildContext TinyContext(const Model* model) {
   ctx.chat = ChatFormat::Builtin(ChatTemplate::kLlama2, model->tokenizer->add_bos());
   ctx.capacity = 512;
   ctx.capacity_setting = "the test";
+  ctx.grammars = std::make_shared<GrammarCache>(model->tokenizer.get());
   return ctx;
 }
 

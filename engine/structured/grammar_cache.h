@@ -1,0 +1,66 @@
+// GrammarCache: the compiled grammars of one model's vocabulary, by schema (issue 24): a job of
+// 100,000 requests with one schema compiles it once, whether at ingest (to refuse what cannot be
+// enforced before a night is spent) or when its requests are fed to the engine. Refusals are
+// kept too, so a file of 100,000 lines with one unsupported schema is refused 100,000 times for
+// the cost of one compile. The vocabulary's token trie is built on first use.
+//
+// Bounded: past kMaxEntries schemas the oldest entry is dropped (requests hold their grammar
+// themselves; a dropped one is compiled again when asked for). Thread-safe: ingest validates
+// lines on several threads.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "base/status.h"
+#include "engine/structured/matcher.h"
+#include "engine/structured/token_trie.h"
+#include "engine/text/tokenizer.h"
+
+namespace llmq {
+
+class GrammarCache {
+ public:
+  static constexpr size_t kMaxEntries = 1024;
+  // `tok` outlives the cache.
+  explicit GrammarCache(const Tokenizer* tok) : tok_(tok) {}
+
+  // The grammar of a JSON Schema given as its JSON text (key order kept: properties are
+  // generated in that order). Not OK as CompileJsonSchema says (`json_schema: keyword "K" at
+  // "/ptr": why`), or InvalidArgument when the text is not JSON.
+  [[nodiscard]] Status JsonSchema(const std::string& schema_json,
+                                  std::shared_ptr<CompiledGrammar>* out);
+  // Any JSON object (response_format json_object).
+  [[nodiscard]] Status JsonObject(std::shared_ptr<CompiledGrammar>* out);
+
+  struct Stats {
+    int64_t compiled = 0;  // schemas compiled (refusals included)
+    int64_t refused = 0;
+    int64_t hits = 0;            // answered from the cache
+    double compile_seconds = 0;  // spent compiling, in all
+    double max_compile_seconds = 0;
+  };
+  Stats stats() const;
+
+ private:
+  struct Entry {
+    Status status;
+    std::shared_ptr<CompiledGrammar> grammar;
+  };
+  // `key`: "o" (any object) or "s" and a schema's text. Holds mu_.
+  const Entry& Lookup(const std::string& key, bool object);
+  const std::shared_ptr<const TokenTrie>& Trie();
+
+  const Tokenizer* tok_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const TokenTrie> trie_;
+  std::unordered_map<std::string, Entry> map_;
+  std::deque<std::string> order_;  // keys, oldest first
+  Stats stats_;
+};
+
+}  // namespace llmq

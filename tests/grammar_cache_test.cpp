@@ -1,0 +1,50 @@
+// engine/structured/grammar_cache.h: one compile per distinct schema (refusals too), the object
+// grammar apart from the schemas, and what it reports.
+#include "engine/structured/grammar_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+TEST(GrammarCache, CompilesEachSchemaOnceAndKeepsRefusals) {
+  const std::string dir = testing::SharedModel("tiny-llama32");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-llama32");
+  std::unique_ptr<Tokenizer> tok;
+  ASSERT_TRUE(Tokenizer::Load(dir, &tok).ok());
+  GrammarCache cache(tok.get());
+  const std::string schema = R"({"type":"object","properties":{"a":{"type":"integer"}}})";
+  std::shared_ptr<CompiledGrammar> a, b, o;
+  ASSERT_TRUE(cache.JsonSchema(schema, &a).ok());
+  ASSERT_TRUE(cache.JsonSchema(schema, &b).ok());
+  EXPECT_EQ(a, b);  // the same grammar, not a second compile
+  ASSERT_TRUE(cache.JsonObject(&o).ok());
+  EXPECT_NE(o, a);
+  Matcher m(a);
+  EXPECT_TRUE(m.Consume(R"({"a": 12})") && m.CanEnd());
+
+  const std::string bad = R"({"type":"array","uniqueItems":true})";
+  std::shared_ptr<CompiledGrammar> none;
+  const Status st = cache.JsonSchema(bad, &none);
+  EXPECT_EQ(st.code(), Status::Code::kUnsupported);
+  EXPECT_NE(st.message().find("keyword \"uniqueItems\" at \"/uniqueItems\""), std::string::npos)
+      << st.message();
+  EXPECT_EQ(none, nullptr);
+  EXPECT_EQ(cache.JsonSchema(bad, &none).message(), st.message());  // kept, not recompiled
+  EXPECT_EQ(cache.JsonSchema("{not json", &none).code(), Status::Code::kInvalidArgument);
+
+  const GrammarCache::Stats s = cache.stats();
+  EXPECT_EQ(s.compiled, 4);  // the schema, the object, the refused one, the text that is not JSON
+  EXPECT_EQ(s.refused, 2);
+  EXPECT_EQ(s.hits, 2);
+  EXPECT_GT(s.compile_seconds, 0);
+  EXPECT_GE(s.compile_seconds, s.max_compile_seconds);
+}
+
+}  // namespace
+}  // namespace llmq
