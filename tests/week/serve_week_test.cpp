@@ -417,7 +417,8 @@ TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
       EXPECT_TRUE(within) << "ETA missed: " << j.name << " at " << Clock(l.at) << " (" << l.done
                           << "/" << l.total << (l.text ? ", text" : ", json") << "): told "
                           << Clock(l.told) << ", finished " << Clock(finished) << " ("
-                          << err / kHour << " open hours off, of " << room / kHour << ")";
+                          << err / kHour << " open hours off, of " << room / kHour << "; rate "
+                          << l.rate << " tokens/s)";
     }
     std::printf(
         "%s %5lld requests, finished %s; %3d looks past 10%%, worst ETA error %.0f%% of the open "
