@@ -77,13 +77,14 @@ struct EtaContext {
 // Each job's token totals by id, read once (the jobs whose totals could not be read are absent).
 using TotalsById = std::map<int64_t, jobs::JobTotals>;
 
-// `all`: every job in the queue, in the order they are fed; `totals`: theirs.
+// `all`: every job in the queue, in the order they are fed; `totals`: theirs; `now`: when they
+// were read.
 EtaContext LoadEtaContext(const LlmqConfig& cfg, const std::vector<jobs::JobRecord>& all,
-                          const TotalsById& totals) {
+                          const TotalsById& totals, double now) {
   EtaContext c;
   c.windows = cfg.run_windows;
   c.serving = spool::ReadServeState(spool::PathsFor(cfg.state_dir), &c.windows, &c.progress);
-  c.now = wall_clock::Now();
+  c.now = now;
   if (!c.serving) return c;
   const std::map<std::string, int64_t> in_flight(c.progress.in_flight_tokens.begin(),
                                                  c.progress.in_flight_tokens.end());
@@ -344,6 +345,12 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
   LlmqConfig cfg;
   std::unique_ptr<jobs::Store> store;
   if (Status st = OpenQueue(f.q, &cfg, &store); !st.ok()) return Fail(cmd, st);
+  // The jobs and their totals from one snapshot of the queue, taken at `now`: a job's completion
+  // tokens per request (the ETA's) are its totals over its counts, and its ETA the work left at
+  // `now` from `now`, however long this process takes (the daemon commits meanwhile; a test clock
+  // runs thousands of times as fast as the real one).
+  if (Status st = store->BeginRead(); !st.ok()) return Fail(cmd, st);
+  const double now = wall_clock::Now();  // LLMQ_TEST_CLOCK in tests
   // Every job, read once: `llmq status` tells an ETA for the one asked for from all ahead of it.
   std::vector<jobs::JobRecord> all, shown;
   if (Status st = store->ListJobs(&all); !st.ok()) return Fail(cmd, st);
@@ -360,10 +367,11 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
   if (!list)
     for (const jobs::JobRecord& j : all)
       if (jobs::JobTotals t; store->GetJobTotals(j.id, &t).ok()) totals.emplace(j.id, t);
+  if (Status st = store->Commit(); !st.ok()) return Fail(cmd, st);  // the snapshot's end
   // status (not list): the run windows, a line before the jobs, and in each job's object; what
   // the daemon is doing (or that none serves this queue), likewise.
   std::string windows_line;
-  const EtaContext eta = list ? EtaContext() : LoadEtaContext(cfg, all, totals);
+  const EtaContext eta = list ? EtaContext() : LoadEtaContext(cfg, all, totals, now);
   const json windows = list ? json(nullptr) : RunWindowsJson(eta, &windows_line);
   json daemon = json{{"serving", eta.serving}};
   std::string daemon_line = "no llmq serve is serving this queue: nothing runs until one starts";

@@ -237,6 +237,7 @@ class Server {
     engine_thread_ = std::thread([this, stall_ms = TestStallStepMs()]() mutable {
       engine_status_ = runner_->Serve([this, &stall_ms] {
         engine_metrics_.ObserveStep(runner_->progress().last_step_seconds);
+        if (wall_clock::StepDriven()) HoldAtWindowEnd();
         // Out of work: the last results are committed and their jobs finalized at once.
         if (!engine_->HasWork()) asio::post(flusher_, [this] { FlushThenCheckJobs(); });
         if (stall_ms <= 0) return;  // TEST ONLY: see TestStallStepMs
@@ -744,11 +745,11 @@ class Server {
     p.fed_out = g.progress.fed_out;
     p.in_flight_tokens = engine_metrics_.in_flight();
     // Completion tokens per second of the engine's busy time (in seconds of the wall clock:
-    // LLMQ_TEST_CLOCK runs faster in tests) over the last kRateIntervals intervals in which tokens
-    // were generated: kept while nothing runs (outside the windows, between jobs), so that an ETA
-    // can still be told; not lowered by the waits around the work.
+    // LLMQ_TEST_CLOCK runs faster, or by steps, in tests) over the last kRateIntervals intervals
+    // in which tokens were generated: kept while nothing runs (outside the windows, between jobs),
+    // so that an ETA can still be told; not lowered by the waits around the work.
     if (measure) {
-      const double busy = g.progress.busy_seconds * wall_clock::Scale();
+      const double busy = g.progress.busy_seconds;
       if (busy > state_busy_ && p.tokens_generated > state_tokens_) {
         rate_intervals_.push_back({busy - state_busy_, double(p.tokens_generated - state_tokens_)});
         if (rate_intervals_.size() > kRateIntervals) rate_intervals_.pop_front();
@@ -776,10 +777,12 @@ class Server {
   // Outside the windows nothing new starts; at a window's end running requests get
   // spool.drain_seconds, then are abandoned (pending again: they run in the next window).
   // Checked when the state next changes (just after that second begins) and every minute, and
-  // when a reload changes the windows.
+  // when a reload changes the windows; on a step-driven test clock, by the engine's thread too
+  // (HoldAtWindowEnd).
   void CheckWindow(bool first) {
     if (stopping_) return;
     if (windows_.empty()) {  // none (left by a reload): always open
+      window_closes_at_ = kNever;
       if (!in_window_) {
         in_window_ = true;
         window_drain_timer_.cancel();
@@ -810,6 +813,9 @@ class Server {
         });
       }
     }
+    // For HoldAtWindowEnd: when this window closes, and how.
+    window_close_stops_running_ = knobs_.drain_seconds <= 0;
+    window_closes_at_ = in && next >= 0 ? static_cast<double>(t + next) : kNever;
     const double into_second = now - static_cast<double>(t);
     const double delay = (next < 0 ? 60 : std::min(next, 60)) - into_second + 0.01;
     window_timer_.expires_after(wall_clock::RealFor(std::max(delay, 0.01)));
@@ -818,8 +824,27 @@ class Server {
     });
   }
 
+  // On a step-driven test clock (base/wall_clock.h) the engine's steps move the clock, not the
+  // real time the window's timer waits for: after the step that reaches the window's end, the
+  // engine's thread holds itself before its next step (the running requests too when
+  // spool.drain_seconds is 0) and leaves the rest (the log, the drain's timer) to CheckWindow.
+  void HoldAtWindowEnd() {
+    if (wall_clock::Now() < window_closes_at_.load()) return;
+    window_closes_at_ = kNever;
+    runner_->Hold(window_close_stops_running_.load());
+    asio::post(io_, [this] {
+      window_timer_.cancel();
+      CheckWindow(/*first=*/false);
+    });
+  }
+
   std::vector<RunWindow> windows_;
   bool in_window_ = true;
+  // When the window the daemon is in closes (unix seconds; kNever: outside one), and whether its
+  // end stops the running requests at once: set by CheckWindow, read by HoldAtWindowEnd.
+  static constexpr double kNever = 1e300;
+  std::atomic<double> window_closes_at_{kNever};
+  std::atomic<bool> window_close_stops_running_{false};
   // serve.json's progress (PublishState): when it was last measured, the tokens then, and the
   // last intervals with progress (seconds, tokens).
   double state_busy_ = 0;  // the engine's busy time at the last measure (wall-clock seconds)

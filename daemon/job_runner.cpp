@@ -1,5 +1,6 @@
 #include "daemon/job_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -157,19 +158,17 @@ void JobRunner::HandleOutputs(const std::vector<RequestOutput>& done) {
 }
 
 namespace {
-// Adds the steady-clock seconds of its scope to *total (RunnerProgress::busy_seconds).
+// Adds the wall clock's seconds of its scope to *total (RunnerProgress::busy_seconds).
 class BusyTimer {
  public:
-  explicit BusyTimer(double* total) : total_(total), start_(std::chrono::steady_clock::now()) {}
-  ~BusyTimer() {
-    *total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
+  explicit BusyTimer(double* total) : total_(total) {}
+  ~BusyTimer() { *total_ += watch_.Seconds(); }
   BusyTimer(const BusyTimer&) = delete;
   BusyTimer& operator=(const BusyTimer&) = delete;
 
  private:
   double* total_;
-  std::chrono::steady_clock::time_point start_;
+  wall_clock::Stopwatch watch_;
 };
 }  // namespace
 
@@ -192,6 +191,7 @@ void JobRunner::StepOnce(int64_t tokens_before, std::vector<RequestOutput>* done
   if (Status st = engine_->Step(done); !st.ok())
     std::fprintf(stderr, "llmq: step failed, its requests are marked failed: %s\n",
                  st.message().c_str());
+  wall_clock::Step();  // a step-driven test clock moves on by its step
   progress_.last_step_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   HandleOutputs(*done);
@@ -241,7 +241,7 @@ void JobRunner::Stop() {
 
 void JobRunner::Hold(bool running_too) {
   std::lock_guard<std::mutex> lock(mu_);
-  hold_ = running_too ? 2 : 1;
+  hold_ = std::max(hold_, running_too ? 2 : 1);  // only Release lifts a hold
   cv_.notify_all();
 }
 
@@ -293,6 +293,7 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
       if (stop_) break;
       if (!engine_->HasWork() && (draining_ || drained_ || held_ > 0)) {
         if (draining_) break;
+        wall_clock::Idle();  // a step-driven test clock runs with real time while the engine waits
         const auto woken = [&] {
           return wake_ || drain_ || stop_ || !cancels_.empty() || hold_ != held_;
         };
@@ -303,6 +304,7 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
         continue;
       }
     }
+    wall_clock::Busy();  // ... and stands still at work, but for its steps (base/wall_clock.h)
     const BusyTimer busy(&progress_.busy_seconds);
     // A store another process holds past the busy timeout (or a full disk) must not end the
     // engine thread, and with it the daemon: Feed is tried again half a second later (the cursor

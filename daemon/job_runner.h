@@ -45,8 +45,9 @@ struct RunnerProgress {
   int64_t tokens_generated = 0;  // completion tokens sampled in this run, finished or not
   int64_t prompt_tokens = 0, cached_tokens = 0, computed_tokens = 0;  // of finished requests
   double last_step_seconds = 0;  // the engine's last Step (metrics)
-  // Steady-clock seconds spent feeding the engine and stepping it, not waiting for work: the
-  // time a rate of work is measured over (llmq status' ETA).
+  // Seconds spent feeding the engine and stepping it, not waiting for work: the time a rate of
+  // work is measured over (llmq status' ETA). The wall clock's seconds (wall_clock::Stopwatch:
+  // the steady clock's, or a test clock's, scaled or step-driven).
   double busy_seconds = 0;
   // The runner's last look at the queue found nothing pending past what the engine holds: it
   // looks again only when woken (a new job, a release, a cancel), not while the engine finishes.
@@ -80,7 +81,8 @@ class JobRunner {
   // Run windows (serve.run_windows): Hold(false) starts nothing new (requests the engine has not
   // admitted are dropped, as by Drain); Hold(true) also abandons the admitted ones. Dropped
   // requests stay pending in the store; Release() feeds them again, after what was finished is
-  // committed, so nothing finished is computed twice (any thread).
+  // committed, so nothing finished is computed twice (any thread). A hold is never lowered
+  // (Hold(false) after Hold(true) changes nothing): only Release lifts it.
   void Hold(bool running_too);
   void Release();
 

@@ -379,6 +379,11 @@ Status Store::Begin() {
   return Exec("BEGIN IMMEDIATE", "cannot begin a write transaction");
 }
 
+Status Store::BeginRead() {
+  LLMQ_CHECK(!InTransaction());
+  return Exec("BEGIN", "cannot begin a read transaction");
+}
+
 Status Store::Commit() {
   if (!InTransaction())
     return Status::IoError(path_ +

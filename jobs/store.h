@@ -161,6 +161,9 @@ class Store {
   Status Commit();  // an error when none is open (SQLite rolls back by itself after some errors)
   void Rollback();  // no-op when no transaction is open
   bool InTransaction() const;
+  // BEGIN (deferred), for reads only: every read until Commit sees the queue as the first one did,
+  // while other connections go on writing (WAL). A transaction must not be open already.
+  Status BeginRead();
   // Inserts a job (status as given, usually `validating`); fills `job->id`, `job->public_id` (when
   // empty) and `job->created_at` (when 0). (name, sha256) is unique: the caller asks FindJob
   // first; a second insert of the same pair fails with InvalidArgument naming it.

@@ -405,6 +405,29 @@ TEST(Store, JobTotalsCountEachNewResultOnce) {
   EXPECT_EQ(s->GetJobTotals(12345, &t).code(), Status::Code::kNotFound);
 }
 
+// A read transaction sees one snapshot: the jobs' counts and their totals, read apart, agree while
+// another connection commits results (llmq status divides the one by the other).
+TEST(Store, AReadTransactionSeesOneSnapshot) {
+  const std::string path = DbPath();
+  auto reader = OpenOrDie(path);
+  auto writer = OpenOrDie(path);
+  const int64_t a = Ingest(writer.get(), "a.jsonl", {1, 2, 3});
+  ASSERT_TRUE(writer->CommitResults({MakeResult(a, 1)}).ok());
+  ASSERT_TRUE(reader->BeginRead().ok());
+  std::vector<JobRecord> all;
+  ASSERT_TRUE(reader->ListJobs(&all).ok());
+  ASSERT_TRUE(writer->CommitResults({MakeResult(a, 2), MakeResult(a, 3)}).ok())
+      << "a reader does not hold the writer up";
+  JobTotals t;
+  ASSERT_TRUE(reader->GetJobTotals(a, &t).ok());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].completed, 1);
+  EXPECT_EQ(t.completion_tokens, 1) << "the totals as they were with the counts read";
+  ASSERT_TRUE(reader->Commit().ok());
+  ASSERT_TRUE(reader->GetJobTotals(a, &t).ok());
+  EXPECT_EQ(t.completion_tokens, 1 + 2 + 3);
+}
+
 // A store of schema 1 (no totals in the jobs row) gets them summed from its results on open.
 TEST(Store, MigrationToSchemaTwoSumsTheResultsIntoTheJobs) {
   const std::string path = DbPath();

@@ -1,12 +1,17 @@
 // A simulated week (issue 23, done-when 2): `llmq serve` with the nightly window 22:00-06:00 runs
-// for seven nights on a clock 7200 times as fast as the real one (LLMQ_TEST_CLOCK: a night is
-// four real seconds), while jobs are dropped by day and by night, some larger than a night.
+// for seven nights on a step-driven test clock (LLMQ_TEST_CLOCK, base/wall_clock.h), while jobs
+// are dropped by day and by night, some larger than a night. While the engine works, the daemon's
+// clock stands still but for kStep seconds at each engine step: the daemon time a job takes is
+// its steps', the same run after run, not this shared machine's pace (which moved the ETAs' errors
+// past 25% in two runs of four when the clock followed real time). While the engine waits (by
+// day, out of work) the clock runs 7200 times as fast as the real one. A night of work is some
+// 11,000 steps: a few real seconds. Every process reads the daemon's clock from the file it
+// publishes (`llmq status`, this test).
 // Checked: every request runs exactly once; work left when a window closes resumes when the next
 // opens, by itself; nothing runs outside a window; `llmq status` (--json and text) reports the
-// queue's counts and, at every look past 10% of a job, an end inside a run window. How far each
-// told end is from the real one (in open hours; 25% is issue 23's bound) is reported, not
-// asserted, until the week runs on a step-driven clock: measured against this machine's own
-// pace it failed one run in two.
+// queue's counts and, at every look past 10% of a job, an end inside a run window and within 25%
+// of the open hours the job then still took (issue 23's bound), give or take what the test cannot
+// resolve (the daemon's progress is published every tenth of a real second).
 //
 // Times are measured in the windows' open hours: from Tue 00:30, a job told to end "Wed 05:50"
 // that ends "Wed 06:10" -- 20 minutes more work, a pace 2% slower -- ends at Wed 22:10, and no
@@ -15,9 +20,8 @@
 // 22:00 count for nothing; an ETA blind to the windows (a job of 12 open hours told to end at noon)
 // still misses by the hours it did not see, and a told end outside every window fails.
 //
-// The jobs are sized in nights of this machine's work, at the rate the daemon measured when each
-// is dropped (a first job, K, by night, gives the first). ctest runs this test alone
-// (RUN_SERIAL): the rate it measures is the daemon's, not the rate left by other tests.
+// The jobs are sized in nights of the daemon's work, at the rate it measured when each is dropped
+// (a first job, K, by night, gives the first): tokens per step over kStep.
 #include <sqlite3.h>
 
 #include <gtest/gtest.h>
@@ -33,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "base/wall_clock.h"
 #include "tests/serve_fixture.h"
 
 namespace llmq::testing {
@@ -40,14 +45,16 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr double kScale = 7200;  // daemon seconds per real second
+constexpr double kScale = 7200;  // daemon seconds per real second while the engine waits
+constexpr double kStep = 2.5;    // daemon seconds per engine step while it works
 constexpr double kHour = 3600, kDay = 86400;
 constexpr double kSunday = 1767484800;  // 2026-01-04T00:00:00Z, a Sunday (TZ=UTC)
 constexpr double kNight = 8 * kHour;    // 22:00-06:00
-// What the test cannot resolve, in daemon seconds: the daemon's progress in serve.json is up to
-// a metrics interval old (0.1 real s), a result is committed within 10 ms, a status call takes
-// some ms: 0.15 real seconds (18 minutes of the daemon's day).
-constexpr double kResolution = 0.15 * kScale;
+// What the test cannot resolve, in real seconds: the daemon's progress in serve.json is up to a
+// metrics interval old (0.1 s), a result is committed within 10 ms, a status call takes some ms.
+// In daemon seconds: as many as its clock moves meanwhile (18 minutes of its day while it waits;
+// at work, the steps it takes then: measured).
+constexpr double kResolutionReal = 0.15;
 constexpr int kTokens = 160;  // completion tokens per request (EOS ignored: the work is known)
 
 double RealNow() {
@@ -118,13 +125,16 @@ class ServeWeekTest : public ServeFixture {
     if (db_ != nullptr) sqlite3_close(db_);
     ServeFixture::TearDown();
   }
-  double FakeNow() const { return start_ + (RealNow() - anchor_) * kScale; }
-  void StartAt(double fake) {
-    start_ = fake;
-    anchor_ = RealNow();
-    char clock[96];
-    std::snprintf(clock, sizeof clock, "%.3f@%.3fx%.0f", start_, anchor_, kScale);
-    setenv("LLMQ_TEST_CLOCK", clock, 1);
+  // The daemon's time now, as it published it (its clock's file).
+  double DaemonNow() const { return clock_->Now(RealNow()); }
+  void StartAt(double daemon) {
+    const std::string clock = std::to_string(daemon) + "@" + std::to_string(RealNow()) + "x" +
+                              std::to_string(kScale) + ",step=" + std::to_string(kStep) +
+                              ",file=" + dir_ + "/clock";
+    wall_clock::Scaled spelling;
+    ASSERT_TRUE(wall_clock::ParseScaled(clock, &spelling).ok()) << clock;
+    clock_ = std::make_unique<wall_clock::StepClock>(spelling);
+    setenv("LLMQ_TEST_CLOCK", clock.c_str(), 1);
     setenv("TZ", "UTC", 1);
     Start();
   }
@@ -169,7 +179,7 @@ class ServeWeekTest : public ServeFixture {
                           "Summarize document " + std::to_string(i) + " of " + name, kTokens);
     return s;
   }
-  double start_ = 0, anchor_ = 0;
+  std::unique_ptr<wall_clock::StepClock> clock_;  // a reader of the daemon's clock
   sqlite3* db_ = nullptr;
 };
 
@@ -180,11 +190,10 @@ TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
                             "engine:\n  kv_cache_memory: 64MiB\n  max_num_seqs: 16\n"
                             "serve:\n  run_windows: [\"22:00-06:00\"]\n";
   // Dropped by night (K, C, D, F) and by day (A, B, E); A and E are larger than a night, D runs
-  // across a morning too. K is fixed, a quarter of a night here (it measures the rate the others
-  // are sized by: on a machine three times slower it still ends inside its night). Where each
-  // should end: K Mon ~00:10; A Wed ~02:00 (a night and a half); B Thu ~00:24, C behind it
-  // ~02:48; D (three hours on Thursday morning, the rest the next night) Fri ~01:24; E Sun ~01:12,
-  // F behind it ~02:48.
+  // across a morning too. K is fixed, some 3,600 steps (it measures the rate the others are sized
+  // by). Where each ends: K Mon ~01:35; A Wed ~01:50 (a night and a half); B Thu ~00:10, C behind
+  // it ~02:35; D (three hours on Thursday morning, the rest the next night) Fri ~01:30; E Sun
+  // ~00:35, F behind it ~02:10.
   std::vector<Job> jobs = {
       {"K.jsonl", kSunday + 23 * kHour, 0, 300},            // Sun 23:00
       {"A.jsonl", kSunday + kDay + 10 * kHour, 1.5},        // Mon 10:00
@@ -204,20 +213,21 @@ TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
   std::vector<std::pair<double, double>> paces;
   int64_t tokens_now = -1, tokens_seen = -1;  // the daemon's tokens generated, now and before
   // By night (its evening's day): the first and last look inside it with tokens generated since
-  // the one before (when, tokens), and the sum of the daemon's rates told at those looks.
+  // the one before (when, on the daemon's clock and the real one, tokens), and the sum of the
+  // daemon's rates told at those looks.
   struct Night {
-    double first = 0, last = 0, rates = 0;
+    double first = 0, last = 0, real_first = 0, real_last = 0, rates = 0;
     int64_t first_tokens = 0, last_tokens = 0;
     int looks = 0;
   };
   std::map<int, Night> nights;
   std::map<std::string, std::vector<Look>> looks;
   std::map<std::string, json> last;  // each job's last --json object
-  // The daemon's tokens generated, at looks outside the windows (by day).
+  // The daemon's tokens generated, at looks wholly outside the windows (by day).
   std::map<int, std::vector<std::pair<double, int64_t>>> tokens_by_day;  // (when, tokens)
   int polls = 0;
-  while (FakeNow() < end) {
-    const double now = FakeNow();
+  while (DaemonNow() < end) {
+    const double now = DaemonNow(), real = RealNow();
     const std::map<std::string, int64_t> before = Done();
     for (Job& j : jobs) {
       if (j.dropped || now < j.drop_at) continue;
@@ -236,6 +246,9 @@ TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
     const auto r = RunLlmqWith({}, {"status", "--json", "--config", config_});
     const auto t = text ? RunLlmqWith({}, {"status", "--config", config_}) : RunResult{};
     const std::map<std::string, int64_t> after = Done();
+    // The status calls ran between `now` and this: some minutes of the daemon's day while it
+    // waits (tens of real milliseconds at 7200x), into a window that opened meanwhile.
+    const double looked = DaemonNow();
     ++polls;
     const json all = json::parse(r.out, nullptr, false);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -255,7 +268,7 @@ TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
         rate_now = d["tokens_per_second"].get<double>();
         per_night = rate_now * kNight / kTokens;
       }
-      if (!InNight(now, 0.5 * kHour))
+      if (!InNight(now, 0.5 * kHour) && !InNight(looked))
         tokens_by_day[static_cast<int>((now - kSunday - 6 * kHour) / kDay)].emplace_back(
             now, d["tokens_generated"].get<int64_t>());
       if (o["status"] != "in_progress") continue;
@@ -266,8 +279,8 @@ TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
     if (rate_now > 0 && tokens_seen >= 0 && tokens_now > tokens_seen && InNight(now)) {
       paces.emplace_back(now, rate_now);
       Night& n = nights[static_cast<int>((now - kSunday - 6 * kHour) / kDay)];
-      if (n.looks++ == 0) n.first = now, n.first_tokens = tokens_now;
-      n.last = now, n.last_tokens = tokens_now, n.rates += rate_now;
+      if (n.looks++ == 0) n.first = now, n.real_first = real, n.first_tokens = tokens_now;
+      n.last = now, n.real_last = real, n.last_tokens = tokens_now, n.rates += rate_now;
     }
     tokens_seen = tokens_now;
     // The text: "batch_...  in_progress  N/M done (F failed)  ... ETA 3h07m (at ISO)  name".
@@ -290,10 +303,24 @@ TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
     }
     // The next look when the daemon has published its progress again, 24 minutes of its day on.
     const double published = PublishedAt();
-    ASSERT_TRUE(WaitFor([&] { return PublishedAt() >= published + 0.2 * kScale; }, 30))
+    ASSERT_TRUE(WaitFor([&] { return PublishedAt() >= published + 0.2 * kScale; }, 30, 10))
         << "serve.json was not rewritten after " << Clock(published);
   }
   EXPECT_EQ(Stop(), 0) << Log();
+
+  // What the test resolves, in daemon seconds: kResolutionReal at the fastest the daemon's clock
+  // ran (kScale while the engine waits; at work, kStep times its steps per real second, measured
+  // between each night's first and last look with work).
+  double per_real_second = kScale;
+  for (const auto& [day, n] : nights)
+    if (n.real_last > n.real_first)
+      per_real_second =
+          std::max(per_real_second, (n.last - n.first) / (n.real_last - n.real_first));
+  const double resolution = kResolutionReal * per_real_second;
+  std::printf(
+      "the daemon's clock ran up to %.0f times as fast as the real one: %.0f minutes of "
+      "its day in %.2f real seconds\n",
+      per_real_second, resolution / 60, kResolutionReal);
 
   // Every request ran, once: one result each in the results file, all of them successes.
   for (const Job& j : jobs) {
@@ -310,7 +337,7 @@ TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
   // generated no token between a morning and the next evening.
   const auto commits = Commits();
   for (const auto& [name, at] : commits)
-    ASSERT_TRUE(InNight(at, kResolution)) << name << " committed at " << Clock(at);
+    ASSERT_TRUE(InNight(at, resolution)) << name << " committed at " << Clock(at);
   for (const auto& [day, seen] : tokens_by_day)
     for (const auto& [at, tokens] : seen)
       EXPECT_EQ(tokens, seen.front().second)
@@ -354,31 +381,29 @@ TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
   // told one. The end is the job's last result: it is finalized (its files written,
   // `finished_at`) at the daemon's next look at the queue, within a fifth of a real second.
   int held = 0, pace_changed = 0;  // looks judged; looks after which the pace changed
-  int missed = 0;                  // judged looks whose ETA missed 25% (reported)
+  int missed = 0;                  // judged looks whose ETA missed 25%
   for (const Job& j : jobs) {
     const double finished = span[j.name].second;
-    EXPECT_LT(last[j.name]["finished_at"].get<double>() - finished, 0.3 * kScale) << j.name;
+    EXPECT_LT(last[j.name]["finished_at"].get<double>() - finished, 0.3 * per_real_second)
+        << j.name;
     double worst = 0;
     std::string worst_look;
     int n = 0;
     for (const Look& l : looks[j.name]) {
       if (l.done * 10 < l.total || l.done == l.total || l.at >= finished) continue;
-      // The ETA assumes the pace it measured holds; a machine whose own pace then changed by more
-      // than 15% (a noisy neighbour; 50% between two nights was seen) cannot be held to 25%: such
-      // a look is counted apart, and most looks must be held.
+      // The ETA assumes the pace it measured holds. On the step-driven clock the machine's pace
+      // does not change it (only the make-up of the engine's batches): the looks after which it
+      // changed by more than 15% are counted, and held to 25% all the same.
       double sum = 0;
       int k = 0;
       for (const auto& [at, pace] : paces)
         if (at > l.at && at <= finished) sum += pace, ++k;
-      if (l.rate > 0 && k > 0 && std::fabs(sum / k / l.rate - 1) > 0.15) {
-        ++pace_changed;
-        continue;
-      }
+      if (l.rate > 0 && k > 0 && std::fabs(sum / k / l.rate - 1) > 0.15) ++pace_changed;
       ++n;
       ++held;
       ASSERT_GT(l.told, 0) << j.name << ": no ETA at " << Clock(l.at) << " (" << l.done << "/"
                            << l.total << (l.text ? ", text" : ", json") << ")";
-      EXPECT_TRUE(InNight(l.told, kResolution))
+      EXPECT_TRUE(InNight(l.told, resolution))
           << j.name << " at " << Clock(l.at) << ": told " << Clock(l.told) << ", outside a window";
       const double room = OpenSeconds(l.at, finished);
       const double err = std::fabs(OpenSeconds(l.at, std::max(l.at, l.told)) - room);
@@ -387,19 +412,13 @@ TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
         worst_look = " (at " + Clock(l.at) + ", " + std::to_string(l.done) + "/" +
                      std::to_string(l.total) + ": told " + Clock(l.told) + ")";
       }
-      // Reported, not asserted (issue 23 stays open on this): the ETA depends on the pace of
-      // this shared 2-core machine, which moved the result run to run (two failures in four runs
-      // on 2026-12-02). It is asserted again once the week runs on a step-driven clock (a daemon
-      // second per engine step), where the pace is the test's, not the machine's.
-      if (err > 0.25 * room + kResolution) {
-        ++missed;
-        std::printf(
-            "ETA missed: %s at %s (%lld/%lld, %s): told %s, finished %s (%.2f open hours "
-            "off, of %.2f)\n",
-            j.name.c_str(), Clock(l.at).c_str(), static_cast<long long>(l.done),
-            static_cast<long long>(l.total), l.text ? "text" : "json", Clock(l.told).c_str(),
-            Clock(finished).c_str(), err / kHour, room / kHour);
-      }
+      const bool within = err <= 0.25 * room + resolution;
+      missed += !within;
+      EXPECT_TRUE(within) << "ETA missed: " << j.name << " at " << Clock(l.at) << " (" << l.done
+                          << "/" << l.total << (l.text ? ", text" : ", json") << "): told "
+                          << Clock(l.told) << ", finished " << Clock(finished) << " ("
+                          << err / kHour << " open hours off, of " << room / kHour << "; rate "
+                          << l.rate << " tokens/s)";
     }
     std::printf(
         "%s %5lld requests, finished %s; %3d looks past 10%%, worst ETA error %.0f%% of the open "
@@ -408,8 +427,8 @@ TEST_F(ServeWeekTest, SevenNightsOfWindowsRunEveryRequestOnceAndTellTheTruth) {
         worst_look.c_str());
   }
   std::printf(
-      "%d looks judged (%d of them missed 25%%), %d after which the machine's pace changed by "
-      "more than 15%%\n",
+      "%d looks judged (%d of them missed 25%%), %d after which the daemon's pace changed by more "
+      "than 15%%\n",
       held, missed, pace_changed);
 }
 
