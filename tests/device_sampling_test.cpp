@@ -225,6 +225,41 @@ TEST_F(DeviceSamplingMasks, AConstrainedStepSamplesOnTheDeviceOnlyWhereTheBacken
   }
 }
 
+// Claims to apply token masks but samples without ever computing them (a broken backend).
+class ForgetsMasks final : public HostSampledBackend {
+ public:
+  ForgetsMasks(const ModelConfig& cfg, const Weights& w) : HostSampledBackend(cfg, w, true) {}
+  Status ForwardSample(const StepBatch& b, const RowSampling* rows, int32_t* ids) override {
+    StepBatch unmasked = b;
+    unmasked.masks = nullptr;
+    return HostSampledBackend::ForwardSample(unmasked, rows, ids);
+  }
+};
+
+// Its constrained step fails with a Status naming the fault (the engine fails that step's
+// requests), never draws without the grammar or reads forced tokens that were never found.
+TEST_F(DeviceSamplingMasks, MasksTheBackendNeverComputedFailTheStep) {
+  ForgetsMasks be(cfg_, *w_);
+  EngineOptions opt;
+  opt.num_blocks = 128;
+  std::unique_ptr<LlmEngine> engine;
+  ASSERT_TRUE(LlmEngine::Create(cfg_, &be, tok_.get(), opt, &engine).ok());
+  engine->Add(reqs_[0]);
+  std::vector<RequestOutput> out;
+  int failed_steps = 0;
+  while (engine->HasWork()) {
+    const Status st = engine->Step(&out);
+    if (st.ok()) continue;
+    ++failed_steps;
+    EXPECT_NE(st.message().find("did not compute the step's token masks"), std::string::npos)
+        << st.ToString();
+  }
+  EXPECT_EQ(failed_steps, 1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_NE(out[0].error.find("did not compute the step's token masks"), std::string::npos)
+      << out[0].error;
+}
+
 TEST(SampleTokenWithDraw, IsSampleTokenWithTheDrawTakenFromTheStream) {
   std::vector<float> logits(300);
   Rng lr(3);
