@@ -184,9 +184,58 @@ struct Batch {
   }
 };
 
+template <class... A>
+std::string Fmt(const char* f, A... v) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, f, v...);
+  return buf;
+}
+
 struct Row {
   std::string what, figure, share, target;
 };
+
+// Token masks of `rows` rows that allow one token in 64 (nearly every logit is written: the
+// kernel's worst case), as a StepMasks computed in advance: a masked step then times what the
+// backend adds to it (the words' copy to the device and the kernel), not the grammar.
+//   words: [rows, (vocab + 31) / 32]
+class SparseMasks final : public StepMasks {
+ public:
+  SparseMasks(int rows, int vocab) : wpr_((vocab + 31) / 32), words_(size_t(rows) * wpr_, 0u) {
+    for (int r = 0; r < rows; ++r)
+      for (int t = r % 64; t < vocab; t += 64) words_[size_t(r) * wpr_ + t / 32] |= 1u << (t % 32);
+  }
+  const uint32_t* Compute() override { return words_.data(); }
+  bool computed() const override { return true; }
+  int words_per_row() const override { return wpr_; }
+  const std::vector<uint32_t>& words() const { return words_; }
+
+ private:
+  int wpr_;
+  std::vector<uint32_t> words_;
+};
+
+// The token-mask kernel alone on [rows, vocab] logits: device time and write bandwidth.
+Row MaskKernelRow(int rows, int vocab, double bw) {
+  const SparseMasks m(rows, vocab);
+  float* logits;
+  uint32_t* words;
+  const size_t n = size_t(rows) * vocab;
+  CHECK_CUDA(cudaMalloc(&logits, n * 4));
+  CHECK_CUDA(cudaMalloc(&words, m.words().size() * 4));
+  CHECK_CUDA(cudaMemcpy(words, m.words().data(), m.words().size() * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(kernels::cuda::FillConstant<float>(logits, int64_t(n), 1.f, nullptr));
+  const double t = TimeOnDevice([&] {
+    CHECK_CUDA(
+        kernels::cuda::ApplyTokenBitmask(logits, rows, vocab, words, m.words_per_row(), nullptr));
+  });
+  cudaFree(logits);
+  cudaFree(words);
+  const double bytes = n * 4.0 * 63 / 64 + m.words().size() * 4.0;
+  return {"token mask kernel, " + std::to_string(rows) + " x " + std::to_string(vocab),
+          Fmt("%.1f us", t * 1e6), Fmt("%.1f%% of bandwidth", 100 * bytes / bw / t),
+          "a small fraction of a step"};
+}
 
 // Timed steps: the median wall time of `reps` calls of ForwardArgmax on `b` (each call uploads
 // the metadata, runs every layer and brings back L ids, as a serving step does).
@@ -215,13 +264,6 @@ CudaTuning Online() {
   CudaTuning t;
   t.attention_variant = kernels::cuda::kVariantOnline;
   return t;
-}
-
-template <class... A>
-std::string Fmt(const char* f, A... v) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, f, v...);
-  return buf;
 }
 
 int Main(int argc, char** argv) {
@@ -327,6 +369,21 @@ int Main(int argc, char** argv) {
                       Fmt("%.1f%% of bandwidth roofline", 100 * bytes / bw / t),
                       ">= 20,000 tok/s"});
     }
+  }
+  // Structured outputs' token masks: the kernel alone, and a decode step of the largest batch
+  // with every row masked (the words' copy and the kernel after the graph's replay).
+  rows.push_back(MaskKernelRow(prompts, cfg.vocab_size, bw));
+  {
+    std::vector<int> seqs;
+    for (int s = 0; s < prompts; ++s) seqs.push_back(s);
+    StepBatch step = B.Step(seqs, 1, cfg.vocab_size, 2);
+    const double plain = TimeStep(*be, step, quick ? 5 : 20, "decode, no masks");
+    SparseMasks masks(prompts, cfg.vocab_size);
+    step.masks = &masks;
+    const double masked = TimeStep(*be, step, quick ? 5 : 20, "decode, every row masked");
+    rows.push_back({"decode batch " + std::to_string(prompts) + " with token masks",
+                    Fmt("%+.3f ms/step", (masked - plain) * 1e3),
+                    Fmt("%.2f%% of the step", 100 * (masked - plain) / plain), "< 1%"});
   }
   // Shared prefix: 256 sequences behind one 2,048-token prefix (computed once), decoding.
   {

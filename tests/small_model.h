@@ -35,16 +35,17 @@ inline void MakeSmallModel(const std::string& name, uint64_t seed, int max_posit
   ASSERT_TRUE(Weights::Load(dir, *cfg, w).ok());
 }
 
-// Runs `reqs` to the end on `be` and a fresh engine (no tokenizer: ids only) with a token budget
-// of `budget` per step; the outputs by request id.
+// Runs `reqs` to the end on `be` and a fresh engine (without `tok`: ids only; requests with a
+// grammar need it) with a token budget of `budget` per step; the outputs by request id.
 inline std::map<std::string, RequestOutput> RunEngineOn(const ModelConfig& cfg, Backend* be,
                                                         const std::vector<Request>& reqs,
-                                                        int budget = 2048, int num_blocks = 64) {
+                                                        int budget = 2048, int num_blocks = 64,
+                                                        const Tokenizer* tok = nullptr) {
   EngineOptions opt;
   opt.num_blocks = num_blocks;
   opt.scheduler.max_num_batched_tokens = budget;
   std::unique_ptr<LlmEngine> engine;
-  EXPECT_TRUE(LlmEngine::Create(cfg, be, nullptr, opt, &engine).ok());
+  EXPECT_TRUE(LlmEngine::Create(cfg, be, tok, opt, &engine).ok());
   for (const Request& r : reqs) engine->Add(r);
   std::map<std::string, RequestOutput> out;
   std::vector<RequestOutput> step;

@@ -1,6 +1,8 @@
 // CudaBackend: the forward of engine/backends/cpu_backend.cpp on the device. One stream; per step
 // one host-to-device copy of the batch metadata, the kernels and cuBLAS calls, and one copy back of
-// the logits (Forward) or the ids (ForwardArgmax).
+// the logits (Forward) or the ids (ForwardArgmax). A constrained step's token masks (StepBatch::
+// masks) are computed on the host while the device runs the forward pass, then copied and applied
+// to the logits rows on the device (ApplyMasks), eagerly or after a graph's replay.
 //
 // Per layer (x: the float residual stream [T, H]; T = the element type, bf16 or float):
 //   xn = RmsNorm(x)                     [T, H] T
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <optional>
 #include <type_traits>
@@ -159,6 +162,7 @@ class CudaBackendImpl final : public CudaBackend {
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
     if (host_meta_) cudaFreeHost(host_meta_);
+    if (host_masks_) cudaFreeHost(host_masks_);
   }
 
   std::string name() const override { return "cuda"; }
@@ -192,7 +196,7 @@ class CudaBackendImpl final : public CudaBackend {
   std::string TakeProfile(int steps, std::map<std::string, double>* ms) override {
     static const char* kNames[kNumPhases] = {"embed",     "rmsnorm", "qkv gemm",     "qkv rope+kv",
                                              "attention", "o gemm",  "gate_up gemm", "silu*up",
-                                             "down gemm", "lm head", "sample+copy"};
+                                             "down gemm", "lm head", "token mask",   "sample+copy"};
     double total = 0;
     for (double ms : phase_ms_) total += ms;
     std::string out;
@@ -349,13 +353,16 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   Status Forward(const StepBatch& b, float* logits) override {
+    LLMQ_RETURN_IF_ERROR(ReserveMasks(b));
     LLMQ_RETURN_IF_ERROR(Run(b));
+    LLMQ_RETURN_IF_ERROR(ApplyMasks(b));
     Mark(kSample);
     return Deliver(logits, logits_.p,
                    b.logits_rows.size() * static_cast<size_t>(cfg_.vocab_size) * sizeof(float));
   }
 
   bool samples_on_device() const override { return true; }
+  bool applies_masks() const override { return true; }
 
   Status ForwardSample(const StepBatch& b, const RowSampling* rows, int32_t* ids) override {
     return PickIds(b, rows, ids);
@@ -463,6 +470,7 @@ class CudaBackendImpl final : public CudaBackend {
     kSilu,
     kDown,
     kHead,
+    kMask,
     kSample,
     kNumPhases
   };
@@ -501,7 +509,9 @@ class CudaBackendImpl final : public CudaBackend {
   // Runs `b` and picks each logits row's id on the device: SampleRows under `rows`, or the argmax
   // when null; only the L ids cross to the host.
   Status PickIds(const StepBatch& b, const RowSampling* rows, int32_t* ids) {
+    LLMQ_RETURN_IF_ERROR(ReserveMasks(b));
     LLMQ_RETURN_IF_ERROR(Run(b, rows));
+    LLMQ_RETURN_IF_ERROR(ApplyMasks(b));
     const int L = static_cast<int>(b.logits_rows.size());
     LLMQ_RETURN_IF_ERROR(ids_.Reserve(std::max(1, L) * sizeof(int32_t)));
     Mark(kSample);
@@ -513,6 +523,51 @@ class CudaBackendImpl final : public CudaBackend {
           kc::ArgmaxRows(logits_.as<float>(), L, cfg_.vocab_size, ids_.as<int32_t>(), stream_));
     }
     return Deliver(ids, ids_.p, L * sizeof(int32_t));
+  }
+
+  // A constrained step's token masks (b.masks, [L, words_per_row] uint32): their buffers are
+  // sized before the forward pass is enqueued (growing one may synchronise the device), so that
+  // nothing waits on the stream between Run and ApplyMasks.
+  Status ReserveMasks(const StepBatch& b) {
+    if (b.masks == nullptr) return Status::Ok();
+    const size_t bytes = MaskBytes(b);
+    LLMQ_RETURN_IF_ERROR(mask_words_.Reserve(std::max<size_t>(bytes, 4)));
+    if (host_masks_cap_ < bytes) {
+      if (host_masks_) LLMQ_CUDA_TRY(cudaFreeHost(host_masks_));
+      host_masks_ = nullptr;
+      host_masks_cap_ = 0;
+      LLMQ_CUDA_TRY(cudaMallocHost(&host_masks_, bytes));
+      host_masks_cap_ = bytes;
+    }
+    return Status::Ok();
+  }
+  static size_t MaskBytes(const StepBatch& b) {
+    return b.logits_rows.size() * static_cast<size_t>(b.masks->words_per_row()) * 4;
+  }
+
+  // Once the forward pass is enqueued (eagerly or as a graph's replay): the masks are computed
+  // here, on the host, while the device runs it, then copied (through pinned memory) and applied
+  // to the logits rows (logits_ [L, V]; a graph's padding rows past L are never read).
+  Status ApplyMasks(const StepBatch& b) {
+    if (b.masks == nullptr) return Status::Ok();
+    Mark(kMask);  // the device's wait for the host's masks counts as theirs
+    const uint32_t* words = nullptr;
+    try {
+      words = b.masks->Compute();
+    } catch (const std::exception& e) {
+      // The stream is left idle, as after any failed step (its buffers are reused by the next).
+      LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
+      return Status::Internal(std::string("token masks: ") + e.what());
+    }
+    const int L = static_cast<int>(b.logits_rows.size());
+    const size_t bytes = MaskBytes(b);
+    std::memcpy(host_masks_, words, bytes);
+    LLMQ_CUDA_TRY(
+        cudaMemcpyAsync(mask_words_.p, host_masks_, bytes, cudaMemcpyHostToDevice, stream_));
+    LLMQ_CUDA_TRY(kc::ApplyTokenBitmask(logits_.as<float>(), L, cfg_.vocab_size,
+                                        mask_words_.as<uint32_t>(), b.masks->words_per_row(),
+                                        stream_));
+    return Status::Ok();
   }
 
   // The step's result to the host, the end of the step: the last phase's mark, the
@@ -847,6 +902,9 @@ class CudaBackendImpl final : public CudaBackend {
   int32_t* host_meta_ = nullptr;                     // pinned
   const kc::SampleParams* sample_params_ = nullptr;  // [L] in meta_, for ForwardSample
   int64_t host_meta_cap_ = 0;
+  DeviceBuffer mask_words_;         // [L, words_per_row] uint32: a constrained step's token masks
+  uint32_t* host_masks_ = nullptr;  // the same, pinned: Compute's words on their way to the device
+  size_t host_masks_cap_ = 0;       // bytes
 
   int attention_variant_ = kc::kVariantAuto;
   int prefill_gemm_min_rows_ = 64;

@@ -72,7 +72,13 @@ Status ModelRunner::ForwardSample(const std::vector<RowSampling>& rows, StepMask
   logits_.clear();
   ids_.assign(rows.size(), 0);
   batch_.masks = masks;
-  return backend_->ForwardSample(batch_, rows.data(), ids_.data());
+  LLMQ_RETURN_IF_ERROR(backend_->ForwardSample(batch_, rows.data(), ids_.data()));
+  // Masks never computed were never applied (and their forced tokens are unknown): the ids were
+  // drawn without the grammar.
+  if (masks != nullptr && !masks->computed())
+    return Status::Internal("ForwardSample: " + backend_->name() +
+                            " did not compute the step's token masks");
+  return Status::Ok();
 }
 
 }  // namespace llmq

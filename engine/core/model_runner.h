@@ -25,7 +25,7 @@ class ModelRunner {
   // (logits() filled) or ForwardSample (the backend picks the ids on its device: ids() filled,
   // one per sampler, under rows [L]). `masks`: the samplers' token masks (null: none); Forward
   // applies them on the host when the backend did not (StepMasks), ForwardSample only runs on a
-  // backend that applies them.
+  // backend that applies them (and fails when that backend never computed them).
   void Prepare(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers) {
     Build(step, &batch_, samplers);
   }

@@ -1,4 +1,5 @@
 #include <cfloat>
+#include <cmath>
 
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/ops.h"
@@ -136,6 +137,29 @@ __global__ void ArgmaxKernel(const float* logits, int vocab, int32_t* ids) {
   if (threadIdx.x == 0) ids[blockIdx.x] = id;
 }
 
+// grid: (word groups, rows); block: 256 threads, 8 warps. Warp w of block x handles the words
+// [(x * 8 + w) * kMaskWordsPerWarp, + kMaskWordsPerWarp) of each of its rows (rows strided by
+// gridDim.y); lane i owns token 32 k + i of word k.
+constexpr int kMaskThreads = 256, kMaskWordsPerWarp = 4;
+__global__ void ApplyTokenBitmaskKernel(float* logits, int n, int vocab, const uint32_t* words,
+                                        int words_per_row) {
+  const int lane = threadIdx.x & 31;
+  const int used = (vocab + 31) / 32;  // words that hold tokens
+  const int w0 = (blockIdx.x * (kMaskThreads / 32) + threadIdx.x / 32) * kMaskWordsPerWarp;
+  for (int r = blockIdx.y; r < n; r += gridDim.y) {
+    float* row = logits + static_cast<int64_t>(r) * vocab;
+    const uint32_t* w = words + static_cast<int64_t>(r) * words_per_row;
+#pragma unroll
+    for (int k = 0; k < kMaskWordsPerWarp; ++k) {
+      const int word = w0 + k;
+      if (word >= used) break;
+      const uint32_t bits = w[word];  // the same address in every lane: one read
+      const int t = word * 32 + lane;
+      if (!((bits >> lane) & 1u) && t < vocab) row[t] = -INFINITY;
+    }
+  }
+}
+
 // grid: (pairs, layers, 2 caches); block: 256 threads over the tile.
 template <class T>
 __global__ void CopyKvBlocksKernel(KvCache<T> cache, const int32_t* src_dst) {
@@ -217,6 +241,19 @@ cudaError_t GatherRows(const float* x, int h, const int32_t* rows, int n, float*
 
 cudaError_t ArgmaxRows(const float* logits, int n, int vocab, int32_t* ids, cudaStream_t stream) {
   if (n > 0) ArgmaxKernel<<<n, 256, 0, stream>>>(logits, vocab, ids);
+  return cudaGetLastError();
+}
+
+cudaError_t ApplyTokenBitmask(float* logits, int n, int vocab, const uint32_t* words,
+                              int words_per_row, cudaStream_t stream) {
+  const int used = (vocab + 31) / 32;
+  if (n < 0 || vocab < 0 || words_per_row < used) return cudaErrorInvalidValue;
+  if (n > 0 && vocab > 0) {
+    const int per_block = (kMaskThreads / 32) * kMaskWordsPerWarp;
+    const dim3 grid((used + per_block - 1) / per_block, std::min(n, 65535));
+    ApplyTokenBitmaskKernel<<<grid, kMaskThreads, 0, stream>>>(logits, n, vocab, words,
+                                                               words_per_row);
+  }
   return cudaGetLastError();
 }
 

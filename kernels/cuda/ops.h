@@ -67,6 +67,16 @@ cudaError_t GatherRows(const float* x, int h, const int32_t* rows, int n, float*
 // sampler's greedy rule).   logits: [n, V] float;  ids: [n]
 cudaError_t ArgmaxRows(const float* logits, int n, int vocab, int32_t* ids, cudaStream_t stream);
 
+// Structured outputs' token masks (engine/backends/backend.h StepMasks), in place: logits[r, t] =
+// -inf where bit t % 32 of words[r, t / 32] is clear, the other logits unchanged, the bits past
+// the vocabulary ignored (kernels/cpu/ops.h ApplyTokenBitmask, the reference). A warp per 32-token
+// word (4 words in turn): its lanes read the word once (a broadcast) and write only the masked
+// tokens, coalesced; a word of all ones costs one read.
+//   logits: [n, vocab] float;  words: [n, words_per_row] device uint32,
+//   words_per_row >= (vocab + 31) / 32 (else cudaErrorInvalidValue)
+cudaError_t ApplyTokenBitmask(float* logits, int n, int vocab, const uint32_t* words,
+                              int words_per_row, cudaStream_t stream);
+
 // For each pair p and layer: the (block) tile src_dst[2p] is copied to src_dst[2p + 1], in K and V.
 //   src_dst: [2 * num_pairs] device int32
 template <class T>

@@ -13,6 +13,7 @@
 #include "engine/model/weights.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tools/model_maker.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cuda/attention.h"
 #include "tests/gpu/gpu_test_util.h"
 
@@ -468,6 +469,124 @@ TEST(CudaBackend, ForwardSamplePicksTheHostSamplersIds) {
     }
   }
   EXPECT_GT(compared, 8);
+}
+
+// A StepMasks of given words ([L, words_per_row]) that counts its Compute calls.
+class FixedMasks final : public StepMasks {
+ public:
+  FixedMasks(const std::vector<uint32_t>& words, int words_per_row)
+      : words_(words), wpr_(words_per_row) {}
+  const uint32_t* Compute() override {
+    ++calls;
+    return words_.data();
+  }
+  bool computed() const override { return calls > 0; }
+  int words_per_row() const override { return wpr_; }
+  int calls = 0;
+
+ private:
+  std::vector<uint32_t> words_;
+  int wpr_;
+};
+
+bool Allowed(const std::vector<uint32_t>& words, int wpr, int row, int token) {
+  return (words[size_t(row) * wpr + token / 32] >> (token % 32)) & 1u;
+}
+
+// Token masks applied by the backend (StepBatch::masks), on a prefill step (eager) and on decode
+// steps replayed from CUDA graphs (3 sequences padded to the bucket of 4): Forward's logits are the
+// unmasked logits with the masks applied on the host (ModelRunner's path for a backend that does
+// not apply them), ForwardArgmax's ids their argmax, ForwardSample's ids allowed by their rows and
+// the host sampler's pick from them wherever that pick is not on a rounding boundary; every call
+// computes the masks exactly once. Rows: unconstrained, a few tokens, about half; in one step a
+// row of a single token and a row of none (all -inf: greedy gives id 0, as on the host).
+TEST(CudaBackend, TokenMasksGiveTheHostMaskedLogitsAndIds) {
+  LLMQ_GPU_AND_SHARED_MODEL("stories260K", dir, cfg, w);
+  auto be = MakeCuda(cfg, *w, Precision::kFp32);
+  ASSERT_TRUE(be);
+  ASSERT_TRUE(be->applies_masks());
+  const int V = cfg.vocab_size, W = (V + 31) / 32;
+  Driver d(16, 64, 3);
+  ASSERT_TRUE(be->AllocateKv(d.num_blocks(), 16).ok());
+  for (int s = 0; s < 3; ++s)
+    for (int i = 0; i < 11 + 6 * s; ++i) d.tokens[s].push_back(1 + (i * 17 + s * 5) % 500);
+  int compared = 0;
+  for (int step = 0; step < 4; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    StepBatch b = d.Step(1 << 20, false);
+    b.decode_only = step > 0;
+    const int L = static_cast<int>(b.logits_rows.size());
+    ASSERT_EQ(L, 3);
+    std::vector<uint32_t> words = gputest::RandomMasks(L, V, W, {1.0, 0.03, 0.5}, 300 + step);
+    const bool single_and_none = step == 2;
+    if (single_and_none) {
+      std::fill_n(words.begin() + W, 2 * W, 0u);
+      words[W + 7] |= 1u << 5;  // row 1: token 229 alone; row 2: nothing
+    }
+    const int64_t replays = be->graph_replays();
+    std::vector<float> want(size_t(L) * V), got(want.size(), NAN);
+    ASSERT_TRUE(be->Forward(b, want.data()).ok());  // unmasked
+    kernels::ApplyTokenBitmask(want.data(), L, V, words.data(), W);
+
+    FixedMasks fm(words, W);
+    b.masks = &fm;
+    ASSERT_TRUE(be->Forward(b, got.data()).ok());
+    EXPECT_EQ(fm.calls, 1);
+    int64_t bad = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      bad += std::isinf(want[i])
+                 ? !(got[i] == want[i])
+                 : !(std::fabs(got[i] - want[i]) <= 1e-5f * (1 + std::fabs(want[i])));
+    EXPECT_EQ(bad, 0);
+
+    FixedMasks am(words, W);
+    b.masks = &am;
+    std::vector<int32_t> argmax(L, -1);
+    ASSERT_TRUE(be->ForwardArgmax(b, argmax.data()).ok());
+    EXPECT_EQ(am.calls, 1);
+    for (int r = 0; r < L; ++r)
+      EXPECT_EQ(argmax[r], SampleRow(&want[size_t(r) * V], V, RowSampling{})) << "row " << r;
+    EXPECT_TRUE(Allowed(words, W, 1, argmax[1]));
+    if (single_and_none) {
+      EXPECT_EQ(argmax[1], 229);
+      EXPECT_EQ(argmax[2], 0);
+    }
+
+    for (double u : {0.1, 0.45, 0.8}) {
+      std::vector<RowSampling> rows(L);
+      rows[0] = {1.f, 0, 1.f, 0.f, u};
+      rows[1] = {0.8f, 20, 0.9f, 0.f, u};
+      if (!single_and_none) rows[2] = {1.3f, 0, 1.f, 0.05f, u};  // else greedy: a row of -inf
+      FixedMasks sm(words, W);
+      b.masks = &sm;
+      std::vector<int32_t> ids(L, -1);
+      const Status st = be->ForwardSample(b, rows.data(), ids.data());
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_EQ(sm.calls, 1);
+      for (int r = 0; r < L; ++r) {
+        if (!(single_and_none && r == 2)) {
+          EXPECT_TRUE(Allowed(words, W, r, ids[r])) << r;
+        }
+        const float* row = &want[size_t(r) * V];
+        RowSampling moved = rows[r];
+        const int pick = SampleRow(row, V, moved);
+        moved.u = u - 1e-5;
+        const bool below = SampleRow(row, V, moved) == pick;
+        moved.u = u + 1e-5;
+        if (!below || SampleRow(row, V, moved) != pick) continue;
+        ++compared;
+        EXPECT_EQ(ids[r], pick) << "row " << r << " u " << u;
+      }
+    }
+    // Decode steps: every call (unmasked, masked Forward, ForwardArgmax, 3 ForwardSample) was a
+    // graph's replay, the masks applied after it.
+    EXPECT_EQ(be->graph_replays(), replays + (b.decode_only ? 6 : 0));
+    d.Advance(1 << 20);
+    for (int s = 0; s < 3; ++s) d.tokens[s].push_back(argmax[s]);
+  }
+  EXPECT_TRUE(be->graph_error().empty()) << be->graph_error();
+  EXPECT_GE(be->graph_captures(), 1);
+  EXPECT_GT(compared, 20);
 }
 
 // CUDA graphs of decode steps: the same logits as eager steps (within the rounding of products

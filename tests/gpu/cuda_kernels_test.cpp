@@ -403,6 +403,48 @@ TEST(CudaKernelsArgmax, MatchesCpuGreedyWithTiesAndNaN) {
     EXPECT_EQ(got[r], SampleToken(&logits[size_t(r) * vocab], vocab, greedy, nullptr)) << r;
 }
 
+// The token-mask kernel against the CPU reference, exactly: rows of all ones, all zeros and random
+// densities; vocabularies that are and are not multiples of 32 (a last word shared with the
+// padding), rows wider than the vocabulary needs, random bits past the vocabulary (ignored: a
+// write past a row shows up in the next row, or as an out-of-bounds access under
+// compute-sanitizer), more rows than a grid's second dimension holds. Too narrow rows are refused.
+TEST(CudaKernelsMask, ApplyTokenBitmaskMatchesCpu) {
+  LLMQ_REQUIRE_GPU();
+  const std::vector<double> density = {1.0, 0.0, 0.01, 0.5, 0.97};
+  struct Shape {
+    int n, vocab, extra_words;
+  };
+  int seed = 100;
+  for (const Shape& s :
+       {Shape{5, 1, 0}, Shape{5, 31, 0}, Shape{5, 32, 0}, Shape{7, 33, 1}, Shape{10, 500, 0},
+        Shape{6, 4097, 3}, Shape{5, 151936, 0}, Shape{3, 128256, 2}, Shape{70000, 40, 0}}) {
+    SCOPED_TRACE("n " + std::to_string(s.n) + " vocab " + std::to_string(s.vocab));
+    const int wpr = (s.vocab + 31) / 32 + s.extra_words;
+    const std::vector<uint32_t> words =
+        gputest::RandomMasks(s.n, s.vocab, wpr, density, ++seed, /*tail_garbage=*/true);
+    const std::vector<float> logits = Random(size_t(s.n) * s.vocab, ++seed, -20.f, 20.f);
+    std::vector<float> want = logits;
+    kernels::ApplyTokenBitmask(want.data(), s.n, s.vocab, words.data(), wpr);
+    DevArray<float> d(logits);
+    DevInts w(std::vector<int32_t>(words.begin(), words.end()));
+    const auto* dw = reinterpret_cast<const uint32_t*>(w.p);
+    ASSERT_EQ(kc::ApplyTokenBitmask(d.p, s.n, s.vocab, dw, wpr, nullptr), cudaSuccess);
+    const std::vector<float> got = d.Get();
+    int64_t masked = 0, differ = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      masked += std::isinf(want[i]);
+      differ += !(got[i] == want[i]);
+    }
+    EXPECT_EQ(differ, 0);
+    EXPECT_GT(masked, 0);
+    EXPECT_LT(masked, int64_t(want.size()));
+    EXPECT_EQ(kc::ApplyTokenBitmask(d.p, s.n, s.vocab, dw, (s.vocab + 31) / 32 - 1, nullptr),
+              cudaErrorInvalidValue);
+  }
+  // Nothing to do: no launch, no error.
+  EXPECT_EQ(kc::ApplyTokenBitmask(nullptr, 0, 100, nullptr, 4, nullptr), cudaSuccess);
+}
+
 TYPED_TEST(CudaKernels, CopyKvBlocksCopiesWholeTilesInEveryLayer) {
   LLMQ_REQUIRE_GPU();
   using T = TypeParam;

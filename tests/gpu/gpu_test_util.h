@@ -82,6 +82,26 @@ struct DevArray {
   }
 };
 
+// Token masks of `rows` rows over `vocab` tokens ([rows, words_per_row] uint32, bit t % 32 of word
+// t / 32 for token t): row r allows each token with probability density[r % density.size()] (1:
+// every token, 0: none). With `tail_garbage` the bits past the vocabulary are random (a mask
+// kernel must ignore them), else clear (StepMasks' contract).
+inline std::vector<uint32_t> RandomMasks(int rows, int vocab, int words_per_row,
+                                         const std::vector<double>& density, uint64_t seed,
+                                         bool tail_garbage = false) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<uint32_t> w(size_t(rows) * words_per_row, 0u);
+  for (int r = 0; r < rows; ++r) {
+    const double p = density[r % density.size()];
+    for (int t = 0; t < words_per_row * 32; ++t) {
+      const bool on = t < vocab ? u(g) < p : tail_garbage && (g() & 1);
+      if (on) w[size_t(r) * words_per_row + t / 32] |= 1u << (t % 32);
+    }
+  }
+  return w;
+}
+
 struct DevInts {
   int32_t* p = nullptr;
   explicit DevInts(const std::vector<int32_t>& host) {
