@@ -1,34 +1,46 @@
-// The random JSON Schema generator of the differential tests (tests/json_schema_diff_test.cpp
-// against Ajv; tests/structured_outputs_diff_test.cpp, the engine's constrained outputs against
-// Ajv): seeded random schemas built from the keywords the compiler
+// The random JSON Schema generator of the differential tests (tests/json_schema_diff_test.cpp:
+// the compiler against Ajv; tests/structured_outputs_diff_test.cpp: the engine's constrained
+// outputs against Ajv). Seeded random schemas built from the keywords the compiler
 // (engine/structured/json_schema.h) enforces (type and type lists, properties, required (listed or
 // not), additionalProperties false/true/a schema, items, prefixItems, a draft-07 `items` list with
 // additionalItems, minItems/maxItems, enum/const of scalars (with and without type), anyOf (alone
 // or with object siblings), oneOf of branches of distinct types, allOf of object schemas, $ref into
 // $defs (draft-07: definitions) including recursive ones and $ref with siblings,
-// minLength/maxLength, boolean schemas), and for each, instances generated to satisfy it and
-// mutations of those (a value of another type, a property dropped or added, an item more or less, a
-// string a character longer or shorter, an integer off by one or made fractional).
+// minLength/maxLength, boolean schemas; in the bounded mode also minimum/maximum and their
+// exclusive forms), and for each, instances generated to satisfy it and mutations of those (a
+// value of another type, a property dropped or added, an item more or less, a string a character
+// longer or shorter, an integer off by one or made fractional).
 //
 // What the generator keeps out, as documented differences (json_schema.h): properties out of the
 // schema's order (instances list them in the order the compiler merges them: a schema's own
 // properties, then allOf's / anyOf's branches' and $ref's targets' in order; names not listed
-// after those, the required ones among them first in the order `required` lists them),
-// property names written with escapes
-// Python would not write, whitespace beyond 32 bytes, oneOf branches that overlap; and numbers
-// spelled otherwise than their kind (an integral 2.0 where an integer is expected). Without
-// `known`, also the shapes of the compiler's known deviations from JSON Schema (A, B, C in
-// json_schema_diff_test.cpp): every document the compiler accepts then satisfies the schema.
+// after those, the required ones among them first in the order `required` lists them), property
+// names written with escapes Python would not write, whitespace beyond 32 bytes, oneOf branches
+// that overlap; and numbers spelled otherwise than their kind (an integral 2.0 where an integer is
+// expected). Without `known`, also the shapes of the compiler's known deviations from JSON Schema
+// (A, B, C in json_schema_diff_test.cpp): the documents the compiler accepts then satisfy the
+// schema, but for the documented differences in how a document is written (a surrogate pair of
+// \u escapes counts two characters; a listed name written with other escapes is taken for another
+// name; a number is compared with a bound as the exact decimal it spells, where Ajv rounds it to a
+// double first).
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "engine/structured/json_schema.h"
+#include "engine/structured/matcher.h"
+#include "engine/structured/token_trie.h"
 
 namespace llmq::testing {
 
@@ -50,7 +62,14 @@ class Gen {
   using json = nlohmann::ordered_json;
 
   // known: also the shapes of the compiler's known deviations from JSON Schema (see the tests).
-  Gen(uint32_t seed, bool known) : rng_(seed), known_(known) {}
+  // bounded: only schemas whose documents are short, for a random walk through their grammar to
+  // finish one: every string has a maxLength, every array a maxItems and an items schema, every
+  // object is closed (additionalProperties false; allOf: one closed object and parts that require
+  // its properties), every schema has a type or an enum, and none is `true`; numbers get
+  // minimum/maximum (or exclusive) bounds half the time. The generator's choices without it are
+  // those it made before it had this mode (the diff test's seeds).
+  Gen(uint32_t seed, bool known, bool bounded = false)
+      : rng_(seed), known_(known), bounded_(bounded) {}
 
   int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool Chance(double p) { return std::bernoulli_distribution(p)(rng_); }
@@ -69,7 +88,7 @@ class Gen {
     draft07_ = Chance(0.12);
     defs_ = json::object();
     json s;
-    if (Chance(0.01)) return json(Chance(0.5));
+    if (!bounded_ && Chance(0.01)) return json(Chance(0.5));
     if (Chance(0.15)) {
       s = json{{"$ref", Recursive()}};
     } else {
@@ -196,11 +215,11 @@ class Gen {
     json body;
     if (kind == 0) {
       json kids = {{"type", "array"}, {"items", {{"$ref", ref}}}};
-      if (Chance(0.5)) kids["maxItems"] = Int(1, 3);
+      if (bounded_ || Chance(0.5)) kids["maxItems"] = Int(1, 3);
       body = {{"type", "object"},
               {"properties", {{"v", Scalar()}, {"kids", kids}}},
               {"required", json::array({"v"})}};
-      if (Chance(0.6)) body["additionalProperties"] = false;
+      if (bounded_ || Chance(0.6)) body["additionalProperties"] = false;
     } else if (kind == 1) {
       body = {{"anyOf",
                json::array({json{{"type", "null"}},
@@ -218,7 +237,10 @@ class Gen {
   }
 
   json Sub(int depth) {
-    if (depth >= 1 && Chance(0.05)) return json(Chance(0.7));
+    if (depth >= 1 && Chance(0.05)) {
+      const bool any = Chance(0.7);
+      if (!(bounded_ && any)) return json(any);
+    }
     const int kind = depth >= 3 ? Int(0, 2) : Int(0, 11);
     switch (kind) {
       case 0:
@@ -252,14 +274,26 @@ class Gen {
       if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
     }
     const bool string = std::find(types.begin(), types.end(), "string") != types.end();
-    if (!(string && Chance(0.1))) s["type"] = n == 1 ? json(types[0]) : json(types);
+    if (!(string && !bounded_ && Chance(0.1))) s["type"] = n == 1 ? json(types[0]) : json(types);
     if (string) Lengths(&s);
+    const bool number = std::find(types.begin(), types.end(), "number") != types.end() ||
+                        std::find(types.begin(), types.end(), "integer") != types.end();
+    if (bounded_ && number && Chance(0.5)) Bounds(&s);
     return s;
+  }
+
+  // minimum/maximum or their exclusive forms, small and exact in decimal (bounded mode only).
+  void Bounds(json* s) {
+    const auto bound = [&] {
+      return Chance(0.7) ? json(Int(-20, 200)) : json(Int(-40, 400) / 2.0);
+    };
+    if (Chance(0.7)) (*s)[Chance(0.7) ? "minimum" : "exclusiveMinimum"] = bound();
+    if (Chance(0.7)) (*s)[Chance(0.7) ? "maximum" : "exclusiveMaximum"] = bound();
   }
 
   void Lengths(json* s) {
     if (Chance(0.4)) (*s)["minLength"] = Int(0, 3);
-    if (Chance(0.4)) (*s)["maxLength"] = Int(0, 5);
+    if (bounded_ || Chance(0.4)) (*s)["maxLength"] = Int(0, 5);
   }
 
   json ScalarValue() {
@@ -287,7 +321,7 @@ class Gen {
 
   json Object(int depth) {
     json s = json::object();
-    if (Chance(0.85)) s["type"] = "object";
+    if (bounded_ || Chance(0.85)) s["type"] = "object";
     std::vector<std::string> names(std::begin(kNames), std::end(kNames));
     std::shuffle(names.begin(), names.end(), rng_);
     names.resize(static_cast<size_t>(Int(0, 4)));
@@ -297,7 +331,8 @@ class Gen {
       if (Chance(0.5)) required.push_back(n);
     }
     if (!names.empty() || Chance(0.5)) s["properties"] = props;
-    const int ap = Int(0, 19);
+    int ap = Int(0, 19);
+    if (bounded_) ap = 3;  // additionalProperties false
     if (ap < 3)
       s["additionalProperties"] = true;
     else if (ap < 9)
@@ -314,7 +349,7 @@ class Gen {
 
   json Array(int depth) {
     json s = json::object();
-    if (Chance(0.9)) s["type"] = "array";
+    if (bounded_ || Chance(0.9)) s["type"] = "array";
     size_t prefix = 0;
     if (Chance(0.35)) {
       json list = json::array();
@@ -323,13 +358,14 @@ class Gen {
       s[draft07_ ? "items" : "prefixItems"] = list;
     }
     const char* tail = prefix > 0 && draft07_ ? "additionalItems" : "items";
-    const int t = Int(0, 9);
+    int t = Int(0, 9);
+    if (bounded_ && t >= 5 && (t >= 7 || prefix == 0)) t = 0;  // not any value after the prefix
     if (t < 5)
       s[tail] = Sub(depth + 1);
     else if (t < 7 && prefix > 0)
       s[tail] = false;
     if (Chance(0.4)) s["minItems"] = Int(0, 3);
-    if (Chance(0.4)) s["maxItems"] = Int(0, 4);
+    if (bounded_ || Chance(0.4)) s["maxItems"] = Int(0, 4);
     return s;
   }
 
@@ -396,6 +432,19 @@ class Gen {
 
   // Object schemas combined; the parent sometimes adds a type or additionalProperties.
   json AllOf(int depth) {
+    if (bounded_) {  // closed: one object, parts that require some of its properties
+      const json closed = Object(depth + 1);
+      json parts = json::array({closed});
+      const json props = closed.value("properties", json::object());
+      for (int i = Int(1, 2); i > 0; --i) {
+        json required = json::array();
+        for (const auto& [n, ps] : props.items())
+          if (Chance(0.4)) required.push_back(n);
+        parts.insert(parts.begin() + Int(0, static_cast<int>(parts.size())),
+                     json{{"required", required}});
+      }
+      return json{{"allOf", parts}};
+    }
     json s = json::object();
     if (Chance(0.5)) s["type"] = "object";
     json parts = json::array();
@@ -612,8 +661,30 @@ class Gen {
 
   std::mt19937 rng_;
   const bool known_;
+  const bool bounded_;
   bool draft07_ = false;
   json defs_;
 };
+
+// A generated schema through the compiler, against `trie`: its grammar in *out, or why there is
+// none. Only these two refusals are expected; any other error fails the test (and counts as
+// unsatisfiable).
+enum class Compiled { kGrammar, kRefused, kUnsatisfiable };
+inline Compiled CompileGenerated(const nlohmann::ordered_json& schema,
+                                 std::shared_ptr<const TokenTrie> trie,
+                                 std::shared_ptr<CompiledGrammar>* out) {
+  Grammar g;
+  const Status st = CompileJsonSchema(schema, &g);
+  if (st.code() == Status::Code::kUnsupported)
+    return Compiled::kRefused;  // a keyword it cannot enforce
+  if (!st.ok()) {
+    EXPECT_NE(st.message().find("no document satisfies"), std::string::npos) << st.message() << "\n"
+                                                                             << schema.dump();
+    return Compiled::kUnsatisfiable;
+  }
+  const Status c = CompiledGrammar::Compile(std::move(g), std::move(trie), out);
+  EXPECT_TRUE(c.ok()) << c.message() << "\n" << schema.dump();
+  return c.ok() ? Compiled::kGrammar : Compiled::kUnsatisfiable;
+}
 
 }  // namespace llmq::testing
