@@ -14,6 +14,22 @@
 
 namespace llmq::testing {
 
+// tests/oracle/<name> in the source tree.
+inline std::filesystem::path OracleDir(const char* name) {
+  return std::filesystem::path(LLMQ_SOURCE_DIR) / "tests" / "oracle" / name;
+}
+
+// Why the oracle in `dir` cannot run, or "" when it can: node is not installed, or `installed` (a
+// file `npm ci` puts in dir/node_modules) is absent.
+inline std::string MissingNodeOracle(const std::filesystem::path& dir,
+                                     const std::filesystem::path& installed) {
+  if (std::system("node --version >/dev/null 2>&1") != 0)
+    return "node not installed (scripts/bootstrap installs nodejs)";
+  if (!std::filesystem::exists(dir / "node_modules" / installed))
+    return "oracle not installed: run `npm ci` in " + dir.string() + " (scripts/bootstrap does)";
+  return "";
+}
+
 // `node script` with `input` (a JSON text) on its standard input; its output parsed into *out.
 inline ::testing::AssertionResult RunNodeOracle(const std::filesystem::path& script,
                                                 const std::string& input, nlohmann::json* out) {

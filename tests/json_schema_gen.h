@@ -1,0 +1,690 @@
+// The random JSON Schema generator of the differential tests (tests/json_schema_diff_test.cpp:
+// the compiler against Ajv; tests/structured_outputs_diff_test.cpp: the engine's constrained
+// outputs against Ajv). Seeded random schemas built from the keywords the compiler
+// (engine/structured/json_schema.h) enforces (type and type lists, properties, required (listed or
+// not), additionalProperties false/true/a schema, items, prefixItems, a draft-07 `items` list with
+// additionalItems, minItems/maxItems, enum/const of scalars (with and without type), anyOf (alone
+// or with object siblings), oneOf of branches of distinct types, allOf of object schemas, $ref into
+// $defs (draft-07: definitions) including recursive ones and $ref with siblings,
+// minLength/maxLength, boolean schemas; in the bounded mode also minimum/maximum and their
+// exclusive forms), and for each, instances generated to satisfy it and mutations of those (a
+// value of another type, a property dropped or added, an item more or less, a string a character
+// longer or shorter, an integer off by one or made fractional).
+//
+// What the generator keeps out, as documented differences (json_schema.h): properties out of the
+// schema's order (instances list them in the order the compiler merges them: a schema's own
+// properties, then allOf's / anyOf's branches' and $ref's targets' in order; names not listed
+// after those, the required ones among them first in the order `required` lists them), property
+// names written with escapes Python would not write, whitespace beyond 32 bytes, oneOf branches
+// that overlap; and numbers spelled otherwise than their kind (an integral 2.0 where an integer is
+// expected). Without `known`, also the shapes of the compiler's known deviations from JSON Schema
+// (A, B, C in json_schema_diff_test.cpp): the documents the compiler accepts then satisfy the
+// schema, but for the documented differences in how a document is written (a surrogate pair of
+// \u escapes counts two characters; a listed name written with other escapes is taken for another
+// name; a number is compared with a bound as the exact decimal it spells, where Ajv rounds it to a
+// double first).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/structured/json_schema.h"
+#include "engine/structured/matcher.h"
+#include "engine/structured/token_trie.h"
+
+namespace llmq::testing {
+
+// Names schemas list, names they never do (some a listed one's prefix or extension), and names
+// they require without listing them: the compiler wants those right after the listed ones, in
+// `required`'s order, before the other unlisted ones, so mutations and random objects use only
+// kOtherNames.
+inline const char* const kNames[] = {"a",    "b", "c",   "id", "name", "kids",
+                                     "tags", "v", "x y", "é",  "q\"k"};
+inline const char* const kOtherNames[] = {"", "ab", "i", "names", "zz", "x", "A"};
+inline const char* const kRequiredOthers[] = {"extra", "ids", "nam"};
+// Characters of generated strings: ASCII, 2-, 3- and 4-byte UTF-8, and what JSON escapes.
+inline const char* const kChars[] = {"a", "b", "z", "0", " ",  "/",  "é",  "中", "😀",
+                                     "k", "Q", "_", "-", "\"", "\\", "\n", "\t", "\x01"};
+inline const char* const kScalarTypes[] = {"null", "boolean", "integer", "number", "string"};
+
+class Gen {
+ public:
+  using json = nlohmann::ordered_json;
+
+  // known: also the shapes of the compiler's known deviations from JSON Schema (see the tests).
+  // bounded: only schemas whose documents are short, for a random walk through their grammar to
+  // finish one: every string has a maxLength, every array a maxItems and an items schema, every
+  // object is closed (additionalProperties false; allOf: one closed object and parts that require
+  // its properties), every schema has a type or an enum, and none is `true`; numbers get
+  // minimum/maximum (or exclusive) bounds half the time. The generator's choices without it are
+  // those it made before it had this mode (the diff test's seeds).
+  Gen(uint32_t seed, bool known, bool bounded = false)
+      : rng_(seed), known_(known), bounded_(bounded) {}
+
+  int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  bool Chance(double p) { return std::bernoulli_distribution(p)(rng_); }
+  template <class T, size_t N>
+  const T& Pick(const T (&a)[N]) {
+    return a[static_cast<size_t>(Int(0, static_cast<int>(N) - 1))];
+  }
+  template <class T>
+  const T& Pick(const std::vector<T>& v) {
+    return v[static_cast<size_t>(Int(0, static_cast<int>(v.size()) - 1))];
+  }
+
+  // ---- Schemas ----
+
+  json Schema() {
+    draft07_ = Chance(0.12);
+    defs_ = json::object();
+    json s;
+    if (!bounded_ && Chance(0.01)) return json(Chance(0.5));
+    if (Chance(0.15)) {
+      s = json{{"$ref", Recursive()}};
+    } else {
+      s = Sub(0);
+      if (s.is_boolean()) s = json{{"anyOf", json::array({s})}};
+    }
+    if (draft07_) {
+      json d07 = json{{"$schema", "http://json-schema.org/draft-07/schema#"}};
+      d07.update(s);
+      s = std::move(d07);
+    }
+    if (!defs_.empty()) s[DefsKey()] = defs_;
+    return s;
+  }
+
+  // ---- Instances ----
+
+  // A value meant to satisfy `s` (`root` resolves $refs); Ajv decides whether it does.
+  json Instance(const json& root, const json& s, int depth) {
+    const json e = Effective(root, s, 0);
+    if (e.is_boolean()) return RandomValue(depth);
+    if (e.contains("const")) return e["const"];
+    if (e.contains("enum") && e["enum"].is_array() && !e["enum"].empty())
+      return Pick(std::vector<json>(e["enum"].begin(), e["enum"].end()));
+    std::vector<std::string> types;
+    if (e.contains("type")) {
+      const json list = e["type"].is_array() ? e["type"] : json::array({e["type"]});
+      for (const json& t : list) types.push_back(t.get<std::string>());
+    } else if (e.contains("properties") || e.contains("required") ||
+               e.contains("additionalProperties")) {
+      types = {"object", "object", "object", "integer"};
+    } else if (e.contains("items") || e.contains("prefixItems")) {
+      types = {"array", "array", "array", "null"};
+    } else if (e.contains("minLength") || e.contains("maxLength")) {
+      types = {"string", "string", "string", "boolean"};
+    } else {
+      return RandomValue(depth);
+    }
+    if (types.empty()) return RandomValue(depth);
+    const std::string t = Pick(types);
+    if (t == "null") return nullptr;
+    if (t == "boolean") return Chance(0.5);
+    if (t == "integer") return RandomInteger();
+    if (t == "number") return Chance(0.5) ? RandomInteger() : RandomFraction();
+    if (t == "string") {
+      const int min = e.value("minLength", 0);
+      const int max = e.contains("maxLength") ? e["maxLength"].get<int>() : min + 6;
+      return RandomString(Int(min, std::max(min, max)));
+    }
+    if (t == "object") return ObjectInstance(root, e, depth);
+    return ArrayInstance(root, e, depth);
+  }
+
+  // `v` changed in one place, whatever the schema says there.
+  json Mutate(json v, int depth = 0) {
+    const bool container = (v.is_object() || v.is_array()) && !v.empty();
+    if (container && depth < 8 && Chance(0.55)) {
+      const size_t i = static_cast<size_t>(Int(0, static_cast<int>(v.size()) - 1));
+      if (v.is_array()) {
+        v[i] = Mutate(v[i], depth + 1);
+      } else {
+        auto it = v.begin();
+        std::advance(it, static_cast<std::ptrdiff_t>(i));
+        *it = Mutate(*it, depth + 1);
+      }
+      return v;
+    }
+    switch (Int(0, 3)) {
+      case 0:
+        return OtherKind(v);
+      case 1:
+        if (v.is_object()) {
+          if (!v.empty() && Chance(0.6)) {
+            auto it = v.begin();
+            std::advance(it, Int(0, static_cast<int>(v.size()) - 1));
+            v.erase(it.key());
+          } else {
+            const std::string name = Pick(kOtherNames);
+            if (!v.contains(name)) v[name] = RandomValue(depth + 1);
+          }
+          return v;
+        }
+        if (v.is_array()) {
+          if (!v.empty() && Chance(0.5)) {
+            v.erase(v.begin() + Int(0, static_cast<int>(v.size()) - 1));
+          } else {
+            v.push_back(!v.empty() && Chance(0.6) ? json(v.back()) : RandomValue(depth + 1));
+          }
+          return v;
+        }
+        if (v.is_string()) {
+          const std::string s = v.get<std::string>();
+          if (!s.empty() && Chance(0.5)) {  // the first character (1 to 4 bytes) dropped
+            size_t i = 1;
+            while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
+            return s.substr(i);
+          }
+          return s + Pick(kChars);
+        }
+        if (v.is_number_integer()) return Chance(0.5) ? json(v.get<int64_t>() + 1) : json(0.5);
+        return OtherKind(v);
+      case 2:
+        if (v.is_number_integer() || v.is_number_unsigned()) return v.get<double>() + 0.25;
+        if (v.is_string()) return RandomString(Int(0, 8));
+        return OtherKind(v);
+      default:
+        return RandomValue(depth);
+    }
+  }
+
+ private:
+  const char* DefsKey() const { return draft07_ ? "definitions" : "$defs"; }
+  std::string DefRef(const std::string& name) const {
+    return std::string("#/") + DefsKey() + "/" + name;
+  }
+
+  // A recursive definition (a tree, a list, or nested arrays); its $ref.
+  std::string Recursive() {
+    const int kind = Int(0, 2);
+    const std::string name = kind == 0 ? "node" : kind == 1 ? "list" : "nest";
+    const std::string ref = DefRef(name);
+    if (defs_.contains(name)) return ref;
+    defs_[name] = true;  // taken, while its body is made
+    json body;
+    if (kind == 0) {
+      json kids = {{"type", "array"}, {"items", {{"$ref", ref}}}};
+      if (bounded_ || Chance(0.5)) kids["maxItems"] = Int(1, 3);
+      body = {{"type", "object"},
+              {"properties", {{"v", Scalar()}, {"kids", kids}}},
+              {"required", json::array({"v"})}};
+      if (bounded_ || Chance(0.6)) body["additionalProperties"] = false;
+    } else if (kind == 1) {
+      body = {{"anyOf",
+               json::array({json{{"type", "null"}},
+                            json{{"type", "object"},
+                                 {"properties", {{"head", Scalar()}, {"tail", {{"$ref", ref}}}}},
+                                 {"required", json::array({"head", "tail"})},
+                                 {"additionalProperties", false}}})}};
+    } else {
+      body = {{"type", json::array({"array", "integer"})},
+              {"items", {{"$ref", ref}}},
+              {"maxItems", Int(1, 3)}};
+    }
+    defs_[name] = body;
+    return ref;
+  }
+
+  json Sub(int depth) {
+    if (depth >= 1 && Chance(0.05)) {
+      const bool any = Chance(0.7);
+      if (!(bounded_ && any)) return json(any);
+    }
+    const int kind = depth >= 3 ? Int(0, 2) : Int(0, 11);
+    switch (kind) {
+      case 0:
+      case 1:
+        return Scalar();
+      case 2:
+        return EnumOrConst();
+      case 3:
+      case 4:
+        return Object(depth);
+      case 5:
+      case 6:
+        return Array(depth);
+      case 7:
+        return AnyOf(depth);
+      case 8:
+        return OneOf(depth);
+      case 9:
+        return AllOf(depth);
+      default:
+        return Ref(depth);
+    }
+  }
+
+  json Scalar() {
+    json s = json::object();
+    std::vector<std::string> types;
+    const int n = Chance(0.7) ? 1 : Int(2, 3);
+    while (static_cast<int>(types.size()) < n) {
+      const std::string t = Pick(kScalarTypes);
+      if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+    }
+    const bool string = std::find(types.begin(), types.end(), "string") != types.end();
+    if (!(string && !bounded_ && Chance(0.1))) s["type"] = n == 1 ? json(types[0]) : json(types);
+    if (string) Lengths(&s);
+    const bool number = std::find(types.begin(), types.end(), "number") != types.end() ||
+                        std::find(types.begin(), types.end(), "integer") != types.end();
+    if (bounded_ && number && Chance(0.5)) Bounds(&s);
+    return s;
+  }
+
+  // minimum/maximum or their exclusive forms, small and exact in decimal (bounded mode only).
+  void Bounds(json* s) {
+    const auto bound = [&] {
+      return Chance(0.7) ? json(Int(-20, 200)) : json(Int(-40, 400) / 2.0);
+    };
+    if (Chance(0.7)) (*s)[Chance(0.7) ? "minimum" : "exclusiveMinimum"] = bound();
+    if (Chance(0.7)) (*s)[Chance(0.7) ? "maximum" : "exclusiveMaximum"] = bound();
+  }
+
+  void Lengths(json* s) {
+    if (Chance(0.4)) (*s)["minLength"] = Int(0, 3);
+    if (bounded_ || Chance(0.4)) (*s)["maxLength"] = Int(0, 5);
+  }
+
+  json ScalarValue() {
+    static const json values = json::parse(
+        R"([null, true, false, 0, 1, -3, 2.5, "", "a", "abc", "é", "x y", "1", "a\"b", "😀"])");
+    return values[static_cast<size_t>(Int(0, static_cast<int>(values.size()) - 1))];
+  }
+
+  json EnumOrConst() {
+    json s = json::object();
+    if (Chance(0.3)) {
+      s["const"] = ScalarValue();
+    } else {
+      json values = json::array();
+      for (int i = Int(1, 4); i > 0; --i) {
+        const json v = ScalarValue();
+        if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+      }
+      s["enum"] = values;
+    }
+    if (Chance(0.3)) s["type"] = Chance(0.5) ? json("string") : json::array({"integer", "null"});
+    if (known_ && Chance(0.1)) Lengths(&s);  // on the string values (deviation B)
+    return s;
+  }
+
+  json Object(int depth) {
+    json s = json::object();
+    if (bounded_ || Chance(0.85)) s["type"] = "object";
+    std::vector<std::string> names(std::begin(kNames), std::end(kNames));
+    std::shuffle(names.begin(), names.end(), rng_);
+    names.resize(static_cast<size_t>(Int(0, 4)));
+    json props = json::object(), required = json::array();
+    for (const std::string& n : names) {
+      props[n] = Sub(depth + 1);
+      if (Chance(0.5)) required.push_back(n);
+    }
+    if (!names.empty() || Chance(0.5)) s["properties"] = props;
+    int ap = Int(0, 19);
+    if (bounded_) ap = 3;  // additionalProperties false
+    if (ap < 3)
+      s["additionalProperties"] = true;
+    else if (ap < 9)
+      s["additionalProperties"] = false;
+    else if (ap < 12)
+      s["additionalProperties"] = Sub(depth + 1);
+    if (ap < 3 || ap >= 9) {
+      // Not "": Ajv 8.17.1 ignores `required: [""]` ({} passes), an oracle bug.
+      if (Chance(0.15)) required.push_back(Pick(kRequiredOthers));
+    }
+    if (!required.empty() || Chance(0.2)) s["required"] = required;
+    return s;
+  }
+
+  json Array(int depth) {
+    json s = json::object();
+    if (bounded_ || Chance(0.9)) s["type"] = "array";
+    size_t prefix = 0;
+    if (Chance(0.35)) {
+      json list = json::array();
+      for (int i = Int(1, 3); i > 0; --i) list.push_back(Sub(depth + 1));
+      prefix = list.size();
+      s[draft07_ ? "items" : "prefixItems"] = list;
+    }
+    const char* tail = prefix > 0 && draft07_ ? "additionalItems" : "items";
+    int t = Int(0, 9);
+    if (bounded_ && t >= 5 && (t >= 7 || prefix == 0)) t = 0;  // not any value after the prefix
+    if (t < 5)
+      s[tail] = Sub(depth + 1);
+    else if (t < 7 && prefix > 0)
+      s[tail] = false;
+    if (Chance(0.4)) s["minItems"] = Int(0, 3);
+    if (bounded_ || Chance(0.4)) s["maxItems"] = Int(0, 4);
+    return s;
+  }
+
+  json AnyOf(int depth) {
+    json branches = json::array();
+    if (Chance(0.5)) {
+      for (int i = Int(1, 3); i > 0; --i) branches.push_back(Sub(depth + 1));
+      return json{{"anyOf", branches}};
+    }
+    // Object siblings, branches that require or add properties.
+    json s = Object(depth);
+    s["type"] = "object";
+    if (s.contains("required")) {  // an unlisted required name: order (see kNames)
+      json own = json::array();
+      for (const json& r : s["required"])
+        if (s.value("properties", json::object()).contains(r.get<std::string>())) own.push_back(r);
+      s["required"] = own;
+    }
+    std::vector<std::string> listed;
+    const json props = s.value("properties", json::object());
+    for (const auto& [k, v] : props.items()) listed.push_back(k);
+    for (int i = Int(1, 3); i > 0; --i) {
+      json b = json::object();
+      // A branch adding properties beside additionalProperties: deviation A.
+      const bool closed = s.contains("additionalProperties") && s["additionalProperties"] != true;
+      if (!listed.empty() && (Chance(0.7) || (closed && !known_))) {
+        b["required"] = json::array({Pick(listed)});
+      } else if (closed && !known_) {
+        // {}: every object
+      } else {
+        const std::string n = Pick(kNames);
+        if (!props.contains(n)) {
+          b["properties"] = json{{n, Scalar()}};
+          if (Chance(0.5)) b["required"] = json::array({n});
+        }
+      }
+      branches.push_back(b);
+    }
+    s["anyOf"] = branches;
+    return s;
+  }
+
+  // Branches of distinct types: a document matches at most one (oneOf is enforced as anyOf).
+  json OneOf(int depth) {
+    std::vector<std::string> kinds = {"null", "boolean", "number", "string", "array", "object"};
+    std::shuffle(kinds.begin(), kinds.end(), rng_);
+    json branches = json::array();
+    for (int i = 0; i < Int(2, 3); ++i) {
+      const std::string& k = kinds[static_cast<size_t>(i)];
+      json b;
+      if (k == "array") {
+        b = Array(depth + 1);
+      } else if (k == "object") {
+        b = Object(depth + 1);
+      } else {
+        b = json::object();
+        if (k == "string") Lengths(&b);
+      }
+      b["type"] = k == "number" ? json(Chance(0.5) ? "number" : "integer") : json(k);
+      branches.push_back(b);
+    }
+    return json{{"oneOf", branches}};
+  }
+
+  // Object schemas combined; the parent sometimes adds a type or additionalProperties.
+  json AllOf(int depth) {
+    if (bounded_) {  // closed: one object, parts that require some of its properties
+      const json closed = Object(depth + 1);
+      json parts = json::array({closed});
+      const json props = closed.value("properties", json::object());
+      for (int i = Int(1, 2); i > 0; --i) {
+        json required = json::array();
+        for (const auto& [n, ps] : props.items())
+          if (Chance(0.4)) required.push_back(n);
+        parts.insert(parts.begin() + Int(0, static_cast<int>(parts.size())),
+                     json{{"required", required}});
+      }
+      return json{{"allOf", parts}};
+    }
+    json s = json::object();
+    if (Chance(0.5)) s["type"] = "object";
+    json parts = json::array();
+    std::set<std::string> seen;  // a property in two parts: its schemas merged (deviation B)
+    for (int i = Int(2, 3); i > 0; --i) {
+      json p = Object(depth + 1);
+      if (p.contains("additionalProperties") && (Chance(0.7) || !known_))  // deviation A
+        p.erase("additionalProperties");
+      if (!known_ && p.contains("properties")) {
+        json own = json::object();
+        for (const auto& [n, ps] : p["properties"].items())
+          if (seen.insert(n).second) own[n] = ps;
+        p["properties"] = own;
+      }
+      parts.push_back(p);
+    }
+    s["allOf"] = parts;
+    if (Chance(0.2)) s["additionalProperties"] = Chance(0.5) || !known_;  // deviation A
+    return s;
+  }
+
+  json Ref(int depth) {
+    if (Chance(0.25)) return json{{"$ref", Recursive()}};
+    std::string name;
+    std::vector<std::string> done;  // not those whose body is being made ({"$ref": itself})
+    for (const auto& [k, v] : defs_.items())
+      if (!v.is_boolean()) done.push_back(k);
+    if (defs_.size() >= 3 || (!done.empty() && Chance(0.3))) {
+      if (done.empty()) return Scalar();
+      name = Pick(done);
+    } else {
+      name = "d" + std::to_string(defs_.size());
+      defs_[name] = true;
+      json body = Sub(depth + 1);
+      if (!known_ && body.is_object() && body.contains("$ref"))  // a chain: deviation C
+        body = json{{"$ref", body["$ref"]}};
+      defs_[name] = body;
+    }
+    json s = {{"$ref", DefRef(name)}};
+    if (!draft07_ && Chance(0.15)) {  // siblings of $ref apply too (2019-09 and later)
+      const int k = Int(0, 2);
+      if (k == 0 || !known_)
+        s["type"] = json::array({"object", "string", "null"});
+      else if (k == 1)
+        s["type"] = Pick(kScalarTypes);  // deviation C where a chain of $refs or allOf merges it
+      else
+        Lengths(&s);  // deviation B where the target is an enum
+    }
+    return s;
+  }
+
+  // ---- Instances: helpers ----
+
+  // The schema `s` as one object schema: $ref resolved (its siblings merged), allOf merged, one
+  // anyOf/oneOf branch picked (the siblings merged into it), in the compiler's property order.
+  json Effective(const json& root, const json& s, int hops) {
+    if (!s.is_object() || hops > 20) return s;
+    if (s.contains("$ref")) {
+      const std::string ref = s["$ref"].get<std::string>();
+      json rest = s;
+      rest.erase("$ref");
+      const json target = Effective(root, root[json::json_pointer(ref.substr(1))], hops + 1);
+      return Effective(root, Merge(target, rest), hops + 1);
+    }
+    if (s.contains("allOf")) {
+      json m = s;
+      m.erase("allOf");
+      for (const json& p : s["allOf"]) m = Merge(m, Effective(root, p, hops + 1));
+      return Effective(root, m, hops + 1);
+    }
+    for (const char* k : {"anyOf", "oneOf"})
+      if (s.contains(k)) {
+        json rest = s;
+        rest.erase(k);
+        const json& b = s[k];
+        return Effective(root, Merge(rest, b[static_cast<size_t>(Int(0, int(b.size()) - 1))]),
+                         hops + 1);
+      }
+    return s;
+  }
+
+  // Roughly what both describe (enough to aim instances at it).
+  static json Merge(const json& a, const json& b) {
+    if (a.is_boolean() || b.is_boolean()) {
+      if (a == json(false) || b == json(false)) return false;
+      return a.is_boolean() ? b : a;
+    }
+    json m = a;
+    for (const auto& [k, v] : b.items()) {
+      if (!m.contains(k)) {
+        m[k] = v;
+      } else if (k == "properties") {
+        for (const auto& [n, ps] : v.items())
+          m[k][n] = m[k].contains(n) ? json{{"allOf", json::array({m[k][n], ps})}} : ps;
+      } else if (k == "required") {
+        for (const json& r : v)
+          if (std::find(m[k].begin(), m[k].end(), r) == m[k].end()) m[k].push_back(r);
+      } else if (k == "type") {
+        std::set<std::string> ta, tb;
+        for (const json& t : m[k].is_array() ? m[k] : json::array({m[k]}))
+          ta.insert(t.get<std::string>());
+        for (const json& t : v.is_array() ? v : json::array({v})) tb.insert(t.get<std::string>());
+        json both = json::array();
+        for (const std::string& t : ta)
+          if (tb.count(t) || (t == "integer" && tb.count("number")))
+            both.push_back(t);
+          else if (t == "number" && tb.count("integer"))
+            both.push_back("integer");
+        m[k] = both;
+      } else if (k == "minLength" || k == "minItems") {
+        m[k] = std::max(m[k].get<int>(), v.get<int>());
+      } else if (k == "maxLength" || k == "maxItems") {
+        m[k] = std::min(m[k].get<int>(), v.get<int>());
+      } else if (k == "additionalProperties") {
+        m[k] = Merge(m[k], v);
+      }
+    }
+    return m;
+  }
+
+  json ObjectInstance(const json& root, const json& e, int depth) {
+    json o = json::object();
+    std::set<std::string> required;
+    for (const json& r : e.value("required", json::array())) required.insert(r.get<std::string>());
+    const json props = e.value("properties", json::object());
+    for (const auto& [name, ps] : props.items())
+      if (required.count(name) || Chance(depth > 3 ? 0.15 : 0.6))
+        o[name] = Instance(root, ps, depth + 1);
+    const json extra = e.contains("additionalProperties") ? e["additionalProperties"] : json(true);
+    // Required names not listed: after the listed ones, in the order `required` lists them.
+    for (const json& r : e.value("required", json::array()))
+      if (!props.contains(r.get<std::string>()) && !o.contains(r.get<std::string>()))
+        o[r.get<std::string>()] = Instance(root, extra, depth + 1);
+    if (extra != json(false) && Chance(0.3))
+      for (int i = Int(1, 2); i > 0; --i) {
+        const std::string n = Chance(0.7) ? Pick(kOtherNames) : Pick(kRequiredOthers);
+        if (!o.contains(n) && !props.contains(n) && !required.count(n))
+          o[n] = Instance(root, extra, depth + 1);
+      }
+    return o;
+  }
+
+  json ArrayInstance(const json& root, const json& e, int depth) {
+    json prefix = json::array(), tail = true;
+    if (e.contains("prefixItems")) {
+      prefix = e["prefixItems"];
+      tail = e.value("items", json(true));
+    } else if (e.contains("items") && e["items"].is_array()) {
+      prefix = e["items"];
+      tail = e.value("additionalItems", json(true));
+    } else {
+      tail = e.value("items", json(true));
+    }
+    const int min = e.value("minItems", 0);
+    int max = e.contains("maxItems") ? e["maxItems"].get<int>() : min + (depth > 3 ? 0 : 3);
+    if (tail == json(false)) max = std::min(max, static_cast<int>(prefix.size()));
+    json a = json::array();
+    for (int i = 0, n = Int(min, std::max(min, max)); i < n; ++i)
+      a.push_back(Instance(
+          root, i < static_cast<int>(prefix.size()) ? prefix[static_cast<size_t>(i)] : tail,
+          depth + 1));
+    return a;
+  }
+
+  json RandomInteger() {
+    static const int64_t v[] = {0, 1, -1, 7, 42, -100, 123456789, 4294967296};
+    return v[static_cast<size_t>(Int(0, 7))];
+  }
+  json RandomFraction() {
+    static const double v[] = {2.5, -0.125, 3.14, 1e-07, 6.02e-23, -1.5e-10};
+    return v[static_cast<size_t>(Int(0, 5))];
+  }
+  std::string RandomString(int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i)
+      s += Chance(0.6) ? std::string(1, char('a' + Int(0, 25))) : Pick(kChars);
+    return s;
+  }
+
+  json RandomValue(int depth) {
+    switch (Int(0, depth > 3 ? 5 : 7)) {
+      case 0:
+        return nullptr;
+      case 1:
+        return Chance(0.5);
+      case 2:
+        return RandomInteger();
+      case 3:
+        return RandomFraction();
+      case 4:
+      case 5:
+        return RandomString(Int(0, 5));
+      case 6: {
+        json a = json::array();
+        for (int i = Int(0, 2); i > 0; --i) a.push_back(RandomValue(depth + 1));
+        return a;
+      }
+      default: {
+        json o = json::object();
+        for (int i = Int(0, 2); i > 0; --i) o[Pick(kOtherNames)] = RandomValue(depth + 1);
+        return o;
+      }
+    }
+  }
+
+  // A value of another JSON type than `v`'s.
+  json OtherKind(const json& v) {
+    for (;;) {
+      json w = RandomValue(2);
+      const bool same = w.type() == v.type() || (w.is_number() && v.is_number());
+      if (!same) return w;
+    }
+  }
+
+  std::mt19937 rng_;
+  const bool known_;
+  const bool bounded_;
+  bool draft07_ = false;
+  json defs_;
+};
+
+// A generated schema through the compiler, against `trie`: its grammar in *out, or why there is
+// none. Only these two refusals are expected; any other error fails the test (and counts as
+// unsatisfiable).
+enum class Compiled { kGrammar, kRefused, kUnsatisfiable };
+inline Compiled CompileGenerated(const nlohmann::ordered_json& schema,
+                                 std::shared_ptr<const TokenTrie> trie,
+                                 std::shared_ptr<CompiledGrammar>* out) {
+  Grammar g;
+  const Status st = CompileJsonSchema(schema, &g);
+  if (st.code() == Status::Code::kUnsupported)
+    return Compiled::kRefused;  // a keyword it cannot enforce
+  if (!st.ok()) {
+    EXPECT_NE(st.message().find("no document satisfies"), std::string::npos) << st.message() << "\n"
+                                                                             << schema.dump();
+    return Compiled::kUnsatisfiable;
+  }
+  const Status c = CompiledGrammar::Compile(std::move(g), std::move(trie), out);
+  EXPECT_TRUE(c.ok()) << c.message() << "\n" << schema.dump();
+  return c.ok() ? Compiled::kGrammar : Compiled::kUnsatisfiable;
+}
+
+}  // namespace llmq::testing
