@@ -180,130 +180,122 @@ TEST_F(OpenAiFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
   auto tokens = [](size_t n) {
     return [n](const json& l) { EXPECT_EQ(Body(l)["usage"]["completion_tokens"], n); };
   };
-  const std::vector<Case>
-      cases =
-          {// Honoured: OpenAI's.
-           {"max_tokens", false, {{"max_tokens", 3}}, "", tokens(3)},
-           {"max_completion_tokens", true, {{"max_completion_tokens", 4}}, "", tokens(4)},
-           {"n",
-            true,
-            {{"n", 3}, {"temperature", 1}},
-            "",
-            [](const json&l) { EXPECT_EQ(Body(l)["choices"].size(), 3u); }},
-           {"best_of=n",
-            false,
-            {{"n", 2}, {"best_of", 2}},
-            "",
-            [](const json&l) { EXPECT_EQ(Body(l)["choices"].size(), 2u); }},
-           {"temperature", true, {{"temperature", 1.5}, {"seed", 1}}, "", differs},
-           {"presence_penalty", true, {{"presence_penalty", 2}, {"max_tokens", 40}}, "", differs},
-           {"frequency_penalty",
-            false,
-            {{"frequency_penalty", 2}, {"max_tokens", 40}},
-            "",
-            differs},
-           {"repetition_penalty",
-            true,
-            {{"repetition_penalty", 2}, {"max_tokens", 40}},
-            "",
-            differs},
-           {"logit_bias-100",
-            true,
-            {{"logit_bias", {{std::to_string(first), -100}}}, {"logprobs", true}},
-            "",
-            [&](const json&l) { EXPECT_NE(TokenBytes(l)[0], greedy[0]); }},
-           {"logit_bias+100",
-            true,
-            {{"logit_bias", {{std::to_string(forced), 100}}}, {"logprobs", true}},
-            "",
-            [&](const json&l) {
-              EXPECT_EQ(TokenBytes(l), std::vector<std::string>(12, tok_->TokenBytes(forced)));
-            }},
-           {"stop_token_ids",
-            true,
-            {{"stop_token_ids", {first}}},
-            "",
-            [](const json&l) {
-              EXPECT_EQ(Body(l)["usage"]["completion_tokens"], 1);
-              EXPECT_EQ(Body(l)["choices"][0]["finish_reason"], "stop");
-            }},
-           {"min_tokens",
-            true,
-            {{"stop_token_ids", {first}}, {"min_tokens", 5}, {"logprobs", true}},
-            "",
-            [&](const json&l) {
-              const auto t = TokenBytes(l);
-              EXPECT_GE(t.size(), 6u);
-              EXPECT_NE(t[0], greedy[0]);
-            }},
-           {"stop",
-            false,
-            {{"stop", cmpl_text.substr(2, 3)}},
-            "",
-            [&](const json&l) { EXPECT_EQ(Text(l), cmpl_text.substr(0, 2)); }},
-           {"response_format text", true, {{"response_format", {{"type", "text"}}}}, "", same},
-           // Structured outputs: the text is a JSON object (complete when "stop", else a prefix).
-           {"response_format json_object",
-            true,
-            {{"response_format", {{"type", "json_object"}}}, {"max_tokens", 60}},
-            "",
-            [](const json&l) {
-              const std::string text = Text(l);
-              ASSERT_FALSE(text.empty());
-              EXPECT_EQ(text[0], '{') << text;
-              if (Body(l)["choices"][0]["finish_reason"] == "stop")
-                EXPECT_TRUE(json::parse(text, nullptr, false).is_object()) << text;
-            }},
-           {"response_format json_schema",
-            false,
-            {{"response_format",
-              {{"type", "json_schema"},
-               {"json_schema",
-                {{"name", "pick"},
-                 {"schema",
-                  {{"type", "object"},
-                   {"properties", {{"ok", {{"type", "boolean"}}}, {"n", {{"enum", {1, 22}}}}}},
-                   {"required", {"n", "ok"}},
-                   {"additionalProperties", false}}}}}}},
-             {"max_tokens", 300}},  // room for JSON's whitespace (32 bytes at most a side)
-            "",
-            [](const json&l) {
-              const std::string text = Text(l);
-              ASSERT_EQ(Body(l)["choices"][0]["finish_reason"], "stop") << text;
-              const json doc = json::parse(text, nullptr, false);
-              ASSERT_TRUE(doc.is_object()) << text;
-              EXPECT_EQ(doc.size(), 2u) << text;
-              EXPECT_TRUE(doc["ok"].is_boolean()) << text;
-              EXPECT_TRUE(doc["n"] == 1 || doc["n"] == 22) << text;
-            }},
-           {"echo false", false, {{"echo", false}}, "", same},
-           {"suffix empty", false, {{"suffix", ""}}, "", same},
-           {"stream false", true, {{"stream", false}}, "", same},
-           // Ignored, as OpenAI ignores them.
-           {"user", true, {{"user", "u-1"}}, "", same},
-           {"metadata", true, {{"metadata", {{"k", "v"}}}}, "", same},
-           {"store", true, {{"store", true}}, "", same},
-           {"service_tier", false, {{"service_tier", "auto"}}, "", same},
-           // Refused by name.
-           {"tools",
-            true,
-            {{"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})}},
-            "body.tools",
-            nullptr},
-           {"tool_choice", true, {{"tool_choice", "auto"}}, "body.tool_choice", nullptr},
-           {"functions",
-            true,
-            {{"functions", json::array({{{"name", "f"}}})}},
-            "body.functions",
-            nullptr},
-           {"response_format unenforceable",
-            true,
-            {{"response_format",
-              {{"type", "json_schema"},
-               {"json_schema",
-                {{"name", "tags"}, {"schema", {{"type", "array"}, {"uniqueItems", true}}}}}}}},
-           "body.response_format.json_schema.schema",
-           nullptr},
+  const std::vector<Case> cases = {
+      // Honoured: OpenAI's.
+      {"max_tokens", false, {{"max_tokens", 3}}, "", tokens(3)},
+      {"max_completion_tokens", true, {{"max_completion_tokens", 4}}, "", tokens(4)},
+      {"n",
+       true,
+       {{"n", 3}, {"temperature", 1}},
+       "",
+       [](const json& l) { EXPECT_EQ(Body(l)["choices"].size(), 3u); }},
+      {"best_of=n",
+       false,
+       {{"n", 2}, {"best_of", 2}},
+       "",
+       [](const json& l) { EXPECT_EQ(Body(l)["choices"].size(), 2u); }},
+      {"temperature", true, {{"temperature", 1.5}, {"seed", 1}}, "", differs},
+      {"presence_penalty", true, {{"presence_penalty", 2}, {"max_tokens", 40}}, "", differs},
+      {"frequency_penalty", false, {{"frequency_penalty", 2}, {"max_tokens", 40}}, "", differs},
+      {"repetition_penalty", true, {{"repetition_penalty", 2}, {"max_tokens", 40}}, "", differs},
+      {"logit_bias-100",
+       true,
+       {{"logit_bias", {{std::to_string(first), -100}}}, {"logprobs", true}},
+       "",
+       [&](const json& l) { EXPECT_NE(TokenBytes(l)[0], greedy[0]); }},
+      {"logit_bias+100",
+       true,
+       {{"logit_bias", {{std::to_string(forced), 100}}}, {"logprobs", true}},
+       "",
+       [&](const json& l) {
+         EXPECT_EQ(TokenBytes(l), std::vector<std::string>(12, tok_->TokenBytes(forced)));
+       }},
+      {"stop_token_ids",
+       true,
+       {{"stop_token_ids", {first}}},
+       "",
+       [](const json& l) {
+         EXPECT_EQ(Body(l)["usage"]["completion_tokens"], 1);
+         EXPECT_EQ(Body(l)["choices"][0]["finish_reason"], "stop");
+       }},
+      {"min_tokens",
+       true,
+       {{"stop_token_ids", {first}}, {"min_tokens", 5}, {"logprobs", true}},
+       "",
+       [&](const json& l) {
+         const auto t = TokenBytes(l);
+         EXPECT_GE(t.size(), 6u);
+         EXPECT_NE(t[0], greedy[0]);
+       }},
+      {"stop",
+       false,
+       {{"stop", cmpl_text.substr(2, 3)}},
+       "",
+       [&](const json& l) { EXPECT_EQ(Text(l), cmpl_text.substr(0, 2)); }},
+      {"response_format text", true, {{"response_format", {{"type", "text"}}}}, "", same},
+      // Structured outputs: the text is a JSON object (complete when "stop", else a prefix).
+      {"response_format json_object",
+       true,
+       {{"response_format", {{"type", "json_object"}}}, {"max_tokens", 60}},
+       "",
+       [](const json& l) {
+         const std::string text = Text(l);
+         ASSERT_FALSE(text.empty());
+         EXPECT_EQ(text[0], '{') << text;
+         if (Body(l)["choices"][0]["finish_reason"] == "stop") {
+           EXPECT_TRUE(json::parse(text, nullptr, false).is_object()) << text;
+         }
+       }},
+      {"response_format json_schema",
+       false,
+       {{"response_format",
+         {{"type", "json_schema"},
+          {"json_schema",
+           {{"name", "pick"},
+            {"schema",
+             {{"type", "object"},
+              {"properties", {{"ok", {{"type", "boolean"}}}, {"n", {{"enum", {1, 22}}}}}},
+              {"required", {"n", "ok"}},
+              {"additionalProperties", false}}}}}}},
+        {"max_tokens", 300}},  // room for JSON's whitespace (32 bytes at most a side)
+       "",
+       [](const json& l) {
+         const std::string text = Text(l);
+         ASSERT_EQ(Body(l)["choices"][0]["finish_reason"], "stop") << text;
+         const json doc = json::parse(text, nullptr, false);
+         ASSERT_TRUE(doc.is_object()) << text;
+         EXPECT_EQ(doc.size(), 2u) << text;
+         EXPECT_TRUE(doc["ok"].is_boolean()) << text;
+         EXPECT_TRUE(doc["n"] == 1 || doc["n"] == 22) << text;
+       }},
+      {"echo false", false, {{"echo", false}}, "", same},
+      {"suffix empty", false, {{"suffix", ""}}, "", same},
+      {"stream false", true, {{"stream", false}}, "", same},
+      // Ignored, as OpenAI ignores them.
+      {"user", true, {{"user", "u-1"}}, "", same},
+      {"metadata", true, {{"metadata", {{"k", "v"}}}}, "", same},
+      {"store", true, {{"store", true}}, "", same},
+      {"service_tier", false, {{"service_tier", "auto"}}, "", same},
+      // Refused by name.
+      {"tools",
+       true,
+       {{"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})}},
+       "body.tools",
+       nullptr},
+      {"tool_choice", true, {{"tool_choice", "auto"}}, "body.tool_choice", nullptr},
+      {"functions",
+       true,
+       {{"functions", json::array({{{"name", "f"}}})}},
+       "body.functions",
+       nullptr},
+      {"response_format unenforceable",
+       true,
+       {{"response_format",
+         {{"type", "json_schema"},
+          {"json_schema",
+           {{"name", "tags"}, {"schema", {{"type", "array"}, {"uniqueItems", true}}}}}}}},
+       "body.response_format.json_schema.schema",
+       nullptr},
       {"echo", false, {{"echo", true}}, "body.echo", nullptr},
       {"suffix", false, {{"suffix", " the end"}}, "body.suffix", nullptr},
       {"best_of", false, {{"best_of", 3}}, "body.best_of", nullptr},
@@ -316,27 +308,28 @@ TEST_F(OpenAiFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
        nullptr},
       {"logit_bias id", true, {{"logit_bias", {{"99999", 5}}}}, "body.logit_bias.99999", nullptr},
       {"unknown", true, {{"guided_choice", {"a", "b"}}}, "body.guided_choice", nullptr},
-};
-std::vector<json> lines;
-for (const Case& c : cases) lines.push_back(Line(c.id, c.chat, c.extra));
-const auto out = Run("oai_table", lines);
-int line_no = 0;
-for (const Case& c : cases) {
-  ++line_no;
-  SCOPED_TRACE(c.id);
-  const json& l = out.at(c.id);
-  if (c.refused_field.empty()) {
-    ASSERT_TRUE(l["error"].is_null()) << l.dump();
-    EXPECT_EQ(l["response"]["status_code"], 200);
-    c.check(l);
-  } else {
-    ASSERT_TRUE(l["response"].is_null()) << l.dump();
-    const std::string msg = l["error"]["message"];
-    EXPECT_NE(msg.find("in.jsonl:" + std::to_string(line_no) + ": field '" + c.refused_field + "'"),
-              std::string::npos)
-        << msg;
+  };
+  std::vector<json> lines;
+  for (const Case& c : cases) lines.push_back(Line(c.id, c.chat, c.extra));
+  const auto out = Run("oai_table", lines);
+  int line_no = 0;
+  for (const Case& c : cases) {
+    ++line_no;
+    SCOPED_TRACE(c.id);
+    const json& l = out.at(c.id);
+    if (c.refused_field.empty()) {
+      ASSERT_TRUE(l["error"].is_null()) << l.dump();
+      EXPECT_EQ(l["response"]["status_code"], 200);
+      c.check(l);
+    } else {
+      ASSERT_TRUE(l["response"].is_null()) << l.dump();
+      const std::string msg = l["error"]["message"];
+      EXPECT_NE(
+          msg.find("in.jsonl:" + std::to_string(line_no) + ": field '" + c.refused_field + "'"),
+          std::string::npos)
+          << msg;
+    }
   }
-}
 }
 
 }  // namespace

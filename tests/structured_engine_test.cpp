@@ -192,8 +192,12 @@ TEST_F(StructuredEngine, EveryOutputFollowsItsGrammar) {
                       doc["age"].is_number_integer() && doc["ok"].is_boolean())
               << c.text;
         }
-        if (r.grammar == object) EXPECT_TRUE(doc.is_object()) << c.text;
-        if (r.grammar == number) EXPECT_TRUE(doc.is_number()) << c.text;
+        if (r.grammar == object) {
+          EXPECT_TRUE(doc.is_object()) << c.text;
+        }
+        if (r.grammar == number) {
+          EXPECT_TRUE(doc.is_number()) << c.text;
+        }
       } else {
         EXPECT_EQ(c.finish_reason, "length");
         EXPECT_EQ(c.ids.size(), static_cast<size_t>(r.params.max_tokens));

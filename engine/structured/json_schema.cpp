@@ -332,8 +332,9 @@ class Compiler {
       if (s.contains("format") || bounded)
         return Refuse(s.contains("format") ? "format" : length,
                       ptr + "/" + (s.contains("format") ? "format" : length), "beside pattern");
-      Grammar::LexemeSpec spec{s["pattern"].get<std::string>(),
-                               {.mode = Regex::Mode::kSearch, .json_string = true, .quoted = true}};
+      Grammar::LexemeSpec spec;
+      spec.regex = s["pattern"].get<std::string>();
+      spec.options = {.mode = Regex::Mode::kSearch, .json_string = true, .quoted = true};
       std::unique_ptr<Regex> re;
       if (Status st = Regex::Compile(spec.regex, spec.options, &re); !st.ok())
         return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)(
