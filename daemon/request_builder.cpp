@@ -55,6 +55,17 @@ Status CheckTokenIds(const BuildContext& ctx, const jobs::BatchRequest& r,
   return Status::Ok();
 }
 
+// A prompt given as token ids lies in the vocabulary.
+Status CheckPromptIds(const BuildContext& ctx, const jobs::BatchRequest& r,
+                      const std::string& file) {
+  for (int32_t id : r.prompt_token_ids)
+    if (id < 0 || id >= ctx.model->cfg.vocab_size)
+      return Status::InvalidArgument(Where(file, r) + "field 'body.prompt': token id " +
+                                     std::to_string(id) + " is outside the vocabulary (" +
+                                     std::to_string(ctx.model->cfg.vocab_size) + ")");
+  return Status::Ok();
+}
+
 jobs::LogprobToken Token(const Tokenizer& tok, int32_t id, float logprob) {
   std::string bytes = tok.TokenBytes(id);
   return {Utf8Lossy(bytes), std::move(bytes), logprob};
@@ -91,11 +102,7 @@ Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::
       return Status::InvalidArgument(Where(file, r) + BodyField(st.message()));
     PackBytes(text, key);
   } else if (r.prompt_is_ids) {
-    for (int32_t id : r.prompt_token_ids)
-      if (id < 0 || id >= ctx.model->cfg.vocab_size)
-        return Status::InvalidArgument(Where(file, r) + "field 'body.prompt': token id " +
-                                       std::to_string(id) + " is outside the vocabulary (" +
-                                       std::to_string(ctx.model->cfg.vocab_size) + ")");
+    LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file));
     // Ids, kept apart from text keys by a leading marker no packed text group can equal.
     key->assign(1, INT32_MIN);
     key->insert(key->end(), r.prompt_token_ids.begin(), r.prompt_token_ids.end());
@@ -118,8 +125,7 @@ Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const 
     if (Status st = ctx.chat->Encode(*m.tokenizer, Messages(r), &ids); !st.ok())
       return Status::InvalidArgument(where + BodyField(st.message()));
   } else if (r.prompt_is_ids) {
-    std::vector<int32_t> key;
-    LLMQ_RETURN_IF_ERROR(PlanKey(ctx, r, file, &key));
+    LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file));
     ids.assign(r.prompt_token_ids.begin(), r.prompt_token_ids.end());
   } else {
     ids = m.tokenizer->Encode(r.prompt);

@@ -56,8 +56,6 @@ const uint32_t* GrammarMasks::Compute() {
     const size_t n = std::min(w.size(), W);
     std::copy(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(n), row);
     std::fill(row + n, row + W, 0u);
-    if (scratch_.size() < vocab_ && n > 0 && scratch_.size() % 32 != 0 && n == w.size())
-      row[n - 1] &= (1u << (scratch_.size() % 32)) - 1;  // the trie's padding bits (never set)
     if (m->CanEnd())
       for (int32_t e : eos_)
         if (e >= 0 && e < vocab_) row[e >> 5] |= 1u << (e & 31);

@@ -9,10 +9,12 @@
 // lines on several threads.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -51,15 +53,16 @@ class GrammarCache {
     Status status;
     std::shared_ptr<CompiledGrammar> grammar;
   };
-  // `key`: "o" (any object) or "s" and a schema's text. Holds mu_.
-  const Entry& Lookup(const std::string& key, bool object);
+  // Compiles `g` (the schema's Status so far in *e) and counts it. Holds mu_.
+  void Compile(Grammar g, Entry* e, std::chrono::steady_clock::time_point start);
   const std::shared_ptr<const TokenTrie>& Trie();
 
   const Tokenizer* tok_;
   mutable std::mutex mu_;
   std::shared_ptr<const TokenTrie> trie_;
-  std::unordered_map<std::string, Entry> map_;
-  std::deque<std::string> order_;  // keys, oldest first
+  std::unordered_map<std::string, Entry> map_;  // by the schema's text
+  std::deque<std::string> order_;               // keys, oldest first
+  std::optional<Entry> object_;                 // JsonObject's, once asked for
   Stats stats_;
 };
 
