@@ -10,6 +10,10 @@
 //   git clone --depth 1 https://github.com/guidance-ai/jsonschemabench /tmp/jsonschemabench
 //   build/bench/mask_bench /tmp/jsonschemabench/maskbench/data [--model DIR] [--limit N]
 //     [--failures FILE]   (each schema not passing: its file, the refusal or the test at fault)
+//     [--no-reorder]      (walk every instance as written)
+// MaskBench's creation step rewrote each instance LLGuidance rejected with its properties in the
+// order LLGuidance generates them (maskbench/creation/reorder.py); the same step is taken here for
+// this engine's order (SchemaCheckOptions::reorder), and the instances it rewrote are counted.
 // The model defaults to ../shared/models/tiny-llama32 (the Llama 3.1/3.2 tokenizer).
 #include <algorithm>
 #include <cstdio>
@@ -34,6 +38,7 @@ int main(int argc, char** argv) {
   std::string data, model = (fs::path(LLMQ_SHARED_DIR) / "models" / "tiny-llama32").string();
   std::string failures_path;
   size_t limit = 0;
+  bool reorder = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--model" && i + 1 < argc)
@@ -42,11 +47,15 @@ int main(int argc, char** argv) {
       limit = std::stoul(argv[++i]);
     else if (a == "--failures" && i + 1 < argc)
       failures_path = argv[++i];
+    else if (a == "--no-reorder")
+      reorder = false;
     else
       data = a;
   }
   if (data.empty())
-    llmq::bench::Die("usage: mask_bench DATA_DIR [--model DIR] [--limit N] [--failures FILE]");
+    llmq::bench::Die(
+        "usage: mask_bench DATA_DIR [--model DIR] [--limit N] [--failures FILE] "
+        "[--no-reorder]");
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(data))
     if (e.path().extension() == ".json") files.push_back(e.path());
@@ -60,6 +69,7 @@ int main(int argc, char** argv) {
 
   int passing = 0, compile_error = 0, validation_error = 0, invalidation_error = 0;
   int valid_tests = 0, invalid_tests = 0, valid_rejected = 0, invalid_accepted = 0;
+  int valid_reordered = 0, invalid_reordered = 0;
   int64_t tokens = 0;
   std::vector<double> mask_us, compile_us;
   std::map<std::string, int> refused_by;  // keyword -> schemas
@@ -70,7 +80,9 @@ int main(int argc, char** argv) {
     if (failures) failures << "# " << f.filename().string() << std::endl;  // a crash names it
     std::ifstream in(f, std::ios::binary);
     const ojson file = ojson::parse(in, nullptr, /*allow_exceptions=*/false);
-    const llmq::SchemaCheckResult r = checker.Check(file);
+    llmq::SchemaCheckOptions copt;
+    copt.reorder = reorder;
+    const llmq::SchemaCheckResult r = checker.Check(file, copt);
     if (!r.compiled) {
       ++compile_error;
       const size_t k = r.error.find("keyword \"");
@@ -88,13 +100,14 @@ int main(int argc, char** argv) {
       tokens += static_cast<int64_t>(t.mask_us.size());
       mask_us.insert(mask_us.end(), t.mask_us.begin(), t.mask_us.end());
       (t.valid ? valid_tests : invalid_tests) += 1;
+      if (t.reordered) (t.valid ? valid_reordered : invalid_reordered) += 1;
       if (t.valid && !(t.accepted && t.complete)) {
         ++valid_rejected;
         validation = true;
         if (failures)
-          failures << f.filename().string() << "\tvalid #" << i << " rejected at token "
-                   << t.rejected_at << (t.accepted ? " (no EOS at the end)" : "") << "\t"
-                   << t.text_at << "\n";
+          failures << f.filename().string() << "\tvalid #" << i
+                   << (t.reordered ? " (reordered)" : "") << " rejected at token " << t.rejected_at
+                   << (t.accepted ? " (no EOS at the end)" : "") << "\t" << t.text_at << "\n";
       }
       if (!t.valid && t.accepted) {
         ++invalid_accepted;
@@ -153,8 +166,11 @@ int main(int argc, char** argv) {
   row("compile error", std::to_string(compile_error));
   row("validation error", std::to_string(validation_error));
   row("invalidation error", std::to_string(invalidation_error));
-  std::printf("\ntests: %d valid (%d rejected), %d invalid (%d accepted)\n", valid_tests,
-              valid_rejected, invalid_tests, invalid_accepted);
+  std::printf(
+      "\ntests: %d valid (%d rejected), %d invalid (%d accepted); properties reordered "
+      "(MaskBench's creation step, %s): %d valid, %d invalid\n",
+      valid_tests, valid_rejected, invalid_tests, invalid_accepted, reorder ? "on" : "off",
+      valid_reordered, invalid_reordered);
   std::vector<std::pair<int, std::string>> by;
   for (const auto& [k, n] : refused_by) by.emplace_back(n, k);
   std::sort(by.rbegin(), by.rend());

@@ -20,6 +20,7 @@ struct SchemaFlags {
   std::string model;
   std::vector<std::string> files;
   bool json = false;
+  bool reorder = false;
 };
 
 int Check(const CLI::App* cmd, const SchemaFlags& f) {
@@ -42,7 +43,9 @@ int Check(const CLI::App* cmd, const SchemaFlags& f) {
       all = false;
       continue;
     }
-    const SchemaCheckResult r = checker.Check(file);
+    SchemaCheckOptions opt;
+    opt.reorder = f.reorder;
+    const SchemaCheckResult r = checker.Check(file, opt);
     all = all && r.passing();
     if (f.json) {
       std::printf("%s\n", SchemaChecker::ToJson(name, r)
@@ -63,9 +66,9 @@ int Check(const CLI::App* cmd, const SchemaFlags& f) {
           t.accepted
               ? (t.complete ? "accepted" : "accepted, but EOS not allowed at its end")
               : "rejected at token " + std::to_string(t.rejected_at) + " (" + t.text_at + ")";
-      std::printf("  test %zu (%s): %s; %d tokens, mask p50 %.1f us, max %.1f us%s\n", i,
-                  t.valid ? "valid" : "invalid", verdict.c_str(), t.tokens, p50, max,
-                  t.agrees() ? "" : "  <-- disagrees");
+      std::printf("  test %zu (%s%s): %s; %d tokens, mask p50 %.1f us, max %.1f us%s\n", i,
+                  t.valid ? "valid" : "invalid", t.reordered ? ", properties reordered" : "",
+                  verdict.c_str(), t.tokens, p50, max, t.agrees() ? "" : "  <-- disagrees");
     }
   }
   return all ? 0 : 1;
@@ -86,7 +89,10 @@ void AddSchemaCommand(CLI::App* app, int* rc) {
   cmd->add_option("FILE", f->files, "Schema or test files")->required();
   cmd->add_flag("--json", f->json,
                 "One JSON object per file: {file, compiled, error, compile_us, tests: [{valid, "
-                "accepted, complete, rejected_at, tokens, mask_us_p50, mask_us_max}]}");
+                "accepted, complete, rejected_at, tokens, reordered, mask_us_p50, mask_us_max}]}");
+  cmd->add_flag("--reorder", f->reorder,
+                "Walk a test rejected as written again with its objects' properties in the order "
+                "the grammar generates them (JSON Schema allows any; MaskBench's creation step)");
   cmd->callback([cmd, f, rc] { *rc = Check(cmd, *f); });
 }
 

@@ -3,11 +3,11 @@
 // outputs against Ajv). Seeded random schemas built from the keywords the compiler
 // (engine/structured/json_schema.h) enforces (type and type lists, properties, required (listed or
 // not), additionalProperties false/true/a schema, items, prefixItems, a draft-07 `items` list with
-// additionalItems, minItems/maxItems, enum/const of scalars (with and without type), anyOf (alone
-// or with object siblings), oneOf of branches of distinct types, allOf of object schemas, $ref into
-// $defs (draft-07: definitions) including recursive ones and $ref with siblings,
-// minLength/maxLength, boolean schemas; in the bounded mode also minimum/maximum and their
-// exclusive forms), and for each, instances generated to satisfy it and mutations of those (a
+// additionalItems, minItems/maxItems, enum/const of scalars, objects and arrays (with and without
+// type), anyOf (alone or with object siblings), oneOf of branches of distinct types, allOf of
+// object schemas, $ref into $defs (draft-07: definitions) including recursive ones and $ref with
+// siblings, minLength/maxLength, boolean schemas; in the bounded mode also minimum/maximum and
+// their exclusive forms), and for each, instances generated to satisfy it and mutations of those (a
 // value of another type, a property dropped or added, an item more or less, a string a character
 // longer or shorter, an integer off by one or made fractional).
 //
@@ -302,14 +302,27 @@ class Gen {
     return values[static_cast<size_t>(Int(0, static_cast<int>(values.size()) - 1))];
   }
 
+  // A scalar, or now and then an object or array of scalars (enum/const of composite values).
+  json EnumValue() {
+    if (!Chance(0.15)) return ScalarValue();
+    if (Chance(0.5)) {
+      json a = json::array();
+      for (int i = Int(0, 2); i > 0; --i) a.push_back(ScalarValue());
+      return a;
+    }
+    json o = json::object();
+    for (int i = Int(0, 2); i > 0; --i) o[Pick(kNames)] = ScalarValue();
+    return o;
+  }
+
   json EnumOrConst() {
     json s = json::object();
     if (Chance(0.3)) {
-      s["const"] = ScalarValue();
+      s["const"] = EnumValue();
     } else {
       json values = json::array();
       for (int i = Int(1, 4); i > 0; --i) {
-        const json v = ScalarValue();
+        const json v = EnumValue();
         if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
       }
       s["enum"] = values;

@@ -149,6 +149,27 @@ TEST(JsonSchemaTest, RefsRecurseAndCombinatorsCombine) {
   EXPECT_FALSE(konst.Accepts(json::parse("\"off\"")));
 }
 
+// enum and const of objects and arrays: exactly those values (members compared by value, numbers
+// by value), the properties in the value's order, whitespace as anywhere.
+TEST(JsonSchemaTest, EnumsOfObjectsAndArrays) {
+  const Schema s(
+      json::parse(R"({"enum": [{"op": "add", "args": [1, 2.5]}, [null, {"k": []}], "x"]})"));
+  for (const char* ok : {R"({"op": "add", "args": [1, 2.5]})", R"({"op":"add","args":[1.0,2.50]})",
+                         R"([null, {"k": []}])", R"([ null , { "k" : [ ] } ])", R"("x")"})
+    EXPECT_TRUE(s.Accepts(std::string(ok))) << ok;
+  for (const char* bad : {R"({"op": "add"})", R"({"op": "add", "args": [1, 2.5], "x": 1})",
+                          R"({"op": "add", "args": [1]})", R"({"op": "add", "args": [1, 2.5, 3]})",
+                          R"({"op": "sub", "args": [1, 2.5]})", R"([null, {"k": [1]}])",
+                          R"([null])", R"([])", R"({})", R"("y")"})
+    EXPECT_FALSE(s.Accepts(std::string(bad))) << bad;
+  const Schema typed(json::parse(R"({"type": "array", "const": [1, "a"]})"));
+  EXPECT_TRUE(typed.Accepts(json::parse(R"([1, "a"])")));
+  EXPECT_FALSE(typed.Accepts(json::parse(R"(["a", 1])")));
+  const Schema other_type(json::parse(R"({"type": "string", "enum": [{"a": 1}, "b"]})"));
+  EXPECT_FALSE(other_type.Accepts(json::parse(R"({"a": 1})"))) << "not of the type";
+  EXPECT_TRUE(other_type.Accepts(json::parse(R"("b")")));
+}
+
 // Lengths are counted, not unrolled: long bounds cost nothing, and masks are cached per count
 // class (far from the bounds one mask): each mask equals the token-by-token brute force over the
 // Llama 3 vocabulary near and far from the bounds.
@@ -347,7 +368,8 @@ TEST(JsonSchemaTest, RefusalsNameTheKeywordAndItsPointer) {
       {R"({"type": "strin"})", "\"strin\" is not a JSON Schema type"},
       {R"({"$ref": "#/$defs/missing"})", "resolves nowhere"},
       {R"({"type": "string", "maxLength": 1000000000})", "keyword \"maxLength\" at \"/maxLength\""},
-      {R"({"enum": [{"a": 1}]})", "keyword \"enum\" at \"/enum\""},
+      {R"({"enum": [{"a": 1}], "uniqueItems": true})",
+       "keyword \"uniqueItems\" at \"/uniqueItems\""},
       {R"({"type": "object", "required": ["a"], "additionalProperties": false})",
        "keyword \"required\" at \"/required\""},
   };

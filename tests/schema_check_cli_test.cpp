@@ -1,7 +1,8 @@
 // `llmq schema check` (daemon/cli_schema.cpp) on the real binary with the Llama 3 tokenizer of
 // ../shared: a schema file, a test file in MaskBench's shape (valid instances accepted, invalid
 // ones rejected at the token where they go wrong), a refused schema naming keyword and pointer,
-// the --json shape, and the exit status.
+// the --json shape, the exit status, and --reorder (MaskBench's creation step: a rejected instance
+// walked again with its properties in the grammar's order).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -71,8 +72,8 @@ TEST(SchemaCheckCliTest, TestFilesAreWalkedTokenByToken) {
     EXPECT_FALSE(t[i]["accepted"].get<bool>()) << t[i].dump();
     EXPECT_LT(t[i]["rejected_at"].get<int>(), t[i]["tokens"].get<int>()) << t[i].dump();
   }
-  // -1: refused after the minus sign (-0 is 0, which is in range); "Bartholomew": within the name, past 8 characters; no name:
-  // at the first key.
+  // -1: refused after the minus sign (-0 is 0, which is in range); "Bartholomew": within the
+  // name, past 8 characters; no name: at the first key.
   EXPECT_NE(t[2]["text_at"].get<std::string>().find("- | 1"), std::string::npos) << t[2].dump();
   EXPECT_NE(t[3]["text_at"].get<std::string>().find("Bar"), std::string::npos) << t[3].dump();
   EXPECT_EQ(t[4]["rejected_at"].get<int>(), 1) << t[4].dump();
@@ -101,6 +102,46 @@ TEST(SchemaCheckCliTest, RefusalsAndDisagreementsFailTheCheck) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(missing + ": cannot open"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("tags.json: refused"), std::string::npos) << "the other files are checked";
+}
+
+// A valid instance whose properties are out of the schema's order is rejected as written (the
+// grammar generates them in order) and accepted with --reorder, nested objects and arrays of them
+// reordered too; an invalid one stays rejected however its properties are ordered (here: a
+// required property missing; a string too long behind an out-of-order property, reordered against
+// the schema without its value constraints first, as reorder.py does).
+TEST(SchemaCheckCliTest, ReorderWalksPropertiesInTheGrammarsOrder) {
+  const std::string model = testing::SharedModel("tiny-llama32");
+  LLMQ_SKIP_WITHOUT_SHARED(model, "tiny-llama32");
+  const std::string dir = testing::CurrentTestDir();
+  const std::string tests = Write(dir, "order.tests.json", R"({"schema": {"type": "object",
+      "properties": {"id": {"type": "integer"}, "name": {"type": "string", "maxLength": 5},
+        "tags": {"type": "array", "items": {"type": "object",
+          "properties": {"k": {"type": "string"}, "v": {"type": "number"}}, "required": ["k"]}}},
+      "required": ["id", "name"], "additionalProperties": false}, "tests": [
+      {"data": {"name": "Ada", "id": 1}, "valid": true},
+      {"data": {"tags": [{"v": 2, "k": "x"}], "name": "Ada", "id": 1}, "valid": true},
+      {"data": {"id": 1, "name": "Ada"}, "valid": true},
+      {"data": {"name": "Ada"}, "valid": false},
+      {"data": {"name": "Bartholomew", "id": 1}, "valid": false}]})");
+  testing::RunResult r = testing::RunLlmq({"schema", "check", "--model", model, "--json", tests});
+  EXPECT_EQ(r.exit_code, 1) << "as written, the first two are rejected";
+  std::vector<json> files = Lines(r.out);
+  ASSERT_EQ(files.size(), 1u) << r.out;
+  EXPECT_FALSE(files[0]["tests"][0]["accepted"].get<bool>());
+  EXPECT_FALSE(files[0]["tests"][1]["accepted"].get<bool>());
+  r = testing::RunLlmq({"schema", "check", "--model", model, "--json", "--reorder", tests});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  files = Lines(r.out);
+  ASSERT_EQ(files.size(), 1u) << r.out;
+  const json& t = files[0]["tests"];
+  ASSERT_EQ(t.size(), 5u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(t[i]["accepted"].get<bool>() && t[i]["complete"].get<bool>()) << t[i].dump();
+    EXPECT_EQ(t[i]["reordered"].get<bool>(), i < 2) << t[i].dump();
+  }
+  for (size_t i = 3; i < 5; ++i) EXPECT_FALSE(t[i]["accepted"].get<bool>()) << t[i].dump();
+  EXPECT_TRUE(t[4]["reordered"].get<bool>()) << "reordered against the schema without maxLength";
+  EXPECT_NE(t[4]["text_at"].get<std::string>().find("Bar"), std::string::npos) << t[4].dump();
 }
 
 }  // namespace

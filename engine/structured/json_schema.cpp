@@ -473,6 +473,25 @@ class Compiler {
     return true;
   }
 
+  // A schema whose only instance is the object or array `v` (as JSON compares them: members by
+  // value, numbers by value).
+  static json ConstSchema(const json& v) {
+    if (v.is_object()) {
+      json props = json::object(), required = json::array();
+      for (const auto& [k, x] : v.items()) {
+        props[k] = {{"const", x}};
+        required.push_back(k);
+      }
+      return {{"type", "object"},
+              {"properties", props},
+              {"required", required},
+              {"additionalProperties", false}};
+    }
+    json items = json::array();
+    for (const json& x : v) items.push_back({{"const", x}});
+    return {{"type", "array"}, {"prefixItems", items}, {"items", false}, {"minItems", v.size()}};
+  }
+
   Status Enum(const json& values, const json& s, const std::string& ptr, Sym* out) {
     std::vector<std::string> types;
     LLMQ_RETURN_IF_ERROR(Types(s, ptr, &types));
@@ -490,8 +509,14 @@ class Compiler {
     const Sym rule = g_.NewRule(ptr);
     for (const json& v : values)
       if (admitted(v) && Satisfies(v, s)) {
-        if (v.is_object() || v.is_array())
-          return Refuse(ptr.substr(ptr.rfind('/') + 1), ptr, "an object or array among the values");
+        if (v.is_object() || v.is_array()) {
+          // The value's own shape, each member a const: its properties in the value's order
+          // (the order generated, as everywhere), each required, no other; its items in order.
+          Sym c;
+          LLMQ_RETURN_IF_ERROR(Value(ConstSchema(v), ptr, &c));
+          g_.AddAlternative(rule, {c});
+          continue;
+        }
         // A number is its value, however written: 2 and 2.0 are one (as validators compare).
         std::string rx;
         if (v.is_number() &&

@@ -7,7 +7,9 @@
 //     side of a delimiter (`{` `}` `[` `]` `,` `:`), none before or after the document;
 //   - strings with JSON's escapes; `pattern` and `format` on strings without escapes other than
 //     those Python's json.dumps writes;
-//   - numbers as JSON writes them.
+//   - numbers as JSON writes them;
+//   - an object or array among `enum`/`const` values as its own shape: exactly its members, each
+//     by value (numbers by value: 2 is 2.0), an object's properties in the value's order.
 // What it cannot enforce it refuses, naming the keyword and its JSON pointer in the schema
 // (`uniqueItems` at "/properties/tags"): a schema is never relaxed, and nothing is generated
 // unenforced. Keywords that only annotate (title, description, examples, default, $comment, ...)

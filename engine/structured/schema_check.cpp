@@ -17,7 +17,121 @@ double MicrosSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Writes `v` into `m` as PythonJsonDumps would, each object's properties in an order `m` accepts;
+// `out`: `v` so reordered. False when no order fits (`m` then partly advanced).
+bool Reorder(const ojson& v, Matcher* m, ojson* out) {
+  if (v.is_array()) {
+    if (!m->Consume("[")) return false;
+    ojson items = ojson::array();
+    for (size_t i = 0; i < v.size(); ++i) {
+      ojson item;
+      if ((i > 0 && !m->Consume(", ")) || !Reorder(v[i], m, &item)) return false;
+      items.push_back(std::move(item));
+    }
+    if (!m->Consume("]")) return false;
+    *out = std::move(items);
+    return true;
+  }
+  if (!v.is_object()) {
+    *out = v;
+    return m->Consume(PythonJsonDumps(v));
+  }
+  if (!m->Consume("{")) return false;
+  ojson result = ojson::object();
+  std::vector<std::string> left;
+  for (const auto& [k, unused] : v.items()) left.push_back(k);
+  if (left.empty() && !m->Consume("}")) return false;
+  for (bool first = true; !left.empty(); first = false) {
+    const std::string sep = first ? "" : ", ";
+    // The properties that may come next (reorder.py's possible_keys).
+    std::vector<size_t> possible;
+    for (size_t i = 0; i < left.size(); ++i) {
+      Matcher probe = *m;
+      if (probe.Consume(sep + PythonJsonDumps(ojson(left[i])) + ": ")) possible.push_back(i);
+    }
+    bool advanced = false;
+    for (const size_t i : possible) {
+      Matcher next = *m;
+      ojson value;
+      if (!next.Consume(sep + PythonJsonDumps(ojson(left[i])) + ": ") ||
+          !Reorder(v[left[i]], &next, &value))
+        continue;
+      bool others = true;  // every other possible property can still follow
+      for (const size_t j : possible) {
+        if (j == i) continue;
+        Matcher probe = next;
+        if (!(others = probe.Consume(", " + PythonJsonDumps(ojson(left[j])) + ": "))) break;
+      }
+      if (!others || (left.size() == 1 && !next.Consume("}"))) continue;
+      *m = std::move(next);
+      result[left[i]] = std::move(value);
+      left.erase(left.begin() + static_cast<std::ptrdiff_t>(i));
+      advanced = true;
+      break;
+    }
+    if (!advanced) return false;
+  }
+  *out = std::move(result);
+  return true;
+}
+
+// Walks `text`'s tokens through a matcher of `g` (SchemaChecker::Check's rule) into `tr`.
+void Walk(const std::shared_ptr<CompiledGrammar>& g, const Tokenizer& tok, const std::string& text,
+          TokenMask* mask, SchemaTestResult* tr) {
+  const std::vector<int> ids = tok.EncodeNoBos(text);
+  tr->tokens = static_cast<int>(ids.size());
+  tr->mask_us.clear();
+  tr->rejected_at = -1;
+  tr->text_at.clear();
+  Matcher m(g);
+  std::string so_far;
+  tr->accepted = true;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const auto t1 = std::chrono::steady_clock::now();
+    m.Mask(mask);
+    const bool in = ids[k] < mask->size() && mask->Test(ids[k]);
+    const std::string bytes = tok.TokenBytes(ids[k]);
+    const bool consumed = in && m.Consume(bytes);
+    tr->mask_us.push_back(MicrosSince(t1));
+    if (!consumed) {
+      tr->accepted = false;
+      tr->rejected_at = static_cast<int>(k);
+      tr->text_at = so_far.substr(so_far.size() > 40 ? so_far.size() - 40 : 0) + " | " + bytes;
+      break;
+    }
+    so_far += bytes;
+  }
+  tr->complete = tr->accepted && m.CanEnd();
+}
+
 }  // namespace
+
+bool ReorderProperties(const std::shared_ptr<CompiledGrammar>& grammar, const ojson& data,
+                       ojson* out) {
+  Matcher m(grammar);
+  ojson r;
+  if (!Reorder(data, &m, &r)) return false;
+  *out = std::move(r);
+  return true;
+}
+
+ojson WithoutValueConstraints(const ojson& schema) {
+  ojson s = schema;
+  if (s.is_object()) {
+    if (s.contains("properties") && s["properties"].is_object()) {
+      for (auto& [k, v] : s["properties"].items()) v = WithoutValueConstraints(v);
+      return s;
+    }
+    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                          "multipleOf", "pattern", "minLength", "maxLength", "format", "minItems",
+                          "maxItems", "minProperties", "maxProperties"})
+      s.erase(k);
+    for (auto& [k, v] : s.items()) v = WithoutValueConstraints(v);
+  } else if (s.is_array()) {
+    for (ojson& v : s) v = WithoutValueConstraints(v);
+  }
+  return s;
+}
 
 double Percentile(std::vector<double>* v, double p) {
   if (v->empty()) return 0;
@@ -35,7 +149,7 @@ bool SchemaCheckResult::passing() const {
 SchemaChecker::SchemaChecker(const Tokenizer* tok)
     : tok_(tok), trie_(std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tok))) {}
 
-SchemaCheckResult SchemaChecker::Check(const ojson& file) const {
+SchemaCheckResult SchemaChecker::Check(const ojson& file, const SchemaCheckOptions& opt) const {
   SchemaCheckResult r;
   const bool tests = file.is_object() && file.contains("schema") && file.contains("tests") &&
                      file["tests"].is_array();
@@ -53,31 +167,33 @@ SchemaCheckResult SchemaChecker::Check(const ojson& file) const {
   r.compiled = true;
   if (!tests) return r;
   TokenMask mask(trie_->vocab_size());
+  std::shared_ptr<CompiledGrammar> loose;  // without value constraints, built once when needed
+  bool loose_tried = false;
   for (const ojson& t : file["tests"]) {
     SchemaTestResult tr;
     tr.valid = t.value("valid", false);
-    const std::string text = PythonJsonDumps(t.contains("data") ? t["data"] : ojson());
-    const std::vector<int> ids = tok_->EncodeNoBos(text);
-    tr.tokens = static_cast<int>(ids.size());
-    Matcher m(compiled);
-    std::string so_far;
-    tr.accepted = true;
-    for (size_t k = 0; k < ids.size(); ++k) {
-      const auto t1 = std::chrono::steady_clock::now();
-      m.Mask(&mask);
-      const bool in = ids[k] < mask.size() && mask.Test(ids[k]);
-      const std::string bytes = tok_->TokenBytes(ids[k]);
-      const bool consumed = in && m.Consume(bytes);
-      tr.mask_us.push_back(MicrosSince(t1));
-      if (!consumed) {
-        tr.accepted = false;
-        tr.rejected_at = static_cast<int>(k);
-        tr.text_at = so_far.substr(so_far.size() > 40 ? so_far.size() - 40 : 0) + " | " + bytes;
-        break;
+    const ojson data = t.contains("data") ? t["data"] : ojson();
+    Walk(compiled, *tok_, PythonJsonDumps(data), &mask, &tr);
+    if (opt.reorder && !tr.accepted) {  // as reorder.py: valid or not
+      ojson reordered = data;
+      if (!tr.valid) {
+        if (!loose_tried) {
+          loose_tried = true;
+          Grammar lg;
+          if (!CompileJsonSchema(WithoutValueConstraints(schema), &lg).ok() ||
+              !CompiledGrammar::Compile(std::move(lg), trie_, &loose).ok())
+            loose.reset();
+        }
+        ojson r;
+        if (loose != nullptr && ReorderProperties(loose, reordered, &r)) reordered = std::move(r);
       }
-      so_far += bytes;
+      ojson r;
+      if (ReorderProperties(compiled, reordered, &r)) reordered = std::move(r);
+      if (const std::string text = PythonJsonDumps(reordered); text != PythonJsonDumps(data)) {
+        tr.reordered = true;
+        Walk(compiled, *tok_, text, &mask, &tr);
+      }
     }
-    tr.complete = tr.accepted && m.CanEnd();
     r.tests.push_back(std::move(tr));
   }
   return r;
@@ -96,6 +212,7 @@ ojson SchemaChecker::ToJson(const std::string& name, const SchemaCheckResult& r)
             {"complete", t.complete},
             {"rejected_at", t.rejected_at < 0 ? ojson() : ojson(t.rejected_at)},
             {"tokens", t.tokens},
+            {"reordered", t.reordered},
             {"mask_us_p50", std::round(Percentile(&us, 50) * 10) / 10},
             {"mask_us_max", std::round(Percentile(&us, 100) * 10) / 10}};
     if (t.rejected_at >= 0) x["text_at"] = t.text_at;

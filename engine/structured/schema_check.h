@@ -9,6 +9,16 @@
 // token the mask is computed (timed) and the token must be in it; then committed. As in MaskBench,
 // a test is accepted when every token was in its mask; `complete` says whether EOS was allowed
 // after the last (a valid instance must end there).
+//
+// Property order: the grammar generates an object's properties in the schema's order (as
+// LLGuidance and OpenAI's strict mode do), while JSON Schema lets an instance list them in any.
+// MaskBench's data was made for that: its creation step (maskbench/creation/reorder.py) rewrote
+// every instance LLGuidance rejected with its properties in an order LLGuidance accepts. The
+// `reorder` option does the same for this grammar: a rejected instance is rewritten, object by
+// object, greedily (the first property that the grammar accepts next and after which every other
+// property left could still follow), then walked again. As in reorder.py, an invalid instance is
+// first reordered against the schema without its value constraints (so the fault it was written
+// to have stays), then against the schema; an instance no order of which fits is kept as written.
 #pragma once
 
 #include <memory>
@@ -16,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/structured/matcher.h"
 #include "engine/structured/token_trie.h"
 #include "engine/text/tokenizer.h"
 
@@ -28,6 +39,7 @@ struct SchemaTestResult {
   int rejected_at = -1;         // the first token not in its mask (-1: none)
   std::string text_at;          // the instance's text up to that token, and the token (its bytes)
   int tokens = 0;               // tokens of the instance
+  bool reordered = false;       // walked with its properties reordered (SchemaCheckOptions)
   std::vector<double> mask_us;  // each mask computed, in microseconds
   bool agrees() const { return accepted == valid && (!valid || complete); }
 };
@@ -40,11 +52,16 @@ struct SchemaCheckResult {
   bool passing() const;  // compiled and every test agrees
 };
 
+struct SchemaCheckOptions {
+  bool reorder = false;  // MaskBench's reorder step (above)
+};
+
 class SchemaChecker {
  public:
   explicit SchemaChecker(const Tokenizer* tok);  // `tok` outlives the checker
   // `file`: a schema or a test file (parsed keeping key order).
-  SchemaCheckResult Check(const nlohmann::ordered_json& file) const;
+  SchemaCheckResult Check(const nlohmann::ordered_json& file,
+                          const SchemaCheckOptions& opt = {}) const;
   // One file's result as `llmq schema check --json` prints it.
   static nlohmann::ordered_json ToJson(const std::string& name, const SchemaCheckResult& r);
 
@@ -52,6 +69,15 @@ class SchemaChecker {
   const Tokenizer* tok_;
   std::shared_ptr<const TokenTrie> trie_;
 };
+
+// `data` with each object's properties in an order `grammar` accepts from its start (the reorder
+// step above); false when none fits.
+[[nodiscard]] bool ReorderProperties(const std::shared_ptr<CompiledGrammar>& grammar,
+                                     const nlohmann::ordered_json& data,
+                                     nlohmann::ordered_json* out);
+// `schema` without its value constraints (reorder.py's remove_constraints, to the letter: lengths,
+// patterns, formats, bounds, counts; below a "properties" only the properties are visited).
+nlohmann::ordered_json WithoutValueConstraints(const nlohmann::ordered_json& schema);
 
 // The p-th percentile (0..100) of `v` (sorted in place), nearest rank; 0 when empty.
 double Percentile(std::vector<double>* v, double p);
