@@ -3,14 +3,18 @@
 // json_schema, strict), runs through the real `llmq run`; then the same job without
 // response_format, each request's max_tokens set to the completion tokens its constrained twin
 // generated and ignore_eos on, so both runs generate the same tokens in the same number of steps.
-// Both run from this one invocation, side by side: wall seconds, completion tokens, tokens/s, the
-// ratio, and the structured-output summary (forced tokens, compile and mask times); the pair runs
-// seeded at temperature 0.8, then greedy (where sampling costs least, so masks weigh the most).
+// Both run from this one invocation, alternating, three times each (the medians compared: a shared
+// machine's noise is larger than the difference measured), side by side: wall seconds, completion
+// tokens, tokens/s, the ratio, and the structured-output summary (forced tokens, compile and mask
+// times); the pair runs seeded at temperature 0.8, then greedy (where sampling costs least, so
+// masks weigh the most).
 //
 // The data is guidance-ai/jsonschemabench's maskbench/data (fetched, never committed):
 //   git clone --depth 1 https://github.com/guidance-ai/jsonschemabench /tmp/jsonschemabench
 //   build/bench/structured_bench /tmp/jsonschemabench/maskbench/data [--model DIR]
 //     [--requests N] [--max-tokens N] [--schemas A.json,B.json,C.json] [--profile]
+//     [--temperature T]   (this one only, instead of 0.8 and then greedy)
+//     [--repeats N]       (each job N times, alternating, median wall time; default 3)
 // (default model: ../shared/models/tiny-llama32, the Llama 3 tokenizer, random weights: the
 // smallest forward pass over the largest vocabulary, the case where masks weigh the most.)
 #include <sys/wait.h>
@@ -23,6 +27,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -106,50 +111,74 @@ void ReadResults(const std::string& path, std::map<std::string, int64_t>* tokens
   }
 }
 
-// One temperature: the constrained job, then its unconstrained twin; prints their table.
+// One temperature: the constrained job, then its unconstrained twin, `repeats` times each,
+// alternating (a shared machine's drift falls on both); prints their table (median wall times).
 void RunPair(const std::string& dir, const std::string& model, bool profile,
-             const std::vector<json>& formats, size_t requests, int max_tokens,
-             double temperature) {
+             const std::vector<json>& formats, size_t requests, int max_tokens, double temperature,
+             int repeats) {
   const std::string flags = std::string(" --model ") + model + (profile ? " --profile" : "");
-  // 1. Constrained.
   {
     std::ofstream in(dir + "/constrained.jsonl");
     for (size_t i = 0; i < requests; ++i)
       in << Line(i, formats[i % formats.size()], max_tokens, false, temperature).dump() << "\n";
   }
-  const json c = RunLlmq(dir + "/constrained.jsonl -o " + dir + "/constrained.out.jsonl" + flags,
-                         dir + "/constrained.json");
-  std::map<std::string, int64_t> tokens;
-  std::map<std::string, std::string> finish;
-  ReadResults(dir + "/constrained.out.jsonl", &tokens, &finish);
+  std::vector<json> cs, us;
   std::map<std::string, int> finishes;
-  for (const auto& [id, f] : finish) ++finishes[f];
-
-  // 2. The same requests unconstrained, generating the same number of tokens each.
-  {
-    std::ofstream in(dir + "/free.jsonl");
-    for (size_t i = 0; i < requests; ++i) {
-      const int64_t n = tokens.at("req-" + std::to_string(i));
-      in << Line(i, json(), static_cast<int>(std::max<int64_t>(n, 1)), true, temperature).dump()
-         << "\n";
+  for (int rep = 0; rep < repeats; ++rep) {
+    cs.push_back(RunLlmq(dir + "/constrained.jsonl -o " + dir + "/constrained.out.jsonl" + flags,
+                         dir + "/constrained.json"));
+    std::map<std::string, int64_t> tokens;
+    std::map<std::string, std::string> finish;
+    ReadResults(dir + "/constrained.out.jsonl", &tokens, &finish);
+    if (rep == 0) {
+      for (const auto& [id, f] : finish) ++finishes[f];
+      // The same requests unconstrained, generating the same number of tokens each.
+      std::ofstream in(dir + "/free.jsonl");
+      for (size_t i = 0; i < requests; ++i) {
+        const int64_t n = tokens.at("req-" + std::to_string(i));
+        in << Line(i, json(), static_cast<int>(std::max<int64_t>(n, 1)), true, temperature).dump()
+           << "\n";
+      }
+    } else if (cs[rep]["completion_tokens"] != cs[0]["completion_tokens"]) {
+      Die("the constrained job did not repeat itself");
     }
+    us.push_back(
+        RunLlmq(dir + "/free.jsonl -o " + dir + "/free.out.jsonl" + flags, dir + "/free.json"));
   }
-  const json u =
-      RunLlmq(dir + "/free.jsonl -o " + dir + "/free.out.jsonl" + flags, dir + "/free.json");
+  // The run of median wall time of each kind.
+  const auto median = [](std::vector<json> v) {
+    std::sort(v.begin(), v.end(), [](const json& a, const json& b) {
+      return a["wall_seconds"].get<double>() < b["wall_seconds"].get<double>();
+    });
+    return v[v.size() / 2];
+  };
+  const json c = median(cs), u = median(us);
 
   std::printf("\n%s; constrained finish reasons:",
-              temperature > 0 ? "temperature 0.8, seeded" : "greedy");
+              temperature > 0 ? ("temperature " + std::to_string(temperature) + ", seeded").c_str()
+                              : "greedy");
   for (const auto& [f, n] : finishes) std::printf(" %s %d", f.c_str(), n);
-  std::printf("\n\n| %-13s | %8s | %11s | %9s | %7s |\n", "run", "wall s", "completion", "tokens/s",
-              "ratio");
-  std::printf("|:--------------|---------:|------------:|----------:|--------:|\n");
+  std::printf("\n\n| %-13s | %8s | %-22s | %11s | %9s | %7s |\n", "run", "wall s", "each run, s",
+              "completion", "tokens/s", "ratio");
+  std::printf(
+      "|:--------------|---------:|:-----------------------|------------:|----------:|--------:|"
+      "\n");
   const double free_tps = u["completion_tokens"].get<double>() / u["wall_seconds"].get<double>();
-  for (const auto& [name, s] : {std::pair<const char*, const json*>{"unconstrained", &u},
-                                std::pair<const char*, const json*>{"constrained", &c}}) {
+  for (const auto& [name, s, all] :
+       {std::tuple<const char*, const json*, const std::vector<json>*>{"unconstrained", &u, &us},
+        std::tuple<const char*, const json*, const std::vector<json>*>{"constrained", &c, &cs}}) {
+    std::string each;
+    for (const json& r : *all) {
+      char b[16];
+      std::snprintf(b, sizeof b, "%s%.2f", each.empty() ? "" : " ",
+                    r["wall_seconds"].get<double>());
+      each += b;
+    }
     const double tps = (*s)["completion_tokens"].get<double>() / (*s)["wall_seconds"].get<double>();
-    std::printf(
-        "| %-13s | %8.2f | %11lld | %9.1f | %6.3fx |\n", name, (*s)["wall_seconds"].get<double>(),
-        static_cast<long long>((*s)["completion_tokens"].get<int64_t>()), tps, tps / free_tps);
+    std::printf("| %-13s | %8.2f | %-22s | %11lld | %9.1f | %6.3fx |\n", name,
+                (*s)["wall_seconds"].get<double>(), each.c_str(),
+                static_cast<long long>((*s)["completion_tokens"].get<int64_t>()), tps,
+                tps / free_tps);
   }
   const json& so = c["structured_outputs"];
   std::printf(
@@ -174,6 +203,8 @@ int main(int argc, char** argv) {
   size_t requests = 256;
   int max_tokens = 192;
   bool profile = false;
+  std::vector<double> temperatures = {0.8, 0.0};
+  int repeats = 3;
   std::vector<std::string> schemas(std::begin(kDefaultSchemas), std::end(kDefaultSchemas));
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -185,6 +216,10 @@ int main(int argc, char** argv) {
       max_tokens = std::stoi(argv[++i]);
     else if (a == "--schemas" && i + 1 < argc)
       schemas = Split(argv[++i]);
+    else if (a == "--repeats" && i + 1 < argc)
+      repeats = std::max(1, std::stoi(argv[++i]));
+    else if (a == "--temperature" && i + 1 < argc)
+      temperatures = {std::stod(argv[++i])};
     else if (a == "--profile")
       profile = true;
     else if (data.empty() && a.rfind("--", 0) != 0)
@@ -194,7 +229,7 @@ int main(int argc, char** argv) {
   }
   if (data.empty() || schemas.empty())
     Die("usage: structured_bench MASKBENCH_DATA_DIR [--model DIR] [--requests N] [--max-tokens N] "
-        "[--schemas A,B,C] [--profile]");
+        "[--schemas A,B,C] [--profile] [--temperature T] [--repeats N]");
 
   std::vector<json> formats;
   for (size_t k = 0; k < schemas.size(); ++k) {
@@ -214,8 +249,8 @@ int main(int argc, char** argv) {
   for (size_t k = 0; k < schemas.size(); ++k)
     std::printf("%s%s", k ? ", " : "", schemas[k].c_str());
   std::printf("), max_tokens %d\n", max_tokens);
-  for (const double temperature : {0.8, 0.0})
-    RunPair(dir, model, profile, formats, requests, max_tokens, temperature);
+  for (const double temperature : temperatures)
+    RunPair(dir, model, profile, formats, requests, max_tokens, temperature, repeats);
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -384,6 +384,17 @@ void ParseConditional(const json& body, const nlohmann::ordered_json* ordered, B
            "cannot be combined with response_format " + (*v)["type"].get<std::string>() +
                " (the end of the document decides where the output ends)",
            *m);
+    // A stop would end the output inside the document with finish_reason "stop", which promises
+    // a complete one: refused rather than a cut document reported as finished.
+    for (const char* k : {"stop", "stop_token_ids"})
+      if (const json* x = Find(body, k);
+          x && req->response_format != ResponseFormat::kText &&
+          (k[4] == '\0' ? !req->stop.empty() : !req->stop_token_ids.empty()))
+        Fail(std::string("body.") + k,
+             "cannot be combined with response_format " + (*v)["type"].get<std::string>() +
+                 " (a stop would cut the document; the output ends where the document is "
+                 "complete)",
+             *x);
   }
   if (const json* v = Find(body, "modalities")) {
     if (*v != json::array({"text"}))

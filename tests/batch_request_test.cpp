@@ -179,6 +179,23 @@ TEST(BatchRequestTest, ResponseFormatJsonSchemaKeepsTheSchemasKeyOrder) {
                                 "json_object"),
             std::string::npos)
       << Parse(j).error;
+  // Nor a stop string or stop token (they would cut the document); empty ones are harmless.
+  j["body"].erase("min_tokens");
+  j["body"]["response_format"] = {
+      {"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", {{"type", "object"}}}}}};
+  j["body"]["stop"] = json::array();
+  j["body"]["stop_token_ids"] = json::array();
+  EXPECT_EQ(Parse(j).error, "");
+  j["body"]["stop"] = "}";
+  EXPECT_NE(Parse(j).error.find("field 'body.stop' cannot be combined with response_format "
+                                "json_schema"),
+            std::string::npos)
+      << Parse(j).error;
+  j["body"].erase("stop");
+  j["body"]["stop_token_ids"] = {7};
+  EXPECT_NE(Parse(j).error.find("field 'body.stop_token_ids' cannot be combined"),
+            std::string::npos)
+      << Parse(j).error;
 }
 
 TEST(BatchRequestTest, MaxCompletionTokensIsAcceptedAndWins) {

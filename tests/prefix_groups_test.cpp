@@ -161,7 +161,7 @@ TEST_F(RunnerBatchTest, LogitsAreSizedToTheRowsSampled) {
     ASSERT_EQ(runner.logits().size(), static_cast<size_t>(n * kVocab));
     for (int i = 0; i < n; ++i) EXPECT_EQ(runner.logits()[i * kVocab + kVocab - 1], i);
   }
-  EXPECT_EQ(runner.logits().capacity(), static_cast<size_t>(7 * kVocab));
+  EXPECT_EQ(runner.logits_capacity(), static_cast<size_t>(7 * kVocab));
 }
 
 TEST_F(RunnerBatchTest, ForkedDecodesAreGroupedAndFlagged) {

@@ -357,6 +357,61 @@ TEST(SamplerTest, LargeVocabPlusInf) {
   EXPECT_NEAR(low_half, 0.5, 0.05);
 }
 
+// A row drawn under a token mask (structured outputs) gives what the row with the mask applied
+// (refused logits -inf) gives, token and logprobs, for every path of the sampler: greedy, the
+// top-k heap and compaction, top-p, min-p, +inf and NaN logits, penalties and logprobs, masks
+// sparse, dense, full, of one token or of none, and a vocabulary not a multiple of 32.
+TEST(SamplerTest, MaskedRowsDrawAsTheRowWithTheMaskApplied) {
+  Rng gen(2024);
+  for (const int vocab : {1000, 128000}) {
+    const int words = (vocab + 31) / 32;
+    for (int trial = 0; trial < 24; ++trial) {
+      std::vector<float> l(static_cast<size_t>(vocab));
+      for (float& x : l) {
+        const uint64_t kind = gen.NextU64() % 200;
+        x = kind == 0 ? kNaN : kind == 1 ? -kInf : static_cast<float>(gen.NextDouble() * 8 - 4);
+      }
+      if (trial % 6 == 5) l[static_cast<size_t>(gen.NextU64() % vocab)] = kInf;
+      std::vector<uint32_t> mask(static_cast<size_t>(words), 0);
+      const int shape = trial % 5;  // sparse, dense, full, one token, none
+      for (int i = 0; i < vocab; ++i) {
+        const bool on = shape == 0   ? gen.NextU64() % 500 == 0
+                        : shape == 1 ? gen.NextU64() % 10 != 0
+                                     : shape == 2;
+        if (on) mask[static_cast<size_t>(i) >> 5] |= 1u << (i & 31);
+      }
+      if (shape == 3) mask[static_cast<size_t>(vocab - 3) >> 5] |= 1u << ((vocab - 3) & 31);
+      std::vector<float> applied = l;
+      for (int i = 0; i < vocab; ++i)
+        if (!((mask[static_cast<size_t>(i) >> 5] >> (i & 31)) & 1u))
+          applied[static_cast<size_t>(i)] = -kInf;
+      const std::vector<int32_t> eos = {2}, prompt = {5, 6}, generated = {7, 7, 9};
+      const TokenHistory h{prompt, generated};
+      for (int cfg = 0; cfg < 8; ++cfg) {
+        SamplingParams p = Temp(cfg == 0 ? 0.0f : 0.8f);
+        if (cfg == 2) p.top_k = 5;
+        if (cfg == 3) p.top_k = 5000;
+        if (cfg == 4) p.top_p = 0.9f;
+        if (cfg == 5) p.min_p = 0.05f;
+        if (cfg == 6) p.logprobs = 3;
+        if (cfg == 7) p.frequency_penalty = 0.5f;
+        Rng a(trial * 10 + cfg), b(trial * 10 + cfg);
+        TokenLogprobs la, lb;
+        const int got = SampleNext(l.data(), vocab, p, eos, h, &a, &la, mask.data());
+        const int want = SampleNext(applied.data(), vocab, p, eos, h, &b, &lb);
+        ASSERT_EQ(got, want) << "vocab " << vocab << " trial " << trial << " cfg " << cfg;
+        ASSERT_EQ(la.logprob, lb.logprob);
+        ASSERT_EQ(la.top.size(), lb.top.size());
+        for (size_t k = 0; k < la.top.size(); ++k) {
+          ASSERT_EQ(la.top[k].id, lb.top[k].id);
+          ASSERT_EQ(la.top[k].logprob, lb.top[k].logprob);
+        }
+        ASSERT_EQ(a.NextU64(), b.NextU64()) << "the same draws spent";
+      }
+    }
+  }
+}
+
 // --- Stop strings ----------------------------------------------------------------------------
 
 TEST(StopTest, FindStopBasics) {

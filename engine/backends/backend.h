@@ -32,7 +32,8 @@ struct PrefixGroup {
 // forward pass (applies_masks()) calls Compute() once, after it has started the forward pass and
 // before it needs the masks, and applies them: a masked token's logit is -inf in the logits
 // Forward writes, and ForwardSample never picks one. Other backends ignore the masks: the engine
-// computes and applies them on the host after Forward (ModelRunner::Forward).
+// computes them after Forward (ModelRunner::Forward) and its sampler draws each row under its
+// mask (SampleNext), never writing the row.
 class StepMasks {
  public:
   virtual ~StepMasks() = default;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/structured/matcher.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace llmq {
 
@@ -42,33 +43,60 @@ const uint32_t* GrammarMasks::Compute() {
   if (computed_) return bits_.data();
   const std::vector<Sequence*>& rows = *samplers_;
   const size_t W = static_cast<size_t>(words_);
-  bits_.assign(rows.size() * W, ~0u);
+  bits_.resize(rows.size() * W);  // each row written whole below
   forced_.assign(rows.size(), -1);
   const uint32_t tail = vocab_ % 32 == 0 ? ~0u : (1u << (vocab_ % 32)) - 1;  // bits past vocab
+  // The constrained rows grouped by grammar: a grammar's rows one after another (they would wait
+  // on its lock anyway), the groups side by side on the kernels' pool. Each row's mask depends on
+  // its matcher alone, so neither the grouping nor the threads change a bit of it.
+  std::vector<std::pair<const CompiledGrammar*, size_t>> order;
   for (size_t i = 0; i < rows.size(); ++i) {
-    uint32_t* row = &bits_[i * W];
-    row[W - 1] = tail;
-    Matcher* m = rows[i]->matcher.get();
-    if (m == nullptr) continue;
-    const auto start = std::chrono::steady_clock::now();
-    m->Mask(&scratch_);
-    const std::vector<uint32_t>& w = scratch_.words();
-    const size_t n = std::min(w.size(), W);
-    std::copy(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(n), row);
-    std::fill(row + n, row + W, 0u);
-    if (m->CanEnd())
-      for (int32_t e : eos_)
-        if (e >= 0 && e < vocab_) row[e >> 5] |= 1u << (e & 31);
-    row[W - 1] &= tail;
-    times_.Add(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    int allowed = 0, last = -1;
-    for (size_t k = 0; k < W && allowed < 2; ++k)
-      if (row[k] != 0) {
-        allowed += std::popcount(row[k]);
-        last = static_cast<int>(k * 32) + std::countr_zero(row[k]);
-      }
-    if (allowed == 1) forced_[i] = last;
+    if (const Matcher* m = rows[i]->matcher.get()) {
+      order.emplace_back(m->grammar(), i);
+    } else {
+      uint32_t* row = &bits_[i * W];
+      std::fill(row, row + W - 1, ~0u);
+      row[W - 1] = tail;
+    }
   }
+  std::sort(order.begin(), order.end());
+  std::vector<size_t> group_begin;
+  for (size_t k = 0; k < order.size(); ++k)
+    if (k == 0 || order[k].first != order[k - 1].first) group_begin.push_back(k);
+  const auto groups = static_cast<int64_t>(group_begin.size());
+  group_begin.push_back(order.size());
+  seconds_.assign(rows.size(), -1.0);
+  constexpr double kRowNs = 10e3;  // a mask's typical cost (mask p50 in bench/RESULTS.md)
+  const double per_group = groups > 0 ? kRowNs * static_cast<double>(order.size()) / groups : 0;
+  kernels::ParallelFor(groups, per_group, [&](int64_t g0, int64_t g1) {
+    thread_local TokenMask scratch;
+    for (size_t k = group_begin[static_cast<size_t>(g0)]; k < group_begin[static_cast<size_t>(g1)];
+         ++k) {
+      const size_t i = order[k].second;
+      uint32_t* row = &bits_[i * W];
+      Matcher* m = rows[i]->matcher.get();
+      const auto start = std::chrono::steady_clock::now();
+      m->Mask(&scratch);
+      const std::vector<uint32_t>& w = scratch.words();
+      const size_t n = std::min(w.size(), W);
+      std::copy(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(n), row);
+      std::fill(row + n, row + W, 0u);
+      if (m->CanEnd())
+        for (int32_t e : eos_)
+          if (e >= 0 && e < vocab_) row[e >> 5] |= 1u << (e & 31);
+      row[W - 1] &= tail;
+      seconds_[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      int allowed = 0, last = -1;
+      for (size_t j = 0; j < W && allowed < 2; ++j)
+        if (row[j] != 0) {
+          allowed += std::popcount(row[j]);
+          last = static_cast<int>(j * 32) + std::countr_zero(row[j]);
+        }
+      if (allowed == 1) forced_[i] = last;
+    }
+  });
+  for (const double s : seconds_)
+    if (s >= 0) times_.Add(s);
   computed_ = true;
   return bits_.data();
 }

@@ -5,8 +5,9 @@
 // engine appends that token without drawing from the row (engine/core/llm_engine.cpp).
 //
 // Deterministic and batch-invariant: a row's mask depends on its sequence's matcher alone.
-// Computed on the thread that calls Compute (the engine's, or the backend's while the device
-// works), one row after another: the rows of one grammar share its lock (matcher.h) anyway.
+// Computed when Compute is called (on the engine's thread, or the backend's while the device
+// works): the rows of one grammar one after another (they share its lock: matcher.h), the rows of
+// different grammars side by side on the kernels' thread pool.
 #pragma once
 
 #include <array>
@@ -45,6 +46,8 @@ class GrammarMasks final : public StepMasks {
   int words_per_row() const override { return words_; }
   // After Compute: the token row i must take (the only one its mask allows), or -1.
   int32_t forced(size_t row) const { return forced_[row]; }
+  // After Compute: row i's mask [words_per_row()].
+  const uint32_t* row(size_t i) const { return &bits_[i * static_cast<size_t>(words_)]; }
   const LatencyHistogram& mask_times() const { return times_; }
 
  private:
@@ -54,7 +57,7 @@ class GrammarMasks final : public StepMasks {
   bool computed_ = false;
   std::vector<uint32_t> bits_;   // [rows, words_]
   std::vector<int32_t> forced_;  // [rows]
-  TokenMask scratch_;            // one row, of the grammar's vocabulary
+  std::vector<double> seconds_;  // [rows]: each constrained row's mask time (-1: none)
   LatencyHistogram times_;
 };
 

@@ -441,20 +441,24 @@ void LlmEngine::AppendDrawn(std::vector<RequestOutput>* out) {
 }
 
 void LlmEngine::SampleAndAppend(std::vector<RequestOutput>* out) {
-  const std::vector<float>& logits = runner_.logits();
+  const std::span<const float> logits = runner_.logits();
   // Sampling is per row and independent: draw in parallel, then apply in order.
   const int64_t rows = static_cast<int64_t>(samplers_.size());
   std::vector<int32_t> drawn(rows);
   std::vector<TokenLogprobs> lps(rows);
-  auto sample = [&](Sequence* s, const float* row, TokenLogprobs* lp) {
+  // A constrained row is drawn under its mask (unconstrained rows: none).
+  auto mask = [&](size_t i) {
+    return masked_ && samplers_[i]->matcher != nullptr ? masks_.row(i) : nullptr;
+  };
+  auto sample = [&](Sequence* s, const float* row, const uint32_t* m, TokenLogprobs* lp) {
     const std::span<const int32_t> all(s->tokens);
     const TokenHistory h{all.first(s->num_prompt), all.subspan(s->num_prompt)};
-    return SampleNext(row, cfg_.vocab_size, *s->params, eos_, h, &s->rng, lp);
+    return SampleNext(row, cfg_.vocab_size, *s->params, eos_, h, &s->rng, lp, m);
   };
   // A row's draw reads its vocab_size logits a few times (max, softmax, the top-p/top-k cut).
   kernels::ParallelFor(rows, cfg_.vocab_size * kSampleNsPerLogit, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
-      drawn[i] = sample(samplers_[i], &logits[i * cfg_.vocab_size], &lps[i]);
+      drawn[i] = sample(samplers_[i], &logits[i * cfg_.vocab_size], mask(i), &lps[i]);
   });
   for (size_t i = 0; i < samplers_.size(); ++i) {
     Sequence* s = samplers_[i];
@@ -466,7 +470,7 @@ void LlmEngine::SampleAndAppend(std::vector<RequestOutput>* out) {
       for (int k = 1; k < st->req.n; ++k) {
         Sequence* c = st->seqs[k].get();
         TokenLogprobs lp;
-        const int token = sample(c, row, &lp);
+        const int token = sample(c, row, mask(i), &lp);
         if (Append(c, Forced(i, token), &lp)) FinishSeq(c, out);
       }
     }

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "engine/core/prefix_groups.h"
-#include "kernels/cpu/ops.h"
 
 namespace llmq {
 
@@ -45,21 +44,15 @@ void ModelRunner::Build(const std::vector<ScheduledSeq>& step, StepBatch* b,
 
 Status ModelRunner::Forward(StepMasks* masks) {
   ids_.clear();
-  // Grown to the rows asked for, exactly, and without copying the last step's logits over (a
-  // vector's own growth would double its capacity and hold the old and new buffers at once).
-  const size_t n = batch_.logits_rows.size() * static_cast<size_t>(vocab_);
-  if (logits_.capacity() < n) {
-    std::vector<float>().swap(logits_);
-    logits_.reserve(n);
-  }
-  logits_.resize(n);
+  // Grown to the rows asked for, exactly, neither cleared nor re-faulted (GrowBuffer): the
+  // backend writes every row.
+  logits_size_ = batch_.logits_rows.size() * static_cast<size_t>(vocab_);
+  logits_.Reserve(logits_size_);
   batch_.masks = masks;
   LLMQ_RETURN_IF_ERROR(backend_->Forward(batch_, logits_.data()));
-  if (masks != nullptr && !masks->computed()) {  // a backend that does not apply them
-    const uint32_t* words = masks->Compute();
-    kernels::ApplyTokenBitmask(logits_.data(), static_cast<int64_t>(batch_.logits_rows.size()),
-                               vocab_, words, masks->words_per_row());
-  }
+  // A backend that does not apply them: computed here, applied by the sampler (SampleNext's
+  // mask), which then never reads the logits of refused tokens.
+  if (masks != nullptr && !masks->computed()) masks->Compute();
   return Status::Ok();
 }
 
@@ -69,7 +62,7 @@ Status ModelRunner::ForwardSample(const std::vector<RowSampling>& rows, StepMask
   if (rows.size() != batch_.logits_rows.size())
     return Status::Internal("ForwardSample: " + std::to_string(rows.size()) + " rows for " +
                             std::to_string(batch_.logits_rows.size()) + " samplers");
-  logits_.clear();
+  logits_size_ = 0;
   ids_.assign(rows.size(), 0);
   batch_.masks = masks;
   LLMQ_RETURN_IF_ERROR(backend_->ForwardSample(batch_, rows.data(), ids_.data()));

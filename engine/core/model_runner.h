@@ -3,8 +3,10 @@
 // other (OrderBySharedFirstBlock), and it carries the step's prefix groups (DetectPrefixGroups).
 #pragma once
 
+#include <span>
 #include <vector>
 
+#include "base/grow_buffer.h"
 #include "engine/backends/backend.h"
 #include "engine/core/scheduler.h"
 
@@ -24,14 +26,17 @@ class ModelRunner {
   // The same in two halves: Prepare builds the batch (and names the samplers), then either Forward
   // (logits() filled) or ForwardSample (the backend picks the ids on its device: ids() filled,
   // one per sampler, under rows [L]). `masks`: the samplers' token masks (null: none); Forward
-  // applies them on the host when the backend did not (StepMasks), ForwardSample only runs on a
+  // computes them when the backend did not (StepMasks), and leaves them to the host's sampler
+  // (logits() then unmasked: SampleNext takes each row's mask); ForwardSample only runs on a
   // backend that applies them (and fails when that backend never computed them).
   void Prepare(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers) {
     Build(step, &batch_, samplers);
   }
   Status Forward(StepMasks* masks = nullptr);
   Status ForwardSample(const std::vector<RowSampling>& rows, StepMasks* masks = nullptr);
-  const std::vector<float>& logits() const { return logits_; }
+  // [rows sampled this step, vocab]
+  std::span<const float> logits() const { return {logits_.data(), logits_size_}; }
+  size_t logits_capacity() const { return logits_.capacity(); }  // the largest step's, exactly
   const std::vector<int32_t>& ids() const { return ids_; }
   // Builds the flat batch (exposed for tests).
   void Build(const std::vector<ScheduledSeq>& step, StepBatch* b, std::vector<Sequence*>* samplers);
@@ -41,7 +46,8 @@ class ModelRunner {
   int vocab_, block_size_;
   bool groups_;
   StepBatch batch_;
-  std::vector<float> logits_;
+  GrowBuffer<float> logits_;
+  size_t logits_size_ = 0;
   std::vector<int32_t> ids_;
   std::vector<int32_t> first_block_, num_tokens_, order_;  // Build's scratch
 };

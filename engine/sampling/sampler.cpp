@@ -1,6 +1,7 @@
 #include "engine/sampling/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -40,11 +41,78 @@ inline bool Before(const Cand& a, const Cand& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
-// Greedy argmax; NaN counts as -inf; ties (all -inf included) go to the lowest id.
-int Argmax(const float* logits, int vocab) {
-  const float m = MaxLogit(logits, vocab);
+// Whether `mask` (null: every token) allows token i.
+inline bool Allowed(const uint32_t* mask, int i) {
+  return mask == nullptr || ((mask[i >> 5] >> (i & 31)) & 1u);
+}
+
+// Calls f(i) for each token `mask` allows, in increasing order (every token when null): a word
+// of 32 refused tokens costs one test, and their logits are not read.
+template <class F>
+inline void ForEachAllowed(const uint32_t* mask, int vocab, F&& f) {
+  if (mask == nullptr) {
+    for (int i = 0; i < vocab; ++i) f(i);
+    return;
+  }
+  for (int base = 0; base < vocab; base += 32) {
+    uint32_t bits = mask[base >> 5];
+    if (bits == ~0u && base + 32 <= vocab) {
+      for (int i = base; i < base + 32; ++i) f(i);
+      continue;
+    }
+    for (; bits != 0; bits &= bits - 1) {
+      const int i = base + std::countr_zero(bits);
+      if (i < vocab) f(i);
+    }
+  }
+}
+
+// MaxLogit over the tokens `mask` allows: eight lanes as MaxLogit, a refused token's lane value
+// -inf (a select, not a branch), a word of 32 refused tokens skipped unread.
+float MaxAllowed(const float* logits, int vocab, const uint32_t* mask) {
+  if (mask == nullptr) return MaxLogit(logits, vocab);
+  float m[8];
+  std::fill(m, m + 8, -kFInf);
+  const int full = vocab / 32;
+  for (int w = 0; w < full; ++w) {
+    const uint32_t bits = mask[w];
+    if (bits == 0) continue;
+    const float* x = logits + static_cast<ptrdiff_t>(w) * 32;
+    if (bits == ~0u) {
+      for (int k = 0; k < 32; k += 8)
+        for (int j = 0; j < 8; ++j) m[j] = x[k + j] > m[j] ? x[k + j] : m[j];
+    } else {
+      for (int k = 0; k < 32; k += 8)
+        for (int j = 0; j < 8; ++j) {
+          const float v = (bits >> (k + j)) & 1u ? x[k + j] : -kFInf;
+          m[j] = v > m[j] ? v : m[j];
+        }
+    }
+  }
+  for (int i = full * 32; i < vocab; ++i)
+    if (Allowed(mask, i) && logits[i] > m[0]) m[0] = logits[i];
+  return *std::max_element(m, m + 8);
+}
+
+// Greedy argmax over the allowed tokens; NaN counts as -inf; ties (all -inf included) go to the
+// lowest id.
+int Argmax(const float* logits, int vocab, const uint32_t* mask) {
+  const float m = MaxAllowed(logits, vocab, mask);
   if (m == -kFInf) return 0;
-  return static_cast<int>(std::find(logits, logits + vocab, m) - logits);
+  if (mask == nullptr) return static_cast<int>(std::find(logits, logits + vocab, m) - logits);
+  // The first allowed token equal to m: a word's 32 compares gathered into bits (vectorized).
+  const int full = vocab / 32;
+  for (int w = 0; w < full; ++w) {
+    const uint32_t bits = mask[w];
+    if (bits == 0) continue;
+    const float* x = logits + static_cast<ptrdiff_t>(w) * 32;
+    uint32_t eq = 0;
+    for (int k = 0; k < 32; ++k) eq |= static_cast<uint32_t>(x[k] == m) << k;
+    if ((eq &= bits) != 0) return w * 32 + std::countr_zero(eq);
+  }
+  for (int i = full * 32; i < vocab; ++i)
+    if (Allowed(mask, i) && logits[i] == m) return i;
+  return 0;
 }
 
 // Keeps the top `k` (k < c.size()) of `c` in Before order, preserving their relative order.
@@ -184,10 +252,11 @@ bool IsGreedy(const SamplingParams& p) {
   return !(p.temperature >= kMinTemperature);  // NaN T: greedy too
 }
 
-int SampleToken(const float* logits, int vocab, const SamplingParams& p, Rng* rng) {
-  if (IsGreedy(p)) return Argmax(logits, vocab);
+int SampleToken(const float* logits, int vocab, const SamplingParams& p, Rng* rng,
+                const uint32_t* mask) {
+  if (IsGreedy(p)) return Argmax(logits, vocab, mask);
   // Drawn up front: one draw per sampled token, always.
-  return SampleTokenWithDraw(logits, vocab, p, rng->NextDouble());
+  return SampleTokenWithDraw(logits, vocab, p, rng->NextDouble(), mask);
 }
 
 RowSampling ToRowSampling(const SamplingParams& p, double u) {
@@ -209,11 +278,12 @@ int SampleRow(const float* logits, int vocab, const RowSampling& r) {
   return SampleTokenWithDraw(logits, vocab, p, r.u);
 }
 
-int SampleTokenWithDraw(const float* logits, int vocab, const SamplingParams& p, double u) {
-  if (IsGreedy(p)) return Argmax(logits, vocab);
+int SampleTokenWithDraw(const float* logits, int vocab, const SamplingParams& p, double u,
+                        const uint32_t* mask) {
+  if (IsGreedy(p)) return Argmax(logits, vocab, mask);
   if (vocab <= 0) return 0;
 
-  const float max_l = MaxLogit(logits, vocab);
+  const float max_l = MaxAllowed(logits, vocab, mask);
   if (max_l == -kFInf) return 0;
 
   const double t = static_cast<double>(p.temperature);
@@ -227,17 +297,18 @@ int SampleTokenWithDraw(const float* logits, int vocab, const SamplingParams& p,
   thread_local std::vector<Cand> c;
   c.clear();
   if (max_l == kFInf) {
-    for (int i = 0; i < vocab; ++i)
+    ForEachAllowed(mask, vocab, [&](int i) {
       if (logits[i] == kFInf) c.push_back({1.0, kFInf, i});
+    });
     if (use_top_k && static_cast<size_t>(p.top_k) < c.size()) TopKCompact(&c, p.top_k);
   } else if (use_top_k && static_cast<size_t>(p.top_k) <= kHeapTopK) {
     // Heap of the k best so far, worst on top; most logits fail one float compare. A later id
     // that ties the worst logit ranks after it, hence the strict >.
     c.reserve(p.top_k);
     float worst = -kFInf;
-    for (int i = 0; i < vocab; ++i) {
+    ForEachAllowed(mask, vocab, [&](int i) {
       const float l = logits[i];
-      if (!(l > worst)) continue;  // also NaN
+      if (!(l > worst)) return;  // also NaN
       if (c.size() == static_cast<size_t>(p.top_k)) {
         std::pop_heap(c.begin(), c.end(), Before);
         c.back() = {0.0, l, i};
@@ -246,7 +317,7 @@ int SampleTokenWithDraw(const float* logits, int vocab, const SamplingParams& p,
       }
       std::push_heap(c.begin(), c.end(), Before);
       if (c.size() == static_cast<size_t>(p.top_k)) worst = c.front().logit;
-    }
+    });
     std::sort_heap(c.begin(), c.end(), Before);  // unique order: sums below are reproducible
     size_t n = 0;
     for (Cand& x : c)
@@ -257,12 +328,12 @@ int SampleTokenWithDraw(const float* logits, int vocab, const SamplingParams& p,
     // tokens far below its threshold; the exact w >= min_w test is done below.
     const double skip_below = (min_w > 0.0 && !use_top_p) ? std::log(min_w) - 1e-6 : -1e300;
     c.reserve(vocab);
-    for (int i = 0; i < vocab; ++i) {
+    ForEachAllowed(mask, vocab, [&](int i) {
       const double d = static_cast<double>(logits[i]) / t - x_max;
-      if (!(d >= skip_below)) continue;  // also NaN and -inf
+      if (!(d >= skip_below)) return;  // also NaN and -inf
       const double w = std::exp(d);
       if (w > 0.0) c.push_back({w, logits[i], i});
-    }
+    });
     if (use_top_k && static_cast<size_t>(p.top_k) < c.size()) TopKCompact(&c, p.top_k);
   }
 
@@ -292,7 +363,17 @@ int SampleTokenWithDraw(const float* logits, int vocab, const SamplingParams& p,
 }
 
 int SampleNext(const float* logits, int vocab, const SamplingParams& p,
-               std::span<const int32_t> eos, const TokenHistory& h, Rng* rng, TokenLogprobs* lp) {
+               std::span<const int32_t> eos, const TokenHistory& h, Rng* rng, TokenLogprobs* lp,
+               const uint32_t* mask) {
+  if (mask != nullptr &&
+      (HasPenalties(p, static_cast<int>(h.generated.size())) || (lp && p.logprobs >= 0))) {
+    // Penalties and logprobs read the whole row: the masked row, written once here.
+    thread_local std::vector<float> masked;
+    masked.resize(static_cast<size_t>(vocab));
+    for (int i = 0; i < vocab; ++i) masked[i] = Allowed(mask, i) ? logits[i] : -kFInf;
+    logits = masked.data();
+    mask = nullptr;
+  }
   int token = 0;
   if (HasPenalties(p, static_cast<int>(h.generated.size()))) {
     thread_local std::vector<float> row;
@@ -300,7 +381,7 @@ int SampleNext(const float* logits, int vocab, const SamplingParams& p,
     ApplyPenalties(p, eos, h, row.data(), vocab);
     token = SampleToken(row.data(), vocab, p, rng);
   } else {
-    token = SampleToken(logits, vocab, p, rng);
+    token = SampleToken(logits, vocab, p, rng, mask);
   }
   if (lp && p.logprobs >= 0) *lp = RowLogprobs(logits, vocab, p.logprobs, token);
   return token;

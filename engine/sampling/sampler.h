@@ -69,7 +69,13 @@ uint64_t DefaultSeed(std::string_view job_id, std::string_view custom_id);
 // tokens by (probability desc, id asc). NaN logits count as -inf; if none is finite or +inf, the
 // result is 0. Arithmetic is in double; sampler.cpp states the exact contract.
 // Thread-safe (scratch buffers are thread_local).
-int SampleToken(const float* logits, int vocab, const SamplingParams& p, Rng* rng);
+// `mask` (here and below): a structured output's token mask, one bit per token in 32-bit words
+// (bit id % 32 of word id / 32, kernels::ApplyTokenBitmask's layout); a token whose bit is clear
+// is treated as if its logit were -inf, the same result as sampling the row with the mask applied,
+// without writing the row (and without reading the logits of a word of 32 refused tokens).
+// Null: every token.
+int SampleToken(const float* logits, int vocab, const SamplingParams& p, Rng* rng,
+                const uint32_t* mask = nullptr);
 
 // True when SampleToken picks the argmax under `p` (temperature < 1e-5 or NaN) and draws nothing.
 bool IsGreedy(const SamplingParams& p);
@@ -91,7 +97,8 @@ int SampleRow(const float* logits, int vocab, const RowSampling& r);
 // SampleToken with its draw given: SampleToken(l, v, p, rng) ==
 // SampleTokenWithDraw(l, v, p, IsGreedy(p) ? 0 : rng->NextDouble()). The reference of the
 // backends that sample on their device (Backend::ForwardSample).
-int SampleTokenWithDraw(const float* logits, int vocab, const SamplingParams& p, double u);
+int SampleTokenWithDraw(const float* logits, int vocab, const SamplingParams& p, double u,
+                        const uint32_t* mask = nullptr);
 
 // One step of one sequence: applies the penalties and biases of `p` (engine/sampling/penalties.h;
 // `eos`: the model's EOS ids) to a copy of the raw row when it has any, then SampleToken. With
@@ -99,7 +106,8 @@ int SampleTokenWithDraw(const float* logits, int vocab, const SamplingParams& p,
 // p.logprobs of the raw row (engine/sampling/logprobs.h). Reads nothing but its arguments: a row's
 // result does not depend on the other rows of the batch. Thread-safe.
 int SampleNext(const float* logits, int vocab, const SamplingParams& p,
-               std::span<const int32_t> eos, const TokenHistory& h, Rng* rng, TokenLogprobs* lp);
+               std::span<const int32_t> eos, const TokenHistory& h, Rng* rng, TokenLogprobs* lp,
+               const uint32_t* mask = nullptr);
 
 // Finds the earliest occurrence of any stop string in `text`, considering only matches that end
 // after `new_from` (the text released before that was already checked), i.e. start at

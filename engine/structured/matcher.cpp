@@ -132,6 +132,21 @@ const TokenTrie::ByteSet& CompiledGrammar::Loops(int32_t state) {
   return lex_[static_cast<size_t>(state)]->loops;
 }
 
+std::shared_ptr<const SharedMask> CompiledGrammar::SharedFor(int32_t state) {
+  // Found under its key (the lexemes' specs and their automata's states), or walked once and kept.
+  std::string key;
+  for (const auto& [lexeme, q] : lex_[static_cast<size_t>(state)]->live)
+    key += lexeme_keys_[static_cast<size_t>(lexeme)] + '\x1f' +
+           regex_[static_cast<size_t>(lexeme)]->StateKey(q) + '\x1e';
+  if (std::shared_ptr<const SharedMask> found = shared_->Find(key)) return found;
+  auto m = std::make_shared<SharedMask>();
+  m->inside = TokenMask(trie_->vocab_size());
+  LexerWalk walk{this, m.get(), {state}};
+  trie_->WalkSubtree(walk, 0, &m->inside);
+  shared_->Put(key, m);
+  return m;
+}
+
 const CompiledGrammar::MaskCache& CompiledGrammar::CacheFor(int32_t state) {
   // States that differ only beyond the longest token share one mask (LexemeAutomaton::MaskClass),
   // found once per state: Mask calls this at every step.
@@ -150,28 +165,35 @@ const CompiledGrammar::MaskCache& CompiledGrammar::CacheFor(int32_t state) {
     state = cls;
   }
   if (cache_[static_cast<size_t>(state)] != nullptr) return *cache_[static_cast<size_t>(state)];
-  // The shared part: found under its key, or walked once and kept.
-  std::string key;
-  for (const auto& [lexeme, q] : lex_[static_cast<size_t>(state)]->live)
-    key += lexeme_keys_[static_cast<size_t>(lexeme)] + '\x1f' +
-           regex_[static_cast<size_t>(lexeme)]->StateKey(q) + '\x1e';
   auto c = std::make_unique<MaskCache>();
-  c->shared = shared_->Find(key);
-  if (c->shared == nullptr) {
+  const std::vector<std::pair<int32_t, int32_t>> live = lex_[static_cast<size_t>(state)]->live;
+  if (live.size() == 1) {
+    c->shared = SharedFor(state);
+  } else {
+    // Several lexemes alive (the keys an object allows next, the types a value may take): the
+    // union of each one's own. A token stays inside the combined lexeme iff it stays inside one of
+    // them (a lexeme once dead stays dead), and the combined lexeme can only end where one of them
+    // does; each lexeme's own mask is shared by every state, and every grammar, it appears in.
     auto m = std::make_shared<SharedMask>();
     m->inside = TokenMask(trie_->vocab_size());
-    LexerWalk walk{this, m.get(), {state}};
-    trie_->WalkSubtree(walk, 0, &m->inside);
-    shared_->Put(key, m);
+    for (const auto& one : live) {
+      const std::shared_ptr<const SharedMask> s = SharedFor(Intern({one}));
+      m->inside.Or(s->inside);
+      m->crossings.insert(m->crossings.end(), s->crossings.begin(), s->crossings.end());
+    }
+    std::sort(m->crossings.begin(), m->crossings.end());
+    m->crossings.erase(std::unique(m->crossings.begin(), m->crossings.end()), m->crossings.end());
     c->shared = std::move(m);
   }
   // This grammar's lexer state at each crossing: the lexer run over the node's path.
+  // A crossing is where every lexeme of this state has died after one of them had matched.
   for (const uint32_t node : c->shared->crossings) {
     const std::string path = trie_->Path(node);
     int32_t at = state;
     for (size_t i = 0; i + 1 < path.size() && at >= 0; ++i)
       at = LexStep(at, static_cast<uint8_t>(path[i]));
-    if (at >= 0 && !lex_[static_cast<size_t>(at)]->accepted.empty())
+    if (at >= 0 && !lex_[static_cast<size_t>(at)]->accepted.empty() &&
+        LexStep(at, static_cast<uint8_t>(path.back())) == kDead)
       c->crossings.emplace_back(at, node);
   }
   std::stable_sort(c->crossings.begin(), c->crossings.end(),
@@ -368,10 +390,12 @@ bool Matcher::IsTerminated() {
 
 void Matcher::Mask(TokenMask* mask) {
   std::lock_guard<std::mutex> lock(g_->mu_);
-  mask->Clear();
-  if (lex_ < 0) return;
+  if (lex_ < 0) {
+    mask->Clear();
+    return;
+  }
   const CompiledGrammar::MaskCache& c = g_->CacheFor(lex_);
-  *mask = c.shared->inside;
+  *mask = c.shared->inside;  // every word written: no clearing first
   // Below each crossing the lexeme ends: the parser scans it once per lexer state there, and the
   // byte of the crossing's node starts the next lexeme.
   const int32_t lex = lex_, len = len_;

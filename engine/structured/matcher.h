@@ -104,6 +104,8 @@ class CompiledGrammar {
   bool IsFinal(int32_t state);
   const TokenTrie::ByteSet& Loops(int32_t state);
   const MaskCache& CacheFor(int32_t state);
+  // The mask of a state's lexemes alone, shared across grammars (SharedMasks).
+  std::shared_ptr<const SharedMask> SharedFor(int32_t state);
 
   Grammar grammar_;
   std::shared_ptr<const TokenTrie> trie_;
@@ -124,6 +126,7 @@ class CompiledGrammar {
 class Matcher {
  public:
   explicit Matcher(std::shared_ptr<CompiledGrammar> g);
+  const CompiledGrammar* grammar() const { return g_.get(); }
 
   // Consumes `bytes` (a token's); false when the grammar refuses them, the state then unchanged.
   [[nodiscard]] bool Consume(std::string_view bytes);

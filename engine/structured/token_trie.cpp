@@ -11,6 +11,10 @@ void TokenMask::Clear() {
   std::fill(words_.begin(), words_.end(), 0u);
 }
 
+void TokenMask::Or(const TokenMask& o) {
+  for (size_t k = 0; k < words_.size() && k < o.words_.size(); ++k) words_[k] |= o.words_[k];
+}
+
 int TokenMask::Count() const {
   int n = 0;
   for (uint32_t w : words_) n += std::popcount(w);

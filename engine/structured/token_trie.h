@@ -37,7 +37,8 @@ class TokenMask {
   void Set(int id) { words_[static_cast<size_t>(id) >> 5] |= 1u << (id & 31); }
   bool Test(int id) const { return (words_[static_cast<size_t>(id) >> 5] >> (id & 31)) & 1u; }
   void Clear();
-  int Count() const;  // tokens allowed
+  int Count() const;            // tokens allowed
+  void Or(const TokenMask& o);  // adds o's tokens (the same size)
   const std::vector<uint32_t>& words() const { return words_; }
 
  private:

@@ -115,8 +115,11 @@ void ApplyTokenBitmask(float* logits, int64_t rows, int vocab, const uint32_t* w
         const uint32_t bits = w[t >> 5];
         if (bits == ~0u) continue;
         const int end = std::min(vocab, t + 32);
-        for (int i = t; i < end; ++i)
-          if (!((bits >> (i - t)) & 1u)) row[i] = kNegInf;
+        if (bits == 0) {  // most words of a mask between JSON values: a plain fill
+          std::fill(row + t, row + end, kNegInf);
+          continue;
+        }
+        for (int i = t; i < end; ++i) row[i] = (bits >> (i - t)) & 1u ? row[i] : kNegInf;
       }
     }
   });
