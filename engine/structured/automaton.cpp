@@ -25,13 +25,41 @@ KeyExceptAutomaton::KeyExceptAutomaton(const std::vector<std::string>& names)
     end_[static_cast<size_t>(at)] = 1;
   }
   // JSON's string syntax: any character but '"', '\' and controls, or an escape.
-  const Status st =
-      Regex::Compile("\"(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})*\"",
-                     Regex::Mode::kFull, &string_);
+  const Status st = Regex::Compile(kStringRegex, Regex::Mode::kFull, &string_);
   (void)st;  // a fixed pattern: compiles
 }
 
 KeyExceptAutomaton::~KeyExceptAutomaton() = default;
+
+const char* const KeyExceptAutomaton::kStringRegex =
+    "\"(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})*\"";
+
+int KeyExceptAutomaton::WithoutNames(int state) {
+  if (state < 0) return kDead;
+  return Intern(kOut, states_[static_cast<size_t>(state)].second);
+}
+
+std::string KeyExceptAutomaton::StringStateKey(int state) const {
+  return state < 0 ? "dead" : string_->StateKey(states_[static_cast<size_t>(state)].second);
+}
+
+std::vector<std::string> KeyExceptAutomaton::ClosingsOnNames(int state) const {
+  std::vector<std::string> out;
+  if (state < 0) return out;
+  const int trie = states_[static_cast<size_t>(state)].first;
+  if (trie == kOut) return out;
+  // Each name's bytes left from here (all of it, after the opening quote, before it), then '"'.
+  std::vector<std::pair<int, std::string>> stack = {
+      {trie == kBefore ? 0 : trie, trie == kBefore ? "\"" : ""}};
+  while (!stack.empty()) {
+    auto [at, text] = std::move(stack.back());
+    stack.pop_back();
+    if (end_[static_cast<size_t>(at)]) out.push_back(text + '"');
+    for (const auto& [b, child] : children_[static_cast<size_t>(at)])
+      stack.emplace_back(child, text + static_cast<char>(b));
+  }
+  return out;
+}
 
 int KeyExceptAutomaton::Intern(int trie, int str) {
   if (str == Regex::kDead) return kDead;

@@ -48,6 +48,18 @@ class KeyExceptAutomaton : public LexemeAutomaton {
   bool Accepts(int state) const override;
   std::string StateKey(int state) const override;
 
+  // The regex of JSON's string syntax the key is checked with: the same text as a plain string
+  // lexeme's (json_schema.cpp), so that their masks are shared (CompiledGrammar::SharedFor).
+  static const char* const kStringRegex;
+  // Masks derived from a plain string's (CompiledGrammar::SharedFor): this key automaton differs
+  // from the plain string only where a listed name is closed. The state of the same string
+  // position with no name left to avoid (a plain string's behaviour: its mask is the string's);
+  // the string automaton's StateKey there; and the byte strings that, from `state`, close the
+  // string on a listed name (the only tokens the plain string allows and this refuses whole).
+  int WithoutNames(int state);
+  std::string StringStateKey(int state) const;
+  std::vector<std::string> ClosingsOnNames(int state) const;
+
  private:
   static constexpr int kBefore = -2, kOut = -1;  // trie positions: before '"', left the trie
   int Intern(int trie, int str);

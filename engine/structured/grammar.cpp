@@ -27,7 +27,9 @@ std::string RegexEscape(std::string_view text) {
 }
 
 Grammar::Symbol Grammar::Lexeme(std::string_view regex) {
-  return Lexeme(LexemeSpec{std::string(regex), {}});
+  LexemeSpec spec;
+  spec.regex = std::string(regex);
+  return Lexeme(spec);
 }
 
 std::string Grammar::SpecKey(const LexemeSpec& spec) {

@@ -139,6 +139,38 @@ std::shared_ptr<const SharedMask> CompiledGrammar::SharedFor(int32_t state) {
     key += lexeme_keys_[static_cast<size_t>(lexeme)] + '\x1f' +
            regex_[static_cast<size_t>(lexeme)]->StateKey(q) + '\x1e';
   if (std::shared_ptr<const SharedMask> found = shared_->Find(key)) return found;
+  const auto& live = lex_[static_cast<size_t>(state)]->live;
+  if (live.size() == 1) {
+    const auto [lexeme, q] = live[0];
+    if (auto* keys = dynamic_cast<KeyExceptAutomaton*>(regex_[static_cast<size_t>(lexeme)].get())) {
+      // The key of a property the schema does not list is a plain JSON string but where it would
+      // close on a listed name: the plain string's mask (shared with every string value and every
+      // key, whatever the names), less the tokens that are exactly such a closing. Its crossings
+      // are the string's: CacheFor keeps those where this lexeme had matched and all died.
+      static const std::string plain = [] {
+        Grammar::LexemeSpec spec;  // a plain string lexeme's: Grammar::Lexeme(regex)
+        spec.regex = KeyExceptAutomaton::kStringRegex;
+        return Grammar::SpecKey(spec);
+      }();
+      const std::string base_key = plain + '\x1f' + keys->StringStateKey(q) + '\x1e';
+      std::shared_ptr<const SharedMask> base = shared_->Find(base_key);
+      if (base == nullptr) {
+        const int32_t without = Intern({{lexeme, keys->WithoutNames(q)}});
+        auto m = std::make_shared<SharedMask>();
+        m->inside = TokenMask(trie_->vocab_size());
+        LexerWalk walk{this, m.get(), {without}};
+        trie_->WalkSubtree(walk, 0, &m->inside);
+        shared_->Put(base_key, m);
+        base = std::move(m);
+      }
+      const std::vector<std::string> closings = keys->ClosingsOnNames(q);
+      if (closings.empty()) return base;
+      auto m = std::make_shared<SharedMask>(*base);
+      for (const std::string& c : closings) trie_->ClearExactly(c, &m->inside);
+      shared_->Put(key, m);
+      return m;
+    }
+  }
   auto m = std::make_shared<SharedMask>();
   m->inside = TokenMask(trie_->vocab_size());
   LexerWalk walk{this, m.get(), {state}};

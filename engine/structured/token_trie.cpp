@@ -102,4 +102,16 @@ void TokenTrie::SetSubtree(uint32_t node, TokenMask* mask) const {
   for (size_t k = from; k < to; ++k) mask->Set(ids_[k]);
 }
 
+void TokenTrie::ClearExactly(std::string_view bytes, TokenMask* mask) const {
+  uint32_t at = 0;
+  for (const char c : bytes) {
+    uint32_t child = at + 1;
+    while (child < nodes_[at].end && nodes_[child].byte != static_cast<uint8_t>(c))
+      child = nodes_[child].end;
+    if (child >= nodes_[at].end) return;  // no token has these bytes
+    at = child;
+  }
+  for (uint32_t k = nodes_[at].tok_begin; k < nodes_[at].tok_end; ++k) mask->Reset(ids_[k]);
+}
+
 }  // namespace llmq

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/text/tokenizer.h"
@@ -35,6 +36,7 @@ class TokenMask {
       : size_(vocab_size), words_((static_cast<size_t>(vocab_size) + 31) / 32, 0) {}
   int size() const { return size_; }
   void Set(int id) { words_[static_cast<size_t>(id) >> 5] |= 1u << (id & 31); }
+  void Reset(int id) { words_[static_cast<size_t>(id) >> 5] &= ~(1u << (id & 31)); }
   bool Test(int id) const { return (words_[static_cast<size_t>(id) >> 5] >> (id & 31)) & 1u; }
   void Clear();
   int Count() const;            // tokens allowed
@@ -91,6 +93,8 @@ class TokenTrie {
   };
   // Sets every token whose bytes start with node's (the subtree's tokens: contiguous in ids_).
   void SetSubtree(uint32_t node, TokenMask* mask) const;
+  // Clears the tokens whose bytes are exactly `bytes` (none, one, or several sharing them).
+  void ClearExactly(std::string_view bytes, TokenMask* mask) const;
 
  private:
   struct Node {
