@@ -67,27 +67,36 @@ inline void ForEachAllowed(const uint32_t* mask, int vocab, F&& f) {
   }
 }
 
-// MaxLogit over the tokens `mask` allows: eight lanes as MaxLogit, a refused token's lane value
-// -inf (a select, not a branch), a word of 32 refused tokens skipped unread.
+// MaxLogit over the tokens `mask` allows: eight lanes as MaxLogit, over runs of whole allowed
+// words as one stretch; a refused token's lane value -inf in a mixed word (a select, not a
+// branch); a word of 32 refused tokens skipped unread.
 float MaxAllowed(const float* logits, int vocab, const uint32_t* mask) {
   if (mask == nullptr) return MaxLogit(logits, vocab);
   float m[8];
   std::fill(m, m + 8, -kFInf);
   const int full = vocab / 32;
-  for (int w = 0; w < full; ++w) {
+  for (int w = 0; w < full;) {
     const uint32_t bits = mask[w];
-    if (bits == 0) continue;
+    if (bits == 0) {
+      ++w;
+      continue;
+    }
     const float* x = logits + static_cast<ptrdiff_t>(w) * 32;
     if (bits == ~0u) {
-      for (int k = 0; k < 32; k += 8)
+      int r = w + 1;
+      while (r < full && mask[r] == ~0u) ++r;
+      const int n = (r - w) * 32;
+      for (int k = 0; k < n; k += 8)
         for (int j = 0; j < 8; ++j) m[j] = x[k + j] > m[j] ? x[k + j] : m[j];
-    } else {
-      for (int k = 0; k < 32; k += 8)
-        for (int j = 0; j < 8; ++j) {
-          const float v = (bits >> (k + j)) & 1u ? x[k + j] : -kFInf;
-          m[j] = v > m[j] ? v : m[j];
-        }
+      w = r;
+      continue;
     }
+    for (int k = 0; k < 32; k += 8)
+      for (int j = 0; j < 8; ++j) {
+        const float v = (bits >> (k + j)) & 1u ? x[k + j] : -kFInf;
+        m[j] = v > m[j] ? v : m[j];
+      }
+    ++w;
   }
   for (int i = full * 32; i < vocab; ++i)
     if (Allowed(mask, i) && logits[i] > m[0]) m[0] = logits[i];
@@ -100,15 +109,28 @@ int Argmax(const float* logits, int vocab, const uint32_t* mask) {
   const float m = MaxAllowed(logits, vocab, mask);
   if (m == -kFInf) return 0;
   if (mask == nullptr) return static_cast<int>(std::find(logits, logits + vocab, m) - logits);
-  // The first allowed token equal to m: a word's 32 compares gathered into bits (vectorized).
+  // The first allowed token equal to m: runs of whole allowed words searched as one stretch, a
+  // mixed word's 32 compares gathered into bits.
   const int full = vocab / 32;
-  for (int w = 0; w < full; ++w) {
+  for (int w = 0; w < full;) {
     const uint32_t bits = mask[w];
-    if (bits == 0) continue;
+    if (bits == 0) {
+      ++w;
+      continue;
+    }
     const float* x = logits + static_cast<ptrdiff_t>(w) * 32;
+    if (bits == ~0u) {
+      int r = w + 1;
+      while (r < full && mask[r] == ~0u) ++r;
+      const float* end = logits + static_cast<ptrdiff_t>(r) * 32;
+      if (const float* at = std::find(x, end, m); at != end) return static_cast<int>(at - logits);
+      w = r;
+      continue;
+    }
     uint32_t eq = 0;
     for (int k = 0; k < 32; ++k) eq |= static_cast<uint32_t>(x[k] == m) << k;
     if ((eq &= bits) != 0) return w * 32 + std::countr_zero(eq);
+    ++w;
   }
   for (int i = full * 32; i < vocab; ++i)
     if (Allowed(mask, i) && logits[i] == m) return i;
