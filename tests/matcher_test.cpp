@@ -328,14 +328,21 @@ int ExpectMasksAlong(Matcher* m, const Tokenizer& tok, const std::string& doc, s
 }
 
 // Masks over real vocabularies equal the brute force: every token's bytes consumed by a copy.
-class MatcherVocabTest : public ::testing::TestWithParam<const char*> {};
+class MatcherVocabTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    const std::string dir = testing::SharedModel(GetParam());
+    LLMQ_SKIP_WITHOUT_SHARED(dir, GetParam());
+    ASSERT_TRUE(Tokenizer::Load(dir, &tok_).ok());
+    trie = std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tok_));
+    tok = tok_.get();
+  }
+  std::unique_ptr<Tokenizer> tok_;
+  const Tokenizer* tok = nullptr;  // the vocabulary's tokenizer
+  std::shared_ptr<const TokenTrie> trie;
+};
 
 TEST_P(MatcherVocabTest, MasksEqualTheTokenByTokenBruteForce) {
-  const std::string dir = testing::SharedModel(GetParam());
-  LLMQ_SKIP_WITHOUT_SHARED(dir, GetParam());
-  std::unique_ptr<Tokenizer> tok;
-  ASSERT_TRUE(Tokenizer::Load(dir, &tok).ok());
-  auto trie = std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tok));
   const auto g = CompileOrDie(MiniJson(), trie);
   const std::string doc = "{\"name\":  [1, 23,{\"abc\" : true}, \"xyz\"],\"b\":-40}";
   Matcher m(g);
@@ -348,11 +355,6 @@ TEST_P(MatcherVocabTest, MasksEqualTheTokenByTokenBruteForce) {
 // the same string lexeme in other surroundings gets its masks from them, and they still equal the
 // brute force.
 TEST_P(MatcherVocabTest, MasksSharedBetweenGrammarsEqualTheBruteForce) {
-  const std::string dir = testing::SharedModel(GetParam());
-  LLMQ_SKIP_WITHOUT_SHARED(dir, GetParam());
-  std::unique_ptr<Tokenizer> tok;
-  ASSERT_TRUE(Tokenizer::Load(dir, &tok).ok());
-  auto trie = std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tok));
   const auto first = CompileOrDie(MiniJson(), trie);
   Matcher warm(first);
   TokenMask mask(trie->vocab_size());
@@ -379,11 +381,6 @@ TEST_P(MatcherVocabTest, MasksSharedBetweenGrammarsEqualTheBruteForce) {
 // names it must not be), a value of several types, a formatted string beside null; masks equal the
 // brute force there too, before and after the listed names are passed.
 TEST_P(MatcherVocabTest, StatesOfSeveralLexemesEqualTheBruteForce) {
-  const std::string dir = testing::SharedModel(GetParam());
-  LLMQ_SKIP_WITHOUT_SHARED(dir, GetParam());
-  std::unique_ptr<Tokenizer> tok;
-  ASSERT_TRUE(Tokenizer::Load(dir, &tok).ok());
-  auto trie = std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tok));
   Grammar g;
   ASSERT_TRUE(CompileJsonSchema(nlohmann::ordered_json::parse(R"({"type": "object",
       "properties": {"name": {"type": "string"}, "nam": {"type": ["string", "null", "integer"]},

@@ -67,38 +67,49 @@ inline void ForEachAllowed(const uint32_t* mask, int vocab, F&& f) {
   }
 }
 
-// MaxLogit over the tokens `mask` allows: eight lanes as MaxLogit, over runs of whole allowed
-// words as one stretch; a refused token's lane value -inf in a mixed word (a select, not a
-// branch); a word of 32 refused tokens skipped unread.
+// Walks the whole 32-token words of `mask` in order: run(begin, end) for each run of allowed
+// words (one stretch of tokens [begin, end)), word(base, bits) for each word allowing some of its
+// tokens; a word refusing all is skipped unread. Either returns true to stop the walk. The tokens
+// past the last whole word are the caller's (vocab % 32 of them).
+template <class Run, class Word>
+inline void ForEachSpan(const uint32_t* mask, int vocab, Run&& run, Word&& word) {
+  const int full = vocab / 32;
+  for (int w = 0; w < full;) {
+    const uint32_t bits = mask[w];
+    if (bits == ~0u) {
+      int r = w + 1;
+      while (r < full && mask[r] == ~0u) ++r;
+      if (run(w * 32, r * 32)) return;
+      w = r;
+      continue;
+    }
+    if (bits != 0 && word(w * 32, bits)) return;
+    ++w;
+  }
+}
+
+// MaxLogit over the tokens `mask` allows: eight lanes as MaxLogit, a run of allowed words as one
+// stretch, a refused token's lane value -inf in a mixed word (a select, not a branch).
 float MaxAllowed(const float* logits, int vocab, const uint32_t* mask) {
   if (mask == nullptr) return MaxLogit(logits, vocab);
   float m[8];
   std::fill(m, m + 8, -kFInf);
-  const int full = vocab / 32;
-  for (int w = 0; w < full;) {
-    const uint32_t bits = mask[w];
-    if (bits == 0) {
-      ++w;
-      continue;
-    }
-    const float* x = logits + static_cast<ptrdiff_t>(w) * 32;
-    if (bits == ~0u) {
-      int r = w + 1;
-      while (r < full && mask[r] == ~0u) ++r;
-      const int n = (r - w) * 32;
-      for (int k = 0; k < n; k += 8)
-        for (int j = 0; j < 8; ++j) m[j] = x[k + j] > m[j] ? x[k + j] : m[j];
-      w = r;
-      continue;
-    }
-    for (int k = 0; k < 32; k += 8)
-      for (int j = 0; j < 8; ++j) {
-        const float v = (bits >> (k + j)) & 1u ? x[k + j] : -kFInf;
-        m[j] = v > m[j] ? v : m[j];
-      }
-    ++w;
-  }
-  for (int i = full * 32; i < vocab; ++i)
+  ForEachSpan(
+      mask, vocab,
+      [&](int begin, int end) {
+        for (int k = begin; k < end; k += 8)
+          for (int j = 0; j < 8; ++j) m[j] = logits[k + j] > m[j] ? logits[k + j] : m[j];
+        return false;
+      },
+      [&](int base, uint32_t bits) {
+        for (int k = 0; k < 32; k += 8)
+          for (int j = 0; j < 8; ++j) {
+            const float v = (bits >> (k + j)) & 1u ? logits[base + k + j] : -kFInf;
+            m[j] = v > m[j] ? v : m[j];
+          }
+        return false;
+      });
+  for (int i = vocab / 32 * 32; i < vocab; ++i)
     if (Allowed(mask, i) && logits[i] > m[0]) m[0] = logits[i];
   return *std::max_element(m, m + 8);
 }
@@ -109,30 +120,24 @@ int Argmax(const float* logits, int vocab, const uint32_t* mask) {
   const float m = MaxAllowed(logits, vocab, mask);
   if (m == -kFInf) return 0;
   if (mask == nullptr) return static_cast<int>(std::find(logits, logits + vocab, m) - logits);
-  // The first allowed token equal to m: runs of whole allowed words searched as one stretch, a
-  // mixed word's 32 compares gathered into bits.
-  const int full = vocab / 32;
-  for (int w = 0; w < full;) {
-    const uint32_t bits = mask[w];
-    if (bits == 0) {
-      ++w;
-      continue;
-    }
-    const float* x = logits + static_cast<ptrdiff_t>(w) * 32;
-    if (bits == ~0u) {
-      int r = w + 1;
-      while (r < full && mask[r] == ~0u) ++r;
-      const float* end = logits + static_cast<ptrdiff_t>(r) * 32;
-      if (const float* at = std::find(x, end, m); at != end) return static_cast<int>(at - logits);
-      w = r;
-      continue;
-    }
-    uint32_t eq = 0;
-    for (int k = 0; k < 32; ++k) eq |= static_cast<uint32_t>(x[k] == m) << k;
-    if ((eq &= bits) != 0) return w * 32 + std::countr_zero(eq);
-    ++w;
-  }
-  for (int i = full * 32; i < vocab; ++i)
+  // The first allowed token equal to m: a run searched as one stretch, a mixed word's 32
+  // compares gathered into bits.
+  int found = -1;
+  ForEachSpan(
+      mask, vocab,
+      [&](int begin, int end) {
+        const float* at = std::find(logits + begin, logits + end, m);
+        if (at != logits + end) found = static_cast<int>(at - logits);
+        return found >= 0;
+      },
+      [&](int base, uint32_t bits) {
+        uint32_t eq = 0;
+        for (int k = 0; k < 32; ++k) eq |= static_cast<uint32_t>(logits[base + k] == m) << k;
+        if ((eq &= bits) != 0) found = base + std::countr_zero(eq);
+        return found >= 0;
+      });
+  if (found >= 0) return found;
+  for (int i = vocab / 32 * 32; i < vocab; ++i)
     if (Allowed(mask, i) && logits[i] == m) return i;
   return 0;
 }
