@@ -397,6 +397,48 @@ TEST_P(MatcherVocabTest, StatesOfSeveralLexemesEqualTheBruteForce) {
   EXPECT_TRUE(m.CanEnd());
 }
 
+// A matcher keeps its last mask while a token changes neither its chart nor its lexer state
+// (inside a string); the kept masks equal those of a fresh matcher brought to the same text, token
+// by token through a document of long strings, escapes, non-ASCII text, numbers and nesting, and
+// the tokens inside a plain string take the kept mask.
+TEST_P(MatcherVocabTest, KeptMasksEqualMasksComputedAfresh) {
+  Grammar g;
+  ASSERT_TRUE(CompileJsonSchema(nlohmann::ordered_json::parse(R"({"type": "object",
+      "properties": {"title": {"type": "string"}, "notes": {"type": "array",
+                     "items": {"type": "string", "maxLength": 40}}, "n": {"type": "number"}},
+      "required": ["title", "notes", "n"], "additionalProperties": false})"),
+                                &g)
+                  .ok());
+  const auto c = CompileOrDie(std::move(g), trie);
+  const std::string doc =
+      R"({"title": "The quick brown fox jumps over the lazy dog, \"twice\" \u00e9t\u00e9 and )"
+      R"(then some more words to make a long string value", "notes": ["café naïve )"
+      R"(résumé", "short", "x\ty"], "n": -12.5e3})";
+  Matcher m(c);
+  std::string text;
+  int kept = 0, steps = 0;
+  for (const int id : tok->EncodeNoBos(doc)) {
+    const TokenMask& got = m.Mask();
+    Matcher fresh(c);
+    ASSERT_TRUE(fresh.Consume(text));
+    TokenMask want;
+    fresh.Mask(&want);
+    ASSERT_EQ(got.words(), want.words()) << "after '" << text << "'";
+    const int64_t before = m.masks_computed();
+    EXPECT_EQ(&m.Mask(), &got);
+    EXPECT_EQ(m.masks_computed(), before) << "asked again, unchanged: the kept mask";
+    const std::string bytes = tok->TokenBytes(id);
+    ASSERT_TRUE(m.Consume(bytes)) << "'" << text << "' + '" << bytes << "'";
+    text += bytes;
+    ++steps;
+    (void)m.Mask();
+    kept += m.masks_computed() == before;
+  }
+  EXPECT_TRUE(m.CanEnd());
+  // The title is a plain string of some twenty tokens after its first: each keeps the mask.
+  EXPECT_GE(kept, 15) << kept << " of " << steps << " tokens kept the mask";
+}
+
 INSTANTIATE_TEST_SUITE_P(SharedVocabularies, MatcherVocabTest,
                          ::testing::Values("tiny-llama32", "tiny-qwen3"));
 

@@ -412,6 +412,46 @@ TEST(SamplerTest, MaskedRowsDrawAsTheRowWithTheMaskApplied) {
   }
 }
 
+// Greedy over rows full of ties, against a plain loop: the lowest allowed id of the largest
+// logit, whichever lane of which vector of which word holds it, NaN never, masks of every
+// density (the pass that skips words refusing all, and the one that reads every word), and the
+// tokens past the last whole word.
+TEST(SamplerTest, GreedyTiesGoToTheLowestAllowedIdUnderEveryMask) {
+  Rng gen(77);
+  for (const int vocab : {31, 1000, 1003, 128256}) {
+    const int words = (vocab + 31) / 32;
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> l(static_cast<size_t>(vocab));
+      for (float& x : l) {
+        const uint64_t kind = gen.NextU64() % 100;
+        x = kind == 0 ? kNaN : kind == 1 ? -kInf : static_cast<float>(gen.NextU64() % 4);
+      }
+      if (trial % 8 == 7) std::fill(l.begin(), l.end(), -kInf);
+      if (trial % 8 == 6) l[static_cast<size_t>(gen.NextU64() % vocab)] = kInf;
+      std::vector<uint32_t> mask(static_cast<size_t>(words), 0);
+      const int shape = trial % 5;  // none, dense, 1%, 0.1%, one token
+      for (int i = 0; i < vocab; ++i) {
+        const uint64_t r = gen.NextU64() % 1000;
+        const bool on = shape == 1 ? r < 900 : shape == 2 ? r < 10 : shape == 3 ? r < 1 : false;
+        if (on) mask[static_cast<size_t>(i) >> 5] |= 1u << (i & 31);
+      }
+      if (shape == 4) mask[static_cast<size_t>(vocab - 1) >> 5] |= 1u << ((vocab - 1) & 31);
+      const uint32_t* m = shape == 0 ? nullptr : mask.data();
+      int want = 0;
+      float best = -kInf;
+      for (int i = 0; i < vocab; ++i) {
+        const bool allowed = m == nullptr || ((m[i >> 5] >> (i & 31)) & 1u);
+        if (allowed && l[static_cast<size_t>(i)] > best) {
+          best = l[static_cast<size_t>(i)];
+          want = i;
+        }
+      }
+      ASSERT_EQ(SampleToken(l.data(), vocab, Temp(0), nullptr, m), want)
+          << "vocab " << vocab << " trial " << trial;
+    }
+  }
+}
+
 // --- Stop strings ----------------------------------------------------------------------------
 
 TEST(StopTest, FindStopBasics) {

@@ -69,15 +69,13 @@ const uint32_t* GrammarMasks::Compute() {
   constexpr double kRowNs = 10e3;  // a mask's typical cost (mask p50 in bench/RESULTS.md)
   const double per_group = groups > 0 ? kRowNs * static_cast<double>(order.size()) / groups : 0;
   kernels::ParallelFor(groups, per_group, [&](int64_t g0, int64_t g1) {
-    thread_local TokenMask scratch;
     for (size_t k = group_begin[static_cast<size_t>(g0)]; k < group_begin[static_cast<size_t>(g1)];
          ++k) {
       const size_t i = order[k].second;
       uint32_t* row = &bits_[i * W];
       Matcher* m = rows[i]->matcher.get();
       const auto start = std::chrono::steady_clock::now();
-      m->Mask(&scratch);
-      const std::vector<uint32_t>& w = scratch.words();
+      const std::vector<uint32_t>& w = m->Mask().words();
       const size_t n = std::min(w.size(), W);
       std::copy(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(n), row);
       std::fill(row + n, row + W, 0u);

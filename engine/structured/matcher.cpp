@@ -421,9 +421,23 @@ bool Matcher::IsTerminated() {
 }
 
 void Matcher::Mask(TokenMask* mask) {
+  *mask = Mask();
+}
+
+const TokenMask& Matcher::Mask() {
   std::lock_guard<std::mutex> lock(g_->mu_);
+  const std::tuple<int64_t, int32_t, bool> of{static_cast<int64_t>(sets_.size()), lex_, len_ > 0};
+  if (of != memo_of_) {
+    ComputeMask(&memo_);
+    memo_of_ = of;
+    ++masks_computed_;
+  }
+  return memo_;
+}
+
+void Matcher::ComputeMask(TokenMask* mask) {
   if (lex_ < 0) {
-    mask->Clear();
+    *mask = TokenMask(g_->trie_->vocab_size());
     return;
   }
   const CompiledGrammar::MaskCache& c = g_->CacheFor(lex_);

@@ -30,6 +30,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -135,6 +136,12 @@ class Matcher {
   // Sets exactly the tokens of the trie whose bytes Consume would accept (cleared first; of the
   // trie's vocab_size bits). EOS is the caller's: CanEnd.
   void Mask(TokenMask* mask);
+  // The same mask, the matcher's own copy (valid until its next call). The mask is a function of
+  // the chart (which only grows: a committed set is never taken back) and the lexer state, so it
+  // is kept and given again until a token changes either: inside a string, where most of a
+  // document's tokens are, a token changes neither.
+  const TokenMask& Mask();
+  int64_t masks_computed() const { return masks_computed_; }  // the rest were the kept one
   // Whether nothing more can follow (the document is complete and admits no continuation).
   [[nodiscard]] bool IsTerminated();
 
@@ -158,15 +165,21 @@ class Matcher {
   };
   // Ends the current lexeme as one of `lexemes`: pushes the next set (false: none, nothing pushed).
   bool Scan(const std::vector<int32_t>& lexemes);
-  void Close(Set* set, int32_t k);  // predictions and completions of set k (the top)
-  void Seal(Set* set);              // its next lexemes' start state, completeness
-  void EndFinalLexeme();            // after a token: ends a lexeme that cannot go on
+  void Close(Set* set, int32_t k);    // predictions and completions of set k (the top)
+  void Seal(Set* set);                // its next lexemes' start state, completeness
+  void EndFinalLexeme();              // after a token: ends a lexeme that cannot go on
+  void ComputeMask(TokenMask* mask);  // Mask's work. Held: g_->mu_.
 
   std::shared_ptr<CompiledGrammar> g_;
   std::vector<Set> sets_;                 // the chart: one set per lexeme consumed, and the first
   int32_t lex_ = CompiledGrammar::kDead;  // the current lexeme's lexer state
   int32_t len_ = 0;                       // its bytes so far
   std::vector<Undo> undo_;
+  // The last mask computed, and what it was computed from: (chart length, lexer state, whether
+  // a lexeme is under way); the length -1 when none was.
+  TokenMask memo_;
+  std::tuple<int64_t, int32_t, bool> memo_of_{-1, 0, false};
+  int64_t masks_computed_ = 0;
 };
 
 }  // namespace llmq
