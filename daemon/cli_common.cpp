@@ -162,12 +162,18 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
   ApplyCpuThreads(cfg);  // before the weights are packed (on the pool)
   EngineOptions opt = EngineOptionsFrom(cfg);
   opt.host_memory = ReadHostMemory();  // before the weights take their share of it
-  LLMQ_RETURN_IF_ERROR(LoadModel(cfg.model_dir, BackendChoice{cfg.backend, cfg.precision}, model));
+  // The grammars' token trie is built while the backend takes the weights.
+  std::shared_ptr<GrammarCache> grammars;
+  LLMQ_RETURN_IF_ERROR(LoadModel(cfg.model_dir, BackendChoice{cfg.backend, cfg.precision}, model,
+                                 [&](const Tokenizer* tok) {
+                                   grammars = std::make_shared<GrammarCache>(tok);
+                                   grammars->BuildTrieInBackground();
+                                 }));
   LLMQ_RETURN_IF_ERROR(LoadChatFormat(cfg, *model->tokenizer, &ctx->chat));
   LLMQ_RETURN_IF_ERROR(
       LlmEngine::Create(model->cfg, model->backend.get(), model->tokenizer.get(), opt, engine));
   ctx->model = model;
-  ctx->grammars = std::make_shared<GrammarCache>(model->tokenizer.get());
+  ctx->grammars = std::move(grammars);
   ctx->capacity = (*engine)->max_sequence_tokens();
   ctx->capacity_setting = "the KV cache size (--kv-cache-memory / engine.kv_cache_memory: " +
                           (cfg.kv_cache_bytes > 0 ? std::to_string(cfg.kv_cache_bytes) + " bytes"

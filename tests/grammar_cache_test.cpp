@@ -46,5 +46,30 @@ TEST(GrammarCache, CompilesEachSchemaOnceAndKeepsRefusals) {
   EXPECT_GE(s.compile_seconds, s.max_compile_seconds);
 }
 
+// The trie built on a thread of its own while a server loads (BuildTrieInBackground) is the one
+// built in place: the same masks along a document, asked for before the build is known to be
+// done (the first compile waits for it).
+TEST(GrammarCache, ATrieBuiltInTheBackgroundGivesTheSameMasks) {
+  const std::string dir = testing::SharedModel("tiny-llama32");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-llama32");
+  std::unique_ptr<Tokenizer> tok;
+  ASSERT_TRUE(Tokenizer::Load(dir, &tok).ok());
+  GrammarCache background(tok.get()), in_place(tok.get());
+  background.BuildTrieInBackground();
+  background.BuildTrieInBackground();  // a second call changes nothing
+  const std::string schema =
+      R"({"type":"object","properties":{"name":{"type":"string"},"n":{"type":"integer"}}})";
+  std::shared_ptr<CompiledGrammar> a, b;
+  ASSERT_TRUE(background.JsonSchema(schema, &a).ok());
+  ASSERT_TRUE(in_place.JsonSchema(schema, &b).ok());
+  EXPECT_EQ(a->trie().num_nodes(), b->trie().num_nodes());
+  Matcher ma(a), mb(b);
+  for (const std::string piece : {"{", "\"name", "\": \"", "x y", "\", ", "\"n\": ", "12", "}"}) {
+    ASSERT_EQ(ma.Mask().words(), mb.Mask().words()) << "before '" << piece << "'";
+    ASSERT_TRUE(ma.Consume(piece) && mb.Consume(piece)) << piece;
+  }
+  EXPECT_TRUE(ma.CanEnd() && mb.CanEnd());
+}
+
 }  // namespace
 }  // namespace llmq

@@ -109,6 +109,16 @@ TEST(JsonSchemaTest, OtherPropertiesAfterTheListedOnesNeverUnderAListedName) {
   EXPECT_FALSE(s.Accepts(std::string(R"({"other": true, "id": 1})")))
       << "the listed ones come first";
   EXPECT_FALSE(s.Accepts(json::parse(R"({"x": 1})")));
+  // A name has one spelling, Python's json.dumps': a listed name written with other escapes
+  // would pass for another (and be validated as one), so an unlisted key takes only the escapes
+  // JSON requires.
+  for (const char* bad :
+       {R"({"i\u0064": true})", R"({"\u0069d": true})", R"({"a\/b": true})", R"({"\u00e9": true})",
+        R"({"\u001F": true})", R"({"\ud83d\ude00": true})"})
+    EXPECT_FALSE(s.Accepts(std::string(bad))) << bad;
+  for (const char* ok : {R"({"i\"d": true})", R"({"a\\b\n\t": true})", R"({"\u001f\u0000": true})",
+                         "{\"\u00e9\": true}"})
+    EXPECT_TRUE(s.Accepts(std::string(ok))) << ok;
   const Schema any(json::parse(R"({"properties": {"a": {"type": "string"}}})"));
   EXPECT_TRUE(any.Accepts(json::parse(R"({"a": "x", "b": [1, {"c": null}]})")));
   EXPECT_TRUE(any.Accepts(json::parse("12"))) << "no type: any type, properties on objects";

@@ -25,7 +25,8 @@ std::string Model::backend_description() const {
   return s;
 }
 
-Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out) {
+Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out,
+                 const std::function<void(const Tokenizer*)>& tokenizer_loaded) {
   Model m;
   m.choice = choice;
   LLMQ_ASSIGN_OR_RETURN(ResolvedBackend resolved, ResolveBackend(choice.kind));
@@ -39,6 +40,7 @@ Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out
         dir + (m.tokenizer->hf() ? "/tokenizer.json" : "/tokenizer.model") + ": has " +
         std::to_string(m.tokenizer->vocab_size()) + " pieces, more than the model's vocab_size " +
         std::to_string(m.cfg.vocab_size));
+  if (tokenizer_loaded) tokenizer_loaded(m.tokenizer.get());
   if (kind == BackendKind::kCpu) {
     m.backend = std::make_unique<CpuBackend>(m.cfg, *m.weights);
     // The backend packed its own fp32 copy: unmapping the files now holds the weights once

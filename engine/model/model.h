@@ -2,6 +2,7 @@
 // built from them, chosen once at start-up.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,8 +31,11 @@ struct Model {
 // Loads `dir` (config.json, generation_config.json, model.safetensors[.index.json],
 // tokenizer.model) and builds the backend `choice` resolves to (ResolveBackend: a `cuda` that
 // cannot be had fails before anything is read). Errors name the file and the field or tensor, or
-// the backend and why.
-Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out);
+// the backend and why. `tokenizer_loaded`, when set, is called with the tokenizer (which outlives
+// *out's load, owned by it) before the backend takes the weights, the longest part of a load: work
+// that needs only the vocabulary (structured outputs' token trie) starts there, beside it.
+Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out,
+                 const std::function<void(const Tokenizer*)>& tokenizer_loaded = nullptr);
 // Hands the free memory of the heap back to the system (glibc's malloc_trim; nothing elsewhere).
 // LoadModel calls it once the CPU backend has packed its weights: the widened temporaries that
 // packing freed sit between live blocks of the heap, where free() alone keeps them resident.

@@ -32,7 +32,7 @@ KeyExceptAutomaton::KeyExceptAutomaton(const std::vector<std::string>& names)
 KeyExceptAutomaton::~KeyExceptAutomaton() = default;
 
 const char* const KeyExceptAutomaton::kStringRegex =
-    "\"(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})*\"";
+    "\"(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\bfnrt]|\\\\u00(?:0[0-7bef]|1[0-9a-f]))*\"";
 
 int KeyExceptAutomaton::WithoutNames(int state) {
   if (state < 0) return kDead;

@@ -38,7 +38,9 @@ class LexemeAutomaton {
 // A JSON string, quotes included, whose text between the quotes is none of `names` (their JSON
 // text, as JsonQuote writes it without the quotes): the key of a property a schema does not list.
 // The string itself is checked by a Regex of JSON's string syntax run alongside a trie of the
-// names; a name written with other escapes ("\u0061" for "a") is another text (documented).
+// names, with only the escapes JSON requires, as JsonQuote and Python's json.dumps write them
+// (\" \\ \b \f \n \r \t, \u00XX for the other controls): each name has one spelling, so a
+// listed name cannot pass for another written with other escapes ("\u0061" for "a", "\/").
 class KeyExceptAutomaton : public LexemeAutomaton {
  public:
   explicit KeyExceptAutomaton(const std::vector<std::string>& names);
@@ -48,8 +50,8 @@ class KeyExceptAutomaton : public LexemeAutomaton {
   bool Accepts(int state) const override;
   std::string StateKey(int state) const override;
 
-  // The regex of JSON's string syntax the key is checked with: the same text as a plain string
-  // lexeme's (json_schema.cpp), so that their masks are shared (CompiledGrammar::SharedFor).
+  // The regex of JSON's string syntax the key is checked with (its escapes the required ones):
+  // every key of every grammar over a vocabulary shares its masks (CompiledGrammar::SharedFor).
   static const char* const kStringRegex;
   // Masks derived from a plain string's (CompiledGrammar::SharedFor): this key automaton differs
   // from the plain string only where a listed name is closed. The state of the same string

@@ -8,8 +8,18 @@
 
 namespace llmq {
 
+void GrammarCache::BuildTrieInBackground() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (trie_ || building_.valid()) return;
+  building_ = std::async(std::launch::async, [tok = tok_] {
+    return std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tok));
+  });
+}
+
 const std::shared_ptr<const TokenTrie>& GrammarCache::Trie() {
-  if (!trie_) trie_ = std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tok_));
+  if (!trie_)
+    trie_ = building_.valid() ? building_.get()
+                              : std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tok_));
   return trie_;
 }
 

@@ -1073,8 +1073,8 @@ class Compiler {
   }
 
   // A string lexeme for any name but `listed` (KeyExceptAutomaton): the JSON text of the name is
-  // compared, so a listed name written with other escapes ("\u0061") passes as another
-  // (documented).
+  // compared, and a name has one spelling there (only the escapes JSON requires), so no listed
+  // name passes for another.
   Sym OtherKey(const std::set<std::string>& listed) {
     if (listed.empty()) return String(0, -1);
     Grammar::LexemeSpec spec;

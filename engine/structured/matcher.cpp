@@ -143,10 +143,11 @@ std::shared_ptr<const SharedMask> CompiledGrammar::SharedFor(int32_t state) {
   if (live.size() == 1) {
     const auto [lexeme, q] = live[0];
     if (auto* keys = dynamic_cast<KeyExceptAutomaton*>(regex_[static_cast<size_t>(lexeme)].get())) {
-      // The key of a property the schema does not list is a plain JSON string but where it would
-      // close on a listed name: the plain string's mask (shared with every string value and every
-      // key, whatever the names), less the tokens that are exactly such a closing. Its crossings
-      // are the string's: CacheFor keeps those where this lexeme had matched and all died.
+      // The key of a property the schema does not list is a JSON string (of the required escapes
+      // only) but where it would close on a listed name: that string's mask (shared by every
+      // such key, whatever the names), less the tokens that are exactly such a closing. Its
+      // crossings are the string's: CacheFor keeps those where this lexeme had matched and all
+      // died.
       static const std::string plain = [] {
         Grammar::LexemeSpec spec;  // a plain string lexeme's: Grammar::Lexeme(regex)
         spec.regex = KeyExceptAutomaton::kStringRegex;

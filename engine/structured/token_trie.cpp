@@ -24,58 +24,80 @@ int TokenMask::Count() const {
 TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes)
     : vocab_size_(static_cast<int>(token_bytes.size())) {
   // Token ids in byte order: a node's own tokens come right before the tokens below it, and a
-  // node's subtree is one contiguous run.
-  std::vector<int32_t> order;
-  order.reserve(token_bytes.size());
+  // node's subtree is one contiguous run. Sorted on each string's first 8 bytes (big-endian, so
+  // that integers compare as the bytes do), the strings themselves compared only where those tie;
+  // equal strings keep their id order.
+  struct Keyed {
+    uint64_t head;
+    int32_t id;
+  };
+  std::vector<Keyed> keyed;
+  keyed.reserve(token_bytes.size());
   for (size_t id = 0; id < token_bytes.size(); ++id) {
-    const size_t len = token_bytes[id].size();
-    if (len > 0 && len <= std::numeric_limits<uint16_t>::max())
-      order.push_back(static_cast<int32_t>(id));
+    const std::string& t = token_bytes[id];
+    if (t.empty() || t.size() > std::numeric_limits<uint16_t>::max()) continue;
+    uint64_t head = 0;
+    for (size_t k = 0; k < 8; ++k)
+      head = head << 8 | (k < t.size() ? static_cast<uint8_t>(t[k]) : 0u);
+    keyed.push_back({head, static_cast<int32_t>(id)});
   }
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return token_bytes[static_cast<size_t>(a)] < token_bytes[static_cast<size_t>(b)];
+  std::sort(keyed.begin(), keyed.end(), [&](const Keyed& a, const Keyed& b) {
+    if (a.head != b.head) return a.head < b.head;
+    const int c =
+        token_bytes[static_cast<size_t>(a.id)].compare(token_bytes[static_cast<size_t>(b.id)]);
+    return c != 0 ? c < 0 : a.id < b.id;
   });
-  ids_ = order;
-  nodes_.push_back({0, 0, 0, 0, 0});  // the root
-  std::vector<uint32_t> path = {0};   // the nodes from the root to the current one
-  const std::string* prev = nullptr;
-  for (size_t k = 0; k < order.size(); ++k) {
-    const std::string& s = token_bytes[static_cast<size_t>(order[k])];
-    // The common prefix with the previous string is already in the tree: close the rest.
-    size_t common = 0;
-    if (prev != nullptr) {
-      const size_t most = std::min(prev->size(), s.size());
-      while (common < most && (*prev)[common] == s[common]) ++common;
+  ids_.resize(keyed.size());
+  for (size_t k = 0; k < keyed.size(); ++k) ids_[k] = keyed[k].id;
+  // Each string adds a node per byte past its common prefix with the one before: counted first,
+  // so that the node arrays are allocated once.
+  std::vector<uint16_t> common(ids_.size(), 0);
+  size_t num_nodes = 1;
+  for (size_t k = 0; k < ids_.size(); ++k) {
+    const std::string& s = token_bytes[static_cast<size_t>(ids_[k])];
+    if (k > 0) {
+      const std::string& prev = token_bytes[static_cast<size_t>(ids_[k - 1])];
+      const size_t most = std::min(prev.size(), s.size());
+      size_t c = 0;
+      while (c < most && prev[c] == s[c]) ++c;
+      common[k] = static_cast<uint16_t>(c);
     }
-    while (path.size() > common + 1) {
+    num_nodes += s.size() - common[k];
+  }
+  nodes_.reserve(num_nodes);
+  parents_.reserve(num_nodes);
+  nodes_.push_back({0, 0, 0, 0, 0});  // the root
+  parents_.push_back(0);
+  std::vector<uint32_t> path = {0};  // the nodes from the root to the current one
+  for (size_t k = 0; k < ids_.size(); ++k) {
+    const std::string& s = token_bytes[static_cast<size_t>(ids_[k])];
+    // The common prefix with the previous string is already in the tree: close the rest.
+    while (path.size() > common[k] + 1U) {
       nodes_[path.back()].end = static_cast<uint32_t>(nodes_.size());
       path.pop_back();
     }
-    for (size_t d = common; d < s.size(); ++d) {
+    for (size_t d = common[k]; d < s.size(); ++d) {
       const auto at = static_cast<uint32_t>(k);
+      parents_.push_back(path.back());
       nodes_.push_back({0, at, at, static_cast<uint16_t>(d + 1), static_cast<uint8_t>(s[d])});
       path.push_back(static_cast<uint32_t>(nodes_.size() - 1));
     }
     Node& leaf = nodes_[path.back()];
     if (leaf.tok_end == leaf.tok_begin) leaf.tok_begin = leaf.tok_end = static_cast<uint32_t>(k);
     leaf.tok_end = static_cast<uint32_t>(k) + 1;
-    prev = &s;
   }
   while (!path.empty()) {
     nodes_[path.back()].end = static_cast<uint32_t>(nodes_.size());
     path.pop_back();
   }
   for (const Node& n : nodes_) max_depth_ = std::max<int>(max_depth_, n.depth);
-  parents_.assign(nodes_.size(), 0);
-  for (size_t i = 0; i < nodes_.size(); ++i)
-    for (size_t c = i + 1; c < nodes_[i].end; c = nodes_[c].end)
-      parents_[c] = static_cast<uint32_t>(i);
   // Each node's bytes: its own and its subtree's (children come after their parent).
   bytes_.resize(nodes_.size());
   for (size_t i = nodes_.size(); i-- > 1;) {
     bytes_[i].Add(nodes_[i].byte);
-    for (size_t c = i + 1; c < nodes_[i].end; c = nodes_[c].end)
-      for (int k = 0; k < 4; ++k) bytes_[i].w[k] |= bytes_[c].w[k];
+    if (parents_[i] == 0) continue;  // the root's set is never asked for
+    ByteSet& up = bytes_[parents_[i]];
+    for (int k = 0; k < 4; ++k) up.w[k] |= bytes_[i].w[k];
   }
 }
 
