@@ -180,6 +180,25 @@ TEST(JsonSchemaTest, EnumsOfObjectsAndArrays) {
   EXPECT_TRUE(other_type.Accepts(json::parse(R"("b")")));
 }
 
+// A surrogate pair written as two \u escapes is one character, as validators count it (Ajv's
+// ucs2length); a lone surrogate, high or low, is one too, and an escape after a high surrogate
+// that does not complete it is a character of its own.
+TEST(JsonSchemaTest, ASurrogatePairOfEscapesIsOneCharacter) {
+  const Schema one(json::parse(R"({"type": "string", "minLength": 1, "maxLength": 1})"));
+  for (const char* ok : {R"("\ud83d\ude00")", R"("\uD83D\uDE00")", R"("\ud83d")", R"("\ude00")",
+                         "\"\xf0\x9f\x98\x80\"", R"("\u00e9")"})
+    EXPECT_TRUE(one.Accepts(std::string(ok))) << ok;
+  for (const char* bad : {R"("\ud83dx")", R"("\ud83d\n")", R"("\ud83d\ud83d")", R"("\ud83d\u0041")",
+                          R"("\ude00\ude00")", R"("\ud83d\ude00a")"})
+    EXPECT_FALSE(one.Accepts(std::string(bad))) << bad;
+  const Schema two(json::parse(R"({"type": "string", "minLength": 2, "maxLength": 2})"));
+  for (const char* ok : {R"("\ud83dx")", R"("\ud83d\ud83d")", R"("\ud83d\ude00\ud83d\ude00")",
+                         R"("\ud83d\/")", R"("a\ud83d\ude00")"})
+    EXPECT_TRUE(two.Accepts(std::string(ok))) << ok;
+  for (const char* bad : {R"("\ud83d\ude00")", R"("\ud83d\ud83d\ude00x")"})
+    EXPECT_FALSE(two.Accepts(std::string(bad))) << bad;
+}
+
 // Lengths are counted, not unrolled: long bounds cost nothing, and masks are cached per count
 // class (far from the bounds one mask): each mask equals the token-by-token brute force over the
 // Llama 3 vocabulary near and far from the bounds.

@@ -16,10 +16,9 @@
 // (prefixes checked), the second mostly with `stop` (documents checked by Ajv).
 //
 // Not reached by a random walk at any useful rate, so not exercised here: the compiler's
-// documented differences in how a document may be written (a surrogate pair of \u escapes counts
-// two characters, a listed property name written with other escapes is taken for another name,
-// a number is compared with a bound as the exact decimal it spells); Ajv rejects some such
-// documents the grammar accepts.
+// documented difference in how a document may be written (a number is compared with a bound as
+// the exact decimal it spells, where Ajv rounds it to a double first: 17 significant digits next
+// to a bound); Ajv rejects some such documents the grammar accepts.
 //
 // LLMQ_STRUCTURED_OUTPUTS_DIFF_SEED=N adds N to the seeds (other schemas and draws).
 // Skips with a message (fails under LLMQ_REQUIRE_REFERENCES=1) without a shared model, node or the

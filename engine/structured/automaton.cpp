@@ -117,8 +117,9 @@ int StringLengthAutomaton::Next(int state, uint8_t b) {
     case kBefore:
       return b == '"' ? Pack(0, kBetween) : kDead;
     case kBetween:
+    case kAfterHigh:
       if (b == '"') return n >= min_ ? Pack(n, kClosed) : kDead;
-      if (b == '\\') return start(kEscape);
+      if (b == '\\') return Sub(state) == kAfterHigh ? Pack(n, kEscapeAfterHigh) : start(kEscape);
       if (b < 0x20) return kDead;
       if (b < 0x80) return start(kBetween);
       if (b >= 0xC2 && b <= 0xDF) return start(kCont1);
@@ -135,11 +136,37 @@ int StringLengthAutomaton::Next(int state, uint8_t b) {
                  ? Pack(n, kBetween)
                  : kDead;
     case kHex0:
+      if (b == 'd' || b == 'D') return Pack(n, kHexD1);
+      return hex ? Pack(n, kHex1) : kDead;
+    case kHexD1:
+      if (std::string_view("89abAB").find(static_cast<char>(b)) != std::string_view::npos)
+        return Pack(n, kHighHex2);
+      return hex ? Pack(n, kHex2) : kDead;
     case kHex1:
     case kHex2:
       return hex ? Pack(n, Sub(state) + 1) : kDead;
     case kHex3:
       return hex ? Pack(n, kBetween) : kDead;
+    case kHighHex2:
+      return hex ? Pack(n, kHighHex3) : kDead;
+    case kHighHex3:
+      return hex ? Pack(n, kAfterHigh) : kDead;
+    // After a high surrogate: the escape that follows is counted where it turns out not to be
+    // the low surrogate of the pair.
+    case kEscapeAfterHigh:
+      if (b == 'u') return Pack(n, kHexAfterHigh0);
+      return std::string_view("\"\\/bfnrt").find(static_cast<char>(b)) != std::string_view::npos
+                 ? start(kBetween)
+                 : kDead;
+    case kHexAfterHigh0:
+      if (b == 'd' || b == 'D') return Pack(n, kHexAfterHigh1);
+      return hex ? start(kHex1) : kDead;
+    case kHexAfterHigh1:
+      if (std::string_view("cdefCDEF").find(static_cast<char>(b)) != std::string_view::npos)
+        return Pack(n, kHex2);  // the pair's low surrogate: one character with the high
+      if (std::string_view("89abAB").find(static_cast<char>(b)) != std::string_view::npos)
+        return start(kHighHex2);
+      return hex ? start(kHex2) : kDead;
     case kCont1:
       return cont ? Pack(n, kBetween) : kDead;
     case kCont2:

@@ -77,10 +77,10 @@ class KeyExceptAutomaton : public LexemeAutomaton {
 namespace llmq {
 
 // A JSON string, quotes included, of `min` to `max` characters (max < 0: unbounded), characters
-// counted as JSON Schema counts them: code points, an escape one (a surrogate pair written as
-// two \u escapes counts two: documented). The text is JSON's: any well-formed UTF-8 character
-// but '"', '\' and controls, or an escape. Counting is arithmetic, not an unrolled automaton, so
-// maxLength 100000 costs what maxLength 10 does.
+// counted as validators count them: code points, an escape one, a surrogate pair written as two
+// \u escapes one (a lone surrogate one, as Ajv's ucs2length). The text is JSON's: any well-formed
+// UTF-8 character but '"', '\' and controls, or an escape. Counting is arithmetic, not an unrolled
+// automaton, so maxLength 100000 costs what maxLength 10 does.
 class StringLengthAutomaton : public LexemeAutomaton {
  public:
   StringLengthAutomaton(int64_t min, int64_t max) : min_(min), max_(max) {}
@@ -94,7 +94,9 @@ class StringLengthAutomaton : public LexemeAutomaton {
  private:
   // Where in a character the text is: before the opening quote, between characters, after '\',
   // after "\u" and k hex digits, inside a UTF-8 sequence (the bytes left and the range the next
-  // must be in), after the closing quote.
+  // must be in), after the closing quote. After a high surrogate's escape (\uD800-\uDBFF,
+  // counted), an escape is counted only once it is known not to be the low surrogate
+  // (\uDC00-\uDFFF) completing the pair.
   enum Sub : int {
     kBefore,
     kBetween,
@@ -103,13 +105,20 @@ class StringLengthAutomaton : public LexemeAutomaton {
     kHex1,
     kHex2,
     kHex3,
-    kCont1,    // one continuation byte left, 80-BF
-    kCont2,    // two left, 80-BF
-    kCont2E0,  // after E0: A0-BF, then one
-    kCont2ED,  // after ED: 80-9F, then one
-    kCont3,    // three left, 80-BF
-    kCont3F0,  // after F0: 90-BF, then two
-    kCont3F4,  // after F4: 80-8F, then two
+    kHexD1,     // "\uD": a surrogate or not, by the next digit
+    kHighHex2,  // "\uD8".."\uDB": a high surrogate
+    kHighHex3,
+    kAfterHigh,        // between characters, right after a high surrogate
+    kEscapeAfterHigh,  // its '\', not counted yet
+    kHexAfterHigh0,    // "\u"
+    kHexAfterHigh1,    // "\uD"
+    kCont1,            // one continuation byte left, 80-BF
+    kCont2,            // two left, 80-BF
+    kCont2E0,          // after E0: A0-BF, then one
+    kCont2ED,          // after ED: 80-9F, then one
+    kCont3,            // three left, 80-BF
+    kCont3F0,          // after F0: 90-BF, then two
+    kCont3F4,          // after F4: 80-8F, then two
     kClosed,
     kSubs
   };

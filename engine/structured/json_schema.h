@@ -5,9 +5,12 @@
 //     additionalProperties allows them) after those;
 //   - between tokens, JSON's whitespace (space, \t, \n, \r), at most kMaxWhitespace bytes on each
 //     side of a delimiter (`{` `}` `[` `]` `,` `:`), none before or after the document;
-//   - strings with JSON's escapes; `pattern` and `format` on strings without escapes other than
-//     those Python's json.dumps writes;
-//   - numbers as JSON writes them;
+//   - strings with JSON's escapes; `pattern` and `format` on strings, and the names of properties
+//     a schema does not list (so that no listed name passes for another), without escapes other
+//     than those Python's json.dumps writes; lengths in characters as validators count them (a
+//     surrogate pair of \u escapes is one);
+//   - numbers as JSON writes them, compared with a bound as the exact decimal they spell (Ajv
+//     rounds to a double first: they differ only on 16-17 significant digits next to a bound);
 //   - an object or array among `enum`/`const` values as its own shape: exactly its members, each
 //     by value (numbers by value: 2 is 2.0), an object's properties in the value's order.
 // What it cannot enforce it refuses, naming the keyword and its JSON pointer in the schema
