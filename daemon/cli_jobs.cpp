@@ -256,6 +256,7 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
   BuildContext ctx;
   ctx.model = &model;
   ctx.grammars = std::make_shared<GrammarCache>(model.tokenizer.get());
+  ctx.grammars->BuildTrieInBackground();  // beside the chat template's load
   if (Status st = LoadChatFormat(cfg, *model.tokenizer, &ctx.chat); !st.ok()) return Fail(cmd, st);
   ctx.model_name = ServedModelName(cfg);
 

@@ -91,8 +91,8 @@ bool SkipRefusedWords(const uint32_t* mask, int vocab) {
   return some * 8 < full;
 }
 
-// Calls f(k, v) for the 4 vectors k of each whole word of the row (base: its first token), v the
-// 8 logits with refused lanes -inf. kSkip: words refusing all are not read.
+// Calls f(base, k, v) for the 4 vectors k of each whole word of the row (base: the word's first
+// token), v the 8 logits with refused lanes -inf. kSkip: words refusing all are not read.
 template <bool kSkip, class F>
 inline void ForEachWordVector(const float* logits, int vocab, const uint32_t* mask, F&& f) {
   const __m256 ninf = _mm256_set1_ps(-kFInf);

@@ -108,6 +108,11 @@ namespace llmq {
 
 int StringLengthAutomaton::Next(int state, uint8_t b) {
   if (state < 0) return kDead;
+  // Whether b is one of `set`: the one-letter escapes, a surrogate's second hex digit (high
+  // D8-DB, low DC-DF).
+  const auto in = [b](std::string_view set) {
+    return set.find(static_cast<char>(b)) != std::string_view::npos;
+  };
   const int64_t n = Count(state);
   const bool hex = (b >= '0' && b <= '9') || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
   const bool cont = b >= 0x80 && b <= 0xBF;
@@ -132,15 +137,12 @@ int StringLengthAutomaton::Next(int state, uint8_t b) {
       return kDead;
     case kEscape:
       if (b == 'u') return Pack(n, kHex0);
-      return std::string_view("\"\\/bfnrt").find(static_cast<char>(b)) != std::string_view::npos
-                 ? Pack(n, kBetween)
-                 : kDead;
+      return in("\"\\/bfnrt") ? Pack(n, kBetween) : kDead;
     case kHex0:
       if (b == 'd' || b == 'D') return Pack(n, kHexD1);
       return hex ? Pack(n, kHex1) : kDead;
     case kHexD1:
-      if (std::string_view("89abAB").find(static_cast<char>(b)) != std::string_view::npos)
-        return Pack(n, kHighHex2);
+      if (in("89abAB")) return Pack(n, kHighHex2);
       return hex ? Pack(n, kHex2) : kDead;
     case kHex1:
     case kHex2:
@@ -155,17 +157,14 @@ int StringLengthAutomaton::Next(int state, uint8_t b) {
     // the low surrogate of the pair.
     case kEscapeAfterHigh:
       if (b == 'u') return Pack(n, kHexAfterHigh0);
-      return std::string_view("\"\\/bfnrt").find(static_cast<char>(b)) != std::string_view::npos
-                 ? start(kBetween)
-                 : kDead;
+      return in("\"\\/bfnrt") ? start(kBetween) : kDead;
     case kHexAfterHigh0:
       if (b == 'd' || b == 'D') return Pack(n, kHexAfterHigh1);
       return hex ? start(kHex1) : kDead;
     case kHexAfterHigh1:
-      if (std::string_view("cdefCDEF").find(static_cast<char>(b)) != std::string_view::npos)
+      if (in("cdefCDEF"))
         return Pack(n, kHex2);  // the pair's low surrogate: one character with the high
-      if (std::string_view("89abAB").find(static_cast<char>(b)) != std::string_view::npos)
-        return start(kHighHex2);
+      if (in("89abAB")) return start(kHighHex2);
       return hex ? start(kHex2) : kDead;
     case kCont1:
       return cont ? Pack(n, kBetween) : kDead;
