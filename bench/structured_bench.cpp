@@ -15,6 +15,7 @@
 //     [--requests N] [--max-tokens N] [--schemas A.json,B.json,C.json] [--profile]
 //     [--temperature T]   (this one only, instead of 0.8 and then greedy)
 //     [--repeats N]       (each job N times, alternating, median wall time; default 3)
+//     [--keep DIR]        (writes the jobs and their results in DIR, kept: to profile one run)
 // (default model: ../shared/models/tiny-llama32, the Llama 3 tokenizer, random weights: the
 // smallest forward pass over the largest vocabulary, the case where masks weigh the most.)
 #include <sys/wait.h>
@@ -205,6 +206,7 @@ int main(int argc, char** argv) {
   bool profile = false;
   std::vector<double> temperatures = {0.8, 0.0};
   int repeats = 3;
+  std::string keep;
   std::vector<std::string> schemas(std::begin(kDefaultSchemas), std::end(kDefaultSchemas));
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -222,6 +224,8 @@ int main(int argc, char** argv) {
       temperatures = {std::stod(argv[++i])};
     else if (a == "--profile")
       profile = true;
+    else if (a == "--keep" && i + 1 < argc)
+      keep = argv[++i];
     else if (data.empty() && a.rfind("--", 0) != 0)
       data = a;
     else
@@ -229,7 +233,7 @@ int main(int argc, char** argv) {
   }
   if (data.empty() || schemas.empty())
     Die("usage: structured_bench MASKBENCH_DATA_DIR [--model DIR] [--requests N] [--max-tokens N] "
-        "[--schemas A,B,C] [--profile] [--temperature T] [--repeats N]");
+        "[--schemas A,B,C] [--profile] [--temperature T] [--repeats N] [--keep DIR]");
 
   std::vector<json> formats;
   for (size_t k = 0; k < schemas.size(); ++k) {
@@ -242,8 +246,9 @@ int main(int argc, char** argv) {
   }
 
   char tmpl[] = "/tmp/structured_bench.XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) Die("mkdtemp");
-  const std::string dir = tmpl;
+  if (keep.empty() && mkdtemp(tmpl) == nullptr) Die("mkdtemp");
+  const std::string dir = keep.empty() ? std::string(tmpl) : keep;
+  if (!keep.empty()) std::filesystem::create_directories(dir);
   std::printf("structured_bench: %s\n", llmq::bench::Stamp().c_str());
   std::printf("model %s, %zu requests over %zu schemas (", model.c_str(), requests, schemas.size());
   for (size_t k = 0; k < schemas.size(); ++k)
@@ -251,6 +256,6 @@ int main(int argc, char** argv) {
   std::printf("), max_tokens %d\n", max_tokens);
   for (const double temperature : temperatures)
     RunPair(dir, model, profile, formats, requests, max_tokens, temperature, repeats);
-  std::filesystem::remove_all(dir);
+  if (keep.empty()) std::filesystem::remove_all(dir);
   return 0;
 }

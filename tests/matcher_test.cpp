@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/structured/json_schema.h"
@@ -397,10 +398,11 @@ TEST_P(MatcherVocabTest, StatesOfSeveralLexemesEqualTheBruteForce) {
   EXPECT_TRUE(m.CanEnd());
 }
 
-// A matcher keeps its last mask while a token changes neither its chart nor its lexer state
-// (inside a string); the kept masks equal those of a fresh matcher brought to the same text, token
-// by token through a document of long strings, escapes, non-ASCII text, numbers and nesting, and
-// the tokens inside a plain string take the kept mask.
+// A matcher keeps its last mask (and its only token, and CanEnd) while a token changes neither its
+// chart nor its lexer state (inside a string); the kept masks equal those computed afresh by a
+// fresh matcher brought to the same text, token by token through a document of long strings,
+// escapes, non-ASCII text, numbers and nesting, and the tokens inside a plain string take the kept
+// mask.
 TEST_P(MatcherVocabTest, KeptMasksEqualMasksComputedAfresh) {
   Grammar g;
   ASSERT_TRUE(CompileJsonSchema(nlohmann::ordered_json::parse(R"({"type": "object",
@@ -422,8 +424,13 @@ TEST_P(MatcherVocabTest, KeptMasksEqualMasksComputedAfresh) {
     Matcher fresh(c);
     ASSERT_TRUE(fresh.Consume(text));
     TokenMask want;
-    fresh.Mask(&want);
+    fresh.MaskAfresh(&want);
     ASSERT_EQ(got.words(), want.words()) << "after '" << text << "'";
+    int only = -1;
+    for (int t = 0; t < want.size() && want.Count() == 1; ++t)
+      if (want.Test(t)) only = t;
+    EXPECT_EQ(m.OnlyToken(), only) << "after '" << text << "'";
+    EXPECT_EQ(m.CanEnd(), fresh.CanEnd()) << "after '" << text << "'";
     const int64_t before = m.masks_computed();
     EXPECT_EQ(&m.Mask(), &got);
     EXPECT_EQ(m.masks_computed(), before) << "asked again, unchanged: the kept mask";
@@ -437,6 +444,108 @@ TEST_P(MatcherVocabTest, KeptMasksEqualMasksComputedAfresh) {
   EXPECT_TRUE(m.CanEnd());
   // The title is a plain string of some twenty tokens after its first: each keeps the mask.
   EXPECT_GE(kept, 15) << kept << " of " << steps << " tokens kept the mask";
+}
+
+// A string of bounded length: its masks are derived from the unbounded string's layers (what each
+// token does from one position in a character: SharedFor), not walked per count; they equal the
+// brute force at counts below min, between the bounds and at max, through escapes, a surrogate
+// pair (one character) and multibyte characters.
+TEST_P(MatcherVocabTest, LengthBoundedStringMasksAreTheBruteForce) {
+  Grammar g;
+  ASSERT_TRUE(CompileJsonSchema(nlohmann::ordered_json::parse(
+                                    R"({"type": "string", "minLength": 4, "maxLength": 9})"),
+                                &g)
+                  .ok());
+  const auto c = CompileOrDie(std::move(g), trie);
+  Matcher m(c);
+  EXPECT_GE(ExpectMasksAlong(&m, *tok, R"("a\"é\ud83d\ude00x\u00e9yz")", 3), 11);
+  EXPECT_TRUE(m.CanEnd());
+  Matcher at_max(c);
+  EXPECT_GE(ExpectMasksAlong(&at_max, *tok, R"("123456789")", 2), 6);
+  EXPECT_TRUE(at_max.CanEnd());
+}
+
+// Matchers of one freshly compiled grammar computing their masks on threads side by side (each
+// first from the tables as built, again building where one is missing) give, token by token, the
+// masks of the same documents computed afresh, one after another, on a grammar of their own.
+TEST_P(MatcherVocabTest, MatchersOfOneGrammarOnThreadsGiveTheSerialMasks) {
+  const auto schema = nlohmann::ordered_json::parse(R"({"type": "object",
+      "properties": {"id": {"type": "string", "minLength": 3, "maxLength": 12},
+                     "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}},
+                     "n": {"type": "integer"}, "ok": {"type": "boolean"}},
+      "required": ["id", "tags", "n", "ok"], "additionalProperties": false})");
+  const auto compile = [&] {
+    Grammar g;
+    EXPECT_TRUE(CompileJsonSchema(schema, &g).ok());
+    return CompileOrDie(std::move(g), trie);
+  };
+  const std::vector<std::string> docs = {
+      R"({"id": "abc", "tags": ["red", "blue"], "n": 12, "ok": true})",
+      R"({"id": "é\"x\u00e9yz", "tags": [], "n": -3, "ok": false})",
+      R"({"id": "0123456789ab", "tags": ["green"], "n": 0, "ok": true})",
+      R"({"id": "a b c d", "tags": ["blue", "blue", "red"], "n": 987654, "ok": false})"};
+  // Each document's masks before each of its tokens, and at its end (kept, or computed afresh).
+  const auto walk = [&](const std::shared_ptr<CompiledGrammar>& g, const std::string& doc,
+                        bool afresh, std::vector<std::vector<uint32_t>>* masks) {
+    Matcher m(g);
+    TokenMask mask;
+    const auto next = [&] {
+      if (afresh) m.MaskAfresh(&mask);
+      masks->push_back(afresh ? mask.words() : m.Mask().words());
+    };
+    for (const int id : tok->EncodeNoBos(doc)) {
+      next();
+      if (!m.Consume(tok->TokenBytes(id))) return;
+    }
+    next();
+  };
+  std::vector<std::vector<std::vector<uint32_t>>> want(docs.size()), got(docs.size());
+  const auto serial = compile();
+  for (size_t d = 0; d < docs.size(); ++d) walk(serial, docs[d], true, &want[d]);
+  const auto shared = compile();
+  std::vector<std::thread> threads;
+  for (size_t d = 0; d < docs.size(); ++d)
+    threads.emplace_back([&, d] { walk(shared, docs[d], false, &got[d]); });
+  for (std::thread& t : threads) t.join();
+  for (size_t d = 0; d < docs.size(); ++d) {
+    ASSERT_EQ(got[d].size(), want[d].size()) << docs[d];
+    EXPECT_EQ(got[d].size(), tok->EncodeNoBos(docs[d]).size() + 1) << "refused: " << docs[d];
+    for (size_t k = 0; k < want[d].size(); ++k)
+      ASSERT_EQ(got[d][k], want[d][k]) << docs[d] << ", mask " << k;
+  }
+}
+
+// Documents of one structure share their chart whatever their strings and numbers, and so their
+// masks: a second document's matcher finds every mask the first one's kept in the grammar (none
+// computed again), and each equals the mask computed afresh. A document of another structure
+// computes its own.
+TEST_P(MatcherVocabTest, DocumentsOfOneStructureShareTheirMasks) {
+  Grammar g;
+  ASSERT_TRUE(CompileJsonSchema(nlohmann::ordered_json::parse(R"({"type": "object",
+      "properties": {"name": {"type": "string"}, "n": {"type": "integer"},
+                     "tags": {"type": "array", "items": {"type": "string"}}},
+      "required": ["name", "n", "tags"], "additionalProperties": false})"),
+                                &g)
+                  .ok());
+  const auto c = CompileOrDie(std::move(g), trie);
+  const auto walk = [&](const std::string& doc) {
+    Matcher m(c);
+    TokenMask want;
+    for (const int id : tok->EncodeNoBos(doc)) {
+      const TokenMask& got = m.Mask();
+      m.MaskAfresh(&want);
+      EXPECT_EQ(got.words(), want.words()) << doc;
+      if (!m.Consume(tok->TokenBytes(id))) return false;
+    }
+    return m.CanEnd();
+  };
+  ASSERT_TRUE(walk(R"({"name": "alpha beta", "n": 12, "tags": ["x", "yy"]})"));
+  const size_t kept = c->num_kept_masks();
+  EXPECT_GT(kept, 5u);
+  ASSERT_TRUE(walk(R"({"name": "gamma delta", "n": 345, "tags": ["zzz", "w"]})"));
+  EXPECT_EQ(c->num_kept_masks(), kept) << "the same structure: every mask found";
+  ASSERT_TRUE(walk(R"({"name": "e", "n": -7, "tags": []})"));
+  EXPECT_GT(c->num_kept_masks(), kept) << "an empty array: a chart of its own";
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedVocabularies, MatcherVocabTest,

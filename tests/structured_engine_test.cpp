@@ -145,6 +145,45 @@ TEST(GrammarMasks, RowsForcedTokensAndEos) {
   EXPECT_FALSE(masks.Prepare({&free}));
 }
 
+// Where the trie's vocabulary is the model's, a row whose document cannot end yet is its matcher's
+// kept mask, read in place (no copy); a row that may end is a copy with the EOS ids added. The
+// packed rows (Compute: the device's) are the same words.
+TEST(GrammarMasks, KeptMasksAreReadInPlace) {
+  Grammar g;
+  ASSERT_TRUE(CompileJsonSchema(json{{"const", "ab"}}, &g).ok());
+  std::shared_ptr<CompiledGrammar> c;
+  ASSERT_TRUE(CompiledGrammar::Compile(std::move(g), TokenTrie::SingleBytes(), &c).ok());
+  constexpr int kVocab = 256, kEos = 255;  // byte 255 is in no UTF-8 text: only ever EOS
+  Sequence fresh, mid, done, free;
+  fresh.matcher = std::make_unique<Matcher>(c);
+  mid.matcher = std::make_unique<Matcher>(c);
+  ASSERT_TRUE(mid.matcher->Consume("\"a"));
+  done.matcher = std::make_unique<Matcher>(c);
+  ASSERT_TRUE(done.matcher->Consume("\"ab\""));
+  const std::vector<Sequence*> rows = {&free, &fresh, &mid, &done};
+  GrammarMasks masks(kVocab, {kEos});
+  ASSERT_TRUE(masks.Prepare(rows));
+  masks.ComputeRows();
+  EXPECT_FALSE(masks.computed()) << "nothing packed for the host";
+  EXPECT_EQ(masks.row(0), nullptr);
+  EXPECT_EQ(masks.row(1), fresh.matcher->Mask().words().data());
+  EXPECT_EQ(masks.row(2), mid.matcher->Mask().words().data());
+  EXPECT_NE(masks.row(3), done.matcher->Mask().words().data());
+  EXPECT_EQ(masks.forced(0), -1);
+  EXPECT_EQ(masks.forced(1), '"');
+  EXPECT_EQ(masks.forced(2), 'b');
+  EXPECT_EQ(masks.forced(3), kEos);
+  const int W = masks.words_per_row();
+  for (int t = 0; t < kVocab; ++t)
+    EXPECT_EQ((masks.row(3)[t / 32] >> (t % 32)) & 1u, t == kEos ? 1u : 0u) << t;
+  const uint32_t* packed = masks.Compute();
+  ASSERT_TRUE(masks.computed());
+  for (int r = 1; r < 4; ++r)
+    EXPECT_TRUE(std::equal(masks.row(r), masks.row(r) + W, packed + r * W)) << r;
+  for (int w = 0; w < W; ++w) EXPECT_EQ(packed[w], ~0u);
+  EXPECT_EQ(masks.mask_times().count(), 3);
+}
+
 TEST(LatencyHistogram, QuantilesAreBucketUpperBounds) {
   LatencyHistogram h;
   EXPECT_EQ(h.Quantile(0.5), 0);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "engine/core/step_profile.h"
 #include "engine/structured/matcher.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -30,74 +31,87 @@ double LatencyHistogram::Quantile(double p) const {
 }
 
 GrammarMasks::GrammarMasks(int vocab, std::vector<int32_t> eos)
-    : vocab_(vocab), words_((vocab + 31) / 32), eos_(std::move(eos)) {}
+    : vocab_(vocab),
+      words_((vocab + 31) / 32),
+      tail_(vocab % 32 == 0 ? ~0u : (1u << (vocab % 32)) - 1),
+      eos_(std::move(eos)) {
+  std::sort(eos_.begin(), eos_.end());
+  eos_.erase(std::unique(eos_.begin(), eos_.end()), eos_.end());
+  std::erase_if(eos_, [&](int32_t e) { return e < 0 || e >= vocab_; });
+}
 
 bool GrammarMasks::Prepare(const std::vector<Sequence*>& samplers) {
   samplers_ = &samplers;
-  computed_ = false;
+  rows_done_ = packed_ = false;
   return std::any_of(samplers.begin(), samplers.end(),
                      [](const Sequence* s) { return s->matcher != nullptr; });
 }
 
-const uint32_t* GrammarMasks::Compute() {
-  if (computed_) return bits_.data();
+void GrammarMasks::ComputeRows() {
+  if (rows_done_) return;
+  ScopedTimer timer(profile_);
   const std::vector<Sequence*>& rows = *samplers_;
   const size_t W = static_cast<size_t>(words_);
-  bits_.resize(rows.size() * W);  // each row written whole below
+  rows_.assign(rows.size(), nullptr);
   forced_.assign(rows.size(), -1);
-  const uint32_t tail = vocab_ % 32 == 0 ? ~0u : (1u << (vocab_ % 32)) - 1;  // bits past vocab
-  // The constrained rows grouped by grammar: a grammar's rows one after another (they would wait
-  // on its lock anyway), the groups side by side on the kernels' pool. Each row's mask depends on
-  // its matcher alone, so neither the grouping nor the threads change a bit of it.
-  std::vector<std::pair<const CompiledGrammar*, size_t>> order;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (const Matcher* m = rows[i]->matcher.get()) {
-      order.emplace_back(m->grammar(), i);
-    } else {
-      uint32_t* row = &bits_[i * W];
-      std::fill(row, row + W - 1, ~0u);
-      row[W - 1] = tail;
-    }
-  }
-  std::sort(order.begin(), order.end());
-  std::vector<size_t> group_begin;
-  for (size_t k = 0; k < order.size(); ++k)
-    if (k == 0 || order[k].first != order[k - 1].first) group_begin.push_back(k);
-  const auto groups = static_cast<int64_t>(group_begin.size());
-  group_begin.push_back(order.size());
   seconds_.assign(rows.size(), -1.0);
-  // A mask's cost averaged over a job's rows: most keep their mask (a 16 KB copy, ~2 µs), the
+  if (own_.size() < rows.size()) own_.resize(rows.size());
+  // A mask's cost averaged over a job's rows: most are their matcher's kept mask (no copy), the
   // rows whose state a token changed cost tens of µs (bench/RESULTS.md, structured_bench).
-  constexpr double kRowNs = 10e3;
-  const double per_group = groups > 0 ? kRowNs * static_cast<double>(order.size()) / groups : 0;
-  kernels::ParallelFor(groups, per_group, [&](int64_t g0, int64_t g1) {
-    for (size_t k = group_begin[static_cast<size_t>(g0)]; k < group_begin[static_cast<size_t>(g1)];
-         ++k) {
-      const size_t i = order[k].second;
-      uint32_t* row = &bits_[i * W];
+  constexpr double kRowNs = 3e3;
+  kernels::ParallelFor(static_cast<int64_t>(rows.size()), kRowNs, [&](int64_t i0, int64_t i1) {
+    for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i) {
       Matcher* m = rows[i]->matcher.get();
+      if (m == nullptr) continue;
       const auto start = std::chrono::steady_clock::now();
       const std::vector<uint32_t>& w = m->Mask().words();
-      const size_t n = std::min(w.size(), W);
-      std::copy(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(n), row);
-      std::fill(row + n, row + W, 0u);
-      if (m->CanEnd())
-        for (int32_t e : eos_)
-          if (e >= 0 && e < vocab_) row[e >> 5] |= 1u << (e & 31);
-      row[W - 1] &= tail;
+      const bool can_end = m->CanEnd() && !eos_.empty();
+      if (w.size() == W && m->grammar()->trie().vocab_size() <= vocab_ && !can_end) {
+        // The kept mask as it is (a matcher never sets a bit past its trie's vocabulary).
+        rows_[i] = w.data();
+        forced_[i] = m->OnlyToken();
+      } else {
+        // A row of its own: the EOS ids added, or the trie's vocabulary fitted to the model's.
+        std::vector<uint32_t>& own = own_[i];
+        own.resize(W);
+        const size_t n = std::min(w.size(), W);
+        std::copy(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(n), own.begin());
+        std::fill(own.begin() + static_cast<std::ptrdiff_t>(n), own.end(), 0u);
+        if (can_end)
+          for (const int32_t e : eos_) own[static_cast<size_t>(e) >> 5] |= 1u << (e & 31);
+        own[W - 1] &= tail_;
+        rows_[i] = own.data();
+        int allowed = 0, last = -1;
+        for (size_t j = 0; j < W && allowed < 2; ++j)
+          if (own[j] != 0) {
+            allowed += std::popcount(own[j]);
+            last = static_cast<int>(j * 32) + std::countr_zero(own[j]);
+          }
+        if (allowed == 1) forced_[i] = last;
+      }
       seconds_[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      int allowed = 0, last = -1;
-      for (size_t j = 0; j < W && allowed < 2; ++j)
-        if (row[j] != 0) {
-          allowed += std::popcount(row[j]);
-          last = static_cast<int>(j * 32) + std::countr_zero(row[j]);
-        }
-      if (allowed == 1) forced_[i] = last;
     }
   });
-  for (const double s : seconds_)
-    if (s >= 0) times_.Add(s);
-  computed_ = true;
+  for (const double sec : seconds_)
+    if (sec >= 0) times_.Add(sec);
+  rows_done_ = true;
+}
+
+const uint32_t* GrammarMasks::Compute() {
+  if (packed_) return bits_.data();
+  ComputeRows();
+  const size_t W = static_cast<size_t>(words_);
+  bits_.resize(rows_.size() * W);  // each row written whole below
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    uint32_t* row = &bits_[i * W];
+    if (rows_[i] != nullptr) {
+      std::copy(rows_[i], rows_[i] + W, row);
+    } else {
+      std::fill(row, row + W - 1, ~0u);
+      row[W - 1] = tail_;
+    }
+  }
+  packed_ = true;
   return bits_.data();
 }
 

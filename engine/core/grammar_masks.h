@@ -5,9 +5,11 @@
 // engine appends that token without drawing from the row (engine/core/llm_engine.cpp).
 //
 // Deterministic and batch-invariant: a row's mask depends on its sequence's matcher alone.
-// Computed when Compute is called (on the engine's thread, or the backend's while the device
-// works): the rows of one grammar one after another (they share its lock: matcher.h), the rows of
-// different grammars side by side on the kernels' thread pool.
+// Two ways to compute them: ComputeRows (the host's: each row's mask where its matcher keeps it,
+// most rows copying nothing), and Compute (the device's: ComputeRows, then the rows packed into
+// one buffer to upload). Rows are computed side by side on the kernels' thread pool: a row whose
+// matcher keeps its mask takes no lock, one whose mask changed reads its grammar's tables under a
+// shared lock (matcher.h).
 #pragma once
 
 #include <array>
@@ -39,26 +41,37 @@ class GrammarMasks final : public StepMasks {
   // `vocab`: the model's logits per row; `eos`: its EOS ids.
   GrammarMasks(int vocab, std::vector<int32_t> eos);
   // Before the forward pass: the step's samplers (ModelRunner::Prepare), whose matchers stay as
-  // they are until Compute ran. False when none is constrained (then the step has no masks).
+  // they are until the step's tokens are appended. False when none is constrained (then the step
+  // has no masks).
   bool Prepare(const std::vector<Sequence*>& samplers);
+  // Each constrained row's mask and forced token (row, forced); the first call computes them.
+  void ComputeRows();
+  // ComputeRows, and every row packed: [rows, words_per_row()] (StepMasks).
   const uint32_t* Compute() override;
-  bool computed() const override { return computed_; }
+  bool computed() const override { return packed_; }
   int words_per_row() const override { return words_; }
-  // After Compute: the token row i must take (the only one its mask allows), or -1.
+  // After ComputeRows: the token row i must take (the only one its mask allows), or -1.
   int32_t forced(size_t row) const { return forced_[row]; }
-  // After Compute: row i's mask [words_per_row()].
-  const uint32_t* row(size_t i) const { return &bits_[i * static_cast<size_t>(words_)]; }
+  // After ComputeRows: constrained row i's mask [words_per_row()] (its matcher's kept mask where it
+  // can be; valid until the row's token is appended); null for an unconstrained row.
+  const uint32_t* row(size_t i) const { return rows_[i]; }
   const LatencyHistogram& mask_times() const { return times_; }
+  // Adds each ComputeRows's wall seconds to *seconds (StepProfile::masks_s; null: not timed).
+  void set_profile(double* seconds) { profile_ = seconds; }
 
  private:
   int vocab_, words_;
+  uint32_t tail_;  // the last word's bits inside the vocabulary
   std::vector<int32_t> eos_;
   const std::vector<Sequence*>* samplers_ = nullptr;
-  bool computed_ = false;
-  std::vector<uint32_t> bits_;   // [rows, words_]
-  std::vector<int32_t> forced_;  // [rows]
-  std::vector<double> seconds_;  // [rows]: each constrained row's mask time (-1: none)
+  bool rows_done_ = false, packed_ = false;
+  std::vector<const uint32_t*> rows_;       // [rows]
+  std::vector<std::vector<uint32_t>> own_;  // [rows]: a row's own words where it needs them
+  std::vector<uint32_t> bits_;              // [rows, words_]: Compute's
+  std::vector<int32_t> forced_;             // [rows]
+  std::vector<double> seconds_;             // [rows]: each constrained row's mask time (-1: none)
   LatencyHistogram times_;
+  double* profile_ = nullptr;
 };
 
 }  // namespace llmq

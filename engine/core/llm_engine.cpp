@@ -77,6 +77,7 @@ Status LlmEngine::Create(const ModelConfig& cfg, Backend* backend, const Tokeniz
   LLMQ_RETURN_IF_ERROR(PlanKvPool(*backend, opt, &pool, cfg.max_position_embeddings));
   std::unique_ptr<LlmEngine> e(new LlmEngine(cfg, backend, tokenizer, opt, pool));
   backend->set_profile(opt.profile ? &e->profile_ : nullptr);
+  e->masks_.set_profile(opt.profile ? &e->profile_.masks_s : nullptr);
   if (Status st = backend->AllocateKv(e->blocks_.num_blocks(), opt.block_size); !st.ok())
     return Status::Internal("KV cache of " + std::to_string(e->blocks_.num_blocks()) +
                             " blocks: " + st.message());
@@ -358,7 +359,11 @@ Status LlmEngine::Run() {
     masked_ = masks_.Prepare(samplers_);
     sampled_on_device_ = SampleOnDevice();
     StepMasks* masks = masked_ ? &masks_ : nullptr;
-    return sampled_on_device_ ? runner_.ForwardSample(rows_, masks) : runner_.Forward(masks);
+    LLMQ_RETURN_IF_ERROR(sampled_on_device_ ? runner_.ForwardSample(rows_, masks)
+                                            : runner_.Forward(masks));
+    // Masks a backend did not compute during its forward pass (the CPU's): the host's, after it.
+    if (masked_) masks_.ComputeRows();
+    return Status::Ok();
   } catch (const std::exception& e) {
     return Status::Internal(e.what());
   }

@@ -49,11 +49,9 @@ Status ModelRunner::Forward(StepMasks* masks) {
   logits_size_ = batch_.logits_rows.size() * static_cast<size_t>(vocab_);
   logits_.Reserve(logits_size_);
   batch_.masks = masks;
-  LLMQ_RETURN_IF_ERROR(backend_->Forward(batch_, logits_.data()));
-  // A backend that does not apply them: computed here, applied by the sampler (SampleNext's
-  // mask), which then never reads the logits of refused tokens.
-  if (masks != nullptr && !masks->computed()) masks->Compute();
-  return Status::Ok();
+  // A backend that does not apply the masks leaves them to the caller, whose sampler applies them
+  // (SampleNext's mask) and then never reads the logits of refused tokens.
+  return backend_->Forward(batch_, logits_.data());
 }
 
 Status ModelRunner::ForwardSample(const std::vector<RowSampling>& rows, StepMasks* masks) {

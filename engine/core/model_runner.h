@@ -25,10 +25,11 @@ class ModelRunner {
   }
   // The same in two halves: Prepare builds the batch (and names the samplers), then either Forward
   // (logits() filled) or ForwardSample (the backend picks the ids on its device: ids() filled,
-  // one per sampler, under rows [L]). `masks`: the samplers' token masks (null: none); Forward
-  // computes them when the backend did not (StepMasks), and leaves them to the host's sampler
-  // (logits() then unmasked: SampleNext takes each row's mask); ForwardSample only runs on a
-  // backend that applies them (and fails when that backend never computed them).
+  // one per sampler, under rows [L]). `masks`: the samplers' token masks (null: none); after
+  // Forward on a backend that does not apply them, logits() are unmasked and the masks are the
+  // caller's to compute and apply (LlmEngine: GrammarMasks::ComputeRows, SampleNext's mask);
+  // ForwardSample only runs on a backend that applies them (and fails when that backend never
+  // computed them).
   void Prepare(const std::vector<ScheduledSeq>& step, std::vector<Sequence*>* samplers) {
     Build(step, &batch_, samplers);
   }

@@ -21,16 +21,19 @@ struct StepProfile {
   double prefill_gemm_s = 0;  // in the forward: GEMMs of steps that carry prefill tokens
   double decode_gemm_s = 0;   // GEMMs of decode-only steps
   double attention_s = 0;     // writing K/V and paged attention
+  double masks_s = 0;         // in the forward: structured outputs' token masks (GrammarMasks)
 
-  // (name, seconds) rows: the phases above, and the forward's rest ("other forward ops") when
-  // the backend split it.
+  // (name, seconds) rows: the phases above (masks only in a step that had some), and the
+  // forward's rest ("other forward ops") when the backend split it.
   std::vector<std::pair<std::string, double>> Rows() const {
     std::vector<std::pair<std::string, double>> r = {
         {"schedule", schedule_s},       {"forward", forward_s},
         {"sample", sample_s},           {"prefill_gemm", prefill_gemm_s},
         {"decode_gemm", decode_gemm_s}, {"attention", attention_s}};
+    if (masks_s > 0) r.push_back({"masks", masks_s});
     if (prefill_gemm_s + decode_gemm_s + attention_s > 0)
-      r.push_back({"other_forward", forward_s - prefill_gemm_s - decode_gemm_s - attention_s});
+      r.push_back(
+          {"other_forward", forward_s - prefill_gemm_s - decode_gemm_s - attention_s - masks_s});
     return r;
   }
 };

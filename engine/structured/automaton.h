@@ -91,6 +91,17 @@ class StringLengthAutomaton : public LexemeAutomaton {
   // max), a count at or past min is min's, one more than `horizon` short of min is 0's.
   int MaskClass(int state, int horizon) const override;
 
+  // Masks derived from the unbounded string's (CompiledGrammar::SharedFor): a byte does to the
+  // count what it does in any string, and the bounds only refuse a character past max and a
+  // closing quote short of min.
+  int64_t min_length() const { return min_; }
+  int64_t max_length() const { return max_; }  // -1: none
+  static bool BetweenQuotes(int state) {
+    return state >= 0 && Sub(state) != kBefore && Sub(state) != kClosed;
+  }
+  static int64_t CountOf(int state) { return Count(state); }
+  static int AtCount(int state, int64_t count) { return Pack(count, Sub(state)); }
+
  private:
   // Where in a character the text is: before the opening quote, between characters, after '\',
   // after "\u" and k hex digits, inside a UTF-8 sequence (the bytes left and the range the next

@@ -1,6 +1,8 @@
 #include "engine/structured/matcher.h"
 
 #include <algorithm>
+#include <bit>
+#include <limits>
 #include <unordered_set>
 
 namespace llmq {
@@ -41,14 +43,19 @@ Status CompiledGrammar::Compile(Grammar g, std::shared_ptr<const TokenTrie> trie
 }
 
 size_t CompiledGrammar::num_lexer_states() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_lock lock(mu_);
   return lex_.size();
 }
 
 size_t CompiledGrammar::num_cached_masks() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_lock lock(mu_);
   return static_cast<size_t>(
       std::count_if(cache_.begin(), cache_.end(), [](const auto& c) { return c != nullptr; }));
+}
+
+size_t CompiledGrammar::num_kept_masks() const {
+  std::lock_guard<std::mutex> lock(masks_mu_);
+  return kept_.size();
 }
 
 int32_t CompiledGrammar::Intern(std::vector<std::pair<int32_t, int32_t>> live) {
@@ -57,6 +64,9 @@ int32_t CompiledGrammar::Intern(std::vector<std::pair<int32_t, int32_t>> live) {
   auto s = std::make_unique<LexState>();
   for (const auto& [lexeme, q] : live)
     if (regex_[static_cast<size_t>(lexeme)]->Accepts(q)) s->accepted.push_back(lexeme);
+  s->accepted_id =
+      accepted_index_.emplace(s->accepted, static_cast<int32_t>(accepted_index_.size()))
+          .first->second;
   std::fill(std::begin(s->next), std::end(s->next), kUnknown);
   s->live = live;
   const auto id = static_cast<int32_t>(lex_.size());
@@ -89,6 +99,64 @@ int32_t CompiledGrammar::LexStep(int32_t state, uint8_t byte) {
   const int32_t n = Intern(std::move(live));
   lex_[static_cast<size_t>(state)]->next[byte] = n;  // lex_ may have grown: index again
   return n;
+}
+
+int32_t CompiledGrammar::KnownStart(const std::vector<int32_t>& lexemes) const {
+  const auto it = start_index_.find(lexemes);
+  return it == start_index_.end() ? kUnknown : it->second;
+}
+
+int32_t CompiledGrammar::KnownStep(int32_t state, uint8_t byte) const {
+  return state < 0 ? kDead : lex_[static_cast<size_t>(state)]->next[byte];
+}
+
+const CompiledGrammar::MaskCache* CompiledGrammar::KnownCache(int32_t state) const {
+  const int32_t cls = lex_[static_cast<size_t>(state)]->mask_class;
+  return cls == kUnknown ? nullptr : cache_[static_cast<size_t>(cls)].get();
+}
+
+int64_t CompiledGrammar::ChartChild(int64_t chart, int32_t accepted_id) {
+  if (charts_.size() >= kMaxCharts) charts_.clear();
+  const auto [it, added] = charts_.emplace(std::pair{chart, accepted_id}, next_chart_);
+  next_chart_ += added;
+  return it->second;
+}
+
+bool CompiledGrammar::FindMask(const MaskKey& key, TokenMask* mask, int32_t* only) const {
+  std::shared_ptr<const KeptMask> found;
+  {
+    std::lock_guard<std::mutex> lock(masks_mu_);
+    const auto it = kept_.find(key);
+    if (it == kept_.end()) return false;
+    found = it->second;
+  }
+  const KeptMask& k = *found;
+  if (k.base == nullptr) {
+    *mask = TokenMask(trie_->vocab_size());
+  } else {
+    *mask = k.base->inside;
+    for (const auto& [i, w] : k.words) mask->SetWord(i, w);
+  }
+  *only = k.only;
+  return true;
+}
+
+void CompiledGrammar::PutMask(const MaskKey& key, const TokenMask& mask,
+                              std::shared_ptr<const SharedMask> base, int32_t only) {
+  auto k = std::make_shared<KeptMask>(KeptMask{std::move(base), {}, only});
+  if (k->base != nullptr) {
+    const std::vector<uint32_t>& inside = k->base->inside.words();
+    const std::vector<uint32_t>& w = mask.words();
+    for (size_t i = 0; i < w.size(); ++i)
+      if (w[i] != inside[i]) k->words.emplace_back(static_cast<uint32_t>(i), w[i]);
+  }
+  const size_t bytes = sizeof(KeptMask) + k->words.size() * sizeof(k->words[0]);
+  std::lock_guard<std::mutex> lock(masks_mu_);
+  if (kept_bytes_ + bytes > kMaxKeptBytes) {
+    kept_.clear();
+    kept_bytes_ = 0;
+  }
+  if (kept_.emplace(key, std::move(k)).second) kept_bytes_ += bytes;
 }
 
 bool CompiledGrammar::IsFinal(int32_t state) {
@@ -168,6 +236,35 @@ std::shared_ptr<const SharedMask> CompiledGrammar::SharedFor(int32_t state) {
       if (closings.empty()) return base;
       auto m = std::make_shared<SharedMask>(*base);
       for (const std::string& c : closings) trie_->ClearExactly(c, &m->inside);
+      shared_->Put(key, m);
+      return m;
+    }
+    const auto* len =
+        dynamic_cast<const StringLengthAutomaton*>(regex_[static_cast<size_t>(lexeme)].get());
+    if (len != nullptr && StringLengthAutomaton::BetweenQuotes(q)) {
+      // A string of bounded length, between its quotes: the unbounded string's tokens from the
+      // same position in a character (its layers), less those that would start a character
+      // past max, and the closing ones only where the count is within the bounds there. Its
+      // crossings are the unbounded string's: CacheFor keeps those where this lexeme closed.
+      const std::shared_ptr<const StringLayers> l =
+          shared_->Layers(*trie_, StringLengthAutomaton::AtCount(q, 0));
+      const int64_t n = StringLengthAutomaton::CountOf(q);
+      const int64_t room = len->max_length() < 0 ? std::numeric_limits<int64_t>::max()
+                                                 : len->max_length() - n;  // characters left
+      auto m = std::make_shared<SharedMask>();
+      const auto& open = l->open_by_chars;
+      const auto cut = std::upper_bound(open.begin(), open.end(),
+                                        std::pair{room, std::numeric_limits<int32_t>::max()});
+      if (cut - open.begin() >= open.end() - cut) {
+        m->inside = l->open;  // most fit: the few that do not taken out
+        for (auto it = cut; it != open.end(); ++it) m->inside.Reset(it->second);
+      } else {
+        m->inside = TokenMask(trie_->vocab_size());
+        for (auto it = open.begin(); it != cut; ++it) m->inside.Set(it->second);
+      }
+      for (const auto& [chars, id] : l->closed_by_chars)
+        if (chars <= room && n + chars >= len->min_length()) m->inside.Set(id);
+      m->crossings = l->crossings;
       shared_->Put(key, m);
       return m;
     }
@@ -254,6 +351,37 @@ std::shared_ptr<const SharedMask> SharedMasks::Find(const std::string& key) {
   return it == map_.end() ? nullptr : it->second;
 }
 
+std::shared_ptr<const StringLayers> SharedMasks::Layers(const TokenTrie& trie, int start) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const auto it = layers_.find(start); it != layers_.end()) return it->second;
+  }
+  auto l = std::make_shared<StringLayers>();
+  l->open = TokenMask(trie.vocab_size());
+  StringLengthAutomaton any(0, -1);
+  trie.ForEachNode(start, [&](uint32_t node, uint8_t byte, int parent) {
+    const int s = any.Next(parent, byte);
+    if (s < 0) {
+      if (any.Accepts(parent)) l->crossings.push_back(node);
+      return s;
+    }
+    const int64_t chars = StringLengthAutomaton::CountOf(s);
+    for (const int32_t id : trie.TokensAt(node)) {
+      if (any.Accepts(s)) {
+        l->closed_by_chars.emplace_back(chars, id);
+      } else {
+        l->open_by_chars.emplace_back(chars, id);
+        l->open.Set(id);
+      }
+    }
+    return s;
+  });
+  std::sort(l->open_by_chars.begin(), l->open_by_chars.end());
+  std::sort(l->closed_by_chars.begin(), l->closed_by_chars.end());
+  std::lock_guard<std::mutex> lock(mu_);
+  return layers_.emplace(start, std::move(l)).first->second;
+}
+
 void SharedMasks::Put(const std::string& key, std::shared_ptr<const SharedMask> mask) {
   std::lock_guard<std::mutex> lock(mu_);
   if (map_.size() >= kMaxEntries) map_.clear();
@@ -263,7 +391,7 @@ void SharedMasks::Put(const std::string& key, std::shared_ptr<const SharedMask> 
 // --- Matcher -----------------------------------------------------------------------------------
 
 Matcher::Matcher(std::shared_ptr<CompiledGrammar> g) : g_(std::move(g)) {
-  std::lock_guard<std::mutex> lock(g_->mu_);
+  std::unique_lock lock(g_->mu_);
   Set first;
   const int32_t start = g_->grammar_.start();
   for (const int32_t p : g_->rule_prods_[static_cast<size_t>(start)])
@@ -325,11 +453,14 @@ void Matcher::Seal(Set* set) {
   }
   std::sort(next.begin(), next.end());
   next.erase(std::unique(next.begin(), next.end()), next.end());
-  set->lex_start = next.empty() ? CompiledGrammar::kDead : g_->LexStart(next);
+  set->lex_start = next.empty() ? CompiledGrammar::kDead : Start(next);
 }
 
-bool Matcher::Scan(const std::vector<int32_t>& lexemes) {
+bool Matcher::Scan(int32_t at) {
+  const CompiledGrammar::LexState& from = *g_->lex_[static_cast<size_t>(at)];
+  const std::vector<int32_t>& lexemes = from.accepted;
   Set next;
+  next.scanned = from.accepted_id;
   for (const Item& it : sets_.back().items) {
     const auto& p = g_->prods_[static_cast<size_t>(it.prod)];
     if (static_cast<size_t>(it.dot) < p.rhs.size() && p.rhs[static_cast<size_t>(it.dot)].lexeme &&
@@ -343,8 +474,24 @@ bool Matcher::Scan(const std::vector<int32_t>& lexemes) {
   return true;
 }
 
+int32_t Matcher::Step(int32_t state, uint8_t byte) {
+  if (!reading_) return g_->LexStep(state, byte);
+  const int32_t n = g_->KnownStep(state, byte);
+  if (n != CompiledGrammar::kUnknown) return n;
+  missed_ = true;
+  return CompiledGrammar::kDead;
+}
+
+int32_t Matcher::Start(const std::vector<int32_t>& lexemes) {
+  if (!reading_) return g_->LexStart(lexemes);
+  const int32_t n = g_->KnownStart(lexemes);
+  if (n != CompiledGrammar::kUnknown) return n;
+  missed_ = true;
+  return CompiledGrammar::kDead;
+}
+
 bool Matcher::Push(uint8_t byte) {
-  int32_t n = g_->LexStep(lex_, byte);
+  int32_t n = Step(lex_, byte);
   if (n >= 0) {
     undo_.push_back({lex_, len_, false});
     lex_ = n;
@@ -354,8 +501,8 @@ bool Matcher::Push(uint8_t byte) {
   if (lex_ < 0 || len_ == 0) return false;
   // The byte goes on no live lexeme: end one that matched, and start the next with it.
   const std::vector<int32_t>& accepted = g_->lex_[static_cast<size_t>(lex_)]->accepted;
-  if (accepted.empty() || !Scan(accepted)) return false;
-  n = g_->LexStep(sets_.back().lex_start, byte);
+  if (accepted.empty() || !Scan(lex_)) return false;
+  n = Step(sets_.back().lex_start, byte);
   if (n < 0) {
     sets_.pop_back();
     return false;
@@ -379,15 +526,15 @@ void Matcher::Pop(int n) {
 void Matcher::EndFinalLexeme() {
   if (len_ == 0 || lex_ < 0 || !g_->IsFinal(lex_)) return;
   // A scan of an allowed lexeme that matched always yields a set (its item is in the top set).
-  if (Scan(g_->lex_[static_cast<size_t>(lex_)]->accepted)) {
+  if (Scan(lex_)) {
     lex_ = sets_.back().lex_start;
     len_ = 0;
   }
 }
 
 bool Matcher::Consume(std::string_view bytes) {
-  std::lock_guard<std::mutex> lock(g_->mu_);
-  const size_t mark = undo_.size();
+  std::unique_lock lock(g_->mu_);
+  const size_t mark = undo_.size(), committed = sets_.size();
   for (const char c : bytes)
     if (!Push(static_cast<uint8_t>(c))) {
       Pop(static_cast<int>(undo_.size() - mark));
@@ -395,27 +542,32 @@ bool Matcher::Consume(std::string_view bytes) {
     }
   undo_.clear();  // the sets pushed stay: they are the chart now
   EndFinalLexeme();
+  for (size_t k = committed; k < sets_.size(); ++k)
+    sets_[k].chart = g_->ChartChild(sets_[k - 1].chart, sets_[k].scanned);
   return true;
 }
 
 bool Matcher::CanEnd() {
-  std::lock_guard<std::mutex> lock(g_->mu_);
-  if (len_ == 0) return sets_.back().complete;
+  const Key now = Now();
+  if (now == can_end_of_) return can_end_;
+  std::unique_lock lock(g_->mu_);
+  can_end_of_ = now;
+  if (len_ == 0) return can_end_ = sets_.back().complete;
   const std::vector<int32_t>& accepted = g_->lex_[static_cast<size_t>(lex_)]->accepted;
-  if (accepted.empty() || !Scan(accepted)) return false;
-  const bool complete = sets_.back().complete;
+  if (accepted.empty() || !Scan(lex_)) return can_end_ = false;
+  can_end_ = sets_.back().complete;
   sets_.pop_back();
-  return complete;
+  return can_end_;
 }
 
 bool Matcher::IsTerminated() {
   if (!CanEnd()) return false;
-  std::lock_guard<std::mutex> lock(g_->mu_);
+  std::unique_lock lock(g_->mu_);
   if (len_ == 0) return sets_.back().lex_start < 0;
   // Inside a lexeme that matched: terminated when it cannot go on and nothing can follow it.
   for (int b = 0; b < 256; ++b)
     if (g_->LexStep(lex_, static_cast<uint8_t>(b)) >= 0) return false;
-  if (!Scan(g_->lex_[static_cast<size_t>(lex_)]->accepted)) return true;
+  if (!Scan(lex_)) return true;
   const bool none = sets_.back().lex_start < 0;
   sets_.pop_back();
   return none;
@@ -425,24 +577,69 @@ void Matcher::Mask(TokenMask* mask) {
   *mask = Mask();
 }
 
-const TokenMask& Matcher::Mask() {
-  std::lock_guard<std::mutex> lock(g_->mu_);
-  const std::tuple<int64_t, int32_t, bool> of{static_cast<int64_t>(sets_.size()), lex_, len_ > 0};
-  if (of != memo_of_) {
-    ComputeMask(&memo_);
-    memo_of_ = of;
-    ++masks_computed_;
+void Matcher::MaskAfresh(TokenMask* mask) {
+  std::shared_ptr<const SharedMask> base;
+  ComputeMaskLocked(mask, &base);
+}
+
+void Matcher::ComputeMaskLocked(TokenMask* mask, std::shared_ptr<const SharedMask>* base) {
+  {
+    // From the tables as built, beside the other matchers of the grammar.
+    std::shared_lock lock(g_->mu_);
+    reading_ = true;
+    missed_ = false;
+    ComputeMask(mask, base);
+    reading_ = false;
   }
+  if (missed_) {
+    // A table was missing (the walk refused where it would have built it): again, building.
+    std::unique_lock lock(g_->mu_);
+    ComputeMask(mask, base);
+  }
+}
+
+const TokenMask& Matcher::Mask() {
+  const Key now = Now();
+  if (now == memo_of_) return memo_;  // this matcher's own state: no lock
+  memo_of_ = now;
+  ++masks_computed_;
+  // Kept for the grammar's matchers by another of them (or this one, earlier)?
+  const CompiledGrammar::MaskKey key{sets_.back().chart, lex_, len_ > 0};
+  if (g_->FindMask(key, &memo_, &memo_only_)) return memo_;
+  std::shared_ptr<const SharedMask> base;
+  ComputeMaskLocked(&memo_, &base);
+  memo_only_ = -1;
+  int allowed = 0;
+  const std::vector<uint32_t>& w = memo_.words();
+  for (size_t j = 0; j < w.size() && allowed < 2; ++j)
+    if (w[j] != 0) {
+      allowed += std::popcount(w[j]);
+      memo_only_ = static_cast<int32_t>(j * 32) + std::countr_zero(w[j]);
+    }
+  if (allowed != 1) memo_only_ = -1;
+  g_->PutMask(key, memo_, std::move(base), memo_only_);
   return memo_;
 }
 
-void Matcher::ComputeMask(TokenMask* mask) {
+int32_t Matcher::OnlyToken() {
+  (void)Mask();
+  return memo_only_;
+}
+
+void Matcher::ComputeMask(TokenMask* mask, std::shared_ptr<const SharedMask>* base) {
+  base->reset();
   if (lex_ < 0) {
     *mask = TokenMask(g_->trie_->vocab_size());
     return;
   }
-  const CompiledGrammar::MaskCache& c = g_->CacheFor(lex_);
+  const CompiledGrammar::MaskCache* known = reading_ ? g_->KnownCache(lex_) : nullptr;
+  if (reading_ && known == nullptr) {
+    missed_ = true;
+    return;
+  }
+  const CompiledGrammar::MaskCache& c = reading_ ? *known : g_->CacheFor(lex_);
   *mask = c.shared->inside;  // every word written: no clearing first
+  *base = c.shared;
   // Below each crossing the lexeme ends: the parser scans it once per lexer state there, and the
   // byte of the crossing's node starts the next lexeme.
   const int32_t lex = lex_, len = len_;
@@ -450,7 +647,7 @@ void Matcher::ComputeMask(TokenMask* mask) {
     const int32_t at = c.crossings[i].first;
     size_t j = i;
     while (j < c.crossings.size() && c.crossings[j].first == at) ++j;
-    if (Scan(g_->lex_[static_cast<size_t>(at)]->accepted)) {
+    if (Scan(at)) {
       for (size_t k = i; k < j; ++k) {
         lex_ = sets_.back().lex_start;
         len_ = 0;

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,8 +40,9 @@ class TokenMask {
   void Reset(int id) { words_[static_cast<size_t>(id) >> 5] &= ~(1u << (id & 31)); }
   bool Test(int id) const { return (words_[static_cast<size_t>(id) >> 5] >> (id & 31)) & 1u; }
   void Clear();
-  int Count() const;            // tokens allowed
-  void Or(const TokenMask& o);  // adds o's tokens (the same size)
+  int Count() const;                                     // tokens allowed
+  void Or(const TokenMask& o);                           // adds o's tokens (the same size)
+  void SetWord(size_t i, uint32_t w) { words_[i] = w; }  // tokens 32i..32i+31
   const std::vector<uint32_t>& words() const { return words_; }
 
  private:
@@ -93,6 +95,15 @@ class TokenTrie {
   };
   // Sets every token whose bytes start with node's (the subtree's tokens: contiguous in ids_).
   void SetSubtree(uint32_t node, TokenMask* mask) const;
+  // Runs an automaton over every token at once: visits each node below the root, parents first,
+  // as `int visit(uint32_t node, uint8_t byte, int parent_state)`, which returns the node's state
+  // (negative: its subtree is not visited); the root's state is `start`.
+  template <class Visit>
+  void ForEachNode(int start, Visit visit) const;
+  // The tokens whose bytes are exactly node's path.
+  std::span<const int32_t> TokensAt(uint32_t node) const {
+    return {ids_.data() + nodes_[node].tok_begin, nodes_[node].tok_end - nodes_[node].tok_begin};
+  }
   // Clears the tokens whose bytes are exactly `bytes` (none, one, or several sharing them).
   void ClearExactly(std::string_view bytes, TokenMask* mask) const;
 
@@ -111,6 +122,22 @@ class TokenTrie {
   int vocab_size_ = 0;
   int max_depth_ = 0;
 };
+
+template <class Visit>
+void TokenTrie::ForEachNode(int start, Visit visit) const {
+  std::vector<int> state(static_cast<size_t>(max_depth_) + 1);  // by depth, along the path
+  state[0] = start;
+  for (size_t i = 1; i < nodes_.size();) {
+    const Node& n = nodes_[i];
+    const int s = visit(static_cast<uint32_t>(i), n.byte, state[n.depth - 1u]);
+    if (s < 0) {
+      i = n.end;
+      continue;
+    }
+    state[n.depth] = s;
+    ++i;
+  }
+}
 
 template <class R>
 void TokenTrie::WalkSubtree(R& r, uint32_t node, TokenMask* mask) const {
