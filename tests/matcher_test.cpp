@@ -515,6 +515,34 @@ TEST_P(MatcherVocabTest, MatchersOfOneGrammarOnThreadsGiveTheSerialMasks) {
   }
 }
 
+// A matcher whose lexer state's cached mask is built, but whose chart needs a lexeme never started
+// on this grammar (here the closing brace, after the last property), computes its mask first from
+// the tables as built, finds one missing, and computes it again building: the mask equals the one
+// computed afresh.
+TEST_P(MatcherVocabTest, AMaskNeedingATableNotBuiltIsComputedAgainBuilding) {
+  Grammar g;
+  ASSERT_TRUE(CompileJsonSchema(nlohmann::ordered_json::parse(R"({"type": "object",
+      "properties": {"a": {"type": "string"}, "c": {"type": "string"}},
+      "required": ["a", "c"], "additionalProperties": false})"),
+                                &g)
+                  .ok());
+  const auto c = CompileOrDie(std::move(g), trie);
+  Matcher first(c);
+  ASSERT_TRUE(first.Consume(R"({"a": "x)"));
+  (void)first.Mask();  // the string's cached mask, and what may follow it here: ", "c": ..."
+  Matcher second(c);
+  ASSERT_TRUE(second.Consume(R"({"a": "x", "c": "y)"));  // the same lexer state, another chart
+  const TokenMask got = second.Mask();
+  TokenMask want;
+  second.MaskAfresh(&want);
+  EXPECT_EQ(got.words(), want.words());
+  const std::string close = R"("})";
+  bool closes = false;
+  for (int id = 0; id < tok->vocab_size() && !closes; ++id)
+    closes = tok->TokenBytes(id) == close && got.Test(id);
+  EXPECT_TRUE(closes) << "'\"}' ends the document";
+}
+
 // Documents of one structure share their chart whatever their strings and numbers, and so their
 // masks: a second document's matcher finds every mask the first one's kept in the grammar (none
 // computed again), and each equals the mask computed afresh. A document of another structure

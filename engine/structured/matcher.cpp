@@ -85,6 +85,7 @@ int32_t CompiledGrammar::LexStart(const std::vector<int32_t>& lexemes) {
   }
   const int32_t id = Intern(std::move(live));
   start_index_.emplace(lexemes, id);
+  ++built_;
   return id;
 }
 
@@ -98,6 +99,7 @@ int32_t CompiledGrammar::LexStep(int32_t state, uint8_t byte) {
   }
   const int32_t n = Intern(std::move(live));
   lex_[static_cast<size_t>(state)]->next[byte] = n;  // lex_ may have grown: index again
+  ++built_;
   return n;
 }
 
@@ -329,6 +331,7 @@ const CompiledGrammar::MaskCache& CompiledGrammar::CacheFor(int32_t state) {
   std::stable_sort(c->crossings.begin(), c->crossings.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   cache_[static_cast<size_t>(state)] = std::move(c);
+  ++built_;
   return *cache_[static_cast<size_t>(state)];
 }
 
@@ -579,23 +582,27 @@ void Matcher::Mask(TokenMask* mask) {
 
 void Matcher::MaskAfresh(TokenMask* mask) {
   std::shared_ptr<const SharedMask> base;
-  ComputeMaskLocked(mask, &base);
+  std::unique_lock lock(g_->mu_);
+  ComputeMask(mask, &base);
 }
 
 void Matcher::ComputeMaskLocked(TokenMask* mask, std::shared_ptr<const SharedMask>* base) {
-  {
+  if (!cold_) {
     // From the tables as built, beside the other matchers of the grammar.
     std::shared_lock lock(g_->mu_);
     reading_ = true;
     missed_ = false;
     ComputeMask(mask, base);
     reading_ = false;
+    if (!missed_) return;
   }
-  if (missed_) {
-    // A table was missing (the walk refused where it would have built it): again, building.
-    std::unique_lock lock(g_->mu_);
-    ComputeMask(mask, base);
-  }
+  // A table was missing (the walk refused where it would have built it): again, building. While
+  // masks keep building tables (a grammar's first documents), the next is computed this way
+  // straight away.
+  std::unique_lock lock(g_->mu_);
+  const int64_t built = g_->built_;
+  ComputeMask(mask, base);
+  cold_ = g_->built_ != built;
 }
 
 const TokenMask& Matcher::Mask() {

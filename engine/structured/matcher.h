@@ -27,8 +27,10 @@
 // parent's id and the list scanned), and masks are kept in the grammar under (chart id, lexer
 // state, whether a lexeme is under way), as the words where they differ from the lexer state's
 // cached mask: the matchers of a job's documents, which share their structure, compute each such
-// mask once. A CompiledGrammar is shared by every request
-// with the same schema; its lazily built tables are guarded by one reader-writer lock. A mask is
+// mask once.
+//
+// A CompiledGrammar is shared by every request with the same schema; its lazily built tables are
+// guarded by one reader-writer lock. A mask is
 // first computed under the shared lock from the tables as built (the matchers of one grammar side
 // by side); a mask that needs a table not built yet is computed again under the exclusive lock,
 // which Consume and CanEnd hold. A Matcher is copyable (a copy is an independent state) and not
@@ -138,9 +140,9 @@ class CompiledGrammar {
   // The mask of a state's lexemes alone, shared across grammars (SharedMasks).
   std::shared_ptr<const SharedMask> SharedFor(int32_t state);
 
-  // The id of the chart `chart`'s set scanned with the lexeme list `accepted_id` extends (the
-  // first set's chart: 0). Ids are never given twice, so a table forgotten when full only costs
-  // masks computed again. Held: mu_, exclusive.
+  // The id of the chart that extends `chart` by a set scanned with the lexeme list `accepted_id`
+  // (the first set's chart: 0). Ids are never given twice, so a table forgotten when full only
+  // costs masks computed again. Held: mu_, exclusive.
   int64_t ChartChild(int64_t chart, int32_t accepted_id);
   // A mask kept for the grammar's matchers: its words where they differ from `base`'s inside
   // mask (none where no lexeme is allowed: then base is null and the mask empty).
@@ -192,6 +194,7 @@ class CompiledGrammar {
   };
   std::unordered_map<std::pair<int64_t, int32_t>, int64_t, ChartHash> charts_;
   int64_t next_chart_ = 1;
+  int64_t built_ = 0;  // tables built (transitions, starts, cached masks): Matcher::cold_
 
   mutable std::mutex masks_mu_;  // guards the kept masks
   std::unordered_map<MaskKey, std::shared_ptr<const KeptMask>, MaskKeyHash> kept_;
@@ -210,8 +213,9 @@ class Matcher {
   // Sets exactly the tokens of the trie whose bytes Consume would accept (cleared first; of the
   // trie's vocab_size bits). EOS is the caller's: CanEnd.
   void Mask(TokenMask* mask);
-  // The same computed from the chart alone, neither kept nor found kept: the reference the kept
-  // masks are tested against.
+  // The same computed from the chart alone under the exclusive lock, building tables as needed,
+  // neither kept nor found kept: the reference the kept masks, and the masks computed from the
+  // tables as built, are tested against.
   void MaskAfresh(TokenMask* mask);
   // The same mask, the matcher's own copy (valid until its next call or Consume). The mask is a
   // function of the chart (which only grows: a committed set is never taken back) and the lexer
@@ -266,6 +270,7 @@ class Matcher {
   int32_t lex_ = CompiledGrammar::kDead;   // the current lexeme's lexer state
   int32_t len_ = 0;                        // its bytes so far
   bool reading_ = false, missed_ = false;  // Step, Start
+  bool cold_ = false;  // the last mask computed built tables: compute the next building
   std::vector<Undo> undo_;
   // What a mask and CanEnd are functions of: (chart length, lexer state, whether a lexeme is
   // under way); the length -1: none yet.
