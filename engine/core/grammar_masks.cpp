@@ -1,7 +1,6 @@
 #include "engine/core/grammar_masks.h"
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <cmath>
 
@@ -81,13 +80,7 @@ void GrammarMasks::ComputeRows() {
           for (const int32_t e : eos_) own[static_cast<size_t>(e) >> 5] |= 1u << (e & 31);
         own[W - 1] &= tail_;
         rows_[i] = own.data();
-        int allowed = 0, last = -1;
-        for (size_t j = 0; j < W && allowed < 2; ++j)
-          if (own[j] != 0) {
-            allowed += std::popcount(own[j]);
-            last = static_cast<int>(j * 32) + std::countr_zero(own[j]);
-          }
-        if (allowed == 1) forced_[i] = last;
+        forced_[i] = OnlyToken(own.data(), W);
       }
       seconds_[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }

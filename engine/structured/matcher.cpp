@@ -615,15 +615,7 @@ const TokenMask& Matcher::Mask() {
   if (g_->FindMask(key, &memo_, &memo_only_)) return memo_;
   std::shared_ptr<const SharedMask> base;
   ComputeMaskLocked(&memo_, &base);
-  memo_only_ = -1;
-  int allowed = 0;
-  const std::vector<uint32_t>& w = memo_.words();
-  for (size_t j = 0; j < w.size() && allowed < 2; ++j)
-    if (w[j] != 0) {
-      allowed += std::popcount(w[j]);
-      memo_only_ = static_cast<int32_t>(j * 32) + std::countr_zero(w[j]);
-    }
-  if (allowed != 1) memo_only_ = -1;
+  memo_only_ = llmq::OnlyToken(memo_.words().data(), memo_.words().size());
   g_->PutMask(key, memo_, std::move(base), memo_only_);
   return memo_;
 }

@@ -17,6 +17,7 @@
 // Immutable once built; Walk is const and safe from several threads with their own recognizers.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -49,6 +50,18 @@ class TokenMask {
   int size_;
   std::vector<uint32_t> words_;
 };
+
+// The one token that `n` mask words allow (bit t % 32 of word t / 32), or -1 when none or several.
+inline int32_t OnlyToken(const uint32_t* words, size_t n) {
+  int allowed = 0;
+  int32_t last = -1;
+  for (size_t j = 0; j < n && allowed < 2; ++j)
+    if (words[j] != 0) {
+      allowed += std::popcount(words[j]);
+      last = static_cast<int32_t>(j * 32) + std::countr_zero(words[j]);
+    }
+  return allowed == 1 ? last : -1;
+}
 
 class TokenTrie {
  public:
