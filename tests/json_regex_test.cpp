@@ -1,14 +1,17 @@
 // JSON lexeme regexes (engine/structured/json_regex.h) and Regex's JSON-string mode: integer and
 // number ranges equal an exact arithmetic comparison on every text in windows around the bounds
-// and on random texts, formats accept and refuse hand-written cases (dates' and times' fields and
-// ipv4/ipv6 also equal independent checks: the fields' ranges, glibc's inet_pton).
+// and on random texts, number ranges accept only texts within them as validators read them
+// (strtod's double) and all such texts of up to 15 significant digits, formats accept and refuse
+// hand-written cases (dates' and times' fields and ipv4/ipv6 also equal independent checks: the
+// fields' ranges, glibc's inet_pton).
 #include "engine/structured/json_regex.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <charconv>
 #include <chrono>
-
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <memory>
@@ -264,6 +267,119 @@ TEST(JsonRegexTest, NumberRangesEqualTheExactComparison) {
     }
     CheckNumberRange(r, rng);
   }
+}
+
+// ---- numbers as a validator reads them ----
+
+// A number text's significant digits (no exponent): between its first and last non-zero digit.
+size_t Significant(const std::string& t) {
+  std::string d;
+  for (char c : t)
+    if (c >= '0' && c <= '9') d += c;
+  const size_t first = d.find_first_not_of('0');
+  if (first == std::string::npos) return 0;
+  return d.find_last_not_of('0') - first + 1;
+}
+
+// The shortest decimal of `v` without exponent (std::to_chars: it reads back as v).
+std::string Shortest(double v) {
+  char buf[512];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  return std::string(buf, res.ptr);
+}
+
+struct DoubleRange {
+  std::optional<double> lo;
+  bool lx = false;
+  std::optional<double> hi;
+  bool hx = false;
+};
+
+// Every text the range's regex accepts is in the range as Ajv and Python's jsonschema read it (the
+// text rounded to the nearest double by strtod, then compared), and every text of 15 significant
+// digits or fewer and at most 40 after the point is accepted exactly when it is in it. Texts: each
+// bound's neighbouring doubles and decimals of 16 to 36 digits between and around them (within half
+// a double's spacing of a bound, where the exact decimal and the double disagree), and 0.000...1
+// with 38 to 400 zeros.
+void CheckDoubleRange(const DoubleRange& range, Rng& rng) {
+  std::string p;
+  const Status st = NumberRangeRegex(range.lo, range.lx, range.hi, range.hx, &p);
+  const std::string name = std::string(range.lx ? "(" : "[") +
+                           (range.lo ? Shortest(*range.lo) : "-inf") + ", " +
+                           (range.hi ? Shortest(*range.hi) : "inf") + (range.hx ? ")" : "]");
+  ASSERT_TRUE(st.ok()) << name << ": " << st.message();
+  const auto r = Full(p);
+  ASSERT_TRUE(r);
+  auto in = [&](const std::string& t) {
+    const double v = std::strtod(t.c_str(), nullptr);
+    if (range.lo && (v < *range.lo || (v == *range.lo && range.lx))) return false;
+    if (range.hi && (v > *range.hi || (v == *range.hi && range.hx))) return false;
+    return true;
+  };
+  std::vector<std::string> texts;
+  for (int z : {38, 39, 40, 41, 45, 300, 322, 323, 324, 330, 400}) {
+    texts.push_back("0." + std::string(static_cast<size_t>(z), '0') + "1");
+    texts.push_back("-0." + std::string(static_cast<size_t>(z), '0') + "1");
+  }
+  for (const auto& b : {range.lo, range.hi}) {
+    if (!b) continue;
+    double at = *b;
+    for (int i = 0; i < 3; ++i) at = std::nextafter(at, -HUGE_VAL);
+    for (int k = -3; k <= 3; ++k, at = std::nextafter(at, HUGE_VAL)) {
+      const std::string base = Shortest(at);
+      texts.push_back(base);
+      const Scaled v = Parse(base);
+      const int digits = static_cast<int>(Text(v.n < 0 ? -v.n : v.n).size());
+      for (int extra = 1; extra <= 24 && digits + extra <= 36; ++extra) {
+        __int128 n = v.n, unit = 1;
+        for (int e = 0; e < extra; ++e) n *= 10;
+        for (int e = 0; e < std::min(extra, 15); ++e) unit *= 10;
+        for (const __int128 d :
+             {__int128{0}, __int128{1}, __int128{-1}, __int128{5}, __int128{-5}, unit / 2,
+              -unit / 2, unit / 2 + 1, -unit / 2 - 1,
+              static_cast<__int128>(rng() % static_cast<uint64_t>(unit)) - unit / 2})
+          texts.push_back(Format(n + d, v.s + extra));
+      }
+    }
+  }
+  for (const std::string& t : texts) {
+    const bool matched = r->Matches(t);
+    if (matched) EXPECT_TRUE(in(t)) << name << " accepts " << t << ", out of it as a double";
+    const size_t point = t.find('.');
+    const size_t after = point == std::string::npos ? 0 : t.size() - point - 1;
+    if (Significant(t) <= 15 && after <= 40) EXPECT_EQ(matched, in(t)) << name << " on " << t;
+  }
+}
+
+TEST(JsonRegexTest, NumberRangesAgreeWithTheDoubleComparison) {
+  // Bounds of up to 15 significant digits, and ones whose neighbours need 17.
+  const std::vector<double> bounds = {
+      0,     0.1,   -0.1, 0.3, 2.5, -7.25, 1e-5, 1e-38, 1e20, 123456789.125, 99999999999999.9,
+      -1e15, 0.001, 0.7};
+  Rng rng(2412);
+  for (const double b : bounds) {
+    for (const bool x : {false, true}) {
+      CheckDoubleRange({b, x, std::nullopt, false}, rng);
+      CheckDoubleRange({std::nullopt, false, b, x}, rng);
+    }
+  }
+  for (int i = 0; i < 40; ++i) {
+    double a = bounds[rng() % bounds.size()], b = bounds[rng() % bounds.size()];
+    if (a == b) continue;
+    if (a > b) std::swap(a, b);
+    CheckDoubleRange({a, rng() % 2 == 0, b, rng() % 2 == 0}, rng);
+  }
+  // The texts that are the bound itself as a double, though their decimal is past it.
+  std::string p;
+  ASSERT_TRUE(NumberRangeRegex(0.1, true, {}, false, &p).ok());
+  EXPECT_FALSE(Full(p)->Matches("0.10000000000000000001"));
+  EXPECT_TRUE(Full(p)->Matches("0.10000000000000002"));
+  ASSERT_TRUE(NumberRangeRegex(0.0, true, {}, false, &p).ok());
+  EXPECT_FALSE(Full(p)->Matches("0." + std::string(400, '0') + "1"));
+  EXPECT_TRUE(Full(p)->Matches("0." + std::string(39, '0') + "1"));
+  ASSERT_TRUE(NumberRangeRegex({}, false, -2.5, true, &p).ok());
+  EXPECT_FALSE(Full(p)->Matches("-2.5000000000000000001"));
+  EXPECT_TRUE(Full(p)->Matches("-2.5000000000000005"));
 }
 
 TEST(JsonRegexTest, NumberExponentsOnlyWhereTheRangeHoldsTheWholeSide) {

@@ -19,8 +19,7 @@
 // that overlap; and numbers spelled otherwise than their kind (an integral 2.0 where an integer is
 // expected). Without `known`, also the shapes of the compiler's known deviations from JSON Schema
 // (A, B, C in json_schema_diff_test.cpp): the documents the compiler accepts then satisfy the
-// schema, but for the documented difference in how a document is written (a number is compared
-// with a bound as the exact decimal it spells, where Ajv rounds it to a double first).
+// schema.
 #pragma once
 
 #include <gtest/gtest.h>

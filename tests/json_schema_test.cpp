@@ -291,6 +291,16 @@ TEST(JsonSchemaTest, PatternsFormatsAndRanges) {
   EXPECT_TRUE(pct.Accepts(json(99)));
   EXPECT_FALSE(pct.Accepts(json(100)));
   EXPECT_FALSE(pct.Accepts(json(-1)));
+  // Past 2^53 a validator reads 2^60 + 1 as 2^60: an exclusive bound is the next double past it.
+  const Schema big(json::parse(
+      R"({"type": "integer", "exclusiveMinimum": 1152921504606846976, "maximum": 2e18})"));
+  EXPECT_FALSE(big.Accepts(std::string("1152921504606846976")));
+  EXPECT_FALSE(big.Accepts(std::string("1152921504606846977")));
+  EXPECT_FALSE(big.Accepts(std::string("1152921504606847103")));  // rounds to 2^60 too
+  EXPECT_TRUE(big.Accepts(std::string("1152921504606847232")));   // 2^60 + 256, the next double
+  const Schema big_max(json::parse(R"({"type": "integer", "exclusiveMaximum": 1e18})"));
+  EXPECT_FALSE(big_max.Accepts(std::string("999999999999999999")));  // reads as 1e18
+  EXPECT_TRUE(big_max.Accepts(std::string("999999999999999872")));   // the double below 1e18
   const Schema draft4(
       json::parse(R"({"type": "number", "minimum": 0.5, "exclusiveMinimum": true, "maximum": 1})"));
   EXPECT_FALSE(draft4.Accepts(std::string("0.5")));

@@ -15,10 +15,9 @@
 // weights rarely close an unbounded string, so the first half ends by length about half the time
 // (prefixes checked), the second mostly with `stop` (documents checked by Ajv).
 //
-// Not reached by a random walk at any useful rate, so not exercised here: the compiler's
-// documented difference in how a document may be written (a number is compared with a bound as
-// the exact decimal it spells, where Ajv rounds it to a double first: 17 significant digits next
-// to a bound); Ajv rejects some such documents the grammar accepts.
+// Not reached by a random walk at any useful rate: a number of 16+ significant digits within half
+// a double's spacing of a bound (read as a double, it is the bound). json_regex_test's
+// NumberRangesAgreeWithTheDoubleComparison checks those texts against strtod.
 //
 // LLMQ_STRUCTURED_OUTPUTS_DIFF_SEED=N adds N to the seeds (other schemas and draws).
 // Skips with a message (fails under LLMQ_REQUIRE_REFERENCES=1) without a shared model, node or the

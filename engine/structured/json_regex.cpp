@@ -106,39 +106,34 @@ int Compare(const Decimal& a, const Decimal& b) {
   return (c > 0) - (c < 0);
 }
 
-// The fraction digit strings F (0.F its value) with l <(=) 0.F <(=) u (u absent: unbounded;
-// lx, ux: exclusive): ZeroOk says whether the empty F (value 0) is one, NonEmptyFrac gives the
-// others.
-bool ZeroOk(std::string_view l, bool lx, const std::optional<std::string_view>& u, bool ux) {
-  return l.empty() && !lx && (!u || !u->empty() || !ux);
-}
-Alts NonEmptyFrac(std::string_view l, bool lx, const std::optional<std::string_view>& u, bool ux) {
-  if (l.empty() && !u) return {lx ? "[0-9]*[1-9][0-9]*" : "[0-9]+"};
-  if (u && u->empty()) return ZeroOk(l, lx, u, ux) ? Alts{"0+"} : Alts{};
+// The fraction digit strings F (0.F its value) with l <= 0.F <= u (u absent: unbounded), other
+// than the empty F (value 0: in the range exactly when l is empty, as u cannot be below it).
+Alts NonEmptyFrac(std::string_view l, const std::optional<std::string_view>& u) {
+  if (l.empty() && !u) return {"[0-9]+"};
+  if (u && u->empty()) return l.empty() ? Alts{"0+"} : Alts{};
   // A first digit d bounds the rest by what is left of l (d == l's first) and of u.
-  auto rest = [](char d, std::string_view rl, bool rlx, std::optional<std::string_view> ru,
-                 bool rux) {
-    Alts sub = NonEmptyFrac(rl, rlx, ru, rux);
-    if (ZeroOk(rl, rlx, ru, rux)) sub.push_back("");
+  auto rest = [](char d, std::string_view rl, std::optional<std::string_view> ru) {
+    Alts sub = NonEmptyFrac(rl, ru);
+    if (rl.empty()) sub.push_back("");
     return sub.empty() ? Alts{} : Alts{d + Join(sub)};
   };
   const int lo = l.empty() ? 0 : l[0] - '0', hi = u ? (*u)[0] - '0' : 9;
   const std::string_view lt = l.empty() ? l : l.substr(1);
-  if (u && lo == hi) return rest(static_cast<char>('0' + lo), lt, lx, u->substr(1), ux);
-  Alts out = rest(static_cast<char>('0' + lo), lt, lx, std::nullopt, false);
+  if (u && lo == hi) return rest(static_cast<char>('0' + lo), lt, u->substr(1));
+  Alts out = rest(static_cast<char>('0' + lo), lt, std::nullopt);
   const int free_hi = u ? hi - 1 : 9;
   if (lo + 1 <= free_hi) out.push_back(Digit(lo + 1, free_hi) + "[0-9]*");
   if (u) {
-    const Alts top = rest(static_cast<char>('0' + hi), "", false, u->substr(1), ux);
+    const Alts top = rest(static_cast<char>('0' + hi), "", u->substr(1));
     out.insert(out.end(), top.begin(), top.end());
   }
   return out;
 }
 // The same as the optional "\.F" of a number text.
-Alts Fraction(std::string_view l, bool lx, const std::optional<std::string_view>& u, bool ux) {
+Alts Fraction(std::string_view l, const std::optional<std::string_view>& u) {
   Alts out;
-  if (ZeroOk(l, lx, u, ux)) out.push_back("");
-  if (const Alts f = NonEmptyFrac(l, lx, u, ux); !f.empty()) out.push_back("\\." + Join(f));
+  if (l.empty()) out.push_back("");
+  if (const Alts f = NonEmptyFrac(l, u); !f.empty()) out.push_back("\\." + Join(f));
   return out;
 }
 
@@ -146,21 +141,18 @@ constexpr const char* kAnyFraction = "(?:\\.[0-9]+)?";
 constexpr const char* kUnsignedNumber = "(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?";
 constexpr const char* kExponent = "(?:[eE][+-]?[0-9]+)?";
 
-// Unsigned number texts (no exponent) with lo <(=) value <(=) hi.
-Alts Side(const Decimal& lo, bool lx, const std::optional<Decimal>& hi, bool hx) {
-  if (hi) {
-    const int c = Compare(lo, *hi);
-    if (c > 0 || (c == 0 && (lx || hx))) return {};
-  }
+// Unsigned number texts (no exponent) with lo <= value <= hi (hi absent: unbounded).
+Alts Side(const Decimal& lo, const std::optional<Decimal>& hi) {
+  if (hi && Compare(lo, *hi) > 0) return {};
   Alts out;
   auto add = [&out](const std::string& int_re, const Alts& frac) {
     if (!frac.empty()) out.push_back(int_re + Join(frac));
   };
   if (hi && lo.int_part == hi->int_part) {
-    add(lo.int_part, Fraction(lo.frac, lx, std::string_view(hi->frac), hx));
+    add(lo.int_part, Fraction(lo.frac, std::string_view(hi->frac)));
     return out;
   }
-  add(lo.int_part, Fraction(lo.frac, lx, std::nullopt, false));
+  add(lo.int_part, Fraction(lo.frac, std::nullopt));
   const std::string next = Increment(lo.int_part);
   if (!hi) {
     out.push_back(Join(UnsignedRange(next, std::nullopt)) + kAnyFraction);
@@ -168,16 +160,19 @@ Alts Side(const Decimal& lo, bool lx, const std::optional<Decimal>& hi, bool hx)
   }
   if (CompareInt(next, hi->int_part) < 0)
     out.push_back(Join(UnsignedRange(next, Decrement(hi->int_part))) + kAnyFraction);
-  add(hi->int_part, Fraction("", false, std::string_view(hi->frac), hx));
+  add(hi->int_part, Fraction("", std::string_view(hi->frac)));
   return out;
 }
 
 constexpr size_t kMaxBoundDigits = 40;
 constexpr size_t kMaxSignificantDigits = 15;
+constexpr size_t kMaxNextDigits = 17;  // a double's shortest decimal never needs more
 
-// `v` as a sign and a Decimal: the shortest decimal that reads back as v.
-Status ToDecimal(double v, const char* name, bool* negative, Decimal* out) {
-  if (!std::isfinite(v)) return Status::InvalidArgument(std::string(name) + " is not finite");
+// `v` as a sign and a Decimal: the shortest decimal that reads back as v, of at most
+// `max_significant` significant digits (Unsupported beyond, naming `name` and v).
+Status ToDecimal(double v, const std::string& name, size_t max_significant, bool* negative,
+                 Decimal* out) {
+  if (!std::isfinite(v)) return Status::InvalidArgument(name + " is not finite");
   char buf[64];
   const auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
   const std::string text(buf, res.ptr);
@@ -190,12 +185,12 @@ Status ToDecimal(double v, const char* name, bool* negative, Decimal* out) {
     if (c >= '0' && c <= '9') digits += c;
   while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
   const int exp = std::stoi(text.substr(e + 1));
-  if (digits.size() > kMaxSignificantDigits)
-    return Status::Unsupported(std::string(name) + " " + text + ": more than " +
-                               std::to_string(kMaxSignificantDigits) +
+  if (digits.size() > max_significant)
+    return Status::Unsupported(name + " " + text + ": more than " +
+                               std::to_string(max_significant) +
                                " significant digits is not enforced");
   if (exp >= static_cast<int>(kMaxBoundDigits) || -exp > static_cast<int>(kMaxBoundDigits))
-    return Status::Unsupported(std::string(name) + " " + text + ": more than " +
+    return Status::Unsupported(name + " " + text + ": more than " +
                                std::to_string(kMaxBoundDigits) +
                                " digits before or after the point is not enforced");
   if (exp >= 0) {
@@ -206,6 +201,34 @@ Status ToDecimal(double v, const char* name, bool* negative, Decimal* out) {
   } else {
     out->frac = std::string(static_cast<size_t>(-exp - 1), '0') + digits;
   }
+  return Status::Ok();
+}
+
+// The bound `v` (a minimum when `is_min`) as the inclusive decimal bound a text's exact value is
+// compared with, so that every text within it is within `v` as a validator reads the text: its
+// value rounded to the nearest double first. Rounding is monotone, so an inclusive bound is v's
+// own shortest decimal D(v): x >= D(v) gives round(x) >= round(D(v)) = v. An exclusive one is
+// the next double past v, inclusive: x >= D(next) gives round(x) >= next > v, where x > D(v)
+// alone would let through a text of 16+ significant digits that rounds to v itself. The texts
+// lost lie strictly inside next's rounding interval below D(next), so none has 15 significant
+// digits or fewer (two such decimals never round to one double). Past zero the next double
+// (5e-324) is beyond kMaxBoundDigits: 1e-40 stands for it (texts below it are lost).
+Status InclusiveBound(double v, bool exclusive, bool is_min, bool* negative, Decimal* out) {
+  const std::string name = is_min ? (exclusive ? "exclusiveMinimum" : "minimum")
+                                  : (exclusive ? "exclusiveMaximum" : "maximum");
+  LLMQ_RETURN_IF_ERROR(ToDecimal(v, name, kMaxSignificantDigits, negative, out));
+  if (!exclusive) return Status::Ok();
+  if (v == 0) {
+    *negative = !is_min;
+    out->int_part = "0";
+    out->frac = std::string(kMaxBoundDigits - 1, '0') + "1";
+    return Status::Ok();
+  }
+  const double next = std::nextafter(v, is_min ? HUGE_VAL : -HUGE_VAL);
+  if (!ToDecimal(next, name, kMaxNextDigits, negative, out).ok())
+    return Status::Unsupported(name + " " + std::to_string(v) +
+                               ": the next double past it is beyond " +
+                               std::to_string(kMaxBoundDigits) + " digits after the point");
   return Status::Ok();
 }
 
@@ -291,32 +314,34 @@ Status IntegerRangeRegex(std::optional<int64_t> min, std::optional<int64_t> max,
 
 Status NumberRangeRegex(std::optional<double> min, bool exclusive_min, std::optional<double> max,
                         bool exclusive_max, std::string* out) {
-  bool min_neg = false, max_neg = false;
-  Decimal lo, hi;
-  if (min) LLMQ_RETURN_IF_ERROR(ToDecimal(*min, "minimum", &min_neg, &lo));
-  if (max) LLMQ_RETURN_IF_ERROR(ToDecimal(*max, "maximum", &max_neg, &hi));
+  if ((min && !std::isfinite(*min)) || (max && !std::isfinite(*max)))
+    return Status::InvalidArgument(
+        std::string(min && !std::isfinite(*min) ? "minimum" : "maximum") + " is not finite");
   if (min && max && (*min > *max || (*min == *max && (exclusive_min || exclusive_max))))
     return Status::InvalidArgument("number range: no number lies in it");
+  // From here on both bounds are inclusive decimals.
+  bool min_neg = false, max_neg = false;
+  Decimal lo, hi;
+  if (min) LLMQ_RETURN_IF_ERROR(InclusiveBound(*min, exclusive_min, true, &min_neg, &lo));
+  if (max) LLMQ_RETURN_IF_ERROR(InclusiveBound(*max, exclusive_max, false, &max_neg, &hi));
   const Decimal zero;
   Alts alts;
   const bool min_zero = min && !min_neg && lo.int_part == "0" && lo.frac.empty();
   const bool max_zero = max && !max_neg && hi.int_part == "0" && hi.frac.empty();
   // Values >= 0, unsigned: from max(min, 0) to max; exponents when that is all of them.
-  if (!max && (!min || min_neg || (min_zero && !exclusive_min))) {
+  if (!max && (!min || min_neg || min_zero)) {
     alts.push_back(std::string(kUnsignedNumber) + kExponent);
   } else if (!max || !max_neg) {
     const bool from_min = min && !min_neg;
-    const Alts a = Side(from_min ? lo : zero, from_min && exclusive_min,
-                        max ? std::optional(hi) : std::nullopt, exclusive_max);
+    const Alts a = Side(from_min ? lo : zero, max ? std::optional(hi) : std::nullopt);
     if (!a.empty()) alts.push_back(Join(a));
   }
   // Values <= 0: "-" and a magnitude from max(-max, 0) to -min.
-  if (!min && (!max || (!max_neg && !max_zero) || (max_zero && !exclusive_max))) {
+  if (!min && (!max || !max_neg)) {
     alts.push_back(std::string("-") + kUnsignedNumber + kExponent);
   } else if (!min || min_neg || min_zero) {
     const bool from_max = max && (max_neg || max_zero);
-    const Alts a = Side(from_max ? hi : zero, from_max && exclusive_max,
-                        min ? std::optional(lo) : std::nullopt, exclusive_min);
+    const Alts a = Side(from_max ? hi : zero, min ? std::optional(lo) : std::nullopt);
     if (!a.empty()) alts.push_back("-" + Join(a));
   }
   if (alts.empty()) return Status::InvalidArgument("number range: no number lies in it");

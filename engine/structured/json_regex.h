@@ -20,15 +20,19 @@ namespace llmq {
                                        std::string* out);
 
 // The JSON number texts -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? whose value lies in the
-// range (each bound inclusive unless its exclusive flag; an absent bound is unbounded).
-// A bound is taken as the shortest decimal that reads back as the same double (0.1 is 1/10, as
-// the schema wrote it), compared exactly with the text's decimal value. Texts with an exponent
-// are accepted only on a side of zero the range holds whole: with minimum 0 and no maximum
-// "1e5" is accepted, with maximum 100 "1e1" is not (exact, but fewer texts). "-0" forms are
-// accepted exactly when 0 is in the range.
+// range (each bound inclusive unless its exclusive flag; an absent bound is unbounded) as a
+// validator reads them: the text rounded to the nearest double, then compared (Ajv, Python's
+// jsonschema). Every text accepted is in the range so read; every text in it of 15 significant
+// digits or fewer and at most 40 after the point is accepted. A longer text is accepted when its
+// exact decimal value lies within the bounds' own decimals: the shortest decimal that reads back as
+// an inclusive bound (0.1 is 1/10, as the schema wrote it), the next double past an exclusive one
+// (1e-40 past an exclusive 0). Texts with an exponent are accepted only on a side of zero the range
+// holds whole: with minimum 0 and no maximum "1e5" is accepted, with maximum 100 "1e1" is not
+// (fewer texts).
+// "-0" forms are accepted exactly when 0 is in the range.
 // InvalidArgument: a bound not finite, or the range empty (min > max, or equal bounds with one
-// exclusive). Unsupported: a bound with more than 15 significant digits, or past 40 digits
-// before or after the point (1e41, 1e-41), naming it.
+// exclusive, or no double strictly between two exclusive ones). Unsupported: a bound with more
+// than 15 significant digits, or past 40 digits before or after the point (1e41, 1e-41), naming it.
 [[nodiscard]] Status NumberRangeRegex(std::optional<double> min, bool exclusive_min,
                                       std::optional<double> max, bool exclusive_max,
                                       std::string* out);

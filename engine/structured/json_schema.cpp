@@ -397,14 +397,16 @@ class Compiler {
     if (integer) {
       std::optional<int64_t> ilo, ihi;
       constexpr double kLimit = 9.2e18;
+      // An exclusive bound as the next double past it, inclusive: past 2^53 doubles are apart
+      // by more than 1, and a validator reads the text as a double first (2^60 + 1 is 2^60).
       if (lo.has_value()) {
         if (std::fabs(*lo) > kLimit) return Refuse("minimum", ptr + "/minimum", "beyond 64 bits");
-        const double c = lo_ex ? std::floor(*lo) + 1 : std::ceil(*lo);
+        const double c = std::ceil(lo_ex ? std::nextafter(*lo, HUGE_VAL) : *lo);
         ilo = static_cast<int64_t>(c);
       }
       if (hi.has_value()) {
         if (std::fabs(*hi) > kLimit) return Refuse("maximum", ptr + "/maximum", "beyond 64 bits");
-        const double c = hi_ex ? std::ceil(*hi) - 1 : std::floor(*hi);
+        const double c = std::floor(hi_ex ? std::nextafter(*hi, -HUGE_VAL) : *hi);
         ihi = static_cast<int64_t>(c);
       }
       if (ilo.has_value() && ihi.has_value() && *ilo > *ihi) {

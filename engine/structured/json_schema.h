@@ -9,8 +9,8 @@
 //     a schema does not list (so that no listed name passes for another), without escapes other
 //     than those Python's json.dumps writes; lengths in characters as validators count them (a
 //     surrogate pair of \u escapes is one);
-//   - numbers as JSON writes them, compared with a bound as the exact decimal they spell (Ajv
-//     rounds to a double first: they differ only on 16-17 significant digits next to a bound);
+//   - numbers as JSON writes them, within their bounds as validators read them (the text rounded
+//     to a double first); a text of 16+ significant digits just inside a bound may be refused;
 //   - an object or array among `enum`/`const` values as its own shape: exactly its members, each
 //     by value (numbers by value: 2 is 2.0), an object's properties in the value's order.
 // What it cannot enforce it refuses, naming the keyword and its JSON pointer in the schema
