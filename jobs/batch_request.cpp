@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "base/json.h"
+
 namespace llmq::jobs {
 namespace {
 
@@ -483,25 +485,10 @@ void ParseRest(const json& j, const nlohmann::ordered_json* ordered, BatchReques
 // inside strings do not count), or -1. A linear scan before parsing: a line of millions of '['
 // would otherwise become millions of nested values (hundreds of MB) before it is refused.
 int64_t TooDeep(std::string_view text, int limit) {
+  JsonBracketScan scan;
   int depth = 0;
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return static_cast<int64_t>(i);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
+  for (size_t i = 0; i < text.size(); ++i)
+    if ((depth += scan.Step(text[i])) > limit) return static_cast<int64_t>(i);
   return -1;
 }
 

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "engine/structured/json_schema.h"
 
 namespace llmq {
@@ -100,35 +101,21 @@ Status CallOf(const json& v, const char* key, ToolCall* out) {
   return Status::Ok();
 }
 
-// The first JSON value of `s` (after whitespace) and what follows it.
+// Deeper calls are refused unparsed (no schema a tool declares needs more).
+constexpr int kMaxCallDepth = 256;
+
+// The first JSON object or array of `s` (after whitespace) into *out, `s` left after it.
 Status TakeJson(std::string_view* s, json* out) {
   *s = SkipSpace(*s);
-  // nlohmann parses a whole input; find the value's end by scanning its brackets and strings.
+  if (s->empty() || (s->front() != '{' && s->front() != '['))
+    return Status::InvalidArgument("a call is not a JSON object or array");
+  JsonBracketScan scan;
   int depth = 0;
-  bool in_string = false, escaped = false;
   size_t end = 0;
-  for (size_t i = 0; i < s->size(); ++i) {
-    const char c = (*s)[i];
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"')
-      in_string = true;
-    else if (c == '{' || c == '[')
-      ++depth;
-    else if (c == '}' || c == ']') {
-      if (--depth == 0) {
-        end = i + 1;
-        break;
-      }
-    }
-    if (depth <= 0) return Status::InvalidArgument("a call is not a JSON object or array");
+  for (size_t i = 0; i < s->size() && end == 0; ++i) {
+    depth += scan.Step((*s)[i]);
+    if (depth > kMaxCallDepth) return Status::InvalidArgument("a call nests too deep");
+    if (depth == 0) end = i + 1;
   }
   if (end == 0) return Status::InvalidArgument("a call's JSON is cut short");
   *out = json::parse(s->substr(0, end), nullptr, false);
