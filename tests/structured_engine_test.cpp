@@ -6,6 +6,7 @@
 // are not changed by constrained ones; n > 1 samples each follow the grammar.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/text.h"
 #include "engine/core/grammar_masks.h"
 #include "engine/core/llm_engine.h"
 #include "engine/model/model.h"
@@ -262,6 +264,95 @@ TEST_F(StructuredEngine, BatchInvariantAndNeighboursUnchanged) {
     const auto alone = Run(alone_engine.get(), {r});
     EXPECT_EQ(alone.at(r.id).completions.at(0).ids, all.at(r.id).completions.at(0).ids) << r.id;
   }
+}
+
+// A lazy grammar (tool_choice "auto"): free until the trigger, then the grammar from the trigger
+// on. Triggers are taken from a free greedy run's own tokens, so that the model does write them:
+// a sample with the k-th token's bytes as its trigger makes the free run's first k + 1 tokens
+// and then follows the grammar (which begins with the trigger); one whose trigger never comes is
+// the free run; one at the start takes over at token 0; one whose grammar refuses the rest of
+// the trigger's token goes on free.
+TEST_F(StructuredEngine, ALazyGrammarTakesOverAtItsTrigger) {
+  const Tokenizer& tok = *model_.tokenizer;
+  Request free = Req("free", nullptr, 1.f, 11, 40);
+  free.params.ignore_eos = true;
+  auto e0 = Engine();
+  const Completion fc = Run(e0.get(), {free}).at("free").completions.at(0);
+  ASSERT_EQ(fc.ids.size(), 40u);
+  std::vector<std::string> bytes;
+  for (int32_t id : fc.ids) bytes.push_back(tok.TokenBytes(id));
+  auto joined = [&](size_t from, size_t to) {
+    std::string s;
+    for (size_t i = from; i < to; ++i) s += bytes[i];
+    return s;
+  };
+  // A token from the fourth on, of two bytes or more, UTF-8 (as a grammar's literals are), whose
+  // bytes less their last first appear there.
+  size_t k = 3;
+  for (; k < bytes.size(); ++k) {
+    const std::string& b = bytes[k];
+    const std::string head = joined(0, k), cut = b.substr(0, b.size() - 1);
+    if (b.size() >= 2 && IsUtf8(b) && IsUtf8(cut) && (head + cut).find(cut) == head.size() &&
+        b.back() != '\x01')
+      break;
+  }
+  ASSERT_LT(k, bytes.size()) << "no token to trigger on";
+  ASSERT_TRUE(IsUtf8(bytes[0])) << "a lexeme is UTF-8";
+  // The trigger `t`, then `then`, then a record.
+  auto lazy_grammar = [&](const std::string& t, const std::string& then) {
+    Grammar g;
+    EXPECT_TRUE(CompileJsonSchema(kRecord, &g).ok());
+    const Grammar::Symbol rule = g.NewRule("lazy");
+    std::vector<Grammar::Symbol> rhs = {g.Literal(t + then), {g.start(), false}};
+    g.AddAlternative(rule, rhs);
+    g.set_start(rule);
+    std::shared_ptr<CompiledGrammar> c;
+    const Status st = CompiledGrammar::Compile(std::move(g), trie_, &c);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return c;
+  };
+  auto like_free = [&](const std::string& id, std::shared_ptr<CompiledGrammar> g,
+                       const std::string& trigger, bool at_start) {
+    Request r = free;
+    r.id = id;
+    r.grammar = std::move(g);
+    r.grammar_trigger = trigger;
+    r.grammar_trigger_at_start = at_start;
+    return r;
+  };
+  const std::string cut = bytes[k].substr(0, bytes[k].size() - 1);
+  const std::vector<Request> reqs = {
+      free,
+      like_free("lazy", lazy_grammar(bytes[k], ""), bytes[k], false),
+      like_free("never", lazy_grammar("\x01never\x02", ""), "\x01never\x02", false),
+      like_free("start", lazy_grammar(bytes[0], ""), bytes[0], true),
+      like_free("refused", lazy_grammar(cut, "\x01"), cut, false),
+  };
+  auto e = Engine();
+  const auto out = Run(e.get(), reqs);
+  const Completion& lazy = out.at("lazy").completions.at(0);
+  ASSERT_GT(lazy.ids.size(), k);
+  EXPECT_TRUE(
+      std::equal(fc.ids.begin(), fc.ids.begin() + static_cast<long>(k) + 1, lazy.ids.begin()));
+  EXPECT_EQ(lazy.grammar_from_token, static_cast<int>(k));
+  EXPECT_EQ(lazy.grammar_from_byte, 0);
+  const bool stop = lazy.finish_reason == "stop";
+  std::string from_k;
+  for (size_t i = k; i < lazy.ids.size() - (stop ? 1 : 0); ++i)
+    from_k += tok.TokenBytes(lazy.ids[i]);
+  EXPECT_TRUE(Follows(reqs[1].grammar, from_k, stop)) << lazy.finish_reason;
+  EXPECT_EQ(out.at("never").completions.at(0).ids, fc.ids);
+  EXPECT_EQ(out.at("never").completions.at(0).grammar_from_token, -1);
+  const Completion& start = out.at("start").completions.at(0);
+  EXPECT_EQ(start.grammar_from_token, 0);
+  EXPECT_EQ(start.ids.at(0), fc.ids.at(0));
+  const Completion& refused = out.at("refused").completions.at(0);
+  EXPECT_EQ(refused.ids, fc.ids) << "a refused trigger leaves the sample free";
+  EXPECT_EQ(refused.grammar_from_token, -1);
+  EXPECT_EQ(e->stats().grammar_triggers, 3);
+  EXPECT_EQ(e->stats().grammar_triggers_refused, 1);
+  EXPECT_EQ(e->stats().grammar_dead_ends, 0);
+  EXPECT_EQ(out.at("free").completions.at(0).grammar_from_token, -1);
 }
 
 TEST_F(StructuredEngine, RefusedWithoutTokenizerOrWithMinTokens) {

@@ -118,7 +118,11 @@ std::unique_ptr<Sequence> LlmEngine::NewSeq(RequestState* st, int index,
   if (tok_)
     s->detok = std::make_unique<IncrementalDecoder>(
         *tok_, std::vector<int>(prompt.begin(), prompt.begin() + s->num_prompt));
-  if (st->req.grammar) s->matcher = std::make_unique<Matcher>(st->req.grammar);
+  if (st->req.grammar && st->req.grammar_trigger.empty()) {
+    s->matcher = std::make_unique<Matcher>(st->req.grammar);
+    s->grammar_from_token = 0;
+  }
+  s->trigger_waiting = st->req.grammar && !st->req.grammar_trigger.empty();
   return s;
 }
 
@@ -149,6 +153,7 @@ void LlmEngine::Add(Request req) {
                   " tokens) exceed the KV cache (" +
                   std::to_string(blocks_.num_blocks() * opt_.block_size) + " tokens)");
   if (requests_.count(req.id)) return reject("request id '" + req.id + "' is already unfinished");
+  if (!req.grammar_trigger.empty() && !req.grammar) return reject("a trigger without a grammar");
   if (req.grammar) {
     if (tok_ == nullptr) return reject("a grammar needs the engine's tokenizer");
     if (req.params.min_tokens > 0)
@@ -255,6 +260,7 @@ bool LlmEngine::Append(Sequence* s, int token, TokenLogprobs* lp) {
   ++stats_.tokens_generated;
   s->tokens.push_back(token);
   if (p.logprobs >= 0 && lp) s->logprobs.push_back(std::move(*lp));
+  if (s->trigger_waiting && !is_eos_id) WatchTrigger(s, token);
   // Before min_tokens nothing stops a sequence but its length (vLLM's stop checker).
   const bool may_stop = s->num_completion() >= p.min_tokens;
   // A constrained sample's EOS ends its complete document, ignore_eos or not.
@@ -289,6 +295,54 @@ bool LlmEngine::Append(Sequence* s, int token, TokenLogprobs* lp) {
   return false;
 }
 
+void LlmEngine::WatchTrigger(Sequence* s, int token) {
+  const Request& req = s->owner->req;
+  const std::string& trigger = req.grammar_trigger;
+  s->trigger_bytes += tok_->TokenBytes(token);
+  size_t at = std::string::npos;
+  if (req.grammar_trigger_at_start) {
+    const size_t n = std::min(s->trigger_bytes.size(), trigger.size());
+    if (s->trigger_bytes.compare(0, n, trigger, 0, n) != 0) {  // never: the sample stays free
+      s->trigger_waiting = false;
+      s->trigger_bytes.clear();
+      return;
+    }
+    if (n == trigger.size()) at = 0;
+  } else {
+    at = s->trigger_bytes.find(trigger);
+    if (at == std::string::npos && s->trigger_bytes.size() >= trigger.size()) {
+      // Keep only the bytes a trigger may still begin in.
+      const size_t drop = s->trigger_bytes.size() - (trigger.size() - 1);
+      s->trigger_bytes.erase(0, drop);
+      s->trigger_base += drop;
+    }
+  }
+  if (at == std::string::npos) return;
+  s->trigger_waiting = false;
+  ++stats_.grammar_triggers;
+  auto m = std::make_unique<Matcher>(req.grammar);
+  if (!m->Consume(std::string_view(s->trigger_bytes).substr(at))) {
+    ++stats_.grammar_triggers_refused;
+    s->trigger_bytes.clear();
+    return;
+  }
+  // The token that holds the trigger's first byte, and where in its bytes.
+  const size_t first = s->trigger_base + at;
+  size_t pos = 0;
+  for (size_t i = static_cast<size_t>(s->num_prompt); i < s->tokens.size(); ++i) {
+    const size_t len = tok_->TokenBytes(s->tokens[i]).size();
+    if (pos + len > first) {
+      s->grammar_from_token = static_cast<int>(i) - s->num_prompt;
+      s->grammar_from_byte = static_cast<int>(first - pos);
+      break;
+    }
+    pos += len;
+  }
+  s->matcher = std::move(m);
+  s->trigger_bytes.clear();
+  s->trigger_bytes.shrink_to_fit();
+}
+
 void LlmEngine::FinishSeq(Sequence* s, std::vector<RequestOutput>* done) {
   // Release text held back for an incomplete character; a matched stop string already cut it.
   if (s->detok && !s->stopped_by_string) s->text += s->detok->Flush();
@@ -299,6 +353,8 @@ void LlmEngine::FinishSeq(Sequence* s, std::vector<RequestOutput>* done) {
   c.text = std::move(s->text);
   c.finish_reason = s->finish_reason;
   c.logprobs = std::move(s->logprobs);
+  c.grammar_from_token = s->grammar_from_token;
+  c.grammar_from_byte = s->grammar_from_byte;
   st->m.completion_tokens += static_cast<int>(c.ids.size());
   if (c.ids.size() >= 2) {
     st->itl_sum += s->token_gaps_seconds / static_cast<double>(c.ids.size() - 1);
@@ -333,6 +389,11 @@ void LlmEngine::Fork(Sequence* parent) {
     child->num_computed = parent->num_computed;
     child->ever_admitted = true;
     if (parent->matcher) child->matcher = std::make_unique<Matcher>(*parent->matcher);
+    child->trigger_waiting = parent->trigger_waiting;
+    child->trigger_bytes = parent->trigger_bytes;
+    child->trigger_base = parent->trigger_base;
+    child->grammar_from_token = parent->grammar_from_token;
+    child->grammar_from_byte = parent->grammar_from_byte;
     blocks_.Fork(*parent, child.get());
     scheduler_.AddRunning(child.get());
     st->seqs.push_back(std::move(child));

@@ -42,6 +42,10 @@ struct EngineStats {
   int64_t constrained_requests = 0;
   int64_t forced_tokens = 0;
   int64_t grammar_dead_ends = 0;
+  // Lazy grammars (Request::grammar_trigger): samples whose trigger came, and those of them whose
+  // bytes after it the grammar refused (they went on free).
+  int64_t grammar_triggers = 0;
+  int64_t grammar_triggers_refused = 0;
 };
 
 struct RequestState;
@@ -128,6 +132,9 @@ class LlmEngine {
 
   int MaxLen(int prompt, int max_tokens) const;  // prompt + max_tokens, capped at the context
   bool Append(Sequence* s, int token, TokenLogprobs* lp);  // true when s is finished
+  // A lazy grammar's trigger looked for in `token`'s bytes (just appended); the matcher set up
+  // from the trigger on when it comes.
+  void WatchTrigger(Sequence* s, int token);
   void FinishSeq(Sequence* s, std::vector<RequestOutput>* done);
   // Ends a request: drops its sequences and bookkeeping, appends its output to *out.
   void Report(RequestState* st, std::string error, bool cancelled, std::vector<RequestOutput>* out);

@@ -34,6 +34,14 @@ struct Request {
   // drawn, or when the document admits no continuation; EOS is honoured there even with
   // ignore_eos. Needs the engine's tokenizer; min_tokens must be 0.
   std::shared_ptr<CompiledGrammar> grammar;
+  // With a trigger the grammar is lazy (tool_choice "auto", issue 25): a sample is free until the
+  // bytes of its tokens (Tokenizer::TokenBytes: control tokens' text included) contain
+  // `grammar_trigger` (with grammar_trigger_at_start: begin with it); from the trigger's first
+  // byte on they must follow the grammar, which begins with the trigger. A sample whose bytes
+  // after the trigger (in the token that completed it) the grammar refuses goes on free. Empty:
+  // the grammar applies from the first token.
+  std::string grammar_trigger;
+  bool grammar_trigger_at_start = false;
 };
 
 struct Completion {
@@ -42,6 +50,11 @@ struct Completion {
   std::string finish_reason;  // "stop" | "length"
   // One per id when params.logprobs >= 0 (the stop token's too), else empty.
   std::vector<TokenLogprobs> logprobs;
+  // Where the grammar took over: the index in `ids` of the token whose bytes hold its first byte
+  // (a lazy grammar's trigger), and that byte's offset in them; 0, 0 for a grammar from the first
+  // token; -1 when there is no grammar or a lazy one never took over.
+  int grammar_from_token = -1;
+  int grammar_from_byte = 0;
 };
 
 struct RequestMetrics {
@@ -91,7 +104,14 @@ struct Sequence {
   Rng rng;
   std::unique_ptr<IncrementalDecoder> detok;  // null when no tokenizer is attached
   std::unique_ptr<Matcher> matcher;           // Request::grammar's state after its tokens
-  std::string text;                           // completion text released so far
+  // A lazy grammar waiting for its trigger: the completion's last bytes (those a trigger may
+  // still begin in), which start at byte `trigger_base` of the completion.
+  bool trigger_waiting = false;
+  std::string trigger_bytes;
+  size_t trigger_base = 0;
+  int grammar_from_token = -1;  // Completion::grammar_from_token / _byte
+  int grammar_from_byte = 0;
+  std::string text;  // completion text released so far
   std::string finish_reason;
   std::vector<TokenLogprobs> logprobs;  // one per completion token when params->logprobs >= 0
   bool stopped_by_string = false;
