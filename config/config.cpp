@@ -22,6 +22,9 @@ namespace llmq {
 namespace {
 
 constexpr const char* kChatTemplates[] = {"llama-2", "mistral", "chatml", "zephyr"};
+// engine/structured/tool_calls.h's formats (config links nothing of the engine; tool_calls_test
+// checks that each is a name ToolCallFormatByName knows).
+constexpr const char* kToolCallFormats[] = {"hermes", "llama3_json", "mistral"};
 
 // "file:line: what", or "file: what" when yaml-cpp has no position.
 Status ErrorAt(const std::string& file, const YAML::Mark& mark, const std::string& what) {
@@ -262,6 +265,24 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
                          Describe(l.value));
          }
          c->chat_template = name;
+         return Status::Ok();
+       }},
+      {"tool_call_format",
+       [c](const Leaf& l) -> Status {
+         std::string name;
+         LLMQ_RETURN_IF_ERROR(GetString(l, &name));
+         bool known = name.empty();  // "" = recognised from the template
+         std::string names;
+         for (const char* t : kToolCallFormats) {
+           known = known || name == t;
+           names += (names.empty() ? "" : ", ") + std::string(t);
+         }
+         if (!known) {
+           return l.Fail("must be one of " + names +
+                         " (or \"\" to recognise it from the chat template), got " +
+                         Describe(l.value));
+         }
+         c->tool_call_format = name;
          return Status::Ok();
        }},
   };

@@ -19,6 +19,9 @@ struct LlmqConfig {
   // model:
   std::string model_dir;      // model.path
   std::string chat_template;  // model.chat_template: "" = the model's own / llama-2
+  // model.tool_call_format: hermes, llama3_json or mistral (the calls a model writes, issue 25);
+  // "" = recognised from the model's chat template.
+  std::string tool_call_format;
   // model.name: the `model` field of every response (the model that ran, whatever a request
   // names); "" = the model folder's name.
   std::string model_name;

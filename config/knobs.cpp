@@ -18,6 +18,7 @@ const std::vector<Knob>& Knobs() {
       On("model.path", false, &LlmqConfig::model_dir),
       On("model.name", false, &LlmqConfig::model_name),
       On("model.chat_template", false, &LlmqConfig::chat_template),
+      On("model.tool_call_format", false, &LlmqConfig::tool_call_format),
       On("engine.block_size", false, &LlmqConfig::block_size),
       On("engine.max_num_seqs", false, &LlmqConfig::max_num_seqs),
       On("engine.max_num_batched_tokens", false, &LlmqConfig::max_num_batched_tokens),

@@ -18,6 +18,7 @@ void ExpectDefaults(const LlmqConfig& c) {
   const LlmqConfig d;
   EXPECT_EQ(c.model_dir, d.model_dir);
   EXPECT_EQ(c.chat_template, d.chat_template);
+  EXPECT_EQ(c.tool_call_format, d.tool_call_format);
   EXPECT_EQ(c.model_name, d.model_name);
   EXPECT_EQ(c.block_size, d.block_size);
   EXPECT_EQ(c.max_num_seqs, d.max_num_seqs);
@@ -70,6 +71,7 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
                           "path:",
                           "name:",
                           "chat_template:",
+                          "tool_call_format:",
                           "engine:",
                           "block_size:",
                           "max_num_seqs:",
@@ -161,6 +163,8 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
       {"model: {chat_template: zephyr}",
        [](const LlmqConfig& c) { return c.chat_template == "zephyr"; }},
       {"model: {chat_template: ''}", [](const LlmqConfig& c) { return c.chat_template.empty(); }},
+      {"model: {tool_call_format: llama3_json}",
+       [](const LlmqConfig& c) { return c.tool_call_format == "llama3_json"; }},
       {"engine: {block_size: 1}", [](const LlmqConfig& c) { return c.block_size == 1; }},
       {"engine: {block_size: 256}", [](const LlmqConfig& c) { return c.block_size == 256; }},
       {"engine: {block_size: +8}", [](const LlmqConfig& c) { return c.block_size == 8; }},
@@ -301,6 +305,8 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
       {"engine:\n  gpu_memory_utilization: '0.9'\n", "t.yaml:2: engine.gpu_memory_utilization"},
       {"engine:\n  gpu_memory_utilization: .\n", "t.yaml:2: engine.gpu_memory_utilization"},
       {"model:\n  chat_template: vicuna\n", "t.yaml:2: model.chat_template: must be one of"},
+      {"model:\n  tool_call_format: pythonic\n",
+       "t.yaml:2: model.tool_call_format: must be one of hermes, llama3_json, mistral"},
       {"model:\n  chat_template: ChatML\n", "t.yaml:2: model.chat_template"},
       {"model:\n  path: [a, b]\n", "t.yaml:2: model.path: must be a string"},
       {"model:\n  path:\n", "t.yaml:2: model.path: must be a string"},

@@ -17,6 +17,7 @@ const std::map<std::string, std::string>& Samples() {
       {"model.path", "/models/x"},
       {"model.name", "x"},
       {"model.chat_template", "chatml"},
+      {"model.tool_call_format", "mistral"},
       {"engine.block_size", "32"},
       {"engine.max_num_seqs", "7"},
       {"engine.max_num_batched_tokens", "999"},

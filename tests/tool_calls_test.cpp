@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "engine/structured/matcher.h"
 #include "engine/text/chat_template.h"
 #include "tests/test_util.h"
@@ -200,6 +201,16 @@ TEST(ToolCallsTest, FormatsByNameAndFromTheFamiliesTemplates) {
   ToolCallFormat f;
   ASSERT_TRUE(ToolCallFormatByName("llama3_json", &f).ok());
   EXPECT_EQ(f, ToolCallFormat::kLlama3Json);
+  // What model.tool_call_format accepts (config/config.cpp's list) is what is known here.
+  for (const char* name : {"hermes", "llama3_json", "mistral"}) {
+    LlmqConfig c;
+    ASSERT_TRUE(
+        ParseConfig(std::string("model:\n  tool_call_format: ") + name + "\n", "t.yaml", &c).ok());
+    ASSERT_TRUE(ToolCallFormatByName(c.tool_call_format, &f).ok()) << name;
+    EXPECT_STREQ(ToolCallFormatName(f), name);
+  }
+  LlmqConfig c;
+  EXPECT_FALSE(ParseConfig("model:\n  tool_call_format: pythonic\n", "t.yaml", &c).ok());
   const Status st = ToolCallFormatByName("pythonic", &f);
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
   EXPECT_NE(st.message().find("hermes, llama3_json, mistral"), std::string::npos);
