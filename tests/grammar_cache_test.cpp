@@ -46,6 +46,43 @@ TEST(GrammarCache, CompilesEachSchemaOnceAndKeepsRefusals) {
   EXPECT_GE(s.compile_seconds, s.max_compile_seconds);
 }
 
+// Tool-call grammars by their spec: the same tools compile once; another format, another
+// parallel_tool_calls or other parameters are other grammars; a refusal names the tool.
+TEST(GrammarCache, ToolCallGrammarsByTheirSpec) {
+  const std::string dir = testing::SharedModel("tiny-qwen3");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "tiny-qwen3");
+  std::unique_ptr<Tokenizer> tok;
+  ASSERT_TRUE(Tokenizer::Load(dir, &tok).ok());
+  GrammarCache cache(tok.get());
+  const ToolSchema weather{"get_weather",
+                           R"({"type":"object","properties":{"city":{"type":"string"}}})"};
+  const ToolCallGrammarSpec spec{ToolCallFormat::kHermes, {weather}, true};
+  std::shared_ptr<CompiledGrammar> a, b, c, d, e;
+  ASSERT_TRUE(cache.ToolCalls(spec, &a).ok());
+  ASSERT_TRUE(cache.ToolCalls(spec, &b).ok());
+  EXPECT_EQ(a, b);
+  ASSERT_TRUE(cache.ToolCalls({ToolCallFormat::kHermes, {weather}, false}, &c).ok());
+  ASSERT_TRUE(cache.ToolCalls({ToolCallFormat::kLlama3Json, {weather}, true}, &d).ok());
+  ASSERT_TRUE(cache.ToolCalls({ToolCallFormat::kHermes, {{"get_weather", ""}}, true}, &e).ok());
+  EXPECT_NE(a, c);
+  EXPECT_NE(a, d);
+  EXPECT_NE(a, e);
+  Matcher m(a);
+  EXPECT_TRUE(m.Consume("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                        "\"Oslo\"}}\n</tool_call>") &&
+              m.CanEnd());
+  std::shared_ptr<CompiledGrammar> none;
+  const Status st =
+      cache.ToolCalls({ToolCallFormat::kHermes,
+                       {weather, {"dedupe", R"({"type":"array","uniqueItems":true})"}},
+                       true},
+                      &none);
+  EXPECT_EQ(st.code(), Status::Code::kUnsupported);
+  EXPECT_NE(st.message().find("tools[1].function.parameters"), std::string::npos) << st.message();
+  EXPECT_EQ(cache.stats().compiled, 5);
+  EXPECT_EQ(cache.stats().hits, 1);
+}
+
 // The trie built on a thread of its own while a server loads (BuildTrieInBackground) is the one
 // built in place: the same masks along a document, asked for before the build is known to be
 // done (the first compile waits for it).

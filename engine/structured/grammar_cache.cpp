@@ -33,30 +33,50 @@ void GrammarCache::Compile(Grammar g, Entry* e, std::chrono::steady_clock::time_
   stats_.max_compile_seconds = std::max(stats_.max_compile_seconds, secs);
 }
 
+const GrammarCache::Entry& GrammarCache::Find(const std::string& key,
+                                              const std::function<Status(Grammar*)>& build) {
+  auto it = map_.find(key);
+  if (it != map_.end()) {
+    ++stats_.hits;
+    return it->second;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  Entry e;
+  Grammar g;
+  e.status = build(&g);
+  Compile(std::move(g), &e, start);
+  if (map_.size() >= kMaxEntries) {
+    map_.erase(order_.front());
+    order_.pop_front();
+  }
+  order_.push_back(key);
+  return map_.emplace(key, std::move(e)).first->second;
+}
+
 Status GrammarCache::JsonSchema(const std::string& schema_json,
                                 std::shared_ptr<CompiledGrammar>* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = map_.find(schema_json);
-  if (it != map_.end()) {
-    ++stats_.hits;
-  } else {
-    const auto start = std::chrono::steady_clock::now();
-    Entry e;
-    Grammar g;
+  const Entry& e = Find(schema_json, [&schema_json](Grammar* g) {
     const auto schema = nlohmann::ordered_json::parse(schema_json, nullptr, false);
-    e.status = schema.is_discarded()
-                   ? Status::InvalidArgument("json_schema: the schema is not JSON")
-                   : CompileJsonSchema(schema, &g);
-    Compile(std::move(g), &e, start);
-    if (map_.size() >= kMaxEntries) {
-      map_.erase(order_.front());
-      order_.pop_front();
-    }
-    order_.push_back(schema_json);
-    it = map_.emplace(schema_json, std::move(e)).first;
-  }
-  *out = it->second.grammar;
-  return it->second.status;
+    return schema.is_discarded() ? Status::InvalidArgument("json_schema: the schema is not JSON")
+                                 : CompileJsonSchema(schema, g);
+  });
+  *out = e.grammar;
+  return e.status;
+}
+
+Status GrammarCache::ToolCalls(const ToolCallGrammarSpec& spec,
+                               std::shared_ptr<CompiledGrammar>* out) {
+  // Lengths before the texts: no two specs give one key.
+  std::string key = std::string("tools\n") + ToolCallFormatName(spec.format) +
+                    (spec.parallel ? " parallel" : " one");
+  for (const ToolSchema& t : spec.tools)
+    key += "\n" + std::to_string(t.name.size()) + ":" + t.name +
+           std::to_string(t.parameters.size()) + ":" + t.parameters;
+  std::lock_guard<std::mutex> lock(mu_);
+  const Entry& e = Find(key, [&spec](Grammar* g) { return BuildToolCallGrammar(spec, g); });
+  *out = e.grammar;
+  return e.status;
 }
 
 Status GrammarCache::JsonObject(std::shared_ptr<CompiledGrammar>* out) {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include "base/status.h"
 #include "engine/structured/matcher.h"
 #include "engine/structured/token_trie.h"
+#include "engine/structured/tool_calls.h"
 #include "engine/text/tokenizer.h"
 
 namespace llmq {
@@ -43,6 +45,11 @@ class GrammarCache {
                                   std::shared_ptr<CompiledGrammar>* out);
   // Any JSON object (response_format json_object).
   [[nodiscard]] Status JsonObject(std::shared_ptr<CompiledGrammar>* out);
+  // The calls of a message (tool_choice required, a named function, or auto's lazy grammar:
+  // tool_calls.h), by the format, parallel_tool_calls and the tools' names and parameters: a job
+  // whose requests declare the same tools compiles them once. Not OK as BuildToolCallGrammar says.
+  [[nodiscard]] Status ToolCalls(const ToolCallGrammarSpec& spec,
+                                 std::shared_ptr<CompiledGrammar>* out);
 
   struct Stats {
     int64_t compiled = 0;  // schemas compiled (refusals included)
@@ -60,15 +67,18 @@ class GrammarCache {
   };
   // Compiles `g` (the schema's Status so far in *e) and counts it. Holds mu_.
   void Compile(Grammar g, Entry* e, std::chrono::steady_clock::time_point start);
+  // map_'s entry for `key`, built by `build` (a grammar, or why not) when absent. Holds mu_.
+  const Entry& Find(const std::string& key, const std::function<Status(Grammar*)>& build);
   const std::shared_ptr<const TokenTrie>& Trie();
 
   const Tokenizer* tok_;
   mutable std::mutex mu_;
   std::shared_ptr<const TokenTrie> trie_;
   std::future<std::shared_ptr<const TokenTrie>> building_;  // BuildTrieInBackground's
-  std::unordered_map<std::string, Entry> map_;              // by the schema's text
-  std::deque<std::string> order_;                           // keys, oldest first
-  std::optional<Entry> object_;                             // JsonObject's, once asked for
+  // By the schema's text; tool calls by "tools\n" and their spec (no JSON text begins so).
+  std::unordered_map<std::string, Entry> map_;
+  std::deque<std::string> order_;  // keys, oldest first
+  std::optional<Entry> object_;    // JsonObject's, once asked for
   Stats stats_;
 };
 
