@@ -1,0 +1,33 @@
+#include "daemon/tool_output.h"
+
+#include "jobs/sha256.h"
+
+namespace llmq {
+
+ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Completion& c) {
+  ToolMessage m;
+  m.content = c.text;
+  const int from = c.grammar_from_token;
+  if (from < 0 || c.finish_reason != "stop" || from >= static_cast<int>(c.ids.size())) return m;
+  size_t end = c.ids.size();
+  while (end > static_cast<size_t>(from) && tok.IsControl(c.ids[end - 1])) --end;
+  std::string calls_text;
+  for (size_t i = static_cast<size_t>(from); i < end; ++i) calls_text += tok.TokenBytes(c.ids[i]);
+  const std::string first = tok.TokenBytes(c.ids[static_cast<size_t>(from)]);
+  const size_t cut = std::min(static_cast<size_t>(c.grammar_from_byte), first.size());
+  calls_text.erase(0, cut);
+  std::vector<ToolCall> calls;
+  if (!ParseToolCalls(format, calls_text, &calls).ok()) return m;
+  m.calls = std::move(calls);
+  m.content =
+      tok.Decode(std::vector<int>(c.ids.begin(), c.ids.begin() + from)) + first.substr(0, cut);
+  return m;
+}
+
+std::string ToolCallId(const std::string& request_id, int choice, int call) {
+  return "call_" +
+         jobs::Sha256Hex(request_id + "\n" + std::to_string(choice) + "\n" + std::to_string(call))
+             .substr(0, 24);
+}
+
+}  // namespace llmq

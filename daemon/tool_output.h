@@ -1,0 +1,34 @@
+// The assistant message of a completion whose request declared tools (issue 25): the calls the
+// model wrote in its family's format (engine/structured/tool_calls.h), read from where the
+// grammar took over (Completion::grammar_from_token / _byte: the first token under tool_choice
+// required or a named function, the trigger under auto), and the text before them as content.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/core/sequence.h"
+#include "engine/structured/tool_calls.h"
+#include "engine/text/tokenizer.h"
+
+namespace llmq {
+
+struct ToolMessage {
+  // Calls, in the order written; empty: a message of text alone (`content` is the completion's
+  // text then).
+  std::vector<ToolCall> calls;
+  std::string content;  // the text before the calls ("" beside calls: written as null)
+};
+
+// Calls only where the grammar took over and the sample ended "stop" (a complete message of
+// calls: the grammar enforced each, so each parses, names a declared tool and satisfies its
+// parameters); a sample cut by its length, one whose grammar never took over (auto: the model
+// wrote text), or text the parser refuses is text alone. The stop token (a control token, which
+// no grammar allows) is not part of the calls.
+ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Completion& c);
+
+// A call's id: "call_" and 24 hex digits of SHA-256 over the line's request id, the choice and
+// the call's index: the same on a resumed run, distinct across calls, choices and lines.
+std::string ToolCallId(const std::string& request_id, int choice, int call);
+
+}  // namespace llmq
