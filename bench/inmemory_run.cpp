@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "base/durable_file.h"
+#include "daemon/request_builder.h"
 #include "jobs/batch_output.h"
 #include "jobs/batch_request.h"
 #include "jobs/finalizer.h"
@@ -62,9 +63,13 @@ std::string BuildRequest(const Model& m, const BatchRunOptions& opt, int capacit
   const char* prompt_field = "body.prompt";
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     prompt_field = "body.messages";
-    std::vector<Message> msgs;
-    for (const jobs::ChatMessage& c : r.messages) msgs.push_back({c.role, c.content});
-    if (Status st = EncodeChat(*m.tokenizer, opt.chat_template, msgs, &ids); !st.ok()) {
+    const Conversation c = ChatConversation(r);
+    Status st = c.tools.empty() ? Status::Ok()
+                                : Status::InvalidArgument(
+                                      "field 'tools': a built-in chat "
+                                      "template cannot render tools");
+    if (st.ok()) st = EncodeChat(*m.tokenizer, opt.chat_template, c.messages, &ids);
+    if (!st.ok()) {
       std::string msg = st.message();  // "field 'messages[2].role': ..." -> the body's field
       if (msg.rfind("field '", 0) == 0) msg.insert(7, "body.");
       return where + msg;

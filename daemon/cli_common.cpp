@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "daemon/model_fingerprint.h"
+#include "daemon/request_builder.h"
 #include "engine/backends/compute_resources.h"
 #include "jobs/batch_request.h"
 
@@ -145,16 +146,17 @@ Status LoadChatFormat(const LlmqConfig& cfg, const Tokenizer& tok,
 }
 
 Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choice,
-                          const std::string& messages_json, const Tokenizer& tok,
-                          std::string* rendered, std::vector<int>* ids) {
-  std::vector<jobs::ChatMessage> parsed;
-  LLMQ_RETURN_IF_ERROR(jobs::ParseChatMessages(messages_json, "--messages", &parsed));
-  std::vector<Message> msgs;
-  for (jobs::ChatMessage& m : parsed) msgs.push_back({std::move(m.role), std::move(m.content)});
+                          const std::string& messages_json, const std::string& tools_json,
+                          const Tokenizer& tok, std::string* rendered, std::vector<int>* ids) {
+  jobs::BatchRequest req;
+  LLMQ_RETURN_IF_ERROR(jobs::ParseChatMessages(messages_json, "--messages", &req.messages));
+  if (!tools_json.empty())
+    LLMQ_RETURN_IF_ERROR(jobs::ParseChatTools(tools_json, "--tools", &req.tools));
+  const Conversation conversation = ChatConversation(req);
   std::shared_ptr<const ChatFormat> chat;
   LLMQ_RETURN_IF_ERROR(ChatFormat::Load(model_dir, choice, tok, &chat));
-  LLMQ_RETURN_IF_ERROR(chat->Render(msgs, rendered));
-  return chat->Encode(tok, msgs, ids);
+  LLMQ_RETURN_IF_ERROR(chat->Render(conversation, rendered));
+  return chat->Encode(tok, conversation, ids);
 }
 
 Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngine>* engine,

@@ -65,11 +65,12 @@ Status LoadChatFormat(const LlmqConfig& cfg, const Tokenizer& tok,
 
 // --messages JSON (tokenize, generate): the conversation rendered by the model's chat format
 // (`choice` as model.chat_template: "" = the model's own) and encoded as a chat request's prompt
-// is. InvalidArgument naming --messages and the field for bad JSON or messages; the template's
-// errors as ChatFormat gives them.
+// is, with `tools_json` (--tools: a chat request's tools; "" none) on offer. InvalidArgument naming
+// --messages or --tools and the field for bad JSON, messages or tools; the template's errors as
+// ChatFormat gives them.
 Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choice,
-                          const std::string& messages_json, const Tokenizer& tok,
-                          std::string* rendered, std::vector<int>* ids);
+                          const std::string& messages_json, const std::string& tools_json,
+                          const Tokenizer& tok, std::string* rendered, std::vector<int>* ids);
 
 // What `run` and `serve` start with: the CPU threads set (ApplyCpuThreads), the model loaded, the
 // engine made from the config, and the context that turns input lines into its requests (its chat

@@ -49,8 +49,8 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
   std::vector<int> ids;
   if (!f.messages.empty()) {  // as a chat request's prompt: the model's chat format
     std::string rendered;
-    if (Status st =
-            EncodeMessagesFlag(dir, f.chat_template, f.messages, *model.tokenizer, &rendered, &ids);
+    if (Status st = EncodeMessagesFlag(dir, f.chat_template, f.messages, "", *model.tokenizer,
+                                       &rendered, &ids);
         !st.ok())
       return Fail(cmd, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
   } else {

@@ -1,6 +1,7 @@
 // llmq tokenize: the ids a model's tokenizer gives a text, as Hugging Face's encode(text) does (the
 // post-processor's special tokens added unless --no-special-tokens), or a conversation rendered by
-// the model's chat format and encoded as a chat request's prompt is (--messages). Loads the
+// the model's chat format and encoded as a chat request's prompt is (--messages, with --tools on
+// offer). Loads the
 // tokenizer and the chat template only.
 #include <cstdio>
 #include <fstream>
@@ -15,7 +16,7 @@ namespace llmq::cli {
 namespace {
 
 struct TokenizeFlags {
-  std::string model, text, file, messages, chat_template;
+  std::string model, text, file, messages, tools, chat_template;
   bool no_special = false, json = false;
 };
 
@@ -33,7 +34,8 @@ int Tokenize(const CLI::App* cmd, const TokenizeFlags& f) {
   std::vector<int> ids;
   std::string rendered;
   if (!f.messages.empty()) {
-    if (Status s = EncodeMessagesFlag(f.model, f.chat_template, f.messages, *tok, &rendered, &ids);
+    if (Status s = EncodeMessagesFlag(f.model, f.chat_template, f.messages, f.tools, *tok,
+                                      &rendered, &ids);
         !s.ok())
       return Fail(cmd, s, s.code() == Status::Code::kInvalidArgument ? 2 : 1);
   } else {
@@ -67,6 +69,10 @@ void AddTokenizeCommand(CLI::App* app, int* rc) {
       "--messages", f->messages,
       "A conversation, as a chat request's messages: '[{\"role\": \"user\", \"content\": "
       "\"Hi\"}]'; rendered with the generation prompt, encoded with no special token added");
+  cmd->add_option("--tools", f->tools,
+                  "With --messages: the tools on offer, as a chat request's tools: '[{\"type\": "
+                  "\"function\", \"function\": {\"name\": \"f\"}}]' (given to the template)")
+      ->needs(messages);
   cmd->add_option("--chat-template", f->chat_template,
                   "llama-2|mistral|chatml|zephyr (default: the model's own template)");
   text->excludes(file);

@@ -5,13 +5,6 @@
 namespace llmq {
 namespace {
 
-std::vector<Message> Messages(const jobs::BatchRequest& r) {
-  std::vector<Message> msgs;
-  msgs.reserve(r.messages.size());
-  for (const jobs::ChatMessage& c : r.messages) msgs.push_back({c.role, c.content});
-  return msgs;
-}
-
 // "field 'messages[2].role': ..." from the chat template -> the body's field.
 std::string BodyField(std::string msg) {
   if (msg.rfind("field '", 0) == 0) msg.insert(7, "body.");
@@ -66,12 +59,34 @@ Status CheckPromptIds(const BuildContext& ctx, const jobs::BatchRequest& r,
   return Status::Ok();
 }
 
+// Tool calls are not generated under a constraint yet: a line that demands one is refused rather
+// than run unconstrained.
+Status CheckToolChoice(const jobs::BatchRequest& r, const std::string& file) {
+  if (r.tool_choice != jobs::ToolChoice::kRequired && r.tool_choice != jobs::ToolChoice::kNamed)
+    return Status::Ok();
+  return Status::InvalidArgument(
+      Where(file, r) + "field 'body.tool_choice': " +
+      (r.tool_choice == jobs::ToolChoice::kRequired ? std::string("\"required\"")
+                                                    : "the function " + r.tool_choice_name) +
+      " is not enforced yet (llmq does not generate tool calls yet): use \"auto\" or \"none\"");
+}
+
 jobs::LogprobToken Token(const Tokenizer& tok, int32_t id, float logprob) {
   std::string bytes = tok.TokenBytes(id);
   return {Utf8Lossy(bytes), std::move(bytes), logprob};
 }
 
 }  // namespace
+
+Conversation ChatConversation(const jobs::BatchRequest& r) {
+  Conversation c;
+  c.messages.reserve(r.messages.size());
+  for (const jobs::ChatMessage& m : r.messages)
+    c.messages.push_back({m.role, m.content, m.tool_call_id, m.name, m.tool_calls});
+  c.tools.reserve(r.tools.size());
+  for (const jobs::ToolDef& t : r.tools) c.tools.push_back(t.json);
+  return c;
+}
 
 Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                   std::shared_ptr<CompiledGrammar>* out) {
@@ -93,12 +108,13 @@ Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const st
 Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                std::vector<int32_t>* key) {
   LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file));
+  LLMQ_RETURN_IF_ERROR(CheckToolChoice(r, file));
   std::shared_ptr<CompiledGrammar> grammar;
   LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &grammar));
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     std::string text;
-    if (Status st = ctx.chat->Render(Messages(r), &text); !st.ok())
+    if (Status st = ctx.chat->Render(ChatConversation(r), &text); !st.ok())
       return Status::InvalidArgument(Where(file, r) + BodyField(st.message()));
     PackBytes(text, key);
   } else if (r.prompt_is_ids) {
@@ -117,12 +133,13 @@ Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const 
   const Model& m = *ctx.model;
   const std::string where = Where(file, r);
   LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file));
+  LLMQ_RETURN_IF_ERROR(CheckToolChoice(r, file));
   std::vector<int> ids;
   const char* prompt_field = "body.prompt";
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     prompt_field = "body.messages";
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
-    if (Status st = ctx.chat->Encode(*m.tokenizer, Messages(r), &ids); !st.ok())
+    if (Status st = ctx.chat->Encode(*m.tokenizer, ChatConversation(r), &ids); !st.ok())
       return Status::InvalidArgument(where + BodyField(st.message()));
   } else if (r.prompt_is_ids) {
     LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file));

@@ -31,11 +31,18 @@ struct BuildContext {
   std::shared_ptr<GrammarCache> grammars;
 };
 
+// A chat line's conversation as the chat template gets it: its messages (tool calls, tool results,
+// names) and its tools as written. Content null or absent (a tool-call turn) is given as "", as
+// vLLM gives it (its "string" content format joins no parts): templates such as Qwen3's test
+// `'</think>' in message.content`, which null would fail.
+Conversation ChatConversation(const jobs::BatchRequest& r);
+
 // Validates a parsed line beyond its JSON (the chat template accepts its messages) and gives the
 // key the ingest planner orders it by: the rendered prompt's bytes, four to an int32 (requests
 // sharing a textual prefix share a token prefix), or its token ids for a prompt given as ids. Its
 // response_format's schema is compiled (GrammarFor), so that a schema that cannot be enforced
-// refuses the line at ingest.
+// refuses the line at ingest. tool_choice "required" and a named function are refused naming
+// body.tool_choice: generation does not enforce tool calls yet ("none" and "auto" run as text).
 // InvalidArgument naming `file`, the line and the field when the line cannot run.
 Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                std::vector<int32_t>* key);

@@ -29,14 +29,14 @@ constexpr double kMaxBias = 100.0;   // logit_bias values lie in [-100, 100]
 constexpr double kMaxPenalty = 2.0;  // presence / frequency penalties lie in [-2, 2]
 
 // The first problem found, with the field it concerns already in the message. Thrown by Refuse
-// inside the parser only: ParseBatchLine and ParseChatMessages, the parser's only entries, catch it
-// (no exception leaves this file).
+// inside the parser only: ParseBatchLine and ParseFlagList (under ParseChatMessages and
+// ParseChatTools), the parser's only entries, catch it (no exception leaves this file).
 struct LineError {
   std::string message;
 };
 
 [[noreturn]] void Refuse(std::string message) {
-  throw LineError{std::move(message)};  // caught in ParseBatchLine and ParseChatMessages
+  throw LineError{std::move(message)};  // caught in ParseBatchLine and ParseFlagList
 }
 
 // A short rendering of a JSON value for messages: `got -3`, `got "abc"`, `got an object`.
@@ -131,29 +131,222 @@ std::string Content(const json& v, const std::string& field) {
   return text;
 }
 
-void ParseMessages(const json& body, BatchRequest* req) {
+bool Flag(const json& v, const std::string& field) {
+  if (!v.is_boolean()) Fail(field, "must be true or false", v);
+  return v.get<bool>();
+}
+
+// Only the keys `allowed` (each "name" or null) in the object `v` at `field`.
+void OnlyKeys(const json& v, const std::string& field, std::initializer_list<const char*> allowed) {
+  for (const auto& [key, value] : v.items()) {
+    if (value.is_null()) continue;
+    if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }))
+      Fail(field + "." + key, "is not supported (not a field of " + field + ")", value);
+  }
+}
+
+// A name of a-z, A-Z, 0-9, _ and -, 1 to 64 long (OpenAI's rule for schema and function names).
+bool NameOk(const std::string& n) {
+  return !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+// `v` (read with sorted keys) as its ordered twin `ordered` has it, when there is one.
+std::string Written(const json& v, const nlohmann::ordered_json* ordered) {
+  return ordered != nullptr ? ordered->dump() : v.dump();
+}
+
+// An assistant message's tool_calls, checked; the JSON array text the template gets: the calls as
+// written (`ordered`, when given) with each function.arguments parsed from its JSON text.
+std::string ToolCalls(const json& v, const nlohmann::ordered_json* ordered,
+                      const std::string& field) {
+  if (!v.is_array() || v.empty())
+    Fail(field,
+         "must be a non-empty list of {\"id\", \"type\": \"function\", \"function\": {\"name\", "
+         "\"arguments\"}}",
+         v);
+  nlohmann::ordered_json out =
+      ordered != nullptr ? *ordered : nlohmann::ordered_json::parse(v.dump());
+  for (size_t j = 0; j < v.size(); ++j) {
+    const json& call = v[j];
+    const std::string cf = field + "[" + std::to_string(j) + "]";
+    if (!call.is_object())
+      Fail(cf, "must be an object {\"id\", \"type\": \"function\", \"function\": {...}}", call);
+    OnlyKeys(call, cf, {"id", "type", "function"});
+    const json* id = Find(call, "id");
+    if (!id) Missing(cf + ".id", "expected the call's id, a string");
+    if (!id->is_string()) Fail(cf + ".id", "must be a string", *id);
+    const json* type = Find(call, "type");
+    if (!type) Missing(cf + ".type", "expected \"function\"");
+    if (*type != "function") Fail(cf + ".type", "must be \"function\"", *type);
+    const json* fn = Find(call, "function");
+    if (!fn) Missing(cf + ".function", "expected {\"name\", \"arguments\"}");
+    if (!fn->is_object())
+      Fail(cf + ".function", "must be an object {\"name\", \"arguments\"}", *fn);
+    OnlyKeys(*fn, cf + ".function", {"name", "arguments"});
+    const json* name = Find(*fn, "name");
+    if (!name) Missing(cf + ".function.name", "expected the function's name");
+    if (!name->is_string()) Fail(cf + ".function.name", "must be a string", *name);
+    const json* args = Find(*fn, "arguments");
+    if (!args) Missing(cf + ".function.arguments", "expected the arguments as JSON text");
+    const std::string af = cf + ".function.arguments";
+    if (!args->is_string()) Fail(af, "must be a string (the arguments object as JSON text)", *args);
+    nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(
+        args->get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded() || !parsed.is_object())
+      Fail(af, "must be a JSON object as text (the function's arguments)", *args);
+    out[j]["function"]["arguments"] = std::move(parsed);
+  }
+  return out.dump();
+}
+
+// body.messages. `ordered`: the messages as written (key order kept) when the line was read so.
+void ParseMessages(const json& body, const nlohmann::ordered_json* ordered, BatchRequest* req) {
   const json* msgs = Find(body, "messages");
   if (!msgs) Missing("body.messages", "a chat request needs a non-empty list of messages");
   if (!msgs->is_array()) Fail("body.messages", "must be a non-empty list of messages", *msgs);
   if (msgs->empty()) Fail("body.messages", "must be a non-empty list of messages", *msgs);
   req->messages.reserve(msgs->size());
+  const char* roles = "\"system\", \"user\", \"assistant\" or \"tool\"";
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];
     const std::string mf = "body.messages[" + std::to_string(i) + "]";
     if (!m.is_object()) Fail(mf, "must be an object with \"role\" and \"content\"", m);
     ChatMessage msg;
     const json* role = Find(m, "role");
-    if (!role) Missing(mf + ".role", "expected \"system\", \"user\" or \"assistant\"");
+    if (!role) Missing(mf + ".role", std::string("expected ") + roles);
     if (!role->is_string()) Fail(mf + ".role", "must be a string", *role);
     msg.role = role->get<std::string>();
     // OpenAI's newer name for the system role.
     if (msg.role == "developer") msg.role = "system";
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
-      Fail(mf + ".role", "must be \"system\", \"user\" or \"assistant\"", *role);
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
+      Fail(mf + ".role", std::string("must be ") + roles, *role);
+    if (const json* name = Find(m, "name")) {
+      if (!name->is_string()) Fail(mf + ".name", "must be a string", *name);
+      msg.name = name->get<std::string>();
+    }
+    if (const json* calls = Find(m, "tool_calls")) {
+      if (msg.role != "assistant")
+        Fail(mf + ".tool_calls", "is only for assistant messages (role " + msg.role + ")", *calls);
+      const nlohmann::ordered_json* written = nullptr;
+      if (ordered != nullptr) written = &ordered->at(i).at("tool_calls");
+      msg.tool_calls = ToolCalls(*calls, written, mf + ".tool_calls");
+    }
+    if (const json* id = Find(m, "tool_call_id")) {
+      if (msg.role != "tool")
+        Fail(mf + ".tool_call_id", "is only for tool messages (role " + msg.role + ")", *id);
+      if (!id->is_string()) Fail(mf + ".tool_call_id", "must be a string", *id);
+      msg.tool_call_id = id->get<std::string>();
+    } else if (msg.role == "tool") {
+      Missing(mf + ".tool_call_id", "a tool message names the call it answers");
+    }
     const json* content = Find(m, "content");
-    if (!content) Missing(mf + ".content", "expected a string");
-    msg.content = Content(*content, mf + ".content");
+    if (content) {
+      msg.content = Content(*content, mf + ".content");
+    } else if (!msg.tool_calls.empty()) {
+      msg.content_null = true;  // OpenAI: content may be left out when the message calls tools
+    } else {
+      Missing(mf + ".content", "expected a string");
+    }
     req->messages.push_back(std::move(msg));
+  }
+}
+
+// body.tools. `ordered`: the list as written (key order kept), when the line was read so.
+void ParseTools(const json& v, const nlohmann::ordered_json* ordered, std::vector<ToolDef>* out) {
+  const std::string field = "body.tools";
+  const char* shape =
+      "{\"type\": \"function\", \"function\": {\"name\", \"description\", \"parameters\"}}";
+  if (!v.is_array() || v.empty())
+    Fail(field, std::string("must be a non-empty list of ") + shape, v);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& t = v[i];
+    const std::string tf = field + "[" + std::to_string(i) + "]";
+    if (!t.is_object()) Fail(tf, std::string("must be an object ") + shape, t);
+    const json* type = Find(t, "type");
+    if (!type) Missing(tf + ".type", "expected \"function\"");
+    if (*type != "function")
+      Fail(tf + ".type", "must be \"function\" (llmq offers function tools only)", *type);
+    OnlyKeys(t, tf, {"type", "function"});
+    const json* fn = Find(t, "function");
+    if (!fn) Missing(tf + ".function", "expected {\"name\", \"description\", \"parameters\"}");
+    if (!fn->is_object())
+      Fail(tf + ".function", "must be an object {\"name\", \"description\", \"parameters\"}", *fn);
+    OnlyKeys(*fn, tf + ".function", {"name", "description", "parameters", "strict"});
+    ToolDef def;
+    const json* name = Find(*fn, "name");
+    if (!name)
+      Missing(tf + ".function.name", "expected a name of a-z, A-Z, 0-9, _ and -, up to 64");
+    if (!name->is_string() || !NameOk(name->get_ref<const std::string&>()))
+      Fail(tf + ".function.name", "must be a name of a-z, A-Z, 0-9, _ and -, up to 64 characters",
+           *name);
+    def.name = name->get<std::string>();
+    for (size_t k = 0; k < out->size(); ++k)
+      if ((*out)[k].name == def.name)
+        Fail(tf + ".function.name",
+             "repeats the name of body.tools[" + std::to_string(k) + "] (names must be unique)",
+             *name);
+    if (const json* d = Find(*fn, "description")) {
+      if (!d->is_string()) Fail(tf + ".function.description", "must be a string", *d);
+      def.description = d->get<std::string>();
+    }
+    const nlohmann::ordered_json* written = ordered != nullptr ? &ordered->at(i) : nullptr;
+    if (const json* p = Find(*fn, "parameters")) {
+      if (!p->is_object()) Fail(tf + ".function.parameters", "must be a JSON Schema object", *p);
+      def.parameters =
+          Written(*p, written != nullptr ? &written->at("function").at("parameters") : nullptr);
+    }
+    if (const json* strict = Find(*fn, "strict"))
+      def.strict = Flag(*strict, tf + ".function.strict");
+    def.json = Written(t, written);
+    out->push_back(std::move(def));
+  }
+}
+
+// body.tools, tool_choice and parallel_tool_calls (chat).
+void ParseToolFields(const json& body, const nlohmann::ordered_json* ordered, BatchRequest* req) {
+  if (const json* v = Find(body, "tools"))
+    ParseTools(*v, ordered != nullptr ? &ordered->at("tools") : nullptr, &req->tools);
+  const bool tools = !req->tools.empty();
+  req->tool_choice = tools ? ToolChoice::kAuto : ToolChoice::kNone;
+  if (const json* v = Find(body, "tool_choice")) {
+    const std::string field = "body.tool_choice";
+    const char* forms =
+        "must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": "
+        "{\"name\": ...}}";
+    if (*v == "none") {
+      req->tool_choice = ToolChoice::kNone;
+    } else if (*v == "auto") {
+      req->tool_choice = ToolChoice::kAuto;
+    } else if (*v == "required") {
+      req->tool_choice = ToolChoice::kRequired;
+    } else if (v->is_object()) {
+      OnlyKeys(*v, field, {"type", "function"});
+      const json* type = Find(*v, "type");
+      if (!type) Missing(field + ".type", "expected \"function\"");
+      if (*type != "function") Fail(field + ".type", "must be \"function\"", *type);
+      const json* fn = Find(*v, "function");
+      if (!fn) Missing(field + ".function", "expected {\"name\": ...}");
+      if (!fn->is_object()) Fail(field + ".function", "must be an object {\"name\": ...}", *fn);
+      OnlyKeys(*fn, field + ".function", {"name"});
+      const json* name = Find(*fn, "name");
+      if (!name) Missing(field + ".function.name", "expected the name of one of body.tools");
+      if (!name->is_string()) Fail(field + ".function.name", "must be a string", *name);
+      req->tool_choice = ToolChoice::kNamed;
+      req->tool_choice_name = name->get<std::string>();
+      if (tools && std::none_of(req->tools.begin(), req->tools.end(),
+                                [&](const ToolDef& t) { return t.name == req->tool_choice_name; }))
+        Fail(field + ".function.name", "must name one of body.tools", *name);
+    } else {
+      Fail(field, forms, *v);
+    }
+    if (!tools && req->tool_choice != ToolChoice::kNone)
+      Fail(field, "is only allowed when body.tools are given (other than \"none\")", *v);
+  }
+  if (const json* v = Find(body, "parallel_tool_calls")) {
+    req->parallel_tool_calls = Flag(*v, "body.parallel_tool_calls");
+    if (!tools) Fail("body.parallel_tool_calls", "is only allowed when body.tools are given", *v);
   }
 }
 
@@ -243,11 +436,6 @@ void ParseSampling(const json& body, BatchRequest* req) {
   }
 }
 
-bool Flag(const json& v, const std::string& field) {
-  if (!v.is_boolean()) Fail(field, "must be true or false", v);
-  return v.get<bool>();
-}
-
 // A list of token ids (non-negative int32); the vocabulary is checked where it is known.
 std::vector<int32_t> TokenIds(const json& v, const std::string& field) {
   if (!v.is_array()) Fail(field, "must be a list of token ids", v);
@@ -322,15 +510,6 @@ void ParseLogprobs(const json& body, BatchRequest* req) {
         IntIn(*lp, "body.logprobs", 0, kMaxLogprobs, "must be an integer in [0, 5]"));
 }
 
-// Only the keys `allowed` (each "name" or null) in the object `v` at `field`.
-void OnlyKeys(const json& v, const std::string& field, std::initializer_list<const char*> allowed) {
-  for (const auto& [key, value] : v.items()) {
-    if (value.is_null()) continue;
-    if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }))
-      Fail(field + "." + key, "is not supported (not a field of " + field + ")", value);
-  }
-}
-
 // body.response_format (OpenAI's shape). The schema's own key order is read from `ordered` (the
 // line parsed keeping it); `v` was parsed with sorted keys.
 void ParseResponseFormat(const json& v, const nlohmann::ordered_json* ordered, BatchRequest* req) {
@@ -353,12 +532,7 @@ void ParseResponseFormat(const json& v, const nlohmann::ordered_json* ordered, B
   OnlyKeys(*spec, js, {"name", "schema", "strict", "description"});
   const json* name = Find(*spec, "name");
   if (!name) Missing(js + ".name", "expected a name of a-z, A-Z, 0-9, _ and -, up to 64");
-  const auto name_ok = [](const std::string& n) {
-    return !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-    });
-  };
-  if (!name->is_string() || !name_ok(name->get_ref<const std::string&>()))
+  if (!name->is_string() || !NameOk(name->get_ref<const std::string&>()))
     Fail(js + ".name", "must be a name of a-z, A-Z, 0-9, _ and -, up to 64 characters", *name);
   if (const json* strict = Find(*spec, "strict"); strict && !strict->is_boolean())
     Fail(js + ".strict", "must be a boolean (llmq always enforces the schema)", *strict);
@@ -439,6 +613,17 @@ void CheckBodyFields(const json& body, Endpoint endpoint) {
   }
 }
 
+// Whether the body carries what is kept in the order written: a JSON schema, tools, tool calls.
+bool NeedsOrder(const json& body) {
+  const json* rf = Find(body, "response_format");
+  if (rf && rf->is_object() && rf->contains("json_schema")) return true;
+  if (Find(body, "tools")) return true;
+  const json* msgs = Find(body, "messages");
+  return msgs && msgs->is_array() && std::any_of(msgs->begin(), msgs->end(), [](const json& m) {
+           return m.is_object() && Find(m, "tool_calls") != nullptr;
+         });
+}
+
 // Everything after custom_id; throws LineError at the first problem.
 void ParseRest(const json& j, const nlohmann::ordered_json* ordered, BatchRequest* req) {
   const json* method = Find(j, "method");
@@ -469,7 +654,11 @@ void ParseRest(const json& j, const nlohmann::ordered_json* ordered, BatchReques
   }
   CheckBodyFields(*body, req->endpoint);
   if (req->endpoint == Endpoint::kChatCompletions) {
-    ParseMessages(*body, req);
+    const nlohmann::ordered_json* written = ordered != nullptr ? &ordered->at("body") : nullptr;
+    const auto msgs =
+        written != nullptr ? written->find("messages") : nlohmann::ordered_json::const_iterator();
+    ParseMessages(*body, written != nullptr && msgs != written->end() ? &*msgs : nullptr, req);
+    ParseToolFields(*body, written, req);
   } else {
     ParsePrompt(*body, req);
   }
@@ -539,6 +728,11 @@ const std::vector<FieldRule>& BodyFieldRules() {
       {"response_format", true, true, U::kHonoured,
        "text, json_object, json_schema (structured outputs)"},
       {"modalities", true, false, U::kHonoured, "[\"text\"] only"},
+      {"tools", true, false, U::kHonoured, "function tools, given to the chat template"},
+      {"tool_choice", true, false, U::kHonoured,
+       "\"none\", \"auto\" (calls are not parsed yet); \"required\" and a named function are "
+       "refused until enforced"},
+      {"parallel_tool_calls", true, false, U::kHonoured, "a boolean, with tools"},
       {"echo", false, true, U::kHonoured, "false only"},
       {"suffix", false, true, U::kHonoured, "\"\" only"},
       {"best_of", false, true, U::kHonoured, "equal to n only"},
@@ -557,9 +751,6 @@ const std::vector<FieldRule>& BodyFieldRules() {
       {"prompt_cache_key", true, false, U::kIgnored, "OpenAI's cache routing hint"},
       {"safety_identifier", true, false, U::kIgnored, "an end-user id for abuse monitoring"},
       // Refused: they would change what is generated in ways llmq does not implement.
-      {"tools", true, false, U::kRefused, "llmq does not call tools"},
-      {"tool_choice", true, false, U::kRefused, "llmq does not call tools"},
-      {"parallel_tool_calls", true, false, U::kRefused, "llmq does not call tools"},
       {"functions", true, false, U::kRefused, "llmq does not call functions"},
       {"function_call", true, false, U::kRefused, "llmq does not call functions"},
       {"stream_options", true, true, U::kRefused, "a batch job cannot stream"},
@@ -572,22 +763,49 @@ const std::vector<FieldRule>& BodyFieldRules() {
   return rules;
 }
 
-Status ParseChatMessages(std::string_view text, const std::string& what,
-                         std::vector<ChatMessage>* out) {
-  out->clear();
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded())
+namespace {
+
+// A JSON list given on the command line, read as the body's `key` by `parse` (which throws
+// LineError at the first problem).
+template <typename Parse>
+Status ParseFlagList(std::string_view text, const std::string& what, const char* key, Parse parse) {
+  const nlohmann::ordered_json ordered =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (ordered.is_discarded())
     return Status::InvalidArgument(what + ": invalid JSON: " + ParseErrorText(text));
-  BatchRequest req;
   try {
-    ParseMessages(json{{"messages", j}}, &req);
+    const nlohmann::ordered_json body = {{key, ordered}};
+    parse(json::parse(body.dump()), body);
   } catch (const LineError& e) {
     return Status::InvalidArgument(what + ": " + e.message);
   } catch (const std::exception& e) {  // not expected: every access is type-checked
-    return Status::InvalidArgument(what + ": cannot read the messages: " + e.what());
+    return Status::InvalidArgument(what + ": cannot read " + key + ": " + e.what());
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseChatMessages(std::string_view text, const std::string& what,
+                         std::vector<ChatMessage>* out) {
+  out->clear();
+  BatchRequest req;
+  LLMQ_RETURN_IF_ERROR(ParseFlagList(
+      text, what, "messages", [&](const json& body, const nlohmann::ordered_json& ordered) {
+        ParseMessages(body, &ordered.at("messages"),
+                      &req);  // throws LineError: caught in ParseFlagList
+      }));
   *out = std::move(req.messages);
   return Status::Ok();
+}
+
+Status ParseChatTools(std::string_view text, const std::string& what, std::vector<ToolDef>* out) {
+  out->clear();
+  return ParseFlagList(text, what, "tools",
+                       [&](const json& body, const nlohmann::ordered_json& ordered) {
+                         ParseTools(body.at("tools"), &ordered.at("tools"),
+                                    out);  // throws LineError: caught in ParseFlagList
+                       });
 }
 
 BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& file) {
@@ -622,12 +840,10 @@ BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& 
     } else {
       req.custom_id = id->get<std::string>();
     }
-    // A schema's key order is its properties' order: the line is read again keeping it, when it
-    // carries one.
+    // A schema's key order is its properties' order, and the template gets tools and tool calls
+    // as written: the line is read again keeping the order, when it carries any of them.
     nlohmann::ordered_json ordered;
-    const json* body = Find(j, "body");
-    const json* rf = body && body->is_object() ? Find(*body, "response_format") : nullptr;
-    if (rf && rf->is_object() && rf->contains("json_schema"))
+    if (const json* body = Find(j, "body"); body && body->is_object() && NeedsOrder(*body))
       ordered = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
     try {
       ParseRest(j, ordered.is_object() ? &ordered : nullptr, &req);

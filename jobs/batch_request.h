@@ -13,10 +13,34 @@
 
 namespace llmq::jobs {
 
+// One message of body.messages, as the chat template gets it.
 struct ChatMessage {
-  std::string role;  // "system" | "user" | "assistant"
+  std::string role;  // "system" | "user" | "assistant" | "tool"
   std::string content;
+  // An assistant message with tool_calls and content null or absent (`content` is then "", what
+  // the template gets, as from vLLM).
+  bool content_null = false;
+  std::string tool_call_id;  // role "tool": the call it answers ("" none)
+  std::string name;          // the message's "name" ("" none)
+  // Assistant: its tool_calls as the JSON array text the template gets ("" none): each call's
+  // keys in the order written, function.arguments parsed from its JSON string into the value it
+  // holds (as vLLM does before rendering: templates write `arguments | tojson`).
+  std::string tool_calls;
 };
+
+// One entry of body.tools: {"type": "function", "function": {"name", "description"?,
+// "parameters"?, "strict"?}}.
+struct ToolDef {
+  std::string name;         // function.name: [A-Za-z0-9_-]{1,64} as OpenAI requires
+  std::string description;  // "" when absent
+  std::string parameters;   // function.parameters as JSON text, key order kept; "" when absent (=
+                            // no arguments: {"type":"object","properties":{}})
+  bool strict = false;
+  std::string json;  // the whole tool object as written (what the template gets)
+};
+
+// body.tool_choice: OpenAI's default is "none" without tools, "auto" with them.
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 
 enum class Endpoint { kChatCompletions, kCompletions };  // /v1/chat/completions, /v1/completions
 
@@ -62,6 +86,12 @@ struct BatchRequest {
   ResponseFormat response_format = ResponseFormat::kText;
   std::string json_schema;
   std::string json_schema_name;
+  // Tools (chat): the functions on offer, given to the chat template as written. The daemon
+  // refuses kRequired and kNamed until calls are enforced (daemon/request_builder.h).
+  std::vector<ToolDef> tools;
+  ToolChoice tool_choice = ToolChoice::kNone;  // OpenAI: "none" without tools, "auto" with them
+  std::string tool_choice_name;                // kNamed: the function's name (among tools)
+  bool parallel_tool_calls = true;
   std::string error;  // non-empty: the line is refused, with this message
 };
 
@@ -70,7 +100,7 @@ struct BatchRequest {
 // custom_id is kept when it could be read (so the error output can carry it). Only the first
 // problem is reported. Every field of the body is either honoured, ignored as OpenAI ignores it
 // (user, metadata, store, service_tier, prompt_cache_key, safety_identifier), or refused by name
-// (tools, echo, suffix, best_of != n, an unknown field, ...: the
+// (functions, echo, suffix, best_of != n, an unknown field, ...: the
 // table is BodyFieldRules() and the README); fields outside the body are ignored. Accepted as
 // OpenAI / vLLM do: a field set to null counts as absent; integers may be written as integral
 // floats (16.0); content as a list of
@@ -79,6 +109,12 @@ struct BatchRequest {
 // limit); max_completion_tokens wins over max_tokens; max_tokens defaults to 16 for completions
 // here. Refused: stream true, a list of several prompts, non-text content parts. Duplicate
 // custom_ids are the caller's to find (they span lines).
+// Tools as OpenAI checks them: tools a list of function tools with distinct names; tool_choice
+// "none" | "auto" | "required" | {"type": "function", "function": {"name": one of the tools}}, and
+// other than "none" only with tools; messages of role "tool" need tool_call_id and content;
+// assistant messages may carry tool_calls ([{"id", "type": "function", "function": {"name",
+// "arguments": JSON text}}]) and then content null or absent; arguments that are not JSON are
+// refused naming messages[i].tool_calls[j].function.arguments.
 BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& file);
 
 // What llmq does with a body field on an endpoint: honours it, ignores it (as OpenAI does), or
@@ -98,5 +134,8 @@ const std::vector<FieldRule>& BodyFieldRules();
 // 'body.messages[1].role' must be ...".
 Status ParseChatMessages(std::string_view text, const std::string& what,
                          std::vector<ChatMessage>* out);
+// A JSON list of tools (the CLI's --tools), checked and read as a chat request's body.tools is.
+// Errors as ParseChatMessages's ("--tools: field 'body.tools[0].type' ...").
+Status ParseChatTools(std::string_view text, const std::string& what, std::vector<ToolDef>* out);
 
 }  // namespace llmq::jobs

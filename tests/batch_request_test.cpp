@@ -356,7 +356,7 @@ TEST(BatchRequestTest, EachErrorNamesLineAndField) {
       {"message string", false, "/body/messages/1", R"("hi")", "body.messages[1]"},
       {"role missing", false, "/body/messages/1/role", nullptr, "body.messages[1].role"},
       {"role number", false, "/body/messages/1/role", "1", "body.messages[1].role"},
-      {"role unknown", false, "/body/messages/1/role", R"("tool")", "body.messages[1].role"},
+      {"role unknown", false, "/body/messages/1/role", R"("function")", "body.messages[1].role"},
       {"content missing", false, "/body/messages/1/content", nullptr, "body.messages[1].content"},
       {"content number", false, "/body/messages/1/content", "5", "body.messages[1].content"},
       {"content object", false, "/body/messages/0/content", R"({"text": "x"})",
@@ -596,9 +596,16 @@ TEST(BatchRequestFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
       {"service_tier", true, R"("auto")", unchanged},
       {"prompt_cache_key", false, R"("k")", unchanged},
       {"safety_identifier", false, R"("s")", unchanged},
-      {"tools", false, R"([{"type": "function", "function": {"name": "f"}}])", nullptr},
-      {"tool_choice", false, R"("auto")", nullptr},
-      {"parallel_tool_calls", false, "false", nullptr},
+      {"tools", false, R"([{"type": "function", "function": {"name": "f"}}])",
+       [](R r) {
+         ASSERT_EQ(r.tools.size(), 1u);
+         EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
+       }},
+      {"tools", false, R"([{"type": "code_interpreter"}])", nullptr},
+      {"tool_choice", false, R"("none")", [](R r) { EXPECT_EQ(r.tool_choice, ToolChoice::kNone); }},
+      {"tool_choice", false, R"("auto")", nullptr},      // without tools
+      {"parallel_tool_calls", false, "false", nullptr},  // without tools
+      {"tools", true, R"([{"type": "function", "function": {"name": "f"}}])", nullptr},
       {"functions", false, R"([{"name": "f"}])", nullptr},
       {"function_call", false, R"("auto")", nullptr},
       {"stream_options", true, R"({"include_usage": true})", nullptr},
@@ -644,6 +651,245 @@ TEST(BatchRequestFieldsTest, ChatTopLogprobsWithLogprobsAndItsLimit) {
   j["body"]["logprobs"] = 1;
   j["body"]["top_logprobs"] = 2;
   EXPECT_EQ(ParseBatchLine(j.dump(), 1, "f").error.rfind("f:1: field 'body.logprobs'", 0), 0u);
+}
+
+}  // namespace
+}  // namespace llmq::jobs
+
+namespace llmq::jobs {
+namespace {
+
+// Tools: body.tools, tool_choice, parallel_tool_calls and the messages that carry tool calls and
+// their results, accepted in every form OpenAI accepts and refused naming the field otherwise.
+
+json ToolLine(const std::string& body_extra) {
+  json j = ChatLine();
+  j["body"].update(json::parse(body_extra));
+  return j;
+}
+
+const char* const kWeatherTool =
+    R"({"type": "function", "function": {"name": "get_weather", "description": "Weather at a place",
+        "parameters": {"type": "object", "properties": {"zeta": {"type": "string"},
+        "alpha": {"type": "integer"}}, "required": ["zeta"]}, "strict": true}})";
+
+TEST(BatchRequestToolsTest, ToolsAreKeptParsedAndAsWritten) {
+  // Keys out of alphabetical order: the template gets them as written.
+  const std::string line =
+      R"({"custom_id": "t", "method": "POST", "url": "/v1/chat/completions", "body": {"messages":
+      [{"role": "user", "content": "Weather?"}], "tools": [)" +
+      std::string(kWeatherTool) +
+      R"(, {"function": {"name": "now"}, "type": "function"}], "parallel_tool_calls": false}})";
+  const BatchRequest r = ParseBatchLine(line, 4, "t.jsonl");
+  ASSERT_EQ(r.error, "");
+  ASSERT_EQ(r.tools.size(), 2u);
+  EXPECT_EQ(r.tools[0].name, "get_weather");
+  EXPECT_EQ(r.tools[0].description, "Weather at a place");
+  EXPECT_EQ(
+      r.tools[0].parameters,
+      R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}},)"
+      R"("required":["zeta"]})");
+  EXPECT_TRUE(r.tools[0].strict);
+  EXPECT_EQ(r.tools[0].json,
+            R"({"type":"function","function":{"name":"get_weather","description":"Weather at a )"
+            R"(place","parameters":{"type":"object","properties":{"zeta":{"type":"string"},)"
+            R"("alpha":{"type":"integer"}},"required":["zeta"]},"strict":true}})");
+  EXPECT_EQ(r.tools[1].name, "now");
+  EXPECT_EQ(r.tools[1].description, "");
+  EXPECT_EQ(r.tools[1].parameters, "");
+  EXPECT_FALSE(r.tools[1].strict);
+  EXPECT_EQ(r.tools[1].json, R"({"function":{"name":"now"},"type":"function"})");
+  EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);  // OpenAI's default with tools
+  EXPECT_FALSE(r.parallel_tool_calls);
+}
+
+TEST(BatchRequestToolsTest, EveryToolChoice) {
+  const std::string tools = std::string(R"({"tools": [)") + kWeatherTool + "]";
+  struct Case {
+    const char* choice;
+    ToolChoice want;
+    const char* name;
+  };
+  for (const Case& c :
+       {Case{R"("none")", ToolChoice::kNone, ""}, Case{R"("auto")", ToolChoice::kAuto, ""},
+        Case{R"("required")", ToolChoice::kRequired, ""},
+        Case{R"({"type": "function", "function": {"name": "get_weather"}})", ToolChoice::kNamed,
+             "get_weather"},
+        Case{"null", ToolChoice::kAuto, ""}}) {
+    SCOPED_TRACE(c.choice);
+    const BatchRequest r = Parse(ToolLine(tools + R"(, "tool_choice": )" + c.choice + "}"));
+    ASSERT_EQ(r.error, "");
+    EXPECT_EQ(r.tool_choice, c.want);
+    EXPECT_EQ(r.tool_choice_name, c.name);
+    EXPECT_TRUE(r.parallel_tool_calls);
+  }
+  // Without tools: "none", OpenAI's default then.
+  const BatchRequest none = Parse(ToolLine(R"({"tool_choice": "none"})"));
+  ASSERT_EQ(none.error, "");
+  EXPECT_EQ(none.tool_choice, ToolChoice::kNone);
+  EXPECT_EQ(Parse(ChatLine()).tool_choice, ToolChoice::kNone);
+}
+
+TEST(BatchRequestToolsTest, ToolMessagesAndToolCalls) {
+  // The arguments' own key order is kept; the call's keys stay as written.
+  const std::string line =
+      R"({"custom_id": "t", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [
+      {"role": "user", "content": "Weather in Paris?", "name": "ann"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"zeta\": \"Paris\", \"alpha\": 2}"}},
+        {"function": {"arguments": "{}", "name": "now"}, "type": "function", "id": "call_2"}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+      {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "noon"}]},
+      {"role": "assistant", "tool_calls": [{"id": "c3", "type": "function",
+        "function": {"name": "now", "arguments": "{}"}}]},
+      {"role": "assistant", "content": "", "tool_calls": [{"id": "c4", "type": "function",
+        "function": {"name": "now", "arguments": " { } "}}]}],
+      "tools": [)" +
+      std::string(kWeatherTool) + R"(, {"type": "function", "function": {"name": "now"}}]}})";
+  const BatchRequest r = ParseBatchLine(line, 2, "t.jsonl");
+  ASSERT_EQ(r.error, "");
+  ASSERT_EQ(r.messages.size(), 6u);
+  EXPECT_EQ(r.messages[0].name, "ann");
+  EXPECT_EQ(r.messages[0].tool_calls, "");
+  EXPECT_FALSE(r.messages[0].content_null);
+  EXPECT_TRUE(r.messages[1].content_null);
+  EXPECT_EQ(r.messages[1].tool_calls,
+            R"([{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":)"
+            R"({"zeta":"Paris","alpha":2}}},{"function":{"arguments":{},"name":"now"},)"
+            R"("type":"function","id":"call_2"}])");
+  EXPECT_EQ(r.messages[2].role, "tool");
+  EXPECT_EQ(r.messages[2].tool_call_id, "call_1");
+  EXPECT_EQ(r.messages[2].content, "sunny");
+  EXPECT_EQ(r.messages[3].content, "noon");
+  EXPECT_TRUE(r.messages[4].content_null);   // content absent
+  EXPECT_FALSE(r.messages[5].content_null);  // content "" as written
+  EXPECT_EQ(r.messages[5].tool_calls,
+            R"([{"id":"c4","type":"function","function":{"name":"now","arguments":{}}}])");
+}
+
+TEST(BatchRequestToolsTest, RefusedFormsNameTheField) {
+  const std::string tool = kWeatherTool;
+  const std::string user = R"({"role": "user", "content": "x"})";
+  auto call = [](const std::string& args) {
+    return R"({"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function":
+             {"name": "f", "arguments": )" +
+           args + "}}]}";
+  };
+  struct Case {
+    std::string body;
+    const char* field;
+  };
+  const std::vector<Case> cases = {
+      {R"({"tools": []})", "body.tools"},
+      {R"({"tools": {"type": "function"}})", "body.tools"},
+      {R"({"tools": ["f"]})", "body.tools[0]"},
+      {R"({"tools": [{"function": {"name": "f"}}]})", "body.tools[0].type"},
+      {R"({"tools": [{"type": "retrieval", "function": {"name": "f"}}]})", "body.tools[0].type"},
+      {R"({"tools": [{"type": "function"}]})", "body.tools[0].function"},
+      {R"({"tools": [{"type": "function", "function": "f"}]})", "body.tools[0].function"},
+      {R"({"tools": [{"type": "function", "function": {}}]})", "body.tools[0].function.name"},
+      {R"({"tools": [{"type": "function", "function": {"name": "get weather"}}]})",
+       "body.tools[0].function.name"},
+      {R"({"tools": [{"type": "function", "function": {"name": ")" + std::string(65, 'a') +
+           R"("}}]})",
+       "body.tools[0].function.name"},
+      {R"({"tools": [{"type": "function", "function": {"name": "f", "description": 3}}]})",
+       "body.tools[0].function.description"},
+      {R"({"tools": [{"type": "function", "function": {"name": "f", "parameters": "{}"}}]})",
+       "body.tools[0].function.parameters"},
+      {R"({"tools": [{"type": "function", "function": {"name": "f", "strict": "yes"}}]})",
+       "body.tools[0].function.strict"},
+      {R"({"tools": [{"type": "function", "function": {"name": "f", "returns": {}}}]})",
+       "body.tools[0].function.returns"},
+      {R"({"tools": [{"type": "function", "function": {"name": "f"}, "extra": 1}]})",
+       "body.tools[0].extra"},
+      {R"({"tools": [)" + tool + "," + tool + "]}", "body.tools[1].function.name"},
+      {R"({"tool_choice": "auto"})", "body.tool_choice"},
+      {R"({"tool_choice": "required"})", "body.tool_choice"},
+      {R"({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}})",
+       "body.tool_choice"},
+      {R"({"tools": [)" + tool + R"(], "tool_choice": "any"})", "body.tool_choice"},
+      {R"({"tools": [)" + tool + R"(], "tool_choice": 1})", "body.tool_choice"},
+      {R"({"tools": [)" + tool + R"(], "tool_choice": {"type": "function", "function": {"name":
+         "other"}}})",
+       "body.tool_choice.function.name"},
+      {R"({"tools": [)" + tool + R"(], "tool_choice": {"type": "tool", "function": {"name":
+         "get_weather"}}})",
+       "body.tool_choice.type"},
+      {R"({"tools": [)" + tool + R"(], "tool_choice": {"type": "function"}})",
+       "body.tool_choice.function"},
+      {R"({"tools": [)" + tool + R"(], "parallel_tool_calls": "yes"})", "body.parallel_tool_calls"},
+      {R"({"parallel_tool_calls": true})", "body.parallel_tool_calls"},
+      // Messages.
+      {R"({"messages": [{"role": "tool", "content": "x"}]})", "body.messages[0].tool_call_id"},
+      {R"({"messages": [{"role": "tool", "tool_call_id": 5, "content": "x"}]})",
+       "body.messages[0].tool_call_id"},
+      {R"({"messages": [{"role": "tool", "tool_call_id": "c"}]})", "body.messages[0].content"},
+      {R"({"messages": [{"role": "user", "tool_call_id": "c", "content": "x"}]})",
+       "body.messages[0].tool_call_id"},
+      {R"({"messages": [{"role": "function", "name": "f", "content": "x"}]})",
+       "body.messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": "x", "name": 1}]})", "body.messages[0].name"},
+      {R"({"messages": [{"role": "assistant"}]})", "body.messages[0].content"},
+      {R"({"messages": [{"role": "user", "tool_calls": [], "content": "x"}]})",
+       "body.messages[0].tool_calls"},
+      {R"({"messages": [)" + user + R"(, {"role": "assistant", "tool_calls": []}]})",
+       "body.messages[1].tool_calls"},
+      {R"({"messages": [)" + user + "," + call(R"("{\"a\": ")") + "]}",
+       "body.messages[1].tool_calls[0].function.arguments"},
+      {R"({"messages": [)" + user + "," + call(R"("[1, 2]")") + "]}",
+       "body.messages[1].tool_calls[0].function.arguments"},
+      {R"({"messages": [)" + user + "," + call(R"({"a": 1})") + "]}",
+       "body.messages[1].tool_calls[0].function.arguments"},
+      {R"({"messages": [)" + user + R"(, {"role": "assistant", "tool_calls": [{"type": "function",
+         "function": {"name": "f", "arguments": "{}"}}]}]})",
+       "body.messages[1].tool_calls[0].id"},
+      {R"({"messages": [)" + user + R"(, {"role": "assistant", "tool_calls": [{"id": "c", "type":
+         "custom", "function": {"name": "f", "arguments": "{}"}}]}]})",
+       "body.messages[1].tool_calls[0].type"},
+      {R"({"messages": [)" + user + R"(, {"role": "assistant", "tool_calls": [{"id": "c", "type":
+         "function", "function": {"arguments": "{}"}}]}]})",
+       "body.messages[1].tool_calls[0].function.name"},
+      {R"({"messages": [)" + user + R"(, {"role": "assistant", "tool_calls": [{"id": "c", "type":
+         "function", "function": {"name": "f"}}]}]})",
+       "body.messages[1].tool_calls[0].function.arguments"},
+      {R"({"messages": [)" + user + R"(, {"role": "assistant", "tool_calls": ["c"]}]})",
+       "body.messages[1].tool_calls[0]"},
+  };
+  int line = 40;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body);
+    const BatchRequest r = Parse(ToolLine(c.body), ++line);
+    const std::string want = "jobs.jsonl:" + std::to_string(line) + ": field '" + c.field + "'";
+    EXPECT_EQ(r.error.rfind(want, 0), 0u) << r.error;
+    EXPECT_EQ(r.custom_id, "doc-17");
+  }
+}
+
+TEST(BatchRequestToolsTest, CommandLineToolsAndMessagesAreReadAsTheBodys) {
+  std::vector<ToolDef> tools;
+  ASSERT_TRUE(ParseChatTools(std::string("[") + kWeatherTool + "]", "--tools", &tools).ok());
+  ASSERT_EQ(tools.size(), 1u);
+  EXPECT_EQ(tools[0].json.find(R"("properties":{"zeta")"), tools[0].json.find("\"properties\""));
+  Status st = ParseChatTools(R"([{"type": "function"}])", "--tools", &tools);
+  EXPECT_EQ(st.message(),
+            "--tools: field 'body.tools[0].function' is missing (expected "
+            "{\"name\", \"description\", \"parameters\"})");
+  st = ParseChatTools("[", "--tools", &tools);
+  EXPECT_EQ(st.message().rfind("--tools: invalid JSON: ", 0), 0u) << st.message();
+  std::vector<ChatMessage> msgs;
+  ASSERT_TRUE(ParseChatMessages(R"([{"role": "assistant", "tool_calls": [{"id": "c", "type":
+      "function", "function": {"name": "f", "arguments": "{\"b\": 1, \"a\": 2}"}}]},
+      {"role": "tool", "tool_call_id": "c", "content": "ok"}])",
+                                "--messages", &msgs)
+                  .ok());
+  ASSERT_EQ(msgs.size(), 2u);
+  EXPECT_EQ(msgs[0].tool_calls,
+            R"([{"id":"c","type":"function","function":{"name":"f","arguments":{"b":1,"a":2}}}])");
+  EXPECT_EQ(msgs[1].tool_call_id, "c");
+  st = ParseChatMessages(R"([{"role": "tool", "content": "ok"}])", "--messages", &msgs);
+  EXPECT_EQ(st.message().rfind("--messages: field 'body.messages[0].tool_call_id'", 0), 0u)
+      << st.message();
 }
 
 }  // namespace

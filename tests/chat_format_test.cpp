@@ -138,6 +138,59 @@ TEST_F(ChatFormatTest, IdentityFollowsTheTemplateAndItsTokens) {
   EXPECT_NE(chat_->identity(), first);
 }
 
+// The template gets the tools and each message's tool calls as JSON values in the order written,
+// tool_call_id and name only where a message has them; tools are null without any.
+TEST_F(ChatFormatTest, TheTemplateGetsToolsAndToolCallsAsWritten) {
+  const char* own =
+      "{% if tools is none %}no tools;{% else %}{{ tools | tojson }};{% endif %}"
+      "{% for m in messages %}{{ m.role }}:{{ m.content }}"
+      "{% if m.tool_calls is defined %} calls {{ m.tool_calls | tojson }}{% endif %}"
+      "{% if m.tool_call_id is defined %} for {{ m.tool_call_id }}{% endif %}"
+      "{% if m.name is defined %} by {{ m.name }}{% endif %};{% endfor %}";
+  ASSERT_TRUE(Load(Folder({{"chat_template", own}})).ok());
+  Conversation c;
+  c.messages = {
+      {"user", "Hi", "", "ann", ""},
+      {"assistant", "", "", "",
+       R"([{"id":"c1","type":"function","function":{"name":"f","arguments":{"z":1,"a":[true]}}}])"},
+      {"tool", "sunny", "c1", "", ""}};
+  std::string text;
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text,
+            "no tools;user:Hi by ann;assistant: calls [{\"id\": \"c1\", \"type\": \"function\", "
+            "\"function\": {\"name\": \"f\", \"arguments\": {\"z\": 1, \"a\": [true]}}}];"
+            "tool:sunny for c1;");
+  c.tools = {
+      R"({"type":"function","function":{"name":"f","parameters":{"type":"object","b":1,"a":2}}})"};
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text.substr(0, text.find(';')),
+            "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+            "{\"type\": \"object\", \"b\": 1, \"a\": 2}}}]");
+  std::vector<int> ids;
+  ASSERT_TRUE(chat_->Encode(*tok_, c, &ids).ok());
+  EXPECT_EQ(ids, E(text));
+}
+
+// The built-ins have no syntax for tools: tools, tool calls and tool messages are refused naming
+// the field.
+TEST_F(ChatFormatTest, BuiltinsRefuseToolsNamingTheField) {
+  ASSERT_TRUE(Load(Folder({{"chat_template", kChatml}})).ok());
+  ASSERT_EQ(chat_->name(), "chatml");
+  std::string text;
+  std::vector<int> ids;
+  Conversation c{kHi, {R"({"type":"function","function":{"name":"f"}})"}};
+  Status st = chat_->Render(c, &text);
+  EXPECT_EQ(st.message().rfind("field 'tools': the chatml built-in", 0), 0u) << st.message();
+  EXPECT_EQ(chat_->Encode(*tok_, c, &ids).message(), st.message());
+  c.tools.clear();
+  c.messages = {{"user", "Hi"}, {"assistant", "", "", "", R"([{"id":"c"}])"}};
+  st = chat_->Render(c, &text);
+  EXPECT_EQ(st.message().rfind("field 'messages[1].tool_calls'", 0), 0u) << st.message();
+  c.messages = {{"user", "Hi"}, {"tool", "x", "c1", "", ""}};
+  st = chat_->Render(c, &text);
+  EXPECT_EQ(st.message().rfind("field 'messages[1].role'", 0), 0u) << st.message();
+}
+
 TEST_F(ChatFormatTest, BrokenTemplatesFailLoadNamingFileLineAndConstruct) {
   const struct {
     std::string source, what;
@@ -170,7 +223,7 @@ TEST_F(ChatFormatTest, ARaisingTemplateIsAnErrorOfTheMessages) {
   EXPECT_EQ(st.message().rfind("field 'messages': ", 0), 0u) << st.message();
   EXPECT_NE(st.message().find("a system message must come first"), std::string::npos);
   std::string text;
-  EXPECT_TRUE(chat_->Render({{"system", "s"}}, &text).ok());
+  EXPECT_TRUE(chat_->Render(std::vector<Message>{{"system", "s"}}, &text).ok());
   EXPECT_EQ(text, "ok");
 }
 

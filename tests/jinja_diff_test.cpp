@@ -191,21 +191,14 @@ void Compare(const std::string& name, const std::string& config, Tools tools, ui
   for (size_t i = 0; i < contexts.size(); ++i) {
     std::string got;
     const Status r = t->Render(contexts[i], &got);
-    const json& w = want[i];
-    if (w["ok"].get<bool>() && r.ok() && got == w["text"].get<std::string>()) {
-      ++agree;
-      continue;
-    }
-    if (!w["ok"].get<bool>() && !r.ok() &&
-        r.message().find(": the template raised: " + w["error"].get<std::string>()) !=
-            std::string::npos) {
-      ++agree;
-      ++raised;
-      continue;
-    }
-    ADD_FAILURE() << name << " conversation " << i << ": " << contexts[i].dump().substr(0, 1500)
-                  << "\n got  " << (r.ok() ? json(got).dump() : "error: " + r.ToString())
-                  << "\n want " << w.dump();
+    bool raise = false;
+    const ::testing::AssertionResult same =
+        llmq::testing::AgreesWithJinjaOracle(r, got, want[i], &raise);
+    agree += static_cast<bool>(same);
+    raised += raise;
+    if (!same)
+      ADD_FAILURE() << name << " conversation " << i << ": " << contexts[i].dump().substr(0, 1500)
+                    << same.message();
   }
   std::printf("%s: %d of %zu renders agree with @huggingface/jinja (%d raised in both)\n",
               name.c_str(), agree, contexts.size(), raised);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/status.h"
 #include "tests/test_util.h"
 
 namespace llmq::testing {
@@ -46,6 +47,25 @@ inline ::testing::AssertionResult RunNodeOracle(const std::filesystem::path& scr
   if (out->is_discarded())
     return ::testing::AssertionFailure() << "not JSON: " << tmp << "/out.json";
   return ::testing::AssertionSuccess();
+}
+
+// Whether a template's render (`st`, its text `got`) agrees with tests/oracle/jinja's answer
+// `want` ({"ok": true, "text": ...} or {"ok": false, "error": ...}): the same text, or both raised
+// with the same message (then `*raised` is set). A failure shows both sides.
+inline ::testing::AssertionResult AgreesWithJinjaOracle(const Status& st, const std::string& got,
+                                                        const nlohmann::json& want, bool* raised) {
+  *raised = false;
+  if (want["ok"].get<bool>() && st.ok() && got == want["text"].get<std::string>())
+    return ::testing::AssertionSuccess();
+  if (!want["ok"].get<bool>() && !st.ok() &&
+      st.message().find(": the template raised: " + want["error"].get<std::string>()) !=
+          std::string::npos) {
+    *raised = true;
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure()
+         << "\n got  " << (st.ok() ? nlohmann::json(got).dump() : "error: " + st.ToString())
+         << "\n want " << want.dump();
 }
 
 }  // namespace llmq::testing

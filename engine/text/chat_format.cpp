@@ -94,14 +94,46 @@ Status ChatFormat::Load(const std::string& model_dir, const std::string& choice,
   return Status::Ok();
 }
 
-Status ChatFormat::RenderJinja(const std::vector<Message>& messages, std::string* text) const {
-  // What transformers passes: messages, tools and documents (none), add_generation_prompt, and
-  // the special tokens map. Ordered, so that a template's tojson lists keys as written.
-  nlohmann::ordered_json ctx = nlohmann::ordered_json::parse(specials_json_);
-  nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
-  for (const Message& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+Status ChatFormat::CheckBuiltin(const Conversation& conversation) const {
+  if (conversation.tools.empty()) return Status::Ok();
+  return Status::InvalidArgument("field 'tools': the " + name_ +
+                                 " built-in chat template cannot render tools (the model's own "
+                                 "template can)");
+}
+
+Status ChatFormat::RenderJinja(const Conversation& conversation, std::string* text) const {
+  using ordered = nlohmann::ordered_json;
+  // A JSON text the request layer already checked; `field` names it if it does not parse.
+  const auto parse = [](const std::string& s, const std::string& field, ordered* out) {
+    *out = ordered::parse(s, nullptr, /*allow_exceptions=*/false);
+    if (out->is_discarded())
+      return Status::InvalidArgument("field '" + field + "': not JSON: " + s.substr(0, 60));
+    return Status::Ok();
+  };
+  // What transformers passes: messages, tools (null when none) and documents (none),
+  // add_generation_prompt, and the special tokens map. Ordered, so that a template's tojson lists
+  // keys as written. A message's keys as vLLM gives them: role, content, tool_calls, tool_call_id,
+  // name (each only when the request has it).
+  ordered ctx = ordered::parse(specials_json_);
+  ordered msgs = ordered::array();
+  for (size_t i = 0; i < conversation.messages.size(); ++i) {
+    const Message& m = conversation.messages[i];
+    ordered msg = {{"role", m.role}, {"content", m.content}};
+    if (!m.tool_calls.empty())
+      LLMQ_RETURN_IF_ERROR(parse(m.tool_calls, "messages[" + std::to_string(i) + "].tool_calls",
+                                 &msg["tool_calls"]));
+    if (!m.tool_call_id.empty()) msg["tool_call_id"] = m.tool_call_id;
+    if (!m.name.empty()) msg["name"] = m.name;
+    msgs.push_back(std::move(msg));
+  }
   ctx["messages"] = std::move(msgs);
   ctx["tools"] = nullptr;
+  if (!conversation.tools.empty()) {
+    ctx["tools"] = ordered::array();
+    for (size_t i = 0; i < conversation.tools.size(); ++i)
+      LLMQ_RETURN_IF_ERROR(parse(conversation.tools[i], "tools[" + std::to_string(i) + "]",
+                                 &ctx["tools"].emplace_back()));
+  }
   ctx["documents"] = nullptr;
   ctx["add_generation_prompt"] = true;
   const Status st = jinja_->RenderOrdered(ctx, text);
@@ -109,16 +141,29 @@ Status ChatFormat::RenderJinja(const std::vector<Message>& messages, std::string
   return Status::Ok();
 }
 
+Status ChatFormat::Render(const Conversation& conversation, std::string* text) const {
+  if (jinja_) return RenderJinja(conversation, text);
+  LLMQ_RETURN_IF_ERROR(CheckBuiltin(conversation));
+  return RenderChat(builtin_, conversation.messages, add_bos_, text);
+}
+
 Status ChatFormat::Render(const std::vector<Message>& messages, std::string* text) const {
-  if (!jinja_) return RenderChat(builtin_, messages, add_bos_, text);
-  return RenderJinja(messages, text);
+  return Render(Conversation{messages, {}}, text);
 }
 
 Status ChatFormat::Encode(const Tokenizer& tok, const std::vector<Message>& messages,
                           std::vector<int>* ids) const {
-  if (!jinja_) return EncodeChat(tok, builtin_, messages, ids);
+  return Encode(tok, Conversation{messages, {}}, ids);
+}
+
+Status ChatFormat::Encode(const Tokenizer& tok, const Conversation& conversation,
+                          std::vector<int>* ids) const {
+  if (!jinja_) {
+    LLMQ_RETURN_IF_ERROR(CheckBuiltin(conversation));
+    return EncodeChat(tok, builtin_, conversation.messages, ids);
+  }
   std::string text;
-  LLMQ_RETURN_IF_ERROR(RenderJinja(messages, &text));
+  LLMQ_RETURN_IF_ERROR(RenderJinja(conversation, &text));
   ids->clear();
   if (tok.hf()) {  // added tokens are matched in the text by the tokenizer itself
     *ids = tok.EncodeNoBos(text);

@@ -3,8 +3,10 @@
 // - The model's own Jinja template (chat_template.jinja, else tokenizer_config.json's
 //   "chat_template": a string, or the entry named "default" of a list), rendered by the project's
 //   interpreter (engine/text/jinja.h) as transformers' apply_chat_template(messages,
-//   add_generation_prompt=True) renders it, with bos_token / eos_token / unk_token / pad_token
-//   from tokenizer_config.json, tools and documents none. The text is encoded as
+//   tools=tools, add_generation_prompt=True) renders it, with bos_token / eos_token / unk_token /
+//   pad_token from tokenizer_config.json, the conversation's tools (null when none) and documents
+//   none; nothing else (Llama 3.1's date_string and tools_in_user_message keep the template's
+//   defaults). The text is encoded as
 //   tokenizer(text, add_special_tokens=False) encodes it: a tokenizer.json tokenizer matches its
 //   added tokens (<|im_start|>, <|begin_of_text|>) in the text; for a sentencepiece tokenizer the
 //   bos/eos token strings become their ids and each run of text between them is encoded alone
@@ -32,6 +34,15 @@ namespace jinja {
 class Template;
 }
 
+// A conversation as the chat template gets it: the messages (with their tool calls and tool
+// results) and the tools on offer.
+struct Conversation {
+  std::vector<Message> messages;
+  // Each tool's JSON object as written (key order kept), e.g. {"type": "function", "function":
+  // {...}}; none: the template gets tools = null, as transformers passes tools=None.
+  std::vector<std::string> tools;
+};
+
 class ChatFormat {
  public:
   // `choice`: "" = the model's own (see above); else a built-in's name ("llama-2", "mistral",
@@ -44,9 +55,15 @@ class ChatFormat {
 
   // The prompt text with the generation prompt for the assistant's turn appended. Built-ins write
   // BOS/EOS as "<s>" / "</s>" (RenderChat). Errors name the field ("field 'messages[1].role':
-  // ...") or, for a Jinja template, say what the template raised ("field 'messages': ...").
-  Status Render(const std::vector<Message>& messages, std::string* text) const;
+  // ...") or, for a Jinja template, say what the template raised ("field 'messages': ..."). The
+  // built-ins refuse tools ("field 'tools': ...") and tool messages and calls (naming the
+  // message's field); a tool's or a call's JSON that does not parse is refused naming them too.
+  Status Render(const Conversation& conversation, std::string* text) const;
   // Render, then encode (see above). Same errors as Render.
+  Status Encode(const Tokenizer& tok, const Conversation& conversation,
+                std::vector<int>* ids) const;
+  // A conversation without tools.
+  Status Render(const std::vector<Message>& messages, std::string* text) const;
   Status Encode(const Tokenizer& tok, const std::vector<Message>& messages,
                 std::vector<int>* ids) const;
 
@@ -58,7 +75,9 @@ class ChatFormat {
 
  private:
   ChatFormat() = default;
-  Status RenderJinja(const std::vector<Message>& messages, std::string* text) const;
+  Status RenderJinja(const Conversation& conversation, std::string* text) const;
+  // The built-ins take no tools.
+  Status CheckBuiltin(const Conversation& conversation) const;
 
   std::string name_, identity_;
   ChatTemplate builtin_ = ChatTemplate::kLlama2;  // when jinja_ is null

@@ -79,6 +79,15 @@ Status CheckRoles(const std::vector<Message>& messages) {
     if (r == "system" && i != 0)
       return Status::InvalidArgument(Field(i, "role") +
                                      ": a system message must be the first message");
+    // Tool calls are the model's own template's (a built-in has no syntax for them).
+    const Message& m = messages[i];
+    const char* tool_field = !m.tool_calls.empty()     ? "tool_calls"
+                             : !m.tool_call_id.empty() ? "tool_call_id"
+                                                       : nullptr;
+    if (tool_field != nullptr)
+      return Status::InvalidArgument(Field(i, tool_field) +
+                                     ": a built-in chat template cannot render tool calls (the "
+                                     "model's own template can)");
   }
   return Status::Ok();
 }

@@ -12,9 +12,15 @@ namespace llmq {
 
 enum class ChatTemplate { kLlama2, kMistral, kChatml, kZephyr };
 
+// One message of a conversation. The built-ins take system, user and assistant text; the tool
+// fields are for a model's own Jinja template (engine/text/chat_format.h), and the built-ins refuse
+// them naming the field.
 struct Message {
-  std::string role;  // "system" | "user" | "assistant"
+  std::string role;  // "system" | "user" | "assistant" | "tool"
   std::string content;
+  std::string tool_call_id;  // role "tool": the call it answers ("" none)
+  std::string name;          // the message's name ("" none)
+  std::string tool_calls;    // JSON array text as the template gets it ("" none)
 };
 
 Status ChatTemplateByName(const std::string& name, ChatTemplate* out);  // "llama-2", "mistral", ...
