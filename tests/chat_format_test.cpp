@@ -115,6 +115,40 @@ TEST_F(ChatFormatTest, ChatTemplateJinjaWinsOverTheConfigAndDefaultOfAList) {
   EXPECT_EQ(text, "[Hi]");
 }
 
+// As transformers picks them: a conversation with tools gets the list's "tool_use" template, one
+// without the "default"; a broken tool_use template fails Load naming it; it is part of the
+// identity. chat_template.jinja has no tool_use beside it.
+TEST_F(ChatFormatTest, ConversationsWithToolsGetTheToolUseTemplateOfAList) {
+  const auto config = [](const std::string& tool_use) {
+    return json{{"chat_template",
+                 {{{"name", "default"}, {"template", "D:{{ tools is none }}"}},
+                  {{"name", "tool_use"}, {"template", tool_use}}}}};
+  };
+  const std::string dir = Folder(config("T:{{ tools[0].function.name }}"));
+  ASSERT_TRUE(Load(dir).ok());
+  const std::string identity = chat_->identity();
+  std::string text;
+  ASSERT_TRUE(chat_->Render(kHi, &text).ok());
+  EXPECT_EQ(text, "D:True");
+  const Conversation c{kHi, {R"({"type":"function","function":{"name":"f"}})"}};
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text, "T:f");
+
+  WriteText(dir + "/tokenizer_config.json", config("T:{{ tools[0] ").dump());
+  const Status st = Load(dir);
+  EXPECT_NE(st.message().find(dir + "/tokenizer_config.json:chat_template[tool_use]:1"),
+            std::string::npos)
+      << st.message();
+  WriteText(dir + "/tokenizer_config.json", config("T2").dump());
+  ASSERT_TRUE(Load(dir).ok());
+  EXPECT_NE(chat_->identity(), identity);
+
+  WriteText(dir + "/chat_template.jinja", "J:{{ tools is none }}");
+  ASSERT_TRUE(Load(dir).ok());
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text, "J:False");
+}
+
 TEST_F(ChatFormatTest, TheOperatorsChoiceOverridesTheModelsTemplate) {
   const std::string dir = Folder({{"chat_template", kOwn}});
   ASSERT_TRUE(Load(dir, "zephyr").ok());

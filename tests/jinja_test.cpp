@@ -77,6 +77,14 @@ TEST(JinjaTest, LogicAndComparisons) {
   EXPECT_EQ(R("{{ 'yes' if x else 'no' }} {{ 'only' if x }}|", {{"x", false}}), "no |");
   EXPECT_EQ(R("{{ 'a' < 1 }}"),
             "RENDER: t.jinja:1: '<' not supported between instances of 'str' and 'int'");
+  // Dicts compare by value, as in Python (Mistral's template finds the last user message with
+  // `message == user_messages[-1]`: equal messages are all "the last"); @huggingface/jinja compares
+  // objects by identity (tests/chat_tools_diff_test.cpp avoids the case).
+  EXPECT_EQ(
+      R("{{ {'a': 1, 'b': [2]} == {'b': [2], 'a': 1} }} {{ m[0] == m[1] }} {{ m[0] == m[2] }} "
+        "{{ m[0] in m[1:] }}",
+        {{"m", json::parse(R"([{"c": "x"}, {"c": "x"}, {"c": "y"}])")}}),
+      "True True False True");
 }
 
 TEST(JinjaTest, AttributesSubscriptsAndSlices) {

@@ -83,13 +83,22 @@ Status ChatFormat::Load(const std::string& model_dir, const std::string& choice,
   LLMQ_RETURN_IF_ERROR(jinja::Template::Parse(source, origin, &parsed));
   std::shared_ptr<ChatFormat> f(new ChatFormat());
   f->jinja_ = std::move(parsed);
+  std::string tool_use_origin;
+  const std::string tool_use = ReadNamedTemplateSource(model_dir, "tool_use", &tool_use_origin);
+  if (!tool_use.empty()) {
+    LLMQ_RETURN_IF_ERROR(jinja::Template::Parse(tool_use, tool_use_origin, &parsed));
+    f->jinja_tool_use_ = std::move(parsed);
+  }
   f->add_bos_ = tok.add_bos();
   const nlohmann::ordered_json specials = SpecialTokens(model_dir, tok);
   f->specials_json_ = specials.dump();
   f->bos_text_ = specials.value("bos_token", "");
   f->eos_text_ = specials.value("eos_token", "");
   f->name_ = origin;
-  f->identity_ = origin + " " + Digest(source + '\0' + f->specials_json_);
+  // (The tool_use template only when there is one: a model without keeps its identity.)
+  f->identity_ = origin + " " +
+                 Digest(source + '\0' + f->specials_json_ +
+                        (tool_use.empty() ? std::string() : '\0' + tool_use));
   *out = std::move(f);
   return Status::Ok();
 }
@@ -110,7 +119,8 @@ Status ChatFormat::RenderJinja(const Conversation& conversation, std::string* te
       return Status::InvalidArgument("field '" + field + "': not JSON: " + s.substr(0, 60));
     return Status::Ok();
   };
-  // What transformers passes: messages, tools (null when none) and documents (none),
+  // What transformers passes (to the "tool_use" template, when there is one, for tools): messages,
+  // tools (null when none) and documents (none),
   // add_generation_prompt, and the special tokens map. Ordered, so that a template's tojson lists
   // keys as written. A message's keys as vLLM gives them: role, content, tool_calls, tool_call_id,
   // name (each only when the request has it).
@@ -136,7 +146,9 @@ Status ChatFormat::RenderJinja(const Conversation& conversation, std::string* te
   }
   ctx["documents"] = nullptr;
   ctx["add_generation_prompt"] = true;
-  const Status st = jinja_->RenderOrdered(ctx, text);
+  const jinja::Template& tmpl =
+      conversation.tools.empty() || !jinja_tool_use_ ? *jinja_ : *jinja_tool_use_;
+  const Status st = tmpl.RenderOrdered(ctx, text);
   if (!st.ok()) return Status::InvalidArgument("field 'messages': " + st.message());
   return Status::Ok();
 }

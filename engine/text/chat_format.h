@@ -6,7 +6,8 @@
 //   tools=tools, add_generation_prompt=True) renders it, with bos_token / eos_token / unk_token /
 //   pad_token from tokenizer_config.json, the conversation's tools (null when none) and documents
 //   none; nothing else (Llama 3.1's date_string and tools_in_user_message keep the template's
-//   defaults). The text is encoded as
+//   defaults). A conversation with tools gets the config list's "tool_use" entry when it has one
+//   beside "default" (as transformers picks it). The text is encoded as
 //   tokenizer(text, add_special_tokens=False) encodes it: a tokenizer.json tokenizer matches its
 //   added tokens (<|im_start|>, <|begin_of_text|>) in the text; for a sentencepiece tokenizer the
 //   bos/eos token strings become their ids and each run of text between them is encoded alone
@@ -83,6 +84,7 @@ class ChatFormat {
   ChatTemplate builtin_ = ChatTemplate::kLlama2;  // when jinja_ is null
   bool add_bos_ = true;                           // the tokenizer's add_bos() (built-ins)
   std::shared_ptr<const jinja::Template> jinja_;
+  std::shared_ptr<const jinja::Template> jinja_tool_use_;  // for conversations with tools; or null
   std::string bos_text_, eos_text_;  // tokenizer_config.json's bos_token / eos_token ("": none)
   std::string specials_json_;        // {"bos_token": ..., ...} given to the template
 };

@@ -238,6 +238,23 @@ const char* ChatTemplateName(ChatTemplate t) {
   return "unknown";
 }
 
+namespace {
+
+// The entry named `name` of tokenizer_config.json's list of chat templates, or "".
+std::string ConfigListEntry(const nlohmann::json& j, const std::string& name) {
+  const auto it = j.find("chat_template");
+  if (it == j.end() || !it->is_array()) return "";
+  for (const auto& e : *it) {
+    if (!e.is_object()) continue;
+    const auto n = e.find("name"), tmpl = e.find("template");
+    if (n != e.end() && n->is_string() && *n == name && tmpl != e.end() && tmpl->is_string())
+      return tmpl->get<std::string>();
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string ReadTemplateSource(const std::string& model_dir, std::string* origin) {
   std::string text;
   // transformers reads chat_template.jinja over the config's (newer versions save it there).
@@ -255,21 +272,28 @@ std::string ReadTemplateSource(const std::string& model_dir, std::string* origin
         *origin = config + ":chat_template";
         return it->get<std::string>();
       }
-      if (it != j.end() && it->is_array()) {
-        for (const auto& e : *it) {
-          if (!e.is_object()) continue;
-          const auto name = e.find("name"), tmpl = e.find("template");
-          if (name != e.end() && name->is_string() && *name == "default" && tmpl != e.end() &&
-              tmpl->is_string()) {
-            *origin = config + ":chat_template[default]";
-            return tmpl->get<std::string>();
-          }
-        }
+      if (std::string d = ConfigListEntry(j, "default"); !d.empty()) {
+        *origin = config + ":chat_template[default]";
+        return d;
       }
     }
   }
   origin->clear();
   return "";
+}
+
+std::string ReadNamedTemplateSource(const std::string& model_dir, const std::string& name,
+                                    std::string* origin) {
+  origin->clear();
+  std::string text;
+  if (fs::exists(fs::path(model_dir) / "chat_template.jinja")) return "";
+  const std::string config = (fs::path(model_dir) / "tokenizer_config.json").string();
+  if (!ReadText(config, &text)) return "";
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || ConfigListEntry(j, "default").empty()) return "";
+  std::string entry = ConfigListEntry(j, name);
+  if (!entry.empty()) *origin = config + ":chat_template[" + name + "]";
+  return entry;
 }
 
 ChatTemplate DetectChatTemplate(const std::string& model_dir, bool* found) {

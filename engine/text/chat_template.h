@@ -31,6 +31,11 @@ const char* ChatTemplateName(ChatTemplate t);
 // {"name", "template"}). "" when the files name none; `*origin` names where it was found
 // ("/m/tokenizer_config.json:chat_template") for messages.
 std::string ReadTemplateSource(const std::string& model_dir, std::string* origin);
+// The entry named `name` ("tool_use") of tokenizer_config.json's list of chat templates, when the
+// model's template (ReadTemplateSource) is that list's "default" (not chat_template.jinja); ""
+// otherwise. `*origin`: "/m/tokenizer_config.json:chat_template[tool_use]".
+std::string ReadNamedTemplateSource(const std::string& model_dir, const std::string& name,
+                                    std::string* origin);
 
 // Recognises which built-in the model's template (ReadTemplateSource) is; `*found` false (and
 // kLlama2 returned) when the files name none or an unknown one. (engine/text/chat_format.h renders
