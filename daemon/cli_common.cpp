@@ -159,6 +159,14 @@ Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choic
   return chat->Encode(tok, conversation, ids);
 }
 
+void SetToolCallFormatFrom(const LlmqConfig& cfg, BuildContext* ctx) {
+  // The template that renders requests with tools: the "tool_use" entry when the model has one.
+  std::string origin;
+  std::string source = ReadNamedTemplateSource(cfg.model_dir, "tool_use", &origin);
+  if (source.empty()) source = ReadTemplateSource(cfg.model_dir, &origin);
+  SetToolCallFormat(cfg.tool_call_format, source, origin, ctx);
+}
+
 Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngine>* engine,
                    BuildContext* ctx) {
   ApplyCpuThreads(cfg);  // before the weights are packed (on the pool)
@@ -172,6 +180,7 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
                                    grammars->BuildTrieInBackground();
                                  }));
   LLMQ_RETURN_IF_ERROR(LoadChatFormat(cfg, *model->tokenizer, &ctx->chat));
+  SetToolCallFormatFrom(cfg, ctx);
   LLMQ_RETURN_IF_ERROR(
       LlmEngine::Create(model->cfg, model->backend.get(), model->tokenizer.get(), opt, engine));
   ctx->model = model;

@@ -101,6 +101,8 @@ std::string Fingerprint(const LlmqConfig& cfg, const ChatFormat& chat) {
                    {"chat_template", chat.identity()},
                    {"kv_cache_bytes", cfg.kv_cache_bytes},
                    {"block_size", cfg.block_size}};
+  // Named only when set, so that runs begun before the key existed still resume.
+  if (!cfg.tool_call_format.empty()) j["tool_call_format"] = cfg.tool_call_format;
   return DumpJson(j);
 }
 

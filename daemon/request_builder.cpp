@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "daemon/tool_output.h"
+
 namespace llmq {
 namespace {
 
@@ -59,16 +61,39 @@ Status CheckPromptIds(const BuildContext& ctx, const jobs::BatchRequest& r,
   return Status::Ok();
 }
 
-// Tool calls are not generated under a constraint yet: a line that demands one is refused rather
-// than run unconstrained.
-Status CheckToolChoice(const jobs::BatchRequest& r, const std::string& file) {
-  if (r.tool_choice != jobs::ToolChoice::kRequired && r.tool_choice != jobs::ToolChoice::kNamed)
-    return Status::Ok();
-  return Status::InvalidArgument(
-      Where(file, r) + "field 'body.tool_choice': " +
-      (r.tool_choice == jobs::ToolChoice::kRequired ? std::string("\"required\"")
-                                                    : "the function " + r.tool_choice_name) +
-      " is not enforced yet (llmq does not generate tool calls yet): use \"auto\" or \"none\"");
+// The grammar of a line's tool calls: none for tool_choice "none" (or no tools).
+Status ToolGrammar(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+                   LineGrammar* out) {
+  if (r.tools.empty() || r.tool_choice == jobs::ToolChoice::kNone) return Status::Ok();
+  auto refuse = [&](const std::string& field, const std::string& why) {
+    return Status::InvalidArgument(Where(file, r) + "field '" + field + "': " + why);
+  };
+  if (!ctx.tool_format) return refuse("body.tools", ctx.tool_format_problem);
+  if (ctx.grammars == nullptr) return refuse("body.tools", "tool calls are not available here");
+  if (r.response_format != jobs::ResponseFormat::kText)
+    return refuse("body.response_format", "cannot be combined with tools (tool_choice \"" +
+                                              std::string(r.tool_choice == jobs::ToolChoice::kAuto
+                                                              ? "auto"
+                                                              : "required or a function") +
+                                              "\"): one grammar per output");
+  if (r.min_tokens > 0)
+    return refuse("body.min_tokens", "cannot be combined with enforced tool calls");
+  ToolCallGrammarSpec spec;
+  spec.format = *ctx.tool_format;
+  spec.parallel = r.parallel_tool_calls;
+  for (const jobs::ToolDef& t : r.tools)
+    if (r.tool_choice != jobs::ToolChoice::kNamed || t.name == r.tool_choice_name)
+      spec.tools.push_back({t.name, t.parameters});
+  if (const Status st = ctx.grammars->ToolCalls(spec, &out->grammar); !st.ok()) {
+    // "tools[1].function.parameters: why" -> field 'body.tools[1].function.parameters': why
+    const std::string& m = st.message();
+    const size_t colon = m.find(": ");
+    if (m.rfind("tools[", 0) == 0 && colon != std::string::npos)
+      return refuse("body." + m.substr(0, colon), m.substr(colon + 2));
+    return refuse("body.tools", m);
+  }
+  if (r.tool_choice == jobs::ToolChoice::kAuto) out->trigger = TriggerOf(*ctx.tool_format);
+  return Status::Ok();
 }
 
 jobs::LogprobToken Token(const Tokenizer& tok, int32_t id, float logprob) {
@@ -88,18 +113,42 @@ Conversation ChatConversation(const jobs::BatchRequest& r) {
   return c;
 }
 
+void SetToolCallFormat(const std::string& config_format, const std::string& template_source,
+                       const std::string& origin, BuildContext* ctx) {
+  ctx->tool_format.reset();
+  ToolCallFormat f;
+  if (!config_format.empty()) {
+    if (ToolCallFormatByName(config_format, &f).ok()) ctx->tool_format = f;
+    return;
+  }
+  bool found = false;
+  f = RecognizeToolCallFormat(template_source, &found);
+  if (found) {
+    ctx->tool_format = f;
+    return;
+  }
+  ctx->tool_format_problem =
+      template_source.empty()
+          ? "the model has no chat template that renders tools"
+          : "the model's chat template (" + origin +
+                ") writes no tool-call format llmq knows (hermes, llama3_json, mistral): name one "
+                "in model.tool_call_format";
+}
+
 Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                  std::shared_ptr<CompiledGrammar>* out) {
-  out->reset();
-  if (r.response_format == jobs::ResponseFormat::kText) return Status::Ok();
+                  LineGrammar* out) {
+  *out = LineGrammar();
+  if (r.response_format == jobs::ResponseFormat::kText) return ToolGrammar(ctx, r, file, out);
   const bool object = r.response_format == jobs::ResponseFormat::kJsonObject;
   const std::string field =
       object ? "body.response_format" : "body.response_format.json_schema.schema";
+  if (!r.tools.empty() && r.tool_choice != jobs::ToolChoice::kNone)
+    return ToolGrammar(ctx, r, file, out);  // refuses the pair, naming response_format
   if (ctx.grammars == nullptr)
     return Status::InvalidArgument(Where(file, r) + "field '" + field +
                                    "': structured outputs are not available here");
-  const Status st =
-      object ? ctx.grammars->JsonObject(out) : ctx.grammars->JsonSchema(r.json_schema, out);
+  const Status st = object ? ctx.grammars->JsonObject(&out->grammar)
+                           : ctx.grammars->JsonSchema(r.json_schema, &out->grammar);
   if (!st.ok())
     return Status::InvalidArgument(Where(file, r) + "field '" + field + "': " + st.message());
   return Status::Ok();
@@ -108,8 +157,7 @@ Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const st
 Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                std::vector<int32_t>* key) {
   LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file));
-  LLMQ_RETURN_IF_ERROR(CheckToolChoice(r, file));
-  std::shared_ptr<CompiledGrammar> grammar;
+  LineGrammar grammar;
   LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &grammar));
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
@@ -133,7 +181,6 @@ Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const 
   const Model& m = *ctx.model;
   const std::string where = Where(file, r);
   LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file));
-  LLMQ_RETURN_IF_ERROR(CheckToolChoice(r, file));
   std::vector<int> ids;
   const char* prompt_field = "body.prompt";
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
@@ -166,7 +213,11 @@ Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const 
                                    " tokens) + max_tokens (" + std::to_string(max_tokens) +
                                    ") do not fit the KV cache of " + std::to_string(ctx.capacity) +
                                    " tokens set by " + ctx.capacity_setting + ": raise it");
-  LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &out->grammar));
+  LineGrammar grammar;
+  LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &grammar));
+  out->grammar = std::move(grammar.grammar);
+  out->grammar_trigger = std::move(grammar.trigger.text);
+  out->grammar_trigger_at_start = grammar.trigger.at_start;
   out->prompt_ids.assign(ids.begin(), ids.end());
   SamplingParams& p = out->params;
   p.max_tokens = static_cast<int>(max_tokens);
@@ -194,8 +245,21 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
                        const std::string& request_id, int64_t created) {
   std::vector<jobs::Choice> choices;
   choices.reserve(o.completions.size());
+  const bool tools = !r.tools.empty() && r.tool_choice != jobs::ToolChoice::kNone &&
+                     ctx.tool_format && ctx.model->tokenizer;
   for (const Completion& c : o.completions) {
-    jobs::Choice& ch = choices.emplace_back(jobs::Choice{c.text, c.finish_reason, {}});
+    jobs::Choice& ch = choices.emplace_back(jobs::Choice{c.text, c.finish_reason, {}, {}});
+    if (tools) {
+      ToolMessage m = SplitToolCalls(*ctx.model->tokenizer, *ctx.tool_format, c);
+      if (!m.calls.empty()) {
+        const int index = static_cast<int>(choices.size()) - 1;
+        for (size_t k = 0; k < m.calls.size(); ++k)
+          ch.tool_calls.push_back({ToolCallId(request_id, index, static_cast<int>(k)),
+                                   std::move(m.calls[k].name), std::move(m.calls[k].arguments)});
+        ch.text = std::move(m.content);
+        if (c.finish_reason == "stop") ch.finish_reason = "tool_calls";
+      }
+    }
     if (r.logprobs < 0 || !ctx.model->tokenizer) continue;
     const Tokenizer& tok = *ctx.model->tokenizer;
     ch.logprobs.reserve(c.logprobs.size());

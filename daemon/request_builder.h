@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/core/llm_engine.h"
 #include "engine/model/model.h"
 #include "engine/structured/grammar_cache.h"
+#include "engine/structured/tool_calls.h"
 #include "engine/text/chat_format.h"
 #include "jobs/batch_output.h"
 #include "jobs/batch_request.h"
@@ -29,6 +31,24 @@ struct BuildContext {
   // The model's compiled grammars (response_format json_object / json_schema); lines that ask for
   // one are refused when it is null.
   std::shared_ptr<GrammarCache> grammars;
+  // How the model writes tool calls (model.tool_call_format, else recognised from its chat
+  // template: SetToolCallFormat); unset, lines whose tool_choice is not "none" are refused with
+  // `tool_format_problem`.
+  std::optional<ToolCallFormat> tool_format;
+  std::string tool_format_problem = "the model's tool-call format is not known";
+};
+
+// ctx->tool_format from `config_format` (model.tool_call_format: a format's name, or "" to
+// recognise it from the template source `template_source`, read from `origin`).
+void SetToolCallFormat(const std::string& config_format, const std::string& template_source,
+                       const std::string& origin, BuildContext* ctx);
+
+// The grammar a line's output must follow: its response_format's schema, or its tools' calls
+// (tool_choice "required" or a named function: from the first token; "auto": lazily, from the
+// format's trigger on). Null grammar: free text.
+struct LineGrammar {
+  std::shared_ptr<CompiledGrammar> grammar;
+  ToolCallTrigger trigger;  // empty text: from the first token
 };
 
 // A chat line's conversation as the chat template gets it: its messages (tool calls, tool results,
@@ -41,17 +61,18 @@ Conversation ChatConversation(const jobs::BatchRequest& r);
 // key the ingest planner orders it by: the rendered prompt's bytes, four to an int32 (requests
 // sharing a textual prefix share a token prefix), or its token ids for a prompt given as ids. Its
 // response_format's schema is compiled (GrammarFor), so that a schema that cannot be enforced
-// refuses the line at ingest. tool_choice "required" and a named function are refused naming
-// body.tool_choice: generation does not enforce tool calls yet ("none" and "auto" run as text).
+// refuses the line at ingest; its tools' calls likewise.
 // InvalidArgument naming `file`, the line and the field when the line cannot run.
 Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                std::vector<int32_t>* key);
 
-// The grammar a line's response_format asks for (null for text), compiled once per schema.
+// The grammar a line asks for (LineGrammar), compiled once per schema or set of tools.
 // InvalidArgument naming `file`, the line and the field, with the compiler's refusal (`json_schema:
-// keyword "K" at "/pointer": why`) when the schema cannot be enforced.
+// keyword "K" at "/pointer": why`, `body.tools[1].function.parameters: keyword ...`) when it
+// cannot be enforced, or the reason tools cannot be (the model's call format is not known,
+// response_format beside tools, min_tokens with calls).
 Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                  std::shared_ptr<CompiledGrammar>* out);
+                  LineGrammar* out);
 
 // Tokenizes a valid line into an engine request: prompt ids, sampling parameters (an unseeded
 // request gets DefaultSeed(job_id, custom_id)), n. InvalidArgument naming `file`, the line and
@@ -59,7 +80,10 @@ Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const st
 Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                     const std::string& job_id, Request* out);
 
-// The output line of a finished request.
+// The output line of a finished request. A chat line whose tools were enforced (tool_choice other
+// than "none") gets the calls of each completion that wrote them (daemon/tool_output.h) as
+// message.tool_calls, finish_reason "tool_calls", and the text before them as content (null when
+// none).
 std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, const RequestOutput& o,
                        const std::string& request_id, int64_t created);
 

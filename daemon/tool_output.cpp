@@ -8,7 +8,7 @@ ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Co
   ToolMessage m;
   m.content = c.text;
   const int from = c.grammar_from_token;
-  if (from < 0 || c.finish_reason != "stop" || from >= static_cast<int>(c.ids.size())) return m;
+  if (from < 0 || from >= static_cast<int>(c.ids.size())) return m;
   size_t end = c.ids.size();
   while (end > static_cast<size_t>(from) && tok.IsControl(c.ids[end - 1])) --end;
   std::string calls_text;
@@ -17,7 +17,7 @@ ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Co
   const size_t cut = std::min(static_cast<size_t>(c.grammar_from_byte), first.size());
   calls_text.erase(0, cut);
   std::vector<ToolCall> calls;
-  if (!ParseToolCalls(format, calls_text, &calls).ok()) return m;
+  if (!ParseToolCalls(format, calls_text, &calls, c.finish_reason != "stop").ok()) return m;
   m.calls = std::move(calls);
   m.content =
       tok.Decode(std::vector<int>(c.ids.begin(), c.ids.begin() + from)) + first.substr(0, cut);

@@ -20,11 +20,12 @@ struct ToolMessage {
   std::string content;  // the text before the calls ("" beside calls: written as null)
 };
 
-// Calls only where the grammar took over and the sample ended "stop" (a complete message of
-// calls: the grammar enforced each, so each parses, names a declared tool and satisfies its
-// parameters); a sample cut by its length, one whose grammar never took over (auto: the model
-// wrote text), or text the parser refuses is text alone. The stop token (a control token, which
-// no grammar allows) is not part of the calls.
+// Calls only where the grammar took over (the grammar enforced each, so each parses, names a
+// declared tool and satisfies its parameters): all of them when the sample ended "stop", the whole
+// calls before the cut when it was cut by its length (the cut one is dropped). A sample whose
+// grammar never took over (auto: the model wrote text), or one with no whole call, or text the
+// parser refuses, is text alone. The stop token (a control token, which no grammar allows) is not
+// part of the calls.
 ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Completion& c);
 
 // A call's id: "call_" and 24 hex digits of SHA-256 over the line's request id, the choice and

@@ -90,7 +90,19 @@ std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choi
     ojson c;
     c["index"] = i;
     if (chat) {
-      c["message"] = {{"role", "assistant"}, {"content", choices[i].text}, {"refusal", nullptr}};
+      const Choice& ch = choices[i];
+      c["message"] = {{"role", "assistant"}};
+      c["message"]["content"] =
+          ch.tool_calls.empty() || !ch.text.empty() ? ojson(ch.text) : ojson(nullptr);
+      c["message"]["refusal"] = nullptr;
+      if (!ch.tool_calls.empty()) {
+        ojson calls = ojson::array();
+        for (const ToolCallOut& t : ch.tool_calls)
+          calls.push_back({{"id", t.id},
+                           {"type", "function"},
+                           {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+        c["message"]["tool_calls"] = std::move(calls);
+      }
     } else {
       c["text"] = choices[i].text;
     }

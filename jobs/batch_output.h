@@ -26,10 +26,20 @@ struct TokenLogprob {
   std::vector<LogprobToken> top;  // logprob descending
 };
 
+// A tool call of an assistant message (issue 25).
+struct ToolCallOut {
+  std::string id;         // "call_..."
+  std::string name;       // the function's
+  std::string arguments;  // a JSON object's text
+};
+
 struct Choice {
   std::string text;                    // the completion (assistant message content for chat)
-  std::string finish_reason;           // "stop" | "length"
+  std::string finish_reason;           // "stop" | "length" | "tool_calls"
   std::vector<TokenLogprob> logprobs;  // one per completion token when req.logprobs >= 0
+  // Chat: the message's calls, as message.tool_calls; with calls an empty `text` is written as
+  // content null (OpenAI's shape).
+  std::vector<ToolCallOut> tool_calls;
 };
 
 struct Usage {

@@ -187,14 +187,21 @@ TEST(ToolCallsTest, ParsedCallsAreWhatTheGrammarTook) {
     EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << text;
     EXPECT_TRUE(calls.empty()) << text;
   }
-  // Every cut of valid calls (what a length-limited sample leaves) is refused or parses the calls
-  // before the cut; none crashes.
+  // Every cut of valid calls (what a length-limited sample leaves): refused as a whole message;
+  // as a cut one, the whole calls before the cut (refused when there is none); none crashes.
+  const size_t first_end = kHermesOne.size();
   for (size_t n = 0; n < kHermesTwo.size(); ++n) {
-    const Status st = ParseToolCalls(ToolCallFormat::kHermes, kHermesTwo.substr(0, n), &calls);
-    if (st.ok()) {
-      EXPECT_EQ(calls.size(), 1u) << n;
-    }
+    const std::string text = kHermesTwo.substr(0, n);
+    const Status whole = ParseToolCalls(ToolCallFormat::kHermes, text, &calls);
+    EXPECT_EQ(whole.ok(), n == first_end || n == first_end + 1) << n;  // "\n" after it: space
+    const Status st = ParseToolCalls(ToolCallFormat::kHermes, text, &calls, /*cut=*/true);
+    EXPECT_EQ(st.ok(), n >= first_end) << n;
+    EXPECT_EQ(calls.size(), n >= first_end ? 1u : 0u) << n;
   }
+  const std::string llama = "{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"param";
+  ASSERT_TRUE(ParseToolCalls(ToolCallFormat::kLlama3Json, llama, &calls, true).ok());
+  EXPECT_EQ(calls.size(), 1u);
+  EXPECT_FALSE(ParseToolCalls(ToolCallFormat::kLlama3Json, llama, &calls).ok());
 }
 
 TEST(ToolCallsTest, FormatsByNameAndFromTheFamiliesTemplates) {

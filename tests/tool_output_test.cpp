@@ -1,7 +1,7 @@
 // daemon/tool_output.h: a completion's calls and content, read with a shared family model's real
 // tokenizer (tiny-qwen3: <tool_call> is one added token, <|im_end|> the stop token): calls where
-// the grammar took over and the sample stopped, text before them as content, text alone
-// otherwise; call ids stable and distinct.
+// the grammar took over (the whole ones before a cut by length), text before them as content,
+// text alone otherwise; call ids stable and distinct.
 #include "daemon/tool_output.h"
 
 #include <gtest/gtest.h>
@@ -57,8 +57,17 @@ TEST_F(ToolOutput, CallsAfterTheTextBeforeThem) {
 }
 
 TEST_F(ToolOutput, TextAloneWhereTheCallsAreNotWhole) {
-  Completion cut = Make("Hm. ", kCalls, "length");
+  // Cut by its length: the whole calls before the cut, none when there is none.
+  const size_t second = kCalls.find("\n<tool_call>", 1);
+  Completion cut = Make("Hm. ", kCalls.substr(0, second + 30), "length");
+  cut.ids.pop_back();  // no stop token
   ToolMessage m = SplitToolCalls(*tok_, ToolCallFormat::kHermes, cut);
+  ASSERT_EQ(m.calls.size(), 1u);
+  EXPECT_EQ(m.calls[0].name, "get_weather");
+  EXPECT_EQ(m.content, "Hm. ");
+  cut = Make("Hm. ", kCalls.substr(0, second - 3), "length");
+  cut.ids.pop_back();
+  m = SplitToolCalls(*tok_, ToolCallFormat::kHermes, cut);
   EXPECT_TRUE(m.calls.empty());
   EXPECT_EQ(m.content, cut.text);
   Completion never = Make("Just text, ", "no calls at all.", "stop");

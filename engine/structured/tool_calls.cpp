@@ -11,6 +11,10 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+// Whitespace beside a call's delimiters, at most: the families write calls on one line (", " and
+// ": "), and a model is not let pad them (random weights would, for hundreds of tokens).
+constexpr int kCallWhitespace = 1;
+
 constexpr const char* kHermesOpen = "<tool_call>";
 constexpr const char* kHermesClose = "</tool_call>";
 constexpr const char* kPythonTag = "<|python_tag|>";
@@ -124,30 +128,35 @@ Status TakeJson(std::string_view* s, json* out) {
   return Status::Ok();
 }
 
-Status ParseHermes(std::string_view s, std::vector<ToolCall>* calls) {
+Status ParseHermes(std::string_view s, bool cut, std::vector<ToolCall>* calls) {
   const std::string_view open = kHermesOpen, close = kHermesClose;
   while (true) {
     s = SkipSpace(s);
     if (s.empty() && !calls->empty()) return Status::Ok();
+    // Cut: the calls before the cut (a cut is only ever inside the last call or before it).
+    if (cut && !calls->empty() && s.size() < open.size() && open.substr(0, s.size()) == s)
+      return Status::Ok();
     if (s.substr(0, open.size()) != open)
       return Status::InvalidArgument("text where a <tool_call> should begin");
     s.remove_prefix(open.size());
     json v;
-    LLMQ_RETURN_IF_ERROR(TakeJson(&s, &v));
+    if (Status st = TakeJson(&s, &v); !st.ok()) return cut && !calls->empty() ? Status::Ok() : st;
     s = SkipSpace(s);
-    if (s.substr(0, close.size()) != close)
+    if (s.substr(0, close.size()) != close) {
+      if (cut && !calls->empty() && close.substr(0, s.size()) == s) return Status::Ok();
       return Status::InvalidArgument("a <tool_call> without its </tool_call>");
+    }
     s.remove_prefix(close.size());
     LLMQ_RETURN_IF_ERROR(CallOf(v, "arguments", &calls->emplace_back()));
   }
 }
 
-Status ParseLlama(std::string_view s, std::vector<ToolCall>* calls) {
+Status ParseLlama(std::string_view s, bool cut, std::vector<ToolCall>* calls) {
   const std::string_view tag = kPythonTag;
   if (s.substr(0, tag.size()) == tag) s.remove_prefix(tag.size());
   while (true) {
     json v;
-    LLMQ_RETURN_IF_ERROR(TakeJson(&s, &v));
+    if (Status st = TakeJson(&s, &v); !st.ok()) return cut && !calls->empty() ? Status::Ok() : st;
     ToolCall c;
     // Llama 3.x models write "parameters"; "arguments" is read too, as vLLM's parser does.
     LLMQ_RETURN_IF_ERROR(
@@ -223,7 +232,9 @@ Status BuildToolCallGrammar(const ToolCallGrammarSpec& spec, Grammar* out) {
   } else {
     LLMQ_RETURN_IF_ERROR(AnyCall(spec, "", &schema));
   }
-  LLMQ_RETURN_IF_ERROR(CompileJsonSchema(schema, &g));
+  JsonSchemaOptions opt;
+  opt.max_whitespace = kCallWhitespace;
+  LLMQ_RETURN_IF_ERROR(CompileJsonSchema(schema, &g, opt));
   const Grammar::Symbol call{g.start(), false};
   const Grammar::Symbol calls = g.NewRule("tool_calls");
   switch (spec.format) {
@@ -263,15 +274,16 @@ ToolCallTrigger TriggerOf(ToolCallFormat f) {
   return {};
 }
 
-Status ParseToolCalls(ToolCallFormat f, std::string_view text, std::vector<ToolCall>* calls) {
+Status ParseToolCalls(ToolCallFormat f, std::string_view text, std::vector<ToolCall>* calls,
+                      bool cut) {
   calls->clear();
   Status st;
   switch (f) {
     case ToolCallFormat::kHermes:
-      st = ParseHermes(text, calls);
+      st = ParseHermes(text, cut, calls);
       break;
     case ToolCallFormat::kLlama3Json:
-      st = ParseLlama(text, calls);
+      st = ParseLlama(text, cut, calls);
       break;
     case ToolCallFormat::kMistral:
       st = ParseMistral(text, calls);

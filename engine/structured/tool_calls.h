@@ -6,6 +6,7 @@
 //   - hermes (Qwen2.5, Qwen3, Hermes): each call
 //       <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
 //     several separated by "\n".
+//   (A call's JSON is written with at most one whitespace byte beside each delimiter.)
 //   - llama3_json (Llama 3.1, 3.2): {"name": "f", "parameters": {...}} at the very start of the
 //     message, optionally after <|python_tag|>; several separated by "; ".
 //   - mistral: [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...] (one JSON array).
@@ -70,8 +71,10 @@ struct ToolCall {
 
 // The calls of `text`, which begins at the format's trigger (what the grammar matched: the
 // message's bytes from the trigger on, control tokens' text included). InvalidArgument saying
-// what is malformed: the caller keeps such text as the message's content.
+// what is malformed: the caller keeps such text as the message's content. With `cut` (a sample
+// cut by its length) the text may end inside a call: the whole calls before it are the calls
+// (hermes, llama3_json; mistral's one list is whole or nothing), InvalidArgument when none is.
 [[nodiscard]] Status ParseToolCalls(ToolCallFormat f, std::string_view text,
-                                    std::vector<ToolCall>* calls);
+                                    std::vector<ToolCall>* calls, bool cut = false);
 
 }  // namespace llmq
