@@ -12,9 +12,15 @@ std::vector<Message> Messages(const jobs::BatchRequest& r) {
   return msgs;
 }
 
-// "field 'messages[2].role': ..." from the chat template -> the body's field.
-std::string BodyField(std::string msg) {
-  if (msg.rfind("field '", 0) == 0) msg.insert(7, "body.");
+// "field 'messages[2].role': ..." from the chat template -> the body's field; `*param` is the
+// OpenAI param it names ("messages[2].role"; "messages" when the message names no field).
+std::string BodyField(std::string msg, std::string* param) {
+  *param = "messages";
+  if (msg.rfind("field '", 0) == 0) {
+    const size_t end = msg.find('\'', 7);
+    if (end != std::string::npos) *param = msg.substr(7, end - 7);
+    msg.insert(7, "body.");
+  }
   return msg;
 }
 
@@ -39,10 +45,11 @@ void PackBytes(const std::string& s, std::vector<int32_t>* key) {
 }
 
 // The token ids a line names besides its prompt (logit_bias, stop_token_ids) lie in the vocabulary.
-Status CheckTokenIds(const BuildContext& ctx, const jobs::BatchRequest& r,
-                     const std::string& file) {
+Status CheckTokenIds(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+                     std::string* param) {
   const int vocab = ctx.model->cfg.vocab_size;
   auto outside = [&](const std::string& field, int64_t id) {
+    *param = jobs::ParamOfField(field);
     return Status::InvalidArgument(Where(file, r) + "field '" + field + "': token id " +
                                    std::to_string(id) + " is outside the vocabulary (" +
                                    std::to_string(vocab) + ")");
@@ -56,13 +63,15 @@ Status CheckTokenIds(const BuildContext& ctx, const jobs::BatchRequest& r,
 }
 
 // A prompt given as token ids lies in the vocabulary.
-Status CheckPromptIds(const BuildContext& ctx, const jobs::BatchRequest& r,
-                      const std::string& file) {
+Status CheckPromptIds(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+                      std::string* param) {
   for (int32_t id : r.prompt_token_ids)
-    if (id < 0 || id >= ctx.model->cfg.vocab_size)
+    if (id < 0 || id >= ctx.model->cfg.vocab_size) {
+      *param = "prompt";
       return Status::InvalidArgument(Where(file, r) + "field 'body.prompt': token id " +
                                      std::to_string(id) + " is outside the vocabulary (" +
                                      std::to_string(ctx.model->cfg.vocab_size) + ")");
+    }
   return Status::Ok();
 }
 
@@ -74,12 +83,15 @@ jobs::LogprobToken Token(const Tokenizer& tok, int32_t id, float logprob) {
 }  // namespace
 
 Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                  std::shared_ptr<CompiledGrammar>* out) {
+                  std::shared_ptr<CompiledGrammar>* out, std::string* param) {
+  std::string unused;
+  if (param == nullptr) param = &unused;
   out->reset();
   if (r.response_format == jobs::ResponseFormat::kText) return Status::Ok();
   const bool object = r.response_format == jobs::ResponseFormat::kJsonObject;
   const std::string field =
       object ? "body.response_format" : "body.response_format.json_schema.schema";
+  *param = jobs::ParamOfField(field);
   if (ctx.grammars == nullptr)
     return Status::InvalidArgument(Where(file, r) + "field '" + field +
                                    "': structured outputs are not available here");
@@ -87,22 +99,26 @@ Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const st
       object ? ctx.grammars->JsonObject(out) : ctx.grammars->JsonSchema(r.json_schema, out);
   if (!st.ok())
     return Status::InvalidArgument(Where(file, r) + "field '" + field + "': " + st.message());
+  param->clear();
   return Status::Ok();
 }
 
 Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-               std::vector<int32_t>* key) {
-  LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file));
+               std::vector<int32_t>* key, std::string* param) {
+  std::string unused;
+  if (param == nullptr) param = &unused;
+  param->clear();
+  LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file, param));
   std::shared_ptr<CompiledGrammar> grammar;
-  LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &grammar));
+  LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &grammar, param));
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     std::string text;
     if (Status st = ctx.chat->Render(Messages(r), &text); !st.ok())
-      return Status::InvalidArgument(Where(file, r) + BodyField(st.message()));
+      return Status::InvalidArgument(Where(file, r) + BodyField(st.message(), param));
     PackBytes(text, key);
   } else if (r.prompt_is_ids) {
-    LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file));
+    LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file, param));
     // Ids, kept apart from text keys by a leading marker no packed text group can equal.
     key->assign(1, INT32_MIN);
     key->insert(key->end(), r.prompt_token_ids.begin(), r.prompt_token_ids.end());
@@ -113,43 +129,50 @@ Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::
 }
 
 Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                    const std::string& job_id, Request* out) {
+                    const std::string& job_id, Request* out, std::string* param) {
+  std::string unused;
+  if (param == nullptr) param = &unused;
+  param->clear();
   const Model& m = *ctx.model;
   const std::string where = Where(file, r);
-  LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file));
+  LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file, param));
   std::vector<int> ids;
   const char* prompt_field = "body.prompt";
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     prompt_field = "body.messages";
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     if (Status st = ctx.chat->Encode(*m.tokenizer, Messages(r), &ids); !st.ok())
-      return Status::InvalidArgument(where + BodyField(st.message()));
+      return Status::InvalidArgument(where + BodyField(st.message(), param));
   } else if (r.prompt_is_ids) {
-    LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file));
+    LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file, param));
     ids.assign(r.prompt_token_ids.begin(), r.prompt_token_ids.end());
   } else {
     ids = m.tokenizer->Encode(r.prompt);
   }
   const int ctx_len = m.cfg.max_position_embeddings;
   const int n = static_cast<int>(ids.size());
-  if (n == 0)
+  if (n == 0) {
+    *param = jobs::ParamOfField(prompt_field);
     return Status::InvalidArgument(where + "field '" + prompt_field + "': the prompt is empty");
+  }
   // Chat without max_tokens may use what is left of what one sequence can hold.
   const int64_t max_tokens = r.max_tokens.value_or(
       r.endpoint == jobs::Endpoint::kCompletions ? 16 : std::min(ctx.capacity, ctx_len) - n);
   const std::string field = r.max_tokens ? "body.max_tokens" : prompt_field;
-  if (n >= ctx_len || n + max_tokens > ctx_len)
+  if (n >= ctx_len || n + max_tokens > ctx_len) {
+    *param = jobs::ParamOfField(field);
     return Status::InvalidArgument(where + "field '" + field + "': prompt (" + std::to_string(n) +
                                    " tokens) + max_tokens (" + std::to_string(max_tokens) +
                                    ") exceed the model's context of " + std::to_string(ctx_len) +
                                    " tokens");
+  }
   // Within the model's context but beyond the KV cache: the operator's setting is the cause.
   if (n >= ctx.capacity || n + max_tokens > ctx.capacity)
     return Status::InvalidArgument(where + "prompt (" + std::to_string(n) +
                                    " tokens) + max_tokens (" + std::to_string(max_tokens) +
                                    ") do not fit the KV cache of " + std::to_string(ctx.capacity) +
                                    " tokens set by " + ctx.capacity_setting + ": raise it");
-  LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &out->grammar));
+  LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &out->grammar, param));
   out->prompt_ids.assign(ids.begin(), ids.end());
   SamplingParams& p = out->params;
   p.max_tokens = static_cast<int>(max_tokens);

@@ -36,21 +36,27 @@ struct BuildContext {
 // sharing a textual prefix share a token prefix), or its token ids for a prompt given as ids. Its
 // response_format's schema is compiled (GrammarFor), so that a schema that cannot be enforced
 // refuses the line at ingest.
-// InvalidArgument naming `file`, the line and the field when the line cannot run.
-Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-               std::vector<int32_t>* key);
+// InvalidArgument naming `file`, the line and the field when the line cannot run; `*param` (when
+// given) is then that field as OpenAI's error param names it ("messages[1].role",
+// jobs::ParamOfField), or "" when no single field is at fault.
+[[nodiscard]] Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r,
+                             const std::string& file, std::vector<int32_t>* key,
+                             std::string* param = nullptr);
 
 // The grammar a line's response_format asks for (null for text), compiled once per schema.
 // InvalidArgument naming `file`, the line and the field, with the compiler's refusal (`json_schema:
-// keyword "K" at "/pointer": why`) when the schema cannot be enforced.
-Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                  std::shared_ptr<CompiledGrammar>* out);
+// keyword "K" at "/pointer": why`) when the schema cannot be enforced; `*param` as PlanKey's.
+[[nodiscard]] Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r,
+                                const std::string& file, std::shared_ptr<CompiledGrammar>* out,
+                                std::string* param = nullptr);
 
 // Tokenizes a valid line into an engine request: prompt ids, sampling parameters (an unseeded
 // request gets DefaultSeed(job_id, custom_id)), n. InvalidArgument naming `file`, the line and
-// the field, or the setting when the operator's configuration is the cause.
-Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                    const std::string& job_id, Request* out);
+// the field, or the setting when the operator's configuration is the cause (then `*param` is "");
+// `*param` as PlanKey's.
+[[nodiscard]] Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r,
+                                  const std::string& file, const std::string& job_id, Request* out,
+                                  std::string* param = nullptr);
 
 // The output line of a finished request.
 std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, const RequestOutput& o,

@@ -72,6 +72,10 @@ ojson CompletionLogprobs(const std::vector<TokenLogprob>& lps) {
 
 }  // namespace
 
+std::string OutputCustomId(const std::string& custom_id, int64_t line) {
+  return custom_id.empty() ? "line-" + std::to_string(line) : custom_id;
+}
+
 std::string ResponseRequestId(const std::string& request_id) {
   return "req_" + Sha256Hex(request_id).substr(0, 32);
 }
@@ -129,14 +133,33 @@ std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choi
   return Dump(line);
 }
 
-std::string ErrorLine(const std::string& custom_id, const std::string& request_id,
-                      const std::string& message) {
-  ojson line;
-  line["id"] = request_id;
-  line["custom_id"] = custom_id.empty() ? ojson(nullptr) : ojson(custom_id);
-  line["response"] = nullptr;
-  line["error"] = {{"code", "invalid_request"}, {"message", message}};
-  return Dump(line);
+std::string RefusedLine(const std::string& custom_id, int64_t line, const std::string& request_id,
+                        const std::string& message, const std::string& param) {
+  ojson error;
+  error["message"] = message;
+  error["type"] = "invalid_request_error";
+  error["param"] = param.empty() ? ojson(nullptr) : ojson(param);
+  error["code"] = nullptr;
+  ojson response;
+  response["status_code"] = 400;
+  response["request_id"] = ResponseRequestId(request_id);
+  response["body"] = {{"error", std::move(error)}};
+  ojson out;
+  out["id"] = request_id;
+  out["custom_id"] = OutputCustomId(custom_id, line);
+  out["response"] = std::move(response);
+  out["error"] = nullptr;
+  return Dump(out);
+}
+
+std::string ErrorLine(const std::string& custom_id, int64_t line, const std::string& request_id,
+                      const std::string& code, const std::string& message) {
+  ojson out;
+  out["id"] = request_id;
+  out["custom_id"] = OutputCustomId(custom_id, line);
+  out["response"] = nullptr;
+  out["error"] = {{"code", code}, {"message", message}};
+  return Dump(out);
 }
 
 }  // namespace llmq::jobs

@@ -1,5 +1,5 @@
-// Tests for jobs/batch_output.h: success and error lines in the OpenAI Batch API output shape,
-// every field checked, and text that is not valid UTF-8 written with U+FFFD.
+// Tests for jobs/batch_output.h: success, refused (HTTP 400) and error lines in the OpenAI Batch
+// API output shape, every field checked, and text that is not valid UTF-8 written with U+FFFD.
 #include "jobs/batch_output.h"
 
 #include <gtest/gtest.h>
@@ -129,24 +129,40 @@ TEST(BatchOutputTest, CompletionsSuccessLineShape) {
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
 }
 
+// A refused line is OpenAI's HTTP 400 response (openai-openapi#302), top-level error null.
+TEST(BatchOutputTest, RefusedLineIsAnHttp400Response) {
+  const std::string line =
+      RefusedLine("doc-3", 3, "req-9",
+                  "jobs.jsonl:3: field 'body.max_tokens' must be a positive integer", "max_tokens");
+  EXPECT_EQ(line,
+            R"({"id":"req-9","custom_id":"doc-3","response":{"status_code":400,"request_id":")" +
+                ResponseRequestId("req-9") +
+                R"(","body":{"error":{"message":"jobs.jsonl:3: field 'body.max_tokens' must be a )"
+                R"(positive integer","type":"invalid_request_error","param":"max_tokens",)"
+                R"("code":null}}},"error":null})");
+  // No single field at fault: param null.
+  const ojson j = ojson::parse(RefusedLine("doc-3", 3, "req-9", "jobs.jsonl:3: too long", ""));
+  EXPECT_TRUE(j["response"]["body"]["error"]["param"].is_null());
+}
+
+// A failure outside HTTP keeps the top-level error, with its code.
 TEST(BatchOutputTest, ErrorLineShape) {
-  const std::string line = ErrorLine(
-      "doc-3", "req-9", "jobs.jsonl:3: field 'body.max_tokens' must be a positive integer");
-  EXPECT_EQ(
-      line,
-      R"({"id":"req-9","custom_id":"doc-3","response":null,"error":{"code":"invalid_request",)"
-      R"("message":"jobs.jsonl:3: field 'body.max_tokens' must be a positive integer"}})");
+  const std::string line =
+      ErrorLine("doc-3", 3, "req-9", kCancelledCode, "jobs.jsonl:3: cancelled by llmq cancel");
+  EXPECT_EQ(line, R"({"id":"req-9","custom_id":"doc-3","response":null,"error":{"code":)"
+                  R"("batch_cancelled","message":"jobs.jsonl:3: cancelled by llmq cancel"}})");
   const ojson j = ojson::parse(line);
   EXPECT_EQ(Keys(j), (std::vector<std::string>{"id", "custom_id", "response", "error"}));
   EXPECT_EQ(Keys(j["error"]), (std::vector<std::string>{"code", "message"}));
 }
 
-TEST(BatchOutputTest, ErrorLineWithoutCustomIdHasNull) {
-  const ojson j = ojson::parse(ErrorLine("", "req-1", "jobs.jsonl:1: invalid JSON: ..."));
-  EXPECT_TRUE(j["custom_id"].is_null());
-  EXPECT_TRUE(j["response"].is_null());
-  EXPECT_EQ(j["error"]["code"], "invalid_request");
-  EXPECT_EQ(j["error"]["message"], "jobs.jsonl:1: invalid JSON: ...");
+// custom_id is a string on every line: "line-<n>" when the line had none that could be read.
+TEST(BatchOutputTest, ALineWithoutCustomIdIsNamedByItsLineNumber) {
+  const ojson r = ojson::parse(RefusedLine("", 12, "req-1", "jobs.jsonl:12: invalid JSON", ""));
+  EXPECT_EQ(r["custom_id"], "line-12");
+  const ojson e = ojson::parse(ErrorLine("", 7, "req-1", kEngineErrorCode, "jobs.jsonl:7: x"));
+  EXPECT_EQ(e["custom_id"], "line-7");
+  EXPECT_EQ(OutputCustomId("doc-1", 7), "doc-1");
 }
 
 TEST(BatchOutputTest, InvalidUtf8IsReplaced) {
@@ -162,7 +178,7 @@ TEST(BatchOutputTest, InvalidUtf8IsReplaced) {
   EXPECT_EQ(content.find('\xff'), std::string::npos);
 
   std::string err;
-  ASSERT_NO_THROW(err = ErrorLine("id\xff", "r", "bad byte \xc0 here"));
+  ASSERT_NO_THROW(err = ErrorLine("id\xff", 1, "r", kEngineErrorCode, "bad byte \xc0 here"));
   const ojson e = ojson::parse(err);
   EXPECT_NE(e["error"]["message"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos);
   EXPECT_NE(e["custom_id"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos);

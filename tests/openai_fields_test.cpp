@@ -10,6 +10,7 @@
 
 #include "engine/text/hf_tokenizer.h"
 #include "engine/text/tokenizer.h"
+#include "jobs/batch_request.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -322,8 +323,14 @@ TEST_F(OpenAiFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
       EXPECT_EQ(l["response"]["status_code"], 200);
       c.check(l);
     } else {
-      ASSERT_TRUE(l["response"].is_null()) << l.dump();
-      const std::string msg = l["error"]["message"];
+      // Refused as OpenAI's API refuses a request: its HTTP 400 response, the field as param.
+      ASSERT_TRUE(l["error"].is_null()) << l.dump();
+      EXPECT_EQ(l["response"]["status_code"], 400) << l.dump();
+      const json& e = l["response"]["body"]["error"];
+      EXPECT_EQ(e["type"], "invalid_request_error");
+      EXPECT_EQ(e["param"], jobs::ParamOfField(c.refused_field)) << l.dump();
+      EXPECT_TRUE(e["code"].is_null());
+      const std::string msg = e["message"];
       EXPECT_NE(
           msg.find("in.jsonl:" + std::to_string(line_no) + ": field '" + c.refused_field + "'"),
           std::string::npos)
