@@ -1,5 +1,6 @@
 #include "daemon/request_builder.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace llmq {
@@ -75,9 +76,9 @@ Status CheckPromptIds(const BuildContext& ctx, const jobs::BatchRequest& r, cons
   return Status::Ok();
 }
 
-jobs::LogprobToken Token(const Tokenizer& tok, int32_t id, float logprob) {
-  std::string bytes = tok.TokenBytes(id);
-  return {Utf8Lossy(bytes), std::move(bytes), logprob};
+jobs::LogprobToken Token(std::string bytes, float logprob) {
+  std::string text = jobs::TokenText(bytes);
+  return {std::move(text), std::move(bytes), logprob};
 }
 
 }  // namespace
@@ -204,11 +205,16 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
     jobs::Choice& ch = choices.emplace_back(jobs::Choice{c.text, c.finish_reason, {}});
     if (r.logprobs < 0 || !ctx.model->tokenizer) continue;
     const Tokenizer& tok = *ctx.model->tokenizer;
+    std::vector<std::string> pieces = TokenPieces(tok, c);
     ch.logprobs.reserve(c.logprobs.size());
-    for (const TokenLogprobs& t : c.logprobs) {
+    for (size_t i = 0; i < c.logprobs.size(); ++i) {
+      const TokenLogprobs& t = c.logprobs[i];
       jobs::TokenLogprob& e = ch.logprobs.emplace_back();
-      e.chosen = Token(tok, t.id, t.logprob);
-      for (const TopLogprob& x : t.top) e.top.push_back(Token(tok, x.id, x.logprob));
+      e.chosen = Token(std::move(pieces[i]), t.logprob);
+      // The chosen id among the alternatives is named as it is chosen; the others by their bytes.
+      for (const TopLogprob& x : t.top)
+        e.top.push_back(x.id == t.id ? jobs::LogprobToken{e.chosen.token, e.chosen.bytes, x.logprob}
+                                     : Token(tok.TokenBytes(x.id), x.logprob));
     }
   }
   const jobs::Usage usage{o.metrics.prompt_tokens, o.metrics.completion_tokens,
@@ -216,6 +222,46 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
   // The model that ran, not the request's echo (a request's "model" selects nothing here).
   return jobs::SuccessLine(r, choices, usage, request_id, created, ctx.model_name,
                            ctx.system_fingerprint);
+}
+
+std::vector<std::string> TokenPieces(const Tokenizer& tok, const Completion& c) {
+  const size_t n = c.logprobs.size();
+  std::vector<std::string> pieces(n);
+  if (c.text_begin.size() != n) {  // not from an engine: each id's own bytes
+    for (size_t i = 0; i < n; ++i) pieces[i] = tok.TokenBytes(c.logprobs[i].id);
+    return pieces;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const size_t begin = std::min<size_t>(c.text_begin[i], c.text.size());
+    const size_t end =
+        std::min<size_t>(i + 1 < n ? c.text_begin[i + 1] : c.text.size(), c.text.size());
+    if (end > begin) pieces[i] = c.text.substr(begin, end - begin);
+  }
+  // Ids whose bytes were held back until a later id completed their character: when their own
+  // bytes spell that id's text exactly, each gets its own (a part of a character).
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && pieces[j].empty()) ++j;
+    if (j == n) break;
+    if (j > i) {
+      std::vector<std::string> own(j - i + 1), shown(j - i + 1);
+      std::string all_own, all_shown;
+      for (size_t k = i; k <= j; ++k) {
+        own[k - i] = tok.TokenBytes(c.logprobs[k].id);
+        shown[k - i] = Utf8Lossy(own[k - i]);
+        all_own += own[k - i];
+        all_shown += shown[k - i];
+      }
+      // Parts of one character; else bytes that never made one, each a U+FFFD in the text.
+      const std::vector<std::string>* by = all_own == pieces[j]     ? &own
+                                           : all_shown == pieces[j] ? &shown
+                                                                    : nullptr;
+      if (by != nullptr)
+        for (size_t k = i; k <= j; ++k) pieces[k] = (*by)[k - i];
+    }
+    i = j + 1;
+  }
+  return pieces;
 }
 
 std::string RequestIdFor(const std::string& job_public_id, int64_t line) {

@@ -58,7 +58,18 @@ struct BuildContext {
                                   const std::string& file, const std::string& job_id, Request* out,
                                   std::string* param = nullptr);
 
-// The output line of a finished request.
+// The bytes each id of `c` added to its text, one per logprobs entry, so that joined they are
+// c.text: from Completion::text_begin, nothing for an id that added nothing (a control id such as
+// <|im_start|> or <s>, the stop id, ids past a stop string), the text Decode renders for the others
+// (" ⁇ " for <unk>). Ids whose bytes were held back until a later id (byte-level or byte-fallback
+// pieces) get their own bytes when these, joined, are that text exactly (parts of a character),
+// else each its bytes with U+FFFD for what is not UTF-8 when that is the text (bytes that never
+// made a character), else the last one gets the text. Without text_begin (a Completion not made by
+// the engine): each id's TokenBytes.
+std::vector<std::string> TokenPieces(const Tokenizer& tok, const Completion& c);
+
+// The output line of a finished request: logprobs name each chosen token by TokenPieces (its bytes
+// and their jobs::TokenText), and each other top token by its TokenBytes.
 std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, const RequestOutput& o,
                        const std::string& request_id, int64_t created);
 

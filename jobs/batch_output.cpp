@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+
+#include "base/text.h"
 #include "jobs/sha256.h"
 
 namespace llmq::jobs {
@@ -62,7 +65,7 @@ ojson CompletionLogprobs(const std::vector<TokenLogprob>& lps) {
     if (!top.contains(t.chosen.token)) top[t.chosen.token] = Logprob(t.chosen.logprob);
     tops.push_back(std::move(top));
     offsets.push_back(offset);
-    offset += CodePoints(t.chosen.token);
+    offset += CodePoints(t.chosen.bytes);
   }
   return {{"tokens", std::move(tokens)},
           {"token_logprobs", std::move(token_lps)},
@@ -71,6 +74,17 @@ ojson CompletionLogprobs(const std::vector<TokenLogprob>& lps) {
 }
 
 }  // namespace
+
+std::string TokenText(const std::string& bytes) {
+  if (IsUtf8(bytes)) return bytes;
+  std::string s = "bytes:";
+  for (char c : bytes) {
+    char h[5];
+    std::snprintf(h, sizeof h, "\\x%02x", static_cast<unsigned char>(c));
+    s += h;
+  }
+  return s;
+}
 
 std::string OutputCustomId(const std::string& custom_id, int64_t line) {
   return custom_id.empty() ? "line-" + std::to_string(line) : custom_id;

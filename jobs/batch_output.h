@@ -18,7 +18,8 @@
 
 namespace llmq::jobs {
 
-// A token as logprobs report it: its text (its bytes, invalid UTF-8 as U+FFFD) and its bytes.
+// A token as logprobs report it: its bytes (for a chosen token, the bytes it added to the text) and
+// their text, TokenText(bytes).
 struct LogprobToken {
   std::string token;
   std::string bytes;
@@ -43,6 +44,12 @@ struct Usage {
   int64_t cached_tokens = 0;      // prompt tokens taken from the prefix cache
 };
 
+// A token's bytes as logprobs name them: the bytes themselves when they are valid UTF-8, else
+// OpenAI's spelling of raw bytes, "bytes:" and \xNN (two lowercase hex digits) per byte, e.g.
+// "bytes:\xe2\x80" for a token holding the first two bytes of "…" (so that tokens holding
+// different parts of characters keep distinct names).
+std::string TokenText(const std::string& bytes);
+
 // The custom_id an output line carries: the line's own, or "line-<n>" (n the 1-based line number)
 // when it had none that could be read (`custom_id` empty: invalid JSON, not an object, a missing
 // or non-string custom_id).
@@ -55,7 +62,9 @@ std::string OutputCustomId(const std::string& custom_id, int64_t line);
 // choice's "logprobs" is OpenAI's shape: chat {"content": [{token, logprob, bytes, top_logprobs:
 // [{token, logprob, bytes}]}], "refusal": null}; completions {tokens, token_logprobs,
 // top_logprobs: [{token: logprob}] (the top req.logprobs and the chosen token), text_offset (code
-// points of the tokens' texts before each)}.
+// points of the text before each token: a character split over several tokens counts at the first;
+// a token named "bytes:..." adds its bytes)}. Each chosen token's bytes are the bytes it added to
+// the text, so that its tokens' bytes, joined, are the text (request_builder.h, TokenPieces).
 std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choices,
                         const Usage& usage, const std::string& request_id, int64_t created,
                         const std::string& model, const std::string& system_fingerprint = "");

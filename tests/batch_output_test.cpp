@@ -1,5 +1,6 @@
 // Tests for jobs/batch_output.h: success, refused (HTTP 400) and error lines in the OpenAI Batch
-// API output shape, every field checked, and text that is not valid UTF-8 written with U+FFFD.
+// API output shape, every field checked, text that is not valid UTF-8 written with U+FFFD, and
+// token bytes that are not UTF-8 spelled "bytes:\xNN".
 #include "jobs/batch_output.h"
 
 #include <gtest/gtest.h>
@@ -165,6 +166,34 @@ TEST(BatchOutputTest, ALineWithoutCustomIdIsNamedByItsLineNumber) {
   EXPECT_EQ(OutputCustomId("doc-1", 7), "doc-1");
 }
 
+// Bytes that are not UTF-8 are spelled as OpenAI spells them, so that they stay distinct.
+TEST(BatchOutputTest, TokenTextSpellsInvalidUtf8AsBytes) {
+  EXPECT_EQ(TokenText("Hi"), "Hi");
+  EXPECT_EQ(TokenText(""), "");
+  EXPECT_EQ(TokenText("\xe2\x80\xa6"), "\xe2\x80\xa6");  // "…", whole
+  EXPECT_EQ(TokenText("\xe2\x80"), "bytes:\\xe2\\x80");
+  EXPECT_EQ(TokenText("\xa6"), "bytes:\\xa6");
+  EXPECT_EQ(TokenText("a\xff"), "bytes:\\x61\\xff");
+  EXPECT_EQ(TokenText("\xed\xa0\x80"), "bytes:\\xed\\xa0\\x80");  // a surrogate
+}
+
+// Two tokens that hold different parts of characters keep two top_logprobs keys.
+TEST(BatchOutputTest, PartialCharactersKeepDistinctTopLogprobsKeys) {
+  BatchRequest req = Request(Endpoint::kCompletions);
+  req.logprobs = 2;
+  const std::vector<TokenLogprob> lps = {
+      {{TokenText("\xe2\x80"), "\xe2\x80", -0.1},
+       {{TokenText("\xe2\x80"), "\xe2\x80", -0.1}, {TokenText("\xe2\x82"), "\xe2\x82", -3}}},
+      {{TokenText("\xa6"), "\xa6", -0.2}, {{TokenText("\xa6"), "\xa6", -0.2}}}};
+  const ojson j =
+      ojson::parse(SuccessLine(req, {{"\xe2\x80\xa6", "length", lps}}, {1, 2, 0}, "r", 0, "m"));
+  const ojson& lp = j["response"]["body"]["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], ojson({"bytes:\\xe2\\x80", "bytes:\\xa6"}));
+  EXPECT_EQ(lp["top_logprobs"][0].dump(), R"({"bytes:\\xe2\\x80":-0.1,"bytes:\\xe2\\x82":-3.0})");
+  // The character split over both counts at the first.
+  EXPECT_EQ(lp["text_offset"], ojson({0, 1}));
+}
+
 TEST(BatchOutputTest, InvalidUtf8IsReplaced) {
   const std::string bad = "ok \xff\xfe end \xe2\x82";  // stray bytes and a cut 3-byte character
   std::string line;
@@ -205,7 +234,7 @@ TEST(BatchOutputTest, CarriesParsedCustomId) {
 std::vector<TokenLogprob> TwoTokens() {
   return {
       {{"Hi", "Hi", -0.5}, {{"Ho", "Ho", -0.25}, {"Hi", "Hi", -0.5}}},
-      {{"\xEF\xBF\xBD", "\xC3", -std::numeric_limits<double>::infinity()}, {{" a", " a", -1.0}}}};
+      {{"bytes:\\xc3", "\xC3", -std::numeric_limits<double>::infinity()}, {{" a", " a", -1.0}}}};
 }
 
 TEST(BatchOutputTest, ChatLogprobsInOpenAiShape) {
@@ -226,7 +255,7 @@ TEST(BatchOutputTest, ChatLogprobsInOpenAiShape) {
   EXPECT_EQ(t0["top_logprobs"][0],
             ojson({{"token", "Ho"}, {"logprob", -0.25}, {"bytes", {72, 111}}}));
   const ojson& t1 = lp["content"][1];
-  EXPECT_EQ(t1["token"], "\xEF\xBF\xBD");
+  EXPECT_EQ(t1["token"], "bytes:\\xc3");
   EXPECT_EQ(t1["bytes"], ojson({0xC3}));
   EXPECT_EQ(t1["logprob"], -9999.0);  // -inf, as OpenAI writes it
 }
@@ -239,11 +268,11 @@ TEST(BatchOutputTest, CompletionsLogprobsInOpenAiShape) {
   const ojson& lp = j["response"]["body"]["choices"][0]["logprobs"];
   EXPECT_EQ(Keys(lp),
             (std::vector<std::string>{"tokens", "token_logprobs", "top_logprobs", "text_offset"}));
-  EXPECT_EQ(lp["tokens"], ojson({"Hi", "\xEF\xBF\xBD"}));
+  EXPECT_EQ(lp["tokens"], ojson({"Hi", "bytes:\\xc3"}));
   EXPECT_EQ(lp["token_logprobs"], ojson({-0.5, -9999.0}));
   // The top entries, then the chosen token when it is not among them.
   EXPECT_EQ(lp["top_logprobs"][0].dump(), R"({"Ho":-0.25,"Hi":-0.5})");
-  EXPECT_EQ(lp["top_logprobs"][1], ojson({{" a", -1.0}, {"\xEF\xBF\xBD", -9999.0}}));
+  EXPECT_EQ(lp["top_logprobs"][1], ojson({{" a", -1.0}, {"bytes:\\xc3", -9999.0}}));
   EXPECT_EQ(lp["text_offset"], ojson({0, 2}));
 }
 
