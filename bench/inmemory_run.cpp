@@ -168,9 +168,11 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
     l.request_id = RequestId(lines.size(), created);
     if (l.req.error.empty()) {
       auto [it, fresh] = first_line.emplace(l.req.custom_id, no);
-      if (!fresh)
+      if (!fresh) {
         l.req.error = opt.input + ":" + std::to_string(no) + ": field 'custom_id': duplicate '" +
                       l.req.custom_id + "' (first on line " + std::to_string(it->second) + ")";
+        l.req.error_param = "custom_id";
+      }
     }
     lines.push_back(std::move(l));
   }
@@ -179,22 +181,26 @@ Status RunBatchFile(const Model& m, const BatchRunOptions& opt, BatchSummary* su
   std::unique_ptr<LlmEngine> engine;
   LLMQ_RETURN_IF_ERROR(
       LlmEngine::Create(m.cfg, m.backend.get(), m.tokenizer.get(), opt.engine, &engine));
-  auto fail = [&](Line& l, const std::string& msg) {
-    l.out = jobs::ErrorLine(l.req.custom_id, l.request_id, msg);
+  auto refuse = [&](Line& l, const std::string& msg) {  // as OpenAI's API refuses it (HTTP 400)
+    l.out = jobs::RefusedLine(l.req.custom_id, l.req.line, l.request_id, msg, l.req.error_param);
+    l.is_error = true;
+  };
+  auto fail = [&](Line& l, const std::string& msg) {  // the engine failed it
+    l.out = jobs::ErrorLine(l.req.custom_id, l.req.line, l.request_id, jobs::kEngineErrorCode, msg);
     l.is_error = true;
   };
   size_t queued = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     Line& l = lines[i];
     if (!l.req.error.empty()) {
-      fail(l, l.req.error);
+      refuse(l, l.req.error);
       continue;
     }
     Request r;
     r.id = std::to_string(i);
     if (std::string err = BuildRequest(m, opt, engine->max_sequence_tokens(), l.req, &r);
         !err.empty()) {
-      fail(l, err);
+      refuse(l, err);
       continue;
     }
     engine->Add(std::move(r));

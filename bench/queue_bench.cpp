@@ -311,7 +311,8 @@ std::map<std::string, std::string> Completions(const std::string& path, int* err
   *errors = 0;
   while (std::getline(in, text)) {
     const json j = json::parse(text);
-    if (!j["error"].is_null() || j["response"].is_null()) {
+    // A failure outside HTTP (top-level error) or a refused line (its HTTP 400 response).
+    if (!j["error"].is_null() || j["response"].is_null() || j["response"]["status_code"] != 200) {
       ++*errors;
       continue;
     }

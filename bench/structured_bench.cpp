@@ -105,7 +105,8 @@ void ReadResults(const std::string& path, std::map<std::string, int64_t>* tokens
   std::ifstream f(path);
   for (std::string line; std::getline(f, line);) {
     const json j = json::parse(line);
-    if (!j["error"].is_null()) Die(path + ": a request failed: " + line.substr(0, 400));
+    if (!j["error"].is_null() || j["response"]["status_code"] != 200)  // failed, or refused
+      Die(path + ": a request failed: " + line.substr(0, 400));
     const json& body = j["response"]["body"];
     (*tokens)[j["custom_id"]] = body["usage"]["completion_tokens"].get<int64_t>();
     (*finish)[j["custom_id"]] = body["choices"][0]["finish_reason"].get<std::string>();

@@ -29,6 +29,7 @@ struct Pending {
   jobs::NewRequest req;
   std::vector<int32_t> key;  // empty for a refused line
   std::string error;         // the line's validation error, "" when valid
+  std::string error_param;   // with `error`: the field at fault as OpenAI names it, or ""
 };
 
 // FNV-1a 64 of a custom_id: duplicate detection without keeping every id in memory (a hit is
@@ -139,9 +140,11 @@ class Ingester {
       jobs::BatchRequest r =
           jobs::ParseBatchLine(p->line.text, static_cast<int>(p->req.line), name);
       if (r.error.empty()) {
-        if (Status st = PlanKey(ctx_, r, name, &p->key); !st.ok()) r.error = st.message();
+        if (Status st = PlanKey(ctx_, r, name, &p->key, &r.error_param); !st.ok())
+          r.error = st.message();
       }
       p->error = std::move(r.error);
+      p->error_param = std::move(r.error_param);
       p->req.custom_id = std::move(r.custom_id);
     }
     p->req.body = std::move(p->line.text);
@@ -175,12 +178,14 @@ class Ingester {
             p.error = (*files_)[p.file].name + ":" + std::to_string(p.req.line) +
                       ": field 'custom_id': duplicate '" + p.req.custom_id + "' (first on line " +
                       std::to_string(it->second) + ")";
+          p.error_param = "custom_id";
         }
       }
       if (!p.error.empty()) {
         p.key.clear();
         p.req.error_output =
-            jobs::ErrorLine(p.req.custom_id, RequestIdFor(job.job.public_id, p.req.line), p.error);
+            jobs::RefusedLine(p.req.custom_id, p.req.line,
+                              RequestIdFor(job.job.public_id, p.req.line), p.error, p.error_param);
         ++job.refused;
         ++totals_[p.file].failed;
       }

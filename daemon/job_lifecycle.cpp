@@ -53,7 +53,7 @@ Status JobLifecycle::Cancel(const jobs::JobRecord& j) {
       r.line = p.line;
       r.is_error = true;
       r.output = jobs::ErrorLine(
-          p.custom_id, RequestIdFor(j.public_id, p.line),
+          p.custom_id, p.line, RequestIdFor(j.public_id, p.line), jobs::kCancelledCode,
           j.name + ":" + std::to_string(p.line) + ": cancelled (llmq cancel) before it finished");
       results.push_back(std::move(r));
       after = p.line;

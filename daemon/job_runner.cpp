@@ -31,13 +31,13 @@ Status JobRunner::Job(int64_t id, const JobInfo** out) {
 }
 
 void JobRunner::Refuse(int64_t job, int64_t line, const std::string& custom_id,
-                       const std::string& msg) {
+                       const std::string& msg, const std::string& param) {
   const JobInfo* info = &jobs_.at(job);
   jobs::Result r;
   r.job = job;
   r.line = line;
   r.is_error = true;
-  r.output = jobs::ErrorLine(custom_id, RequestIdFor(info->public_id, line), msg);
+  r.output = jobs::RefusedLine(custom_id, line, RequestIdFor(info->public_id, line), msg, param);
   committer_->Push(std::move(r));
   ++progress_.finished;
   ++progress_.failed;
@@ -89,13 +89,13 @@ Status JobRunner::Feed() {
     f.queued_before = std::max(0.0, now - info->created_at);
     Request r;
     r.id = std::move(ids[i]);
-    std::string err = f.req.error;
+    std::string err = f.req.error, param = f.req.error_param;
     if (err.empty()) {
-      if (Status st = BuildRequest(ctx_, f.req, info->name, info->public_id, &r); !st.ok())
+      if (Status st = BuildRequest(ctx_, f.req, info->name, info->public_id, &r, &param); !st.ok())
         err = st.message();
     }
     if (!err.empty()) {
-      Refuse(p.job, p.line, f.req.custom_id, err);
+      Refuse(p.job, p.line, f.req.custom_id, err, param);
       continue;
     }
     r.plan_segment = static_cast<uint64_t>(p.job);  // jobs keep their order (FIFO)
@@ -113,7 +113,8 @@ void JobRunner::Finish(Fed& f, const RequestOutput& o) {
   r.line = f.line;
   if (!o.ok()) {
     r.is_error = true;
-    r.output = jobs::ErrorLine(f.req.custom_id, request_id,
+    r.output = jobs::ErrorLine(f.req.custom_id, f.line, request_id,
+                               o.cancelled ? jobs::kCancelledCode : jobs::kEngineErrorCode,
                                info.name + ":" + std::to_string(f.line) + ": " + o.error);
     ++progress_.failed;
   } else {

@@ -112,7 +112,9 @@ class JobRunner {
   // One engine step, its outputs handed on, progress updated (Run's and Serve's common body).
   void StepOnce(int64_t tokens_before, std::vector<RequestOutput>* done);
   void ApplyControls();  // with mu_ held: cancels, drain
-  void Refuse(int64_t job, int64_t line, const std::string& custom_id, const std::string& msg);
+  // Commits a refused line's output (jobs::RefusedLine: HTTP 400, `param` the field at fault).
+  void Refuse(int64_t job, int64_t line, const std::string& custom_id, const std::string& msg,
+              const std::string& param);
 
   BuildContext ctx_;
   LlmEngine* engine_;

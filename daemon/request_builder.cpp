@@ -1,5 +1,6 @@
 #include "daemon/request_builder.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "daemon/tool_output.h"
@@ -7,9 +8,15 @@
 namespace llmq {
 namespace {
 
-// "field 'messages[2].role': ..." from the chat template -> the body's field.
-std::string BodyField(std::string msg) {
-  if (msg.rfind("field '", 0) == 0) msg.insert(7, "body.");
+// "field 'messages[2].role': ..." from the chat template -> the body's field; `*param` is the
+// OpenAI param it names ("messages[2].role"; "messages" when the message names no field).
+std::string BodyField(std::string msg, std::string* param) {
+  *param = "messages";
+  if (msg.rfind("field '", 0) == 0) {
+    const size_t end = msg.find('\'', 7);
+    if (end != std::string::npos) *param = msg.substr(7, end - 7);
+    msg.insert(7, "body.");
+  }
   return msg;
 }
 
@@ -34,10 +41,11 @@ void PackBytes(const std::string& s, std::vector<int32_t>* key) {
 }
 
 // The token ids a line names besides its prompt (logit_bias, stop_token_ids) lie in the vocabulary.
-Status CheckTokenIds(const BuildContext& ctx, const jobs::BatchRequest& r,
-                     const std::string& file) {
+Status CheckTokenIds(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+                     std::string* param) {
   const int vocab = ctx.model->cfg.vocab_size;
   auto outside = [&](const std::string& field, int64_t id) {
+    *param = jobs::ParamOfField(field);
     return Status::InvalidArgument(Where(file, r) + "field '" + field + "': token id " +
                                    std::to_string(id) + " is outside the vocabulary (" +
                                    std::to_string(vocab) + ")");
@@ -51,21 +59,24 @@ Status CheckTokenIds(const BuildContext& ctx, const jobs::BatchRequest& r,
 }
 
 // A prompt given as token ids lies in the vocabulary.
-Status CheckPromptIds(const BuildContext& ctx, const jobs::BatchRequest& r,
-                      const std::string& file) {
+Status CheckPromptIds(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+                      std::string* param) {
   for (int32_t id : r.prompt_token_ids)
-    if (id < 0 || id >= ctx.model->cfg.vocab_size)
+    if (id < 0 || id >= ctx.model->cfg.vocab_size) {
+      *param = "prompt";
       return Status::InvalidArgument(Where(file, r) + "field 'body.prompt': token id " +
                                      std::to_string(id) + " is outside the vocabulary (" +
                                      std::to_string(ctx.model->cfg.vocab_size) + ")");
+    }
   return Status::Ok();
 }
 
 // The grammar of a line's tool calls: none for tool_choice "none" (or no tools).
 Status ToolGrammar(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                   LineGrammar* out) {
+                   LineGrammar* out, std::string* param) {
   if (r.tools.empty() || r.tool_choice == jobs::ToolChoice::kNone) return Status::Ok();
   auto refuse = [&](const std::string& field, const std::string& why) {
+    *param = jobs::ParamOfField(field);
     return Status::InvalidArgument(Where(file, r) + "field '" + field + "': " + why);
   };
   if (!ctx.tool_format) return refuse("body.tools", ctx.tool_format_problem);
@@ -96,9 +107,9 @@ Status ToolGrammar(const BuildContext& ctx, const jobs::BatchRequest& r, const s
   return Status::Ok();
 }
 
-jobs::LogprobToken Token(const Tokenizer& tok, int32_t id, float logprob) {
-  std::string bytes = tok.TokenBytes(id);
-  return {Utf8Lossy(bytes), std::move(bytes), logprob};
+jobs::LogprobToken Token(std::string bytes, float logprob) {
+  std::string text = jobs::TokenText(bytes);
+  return {std::move(text), std::move(bytes), logprob};
 }
 
 }  // namespace
@@ -136,14 +147,18 @@ void SetToolCallFormat(const std::string& config_format, const std::string& temp
 }
 
 Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                  LineGrammar* out) {
+                  LineGrammar* out, std::string* param) {
+  std::string unused;
+  if (param == nullptr) param = &unused;
   *out = LineGrammar();
-  if (r.response_format == jobs::ResponseFormat::kText) return ToolGrammar(ctx, r, file, out);
+  if (r.response_format == jobs::ResponseFormat::kText)
+    return ToolGrammar(ctx, r, file, out, param);
   const bool object = r.response_format == jobs::ResponseFormat::kJsonObject;
   const std::string field =
       object ? "body.response_format" : "body.response_format.json_schema.schema";
   if (!r.tools.empty() && r.tool_choice != jobs::ToolChoice::kNone)
-    return ToolGrammar(ctx, r, file, out);  // refuses the pair, naming response_format
+    return ToolGrammar(ctx, r, file, out, param);  // refuses the pair, naming response_format
+  *param = jobs::ParamOfField(field);
   if (ctx.grammars == nullptr)
     return Status::InvalidArgument(Where(file, r) + "field '" + field +
                                    "': structured outputs are not available here");
@@ -151,22 +166,26 @@ Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const st
                            : ctx.grammars->JsonSchema(r.json_schema, &out->grammar);
   if (!st.ok())
     return Status::InvalidArgument(Where(file, r) + "field '" + field + "': " + st.message());
+  param->clear();
   return Status::Ok();
 }
 
 Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-               std::vector<int32_t>* key) {
-  LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file));
+               std::vector<int32_t>* key, std::string* param) {
+  std::string unused;
+  if (param == nullptr) param = &unused;
+  param->clear();
+  LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file, param));
   LineGrammar grammar;
-  LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &grammar));
+  LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &grammar, param));
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     std::string text;
     if (Status st = ctx.chat->Render(ChatConversation(r), &text); !st.ok())
-      return Status::InvalidArgument(Where(file, r) + BodyField(st.message()));
+      return Status::InvalidArgument(Where(file, r) + BodyField(st.message(), param));
     PackBytes(text, key);
   } else if (r.prompt_is_ids) {
-    LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file));
+    LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file, param));
     // Ids, kept apart from text keys by a leading marker no packed text group can equal.
     key->assign(1, INT32_MIN);
     key->insert(key->end(), r.prompt_token_ids.begin(), r.prompt_token_ids.end());
@@ -177,36 +196,43 @@ Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::
 }
 
 Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                    const std::string& job_id, Request* out) {
+                    const std::string& job_id, Request* out, std::string* param) {
+  std::string unused;
+  if (param == nullptr) param = &unused;
+  param->clear();
   const Model& m = *ctx.model;
   const std::string where = Where(file, r);
-  LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file));
+  LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file, param));
   std::vector<int> ids;
   const char* prompt_field = "body.prompt";
   if (r.endpoint == jobs::Endpoint::kChatCompletions) {
     prompt_field = "body.messages";
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     if (Status st = ctx.chat->Encode(*m.tokenizer, ChatConversation(r), &ids); !st.ok())
-      return Status::InvalidArgument(where + BodyField(st.message()));
+      return Status::InvalidArgument(where + BodyField(st.message(), param));
   } else if (r.prompt_is_ids) {
-    LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file));
+    LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file, param));
     ids.assign(r.prompt_token_ids.begin(), r.prompt_token_ids.end());
   } else {
     ids = m.tokenizer->Encode(r.prompt);
   }
   const int ctx_len = m.cfg.max_position_embeddings;
   const int n = static_cast<int>(ids.size());
-  if (n == 0)
+  if (n == 0) {
+    *param = jobs::ParamOfField(prompt_field);
     return Status::InvalidArgument(where + "field '" + prompt_field + "': the prompt is empty");
+  }
   // Chat without max_tokens may use what is left of what one sequence can hold.
   const int64_t max_tokens = r.max_tokens.value_or(
       r.endpoint == jobs::Endpoint::kCompletions ? 16 : std::min(ctx.capacity, ctx_len) - n);
   const std::string field = r.max_tokens ? "body.max_tokens" : prompt_field;
-  if (n >= ctx_len || n + max_tokens > ctx_len)
+  if (n >= ctx_len || n + max_tokens > ctx_len) {
+    *param = jobs::ParamOfField(field);
     return Status::InvalidArgument(where + "field '" + field + "': prompt (" + std::to_string(n) +
                                    " tokens) + max_tokens (" + std::to_string(max_tokens) +
                                    ") exceed the model's context of " + std::to_string(ctx_len) +
                                    " tokens");
+  }
   // Within the model's context but beyond the KV cache: the operator's setting is the cause.
   if (n >= ctx.capacity || n + max_tokens > ctx.capacity)
     return Status::InvalidArgument(where + "prompt (" + std::to_string(n) +
@@ -214,7 +240,7 @@ Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const 
                                    ") do not fit the KV cache of " + std::to_string(ctx.capacity) +
                                    " tokens set by " + ctx.capacity_setting + ": raise it");
   LineGrammar grammar;
-  LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &grammar));
+  LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &grammar, param));
   out->grammar = std::move(grammar.grammar);
   out->grammar_trigger = std::move(grammar.trigger.text);
   out->grammar_trigger_at_start = grammar.trigger.at_start;
@@ -262,11 +288,16 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
     }
     if (r.logprobs < 0 || !ctx.model->tokenizer) continue;
     const Tokenizer& tok = *ctx.model->tokenizer;
+    std::vector<std::string> pieces = TokenPieces(tok, c);
     ch.logprobs.reserve(c.logprobs.size());
-    for (const TokenLogprobs& t : c.logprobs) {
+    for (size_t i = 0; i < c.logprobs.size(); ++i) {
+      const TokenLogprobs& t = c.logprobs[i];
       jobs::TokenLogprob& e = ch.logprobs.emplace_back();
-      e.chosen = Token(tok, t.id, t.logprob);
-      for (const TopLogprob& x : t.top) e.top.push_back(Token(tok, x.id, x.logprob));
+      e.chosen = Token(std::move(pieces[i]), t.logprob);
+      // The chosen id among the alternatives is named as it is chosen; the others by their bytes.
+      for (const TopLogprob& x : t.top)
+        e.top.push_back(x.id == t.id ? jobs::LogprobToken{e.chosen.token, e.chosen.bytes, x.logprob}
+                                     : Token(tok.TokenBytes(x.id), x.logprob));
     }
   }
   const jobs::Usage usage{o.metrics.prompt_tokens, o.metrics.completion_tokens,
@@ -274,6 +305,46 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
   // The model that ran, not the request's echo (a request's "model" selects nothing here).
   return jobs::SuccessLine(r, choices, usage, request_id, created, ctx.model_name,
                            ctx.system_fingerprint);
+}
+
+std::vector<std::string> TokenPieces(const Tokenizer& tok, const Completion& c) {
+  const size_t n = c.logprobs.size();
+  std::vector<std::string> pieces(n);
+  if (c.text_begin.size() != n) {  // not from an engine: each id's own bytes
+    for (size_t i = 0; i < n; ++i) pieces[i] = tok.TokenBytes(c.logprobs[i].id);
+    return pieces;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const size_t begin = std::min<size_t>(c.text_begin[i], c.text.size());
+    const size_t end =
+        std::min<size_t>(i + 1 < n ? c.text_begin[i + 1] : c.text.size(), c.text.size());
+    if (end > begin) pieces[i] = c.text.substr(begin, end - begin);
+  }
+  // Ids whose bytes were held back until a later id completed their character: when their own
+  // bytes spell that id's text exactly, each gets its own (a part of a character).
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && pieces[j].empty()) ++j;
+    if (j == n) break;
+    if (j > i) {
+      std::vector<std::string> own(j - i + 1), shown(j - i + 1);
+      std::string all_own, all_shown;
+      for (size_t k = i; k <= j; ++k) {
+        own[k - i] = tok.TokenBytes(c.logprobs[k].id);
+        shown[k - i] = Utf8Lossy(own[k - i]);
+        all_own += own[k - i];
+        all_shown += shown[k - i];
+      }
+      // Parts of one character; else bytes that never made one, each a U+FFFD in the text.
+      const std::vector<std::string>* by = all_own == pieces[j]     ? &own
+                                           : all_shown == pieces[j] ? &shown
+                                                                    : nullptr;
+      if (by != nullptr)
+        for (size_t k = i; k <= j; ++k) pieces[k] = (*by)[k - i];
+    }
+    i = j + 1;
+  }
+  return pieces;
 }
 
 std::string RequestIdFor(const std::string& job_public_id, int64_t line) {

@@ -62,28 +62,45 @@ Conversation ChatConversation(const jobs::BatchRequest& r);
 // sharing a textual prefix share a token prefix), or its token ids for a prompt given as ids. Its
 // response_format's schema is compiled (GrammarFor), so that a schema that cannot be enforced
 // refuses the line at ingest; its tools' calls likewise.
-// InvalidArgument naming `file`, the line and the field when the line cannot run.
-Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-               std::vector<int32_t>* key);
+// InvalidArgument naming `file`, the line and the field when the line cannot run; `*param` (when
+// given) is then that field as OpenAI's error param names it ("messages[1].role",
+// jobs::ParamOfField), or "" when no single field is at fault.
+[[nodiscard]] Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r,
+                             const std::string& file, std::vector<int32_t>* key,
+                             std::string* param = nullptr);
 
 // The grammar a line asks for (LineGrammar), compiled once per schema or set of tools.
 // InvalidArgument naming `file`, the line and the field, with the compiler's refusal (`json_schema:
 // keyword "K" at "/pointer": why`, `body.tools[1].function.parameters: keyword ...`) when it
 // cannot be enforced, or the reason tools cannot be (the model's call format is not known,
-// response_format beside tools, min_tokens with calls).
-Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                  LineGrammar* out);
+// response_format beside tools, min_tokens with calls); `*param` as PlanKey's.
+[[nodiscard]] Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r,
+                                const std::string& file, LineGrammar* out,
+                                std::string* param = nullptr);
 
 // Tokenizes a valid line into an engine request: prompt ids, sampling parameters (an unseeded
 // request gets DefaultSeed(job_id, custom_id)), n. InvalidArgument naming `file`, the line and
-// the field, or the setting when the operator's configuration is the cause.
-Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
-                    const std::string& job_id, Request* out);
+// the field, or the setting when the operator's configuration is the cause (then `*param` is "");
+// `*param` as PlanKey's.
+[[nodiscard]] Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r,
+                                  const std::string& file, const std::string& job_id, Request* out,
+                                  std::string* param = nullptr);
 
-// The output line of a finished request. A chat line whose tools were enforced (tool_choice other
-// than "none") gets the calls of each completion that wrote them (daemon/tool_output.h) as
-// message.tool_calls, finish_reason "tool_calls", and the text before them as content (null when
-// none).
+// The bytes each id of `c` added to its text, one per logprobs entry, so that joined they are
+// c.text: from Completion::text_begin, nothing for an id that added nothing (a control id such as
+// <|im_start|> or <s>, the stop id, ids past a stop string), the text Decode renders for the others
+// (" ⁇ " for <unk>). Ids whose bytes were held back until a later id (byte-level or byte-fallback
+// pieces) get their own bytes when these, joined, are that text exactly (parts of a character),
+// else each its bytes with U+FFFD for what is not UTF-8 when that is the text (bytes that never
+// made a character), else the last one gets the text. Without text_begin (a Completion not made by
+// the engine): each id's TokenBytes.
+std::vector<std::string> TokenPieces(const Tokenizer& tok, const Completion& c);
+
+// The output line of a finished request: logprobs name each chosen token by TokenPieces (its bytes
+// and their jobs::TokenText), and each other top token by its TokenBytes. A chat line whose tools
+// were enforced (tool_choice other than "none") gets the calls of each completion that wrote them
+// (daemon/tool_output.h) as message.tool_calls, finish_reason "tool_calls", and the text before
+// them as content (null when none).
 std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, const RequestOutput& o,
                        const std::string& request_id, int64_t created);
 

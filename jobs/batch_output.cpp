@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+
+#include "base/text.h"
 #include "jobs/sha256.h"
 
 namespace llmq::jobs {
@@ -62,7 +65,7 @@ ojson CompletionLogprobs(const std::vector<TokenLogprob>& lps) {
     if (!top.contains(t.chosen.token)) top[t.chosen.token] = Logprob(t.chosen.logprob);
     tops.push_back(std::move(top));
     offsets.push_back(offset);
-    offset += CodePoints(t.chosen.token);
+    offset += CodePoints(t.chosen.bytes);
   }
   return {{"tokens", std::move(tokens)},
           {"token_logprobs", std::move(token_lps)},
@@ -71,6 +74,21 @@ ojson CompletionLogprobs(const std::vector<TokenLogprob>& lps) {
 }
 
 }  // namespace
+
+std::string TokenText(const std::string& bytes) {
+  if (IsUtf8(bytes)) return bytes;
+  std::string s = "bytes:";
+  for (char c : bytes) {
+    char h[5];
+    std::snprintf(h, sizeof h, "\\x%02x", static_cast<unsigned char>(c));
+    s += h;
+  }
+  return s;
+}
+
+std::string OutputCustomId(const std::string& custom_id, int64_t line) {
+  return custom_id.empty() ? "line-" + std::to_string(line) : custom_id;
+}
 
 std::string ResponseRequestId(const std::string& request_id) {
   return "req_" + Sha256Hex(request_id).substr(0, 32);
@@ -141,14 +159,33 @@ std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choi
   return Dump(line);
 }
 
-std::string ErrorLine(const std::string& custom_id, const std::string& request_id,
-                      const std::string& message) {
-  ojson line;
-  line["id"] = request_id;
-  line["custom_id"] = custom_id.empty() ? ojson(nullptr) : ojson(custom_id);
-  line["response"] = nullptr;
-  line["error"] = {{"code", "invalid_request"}, {"message", message}};
-  return Dump(line);
+std::string RefusedLine(const std::string& custom_id, int64_t line, const std::string& request_id,
+                        const std::string& message, const std::string& param) {
+  ojson error;
+  error["message"] = message;
+  error["type"] = "invalid_request_error";
+  error["param"] = param.empty() ? ojson(nullptr) : ojson(param);
+  error["code"] = nullptr;
+  ojson response;
+  response["status_code"] = 400;
+  response["request_id"] = ResponseRequestId(request_id);
+  response["body"] = {{"error", std::move(error)}};
+  ojson out;
+  out["id"] = request_id;
+  out["custom_id"] = OutputCustomId(custom_id, line);
+  out["response"] = std::move(response);
+  out["error"] = nullptr;
+  return Dump(out);
+}
+
+std::string ErrorLine(const std::string& custom_id, int64_t line, const std::string& request_id,
+                      const std::string& code, const std::string& message) {
+  ojson out;
+  out["id"] = request_id;
+  out["custom_id"] = OutputCustomId(custom_id, line);
+  out["response"] = nullptr;
+  out["error"] = {{"code", code}, {"message", message}};
+  return Dump(out);
 }
 
 }  // namespace llmq::jobs

@@ -33,10 +33,13 @@ constexpr double kMaxPenalty = 2.0;  // presence / frequency penalties lie in [-
 // ParseChatTools), the parser's only entries, catch it (no exception leaves this file).
 struct LineError {
   std::string message;
+  std::string field;  // the field at fault, as the message names it ("body.max_tokens")
 };
 
-[[noreturn]] void Refuse(std::string message) {
-  throw LineError{std::move(message)};  // caught in ParseBatchLine and ParseFlagList
+// Refuses the line for `field`: the message is "field '<field>'" followed by `rest`.
+[[noreturn]] void Refuse(const std::string& field, const std::string& rest) {
+  LineError e{"field '" + field + "'" + rest, field};
+  throw e;  // caught in ParseBatchLine and ParseFlagList
 }
 
 // A short rendering of a JSON value for messages: `got -3`, `got "abc"`, `got an object`.
@@ -57,11 +60,11 @@ std::string Got(const json& v) {
 }
 
 [[noreturn]] void Fail(const std::string& field, const std::string& what, const json& v) {
-  Refuse("field '" + field + "' " + what + ", " + Got(v));
+  Refuse(field, " " + what + ", " + Got(v));
 }
 
 [[noreturn]] void Missing(const std::string& field, const std::string& what) {
-  Refuse("field '" + field + "' is missing (" + what + ")");
+  Refuse(field, " is missing (" + what + ")");
 }
 
 // `obj[key]` or nullptr when absent or null (OpenAI treats an explicit null as "not given").
@@ -470,7 +473,7 @@ void ParsePenalties(const json& body, BatchRequest* req) {
                           key.find_first_not_of("0123456789") == std::string::npos;
       if (digits) id = std::stoll(key);
       if (id < 0 || id > std::numeric_limits<int32_t>::max())
-        Refuse("field '" + field + "': the key must be a token id (a non-negative integer)");
+        Refuse(field, ": the key must be a token id (a non-negative integer)");
       if (bias.is_null()) continue;
       req->logit_bias.push_back(
           {id, NumberWhere(
@@ -706,6 +709,10 @@ std::string ParseErrorText(std::string_view text) {
 
 }  // namespace
 
+std::string ParamOfField(const std::string& field) {
+  return field.rfind("body.", 0) == 0 ? field.substr(5) : field;
+}
+
 const std::vector<FieldRule>& BodyFieldRules() {
   using U = FieldUse;
   static const std::vector<FieldRule> rules = {
@@ -835,8 +842,10 @@ BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& 
     const json* id = Find(j, "custom_id");
     if (!id) {
       req.error = where + "field 'custom_id' is missing (expected a non-empty string)";
+      req.error_param = "custom_id";
     } else if (!id->is_string() || id->get_ref<const std::string&>().empty()) {
       req.error = where + "field 'custom_id' must be a non-empty string, " + Got(*id);
+      req.error_param = "custom_id";
     } else {
       req.custom_id = id->get<std::string>();
     }
@@ -848,7 +857,10 @@ BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& 
     try {
       ParseRest(j, ordered.is_object() ? &ordered : nullptr, &req);
     } catch (const LineError& e) {
-      if (req.error.empty()) req.error = where + e.message;
+      if (req.error.empty()) {
+        req.error = where + e.message;
+        req.error_param = ParamOfField(e.field);
+      }
     }
   } catch (const std::exception& e) {
     // Not expected (every access is type-checked): refuse the line rather than throw.

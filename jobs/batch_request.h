@@ -93,7 +93,14 @@ struct BatchRequest {
   std::string tool_choice_name;                // kNamed: the function's name (among tools)
   bool parallel_tool_calls = true;
   std::string error;  // non-empty: the line is refused, with this message
+  // With `error`: the field at fault as OpenAI's error "param" names it (ParamOfField:
+  // "max_tokens", "messages[1].role", "custom_id"); "" when no single field is (invalid JSON).
+  std::string error_param;
 };
+
+// The OpenAI param of one of our field names: "body.max_tokens" -> "max_tokens",
+// "body.messages[1].role" -> "messages[1].role", "custom_id" -> "custom_id", "" -> "".
+std::string ParamOfField(const std::string& field);
 
 // Parses and validates one line. Never throws. On a bad line, `error` names the file, the line and
 // the field, e.g. "jobs.jsonl:17: field 'body.max_tokens' must be a positive integer", and

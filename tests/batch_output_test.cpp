@@ -1,5 +1,6 @@
-// Tests for jobs/batch_output.h: success and error lines in the OpenAI Batch API output shape,
-// every field checked, and text that is not valid UTF-8 written with U+FFFD.
+// Tests for jobs/batch_output.h: success, refused (HTTP 400) and error lines in the OpenAI Batch
+// API output shape, every field checked, text that is not valid UTF-8 written with U+FFFD, and
+// token bytes that are not UTF-8 spelled "bytes:\xNN".
 #include "jobs/batch_output.h"
 
 #include <gtest/gtest.h>
@@ -129,24 +130,68 @@ TEST(BatchOutputTest, CompletionsSuccessLineShape) {
   EXPECT_EQ(body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
 }
 
+// A refused line is OpenAI's HTTP 400 response (openai-openapi#302), top-level error null.
+TEST(BatchOutputTest, RefusedLineIsAnHttp400Response) {
+  const std::string line =
+      RefusedLine("doc-3", 3, "req-9",
+                  "jobs.jsonl:3: field 'body.max_tokens' must be a positive integer", "max_tokens");
+  EXPECT_EQ(line,
+            R"({"id":"req-9","custom_id":"doc-3","response":{"status_code":400,"request_id":")" +
+                ResponseRequestId("req-9") +
+                R"(","body":{"error":{"message":"jobs.jsonl:3: field 'body.max_tokens' must be a )"
+                R"(positive integer","type":"invalid_request_error","param":"max_tokens",)"
+                R"("code":null}}},"error":null})");
+  // No single field at fault: param null.
+  const ojson j = ojson::parse(RefusedLine("doc-3", 3, "req-9", "jobs.jsonl:3: too long", ""));
+  EXPECT_TRUE(j["response"]["body"]["error"]["param"].is_null());
+}
+
+// A failure outside HTTP keeps the top-level error, with its code.
 TEST(BatchOutputTest, ErrorLineShape) {
-  const std::string line = ErrorLine(
-      "doc-3", "req-9", "jobs.jsonl:3: field 'body.max_tokens' must be a positive integer");
-  EXPECT_EQ(
-      line,
-      R"({"id":"req-9","custom_id":"doc-3","response":null,"error":{"code":"invalid_request",)"
-      R"("message":"jobs.jsonl:3: field 'body.max_tokens' must be a positive integer"}})");
+  const std::string line =
+      ErrorLine("doc-3", 3, "req-9", kCancelledCode, "jobs.jsonl:3: cancelled by llmq cancel");
+  EXPECT_EQ(line, R"({"id":"req-9","custom_id":"doc-3","response":null,"error":{"code":)"
+                  R"("batch_cancelled","message":"jobs.jsonl:3: cancelled by llmq cancel"}})");
   const ojson j = ojson::parse(line);
   EXPECT_EQ(Keys(j), (std::vector<std::string>{"id", "custom_id", "response", "error"}));
   EXPECT_EQ(Keys(j["error"]), (std::vector<std::string>{"code", "message"}));
 }
 
-TEST(BatchOutputTest, ErrorLineWithoutCustomIdHasNull) {
-  const ojson j = ojson::parse(ErrorLine("", "req-1", "jobs.jsonl:1: invalid JSON: ..."));
-  EXPECT_TRUE(j["custom_id"].is_null());
-  EXPECT_TRUE(j["response"].is_null());
-  EXPECT_EQ(j["error"]["code"], "invalid_request");
-  EXPECT_EQ(j["error"]["message"], "jobs.jsonl:1: invalid JSON: ...");
+// custom_id is a string on every line: "line-<n>" when the line had none that could be read.
+TEST(BatchOutputTest, ALineWithoutCustomIdIsNamedByItsLineNumber) {
+  const ojson r = ojson::parse(RefusedLine("", 12, "req-1", "jobs.jsonl:12: invalid JSON", ""));
+  EXPECT_EQ(r["custom_id"], "line-12");
+  const ojson e = ojson::parse(ErrorLine("", 7, "req-1", kEngineErrorCode, "jobs.jsonl:7: x"));
+  EXPECT_EQ(e["custom_id"], "line-7");
+  EXPECT_EQ(OutputCustomId("doc-1", 7), "doc-1");
+}
+
+// Bytes that are not UTF-8 are spelled as OpenAI spells them, so that they stay distinct.
+TEST(BatchOutputTest, TokenTextSpellsInvalidUtf8AsBytes) {
+  EXPECT_EQ(TokenText("Hi"), "Hi");
+  EXPECT_EQ(TokenText(""), "");
+  EXPECT_EQ(TokenText("\xe2\x80\xa6"), "\xe2\x80\xa6");  // "…", whole
+  EXPECT_EQ(TokenText("\xe2\x80"), "bytes:\\xe2\\x80");
+  EXPECT_EQ(TokenText("\xa6"), "bytes:\\xa6");
+  EXPECT_EQ(TokenText("a\xff"), "bytes:\\x61\\xff");
+  EXPECT_EQ(TokenText("\xed\xa0\x80"), "bytes:\\xed\\xa0\\x80");  // a surrogate
+}
+
+// Two tokens that hold different parts of characters keep two top_logprobs keys.
+TEST(BatchOutputTest, PartialCharactersKeepDistinctTopLogprobsKeys) {
+  BatchRequest req = Request(Endpoint::kCompletions);
+  req.logprobs = 2;
+  const std::vector<TokenLogprob> lps = {
+      {{TokenText("\xe2\x80"), "\xe2\x80", -0.1},
+       {{TokenText("\xe2\x80"), "\xe2\x80", -0.1}, {TokenText("\xe2\x82"), "\xe2\x82", -3}}},
+      {{TokenText("\xa6"), "\xa6", -0.2}, {{TokenText("\xa6"), "\xa6", -0.2}}}};
+  const ojson j =
+      ojson::parse(SuccessLine(req, {{"\xe2\x80\xa6", "length", lps}}, {1, 2, 0}, "r", 0, "m"));
+  const ojson& lp = j["response"]["body"]["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], ojson({"bytes:\\xe2\\x80", "bytes:\\xa6"}));
+  EXPECT_EQ(lp["top_logprobs"][0].dump(), R"({"bytes:\\xe2\\x80":-0.1,"bytes:\\xe2\\x82":-3.0})");
+  // The character split over both counts at the first.
+  EXPECT_EQ(lp["text_offset"], ojson({0, 1}));
 }
 
 TEST(BatchOutputTest, InvalidUtf8IsReplaced) {
@@ -162,7 +207,7 @@ TEST(BatchOutputTest, InvalidUtf8IsReplaced) {
   EXPECT_EQ(content.find('\xff'), std::string::npos);
 
   std::string err;
-  ASSERT_NO_THROW(err = ErrorLine("id\xff", "r", "bad byte \xc0 here"));
+  ASSERT_NO_THROW(err = ErrorLine("id\xff", 1, "r", kEngineErrorCode, "bad byte \xc0 here"));
   const ojson e = ojson::parse(err);
   EXPECT_NE(e["error"]["message"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos);
   EXPECT_NE(e["custom_id"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos);
@@ -189,7 +234,7 @@ TEST(BatchOutputTest, CarriesParsedCustomId) {
 std::vector<TokenLogprob> TwoTokens() {
   return {
       {{"Hi", "Hi", -0.5}, {{"Ho", "Ho", -0.25}, {"Hi", "Hi", -0.5}}},
-      {{"\xEF\xBF\xBD", "\xC3", -std::numeric_limits<double>::infinity()}, {{" a", " a", -1.0}}}};
+      {{"bytes:\\xc3", "\xC3", -std::numeric_limits<double>::infinity()}, {{" a", " a", -1.0}}}};
 }
 
 TEST(BatchOutputTest, ChatLogprobsInOpenAiShape) {
@@ -210,7 +255,7 @@ TEST(BatchOutputTest, ChatLogprobsInOpenAiShape) {
   EXPECT_EQ(t0["top_logprobs"][0],
             ojson({{"token", "Ho"}, {"logprob", -0.25}, {"bytes", {72, 111}}}));
   const ojson& t1 = lp["content"][1];
-  EXPECT_EQ(t1["token"], "\xEF\xBF\xBD");
+  EXPECT_EQ(t1["token"], "bytes:\\xc3");
   EXPECT_EQ(t1["bytes"], ojson({0xC3}));
   EXPECT_EQ(t1["logprob"], -9999.0);  // -inf, as OpenAI writes it
 }
@@ -223,11 +268,11 @@ TEST(BatchOutputTest, CompletionsLogprobsInOpenAiShape) {
   const ojson& lp = j["response"]["body"]["choices"][0]["logprobs"];
   EXPECT_EQ(Keys(lp),
             (std::vector<std::string>{"tokens", "token_logprobs", "top_logprobs", "text_offset"}));
-  EXPECT_EQ(lp["tokens"], ojson({"Hi", "\xEF\xBF\xBD"}));
+  EXPECT_EQ(lp["tokens"], ojson({"Hi", "bytes:\\xc3"}));
   EXPECT_EQ(lp["token_logprobs"], ojson({-0.5, -9999.0}));
   // The top entries, then the chosen token when it is not among them.
   EXPECT_EQ(lp["top_logprobs"][0].dump(), R"({"Ho":-0.25,"Hi":-0.5})");
-  EXPECT_EQ(lp["top_logprobs"][1], ojson({{" a", -1.0}, {"\xEF\xBF\xBD", -9999.0}}));
+  EXPECT_EQ(lp["top_logprobs"][1], ojson({{" a", -1.0}, {"bytes:\\xc3", -9999.0}}));
   EXPECT_EQ(lp["text_offset"], ojson({0, 2}));
 }
 

@@ -287,6 +287,7 @@ TEST(BatchRequestTest, InvalidJsonNamesFileAndLine) {
   const BatchRequest r = ParseBatchLine(R"({"custom_id": "x", "method": )", 17, "jobs.jsonl");
   EXPECT_EQ(r.error.rfind("jobs.jsonl:17: invalid JSON: ", 0), 0u) << r.error;
   EXPECT_EQ(r.custom_id, "");
+  EXPECT_EQ(r.error_param, "") << "no single field is at fault";
   EXPECT_EQ(r.line, 17);
 
   const BatchRequest bad_utf8 = ParseBatchLine("{\"custom_id\": \"a\xff\"}", 4, "jobs.jsonl");
@@ -428,6 +429,9 @@ TEST(BatchRequestTest, EachErrorNamesLineAndField) {
     const BatchRequest r = Parse(j, line);
     const std::string want = "jobs.jsonl:" + std::to_string(line) + ": field '" + c.field + "' ";
     EXPECT_EQ(r.error.rfind(want, 0), 0u) << r.error;
+    // The field, carried out as OpenAI's error param: the body's field path, or the line's own.
+    EXPECT_EQ(r.error_param, ParamOfField(c.field)) << r.error;
+    EXPECT_EQ(r.error_param.rfind("body.", 0), std::string::npos) << r.error_param;
     EXPECT_EQ(r.line, line);
     if (std::string(c.pointer) != "/custom_id") {
       EXPECT_EQ(r.custom_id, c.completions ? "c-1" : "doc-17");
@@ -445,6 +449,17 @@ TEST(BatchRequestTest, FirstErrorWinsAndCustomIdIsKept) {
   // A bad custom_id is reported even when later fields are bad too.
   j["custom_id"] = 5;
   EXPECT_EQ(Parse(j).error.rfind("jobs.jsonl:17: field 'custom_id' ", 0), 0u);
+  EXPECT_EQ(Parse(j).error_param, "custom_id");
+}
+
+TEST(BatchRequestTest, ParamOfFieldIsTheBodysFieldPath) {
+  EXPECT_EQ(ParamOfField("body.max_tokens"), "max_tokens");
+  EXPECT_EQ(ParamOfField("body.messages[1].role"), "messages[1].role");
+  EXPECT_EQ(ParamOfField("body.response_format.json_schema.schema"),
+            "response_format.json_schema.schema");
+  EXPECT_EQ(ParamOfField("custom_id"), "custom_id");
+  EXPECT_EQ(ParamOfField("body"), "body");
+  EXPECT_EQ(ParamOfField(""), "");
 }
 
 TEST(BatchRequestTest, LongValuesAreShortenedInMessages) {

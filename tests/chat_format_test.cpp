@@ -300,8 +300,11 @@ TEST(ChatFormatBinaryTest, BrokenTemplateStopsTheRunAndARaisingOneFailsOnlyItsLi
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<json> out = testing::ReadJsonl(dir + "/out.jsonl");
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_TRUE(out[0]["error"].is_null());
-  const std::string err = out[1]["error"]["message"];
+  EXPECT_FALSE(testing::IsErrorLine(out[0])) << out[0];
+  // A template that raises refuses the request (HTTP 400), naming body.messages.
+  EXPECT_EQ(out[1]["response"]["status_code"], 400) << out[1];
+  EXPECT_EQ(out[1]["response"]["body"]["error"]["param"], "messages") << out[1];
+  const std::string err = testing::ErrorMessage(out[1]);
   EXPECT_NE(err.find("in.jsonl:2: field 'body.messages': "), std::string::npos) << err;
   EXPECT_NE(err.find("system first"), std::string::npos) << err;
 }

@@ -102,7 +102,8 @@ TEST_F(IngestTest, DuplicatesAcrossChunksAndFilesPlannedTogetherInOneTransaction
                   ->ForEachResult(out[0].job.id,
                                   [&](int64_t line, bool is_error, std::string_view o,
                                       const jobs::ResultMetrics&) {
-                                    if (is_error) errors[line] = json::parse(o)["error"]["message"];
+                                    if (is_error)
+                                      errors[line] = testing::ErrorMessage(json::parse(o));
                                     return Status::Ok();
                                   })
                   .ok());
@@ -183,6 +184,7 @@ TEST_F(IngestTest, ValidationOnSeveralThreadsStoresWhatOneThreadStores) {
     const json a = json::parse(o), b = json::parse(errors_four.at(line));
     EXPECT_EQ(a["custom_id"], b["custom_id"]) << line;
     EXPECT_EQ(a["error"], b["error"]) << line;
+    EXPECT_EQ(a["response"]["body"], b["response"]["body"]) << line;
   }
 }
 

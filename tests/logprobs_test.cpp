@@ -198,6 +198,9 @@ TEST_F(EngineLogprobsTest, LogprobsChangeNoIds) {
       EXPECT_TRUE(plain.at(r.id).completions[c].logprobs.empty());
       EXPECT_EQ(with.at(r.id).completions[c].logprobs.size(),
                 with.at(r.id).completions[c].ids.size());
+      // Where each id's text begins, one per logprobs entry (no tokenizer here: no text).
+      EXPECT_EQ(with.at(r.id).completions[c].text_begin,
+                std::vector<int32_t>(with.at(r.id).completions[c].ids.size(), 0));
     }
 }
 

@@ -10,6 +10,7 @@
 
 #include "engine/text/hf_tokenizer.h"
 #include "engine/text/tokenizer.h"
+#include "jobs/batch_request.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -153,8 +154,20 @@ TEST_F(OpenAiFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
                    Line("chat40", true, long_run), Line("cmpl40", false, long_run)});
   const std::vector<std::string> greedy = TokenBytes(base.at("chat"));
   ASSERT_EQ(greedy.size(), 12u);
-  const int first = IdOf(greedy[0]);
-  ASSERT_GE(first, 0);
+  // The greedy chat's first id, from `llmq generate` (logprobs name a token by the text it adds,
+  // which may be a U+FFFD many ids share), and its logprob: any other first token's is lower.
+  const auto gen = testing::RunLlmq(
+      {"generate", "--model", model_, "--messages",
+       json{{{"role", "user"}, {"content", "Tell me about the old red barn."}}}.dump(),
+       "--max-tokens", "12", "--temperature", "0", "--ignore-eos", "--json"});
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  const json generated = json::parse(gen.out);
+  ASSERT_EQ(generated["text"], Text(base.at("chat")));
+  const int first = generated["completion_ids"][0];
+  auto first_logprob = [](const json& l) -> double {
+    return Body(l)["choices"][0]["logprobs"]["content"][0]["logprob"];
+  };
+  const double greedy_first = first_logprob(base.at("chat"));
   const int forced = IdOf(" barn") >= 0 ? IdOf(" barn") : 300;
   const std::string chat_text = Text(base.at("chat")), cmpl_text = Text(base.at("cmpl"));
   const std::string chat40 = Text(base.at("chat40")), cmpl40 = Text(base.at("cmpl40"));
@@ -202,7 +215,7 @@ TEST_F(OpenAiFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
        true,
        {{"logit_bias", {{std::to_string(first), -100}}}, {"logprobs", true}},
        "",
-       [&](const json& l) { EXPECT_NE(TokenBytes(l)[0], greedy[0]); }},
+       [&](const json& l) { EXPECT_LT(first_logprob(l), greedy_first); }},
       {"logit_bias+100",
        true,
        {{"logit_bias", {{std::to_string(forced), 100}}}, {"logprobs", true}},
@@ -225,7 +238,7 @@ TEST_F(OpenAiFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
        [&](const json& l) {
          const auto t = TokenBytes(l);
          EXPECT_GE(t.size(), 6u);
-         EXPECT_NE(t[0], greedy[0]);
+         EXPECT_LT(first_logprob(l), greedy_first);  // `first` was not drawn
        }},
       {"stop",
        false,
@@ -329,8 +342,14 @@ TEST_F(OpenAiFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
       EXPECT_EQ(l["response"]["status_code"], 200);
       c.check(l);
     } else {
-      ASSERT_TRUE(l["response"].is_null()) << l.dump();
-      const std::string msg = l["error"]["message"];
+      // Refused as OpenAI's API refuses a request: its HTTP 400 response, the field as param.
+      ASSERT_TRUE(l["error"].is_null()) << l.dump();
+      EXPECT_EQ(l["response"]["status_code"], 400) << l.dump();
+      const json& e = l["response"]["body"]["error"];
+      EXPECT_EQ(e["type"], "invalid_request_error");
+      EXPECT_EQ(e["param"], jobs::ParamOfField(c.refused_field)) << l.dump();
+      EXPECT_TRUE(e["code"].is_null());
+      const std::string msg = e["message"];
       EXPECT_NE(
           msg.find("in.jsonl:" + std::to_string(line_no) + ": field '" + c.refused_field + "'"),
           std::string::npos)

@@ -116,8 +116,11 @@ TEST_F(RunUxTest, AFailureCausedByTheSettingsNamesTheSettingAndExitsNonZero) {
   const auto out = ParseJsonl(ReadText(dir_ + "/kv.jsonl"));
   ASSERT_EQ(out.size(), 8u);
   for (const json& o : out) {
-    const std::string msg = o["error"]["message"];
+    const std::string msg = testing::ErrorMessage(o);
     EXPECT_NE(msg.find("--kv-cache-memory"), std::string::npos) << msg;
+    // Refused (HTTP 400), and no field of the request is at fault.
+    EXPECT_EQ(o["response"]["status_code"], 400) << o;
+    EXPECT_TRUE(o["response"]["body"]["error"]["param"].is_null()) << o;
     EXPECT_EQ(msg.find("body.max_tokens"), std::string::npos) << msg;
   }
 }

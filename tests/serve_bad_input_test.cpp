@@ -93,7 +93,7 @@ class ServeBadInputTest : public ServeFixture {
       for (const std::string& want_msg : e.errors) {
         bool found = false;
         for (size_t i = 0; i < errors.size() && !found; ++i) {
-          const std::string m = errors[i]["error"]["message"];
+          const std::string m = testing::ErrorMessage(errors[i]);
           if (!used[i] && m.find(want_msg) != std::string::npos) used[i] = found = true;
         }
         EXPECT_TRUE(found) << "no error line says '" << want_msg << "' in\n"

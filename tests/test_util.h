@@ -224,6 +224,24 @@ inline bool WaitFor(const std::function<bool()>& done, double seconds, int poll_
   return done();
 }
 
+// Whether an output line reports a failure: a line refused as OpenAI's API refuses a request (its
+// HTTP 400 response) or a failure outside HTTP (top-level "error").
+inline bool IsErrorLine(const nlohmann::json& o) {
+  const auto e = o.find("error"), r = o.find("response");
+  return (e != o.end() && !e->is_null()) ||
+         (r != o.end() && r->is_object() && r->value("status_code", 0) != 200);
+}
+
+// The message of an error output line (response.body.error.message of a refused line,
+// error.message of a failure outside HTTP); "" for a successful line.
+inline std::string ErrorMessage(const nlohmann::json& o) {
+  const auto e = o.find("error"), r = o.find("response");
+  if (e != o.end() && e->is_object()) return e->at("message").get<std::string>();
+  if (r != o.end() && r->is_object() && r->value("status_code", 0) != 200)
+    return r->at("body").at("error").at("message").get<std::string>();
+  return "";
+}
+
 // An output line without what legitimately differs between two runs of the same job: ids, the
 // creation time and how much of the prompt happened to be cached.
 inline nlohmann::json Comparable(nlohmann::json o) {
@@ -231,6 +249,7 @@ inline nlohmann::json Comparable(nlohmann::json o) {
   if (o["response"].is_object()) {
     nlohmann::json& r = o["response"];
     r.erase("request_id");
+    if (r["status_code"] != 200) return o;  // a refused line's body: its error
     r["body"].erase("id");
     r["body"].erase("created");
     r["body"]["usage"]["prompt_tokens_details"].erase("cached_tokens");

@@ -259,7 +259,10 @@ bool LlmEngine::Append(Sequence* s, int token, TokenLogprobs* lp) {
   }
   ++stats_.tokens_generated;
   s->tokens.push_back(token);
-  if (p.logprobs >= 0 && lp) s->logprobs.push_back(std::move(*lp));
+  if (p.logprobs >= 0 && lp) {
+    s->logprobs.push_back(std::move(*lp));
+    s->text_begin.push_back(static_cast<int32_t>(s->text.size()));
+  }
   if (s->trigger_waiting && !is_eos_id) WatchTrigger(s, token);
   // Before min_tokens nothing stops a sequence but its length (vLLM's stop checker).
   const bool may_stop = s->num_completion() >= p.min_tokens;
@@ -355,6 +358,9 @@ void LlmEngine::FinishSeq(Sequence* s, std::vector<RequestOutput>* done) {
   c.logprobs = std::move(s->logprobs);
   c.grammar_from_token = s->grammar_from_token;
   c.grammar_from_byte = s->grammar_from_byte;
+  c.text_begin = std::move(s->text_begin);
+  // A stop string cut the text after some of them began.
+  for (int32_t& b : c.text_begin) b = std::min(b, static_cast<int32_t>(c.text.size()));
   st->m.completion_tokens += static_cast<int>(c.ids.size());
   if (c.ids.size() >= 2) {
     st->itl_sum += s->token_gaps_seconds / static_cast<double>(c.ids.size() - 1);

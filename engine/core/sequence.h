@@ -55,6 +55,11 @@ struct Completion {
   // token; -1 when there is no grammar or a lazy one never took over.
   int grammar_from_token = -1;
   int grammar_from_byte = 0;
+  // One per logprobs entry: the byte of `text` where that id's text begins, so that id i added
+  // text[text_begin[i], text_begin[i + 1]) (the last one up to text.size()). Non-decreasing, at
+  // most text.size(). An id that added nothing (a control id, a stop id, a byte held back until
+  // its character completes, anything past a stop string) begins where the next one does.
+  std::vector<int32_t> text_begin;
 };
 
 struct RequestMetrics {
@@ -114,6 +119,7 @@ struct Sequence {
   std::string text;  // completion text released so far
   std::string finish_reason;
   std::vector<TokenLogprobs> logprobs;  // one per completion token when params->logprobs >= 0
+  std::vector<int32_t> text_begin;      // per logprobs entry: text.size() before its token
   bool stopped_by_string = false;
   Clock::time_point last_token_at;  // when its latest token was sampled
   double token_gaps_seconds = 0;    // sum of the gaps between its tokens after the first
