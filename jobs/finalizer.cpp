@@ -53,6 +53,8 @@ std::string JobSummary::ToJson() const {
         {"schemas_compiled", schemas_compiled},         {"compile_seconds", compile_seconds},
         {"compile_seconds_max", compile_seconds_max},   {"mask_seconds_p50", mask_seconds_p50},
         {"mask_seconds_p99", mask_seconds_p99}};
+  if (tool_call_requests > 0)
+    j["tool_calls"] = {{"requests", tool_call_requests}, {"calls", tool_calls}};
   if (!profile_seconds.empty()) {
     nlohmann::ordered_json p = nlohmann::ordered_json::object();
     for (const auto& [phase, s] : profile_seconds) p[phase] = s;
@@ -75,6 +77,9 @@ std::string JobSummary::ToText() const {
                 wall_seconds, output_tokens_per_second, queue_p50, queue_p95, ttft_p50, ttft_p95,
                 itl_p50, itl_p95, latency_p50, latency_p95);
   std::string text(buf);
+  if (tool_call_requests > 0)
+    text += " | tool calls " + std::to_string(tool_calls) + " in " +
+            std::to_string(tool_call_requests) + " requests";
   if (!backend.empty()) text += " | backend " + backend;
   if (cpu_threads > 0) text += " | cpu threads " + std::to_string(cpu_threads);
   if (constrained_requests > 0) {
@@ -88,6 +93,28 @@ std::string JobSummary::ToText() const {
   }
   return text;
 }
+
+namespace {
+
+// A success line's tool calls into the summary. Only lines that hold the key are parsed: in a
+// line's JSON a quote inside a string is escaped, so "tool_calls": can only be the key.
+void CountToolCalls(std::string_view line, JobSummary* s) {
+  if (line.find("\"tool_calls\":") == std::string_view::npos) return;
+  const auto j = nlohmann::json::parse(line, nullptr, false);
+  const nlohmann::json::json_pointer at("/response/body/choices");
+  if (j.is_discarded() || !j.contains(at) || !j.at(at).is_array()) return;
+  int64_t calls = 0;
+  const nlohmann::json& choices = j.at(at);
+  for (const auto& c : choices)
+    if (c.is_object() && c.contains("message") && c["message"].is_object() &&
+        c["message"].contains("tool_calls") && c["message"]["tool_calls"].is_array())
+      calls += static_cast<int64_t>(c["message"]["tool_calls"].size());
+  if (calls == 0) return;
+  ++s->tool_call_requests;
+  s->tool_calls += calls;
+}
+
+}  // namespace
 
 Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, JobSummary* summary) {
   LLMQ_CHECK(store != nullptr && summary != nullptr && !targets.results.empty());
@@ -116,6 +143,7 @@ Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, Jo
   JobSummary& s = *summary;
   s.requests = record.total;
   s.completed = s.failed = 0;
+  s.tool_call_requests = s.tool_calls = 0;
   s.prompt_tokens = s.cached_tokens = s.computed_tokens = s.completion_tokens = 0;
   std::vector<double> queue, ttft, itl, latency;
   LLMQ_RETURN_IF_ERROR(store->ForEachResult(
@@ -132,6 +160,7 @@ Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, Jo
           return Status::Ok();
         }
         ++s.completed;
+        CountToolCalls(line, &s);
         queue.push_back(m.queue_seconds);
         ttft.push_back(m.ttft_seconds);
         itl.push_back(m.itl_seconds);

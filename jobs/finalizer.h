@@ -62,6 +62,10 @@ struct JobSummary {
   int64_t constrained_requests = -1, forced_tokens = 0, schemas_compiled = 0;
   double compile_seconds = 0, compile_seconds_max = 0;
   double mask_seconds_p50 = 0, mask_seconds_p99 = 0;
+  // Tool calls (issue 25), counted by FinalizeJob from the success lines: requests with a choice
+  // whose message carries calls, and the calls of all their choices ("tool_calls" in the JSON only
+  // when some request called a tool).
+  int64_t tool_call_requests = 0, tool_calls = 0;
 
   std::string ToJson() const;  // nlohmann ordered_json, 2-space indent, no trailing newline
   std::string ToText() const;  // one line, for stderr / the journal

