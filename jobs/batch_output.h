@@ -45,7 +45,7 @@ struct Choice {
   std::vector<TokenLogprob> logprobs;  // one per completion token when req.logprobs >= 0
   // Chat: the message's calls, as message.tool_calls; with calls an empty `text` is written as
   // content null (OpenAI's shape).
-  std::vector<ToolCallOut> tool_calls;
+  std::vector<ToolCallOut> tool_calls = {};
 };
 
 struct Usage {

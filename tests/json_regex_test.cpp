@@ -344,10 +344,14 @@ void CheckDoubleRange(const DoubleRange& range, Rng& rng) {
   }
   for (const std::string& t : texts) {
     const bool matched = r->Matches(t);
-    if (matched) EXPECT_TRUE(in(t)) << name << " accepts " << t << ", out of it as a double";
+    if (matched) {
+      EXPECT_TRUE(in(t)) << name << " accepts " << t << ", out of it as a double";
+    }
     const size_t point = t.find('.');
     const size_t after = point == std::string::npos ? 0 : t.size() - point - 1;
-    if (Significant(t) <= 15 && after <= 40) EXPECT_EQ(matched, in(t)) << name << " on " << t;
+    if (Significant(t) <= 15 && after <= 40) {
+      EXPECT_EQ(matched, in(t)) << name << " on " << t;
+    }
   }
 }
 

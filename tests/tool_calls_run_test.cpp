@@ -12,6 +12,8 @@
 // parallel_tool_calls; auto responses carry calls that validate the same way or text; none
 // responses carry no calls. Random weights make the walk through each grammar a fuzz test of the
 // formats' grammars.
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "tests/node_oracle.h"
+#include "tests/serve_fixture.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -83,14 +86,15 @@ struct Asked {
   std::map<std::string, json> params;  // the declared tools' parameters, by name
 };
 
-// The job: 200 lines, and what each asked.
-std::vector<Asked> WriteJob(const std::string& path, unsigned seed) {
+// The job (`lines` lines), and what each asked. Every line is greedy or seeded: its output does
+// not depend on the job it runs in.
+std::vector<Asked> WriteJob(const std::string& path, unsigned seed, int lines = 200) {
   std::mt19937 rng(seed);
   const json pool = ToolPool();
   std::vector<Asked> asked;
   std::ofstream out(path, std::ios::binary);
   const char* choices[] = {"required", "named", "auto", "none"};
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < lines; ++i) {
     Asked a;
     a.choice = choices[i % 4];
     json tools = json::array();
@@ -209,7 +213,9 @@ TEST_P(ToolCallsRun, RequiredAndNamedCallsValidateAutoMayNoneDoesNot) {
       EXPECT_NE(choice["finish_reason"], "tool_calls") << what;
       continue;
     }
-    if (a.choice == "required" || a.choice == "named") ASSERT_TRUE(has_calls) << what;
+    if (a.choice == "required" || a.choice == "named") {
+      ASSERT_TRUE(has_calls) << what;
+    }
     if (!has_calls) {
       EXPECT_TRUE(msg["content"].is_string()) << what;
       ++text_by_choice[a.choice];
@@ -224,13 +230,17 @@ TEST_P(ToolCallsRun, RequiredAndNamedCallsValidateAutoMayNoneDoesNot) {
     } else {
       EXPECT_EQ(choice["finish_reason"], "tool_calls") << what;
     }
-    if (!a.parallel) EXPECT_EQ(msg["tool_calls"].size(), 1u) << what;
+    if (!a.parallel) {
+      EXPECT_EQ(msg["tool_calls"].size(), 1u) << what;
+    }
     for (const nlohmann::json& call : msg["tool_calls"]) {
       EXPECT_EQ(call["type"], "function") << what;
       EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u) << what;
       const std::string name = call["function"]["name"].get<std::string>();
       ASSERT_TRUE(a.params.count(name)) << "undeclared " << name << ": " << what;
-      if (a.choice == "named") EXPECT_EQ(name, a.named) << what;
+      if (a.choice == "named") {
+        EXPECT_EQ(name, a.named) << what;
+      }
       const std::string args = call["function"]["arguments"].get<std::string>();
       ASSERT_FALSE(json::parse(args, nullptr, false).is_discarded()) << what;
       checks.push_back({{"schema", a.params.at(name)}, {"instances", json::array({args})}});
@@ -256,6 +266,71 @@ TEST_P(ToolCallsRun, RequiredAndNamedCallsValidateAutoMayNoneDoesNot) {
       calls_by_choice["auto"], cut, text_by_choice["auto"]);
   EXPECT_EQ(calls_by_choice["required"] + calls_by_choice["named"], 100);
   EXPECT_LT(cut, 50) << "most messages of calls end";
+}
+
+// `llmq serve` on the same kind of job dropped into its inbox: each line's choices (messages with
+// their calls, finish reasons) are those `llmq run` gives the same job (greedy or seeded lines, and
+// batch-invariant computation), and the summary counts the same calls.
+TEST(ToolCallsServe, AJobDroppedInTheInboxGivesTheCallsLlmqRunGives) {
+  const std::string model = testing::SharedModel("tiny-qwen3");
+  LLMQ_SKIP_WITHOUT_SHARED(model, "tiny-qwen3");
+  const std::string dir = testing::CurrentTestDir();
+  WriteJob(dir + "/tools.jsonl", 31, 40);
+  const auto r =
+      testing::RunLlmq({"run", dir + "/tools.jsonl", "-o", dir + "/run.jsonl", "--model", model,
+                        "--no-progress", "--summary-json", dir + "/run.summary.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string state = dir + "/state", config = dir + "/llmq.yaml";
+  testing::WriteServeConfig(config, {.model = model, .state = state});
+  const std::string err = dir + "/serve.err";
+  const pid_t pid = testing::SpawnLlmq({"serve", "--config", config}, dir + "/serve.out", err);
+  struct Stop {
+    pid_t pid;
+    ~Stop() {
+      kill(pid, SIGKILL);
+      testing::WaitExit(pid);
+    }
+  } stop{pid};
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return testing::ReadText(err).find("serving") != std::string::npos; }, 60))
+      << testing::ReadText(err);
+  testing::WriteAndRename(dir + "/tools.staging", state + "/inbox/tools.jsonl",
+                          testing::ReadText(dir + "/tools.jsonl"));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return fs::exists(state + "/outbox/tools.summary.json"); }, 300))
+      << testing::ReadText(err);
+  std::map<std::string, nlohmann::json> run;
+  for (const nlohmann::json& l : testing::ReadJsonl(dir + "/run.jsonl"))
+    run[l["custom_id"].get<std::string>()] = l;
+  const std::vector<nlohmann::json> served =
+      testing::ReadJsonl(state + "/outbox/tools.results.jsonl");
+  ASSERT_EQ(served.size(), run.size());
+  int calls = 0;
+  for (const nlohmann::json& l : served) {
+    const std::string id = l["custom_id"].get<std::string>();
+    ASSERT_TRUE(run.count(id)) << id;
+    const nlohmann::json& choices = l["response"]["body"]["choices"];
+    const nlohmann::json& want = run[id]["response"]["body"]["choices"];
+    ASSERT_EQ(choices.size(), want.size()) << id;
+    for (size_t c = 0; c < choices.size(); ++c) {
+      EXPECT_EQ(choices[c]["finish_reason"], want[c]["finish_reason"]) << id;
+      EXPECT_EQ(choices[c]["message"]["content"], want[c]["message"]["content"]) << id;
+      const nlohmann::json& m = choices[c]["message"];
+      ASSERT_EQ(m.contains("tool_calls"), want[c]["message"].contains("tool_calls")) << id;
+      if (!m.contains("tool_calls")) continue;
+      ASSERT_EQ(m["tool_calls"].size(), want[c]["message"]["tool_calls"].size()) << id;
+      for (size_t k = 0; k < m["tool_calls"].size(); ++k, ++calls)
+        EXPECT_EQ(m["tool_calls"][k]["function"], want[c]["message"]["tool_calls"][k]["function"])
+            << id;
+    }
+  }
+  EXPECT_GT(calls, 0);
+  const nlohmann::json summary =
+      nlohmann::json::parse(testing::ReadText(state + "/outbox/tools.summary.json"));
+  const nlohmann::json run_summary =
+      nlohmann::json::parse(testing::ReadText(dir + "/run.summary.json"));
+  EXPECT_EQ(summary["tool_calls"], run_summary["tool_calls"]);
+  EXPECT_EQ(summary["tool_calls"]["calls"], calls);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ToolCallsRun,

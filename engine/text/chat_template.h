@@ -18,9 +18,9 @@ enum class ChatTemplate { kLlama2, kMistral, kChatml, kZephyr };
 struct Message {
   std::string role;  // "system" | "user" | "assistant" | "tool"
   std::string content;
-  std::string tool_call_id;  // role "tool": the call it answers ("" none)
-  std::string name;          // the message's name ("" none)
-  std::string tool_calls;    // JSON array text as the template gets it ("" none)
+  std::string tool_call_id = {};  // role "tool": the call it answers ("" none)
+  std::string name = {};          // the message's name ("" none)
+  std::string tool_calls = {};    // JSON array text as the template gets it ("" none)
 };
 
 Status ChatTemplateByName(const std::string& name, ChatTemplate* out);  // "llama-2", "mistral", ...
