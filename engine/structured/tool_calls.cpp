@@ -50,14 +50,6 @@ Status CallSchema(ToolCallFormat f, const ToolSchema& tool, size_t index, const 
   if (!tool.parameters.empty()) {
     params = json::parse(tool.parameters, nullptr, false);
     if (params.is_discarded()) return Status::InvalidArgument(field + ": not JSON");
-    // Refused alone first, so that the message points into the tool's own schema.
-    Grammar alone;
-    if (Status st = CompileJsonSchema(params, &alone); !st.ok()) {
-      std::string why = st.message();
-      if (why.rfind("json_schema: ", 0) == 0) why.erase(0, 13);
-      return st.code() == Status::Code::kUnsupported ? Status::Unsupported(field + ": " + why)
-                                                     : Status::InvalidArgument(field + ": " + why);
-    }
   }
   const std::string key = ArgumentsKey(f);
   Rebase(&params, at + "/properties/" + key);
@@ -66,6 +58,26 @@ Status CallSchema(ToolCallFormat f, const ToolSchema& tool, size_t index, const 
               {"required", json::array({"name", key})},
               {"additionalProperties", false}};
   return Status::Ok();
+}
+
+// Why the calls' schema was refused (`whole`), naming the tool: the first tool whose parameters
+// are refused alone, the message then pointing into its own schema. Only on a refusal: the calls'
+// schema is compiled once when it can be enforced.
+Status WhichTool(const ToolCallGrammarSpec& spec, const Status& whole) {
+  for (size_t i = 0; i < spec.tools.size(); ++i) {
+    if (spec.tools[i].parameters.empty()) continue;
+    Grammar alone;
+    // (Parsed before: AnyCall refused text that is not JSON.)
+    const Status st =
+        CompileJsonSchema(json::parse(spec.tools[i].parameters, nullptr, false), &alone);
+    if (st.ok()) continue;
+    const std::string field = "tools[" + std::to_string(i) + "].function.parameters";
+    std::string why = st.message();
+    if (why.rfind("json_schema: ", 0) == 0) why.erase(0, 13);
+    return st.code() == Status::Code::kUnsupported ? Status::Unsupported(field + ": " + why)
+                                                   : Status::InvalidArgument(field + ": " + why);
+  }
+  return whole;
 }
 
 // The schema of one call object naming any of the tools, placed at `at` in the whole schema.
@@ -234,7 +246,7 @@ Status BuildToolCallGrammar(const ToolCallGrammarSpec& spec, Grammar* out) {
   }
   JsonSchemaOptions opt;
   opt.max_whitespace = kCallWhitespace;
-  LLMQ_RETURN_IF_ERROR(CompileJsonSchema(schema, &g, opt));
+  if (const Status st = CompileJsonSchema(schema, &g, opt); !st.ok()) return WhichTool(spec, st);
   const Grammar::Symbol call{g.start(), false};
   const Grammar::Symbol calls = g.NewRule("tool_calls");
   switch (spec.format) {
