@@ -122,9 +122,8 @@ int StringLengthAutomaton::Next(int state, uint8_t b) {
     case kBefore:
       return b == '"' ? Pack(0, kBetween) : kDead;
     case kBetween:
-    case kAfterHigh:
       if (b == '"') return n >= min_ ? Pack(n, kClosed) : kDead;
-      if (b == '\\') return Sub(state) == kAfterHigh ? Pack(n, kEscapeAfterHigh) : start(kEscape);
+      if (b == '\\') return start(kEscape);
       if (b < 0x20) return kDead;
       if (b < 0x80) return start(kBetween);
       if (b >= 0xC2 && b <= 0xDF) return start(kCont1);
@@ -141,8 +140,9 @@ int StringLengthAutomaton::Next(int state, uint8_t b) {
     case kHex0:
       if (b == 'd' || b == 'D') return Pack(n, kHexD1);
       return hex ? Pack(n, kHex1) : kDead;
-    case kHexD1:
+    case kHexD1:  // D8-DB: a high surrogate; DC-DF: a low one, lone
       if (in("89abAB")) return Pack(n, kHighHex2);
+      if (in("cdefCDEF")) return kDead;
       return hex ? Pack(n, kHex2) : kDead;
     case kHex1:
     case kHex2:
@@ -153,19 +153,15 @@ int StringLengthAutomaton::Next(int state, uint8_t b) {
       return hex ? Pack(n, kHighHex3) : kDead;
     case kHighHex3:
       return hex ? Pack(n, kAfterHigh) : kDead;
-    // After a high surrogate: the escape that follows is counted where it turns out not to be
-    // the low surrogate of the pair.
+    // After a high surrogate: only its low surrogate, which adds nothing to the count.
+    case kAfterHigh:
+      return b == '\\' ? Pack(n, kEscapeAfterHigh) : kDead;
     case kEscapeAfterHigh:
-      if (b == 'u') return Pack(n, kHexAfterHigh0);
-      return in("\"\\/bfnrt") ? start(kBetween) : kDead;
+      return b == 'u' ? Pack(n, kHexAfterHigh0) : kDead;
     case kHexAfterHigh0:
-      if (b == 'd' || b == 'D') return Pack(n, kHexAfterHigh1);
-      return hex ? start(kHex1) : kDead;
+      return b == 'd' || b == 'D' ? Pack(n, kHexAfterHigh1) : kDead;
     case kHexAfterHigh1:
-      if (in("cdefCDEF"))
-        return Pack(n, kHex2);  // the pair's low surrogate: one character with the high
-      if (in("89abAB")) return start(kHighHex2);
-      return hex ? start(kHex2) : kDead;
+      return in("cdefCDEF") ? Pack(n, kHex2) : kDead;
     case kCont1:
       return cont ? Pack(n, kBetween) : kDead;
     case kCont2:

@@ -78,8 +78,10 @@ namespace llmq {
 
 // A JSON string, quotes included, of `min` to `max` characters (max < 0: unbounded), characters
 // counted as validators count them: code points, an escape one, a surrogate pair written as two
-// \u escapes one (a lone surrogate one, as Ajv's ucs2length). The text is JSON's: any well-formed
-// UTF-8 character but '"', '\' and controls, or an escape. Counting is arithmetic, not an unrolled
+// \u escapes one (Ajv's ucs2length). The text is JSON's: any well-formed UTF-8 character but '"',
+// '\' and controls, or an escape; a surrogate escape only as a high one followed by its low one
+// (I-JSON, RFC 7493: strict parsers such as nlohmann::json and serde_json refuse a lone surrogate,
+// so no document a grammar allowed fails to parse there). Counting is arithmetic, not an unrolled
 // automaton, so maxLength 100000 costs what maxLength 10 does.
 class StringLengthAutomaton : public LexemeAutomaton {
  public:

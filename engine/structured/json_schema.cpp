@@ -137,8 +137,11 @@ const std::set<std::string>& Refused() {
   return k;
 }
 
-// One character of a JSON string's text: unescaped, or an escape.
-const std::string kChar = "(?:[^\"\\\\\\x00-\\x1f]|\\\\[\"\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4})";
+// One character of a JSON string's text: unescaped, or an escape; a surrogate escape only as a
+// pair (StringLengthAutomaton's text, unbounded).
+const std::string kChar =
+    R"~((?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))~"
+    R"~(|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}))~";
 
 const char* const kTypes[] = {"null", "boolean", "object", "array", "number", "integer", "string"};
 
