@@ -280,8 +280,9 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
       if (!m.calls.empty()) {
         const int index = static_cast<int>(choices.size()) - 1;
         for (size_t k = 0; k < m.calls.size(); ++k)
-          ch.tool_calls.push_back({ToolCallId(request_id, index, static_cast<int>(k)),
-                                   std::move(m.calls[k].name), std::move(m.calls[k].arguments)});
+          ch.tool_calls.push_back(
+              {ToolCallId(*ctx.tool_format, request_id, index, static_cast<int>(k)),
+               std::move(m.calls[k].name), std::move(m.calls[k].arguments)});
         ch.text = std::move(m.content);
         if (c.finish_reason == "stop") ch.finish_reason = "tool_calls";
       }

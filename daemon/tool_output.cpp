@@ -24,10 +24,10 @@ ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Co
   return m;
 }
 
-std::string ToolCallId(const std::string& request_id, int choice, int call) {
-  return "call_" +
-         jobs::Sha256Hex(request_id + "\n" + std::to_string(choice) + "\n" + std::to_string(call))
-             .substr(0, 24);
+std::string ToolCallId(ToolCallFormat format, const std::string& request_id, int choice, int call) {
+  const std::string hash =
+      jobs::Sha256Hex(request_id + "\n" + std::to_string(choice) + "\n" + std::to_string(call));
+  return format == ToolCallFormat::kMistral ? hash.substr(0, 9) : "call_" + hash.substr(0, 24);
 }
 
 }  // namespace llmq

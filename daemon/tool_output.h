@@ -28,8 +28,10 @@ struct ToolMessage {
 // part of the calls.
 ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Completion& c);
 
-// A call's id: "call_" and 24 hex digits of SHA-256 over the line's request id, the choice and
-// the call's index: the same on a resumed run, distinct across calls, choices and lines.
-std::string ToolCallId(const std::string& request_id, int choice, int call);
+// A call's id, from SHA-256 over the line's request id, the choice and the call's index: the same
+// on a resumed run, distinct across calls, choices and lines. "call_" and 24 hex digits; for the
+// mistral format 9 hex digits, since Mistral's templates raise on any other length when the call
+// comes back in a later request (vLLM makes them 9 alphanumerics too).
+std::string ToolCallId(ToolCallFormat format, const std::string& request_id, int choice, int call);
 
 }  // namespace llmq

@@ -202,6 +202,23 @@ TEST(ToolCallsTest, ParsedCallsAreWhatTheGrammarTook) {
   ASSERT_TRUE(ParseToolCalls(ToolCallFormat::kLlama3Json, llama, &calls, true).ok());
   EXPECT_EQ(calls.size(), 1u);
   EXPECT_FALSE(ParseToolCalls(ToolCallFormat::kLlama3Json, llama, &calls).ok());
+  // Mistral's list, cut anywhere: whole only when closed; the whole calls before a cut.
+  const std::string mistral =
+      "[TOOL_CALLS] [{\"name\": \"a\", \"arguments\": {\"s\": \"],\"}}, "
+      "{\"name\": \"b\", \"arguments\": {}}]";
+  const size_t one = mistral.find("}}") + 2;
+  for (size_t n = 0; n <= mistral.size(); ++n) {
+    const std::string text = mistral.substr(0, n);
+    EXPECT_EQ(ParseToolCalls(ToolCallFormat::kMistral, text, &calls).ok(), n == mistral.size())
+        << n;
+    const Status st = ParseToolCalls(ToolCallFormat::kMistral, text, &calls, /*cut=*/true);
+    EXPECT_EQ(st.ok(), n >= one) << n;
+    EXPECT_EQ(calls.size(), n >= mistral.size() - 1 ? 2u : n >= one ? 1u : 0u) << n;
+  }
+  for (const char* text :
+       {"[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}} x",
+        "[TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}] x", "[TOOL_CALLS][ ]"})
+    EXPECT_FALSE(ParseToolCalls(ToolCallFormat::kMistral, text, &calls, true).ok()) << text;
 }
 
 TEST(ToolCallsTest, FormatsByNameAndFromTheFamiliesTemplates) {

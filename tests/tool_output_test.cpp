@@ -92,16 +92,21 @@ TEST_F(ToolOutput, TextAloneWhereTheCallsAreNotWhole) {
 }
 
 TEST(ToolCallIdTest, StableAndDistinct) {
-  EXPECT_EQ(ToolCallId("batch_req_1", 0, 0), ToolCallId("batch_req_1", 0, 0));
+  constexpr ToolCallFormat kHermes = ToolCallFormat::kHermes;
+  EXPECT_EQ(ToolCallId(kHermes, "batch_req_1", 0, 0), ToolCallId(kHermes, "batch_req_1", 0, 0));
   std::set<std::string> ids;
   for (const char* r : {"batch_req_1", "batch_req_2"})
     for (int choice = 0; choice < 3; ++choice)
-      for (int call = 0; call < 3; ++call) ids.insert(ToolCallId(r, choice, call));
+      for (int call = 0; call < 3; ++call) ids.insert(ToolCallId(kHermes, r, choice, call));
   EXPECT_EQ(ids.size(), 18u);
-  const std::string id = ToolCallId("batch_req_1", 0, 0);
+  const std::string id = ToolCallId(kHermes, "batch_req_1", 0, 0);
   ASSERT_EQ(id.size(), 29u);
   EXPECT_EQ(id.rfind("call_", 0), 0u);
   EXPECT_EQ(id.find_first_not_of("0123456789abcdef", 5), std::string::npos) << id;
+  EXPECT_EQ(ToolCallId(ToolCallFormat::kLlama3Json, "batch_req_1", 0, 0), id);
+  // Mistral's: 9 alphanumerics (its templates raise on any other id), from the same hash.
+  const std::string mistral = ToolCallId(ToolCallFormat::kMistral, "batch_req_1", 0, 0);
+  EXPECT_EQ(mistral, id.substr(5, 9));
 }
 
 }  // namespace

@@ -181,17 +181,28 @@ Status ParseLlama(std::string_view s, bool cut, std::vector<ToolCall>* calls) {
   }
 }
 
-Status ParseMistral(std::string_view s, std::vector<ToolCall>* calls) {
+Status ParseMistral(std::string_view s, bool cut, std::vector<ToolCall>* calls) {
   const std::string_view open = kMistralOpen;
   if (s.substr(0, open.size()) != open)
     return Status::InvalidArgument("the calls do not begin with [TOOL_CALLS]");
-  s.remove_prefix(open.size());
-  json v;
-  LLMQ_RETURN_IF_ERROR(TakeJson(&s, &v));
-  if (!SkipSpace(s).empty()) return Status::InvalidArgument("text after the calls");
-  if (!v.is_array() || v.empty())
+  s = SkipSpace(s.substr(open.size()));
+  if (s.empty() || s.front() != '[' || SkipSpace(s.substr(1)).substr(0, 1) == "]")
     return Status::InvalidArgument("[TOOL_CALLS] is not followed by a list of calls");
-  for (const json& x : v) LLMQ_RETURN_IF_ERROR(CallOf(x, "arguments", &calls->emplace_back()));
+  s.remove_prefix(1);
+  // One call at a time, so that a cut list keeps its whole calls.
+  while (true) {
+    json v;
+    if (Status st = TakeJson(&s, &v); !st.ok()) return cut && !calls->empty() ? Status::Ok() : st;
+    LLMQ_RETURN_IF_ERROR(CallOf(v, "arguments", &calls->emplace_back()));
+    s = SkipSpace(s);
+    if (s.empty()) {
+      return cut ? Status::Ok() : Status::InvalidArgument("the list of calls is not closed");
+    }
+    if (s.front() == ']') break;
+    if (s.front() != ',') return Status::InvalidArgument("text between the calls");
+    s.remove_prefix(1);
+  }
+  if (!SkipSpace(s.substr(1)).empty()) return Status::InvalidArgument("text after the calls");
   return Status::Ok();
 }
 
@@ -298,7 +309,7 @@ Status ParseToolCalls(ToolCallFormat f, std::string_view text, std::vector<ToolC
       st = ParseLlama(text, cut, calls);
       break;
     case ToolCallFormat::kMistral:
-      st = ParseMistral(text, calls);
+      st = ParseMistral(text, cut, calls);
       break;
   }
   if (!st.ok()) calls->clear();

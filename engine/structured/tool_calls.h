@@ -72,8 +72,8 @@ struct ToolCall {
 // The calls of `text`, which begins at the format's trigger (what the grammar matched: the
 // message's bytes from the trigger on, control tokens' text included). InvalidArgument saying
 // what is malformed: the caller keeps such text as the message's content. With `cut` (a sample
-// cut by its length) the text may end inside a call: the whole calls before it are the calls
-// (hermes, llama3_json; mistral's one list is whole or nothing), InvalidArgument when none is.
+// cut by its length) the text may end inside a call: the whole calls before it are the calls,
+// InvalidArgument when none is.
 [[nodiscard]] Status ParseToolCalls(ToolCallFormat f, std::string_view text,
                                     std::vector<ToolCall>* calls, bool cut = false);
 
