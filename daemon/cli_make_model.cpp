@@ -41,7 +41,10 @@ int MakeModel(const CLI::App* cmd, const MakeModelFlags& f) {
     if (cfg.torch_dtype == "float16") dtype = DType::kF16;
   }
   if (st.ok() && !f.dtype.empty())
-    dtype = f.dtype == "bf16" ? DType::kBF16 : f.dtype == "f16" ? DType::kF16 : DType::kF32;
+    dtype = f.dtype == "bf16"  ? DType::kBF16
+            : f.dtype == "f16" ? DType::kF16
+            : f.dtype == "fp8" ? DType::kF8E4M3
+                               : DType::kF32;
   if (st.ok() && cfg.eos_token_ids.empty()) cfg.eos_token_ids = {2};
   if (st.ok() && cfg.bos_token_id < 0) cfg.bos_token_id = 1;
   if (st.ok()) st = llmq::MakeModel(cfg, dtype, f.seed, f.out);
@@ -62,8 +65,10 @@ void AddMakeModelCommand(CLI::App* app, int* rc) {
   shape->excludes(config);
   cmd->add_option("--out", f->out, "Folder to write (must be empty or absent)")->required();
   cmd->add_option("--seed", f->seed, "Seed of the weights and the tokenizer");
-  cmd->add_option("--dtype", f->dtype, "f32|bf16|f16 (default: the shape's or config's)")
-      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  cmd->add_option("--dtype", f->dtype,
+                  "f32|bf16|f16|fp8 (default: the shape's or config's; fp8: an FP8 checkpoint as "
+                  "llm-compressor writes it, the projections in E4M3 with per-channel scales)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16", "fp8"}));
   cmd->add_flag("--force", f->force, "Write into a non-empty folder, replacing its model files");
   cmd->callback([cmd, f, rc, shape, config] {
     if (!*shape && !*config) {

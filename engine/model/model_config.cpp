@@ -257,6 +257,8 @@ Status ParseModelConfig(const std::string& text, const std::string& file, ModelC
   if (j.contains("eos_token_id"))
     LLMQ_RETURN_IF_ERROR(ParseEos(j["eos_token_id"], file, &c.eos_token_ids));
   if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) c.torch_dtype = j["torch_dtype"];
+  if (j.contains("quantization_config"))
+    LLMQ_RETURN_IF_ERROR(ParseQuantizationConfig(j["quantization_config"], file, &c.quantization));
   *out = c;
   return Status::Ok();
 }

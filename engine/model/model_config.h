@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/model/quantization.h"
 
 namespace llmq {
 
@@ -41,8 +42,9 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   RopeScaling rope_scaling;
   int bos_token_id = -1;
-  std::vector<int> eos_token_ids;  // generation_config.json wins over config.json
-  std::string torch_dtype;         // informational
+  std::vector<int> eos_token_ids;   // generation_config.json wins over config.json
+  std::string torch_dtype;          // informational
+  WeightQuantization quantization;  // config.json's quantization_config (none: plain floats)
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }

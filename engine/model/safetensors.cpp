@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -46,6 +47,8 @@ bool ParseDType(const std::string& s, DType* out) {
     *out = DType::kF16;
   else if (s == "BF16")
     *out = DType::kBF16;
+  else if (s == "F8_E4M3")
+    *out = DType::kF8E4M3;
   else
     return false;
   return true;
@@ -71,7 +74,7 @@ Status ParseEntry(const std::string& file, const std::string& name, const json& 
   const std::string dtype = dt->get<std::string>();
   if (!ParseDType(dtype, &t->dtype))
     return Status::Unsupported(pre + "dtype " + Quote(dtype) +
-                               " is not supported (supported: F32, F16, BF16)");
+                               " is not supported (supported: F32, F16, BF16, F8_E4M3)");
   auto sh = e.find("shape");
   if (sh == e.end() || !sh->is_array())
     return Status::Corruption(pre + "'shape' is missing or not an array");
@@ -132,6 +135,8 @@ size_t DTypeSize(DType t) {
       return 2;
     case DType::kBF16:
       return 2;
+    case DType::kF8E4M3:
+      return 1;
   }
   return 0;
 }
@@ -144,6 +149,8 @@ const char* DTypeName(DType t) {
       return "F16";
     case DType::kBF16:
       return "BF16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
@@ -357,6 +364,37 @@ float F16ToF32(uint16_t h) {
   return f;
 }
 
+float F8E4M3ToF32(uint8_t v) {
+  const int e = (v >> 3) & 15, m = v & 7;
+  float x;
+  if (e == 15 && m == 7) {
+    x = std::numeric_limits<float>::quiet_NaN();
+  } else if (e == 0) {
+    x = std::ldexp(static_cast<float>(m), -9);  // subnormal: m/8 * 2^-6
+  } else {
+    x = std::ldexp(static_cast<float>(8 + m), e - 10);  // (1 + m/8) * 2^(e-7)
+  }
+  return (v & 0x80) ? -x : x;
+}
+
+uint8_t F32ToF8E4M3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const float a = std::fabs(f);
+  // The non-negative finite codes 0..126 are increasing in value: find the nearest by bisection.
+  int lo = 0, hi = 126;
+  if (a >= F8E4M3ToF32(126)) return sign | 126;  // saturate
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (F8E4M3ToF32(static_cast<uint8_t>(mid)) <= a ? lo : hi) = mid;
+  }
+  // a in [value(lo), value(hi)): the nearer, the even code on a tie (its mantissa's low bit 0).
+  const double below = a - static_cast<double>(F8E4M3ToF32(static_cast<uint8_t>(lo)));
+  const double above = static_cast<double>(F8E4M3ToF32(static_cast<uint8_t>(hi))) - a;
+  const int code = below < above ? lo : above < below ? hi : (lo % 2 == 0 ? lo : hi);
+  return sign | static_cast<uint8_t>(code);
+}
+
 void ConvertToF32(DType dtype, const void* src, int64_t n, float* dst) {
   // Source bytes may be unaligned (safetensors does not align tensors), so read through memcpy.
   if (n <= 0) return;
@@ -378,6 +416,9 @@ void ConvertToF32(DType dtype, const void* src, int64_t n, float* dst) {
         std::memcpy(&h, s + 2 * i, 2);
         dst[i] = F16ToF32(h);
       }
+      return;
+    case DType::kF8E4M3:
+      for (int64_t i = 0; i < n; ++i) dst[i] = F8E4M3ToF32(s[i]);
       return;
   }
 }

@@ -14,9 +14,12 @@
 
 namespace llmq {
 
-enum class DType { kF32, kF16, kBF16 };
+// kF8E4M3: OCP FP8 E4M3 ("e4m3fn", PyTorch's float8_e4m3fn): 1 sign, 4 exponent (bias 7) and 3
+// mantissa bits, no infinities, S.1111.111 NaN, largest finite 448; the weights of FP8 checkpoints,
+// meaningful only with their scales (engine/model/quantization.h).
+enum class DType { kF32, kF16, kBF16, kF8E4M3 };
 size_t DTypeSize(DType t);
-const char* DTypeName(DType t);  // "F32", "F16", "BF16"
+const char* DTypeName(DType t);  // "F32", "F16", "BF16", "F8_E4M3"
 
 struct TensorInfo {
   std::string name;
@@ -76,5 +79,9 @@ uint16_t F32ToBF16(float f);
 float BF16ToF32(uint16_t h);
 uint16_t F32ToF16(float f);
 float F16ToF32(uint16_t h);
+// E4M3: exact decoding; encoding rounds to the nearest value (ties to the even code) and saturates
+// at +-448, as quantizers clamp before the cast; NaN stays NaN.
+float F8E4M3ToF32(uint8_t v);
+uint8_t F32ToF8E4M3(float f);
 
 }  // namespace llmq

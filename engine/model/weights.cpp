@@ -207,6 +207,7 @@ Status Weights::Load(const std::string& dir, const ModelConfig& cfg,
                                      ShapeString(t->shape) + ", expected " + ShapeString(r.shape) +
                                      " (" + r.why + ")");
   }
+  LLMQ_RETURN_IF_ERROR(w->FindScales(cfg));
   for (const auto& [name, t] : w->tensors_) {
     if (!IsForeignLayerTensor(cfg, name)) continue;
     return Status::Unsupported(t.file + ": tensor '" + name + "' is not part of " +
@@ -215,6 +216,54 @@ Status Weights::Load(const std::string& dir, const ModelConfig& cfg,
                                "family, or a variant llmq does not implement");
   }
   *out = std::move(w);
+  return Status::Ok();
+}
+
+Status Weights::FindScales(const ModelConfig& cfg) {
+  const WeightQuantization& q = cfg.quantization;
+  for (const Required& r : RequiredTensors(cfg)) {
+    TensorView& t = tensors_.at(r.name);
+    const bool linear = r.name == "lm_head.weight" || r.name.ends_with("_proj.weight");
+    const std::string module = r.name.substr(0, r.name.size() - std::string(".weight").size());
+    if (t.dtype != DType::kF8E4M3) continue;  // a float tensor, quantized or not
+    if (!linear || !q.Quantizes(module))
+      return Status::InvalidArgument(
+          t.file + ": tensor '" + r.name + "' is F8_E4M3, but " +
+          (!linear  ? std::string("only linear weights are quantized")
+           : !q.fp8 ? std::string("config.json has no quantization_config")
+                    : "quantization_config leaves '" + module + "' unquantized"));
+    const std::string scale_name = module + "." + q.scale_suffix;
+    const TensorView* s = Find(scale_name);
+    if (s == nullptr)
+      return Status::NotFound(t.file + ": tensor '" + r.name + "' is F8_E4M3 but its scale '" +
+                              scale_name + "' is missing");
+    if (s->dtype == DType::kF8E4M3)
+      return Status::InvalidArgument(s->file + ": tensor '" + scale_name +
+                                     "' must be a float type, not F8_E4M3");
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    const auto shape_is = [&](std::vector<int64_t> want) { return s->shape == want; };
+    if (s->numel() == 1) {  // per tensor
+      t.scale_rows = rows;
+      t.scale_cols = cols;
+    } else if (shape_is({rows}) || shape_is({rows, 1})) {  // per output channel
+      t.scale_rows = 1;
+      t.scale_cols = cols;
+    } else if (q.block_rows > 0 && shape_is({(rows + q.block_rows - 1) / q.block_rows,
+                                             (cols + q.block_cols - 1) / q.block_cols})) {
+      t.scale_rows = q.block_rows;
+      t.scale_cols = q.block_cols;
+    } else {
+      std::string want =
+          "one value, [" + std::to_string(rows) + "] or [" + std::to_string(rows) + ", 1]";
+      if (q.block_rows > 0)
+        want += ", or [" + std::to_string((rows + q.block_rows - 1) / q.block_rows) + ", " +
+                std::to_string((cols + q.block_cols - 1) / q.block_cols) + "] (blocks of " +
+                std::to_string(q.block_rows) + " x " + std::to_string(q.block_cols) + ")";
+      return Status::InvalidArgument(s->file + ": tensor '" + scale_name + "' has shape " +
+                                     ShapeString(s->shape) + ", expected " + want);
+    }
+    t.scale = s;
+  }
   return Status::Ok();
 }
 
@@ -234,6 +283,17 @@ std::vector<float> Weights::ToF32(const std::string& name) const {
   const TensorView& t = Get(name);
   std::vector<float> out(static_cast<size_t>(t.numel()));
   ConvertToF32(t.dtype, t.data, t.numel(), out.data());
+  if (t.scale == nullptr) return out;
+  // W[r][c] = fp8(Q[r][c]) * scale[r / scale_rows][c / scale_cols] (one fp32 product each).
+  std::vector<float> scale(static_cast<size_t>(t.scale->numel()));
+  ConvertToF32(t.scale->dtype, t.scale->data, t.scale->numel(), scale.data());
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  const int64_t per_row = (cols + t.scale_cols - 1) / t.scale_cols;  // scales across a row
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* sr = scale.data() + (r / t.scale_rows) * per_row;
+    float* o = out.data() + r * cols;
+    for (int64_t c = 0; c < cols; ++c) o[c] *= sr[c / t.scale_cols];
+  }
   return out;
 }
 

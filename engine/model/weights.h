@@ -21,6 +21,10 @@ struct TensorView {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // mapped bytes, numel * DTypeSize(dtype); may be unaligned for
                                   // the dtype: read via memcpy or ConvertToF32
+  // An FP8 weight's scale (engine/model/quantization.h), set by Weights::Load: one scale per tile
+  // of [scale_rows, scale_cols] elements (the whole tensor, a row, or a block).
+  const TensorView* scale = nullptr;
+  int64_t scale_rows = 0, scale_cols = 0;
   int64_t numel() const;
 };
 
@@ -41,6 +45,9 @@ class Weights {
   //   with cfg.qkv_bias (Qwen2) self_attn.q_proj.bias [heads*head_dim],
   //   self_attn.{k,v}_proj.bias [kv_heads*head_dim];
   //   with cfg.qk_norm (Qwen3) self_attn.{q,k}_norm.weight [head_dim].
+  // An FP8 checkpoint (cfg.quantization): each linear weight (the projections, lm_head) the config
+  // quantizes is F8_E4M3 with its scale beside it, of a shape the quantization allows; an F8_E4M3
+  // tensor anywhere else is refused.
   // A layer bias or q/k norm the architecture does not use is refused (it would be dropped);
   // other extra tensors are ignored. Errors name the file and the tensor (missing, wrong shape,
   // unsupported dtype, ...).
@@ -48,6 +55,7 @@ class Weights {
 
   const TensorView* Find(const std::string& name) const;
   const TensorView& Get(const std::string& name) const;  // aborts if absent (validated at load)
+  // The tensor's values as floats: converted, or dequantized (an FP8 weight times its scales).
   std::vector<float> ToF32(const std::string& name) const;
   // The tensor's floats in the mapping itself when it is stored as F32 at a float-aligned address
   // (the usual case), else nullptr (read it with ToF32). Valid while these Weights live.
@@ -55,6 +63,9 @@ class Weights {
   uint64_t total_bytes() const { return total_bytes_; }  // bytes of all tensors as stored
 
  private:
+  // Links each FP8 weight to its scale (TensorView::scale), checking dtypes and shapes.
+  [[nodiscard]] Status FindScales(const ModelConfig& cfg);
+
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, TensorView> tensors_;
   uint64_t total_bytes_ = 0;

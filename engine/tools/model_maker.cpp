@@ -1,5 +1,6 @@
 #include "engine/tools/model_maker.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -38,6 +39,33 @@ RandomTensor MakeTensor(const std::string& name, std::vector<int64_t> shape, DTy
   }
   t.spec = {name, dtype, std::move(shape), nullptr};
   return t;
+}
+
+// A linear weight [out, in] as an FP8 checkpoint stores it (compressed-tensors, strategy channel):
+// uniform values quantized to E4M3 per output channel, `name` in F8_E4M3 and its BF16 scale
+// `<module>.weight_scale` [out, 1] = the row's largest magnitude / 448.
+void MakeFp8Linear(const std::string& name, int64_t out, int64_t in, Rng* rng, float a,
+                   std::vector<RandomTensor>* ts) {
+  RandomTensor q, scale;
+  q.bytes.resize(static_cast<size_t>(out * in));
+  scale.bytes.resize(static_cast<size_t>(out) * 2);
+  std::vector<float> row(static_cast<size_t>(in));
+  for (int64_t r = 0; r < out; ++r) {
+    float amax = 0.f;
+    for (float& v : row) {
+      v = a * static_cast<float>(2.0 * rng->NextDouble() - 1.0);
+      amax = std::max(amax, std::fabs(v));
+    }
+    const uint16_t s = F32ToBF16(amax > 0.f ? amax / 448.f : 1.f);
+    std::memcpy(&scale.bytes[static_cast<size_t>(r) * 2], &s, 2);
+    for (int64_t c = 0; c < in; ++c)
+      q.bytes[static_cast<size_t>(r * in + c)] = F32ToF8E4M3(row[c] / BF16ToF32(s));
+  }
+  const std::string module = name.substr(0, name.size() - std::string(".weight").size());
+  q.spec = {name, DType::kF8E4M3, {out, in}, nullptr};
+  scale.spec = {module + ".weight_scale", DType::kBF16, {out, 1}, nullptr};
+  ts->push_back(std::move(q));
+  ts->push_back(std::move(scale));
 }
 
 }  // namespace
@@ -124,9 +152,27 @@ std::string ConfigJson(const ModelConfig& c, DType dtype) {
   j["bos_token_id"] = c.bos_token_id;
   j["eos_token_id"] =
       c.eos_token_ids.size() == 1 ? json(c.eos_token_ids[0]) : json(c.eos_token_ids);
-  j["torch_dtype"] = dtype == DType::kF32    ? "float32"
-                     : dtype == DType::kBF16 ? "bfloat16"
-                                             : "float16";
+  j["torch_dtype"] = dtype == DType::kF32   ? "float32"
+                     : dtype == DType::kF16 ? "float16"
+                                            : "bfloat16";
+  if (dtype == DType::kF8E4M3)  // llm-compressor's FP8 per-channel scheme, lm_head left in BF16
+    j["quantization_config"] = {{"quant_method", "compressed-tensors"},
+                                {"format", "float-quantized"},
+                                {"quantization_status", "compressed"},
+                                {"ignore", {"lm_head"}},
+                                {"config_groups",
+                                 {{"group_0",
+                                   {{"targets", {"Linear"}},
+                                    {"weights",
+                                     {{"num_bits", 8},
+                                      {"type", "float"},
+                                      {"symmetric", true},
+                                      {"strategy", "channel"},
+                                      {"dynamic", false},
+                                      {"group_size", nullptr},
+                                      {"block_structure", nullptr},
+                                      {"actorder", nullptr}}},
+                                    {"input_activations", nullptr}}}}}};
   return j.dump(2) + "\n";
 }
 
@@ -148,23 +194,27 @@ Status WriteRandomModel(const ModelConfig& c, DType dtype, uint64_t seed,
   Rng rng(seed);
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const int64_t Q = c.q_dim(), KV = c.kv_dim();
+  // FP8: the projections quantized, everything else in BF16.
+  const bool fp8 = dtype == DType::kF8E4M3;
+  const DType plain = fp8 ? DType::kBF16 : dtype;
+  std::vector<RandomTensor> ts;
   auto lin = [&](const std::string& name, int64_t out, int64_t in) {
-    return MakeTensor(name, {out, in}, dtype, &rng, std::sqrt(3.0f / in), 0.f);
+    if (fp8) return MakeFp8Linear(name, out, in, &rng, std::sqrt(3.0f / in), &ts);
+    ts.push_back(MakeTensor(name, {out, in}, dtype, &rng, std::sqrt(3.0f / in), 0.f));
   };
   auto norm = [&](const std::string& name, int64_t n) {
-    return MakeTensor(name, {n}, dtype, &rng, 0.2f, 1.0f);
+    return MakeTensor(name, {n}, plain, &rng, 0.2f, 1.0f);
   };
-  std::vector<RandomTensor> ts;
-  ts.push_back(MakeTensor("model.embed_tokens.weight", {V, H}, dtype, &rng, std::sqrt(3.0f), 0.f));
+  ts.push_back(MakeTensor("model.embed_tokens.weight", {V, H}, plain, &rng, std::sqrt(3.0f), 0.f));
   for (int l = 0; l < c.num_layers; ++l) {
     ts.push_back(norm(LayerTensorName(l, "input_layernorm.weight"), H));
-    ts.push_back(lin(LayerTensorName(l, "self_attn.q_proj.weight"), Q, H));
-    ts.push_back(lin(LayerTensorName(l, "self_attn.k_proj.weight"), KV, H));
-    ts.push_back(lin(LayerTensorName(l, "self_attn.v_proj.weight"), KV, H));
-    ts.push_back(lin(LayerTensorName(l, "self_attn.o_proj.weight"), H, Q));
+    lin(LayerTensorName(l, "self_attn.q_proj.weight"), Q, H);
+    lin(LayerTensorName(l, "self_attn.k_proj.weight"), KV, H);
+    lin(LayerTensorName(l, "self_attn.v_proj.weight"), KV, H);
+    lin(LayerTensorName(l, "self_attn.o_proj.weight"), H, Q);
     if (c.qkv_bias) {  // Qwen2: [Q], [KV], [KV]
       auto bias = [&](const char* suffix, int64_t n) {
-        return MakeTensor(LayerTensorName(l, suffix), {n}, dtype, &rng, 0.5f, 0.f);
+        return MakeTensor(LayerTensorName(l, suffix), {n}, plain, &rng, 0.5f, 0.f);
       };
       ts.push_back(bias("self_attn.q_proj.bias", Q));
       ts.push_back(bias("self_attn.k_proj.bias", KV));
@@ -175,12 +225,13 @@ Status WriteRandomModel(const ModelConfig& c, DType dtype, uint64_t seed,
       ts.push_back(norm(LayerTensorName(l, "self_attn.k_norm.weight"), c.head_dim));
     }
     ts.push_back(norm(LayerTensorName(l, "post_attention_layernorm.weight"), H));
-    ts.push_back(lin(LayerTensorName(l, "mlp.gate_proj.weight"), I, H));
-    ts.push_back(lin(LayerTensorName(l, "mlp.up_proj.weight"), I, H));
-    ts.push_back(lin(LayerTensorName(l, "mlp.down_proj.weight"), H, I));
+    lin(LayerTensorName(l, "mlp.gate_proj.weight"), I, H);
+    lin(LayerTensorName(l, "mlp.up_proj.weight"), I, H);
+    lin(LayerTensorName(l, "mlp.down_proj.weight"), H, I);
   }
   ts.push_back(norm("model.norm.weight", H));
-  if (!c.tie_word_embeddings) ts.push_back(lin("lm_head.weight", V, H));
+  if (!c.tie_word_embeddings)  // left in BF16 by an FP8 checkpoint ("ignore": ["lm_head"])
+    ts.push_back(MakeTensor("lm_head.weight", {V, H}, plain, &rng, std::sqrt(3.0f / H), 0.f));
   std::vector<TensorToWrite> specs;
   for (RandomTensor& t : ts) {
     t.spec.data = t.bytes.data();
