@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/model/safetensors.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gemm.h"
 
@@ -201,6 +202,58 @@ TEST_P(PagedAttentionGroups, EveryIsaGivesTheScalarBits) {
   }
   SetGemmIsaForTesting(GemmIsa::kAuto);
   if (isas == 0) GTEST_SKIP() << "this CPU has neither AVX2 nor AVX-512: only the scalar kernel";
+}
+
+// A bf16 cache: attention over it is, bit for bit, attention over an fp32 cache holding the same
+// values (each rounded to bf16 by engine/model's F32ToBF16), on every ISA, with and without
+// groups; and WriteKv rounds what it writes into a bf16 cache so.
+TEST_P(PagedAttentionGroups, Bf16CacheIsTheFp32CacheOfItsValues) {
+  const Case c = GetParam();
+  for (uint32_t seed = 1; seed <= 8; ++seed) {
+    RandomStep st = MakeStep(c, 300 + seed);
+    std::vector<uint16_t> k16(st.k.size()), v16(st.v.size());
+    for (size_t i = 0; i < st.k.size(); ++i) {
+      k16[i] = F32ToBF16(st.k[i]);
+      v16[i] = F32ToBF16(st.v[i]);
+      st.k[i] = BF16ToF32(k16[i]);
+      st.v[i] = BF16ToF32(v16[i]);
+    }
+    for (GemmIsa isa : {GemmIsa::kScalar, GemmIsa::kAvx2, GemmIsa::kAvx512}) {
+      if (!SetGemmIsaForTesting(isa)) continue;
+      const std::vector<float> want = Attend(st, c, seed % 2 == 0);
+      RandomStep half = st;
+      half.kv =
+          PagedKv{nullptr, nullptr, c.block_size, c.kv_heads, c.head_dim, k16.data(), v16.data()};
+      const std::vector<float> got = Attend(half, c, seed % 2 == 1);
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+          << GemmIsaName(isa) << " seed " << seed;
+    }
+  }
+  SetGemmIsaForTesting(GemmIsa::kAuto);
+
+  // WriteKv: T rows into scattered slots of a bf16 cache.
+  const int bs = c.block_size, d = c.head_dim, T = 37, blocks = 8;
+  const int64_t stride = static_cast<int64_t>(c.kv_heads) * d + 5;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  std::vector<float> ks(T * stride), vs(T * stride);
+  for (float& x : ks) x = normal(rng);
+  for (float& x : vs) x = normal(rng);
+  std::vector<int32_t> slots(blocks * bs);
+  for (int i = 0; i < blocks * bs; ++i) slots[i] = i;
+  std::shuffle(slots.begin(), slots.end(), rng);
+  slots.resize(T);
+  const size_t n = static_cast<size_t>(blocks) * c.kv_heads * bs * d;
+  std::vector<uint16_t> k16(n, 0xffff), v16(n, 0xffff);
+  const PagedKv kv{nullptr, nullptr, bs, c.kv_heads, d, k16.data(), v16.data()};
+  WriteKv(kv, ks.data(), vs.data(), stride, slots.data(), T);
+  for (int r = 0; r < T; ++r)
+    for (int h = 0; h < c.kv_heads; ++h)
+      for (int i = 0; i < d; ++i) {
+        const int64_t tile = kv.TileOffset(slots[r] / bs, h), off = slots[r] % bs;
+        ASSERT_EQ(k16[tile + i * bs + off], F32ToBF16(ks[r * stride + h * d + i])) << r;
+        ASSERT_EQ(v16[tile + off * d + i], F32ToBF16(vs[r * stride + h * d + i])) << r;
+      }
 }
 
 // Shapes: the vector kernels take block sizes and head dims that are multiples of 16 (head dims

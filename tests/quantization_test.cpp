@@ -59,7 +59,9 @@ TEST(Fp8CodecTest, DecodesAndRoundsAsTheFormatSays) {
       EXPECT_TRUE(std::isnan(got)) << c;
     } else {
       EXPECT_EQ(static_cast<double>(got), E4M3Value(c)) << c;
-      if ((c & 0x7f) != 0) EXPECT_EQ(F32ToF8E4M3(got), c) << c;  // every finite code round-trips
+      if ((c & 0x7f) != 0) {  // every finite code but the zeros round-trips
+        EXPECT_EQ(F32ToF8E4M3(got), c) << c;
+      }
     }
   }
   EXPECT_EQ(F8E4M3ToF32(0x7e), 448.f);

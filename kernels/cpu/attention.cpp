@@ -29,6 +29,13 @@ struct Avx2 {
   static constexpr int kPvDV = 1, kPvMaxM = 6;  // value tile: 6 pairs x 16 dims
   static Vec Zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
   static Vec Load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+  static __m256 Widen(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static Vec LoadBf16(const uint16_t* p) {
+    return {Widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+            Widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
+  }
   static void Store(float* p, Vec a) {
     _mm256_storeu_ps(p, a.lo);
     _mm256_storeu_ps(p + 8, a.hi);
@@ -54,7 +61,14 @@ struct Avx2 {
 }  // namespace
 
 void AttendAvx2(const AttendTask& t) {
-  AttendVector<Avx2>(t);
+  AttendOn<Avx2>(t);
+}
+
+static float Bf16ToFloat(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
 }
 
 // The arithmetic of attention.h written plainly, one pair at a time (any block size and head
@@ -70,10 +84,13 @@ void AttendScalar(const AttendTask& t) {
     auto tile = [&](int j) {
       return (static_cast<int64_t>(table[j / bs]) * t.kv_heads + t.head) * bs * d;
     };
+    // The cache's element e of the tile at `at`, as fp32 (a bf16 one widened, exactly).
+    auto k_at = [&](int64_t at) { return t.k16 ? Bf16ToFloat(t.k16[at]) : t.k[at]; };
+    auto v_at = [&](int64_t at) { return t.v16 ? Bf16ToFloat(t.v16[at]) : t.v[at]; };
     for (int j = 0; j < ctx; ++j) {
-      const float* kt = t.k + tile(j) + j % bs;  // K[j][i] = kt[i * bs]
+      const int64_t kt = tile(j) + j % bs;  // K[j][i] at kt + i * bs
       float c = 0.0f;
-      for (int i = 0; i < d; ++i) c = std::fma(q[i], kt[static_cast<int64_t>(i) * bs], c);
+      for (int i = 0; i < d; ++i) c = std::fma(q[i], k_at(kt + static_cast<int64_t>(i) * bs), c);
       s[j] = c * t.scale;
     }
     float m = -INFINITY;
@@ -87,8 +104,8 @@ void AttendScalar(const AttendTask& t) {
       for (int l = 0; l < w; ++l) lanes[l] += lanes[l + w];
     std::fill(o, o + d, 0.0f);
     for (int j = 0; j < ctx; ++j) {
-      const float* vr = t.v + tile(j) + static_cast<int64_t>(j % bs) * d;
-      for (int i = 0; i < d; ++i) o[i] = std::fma(s[j], vr[i], o[i]);
+      const int64_t vr = tile(j) + static_cast<int64_t>(j % bs) * d;
+      for (int i = 0; i < d; ++i) o[i] = std::fma(s[j], v_at(vr + i), o[i]);
     }
     const float inv = 1.0f / lanes[0];
     for (int i = 0; i < d; ++i) o[i] *= inv;
@@ -117,11 +134,18 @@ void WriteKv(const PagedKv& kv, const float* k_src, const float* v_src, int64_t 
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t block = slots[r] / bs, off = slots[r] % bs;
       for (int h = 0; h < kv.kv_heads; ++h) {
-        float* kt = kv.k + kv.TileOffset(block, h) + off;
         const float* ks = k_src + r * src_stride + h * d;
+        const float* vs = v_src + r * src_stride + h * d;
+        if (kv.bf16()) {
+          uint16_t* kt = kv.k16 + kv.TileOffset(block, h) + off;
+          uint16_t* vt = kv.v16 + kv.TileOffset(block, h) + off * d;
+          for (int i = 0; i < d; ++i) kt[static_cast<int64_t>(i) * bs] = RoundToBf16(ks[i]);
+          for (int i = 0; i < d; ++i) vt[i] = RoundToBf16(vs[i]);
+          continue;
+        }
+        float* kt = kv.k + kv.TileOffset(block, h) + off;
         for (int i = 0; i < d; ++i) kt[static_cast<int64_t>(i) * bs] = ks[i];
-        std::memcpy(kv.v + kv.TileOffset(block, h) + off * d, v_src + r * src_stride + h * d,
-                    sizeof(float) * d);
+        std::memcpy(kv.v + kv.TileOffset(block, h) + off * d, vs, sizeof(float) * d);
       }
     }
   });
@@ -192,6 +216,8 @@ void PagedAttention(const AttentionBatch& b, const PagedKv& kv, const float* q, 
     }
     const AttendTask t{kv.k,
                        kv.v,
+                       kv.k16,
+                       kv.v16,
                        bs,
                        kv.kv_heads,
                        d,

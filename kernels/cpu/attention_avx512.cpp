@@ -23,6 +23,11 @@ struct Avx512 {
   static constexpr int kPvDV = 4, kPvMaxM = 12;  // value tile: 6 pairs x 64 dims = 24 zmm
   static Vec Zero() { return _mm512_setzero_ps(); }
   static Vec Load(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec LoadBf16(const uint16_t* p) {
+    const __m512i w =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
   static void Store(float* p, Vec a) { _mm512_storeu_ps(p, a); }
   static Vec Bcast(float x) { return _mm512_set1_ps(x); }
   static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
@@ -42,7 +47,7 @@ struct Avx512 {
 }  // namespace
 
 void AttendAvx512(const AttendTask& t) {
-  AttendVector<Avx512>(t);
+  AttendOn<Avx512>(t);
 }
 
 }  // namespace llmq::kernels::internal

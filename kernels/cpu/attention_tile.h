@@ -6,7 +6,8 @@
 // with -ffp-contract=off, so the only fused multiply-adds are the V::Fma written here: the
 // arithmetic is attention.h's, lane for lane the same as AttendScalar's.
 //
-// V provides: Vec (16 floats); Zero, Load, Store (unaligned), Bcast, Fma(a, b, c) = a*b + c
+// V provides: Vec (16 floats); Zero, Load, Store (unaligned), LoadBf16 (16 bf16 widened to fp32,
+// exact), Bcast, Fma(a, b, c) = a*b + c
 // rounded once, Mul, Add, Sub, Max(a, b) = a > b ? a : b, Min(a, b) = a < b ? a : b, per lane;
 // Pow2(n) = 2^n for integral n in [-126, 127]; kRegs (vector registers of the ISA) and kWidth
 // (registers per Vec), which size the register tiles below.
@@ -44,6 +45,23 @@ constexpr int MinInt(int a, int b) {
   return a < b ? a : b;
 }
 
+// The ISA's traits with the cache's element type: Kv, the K and V caches of a task (KCache,
+// VCache) and LoadKv, 16 of them as fp32. AttendVector is instantiated once per element type.
+template <class Isa>
+struct F32Cache : Isa {
+  using Kv = float;
+  static const Kv* KCache(const AttendTask& t) { return t.k; }
+  static const Kv* VCache(const AttendTask& t) { return t.v; }
+  static typename Isa::Vec LoadKv(const Kv* p) { return Isa::Load(p); }
+};
+template <class Isa>
+struct Bf16Cache : Isa {
+  using Kv = uint16_t;
+  static const Kv* KCache(const AttendTask& t) { return t.k16; }
+  static const Kv* VCache(const AttendTask& t) { return t.v16; }
+  static typename Isa::Vec LoadKv(const Kv* p) { return Isa::LoadBf16(p); }
+};
+
 // The pairs of a tile: their query vectors, score rows and outputs.
 inline const float* PairQ(const AttendTask& t, int k) {
   const int row = t.rows[k / t.group], hq = t.head * t.group + k % t.group;
@@ -75,10 +93,11 @@ template <class V, int M, int B>
 void ScoreTile(const AttendTask& t, int k0, const int32_t* table, int c0) {
   using Vec = typename V::Vec;
   const int d = t.head_dim, bs = t.block_size;
-  const float* kt[B];
+  const typename V::Kv* kt[B];
   for (int c = 0; c < B; ++c) {
     const int key = (c0 + c) * 16;
-    kt[c] = t.k + (static_cast<int64_t>(table[key / bs]) * t.kv_heads + t.head) * bs * d + key % bs;
+    kt[c] = V::KCache(t) + (static_cast<int64_t>(table[key / bs]) * t.kv_heads + t.head) * bs * d +
+            key % bs;
   }
   const float* q[M];
   for (int p = 0; p < M; ++p) q[p] = PairQ(t, k0 + p);
@@ -90,7 +109,7 @@ void ScoreTile(const AttendTask& t, int k0, const int32_t* table, int c0) {
   for (int i = 0; i < d; ++i) {
     Vec kv[B];
 #pragma GCC unroll 8
-    for (int c = 0; c < B; ++c) kv[c] = V::Load(kt[c] + static_cast<int64_t>(i) * bs);
+    for (int c = 0; c < B; ++c) kv[c] = V::LoadKv(kt[c] + static_cast<int64_t>(i) * bs);
 #pragma GCC unroll 16
     for (int p = 0; p < M; ++p) {
       const Vec qi = V::Bcast(q[p][i]);
@@ -191,12 +210,13 @@ void ValueTile(const AttendTask& t, int k0, const int32_t* table, int j0, int j1
     for (int c = 0; c < DV; ++c) acc[p][c] = V::Load(o[p] + 16 * c);
   for (int j = j0; j < j1;) {
     const int block = j / bs, end = MinInt(j1, (block + 1) * bs);
-    const float* vb = t.v + (static_cast<int64_t>(table[block]) * t.kv_heads + t.head) * bs * d +
-                      static_cast<int64_t>(j - block * bs) * d + dim0;
+    const typename V::Kv* vb = V::VCache(t) +
+                               (static_cast<int64_t>(table[block]) * t.kv_heads + t.head) * bs * d +
+                               static_cast<int64_t>(j - block * bs) * d + dim0;
     for (; j < end; ++j, vb += d) {
       Vec vv[DV];
 #pragma GCC unroll 4
-      for (int c = 0; c < DV; ++c) vv[c] = V::Load(vb + 16 * c);
+      for (int c = 0; c < DV; ++c) vv[c] = V::LoadKv(vb + 16 * c);
 #pragma GCC unroll 16
       for (int p = 0; p < M; ++p) {
         const Vec ej = V::Bcast(e[p][j]);
@@ -282,5 +302,15 @@ void AttendVector(const AttendTask& t) {
     const typename V::Vec inv = V::Bcast(1.0f / t.sums[k]);
     float* o = PairOut(t, k);
     for (int i = 0; i < t.head_dim; i += 16) V::Store(o + i, V::Mul(V::Load(o + i), inv));
+  }
+}
+
+// The task on `Isa`, whichever type its cache holds.
+template <class Isa>
+void AttendOn(const AttendTask& t) {
+  if (t.k16 != nullptr) {
+    AttendVector<Bf16Cache<Isa>>(t);
+  } else {
+    AttendVector<F32Cache<Isa>>(t);
   }
 }
