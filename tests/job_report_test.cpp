@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "tests/report_check.h"
@@ -50,6 +51,9 @@ TEST(BucketBy, EqualWidthBucketsWithTheirPercentiles) {
   EXPECT_EQ(b[1].hi, 10);
   EXPECT_EQ(b[1].p50, 7);
   EXPECT_EQ(BucketBy({4, 4}, {1, 2}, 8).size(), 1u) << "one x: one bucket";
+  const std::vector<Bucket> ranged = BucketBy({9, 10}, {7, 9}, 2, 0, 10);
+  ASSERT_EQ(ranged.size(), 1u) << "the range's buckets, whatever the values";
+  EXPECT_EQ(ranged[0].lo, 5);
   EXPECT_TRUE(BucketBy({}, {}, 8).empty());
 }
 
@@ -67,16 +71,18 @@ TEST(ReportCollector, GroupsFailuresByReasonWithTheFirstMessages) {
       R"({"id":"y","custom_id":"b","response":{"status_code":400,"request_id":"r","body":{"error":{"message":"max_tokens too big","type":"invalid_request_error","param":"max_tokens","code":null}}},"error":null})",
       m);
   c.Add(true, "not json", m);
+  c.Add(true, R"({"response":{"status_code":"x","body":{"error":{"message":7}}},"error":null})", m);
   m.prompt_tokens = 7;
   c.Add(false, "{}", m);
   const auto f = c.Failures();
-  ASSERT_EQ(f.size(), 3u);
+  ASSERT_EQ(f.size(), 4u);
   EXPECT_EQ(f[0].reason, "engine_error");
   EXPECT_EQ(f[0].count, 5);
   EXPECT_EQ(f[0].first, (std::vector<std::string>{"boom 0", "boom 1", "boom 2"}));
   EXPECT_EQ(f[1].reason, "HTTP 400 invalid_request_error");
   EXPECT_EQ(f[1].first, std::vector<std::string>{"max_tokens too big"});
   EXPECT_EQ(f[2].reason, "unknown");
+  EXPECT_EQ(f[3].reason, "HTTP ?") << "odd shapes are named, never thrown on";
   ASSERT_EQ(c.successes().size(), 1u);
   EXPECT_EQ(c.successes()[0].prompt_tokens, 7);
 }
@@ -134,6 +140,7 @@ TEST(JobReport, IsSoundSelfContainedAndShowsTheSummarysNumbers) {
   EXPECT_EQ(n.at("profile_seconds.forward"), 1.5);
   EXPECT_NE(html.find("docs &amp; &lt;more&gt;.jsonl"), std::string::npos);
   EXPECT_NE(html.find("x &lt;y&gt; &amp; z"), std::string::npos) << "the failure's message";
+  EXPECT_NE(html.find("<th>ITL p50</th>"), std::string::npos) << "the seed-004 table's ITL";
   EXPECT_NE(html.find("<td>64</td><td>20</td><td>1280</td>"), std::string::npos)
       << "20 requests reused a 64-token prefix, saving 1280 prompt tokens";
 }
@@ -148,6 +155,20 @@ TEST(JobReport, TtftTableRisesWithPromptLength) {
   const std::vector<Bucket> b = BucketBy(prompt, ttft, 8);
   ASSERT_EQ(b.size(), 8u);
   for (size_t i = 1; i < b.size(); ++i) EXPECT_GT(b[i].p50, b[i - 1].p50);
+}
+
+TEST(JobReport, NonFiniteTimingsAreLeftOutNotFatal) {
+  Job j = MakeJob();
+  ResultMetrics m;
+  m.prompt_tokens = 5;
+  m.completion_tokens = 3;
+  m.latency_seconds = INFINITY;
+  m.ttft_seconds = INFINITY;
+  m.finished_at = 1000;
+  j.data.Add(false, "{}", m);
+  EXPECT_EQ(MeanBatchSizes(j.data.successes()).back(), -1);
+  const std::string html = RenderJobReport(j.summary, j.data, "batch_0123", "docs.jsonl");
+  EXPECT_EQ(testing::XmlProblem(html), "");
 }
 
 TEST(JobReport, AJobWithoutResultsStillRendersEverySection) {

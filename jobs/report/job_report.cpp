@@ -26,6 +26,13 @@ Moments MomentsOf(const Timing& t) {
   return m;
 }
 
+// Whether the request has a place on the timeline: a finish time, and finite timings (a damaged
+// row is left out rather than stop the report).
+bool OnTimeline(const Timing& t) {
+  return t.finished_at > 0 && std::isfinite(t.finished_at) && std::isfinite(t.latency) &&
+         std::isfinite(t.queue) && std::isfinite(t.ttft);
+}
+
 // The reason and message of an error line (OpenAI's two shapes: a top-level error with a code,
 // or an HTTP response whose body holds the error).
 void ReasonOf(std::string_view output, std::string* reason, std::string* message) {
@@ -43,8 +50,9 @@ void ReasonOf(std::string_view output, std::string* reason, std::string* message
   const nlohmann::json::json_pointer at("/response/body/error");
   if (j.contains(at) && j.at(at).is_object()) {
     const auto& e = j.at(at);
-    const auto code = j.value(nlohmann::json::json_pointer("/response/status_code"), 0);
-    *reason = "HTTP " + std::to_string(code);
+    const nlohmann::json::json_pointer status("/response/status_code");
+    const bool numbered = j.contains(status) && j.at(status).is_number_integer();
+    *reason = "HTTP " + (numbered ? std::to_string(j.at(status).get<int64_t>()) : "?");
     if (e.contains("type") && e["type"].is_string()) *reason += " " + e["type"].get<std::string>();
     if (e.contains("message") && e["message"].is_string())
       *message = e["message"].get<std::string>();
@@ -164,7 +172,7 @@ void Spread(double tokens, double a, double b, double t0, double width, std::vec
 std::string ThroughputSection(const std::vector<Timing>& ts) {
   double t0 = INFINITY, t1 = -INFINITY;
   for (const Timing& t : ts) {
-    if (t.finished_at <= 0) continue;
+    if (!OnTimeline(t)) continue;
     const Moments m = MomentsOf(t);
     t0 = std::min(t0, m.accepted);
     t1 = std::max(t1, m.finished);
@@ -175,7 +183,7 @@ std::string ThroughputSection(const std::vector<Timing>& ts) {
     const double width = (t1 - t0) / n;
     std::vector<double> gen(n), prompt(n);
     for (const Timing& t : ts) {
-      if (t.finished_at <= 0) continue;
+      if (!OnTimeline(t)) continue;
       const Moments m = MomentsOf(t);
       Spread(double(t.completion_tokens), m.first, m.finished, t0, width, &gen);
       Spread(double(t.computed_tokens), m.admitted, m.first, t0, width, &prompt);
@@ -219,14 +227,16 @@ std::string DistributionSection(const std::vector<Timing>& ts) {
             "</td><td>" + Keyed(k + "_p95", p95, Seconds(p95)) + "</td><td>" +
             Keyed(k + "_p99", p99, Seconds(p99)) + "</td><td>" + Seconds(max) + "</td></tr>";
     SvgPlot plot(std::string(m.title) + " (s)", "requests");
-    if (!v.empty()) {
-      const double lo = *std::min_element(v.begin(), v.end());
-      double hi = max;
+    std::vector<double> finite = v;  // a damaged row must not stop the report
+    std::erase_if(finite, [](double x) { return !std::isfinite(x); });
+    if (!finite.empty()) {
+      const double lo = *std::min_element(finite.begin(), finite.end());
+      double hi = *std::max_element(finite.begin(), finite.end());
       if (hi <= lo) hi = lo + std::max(1e-6, std::fabs(lo) * 0.1);
       const int n = 30;
       std::vector<double> edges(n + 1), counts(n);
       for (int i = 0; i <= n; ++i) edges[i] = lo + (hi - lo) * i / n;
-      for (double x : v) counts[std::clamp(int((x - lo) / (hi - lo) * n), 0, n - 1)] += 1;
+      for (double x : finite) counts[std::clamp(int((x - lo) / (hi - lo) * n), 0, n - 1)] += 1;
       plot.AddHistogram(std::move(edges), std::move(counts));
       plot.AddMarker(p50, "p50 " + Seconds(p50));
       plot.AddMarker(p95, "p95 " + Seconds(p95));
@@ -239,27 +249,42 @@ std::string DistributionSection(const std::vector<Timing>& ts) {
   return Section("distributions", "Distributions", body + figures);
 }
 
-// A scatter of (x, y), the buckets' p50 as a line, and the buckets as a table.
+// A second measure shown per bucket of a RelationSection's table: its p50 over the points given
+// (a subset of the section's x values: the buckets are the section's).
+struct AlsoPerBucket {
+  std::string name;
+  std::vector<double> x, y;
+};
+
+// A scatter of (x, y), the buckets' p50 as a line, and the buckets as a table (with `also`'s p50
+// per bucket when given).
 std::string RelationSection(const std::string& id, const std::string& title,
                             const std::string& x_name, const std::string& y_name,
                             const std::vector<double>& x, const std::vector<double>& y,
-                            const std::string& caption) {
+                            const std::string& caption, const AlsoPerBucket* also = nullptr) {
   SvgPlot plot(x_name, y_name + " (s)");
   std::vector<Point> dots;
   for (size_t i = 0; i < x.size(); ++i) dots.push_back({x[i], y[i]});
   plot.AddScatter("requests", std::move(dots));
   const std::vector<Bucket> buckets = BucketBy(x, y, 8);
+  std::map<double, double> also_p50;  // by bucket's lo
+  if (also != nullptr && !x.empty())
+    for (const Bucket& b : BucketBy(also->x, also->y, 8, *std::min_element(x.begin(), x.end()),
+                                    *std::max_element(x.begin(), x.end())))
+      also_p50[b.lo] = b.p50;
   std::vector<Point> line;
   std::vector<std::vector<std::string>> rows;
   for (const Bucket& b : buckets) {
     line.push_back({(b.lo + b.hi) / 2, b.p50});
     rows.push_back({Num(b.lo, "%.1f") + " - " + Num(b.hi, "%.1f"), Int(b.requests), Seconds(b.p50),
                     Seconds(b.p95)});
+    if (also != nullptr)
+      rows.back().push_back(also_p50.count(b.lo) ? Seconds(also_p50[b.lo]) : std::string("-"));
   }
   plot.AddLine(y_name + " p50 per bucket", std::move(line));
-  return Section(
-      id, title,
-      Figure(plot, caption) + Table({x_name, "requests", y_name + " p50", y_name + " p95"}, rows));
+  std::vector<std::string> header = {x_name, "requests", y_name + " p50", y_name + " p95"};
+  if (also != nullptr) header.push_back(also->name + " p50");
+  return Section(id, title, Figure(plot, caption) + Table(header, rows));
 }
 
 std::string PrefixSection(const std::vector<Timing>& ts) {
@@ -342,10 +367,15 @@ std::vector<ReportCollector::Failure> ReportCollector::Failures() const {
 
 std::vector<Bucket> BucketBy(const std::vector<double>& x, const std::vector<double>& y,
                              int max_buckets) {
-  LLMQ_CHECK(x.size() == y.size() && max_buckets >= 1);
   if (x.empty()) return {};
-  const double lo = *std::min_element(x.begin(), x.end());
-  const double hi = *std::max_element(x.begin(), x.end());
+  return BucketBy(x, y, max_buckets, *std::min_element(x.begin(), x.end()),
+                  *std::max_element(x.begin(), x.end()));
+}
+
+std::vector<Bucket> BucketBy(const std::vector<double>& x, const std::vector<double>& y,
+                             int max_buckets, double lo, double hi) {
+  LLMQ_CHECK(x.size() == y.size() && max_buckets >= 1 && lo <= hi);
+  if (x.empty()) return {};
   const int n = hi > lo ? max_buckets : 1;
   std::vector<std::vector<double>> ys(n);
   for (size_t i = 0; i < x.size(); ++i)
@@ -368,7 +398,7 @@ std::vector<double> MeanBatchSizes(const std::vector<Timing>& ts) {
   // The running count as a step function of time, and its integral at each event.
   std::vector<std::pair<double, int>> events;
   for (const Timing& t : ts) {
-    if (t.finished_at <= 0) continue;
+    if (!OnTimeline(t)) continue;
     const Moments m = MomentsOf(t);
     events.emplace_back(m.admitted, +1);
     events.emplace_back(m.finished, -1);
@@ -396,7 +426,7 @@ std::vector<double> MeanBatchSizes(const std::vector<Timing>& ts) {
   };
   std::vector<double> out;
   for (const Timing& t : ts) {
-    if (t.finished_at <= 0) {
+    if (!OnTimeline(t)) {
       out.push_back(-1);
       continue;
     }
@@ -415,10 +445,15 @@ std::string RenderJobReport(const JobSummary& summary, const ReportCollector& da
                             const std::string& job_id, const std::string& job_name) {
   const std::vector<Timing>& ts = data.successes();
   std::vector<double> prompt, ttft, batch, itl;
+  AlsoPerBucket itl_by_prompt{"ITL", {}, {}};  // the seed-004 table: ITL flat as TTFT rises
   const std::vector<double> sizes = MeanBatchSizes(ts);
   for (size_t i = 0; i < ts.size(); ++i) {
     prompt.push_back(double(ts[i].prompt_tokens));
     ttft.push_back(ts[i].ttft);
+    if (ts[i].completion_tokens >= 2) {
+      itl_by_prompt.x.push_back(double(ts[i].prompt_tokens));
+      itl_by_prompt.y.push_back(ts[i].itl);
+    }
     if (sizes[i] > 0 && ts[i].completion_tokens >= 2) {
       batch.push_back(sizes[i]);
       itl.push_back(ts[i].itl);
@@ -435,7 +470,9 @@ std::string RenderJobReport(const JobSummary& summary, const ReportCollector& da
   html += RelationSection("ttft-by-prompt", "TTFT against prompt length", "prompt tokens", "TTFT",
                           prompt, ttft,
                           "Time to first token of each successful request against its prompt "
-                          "length; the line joins the buckets' medians.");
+                          "length; the line joins the buckets' medians. The table adds the ITL "
+                          "of the bucket's requests with two tokens or more.",
+                          &itl_by_prompt);
   html += RelationSection("itl-by-batch", "ITL against batch size", "batch size (mean running)",
                           "ITL", batch, itl,
                           "Mean inter-token latency of each request with two tokens or more "

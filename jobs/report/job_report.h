@@ -64,12 +64,15 @@ struct Bucket {
   int64_t requests = 0;
   double p50 = 0, p95 = 0;  // of y (TTFT, ITL)
 };
-// Requests bucketed by `x` into at most `max_buckets` equal-width buckets over [min x, max x]
-// (empty buckets left out); y's percentiles per bucket.
+// Requests bucketed by `x` into at most `max_buckets` equal-width buckets over [lo, hi] (default:
+// [min x, max x]; x outside it goes to the nearest end bucket), empty buckets left out; y's
+// percentiles per bucket. The same range gives the same bucket bounds whatever the values.
 std::vector<Bucket> BucketBy(const std::vector<double>& x, const std::vector<double>& y,
                              int max_buckets);
+std::vector<Bucket> BucketBy(const std::vector<double>& x, const std::vector<double>& y,
+                             int max_buckets, double lo, double hi);
 // Each successful timing's mean batch size over its decode (see the top); -1 where it has no
-// finish time.
+// finish time (or a timing that is not finite).
 std::vector<double> MeanBatchSizes(const std::vector<ReportCollector::Timing>& t);
 
 }  // namespace llmq::jobs::report
