@@ -110,6 +110,20 @@ std::string ReportPath(const RunFlags& f, const LlmqConfig& cfg) {
   return stem + ".report.html";
 }
 
+// The report's path is checked before anything is computed, as CheckPaths checks the others: not
+// the input nor another output, and writable.
+Status CheckReportPath(const RunFlags& f, const std::string& report) {
+  if (report.empty()) return Status::Ok();
+  if (f.input != "-" && SameFile(f.input, report))
+    return Status::InvalidArgument("the report " + report +
+                                   " is the input file: it would be replaced");
+  for (const std::string* p : {&f.output, &f.errors, &f.summary_json})
+    if (!p->empty() && *p != "-" && SameFile(*p, report))
+      return Status::InvalidArgument("the report " + report +
+                                     " names the same file as -o, --errors or --summary-json");
+  return CheckWritable(report);
+}
+
 // What must match for a stored run to be resumed: the input's bytes and everything that changes
 // what is generated (the model, the chat template, the KV capacity that bounds chat max_tokens).
 std::string Fingerprint(const LlmqConfig& cfg, const ChatFormat& chat) {
@@ -152,8 +166,8 @@ class RunCommand {
     if (Status st = CheckPaths(f_); !st.ok())
       return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
     report_ = ReportPath(f_, cfg);
-    if (!report_.empty() && f_.input != "-" && SameFile(f_.input, report_))
-      return Fail(cmd_, "the report " + report_ + " is the input file: it would be replaced", 2);
+    if (Status st = CheckReportPath(f_, report_); !st.ok())
+      return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
     cfg.profile = f_.profile;
     state_ = f_.state.empty() ? DefaultStateDir(f_.input, f_.output) : f_.state;
     max_line_bytes_ = cfg.max_line_bytes;

@@ -73,6 +73,17 @@ TEST_F(ReportRunTest, RunWritesTheReportBesideItsOutput) {
   ASSERT_EQ(named.exit_code, 0) << named.err;
   EXPECT_TRUE(fs::exists(dir + "/elsewhere.html"));
   EXPECT_FALSE(fs::exists(dir + "/named.report.html"));
+
+  // Refused before anything runs: the report over the output, or where nothing can be written.
+  auto refused = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/x.jsonl", "--model", model_,
+                          "--report", dir + "/x.jsonl"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("names the same file as -o"), std::string::npos) << refused.err;
+  refused = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/y.jsonl", "--model", model_,
+                     "--report", dir + "/no/such/folder/y.html"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("no/such/folder"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(dir + "/y.jsonl")) << "nothing was run";
 }
 
 class ReportServeTest : public testing::ServeFixture {};
