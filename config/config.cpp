@@ -354,6 +354,7 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
       {"interval_seconds",
        [c](const Leaf& l) { return GetSeconds(l, 0.1, 3600, &c->metrics_interval_seconds); }},
       {"http_port", [c](const Leaf& l) { return GetInt(l, 0, 65535, &c->metrics_http_port); }},
+      {"job_reports", [c](const Leaf& l) { return GetBool(l, &c->job_reports); }},
   };
   std::vector<Field> serve = {
       {"run_windows",

@@ -66,6 +66,9 @@ struct LlmqConfig {
   // metrics.http_port: llmq serve answers GET /metrics on 127.0.0.1:PORT (the textfile's
   // exposition, daemon/metrics_http.h); 0 (the default): off. Read at start-up.
   int metrics_http_port = 0;
+  // metrics.job_reports: each finished job's report (jobs/report/job_report.h), written beside
+  // its results: llmq serve's outbox/<name>.report.html, llmq run's <output stem>.report.html.
+  bool job_reports = true;
   // serve.run_windows (llmq serve): daily periods of local time in which requests start, each
   // "HH:MM[:SS]-HH:MM[:SS]" (config/run_windows.h; a bad one is an error naming its line);
   // empty: always.

@@ -41,6 +41,7 @@ const std::vector<Knob>& Knobs() {
       On("metrics.textfile", false, &LlmqConfig::metrics_textfile),
       On("metrics.interval_seconds", false, &LlmqConfig::metrics_interval_seconds),
       On("metrics.http_port", false, &LlmqConfig::metrics_http_port),
+      On("metrics.job_reports", false, &LlmqConfig::job_reports),
       On("serve.run_windows", true, &LlmqConfig::run_windows),
   };
   return knobs;

@@ -1,5 +1,7 @@
 // The commands that talk to the daemon's queue (<state>/queue.db) without running the engine:
-// llmq submit FILE... [--wait], llmq status [JOB] [--json], llmq list [--json], llmq cancel JOB.
+// llmq submit FILE... [--wait], llmq status [JOB] [--json], llmq list [--json], llmq cancel JOB,
+// llmq report JOB [-o DIR].
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,8 +15,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/durable_file.h"
 #include "base/json.h"
 #include "base/text.h"
+#include "base/untrusted_file.h"
 #include "base/wall_clock.h"
 #include "config/run_windows.h"
 #include "daemon/cli_common.h"
@@ -25,6 +29,8 @@
 #include "daemon/spool.h"
 #include "engine/model/model_config.h"
 #include "engine/text/tokenizer.h"
+#include "jobs/finalizer.h"
+#include "jobs/report/job_report.h"
 
 namespace llmq::cli {
 namespace {
@@ -409,12 +415,18 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
   return 0;
 }
 
+// OpenQueue, then the job named `job` (its batch_ id or name) in it.
+Status OpenQueueAtJob(const QueueFlags& f, const std::string& job, LlmqConfig* cfg,
+                      std::unique_ptr<jobs::Store>* store, jobs::JobRecord* j) {
+  LLMQ_RETURN_IF_ERROR(OpenQueue(f, cfg, store));
+  return spool::FindJobByIdOrName(store->get(), job, j);
+}
+
 int Cancel(const CLI::App* cmd, const ShowFlags& f) {
   LlmqConfig cfg;
   std::unique_ptr<jobs::Store> store;
-  if (Status st = OpenQueue(f.q, &cfg, &store); !st.ok()) return Fail(cmd, st);
   jobs::JobRecord j;
-  if (Status st = spool::FindJobByIdOrName(store.get(), f.job, &j); !st.ok()) return Fail(cmd, st);
+  if (Status st = OpenQueueAtJob(f.q, f.job, &cfg, &store, &j); !st.ok()) return Fail(cmd, st);
   if (jobs::IsTerminal(j.status))
     return Fail(cmd, j.public_id + " (" + j.name + ") is already " + jobs::JobStatusName(j.status) +
                          ": nothing to cancel");
@@ -424,6 +436,59 @@ int Cancel(const CLI::App* cmd, const ShowFlags& f) {
                "llmq cancel: %s (%s): cancel requested; the daemon writes its finished results "
                "and marks the rest cancelled\n",
                j.public_id.c_str(), j.name.c_str());
+  return 0;
+}
+
+struct ReportFlags {
+  QueueFlags q;
+  std::string job, out_dir = ".";
+};
+
+// `llmq report JOB`: the job's report computed from the queue as the finalizer computes the
+// summary (jobs::SummarizeJob); the facts only the finalizing process knew (wall time, model,
+// backend, profile) are read from the job's outbox summary when it has one.
+int Report(const CLI::App* cmd, const ReportFlags& f) {
+  LlmqConfig cfg;
+  std::unique_ptr<jobs::Store> store;
+  jobs::JobRecord j;
+  if (Status st = OpenQueueAtJob(f.q, f.job, &cfg, &store, &j); !st.ok()) return Fail(cmd, st);
+  const json opts = json::parse(j.options, nullptr, false);
+  std::string stem = opts.is_object() ? opts.value("outbox", std::string()) : std::string();
+  jobs::JobSummary sum;
+  if (!stem.empty()) {
+    const std::string path = spool::PathsFor(cfg.state_dir).outbox + "/" + stem + ".summary.json";
+    UntrustedFile file;
+    std::string text;
+    if (UntrustedFile::Open(AT_FDCWD, path, path, int64_t{16} << 20, "16 MiB", &file).ok() &&
+        file.ReadAll(&text).ok() && !jobs::ReadSummaryFacts(text, &sum).ok())
+      std::fprintf(stderr, "llmq report: %s: not a summary; its facts are left out\n",
+                   Escaped(path).c_str());
+  } else {
+    stem = spool::OutputStem(j.name, j.public_id);
+  }
+  if (sum.wall_seconds == 0 && j.started_at > 0)
+    sum.wall_seconds = (j.finished_at > 0 ? j.finished_at : UnixNow()) - j.started_at;
+  if (sum.input.empty()) sum.input = j.name;
+  jobs::report::ReportCollector data;
+  const Status walked = jobs::SummarizeJob(
+      store.get(), j.id, &sum,
+      [&](int64_t, bool is_error, std::string_view line, const jobs::ResultMetrics& m) {
+        data.Add(is_error, line, m);
+        return Status::Ok();
+      });
+  if (!walked.ok()) return Fail(cmd, walked);
+  std::error_code ec;
+  fs::create_directories(f.out_dir, ec);
+  const std::string path = (fs::path(f.out_dir) / (stem + ".report.html")).string();
+  if (Status st =
+          WriteFileDurably(path, jobs::report::RenderJobReport(sum, data, j.public_id, j.name));
+      !st.ok())
+    return Fail(cmd, st);
+  if (!jobs::IsTerminal(j.status))
+    std::fprintf(stderr, "llmq report: %s is %s: the report shows the %lld results so far\n",
+                 j.public_id.c_str(), jobs::JobStatusName(j.status),
+                 static_cast<long long>(sum.completed + sum.failed));
+  std::printf("%s\n", path.c_str());
   return 0;
 }
 
@@ -474,6 +539,19 @@ void AddQueueCommands(CLI::App* app, int* rc) {
     cmd->add_option("job", f->job, "The job's batch_ id or name")->required();
     AddQueueFlags(cmd, &f->q);
     cmd->callback([cmd, f, rc] { *rc = Cancel(cmd, *f); });
+  }
+  {
+    auto f = std::make_shared<ReportFlags>();
+    CLI::App* cmd = app->add_subcommand(
+        "report",
+        "Write a job's report: one self-contained HTML file with plots (throughput, latency "
+        "distributions, TTFT by prompt length, ITL by batch size, cache savings, failures); "
+        "prints its path");
+    cmd->add_option("job", f->job, "The job's batch_ id or name")->required();
+    cmd->add_option("-o,--output-dir", f->out_dir,
+                    "Folder to write <name>.report.html into (default: the current folder)");
+    AddQueueFlags(cmd, &f->q);
+    cmd->callback([cmd, f, rc] { *rc = Report(cmd, *f); });
   }
 }
 

@@ -35,6 +35,8 @@ namespace fs = std::filesystem;
 struct RunFlags {
   EngineFlags engine;
   std::string input, output, errors, summary_json, state;
+  std::string report;  // --report; "" = beside the output (metrics.job_reports), or none
+  bool no_report = false;
   bool progress = false, no_progress = false;
   bool profile = false;  // --profile
 };
@@ -91,6 +93,37 @@ Status CheckPaths(const RunFlags& f) {
   return Status::Ok();
 }
 
+// Where the run's report goes: --report when given; else, unless --no-report or
+// metrics.job_reports is off, beside a regular output ("out.jsonl" -> "out.report.html"); else
+// nowhere ("").
+std::string ReportPath(const RunFlags& f, const LlmqConfig& cfg) {
+  if (!f.report.empty()) return f.report;
+  if (f.no_report || !cfg.job_reports || f.output == "-" || f.output.rfind("/dev/", 0) == 0 ||
+      f.output.rfind("/proc/", 0) == 0)
+    return "";
+  std::string stem = f.output;
+  for (const char* ext : {".jsonl", ".json"})
+    if (stem.size() > std::strlen(ext) && stem.ends_with(ext)) {
+      stem.resize(stem.size() - std::strlen(ext));
+      break;
+    }
+  return stem + ".report.html";
+}
+
+// The report's path is checked before anything is computed, as CheckPaths checks the others: not
+// the input nor another output, and writable.
+Status CheckReportPath(const RunFlags& f, const std::string& report) {
+  if (report.empty()) return Status::Ok();
+  if (f.input != "-" && SameFile(f.input, report))
+    return Status::InvalidArgument("the report " + report +
+                                   " is the input file: it would be replaced");
+  for (const std::string* p : {&f.output, &f.errors, &f.summary_json})
+    if (!p->empty() && *p != "-" && SameFile(*p, report))
+      return Status::InvalidArgument("the report " + report +
+                                     " names the same file as -o, --errors or --summary-json");
+  return CheckWritable(report);
+}
+
 // What must match for a stored run to be resumed: the input's bytes and everything that changes
 // what is generated (the model, the chat template, the KV capacity that bounds chat max_tokens).
 std::string Fingerprint(const LlmqConfig& cfg, const ChatFormat& chat) {
@@ -131,6 +164,9 @@ class RunCommand {
     if (Status st = ResolveEngineConfig(f_.engine, &cfg); !st.ok())
       return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
     if (Status st = CheckPaths(f_); !st.ok())
+      return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
+    report_ = ReportPath(f_, cfg);
+    if (Status st = CheckReportPath(f_, report_); !st.ok())
       return Fail(cmd_, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
     cfg.profile = f_.profile;
     state_ = f_.state.empty() ? DefaultStateDir(f_.input, f_.output) : f_.state;
@@ -212,6 +248,7 @@ class RunCommand {
     const Status fin = Finalize(t0, resumed, runner.progress(), &sum);
     if (!fin.ok()) return Fail(cmd_, fin.message() + " (results are kept in " + state_ + ")");
     std::fprintf(stderr, "%s\n", sum.ToText().c_str());
+    if (!report_.empty()) std::fprintf(stderr, "llmq run: report: %s\n", report_.c_str());
     store_.reset();
     commit_store.reset();
     // Renamed away first: a kill during the removal must not leave a half-removed state (a
@@ -300,6 +337,7 @@ class RunCommand {
     t.results = f_.output;
     t.errors = f_.errors;
     t.summary = f_.summary_json;
+    t.report = report_;
     sum->resumed = resumed;
     sum->refused = job_.refused;
     sum->finished_this_run = p.finished;
@@ -332,6 +370,7 @@ class RunCommand {
   const CLI::App* cmd_;
   const RunFlags& f_;
   std::string state_;
+  std::string report_;  // ReportPath: "" = none
   BuildContext ctx_;
   std::unique_ptr<jobs::Store> store_;
   jobs::JobRecord job_;
@@ -353,6 +392,11 @@ void AddRunCommand(CLI::App* app, int* rc) {
   cmd->add_option("--errors", f->errors,
                   "Write error lines here instead of in place (OpenAI's split)");
   cmd->add_option("--summary-json", f->summary_json, "Write the run's summary as JSON here");
+  cmd->add_option("--report", f->report,
+                  "Write the job's report (self-contained HTML with plots) here (default: "
+                  "<output stem>.report.html beside a regular output, unless metrics.job_reports "
+                  "is false)");
+  cmd->add_flag("--no-report", f->no_report, "Write no report");
   cmd->add_option("--state", f->state,
                   "Folder of the run's private queue (default: .<output>.llmq-run beside the "
                   "output); kept until the run completes");

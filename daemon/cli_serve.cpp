@@ -214,7 +214,8 @@ class Server {
     hooks.finished_this_run = [this](int64_t job) { return runner_->FinishedOfJob(job); };
     lifecycle_ = std::make_unique<JobLifecycle>(
         paths_.outbox, io_store_.get(),
-        JobLifecycle::Facts{ctx_.model_name, model_.backend_description(), CpuThreads()},
+        JobLifecycle::Facts{ctx_.model_name, model_.backend_description(), CpuThreads(),
+                            cfg_.job_reports},
         std::move(hooks));
 
     ::signal(SIGIO, SIG_IGN);  // see OpenForWriting: a lease break must not end the daemon

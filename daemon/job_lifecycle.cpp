@@ -89,6 +89,7 @@ Status JobLifecycle::Finalize(const jobs::JobRecord& j, jobs::JobStatus final_st
   t.results = base.string() + ".results.jsonl";
   t.errors = base.string() + ".errors.jsonl";
   t.summary = base.string() + ".summary.json";
+  if (facts_.reports) t.report = base.string() + ".report.html";
   t.mode = 0640;  // the llmq group reads the results (README: llmq serve), whatever the umask
   jobs::JobSummary sum;
   sum.refused = j.refused;

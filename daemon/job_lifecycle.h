@@ -1,6 +1,7 @@
 // A job's life after it is accepted, as the daemon drives it: cancel what was asked to be
 // cancelled, finalize what has every result (write outbox/<stem>.results.jsonl, .errors.jsonl and
-// .summary.json, then the terminal status). Everything is read from the queue each time, so the
+// .summary.json, and .report.html unless Facts::reports is off, then the terminal status).
+// Everything is read from the queue each time, so the
 // same calls finish what a crash interrupted: a job left `finalizing` is finalized again (to the
 // same stem, kept in the job's options), one left `cancelling` is cancelled again (requests that
 // got no result get a "cancelled" error line; those that did keep it), and a job whose counts are
@@ -26,6 +27,7 @@ class JobLifecycle {
     std::string model;
     std::string backend;
     int cpu_threads = 0;
+    bool reports = true;  // metrics.job_reports: outbox/<stem>.report.html beside the results
   };
   struct Hooks {
     // The engine drops the job's requests, running or queued (JobRunner::CancelJob); the results

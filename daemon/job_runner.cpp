@@ -128,6 +128,7 @@ void JobRunner::Finish(Fed& f, const RequestOutput& o) {
     m.ttft_seconds = o.metrics.ttft_seconds;
     m.itl_seconds = o.metrics.itl_seconds;
     m.latency_seconds = f.queued_before + o.metrics.total_seconds;
+    m.finished_at = UnixNow();
     progress_.prompt_tokens += m.prompt_tokens;
     progress_.cached_tokens += m.cached_tokens;
     progress_.computed_tokens += m.computed_tokens;

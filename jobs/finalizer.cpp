@@ -7,6 +7,7 @@
 
 #include "base/durable_file.h"
 #include "base/json.h"
+#include "jobs/report/job_report.h"
 
 namespace llmq::jobs {
 
@@ -15,6 +16,19 @@ double NearestRankPercentile(std::vector<double> values, double p) {
   std::sort(values.begin(), values.end());
   const size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(values.size())));
   return values[std::clamp<size_t>(rank, 1, values.size()) - 1];
+}
+
+void SetPercentiles(const std::vector<double>& queue, const std::vector<double>& ttft,
+                    const std::vector<double>& itl, const std::vector<double>& latency,
+                    JobSummary* s) {
+  s->queue_p50 = NearestRankPercentile(queue, 0.5);
+  s->queue_p95 = NearestRankPercentile(queue, 0.95);
+  s->ttft_p50 = NearestRankPercentile(ttft, 0.5);
+  s->ttft_p95 = NearestRankPercentile(ttft, 0.95);
+  s->itl_p50 = NearestRankPercentile(itl, 0.5);
+  s->itl_p95 = NearestRankPercentile(itl, 0.95);
+  s->latency_p50 = NearestRankPercentile(latency, 0.5);
+  s->latency_p95 = NearestRankPercentile(latency, 0.95);
 }
 
 std::string JobSummary::ToJson() const {
@@ -116,20 +130,88 @@ void CountToolCalls(std::string_view line, JobSummary* s) {
 
 }  // namespace
 
+Status SummarizeJob(Store* store, int64_t job, JobSummary* summary, const ResultFn& each) {
+  LLMQ_CHECK(store != nullptr && summary != nullptr);
+  JobRecord record;
+  LLMQ_RETURN_IF_ERROR(store->GetJob(job, &record));
+  JobSummary& s = *summary;
+  s.requests = record.total;
+  s.completed = s.failed = 0;
+  s.tool_call_requests = s.tool_calls = 0;
+  s.prompt_tokens = s.cached_tokens = s.computed_tokens = s.completion_tokens = 0;
+  std::vector<double> queue, ttft, itl, latency;
+  LLMQ_RETURN_IF_ERROR(store->ForEachResult(
+      job,
+      [&](int64_t line, bool is_error, std::string_view output, const ResultMetrics& m) -> Status {
+        if (each) LLMQ_RETURN_IF_ERROR(each(line, is_error, output, m));
+        s.prompt_tokens += m.prompt_tokens;
+        s.cached_tokens += m.cached_tokens;
+        s.computed_tokens += m.computed_tokens;
+        s.completion_tokens += m.completion_tokens;
+        if (is_error) {
+          ++s.failed;
+          return Status::Ok();
+        }
+        ++s.completed;
+        CountToolCalls(output, &s);
+        queue.push_back(m.queue_seconds);
+        ttft.push_back(m.ttft_seconds);
+        itl.push_back(m.itl_seconds);
+        latency.push_back(m.latency_seconds);
+        return Status::Ok();
+      }));
+  SetPercentiles(queue, ttft, itl, latency, &s);
+  if (s.output_tokens_per_second == 0 && s.wall_seconds > 0)
+    s.output_tokens_per_second = static_cast<double>(s.completion_tokens) / s.wall_seconds;
+  return Status::Ok();
+}
+
+Status ReadSummaryFacts(std::string_view json, JobSummary* summary) {
+  const auto j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return Status::InvalidArgument("a summary that is not a JSON object");
+  JobSummary& s = *summary;
+  auto str = [&](const char* key, std::string* out) {
+    if (j.contains(key) && j[key].is_string()) *out = j[key].get<std::string>();
+  };
+  auto num = [&](const char* key, auto* out) {
+    if (j.contains(key) && j[key].is_number()) *out = j[key].get<std::decay_t<decltype(*out)>>();
+  };
+  str("model", &s.model);
+  str("backend", &s.backend);
+  str("input", &s.input);
+  str("output", &s.output);
+  str("errors", &s.errors);
+  num("cpu_threads", &s.cpu_threads);
+  num("resumed", &s.resumed);
+  num("refused", &s.refused);
+  num("finished_this_run", &s.finished_this_run);
+  num("wall_seconds", &s.wall_seconds);
+  num("output_tokens_per_second", &s.output_tokens_per_second);
+  if (j.contains("profile_seconds") && j["profile_seconds"].is_object()) {
+    s.profile_seconds.clear();
+    for (const auto& [phase, secs] : j["profile_seconds"].items())
+      if (secs.is_number()) s.profile_seconds.emplace_back(phase, secs.get<double>());
+  }
+  return Status::Ok();
+}
+
 Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, JobSummary* summary) {
   LLMQ_CHECK(store != nullptr && summary != nullptr && !targets.results.empty());
   // Two targets naming one file would overwrite each other's content: refuse before writing.
   // Standard output and devices are streams, not files to replace: sharing them is fine.
-  const std::string* named[] = {&targets.results, &targets.errors, &targets.summary};
+  const std::string* named[] = {&targets.results, &targets.errors, &targets.summary,
+                                &targets.report};
+  constexpr int kNamed = static_cast<int>(std::size(named));
   auto is_stream = [](const std::string& p) { return p == "-" || p.rfind("/dev/", 0) == 0; };
-  for (int a = 0; a < 3; ++a) {
+  for (int a = 0; a < kNamed; ++a) {
     if (named[a]->empty()) continue;
     LLMQ_RETURN_IF_ERROR(CheckWritable(*named[a]));
-    for (int b = a + 1; b < 3; ++b) {
+    for (int b = a + 1; b < kNamed; ++b) {
       if (!named[b]->empty() && !is_stream(*named[a]) && SameFile(*named[a], *named[b]))
         return Status::InvalidArgument(*named[a] +
-                                       ": named as two of results, errors and "
-                                       "summary; each needs a file of its own");
+                                       ": named as two of results, errors, summary and "
+                                       "report; each needs a file of its own");
     }
   }
   JobRecord record;
@@ -140,48 +222,27 @@ Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, Jo
   LLMQ_RETURN_IF_ERROR(results.Open(targets.results, targets.mode));
   if (split) LLMQ_RETURN_IF_ERROR(errors.Open(targets.errors, targets.mode));
 
-  JobSummary& s = *summary;
-  s.requests = record.total;
-  s.completed = s.failed = 0;
-  s.tool_call_requests = s.tool_calls = 0;
-  s.prompt_tokens = s.cached_tokens = s.computed_tokens = s.completion_tokens = 0;
-  std::vector<double> queue, ttft, itl, latency;
-  LLMQ_RETURN_IF_ERROR(store->ForEachResult(
-      job, [&](int64_t, bool is_error, std::string_view line, const ResultMetrics& m) -> Status {
+  report::ReportCollector collected;
+  const bool with_report = !targets.report.empty();
+  LLMQ_RETURN_IF_ERROR(SummarizeJob(
+      store, job, summary,
+      [&](int64_t, bool is_error, std::string_view line, const ResultMetrics& m) -> Status {
         DurableFile& to = is_error && split ? errors : results;
         LLMQ_RETURN_IF_ERROR(to.Append(line));
         LLMQ_RETURN_IF_ERROR(to.Append("\n"));
-        s.prompt_tokens += m.prompt_tokens;
-        s.cached_tokens += m.cached_tokens;
-        s.computed_tokens += m.computed_tokens;
-        s.completion_tokens += m.completion_tokens;
-        if (is_error) {
-          ++s.failed;
-          return Status::Ok();
-        }
-        ++s.completed;
-        CountToolCalls(line, &s);
-        queue.push_back(m.queue_seconds);
-        ttft.push_back(m.ttft_seconds);
-        itl.push_back(m.itl_seconds);
-        latency.push_back(m.latency_seconds);
+        if (with_report) collected.Add(is_error, line, m);
         return Status::Ok();
       }));
   LLMQ_RETURN_IF_ERROR(results.Commit());
   if (split) LLMQ_RETURN_IF_ERROR(errors.Commit());
 
-  s.queue_p50 = NearestRankPercentile(queue, 0.5);
-  s.queue_p95 = NearestRankPercentile(queue, 0.95);
-  s.ttft_p50 = NearestRankPercentile(ttft, 0.5);
-  s.ttft_p95 = NearestRankPercentile(ttft, 0.95);
-  s.itl_p50 = NearestRankPercentile(itl, 0.5);
-  s.itl_p95 = NearestRankPercentile(itl, 0.95);
-  s.latency_p50 = NearestRankPercentile(latency, 0.5);
-  s.latency_p95 = NearestRankPercentile(latency, 0.95);
-  if (s.output_tokens_per_second == 0 && s.wall_seconds > 0)
-    s.output_tokens_per_second = static_cast<double>(s.completion_tokens) / s.wall_seconds;
+  JobSummary& s = *summary;
   if (s.output.empty()) s.output = targets.results;
   if (s.errors.empty()) s.errors = targets.errors;
+  if (with_report)
+    LLMQ_RETURN_IF_ERROR(WriteFileDurably(
+        targets.report, report::RenderJobReport(s, collected, record.public_id, record.name),
+        targets.mode));
   if (targets.summary.empty()) return Status::Ok();
   return WriteFileDurably(targets.summary, s.ToJson() + "\n", targets.mode);
 }

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,10 +22,13 @@ struct FinalizeTargets {
   std::string results;  // every output line (and the error lines when `errors` is "")
   std::string errors;   // "" = error lines go into `results`, in place, in line order
   std::string summary;  // "" = none; else JobSummary::ToJson()
-  // The permission bits of the three files (DurableFile::Open's `mode`): llmq serve's outbox
+  // The permission bits of the files (DurableFile::Open's `mode`): llmq serve's outbox
   // files are 0640 whatever the umask; the default keeps a replaced file's bits and gives a new
   // one 0666 less the umask (llmq run's outputs).
   int mode = DurableFile::kUmaskMode;
+  // "" = none; else the job report (jobs/report/job_report.h), written before the summary (with
+  // `mode` too).
+  std::string report = {};
 };
 
 struct JobSummary {
@@ -75,7 +80,29 @@ struct JobSummary {
 // that name the same file are refused (InvalidArgument) before anything is written; every file
 // is checked writable (CheckWritable) first, so an unwritable summary path does not leave the
 // results written and the summary missing. Errors name the file and the reason.
-Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, JobSummary* summary);
+[[nodiscard]] Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets,
+                                 JobSummary* summary);
+
+// The walk FinalizeJob makes, without writing anything: fills the fields of `summary` that
+// FinalizeJob counts (requests, completed, failed, tokens, tool calls, percentiles) and the
+// tokens/s when left 0, calling `each` (null: none) with every result in line order. `llmq
+// report` computes a finished job's numbers with it, as the finalizer did.
+using ResultFn = std::function<Status(int64_t line, bool is_error, std::string_view output,
+                                      const ResultMetrics& m)>;
+[[nodiscard]] Status SummarizeJob(Store* store, int64_t job, JobSummary* summary,
+                                  const ResultFn& each);
+
+// The caller-set fields of a summary read back from its JSON (JobSummary::ToJson): model,
+// backend, cpu_threads, input, output, errors, resumed, refused, finished_this_run,
+// wall_seconds, output_tokens_per_second, profile_seconds. Others are left as they are.
+// InvalidArgument when `json` is not a JSON object.
+[[nodiscard]] Status ReadSummaryFacts(std::string_view json, JobSummary* summary);
+
+// The summary's p50 / p95 fields from the successful requests' timings (one value each per
+// request), as SummarizeJob sets them.
+void SetPercentiles(const std::vector<double>& queue, const std::vector<double>& ttft,
+                    const std::vector<double>& itl, const std::vector<double>& latency,
+                    JobSummary* s);
 
 // Nearest-rank percentile: the value at rank ceil(p * n) (1-based, clamped to [1, n]) of the
 // sorted values; 0 for none.

@@ -83,6 +83,12 @@ UPDATE jobs SET
   computed_tokens = (SELECT coalesce(sum(computed_tokens), 0) FROM results WHERE job = jobs.id),
   completion_tokens = (SELECT coalesce(sum(completion_tokens), 0) FROM results WHERE job = jobs.id);
 )sql",
+    // 3: when each request finished (unix seconds), for the job report's timeline; the results
+    // written before it take their commit time, at most one commit group later.
+    R"sql(
+ALTER TABLE results ADD COLUMN finished_at REAL NOT NULL DEFAULT 0;
+UPDATE results SET finished_at = committed_at;
+)sql",
 };
 constexpr int kLatestVersion = static_cast<int>(std::size(kMigrations));
 
@@ -101,8 +107,8 @@ constexpr const char* kInsertRequest =
 constexpr const char* kInsertResult =
     "INSERT OR IGNORE INTO results (job, line, is_error, output, prompt_tokens, cached_tokens, "
     "computed_tokens, completion_tokens, queue_seconds, ttft_seconds, itl_seconds, "
-    "latency_seconds, committed_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-    "?13)";
+    "latency_seconds, committed_at, finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+    "?11, ?12, ?13, ?14)";
 constexpr const char* kFinishRequest =
     "UPDATE requests SET status = ?3 WHERE job = ?1 AND line = ?2 AND status = 'pending'";
 constexpr const char* kBumpCounts =
@@ -172,7 +178,7 @@ constexpr const char* kJobTotals =
     "WHERE id = ?1";
 constexpr const char* kForEachResult =
     "SELECT line, is_error, output, prompt_tokens, cached_tokens, computed_tokens, "
-    "completion_tokens, queue_seconds, ttft_seconds, itl_seconds, latency_seconds "
+    "completion_tokens, queue_seconds, ttft_seconds, itl_seconds, latency_seconds, finished_at "
     "FROM results WHERE job = ?1 ORDER BY line";
 constexpr const char* kHasMeta =
     "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'), "
@@ -630,7 +636,8 @@ Status Store::InsertRequest(int64_t job, const NewRequest& r) {
     st.Bind(1, job).Bind(2, r.line).Bind(3, int64_t{1}).Bind(4, *r.error_output);
     for (int i = 5; i <= 8; ++i) st.Bind(i, int64_t{0});
     for (int i = 9; i <= 12; ++i) st.Bind(i, 0.0);
-    const int rc = st.Bind(13, Now()).Step();
+    const double now = Now();
+    const int rc = st.Bind(13, now).Bind(14, now).Step();
     if (rc != SQLITE_DONE)
       return Error("cannot insert the error result of line " + std::to_string(r.line), rc);
     return Status::Ok();
@@ -889,6 +896,7 @@ Status Store::CommitResults(const std::vector<Result>& results, int64_t* added) 
         st.Bind(5, m.prompt_tokens).Bind(6, m.cached_tokens).Bind(7, m.computed_tokens);
         st.Bind(8, m.completion_tokens).Bind(9, m.queue_seconds).Bind(10, m.ttft_seconds);
         st.Bind(11, m.itl_seconds).Bind(12, m.latency_seconds).Bind(13, now);
+        st.Bind(14, m.finished_at > 0 ? m.finished_at : now);
         const int rc = st.Step();
         if (rc != SQLITE_DONE) {
           const std::string where =
@@ -957,6 +965,7 @@ Status Store::ForEachResult(
     m.ttft_seconds = st.Real(8);
     m.itl_seconds = st.Real(9);
     m.latency_seconds = st.Real(10);
+    m.finished_at = st.Real(11);
     s = fn(st.Int(0), st.Int(1) != 0, st.Text(2), m);
   }
   in_for_each_ = false;

@@ -105,6 +105,9 @@ struct ResultMetrics {
   double ttft_seconds = 0;        // admitted -> first token
   double itl_seconds = 0;         // mean inter-token latency
   double latency_seconds = 0;     // accepted -> finished
+  // Unix seconds when it finished (the job report's timeline); 0 = the commit's time (an error
+  // line written by the daemon, not by the engine).
+  double finished_at = 0;
 };
 
 // Sums over a job's committed results (llmq status).

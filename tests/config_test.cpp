@@ -37,6 +37,7 @@ void ExpectDefaults(const LlmqConfig& c) {
   EXPECT_EQ(c.max_file_bytes, d.max_file_bytes);
   EXPECT_EQ(c.drain_seconds, d.drain_seconds);
   EXPECT_EQ(c.commit_interval_ms, d.commit_interval_ms);
+  EXPECT_EQ(c.job_reports, d.job_reports);
 }
 
 // Parses `yaml` as "t.yaml" and returns the error message ("" when it parsed).
@@ -97,6 +98,7 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
                           "textfile:",
                           "interval_seconds:",
                           "http_port:",
+                          "job_reports:",
                           "serve:",
                           "run_windows:"}) {
     EXPECT_NE(text.find(key), std::string::npos) << key;
@@ -214,6 +216,7 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
          return c.run_windows ==
                 std::vector<RunWindow>{{22 * 3600, 6 * 3600}, {12 * 3600, 13 * 3600}};
        }},
+      {"metrics: {job_reports: false}", [](const LlmqConfig& c) { return !c.job_reports; }},
       {"metrics: {http_port: 9464}",
        [](const LlmqConfig& c) { return c.metrics_http_port == 9464; }},
       {"metrics: {textfile: /m/llmq.prom, interval_seconds: 0.5}",

@@ -1,6 +1,7 @@
 // Tests for jobs/finalizer: a real store's results written to real files, split or in place,
 // the summary's numbers, and refusals before anything is written.
 #include "jobs/finalizer.h"
+#include "tests/report_check.h"
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>
@@ -154,6 +155,8 @@ TEST(Finalizer, RefusesBeforeWritingAnything) {
   JobSummary sum;
   Status st = FinalizeJob(f.store.get(), f.job, {out, out, ""}, &sum);
   EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
+  st = FinalizeJob(f.store.get(), f.job, {out, "", "", DurableFile::kUmaskMode, out}, &sum);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << "the report over the results";
   st = FinalizeJob(f.store.get(), f.job, {out, "", "/etc/passwd/summary.json"}, &sum);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("/etc/passwd/summary.json"), std::string::npos) << st.message();
@@ -163,6 +166,65 @@ TEST(Finalizer, RefusesBeforeWritingAnything) {
   EXPECT_FALSE(fs::exists(out)) << "nothing written when a target is refused";
   st = FinalizeJob(f.store.get(), f.job + 7, {out, "", ""}, &sum);
   EXPECT_EQ(st.code(), Status::Code::kNotFound) << st.message();
+}
+
+// The report is written with the results, before the summary, and shows the summary's numbers
+// (its distributions computed from its own copy of the results).
+TEST(Finalizer, WritesTheReportWithTheSummarysNumbers) {
+  Fixture f = Make();
+  FinalizeTargets t{f.dir + "/docs.results.jsonl", "", f.dir + "/docs.summary.json",
+                    DurableFile::kUmaskMode, f.dir + "/docs.report.html"};
+  JobSummary sum;
+  sum.wall_seconds = 4;
+  sum.profile_seconds = {{"forward", 2.5}};
+  const Status st = FinalizeJob(f.store.get(), f.job, t, &sum);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const std::string html = ReadAll(t.report);
+  const nlohmann::json summary = nlohmann::json::parse(ReadAll(t.summary));
+  testing::ExpectSoundReport(html);
+  testing::ExpectReportMatchesSummary(html, summary);
+  EXPECT_EQ(testing::ReportNumbers(html).at("failures.unknown"), 2)
+      << "the refused line and the engine's failure (lines whose error is no object)";
+  EXPECT_DOUBLE_EQ(testing::ReportNumbers(html).at("distribution.ttft_seconds_p99"), 0.6);
+}
+
+TEST(Finalizer, SummarizeJobCountsAsFinalizeJobWithoutWriting) {
+  Fixture f = Make();
+  FinalizeTargets t{f.dir + "/docs.results.jsonl", "", ""};
+  JobSummary written, counted;
+  ASSERT_TRUE(FinalizeJob(f.store.get(), f.job, t, &written).ok());
+  int lines = 0;
+  ASSERT_TRUE(SummarizeJob(f.store.get(), f.job, &counted,
+                           [&](int64_t, bool, std::string_view, const ResultMetrics&) {
+                             ++lines;
+                             return Status::Ok();
+                           })
+                  .ok());
+  EXPECT_EQ(lines, 6);
+  counted.output = written.output;
+  EXPECT_EQ(counted.ToJson(), written.ToJson());
+  EXPECT_FALSE(fs::exists(f.dir + "/docs.summary.json"));
+}
+
+TEST(Finalizer, ReadSummaryFactsTakesBackWhatTheCallerSet) {
+  JobSummary s;
+  s.model = "m";
+  s.backend = "cpu";
+  s.cpu_threads = 3;
+  s.input = "in.jsonl";
+  s.resumed = 2;
+  s.refused = 1;
+  s.finished_this_run = 5;
+  s.wall_seconds = 1.25;
+  s.output_tokens_per_second = 8.5;
+  s.profile_seconds = {{"forward", 1.0}, {"sample", 0.5}};
+  s.requests = 99;
+  JobSummary back;
+  ASSERT_TRUE(ReadSummaryFacts(s.ToJson(), &back).ok());
+  EXPECT_EQ(back.requests, 0) << "counted fields are the walk's, not read back";
+  back.requests = 99;
+  EXPECT_EQ(back.ToJson(), s.ToJson());
+  EXPECT_FALSE(ReadSummaryFacts("[1]", &back).ok());
 }
 
 TEST(Finalizer, NearestRankPercentile) {

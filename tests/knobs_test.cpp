@@ -40,6 +40,7 @@ const std::map<std::string, std::string>& Samples() {
       {"metrics.textfile", "/srv/m.prom"},
       {"metrics.interval_seconds", "2"},
       {"metrics.http_port", "9400"},
+      {"metrics.job_reports", "false"},
       {"serve.run_windows", "[\"22:00-06:00\"]"},
   };
   return s;

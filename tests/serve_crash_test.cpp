@@ -299,7 +299,8 @@ TEST_F(ServeCrashTest, KillNineAtRandomMomentsThenRestartGivesTheUninterruptedOu
   EXPECT_EQ(ReadText(d.state() + "/archive/job.jsonl"), job_);
   EXPECT_TRUE(Names(d.state() + "/failed").empty());
   EXPECT_EQ(Names(d.state() + "/outbox"),
-            (std::set<std::string>{"job.results.jsonl", "job.errors.jsonl", "job.summary.json"}));
+            (std::set<std::string>{"job.results.jsonl", "job.errors.jsonl", "job.report.html",
+                                   "job.summary.json"}));
 }
 
 }  // namespace

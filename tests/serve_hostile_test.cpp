@@ -395,7 +395,7 @@ TEST_F(ServeHostileCorpusTest, EveryCaseLeavesTheDaemonUpAndNamesWhatHappened) {
          int found = 0;
          for (const std::string& n : Names(outbox()))
            found += n.rfind("mmmmmmmm", 0) == 0 && n.find('~') != std::string::npos;
-         EXPECT_EQ(found, 3) << "results, errors and summary, each under a shortened stem";
+         EXPECT_EQ(found, 4) << "results, errors, report and summary, each under a shortened stem";
        }},
       {"names that differ only in case",
        [&] {

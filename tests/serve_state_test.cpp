@@ -214,7 +214,7 @@ TEST_F(ServeStateTest, TheQueueIsPrivateAndTheResultsGroupReadableWhateverTheUma
     // While the daemon runs its -wal and -shm exist; SQLite gives them queue.db's mode.
     for (const char* suffix : {"", "-wal", "-shm"})
       EXPECT_EQ(Octal(ModeOf(state_ + "/queue.db" + suffix)), "0600") << suffix;
-    for (const char* suffix : {".results.jsonl", ".errors.jsonl", ".summary.json"})
+    for (const char* suffix : {".results.jsonl", ".errors.jsonl", ".report.html", ".summary.json"})
       EXPECT_EQ(Octal(ModeOf(state_ + "/outbox/a" + suffix)), "0640") << suffix;
     EXPECT_EQ(Stop(n), 0) << ReadText(err_file(n));
   }

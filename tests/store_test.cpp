@@ -66,7 +66,7 @@ TEST(Store, OpenCreatesTheFileItsFolderAndTheSchema) {
   EXPECT_TRUE(fs::exists(path));
   EXPECT_EQ(RawQuery(path, "SELECT value FROM meta WHERE key = 'schema_version'"),
             std::to_string(Store::SchemaVersion()));
-  EXPECT_EQ(Store::SchemaVersion(), 2);
+  EXPECT_EQ(Store::SchemaVersion(), 3);
   EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), "wal");
   std::vector<JobRecord> jobs;
   ASSERT_TRUE(s->ListJobs(&jobs).ok());
@@ -442,9 +442,11 @@ TEST(Store, MigrationToSchemaTwoSumsTheResultsIntoTheJobs) {
           "ALTER TABLE jobs DROP COLUMN prompt_tokens; ALTER TABLE jobs DROP COLUMN cached_tokens; "
           "ALTER TABLE jobs DROP COLUMN computed_tokens; "
           "ALTER TABLE jobs DROP COLUMN completion_tokens; "
+          "ALTER TABLE results DROP COLUMN finished_at; "
           "UPDATE meta SET value = '1' WHERE key = 'schema_version'");
   auto s = OpenOrDie(path);
-  EXPECT_EQ(RawQuery(path, "SELECT value FROM meta WHERE key = 'schema_version'"), "2");
+  EXPECT_EQ(RawQuery(path, "SELECT value FROM meta WHERE key = 'schema_version'"),
+            std::to_string(Store::SchemaVersion()));
   JobTotals t;
   ASSERT_TRUE(s->GetJobTotals(a, &t).ok());
   EXPECT_EQ(t.prompt_tokens, 10 + 20);
@@ -453,6 +455,35 @@ TEST(Store, MigrationToSchemaTwoSumsTheResultsIntoTheJobs) {
                   .ok());  // line 3 was refused at ingest: it already has its (error) result
   ASSERT_TRUE(s->GetJobTotals(a, &t).ok());
   EXPECT_EQ(t.prompt_tokens, 30);
+}
+
+// Each result keeps when its request finished (the caller's time, else the commit's); a store of
+// schema 2 gets its results' commit times.
+TEST(Store, ResultsKeepWhenTheyFinishedAndMigrationToSchemaThreeTakesTheCommitTime) {
+  const std::string path = DbPath();
+  int64_t a = 0;
+  {
+    auto s = OpenOrDie(path);
+    a = Ingest(s.get(), "a.jsonl", {1, 2, 3});
+    Result r1 = MakeResult(a, 1);
+    r1.metrics.finished_at = 1234.5;
+    ASSERT_TRUE(s->CommitResults({r1, MakeResult(a, 2)}, nullptr).ok());
+    std::vector<double> finished;
+    ASSERT_TRUE(s->ForEachResult(a, [&](int64_t, bool, std::string_view, const ResultMetrics& m) {
+                   finished.push_back(m.finished_at);
+                   return Status::Ok();
+                 }).ok());
+    ASSERT_EQ(finished.size(), 2u);
+    EXPECT_EQ(finished[0], 1234.5);
+    EXPECT_EQ(RawQuery(path, "SELECT finished_at = committed_at FROM results WHERE line = 2"), "1")
+        << "no time given: the commit's";
+  }
+  RawExec(path,
+          "ALTER TABLE results DROP COLUMN finished_at; "
+          "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  auto s = OpenOrDie(path);
+  EXPECT_EQ(RawQuery(path, "SELECT value FROM meta WHERE key = 'schema_version'"), "3");
+  EXPECT_EQ(RawQuery(path, "SELECT count(*) FROM results WHERE finished_at = committed_at"), "2");
 }
 
 TEST(Store, ResultForNoRequestFailsTheWholeGroup) {

@@ -1,0 +1,130 @@
+// The job report end to end, with the real binary on a tiny generated model: `llmq run` writes it
+// beside its output, `llmq serve` into outbox/ (unless metrics.job_reports is false), `llmq report
+// JOB` on demand; each is well-formed, self-contained, draws every plot, and shows the summary's
+// numbers.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/report_check.h"
+#include "tests/serve_fixture.h"
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using testing::ReadText;
+using testing::RunLlmq;
+
+// 24 completions sharing a 40-word instruction, prompts growing with the line, 4 tokens each, and
+// one line refused at validation.
+std::string Job() {
+  std::string instruction;
+  for (int i = 0; i < 40; ++i) instruction += "word" + std::to_string(i % 7) + " ";
+  std::string text;
+  for (int i = 0; i < 24; ++i) {
+    std::string doc;
+    for (int k = 0; k <= i; ++k)
+      doc += "doc" + std::to_string(i) + " part" + std::to_string(k) + " ";
+    text += testing::CompletionLine("r" + std::to_string(i), instruction + doc, 4);
+  }
+  text +=
+      R"({"custom_id": "bad", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "max_tokens": -1}})";
+  return text + "\n";
+}
+
+// The report's failures add up to the summary's.
+void ExpectFailuresAddUp(const std::string& html, const json& summary) {
+  double failures = 0;
+  for (const auto& [key, value] : testing::ReportNumbers(html))
+    if (key.rfind("failures.", 0) == 0) failures += value;
+  EXPECT_EQ(failures, summary["failed"].get<double>());
+  EXPECT_GE(summary["failed"].get<int>(), 1);
+}
+
+class ReportRunTest : public testing::TinyModelSuite {};
+
+TEST_F(ReportRunTest, RunWritesTheReportBesideItsOutput) {
+  const std::string dir = testing::CurrentTestDir();
+  std::ofstream(dir + "/in.jsonl") << Job();
+  const auto r = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/out.jsonl", "--model", model_,
+                          "--summary-json", dir + "/summary.json", "--profile"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("llmq run: report: " + dir + "/out.report.html"), std::string::npos)
+      << r.err;
+  const std::string html = ReadText(dir + "/out.report.html");
+  const json summary = json::parse(ReadText(dir + "/summary.json"));
+  testing::ExpectSoundReport(html);
+  testing::ExpectReportMatchesSummary(html, summary);
+  ExpectFailuresAddUp(html, summary);
+  EXPECT_EQ(testing::ReportNumbers(html).at("requests"), 25);
+  EXPECT_NE(html.find("profile_seconds."), std::string::npos) << "--profile: the phases shown";
+
+  const auto quiet = RunLlmq(
+      {"run", dir + "/in.jsonl", "-o", dir + "/quiet.jsonl", "--model", model_, "--no-report"});
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_FALSE(fs::exists(dir + "/quiet.report.html"));
+  const auto named = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/named.jsonl", "--model",
+                              model_, "--report", dir + "/elsewhere.html"});
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  EXPECT_TRUE(fs::exists(dir + "/elsewhere.html"));
+  EXPECT_FALSE(fs::exists(dir + "/named.report.html"));
+
+  // Refused before anything runs: the report over the output, or where nothing can be written.
+  auto refused = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/x.jsonl", "--model", model_,
+                          "--report", dir + "/x.jsonl"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("names the same file as -o"), std::string::npos) << refused.err;
+  refused = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/y.jsonl", "--model", model_,
+                     "--report", dir + "/no/such/folder/y.html"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("no/such/folder"), std::string::npos) << refused.err;
+  EXPECT_FALSE(fs::exists(dir + "/y.jsonl")) << "nothing was run";
+}
+
+class ReportServeTest : public testing::ServeFixture {};
+
+TEST_F(ReportServeTest, ServeWritesEachJobsReportAndLlmqReportWritesItAgain) {
+  Start();
+  Drop("night.jsonl", Job());
+  ASSERT_EQ(WaitResults("night").size(), 24u) << Log();  // the refused line: in .errors.jsonl
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return StatusOf("night.jsonl").value("status", "") == "completed"; }, 30));
+  const json summary = json::parse(ReadText(outbox("night.summary.json")));
+  const std::string html = ReadText(outbox("night.report.html"));
+  testing::ExpectSoundReport(html);
+  testing::ExpectReportMatchesSummary(html, summary);
+  ExpectFailuresAddUp(html, summary);
+
+  // On demand, from the queue and the summary's facts: the same numbers.
+  const auto r = testing::RunLlmqWith(
+      {}, {"report", "night.jsonl", "-o", dir_ + "/reports", "--config", config_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, dir_ + "/reports/night.report.html\n");
+  const std::string again = ReadText(dir_ + "/reports/night.report.html");
+  testing::ExpectSoundReport(again);
+  testing::ExpectReportMatchesSummary(again, summary);
+  EXPECT_EQ(testing::ReportNumbers(again), testing::ReportNumbers(html));
+
+  const auto missing = testing::RunLlmqWith({}, {"report", "nope.jsonl", "--config", config_});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("nope.jsonl"), std::string::npos) << missing.err;
+}
+
+TEST_F(ReportServeTest, NoReportWhenSwitchedOff) {
+  testing::WriteServeConfig(config_, {.model = model_,
+                                      .state = state_,
+                                      .after_spool = "engine:\n  kv_cache_memory: 64MiB\n"
+                                                     "metrics:\n  job_reports: false\n"});
+  Start();
+  Drop("quiet.jsonl", testing::GoodLine("a") + testing::GoodLine("b"));
+  ASSERT_EQ(WaitResults("quiet").size(), 2u) << Log();
+  EXPECT_FALSE(fs::exists(outbox("quiet.report.html")));
+}
+
+}  // namespace
+}  // namespace llmq
