@@ -1,13 +1,15 @@
 // The job report end to end, with the real binary on a tiny generated model: `llmq run` writes it
 // beside its output, `llmq serve` into outbox/ (unless metrics.job_reports is false), `llmq report
 // JOB` on demand; each is well-formed, self-contained, draws every plot, and shows the summary's
-// numbers.
+// numbers; and opened in headless Chromium, with and without JavaScript, it draws every plot,
+// asks for nothing but itself and logs no error.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/browser.h"
 #include "tests/report_check.h"
 #include "tests/serve_fixture.h"
 #include "tests/test_util.h"
@@ -47,6 +49,42 @@ void ExpectFailuresAddUp(const std::string& html, const json& summary) {
 }
 
 class ReportRunTest : public testing::TinyModelSuite {};
+
+// Chromium shows the report as written: every <svg> drawn (a shape of non-zero size), no empty
+// path, every section's heading in the text, no request but the file itself, no console or page
+// error; with JavaScript off the same (the report has none). A screenshot of the whole page is
+// taken (kept in the test's folder: build/tests/tmp/...).
+TEST_F(ReportRunTest, ChromiumDrawsEveryPlotOfTheReport) {
+  if (const std::string missing = testing::MissingBrowser(); !missing.empty())
+    LLMQ_SKIP_OR_FAIL_MISSING(missing);
+  const std::string dir = testing::TmpDir("report_chromium");
+  std::ofstream(dir + "/in.jsonl") << Job();
+  const auto r =
+      RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/out.jsonl", "--model", model_, "--profile"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string html = ReadText(dir + "/out.report.html");
+  int plots = 0;
+  for (size_t at = 0; (at = html.find("<svg", at)) != std::string::npos; ++at) ++plots;
+  ASSERT_EQ(plots, 7);
+  const std::string url = "file://" + dir + "/out.report.html";
+  json pages;
+  ASSERT_TRUE(testing::LoadPages({{url, dir + "/report.png", true}, {url, "", false}}, &pages));
+  ASSERT_EQ(pages.size(), 2u);
+  for (const json& p : pages) {
+    EXPECT_EQ(p["console_errors"], json::array()) << p["console_errors"];
+    EXPECT_EQ(p["page_errors"], json::array()) << p["page_errors"];
+    EXPECT_EQ(p["requests"], json::array({url})) << "asked for more than itself";
+    EXPECT_EQ(p["svgs"], plots);
+    EXPECT_EQ(p["drawn_svgs"], plots) << "a plot the browser draws nothing of";
+    EXPECT_EQ(p["empty_paths"], 0);
+    const std::string text = p["text"].get<std::string>();
+    for (const char* heading : {"Summary", "Failures", "Throughput", "TTFT", "ITL", "profile"})
+      EXPECT_NE(text.find(heading), std::string::npos) << heading;
+    EXPECT_GT(p["height"].get<int>(), 2000) << "the sections laid out one after another";
+  }
+  ASSERT_TRUE(fs::exists(dir + "/report.png"));
+  EXPECT_GT(fs::file_size(dir + "/report.png"), 50000u) << "a page of plots, not a blank one";
+}
 
 TEST_F(ReportRunTest, RunWritesTheReportBesideItsOutput) {
   const std::string dir = testing::CurrentTestDir();
