@@ -32,15 +32,41 @@ void Grow(Vector& v, size_t n) {
 
 }  // namespace
 
-uint64_t CpuBackend::WeightBytesFor(const ModelConfig& c) {
+kernels::WeightType CpuBackend::ResolveWeightType(WeightDtype asked, const ModelConfig& cfg,
+                                                  const Weights& w) {
+  using kernels::WeightType;
+  switch (asked) {
+    case WeightDtype::kF32:
+      return WeightType::kF32;
+    case WeightDtype::kBf16:
+      return WeightType::kBf16;
+    case WeightDtype::kInt8:
+      return WeightType::kInt8;
+    case WeightDtype::kAuto:
+      break;
+  }
+  std::vector<std::string> names = {cfg.tie_word_embeddings ? "model.embed_tokens.weight"
+                                                            : "lm_head.weight"};
+  for (int i = 0; i < cfg.num_layers; ++i)
+    for (const char* s : {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                          "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                          "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"})
+      names.push_back(LayerTensorName(i, s));
+  for (const std::string& name : names)
+    if (w.Get(name).dtype != DType::kBF16) return WeightType::kF32;
+  return WeightType::kBf16;
+}
+
+uint64_t CpuBackend::WeightBytesFor(const ModelConfig& c, kernels::WeightType type) {
   using kernels::PackedWeight;
   const int H = c.hidden_size, I = c.intermediate_size;
-  uint64_t layer = PackedWeight::BytesFor(c.q_dim() + 2 * c.kv_dim(), H) +
-                   PackedWeight::BytesFor(H, c.q_dim()) + PackedWeight::BytesFor(2 * I, H) +
-                   PackedWeight::BytesFor(H, I) + 2 * H * sizeof(float);
+  uint64_t layer = PackedWeight::BytesFor(c.q_dim() + 2 * c.kv_dim(), H, type) +
+                   PackedWeight::BytesFor(H, c.q_dim(), type) +
+                   PackedWeight::BytesFor(2 * I, H, type) + PackedWeight::BytesFor(H, I, type) +
+                   2 * H * sizeof(float);
   if (c.qkv_bias) layer += (c.q_dim() + 2 * c.kv_dim()) * sizeof(float);
   if (c.qk_norm) layer += 2 * c.head_dim * sizeof(float);
-  return layer * c.num_layers + PackedWeight::BytesFor(c.vocab_size, H) +
+  return layer * c.num_layers + PackedWeight::BytesFor(c.vocab_size, H, type) +
          (static_cast<uint64_t>(c.vocab_size) + 1) * H * sizeof(float);  // lm head, embed, norm
 }
 
@@ -58,8 +84,8 @@ int64_t CpuBackend::WorkingBytesFor(const ModelConfig& c, int max_tokens, int ma
                                                 2 * int64_t{max_seqs} * c.vocab_size + scores);
 }
 
-CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
-    : cfg_(cfg), weight_bytes_(WeightBytesFor(cfg)) {
+CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w, kernels::WeightType type)
+    : cfg_(cfg), type_(type), weight_bytes_(WeightBytesFor(cfg, type)) {
   const int H = cfg.hidden_size;
   embed_ = w.ToF32("model.embed_tokens.weight");
   final_norm_ = w.ToF32("model.norm.weight");
@@ -73,7 +99,7 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
   };
   std::vector<float> t0, t1, t2;  // conversion scratch
   const std::string head = cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-  lm_head_ = kernels::PackedWeight::Pack(matrix(head, &t0), cfg.vocab_size, H);
+  lm_head_ = kernels::PackedWeight::Pack(matrix(head, &t0), cfg.vocab_size, H, type);
   layers_.resize(cfg.num_layers);
   for (int i = 0; i < cfg.num_layers; ++i) {
     auto get = [&](const char* s) { return w.ToF32(LayerTensorName(i, s)); };
@@ -86,7 +112,7 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
     L.qkv = kernels::PackedWeight::PackStacked(
         {mat("self_attn.q_proj.weight", &t0), mat("self_attn.k_proj.weight", &t1),
          mat("self_attn.v_proj.weight", &t2)},
-        {cfg.q_dim(), cfg.kv_dim(), cfg.kv_dim()}, H);
+        {cfg.q_dim(), cfg.kv_dim(), cfg.kv_dim()}, H, type);
     if (cfg.qkv_bias) {
       L.qkv_bias = get("self_attn.q_proj.bias");
       for (const char* name : {"self_attn.k_proj.bias", "self_attn.v_proj.bias"}) {
@@ -98,12 +124,12 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
       L.q_norm = get("self_attn.q_norm.weight");
       L.k_norm = get("self_attn.k_norm.weight");
     }
-    L.o = kernels::PackedWeight::Pack(mat("self_attn.o_proj.weight", &t0), H, cfg.q_dim());
+    L.o = kernels::PackedWeight::Pack(mat("self_attn.o_proj.weight", &t0), H, cfg.q_dim(), type);
     L.gate_up = kernels::PackedWeight::PackStacked(
         {mat("mlp.gate_proj.weight", &t0), mat("mlp.up_proj.weight", &t1)},
-        {cfg.intermediate_size, cfg.intermediate_size}, H);
-    L.down =
-        kernels::PackedWeight::Pack(mat("mlp.down_proj.weight", &t0), H, cfg.intermediate_size);
+        {cfg.intermediate_size, cfg.intermediate_size}, H, type);
+    L.down = kernels::PackedWeight::Pack(mat("mlp.down_proj.weight", &t0), H, cfg.intermediate_size,
+                                         type);
   }
   // weight_bytes_ (from the config: llmq plan computes the same) is what was packed.
   uint64_t held = lm_head_.bytes() + (embed_.size() + final_norm_.size()) * sizeof(float);

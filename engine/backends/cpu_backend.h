@@ -1,5 +1,7 @@
-// CpuBackend: the reference backend and the fallback where no GPU is. fp32 throughout: weights are
-// widened from BF16/F16 and packed for the batch-invariant GEMM once, at construction. Every op
+// CpuBackend: the reference backend and the fallback where no GPU is. fp32 arithmetic throughout:
+// the projection and LM-head matrices are packed for the batch-invariant GEMM once, at
+// construction, as fp32, bf16 or int8 (kernels::WeightType: widened to fp32 in registers, the
+// contract of kernels/cpu/gemm.h); embeddings, norms and biases stay fp32. Every op
 // computes each row from its own inputs in a fixed order, so a sequence's logits do not depend on
 // the rest of the batch nor on how its prompt was chunked, bit for bit. A step's prefix groups
 // (StepBatch::prefix_groups) make decode read each group's shared blocks once per step
@@ -9,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/backend_kind.h"
 #include "engine/backends/backend.h"
 #include "engine/model/model_config.h"
 #include "engine/model/weights.h"
@@ -20,7 +23,14 @@ namespace llmq {
 
 class CpuBackend : public Backend {
  public:
-  CpuBackend(const ModelConfig& cfg, const Weights& w);
+  // `type`: how the matrices are packed (ResolveWeightType turns engine.weight_dtype into one).
+  CpuBackend(const ModelConfig& cfg, const Weights& w,
+             kernels::WeightType type = kernels::WeightType::kF32);
+  // engine.weight_dtype for `w`'s checkpoint: auto is bf16 when every matrix the backend packs is
+  // stored as BF16 (packing them as bf16 then changes no bit of any result), else f32.
+  static kernels::WeightType ResolveWeightType(WeightDtype asked, const ModelConfig& cfg,
+                                               const Weights& w);
+  kernels::WeightType weight_type() const { return type_; }
   std::string name() const override { return "cpu"; }
   Status AllocateKv(int num_blocks, int block_size) override;
   Status Forward(const StepBatch& batch, float* logits) override;
@@ -30,9 +40,11 @@ class CpuBackend : public Backend {
   int64_t StepWorkingBytes(int max_tokens, int max_seqs) const override {
     return WorkingBytesFor(cfg_, max_tokens, max_seqs);
   }
-  // weight_bytes() of `cfg`'s model, from the config alone (llmq plan): the packed matrices (the LM
-  // head too when tied to the embedding, which is also kept unpacked), norms and biases, in fp32.
-  static uint64_t WeightBytesFor(const ModelConfig& cfg);
+  // weight_bytes() of `cfg`'s model, from the config alone (llmq plan): the matrices packed as
+  // `type` (the LM head too when tied to the embedding, which is also kept unpacked, in fp32), the
+  // embedding, norms and biases in fp32.
+  static uint64_t WeightBytesFor(const ModelConfig& cfg,
+                                 kernels::WeightType type = kernels::WeightType::kF32);
   // StepWorkingBytes: the activations of max_tokens rows (the MLP's of at most kMlpRows), the
   // GEMMs' packed-A scratch, the logits of max_seqs rows (the runner's and the sampler's), and the
   // attention scores of every pool thread.
@@ -61,6 +73,7 @@ class CpuBackend : public Backend {
     kernels::PackedWeight down;     // [H, I]
   };
   ModelConfig cfg_;
+  kernels::WeightType type_ = kernels::WeightType::kF32;
   std::vector<float> embed_;       // [V, H]
   std::vector<float> final_norm_;  // [H]
   kernels::PackedWeight lm_head_;  // [V, H]

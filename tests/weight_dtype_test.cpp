@@ -1,0 +1,249 @@
+// engine.weight_dtype on the CPU backend (issue 26): what `auto` resolves to, that a BF16
+// checkpoint packed as bf16 gives the fp32 packing's bits, the bytes each type holds, the accuracy
+// of bf16 and int8 against fp32 on a real trained model (stories260K), and the flag and plan.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/backends/cpu_backend.h"
+#include "engine/model/model.h"
+#include "engine/tools/model_maker.h"
+#include "tests/reference_forward.h"
+#include "tests/test_util.h"
+
+namespace llmq {
+namespace {
+
+using kernels::WeightType;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// Logits of every position of `toks`, one sequence in one step, [toks.size(), vocab].
+std::vector<float> AllLogits(const ModelConfig& cfg, const Weights& w, WeightType type,
+                             const std::vector<int>& toks) {
+  CpuBackend be(cfg, w, type);
+  const int bs = 16, blocks = (static_cast<int>(toks.size()) + bs - 1) / bs;
+  EXPECT_TRUE(be.AllocateKv(blocks, bs).ok());
+  std::vector<int32_t> table(blocks);
+  for (int b = 0; b < blocks; ++b) table[b] = b;
+  return testing::ForwardOneSequence(be, toks, 0, static_cast<int>(toks.size()), table, bs,
+                                     cfg.vocab_size);
+}
+
+ModelConfig SmallConfig() {
+  ModelConfig cfg;
+  DType unused;
+  EXPECT_TRUE(ShapeConfig("tiny", &cfg, &unused).ok());
+  cfg.vocab_size = 300;
+  cfg.max_position_embeddings = 128;
+  return cfg;
+}
+
+TEST(WeightDtype, AutoIsTheCheckpointsOwnTypeAndBf16OfABf16CheckpointChangesNoBit) {
+  const ModelConfig cfg = SmallConfig();
+  std::vector<int> toks;
+  for (int i = 0; i < 40; ++i) toks.push_back((i * 37 + 5) % cfg.vocab_size);
+  for (DType dt : {DType::kBF16, DType::kF32, DType::kF16}) {
+    const std::string dir = testing::TmpDir(std::string("auto_") + DTypeName(dt));
+    ASSERT_TRUE(WriteRandomModel(cfg, dt, 7, dir).ok());
+    std::unique_ptr<Weights> w;
+    ASSERT_TRUE(Weights::Load(dir, cfg, &w).ok());
+    const WeightType resolved = CpuBackend::ResolveWeightType(WeightDtype::kAuto, cfg, *w);
+    EXPECT_EQ(resolved, dt == DType::kBF16 ? WeightType::kBf16 : WeightType::kF32) << DTypeName(dt);
+    EXPECT_EQ(CpuBackend::ResolveWeightType(WeightDtype::kInt8, cfg, *w), WeightType::kInt8);
+    EXPECT_EQ(CpuBackend::ResolveWeightType(WeightDtype::kBf16, cfg, *w), WeightType::kBf16);
+    EXPECT_EQ(CpuBackend::ResolveWeightType(WeightDtype::kF32, cfg, *w), WeightType::kF32);
+    if (dt != DType::kBF16) continue;
+    // bf16 values widen to fp32 exactly, and the chain is the same: the same logits, bit for bit.
+    const std::vector<float> f32 = AllLogits(cfg, *w, WeightType::kF32, toks);
+    const std::vector<float> bf16 = AllLogits(cfg, *w, WeightType::kBf16, toks);
+    ASSERT_EQ(f32.size(), bf16.size());
+    EXPECT_EQ(0, std::memcmp(f32.data(), bf16.data(), f32.size() * sizeof(float)));
+  }
+}
+
+TEST(WeightDtype, WeightBytesCountTheChosenType) {
+  const ModelConfig cfg = SmallConfig();
+  const std::string dir = testing::TmpDir("bytes");
+  ASSERT_TRUE(WriteRandomModel(cfg, DType::kF32, 8, dir).ok());
+  std::unique_ptr<Weights> w;
+  ASSERT_TRUE(Weights::Load(dir, cfg, &w).ok());
+  // What the packed matrices take beside the fp32 embedding, norms (and tied head's copy).
+  const uint64_t embed = (static_cast<uint64_t>(cfg.vocab_size) + 1) * cfg.hidden_size * 4 +
+                         2ull * cfg.num_layers * cfg.hidden_size * 4;
+  uint64_t matrices[3] = {};
+  for (WeightType t : {WeightType::kF32, WeightType::kBf16, WeightType::kInt8}) {
+    CpuBackend be(cfg, *w, t);  // checks what it holds against WeightBytesFor itself
+    EXPECT_EQ(be.weight_bytes(), CpuBackend::WeightBytesFor(cfg, t)) << WeightTypeName(t);
+    EXPECT_EQ(be.weight_type(), t);
+    matrices[static_cast<int>(t)] = be.weight_bytes() - embed;
+  }
+  EXPECT_EQ(matrices[0], 2 * matrices[1]);  // bf16: half of fp32
+  // int8: a quarter, plus one fp32 scale per (padded) output column.
+  EXPECT_GT(matrices[2], matrices[0] / 4);
+  EXPECT_LT(matrices[2], matrices[0] / 4 + matrices[0] / 16);
+}
+
+struct Accuracy {
+  double max_abs = 0, mean_abs = 0;  // |logit - fp32 logit| over every position and token
+  double mean_kl = 0, max_kl = 0;    // KL(fp32 || type) of each position's next-token distribution
+  int positions = 0, agree = 0;      // positions whose argmax is the fp32 one
+  double share = 0;                  // bounds only: the least share of positions that agree
+};
+
+// log softmax of one row, in double.
+std::vector<double> LogSoftmax(const float* x, int n) {
+  const double m = *std::max_element(x, x + n);
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += std::exp(x[i] - m);
+  std::vector<double> out(n);
+  for (int i = 0; i < n; ++i) out[i] = x[i] - m - std::log(s);
+  return out;
+}
+
+// Adds the positions of one sequence: `ref` and `got` are [positions, vocab].
+void Compare(const std::vector<float>& ref, const std::vector<float>& got, int vocab, Accuracy* acc,
+             double* abs_sum) {
+  const int rows = static_cast<int>(ref.size() / vocab);
+  for (int r = 0; r < rows; ++r) {
+    const float* a = &ref[static_cast<size_t>(r) * vocab];
+    const float* b = &got[static_cast<size_t>(r) * vocab];
+    for (int v = 0; v < vocab; ++v) {
+      const double d = std::fabs(double{a[v]} - b[v]);
+      acc->max_abs = std::max(acc->max_abs, d);
+      *abs_sum += d;
+    }
+    const std::vector<double> lp = LogSoftmax(a, vocab), lq = LogSoftmax(b, vocab);
+    double kl = 0;
+    for (int v = 0; v < vocab; ++v) kl += std::exp(lp[v]) * (lp[v] - lq[v]);
+    acc->mean_kl += kl;
+    acc->max_kl = std::max(acc->max_kl, kl);
+    acc->agree += std::max_element(a, a + vocab) - a == std::max_element(b, b + vocab) - b;
+    ++acc->positions;
+  }
+}
+
+// Over every reference of stories260K (llama2.c's greedy run: its prompt, then its completion, as
+// one text), each position's logits of `type` against fp32's.
+Accuracy MeasureOnStories(const std::string& dir, WeightType type) {
+  ModelConfig cfg;
+  std::unique_ptr<Weights> w;
+  EXPECT_TRUE(LoadModelConfig(dir, &cfg).ok());
+  EXPECT_TRUE(Weights::Load(dir, cfg, &w).ok());
+  std::vector<fs::path> refs;
+  for (const auto& e : fs::directory_iterator(fs::path(dir) / "reference"))
+    if (e.path().extension() == ".json") refs.push_back(e.path());
+  std::sort(refs.begin(), refs.end());
+  EXPECT_GE(refs.size(), 5u);
+  Accuracy acc;
+  double abs_sum = 0;
+  for (const fs::path& p : refs) {
+    std::ifstream f(p);
+    const json ref = json::parse(f);
+    std::vector<int> toks = ref["prompt_ids"].get<std::vector<int>>();
+    for (int t : ref["completion_ids"].get<std::vector<int>>()) toks.push_back(t);
+    toks.resize(std::min<size_t>(toks.size(), cfg.max_position_embeddings));
+    Compare(AllLogits(cfg, *w, WeightType::kF32, toks), AllLogits(cfg, *w, type, toks),
+            cfg.vocab_size, &acc, &abs_sum);
+  }
+  acc.mean_abs = abs_sum / (static_cast<double>(acc.positions) * cfg.vocab_size);
+  acc.mean_kl /= acc.positions;
+  std::printf(
+      "stories260K %s vs f32 over %d positions: logit error max %.4g mean %.4g; KL mean %.4g "
+      "max %.4g; greedy agreement %d/%d (%.2f%%)\n",
+      WeightTypeName(type), acc.positions, acc.max_abs, acc.mean_abs, acc.mean_kl, acc.max_kl,
+      acc.agree, acc.positions, 100.0 * acc.agree / acc.positions);
+  return acc;
+}
+
+// `acc` within bounds of the same fields (the agreement as a share of the positions).
+void ExpectWithin(const Accuracy& acc, const Accuracy& bound_with_share, const char* what) {
+  const Accuracy& b = bound_with_share;
+  EXPECT_LT(acc.max_abs, b.max_abs) << what;
+  EXPECT_LT(acc.mean_abs, b.mean_abs) << what;
+  EXPECT_LT(acc.mean_kl, b.mean_kl) << what;
+  EXPECT_LT(acc.max_kl, b.max_kl) << what;
+  EXPECT_GE(acc.agree, acc.positions * b.share) << what;
+}
+
+// Measured on 2026-12-02 over the 5 references' 671 positions (teacher-forced: fp32 reproduces
+// llama2.c's greedy completions, so fp32's argmax is the reference's next token there); every ISA
+// path gives the same bits:
+//   bf16: logit error max 0.1366 mean 0.0156; KL mean 3.69e-05 max 7.57e-04; agreement 669/671
+//   int8: logit error max 0.3475 mean 0.0577; KL mean 3.66e-04 max 5.30e-03; agreement 664/671
+// The bounds leave about 3x margin on the errors; agreement: issue 26's >= 99% (bf16) and, with
+// margin under the measured 98.96%, >= 97% (int8; the issue asks >= 95%).
+TEST(WeightDtype, Stories260KAccuracyAgainstF32) {
+  const std::string dir = testing::SharedModel("stories260K");
+  LLMQ_SKIP_WITHOUT_SHARED(dir, "stories260K");
+  const Accuracy bf16 = MeasureOnStories(dir, WeightType::kBf16);
+  ExpectWithin(bf16,
+               {.max_abs = 0.4, .mean_abs = 0.05, .mean_kl = 1.5e-4, .max_kl = 3e-3, .share = 0.99},
+               "bf16");
+  const Accuracy int8 = MeasureOnStories(dir, WeightType::kInt8);
+  ExpectWithin(int8,
+               {.max_abs = 1.0, .mean_abs = 0.2, .mean_kl = 1.5e-3, .max_kl = 2e-2, .share = 0.97},
+               "int8");
+}
+
+// llmq plan shows each choice's bytes and KV room (the chosen one's as the plan); run says the
+// type it loaded at start-up; an unknown value is refused naming the flag or the key.
+TEST(WeightDtype, PlanRunAndRefusals) {
+  const std::string dir = testing::CurrentTestDir(), model = dir + "/m";
+  ASSERT_EQ(testing::RunLlmq({"make-model", "--shape", "tiny", "--out", model, "--dtype", "bf16"})
+                .exit_code,
+            0);
+  const auto plan = testing::RunLlmq({"plan", "--model", model, "--memory", "1G", "--backend",
+                                      "cpu", "--weight-dtype", "int8", "--json"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const json j = json::parse(plan.out);
+  EXPECT_EQ(j["weight_dtype"], "int8");
+  const json& c = j["weight_choices"];
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0]["weight_dtype"], "f32");
+  EXPECT_EQ(c[1]["weight_dtype"], "bf16");
+  EXPECT_EQ(c[2]["weight_dtype"], "int8");
+  EXPECT_EQ(j["weights_bytes_resident"], c[2]["weights_bytes_resident"]);
+  EXPECT_EQ(j["kv_tokens"], c[2]["kv_tokens"]);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_GT(c[i]["weights_bytes_resident"], c[i + 1]["weights_bytes_resident"]);
+    EXPECT_LE(c[i]["kv_cache_bytes"], c[i + 1]["kv_cache_bytes"]);
+  }
+  // auto on a BF16 checkpoint: bf16.
+  const auto auto_plan =
+      testing::RunLlmq({"plan", "--model", model, "--memory", "1G", "--backend", "cpu", "--json"});
+  ASSERT_EQ(auto_plan.exit_code, 0) << auto_plan.err;
+  EXPECT_EQ(json::parse(auto_plan.out)["weight_dtype"], "bf16");
+
+  const std::string in = dir + "/in.jsonl";
+  std::ofstream(in) << R"({"custom_id": "a", "method": "POST", "url": "/v1/completions", )"
+                    << R"("body": {"model": "m", "prompt": "hello", "max_tokens": 3}})"
+                    << "\n";
+  const auto run =
+      testing::RunLlmq({"run", in, "-o", dir + "/out.jsonl", "--model", model, "--backend", "cpu",
+                        "--weight-dtype", "int8", "--no-progress"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("; weights int8"), std::string::npos) << run.err;
+
+  const auto bad =
+      testing::RunLlmq({"generate", "--model", model, "--prompt", "hi", "--weight-dtype", "q4"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--weight-dtype"), std::string::npos) << bad.err;
+  const std::string config = dir + "/llmq.yaml";
+  std::ofstream(config) << "engine:\n  weight_dtype: fp8\n";
+  const auto bad_key = testing::RunLlmq({"run", in, "-o", dir + "/out2.jsonl", "--model", model,
+                                         "--config", config, "--no-progress"});
+  EXPECT_NE(bad_key.exit_code, 0);
+  EXPECT_NE(bad_key.err.find("engine.weight_dtype: must be one of auto, f32, bf16, int8"),
+            std::string::npos)
+      << bad_key.err;
+}
+
+}  // namespace
+}  // namespace llmq
