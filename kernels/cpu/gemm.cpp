@@ -303,8 +303,28 @@ struct GemmArgs {
   const PackedWeight* w;
   float* c;
   int64_t ldc;
-  TileFn tile;
+  TileFn tile;      // for w's type
+  TileFn tile_f32;  // for fp32 panels (the prefill path's widened blocks of a bf16 / int8 w)
 };
+
+// Per-thread fp32 copy of one prefill block of a bf16 / int8 W (grows, never shrinks).
+float* WideBlockScratch(int64_t floats) {
+  thread_local std::vector<float, AlignedAllocator<float, 64>> buf;
+  if (static_cast<int64_t>(buf.size()) < floats) buf.resize(floats);
+  return buf.data();
+}
+
+// Widens panels [p0, p1) of a bf16 or int8 w, K steps [k0, k0 + kc), into out:
+// [p1 - p0][kc][16] fp32, each element exactly widen() of gemm.h (no scale: that stays at the end).
+template <class T>
+void WidenBlock(const PackedWeight& w, int p0, int p1, int k0, int kc, float* out) {
+  const int64_t count = static_cast<int64_t>(kc) * kPanel;
+  for (int p = p0; p < p1; ++p) {
+    const T* src = reinterpret_cast<const T*>(w.panel_data(p)) + static_cast<int64_t>(k0) * kPanel;
+    float* dst = out + (p - p0) * count;
+    for (int64_t i = 0; i < count; ++i) dst[i] = Widen(src[i]);
+  }
+}
 
 // Computes C[:, p0*16 : p1*16) (clipped to N) on the calling thread.
 void RunPanels(const GemmArgs& g, int p0, int p1) {
@@ -315,14 +335,18 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
   const int row_blocks = (g.m + kRows - 1) / kRows;
   // Tile (row block rb) x (panels p .. p+np-1) x (K steps k0 .. k0+kc-1); prefetches pf_lines
   // lines per K step from pf. The block that ends the chains applies int8's scales.
-  auto tile = [&](int rb, int p, int np, int k0, int kc, const uint8_t* pf, int pf_lines) {
+  // The tile reads W from wp (panel p at K step k0), panels wp_stride bytes apart, with fn.
+  auto tile_from = [&](TileFn fn, const uint8_t* wp, int64_t wp_stride, int rb, int p, int np,
+                       int k0, int kc, const uint8_t* pf, int pf_lines) {
     const int mr = std::min(kRows, g.m - rb * kRows);
     const int last_cols = std::min(kPanel, n - (p + np - 1) * kPanel);
     const float* scale = w.scales() && k0 + kc == k ? w.scales() + p * kPanel : nullptr;
-    g.tile(g.ap + static_cast<int64_t>(rb) * k * kRows + static_cast<int64_t>(k0) * kRows, mr,
-           w.panel_data(p) + k0 * row_bytes, wstride, np, kc,
-           g.c + static_cast<int64_t>(rb) * kRows * g.ldc + p * kPanel, g.ldc, last_cols, k0 > 0,
-           scale, reinterpret_cast<const char*>(pf), pf_lines);
+    fn(g.ap + static_cast<int64_t>(rb) * k * kRows + static_cast<int64_t>(k0) * kRows, mr, wp,
+       wp_stride, np, kc, g.c + static_cast<int64_t>(rb) * kRows * g.ldc + p * kPanel, g.ldc,
+       last_cols, k0 > 0, scale, reinterpret_cast<const char*>(pf), pf_lines);
+  };
+  auto tile = [&](int rb, int p, int np, int k0, int kc, const uint8_t* pf, int pf_lines) {
+    tile_from(g.tile, w.panel_data(p) + k0 * row_bytes, wstride, rb, p, np, k0, kc, pf, pf_lines);
   };
   if (row_blocks <= kSmallRowBlocks) {
     // Decode: W is the traffic. Each 3-panel group is streamed from memory once (whole K, the
@@ -349,13 +373,21 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
   }
   // Prefill: a [kNcPanels*16, KC] block of W stays in L2 while all row blocks stream over it.
   // Row blocks after the first also prefetch the thread's next W block, one panel's K chunk per
-  // tile (one line per K step), so the first pass over it doesn't wait on DRAM.
+  // tile (one line per K step), so the first pass over it doesn't wait on DRAM. A bf16 / int8
+  // block is widened to fp32 once (exactly) and all row blocks run the fp32 tiles over that copy:
+  // the same chains, the conversion paid once per block rather than once per row block.
   const int k_blocks = (k + kKcTarget - 1) / kKcTarget;
   const int kc_step = (k + k_blocks - 1) / k_blocks;
+  const bool widen = w.type() != WeightType::kF32;
+  float* wide =
+      widen ? WideBlockScratch(static_cast<int64_t>(kNcPanels) * kc_step * kPanel) : nullptr;
   for (int pb = p0; pb < p1; pb += kNcPanels) {
     const int pe = std::min(p1, pb + kNcPanels);
     for (int k0 = 0; k0 < k; k0 += kc_step) {
       const int kc = std::min(kc_step, k - k0);
+      if (w.type() == WeightType::kBf16) WidenBlock<uint16_t>(w, pb, pe, k0, kc, wide);
+      if (w.type() == WeightType::kInt8) WidenBlock<int8_t>(w, pb, pe, k0, kc, wide);
+      const int64_t wide_stride = static_cast<int64_t>(kc) * kPanel * sizeof(float);
       // The next block: the same panels' next K chunk, else the next panels' first chunk.
       int next_k0 = k0 + kc, next_pb = pb, next_pe = pe;
       if (next_k0 >= k) next_k0 = 0, next_pb = pe, next_pe = std::min(p1, pe + kNcPanels);
@@ -363,8 +395,13 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
       for (int rb = 0; rb < row_blocks; ++rb)
         for (int p = pb; p < pe; p += kGroup) {
           const bool pf = rb > 0 && next_p < next_pe;
-          tile(rb, p, std::min(kGroup, pe - p), k0, kc,
-               pf ? w.panel_data(next_p) + next_k0 * row_bytes : nullptr, pf ? 1 : 0);
+          const uint8_t* pf_at = pf ? w.panel_data(next_p) + next_k0 * row_bytes : nullptr;
+          const int np = std::min(kGroup, pe - p);
+          if (widen)
+            tile_from(g.tile_f32, reinterpret_cast<const uint8_t*>(wide) + (p - pb) * wide_stride,
+                      wide_stride, rb, p, np, k0, kc, pf_at, pf ? 1 : 0);
+          else
+            tile(rb, p, np, k0, kc, pf_at, pf ? 1 : 0);
           next_p += pf;
         }
     }
@@ -512,7 +549,8 @@ void Gemm(const float* a, int64_t lda, int m, const PackedWeight& w, float* c, i
   const int row_blocks = (m + kRows - 1) / kRows;
   const int64_t block_floats = static_cast<int64_t>(k) * kRows;
   float* ap = PackedAScratch(row_blocks * block_floats);
-  const GemmArgs args{ap, m, &w, c, ldc, TileFor(ActiveGemmIsa(), w.type())};
+  const GemmIsa isa = ActiveGemmIsa();
+  const GemmArgs args{ap, m, &w, c, ldc, TileFor(isa, w.type()), TileFor(isa, WeightType::kF32)};
   const int groups = (w.panels() + kGroup - 1) / kGroup;
   ParallelFor(row_blocks, kPackNsPerFloat * k * kRows, [&](int64_t rb0, int64_t rb1) {
     for (int64_t rb = rb0; rb < rb1; ++rb) {
