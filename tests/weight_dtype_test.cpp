@@ -129,9 +129,9 @@ void Compare(const std::vector<float>& ref, const std::vector<float>& got, int v
   }
 }
 
-// Over every reference of stories260K (llama2.c's greedy run: its prompt, then its completion, as
-// one text), each position's logits of `type` against fp32's.
-Accuracy MeasureOnStories(const std::string& dir, WeightType type) {
+// Over every reference of the shared model in `dir` (a greedy run: its prompt, then its
+// completion, as one text), each position's logits of `type` against fp32's.
+Accuracy MeasureOn(const std::string& dir, WeightType type) {
   ModelConfig cfg;
   std::unique_ptr<Weights> w;
   EXPECT_TRUE(LoadModelConfig(dir, &cfg).ok());
@@ -140,7 +140,7 @@ Accuracy MeasureOnStories(const std::string& dir, WeightType type) {
   for (const auto& e : fs::directory_iterator(fs::path(dir) / "reference"))
     if (e.path().extension() == ".json") refs.push_back(e.path());
   std::sort(refs.begin(), refs.end());
-  EXPECT_GE(refs.size(), 5u);
+  EXPECT_GE(refs.size(), 2u);
   Accuracy acc;
   double abs_sum = 0;
   for (const fs::path& p : refs) {
@@ -155,10 +155,11 @@ Accuracy MeasureOnStories(const std::string& dir, WeightType type) {
   acc.mean_abs = abs_sum / (static_cast<double>(acc.positions) * cfg.vocab_size);
   acc.mean_kl /= acc.positions;
   std::printf(
-      "stories260K %s vs f32 over %d positions: logit error max %.4g mean %.4g; KL mean %.4g "
+      "%s %s vs f32 over %d positions: logit error max %.4g mean %.4g; KL mean %.4g "
       "max %.4g; greedy agreement %d/%d (%.2f%%)\n",
-      WeightTypeName(type), acc.positions, acc.max_abs, acc.mean_abs, acc.mean_kl, acc.max_kl,
-      acc.agree, acc.positions, 100.0 * acc.agree / acc.positions);
+      fs::path(dir).filename().c_str(), WeightTypeName(type), acc.positions, acc.max_abs,
+      acc.mean_abs, acc.mean_kl, acc.max_kl, acc.agree, acc.positions,
+      100.0 * acc.agree / acc.positions);
   return acc;
 }
 
@@ -182,14 +183,37 @@ void ExpectWithin(const Accuracy& acc, const Accuracy& bound_with_share, const c
 TEST(WeightDtype, Stories260KAccuracyAgainstF32) {
   const std::string dir = testing::SharedModel("stories260K");
   LLMQ_SKIP_WITHOUT_SHARED(dir, "stories260K");
-  const Accuracy bf16 = MeasureOnStories(dir, WeightType::kBf16);
+  const Accuracy bf16 = MeasureOn(dir, WeightType::kBf16);
   ExpectWithin(bf16,
                {.max_abs = 0.4, .mean_abs = 0.05, .mean_kl = 1.5e-4, .max_kl = 3e-3, .share = 0.99},
                "bf16");
-  const Accuracy int8 = MeasureOnStories(dir, WeightType::kInt8);
+  const Accuracy int8 = MeasureOn(dir, WeightType::kInt8);
   ExpectWithin(int8,
                {.max_abs = 1.0, .mean_abs = 0.2, .mean_kl = 1.5e-3, .max_kl = 2e-2, .share = 0.97},
                "int8");
+}
+
+// The shared family models (random weights, BF16 checkpoints, each family's layers: q/k/v biases,
+// q/k norm, tied head, GQA): bf16 is their own type, so it changes no bit; int8 is measured.
+// Measured on 2026-12-02, int8 vs f32 (positions: each model's references as one text each):
+//   tiny-llama3  807 positions: logit error max 0.246 mean 0.034; KL mean 7.4e-4 max 5.5e-3; 98.51%
+//   tiny-llama32  80 positions: logit error max 4.134 mean 0.221; KL mean 2.1e-2 max 0.170; 90.00%
+//   tiny-qwen2    81 positions: logit error max 2.707 mean 0.204; KL mean 1.7e-2 max 0.067; 93.83%
+//   tiny-qwen3   149 positions: logit error max 1.533 mean 0.149; KL mean 9.8e-3 max 0.075; 93.96%
+// (random weights: flat next-token distributions with small top-2 margins, so int8's error shows
+// more than on stories260K's trained ones). Bounds, one set for all four: about 3x the largest
+// error measured; agreement >= 80% (the lowest measured is 90% of only 80 positions).
+TEST(WeightDtype, FamilyModelsBf16IsExactInt8IsMeasured) {
+  for (const char* name : {"tiny-llama3", "tiny-llama32", "tiny-qwen2", "tiny-qwen3"}) {
+    const std::string dir = testing::SharedModel(name);
+    LLMQ_SKIP_WITHOUT_SHARED(dir, name);
+    const Accuracy bf16 = MeasureOn(dir, WeightType::kBf16);
+    EXPECT_EQ(bf16.max_abs, 0.0) << name;
+    EXPECT_EQ(bf16.agree, bf16.positions) << name;
+    const Accuracy int8 = MeasureOn(dir, WeightType::kInt8);
+    ExpectWithin(
+        int8, {.max_abs = 12, .mean_abs = 0.7, .mean_kl = 0.07, .max_kl = 0.5, .share = 0.8}, name);
+  }
 }
 
 // llmq plan shows each choice's bytes and KV room (the chosen one's as the plan); run says the
