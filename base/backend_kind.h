@@ -11,7 +11,8 @@ enum class BackendKind { kAuto, kCpu, kCuda };
 // The GPU backend's number format: bf16 weights, K/V and GEMM inputs (fp32 accumulate), or fp32
 // throughout (the exact mode). The CPU backend is fp32 whatever is asked.
 enum class Precision { kBf16, kFp32 };
-// How the CPU backend holds its matrices (the projections and the LM head; kernels/cpu/gemm.h),
+// How the CPU backend holds its matrices (the projections, the LM head and the embedding;
+// kernels/cpu/gemm.h),
 // chosen once at load: auto (the checkpoint's own type where supported: BF16 -> bf16, F32 and F16
 // -> f32), f32, bf16 (rounded to nearest even), int8 (symmetric per output channel, fp32 scales,
 // quantized at load from the float checkpoint).

@@ -217,7 +217,7 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
   std::printf("weights            %s stored, %s resident (%s%s)\n", Human(stored).c_str(),
               Human(resident).c_str(),
               gpu ? (elt == 2 ? "bf16" : "fp32") : kernels::WeightTypeName(type),
-              gpu ? "" : " matrices, fp32 embedding and norms");
+              gpu ? "" : " matrices and embedding, fp32 norms");
   std::printf(
       "kv bytes per token %lld  (2 x %d layers x %d kv heads x %d head_dim x %d bytes %s)\n",
       static_cast<long long>(kv_per_token), cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,

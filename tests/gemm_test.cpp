@@ -136,6 +136,27 @@ TEST(GemmTest, Int8IsSymmetricPerOutputChannel) {
 
 // Against the float64 product of the weights as packed (Dequantized: the fp32 weights themselves,
 // the bf16 values, or int8 times its scale): only fp32 accumulation error, for every type.
+// Row(j) reads one row of the packed table (the CPU backend's embedding lookup): the weights as the
+// product uses them, int8's times its scale in fp32; fp32's exactly the weights packed.
+TEST(GemmTest, RowIsTheRowAsTheProductUsesIt) {
+  const int n = 37, k = 21;
+  const auto w = Random(static_cast<size_t>(n) * k, 91);
+  for (WeightType type : kTypes) {
+    const PackedWeight pw = PackedWeight::Pack(w.data(), n, k, type);
+    std::vector<float> row(k);
+    for (int j = 0; j < n; ++j) {
+      pw.Row(j, row.data());
+      for (int kk = 0; kk < k; ++kk) {
+        const float scale = type == WeightType::kInt8 ? pw.scales()[j] : 1.0f;
+        ASSERT_EQ(row[kk], pw.Widened(j, kk) * scale) << WeightTypeName(type) << " " << j;
+        if (type == WeightType::kF32) {
+          ASSERT_EQ(row[kk], w[j * k + kk]);
+        }
+      }
+    }
+  }
+}
+
 TEST(GemmTest, MatchesDoublePrecisionOnOddShapes) {
   GemmEnv env;
   for (WeightType type : kTypes)

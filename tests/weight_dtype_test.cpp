@@ -74,18 +74,17 @@ TEST(WeightDtype, WeightBytesCountTheChosenType) {
   ASSERT_TRUE(WriteRandomModel(cfg, DType::kF32, 8, dir).ok());
   std::unique_ptr<Weights> w;
   ASSERT_TRUE(Weights::Load(dir, cfg, &w).ok());
-  // What the packed matrices take beside the fp32 embedding, norms (and tied head's copy).
-  const uint64_t embed = (static_cast<uint64_t>(cfg.vocab_size) + 1) * cfg.hidden_size * 4 +
-                         2ull * cfg.num_layers * cfg.hidden_size * 4;
+  // What the packed matrices (the embedding and the LM head too) take beside the fp32 norms.
+  const uint64_t norms = (2ull * cfg.num_layers + 1) * cfg.hidden_size * 4;
   uint64_t matrices[3] = {};
   for (WeightType t : {WeightType::kF32, WeightType::kBf16, WeightType::kInt8}) {
     CpuBackend be(cfg, *w, t);  // checks what it holds against WeightBytesFor itself
     EXPECT_EQ(be.weight_bytes(), CpuBackend::WeightBytesFor(cfg, t)) << WeightTypeName(t);
     EXPECT_EQ(be.weight_type(), t);
-    matrices[static_cast<int>(t)] = be.weight_bytes() - embed;
+    matrices[static_cast<int>(t)] = be.weight_bytes() - norms;
   }
   EXPECT_EQ(matrices[0], 2 * matrices[1]);  // bf16: half of fp32
-  // int8: a quarter, plus one fp32 scale per (padded) output column.
+  // int8: a quarter, plus one fp32 scale per (padded) output column and the embedding in bf16.
   EXPECT_GT(matrices[2], matrices[0] / 4);
   EXPECT_LT(matrices[2], matrices[0] / 4 + matrices[0] / 16);
 }
@@ -176,8 +175,10 @@ void ExpectWithin(const Accuracy& acc, const Accuracy& bound_with_share, const c
 // Measured on 2026-12-02 over the 5 references' 671 positions (teacher-forced: fp32 reproduces
 // llama2.c's greedy completions, so fp32's argmax is the reference's next token there); every ISA
 // path gives the same bits:
-//   bf16: logit error max 0.1366 mean 0.0156; KL mean 3.69e-05 max 7.57e-04; agreement 669/671
-//   int8: logit error max 0.3475 mean 0.0577; KL mean 3.66e-04 max 5.30e-03; agreement 664/671
+//   bf16: logit error max 0.1287 mean 0.0157; KL mean 3.73e-05 max 8.02e-04; agreement 669/671
+//   int8: logit error max 0.3551 mean 0.0577; KL mean 3.67e-04 max 5.32e-03; agreement 664/671
+// (the embedding read from the packed table: bf16 for both; with it in int8, int8 measured max
+// 0.3965 here and doubled the KL on the family models below.)
 // The bounds leave about 3x margin on the errors; agreement: issue 26's >= 99% (bf16) and, with
 // margin under the measured 98.96%, >= 97% (int8; the issue asks >= 95%).
 TEST(WeightDtype, Stories260KAccuracyAgainstF32) {

@@ -66,8 +66,11 @@ uint64_t CpuBackend::WeightBytesFor(const ModelConfig& c, kernels::WeightType ty
                    2 * H * sizeof(float);
   if (c.qkv_bias) layer += (c.q_dim() + 2 * c.kv_dim()) * sizeof(float);
   if (c.qk_norm) layer += 2 * c.head_dim * sizeof(float);
-  return layer * c.num_layers + PackedWeight::BytesFor(c.vocab_size, H, type) +
-         (static_cast<uint64_t>(c.vocab_size) + 1) * H * sizeof(float);  // lm head, embed, norm
+  const uint64_t head = PackedWeight::BytesFor(c.vocab_size, H, type);
+  const uint64_t embed = SharesHeadAsEmbedding(c, type)
+                             ? 0
+                             : PackedWeight::BytesFor(c.vocab_size, H, EmbeddingType(type));
+  return layer * c.num_layers + head + embed + H * sizeof(float);  // + final norm
 }
 
 int64_t CpuBackend::WorkingBytesFor(const ModelConfig& c, int max_tokens, int max_seqs) {
@@ -87,7 +90,6 @@ int64_t CpuBackend::WorkingBytesFor(const ModelConfig& c, int max_tokens, int ma
 CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w, kernels::WeightType type)
     : cfg_(cfg), type_(type), weight_bytes_(WeightBytesFor(cfg, type)) {
   const int H = cfg.hidden_size;
-  embed_ = w.ToF32("model.embed_tokens.weight");
   final_norm_ = w.ToF32("model.norm.weight");
   // Matrices are packed straight from the mapped file when stored as F32 (no copy on the way: a
   // copy is as much new memory again, and first touches are the slow part of loading); other
@@ -100,6 +102,9 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w, kernels::Weight
   std::vector<float> t0, t1, t2;  // conversion scratch
   const std::string head = cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
   lm_head_ = kernels::PackedWeight::Pack(matrix(head, &t0), cfg.vocab_size, H, type);
+  if (!SharesHeadAsEmbedding(cfg, type))
+    embed_ = kernels::PackedWeight::Pack(matrix("model.embed_tokens.weight", &t0), cfg.vocab_size,
+                                         H, EmbeddingType(type));
   layers_.resize(cfg.num_layers);
   for (int i = 0; i < cfg.num_layers; ++i) {
     auto get = [&](const char* s) { return w.ToF32(LayerTensorName(i, s)); };
@@ -132,7 +137,7 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w, kernels::Weight
                                          type);
   }
   // weight_bytes_ (from the config: llmq plan computes the same) is what was packed.
-  uint64_t held = lm_head_.bytes() + (embed_.size() + final_norm_.size()) * sizeof(float);
+  uint64_t held = lm_head_.bytes() + embed_.bytes() + final_norm_.size() * sizeof(float);
   for (const Layer& L : layers_)
     held += L.qkv.bytes() + L.o.bytes() + L.gate_up.bytes() + L.down.bytes() +
             (L.attn_norm.size() + L.mlp_norm.size() + L.qkv_bias.size() + L.q_norm.size() +
@@ -249,7 +254,8 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   int32_t top = -1;  // the highest block the step writes
   for (int32_t s : b.slot_mapping) top = std::max(top, s / block_size_);
   PopulateKv(top);
-  kernels::Embed(embed_.data(), H, b.token_ids.data(), T, x_.data());
+  const kernels::PackedWeight& embed = SharesHeadAsEmbedding(cfg_, type_) ? lm_head_ : embed_;
+  for (int64_t r = 0; r < T; ++r) embed.Row(b.token_ids[r], x_.data() + r * H);
   kernels::AttentionBatch ab;
   ab.num_seqs = b.num_seqs();
   ab.query_start = b.query_start.data();

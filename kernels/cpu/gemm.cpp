@@ -507,6 +507,24 @@ float PackedWeight::Widened(int j, int kk) const {
   }
 }
 
+void PackedWeight::Row(int j, float* out) const {
+  const int64_t at = j % kPanel;  // column within panel j / 16; step kk at at + kk * 16
+  const uint8_t* p = panel_data(j / kPanel);
+  switch (type_) {
+    case WeightType::kBf16:
+      for (int kk = 0; kk < k_; ++kk)
+        out[kk] = Bf16ToFloat(reinterpret_cast<const uint16_t*>(p)[at + kk * kPanel]);
+      break;
+    case WeightType::kInt8:
+      for (int kk = 0; kk < k_; ++kk)
+        out[kk] =
+            static_cast<float>(reinterpret_cast<const int8_t*>(p)[at + kk * kPanel]) * scales_[j];
+      break;
+    default:
+      for (int kk = 0; kk < k_; ++kk) out[kk] = reinterpret_cast<const float*>(p)[at + kk * kPanel];
+  }
+}
+
 double PackedWeight::Dequantized(int j, int kk) const {
   const double x = Widened(j, kk);
   return type_ == WeightType::kInt8 ? x * scales_[j] : x;

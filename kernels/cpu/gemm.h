@@ -103,6 +103,9 @@ class PackedWeight {
   // The value the product uses for W[j][kk]: Widened(j, kk), times the column's scale for int8
   // (in double: the dequantized weight exactly).
   double Dequantized(int j, int kk) const;
+  // Row j of W as fp32 (an embedding lookup from a packed table): out[kk] = Widened(j, kk), for
+  // int8 times the column's scale rounded to fp32. out: [k]. j < n.
+  void Row(int j, float* out) const;
   // Everything held: the panels and, for int8, the scales.
   uint64_t bytes() const { return data_.size() + scales_.size() * sizeof(float); }
   // bytes() of an [n, k] matrix once packed as `type`.
