@@ -45,15 +45,23 @@ ModelConfig SmallConfig() {
   return cfg;
 }
 
+// A random model of `cfg` stored as `dt`, written to the scratch folder `name` and loaded.
+std::unique_ptr<Weights> RandomWeights(const ModelConfig& cfg, DType dt, uint64_t seed,
+                                       const std::string& name) {
+  const std::string dir = testing::TmpDir(name);
+  EXPECT_TRUE(WriteRandomModel(cfg, dt, seed, dir).ok());
+  std::unique_ptr<Weights> w;
+  EXPECT_TRUE(Weights::Load(dir, cfg, &w).ok());
+  return w;
+}
+
 TEST(WeightDtype, AutoIsTheCheckpointsOwnTypeAndBf16OfABf16CheckpointChangesNoBit) {
   const ModelConfig cfg = SmallConfig();
   std::vector<int> toks;
   for (int i = 0; i < 40; ++i) toks.push_back((i * 37 + 5) % cfg.vocab_size);
   for (DType dt : {DType::kBF16, DType::kF32, DType::kF16}) {
-    const std::string dir = testing::TmpDir(std::string("auto_") + DTypeName(dt));
-    ASSERT_TRUE(WriteRandomModel(cfg, dt, 7, dir).ok());
-    std::unique_ptr<Weights> w;
-    ASSERT_TRUE(Weights::Load(dir, cfg, &w).ok());
+    const auto w = RandomWeights(cfg, dt, 7, std::string("auto_") + DTypeName(dt));
+    ASSERT_NE(w, nullptr);
     const WeightType resolved = CpuBackend::ResolveWeightType(WeightDtype::kAuto, cfg, *w);
     EXPECT_EQ(resolved, dt == DType::kBF16 ? WeightType::kBf16 : WeightType::kF32) << DTypeName(dt);
     EXPECT_EQ(CpuBackend::ResolveWeightType(WeightDtype::kInt8, cfg, *w), WeightType::kInt8);
@@ -70,10 +78,8 @@ TEST(WeightDtype, AutoIsTheCheckpointsOwnTypeAndBf16OfABf16CheckpointChangesNoBi
 
 TEST(WeightDtype, WeightBytesCountTheChosenType) {
   const ModelConfig cfg = SmallConfig();
-  const std::string dir = testing::TmpDir("bytes");
-  ASSERT_TRUE(WriteRandomModel(cfg, DType::kF32, 8, dir).ok());
-  std::unique_ptr<Weights> w;
-  ASSERT_TRUE(Weights::Load(dir, cfg, &w).ok());
+  const auto w = RandomWeights(cfg, DType::kF32, 8, "bytes");
+  ASSERT_NE(w, nullptr);
   // What the packed matrices (the embedding and the LM head too) take beside the fp32 norms.
   const uint64_t norms = (2ull * cfg.num_layers + 1) * cfg.hidden_size * 4;
   uint64_t matrices[3] = {};
@@ -87,6 +93,22 @@ TEST(WeightDtype, WeightBytesCountTheChosenType) {
   // int8: a quarter, plus one fp32 scale per (padded) output column and the embedding in bf16.
   EXPECT_GT(matrices[2], matrices[0] / 4);
   EXPECT_LT(matrices[2], matrices[0] / 4 + matrices[0] / 16);
+}
+
+// A backend's load drops each matrix's mapped pages once packed (Weights::ReleasePages); what is
+// read afterwards (a test's reference forward, another backend) faults in the same bytes again.
+TEST(WeightDtype, ReleasedPagesReadBackUnchanged) {
+  const ModelConfig cfg = SmallConfig();
+  const auto w = RandomWeights(cfg, DType::kBF16, 9, "release");
+  ASSERT_NE(w, nullptr);
+  const std::string name = LayerTensorName(1, "mlp.up_proj.weight");
+  const std::vector<float> before = w->ToF32(name);
+  w->ReleasePages(name);
+  EXPECT_EQ(w->ToF32(name), before);
+  std::vector<int> toks(20);
+  for (int i = 0; i < 20; ++i) toks[i] = (i * 11 + 3) % cfg.vocab_size;
+  const std::vector<float> first = AllLogits(cfg, *w, WeightType::kInt8, toks);  // releases all
+  EXPECT_EQ(AllLogits(cfg, *w, WeightType::kInt8, toks), first);
 }
 
 struct Accuracy {

@@ -21,6 +21,12 @@
 namespace llmq {
 namespace {
 
+// The matrices of a layer the backend packs.
+constexpr const char* kLayerMatrices[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                          "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                                          "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+                                          "mlp.down_proj.weight"};
+
 // Grows v to n elements, exactly, without copying (the contents are rewritten every step) and
 // without the old and new buffers alive at once.
 template <class Vector>
@@ -48,10 +54,7 @@ kernels::WeightType CpuBackend::ResolveWeightType(WeightDtype asked, const Model
   std::vector<std::string> names = {cfg.tie_word_embeddings ? "model.embed_tokens.weight"
                                                             : "lm_head.weight"};
   for (int i = 0; i < cfg.num_layers; ++i)
-    for (const char* s : {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                          "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-                          "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"})
-      names.push_back(LayerTensorName(i, s));
+    for (const char* s : kLayerMatrices) names.push_back(LayerTensorName(i, s));
   for (const std::string& name : names)
     if (w.Get(name).dtype != DType::kBF16) return WeightType::kF32;
   return WeightType::kBf16;
@@ -105,6 +108,10 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w, kernels::Weight
   if (!SharesHeadAsEmbedding(cfg, type))
     embed_ = kernels::PackedWeight::Pack(matrix("model.embed_tokens.weight", &t0), cfg.vocab_size,
                                          H, EmbeddingType(type));
+  // Each matrix's mapped pages go once it is packed (Weights::ReleasePages): the load's peak is the
+  // packed copy plus about one matrix of the file.
+  w.ReleasePages(head);
+  w.ReleasePages("model.embed_tokens.weight");
   layers_.resize(cfg.num_layers);
   for (int i = 0; i < cfg.num_layers; ++i) {
     auto get = [&](const char* s) { return w.ToF32(LayerTensorName(i, s)); };
@@ -135,6 +142,7 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w, kernels::Weight
         {cfg.intermediate_size, cfg.intermediate_size}, H, type);
     L.down = kernels::PackedWeight::Pack(mat("mlp.down_proj.weight", &t0), H, cfg.intermediate_size,
                                          type);
+    for (const char* s : kLayerMatrices) w.ReleasePages(LayerTensorName(i, s));
   }
   // weight_bytes_ (from the config: llmq plan computes the same) is what was packed.
   uint64_t held = lm_head_.bytes() + embed_.bytes() + final_norm_.size() * sizeof(float);

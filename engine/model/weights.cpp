@@ -1,6 +1,8 @@
 #include "engine/model/weights.h"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -235,6 +237,16 @@ std::vector<float> Weights::ToF32(const std::string& name) const {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   ConvertToF32(t.dtype, t.data, t.numel(), out.data());
   return out;
+}
+
+void Weights::ReleasePages(const std::string& name) const {
+  const TensorView& t = Get(name);
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data) / page * page;
+  const uintptr_t end =
+      (reinterpret_cast<uintptr_t>(t.data) + t.numel() * DTypeSize(t.dtype) + page - 1) / page *
+      page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 const float* Weights::F32InPlace(const std::string& name) const {
