@@ -1,5 +1,6 @@
-// The names of engine.backend and engine.precision: the config validates them (config/ does not
-// depend on the engine), the engine builds what they name (engine/backends/backend_choice.h).
+// The names of engine.backend, engine.precision and engine.weight_dtype: the config validates them
+// (config/ does not depend on the engine), the engine builds what they name
+// (engine/backends/backend_choice.h).
 #pragma once
 
 #include <string_view>
@@ -10,10 +11,17 @@ enum class BackendKind { kAuto, kCpu, kCuda };
 // The GPU backend's number format: bf16 weights, K/V and GEMM inputs (fp32 accumulate), or fp32
 // throughout (the exact mode). The CPU backend is fp32 whatever is asked.
 enum class Precision { kBf16, kFp32 };
+// How the CPU backend holds its matrices (the projections, the LM head and the embedding;
+// kernels/cpu/gemm.h),
+// chosen once at load: auto (the checkpoint's own type where supported: BF16 -> bf16, F32 and F16
+// -> f32), f32, bf16 (rounded to nearest even), int8 (symmetric per output channel, fp32 scales,
+// quantized at load from the float checkpoint).
+enum class WeightDtype { kAuto, kF32, kBf16, kInt8 };
 
 struct BackendChoice {
   BackendKind kind = BackendKind::kAuto;
   Precision precision = Precision::kBf16;
+  WeightDtype weight_dtype = WeightDtype::kAuto;
 };
 
 inline const char* BackendKindName(BackendKind k) {
@@ -21,6 +29,12 @@ inline const char* BackendKindName(BackendKind k) {
 }
 inline const char* PrecisionName(Precision p) {
   return p == Precision::kBf16 ? "bf16" : "fp32";
+}
+inline const char* WeightDtypeName(WeightDtype d) {
+  return d == WeightDtype::kAuto   ? "auto"
+         : d == WeightDtype::kF32  ? "f32"
+         : d == WeightDtype::kBf16 ? "bf16"
+                                   : "int8";
 }
 // False (and *out untouched) for anything but the names above.
 inline bool ParseBackendKind(std::string_view s, BackendKind* out) {
@@ -35,6 +49,15 @@ inline bool ParsePrecision(std::string_view s, Precision* out) {
   for (Precision p : {Precision::kBf16, Precision::kFp32})
     if (s == PrecisionName(p)) {
       *out = p;
+      return true;
+    }
+  return false;
+}
+inline bool ParseWeightDtype(std::string_view s, WeightDtype* out) {
+  for (WeightDtype d :
+       {WeightDtype::kAuto, WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8})
+    if (s == WeightDtypeName(d)) {
+      *out = d;
       return true;
     }
   return false;

@@ -1,10 +1,12 @@
 // Gemm benchmark over the bench-110m shapes (hidden 768, intermediate 2048, vocab 32000).
 //
-//   gemm_bench [--hot] [--quick]
+//   gemm_bench [--hot] [--quick] [--only=SHAPE] [--m=M] [--dtype=f32|bf16|int8]
 //
 // Prints the machine's measured FMA peak and memory read bandwidth, then a table per GEMM shape,
-// M in {1, 8, 32, 128, 512} and 1 / 2 threads: ms per call, GFLOP/s, GB/s of W streamed
-// (W bytes / time) and percentages of the measured peak and bandwidth. By default each timed call
+// weight type (f32, bf16, int8: kernels::WeightType; --dtype=T for one), M in {1, 8, 32, 128, 512}
+// and 1 / 2 threads: ms per call, GFLOP/s, GB/s of W streamed (the packed W's bytes / time: bf16
+// streams half the bytes of f32 and int8 a quarter) and percentages of the measured peak and
+// bandwidth. By default each timed call
 // uses the next of several copies of W (>= 128 MiB together, 4x the L3), so W comes from DRAM as in
 // the engine, where a step streams every layer's weights; --hot reuses one copy (L3-resident for
 // all shapes but the vocab projection). LLMQ_GEMM_ISA=scalar|avx2|avx512 forces a kernel.
@@ -26,6 +28,7 @@ namespace {
 
 using llmq::kernels::Gemm;
 using llmq::kernels::PackedWeight;
+using llmq::kernels::WeightType;
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
@@ -121,13 +124,15 @@ struct GemmShape {
 
 int main(int argc, char** argv) {
   bool hot = false, quick = false;
-  const char* only = nullptr;  // --only=NAME: one shape
-  int only_m = 0;              // --m=M: one M
+  const char* only = nullptr;        // --only=NAME: one shape
+  int only_m = 0;                    // --m=M: one M
+  const char* only_dtype = nullptr;  // --dtype=T: one weight type
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--hot")) hot = true;
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strncmp(argv[i], "--only=", 7)) only = argv[i] + 7;
     if (!std::strncmp(argv[i], "--m=", 4)) only_m = std::atoi(argv[i] + 4);
+    if (!std::strncmp(argv[i], "--dtype=", 8)) only_dtype = argv[i] + 8;
   }
   const int max_threads = std::min(2, omp_get_max_threads());
   const bool avx512 = __builtin_cpu_supports("avx512f");
@@ -170,54 +175,57 @@ int main(int argc, char** argv) {
                               {"lm_head", 32000, 768}};
   const int ms[] = {1, 8, 32, 128, 512};
   std::printf("\nW %s\n", hot ? "hot (one copy, reused)" : "cold (rotating copies >= 128 MiB)");
-  std::printf("%-8s %5s %6s %5s %3s %9s %9s %8s %6s %6s\n", "shape", "M", "N", "K", "thr", "ms",
-              "GFLOP/s", "W GB/s", "%peak", "%bw");
+  std::printf("%-8s %-5s %5s %6s %5s %3s %9s %9s %8s %6s %6s\n", "shape", "dtype", "M", "N", "K",
+              "thr", "ms", "GFLOP/s", "W GB/s", "%peak", "%bw");
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const auto start = Clock::now();
-  for (const GemmShape& s : shapes) {
-    if (only && std::strcmp(only, s.name)) continue;
-    std::vector<float> w(static_cast<size_t>(s.n) * s.k);
-    for (float& x : w) x = u(rng);
-    std::vector<PackedWeight> copies(1, PackedWeight::Pack(w.data(), s.n, s.k));
-    const uint64_t wbytes = copies[0].bytes();
-    if (!hot)
-      while (copies.size() * wbytes < (128ull << 20)) copies.push_back(copies[0]);
-    std::vector<float> a(static_cast<size_t>(512) * s.k);
-    for (float& x : a) x = u(rng);
-    std::vector<float> c(static_cast<size_t>(512) * s.n);
-    for (int m : ms) {
-      if (only_m && m != only_m) continue;
-      const double flop = 2.0 * m * s.n * s.k;
-      for (int t = 1; t <= max_threads; ++t) {
-        llmq::kernels::SetCpuThreads(t);  // Gemm runs on the kernels' pool
-        size_t next = 0;
-        auto call = [&] {
-          Gemm(a.data(), s.k, m, copies[next], c.data(), s.n);
-          next = (next + 1) % copies.size();
-        };
-        for (size_t i = 0; i < std::min<size_t>(copies.size(), 4); ++i) call();  // warm-up
-        // Best of 3 batches; each batch runs >= 40 ms (>= 10 ms with --quick) and >= 2 calls.
-        const double min_batch = quick ? 0.01 : 0.04;
-        double best = 1e30;
-        for (int batch = 0; batch < 3; ++batch) {
-          int calls = 0;
-          const auto t0 = Clock::now();
-          double secs = 0;
-          do {
-            call();
-            ++calls;
-            secs = Seconds(t0, Clock::now());
-          } while (secs < min_batch || calls < 2);
-          best = std::min(best, secs / calls);
+  for (const GemmShape& s : shapes)
+    for (WeightType type : {WeightType::kF32, WeightType::kBf16, WeightType::kInt8}) {
+      if (only && std::strcmp(only, s.name)) continue;
+      const char* dtype = llmq::kernels::WeightTypeName(type);
+      if (only_dtype && std::strcmp(only_dtype, dtype)) continue;
+      std::vector<float> w(static_cast<size_t>(s.n) * s.k);
+      for (float& x : w) x = u(rng);
+      std::vector<PackedWeight> copies(1, PackedWeight::Pack(w.data(), s.n, s.k, type));
+      const uint64_t wbytes = copies[0].bytes();
+      if (!hot)
+        while (copies.size() * wbytes < (128ull << 20)) copies.push_back(copies[0]);
+      std::vector<float> a(static_cast<size_t>(512) * s.k);
+      for (float& x : a) x = u(rng);
+      std::vector<float> c(static_cast<size_t>(512) * s.n);
+      for (int m : ms) {
+        if (only_m && m != only_m) continue;
+        const double flop = 2.0 * m * s.n * s.k;
+        for (int t = 1; t <= max_threads; ++t) {
+          llmq::kernels::SetCpuThreads(t);  // Gemm runs on the kernels' pool
+          size_t next = 0;
+          auto call = [&] {
+            Gemm(a.data(), s.k, m, copies[next], c.data(), s.n);
+            next = (next + 1) % copies.size();
+          };
+          for (size_t i = 0; i < std::min<size_t>(copies.size(), 4); ++i) call();  // warm-up
+          // Best of 3 batches; each batch runs >= 40 ms (>= 10 ms with --quick) and >= 2 calls.
+          const double min_batch = quick ? 0.01 : 0.04;
+          double best = 1e30;
+          for (int batch = 0; batch < 3; ++batch) {
+            int calls = 0;
+            const auto t0 = Clock::now();
+            double secs = 0;
+            do {
+              call();
+              ++calls;
+              secs = Seconds(t0, Clock::now());
+            } while (secs < min_batch || calls < 2);
+            best = std::min(best, secs / calls);
+          }
+          const double gflops = flop / best * 1e-9, gbs = wbytes / best * 1e-9;
+          std::printf("%-8s %-5s %5d %6d %5d %3d %9.3f %9.1f %8.1f %5.1f%% %5.1f%%\n", s.name,
+                      dtype, m, s.n, s.k, t, best * 1e3, gflops, gbs,
+                      peak_core > 0 ? 100 * gflops / (t * peak_core) : 0.0, 100 * gbs / bw[t]);
         }
-        const double gflops = flop / best * 1e-9, gbs = wbytes / best * 1e-9;
-        std::printf("%-8s %5d %6d %5d %3d %9.3f %9.1f %8.1f %5.1f%% %5.1f%%\n", s.name, m, s.n, s.k,
-                    t, best * 1e3, gflops, gbs,
-                    peak_core > 0 ? 100 * gflops / (t * peak_core) : 0.0, 100 * gbs / bw[t]);
       }
     }
-  }
   std::printf("\ntable time %.1f s\n", Seconds(start, Clock::now()));
   return 0;
 }

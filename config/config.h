@@ -39,6 +39,9 @@ struct LlmqConfig {
   // engine.backend: auto (CUDA when built with it and a device is present, else CPU) | cpu | cuda.
   BackendKind backend = BackendKind::kAuto;
   Precision precision = Precision::kBf16;  // engine.precision: bf16 | fp32 (GPU only)
+  // engine.weight_dtype: auto | f32 | bf16 | int8, the CPU backend's matrices
+  // (base/backend_kind.h).
+  WeightDtype weight_dtype = WeightDtype::kAuto;
   // engine.gpu_memory_utilization: the share of the GPU's memory llmq may fill (weights,
   // activations, KV cache); the KV cache gets what the rest leaves. 0 < u <= 1.
   double gpu_memory_utilization = 0.9;

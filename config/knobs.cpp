@@ -28,6 +28,7 @@ const std::vector<Knob>& Knobs() {
       On("engine.shared_prefix_attention", false, &LlmqConfig::shared_prefix_attention),
       On("engine.backend", false, &LlmqConfig::backend),
       On("engine.precision", false, &LlmqConfig::precision),
+      On("engine.weight_dtype", false, &LlmqConfig::weight_dtype),
       On("engine.gpu_memory_utilization", false, &LlmqConfig::gpu_memory_utilization),
       On("engine.cpu_threads", false, &LlmqConfig::cpu_threads),
       On("spool.state_dir", false, &LlmqConfig::state_dir),

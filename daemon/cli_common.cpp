@@ -7,6 +7,7 @@
 #include "daemon/model_fingerprint.h"
 #include "daemon/request_builder.h"
 #include "engine/backends/compute_resources.h"
+#include "engine/backends/cpu_backend.h"
 #include "jobs/batch_request.h"
 
 namespace llmq::cli {
@@ -35,7 +36,7 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_flag("--no-planner", f->no_planner, "Run requests in input order (no prefix grouping)");
   cmd->add_flag("--no-shared-prefix-attention", f->no_shared_prefix_attention,
                 "Read a shared prompt prefix once per request in decode, not once per group");
-  AddBackendFlags(cmd, &f->backend, &f->precision);
+  AddBackendFlags(cmd, &f->backend, &f->precision, &f->weight_dtype);
   AddGpuMemoryFlag(cmd, &f->gpu_memory_utilization);
   AddThreadsFlag(cmd, &f->threads);
 }
@@ -61,7 +62,8 @@ void ApplyCpuThreads(const LlmqConfig& cfg) {
   if (cfg.cpu_threads > 0) SetCpuThreads(cfg.cpu_threads);
 }
 
-void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision) {
+void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision,
+                     std::string* weight_dtype) {
   cmd->add_option("--backend", *backend,
                   "auto|cpu|cuda: auto takes the GPU when llmq was built with CUDA and a device "
                   "is present, else the CPU; cuda fails, saying why, where it cannot")
@@ -71,6 +73,11 @@ void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision
                   "bf16|fp32: the GPU backend's weights and KV cache (the CPU backend is fp32)")
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
+  cmd->add_option("--weight-dtype", *weight_dtype,
+                  "auto|f32|bf16|int8: the CPU backend's weight matrices, chosen at load (auto: "
+                  "the checkpoint's own type, BF16 -> bf16, else f32; int8: symmetric per output "
+                  "channel, quantized at load) (default: engine.weight_dtype, else auto)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "int8"}));
 }
 
 void AddGpuMemoryFlag(CLI::App* cmd, double* utilization) {
@@ -106,6 +113,7 @@ Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg) {
   }
   if (given("--backend")) ParseBackendKind(f.backend, &cfg->backend);  // checked by CLI11
   if (given("--precision")) ParsePrecision(f.precision, &cfg->precision);
+  if (given("--weight-dtype")) ParseWeightDtype(f.weight_dtype, &cfg->weight_dtype);  // by CLI11
   if (given("--gpu-memory-utilization")) cfg->gpu_memory_utilization = f.gpu_memory_utilization;
   if (given("--threads")) {
     cfg->cpu_threads = f.threads;
@@ -174,7 +182,8 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
   opt.host_memory = ReadHostMemory();  // before the weights take their share of it
   // The grammars' token trie is built while the backend takes the weights.
   std::shared_ptr<GrammarCache> grammars;
-  LLMQ_RETURN_IF_ERROR(LoadModel(cfg.model_dir, BackendChoice{cfg.backend, cfg.precision}, model,
+  LLMQ_RETURN_IF_ERROR(LoadModel(cfg.model_dir,
+                                 BackendChoice{cfg.backend, cfg.precision, cfg.weight_dtype}, model,
                                  [&](const Tokenizer* tok) {
                                    grammars = std::make_shared<GrammarCache>(tok);
                                    grammars->BuildTrieInBackground();
@@ -207,8 +216,11 @@ std::string DescribeEngine(const LlmqConfig& cfg, const Model& model, const LlmE
                 "KV cache %d blocks of %d = %lld tokens (%s%s, %lld bytes per token)",
                 pool.num_blocks, block, static_cast<long long>(pool.num_blocks) * block, budget,
                 pool.source.c_str(), static_cast<long long>(pool.bytes_per_token));
+  std::string weights;
+  if (const auto* cpu = dynamic_cast<const CpuBackend*>(model.backend.get()))
+    weights = std::string("; weights ") + kernels::WeightTypeName(cpu->weight_type());
   return "backend " + model.backend_description() + "; " + buf + "; cpu threads " +
-         DescribeCpuThreads(cfg.cpu_threads, cfg.cpu_threads_source);
+         DescribeCpuThreads(cfg.cpu_threads, cfg.cpu_threads_source) + weights;
 }
 
 int Fail(const CLI::App* cmd, const std::string& message, int code) {

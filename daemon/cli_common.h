@@ -25,16 +25,19 @@ struct EngineFlags {
   bool no_prefix_cache = false;
   bool no_planner = false;
   bool no_shared_prefix_attention = false;
-  std::string backend = "auto";    // --backend (else engine.backend)
-  std::string precision = "bf16";  // --precision (else engine.precision)
+  std::string backend = "auto";       // --backend (else engine.backend)
+  std::string precision = "bf16";     // --precision (else engine.precision)
+  std::string weight_dtype = "auto";  // --weight-dtype (else engine.weight_dtype)
   double gpu_memory_utilization = LlmqConfig{}.gpu_memory_utilization;
   int threads = 0;          // --threads (else engine.cpu_threads)
   CLI::App* cmd = nullptr;  // to ask which flags were given
 };
 
 void AddEngineFlags(CLI::App* cmd, EngineFlags* f);
-// --backend and --precision (also on generate and plan, which take no other engine flags).
-void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision);
+// --backend, --precision and --weight-dtype (also on generate and plan, which take no other engine
+// flags).
+void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision,
+                     std::string* weight_dtype);
 // --gpu-memory-utilization, checked to lie in (0, 1].
 void AddGpuMemoryFlag(CLI::App* cmd, double* utilization);
 
@@ -83,8 +86,9 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
                    BuildContext* ctx);
 
 // "backend cpu; KV cache 4096 blocks of 16 = 65536 tokens (1.00 GiB from engine.kv_cache_memory,
-// 256 bytes per token); cpu threads 2 (of 2 usable CPUs: ...)": what a start-up line says of the
-// model's backend, the engine's pool and the CPU kernels' threads.
+// 256 bytes per token); cpu threads 2 (of 2 usable CPUs: ...); weights bf16": what a start-up line
+// says of the model's backend, the engine's pool, the CPU kernels' threads and (CPU backend) how
+// its matrices are held.
 std::string DescribeEngine(const LlmqConfig& cfg, const Model& model, const LlmEngine& engine);
 
 // Prints "llmq <command>: <message>" on stderr and returns `code`.

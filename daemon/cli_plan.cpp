@@ -38,7 +38,7 @@ namespace {
 
 struct PlanFlags {
   std::string model, memory, kv_dtype;
-  std::string backend = "auto", precision = "bf16";
+  std::string backend = "auto", precision = "bf16", weight_dtype = "auto";
   double gpu_memory_utilization = LlmqConfig{}.gpu_memory_utilization;
   int block_size = 16;
   int threads = 0;  // --threads; 0 = the default
@@ -117,19 +117,24 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
   if (!st.ok()) return Fail(cmd, st);
   const uint64_t stored = w->total_bytes();
   const uint64_t params = static_cast<uint64_t>(cfg.NumParams());
-  // The CPU backend's packed fp32 copy (CpuBackend::weight_bytes()), else the parameters at elt.
-  const uint64_t resident = gpu ? params * elt : CpuBackend::WeightBytesFor(cfg);
+  WeightDtype asked = WeightDtype::kAuto;
+  ParseWeightDtype(f.weight_dtype, &asked);  // checked by CLI11
+  if (gpu && asked != WeightDtype::kAuto)
+    return Fail(cmd, "--weight-dtype " + f.weight_dtype +
+                         ": the CPU backend's; the cuda backend's weights follow --precision");
+  const kernels::WeightType type = CpuBackend::ResolveWeightType(asked, cfg, *w);
   const int64_t kv_per_token = cfg.KvBytesPerToken(kv_bytes);
-  // gpu_memory_utilization of the memory, less the weights: on the GPU its backend also keeps an
-  // activation reserve, not counted here; on the CPU the engine's own HostKvBudget, at the default
-  // step limits, so that this is the pool llmq run / serve build when kv_cache_memory is auto.
-  uint64_t kv_memory = 0;
-  if (gpu) {
-    const uint64_t usable =
-        static_cast<uint64_t>(static_cast<double>(memory) * f.gpu_memory_utilization);
-    kv_memory = usable > resident ? usable - resident : 0;
-  } else {
-    if (f.threads > 0) SetCpuThreads(f.threads);  // the attention scratch is per thread
+  if (f.threads > 0) SetCpuThreads(f.threads);  // the attention scratch is per thread
+  // The KV memory the weights leave: gpu_memory_utilization of the memory, less the weights; on
+  // the GPU its backend also keeps an activation reserve, not counted here; on the CPU the
+  // engine's own HostKvBudget, at the default step limits, so that this is the pool llmq run /
+  // serve build when kv_cache_memory is auto.
+  auto kv_memory_for = [&](uint64_t resident) -> uint64_t {
+    if (gpu) {
+      const uint64_t usable =
+          static_cast<uint64_t>(static_cast<double>(memory) * f.gpu_memory_utilization);
+      return usable > resident ? usable - resident : 0;
+    }
     const LlmqConfig defaults;
     HostKvInputs in;
     in.memory = static_cast<int64_t>(memory);
@@ -140,8 +145,11 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
     in.kv_bytes_per_token = kv_per_token;
     in.max_num_seqs = defaults.max_num_seqs;
     in.max_context = cfg.max_position_embeddings;
-    kv_memory = static_cast<uint64_t>(HostKvBudget(in));
-  }
+    return static_cast<uint64_t>(HostKvBudget(in));
+  };
+  // The CPU backend's packed copy (CpuBackend::weight_bytes()), else the parameters at elt.
+  const uint64_t resident = gpu ? params * elt : CpuBackend::WeightBytesFor(cfg, type);
+  const uint64_t kv_memory = kv_memory_for(resident);
   char util[32];
   std::snprintf(util, sizeof util, "%g", f.gpu_memory_utilization);
   const std::string budget_source =
@@ -151,11 +159,26 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
            : " - working memory, at most 2 x max_num_seqs full-context sequences");
   // Slots (block * block_size + offset) are int32 in the flat batch, as KvBlocksFor clamps; the
   // CPU's count is the engine's own (KvBlocksFor, at least one block).
-  const int64_t blocks =
-      gpu ? std::min<int64_t>(static_cast<int64_t>(kv_memory / (kv_per_token * block)),
-                              std::numeric_limits<int32_t>::max() / block)
-          : KvBlocksFor(kv_per_token, static_cast<int64_t>(kv_memory), static_cast<int>(block));
+  auto blocks_for = [&](uint64_t kv) {
+    return gpu ? std::min<int64_t>(static_cast<int64_t>(kv / (kv_per_token * block)),
+                                   std::numeric_limits<int32_t>::max() / block)
+               : KvBlocksFor(kv_per_token, static_cast<int64_t>(kv), static_cast<int>(block));
+  };
+  const int64_t blocks = blocks_for(kv_memory);
   const int64_t tokens = blocks * block;
+  // The CPU backend's choices side by side: each weight type's bytes and the KV room it leaves.
+  struct Choice {
+    kernels::WeightType type;
+    uint64_t resident, kv_memory;
+    int64_t kv_tokens;
+  };
+  std::vector<Choice> choices;
+  if (!gpu)
+    for (kernels::WeightType t :
+         {kernels::WeightType::kF32, kernels::WeightType::kBf16, kernels::WeightType::kInt8}) {
+      const uint64_t r = CpuBackend::WeightBytesFor(cfg, t), kv = kv_memory_for(r);
+      choices.push_back({t, r, kv, blocks_for(kv) * block});
+    }
   const int64_t seqs = tokens / cfg.max_position_embeddings;
   const std::string threads = DescribeCpuThreads(f.threads, "--threads");
   if (f.json) {
@@ -163,6 +186,7 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
                      {"parameters", params},
                      {"weights_bytes_stored", stored},
                      {"weights_bytes_resident", resident},
+                     {"weight_dtype", gpu ? f.precision : kernels::WeightTypeName(type)},
                      {"kv_bytes_per_token", kv_per_token},
                      {"kv_dtype", kv_dtype},
                      {"memory_bytes", memory},
@@ -175,6 +199,11 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
                      {"full_context_sequences", seqs},
                      {"cpu_threads", f.threads > 0 ? f.threads : CpuThreads()},
                      {"cpu_threads_source", threads}};
+    for (const Choice& c : choices)
+      j["weight_choices"].push_back({{"weight_dtype", kernels::WeightTypeName(c.type)},
+                                     {"weights_bytes_resident", c.resident},
+                                     {"kv_cache_bytes", c.kv_memory},
+                                     {"kv_tokens", c.kv_tokens}});
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -185,8 +214,10 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
   std::printf("backend            %s\n", backend.c_str());
   std::printf("cpu threads        %s\n", threads.c_str());
   std::printf("parameters         %llu\n", static_cast<unsigned long long>(params));
-  std::printf("weights            %s stored, %s resident (%s)\n", Human(stored).c_str(),
-              Human(resident).c_str(), elt == 2 ? "bf16" : "fp32");
+  std::printf("weights            %s stored, %s resident (%s%s)\n", Human(stored).c_str(),
+              Human(resident).c_str(),
+              gpu ? (elt == 2 ? "bf16" : "fp32") : kernels::WeightTypeName(type),
+              gpu ? "" : " matrices and embedding, fp32 norms");
   std::printf(
       "kv bytes per token %lld  (2 x %d layers x %d kv heads x %d head_dim x %d bytes %s)\n",
       static_cast<long long>(kv_per_token), cfg.num_layers, cfg.num_kv_heads, cfg.head_dim,
@@ -199,6 +230,10 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
               static_cast<long long>(tokens));
   std::printf("full-context seqs  %lld of %d tokens\n", static_cast<long long>(seqs),
               cfg.max_position_embeddings);
+  for (const Choice& c : choices)
+    std::printf("--weight-dtype %-4s weights %s resident, KV cache %s = %lld tokens\n",
+                kernels::WeightTypeName(c.type), Human(c.resident).c_str(),
+                Human(c.kv_memory).c_str(), static_cast<long long>(c.kv_tokens));
   if (!gpu)
     std::printf(
         "(llmq run / serve build this pool when engine.kv_cache_memory is auto, the default)\n");
@@ -218,7 +253,7 @@ void AddPlanCommand(CLI::App* app, int* rc) {
                   "KV-cache element type (default: the backend's: f32 on the CPU, the "
                   "--precision on the GPU)")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  AddBackendFlags(cmd, &f->backend, &f->precision);
+  AddBackendFlags(cmd, &f->backend, &f->precision, &f->weight_dtype);
   AddGpuMemoryFlag(cmd, &f->gpu_memory_utilization);
   AddThreadsFlag(cmd, &f->threads);
   cmd->add_option("--block-size", f->block_size, "Tokens per KV block")->check(CLI::PositiveNumber);

@@ -28,6 +28,7 @@ void ExpectDefaults(const LlmqConfig& c) {
   EXPECT_EQ(c.enable_planner, d.enable_planner);
   EXPECT_EQ(c.backend, d.backend);
   EXPECT_EQ(c.precision, d.precision);
+  EXPECT_EQ(c.weight_dtype, d.weight_dtype);
   EXPECT_EQ(c.gpu_memory_utilization, d.gpu_memory_utilization);
   EXPECT_EQ(c.cpu_threads, d.cpu_threads);
   EXPECT_EQ(c.state_dir, d.state_dir);
@@ -83,6 +84,7 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
                           "shared_prefix_attention:",
                           "backend:",
                           "precision:",
+                          "weight_dtype:",
                           "gpu_memory_utilization:",
                           "cpu_threads:",
                           "spool:",
@@ -188,6 +190,10 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
        [](const LlmqConfig& c) { return c.backend == BackendKind::kAuto; }},
       {"engine: {precision: fp32}",
        [](const LlmqConfig& c) { return c.precision == Precision::kFp32; }},
+      {"engine: {weight_dtype: int8}",
+       [](const LlmqConfig& c) { return c.weight_dtype == WeightDtype::kInt8; }},
+      {"engine: {weight_dtype: bf16}",
+       [](const LlmqConfig& c) { return c.weight_dtype == WeightDtype::kBf16; }},
       {"engine: {cpu_threads: 3}",
        [](const LlmqConfig& c) {
          return c.cpu_threads == 3 && c.cpu_threads_source == "engine.cpu_threads";
@@ -295,6 +301,8 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
       {"engine:\n  backend: CUDA\n", "t.yaml:2: engine.backend: must be one of"},
       {"engine:\n  backend:\n", "t.yaml:2: engine.backend: must be one of"},
       {"engine:\n  precision: fp16\n", "t.yaml:2: engine.precision: must be one of bf16, fp32"},
+      {"engine:\n  weight_dtype: q4\n",
+       "t.yaml:2: engine.weight_dtype: must be one of auto, f32, bf16, int8"},
       {"engine:\n  cpu_threads: 0\n",
        "t.yaml:2: engine.cpu_threads: must be an integer between 1 and 1024, got '0'"},
       {"engine:\n  cpu_threads: 1025\n", "t.yaml:2: engine.cpu_threads"},

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <tuple>
 
 #include "engine/sampling/sampler.h"
 #include "engine/tools/model_maker.h"
@@ -141,23 +142,28 @@ TEST(CpuBackendMemory, WorkingBytesGrowPastTheMlpSliceByTheRowsThatStay) {
             32 * (kept + 3 * I + I) * 4);
 }
 
-// Over every family: the q/k/v biases and the per-head q/k norm are per-row ops too.
-class CpuBackendInvariance : public ::testing::TestWithParam<const char*> {
+// Over every family: the q/k/v biases and the per-head q/k norm are per-row ops too; and over every
+// weight type (engine.weight_dtype): the GEMM's contract holds for each.
+class CpuBackendInvariance
+    : public ::testing::TestWithParam<std::tuple<const char*, kernels::WeightType>> {
  protected:
   void SetUp() override {
-    cfg_ = ConfigFor(
-        {"inv", 8, 2, 16, 96, 3, false, RopeScaling::Type::kLlama3, DType::kF32, GetParam()});
-    dir_ = testing::TmpDir(std::string("invariance_") + GetParam());
+    const char* arch = std::get<0>(GetParam());
+    type_ = std::get<1>(GetParam());
+    cfg_ =
+        ConfigFor({"inv", 8, 2, 16, 96, 3, false, RopeScaling::Type::kLlama3, DType::kF32, arch});
+    dir_ = testing::TmpDir(std::string("invariance_") + arch);
     ASSERT_TRUE(WriteRandomModel(cfg_, DType::kF32, 5, dir_).ok());
     ASSERT_TRUE(Weights::Load(dir_, cfg_, &w_).ok());
   }
   ModelConfig cfg_;
+  kernels::WeightType type_ = kernels::WeightType::kF32;
   std::string dir_;
   std::unique_ptr<Weights> w_;
 };
 
 TEST_P(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
-  CpuBackend whole(cfg_, *w_), chunked(cfg_, *w_);
+  CpuBackend whole(cfg_, *w_, type_), chunked(cfg_, *w_, type_);
   const int bs = 16, n = 77, V = cfg_.vocab_size;
   ASSERT_TRUE(whole.AllocateKv(16, bs).ok());
   ASSERT_TRUE(chunked.AllocateKv(16, bs).ok());
@@ -185,7 +191,7 @@ TEST_P(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
 // The pool's pages are populated ahead of a step's writes (PopulateKv), up to the highest block
 // written and no further: a big pool costs the memory of the blocks used, not more.
 TEST_P(CpuBackendInvariance, KvPagesArePopulatedUpToTheBlocksWrittenOnly) {
-  CpuBackend be(cfg_, *w_);
+  CpuBackend be(cfg_, *w_, type_);
   const int bs = 16, pool = 512, n = 40;  // blocks 0, 1, 2
   ASSERT_TRUE(be.AllocateKv(pool, bs).ok());
   const std::vector<bool> before = be.ResidentKBlocksForTesting();
@@ -207,7 +213,7 @@ TEST_P(CpuBackendInvariance, KvPagesArePopulatedUpToTheBlocksWrittenOnly) {
 // The MLP runs over a step's rows in slices (CpuBackend::kMlpRows); wherever the slice boundaries
 // fall, the logits are those of one pass over all rows, bit for bit.
 TEST_P(CpuBackendInvariance, MlpRowSlicesGiveBitIdenticalLogits) {
-  CpuBackend one_pass(cfg_, *w_), sliced(cfg_, *w_);
+  CpuBackend one_pass(cfg_, *w_, type_), sliced(cfg_, *w_, type_);
   const int bs = 16, n = 77, V = cfg_.vocab_size;
   ASSERT_GT(CpuBackend::kMlpRows, n);  // the default: one slice here
   ASSERT_TRUE(one_pass.AllocateKv(16, bs).ok());
@@ -228,7 +234,7 @@ TEST_P(CpuBackendInvariance, MlpRowSlicesGiveBitIdenticalLogits) {
 // Logits of some rows only (the rows that sample) are those rows of the logits of every row; rows
 // that do not ascend are refused.
 TEST_P(CpuBackendInvariance, LogitsOfSomeRowsAreThoseRowsOfAll) {
-  CpuBackend be(cfg_, *w_);
+  CpuBackend be(cfg_, *w_, type_);
   const int bs = 16, n = 40, V = cfg_.vocab_size;
   ASSERT_TRUE(be.AllocateKv(16, bs).ok());
   const Layout lay = ShuffledBlocks(n, bs, 16, 9);
@@ -257,12 +263,16 @@ TEST_P(CpuBackendInvariance, LogitsOfSomeRowsAreThoseRowsOfAll) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, CpuBackendInvariance,
-                         ::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM",
-                                           "Qwen3ForCausalLM"),
-                         [](const auto& info) {
-                           return std::string(info.param).substr(0, 5);  // Llama, Qwen2, Qwen3
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Families, CpuBackendInvariance,
+    ::testing::Combine(::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM",
+                                         "Qwen3ForCausalLM"),
+                       ::testing::Values(kernels::WeightType::kF32, kernels::WeightType::kBf16,
+                                         kernels::WeightType::kInt8)),
+    [](const auto& info) {  // Llama_f32, Qwen2_int8, ...
+      return std::string(std::get<0>(info.param)).substr(0, 5) + "_" +
+             kernels::WeightTypeName(std::get<1>(info.param));
+    });
 
 }  // namespace
 }  // namespace llmq

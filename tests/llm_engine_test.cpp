@@ -49,9 +49,27 @@ class LlmEngineTest : public ::testing::Test {
   }
 
   // `cfg` is cfg_ unless a test changes what the backend does not read (the EOS ids).
-  static std::map<std::string, RequestOutput> Run(const std::vector<Request>& reqs, int budget,
-                                                  const ModelConfig& cfg = cfg_) {
-    return testing::RunEngine(cfg, *w_, reqs, budget, /*num_blocks=*/128);
+  static std::map<std::string, RequestOutput> Run(
+      const std::vector<Request>& reqs, int budget, const ModelConfig& cfg = cfg_,
+      kernels::WeightType type = kernels::WeightType::kF32) {
+    return testing::RunEngine(cfg, *w_, reqs, budget, /*num_blocks=*/128, type);
+  }
+
+  // Sixteen prompts together give, under each token budget, what each gives alone.
+  static void ExpectTogetherEqualsAlone(kernels::WeightType type) {
+    const std::vector<Request> reqs = Prompts(16);
+    for (int budget : {2048, 40, 7}) {
+      const auto together = Run(reqs, budget, cfg_, type);
+      ASSERT_EQ(together.size(), reqs.size());
+      for (const Request& r : reqs) {
+        const auto alone = Run({r}, 2048, cfg_, type);
+        const RequestOutput& t = together.at(r.id);
+        EXPECT_EQ(t.completions.at(0).ids, alone.at(r.id).completions.at(0).ids)
+            << r.id << " budget " << budget << " " << kernels::WeightTypeName(type);
+        EXPECT_EQ(t.completions.at(0).ids.size(), static_cast<size_t>(r.params.max_tokens));
+        EXPECT_EQ(t.completions.at(0).finish_reason, "length");
+      }
+    }
   }
 
   static ModelConfig cfg_;
@@ -62,19 +80,16 @@ ModelConfig LlmEngineTest::cfg_;
 std::unique_ptr<Weights> LlmEngineTest::w_;
 
 TEST_F(LlmEngineTest, SixteenPromptsTogetherEqualEachAlone) {
-  const std::vector<Request> reqs = Prompts(16);
-  for (int budget : {2048, 40, 7}) {
-    const auto together = Run(reqs, budget);
-    ASSERT_EQ(together.size(), reqs.size());
-    for (const Request& r : reqs) {
-      const auto alone = Run({r}, 2048);
-      const RequestOutput& t = together.at(r.id);
-      EXPECT_EQ(t.completions.at(0).ids, alone.at(r.id).completions.at(0).ids)
-          << r.id << " budget " << budget;
-      EXPECT_EQ(t.completions.at(0).ids.size(), static_cast<size_t>(r.params.max_tokens));
-      EXPECT_EQ(t.completions.at(0).finish_reason, "length");
-    }
-  }
+  ExpectTogetherEqualsAlone(kernels::WeightType::kF32);
+}
+
+// The same with bf16 and int8 weights (engine.weight_dtype): the GEMM's contract holds per type.
+TEST_F(LlmEngineTest, SixteenPromptsTogetherEqualEachAloneWithBf16Weights) {
+  ExpectTogetherEqualsAlone(kernels::WeightType::kBf16);
+}
+
+TEST_F(LlmEngineTest, SixteenPromptsTogetherEqualEachAloneWithInt8Weights) {
+  ExpectTogetherEqualsAlone(kernels::WeightType::kInt8);
 }
 
 TEST_F(LlmEngineTest, DifferentSeedsGiveDifferentSamples) {

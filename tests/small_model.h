@@ -70,11 +70,11 @@ inline void ExpectSameIds(const std::map<std::string, RequestOutput>& a,
   }
 }
 
-// The same on a fresh CPU backend.
-inline std::map<std::string, RequestOutput> RunEngine(const ModelConfig& cfg, const Weights& w,
-                                                      const std::vector<Request>& reqs,
-                                                      int budget = 2048, int num_blocks = 64) {
-  CpuBackend be(cfg, w);
+// The same on a fresh CPU backend holding its matrices as `type`.
+inline std::map<std::string, RequestOutput> RunEngine(
+    const ModelConfig& cfg, const Weights& w, const std::vector<Request>& reqs, int budget = 2048,
+    int num_blocks = 64, kernels::WeightType type = kernels::WeightType::kF32) {
+  CpuBackend be(cfg, w, type);
   return RunEngineOn(cfg, &be, reqs, budget, num_blocks);
 }
 

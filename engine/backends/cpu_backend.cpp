@@ -21,6 +21,12 @@
 namespace llmq {
 namespace {
 
+// The matrices of a layer the backend packs.
+constexpr const char* kLayerMatrices[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                          "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                                          "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+                                          "mlp.down_proj.weight"};
+
 // Grows v to n elements, exactly, without copying (the contents are rewritten every step) and
 // without the old and new buffers alive at once.
 template <class Vector>
@@ -32,16 +38,42 @@ void Grow(Vector& v, size_t n) {
 
 }  // namespace
 
-uint64_t CpuBackend::WeightBytesFor(const ModelConfig& c) {
+kernels::WeightType CpuBackend::ResolveWeightType(WeightDtype asked, const ModelConfig& cfg,
+                                                  const Weights& w) {
+  using kernels::WeightType;
+  switch (asked) {
+    case WeightDtype::kF32:
+      return WeightType::kF32;
+    case WeightDtype::kBf16:
+      return WeightType::kBf16;
+    case WeightDtype::kInt8:
+      return WeightType::kInt8;
+    case WeightDtype::kAuto:
+      break;
+  }
+  std::vector<std::string> names = {cfg.tie_word_embeddings ? "model.embed_tokens.weight"
+                                                            : "lm_head.weight"};
+  for (int i = 0; i < cfg.num_layers; ++i)
+    for (const char* s : kLayerMatrices) names.push_back(LayerTensorName(i, s));
+  for (const std::string& name : names)
+    if (w.Get(name).dtype != DType::kBF16) return WeightType::kF32;
+  return WeightType::kBf16;
+}
+
+uint64_t CpuBackend::WeightBytesFor(const ModelConfig& c, kernels::WeightType type) {
   using kernels::PackedWeight;
   const int H = c.hidden_size, I = c.intermediate_size;
-  uint64_t layer = PackedWeight::BytesFor(c.q_dim() + 2 * c.kv_dim(), H) +
-                   PackedWeight::BytesFor(H, c.q_dim()) + PackedWeight::BytesFor(2 * I, H) +
-                   PackedWeight::BytesFor(H, I) + 2 * H * sizeof(float);
+  uint64_t layer = PackedWeight::BytesFor(c.q_dim() + 2 * c.kv_dim(), H, type) +
+                   PackedWeight::BytesFor(H, c.q_dim(), type) +
+                   PackedWeight::BytesFor(2 * I, H, type) + PackedWeight::BytesFor(H, I, type) +
+                   2 * H * sizeof(float);
   if (c.qkv_bias) layer += (c.q_dim() + 2 * c.kv_dim()) * sizeof(float);
   if (c.qk_norm) layer += 2 * c.head_dim * sizeof(float);
-  return layer * c.num_layers + PackedWeight::BytesFor(c.vocab_size, H) +
-         (static_cast<uint64_t>(c.vocab_size) + 1) * H * sizeof(float);  // lm head, embed, norm
+  const uint64_t head = PackedWeight::BytesFor(c.vocab_size, H, type);
+  const uint64_t embed = SharesHeadAsEmbedding(c, type)
+                             ? 0
+                             : PackedWeight::BytesFor(c.vocab_size, H, EmbeddingType(type));
+  return layer * c.num_layers + head + embed + H * sizeof(float);  // + final norm
 }
 
 int64_t CpuBackend::WorkingBytesFor(const ModelConfig& c, int max_tokens, int max_seqs) {
@@ -58,10 +90,9 @@ int64_t CpuBackend::WorkingBytesFor(const ModelConfig& c, int max_tokens, int ma
                                                 2 * int64_t{max_seqs} * c.vocab_size + scores);
 }
 
-CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
-    : cfg_(cfg), weight_bytes_(WeightBytesFor(cfg)) {
+CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w, kernels::WeightType type)
+    : cfg_(cfg), type_(type), weight_bytes_(WeightBytesFor(cfg, type)) {
   const int H = cfg.hidden_size;
-  embed_ = w.ToF32("model.embed_tokens.weight");
   final_norm_ = w.ToF32("model.norm.weight");
   // Matrices are packed straight from the mapped file when stored as F32 (no copy on the way: a
   // copy is as much new memory again, and first touches are the slow part of loading); other
@@ -73,7 +104,14 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
   };
   std::vector<float> t0, t1, t2;  // conversion scratch
   const std::string head = cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-  lm_head_ = kernels::PackedWeight::Pack(matrix(head, &t0), cfg.vocab_size, H);
+  lm_head_ = kernels::PackedWeight::Pack(matrix(head, &t0), cfg.vocab_size, H, type);
+  if (!SharesHeadAsEmbedding(cfg, type))
+    embed_ = kernels::PackedWeight::Pack(matrix("model.embed_tokens.weight", &t0), cfg.vocab_size,
+                                         H, EmbeddingType(type));
+  // Each matrix's mapped pages go once it is packed (Weights::ReleasePages): the load's peak is the
+  // packed copy plus about one matrix of the file.
+  w.ReleasePages(head);
+  w.ReleasePages("model.embed_tokens.weight");
   layers_.resize(cfg.num_layers);
   for (int i = 0; i < cfg.num_layers; ++i) {
     auto get = [&](const char* s) { return w.ToF32(LayerTensorName(i, s)); };
@@ -86,7 +124,7 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
     L.qkv = kernels::PackedWeight::PackStacked(
         {mat("self_attn.q_proj.weight", &t0), mat("self_attn.k_proj.weight", &t1),
          mat("self_attn.v_proj.weight", &t2)},
-        {cfg.q_dim(), cfg.kv_dim(), cfg.kv_dim()}, H);
+        {cfg.q_dim(), cfg.kv_dim(), cfg.kv_dim()}, H, type);
     if (cfg.qkv_bias) {
       L.qkv_bias = get("self_attn.q_proj.bias");
       for (const char* name : {"self_attn.k_proj.bias", "self_attn.v_proj.bias"}) {
@@ -98,15 +136,16 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w)
       L.q_norm = get("self_attn.q_norm.weight");
       L.k_norm = get("self_attn.k_norm.weight");
     }
-    L.o = kernels::PackedWeight::Pack(mat("self_attn.o_proj.weight", &t0), H, cfg.q_dim());
+    L.o = kernels::PackedWeight::Pack(mat("self_attn.o_proj.weight", &t0), H, cfg.q_dim(), type);
     L.gate_up = kernels::PackedWeight::PackStacked(
         {mat("mlp.gate_proj.weight", &t0), mat("mlp.up_proj.weight", &t1)},
-        {cfg.intermediate_size, cfg.intermediate_size}, H);
-    L.down =
-        kernels::PackedWeight::Pack(mat("mlp.down_proj.weight", &t0), H, cfg.intermediate_size);
+        {cfg.intermediate_size, cfg.intermediate_size}, H, type);
+    L.down = kernels::PackedWeight::Pack(mat("mlp.down_proj.weight", &t0), H, cfg.intermediate_size,
+                                         type);
+    for (const char* s : kLayerMatrices) w.ReleasePages(LayerTensorName(i, s));
   }
   // weight_bytes_ (from the config: llmq plan computes the same) is what was packed.
-  uint64_t held = lm_head_.bytes() + (embed_.size() + final_norm_.size()) * sizeof(float);
+  uint64_t held = lm_head_.bytes() + embed_.bytes() + final_norm_.size() * sizeof(float);
   for (const Layer& L : layers_)
     held += L.qkv.bytes() + L.o.bytes() + L.gate_up.bytes() + L.down.bytes() +
             (L.attn_norm.size() + L.mlp_norm.size() + L.qkv_bias.size() + L.q_norm.size() +
@@ -223,7 +262,8 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   int32_t top = -1;  // the highest block the step writes
   for (int32_t s : b.slot_mapping) top = std::max(top, s / block_size_);
   PopulateKv(top);
-  kernels::Embed(embed_.data(), H, b.token_ids.data(), T, x_.data());
+  const kernels::PackedWeight& embed = SharesHeadAsEmbedding(cfg_, type_) ? lm_head_ : embed_;
+  for (int64_t r = 0; r < T; ++r) embed.Row(b.token_ids[r], x_.data() + r * H);
   kernels::AttentionBatch ab;
   ab.num_seqs = b.num_seqs();
   ab.query_start = b.query_start.data();

@@ -1,7 +1,11 @@
-// CpuBackend: the reference backend and the fallback where no GPU is. fp32 throughout: weights are
-// widened from BF16/F16 and packed for the batch-invariant GEMM once, at construction. Every op
-// computes each row from its own inputs in a fixed order, so a sequence's logits do not depend on
-// the rest of the batch nor on how its prompt was chunked, bit for bit. A step's prefix groups
+// CpuBackend: the reference backend and the fallback where no GPU is. fp32 arithmetic throughout:
+// the projection and LM-head matrices are packed for the batch-invariant GEMM once, at
+// construction, as fp32, bf16 or int8 (kernels::WeightType: widened to fp32 in registers, the
+// contract of kernels/cpu/gemm.h); the embedding is packed too and read a row at a time
+// (PackedWeight::Row), in bf16 for int8 weights (EmbeddingType), from the LM head itself when tied
+// to it and of its type; norms and biases stay fp32. Every op computes each row from its own
+// inputs in a fixed order, so a sequence's logits do not depend on the rest of the batch nor on how
+// its prompt was chunked, bit for bit. A step's prefix groups
 // (StepBatch::prefix_groups) make decode read each group's shared blocks once per step
 // (kernels::PagedAttention's shared-prefix attention), with bit-identical results.
 #pragma once
@@ -9,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/backend_kind.h"
 #include "engine/backends/backend.h"
 #include "engine/model/model_config.h"
 #include "engine/model/weights.h"
@@ -20,7 +25,23 @@ namespace llmq {
 
 class CpuBackend : public Backend {
  public:
-  CpuBackend(const ModelConfig& cfg, const Weights& w);
+  // `type`: how the matrices are packed (ResolveWeightType turns engine.weight_dtype into one).
+  CpuBackend(const ModelConfig& cfg, const Weights& w,
+             kernels::WeightType type = kernels::WeightType::kF32);
+  // engine.weight_dtype for `w`'s checkpoint: auto is bf16 when every matrix the backend packs is
+  // stored as BF16 (packing them as bf16 then changes no bit of any result), else f32.
+  static kernels::WeightType ResolveWeightType(WeightDtype asked, const ModelConfig& cfg,
+                                               const Weights& w);
+  kernels::WeightType weight_type() const { return type_; }
+  // The embedding's type for matrices of `type`: the same, but bf16 for int8 (a token's input row
+  // quantized per row doubled int8's KL against fp32 on the family models: weight_dtype_test).
+  static kernels::WeightType EmbeddingType(kernels::WeightType type) {
+    return type == kernels::WeightType::kInt8 ? kernels::WeightType::kBf16 : type;
+  }
+  // Whether the embedding is read from the packed LM head (tied, and of the embedding's type).
+  static bool SharesHeadAsEmbedding(const ModelConfig& cfg, kernels::WeightType type) {
+    return cfg.tie_word_embeddings && EmbeddingType(type) == type;
+  }
   std::string name() const override { return "cpu"; }
   Status AllocateKv(int num_blocks, int block_size) override;
   Status Forward(const StepBatch& batch, float* logits) override;
@@ -30,9 +51,11 @@ class CpuBackend : public Backend {
   int64_t StepWorkingBytes(int max_tokens, int max_seqs) const override {
     return WorkingBytesFor(cfg_, max_tokens, max_seqs);
   }
-  // weight_bytes() of `cfg`'s model, from the config alone (llmq plan): the packed matrices (the LM
-  // head too when tied to the embedding, which is also kept unpacked), norms and biases, in fp32.
-  static uint64_t WeightBytesFor(const ModelConfig& cfg);
+  // weight_bytes() of `cfg`'s model, from the config alone (llmq plan): the matrices packed as
+  // `type` (the LM head too), the embedding at EmbeddingType(type) unless it is the LM head's rows
+  // (SharesHeadAsEmbedding), the norms and biases in fp32.
+  static uint64_t WeightBytesFor(const ModelConfig& cfg,
+                                 kernels::WeightType type = kernels::WeightType::kF32);
   // StepWorkingBytes: the activations of max_tokens rows (the MLP's of at most kMlpRows), the
   // GEMMs' packed-A scratch, the logits of max_seqs rows (the runner's and the sampler's), and the
   // attention scores of every pool thread.
@@ -61,7 +84,8 @@ class CpuBackend : public Backend {
     kernels::PackedWeight down;     // [H, I]
   };
   ModelConfig cfg_;
-  std::vector<float> embed_;       // [V, H]
+  kernels::WeightType type_ = kernels::WeightType::kF32;
+  kernels::PackedWeight embed_;    // [V, H]; empty when SharesHeadAsEmbedding (lm_head_'s rows)
   std::vector<float> final_norm_;  // [H]
   kernels::PackedWeight lm_head_;  // [V, H]
   std::vector<Layer> layers_;

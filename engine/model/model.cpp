@@ -42,12 +42,18 @@ Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out
         std::to_string(m.cfg.vocab_size));
   if (tokenizer_loaded) tokenizer_loaded(m.tokenizer.get());
   if (kind == BackendKind::kCpu) {
-    m.backend = std::make_unique<CpuBackend>(m.cfg, *m.weights);
+    m.backend = std::make_unique<CpuBackend>(
+        m.cfg, *m.weights, CpuBackend::ResolveWeightType(choice.weight_dtype, m.cfg, *m.weights));
     // The backend packed its own fp32 copy: unmapping the files now holds the weights once
     // (peak RSS = packed weights + KV pool + working memory, not + the mapping).
     m.weights.reset();
     ReleaseFreeHeap();
   } else {
+    if (choice.weight_dtype != WeightDtype::kAuto)
+      return Status::Unsupported(std::string("engine.weight_dtype ") +
+                                 WeightDtypeName(choice.weight_dtype) +
+                                 ": the CPU backend's; the cuda backend's weights follow "
+                                 "engine.precision (use auto, or the cpu backend)");
 #ifdef LLMQ_HAVE_CUDA
     CudaBackendOptions opt;
     opt.precision = choice.precision == Precision::kBf16 ? CudaBackendOptions::Precision::kBf16

@@ -42,7 +42,7 @@ Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out
 void ReleaseFreeHeap();
 // The CPU backend (the tests' reference: bit-exact, batch-invariant).
 inline Status LoadModel(const std::string& dir, Model* out) {
-  return LoadModel(dir, BackendChoice{BackendKind::kCpu, Precision::kFp32}, out);
+  return LoadModel(dir, BackendChoice{BackendKind::kCpu, Precision::kFp32, WeightDtype::kF32}, out);
 }
 
 }  // namespace llmq

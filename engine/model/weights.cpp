@@ -1,6 +1,8 @@
 #include "engine/model/weights.h"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -295,6 +297,16 @@ std::vector<float> Weights::ToF32(const std::string& name) const {
     for (int64_t c = 0; c < cols; ++c) o[c] *= sr[c / t.scale_cols];
   }
   return out;
+}
+
+void Weights::ReleasePages(const std::string& name) const {
+  const TensorView& t = Get(name);
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(t.data) / page * page;
+  const uintptr_t end =
+      (reinterpret_cast<uintptr_t>(t.data) + t.numel() * DTypeSize(t.dtype) + page - 1) / page *
+      page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 const float* Weights::F32InPlace(const std::string& name) const {

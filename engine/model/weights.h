@@ -60,6 +60,11 @@ class Weights {
   // The tensor's floats in the mapping itself when it is stored as F32 at a float-aligned address
   // (the usual case), else nullptr (read it with ToF32). Valid while these Weights live.
   const float* F32InPlace(const std::string& name) const;
+  // Drops the mapped pages of tensor `name` (and of the pages it shares with its neighbours) from
+  // this process's memory (madvise MADV_DONTNEED; a later read faults them in again from the file,
+  // unchanged), once a backend holds its own copy: a load's peak RSS is then that copy plus about
+  // one tensor of the file, not plus the whole file. Advice only: a failure changes nothing.
+  void ReleasePages(const std::string& name) const;
   uint64_t total_bytes() const { return total_bytes_; }  // bytes of all tensors as stored
 
  private:

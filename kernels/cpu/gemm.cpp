@@ -1,7 +1,9 @@
 // Gemm: packing, ISA dispatch, cache blocking and threading. The AVX-512 micro-kernel lives in
 // gemm_avx512.cpp; the AVX2 and scalar micro-kernels are here (this file is built for x86-64-v3).
 //
-// Every path computes each C[i][j] as the sequential fp32 FMA chain of gemm.h:
+// Every path computes each C[i][j] as the sequential fp32 FMA chain of gemm.h (over the widened
+// packed elements; an int8 chain is multiplied by its column's scale once, when its last K block is
+// stored):
 //   * threads split N (whole panels), never K, so no chain is ever split between threads;
 //   * K blocks of one chain run in order, the fp32 partial sum stored to C and reloaded exactly;
 //   * a row's chain never depends on the other rows of its tile (one accumulator per element),
@@ -25,10 +27,15 @@
 
 namespace llmq::kernels {
 namespace internal {
-// gemm_avx512.cpp; same arguments as TileFn below.
-void GemmTileAvx512(const float* ap, int mr, const float* w, int64_t wstride, int np, int kc,
-                    float* c, int64_t ldc, int last_cols, bool load_c, const char* pf,
-                    int pf_lines);
+// gemm_avx512.cpp, one per WeightType; same arguments as TileFn below.
+#define LLMQ_GEMM_AVX512_TILE(name)                                                               \
+  void name(const float* ap, int mr, const uint8_t* w, int64_t wstride, int np, int kc, float* c, \
+            int64_t ldc, int last_cols, bool load_c, const float* scale, const char* pf,          \
+            int pf_lines);
+LLMQ_GEMM_AVX512_TILE(GemmTileAvx512F32)
+LLMQ_GEMM_AVX512_TILE(GemmTileAvx512Bf16)
+LLMQ_GEMM_AVX512_TILE(GemmTileAvx512Int8)
+#undef LLMQ_GEMM_AVX512_TILE
 }  // namespace internal
 
 namespace {
@@ -53,36 +60,75 @@ constexpr double kPackNsPerFloat = 0.4;
 // A micro-tile: C[0:mr, 0:np*16] (+)= A_blk · W_blkᵀ over kc steps of K.
 //   ap:        packed A, [kc][kRows]: A row r (< mr) at step k is ap[k*kRows + r].
 //   mr:        rows, 1..kRows.
-//   w:         panel 0 of the tile at the current K offset, [kc][16]; panel j at w + j*wstride.
+//   w:         panel 0 of the tile at the current K offset, [kc][16] elements of the tile
+//              function's WeightType; panel j at w + j*wstride (bytes).
 //   np:        panels, 1..kGroup.
 //   c:         C[row 0][first column of panel 0], row stride ldc.
 //   last_cols: valid columns (1..16) of panel np-1; columns past N are never read or written.
 //   load_c:    continue the chains from C (K block > 0) instead of from +0.
+//   scale:     null, or (int8, the chains' last K block) the scales of panel 0's columns, [np*16]:
+//              each chain is multiplied by its column's scale once, as it is stored.
 //   pf:        W needed after this tile (next panels / next K block), pf_lines 64-byte lines per K
 //              step prefetched from pf onwards (a hint: kernels may ignore it).
-using TileFn = void (*)(const float* ap, int mr, const float* w, int64_t wstride, int np, int kc,
-                        float* c, int64_t ldc, int last_cols, bool load_c, const char* pf,
-                        int pf_lines);
+using TileFn = void (*)(const float* ap, int mr, const uint8_t* w, int64_t wstride, int np, int kc,
+                        float* c, int64_t ldc, int last_cols, bool load_c, const float* scale,
+                        const char* pf, int pf_lines);
 
-void TileScalar(const float* ap, int mr, const float* w, int64_t wstride, int np, int kc, float* c,
-                int64_t ldc, int last_cols, bool load_c, const char*, int) {
+// widen() of gemm.h: the packed element as the fp32 value the chain multiplies.
+inline float Widen(float w) {
+  return w;
+}
+inline float Widen(uint16_t w) {
+  return Bf16ToFloat(w);
+}
+inline float Widen(int8_t w) {
+  return static_cast<float>(w);
+}
+
+template <class T>
+void TileScalar(const float* ap, int mr, const uint8_t* w, int64_t wstride, int np, int kc,
+                float* c, int64_t ldc, int last_cols, bool load_c, const float* scale, const char*,
+                int) {
   for (int j = 0; j < np; ++j) {
     const int cols = j == np - 1 ? last_cols : kPanel;
-    const float* wp = w + j * wstride;
+    const T* wp = reinterpret_cast<const T*>(w + j * wstride);
     for (int r = 0; r < mr; ++r)
       for (int col = 0; col < cols; ++col) {
         float* out = c + r * ldc + j * kPanel + col;
         float acc = load_c ? *out : 0.0f;
-        for (int k = 0; k < kc; ++k) acc = std::fma(ap[k * kRows + r], wp[k * kPanel + col], acc);
-        *out = acc;
+        for (int k = 0; k < kc; ++k)
+          acc = std::fma(ap[k * kRows + r], Widen(wp[k * kPanel + col]), acc);
+        *out = scale ? acc * scale[j * kPanel + col] : acc;
       }
   }
 }
 
+// One packed row of 16 elements (a K step of a panel) widened to fp32 in two ymm (columns 0-7,
+// 8-15). Exact: bf16 is the high half of its fp32, an int8 converts to fp32 exactly.
+inline void LoadRowAvx2(const float* p, __m256* lo, __m256* hi) {
+  *lo = _mm256_load_ps(p);
+  *hi = _mm256_load_ps(p + 8);
+}
+inline void LoadRowAvx2(const uint16_t* p, __m256* lo, __m256* hi) {
+  const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+  *lo =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(x)), 16));
+  *hi = _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(x, 1)), 16));
+}
+inline void LoadRowAvx2(const int8_t* p, __m256* lo, __m256* hi) {
+  const __m128i x = _mm_load_si128(reinterpret_cast<const __m128i*>(p));
+  *lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
+  *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8)));
+}
+
 // AVX2: one panel = two ymm; R rows x 1 panel = 2R accumulators (R <= 4 fits 16 ymm).
-template <int R>
-void PanelAvx2(const float* ap, const float* wp, int kc, float* c, int64_t ldc, int cols,
-               bool load_c) {
+//   wp: the panel at this K offset, [kc][16] T; scale: null or the panel's 16 column scales.
+template <int R, class T>
+void PanelAvx2(const float* ap, const T* wp, int kc, float* c, int64_t ldc, int cols, bool load_c,
+               const float* scale) {
+  // Prefetch 32 K steps ahead, one prefetch per 64-byte line of the panel's stream.
+  constexpr int kStepsPerLine = 64 / static_cast<int>(kPanel * sizeof(T));
   __m256 acc[R][2];
   for (int r = 0; r < R; ++r) {
     if (load_c) {
@@ -95,12 +141,21 @@ void PanelAvx2(const float* ap, const float* wp, int kc, float* c, int64_t ldc, 
     }
   }
   for (int k = 0; k < kc; ++k) {
-    _mm_prefetch(reinterpret_cast<const char*>(wp + (k + 32) * kPanel), _MM_HINT_T0);
-    const __m256 w0 = _mm256_load_ps(wp + k * kPanel), w1 = _mm256_load_ps(wp + k * kPanel + 8);
+    if (kStepsPerLine == 1 || k % kStepsPerLine == 0)
+      _mm_prefetch(reinterpret_cast<const char*>(wp + (k + 32) * kPanel), _MM_HINT_T0);
+    __m256 w0, w1;
+    LoadRowAvx2(wp + k * kPanel, &w0, &w1);
     for (int r = 0; r < R; ++r) {
       const __m256 av = _mm256_broadcast_ss(ap + k * kRows + r);
       acc[r][0] = _mm256_fmadd_ps(av, w0, acc[r][0]);
       acc[r][1] = _mm256_fmadd_ps(av, w1, acc[r][1]);
+    }
+  }
+  if (scale) {
+    const __m256 s0 = _mm256_loadu_ps(scale), s1 = _mm256_loadu_ps(scale + 8);
+    for (int r = 0; r < R; ++r) {
+      acc[r][0] = _mm256_mul_ps(acc[r][0], s0);
+      acc[r][1] = _mm256_mul_ps(acc[r][1], s1);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -116,26 +171,28 @@ void PanelAvx2(const float* ap, const float* wp, int kc, float* c, int64_t ldc, 
   }
 }
 
-void TileAvx2(const float* ap, int mr, const float* w, int64_t wstride, int np, int kc, float* c,
-              int64_t ldc, int last_cols, bool load_c, const char*, int) {
+template <class T>
+void TileAvx2(const float* ap, int mr, const uint8_t* w, int64_t wstride, int np, int kc, float* c,
+              int64_t ldc, int last_cols, bool load_c, const float* scale, const char*, int) {
   for (int j = 0; j < np; ++j) {
     const int cols = j == np - 1 ? last_cols : kPanel;
+    const float* s = scale ? scale + j * kPanel : nullptr;
     for (int r0 = 0; r0 < mr; r0 += 4) {
       const float* a = ap + r0;  // rows r0.. of the block: still ap[k*kRows + r]
       float* cc = c + r0 * ldc + j * kPanel;
-      const float* wp = w + j * wstride;
+      const T* wp = reinterpret_cast<const T*>(w + j * wstride);
       switch (std::min(4, mr - r0)) {
         case 1:
-          PanelAvx2<1>(a, wp, kc, cc, ldc, cols, load_c);
+          PanelAvx2<1>(a, wp, kc, cc, ldc, cols, load_c, s);
           break;
         case 2:
-          PanelAvx2<2>(a, wp, kc, cc, ldc, cols, load_c);
+          PanelAvx2<2>(a, wp, kc, cc, ldc, cols, load_c, s);
           break;
         case 3:
-          PanelAvx2<3>(a, wp, kc, cc, ldc, cols, load_c);
+          PanelAvx2<3>(a, wp, kc, cc, ldc, cols, load_c, s);
           break;
         default:
-          PanelAvx2<4>(a, wp, kc, cc, ldc, cols, load_c);
+          PanelAvx2<4>(a, wp, kc, cc, ldc, cols, load_c, s);
           break;
       }
     }
@@ -178,34 +235,47 @@ std::atomic<GemmIsa>& IsaSlot() {
   return isa;
 }
 
-TileFn TileFor(GemmIsa isa) {
+template <class T>
+TileFn TileFor(GemmIsa isa, TileFn avx512) {
   switch (isa) {
     case GemmIsa::kAvx512:
-      return &internal::GemmTileAvx512;
+      return avx512;
     case GemmIsa::kAvx2:
-      return &TileAvx2;
+      return &TileAvx2<T>;
     default:
-      return &TileScalar;
+      return &TileScalar<T>;
+  }
+}
+
+TileFn TileFor(GemmIsa isa, WeightType type) {
+  switch (type) {
+    case WeightType::kBf16:
+      return TileFor<uint16_t>(isa, &internal::GemmTileAvx512Bf16);
+    case WeightType::kInt8:
+      return TileFor<int8_t>(isa, &internal::GemmTileAvx512Int8);
+    default:
+      return TileFor<float>(isa, &internal::GemmTileAvx512F32);
   }
 }
 
 // ---- Packing ---------------------------------------------------------------------------------
 
-// Fills a PackedWeight's storage: out[p][k][c] = row(p*16 + c)[k], zero past n.
-//   out: [panels][k][16]; row(j) returns a pointer to W row j (length k), j < n.
-template <class RowFn>
-void PackPanels(float* out, int n, int k, RowFn row) {
+// Fills a PackedWeight's storage: out[p][k][c] = convert(row(p*16 + c)[k], p*16 + c), zero past
+// n. out: [panels][k][16] T; row(j) returns a pointer to W row j (length k), j < n.
+template <class T, class RowFn, class ConvertFn>
+void PackPanels(T* out, int n, int k, RowFn row, ConvertFn convert) {
   const int panels = (n + kPanel - 1) / kPanel;
   ParallelFor(panels, kPackNsPerFloat * k * kPanel, [&](int64_t pb, int64_t pe) {
     for (int p = static_cast<int>(pb); p < pe; ++p) {
-      float* dst = out + static_cast<int64_t>(p) * k * kPanel;
+      T* dst = out + static_cast<int64_t>(p) * k * kPanel;
       const float* src[kPanel];
       for (int c = 0; c < kPanel; ++c) src[c] = p * kPanel + c < n ? row(p * kPanel + c) : nullptr;
       for (int k0 = 0; k0 < k; k0 += 64) {  // 64-step strips: the 16 source rows stay in L1
         const int k1 = std::min(k, k0 + 64);
         for (int kk = k0; kk < k1; ++kk)
           for (int c = 0; c < kPanel; ++c)
-            dst[static_cast<int64_t>(kk) * kPanel + c] = src[c] ? src[c][kk] : 0.0f;
+            dst[static_cast<int64_t>(kk) * kPanel + c] =
+                src[c] ? convert(src[c][kk], p * kPanel + c) : T{0};
       }
     }
   });
@@ -233,24 +303,50 @@ struct GemmArgs {
   const PackedWeight* w;
   float* c;
   int64_t ldc;
-  TileFn tile;
+  TileFn tile;      // for w's type
+  TileFn tile_f32;  // for fp32 panels (the prefill path's widened blocks of a bf16 / int8 w)
 };
+
+// Per-thread fp32 copy of one prefill block of a bf16 / int8 W (grows, never shrinks).
+float* WideBlockScratch(int64_t floats) {
+  thread_local std::vector<float, AlignedAllocator<float, 64>> buf;
+  if (static_cast<int64_t>(buf.size()) < floats) buf.resize(floats);
+  return buf.data();
+}
+
+// Widens panels [p0, p1) of a bf16 or int8 w, K steps [k0, k0 + kc), into out:
+// [p1 - p0][kc][16] fp32, each element exactly widen() of gemm.h (no scale: that stays at the end).
+template <class T>
+void WidenBlock(const PackedWeight& w, int p0, int p1, int k0, int kc, float* out) {
+  const int64_t count = static_cast<int64_t>(kc) * kPanel;
+  for (int p = p0; p < p1; ++p) {
+    const T* src = reinterpret_cast<const T*>(w.panel_data(p)) + static_cast<int64_t>(k0) * kPanel;
+    float* dst = out + (p - p0) * count;
+    for (int64_t i = 0; i < count; ++i) dst[i] = Widen(src[i]);
+  }
+}
 
 // Computes C[:, p0*16 : p1*16) (clipped to N) on the calling thread.
 void RunPanels(const GemmArgs& g, int p0, int p1) {
   const PackedWeight& w = *g.w;
   const int n = w.n(), k = w.k();
-  const int64_t wstride = static_cast<int64_t>(k) * kPanel;
+  const int64_t row_bytes = w.row_bytes();
+  const int64_t wstride = k * row_bytes;  // bytes of a panel
   const int row_blocks = (g.m + kRows - 1) / kRows;
   // Tile (row block rb) x (panels p .. p+np-1) x (K steps k0 .. k0+kc-1); prefetches pf_lines
-  // lines per K step from pf.
-  auto tile = [&](int rb, int p, int np, int k0, int kc, const float* pf, int pf_lines) {
+  // lines per K step from pf. The block that ends the chains applies int8's scales.
+  // The tile reads W from wp (panel p at K step k0), panels wp_stride bytes apart, with fn.
+  auto tile_from = [&](TileFn fn, const uint8_t* wp, int64_t wp_stride, int rb, int p, int np,
+                       int k0, int kc, const uint8_t* pf, int pf_lines) {
     const int mr = std::min(kRows, g.m - rb * kRows);
     const int last_cols = std::min(kPanel, n - (p + np - 1) * kPanel);
-    g.tile(g.ap + static_cast<int64_t>(rb) * k * kRows + static_cast<int64_t>(k0) * kRows, mr,
-           w.panel(p) + static_cast<int64_t>(k0) * kPanel, wstride, np, kc,
-           g.c + static_cast<int64_t>(rb) * kRows * g.ldc + p * kPanel, g.ldc, last_cols, k0 > 0,
-           reinterpret_cast<const char*>(pf), pf_lines);
+    const float* scale = w.scales() && k0 + kc == k ? w.scales() + p * kPanel : nullptr;
+    fn(g.ap + static_cast<int64_t>(rb) * k * kRows + static_cast<int64_t>(k0) * kRows, mr, wp,
+       wp_stride, np, kc, g.c + static_cast<int64_t>(rb) * kRows * g.ldc + p * kPanel, g.ldc,
+       last_cols, k0 > 0, scale, reinterpret_cast<const char*>(pf), pf_lines);
+  };
+  auto tile = [&](int rb, int p, int np, int k0, int kc, const uint8_t* pf, int pf_lines) {
+    tile_from(g.tile, w.panel_data(p) + k0 * row_bytes, wstride, rb, p, np, k0, kc, pf, pf_lines);
   };
   if (row_blocks <= kSmallRowBlocks) {
     // Decode: W is the traffic. Each 3-panel group is streamed from memory once (whole K, the
@@ -259,7 +355,8 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
     // other), spread evenly over their K steps, so its first pass finds it in cache.
     for (int p = p0; p < p1; p += kGroup) {
       const int np = std::min(kGroup, p1 - p);
-      const int64_t next_lines = static_cast<int64_t>(std::min(kGroup, p1 - p - np)) * k;
+      const int64_t next_lines =
+          (static_cast<int64_t>(std::min(kGroup, p1 - p - np)) * wstride + 63) / 64;
       const int lines_per_step =
           row_blocks > 1
               ? static_cast<int>((next_lines + static_cast<int64_t>(row_blocks - 1) * k - 1) /
@@ -268,7 +365,7 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
       for (int rb = 0; rb < row_blocks; ++rb) {
         const int64_t first_line = static_cast<int64_t>(rb - 1) * k * lines_per_step;
         const bool pf = rb > 0 && first_line < next_lines;
-        tile(rb, p, np, 0, k, pf ? w.panel(p + np) + first_line * kPanel : nullptr,
+        tile(rb, p, np, 0, k, pf ? w.panel_data(p + np) + first_line * 64 : nullptr,
              pf ? lines_per_step : 0);
       }
     }
@@ -276,13 +373,21 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
   }
   // Prefill: a [kNcPanels*16, KC] block of W stays in L2 while all row blocks stream over it.
   // Row blocks after the first also prefetch the thread's next W block, one panel's K chunk per
-  // tile (one line per K step), so the first pass over it doesn't wait on DRAM.
+  // tile (one line per K step), so the first pass over it doesn't wait on DRAM. A bf16 / int8
+  // block is widened to fp32 once (exactly) and all row blocks run the fp32 tiles over that copy:
+  // the same chains, the conversion paid once per block rather than once per row block.
   const int k_blocks = (k + kKcTarget - 1) / kKcTarget;
   const int kc_step = (k + k_blocks - 1) / k_blocks;
+  const bool widen = w.type() != WeightType::kF32;
+  float* wide =
+      widen ? WideBlockScratch(static_cast<int64_t>(kNcPanels) * kc_step * kPanel) : nullptr;
   for (int pb = p0; pb < p1; pb += kNcPanels) {
     const int pe = std::min(p1, pb + kNcPanels);
     for (int k0 = 0; k0 < k; k0 += kc_step) {
       const int kc = std::min(kc_step, k - k0);
+      if (w.type() == WeightType::kBf16) WidenBlock<uint16_t>(w, pb, pe, k0, kc, wide);
+      if (w.type() == WeightType::kInt8) WidenBlock<int8_t>(w, pb, pe, k0, kc, wide);
+      const int64_t wide_stride = static_cast<int64_t>(kc) * kPanel * sizeof(float);
       // The next block: the same panels' next K chunk, else the next panels' first chunk.
       int next_k0 = k0 + kc, next_pb = pb, next_pe = pe;
       if (next_k0 >= k) next_k0 = 0, next_pb = pe, next_pe = std::min(p1, pe + kNcPanels);
@@ -290,8 +395,13 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
       for (int rb = 0; rb < row_blocks; ++rb)
         for (int p = pb; p < pe; p += kGroup) {
           const bool pf = rb > 0 && next_p < next_pe;
-          tile(rb, p, std::min(kGroup, pe - p), k0, kc,
-               pf ? w.panel(next_p) + static_cast<int64_t>(next_k0) * kPanel : nullptr, pf ? 1 : 0);
+          const uint8_t* pf_at = pf ? w.panel_data(next_p) + next_k0 * row_bytes : nullptr;
+          const int np = std::min(kGroup, pe - p);
+          if (widen)
+            tile_from(g.tile_f32, reinterpret_cast<const uint8_t*>(wide) + (p - pb) * wide_stride,
+                      wide_stride, rb, p, np, k0, kc, pf_at, pf ? 1 : 0);
+          else
+            tile(rb, p, np, k0, kc, pf_at, pf ? 1 : 0);
           next_p += pf;
         }
     }
@@ -315,24 +425,109 @@ void FreeBuffer(void* p, std::size_t bytes, std::size_t align) {
   munmap(p, bytes);
 }
 
-PackedWeight PackedWeight::Pack(const float* w, int n, int k) {
-  return PackStacked({w}, {n}, k);
+const char* WeightTypeName(WeightType t) {
+  return t == WeightType::kF32 ? "f32" : t == WeightType::kBf16 ? "bf16" : "int8";
+}
+
+uint16_t FloatToBf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN
+  u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float Bf16ToFloat(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+PackedWeight PackedWeight::Pack(const float* w, int n, int k, WeightType type) {
+  return PackStacked({w}, {n}, k, type);
 }
 
 PackedWeight PackedWeight::PackStacked(const std::vector<const float*>& ws,
-                                       const std::vector<int>& ns, int k) {
+                                       const std::vector<int>& ns, int k, WeightType type) {
   PackedWeight pw;
   int n = 0;
   for (int ni : ns) n += ni;
   pw.n_ = n;
   pw.k_ = k;
-  pw.data_.resize(static_cast<size_t>(pw.panels()) * k * kPanel);
+  pw.type_ = type;
+  pw.data_.resize(static_cast<size_t>(pw.panels()) * k * pw.row_bytes());
   // Row j of the stacked matrix: source matrix s, row j - (rows of matrices before s).
   std::vector<const float*> rows(n);
   for (size_t s = 0, j = 0; s < ws.size(); ++s)
     for (int r = 0; r < ns[s]; ++r, ++j) rows[j] = ws[s] + static_cast<int64_t>(r) * k;
-  PackPanels(pw.data_.data(), n, k, [&](int j) { return rows[j]; });
+  auto row = [&](int j) { return rows[j]; };
+  uint8_t* out = pw.data_.data();
+  switch (type) {
+    case WeightType::kF32:
+      PackPanels(reinterpret_cast<float*>(out), n, k, row, [](float x, int) { return x; });
+      break;
+    case WeightType::kBf16:
+      PackPanels(reinterpret_cast<uint16_t*>(out), n, k, row,
+                 [](float x, int) { return FloatToBf16(x); });
+      break;
+    case WeightType::kInt8: {
+      // Symmetric per output channel: scale = max |W[j][:]| / 127, q = round(W / scale) (to
+      // nearest even), |q| <= 127; an all-zero row has scale 0 and q 0.
+      pw.scales_.assign(static_cast<size_t>(pw.panels()) * kPanel, 0.0f);
+      std::vector<float> inv(n, 0.0f);  // 127 / max |W[j][:]|, 0 for an all-zero row
+      ParallelFor(n, kPackNsPerFloat * k, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) {
+          float amax = 0.0f;
+          for (int kk = 0; kk < k; ++kk) amax = std::max(amax, std::fabs(rows[j][kk]));
+          pw.scales_[j] = amax / 127.0f;
+          inv[j] = amax > 0 ? 127.0f / amax : 0.0f;
+        }
+      });
+      PackPanels(reinterpret_cast<int8_t*>(out), n, k, row, [&](float x, int j) {
+        const float q = std::nearbyint(x * inv[j]);
+        return static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
+      });
+      break;
+    }
+  }
   return pw;
+}
+
+float PackedWeight::Widened(int j, int kk) const {
+  const int64_t at = static_cast<int64_t>(kk) * kPanel + j % kPanel;  // within panel j / 16
+  const uint8_t* p = panel_data(j / kPanel);
+  switch (type_) {
+    case WeightType::kBf16:
+      return Bf16ToFloat(reinterpret_cast<const uint16_t*>(p)[at]);
+    case WeightType::kInt8:
+      return static_cast<float>(reinterpret_cast<const int8_t*>(p)[at]);
+    default:
+      return reinterpret_cast<const float*>(p)[at];
+  }
+}
+
+void PackedWeight::Row(int j, float* out) const {
+  const int64_t at = j % kPanel;  // column within panel j / 16; step kk at at + kk * 16
+  const uint8_t* p = panel_data(j / kPanel);
+  switch (type_) {
+    case WeightType::kBf16:
+      for (int kk = 0; kk < k_; ++kk)
+        out[kk] = Bf16ToFloat(reinterpret_cast<const uint16_t*>(p)[at + kk * kPanel]);
+      break;
+    case WeightType::kInt8:
+      for (int kk = 0; kk < k_; ++kk)
+        out[kk] =
+            static_cast<float>(reinterpret_cast<const int8_t*>(p)[at + kk * kPanel]) * scales_[j];
+      break;
+    default:
+      for (int kk = 0; kk < k_; ++kk) out[kk] = reinterpret_cast<const float*>(p)[at + kk * kPanel];
+  }
+}
+
+double PackedWeight::Dequantized(int j, int kk) const {
+  const double x = Widened(j, kk);
+  return type_ == WeightType::kInt8 ? x * scales_[j] : x;
 }
 
 bool SetGemmIsaForTesting(GemmIsa isa) {
@@ -372,7 +567,8 @@ void Gemm(const float* a, int64_t lda, int m, const PackedWeight& w, float* c, i
   const int row_blocks = (m + kRows - 1) / kRows;
   const int64_t block_floats = static_cast<int64_t>(k) * kRows;
   float* ap = PackedAScratch(row_blocks * block_floats);
-  const GemmArgs args{ap, m, &w, c, ldc, TileFor(ActiveGemmIsa())};
+  const GemmIsa isa = ActiveGemmIsa();
+  const GemmArgs args{ap, m, &w, c, ldc, TileFor(isa, w.type()), TileFor(isa, WeightType::kF32)};
   const int groups = (w.panels() + kGroup - 1) / kGroup;
   ParallelFor(row_blocks, kPackNsPerFloat * k * kRows, [&](int64_t rb0, int64_t rb1) {
     for (int64_t rb = rb0; rb < rb1; ++rb) {
@@ -394,12 +590,12 @@ void Gemm(const float* a, int64_t lda, int m, const PackedWeight& w, float* c, i
 void GemmReference(const float* a, int64_t lda, int m, const PackedWeight& w, float* c,
                    int64_t ldc) {
   const int n = w.n(), k = w.k();
+  const float* scales = w.scales();
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
-      const float* wp = w.panel(j / kPanel) + j % kPanel;  // W[j][kk] = wp[kk*16]
       float acc = 0.0f;
-      for (int kk = 0; kk < k; ++kk) acc = std::fma(a[i * lda + kk], wp[kk * kPanel], acc);
-      c[i * ldc + j] = acc;
+      for (int kk = 0; kk < k; ++kk) acc = std::fma(a[i * lda + kk], w.Widened(j, kk), acc);
+      c[i * ldc + j] = scales ? acc * scales[j] : acc;
     }
 }
 

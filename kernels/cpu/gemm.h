@@ -1,12 +1,21 @@
-// Batch-invariant fp32 GEMM against a pre-packed weight: C[M, N] = A[M, K] · Wᵀ, W given as the
-// Hugging Face [out = N, in = K] row-major matrix.
+// Batch-invariant GEMM against a pre-packed weight: C[M, N] = A[M, K] · Wᵀ, A and C fp32, W given
+// as the Hugging Face [out = N, in = K] row-major fp32 matrix and packed as one of three types
+// (WeightType): fp32, bf16 (rounded to nearest even at pack time), or int8 (symmetric, per output
+// channel: W[j][k] ~ q[j][k] * scale[j] with scale[j] = max_k |W[j][k]| / 127 and
+// q[j][k] = round-to-nearest-even(W[j][k] * (127 / max_k |W[j][k]|)) in [-127, 127], all in fp32).
 //
-// Numerical contract (what makes the engine batch-invariant):
+// Numerical contract (what makes the engine batch-invariant), with widen(W[j][k]) the packed
+// element as an fp32 value (fp32: itself; bf16: its bits << 16, exact; int8: (float)q[j][k],
+// exact):
 //   every C[i][j] is the sequential fp32 fused-multiply-add chain
-//     acc = 0; for k = 0 .. K-1: acc = fma(A[i][k], W[j][k], acc); C[i][j] = acc
+//     acc = 0; for k = 0 .. K-1: acc = fma(A[i][k], widen(W[j][k]), acc)
+//   followed, for int8 only, by ONE fp32 multiply by the column's scale: C[i][j] = acc * scale[j]
+//   (fp32 and bf16: C[i][j] = acc),
 //   whatever M is, whichever row of the batch i is, however many threads run, and whichever ISA
 //   path (AVX-512, AVX2, scalar) is taken. So a sequence's result never depends on what else is
-//   in the batch, and all paths give bit-identical results.
+//   in the batch, and all paths give bit-identical results. A bf16 matrix packed from weights that
+//   are already bf16 values (a BF16 checkpoint widened to fp32) gives the same bits as its fp32
+//   packing.
 #pragma once
 
 #include <cstddef>
@@ -53,31 +62,64 @@ struct AlignedAllocator {
   }
 };
 
+// How a PackedWeight stores W (see the contract above).
+enum class WeightType : uint8_t { kF32, kBf16, kInt8 };
+const char* WeightTypeName(WeightType t);  // "f32", "bf16", "int8"
+// Bytes of one packed element: 4, 2, 1.
+constexpr int WeightTypeBytes(WeightType t) {
+  return t == WeightType::kF32 ? 4 : t == WeightType::kBf16 ? 2 : 1;
+}
+// fp32 -> bf16, rounded to nearest even (NaN stays a quiet NaN); and back, exactly.
+uint16_t FloatToBf16(float x);
+float Bf16ToFloat(uint16_t b);
+
 // W [N, K] repacked into panels of kPanel output columns: data[p][k][c] = W[p*kPanel + c][k]
-// (zero for columns past N). A panel is contiguous, so a row of A streams it once.
-// Storage is 64-byte aligned: panel(p) + k * kPanel is a cache-line-aligned 64-byte row.
+// (zero for columns past N), each element of type(). A panel is contiguous, so a row of A streams
+// it once. Storage is 64-byte aligned: panel_data(p) + k * row_bytes() is a naturally aligned row
+// of 16 elements (64, 32 or 16 bytes). int8 also holds scales(): [panels() * 16] fp32, zero past N.
 class PackedWeight {
  public:
   static constexpr int kPanel = 16;
   PackedWeight() = default;
-  // w: [n, k] row-major fp32.
-  static PackedWeight Pack(const float* w, int n, int k);
+  // w: [n, k] row-major fp32, finite (int8 scales come from each row's largest magnitude).
+  static PackedWeight Pack(const float* w, int n, int k, WeightType type = WeightType::kF32);
   // Packs several [n_i, k] matrices stacked along N (e.g. q, k, v into one fused projection).
   static PackedWeight PackStacked(const std::vector<const float*>& ws, const std::vector<int>& ns,
-                                  int k);
+                                  int k, WeightType type = WeightType::kF32);
   int n() const { return n_; }
   int k() const { return k_; }
+  WeightType type() const { return type_; }
   int panels() const { return (n_ + kPanel - 1) / kPanel; }
-  const float* panel(int p) const { return data_.data() + static_cast<int64_t>(p) * k_ * kPanel; }
-  uint64_t bytes() const { return data_.size() * sizeof(float); }
-  // bytes() of an [n, k] matrix once packed.
-  static uint64_t BytesFor(int n, int k) {
-    return static_cast<uint64_t>((n + kPanel - 1) / kPanel) * k * kPanel * sizeof(float);
+  int row_bytes() const { return kPanel * WeightTypeBytes(type_); }  // one K step of a panel
+  const uint8_t* panel_data(int p) const {
+    return data_.data() + static_cast<int64_t>(p) * k_ * row_bytes();
+  }
+  // panel_data(p) as floats: only for type() == kF32.
+  const float* panel(int p) const { return reinterpret_cast<const float*>(panel_data(p)); }
+  // int8: the column scales ([panels() * 16], zero past N); nullptr otherwise.
+  const float* scales() const { return scales_.empty() ? nullptr : scales_.data(); }
+  // widen(W[j][kk]) of the contract (int8: the integer, without its scale). j < n, kk < k.
+  float Widened(int j, int kk) const;
+  // The value the product uses for W[j][kk]: Widened(j, kk), times the column's scale for int8
+  // (in double: the dequantized weight exactly).
+  double Dequantized(int j, int kk) const;
+  // Row j of W as fp32 (an embedding lookup from a packed table): out[kk] = Widened(j, kk), for
+  // int8 times the column's scale rounded to fp32. out: [k]. j < n.
+  void Row(int j, float* out) const;
+  // Everything held: the panels and, for int8, the scales.
+  uint64_t bytes() const { return data_.size() + scales_.size() * sizeof(float); }
+  // bytes() of an [n, k] matrix once packed as `type`.
+  static uint64_t BytesFor(int n, int k, WeightType type = WeightType::kF32) {
+    const uint64_t panels = static_cast<uint64_t>((n + kPanel - 1) / kPanel);
+    return panels * k * kPanel * WeightTypeBytes(type) +
+           (type == WeightType::kInt8 ? panels * kPanel * sizeof(float) : 0);
   }
 
  private:
   int n_ = 0, k_ = 0;
-  std::vector<float, AlignedAllocator<float, 64>> data_;
+  WeightType type_ = WeightType::kF32;
+  std::vector<uint8_t, AlignedAllocator<uint8_t, 64>> data_;
+  std::vector<float, AlignedAllocator<float, 64>> scales_;
 };
 
 // c[i*ldc + j] = sum_k a[i*lda + k] * W[j][k] for i < m, j < w.n(), with the contract above.
