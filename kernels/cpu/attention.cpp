@@ -64,13 +64,6 @@ void AttendAvx2(const AttendTask& t) {
   AttendOn<Avx2>(t);
 }
 
-static float Bf16ToFloat(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 // The arithmetic of attention.h written plainly, one pair at a time (any block size and head
 // dim; the vector kernels must match it bit for bit).
 void AttendScalar(const AttendTask& t) {
@@ -139,8 +132,8 @@ void WriteKv(const PagedKv& kv, const float* k_src, const float* v_src, int64_t 
         if (kv.bf16()) {
           uint16_t* kt = kv.k16 + kv.TileOffset(block, h) + off;
           uint16_t* vt = kv.v16 + kv.TileOffset(block, h) + off * d;
-          for (int i = 0; i < d; ++i) kt[static_cast<int64_t>(i) * bs] = RoundToBf16(ks[i]);
-          for (int i = 0; i < d; ++i) vt[i] = RoundToBf16(vs[i]);
+          for (int i = 0; i < d; ++i) kt[static_cast<int64_t>(i) * bs] = FloatToBf16(ks[i]);
+          for (int i = 0; i < d; ++i) vt[i] = FloatToBf16(vs[i]);
           continue;
         }
         float* kt = kv.k + kv.TileOffset(block, h) + off;

@@ -28,9 +28,9 @@ namespace llmq::kernels {
 //      one vector per head dimension, so scores of 16 keys come out of one vector FMA chain)
 //   v: [num_blocks, kv_heads, block_size, head_dim]
 // in fp32 (k, v) or in bf16 (k16, v16; k and v null): a bf16 cache holds each value rounded to
-// the nearest bf16 (ties to even) when written, and attention reads it widened to fp32 exactly,
-// so the arithmetic above is unchanged, with K and V the stored values: half the bytes read, the
-// same batch invariance and the same bits on every path.
+// the nearest bf16 when written (kernels::FloatToBf16, kernels/cpu/gemm.h), and attention reads it
+// widened to fp32 exactly, so the arithmetic above is unchanged, with K and V the stored values:
+// half the bytes read, the same batch invariance and the same bits on every path.
 struct PagedKv {
   float* k = nullptr;
   float* v = nullptr;
@@ -45,15 +45,6 @@ struct PagedKv {
     return (block * kv_heads + head) * static_cast<int64_t>(block_size) * head_dim;
   }
 };
-
-// A float rounded to the nearest bf16 (ties to even; NaN stays NaN), as a bf16 cache stores it.
-inline uint16_t RoundToBf16(float f) {
-  uint32_t u;
-  __builtin_memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
 
 // Writes the K and V rows of T tokens into their slots (rounded to bf16 in a bf16 cache).
 //   k_src, v_src: [T, src_stride] with head h at +h*head_dim;  slots: [T]
