@@ -1,5 +1,5 @@
-// The names of engine.backend, engine.precision and engine.weight_dtype: the config validates them
-// (config/ does not depend on the engine), the engine builds what they name
+// The names of engine.backend, engine.precision, engine.weight_dtype and engine.kv_dtype: the
+// config validates them (config/ does not depend on the engine), the engine builds what they name
 // (engine/backends/backend_choice.h).
 #pragma once
 
@@ -17,11 +17,16 @@ enum class Precision { kBf16, kFp32 };
 // -> f32), f32, bf16 (rounded to nearest even), int8 (symmetric per output channel, fp32 scales,
 // quantized at load from the float checkpoint).
 enum class WeightDtype { kAuto, kF32, kBf16, kInt8 };
+// How the CPU backend holds its KV cache (kernels::PagedKv), chosen once at load: auto (f32 on the
+// CPU; on the GPU the cache follows engine.precision), f32 (exact), bf16 (rounded to nearest even
+// when written, widened to fp32 when read: half the bytes, twice the tokens in the same pool).
+enum class KvDtype { kAuto, kF32, kBf16 };
 
 struct BackendChoice {
   BackendKind kind = BackendKind::kAuto;
   Precision precision = Precision::kBf16;
   WeightDtype weight_dtype = WeightDtype::kAuto;
+  KvDtype kv_dtype = KvDtype::kAuto;
 };
 
 inline const char* BackendKindName(BackendKind k) {
@@ -35,6 +40,9 @@ inline const char* WeightDtypeName(WeightDtype d) {
          : d == WeightDtype::kF32  ? "f32"
          : d == WeightDtype::kBf16 ? "bf16"
                                    : "int8";
+}
+inline const char* KvDtypeName(KvDtype d) {
+  return d == KvDtype::kAuto ? "auto" : d == KvDtype::kF32 ? "f32" : "bf16";
 }
 // False (and *out untouched) for anything but the names above.
 inline bool ParseBackendKind(std::string_view s, BackendKind* out) {
@@ -57,6 +65,14 @@ inline bool ParseWeightDtype(std::string_view s, WeightDtype* out) {
   for (WeightDtype d :
        {WeightDtype::kAuto, WeightDtype::kF32, WeightDtype::kBf16, WeightDtype::kInt8})
     if (s == WeightDtypeName(d)) {
+      *out = d;
+      return true;
+    }
+  return false;
+}
+inline bool ParseKvDtype(std::string_view s, KvDtype* out) {
+  for (KvDtype d : {KvDtype::kAuto, KvDtype::kF32, KvDtype::kBf16})
+    if (s == KvDtypeName(d)) {
       *out = d;
       return true;
     }

@@ -324,6 +324,10 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
        [c](const Leaf& l) {
          return GetChoice(l, {"auto", "f32", "bf16", "int8"}, &ParseWeightDtype, &c->weight_dtype);
        }},
+      {"kv_dtype",
+       [c](const Leaf& l) {
+         return GetChoice(l, {"auto", "f32", "bf16"}, &ParseKvDtype, &c->kv_dtype);
+       }},
       {"gpu_memory_utilization",
        [c](const Leaf& l) { return GetFraction(l, &c->gpu_memory_utilization); }},
       {"cpu_threads",

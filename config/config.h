@@ -42,6 +42,8 @@ struct LlmqConfig {
   // engine.weight_dtype: auto | f32 | bf16 | int8, the CPU backend's matrices
   // (base/backend_kind.h).
   WeightDtype weight_dtype = WeightDtype::kAuto;
+  // engine.kv_dtype: auto | f32 | bf16, the CPU backend's KV cache (base/backend_kind.h).
+  KvDtype kv_dtype = KvDtype::kAuto;
   // engine.gpu_memory_utilization: the share of the GPU's memory llmq may fill (weights,
   // activations, KV cache); the KV cache gets what the rest leaves. 0 < u <= 1.
   double gpu_memory_utilization = 0.9;

@@ -29,6 +29,7 @@ const std::vector<Knob>& Knobs() {
       On("engine.backend", false, &LlmqConfig::backend),
       On("engine.precision", false, &LlmqConfig::precision),
       On("engine.weight_dtype", false, &LlmqConfig::weight_dtype),
+      On("engine.kv_dtype", false, &LlmqConfig::kv_dtype),
       On("engine.gpu_memory_utilization", false, &LlmqConfig::gpu_memory_utilization),
       On("engine.cpu_threads", false, &LlmqConfig::cpu_threads),
       On("spool.state_dir", false, &LlmqConfig::state_dir),

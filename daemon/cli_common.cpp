@@ -36,7 +36,7 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   cmd->add_flag("--no-planner", f->no_planner, "Run requests in input order (no prefix grouping)");
   cmd->add_flag("--no-shared-prefix-attention", f->no_shared_prefix_attention,
                 "Read a shared prompt prefix once per request in decode, not once per group");
-  AddBackendFlags(cmd, &f->backend, &f->precision, &f->weight_dtype);
+  AddBackendFlags(cmd, &f->backend, &f->precision, &f->weight_dtype, &f->kv_dtype);
   AddGpuMemoryFlag(cmd, &f->gpu_memory_utilization);
   AddThreadsFlag(cmd, &f->threads);
 }
@@ -63,7 +63,7 @@ void ApplyCpuThreads(const LlmqConfig& cfg) {
 }
 
 void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision,
-                     std::string* weight_dtype) {
+                     std::string* weight_dtype, std::string* kv_dtype) {
   cmd->add_option("--backend", *backend,
                   "auto|cpu|cuda: auto takes the GPU when llmq was built with CUDA and a device "
                   "is present, else the CPU; cuda fails, saying why, where it cannot")
@@ -78,6 +78,10 @@ void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision
                   "the checkpoint's own type, BF16 -> bf16, else f32; int8: symmetric per output "
                   "channel, quantized at load) (default: engine.weight_dtype, else auto)")
       ->check(CLI::IsMember({"auto", "f32", "bf16", "int8"}));
+  cmd->add_option("--kv-dtype", *kv_dtype,
+                  "auto|f32|bf16: the CPU backend's KV cache (auto: f32; bf16: half the bytes, "
+                  "twice the tokens per pool) (default: engine.kv_dtype, else auto)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
 }
 
 void AddGpuMemoryFlag(CLI::App* cmd, double* utilization) {
@@ -114,6 +118,7 @@ Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg) {
   if (given("--backend")) ParseBackendKind(f.backend, &cfg->backend);  // checked by CLI11
   if (given("--precision")) ParsePrecision(f.precision, &cfg->precision);
   if (given("--weight-dtype")) ParseWeightDtype(f.weight_dtype, &cfg->weight_dtype);  // by CLI11
+  if (given("--kv-dtype")) ParseKvDtype(f.kv_dtype, &cfg->kv_dtype);  // checked by CLI11
   if (given("--gpu-memory-utilization")) cfg->gpu_memory_utilization = f.gpu_memory_utilization;
   if (given("--threads")) {
     cfg->cpu_threads = f.threads;
@@ -182,12 +187,12 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
   opt.host_memory = ReadHostMemory();  // before the weights take their share of it
   // The grammars' token trie is built while the backend takes the weights.
   std::shared_ptr<GrammarCache> grammars;
-  LLMQ_RETURN_IF_ERROR(LoadModel(cfg.model_dir,
-                                 BackendChoice{cfg.backend, cfg.precision, cfg.weight_dtype}, model,
-                                 [&](const Tokenizer* tok) {
-                                   grammars = std::make_shared<GrammarCache>(tok);
-                                   grammars->BuildTrieInBackground();
-                                 }));
+  LLMQ_RETURN_IF_ERROR(LoadModel(
+      cfg.model_dir, BackendChoice{cfg.backend, cfg.precision, cfg.weight_dtype, cfg.kv_dtype},
+      model, [&](const Tokenizer* tok) {
+        grammars = std::make_shared<GrammarCache>(tok);
+        grammars->BuildTrieInBackground();
+      }));
   LLMQ_RETURN_IF_ERROR(LoadChatFormat(cfg, *model->tokenizer, &ctx->chat));
   SetToolCallFormatFrom(cfg, ctx);
   LLMQ_RETURN_IF_ERROR(
@@ -218,7 +223,8 @@ std::string DescribeEngine(const LlmqConfig& cfg, const Model& model, const LlmE
                 pool.source.c_str(), static_cast<long long>(pool.bytes_per_token));
   std::string weights;
   if (const auto* cpu = dynamic_cast<const CpuBackend*>(model.backend.get()))
-    weights = std::string("; weights ") + kernels::WeightTypeName(cpu->weight_type());
+    weights = std::string("; weights ") + kernels::WeightTypeName(cpu->weight_type()) +
+              "; KV cache " + KvDtypeName(cpu->kv_dtype());
   return "backend " + model.backend_description() + "; " + buf + "; cpu threads " +
          DescribeCpuThreads(cfg.cpu_threads, cfg.cpu_threads_source) + weights;
 }

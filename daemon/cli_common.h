@@ -28,6 +28,7 @@ struct EngineFlags {
   std::string backend = "auto";       // --backend (else engine.backend)
   std::string precision = "bf16";     // --precision (else engine.precision)
   std::string weight_dtype = "auto";  // --weight-dtype (else engine.weight_dtype)
+  std::string kv_dtype = "auto";      // --kv-dtype (else engine.kv_dtype)
   double gpu_memory_utilization = LlmqConfig{}.gpu_memory_utilization;
   int threads = 0;          // --threads (else engine.cpu_threads)
   CLI::App* cmd = nullptr;  // to ask which flags were given
@@ -37,7 +38,7 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f);
 // --backend, --precision and --weight-dtype (also on generate and plan, which take no other engine
 // flags).
 void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision,
-                     std::string* weight_dtype);
+                     std::string* weight_dtype, std::string* kv_dtype);
 // --gpu-memory-utilization, checked to lie in (0, 1].
 void AddGpuMemoryFlag(CLI::App* cmd, double* utilization);
 

@@ -17,7 +17,7 @@ namespace {
 
 struct GenerateFlags {
   std::string model, prompt, messages, chat_template, stop;
-  std::string backend = "auto", precision = "bf16", weight_dtype = "auto";
+  std::string backend = "auto", precision = "bf16", weight_dtype = "auto", kv_dtype = "auto";
   int max_tokens = 64;
   float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
   int top_k = 0;
@@ -42,6 +42,7 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
   ParseBackendKind(f.backend, &choice.kind);  // checked by CLI11
   ParsePrecision(f.precision, &choice.precision);
   ParseWeightDtype(f.weight_dtype, &choice.weight_dtype);  // checked by CLI11
+  ParseKvDtype(f.kv_dtype, &choice.kv_dtype);              // checked by CLI11
   if (f.threads > 0) SetCpuThreads(f.threads);
   Model model;
   if (Status st = LoadModel(dir, choice, &model); !st.ok()) return Fail(cmd, st);
@@ -124,7 +125,7 @@ void AddGenerateCommand(CLI::App* app, int* rc) {
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past the end-of-sequence token");
   cmd->add_flag("--json", f->json,
                 "Print one JSON object: prompt_ids, completion_ids, text, finish_reason, backend");
-  AddBackendFlags(cmd, &f->backend, &f->precision, &f->weight_dtype);
+  AddBackendFlags(cmd, &f->backend, &f->precision, &f->weight_dtype, &f->kv_dtype);
   AddThreadsFlag(cmd, &f->threads);
   cmd->callback([cmd, f, rc, prompt, messages] {
     if (prompt->count() + messages->count() != 1) {

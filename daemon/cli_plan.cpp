@@ -37,8 +37,8 @@ std::string Human(double bytes) {
 namespace {
 
 struct PlanFlags {
-  std::string model, memory, kv_dtype;
-  std::string backend = "auto", precision = "bf16", weight_dtype = "auto";
+  std::string model, memory;
+  std::string backend = "auto", precision = "bf16", weight_dtype = "auto", kv_dtype = "auto";
   double gpu_memory_utilization = LlmqConfig{}.gpu_memory_utilization;
   int block_size = 16;
   int threads = 0;  // --threads; 0 = the default
@@ -100,9 +100,13 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
   std::string backend;
   if (Status st = PlanBackend(f, &kind, &backend); !st.ok()) return Fail(cmd, st);
   const bool gpu = kind == BackendKind::kCuda;
-  // The CPU backend computes in fp32; the GPU backend keeps weights and K/V at --precision.
+  // The GPU backend keeps weights and K/V at --precision; the CPU backend its K/V at --kv-dtype
+  // (auto: f32) and its matrices at --weight-dtype.
   const int elt = gpu && f.precision == "bf16" ? 2 : 4;
-  const std::string kv_dtype = !f.kv_dtype.empty() ? f.kv_dtype : elt == 2 ? "bf16" : "f32";
+  const std::string kv_dtype = f.kv_dtype != "auto" ? f.kv_dtype : elt == 2 ? "bf16" : "f32";
+  if (gpu && kv_dtype != (elt == 2 ? "bf16" : "f32"))
+    return Fail(cmd, "--kv-dtype " + f.kv_dtype +
+                         ": the cuda backend's KV cache follows --precision " + f.precision);
   const int kv_bytes = kv_dtype == "f32" ? 4 : 2;
   const int64_t block = f.block_size;
   uint64_t memory = 0;
@@ -249,11 +253,7 @@ void AddPlanCommand(CLI::App* app, int* rc) {
       "How memory divides between weights and KV cache on a backend (reads only the headers)");
   cmd->add_option("--model", f->model, "Model folder")->required();
   cmd->add_option("--memory", f->memory, "Memory to plan for, e.g. 24G (default: this machine's)");
-  cmd->add_option("--kv-dtype", f->kv_dtype,
-                  "KV-cache element type (default: the backend's: f32 on the CPU, the "
-                  "--precision on the GPU)")
-      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
-  AddBackendFlags(cmd, &f->backend, &f->precision, &f->weight_dtype);
+  AddBackendFlags(cmd, &f->backend, &f->precision, &f->weight_dtype, &f->kv_dtype);
   AddGpuMemoryFlag(cmd, &f->gpu_memory_utilization);
   AddThreadsFlag(cmd, &f->threads);
   cmd->add_option("--block-size", f->block_size, "Tokens per KV block")->check(CLI::PositiveNumber);

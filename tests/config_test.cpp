@@ -29,6 +29,7 @@ void ExpectDefaults(const LlmqConfig& c) {
   EXPECT_EQ(c.backend, d.backend);
   EXPECT_EQ(c.precision, d.precision);
   EXPECT_EQ(c.weight_dtype, d.weight_dtype);
+  EXPECT_EQ(c.kv_dtype, d.kv_dtype);
   EXPECT_EQ(c.gpu_memory_utilization, d.gpu_memory_utilization);
   EXPECT_EQ(c.cpu_threads, d.cpu_threads);
   EXPECT_EQ(c.state_dir, d.state_dir);
@@ -85,6 +86,7 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
                           "backend:",
                           "precision:",
                           "weight_dtype:",
+                          "kv_dtype:",
                           "gpu_memory_utilization:",
                           "cpu_threads:",
                           "spool:",
@@ -194,6 +196,8 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
        [](const LlmqConfig& c) { return c.weight_dtype == WeightDtype::kInt8; }},
       {"engine: {weight_dtype: bf16}",
        [](const LlmqConfig& c) { return c.weight_dtype == WeightDtype::kBf16; }},
+      {"engine: {kv_dtype: bf16}",
+       [](const LlmqConfig& c) { return c.kv_dtype == KvDtype::kBf16; }},
       {"engine: {cpu_threads: 3}",
        [](const LlmqConfig& c) {
          return c.cpu_threads == 3 && c.cpu_threads_source == "engine.cpu_threads";

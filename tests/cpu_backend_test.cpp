@@ -142,14 +142,16 @@ TEST(CpuBackendMemory, WorkingBytesGrowPastTheMlpSliceByTheRowsThatStay) {
             32 * (kept + 3 * I + I) * 4);
 }
 
-// Over every family: the q/k/v biases and the per-head q/k norm are per-row ops too; and over every
-// weight type (engine.weight_dtype): the GEMM's contract holds for each.
+// Over every family: the q/k/v biases and the per-head q/k norm are per-row ops too; over every
+// weight type (engine.weight_dtype): the GEMM's contract holds for each; and over both KV caches
+// (engine.kv_dtype): a bf16 cache rounds each value when written, whatever the batch or chunk.
 class CpuBackendInvariance
-    : public ::testing::TestWithParam<std::tuple<const char*, kernels::WeightType>> {
+    : public ::testing::TestWithParam<std::tuple<const char*, kernels::WeightType, KvDtype>> {
  protected:
   void SetUp() override {
     const char* arch = std::get<0>(GetParam());
     type_ = std::get<1>(GetParam());
+    kv_ = std::get<2>(GetParam());
     cfg_ =
         ConfigFor({"inv", 8, 2, 16, 96, 3, false, RopeScaling::Type::kLlama3, DType::kF32, arch});
     dir_ = testing::TmpDir(std::string("invariance_") + arch);
@@ -158,12 +160,13 @@ class CpuBackendInvariance
   }
   ModelConfig cfg_;
   kernels::WeightType type_ = kernels::WeightType::kF32;
+  KvDtype kv_ = KvDtype::kF32;
   std::string dir_;
   std::unique_ptr<Weights> w_;
 };
 
 TEST_P(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
-  CpuBackend whole(cfg_, *w_, type_), chunked(cfg_, *w_, type_);
+  CpuBackend whole(cfg_, *w_, type_, kv_), chunked(cfg_, *w_, type_, kv_);
   const int bs = 16, n = 77, V = cfg_.vocab_size;
   ASSERT_TRUE(whole.AllocateKv(16, bs).ok());
   ASSERT_TRUE(chunked.AllocateKv(16, bs).ok());
@@ -191,7 +194,7 @@ TEST_P(CpuBackendInvariance, ChunkedPrefillGivesBitIdenticalLogits) {
 // The pool's pages are populated ahead of a step's writes (PopulateKv), up to the highest block
 // written and no further: a big pool costs the memory of the blocks used, not more.
 TEST_P(CpuBackendInvariance, KvPagesArePopulatedUpToTheBlocksWrittenOnly) {
-  CpuBackend be(cfg_, *w_, type_);
+  CpuBackend be(cfg_, *w_, type_, kv_);
   const int bs = 16, pool = 512, n = 40;  // blocks 0, 1, 2
   ASSERT_TRUE(be.AllocateKv(pool, bs).ok());
   const std::vector<bool> before = be.ResidentKBlocksForTesting();
@@ -199,7 +202,8 @@ TEST_P(CpuBackendInvariance, KvPagesArePopulatedUpToTheBlocksWrittenOnly) {
   testing::ForwardOneSequence(be, RandomTokens(n, cfg_.vocab_size, 3), 0, n, {0, 1, 2}, bs,
                               cfg_.vocab_size);
   const std::vector<bool> resident = be.ResidentKBlocksForTesting();
-  const size_t block_bytes = static_cast<size_t>(cfg_.kv_dim()) * bs * 4;
+  const size_t block_bytes =
+      static_cast<size_t>(cfg_.kv_dim()) * bs * CpuBackend::KvElementBytes(kv_);
   const size_t written_end = (3 * block_bytes + 4095) / 4096 * 4096;  // pages of blocks 0..2
   for (int b = 0; b < pool; ++b) {
     if (b <= 2) {
@@ -213,7 +217,7 @@ TEST_P(CpuBackendInvariance, KvPagesArePopulatedUpToTheBlocksWrittenOnly) {
 // The MLP runs over a step's rows in slices (CpuBackend::kMlpRows); wherever the slice boundaries
 // fall, the logits are those of one pass over all rows, bit for bit.
 TEST_P(CpuBackendInvariance, MlpRowSlicesGiveBitIdenticalLogits) {
-  CpuBackend one_pass(cfg_, *w_, type_), sliced(cfg_, *w_, type_);
+  CpuBackend one_pass(cfg_, *w_, type_, kv_), sliced(cfg_, *w_, type_, kv_);
   const int bs = 16, n = 77, V = cfg_.vocab_size;
   ASSERT_GT(CpuBackend::kMlpRows, n);  // the default: one slice here
   ASSERT_TRUE(one_pass.AllocateKv(16, bs).ok());
@@ -234,7 +238,7 @@ TEST_P(CpuBackendInvariance, MlpRowSlicesGiveBitIdenticalLogits) {
 // Logits of some rows only (the rows that sample) are those rows of the logits of every row; rows
 // that do not ascend are refused.
 TEST_P(CpuBackendInvariance, LogitsOfSomeRowsAreThoseRowsOfAll) {
-  CpuBackend be(cfg_, *w_, type_);
+  CpuBackend be(cfg_, *w_, type_, kv_);
   const int bs = 16, n = 40, V = cfg_.vocab_size;
   ASSERT_TRUE(be.AllocateKv(16, bs).ok());
   const Layout lay = ShuffledBlocks(n, bs, 16, 9);
@@ -268,10 +272,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM",
                                          "Qwen3ForCausalLM"),
                        ::testing::Values(kernels::WeightType::kF32, kernels::WeightType::kBf16,
-                                         kernels::WeightType::kInt8)),
-    [](const auto& info) {  // Llama_f32, Qwen2_int8, ...
+                                         kernels::WeightType::kInt8),
+                       ::testing::Values(KvDtype::kF32, KvDtype::kBf16)),
+    [](const auto& info) {  // Llama_f32_kvf32, Qwen2_int8_kvbf16, ...
       return std::string(std::get<0>(info.param)).substr(0, 5) + "_" +
-             kernels::WeightTypeName(std::get<1>(info.param));
+             kernels::WeightTypeName(std::get<1>(info.param)) + "_kv" +
+             KvDtypeName(std::get<2>(info.param));
     });
 
 }  // namespace

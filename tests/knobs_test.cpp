@@ -28,6 +28,7 @@ const std::map<std::string, std::string>& Samples() {
       {"engine.backend", "cpu"},
       {"engine.precision", "fp32"},
       {"engine.weight_dtype", "int8"},
+      {"engine.kv_dtype", "bf16"},
       {"engine.gpu_memory_utilization", "0.5"},
       {"engine.cpu_threads", "3"},
       {"spool.state_dir", "/srv/llmq"},

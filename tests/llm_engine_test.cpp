@@ -51,21 +51,22 @@ class LlmEngineTest : public ::testing::Test {
   // `cfg` is cfg_ unless a test changes what the backend does not read (the EOS ids).
   static std::map<std::string, RequestOutput> Run(
       const std::vector<Request>& reqs, int budget, const ModelConfig& cfg = cfg_,
-      kernels::WeightType type = kernels::WeightType::kF32) {
-    return testing::RunEngine(cfg, *w_, reqs, budget, /*num_blocks=*/128, type);
+      kernels::WeightType type = kernels::WeightType::kF32, KvDtype kv = KvDtype::kF32) {
+    return testing::RunEngine(cfg, *w_, reqs, budget, /*num_blocks=*/128, type, kv);
   }
 
   // Sixteen prompts together give, under each token budget, what each gives alone.
-  static void ExpectTogetherEqualsAlone(kernels::WeightType type) {
+  static void ExpectTogetherEqualsAlone(kernels::WeightType type, KvDtype kv = KvDtype::kF32) {
     const std::vector<Request> reqs = Prompts(16);
     for (int budget : {2048, 40, 7}) {
-      const auto together = Run(reqs, budget, cfg_, type);
+      const auto together = Run(reqs, budget, cfg_, type, kv);
       ASSERT_EQ(together.size(), reqs.size());
       for (const Request& r : reqs) {
-        const auto alone = Run({r}, 2048, cfg_, type);
+        const auto alone = Run({r}, 2048, cfg_, type, kv);
         const RequestOutput& t = together.at(r.id);
         EXPECT_EQ(t.completions.at(0).ids, alone.at(r.id).completions.at(0).ids)
-            << r.id << " budget " << budget << " " << kernels::WeightTypeName(type);
+            << r.id << " budget " << budget << " " << kernels::WeightTypeName(type) << " KV "
+            << KvDtypeName(kv);
         EXPECT_EQ(t.completions.at(0).ids.size(), static_cast<size_t>(r.params.max_tokens));
         EXPECT_EQ(t.completions.at(0).finish_reason, "length");
       }
@@ -90,6 +91,13 @@ TEST_F(LlmEngineTest, SixteenPromptsTogetherEqualEachAloneWithBf16Weights) {
 
 TEST_F(LlmEngineTest, SixteenPromptsTogetherEqualEachAloneWithInt8Weights) {
   ExpectTogetherEqualsAlone(kernels::WeightType::kInt8);
+}
+
+// And with a bf16 KV cache (engine.kv_dtype), under fp32 and int8 weights: each value is rounded
+// once, when written, whatever the batch, the chunking or the other sequences.
+TEST_F(LlmEngineTest, SixteenPromptsTogetherEqualEachAloneWithBf16Kv) {
+  ExpectTogetherEqualsAlone(kernels::WeightType::kF32, KvDtype::kBf16);
+  ExpectTogetherEqualsAlone(kernels::WeightType::kInt8, KvDtype::kBf16);
 }
 
 TEST_F(LlmEngineTest, DifferentSeedsGiveDifferentSamples) {

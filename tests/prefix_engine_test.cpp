@@ -72,15 +72,17 @@ class PrefixEngineTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { be_.reset(), w_.reset(); }
   // Each request run alone, without the prefix features: the reference outputs.
-  static Outputs EachAlone(const std::vector<Request>& reqs, const EngineOptions& base) {
+  static Outputs EachAlone(const std::vector<Request>& reqs, const EngineOptions& base,
+                           Backend* be = nullptr) {
     Outputs alone;
     for (const Request& r : reqs) {
       EngineOptions o = base;
       o.enable_prefix_cache = o.enable_planner = o.shared_prefix_attention = false;
-      alone.merge(RunAll(cfg_, be_.get(), {r}, o).out);
+      alone.merge(RunAll(cfg_, be ? be : be_.get(), {r}, o).out);
     }
     return alone;
   }
+  static void ExpectSharedPrefixNeverChangesOutputs(Backend* be);
   static ModelConfig cfg_;
   static std::unique_ptr<Weights> w_;
   static std::unique_ptr<CpuBackend> be_;
@@ -294,7 +296,7 @@ class GroupCountingBackend : public Backend {
 // Shared-prefix attention (decode reads a group's shared blocks once per step) and token-granular
 // prefix reuse change what is read and computed, never what is generated: greedy and seeded
 // sampling give the same ids with the features on and off, and as each request run alone.
-TEST_F(PrefixEngineTest, SharedPrefixAttentionNeverChangesOutputs) {
+void PrefixEngineTest::ExpectSharedPrefixNeverChangesOutputs(Backend* be) {
   // Prefixes that end inside a block (45 and 37 tokens), so reuse copies partial blocks too.
   bench::Prompts prompts = bench::SharedInstructions(10, 45, 3, 30, cfg_.vocab_size, 31);
   const bench::Prompts more = bench::SharedInstructions(6, 37, 1, 20, cfg_.vocab_size, 32);
@@ -311,13 +313,13 @@ TEST_F(PrefixEngineTest, SharedPrefixAttentionNeverChangesOutputs) {
     EngineOptions base;
     base.num_blocks = 400;
     base.scheduler.max_num_batched_tokens = 128;  // chunked prefills mixed with decodes
-    const Outputs alone = EachAlone(reqs, base);
+    const Outputs alone = EachAlone(reqs, base, be);
     for (bool cache : {false, true})
       for (bool shared : {false, true}) {
         EngineOptions o = base;
         o.enable_prefix_cache = cache;
         o.shared_prefix_attention = shared;
-        GroupCountingBackend counting(be_.get());
+        GroupCountingBackend counting(be);
         const RunStats rs = RunAll(cfg_, &counting, reqs, o);
         const std::string what = std::string(sampled ? "seeded" : "greedy") +
                                  (cache ? " cache" : " no-cache") +
@@ -330,6 +332,17 @@ TEST_F(PrefixEngineTest, SharedPrefixAttentionNeverChangesOutputs) {
         }
       }
   }
+}
+
+TEST_F(PrefixEngineTest, SharedPrefixAttentionNeverChangesOutputs) {
+  ExpectSharedPrefixNeverChangesOutputs(be_.get());
+}
+
+// The same over a bf16 KV cache (engine.kv_dtype): reused and copied blocks (whole and partial, and
+// a forked sample's) hold the bf16 values computed once, so reuse still changes no output.
+TEST_F(PrefixEngineTest, SharedPrefixAttentionNeverChangesOutputsWithBf16Kv) {
+  CpuBackend bf16(cfg_, *w_, kernels::WeightType::kF32, KvDtype::kBf16);
+  ExpectSharedPrefixNeverChangesOutputs(&bf16);
 }
 
 TEST(PrefixEngineStories, CacheOnOffAndPlannerGiveTheSameStories) {

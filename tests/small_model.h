@@ -70,11 +70,12 @@ inline void ExpectSameIds(const std::map<std::string, RequestOutput>& a,
   }
 }
 
-// The same on a fresh CPU backend holding its matrices as `type`.
+// The same on a fresh CPU backend holding its matrices as `type` and its KV cache as `kv`.
 inline std::map<std::string, RequestOutput> RunEngine(
     const ModelConfig& cfg, const Weights& w, const std::vector<Request>& reqs, int budget = 2048,
-    int num_blocks = 64, kernels::WeightType type = kernels::WeightType::kF32) {
-  CpuBackend be(cfg, w, type);
+    int num_blocks = 64, kernels::WeightType type = kernels::WeightType::kF32,
+    KvDtype kv = KvDtype::kF32) {
+  CpuBackend be(cfg, w, type, kv);
   return RunEngineOn(cfg, &be, reqs, budget, num_blocks);
 }
 

@@ -90,8 +90,12 @@ int64_t CpuBackend::WorkingBytesFor(const ModelConfig& c, int max_tokens, int ma
                                                 2 * int64_t{max_seqs} * c.vocab_size + scores);
 }
 
-CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w, kernels::WeightType type)
-    : cfg_(cfg), type_(type), weight_bytes_(WeightBytesFor(cfg, type)) {
+CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w, kernels::WeightType type,
+                       KvDtype kv)
+    : cfg_(cfg),
+      type_(type),
+      kv_bf16_(kv == KvDtype::kBf16),
+      weight_bytes_(WeightBytesFor(cfg, type)) {
   const int H = cfg.hidden_size;
   final_norm_ = w.ToF32("model.norm.weight");
   // Matrices are packed straight from the mapped file when stored as F32 (no copy on the way: a
@@ -165,47 +169,47 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w, kernels::Weight
     }
 }
 
-bool CpuBackend::KvBuffer::Reset(size_t floats) {
+bool CpuBackend::KvBuffer::Reset(size_t n) {
   if (data) munmap(data, bytes);
   data = nullptr;
   bytes = 0;
-  if (!floats) return true;
-  void* p = mmap(nullptr, floats * sizeof(float), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (!n) return true;
+  void* p =
+      mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return false;
-  data = static_cast<float*>(p);
-  bytes = floats * sizeof(float);
+  data = static_cast<char*>(p);
+  bytes = n;
   return true;
+}
+
+size_t CpuBackend::KvBlockBytes() const {
+  return static_cast<size_t>(cfg_.kv_dim()) * block_size_ * KvElementBytes(kv_dtype());
 }
 
 Status CpuBackend::AllocateKv(int num_blocks, int block_size) {
   num_blocks_ = num_blocks;
   populated_blocks_ = 0;
   block_size_ = block_size;
-  const size_t n = static_cast<size_t>(cfg_.num_layers) * num_blocks * cfg_.kv_dim() * block_size;
+  const size_t n = static_cast<size_t>(cfg_.num_layers) * num_blocks * KvBlockBytes();
   if (!k_cache_.Reset(n) || !v_cache_.Reset(n)) {
     k_cache_.Reset(0);
     v_cache_.Reset(0);
     num_blocks_ = 0;
-    return Status::IoError("cannot map " + std::to_string(2 * n * sizeof(float)) +
-                           " bytes for the KV cache");
+    return Status::IoError("cannot map " + std::to_string(2 * n) + " bytes for the KV cache");
   }
   return Status::Ok();
 }
 
 Status CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
-  const size_t per_block = static_cast<size_t>(cfg_.kv_dim()) * block_size_;
+  const size_t per_block = KvBlockBytes();
   int32_t top = -1;  // the highest block written
   for (auto [s, d] : src_dst) top = std::max(top, d);
   PopulateKv(top);
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const size_t base = static_cast<size_t>(l) * num_blocks_ * per_block;
-    for (auto [s, d] : src_dst) {
-      std::memcpy(k_cache_.data + base + d * per_block, k_cache_.data + base + s * per_block,
-                  per_block * 4);
-      std::memcpy(v_cache_.data + base + d * per_block, v_cache_.data + base + s * per_block,
-                  per_block * 4);
-    }
+    for (auto [s, d] : src_dst)
+      for (const KvBuffer* kv : {&k_cache_, &v_cache_})
+        std::memcpy(kv->data + base + d * per_block, kv->data + base + s * per_block, per_block);
   }
   return Status::Ok();
 }
@@ -219,19 +223,19 @@ Status CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
 // refuse MADV_POPULATE_WRITE and the writes fault the pages in as before.
 void CpuBackend::PopulateKv(int32_t top) {
   if (top < populated_blocks_ || populate_refused_) return;
-  const size_t block_bytes = static_cast<size_t>(cfg_.kv_dim()) * block_size_ * sizeof(float);
+  const size_t block_bytes = KvBlockBytes();
   const size_t page = 4096, from = populated_blocks_ * block_bytes / page * page;
   const size_t to = static_cast<size_t>(top + 1) * block_bytes;
   for (int l = 0; l < cfg_.num_layers; ++l)
     for (const KvBuffer* kv : {&k_cache_, &v_cache_}) {
-      char* layer = reinterpret_cast<char*>(kv->data) + l * num_blocks_ * block_bytes;
+      char* layer = kv->data + l * num_blocks_ * block_bytes;
       if (madvise(layer + from, to - from, MADV_POPULATE_WRITE) != 0) populate_refused_ = true;
     }
   populated_blocks_ = top + 1;
 }
 
 std::vector<bool> CpuBackend::ResidentKBlocksForTesting() const {
-  const size_t page = 4096, block_bytes = static_cast<size_t>(cfg_.kv_dim()) * block_size_ * 4;
+  const size_t page = 4096, block_bytes = KvBlockBytes();
   const size_t bytes = num_blocks_ * block_bytes;
   std::vector<unsigned char> pages((bytes + page - 1) / page);
   std::vector<bool> resident(num_blocks_, false);
@@ -276,7 +280,7 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   ab.groups = groups_.data();
   ab.num_groups = static_cast<int>(groups_.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const size_t layer_floats = static_cast<size_t>(num_blocks_) * kvd * block_size_;
+  const size_t layer_bytes = num_blocks_ * KvBlockBytes();
   // Profile (Backend::set_profile): the GEMMs by kind of step, and attention.
   double* gemm_s = step_profile_ ? (b.decode_only ? &step_profile_->decode_gemm_s
                                                   : &step_profile_->prefill_gemm_s)
@@ -290,8 +294,16 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
 
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const Layer& L = layers_[l];
-    kernels::PagedKv kv{k_cache_.data + l * layer_floats, v_cache_.data + l * layer_floats,
-                        block_size_, cfg_.num_kv_heads, D};
+    char* k_layer = k_cache_.data + l * layer_bytes;
+    char* v_layer = v_cache_.data + l * layer_bytes;
+    kernels::PagedKv kv{nullptr, nullptr, block_size_, cfg_.num_kv_heads, D};
+    if (kv_bf16_) {
+      kv.k16 = reinterpret_cast<uint16_t*>(k_layer);
+      kv.v16 = reinterpret_cast<uint16_t*>(v_layer);
+    } else {
+      kv.k = reinterpret_cast<float*>(k_layer);
+      kv.v = reinterpret_cast<float*>(v_layer);
+    }
     // Attention block.
     kernels::RmsNorm(x_.data(), L.attn_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());
     gemm(xn_.data(), H, T, L.qkv, qkv_.data(), qkv_w);

@@ -3,9 +3,10 @@
 // construction, as fp32, bf16 or int8 (kernels::WeightType: widened to fp32 in registers, the
 // contract of kernels/cpu/gemm.h); the embedding is packed too and read a row at a time
 // (PackedWeight::Row), in bf16 for int8 weights (EmbeddingType), from the LM head itself when tied
-// to it and of its type; norms and biases stay fp32. Every op computes each row from its own
-// inputs in a fixed order, so a sequence's logits do not depend on the rest of the batch nor on how
-// its prompt was chunked, bit for bit. A step's prefix groups
+// to it and of its type; norms and biases stay fp32. The KV cache holds fp32 or bf16 elements
+// (engine.kv_dtype: bf16 values are rounded once, when written, and widened when read). Every op
+// computes each row from its own inputs in a fixed order, so a sequence's logits do not depend on
+// the rest of the batch nor on how its prompt was chunked, bit for bit. A step's prefix groups
 // (StepBatch::prefix_groups) make decode read each group's shared blocks once per step
 // (kernels::PagedAttention's shared-prefix attention), with bit-identical results.
 #pragma once
@@ -25,14 +26,18 @@ namespace llmq {
 
 class CpuBackend : public Backend {
  public:
-  // `type`: how the matrices are packed (ResolveWeightType turns engine.weight_dtype into one).
+  // `type`: how the matrices are packed (ResolveWeightType turns engine.weight_dtype into one);
+  // `kv`: the KV cache's elements (engine.kv_dtype; auto is f32 here).
   CpuBackend(const ModelConfig& cfg, const Weights& w,
-             kernels::WeightType type = kernels::WeightType::kF32);
+             kernels::WeightType type = kernels::WeightType::kF32, KvDtype kv = KvDtype::kF32);
   // engine.weight_dtype for `w`'s checkpoint: auto is bf16 when every matrix the backend packs is
   // stored as BF16 (packing them as bf16 then changes no bit of any result), else f32.
   static kernels::WeightType ResolveWeightType(WeightDtype asked, const ModelConfig& cfg,
                                                const Weights& w);
   kernels::WeightType weight_type() const { return type_; }
+  KvDtype kv_dtype() const { return kv_bf16_ ? KvDtype::kBf16 : KvDtype::kF32; }
+  // Bytes of one cached K or V element for engine.kv_dtype `kv` (auto: f32).
+  static int KvElementBytes(KvDtype kv) { return kv == KvDtype::kBf16 ? 2 : 4; }
   // The embedding's type for matrices of `type`: the same, but bf16 for int8 (a token's input row
   // quantized per row doubled int8's KL against fp32 on the family models: weight_dtype_test).
   static kernels::WeightType EmbeddingType(kernels::WeightType type) {
@@ -47,7 +52,9 @@ class CpuBackend : public Backend {
   Status Forward(const StepBatch& batch, float* logits) override;
   Status CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) override;
   uint64_t weight_bytes() const override { return weight_bytes_; }
-  int64_t kv_bytes_per_token() const override { return cfg_.KvBytesPerToken(sizeof(float)); }
+  int64_t kv_bytes_per_token() const override {
+    return cfg_.KvBytesPerToken(KvElementBytes(kv_dtype()));
+  }
   int64_t StepWorkingBytes(int max_tokens, int max_seqs) const override {
     return WorkingBytesFor(cfg_, max_tokens, max_seqs);
   }
@@ -85,6 +92,7 @@ class CpuBackend : public Backend {
   };
   ModelConfig cfg_;
   kernels::WeightType type_ = kernels::WeightType::kF32;
+  bool kv_bf16_ = false;           // engine.kv_dtype bf16: k_cache_ and v_cache_ hold uint16_t
   kernels::PackedWeight embed_;    // [V, H]; empty when SharesHeadAsEmbedding (lm_head_'s rows)
   std::vector<float> final_norm_;  // [H]
   kernels::PackedWeight lm_head_;  // [V, H]
@@ -94,11 +102,12 @@ class CpuBackend : public Backend {
 
   // An anonymous mapping: zero pages until touched, so a large pool costs nothing up front.
   struct KvBuffer {
-    float* data = nullptr;
+    char* data = nullptr;
     size_t bytes = 0;
-    bool Reset(size_t floats);  // false when the mapping fails (then empty)
+    bool Reset(size_t n);  // false when the mapping fails (then empty)
     ~KvBuffer() { Reset(0); }
   };
+  size_t KvBlockBytes() const;  // one layer's K (or V) of one block
   int block_size_ = 16, num_blocks_ = 0;
   // Blocks [0, populated_blocks_) of every layer's K and V have their pages in memory: Forward
   // and CopyBlocks populate up to the highest block they write (PopulateKv) before writing.

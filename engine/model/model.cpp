@@ -43,7 +43,8 @@ Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out
   if (tokenizer_loaded) tokenizer_loaded(m.tokenizer.get());
   if (kind == BackendKind::kCpu) {
     m.backend = std::make_unique<CpuBackend>(
-        m.cfg, *m.weights, CpuBackend::ResolveWeightType(choice.weight_dtype, m.cfg, *m.weights));
+        m.cfg, *m.weights, CpuBackend::ResolveWeightType(choice.weight_dtype, m.cfg, *m.weights),
+        choice.kv_dtype);
     // The backend packed its own fp32 copy: unmapping the files now holds the weights once
     // (peak RSS = packed weights + KV pool + working memory, not + the mapping).
     m.weights.reset();
@@ -54,6 +55,12 @@ Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out
                                  WeightDtypeName(choice.weight_dtype) +
                                  ": the CPU backend's; the cuda backend's weights follow "
                                  "engine.precision (use auto, or the cpu backend)");
+    const KvDtype follows = choice.precision == Precision::kBf16 ? KvDtype::kBf16 : KvDtype::kF32;
+    if (choice.kv_dtype != KvDtype::kAuto && choice.kv_dtype != follows)
+      return Status::Unsupported(std::string("engine.kv_dtype ") + KvDtypeName(choice.kv_dtype) +
+                                 ": the cuda backend's KV cache follows engine.precision (" +
+                                 PrecisionName(choice.precision) + "); use auto or " +
+                                 KvDtypeName(follows));
 #ifdef LLMQ_HAVE_CUDA
     CudaBackendOptions opt;
     opt.precision = choice.precision == Precision::kBf16 ? CudaBackendOptions::Precision::kBf16
