@@ -333,6 +333,34 @@ TEST(GemmTest, PackStackedEqualsPackOfConcatenation) {
       ASSERT_EQ(whole.panel(j / 16)[kk * 16 + j % 16], j < 63 ? all[j * k + kk] : 0.0f);
 }
 
+// Packing from bf16 rows in place (a BF16 checkpoint's mapping) is packing their widened values,
+// bit for bit, for every type (int8's scales included), stacked and not.
+TEST(GemmTest, PackStackedBf16IsPackStackedOfTheWidenedValues) {
+  const int k = 70;
+  const std::vector<int> ns = {20, 5, 38};
+  std::vector<std::vector<uint16_t>> bits(ns.size());
+  std::vector<std::vector<float>> widened(ns.size());
+  std::vector<const uint16_t*> b16;
+  std::vector<const float*> f32;
+  for (size_t s = 0; s < ns.size(); ++s) {
+    for (float x : Random(static_cast<size_t>(ns[s]) * k, 50 + s)) {
+      bits[s].push_back(FloatToBf16(x * 3));
+      widened[s].push_back(Bf16ToFloat(bits[s].back()));
+    }
+    b16.push_back(bits[s].data());
+    f32.push_back(widened[s].data());
+  }
+  for (WeightType type : {WeightType::kF32, WeightType::kBf16, WeightType::kInt8}) {
+    const PackedWeight a = PackedWeight::PackStackedBf16(b16, ns, k, type);
+    const PackedWeight b = PackedWeight::PackStacked(f32, ns, k, type);
+    ASSERT_EQ(a.bytes(), b.bytes()) << WeightTypeName(type);
+    EXPECT_EQ(std::memcmp(a.panel_data(0), b.panel_data(0), b.panels() * k * b.row_bytes()), 0)
+        << WeightTypeName(type);
+    if (type == WeightType::kInt8)
+      EXPECT_EQ(std::memcmp(a.scales(), b.scales(), b.panels() * 16 * sizeof(float)), 0);
+  }
+}
+
 TEST(GemmTest, InsideParallelRegionRunsSeriallyAndMatches) {
   GemmEnv env;
   SetCpuThreads(2);

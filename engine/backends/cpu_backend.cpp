@@ -98,36 +98,54 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w, kernels::Weight
       weight_bytes_(WeightBytesFor(cfg, type)) {
   const int H = cfg.hidden_size;
   final_norm_ = w.ToF32("model.norm.weight");
-  // Matrices are packed straight from the mapped file when stored as F32 (no copy on the way: a
-  // copy is as much new memory again, and first touches are the slow part of loading); other
-  // dtypes are converted into *tmp first.
-  auto matrix = [&](const std::string& name, std::vector<float>* tmp) -> const float* {
-    if (const float* p = w.F32InPlace(name)) return p;
-    *tmp = w.ToF32(name);
-    return tmp->data();
+  // Matrices are packed straight from the mapped file when stored as F32 or BF16 (no copy on the
+  // way: a copy is as much new memory again, and first touches are the slow part of loading);
+  // other dtypes are converted into an fp32 scratch first. Each matrix's mapped pages go once it
+  // is packed (Weights::ReleasePages): the load's peak is the packed copy plus about one stacked
+  // matrix of the file.
+  std::vector<std::vector<float>> scratch;  // conversions, one per stacked matrix
+  auto pack = [&](const std::vector<std::string>& names, const std::vector<int>& ns, int k,
+                  kernels::WeightType as) {
+    std::vector<const uint16_t*> bf16;
+    for (const std::string& name : names)
+      if (const uint16_t* p = w.Bf16InPlace(name)) bf16.push_back(p);
+    kernels::PackedWeight packed;
+    if (bf16.size() == names.size()) {
+      packed = kernels::PackedWeight::PackStackedBf16(bf16, ns, k, as);
+    } else {
+      std::vector<const float*> f32;
+      scratch.resize(names.size());
+      for (size_t i = 0; i < names.size(); ++i) {
+        const float* p = w.F32InPlace(names[i]);
+        if (!p) {
+          scratch[i] = w.ToF32(names[i]);
+          p = scratch[i].data();
+        }
+        f32.push_back(p);
+      }
+      packed = kernels::PackedWeight::PackStacked(f32, ns, k, as);
+      for (std::vector<float>& v : scratch) std::vector<float>().swap(v);
+    }
+    for (const std::string& name : names) w.ReleasePages(name);
+    return packed;
   };
-  std::vector<float> t0, t1, t2;  // conversion scratch
   const std::string head = cfg.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-  lm_head_ = kernels::PackedWeight::Pack(matrix(head, &t0), cfg.vocab_size, H, type);
+  lm_head_ = pack({head}, {cfg.vocab_size}, H, type);
   if (!SharesHeadAsEmbedding(cfg, type))
-    embed_ = kernels::PackedWeight::Pack(matrix("model.embed_tokens.weight", &t0), cfg.vocab_size,
-                                         H, EmbeddingType(type));
-  // Each matrix's mapped pages go once it is packed (Weights::ReleasePages): the load's peak is the
-  // packed copy plus about one matrix of the file.
-  w.ReleasePages(head);
-  w.ReleasePages("model.embed_tokens.weight");
+    embed_ = pack({"model.embed_tokens.weight"}, {cfg.vocab_size}, H, EmbeddingType(type));
   layers_.resize(cfg.num_layers);
   for (int i = 0; i < cfg.num_layers; ++i) {
     auto get = [&](const char* s) { return w.ToF32(LayerTensorName(i, s)); };
-    auto mat = [&](const char* s, std::vector<float>* tmp) {
-      return matrix(LayerTensorName(i, s), tmp);
+    auto names = [&](std::initializer_list<const char*> ss) {
+      std::vector<std::string> out;
+      for (const char* s : ss) out.push_back(LayerTensorName(i, s));
+      return out;
     };
     Layer& L = layers_[i];
     L.attn_norm = get("input_layernorm.weight");
     L.mlp_norm = get("post_attention_layernorm.weight");
-    L.qkv = kernels::PackedWeight::PackStacked(
-        {mat("self_attn.q_proj.weight", &t0), mat("self_attn.k_proj.weight", &t1),
-         mat("self_attn.v_proj.weight", &t2)},
+    L.qkv = pack(
+        names({"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}),
         {cfg.q_dim(), cfg.kv_dim(), cfg.kv_dim()}, H, type);
     if (cfg.qkv_bias) {
       L.qkv_bias = get("self_attn.q_proj.bias");
@@ -140,13 +158,10 @@ CpuBackend::CpuBackend(const ModelConfig& cfg, const Weights& w, kernels::Weight
       L.q_norm = get("self_attn.q_norm.weight");
       L.k_norm = get("self_attn.k_norm.weight");
     }
-    L.o = kernels::PackedWeight::Pack(mat("self_attn.o_proj.weight", &t0), H, cfg.q_dim(), type);
-    L.gate_up = kernels::PackedWeight::PackStacked(
-        {mat("mlp.gate_proj.weight", &t0), mat("mlp.up_proj.weight", &t1)},
-        {cfg.intermediate_size, cfg.intermediate_size}, H, type);
-    L.down = kernels::PackedWeight::Pack(mat("mlp.down_proj.weight", &t0), H, cfg.intermediate_size,
-                                         type);
-    for (const char* s : kLayerMatrices) w.ReleasePages(LayerTensorName(i, s));
+    L.o = pack(names({"self_attn.o_proj.weight"}), {H}, cfg.q_dim(), type);
+    L.gate_up = pack(names({"mlp.gate_proj.weight", "mlp.up_proj.weight"}),
+                     {cfg.intermediate_size, cfg.intermediate_size}, H, type);
+    L.down = pack(names({"mlp.down_proj.weight"}), {H}, cfg.intermediate_size, type);
   }
   // weight_bytes_ (from the config: llmq plan computes the same) is what was packed.
   uint64_t held = lm_head_.bytes() + embed_.bytes() + final_norm_.size() * sizeof(float);

@@ -316,4 +316,11 @@ const float* Weights::F32InPlace(const std::string& name) const {
   return reinterpret_cast<const float*>(t.data);
 }
 
+const uint16_t* Weights::Bf16InPlace(const std::string& name) const {
+  const TensorView& t = Get(name);
+  if (t.dtype != DType::kBF16 || reinterpret_cast<uintptr_t>(t.data) % alignof(uint16_t) != 0)
+    return nullptr;
+  return reinterpret_cast<const uint16_t*>(t.data);
+}
+
 }  // namespace llmq

@@ -60,6 +60,8 @@ class Weights {
   // The tensor's floats in the mapping itself when it is stored as F32 at a float-aligned address
   // (the usual case), else nullptr (read it with ToF32). Valid while these Weights live.
   const float* F32InPlace(const std::string& name) const;
+  // The same for a tensor stored as BF16 at a 2-byte-aligned address: its bits in the mapping.
+  const uint16_t* Bf16InPlace(const std::string& name) const;
   // Drops the mapped pages of tensor `name` (and of the pages it shares with its neighbours) from
   // this process's memory (madvise MADV_DONTNEED; a later read faults them in again from the file,
   // unchanged), once a backend holds its own copy: a load's peak RSS is then that copy plus about

@@ -260,22 +260,23 @@ TileFn TileFor(GemmIsa isa, WeightType type) {
 
 // ---- Packing ---------------------------------------------------------------------------------
 
-// Fills a PackedWeight's storage: out[p][k][c] = convert(row(p*16 + c)[k], p*16 + c), zero past
-// n. out: [panels][k][16] T; row(j) returns a pointer to W row j (length k), j < n.
-template <class T, class RowFn, class ConvertFn>
+// Fills a PackedWeight's storage: out[p][k][c] = convert(widen(row(p*16 + c)[k]), p*16 + c), zero
+// past n. out: [panels][k][16] T; row(j) returns a pointer to W row j (length k, elements S: float,
+// or uint16_t bf16 bits widened exactly), j < n.
+template <class T, class S, class RowFn, class ConvertFn>
 void PackPanels(T* out, int n, int k, RowFn row, ConvertFn convert) {
   const int panels = (n + kPanel - 1) / kPanel;
   ParallelFor(panels, kPackNsPerFloat * k * kPanel, [&](int64_t pb, int64_t pe) {
     for (int p = static_cast<int>(pb); p < pe; ++p) {
       T* dst = out + static_cast<int64_t>(p) * k * kPanel;
-      const float* src[kPanel];
+      const S* src[kPanel];
       for (int c = 0; c < kPanel; ++c) src[c] = p * kPanel + c < n ? row(p * kPanel + c) : nullptr;
       for (int k0 = 0; k0 < k; k0 += 64) {  // 64-step strips: the 16 source rows stay in L1
         const int k1 = std::min(k, k0 + 64);
         for (int kk = k0; kk < k1; ++kk)
           for (int c = 0; c < kPanel; ++c)
             dst[static_cast<int64_t>(kk) * kPanel + c] =
-                src[c] ? convert(src[c][kk], p * kPanel + c) : T{0};
+                src[c] ? convert(Widen(src[c][kk]), p * kPanel + c) : T{0};
       }
     }
   });
@@ -448,8 +449,10 @@ PackedWeight PackedWeight::Pack(const float* w, int n, int k, WeightType type) {
   return PackStacked({w}, {n}, k, type);
 }
 
-PackedWeight PackedWeight::PackStacked(const std::vector<const float*>& ws,
-                                       const std::vector<int>& ns, int k, WeightType type) {
+// PackStacked over rows of element type S (float, or bf16 bits).
+template <class S>
+PackedWeight PackedWeight::PackRows(const std::vector<const S*>& ws, const std::vector<int>& ns,
+                                    int k, WeightType type) {
   PackedWeight pw;
   int n = 0;
   for (int ni : ns) n += ni;
@@ -458,18 +461,19 @@ PackedWeight PackedWeight::PackStacked(const std::vector<const float*>& ws,
   pw.type_ = type;
   pw.data_.resize(static_cast<size_t>(pw.panels()) * k * pw.row_bytes());
   // Row j of the stacked matrix: source matrix s, row j - (rows of matrices before s).
-  std::vector<const float*> rows(n);
+  std::vector<const S*> rows(n);
   for (size_t s = 0, j = 0; s < ws.size(); ++s)
     for (int r = 0; r < ns[s]; ++r, ++j) rows[j] = ws[s] + static_cast<int64_t>(r) * k;
   auto row = [&](int j) { return rows[j]; };
   uint8_t* out = pw.data_.data();
   switch (type) {
     case WeightType::kF32:
-      PackPanels(reinterpret_cast<float*>(out), n, k, row, [](float x, int) { return x; });
+      PackPanels<float, S>(reinterpret_cast<float*>(out), n, k, row,
+                           [](float x, int) { return x; });
       break;
     case WeightType::kBf16:
-      PackPanels(reinterpret_cast<uint16_t*>(out), n, k, row,
-                 [](float x, int) { return FloatToBf16(x); });
+      PackPanels<uint16_t, S>(reinterpret_cast<uint16_t*>(out), n, k, row,
+                              [](float x, int) { return FloatToBf16(x); });
       break;
     case WeightType::kInt8: {
       // Symmetric per output channel: scale = max |W[j][:]| / 127, q = round(W / scale) (to
@@ -479,12 +483,12 @@ PackedWeight PackedWeight::PackStacked(const std::vector<const float*>& ws,
       ParallelFor(n, kPackNsPerFloat * k, [&](int64_t j0, int64_t j1) {
         for (int64_t j = j0; j < j1; ++j) {
           float amax = 0.0f;
-          for (int kk = 0; kk < k; ++kk) amax = std::max(amax, std::fabs(rows[j][kk]));
+          for (int kk = 0; kk < k; ++kk) amax = std::max(amax, std::fabs(Widen(rows[j][kk])));
           pw.scales_[j] = amax / 127.0f;
           inv[j] = amax > 0 ? 127.0f / amax : 0.0f;
         }
       });
-      PackPanels(reinterpret_cast<int8_t*>(out), n, k, row, [&](float x, int j) {
+      PackPanels<int8_t, S>(reinterpret_cast<int8_t*>(out), n, k, row, [&](float x, int j) {
         const float q = std::nearbyint(x * inv[j]);
         return static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
       });
@@ -492,6 +496,16 @@ PackedWeight PackedWeight::PackStacked(const std::vector<const float*>& ws,
     }
   }
   return pw;
+}
+
+PackedWeight PackedWeight::PackStacked(const std::vector<const float*>& ws,
+                                       const std::vector<int>& ns, int k, WeightType type) {
+  return PackRows(ws, ns, k, type);
+}
+
+PackedWeight PackedWeight::PackStackedBf16(const std::vector<const uint16_t*>& ws,
+                                           const std::vector<int>& ns, int k, WeightType type) {
+  return PackRows(ws, ns, k, type);
 }
 
 float PackedWeight::Widened(int j, int kk) const {

@@ -86,6 +86,10 @@ class PackedWeight {
   // Packs several [n_i, k] matrices stacked along N (e.g. q, k, v into one fused projection).
   static PackedWeight PackStacked(const std::vector<const float*>& ws, const std::vector<int>& ns,
                                   int k, WeightType type = WeightType::kF32);
+  // The same from bf16 matrices (ws: [n_i, k] row-major bf16 bits, 2-byte aligned), read in place:
+  // bit for bit PackStacked of their values widened to fp32 (exact), without an fp32 copy of them.
+  static PackedWeight PackStackedBf16(const std::vector<const uint16_t*>& ws,
+                                      const std::vector<int>& ns, int k, WeightType type);
   int n() const { return n_; }
   int k() const { return k_; }
   WeightType type() const { return type_; }
@@ -116,6 +120,9 @@ class PackedWeight {
   }
 
  private:
+  template <class S>
+  static PackedWeight PackRows(const std::vector<const S*>& ws, const std::vector<int>& ns, int k,
+                               WeightType type);
   int n_ = 0, k_ = 0;
   WeightType type_ = WeightType::kF32;
   std::vector<uint8_t, AlignedAllocator<uint8_t, 64>> data_;
