@@ -698,10 +698,13 @@ class Server {
   // shows it, with this daemon's own progress and windows.
   void UpdateStatusPage() {
     QueueSnapshot q;
-    if (Status st = ReadQueueSnapshot(io_store_.get(), &q, kFinishedShown); !st.ok()) {
-      Log("status page: %s (the last one is served meanwhile)", st.message().c_str());
-      return;
-    }
+    const Status read = ReadQueueSnapshot(io_store_.get(), &q, kFinishedShown);
+    if (read.ok() != status_page_ok_)  // logged when it starts failing and when it works again
+      Log("status page: %s",
+          read.ok() ? "rendered again"
+                    : (read.message() + " (the last one is served meanwhile)").c_str());
+    status_page_ok_ = read.ok();
+    if (!read.ok()) return;
     const EtaContext eta = EstimateQueue(q, &published_, windows_);
     StatusPageData d;
     d.now = q.now;
@@ -726,6 +729,7 @@ class Server {
     http_->SetStatusPage(RenderStatusPage(d));
   }
   static constexpr size_t kFinishedShown = 50;  // the newest finished jobs on the status page
+  bool status_page_ok_ = true;                  // the last UpdateStatusPage read the queue
   // outbox/<name>.report.html of a finished job ("" when it has none: not finished, or a name that
   // is not one file's in outbox/).
   static std::string ReportName(const jobs::JobRecord& j) {
