@@ -120,9 +120,13 @@ std::string DaemonSection(const StatusPageData& d) {
   const json& g = d.daemon;
   const bool serving = g.value("serving", false);
   std::string current;
-  for (const auto& [job, tokens] : d.in_engine)
-    current += (current.empty() ? "" : ", ") + Escape(job) + " (" + std::to_string(tokens) +
+  for (const auto& [job, tokens] : d.in_engine) {
+    std::string name;  // the job's file name, when it is among the unfinished ones
+    for (const json& o : d.unfinished)
+      if (Str(o, "id") == job) name = " " + Str(o, "name");
+    current += (current.empty() ? "" : ", ") + Escape(job + name) + " (" + std::to_string(tokens) +
                " tokens in flight)";
+  }
   std::string rows = Row("host", Escape(d.host)) + Row("backend", Escape(d.backend)) +
                      Row("model", Escape(d.model)) +
                      Row("current jobs", current.empty() ? "none" : current);

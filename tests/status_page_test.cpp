@@ -44,7 +44,7 @@ class StatusPageTest : public ::testing::Test {
     p.tokens_per_second = 10;
     p.running = 3;
     p.tokens_generated = 1234;
-    p.in_flight_tokens = {{"batch_x", 7}};
+    p.in_flight_tokens = {{"batch_x", 7}, {Record(running_).public_id, 3}};
     eta_ = EstimateQueue(q_, &p, {});
     StatusPageData d;
     d.now = q_.now;
@@ -100,7 +100,9 @@ TEST_F(StatusPageTest, ItsNumbersAreTheQueuesAndLlmqStatus) {
   EXPECT_EQ(n.at("daemon.running"), 3);
   EXPECT_EQ(n.at("daemon.tokens_per_second"), 10);
   EXPECT_EQ(n.at("daemon.tokens_generated"), 1234);
-  EXPECT_NE(html.find("batch_x (7 tokens in flight)"), std::string::npos);
+  EXPECT_NE(html.find("batch_x (7 tokens in flight), " + running + " running.jsonl (3 tokens"),
+            std::string::npos)
+      << "the jobs in the engine, named";
   for (const char* text : {"night-host", "cpu (4 threads)", "tiny", "none: always open"})
     EXPECT_NE(html.find(text), std::string::npos) << text;
 }
