@@ -26,6 +26,7 @@
 #include "daemon/eta.h"
 #include "daemon/ingest.h"
 #include "daemon/job_runner.h"
+#include "daemon/queue_status.h"
 #include "daemon/spool.h"
 #include "engine/model/model_config.h"
 #include "engine/text/tokenizer.h"
@@ -67,165 +68,6 @@ Status OpenQueue(const QueueFlags& f, LlmqConfig* cfg, std::unique_ptr<jobs::Sto
   // Looked at every few seconds by scripts, while the daemon (which checked it) runs: no read of
   // the whole file each time.
   return jobs::Store::Open(p.db, store, jobs::Store::Check::kSkip);
-}
-
-// What `llmq status` knows about the queue as a whole: the daemon's progress (serve.json, read
-// once), the run windows in effect (the daemon's, else the config's), and each unfinished job's
-// expected finish (daemon/eta.h).
-struct EtaContext {
-  bool serving = false;  // an llmq serve runs on this queue
-  spool::ServeProgress progress;
-  std::vector<RunWindow> windows;
-  double now = 0;
-  std::map<int64_t, double> finish;  // by job id, where it can be told
-};
-
-// Each job's token totals by id, read once (the jobs whose totals could not be read are absent).
-using TotalsById = std::map<int64_t, jobs::JobTotals>;
-
-// `all`: every job in the queue, in the order they are fed; `totals`: theirs; `now`: when they
-// were read.
-EtaContext LoadEtaContext(const LlmqConfig& cfg, const std::vector<jobs::JobRecord>& all,
-                          const TotalsById& totals, double now) {
-  EtaContext c;
-  c.windows = cfg.run_windows;
-  c.serving = spool::ReadServeState(spool::PathsFor(cfg.state_dir), &c.windows, &c.progress);
-  c.now = now;
-  if (!c.serving) return c;
-  const std::map<std::string, int64_t> in_flight(c.progress.in_flight_tokens.begin(),
-                                                 c.progress.in_flight_tokens.end());
-  // Completion tokens a request takes: its job's mean once some succeeded, else (filled in
-  // below) the mean over the unfinished jobs' successes.
-  std::vector<EtaJob> eta;
-  std::vector<int64_t> ids;
-  int64_t tokens = 0, done = 0;
-  for (const jobs::JobRecord& j : all) {
-    if (jobs::IsTerminal(j.status) || j.cancel_requested) continue;
-    EtaJob e{std::max<int64_t>(0, j.total - j.completed - j.failed), 0, 0};
-    if (const auto t = totals.find(j.id); j.completed > 0 && t != totals.end()) {
-      e.tokens_per_request =
-          static_cast<double>(t->second.completion_tokens) / static_cast<double>(j.completed);
-      tokens += t->second.completion_tokens;
-      done += j.completed;
-    }
-    if (const auto f = in_flight.find(j.public_id); f != in_flight.end())
-      e.in_flight_tokens = f->second;
-    eta.push_back(e);
-    ids.push_back(j.id);
-  }
-  const double overall = done > 0 ? static_cast<double>(tokens) / static_cast<double>(done) : 0;
-  for (EtaJob& e : eta)
-    if (e.tokens_per_request <= 0) e.tokens_per_request = overall;
-  const std::vector<double> finish =
-      EstimateFinishes(c.windows, c.now, c.progress.tokens_per_second, eta);
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (finish[i] >= 0) c.finish[ids[i]] = finish[i];
-  return c;
-}
-
-// `totals`: the job's token totals (null: not shown); `eta`: the queue's (null: no ETA).
-json JobJson(const jobs::JobRecord& j, const jobs::JobTotals* totals,
-             const EtaContext* eta = nullptr) {
-  json o{{"id", j.public_id},
-         {"name", j.name},
-         {"status", jobs::JobStatusName(j.status)},
-         {"request_counts", {{"total", j.total}, {"completed", j.completed}, {"failed", j.failed}}},
-         {"created_at", j.created_at},
-         {"started_at", j.started_at > 0 ? json(j.started_at) : json(nullptr)},
-         {"finished_at", j.finished_at > 0 ? json(j.finished_at) : json(nullptr)},
-         {"cancel_requested", j.cancel_requested}};
-  if (!j.error.empty()) o["error"] = j.error;
-  if (totals != nullptr) {
-    const jobs::JobTotals& t = *totals;
-    const double end = j.finished_at > 0 ? j.finished_at : UnixNow();
-    const double secs = j.started_at > 0 ? end - j.started_at : 0;
-    o["completion_tokens"] = t.completion_tokens;
-    o["tokens_per_second"] = secs > 0 ? t.completion_tokens / secs : 0.0;
-    o["cache_hit_rate"] = t.prompt_tokens > 0 ? double(t.cached_tokens) / t.prompt_tokens : 0.0;
-    const int64_t left = j.total - j.completed - j.failed;
-    o["eta_seconds"] = nullptr;
-    if (jobs::IsTerminal(j.status) || left == 0) {
-      o["eta_seconds"] = 0.0;
-    } else if (eta != nullptr) {
-      if (const auto f = eta->finish.find(j.id); f != eta->finish.end()) {
-        o["eta_seconds"] = f->second - eta->now;
-        o["eta"] = LocalIso8601(static_cast<std::time_t>(f->second));
-      }
-    }
-  }
-  const json opts = json::parse(j.options, nullptr, false);
-  if (opts.is_object() && opts.contains("outbox")) o["outbox"] = opts["outbox"];
-  return o;
-}
-
-std::string JobLine(const json& o) {
-  std::string eta = "-";
-  if (o.contains("eta_seconds") && o["eta_seconds"].is_number()) {
-    eta = FormatDuration(o["eta_seconds"].get<double>());
-    if (o.contains("eta")) eta += " (at " + o["eta"].get<std::string>() + ")";
-  }
-  const json& c = o["request_counts"];
-  char b[512];
-  std::snprintf(b, sizeof b, "%s  %-12s  %lld/%lld done (%lld failed)",
-                o["id"].get<std::string>().c_str(), o["status"].get<std::string>().c_str(),
-                static_cast<long long>(c["completed"].get<int64_t>() + c["failed"].get<int64_t>()),
-                static_cast<long long>(c["total"].get<int64_t>()),
-                static_cast<long long>(c["failed"].get<int64_t>()));
-  std::string s = b;
-  if (o.contains("tokens_per_second")) {
-    std::snprintf(b, sizeof b, "  %.1f tok/s  cache hit %.1f%%  ETA %s",
-                  o["tokens_per_second"].get<double>(), 100 * o["cache_hit_rate"].get<double>(),
-                  eta.c_str());
-    s += b;
-  }
-  return s + "  " + o["name"].get<std::string>();
-}
-
-// The run windows in effect (serve.run_windows) and where the moment stands against them: those
-// the running llmq serve publishes (so a reload shows at once), else the config's (what the next
-// start uses). Null when there are none. *text is the line `llmq status` prints ("" when none).
-json RunWindowsJson(const EtaContext& c, std::string* text) {
-  const std::vector<RunWindow>& windows = c.windows;
-  const bool from_serve = c.serving;
-  text->clear();
-  if (windows.empty()) return nullptr;
-  const auto now = static_cast<std::time_t>(c.now);  // LLMQ_TEST_CLOCK in tests
-  const RunWindowState st = RunWindowStateAt(windows, now);
-  const auto iso = [](std::time_t t) { return t < 0 ? json(nullptr) : json(LocalIso8601(t)); };
-  json o{{"windows", json::array()},
-         {"source", from_serve ? "serve" : "config"},
-         {"open", st.open},
-         {"next_open", iso(st.next_open)},
-         {"next_close", iso(st.next_close)}};
-  *text = "run windows";
-  for (const RunWindow& w : windows) {
-    o["windows"].push_back(FormatRunWindow(w));
-    *text += " " + FormatRunWindow(w);
-  }
-  *text += from_serve ? " (local time, in effect in llmq serve): "
-                      : " (local time, from the config; llmq serve is not running): ";
-  const auto when = [now](std::time_t t) {
-    std::tm tm{};
-    localtime_r(&t, &tm);
-    char b[64];
-    std::strftime(b, sizeof b, tm.tm_sec ? "%Y-%m-%d %H:%M:%S" : "%Y-%m-%d %H:%M", &tm);
-    const long left = static_cast<long>(t - now);
-    char in[32];
-    if (left >= 3600)
-      std::snprintf(in, sizeof in, "%ldh%02ldm", left / 3600, left / 60 % 60);
-    else if (left >= 60)
-      std::snprintf(in, sizeof in, "%ldm", left / 60);
-    else
-      std::snprintf(in, sizeof in, "%lds", left);
-    return std::string(b) + " (in " + in + ")";
-  };
-  if (st.next_open < 0)
-    *text += "always open";
-  else if (st.open)
-    *text += "inside a window now, until " + when(st.next_close);
-  else
-    *text += "outside a window now; next opens " + when(st.next_open);
-  return o;
 }
 
 // --- submit
@@ -334,7 +176,8 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
       for (const IngestedJob& j : jobs) {
         jobs::JobRecord now;
         if (store->GetJob(j.job.id, &now).ok())
-          std::fprintf(stderr, "llmq submit: %s\n", JobLine(JobJson(now, nullptr)).c_str());
+          std::fprintf(stderr, "llmq submit: %s\n",
+                       JobStatusLine(JobStatusJson(now, nullptr, nullptr, UnixNow())).c_str());
       }
       return ok ? 0 : 1;
     }
@@ -353,64 +196,47 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
   LlmqConfig cfg;
   std::unique_ptr<jobs::Store> store;
   if (Status st = OpenQueue(f.q, &cfg, &store); !st.ok()) return Fail(cmd, st);
-  // The jobs and their totals from one snapshot of the queue, taken at `now`: a job's completion
-  // tokens per request (the ETA's) are its totals over its counts, and its ETA the work left at
-  // `now` from `now`, however long this process takes (the daemon commits meanwhile; a test clock
-  // runs thousands of times as fast as the real one).
-  if (Status st = store->BeginRead(); !st.ok()) return Fail(cmd, st);
-  const double now = wall_clock::Now();  // LLMQ_TEST_CLOCK in tests
-  // Every job, read once: `llmq status` tells an ETA for the one asked for from all ahead of it.
-  std::vector<jobs::JobRecord> all, shown;
-  if (Status st = store->ListJobs(&all); !st.ok()) return Fail(cmd, st);
+  int64_t asked = -1;  // the job asked for, by id
   if (!f.job.empty()) {
     jobs::JobRecord j;
     if (Status st = spool::FindJobByIdOrName(store.get(), f.job, &j); !st.ok())
       return Fail(cmd, st);
-    shown.push_back(j);
-  } else {
-    shown = all;
+    asked = j.id;
   }
-  // Each job's totals, read once: for the jobs shown and those an ETA is told from.
-  TotalsById totals;
-  if (!list)
-    for (const jobs::JobRecord& j : all)
-      if (jobs::JobTotals t; store->GetJobTotals(j.id, &t).ok()) totals.emplace(j.id, t);
-  if (Status st = store->Commit(); !st.ok()) return Fail(cmd, st);  // the snapshot's end
+  // Every job and its totals, read once: `llmq status` tells an ETA for the one asked for from
+  // all ahead of it (list: no totals but the unfinished jobs', none shown).
+  QueueSnapshot q;
+  if (Status st = ReadQueueSnapshot(store.get(), &q, list ? 0 : SIZE_MAX); !st.ok())
+    return Fail(cmd, st);
   // status (not list): the run windows, a line before the jobs, and in each job's object; what
-  // the daemon is doing (or that none serves this queue), likewise.
-  std::string windows_line;
-  const EtaContext eta = list ? EtaContext() : LoadEtaContext(cfg, all, totals, now);
-  const json windows = list ? json(nullptr) : RunWindowsJson(eta, &windows_line);
-  json daemon = json{{"serving", eta.serving}};
-  std::string daemon_line = "no llmq serve is serving this queue: nothing runs until one starts";
-  if (eta.serving) {
-    daemon["running"] = eta.progress.running;
-    daemon["queued"] = eta.progress.queued;
-    daemon["tokens_per_second"] = eta.progress.tokens_per_second;
-    daemon["tokens_generated"] = eta.progress.tokens_generated;
-    char b[256];
-    std::snprintf(
-        b, sizeof b,
-        "llmq serve: %lld request(s) running, %lld queued in the engine, %lld tokens "
-        "generated since it started, %.1f tok/s while working%s",
-        static_cast<long long>(eta.progress.running), static_cast<long long>(eta.progress.queued),
-        static_cast<long long>(eta.progress.tokens_generated), eta.progress.tokens_per_second,
-        eta.progress.held ? " (outside the run windows: nothing new starts)" : "");
-    daemon_line = b;
+  // the daemon is doing (or that none serves this queue), likewise. The daemon's progress and
+  // windows from its serve.json, else the config's windows.
+  std::string windows_line, daemon_line;
+  EtaContext eta;
+  if (!list) {
+    std::vector<RunWindow> windows = cfg.run_windows;
+    spool::ServeProgress progress;
+    const bool serving = spool::ReadServeState(spool::PathsFor(cfg.state_dir), &windows, &progress);
+    eta = EstimateQueue(q, serving ? &progress : nullptr, std::move(windows));
   }
+  const json windows = list ? json(nullptr) : RunWindowsJson(eta, &windows_line);
+  const json daemon = DaemonJson(eta, &daemon_line);
   json arr = json::array();
-  for (const jobs::JobRecord& j : shown) {
-    const auto t = totals.find(j.id);
-    arr.push_back(JobJson(j, t == totals.end() ? nullptr : &t->second, list ? nullptr : &eta));
+  for (const jobs::JobRecord& j : q.all) {
+    if (asked >= 0 && j.id != asked) continue;
+    const auto t = q.totals.find(j.id);
+    const bool shown = !list && t != q.totals.end();
+    arr.push_back(JobStatusJson(j, shown ? &t->second : nullptr, list ? nullptr : &eta, q.now));
     if (!windows.is_null()) arr.back()["run_windows"] = windows;
     if (!list) arr.back()["daemon"] = daemon;
   }
+  if (asked >= 0 && arr.empty()) return Fail(cmd, f.job + ": removed from the queue meanwhile");
   if (f.json) {
     std::printf("%s\n", DumpJson(f.job.empty() ? arr : arr[0], 2).c_str());
   } else {
     if (!list) std::printf("%s\n", daemon_line.c_str());
     if (!windows_line.empty()) std::printf("%s\n", windows_line.c_str());
-    for (const json& o : arr) std::printf("%s\n", JobLine(o).c_str());
+    for (const json& o : arr) std::printf("%s\n", JobStatusLine(o).c_str());
   }
   return 0;
 }

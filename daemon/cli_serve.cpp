@@ -50,7 +50,9 @@
 #include "daemon/metrics.h"
 #include "daemon/metrics_http.h"
 #include "daemon/notifier.h"
+#include "daemon/queue_status.h"
 #include "daemon/spool.h"
+#include "daemon/status_page.h"
 #include "daemon/watchdog.h"
 #include "engine/backends/compute_resources.h"
 #include "jobs/finalizer.h"
@@ -685,10 +687,82 @@ class Server {
     MetricsHttp::Options o;
     o.port = cfg_.metrics_http_port;
     http_ = std::make_unique<MetricsHttp>(io_, o);
+    http_->SetReportReader(
+        [this](const std::string& id, std::string* html) { return ReadReport(id, html); });
     LLMQ_RETURN_IF_ERROR(http_->Start());
-    Log("metrics: serving http://127.0.0.1:%d/metrics", o.port);
+    Log("metrics: serving http://127.0.0.1:%d/metrics, the status page at http://127.0.0.1:%d/",
+        o.port, o.port);
     return Status::Ok();
   }
+  // The status page (daemon/status_page.h), rendered with the metrics: the queue as llmq status
+  // shows it, with this daemon's own progress and windows.
+  void UpdateStatusPage() {
+    QueueSnapshot q;
+    const Status read = ReadQueueSnapshot(io_store_.get(), &q, kFinishedShown);
+    if (read.ok() != status_page_ok_)  // logged when it starts failing and when it works again
+      Log("status page: %s",
+          read.ok() ? "rendered again"
+                    : (read.message() + " (the last one is served meanwhile)").c_str());
+    status_page_ok_ = read.ok();
+    if (!read.ok()) return;
+    const EtaContext eta = EstimateQueue(q, &published_, windows_);
+    StatusPageData d;
+    d.now = q.now;
+    d.refresh_seconds = cfg_.metrics_interval_seconds;
+    std::array<char, 256> host{};
+    if (::gethostname(host.data(), host.size() - 1) == 0) d.host = host.data();
+    d.backend = model_.backend_description();
+    d.model = ctx_.model_name + " (" + cfg_.model_dir + ")";
+    std::string line;
+    d.daemon = DaemonJson(eta, &line);
+    RunWindowsJson(eta, &d.windows_line);
+    d.in_engine = published_.in_flight_tokens;
+    FillStatusPageJobs(
+        q, eta, kFinishedShown,
+        [this](const jobs::JobRecord& j) {
+          struct stat st {};
+          const std::string name = ReportName(j);
+          return !name.empty() && ::lstat((paths_.outbox + "/" + name).c_str(), &st) == 0 &&
+                 S_ISREG(st.st_mode);
+        },
+        &d);
+    http_->SetStatusPage(RenderStatusPage(d));
+  }
+  static constexpr size_t kFinishedShown = 50;  // the newest finished jobs on the status page
+  bool status_page_ok_ = true;                  // the last UpdateStatusPage read the queue
+  // outbox/<name>.report.html of a finished job ("" when it has none: not finished, or a name that
+  // is not one file's in outbox/).
+  static std::string ReportName(const jobs::JobRecord& j) {
+    if (!jobs::IsTerminal(j.status)) return "";
+    const json opts = json::parse(j.options, nullptr, false);
+    const std::string stem = opts.is_object() ? opts.value("outbox", std::string()) : "";
+    if (stem.empty() || stem[0] == '.' || stem.find('/') != std::string::npos) return "";
+    return stem + ".report.html";
+  }
+  // GET /reports/<id>: the job's report as FinalizeJob wrote it to outbox/, opened once there
+  // (base/untrusted_file.h: a link is not followed), nothing else.
+  Status ReadReport(const std::string& id, std::string* html) {
+    jobs::JobRecord j;
+    if (Status st = io_store_->GetJobByPublicId(id, &j); !st.ok())
+      return st.code() == Status::Code::kNotFound ? Status::NotFound("no job " + id) : st;
+    const std::string name = ReportName(j);
+    if (name.empty())
+      return Status::NotFound(
+          id + " has no report: " +
+          (jobs::IsTerminal(j.status) ? "no outbox name recorded" : "it is not finished"));
+    const int dir = ::open(paths_.outbox.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return Status::IoError(paths_.outbox + ": " + std::strerror(errno));
+    UntrustedFile file;
+    const Status opened = UntrustedFile::Open(dir, name, "outbox/" + name, kMaxReportBytes,
+                                              "the status page's limit (64 MiB)", &file);
+    ::close(dir);
+    if (opened.code() == Status::Code::kNotFound)
+      return Status::NotFound(id + ": outbox/" + name + " is absent (metrics.job_reports off? " +
+                              "llmq report " + id + " writes one)");
+    LLMQ_RETURN_IF_ERROR(opened);
+    return file.ReadAll(html);
+  }
+  static constexpr int64_t kMaxReportBytes = int64_t{64} << 20;
   Status StartMetrics() {
     metrics_path_ = cfg_.metrics_textfile.empty()
                         ? (fs::path(paths_.root) / "metrics" / "llmq.prom").string()
@@ -724,7 +798,8 @@ class Server {
       if (http_ != nullptr) http_->SetBody(std::move(text));  // the same text, over HTTP
     }
     // Logged when it starts failing and when it works again, not every few seconds.
-    PublishState(/*measure=*/true);  // serve.json's progress, for llmq status' ETA
+    PublishState(/*measure=*/true);            // serve.json's progress, for llmq status' ETA
+    if (http_ != nullptr) UpdateStatusPage();  // with the progress just published
     if (st.ok() != metrics_ok_)
       Log("metrics: %s",
           st.ok() ? ("writing " + metrics_path_ + " again").c_str() : st.message().c_str());
@@ -764,6 +839,7 @@ class Server {
       tokens += dtok;
     }
     p.tokens_per_second = secs > 0 ? tokens / secs : 0;
+    published_ = p;
     if (Status st = spool::WriteServeState(paths_, windows_, p); !st.ok())
       Log("%s (llmq status shows the configured run windows instead)", st.message().c_str());
   }
@@ -852,6 +928,7 @@ class Server {
   int64_t state_tokens_ = 0;
   static constexpr size_t kRateIntervals = 12;
   std::deque<std::pair<double, double>> rate_intervals_;
+  spool::ServeProgress published_;  // serve.json's last progress (PublishState)
 
   Notifier notifier_;
   EngineMetrics engine_metrics_;  // written by the engine thread (OnEngineTick and hooks)

@@ -6,6 +6,7 @@
 #include <boost/asio.hpp>
 
 #include <array>
+#include <cctype>
 #include <string_view>
 
 namespace llmq {
@@ -22,8 +23,28 @@ std::string Response(const char* status, const std::string& extra_headers,
          "Connection: close\r\n\r\n" + std::string(body);
 }
 
-std::string Error(const char* status, const std::string& extra_headers = "") {
-  return Response(status, extra_headers, "text/plain; charset=utf-8", std::string(status) + "\n");
+std::string Error(const char* status, const std::string& extra_headers = "",
+                  const std::string& why = "") {
+  return Response(status, extra_headers, "text/plain; charset=utf-8",
+                  std::string(status) + "\n" + (why.empty() ? "" : why + "\n"));
+}
+
+// An HTML page that may reach nothing but this port: its own inline style, and (`script`) its
+// inline script fetching from here.
+std::string Page(std::string_view html, bool script) {
+  const std::string policy =
+      std::string("Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'") +
+      (script ? "; script-src 'unsafe-inline'; connect-src 'self'" : "") +
+      "\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n";
+  return Response("200 OK", policy, "text/html; charset=utf-8", html);
+}
+
+// A job's public id ("batch_" and hex digits): letters, digits, '_', at most 64.
+bool IsJobId(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (const char c : id)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
 }
 
 }  // namespace
@@ -119,6 +140,14 @@ void MetricsHttp::SetBody(std::string text) {
   body_ = std::make_shared<const std::string>(std::move(text));
 }
 
+void MetricsHttp::SetStatusPage(std::string html) {
+  status_page_ = std::make_shared<const std::string>(std::move(html));
+}
+
+void MetricsHttp::SetReportReader(ReportReader reader) {
+  report_reader_ = std::move(reader);
+}
+
 void MetricsHttp::Stop() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
@@ -158,10 +187,24 @@ std::string MetricsHttp::Respond(const std::string& request) const {
   const std::string method = line.substr(0, sp1);
   std::string target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   target = target.substr(0, target.find('?'));  // a query string is ignored
-  if (target != "/metrics") return Error("404 Not Found");
+  constexpr std::string_view kReports = "/reports/";
+  const bool report = target.starts_with(kReports) && report_reader_ != nullptr &&
+                      IsJobId(std::string_view(target).substr(kReports.size()));
+  if (target != "/metrics" && target != "/" && !report) return Error("404 Not Found");
   if (method != "GET") return Error("405 Method Not Allowed", "Allow: GET\r\n");
-  return Response("200 OK", "", "text/plain; version=0.0.4; charset=utf-8",
-                  body_ != nullptr ? std::string_view(*body_) : std::string_view());
+  if (target == "/metrics")
+    return Response("200 OK", "", "text/plain; version=0.0.4; charset=utf-8",
+                    body_ != nullptr ? std::string_view(*body_) : std::string_view());
+  if (target == "/") {
+    if (status_page_ == nullptr)
+      return Error("503 Service Unavailable", "Retry-After: 1\r\n", "the status page is not ready");
+    return Page(*status_page_, /*script=*/true);
+  }
+  std::string html;
+  const Status st = report_reader_(target.substr(kReports.size()), &html);
+  if (st.code() == Status::Code::kNotFound) return Error("404 Not Found", "", st.message());
+  if (!st.ok()) return Error("500 Internal Server Error", "", st.message());
+  return Page(html, /*script=*/false);
 }
 
 }  // namespace llmq

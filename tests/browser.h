@@ -3,7 +3,10 @@
 // every URL they asked for (the browser reaches nothing else), and a screenshot.
 #pragma once
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -38,6 +41,52 @@ inline ::testing::AssertionResult LoadPages(const std::vector<PageToLoad>& pages
     in["pages"].push_back(
         {{"url", p.url}, {"screenshot", p.screenshot}, {"javascript", p.javascript}});
   return RunNodeOracle(OracleDir("browser") / "oracle.mjs", in.dump(), out);
+}
+
+// Loads `page` (with JavaScript) and takes its screenshot; reads the text of `selector` and calls
+// on_first(text); then waits, for as long as it takes, until the page itself changes that text
+// (no time limit: ctest's ends a page that never does) and takes `second_screenshot`. *out: the
+// oracle's answer for the page, with "watch": {"first", "second", "screenshot"}. Wipes
+// CurrentTestDir().
+inline ::testing::AssertionResult WatchPage(const PageToLoad& page, const std::string& selector,
+                                            const std::string& second_screenshot,
+                                            const std::function<void(const std::string&)>& on_first,
+                                            nlohmann::json* out) {
+  const std::string tmp = CurrentTestDir();
+  nlohmann::json in = {
+      {"chromium", kChromium},
+      {"pages",
+       {{{"url", page.url},
+         {"screenshot", page.screenshot},
+         {"javascript", true},
+         {"watch", {{"selector", selector}, {"screenshot", second_screenshot}}}}}}};
+  std::ofstream(tmp + "/in.json", std::ios::binary) << in.dump();
+  const std::string cmd = "node " + ShellQuote((OracleDir("browser") / "oracle.mjs").string()) +
+                          " <" + ShellQuote(tmp + "/in.json");
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return ::testing::AssertionFailure() << "cannot run " << cmd;
+  std::string line, last;
+  bool first_seen = false;
+  for (int c; (c = std::fgetc(pipe)) != EOF;) {  // line by line, as the oracle writes them
+    if (c != '\n') {
+      line += static_cast<char>(c);
+      continue;
+    }
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("event", "") == "first" && !first_seen) {
+      first_seen = true;
+      on_first(j["text"].get<std::string>());
+    }
+    last = std::move(line);
+    line.clear();
+  }
+  if (::pclose(pipe) != 0) return ::testing::AssertionFailure() << "failed: " << cmd;
+  if (!first_seen) return ::testing::AssertionFailure() << "no first reading from " << cmd;
+  const nlohmann::json all = nlohmann::json::parse(last, nullptr, false);
+  if (!all.is_array() || all.size() != 1)
+    return ::testing::AssertionFailure() << "not the oracle's answer: " << last;
+  *out = all[0];
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace llmq::testing

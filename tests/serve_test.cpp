@@ -145,6 +145,10 @@ TEST_F(ServeTest, SlowRenamedAndBadFilesRunOnceAndSubmitRunsToo) {
   EXPECT_EQ(sub_id.rfind("batch_", 0), 0u) << r.out;
   ASSERT_TRUE(Finalized("submitted")) << ReadText(err_file());
   EXPECT_EQ(ReadJsonl(outbox("submitted.results.jsonl")).size(), 6u);
+  // The summary is written before the job's status is set: its log line says it is.
+  ASSERT_TRUE(WaitFor(
+      [&] { return ReadText(err_file()).find("finalized " + sub_id) != std::string::npos; }, 30))
+      << ReadText(err_file());
 
   // llmq status --json: every job with its counts.
   const auto st = Cli({"status", "--json"});

@@ -1,6 +1,6 @@
 // Sockets the tests of `llmq serve` hold: the test's end of systemd's notify protocol
 // (NOTIFY_SOCKET, an abstract AF_UNIX datagram socket: every datagram received, in order)
-// and a loopback TCP port held in use (metrics.http_port).
+// and a loopback TCP port held in use (metrics.http_port); a plain HTTP client of that port.
 #pragma once
 
 #include <arpa/inet.h>
@@ -134,5 +134,69 @@ class HeldPort {
   int fd_ = -1;
   int port_ = 0;
 };
+
+// --- An HTTP client of llmq serve's metrics port (metrics.http_port): a plain socket.
+
+// A TCP port free on 127.0.0.1 now (bound to port 0 and released: the daemon binds it next).
+inline int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+// A connected socket to 127.0.0.1:port (reads time out after 15 s); -1 on failure.
+inline int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  timeval tv{15, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Everything `fd` reads until the peer closes (or the read times out: then "<timeout>" ends it).
+inline std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n == 0) return out;
+    if (n < 0) return out + "<timeout>";
+    out.append(buf, n);
+  }
+}
+
+// One HTTP exchange: sends `request` whole, returns the whole response.
+inline std::string Http(int port, const std::string& request) {
+  const int fd = Connect(port);
+  if (fd < 0) return "<cannot connect>";
+  for (size_t sent = 0; sent < request.size();) {
+    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;  // the server answered (431) and closed before reading it all
+    sent += n;
+  }
+  std::string r = ReadAll(fd);
+  close(fd);
+  return r;
+}
+
+inline std::string BodyOf(const std::string& response) {
+  const size_t end = response.find("\r\n\r\n");
+  return end == std::string::npos ? "" : response.substr(end + 4);
+}
 
 }  // namespace llmq::testing

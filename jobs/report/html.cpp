@@ -67,4 +67,9 @@ std::string Num(double v, const char* fmt) {
   return buf;
 }
 
+std::string Keyed(const std::string& key, double exact, const std::string& shown) {
+  return "<span data-key=\"" + Escape(key) + "\" data-value=\"" + Num(exact, "%.17g") + "\">" +
+         Escape(shown) + "</span>";
+}
+
 }  // namespace llmq::jobs::report

@@ -21,4 +21,7 @@ std::string Table(const std::vector<std::string>& header,
 // Formats `v` with printf's `fmt` (one double), e.g. Num(0.1234, "%.3f") == "0.123".
 std::string Num(double v, const char* fmt);
 
+// A number a test reads back: <span data-key="KEY" data-value="EXACT (%.17g)">SHOWN</span>.
+std::string Keyed(const std::string& key, double exact, const std::string& shown);
+
 }  // namespace llmq::jobs::report

@@ -59,16 +59,6 @@ void ReasonOf(std::string_view output, std::string* reason, std::string* message
   }
 }
 
-std::string Exact(double v) {
-  return Num(v, "%.17g");
-}
-
-// A number the test reads back: data-key names the summary JSON's key.
-std::string Keyed(const std::string& key, double exact, const std::string& shown) {
-  return "<span data-key=\"" + Escape(key) + "\" data-value=\"" + Exact(exact) + "\">" +
-         Escape(shown) + "</span>";
-}
-
 std::string Seconds(double s) {
   if (s == 0) return "0 s";
   if (std::fabs(s) < 1e-3) return Num(s * 1e6, "%.1f us");

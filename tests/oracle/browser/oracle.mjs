@@ -7,6 +7,12 @@
 // text>, "height": <the document's height in pixels>, "screenshot": <path, full page>}.
 // The browser reaches nothing but the page's own URL's origin: every other request is refused
 // (and listed), so a page that needs the network shows it.
+// A page with "watch": {"selector": "#id", "screenshot": "/tmp/y.png"} is watched after its first
+// screenshot: the selector's text is read and written at once as a line of its own,
+// {"event": "first", "text": ...}, so that the caller can let the page's subject move on; then the
+// oracle waits (no time limit: the page's own refresh must change it) until that text changes,
+// takes the second screenshot and adds "watch": {"first", "second", "screenshot"} to the page's
+// answer. The answer is then the last line of the output.
 import { readFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 
@@ -53,10 +59,22 @@ try {
       await page.screenshot({ path: p.screenshot, fullPage: true });
       out.screenshot = p.screenshot;
     }
+    if (p.watch) {
+      const sel = p.watch.selector;
+      const first = await page.textContent(sel);
+      process.stdout.write(JSON.stringify({ event: 'first', text: first }) + '\n');
+      await page.waitForFunction(([s, t]) => {
+        const e = document.querySelector(s);
+        return e !== null && e.textContent !== t;
+      }, [sel, first], { timeout: 0, polling: 'raf' });
+      const second = await page.textContent(sel);
+      await page.screenshot({ path: p.watch.screenshot, fullPage: true });
+      out.watch = { first, second, screenshot: p.watch.screenshot };
+    }
     results.push(out);
     await context.close();
   }
 } finally {
   await browser.close();
 }
-process.stdout.write(JSON.stringify(results));
+process.stdout.write(JSON.stringify(results) + '\n');
