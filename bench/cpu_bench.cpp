@@ -1,10 +1,17 @@
-// CPU benchmark on the bench-110m shape: prefill tokens/s (prompt 128, 512) and decode tokens/s
-// (batch 1, 8, 32), through the real engine (scheduler, runner, backend, sampler). Each figure is
+// CPU benchmark on the bench-110m shape (or --model): prefill tokens/s (prompt 128, 512) and decode
+// tokens/s (batch 1, 8, 32), through the real engine (scheduler, runner, backend, sampler), for
+// each weight type asked (engine.weight_dtype) with the KV cache at --kv-dtype. Each figure is
 // tokens over ONE timed region of one run (prefill: the steps until every request has its first
-// token; decode: the steps after), best of 3 runs; no figure is a difference of two timings.
-// llama.cpp's figures are printed only when measured in the same run (--llama-bench).
+// token; decode: the steps after), best of 3 runs; no figure is a difference of two timings. Batch
+// 1 decode is also shown against its bandwidth bound (the bytes a step streams / the read bandwidth
+// measured in the same run).
+// llama.cpp's figures are printed only when measured in the same run: with --llama-dir (a build
+// holding llama-bench and llama-batched-bench) and --gguf PREFIX (PREFIX-F32.gguf, -BF16.gguf and
+// -Q8_0.gguf beside llmq's f32, bf16 and int8; bench/hf_to_gguf.py and llama-quantize make them),
+// llama-bench gives prefill and batch-1 decode, llama-batched-bench decode of 32 sequences.
 //   cpu_bench [--model DIR] [--shape bench-110m|bench-110m-gqa] [--decode-steps N]
-//             [--llama-bench PATH/llama-bench --llama-model MODEL.gguf] [--attention-only]
+//             [--weight-dtype f32,bf16,int8] [--kv-dtype f32|bf16]
+//             [--llama-dir DIR --gguf PREFIX] [--attention-only]
 // Without --model, writes the random-weight shape once into ./bench-models/<shape>.
 #include <omp.h>
 
@@ -88,14 +95,8 @@ double Best(int reps, const std::function<Timing()>& run, double Timing::*phase)
   return best;
 }
 
-// llama.cpp's llama-bench on the same shape in this run: tokens/s by (n_prompt, n_gen), from its
-// JSON output; empty when it did not run.
-std::map<std::pair<int, int>, double> LlamaBench(const std::string& bin, const std::string& gguf,
-                                                 int threads, int decode_steps) {
-  std::map<std::pair<int, int>, double> tps;
-  if (bin.empty()) return tps;
-  const std::string cmd = "'" + bin + "' -m '" + gguf + "' -t " + std::to_string(threads) +
-                          " -p 128,512 -n " + std::to_string(decode_steps) + " -r 3 -o json";
+// The output of `cmd` (empty when it failed).
+std::string Output(const std::string& cmd) {
   std::string text;
   if (FILE* p = popen(cmd.c_str(), "r")) {
     char buf[4096];
@@ -103,12 +104,45 @@ std::map<std::pair<int, int>, double> LlamaBench(const std::string& bin, const s
     while ((n = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
     if (pclose(p) != 0) text.clear();
   }
+  return text;
+}
+
+// llama.cpp on the same weights in this run: tokens/s by (n_prompt, n_gen, sequences), from
+// llama-bench (prefill 128 and 512, decode of one sequence) and llama-batched-bench (decode of 32
+// sequences after 128-token prompts each); empty when it did not run.
+using LlamaFigures = std::map<std::tuple<int, int, int>, double>;
+LlamaFigures LlamaCpp(const std::string& dir, const std::string& gguf, int threads,
+                      int decode_steps) {
+  LlamaFigures tps;
+  if (dir.empty()) return tps;
+  const std::string t = std::to_string(threads), n = std::to_string(decode_steps);
+  const std::string bench = "'" + dir + "/llama-bench' -m '" + gguf + "' -t " + t +
+                            " -p 128,512 -n " + n + " -r 3 -o json 2>/dev/null";
+  const std::string batched = "'" + dir + "/llama-batched-bench' -m '" + gguf + "' -t " + t +
+                              " -tb " + t + " -c " + std::to_string(32 * (128 + decode_steps)) +
+                              " -b 2048 -ub 512 -npp 128 -ntg " + n +
+                              " -npl 32 --output-format jsonl 2>/dev/null";
   try {
-    for (const auto& r : nlohmann::json::parse(text))
-      tps[{r.at("n_prompt").get<int>(), r.at("n_gen").get<int>()}] = r.at("avg_ts").get<double>();
+    for (const auto& r : nlohmann::json::parse(Output(bench)))
+      tps[{r.at("n_prompt").get<int>(), r.at("n_gen").get<int>(), 1}] =
+          r.at("avg_ts").get<double>();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "llama-bench (%s) gave no results: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "llama-bench (%s) gave no results: %s\n", bench.c_str(), e.what());
   }
+  const std::string lines = Output(batched);
+  size_t at = 0;
+  for (size_t end; (end = lines.find('\n', at)) != std::string::npos; at = end + 1) {
+    if (lines.compare(at, 1, "{") != 0) continue;
+    try {
+      const auto r = nlohmann::json::parse(lines.substr(at, end - at));
+      tps[{r.at("pp").get<int>(), r.at("tg").get<int>(), r.at("pl").get<int>()}] =
+          r.at("speed_tg").get<double>();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "llama-batched-bench line not read: %s\n", e.what());
+    }
+  }
+  if (tps.find({128, decode_steps, 32}) == tps.end())
+    std::fprintf(stderr, "llama-batched-bench (%s) gave no results\n", batched.c_str());
   return tps;
 }
 
@@ -220,7 +254,8 @@ void PrefillAttentionTable(int rows, int prefix) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model, shape = "bench-110m", llama_bench, llama_model;
+  std::string model, shape = "bench-110m", llama_dir, gguf, weight_dtypes = "f32";
+  KvDtype kv = KvDtype::kF32;
   int decode_steps = 64;
   bool attention_only = false;
   for (int i = 1; i < argc; ++i)
@@ -232,11 +267,30 @@ int main(int argc, char** argv) {
       shape = argv[i + 1];
     else if (!std::strcmp(argv[i], "--decode-steps"))
       decode_steps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--llama-bench"))
-      llama_bench = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--llama-model"))
-      llama_model = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--llama-dir"))
+      llama_dir = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--gguf"))
+      gguf = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--weight-dtype"))
+      weight_dtypes = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--kv-dtype") && !ParseKvDtype(argv[i + 1], &kv))
+      return std::fprintf(stderr, "--kv-dtype: f32 or bf16\n"), 2;
   }
+  std::vector<kernels::WeightType> types;
+  for (size_t at = 0; at <= weight_dtypes.size();) {
+    size_t end = weight_dtypes.find(',', at);
+    if (end == std::string::npos) end = weight_dtypes.size();
+    const std::string name = weight_dtypes.substr(at, end - at);
+    WeightDtype d = WeightDtype::kAuto;
+    if (!ParseWeightDtype(name, &d) || d == WeightDtype::kAuto)
+      return std::fprintf(stderr, "--weight-dtype: f32, bf16 or int8, got '%s'\n", name.c_str()), 2;
+    types.push_back(d == WeightDtype::kF32    ? kernels::WeightType::kF32
+                    : d == WeightDtype::kBf16 ? kernels::WeightType::kBf16
+                                              : kernels::WeightType::kInt8);
+    at = end + 1;
+  }
+  if (!llama_dir.empty() && gguf.empty())
+    return std::fprintf(stderr, "--llama-dir needs --gguf PREFIX\n"), 2;
   if (attention_only) {
     std::printf(
         "decode attention, one layer (12 kv heads x 64), sequences sharing a prefix, %d threads: "
@@ -270,51 +324,72 @@ int main(int argc, char** argv) {
   std::unique_ptr<Weights> w;
   if (Status st = Weights::Load(model, cfg, &w); !st.ok())
     return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
-  CpuBackend be(cfg, *w);
-
   std::printf(
-      "llmq CPU benchmark: %s (%d layers, hidden %d, kv heads %d, vocab %d, fp32), %d threads "
-      "(pool barrier %.1f us)\n",
+      "llmq CPU benchmark: %s (%d layers, hidden %d, kv heads %d, vocab %d), KV cache %s, %d "
+      "threads (pool barrier %.1f us)\n",
       model.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_kv_heads, cfg.vocab_size,
-      kernels::CpuThreads(), kernels::CpuPool().barrier_ns() / 1000);
+      KvDtypeName(kv), kernels::CpuThreads(), kernels::CpuPool().barrier_ns() / 1000);
   const double bw = ReadBandwidth();
-  // Bytes a decode step streams: every packed weight but the embedding (a row is gathered).
-  const double step_bytes = static_cast<double>(be.weight_bytes()) -
-                            static_cast<double>(cfg.vocab_size) * cfg.hidden_size * sizeof(float);
-  std::printf(
-      "memory read bandwidth now: %.1f GB/s; a decode step streams %.0f MB of weights, so "
-      "batch 1 is bound at %.1f tokens/s\n",
-      bw, step_bytes / 1e6, bw * 1e9 / step_bytes);
-  // llama.cpp first, so that both run on the same machine state.
-  const auto llama = LlamaBench(llama_bench, llama_model, kernels::CpuThreads(), decode_steps);
-  auto cell = [&](int n_prompt, int n_gen, double ours) {
-    char buf[64] = "-";
-    const auto it = llama.find({n_prompt, n_gen});
-    if (it != llama.end())
-      std::snprintf(buf, sizeof buf, "%10.1f | %6.2f", it->second, ours / it->second);
-    else
-      std::snprintf(buf, sizeof buf, "%10s | %6s", "-", "-");
-    return std::string(buf);
+  std::printf("memory read bandwidth now: %.1f GB/s\n", bw);
+  std::printf("| %-7s | %-8s | %5s | %6s | %10s | %10s | %6s |\n", "weights", "phase", "batch",
+              "prompt", "tokens/s", "llama.cpp", "ratio");
+  std::printf("|---------|----------|-------|--------|------------|------------|--------|\n");
+  struct Bound {
+    const char* type;
+    double mb, bound, got;
   };
-  std::printf("| %-8s | %5s | %6s | %10s | %10s | %6s |\n", "phase", "batch", "prompt", "tokens/s",
-              "llama.cpp", "ratio");
-  std::printf("|----------|-------|--------|------------|------------|--------|\n");
-  RunOnce(cfg, &be, 1, 64, 2);  // warm up threads and pages
-  for (int prompt : {128, 512}) {
-    const double s = Best(
-        3, [&] { return RunOnce(cfg, &be, 1, prompt, 1); }, &Timing::prefill_s);
-    const double tps = prompt / s;
-    std::printf("| %-8s | %5d | %6d | %10.1f | %s |\n", "prefill", 1, prompt, tps,
-                cell(prompt, 0, tps).c_str());
+  std::vector<Bound> bounds;
+  for (kernels::WeightType type : types) {
+    CpuBackend be(cfg, *w, type, kv);
+    // Bytes a decode step streams: every packed weight but the embedding (a row is gathered).
+    const double embed_bytes =
+        CpuBackend::SharesHeadAsEmbedding(cfg, type)
+            ? 0.0
+            : static_cast<double>(kernels::PackedWeight::BytesFor(cfg.vocab_size, cfg.hidden_size,
+                                                                  CpuBackend::EmbeddingType(type)));
+    const double step_bytes = static_cast<double>(be.weight_bytes()) - embed_bytes;
+    // llama.cpp first, so that both run on the same machine state.
+    const char* suffix = type == kernels::WeightType::kF32    ? "-F32.gguf"
+                         : type == kernels::WeightType::kBf16 ? "-BF16.gguf"
+                                                              : "-Q8_0.gguf";
+    const LlamaFigures llama =
+        LlamaCpp(llama_dir, gguf + suffix, kernels::CpuThreads(), decode_steps);
+    auto row = [&](const char* phase, int batch, int prompt, double ours,
+                   std::tuple<int, int, int> theirs) {
+      const auto it = llama.find(theirs);
+      if (it != llama.end())
+        std::printf("| %-7s | %-8s | %5d | %6d | %10.1f | %10.1f | %6.2f |\n",
+                    kernels::WeightTypeName(type), phase, batch, prompt, ours, it->second,
+                    ours / it->second);
+      else
+        std::printf("| %-7s | %-8s | %5d | %6d | %10.1f | %10s | %6s |\n",
+                    kernels::WeightTypeName(type), phase, batch, prompt, ours, "-", "-");
+    };
+    RunOnce(cfg, &be, 1, 64, 2);  // warm up threads and pages
+    for (int prompt : {128, 512}) {
+      const double s = Best(
+          3, [&] { return RunOnce(cfg, &be, 1, prompt, 1); }, &Timing::prefill_s);
+      row("prefill", 1, prompt, prompt / s, {prompt, 0, 1});
+    }
+    for (int batch : {1, 8, 32}) {
+      const int prompt = 128;
+      const double s = Best(
+          3, [&] { return RunOnce(cfg, &be, batch, prompt, 1 + decode_steps); }, &Timing::decode_s);
+      const double tps = static_cast<double>(batch) * decode_steps / s;
+      // llama-bench decodes one sequence from an empty context; llama-batched-bench 32 after
+      // 128-token prompts, as here.
+      row("decode", batch, prompt, tps,
+          batch == 1 ? std::tuple{0, decode_steps, 1} : std::tuple{prompt, decode_steps, batch});
+      if (batch == 1)
+        bounds.push_back(
+            {kernels::WeightTypeName(type), step_bytes / 1e6, bw * 1e9 / step_bytes, tps});
+    }
   }
-  for (int batch : {1, 8, 32}) {
-    const int prompt = 128;
-    const double s = Best(
-        3, [&] { return RunOnce(cfg, &be, batch, prompt, 1 + decode_steps); }, &Timing::decode_s);
-    const double tps = static_cast<double>(batch) * decode_steps / s;
-    // llama-bench decodes one sequence (from an empty context): comparable at batch 1 only.
-    std::printf("| %-8s | %5d | %6d | %10.1f | %s |\n", "decode", batch, prompt, tps,
-                batch == 1 ? cell(0, decode_steps, tps).c_str() : cell(-1, -1, 0).c_str());
-  }
+  std::printf("\nbatch-1 decode against the bandwidth bound (%.1f GB/s):\n", bw);
+  std::printf("| weights | MB per step | bound tok/s | tokens/s | bound / got |\n");
+  std::printf("|---------|------------:|------------:|---------:|------------:|\n");
+  for (const Bound& b : bounds)
+    std::printf("| %-7s | %11.0f | %11.1f | %8.1f | %11.2f |\n", b.type, b.mb, b.bound, b.got,
+                b.bound / b.got);
   return 0;
 }

@@ -17,8 +17,12 @@
 // Then the sampler's cost per decode step at batch 256 (greedy; with logprobs; with penalties and
 // logit_bias; both), beside a whole engine step's on the CPU backend (forward included), and
 // alone over the model's vocabulary and over Llama 3's (128,256).
-//   run_bench [--requests 512] [--config model-config.json] [--before PATH] [--no-off]
-//             [--no-sampler] [--sampler-only]
+// With --dtypes, only the shared-instructions job (--requests of them), once per number format
+// (issue 26): f32, then bf16 and int8 weights (engine.weight_dtype), each with an f32 and a bf16 KV
+// cache (engine.kv_dtype): wall time, tokens/s, peak RSS against the packed weights of that type
+// and the KV touched at that type's bytes, and how many requests' outputs equal f32's.
+//   run_bench [--requests 512] [--shape NAME | --config model-config.json] [--before PATH]
+//             [--no-off] [--no-sampler] [--sampler-only] [--dtypes]
 //   (default: a tiny 2048-context model)
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -30,6 +34,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -168,6 +173,72 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The completions of a run's output file, by custom_id.
+std::map<std::string, std::string> Completions(const std::string& path) {
+  std::map<std::string, std::string> out;
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);) {
+    const json j = json::parse(line);
+    out[j["custom_id"]] = j["response"]["body"]["choices"][0]["text"].dump();
+  }
+  return out;
+}
+
+// The --dtypes table: the job `in` (total / unique prompt tokens) run once per weight and KV type.
+void DtypeRuns(const llmq::ModelConfig& cfg, const std::string& dir, const std::string& model,
+               const std::string& in, int64_t total, int64_t unique) {
+  using llmq::kernels::WeightType;
+  struct Format {
+    WeightType weights;
+    llmq::KvDtype kv;
+  };
+  const std::vector<Format> formats = {
+      {WeightType::kF32, llmq::KvDtype::kF32},  {WeightType::kF32, llmq::KvDtype::kBf16},
+      {WeightType::kBf16, llmq::KvDtype::kF32}, {WeightType::kBf16, llmq::KvDtype::kBf16},
+      {WeightType::kInt8, llmq::KvDtype::kF32}, {WeightType::kInt8, llmq::KvDtype::kBf16}};
+  std::printf(
+      "llmq run, shared instructions by number format: %lld prompt tokens (%lld unique), 32 output "
+      "tokens each, default settings\n",
+      static_cast<long long>(total), static_cast<long long>(unique));
+  std::printf("| %-7s | %-4s | %8s | %9s | %9s | %8s | %9s | %9s | %10s | %9s |\n", "weights", "KV",
+              "wall s", "out tok/s", "total t/s", "peak RSS", "weights", "KV blocks", "RSS/(W+KV)",
+              "same as f32");
+  std::printf(
+      "|---------|------|----------|-----------|-----------|----------|-----------|-----------|"
+      "------------|-------------|\n");
+  std::map<std::string, std::string> reference;
+  for (size_t i = 0; i < formats.size(); ++i) {
+    const Format& f = formats[i];
+    const std::string out = dir + "/dtype" + std::to_string(i);
+    const json s = RunLlmq(LLMQ_BINARY,
+                           in + " --model " + model + " -o " + out + ".jsonl --weight-dtype " +
+                               llmq::kernels::WeightTypeName(f.weights) + " --kv-dtype " +
+                               llmq::KvDtypeName(f.kv),
+                           out + ".json");
+    const auto got = Completions(out + ".jsonl");
+    if (i == 0) reference = got;
+    int same = 0;
+    for (const auto& [id, text] : got) same += reference.count(id) && reference.at(id) == text;
+    const double wall = s["wall_seconds"];
+    const int64_t out_tokens = s["completion_tokens"], rss = s["peak_rss_bytes"];
+    const int64_t blocks = s["kv_blocks_touched"];
+    const uint64_t weights = llmq::CpuBackend::WeightBytesFor(cfg, f.weights);
+    const int64_t block_bytes = cfg.KvBytesPerToken(llmq::CpuBackend::KvElementBytes(f.kv)) *
+                                llmq::EngineOptions{}.block_size;
+    std::printf(
+        "| %-7s | %-4s | %8.2f | %9.1f | %9.1f | %5.2f GB | %6.3f GB | %9lld | %9.3fx | %5d / "
+        "%-5zu "
+        "|\n",
+        llmq::kernels::WeightTypeName(f.weights), llmq::KvDtypeName(f.kv), wall, out_tokens / wall,
+        (total + out_tokens) / wall, rss / 1e9, weights / 1e9, static_cast<long long>(blocks),
+        static_cast<double>(rss) / (static_cast<double>(weights) + blocks * block_bytes), same,
+        got.size());
+  }
+  std::printf(
+      "(RSS/(W+KV): peak RSS / (packed weights of that type + KV blocks touched x that KV type's "
+      "block bytes); same as f32: requests whose completion text equals the f32 run's)\n");
+}
+
 // The sampler's settings the table compares.
 struct SamplerCase {
   const char* name;
@@ -289,7 +360,8 @@ void SamplerTable(const llmq::ModelConfig& cfg, const std::string& model) {
 int main(int argc, char** argv) {
   int requests = 512;
   std::string config, before;
-  bool sampler_only = false, no_off = false, no_sampler = false;
+  bool sampler_only = false, no_off = false, no_sampler = false, dtypes = false;
+  std::string shape;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--sampler-only")) {
       sampler_only = true;
@@ -297,6 +369,10 @@ int main(int argc, char** argv) {
       no_off = true;
     } else if (!std::strcmp(argv[i], "--no-sampler")) {
       no_sampler = true;
+    } else if (!std::strcmp(argv[i], "--dtypes")) {
+      dtypes = true;
+    } else if (i + 1 < argc && !std::strcmp(argv[i], "--shape")) {
+      shape = argv[++i];
     } else if (i + 1 < argc && !std::strcmp(argv[i], "--before")) {
       before = argv[++i];
     } else if (i + 1 < argc && !std::strcmp(argv[i], "--requests")) {
@@ -309,8 +385,14 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   llmq::ModelConfig cfg;
   llmq::DType dtype;
-  llmq::ShapeConfig("tiny", &cfg, &dtype).IgnoreError();  // a built-in shape
-  cfg.max_position_embeddings = 2048;
+  if (!shape.empty()) {
+    if (llmq::Status st = llmq::ShapeConfig(shape, &cfg, &dtype); !st.ok())
+      return std::fprintf(stderr, "%s\n", st.message().c_str()), 2;
+    cfg.max_position_embeddings = std::max(cfg.max_position_embeddings, 2048);
+  } else {
+    llmq::ShapeConfig("tiny", &cfg, &dtype).IgnoreError();  // a built-in shape
+    cfg.max_position_embeddings = 2048;
+  }
   if (!config.empty()) {
     std::ifstream f(config);
     std::string text((std::istreambuf_iterator<char>(f)), {});
@@ -331,6 +413,10 @@ int main(int argc, char** argv) {
   const int64_t total = WriteJob(prompts, dir + "/in.jsonl");
   // Default settings: the KV pool sized from the memory the process may take.
   const std::string common = dir + "/in.jsonl --model " + model;
+  if (dtypes) {
+    DtypeRuns(cfg, dir, model, dir + "/in.jsonl", total, unique);
+    return 0;
+  }
   std::vector<Variant> variants;
   if (!before.empty()) variants.push_back({"before (--before)", before, ""});
   variants.push_back({"on", LLMQ_BINARY, "--profile"});
