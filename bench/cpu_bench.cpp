@@ -121,7 +121,7 @@ LlamaFigures LlamaCpp(const std::string& dir, const std::string& gguf, int threa
   const std::string batched = "'" + dir + "/llama-batched-bench' -m '" + gguf + "' -t " + t +
                               " -tb " + t + " -c " + std::to_string(32 * (128 + decode_steps)) +
                               " -b 2048 -ub 512 -npp 128 -ntg " + n +
-                              " -npl 32 --output-format jsonl 2>/dev/null";
+                              " -npl 32 --output-format jsonl 2>&1";  // its JSON lines go to stderr
   try {
     for (const auto& r : nlohmann::json::parse(Output(bench)))
       tps[{r.at("n_prompt").get<int>(), r.at("n_gen").get<int>(), 1}] =
@@ -147,23 +147,26 @@ LlamaFigures LlamaCpp(const std::string& dir, const std::string& gguf, int threa
 }
 
 // Streaming read bandwidth of this machine right now (GB/s), all threads: decode at batch 1 is
-// bound by it, and it varies with what else the host runs, so it is measured in the same run.
+// bound by it, and it varies with what else the host runs, so it is measured in the same run. The
+// sum runs on 8 independent integer accumulators per thread (a float sum's dependency chain would
+// bound it by add latency, not by memory: it measured 12.5 GB/s where decode streamed 31).
 double ReadBandwidth() {
-  const size_t n = size_t{1} << 28;  // 1 GiB of floats
-  std::vector<float> buf(n, 1.0f);
+  const size_t n = size_t{1} << 27;  // 1 GiB of uint64
+  std::vector<uint64_t> buf(n, 1);
   double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < 5; ++rep) {
     const double t0 = Now();
-    float total = 0;
+    uint64_t total = 0;
 #pragma omp parallel for reduction(+ : total) schedule(static)
-    for (size_t i = 0; i < n; i += 16) {
-      float s = 0;
-      for (int j = 0; j < 16; ++j) s += buf[i + j];
-      total += s;
+    for (size_t i = 0; i < n; i += 64) {
+      uint64_t a[8] = {};
+      for (size_t j = 0; j < 64; j += 8)
+        for (int l = 0; l < 8; ++l) a[l] += buf[i + j + l];
+      for (uint64_t x : a) total += x;
     }
     const double secs = Now() - t0;
-    if (total != static_cast<float>(n)) std::fprintf(stderr, "(sum %f)\n", total);
-    best = std::max(best, n * sizeof(float) / secs / 1e9);
+    if (total != n) std::fprintf(stderr, "(sum %llu)\n", static_cast<unsigned long long>(total));
+    best = std::max(best, n * sizeof(uint64_t) / secs / 1e9);
   }
   return best;
 }
