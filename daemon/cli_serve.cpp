@@ -465,7 +465,7 @@ class Server {
       if (ec) return;
       // queue.db removed or replaced: everything written from now on would be lost to the next
       // start (and the files it accepted would run again). Stop at once, accepting nothing more.
-      if (Status st = io_store_->StillAtPath(); !st.ok()) {
+      if (Status st = io_store_->StillAtLocation(); !st.ok()) {
         queue_lost_ = st;
         Log("%s: stopping (exit 1); nothing more is accepted", st.message().c_str());
         stopping_ = true;                // Scan takes nothing more
