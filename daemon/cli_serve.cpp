@@ -166,7 +166,9 @@ class Server {
          {&io_store_, &intake_store_, &runner_store_, &commit_store_}) {
       const auto check =
           s == &io_store_ ? jobs::Store::Check::kIntegrity : jobs::Store::Check::kSkip;
-      if (Status st = jobs::Store::Open(paths_.db, s, check); !st.ok()) return Fail(cmd_, st);
+      if (Status st = jobs::Store::Open(spool::QueueLocation(paths_, cfg_.queue_url), s, check);
+          !st.ok())
+        return Fail(cmd_, st);
     }
     // Only ingest (intake_store_) gains from a big page cache; the others page through the
     // queue.
