@@ -61,6 +61,21 @@ constexpr int kFetchRows = 256;  // a walk holds at most this many results in me
 constexpr const char* kHasMetaPg =
     "SELECT count(*) FILTER (WHERE tablename = 'meta'), count(*) FROM pg_catalog.pg_tables "
     "WHERE schemaname = current_schema()";
+// ClaimNextGroup ($1 worker, $2 now, $3 expiry, $4 most requests): the first claimable row (by
+// rank) that no other claim has locked picks the group; its claimable rows that no other claim
+// has locked are leased.
+constexpr const char* kClaimGroupPg =
+    "WITH g AS (SELECT r.plan_group FROM requests AS r JOIN jobs AS j ON j.id = r.job "
+    "WHERE r.status = 'pending' AND (r.lease_worker IS NULL OR r.lease_expires_at <= $2) "
+    "AND j.status = 'in_progress' AND j.cancel_requested = 0 "
+    "ORDER BY r.plan_rank, r.job, r.line LIMIT 1 FOR UPDATE OF r SKIP LOCKED), "
+    "c AS (SELECT job, line FROM requests WHERE plan_group = (SELECT plan_group FROM g) "
+    "AND status = 'pending' AND (lease_worker IS NULL OR lease_expires_at <= $2) "
+    "ORDER BY plan_rank LIMIT $4 FOR UPDATE SKIP LOCKED) "
+    "UPDATE requests AS r SET lease_worker = $1, lease_generation = r.lease_generation + 1, "
+    "lease_expires_at = $3 FROM c WHERE r.job = c.job AND r.line = c.line "
+    "RETURNING r.job, r.line, r.plan_rank, r.attempts, r.custom_id, r.body, r.plan_group, "
+    "r.lease_generation";
 constexpr const char* kLockForWrite = "SELECT pg_advisory_xact_lock($1)";
 constexpr const char* kBumpDataVersion =
     "INSERT INTO meta (key, value) VALUES ('data_version', '1') "
@@ -472,6 +487,7 @@ Status PgStore::InsertRequest(int64_t job, const NewRequest& r) {
     Params p;
     p.Add(job).Add(r.line).Add(r.custom_id).Add(r.body).Add(r.plan_rank);
     p.Add(std::string_view(r.error_output ? "failed" : "pending"));
+    p.Add(r.plan_group != 0 ? r.plan_group : r.plan_rank);
     LLMQ_RETURN_IF_ERROR(Run(sql::kInsertRequest, p,
                              "cannot insert request (job " + std::to_string(job) + ", line " +
                                  std::to_string(r.line) + ")"));
@@ -680,7 +696,7 @@ Status PgStore::GetJobTotals(int64_t job, JobTotals* out) {
 
 // --- Results.
 
-Status PgStore::CommitResults(const std::vector<Result>& results, int64_t* added) {
+store_internal::ResultSteps PgStore::ResultStepsFor() {
   store_internal::ResultSteps steps;
   steps.write_transaction = [this](const std::function<Status()>& body) {
     return Transaction(body);
@@ -717,7 +733,71 @@ Status PgStore::CommitResults(const std::vector<Result>& results, int64_t* added
     p.Add(c.computed).Add(c.completion);
     return Run(sql::kBumpCounts, p, "cannot update the counts of job " + std::to_string(job));
   };
-  return store_internal::CommitResultGroup(results, added, steps);
+  steps.fenced_finish = [this](const std::string& worker, const Result& r, int64_t generation,
+                               bool* held) -> Status {
+    Params p;
+    p.Add(r.job).Add(r.line).Add(std::string_view(r.is_error ? "failed" : "done"));
+    p.Add(worker).Add(generation);
+    Rows rows;
+    LLMQ_RETURN_IF_ERROR(Run(sql::kFencedFinish, p, "cannot finish a leased request", &rows));
+    *held = rows.Affected() == 1;
+    return Status::Ok();
+  };
+  return steps;
+}
+
+// --- Workers and leases.
+
+Status PgStore::RegisterWorker(const WorkerInfo& w) {
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, w.id));
+  return Transaction([&]() -> Status {
+    Params p;
+    p.Add(w.id).Add(w.host).Add(w.device).Add(w.model).Add(store_internal::Now());
+    return Run(sql::kRegisterWorker, p, "cannot record worker " + w.id);
+  });
+}
+
+Status PgStore::Heartbeat(const std::string& worker, double lease_seconds, int64_t* renewed) {
+  return Transaction([&]() -> Status {
+    const double now = store_internal::Now();
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(sql::kTouchWorker, Params().Add(worker).Add(now),
+                             "cannot record the heartbeat of worker " + worker, &r));
+    if (r.Affected() == 0)
+      return Status::NotFound(location_ + ": no worker " + worker + " (RegisterWorker first)");
+    LLMQ_RETURN_IF_ERROR(Run(sql::kRenewLeases, Params().Add(worker).Add(now + lease_seconds),
+                             "cannot renew the leases of worker " + worker, &r));
+    if (renewed != nullptr) *renewed = r.Affected();
+    return Status::Ok();
+  });
+}
+
+Status PgStore::ListWorkers(std::vector<WorkerInfo>* out) {
+  out->clear();
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(sql::kListWorkers, Params(), "cannot read workers", &r));
+  for (int i = 0; i < r.size(); ++i) out->push_back(store_rows::WorkerFromRow(PgRow(r, i)));
+  return Status::Ok();
+}
+
+Status PgStore::ClaimNextGroup(const std::string& worker, double lease_seconds, int max_requests,
+                               Claim* out) {
+  LLMQ_CHECK(!InTransaction());
+  *out = Claim();
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, worker));
+  // One statement, its own transaction, without the write lock: claims by other workers run at
+  // the same time, each skipping the rows another holds.
+  const double now = store_internal::Now();
+  out->expires_at = now + lease_seconds;
+  Params p;
+  p.Add(worker).Add(now).Add(out->expires_at).Add(int64_t{max_requests});
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(kClaimGroupPg, p, "cannot claim a plan group", &r));
+  for (int i = 0; i < r.size(); ++i)
+    out->requests.push_back(store_rows::ClaimedFromRow(PgRow(r, i)));
+  store_internal::SortClaimed(&out->requests);
+  if (!out->requests.empty()) out->plan_group = out->requests.front().plan_group;
+  return Status::Ok();
 }
 
 // --- Finalizing.

@@ -81,8 +81,12 @@ class PgStore final : public Store {
   [[nodiscard]] Status PendingOfJob(int64_t job, int64_t after_line, int limit,
                                     std::vector<PendingRequest>* out) override;
   [[nodiscard]] Status GetJobTotals(int64_t job, JobTotals* out) override;
-  [[nodiscard]] Status CommitResults(const std::vector<Result>& results,
-                                     int64_t* added = nullptr) override;
+  [[nodiscard]] Status RegisterWorker(const WorkerInfo& worker) override;
+  [[nodiscard]] Status Heartbeat(const std::string& worker, double lease_seconds,
+                                 int64_t* renewed = nullptr) override;
+  [[nodiscard]] Status ListWorkers(std::vector<WorkerInfo>* out) override;
+  [[nodiscard]] Status ClaimNextGroup(const std::string& worker, double lease_seconds,
+                                      int max_requests, Claim* out) override;
   [[nodiscard]] Status ForEachResult(int64_t job, const ResultVisitor& fn) override;
 
   // A statement's parameters, as text (libpq's text format; NULL where absent).
@@ -138,6 +142,7 @@ class PgStore final : public Store {
   [[nodiscard]] Status Reconnect();
   [[nodiscard]] Status Configure();  // per connection: notices off, lock_timeout
   [[nodiscard]] Status Migrate(const OpenOptions& options);
+  store_internal::ResultSteps ResultStepsFor() override;
   [[nodiscard]] Status ReadSchemaVersion(int* version, bool* foreign_tables);
   [[nodiscard]] Status ReadJobs(const Rows& rows, std::vector<JobRecord>* out) const;
   [[nodiscard]] Status ReadDataCounter(int64_t* out);

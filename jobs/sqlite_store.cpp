@@ -60,6 +60,13 @@ constexpr const char* kNextPending =
     "WHERE r.status = 'pending' AND r.plan_rank > ?1 AND j.id = r.job "
     "AND j.status = 'in_progress' AND j.cancel_requested = 0 "
     "ORDER BY r.plan_rank, r.job, r.line LIMIT ?2";
+// The plan group of the claimable request with the lowest rank (ClaimNextGroup; ?1: now).
+constexpr const char* kNextClaimableGroup =
+    "SELECT r.plan_group FROM requests AS r INDEXED BY requests_pending_by_rank "
+    "CROSS JOIN jobs AS j WHERE r.status = 'pending' "
+    "AND (r.lease_worker IS NULL OR r.lease_expires_at <= ?1) AND j.id = r.job "
+    "AND j.status = 'in_progress' AND j.cancel_requested = 0 "
+    "ORDER BY r.plan_rank, r.job, r.line LIMIT 1";
 constexpr const char* kForEachResult =
     "SELECT " LLMQ_RESULT_COLUMNS " FROM results WHERE job = ?1 ORDER BY line";
 constexpr const char* kHasMeta =
@@ -393,6 +400,7 @@ Status SqliteStore::InsertRequest(int64_t job, const NewRequest& r) {
       Stmt st(raw);
       st.Bind(1, job).Bind(2, r.line).Bind(3, r.custom_id).Bind(4, r.body).Bind(5, r.plan_rank);
       st.Bind(6, std::string_view(r.error_output ? "failed" : "pending"));
+      st.Bind(7, r.plan_group != 0 ? r.plan_group : r.plan_rank);
       const int rc = st.Step();
       if (rc != SQLITE_DONE)
         return Error("cannot insert request (job " + std::to_string(job) + ", line " +
@@ -642,7 +650,7 @@ Status SqliteStore::GetJobTotals(int64_t job, JobTotals* out) {
 
 // --- Results.
 
-Status SqliteStore::CommitResults(const std::vector<Result>& results, int64_t* added) {
+store_internal::ResultSteps SqliteStore::ResultStepsFor() {
   store_internal::ResultSteps steps;
   steps.write_transaction = [this](const std::function<Status()>& body) {
     return Transaction(body);
@@ -685,7 +693,94 @@ Status SqliteStore::CommitResults(const std::vector<Result>& results, int64_t* a
     return rc == SQLITE_DONE ? Status::Ok()
                              : Error("cannot update the counts of job " + std::to_string(job), rc);
   };
-  return store_internal::CommitResultGroup(results, added, steps);
+  steps.fenced_finish = [this](const std::string& worker, const Result& r, int64_t generation,
+                               bool* held) -> Status {
+    sqlite3_stmt* raw = nullptr;
+    LLMQ_RETURN_IF_ERROR(Prepare(kFencedFinish, &raw));
+    Stmt st(raw);
+    st.Bind(1, r.job).Bind(2, r.line).Bind(3, std::string_view(r.is_error ? "failed" : "done"));
+    const int rc = st.Bind(4, worker).Bind(5, generation).Step();
+    if (rc != SQLITE_DONE) return Error("cannot finish a leased request", rc);
+    *held = sqlite3_changes(db_) == 1;
+    return Status::Ok();
+  };
+  return steps;
+}
+
+// --- Workers and leases.
+
+Status SqliteStore::RegisterWorker(const WorkerInfo& w) {
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, w.id));
+  return Transaction([&]() -> Status {
+    sqlite3_stmt* raw = nullptr;
+    LLMQ_RETURN_IF_ERROR(Prepare(kRegisterWorker, &raw));
+    Stmt st(raw);
+    st.Bind(1, w.id).Bind(2, w.host).Bind(3, w.device).Bind(4, w.model);
+    const int rc = st.Bind(5, store_internal::Now()).Step();
+    return rc == SQLITE_DONE ? Status::Ok() : Error("cannot record worker " + w.id, rc);
+  });
+}
+
+Status SqliteStore::Heartbeat(const std::string& worker, double lease_seconds, int64_t* renewed) {
+  return Transaction([&]() -> Status {
+    const double now = store_internal::Now();
+    sqlite3_stmt* raw = nullptr;
+    LLMQ_RETURN_IF_ERROR(Prepare(kTouchWorker, &raw));
+    {
+      Stmt st(raw);
+      const int rc = st.Bind(1, worker).Bind(2, now).Step();
+      if (rc != SQLITE_DONE) return Error("cannot record the heartbeat of worker " + worker, rc);
+      if (sqlite3_changes(db_) == 0)
+        return Status::NotFound(path_ + ": no worker " + worker + " (RegisterWorker first)");
+    }
+    LLMQ_RETURN_IF_ERROR(Prepare(kRenewLeases, &raw));
+    Stmt st(raw);
+    const int rc = st.Bind(1, worker).Bind(2, now + lease_seconds).Step();
+    if (rc != SQLITE_DONE) return Error("cannot renew the leases of worker " + worker, rc);
+    if (renewed != nullptr) *renewed = sqlite3_changes(db_);
+    return Status::Ok();
+  });
+}
+
+Status SqliteStore::ListWorkers(std::vector<WorkerInfo>* out) {
+  out->clear();
+  sqlite3_stmt* raw = nullptr;
+  LLMQ_RETURN_IF_ERROR(Prepare(kListWorkers, &raw));
+  Stmt st(raw);
+  int rc;
+  while ((rc = st.Step()) == SQLITE_ROW) out->push_back(store_rows::WorkerFromRow(st));
+  return rc == SQLITE_DONE ? Status::Ok() : Error("cannot read workers", rc);
+}
+
+Status SqliteStore::ClaimNextGroup(const std::string& worker, double lease_seconds,
+                                   int max_requests, Claim* out) {
+  LLMQ_CHECK(!InTransaction());
+  *out = Claim();
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, worker));
+  // BEGIN IMMEDIATE: one claim at a time, so the group chosen is still claimable when leased.
+  return Transaction([&]() -> Status {
+    const double now = store_internal::Now();
+    sqlite3_stmt* raw = nullptr;
+    LLMQ_RETURN_IF_ERROR(Prepare(kNextClaimableGroup, &raw));
+    {
+      Stmt st(raw);
+      const int rc = st.Bind(1, now).Step();
+      if (rc == SQLITE_DONE) return Status::Ok();  // nothing claimable
+      if (rc != SQLITE_ROW) return Error("cannot find a group to claim", rc);
+      out->plan_group = st.Int(0);
+    }
+    out->expires_at = now + lease_seconds;
+    LLMQ_RETURN_IF_ERROR(Prepare(kLeaseGroup, &raw));
+    Stmt st(raw);
+    st.Bind(1, worker).Bind(2, now).Bind(3, out->expires_at).Bind(4, out->plan_group);
+    st.Bind(5, int64_t{max_requests});
+    int rc;
+    while ((rc = st.Step()) == SQLITE_ROW) out->requests.push_back(store_rows::ClaimedFromRow(st));
+    if (rc != SQLITE_DONE)
+      return Error("cannot lease plan group " + std::to_string(out->plan_group), rc);
+    store_internal::SortClaimed(&out->requests);
+    return Status::Ok();
+  });
 }
 
 // --- Finalizing.

@@ -61,8 +61,12 @@ class SqliteStore final : public Store {
   [[nodiscard]] Status PendingOfJob(int64_t job, int64_t after_line, int limit,
                                     std::vector<PendingRequest>* out) override;
   [[nodiscard]] Status GetJobTotals(int64_t job, JobTotals* out) override;
-  [[nodiscard]] Status CommitResults(const std::vector<Result>& results,
-                                     int64_t* added = nullptr) override;
+  [[nodiscard]] Status RegisterWorker(const WorkerInfo& worker) override;
+  [[nodiscard]] Status Heartbeat(const std::string& worker, double lease_seconds,
+                                 int64_t* renewed = nullptr) override;
+  [[nodiscard]] Status ListWorkers(std::vector<WorkerInfo>* out) override;
+  [[nodiscard]] Status ClaimNextGroup(const std::string& worker, double lease_seconds,
+                                      int max_requests, Claim* out) override;
   [[nodiscard]] Status ForEachResult(int64_t job, const ResultVisitor& fn) override;
 
  private:
@@ -77,6 +81,7 @@ class SqliteStore final : public Store {
   // Own transaction unless one is open.
   [[nodiscard]] Status Transaction(const std::function<Status()>& body);
   [[nodiscard]] Status CheckIntegrity();
+  store_internal::ResultSteps ResultStepsFor() override;
   [[nodiscard]] Status Migrate(const OpenOptions& options);
   [[nodiscard]] Status ReadSchemaVersion(int* version, bool* foreign_tables);
   // Every row, then reset.

@@ -2,9 +2,11 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <tuple>
 
 #include "base/wall_clock.h"
 #include "jobs/pg_store.h"
@@ -105,6 +107,62 @@ Status CommitResultGroup(const std::vector<Result>& results, int64_t* added,
   return Status::Ok();
 }
 
+Status CommitLeasedResultGroup(Store* store, const std::string& worker,
+                               const std::vector<LeasedResult>& results, int64_t* added,
+                               int64_t* fenced, const ResultSteps& steps) {
+  if (added != nullptr) *added = 0;
+  if (fenced != nullptr) *fenced = 0;
+  if (results.empty()) return Status::Ok();
+  int64_t fresh = 0, refused = 0;
+  LLMQ_RETURN_IF_ERROR(steps.write_transaction([&]() -> Status {
+    std::map<int64_t, AddedToJob> counts;
+    const double now = Now();
+    for (const LeasedResult& lr : results) {
+      const Result& r = lr.result;
+      bool held = false;
+      LLMQ_RETURN_IF_ERROR(steps.fenced_finish(worker, r, lr.lease_generation, &held));
+      if (!held) {
+        std::string custom_id;  // the request exists: fenced; else the group fails
+        if (const Status s = store->GetCustomId(r.job, r.line, &custom_id); !s.ok())
+          return s.code() == Status::Code::kNotFound
+                     ? Status::InvalidArgument(store->location() + ": a result for job " +
+                                               std::to_string(r.job) + " line " +
+                                               std::to_string(r.line) + ", which is no request")
+                     : s;
+        ++refused;
+        continue;
+      }
+      bool inserted = false;
+      LLMQ_RETURN_IF_ERROR(steps.insert(r, now, &inserted));
+      // A pending request has no result (it stops being pending in the transaction that adds it).
+      if (!inserted)
+        return Status::Corruption(store->location() + ": job " + std::to_string(r.job) + " line " +
+                                  std::to_string(r.line) + " is pending but already has a result");
+      ++fresh;
+      counts[r.job].Add(r);
+    }
+    for (const auto& [job, c] : counts) LLMQ_RETURN_IF_ERROR(steps.bump(job, c));
+    return Status::Ok();
+  }));
+  if (added != nullptr) *added = fresh;
+  if (fenced != nullptr) *fenced = refused;
+  return Status::Ok();
+}
+
+Status CheckWorkerId(const std::string& location, const std::string& id) {
+  if (id.empty() || id.size() > 200)
+    return Status::InvalidArgument(location + ": a worker id must be 1 to 200 bytes, got " +
+                                   std::to_string(id.size()));
+  return Status::Ok();
+}
+
+void SortClaimed(std::vector<PendingRequest>* requests) {
+  std::sort(requests->begin(), requests->end(),
+            [](const PendingRequest& a, const PendingRequest& b) {
+              return std::tie(a.plan_rank, a.job, a.line) < std::tie(b.plan_rank, b.job, b.line);
+            });
+}
+
 Status ParseSchemaVersion(const std::string& location, const std::string& text, int* version) {
   char* end = nullptr;
   const long v = std::strtol(text.c_str(), &end, 10);
@@ -170,6 +228,17 @@ bool IsTerminal(JobStatus s) {
 
 int Store::SchemaVersion() {
   return schema::kLatestVersion;
+}
+
+Status Store::CommitResults(const std::vector<Result>& results, int64_t* added) {
+  return store_internal::CommitResultGroup(results, added, ResultStepsFor());
+}
+
+Status Store::CommitLeasedResults(const std::string& worker,
+                                  const std::vector<LeasedResult>& results, int64_t* added,
+                                  int64_t* fenced) {
+  return store_internal::CommitLeasedResultGroup(this, worker, results, added, fenced,
+                                                 ResultStepsFor());
 }
 
 bool Store::IsPostgresUrl(std::string_view location) {

@@ -4,6 +4,8 @@
 //   jobs      one row per accepted job file: name, content sha256, status, request counts
 //   requests  one row per non-blank input line: the line's text, its status, its plan rank
 //   results   one row per finished line: the output line (success or error) and its metrics
+//   workers   one row per worker process on the queue (schema 4): host, device, model, heartbeat;
+//             a request's plan group and lease (who, which generation, until when) are in its row
 //   meta      key/value: schema_version, the plan-rank high-water mark (and, on PostgreSQL, the
 //             write counter behind DataVersion)
 // A request is `pending` until its result is committed, in the same transaction that sets it
@@ -79,6 +81,8 @@ struct NewRequest {
   std::string custom_id;  // may be empty when the line could not give one
   std::string body;       // the whole input line's text, as read
   int64_t plan_rank = 0;  // feeding order across all jobs (ascending)
+  // The plan group it is claimed with (ClaimNextGroup); 0: its own group (its plan_rank).
+  int64_t plan_group = 0;
   // A line refused at validation is inserted already finished: its error output line here.
   std::optional<std::string> error_output;
 };
@@ -91,6 +95,28 @@ struct PendingRequest {
   int64_t attempts = 0;  // times it was handed to an engine before (crashes, drains)
   std::string custom_id;
   std::string body;
+  // Read back by ClaimNextGroup only (0 elsewhere): its plan group, and the lease generation it
+  // was claimed under (what CommitLeasedResults checks).
+  int64_t plan_group = 0;
+  int64_t lease_generation = 0;
+};
+
+// A worker process on a queue (issue 27): llmq workers shows them.
+struct WorkerInfo {
+  std::string id;           // unique per process, chosen by the worker (1 to 200 bytes)
+  std::string host;         // its host name
+  std::string device;       // "cpu", "cuda:0", ...
+  std::string model;        // the model it serves
+  double started_at = 0;    // unix seconds, first registered
+  double heartbeat_at = 0;  // unix seconds, last heartbeat
+};
+
+// What ClaimNextGroup leased: pending requests of one plan group, in plan_rank order, each with
+// the generation of its lease; the lease runs until expires_at unless renewed by Heartbeat.
+struct Claim {
+  int64_t plan_group = 0;
+  double expires_at = 0;
+  std::vector<PendingRequest> requests;  // empty: nothing claimable now
 };
 
 // Per-request numbers kept with each result (for the summary).
@@ -122,6 +148,17 @@ struct Result {
   std::string output;  // the whole output line (no newline)
   ResultMetrics metrics;
 };
+
+// A result computed under a lease: accepted only while `lease_generation` is the request's
+// current one and the lease is the committing worker's.
+struct LeasedResult {
+  Result result;
+  int64_t lease_generation = 0;
+};
+
+namespace store_internal {
+struct ResultSteps;  // below
+}  // namespace store_internal
 
 // The queue, behind one interface with two engines (selected by Store::Open's location):
 //   SqliteStore (jobs/sqlite_store.h)  a file: the embedded default, one host
@@ -281,8 +318,36 @@ class Store {
   // one is ignored (never a duplicate, never an overwrite); each new one sets its request done or
   // failed and bumps its job's completed / failed count. A result for a request that does not
   // exist fails the whole group with InvalidArgument. `*added` (optional): how many were new.
-  [[nodiscard]] virtual Status CommitResults(const std::vector<Result>& results,
-                                             int64_t* added = nullptr) = 0;
+  // (Written once for both engines: store.cpp, with each engine's ResultSteps.)
+  [[nodiscard]] Status CommitResults(const std::vector<Result>& results, int64_t* added = nullptr);
+
+  // --- Workers and leases (issue 27: many workers on one queue; not used by llmq serve yet).
+  // Records a worker, or updates its host, device and model; its heartbeat is now. An empty id,
+  // or one over 200 bytes, is InvalidArgument.
+  [[nodiscard]] virtual Status RegisterWorker(const WorkerInfo& worker) = 0;
+  // The worker's heartbeat is now, and every pending request it leases is leased for
+  // `lease_seconds` more (*renewed, optional: how many). NotFound for a worker never registered.
+  [[nodiscard]] virtual Status Heartbeat(const std::string& worker, double lease_seconds,
+                                         int64_t* renewed = nullptr) = 0;
+  [[nodiscard]] virtual Status ListWorkers(std::vector<WorkerInfo>* out) = 0;  // by id
+  // Leases to `worker` the next plan group: the claimable request with the lowest plan rank (of
+  // an in_progress job not cancel_requested; claimable: pending, and not leased or its lease
+  // expired) picks the group, and up to `max_requests` claimable requests of that group are
+  // leased (lease_generation + 1, expiring `lease_seconds` from now). Two workers never hold the
+  // same request: SQLite serializes claims (BEGIN IMMEDIATE), PostgreSQL locks the rows it takes
+  // and skips those another claim holds (FOR UPDATE SKIP LOCKED; under contention a group may
+  // then be split between workers, never a request). Runs in its own transaction: none may be
+  // open (LLMQ_CHECK). out->requests empty: nothing to claim.
+  [[nodiscard]] virtual Status ClaimNextGroup(const std::string& worker, double lease_seconds,
+                                              int max_requests, Claim* out) = 0;
+  // CommitResults for results computed under a lease: a result is accepted only when its request
+  // is still pending, leased to `worker`, under the result's lease_generation (an expired lease
+  // that no one claimed since still counts); any other is fenced: not written, counted in
+  // *fenced (optional). A late worker can thus neither duplicate nor overwrite. A result for a
+  // request that does not exist fails the group with InvalidArgument.
+  [[nodiscard]] Status CommitLeasedResults(const std::string& worker,
+                                           const std::vector<LeasedResult>& results,
+                                           int64_t* added = nullptr, int64_t* fenced = nullptr);
 
   // --- Finalizing: the job's results in line order, streamed (bounded memory), from one
   // consistent snapshot. `fn` may call other methods of this Store but not ForEachResult
@@ -295,6 +360,9 @@ class Store {
 
  protected:
   Store() = default;
+  // The engine's statements for the result-commit protocols (CommitResults,
+  // CommitLeasedResults).
+  virtual store_internal::ResultSteps ResultStepsFor() = 0;
 };
 
 namespace schema {
@@ -346,11 +414,26 @@ struct ResultSteps {
   std::function<Status(const Result& r)> finish_request;
   // Adds `c` to job `job`'s counts and token sums.
   std::function<Status(int64_t job, const AddedToJob& c)> bump;
+  // For leased results only: sets the request done or failed if the lease is still `worker`'s
+  // under `generation` (sql::kFencedFinish); *held says whether it was.
+  std::function<Status(const std::string& worker, const Result& r, int64_t generation, bool* held)>
+      fenced_finish;
 };
 // Store::CommitResults, the same on both engines: one transaction; only a row really inserted
 // moves its request and its job's counts ("counted once"). *added (optional): how many were new.
 [[nodiscard]] Status CommitResultGroup(const std::vector<Result>& results, int64_t* added,
                                        const ResultSteps& steps);
+// Store::CommitLeasedResults, the same on both engines: the fence first (a request not held is
+// counted in *fenced, or fails the group when it does not exist), then the result.
+// Messages name store->location().
+[[nodiscard]] Status CommitLeasedResultGroup(Store* store, const std::string& worker,
+                                             const std::vector<LeasedResult>& results,
+                                             int64_t* added, int64_t* fenced,
+                                             const ResultSteps& steps);
+// InvalidArgument naming `location` for a worker id that is empty or over 200 bytes.
+[[nodiscard]] Status CheckWorkerId(const std::string& location, const std::string& id);
+// Claimed requests in plan_rank order (RETURNING gives them in no order).
+void SortClaimed(std::vector<PendingRequest>* requests);
 // meta.schema_version's text as a version: Corruption naming `location` when it is not one.
 [[nodiscard]] Status ParseSchemaVersion(const std::string& location, const std::string& text,
                                         int* version);

@@ -51,6 +51,28 @@ PendingRequest PendingFromRow(const Row& row) {
   return p;
 }
 
+// A row of LLMQ_CLAIM_COLUMNS (jobs/store_sql.h).
+template <class Row>
+PendingRequest ClaimedFromRow(const Row& row) {
+  PendingRequest p = PendingFromRow(row);
+  p.plan_group = row.Int(6);
+  p.lease_generation = row.Int(7);
+  return p;
+}
+
+// A row of (id, host, device, model, started_at, heartbeat_at).
+template <class Row>
+WorkerInfo WorkerFromRow(const Row& row) {
+  WorkerInfo w;
+  w.id = row.Text(0);
+  w.host = row.Text(1);
+  w.device = row.Text(2);
+  w.model = row.Text(3);
+  w.started_at = row.Real(4);
+  w.heartbeat_at = row.Real(5);
+  return w;
+}
+
 // A row of (prompt_tokens, cached_tokens, completion_tokens, computed_tokens).
 template <class Row>
 JobTotals TotalsFromRow(const Row& row) {

@@ -155,6 +155,49 @@ UPDATE results SET finished_at = committed_at;
 ALTER TABLE results ADD COLUMN finished_at DOUBLE PRECISION NOT NULL DEFAULT 0;
 UPDATE results SET finished_at = committed_at;
 )sql"},
+    // 4: workers and leases (issue 27). Each worker process has a row (its heartbeat); a request
+    // belongs to a plan group (what a worker claims whole; until ingest groups, each request is
+    // its own group: its rank) and holds its lease: who (lease_worker, NULL when none), until
+    // when (lease_expires_at) and which (lease_generation, raised by every claim, so that a
+    // result is accepted only from the lease it was computed under).
+    {R"sql(
+CREATE TABLE workers (
+  id TEXT PRIMARY KEY,
+  host TEXT NOT NULL,
+  device TEXT NOT NULL DEFAULT '',
+  model TEXT NOT NULL DEFAULT '',
+  started_at REAL NOT NULL,
+  heartbeat_at REAL NOT NULL
+);
+ALTER TABLE requests ADD COLUMN plan_group INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE requests ADD COLUMN lease_worker TEXT;
+ALTER TABLE requests ADD COLUMN lease_generation INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE requests ADD COLUMN lease_expires_at REAL NOT NULL DEFAULT 0;
+UPDATE requests SET plan_group = plan_rank;
+CREATE INDEX requests_pending_by_group ON requests (plan_group, plan_rank)
+  WHERE status = 'pending';
+CREATE INDEX requests_leased ON requests (lease_worker)
+  WHERE status = 'pending' AND lease_worker IS NOT NULL;
+)sql",
+     R"sql(
+CREATE TABLE workers (
+  id TEXT PRIMARY KEY,
+  host TEXT NOT NULL,
+  device TEXT NOT NULL DEFAULT '',
+  model TEXT NOT NULL DEFAULT '',
+  started_at DOUBLE PRECISION NOT NULL,
+  heartbeat_at DOUBLE PRECISION NOT NULL
+);
+ALTER TABLE requests ADD COLUMN plan_group BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN lease_worker TEXT,
+  ADD COLUMN lease_generation BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN lease_expires_at DOUBLE PRECISION NOT NULL DEFAULT 0;
+UPDATE requests SET plan_group = plan_rank;
+CREATE INDEX requests_pending_by_group ON requests (plan_group, plan_rank)
+  WHERE status = 'pending';
+CREATE INDEX requests_leased ON requests (lease_worker)
+  WHERE status = 'pending' AND lease_worker IS NOT NULL;
+)sql"},
 };
 inline constexpr int kLatestVersion = static_cast<int>(std::size(kMigrations));
 

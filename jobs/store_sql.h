@@ -9,8 +9,8 @@
 namespace llmq::jobs::sql {
 
 inline constexpr const char* kInsertRequest =
-    "INSERT INTO requests (job, line, custom_id, body, plan_rank, status) "
-    "VALUES ($1, $2, $3, $4, $5, $6)";
+    "INSERT INTO requests (job, line, custom_id, body, plan_rank, status, plan_group) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7)";
 // ON CONFLICT DO NOTHING: a second result for a line is dropped (the count of changed rows tells),
 // never an overwrite; a result for no request still fails (the foreign key).
 inline constexpr const char* kInsertResult =
@@ -55,5 +55,30 @@ inline constexpr const char* kReadVersion = "SELECT value FROM meta WHERE key = 
 inline constexpr const char* kWriteVersion =
     "INSERT INTO meta (key, value) VALUES ('schema_version', $1) "
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+
+// --- Workers and leases (schema 4).
+inline constexpr const char* kRegisterWorker =
+    "INSERT INTO workers (id, host, device, model, started_at, heartbeat_at) "
+    "VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (id) DO UPDATE SET host = excluded.host, "
+    "device = excluded.device, model = excluded.model, heartbeat_at = excluded.heartbeat_at";
+inline constexpr const char* kTouchWorker = "UPDATE workers SET heartbeat_at = $2 WHERE id = $1";
+inline constexpr const char* kRenewLeases =
+    "UPDATE requests SET lease_expires_at = $2 WHERE lease_worker = $1 AND status = 'pending'";
+inline constexpr const char* kListWorkers =
+    "SELECT id, host, device, model, started_at, heartbeat_at FROM workers ORDER BY id";
+// A leased result's request is finished only under its lease (the fence): pending, this worker's,
+// this generation. The row it changes is locked until the commit, so no claim takes it meanwhile.
+inline constexpr const char* kFencedFinish =
+    "UPDATE requests SET status = $3 WHERE job = $1 AND line = $2 AND status = 'pending' "
+    "AND lease_worker = $4 AND lease_generation = $5";
+// The columns a claim returns: PendingFromRow's, then plan_group and lease_generation.
+#define LLMQ_CLAIM_COLUMNS \
+  "job, line, plan_rank, attempts, custom_id, body, plan_group, lease_generation"
+// Leases up to $5 claimable requests of group $4 to worker $1 ($2: now, $3: when it expires).
+inline constexpr const char* kLeaseGroup =
+    "UPDATE requests SET lease_worker = $1, lease_generation = lease_generation + 1, "
+    "lease_expires_at = $3 WHERE (job, line) IN (SELECT job, line FROM requests "
+    "WHERE plan_group = $4 AND status = 'pending' AND (lease_worker IS NULL OR lease_expires_at "
+    "<= $2) ORDER BY plan_rank LIMIT $5) RETURNING " LLMQ_CLAIM_COLUMNS;
 
 }  // namespace llmq::jobs::sql

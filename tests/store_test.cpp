@@ -53,7 +53,7 @@ TEST(Store, OpenCreatesTheFileItsFolderAndTheSchema) {
   EXPECT_TRUE(fs::exists(path));
   EXPECT_EQ(RawQuery(path, "SELECT value FROM meta WHERE key = 'schema_version'"),
             std::to_string(Store::SchemaVersion()));
-  EXPECT_EQ(Store::SchemaVersion(), 3);
+  EXPECT_EQ(Store::SchemaVersion(), 4);
   EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), "wal");
   // The schema itself, on both engines: StoreTest.OpenOnAnEmptyDatabaseMigratesFromNothing.
 }
@@ -409,6 +409,37 @@ TYPED_TEST(StoreTest, AReadTransactionSeesOneSnapshot) {
   EXPECT_EQ(t.completion_tokens, 1 + 2 + 3);
 }
 
+// A store of schema 4 back to schema 3: no workers, no plan groups, no leases (the same SQL on
+// both engines).
+constexpr const char* kBackToSchemaThree =
+    "DROP TABLE workers; DROP INDEX requests_pending_by_group; DROP INDEX requests_leased; "
+    "ALTER TABLE requests DROP COLUMN plan_group; ALTER TABLE requests DROP COLUMN lease_worker; "
+    "ALTER TABLE requests DROP COLUMN lease_generation; "
+    "ALTER TABLE requests DROP COLUMN lease_expires_at; ";
+
+// A store of schema 3 gets its workers table, and each request its own plan group (its rank) and
+// no lease.
+TYPED_TEST(StoreTest, MigrationToSchemaFourGivesEachRequestItsOwnGroupAndNoLease) {
+  {
+    auto s = this->Open();
+    Ingest(s.get(), "a.jsonl", {7, 8});
+  }
+  this->RawExec(std::string(kBackToSchemaThree) +
+                "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
+  auto s = this->Open();
+  EXPECT_EQ(this->RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
+  EXPECT_EQ(this->RawQuery("SELECT count(*) FROM requests WHERE plan_group = plan_rank "
+                           "AND lease_worker IS NULL AND lease_generation = 0"),
+            "2");
+  std::vector<WorkerInfo> workers;
+  ASSERT_TRUE(s->ListWorkers(&workers).ok());
+  EXPECT_TRUE(workers.empty());
+  Claim c;
+  ASSERT_TRUE(s->ClaimNextGroup("w1", 60, 10, &c).ok());
+  ASSERT_EQ(c.requests.size(), 1u) << "a request of its own group";
+  EXPECT_EQ(c.requests[0].plan_rank, 7);
+}
+
 // A store of schema 1 (no totals in the jobs row) gets them summed from its results on open.
 TYPED_TEST(StoreTest, MigrationToSchemaTwoSumsTheResultsIntoTheJobs) {
   int64_t a = 0;
@@ -419,6 +450,7 @@ TYPED_TEST(StoreTest, MigrationToSchemaTwoSumsTheResultsIntoTheJobs) {
   }
   // Back to schema 1, as a store written by the previous release is.
   this->RawExec(
+      std::string(kBackToSchemaThree) +
       "ALTER TABLE jobs DROP COLUMN prompt_tokens; ALTER TABLE jobs DROP COLUMN cached_tokens; "
       "ALTER TABLE jobs DROP COLUMN computed_tokens; "
       "ALTER TABLE jobs DROP COLUMN completion_tokens; "
@@ -459,11 +491,12 @@ TYPED_TEST(StoreTest, ResultsKeepWhenTheyFinishedAndMigrationToSchemaThreeTakesT
               "1")
         << "no time given: the commit's";
   }
-  this->RawExec(
-      "ALTER TABLE results DROP COLUMN finished_at; "
-      "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  this->RawExec(std::string(kBackToSchemaThree) +
+                "ALTER TABLE results DROP COLUMN finished_at; "
+                "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
   auto s = this->Open();
-  EXPECT_EQ(this->RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "3");
+  EXPECT_EQ(this->RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"),
+            std::to_string(Store::SchemaVersion()));
   EXPECT_EQ(this->RawQuery("SELECT count(*) FROM results WHERE finished_at = committed_at"), "2");
 }
 
@@ -704,6 +737,266 @@ TYPED_TEST(StoreTest, CountedIngestSetsTheHashAfterwardsAndKeepsTheHighestRank) 
   std::vector<JobRecord> all;
   ASSERT_TRUE(s->ListJobs(&all).ok());
   EXPECT_EQ(all.size(), 2u);
+}
+
+// Ingests one job whose lines i + 1 have rank ranks[i] and plan group groups[i].
+int64_t IngestGroups(Store* s, const std::string& name, const std::vector<int64_t>& ranks,
+                     const std::vector<int64_t>& groups) {
+  EXPECT_TRUE(s->Begin().ok());
+  JobRecord job;
+  job.name = name;
+  job.sha256 = "sha-of-" + name;
+  EXPECT_TRUE(s->InsertJob(&job).ok());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    NewRequest r;
+    r.line = static_cast<int64_t>(i) + 1;
+    r.custom_id = name + "-" + std::to_string(r.line);
+    r.body = "{}";
+    r.plan_rank = ranks[i];
+    r.plan_group = groups[i];
+    const Status st = s->InsertRequest(job.id, r);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  EXPECT_TRUE(s->FinishIngest(job.id, JobStatus::kInProgress).ok());
+  EXPECT_TRUE(s->Commit().ok());
+  return job.id;
+}
+
+std::vector<int64_t> Lines(const Claim& c) {
+  std::vector<int64_t> lines;
+  for (const PendingRequest& p : c.requests) lines.push_back(p.line);
+  return lines;
+}
+
+LeasedResult Leased(const PendingRequest& p, const std::string& output) {
+  LeasedResult lr;
+  lr.result = MakeResult(p.job, p.line);
+  lr.result.output = output;
+  lr.lease_generation = p.lease_generation;
+  return lr;
+}
+
+TYPED_TEST(StoreTest, WorkersRegisterAndBeatAndBadIdsAreRefused) {
+  auto s = this->Open();
+  WorkerInfo w;
+  w.id = "gpu-host-1/0";
+  w.host = "gpu-host-1";
+  w.device = "cuda:0";
+  w.model = "llama";
+  ASSERT_TRUE(s->RegisterWorker(w).ok());
+  w.model = "qwen";  // a restart with another model: the same row, updated
+  ASSERT_TRUE(s->RegisterWorker(w).ok());
+  std::vector<WorkerInfo> all;
+  ASSERT_TRUE(s->ListWorkers(&all).ok());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].id, "gpu-host-1/0");
+  EXPECT_EQ(all[0].host, "gpu-host-1");
+  EXPECT_EQ(all[0].device, "cuda:0");
+  EXPECT_EQ(all[0].model, "qwen");
+  EXPECT_GT(all[0].started_at, 0);
+  EXPECT_GE(all[0].heartbeat_at, all[0].started_at);
+  int64_t renewed = -1;
+  ASSERT_TRUE(s->Heartbeat(w.id, 30, &renewed).ok());
+  EXPECT_EQ(renewed, 0) << "it leases nothing";
+  const Status st = s->Heartbeat("nobody", 30);
+  EXPECT_EQ(st.code(), Status::Code::kNotFound) << st.message();
+  EXPECT_NE(st.message().find("nobody"), std::string::npos) << st.message();
+  WorkerInfo bad;
+  EXPECT_EQ(s->RegisterWorker(bad).code(), Status::Code::kInvalidArgument);
+  bad.id = std::string(201, 'x');
+  EXPECT_EQ(s->RegisterWorker(bad).code(), Status::Code::kInvalidArgument);
+}
+
+// Claims take whole plan groups in rank order, each request under a new lease generation, and
+// never a request another worker holds.
+TYPED_TEST(StoreTest, AClaimLeasesAWholeGroupInRankOrderAndNoOtherWorkerGetsIt) {
+  auto s = this->Open();
+  const int64_t a = IngestGroups(s.get(), "a.jsonl", {3, 1, 2, 5, 4, 6}, {10, 10, 10, 20, 20, 30});
+  Claim c;
+  ASSERT_TRUE(s->ClaimNextGroup("w1", 3600, 100, &c).ok());
+  EXPECT_EQ(c.plan_group, 10);
+  EXPECT_EQ(Lines(c), (std::vector<int64_t>{2, 3, 1})) << "rank order";
+  for (const PendingRequest& p : c.requests) {
+    EXPECT_EQ(p.job, a);
+    EXPECT_EQ(p.lease_generation, 1);
+    EXPECT_EQ(p.plan_group, 10);
+    EXPECT_EQ(p.custom_id, "a.jsonl-" + std::to_string(p.line));
+  }
+  EXPECT_GT(c.expires_at, 0);
+  auto other = this->Open(Store::Check::kSkip);
+  ASSERT_TRUE(other->ClaimNextGroup("w2", 3600, 100, &c).ok());
+  EXPECT_EQ(c.plan_group, 20);
+  EXPECT_EQ(Lines(c), (std::vector<int64_t>{5, 4}));
+  ASSERT_TRUE(s->ClaimNextGroup("w1", 3600, 100, &c).ok());
+  EXPECT_EQ(Lines(c), (std::vector<int64_t>{6}));
+  ASSERT_TRUE(other->ClaimNextGroup("w2", 3600, 100, &c).ok());
+  EXPECT_TRUE(c.requests.empty()) << "everything is held";
+
+  // A cancelled job's requests are not claimed; a group larger than max_requests is taken in
+  // parts, the next claim continuing it.
+  const int64_t b = IngestGroups(s.get(), "b.jsonl", {7, 8, 9}, {40, 40, 40});
+  ASSERT_TRUE(s->ClaimNextGroup("w1", 3600, 2, &c).ok());
+  EXPECT_EQ(Lines(c), (std::vector<int64_t>{1, 2}));
+  ASSERT_TRUE(s->ClaimNextGroup("w2", 3600, 2, &c).ok());
+  EXPECT_EQ(Lines(c), (std::vector<int64_t>{3}));
+  EXPECT_EQ(c.plan_group, 40);
+  const int64_t d = IngestGroups(s.get(), "d.jsonl", {10}, {50});
+  ASSERT_TRUE(s->RequestCancel(d).ok());
+  ASSERT_TRUE(s->ClaimNextGroup("w1", 3600, 2, &c).ok());
+  EXPECT_TRUE(c.requests.empty());
+  EXPECT_NE(b, d);
+}
+
+// The fence: a worker whose lease expired and was claimed again commits nothing; the new holder
+// commits once; nothing is written twice or overwritten.
+TYPED_TEST(StoreTest, ALateWorkerIsFencedAndTheCurrentHolderCommitsOnce) {
+  auto s = this->Open();
+  const int64_t a = IngestGroups(s.get(), "a.jsonl", {1, 2}, {10, 10});
+  Claim late, current;
+  // Leased for 0 seconds: expired at once (no clock to wait for).
+  ASSERT_TRUE(s->ClaimNextGroup("w1", 0, 100, &late).ok());
+  ASSERT_EQ(late.requests.size(), 2u);
+  auto other = this->Open(Store::Check::kSkip);
+  ASSERT_TRUE(other->ClaimNextGroup("w2", 3600, 100, &current).ok());
+  ASSERT_EQ(Lines(current), (std::vector<int64_t>{1, 2})) << "the expired lease, claimed again";
+  EXPECT_EQ(current.requests[0].lease_generation, 2);
+
+  int64_t added = -1, fenced = -1;
+  ASSERT_TRUE(
+      s->CommitLeasedResults("w1", {Leased(late.requests[0], "late")}, &added, &fenced).ok());
+  EXPECT_EQ(added, 0);
+  EXPECT_EQ(fenced, 1);
+  // The current holder, under the old generation (a stale copy), is fenced too.
+  ASSERT_TRUE(
+      other->CommitLeasedResults("w2", {Leased(late.requests[0], "stale")}, &added, &fenced).ok());
+  EXPECT_EQ(fenced, 1);
+  ASSERT_TRUE(other
+                  ->CommitLeasedResults("w2",
+                                        {Leased(current.requests[0], "current"),
+                                         Leased(current.requests[0], "current again")},
+                                        &added, &fenced)
+                  .ok());
+  EXPECT_EQ(added, 1);
+  EXPECT_EQ(fenced, 1) << "a second result for the line, in the same group";
+  // Late again, after the line is done: still nothing.
+  ASSERT_TRUE(
+      s->CommitLeasedResults("w1", {Leased(late.requests[0], "late")}, &added, &fenced).ok());
+  EXPECT_EQ(added, 0);
+  EXPECT_EQ(fenced, 1);
+  std::vector<std::string> outputs;
+  ASSERT_TRUE(s->ForEachResult(a, [&](int64_t, bool, std::string_view out, const ResultMetrics&) {
+                 outputs.emplace_back(out);
+                 return Status::Ok();
+               }).ok());
+  EXPECT_EQ(outputs, (std::vector<std::string>{"current"}));
+  JobRecord job;
+  ASSERT_TRUE(s->GetJob(a, &job).ok());
+  EXPECT_EQ(job.completed, 1);
+  int64_t pending = 0;
+  ASSERT_TRUE(s->CountPending(a, &pending).ok());
+  EXPECT_EQ(pending, 1);
+  // A result for no request fails the whole group, leased or not.
+  LeasedResult none = Leased(current.requests[1], "x");
+  none.result.line = 99;
+  EXPECT_EQ(other->CommitLeasedResults("w2", {Leased(current.requests[1], "y"), none}).code(),
+            Status::Code::kInvalidArgument);
+  ASSERT_TRUE(s->CountPending(a, &pending).ok());
+  EXPECT_EQ(pending, 1) << "rolled back as one";
+  // Line 2 stays w2's while its lease runs.
+  ASSERT_TRUE(s->ClaimNextGroup("w1", 3600, 100, &late).ok());
+  EXPECT_TRUE(late.requests.empty()) << "line 2 is w2's until its lease ends";
+}
+
+// A heartbeat renews the worker's leases: an expired one renewed is not claimed by another.
+TYPED_TEST(StoreTest, AHeartbeatKeepsTheLeasesOfItsWorker) {
+  auto s = this->Open();
+  IngestGroups(s.get(), "a.jsonl", {1, 2, 3}, {10, 10, 20});
+  WorkerInfo w;
+  w.id = "w1";
+  w.host = "h";
+  ASSERT_TRUE(s->RegisterWorker(w).ok());
+  Claim c;
+  ASSERT_TRUE(s->ClaimNextGroup("w1", 0, 100, &c).ok());  // expired at once
+  ASSERT_EQ(c.requests.size(), 2u);
+  // An expired lease that no one claimed since still counts: w1 commits line 1 under it.
+  int64_t added = 0;
+  ASSERT_TRUE(s->CommitLeasedResults("w1", {Leased(c.requests[0], "a")}, &added).ok());
+  EXPECT_EQ(added, 1);
+  int64_t renewed = 0;
+  ASSERT_TRUE(s->Heartbeat("w1", 3600, &renewed).ok());
+  EXPECT_EQ(renewed, 1) << "line 2: line 1 is done";
+  auto other = this->Open(Store::Check::kSkip);
+  Claim taken;
+  ASSERT_TRUE(other->ClaimNextGroup("w2", 3600, 100, &taken).ok());
+  EXPECT_EQ(Lines(taken), (std::vector<int64_t>{3})) << "group 10 stays w1's";
+  ASSERT_TRUE(s->CommitLeasedResults("w1", {Leased(c.requests[1], "b")}, &added).ok());
+  EXPECT_EQ(added, 1);
+}
+
+// Workers on several connections claim and commit at once: every request is claimed by exactly
+// one of them and committed exactly once.
+TYPED_TEST(StoreTest, ConcurrentClaimsNeverShareARequest) {
+  constexpr int kRequests = 120, kThreads = 4;
+  std::vector<int64_t> ranks(kRequests), groups(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    ranks[i] = i + 1;
+    groups[i] = i / 3 + 1;  // groups of three
+  }
+  int64_t id = 0;
+  {
+    auto s = this->Open();
+    id = IngestGroups(s.get(), "many.jsonl", ranks, groups);
+  }
+  std::vector<std::unique_ptr<Store>> stores;
+  for (int t = 0; t < kThreads; ++t) {
+    stores.push_back(this->Open(Store::Check::kSkip));
+    stores.back()->SetBusyTimeout(60000);
+  }
+  std::vector<std::vector<int64_t>> claimed(kThreads);
+  std::vector<int64_t> added(kThreads, 0), fenced(kThreads, 0);
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      const std::string me = "w" + std::to_string(t);
+      for (;;) {
+        Claim c;
+        if (Status st = stores[t]->ClaimNextGroup(me, 3600, 2, &c); !st.ok()) {
+          errors[t] = st.message();
+          return;
+        }
+        if (c.requests.empty()) return;
+        std::vector<LeasedResult> results;
+        for (const PendingRequest& p : c.requests) {
+          claimed[t].push_back(p.line);
+          results.push_back(Leased(p, me));
+        }
+        int64_t a = 0, f = 0;
+        if (Status st = stores[t]->CommitLeasedResults(me, results, &a, &f); !st.ok()) {
+          errors[t] = st.message();
+          return;
+        }
+        added[t] += a;
+        fenced[t] += f;
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  std::vector<int64_t> all;
+  int64_t total_added = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(errors[t], "") << "worker " << t;
+    EXPECT_EQ(fenced[t], 0) << "worker " << t;
+    total_added += added[t];
+    all.insert(all.end(), claimed[t].begin(), claimed[t].end());
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> want(kRequests);
+  for (int i = 0; i < kRequests; ++i) want[i] = i + 1;
+  EXPECT_EQ(all, want) << "each request claimed once, by one worker";
+  EXPECT_EQ(total_added, kRequests);
+  JobRecord job;
+  ASSERT_TRUE(stores[0]->GetJob(id, &job).ok());
+  EXPECT_EQ(job.completed, kRequests);
 }
 
 // Open on an empty database creates the whole schema, at the version this build knows.
