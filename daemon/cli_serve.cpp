@@ -170,6 +170,9 @@ class Server {
           !st.ok())
         return Fail(cmd_, st);
     }
+    // A queue on a PostgreSQL server may be reached from other state folders and hosts: one
+    // llmq serve uses it at a time, until serve claims its work under leases (issue 27).
+    if (Status st = io_store_->LockSoleServer(); !st.ok()) return Fail(cmd_, st);
     // Only ingest (intake_store_) gains from a big page cache; the others page through the
     // queue.
     for (jobs::Store* s : {io_store_.get(), runner_store_.get(), commit_store_.get()})

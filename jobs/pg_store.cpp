@@ -76,6 +76,7 @@ constexpr const char* kClaimGroupPg =
     "lease_expires_at = $3 FROM c WHERE r.job = c.job AND r.line = c.line "
     "RETURNING r.job, r.line, r.plan_rank, r.attempts, r.custom_id, r.body, r.plan_group, "
     "r.lease_generation";
+constexpr const char* kTrySessionLock = "SELECT pg_try_advisory_lock($1)";
 constexpr const char* kLockForWrite = "SELECT pg_advisory_xact_lock($1)";
 constexpr const char* kBumpDataVersion =
     "INSERT INTO meta (key, value) VALUES ('data_version', '1') "
@@ -251,7 +252,12 @@ Status PgStore::Reconnect() {
   write_locked_ = false;
   txn_open_ = false;
   if (PQstatus(conn_) != CONNECTION_OK) return Error("cannot reconnect", nullptr);
-  return Configure();
+  LLMQ_RETURN_IF_ERROR(Configure());
+  if (sole_server_) {
+    sole_server_ = false;
+    return LockSoleServer();
+  }
+  return Status::Ok();
 }
 
 void PgStore::SetBusyTimeout(int milliseconds) {
@@ -744,6 +750,19 @@ store_internal::ResultSteps PgStore::ResultStepsFor() {
     return Status::Ok();
   };
   return steps;
+}
+
+Status PgStore::LockSoleServer() {
+  if (sole_server_) return Status::Ok();
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(kTrySessionLock, Params().Add(kSoleServerKey),
+                           "cannot lock the queue for this llmq serve", &r));
+  if (r.Text(0, 0) != "t")
+    return Status::InvalidArgument(location_ +
+                                   ": another llmq serve uses this queue (one per queue until "
+                                   "serve claims its work under leases)");
+  sole_server_ = true;
+  return Status::Ok();
 }
 
 // --- Workers and leases.

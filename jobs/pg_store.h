@@ -46,6 +46,8 @@ class PgStore final : public Store {
 
   // The key of the advisory lock that serializes writers (per database).
   static constexpr int64_t kWriteLockKey = 0x6c6c6d7100000001;  // "llmq", 1
+  // The key of the session lock LockSoleServer holds.
+  static constexpr int64_t kSoleServerKey = 0x6c6c6d7100000002;  // "llmq", 2
 
   const std::string& location() const override { return location_; }
   void SetBusyTimeout(int milliseconds) override;
@@ -81,6 +83,7 @@ class PgStore final : public Store {
   [[nodiscard]] Status PendingOfJob(int64_t job, int64_t after_line, int limit,
                                     std::vector<PendingRequest>* out) override;
   [[nodiscard]] Status GetJobTotals(int64_t job, JobTotals* out) override;
+  [[nodiscard]] Status LockSoleServer() override;
   [[nodiscard]] Status RegisterWorker(const WorkerInfo& worker) override;
   [[nodiscard]] Status Heartbeat(const std::string& worker, double lease_seconds,
                                  int64_t* renewed = nullptr) override;
@@ -153,7 +156,8 @@ class PgStore final : public Store {
   pg_conn* conn_ = nullptr;
   int busy_timeout_ms_ = 5000;
   bool write_locked_ = false;
-  bool txn_open_ = false;  // Begin / BeginRead until Commit / Rollback
+  bool txn_open_ = false;     // Begin / BeginRead until Commit / Rollback
+  bool sole_server_ = false;  // LockSoleServer succeeded: taken again after a reconnect
   bool in_for_each_ = false;
   // DataVersion: meta.data_version as this connection last knew it, and what it reports.
   int64_t known_counter_ = 0;

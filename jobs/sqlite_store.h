@@ -61,6 +61,7 @@ class SqliteStore final : public Store {
   [[nodiscard]] Status PendingOfJob(int64_t job, int64_t after_line, int limit,
                                     std::vector<PendingRequest>* out) override;
   [[nodiscard]] Status GetJobTotals(int64_t job, JobTotals* out) override;
+  [[nodiscard]] Status LockSoleServer() override { return Status::Ok(); }
   [[nodiscard]] Status RegisterWorker(const WorkerInfo& worker) override;
   [[nodiscard]] Status Heartbeat(const std::string& worker, double lease_seconds,
                                  int64_t* renewed = nullptr) override;

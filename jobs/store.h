@@ -321,6 +321,12 @@ class Store {
   // (Written once for both engines: store.cpp, with each engine's ResultSteps.)
   [[nodiscard]] Status CommitResults(const std::vector<Result>& results, int64_t* added = nullptr);
 
+  // One llmq serve per queue until serve claims its work under leases (issue 27): held by this
+  // connection until it closes. SQLite: nothing to do (serve locks its state folder, which holds
+  // the file); PostgreSQL: a session advisory lock, taken again after a reconnect; while another
+  // connection holds it, InvalidArgument saying another llmq serve uses the queue.
+  [[nodiscard]] virtual Status LockSoleServer() = 0;
+
   // --- Workers and leases (issue 27: many workers on one queue; not used by llmq serve yet).
   // Records a worker, or updates its host, device and model; its heartbeat is now. An empty id,
   // or one over 200 bytes, is InvalidArgument.

@@ -1206,6 +1206,35 @@ TEST(StoreUrl, AnUnreachableServerIsAnIoErrorThatNeverShowsThePassword) {
   EXPECT_EQ(st.message().find("s3cret"), std::string::npos) << st.message();
 }
 
+// Two llmq serve on one PostgreSQL queue (from two state folders, or hosts) would feed the same
+// requests: the second is refused while the first holds the queue.
+TEST(PostgresStore, OneServePerQueueUntilServeClaimsUnderLeases) {
+  testing::PgTestDatabase db;
+  LLMQ_SKIP_WITHOUT_POSTGRES(db);
+  auto first = OpenOrDie(db.url());
+  auto second = OpenOrDie(db.url());
+  ASSERT_TRUE(first && second);
+  ASSERT_TRUE(first->LockSoleServer().ok());
+  ASSERT_TRUE(first->LockSoleServer().ok()) << "held already";
+  const Status st = second->LockSoleServer();
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("another llmq serve uses this queue"), std::string::npos)
+      << st.message();
+  first.reset();  // the daemon stops: its connection closes
+  // The server frees the lock when that session's backend exits: wait for it on the server (a
+  // blocking lock, then let go), not on a clock.
+  const std::string key = std::to_string(PgStore::kSoleServerKey);
+  ASSERT_EQ(testing::PgExec(db.url(), "SELECT pg_advisory_lock(" + key +
+                                          "); SELECT pg_advisory_unlock(" + key + ")"),
+            "");
+  ASSERT_TRUE(second->LockSoleServer().ok());
+  // SQLite: the state folder's lock does it (llmq serve's flock).
+  const std::string path = DbPath();
+  auto file = OpenOrDie(path);
+  EXPECT_TRUE(file->LockSoleServer().ok());
+  EXPECT_TRUE(OpenOrDie(path, Store::Check::kSkip)->LockSoleServer().ok());
+}
+
 // The server ends the connection (a restart, a network cut, an administrator): the call that
 // meets it fails, naming the queue; the next one reconnects and works.
 TEST(PostgresStore, ALostConnectionFailsOneCallAndTheNextReconnects) {
