@@ -2,6 +2,7 @@
 // (tests/pg_server.h) and on an SQLite file: created once, migrated forward, an empty database
 // never created by `migrate`, a newer schema refused, and a password never printed.
 #include <gtest/gtest.h>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -108,6 +109,37 @@ TEST(PostgresQueueCommand, ListAndCancelUseTheConfiguredQueue) {
   ASSERT_TRUE(s->GetJob(id, &j).ok());
   EXPECT_TRUE(j.cancel_requested);
   EXPECT_FALSE(std::filesystem::exists(dir + "/state/queue.db")) << "no SQLite queue was made";
+}
+
+// Without PostgreSQL's server binaries the PostgreSQL tests skip saying why, and fail instead under
+// LLMQ_REQUIRE_REFERENCES=1 (CI): this test binary run again on one such test, with
+// LLMQ_PG_BINDIR naming a folder without them.
+TEST(QueueCommand, WithoutServerBinariesPostgresTestsSkipOrFailUnderRequireReferences) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string empty = testing::CurrentTestDir();
+  for (const char* require : {"0", "1"}) {
+    const std::string cmd =
+        "env LLMQ_PG_BINDIR=" + testing::ShellQuote(empty) + " LLMQ_REQUIRE_REFERENCES=" + require +
+        " " + testing::ShellQuote(self) +
+        " --gtest_filter=PostgresQueueCommand.ListAndCancelUseTheConfiguredQueue"
+        " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int status = pclose(p);
+    EXPECT_TRUE(Has(out, "PostgreSQL's server binaries (initdb, pg_ctl) are absent")) << out;
+    if (std::string(require) == "1") {
+      EXPECT_NE(status, 0) << out;
+      EXPECT_TRUE(Has(out, "missing reference (LLMQ_REQUIRE_REFERENCES=1)")) << out;
+      EXPECT_TRUE(Has(out, "[  FAILED  ]")) << out;
+    } else {
+      EXPECT_EQ(status, 0) << out;
+      EXPECT_TRUE(Has(out, "[  SKIPPED ]")) << out;
+    }
+  }
 }
 
 TEST(QueueCommand, SqliteFilesAndBadUrls) {

@@ -3,8 +3,9 @@
 //
 // The server: the one ctest's pg_server fixture started (tests/CMakeLists.txt runs
 // tests/pg_server.sh start before the tests whose names hold "Postgres", stop after them), else
-// one this process starts with the same script on first use (a test binary run by hand) and stops
-// when it exits. It listens only on a Unix socket in its own folder.
+// one this process starts with the same script on first use (a test binary run by hand, or
+// $LLMQ_PG_BINDIR set: the binaries to use) and stops when it exits. It listens only on a Unix
+// socket in its own folder.
 // Without PostgreSQL's server binaries a test skips saying so, or fails under
 // LLMQ_REQUIRE_REFERENCES=1 (LLMQ_SKIP_WITHOUT_POSTGRES).
 #pragma once
@@ -14,6 +15,7 @@
 
 #include <gtest/gtest.h>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -46,9 +48,12 @@ inline int RunPgServerScript(const std::string& verb, const std::string& dir, st
 
 class PgServer {
  public:
-  // The socket folder of a running server, or "" with the reason in *why.
+  // The socket folder of a running server, or "" with the reason in *why. With $LLMQ_PG_BINDIR
+  // set, always this process's own server, from those binaries.
   static std::string SocketDir(std::string* why) {
-    if (PgSocketIn(SharedPgServerDir())) return SharedPgServerDir();
+    const char* bindir = std::getenv("LLMQ_PG_BINDIR");
+    if ((bindir == nullptr || *bindir == '\0') && PgSocketIn(SharedPgServerDir()))
+      return SharedPgServerDir();
     static Own own;  // after TmpRoot (used in its constructor): stopped before that is removed
     *why = own.why;
     return own.dir;

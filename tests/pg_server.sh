@@ -9,14 +9,19 @@
 # starts its own with this script (tests/pg_server.h). PostgreSQL refuses to run as root: as root,
 # the server runs as the unprivileged `postgres` system user (Debian's package makes it; else
 # `nobody`), which owns DIR. The server is disposable: fsync is off.
-# Without PostgreSQL's server binaries (on PATH, else Debian's /usr/lib/postgresql/*/bin) it says
-# so and exits 0: the tests then skip, or fail under LLMQ_REQUIRE_REFERENCES=1 (tests/pg_server.h).
+# The server binaries: from $LLMQ_PG_BINDIR when set (only there), else PATH, else Debian's
+# /usr/lib/postgresql/*/bin (the newest). Without them it says so and exits 0: the tests then
+# skip, or fail under LLMQ_REQUIRE_REFERENCES=1 (tests/pg_server.h).
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 start|stop DIR" >&2; exit 2; }
 cmd=$1
 dir=$2
 
 find_bin() {
+  if [ -n "${LLMQ_PG_BINDIR:-}" ]; then
+    [ -x "$LLMQ_PG_BINDIR/$1" ] && echo "$LLMQ_PG_BINDIR/$1"
+    return 0
+  fi
   command -v "$1" 2>/dev/null && return 0
   local b
   b=$(ls -d /usr/lib/postgresql/*/bin/"$1" 2>/dev/null | sort -V | tail -n 1)
