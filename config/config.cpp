@@ -357,6 +357,20 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
       {"commit_interval_ms",
        [c](const Leaf& l) { return GetInt(l, 1, 60000, &c->commit_interval_ms); }},
   };
+  std::vector<Field> queue = {
+      {"url",
+       [c](const Leaf& l) -> Status {
+         std::string url;
+         LLMQ_RETURN_IF_ERROR(GetString(l, &url));
+         // The value is not repeated: a URL may hold a password.
+         if (!url.starts_with("postgresql://") && !url.starts_with("postgres://"))
+           return l.Fail(
+               "must be a PostgreSQL URL (postgresql://[user@]host[:port]/database[?sslmode=...]); "
+               "leave it out for the SQLite queue in spool.state_dir");
+         c->queue_url = std::move(url);
+         return Status::Ok();
+       }},
+  };
   std::vector<Field> metrics = {
       {"textfile", [c](const Leaf& l) { return GetPath(l, &c->metrics_textfile); }},
       {"interval_seconds",
@@ -383,9 +397,9 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
        }},
   };
   const std::vector<Field> sections = {
-      Section(file, "model", std::move(model)), Section(file, "engine", std::move(engine)),
-      Section(file, "spool", std::move(spool)), Section(file, "metrics", std::move(metrics)),
-      Section(file, "serve", std::move(serve)),
+      Section(file, "model", std::move(model)),     Section(file, "engine", std::move(engine)),
+      Section(file, "spool", std::move(spool)),     Section(file, "queue", std::move(queue)),
+      Section(file, "metrics", std::move(metrics)), Section(file, "serve", std::move(serve)),
   };
   return ParseMap(file, root, "", sections);
 }

@@ -65,6 +65,10 @@ struct LlmqConfig {
   int64_t max_line_bytes = int64_t{16} << 20;
   double drain_seconds = 30;    // spool.drain_seconds: SIGTERM waits this long
   int commit_interval_ms = 50;  // spool.commit_interval_ms: result commit period
+  // queue.url: the queue on a PostgreSQL server, "postgresql://[user@]host[:port]/database[?...]"
+  // (libpq's URI: sslmode, host=/socket/folder; a password from ~/.pgpass or PGPASSWORD rather
+  // than in the file); "" (the default): the SQLite file <state_dir>/queue.db.
+  std::string queue_url;
   // metrics (llmq serve, daemon/metrics.h):
   std::string metrics_textfile;         // metrics.textfile: "" = <state_dir>/metrics/llmq.prom
   double metrics_interval_seconds = 5;  // metrics.interval_seconds: how often it is rewritten

@@ -40,6 +40,7 @@ const std::vector<Knob>& Knobs() {
       On("spool.max_line_bytes", true, &LlmqConfig::max_line_bytes),
       On("spool.drain_seconds", true, &LlmqConfig::drain_seconds),
       On("spool.commit_interval_ms", true, &LlmqConfig::commit_interval_ms),
+      On("queue.url", false, &LlmqConfig::queue_url),
       On("metrics.textfile", false, &LlmqConfig::metrics_textfile),
       On("metrics.interval_seconds", false, &LlmqConfig::metrics_interval_seconds),
       On("metrics.http_port", false, &LlmqConfig::metrics_http_port),

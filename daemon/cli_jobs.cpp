@@ -60,13 +60,15 @@ Status OpenQueue(const QueueFlags& f, LlmqConfig* cfg, std::unique_ptr<jobs::Sto
   *cfg = LlmqConfig();
   if (!path.empty()) LLMQ_RETURN_IF_ERROR(LoadConfig(path, cfg));
   if (!f.state.empty()) cfg->state_dir = f.state;
+  // Looked at every few seconds by scripts, while the daemon (which checked it) runs: no read of
+  // the whole file each time.
+  if (!cfg->queue_url.empty())
+    return jobs::Store::Open(cfg->queue_url, store, jobs::Store::Check::kSkip);
   const spool::Paths p = spool::PathsFor(cfg->state_dir);
   std::error_code ec;
   if (!fs::exists(p.db, ec))
     return Status::NotFound(p.db + ": no llmq queue here (start llmq serve --state " + p.root +
                             ", or give --state / spool.state_dir)");
-  // Looked at every few seconds by scripts, while the daemon (which checked it) runs: no read of
-  // the whole file each time.
   return jobs::Store::Open(p.db, store, jobs::Store::Check::kSkip);
 }
 
@@ -110,7 +112,8 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
   ctx.model_name = ServedModelName(cfg);
 
   std::unique_ptr<jobs::Store> store;
-  if (Status st = jobs::Store::Open(paths.db, &store); !st.ok()) return Fail(cmd, st);
+  if (Status st = jobs::Store::Open(spool::QueueLocation(paths, cfg.queue_url), &store); !st.ok())
+    return Fail(cmd, st);
   std::vector<UntrustedFile> opened;
   opened.reserve(f.files.size());  // IngestFile points into it
   std::vector<IngestFile> files;

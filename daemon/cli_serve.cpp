@@ -168,8 +168,13 @@ class Server {
          {&io_store_, &intake_store_, &runner_store_, &commit_store_}) {
       const auto check =
           s == &io_store_ ? jobs::Store::Check::kIntegrity : jobs::Store::Check::kSkip;
-      if (Status st = jobs::Store::Open(paths_.db, s, check); !st.ok()) return Fail(cmd_, st);
+      if (Status st = jobs::Store::Open(spool::QueueLocation(paths_, cfg_.queue_url), s, check);
+          !st.ok())
+        return Fail(cmd_, st);
     }
+    // A queue on a PostgreSQL server may be reached from other state folders and hosts: one
+    // llmq serve uses it at a time, until serve claims its work under leases (issue 27).
+    if (Status st = io_store_->LockSoleServer(); !st.ok()) return Fail(cmd_, st);
     // Only ingest (intake_store_) gains from a big page cache; the others page through the
     // queue.
     for (jobs::Store* s : {io_store_.get(), runner_store_.get(), commit_store_.get()})
@@ -467,7 +472,7 @@ class Server {
       if (ec) return;
       // queue.db removed or replaced: everything written from now on would be lost to the next
       // start (and the files it accepted would run again). Stop at once, accepting nothing more.
-      if (Status st = io_store_->StillAtPath(); !st.ok()) {
+      if (Status st = io_store_->StillAtLocation(); !st.ok()) {
         queue_lost_ = st;
         Log("%s: stopping (exit 1); nothing more is accepted", st.message().c_str());
         stopping_ = true;                // Scan takes nothing more

@@ -17,5 +17,7 @@ void AddServeCommand(CLI::App* app, int* rc);      // llmq serve [--state DIR]: 
 void AddSchemaCommand(CLI::App* app, int* rc);     // llmq schema check --model DIR FILE...
 // llmq submit FILE... [--wait], status [JOB] [--json], list [--json], cancel JOB
 void AddQueueCommands(CLI::App* app, int* rc);
+// llmq queue init|migrate --url URL: a queue's tables, made or migrated (daemon/cli_queue.cpp)
+void AddQueueAdminCommand(CLI::App* app, int* rc);
 
 }  // namespace llmq::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   llmq::cli::AddRunCommand(&app, &rc);
   llmq::cli::AddServeCommand(&app, &rc);
   llmq::cli::AddQueueCommands(&app, &rc);
+  llmq::cli::AddQueueAdminCommand(&app, &rc);
   llmq::cli::AddGenerateCommand(&app, &rc);
   llmq::cli::AddPlanCommand(&app, &rc);
   llmq::cli::AddMakeModelCommand(&app, &rc);

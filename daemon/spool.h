@@ -26,6 +26,11 @@ struct Paths {
   std::string root, inbox, outbox, failed, archive, db, serve_state;
 };
 Paths PathsFor(const std::string& state_dir);
+// Where the queue is (what jobs::Store::Open takes): `queue_url` (queue.url, a PostgreSQL URL)
+// when set, else the SQLite file p.db.
+inline std::string QueueLocation(const Paths& p, const std::string& queue_url) {
+  return queue_url.empty() ? p.db : queue_url;
+}
 // Creates the state folder and its four subfolders when absent. Errors name the folder.
 Status EnsureLayout(const Paths& p);
 

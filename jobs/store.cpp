@@ -1,252 +1,21 @@
 #include "jobs/store.h"
 
-#include <fcntl.h>
-#include <sqlite3.h>
 #include <sys/random.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <map>
+#include <tuple>
 
 #include "base/wall_clock.h"
+#include "jobs/pg_store.h"
+#include "jobs/sqlite_store.h"
+#include "jobs/store_schema.h"
 
 namespace llmq::jobs {
-namespace {
 
-// Forward migrations: step i takes the schema from version i to i + 1. Steps are only ever
-// appended; a released step is never edited (databases in the field already ran it).
-constexpr const char* kMigrations[] = {
-    // 1: jobs, requests (with the partial index the feeder pages through), results.
-    R"sql(
-CREATE TABLE jobs (
-  id INTEGER PRIMARY KEY,
-  public_id TEXT NOT NULL UNIQUE,
-  name TEXT NOT NULL,
-  sha256 TEXT,  -- NULL while the ingest that computes it is open (UNIQUE ignores NULLs)
-  status TEXT NOT NULL,
-  total INTEGER NOT NULL DEFAULT 0,
-  completed INTEGER NOT NULL DEFAULT 0,
-  failed INTEGER NOT NULL DEFAULT 0,
-  refused INTEGER NOT NULL DEFAULT 0,
-  created_at REAL NOT NULL,
-  started_at REAL NOT NULL DEFAULT 0,
-  finished_at REAL NOT NULL DEFAULT 0,
-  cancel_requested INTEGER NOT NULL DEFAULT 0,
-  error TEXT NOT NULL DEFAULT '',
-  options TEXT NOT NULL DEFAULT '',
-  UNIQUE (name, sha256)
-);
-CREATE TABLE requests (
-  job INTEGER NOT NULL REFERENCES jobs (id),
-  line INTEGER NOT NULL,
-  custom_id TEXT NOT NULL,
-  body TEXT NOT NULL,
-  plan_rank INTEGER NOT NULL,
-  status TEXT NOT NULL CHECK (status IN ('pending', 'done', 'failed')),
-  attempts INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (job, line)
-);
-CREATE INDEX requests_pending_by_rank ON requests (plan_rank, job, line)
-  WHERE status = 'pending';
-CREATE TABLE results (
-  job INTEGER NOT NULL,
-  line INTEGER NOT NULL,
-  is_error INTEGER NOT NULL,
-  output TEXT NOT NULL,
-  prompt_tokens INTEGER NOT NULL DEFAULT 0,
-  cached_tokens INTEGER NOT NULL DEFAULT 0,
-  computed_tokens INTEGER NOT NULL DEFAULT 0,
-  completion_tokens INTEGER NOT NULL DEFAULT 0,
-  queue_seconds REAL NOT NULL DEFAULT 0,
-  ttft_seconds REAL NOT NULL DEFAULT 0,
-  itl_seconds REAL NOT NULL DEFAULT 0,
-  latency_seconds REAL NOT NULL DEFAULT 0,
-  committed_at REAL NOT NULL,
-  PRIMARY KEY (job, line),
-  FOREIGN KEY (job, line) REFERENCES requests (job, line)
-);
-)sql",
-    // 2: the token sums of a job's results kept in its row (moved by CommitResults in the same
-    // transaction as the results), so that metrics and status read one row, not every result.
-    R"sql(
-ALTER TABLE jobs ADD COLUMN prompt_tokens INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN computed_tokens INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN completion_tokens INTEGER NOT NULL DEFAULT 0;
-UPDATE jobs SET
-  prompt_tokens = (SELECT coalesce(sum(prompt_tokens), 0) FROM results WHERE job = jobs.id),
-  cached_tokens = (SELECT coalesce(sum(cached_tokens), 0) FROM results WHERE job = jobs.id),
-  computed_tokens = (SELECT coalesce(sum(computed_tokens), 0) FROM results WHERE job = jobs.id),
-  completion_tokens = (SELECT coalesce(sum(completion_tokens), 0) FROM results WHERE job = jobs.id);
-)sql",
-    // 3: when each request finished (unix seconds), for the job report's timeline; the results
-    // written before it take their commit time, at most one commit group later.
-    R"sql(
-ALTER TABLE results ADD COLUMN finished_at REAL NOT NULL DEFAULT 0;
-UPDATE results SET finished_at = committed_at;
-)sql",
-};
-constexpr int kLatestVersion = static_cast<int>(std::size(kMigrations));
-
-#define LLMQ_JOB_COLUMNS                                                                    \
-  "id, public_id, name, sha256, status, total, completed, failed, created_at, started_at, " \
-  "finished_at, cancel_requested, error, options, refused"
-
-constexpr const char* kInsertJob =
-    "INSERT INTO jobs (public_id, name, sha256, status, total, completed, failed, created_at, "
-    "started_at, finished_at, cancel_requested, error, options) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
-constexpr const char* kInsertRequest =
-    "INSERT INTO requests (job, line, custom_id, body, plan_rank, status) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-// OR IGNORE: a second result for a line is dropped (changes() tells), never an overwrite.
-constexpr const char* kInsertResult =
-    "INSERT OR IGNORE INTO results (job, line, is_error, output, prompt_tokens, cached_tokens, "
-    "computed_tokens, completion_tokens, queue_seconds, ttft_seconds, itl_seconds, "
-    "latency_seconds, committed_at, finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-    "?11, ?12, ?13, ?14)";
-constexpr const char* kFinishRequest =
-    "UPDATE requests SET status = ?3 WHERE job = ?1 AND line = ?2 AND status = 'pending'";
-constexpr const char* kBumpCounts =
-    "UPDATE jobs SET completed = completed + ?2, failed = failed + ?3, "
-    "prompt_tokens = prompt_tokens + ?4, cached_tokens = cached_tokens + ?5, "
-    "computed_tokens = computed_tokens + ?6, completion_tokens = completion_tokens + ?7 "
-    "WHERE id = ?1";
-constexpr const char* kFinishIngest =
-    "UPDATE jobs SET total = (SELECT count(*) FROM requests WHERE job = ?1), "
-    "completed = (SELECT count(*) FROM requests WHERE job = ?1 AND status = 'done'), "
-    "failed = (SELECT count(*) FROM requests WHERE job = ?1 AND status = 'failed'), "
-    "refused = (SELECT count(*) FROM requests WHERE job = ?1 AND status = 'failed') "
-    "WHERE id = ?1";
-// The ingester's own counts: no scan over the job's rows.
-constexpr const char* kFinishIngestCounted =
-    "UPDATE jobs SET total = ?2, completed = 0, failed = ?3, refused = ?3, "
-    "sha256 = coalesce(?4, sha256) WHERE id = ?1";
-constexpr const char* kRaiseMaxRankTo =
-    "INSERT INTO meta (key, value) VALUES ('max_plan_rank', ?1) "
-    "ON CONFLICT (key) DO UPDATE SET "
-    "value = max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))";  // TEXT > any INTEGER
-// The rank high-water mark of finished ingests (meta), so MaxPlanRank needs no full scan.
-constexpr const char* kRaiseMaxRank =
-    "INSERT INTO meta (key, value) VALUES ('max_plan_rank', "
-    "  (SELECT max(coalesce(max(plan_rank), 0), "
-    "     coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'max_plan_rank'), 0)) "
-    "   FROM requests WHERE job = ?1)) "
-    "ON CONFLICT (key) DO UPDATE SET value = excluded.value";
-constexpr const char* kMaxPlanRank =
-    "SELECT max(coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'max_plan_rank'), 0),"
-    " coalesce((SELECT max(plan_rank) FROM requests WHERE status = 'pending'), 0))";
-constexpr const char* kSetStatus =
-    "UPDATE jobs SET status = ?2, error = CASE WHEN ?3 <> '' THEN ?3 ELSE error END, "
-    "finished_at = CASE WHEN ?4 AND finished_at = 0 THEN ?5 ELSE finished_at END "
-    "WHERE id = ?1 AND (status = ?2 OR status NOT IN "
-    "('completed', 'failed', 'cancelled', 'expired'))";
-constexpr const char* kFindJob =
-    "SELECT " LLMQ_JOB_COLUMNS " FROM jobs WHERE name = ?1 AND sha256 = ?2";
-constexpr const char* kGetJob = "SELECT " LLMQ_JOB_COLUMNS " FROM jobs WHERE id = ?1";
-constexpr const char* kGetJobByPublicId =
-    "SELECT " LLMQ_JOB_COLUMNS " FROM jobs WHERE public_id = ?1";
-constexpr const char* kListJobs = "SELECT " LLMQ_JOB_COLUMNS " FROM jobs ORDER BY id";
-constexpr const char* kMarkStarted =
-    "UPDATE jobs SET started_at = ?2 WHERE id = ?1 AND started_at = 0";
-constexpr const char* kRequestCancel = "UPDATE jobs SET cancel_requested = 1 WHERE id = ?1";
-constexpr const char* kSetJobOptions = "UPDATE jobs SET options = ?2 WHERE id = ?1";
-constexpr const char* kGetCustomId = "SELECT custom_id FROM requests WHERE job = ?1 AND line = ?2";
-constexpr const char* kJobExists = "SELECT 1 FROM jobs WHERE id = ?1";
-constexpr const char* kDataVersion = "PRAGMA data_version";
-// CROSS JOIN keeps `requests` the outer loop and INDEXED BY pins the partial index, so the walk
-// is in rank order and stops after `limit` rows, whatever the planner's statistics say.
-constexpr const char* kNextPending =
-    "SELECT r.job, r.line, r.plan_rank, r.attempts, r.custom_id, r.body "
-    "FROM requests AS r INDEXED BY requests_pending_by_rank CROSS JOIN jobs AS j "
-    "WHERE r.status = 'pending' AND r.plan_rank > ?1 AND j.id = r.job "
-    "AND j.status = 'in_progress' AND j.cancel_requested = 0 "
-    "ORDER BY r.plan_rank, r.job, r.line LIMIT ?2";
-constexpr const char* kMarkAttempted =
-    "UPDATE requests SET attempts = attempts + 1 WHERE job = ?1 AND line = ?2";
-constexpr const char* kCountPending =
-    "SELECT count(*) FROM requests WHERE job = ?1 AND status = 'pending'";
-constexpr const char* kPendingOfJob =
-    "SELECT job, line, plan_rank, attempts, custom_id, body FROM requests "
-    "WHERE job = ?1 AND line > ?2 AND status = 'pending' ORDER BY line LIMIT ?3";
-constexpr const char* kJobTotals =
-    "SELECT prompt_tokens, cached_tokens, completion_tokens, computed_tokens FROM jobs "
-    "WHERE id = ?1";
-constexpr const char* kForEachResult =
-    "SELECT line, is_error, output, prompt_tokens, cached_tokens, computed_tokens, "
-    "completion_tokens, queue_seconds, ttft_seconds, itl_seconds, latency_seconds, finished_at "
-    "FROM results WHERE job = ?1 ORDER BY line";
-constexpr const char* kHasMeta =
-    "SELECT (SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'), "
-    "(SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%')";
-constexpr const char* kReadVersion = "SELECT value FROM meta WHERE key = 'schema_version'";
-constexpr const char* kWriteVersion =
-    "INSERT INTO meta (key, value) VALUES ('schema_version', ?1) "
-    "ON CONFLICT (key) DO UPDATE SET value = excluded.value";
-
-double Now() {
-  return wall_clock::Now();
-}  // LLMQ_TEST_CLOCK in tests
-
-// A cached statement in use: binds, steps, and resets on scope exit so that the statement never
-// holds a read snapshot (or the write lock) open past the call that used it.
-class Stmt {
- public:
-  explicit Stmt(sqlite3_stmt* s) : s_(s) {}
-  ~Stmt() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-
-  Stmt& Bind(int i, int64_t v) { return Check(sqlite3_bind_int64(s_, i, v)); }
-  Stmt& Bind(int i, double v) { return Check(sqlite3_bind_double(s_, i, v)); }
-  Stmt& Bind(int i, std::string_view v) {
-    // SQLITE_TRANSIENT is not needed: every bound string outlives the step that reads it.
-    return Check(sqlite3_bind_text64(s_, i, v.data(), v.size(), SQLITE_STATIC, SQLITE_UTF8));
-  }
-  // SQLITE_ROW, SQLITE_DONE, or the error (a failed bind, e.g. a string over SQLite's limit).
-  int Step() { return bind_rc_ != SQLITE_OK ? bind_rc_ : sqlite3_step(s_); }
-
-  int64_t Int(int col) const { return sqlite3_column_int64(s_, col); }
-  double Real(int col) const { return sqlite3_column_double(s_, col); }
-  std::string_view Text(int col) const {
-    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s_, col));
-    return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(s_, col)))
-             : std::string_view();
-  }
-  sqlite3_stmt* raw() const { return s_; }
-
- private:
-  Stmt& Check(int rc) {
-    LLMQ_CHECK(rc != SQLITE_RANGE);  // a placeholder number that the SQL does not have
-    if (bind_rc_ == SQLITE_OK) bind_rc_ = rc;
-    return *this;
-  }
-  sqlite3_stmt* s_;
-  int bind_rc_ = SQLITE_OK;
-};
-
-// Steps a statement selecting (job, line, plan_rank, attempts, custom_id, body) through every
-// row into *out; returns the last step's result code (SQLITE_DONE when all went well).
-int ReadPendingRows(Stmt& st, std::vector<PendingRequest>* out) {
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) {
-    PendingRequest& p = out->emplace_back();
-    p.job = st.Int(0);
-    p.line = st.Int(1);
-    p.plan_rank = st.Int(2);
-    p.attempts = st.Int(3);
-    p.custom_id = st.Text(4);
-    p.body = st.Text(5);
-  }
-  return rc;
-}
+namespace store_internal {
 
 Status RandomPublicId(std::string* out) {
   unsigned char b[8];
@@ -266,28 +35,156 @@ Status RandomPublicId(std::string* out) {
   return Status::Ok();
 }
 
-Status JobFromRow(const Stmt& st, const std::string& path, JobRecord* j) {
-  j->id = st.Int(0);
-  j->public_id = st.Text(1);
-  j->name = st.Text(2);
-  j->sha256 = st.Text(3);
-  if (!ParseJobStatus(st.Text(4), &j->status))
-    return Status::Corruption(path + ": job " + std::to_string(j->id) + " has unknown status \"" +
-                              std::string(st.Text(4)) + "\"");
-  j->total = st.Int(5);
-  j->completed = st.Int(6);
-  j->failed = st.Int(7);
-  j->created_at = st.Real(8);
-  j->started_at = st.Real(9);
-  j->finished_at = st.Real(10);
-  j->cancel_requested = st.Int(11) != 0;
-  j->error = st.Text(12);
-  j->options = st.Text(13);
-  j->refused = st.Int(14);
+double Now() {
+  return wall_clock::Now();  // LLMQ_TEST_CLOCK in tests
+}
+
+namespace {
+
+Status CheckMigration(const std::string& location, const char* engine, int version, bool foreign,
+                      const Store::OpenOptions& options) {
+  if (options.found_version != nullptr) *options.found_version = version;
+  if (foreign)
+    return Status::InvalidArgument(location + ": " + engine +
+                                   " that is not llmq's (it has tables but no meta table); "
+                                   "refusing to touch it");
+  if (version > schema::kLatestVersion)
+    return Status::Unsupported(location + ": schema_version " + std::to_string(version) +
+                               " is newer than this llmq knows (" +
+                               std::to_string(schema::kLatestVersion) +
+                               "); refusing to open it: use a newer llmq");
+  if (version == 0 && !options.create)
+    return Status::NotFound(location + ": no llmq queue here (" + engine +
+                            " without llmq's tables; `llmq queue init` creates them)");
   return Status::Ok();
 }
 
 }  // namespace
+
+Status RunMigrations(const std::string& location, const Store::OpenOptions& options,
+                     const MigrationSteps& steps) {
+  int version = 0;
+  bool foreign = false;
+  LLMQ_RETURN_IF_ERROR(steps.read_version(&version, &foreign));
+  if (version == schema::kLatestVersion)
+    return CheckMigration(location, steps.engine, version, foreign, options);
+  // Checked again under the write lock: another connection may be migrating the same queue now.
+  return steps.write_transaction([&]() -> Status {
+    LLMQ_RETURN_IF_ERROR(steps.read_version(&version, &foreign));
+    LLMQ_RETURN_IF_ERROR(CheckMigration(location, steps.engine, version, foreign, options));
+    LLMQ_RETURN_IF_ERROR(steps.exec(schema::kCreateMeta, "cannot create the meta table"));
+    for (int v = version; v < schema::kLatestVersion; ++v) {
+      const schema::Migration& m = schema::kMigrations[v];
+      LLMQ_RETURN_IF_ERROR(
+          steps.exec(m.*steps.dialect, "migration to schema_version " + std::to_string(v + 1)));
+      LLMQ_RETURN_IF_ERROR(steps.write_version(v + 1));
+    }
+    return Status::Ok();
+  });
+}
+
+Status CommitResultGroup(const std::vector<Result>& results, int64_t* added,
+                         const ResultSteps& steps) {
+  if (added != nullptr) *added = 0;
+  if (results.empty()) return Status::Ok();
+  int64_t fresh = 0;
+  LLMQ_RETURN_IF_ERROR(steps.write_transaction([&]() -> Status {
+    std::map<int64_t, AddedToJob> counts;
+    const double now = Now();
+    for (const Result& r : results) {
+      bool inserted = false;
+      LLMQ_RETURN_IF_ERROR(steps.insert(r, now, &inserted));
+      // The invariant "counted once": only a row that was really inserted moves anything.
+      if (!inserted) continue;
+      ++fresh;
+      LLMQ_RETURN_IF_ERROR(steps.finish_request(r));
+      counts[r.job].Add(r);
+    }
+    for (const auto& [job, c] : counts) LLMQ_RETURN_IF_ERROR(steps.bump(job, c));
+    return Status::Ok();
+  }));
+  if (added != nullptr) *added = fresh;
+  return Status::Ok();
+}
+
+Status CommitLeasedResultGroup(Store* store, const std::string& worker,
+                               const std::vector<LeasedResult>& results, int64_t* added,
+                               int64_t* fenced, const ResultSteps& steps) {
+  if (added != nullptr) *added = 0;
+  if (fenced != nullptr) *fenced = 0;
+  if (results.empty()) return Status::Ok();
+  int64_t fresh = 0, refused = 0;
+  LLMQ_RETURN_IF_ERROR(steps.write_transaction([&]() -> Status {
+    std::map<int64_t, AddedToJob> counts;
+    const double now = Now();
+    for (const LeasedResult& lr : results) {
+      const Result& r = lr.result;
+      bool held = false;
+      LLMQ_RETURN_IF_ERROR(steps.fenced_finish(worker, r, lr.lease_generation, &held));
+      if (!held) {
+        std::string custom_id;  // the request exists: fenced; else the group fails
+        if (const Status s = store->GetCustomId(r.job, r.line, &custom_id); !s.ok())
+          return s.code() == Status::Code::kNotFound
+                     ? Status::InvalidArgument(store->location() + ": a result for job " +
+                                               std::to_string(r.job) + " line " +
+                                               std::to_string(r.line) + ", which is no request")
+                     : s;
+        ++refused;
+        continue;
+      }
+      bool inserted = false;
+      LLMQ_RETURN_IF_ERROR(steps.insert(r, now, &inserted));
+      // A pending request has no result (it stops being pending in the transaction that adds it).
+      if (!inserted)
+        return Status::Corruption(store->location() + ": job " + std::to_string(r.job) + " line " +
+                                  std::to_string(r.line) + " is pending but already has a result");
+      ++fresh;
+      counts[r.job].Add(r);
+    }
+    for (const auto& [job, c] : counts) LLMQ_RETURN_IF_ERROR(steps.bump(job, c));
+    return Status::Ok();
+  }));
+  if (added != nullptr) *added = fresh;
+  if (fenced != nullptr) *fenced = refused;
+  return Status::Ok();
+}
+
+Status CheckWorkerId(const std::string& location, const std::string& id) {
+  if (id.empty() || id.size() > 200)
+    return Status::InvalidArgument(location + ": a worker id must be 1 to 200 bytes, got " +
+                                   std::to_string(id.size()));
+  return Status::Ok();
+}
+
+void SortClaimed(std::vector<PendingRequest>* requests) {
+  std::sort(requests->begin(), requests->end(),
+            [](const PendingRequest& a, const PendingRequest& b) {
+              return std::tie(a.plan_rank, a.job, a.line) < std::tie(b.plan_rank, b.job, b.line);
+            });
+}
+
+Status ParseSchemaVersion(const std::string& location, const std::string& text, int* version) {
+  char* end = nullptr;
+  const long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < 0 || v > schema::kMaxPlausibleVersion)
+    return Status::Corruption(location + ": meta.schema_version is \"" + text +
+                              "\", not a version number");
+  *version = static_cast<int>(v);
+  return Status::Ok();
+}
+
+void AddedToJob::Add(const Result& r) {
+  if (r.is_error)
+    ++failed;
+  else
+    ++completed;
+  prompt += r.metrics.prompt_tokens;
+  cached += r.metrics.cached_tokens;
+  computed += r.metrics.computed_tokens;
+  completion += r.metrics.completion_tokens;
+}
+
+}  // namespace store_internal
 
 const char* JobStatusName(JobStatus s) {
   switch (s) {
@@ -330,648 +227,34 @@ bool IsTerminal(JobStatus s) {
 }
 
 int Store::SchemaVersion() {
-  return kLatestVersion;
+  return schema::kLatestVersion;
 }
-
-Status Store::Error(const std::string& what, int rc) const {
-  std::string m = path_ + ": " + what + ": ";
-  m += db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
-  const int primary = rc & 0xff;
-  const int sys = db_ != nullptr ? sqlite3_system_errno(db_) : 0;
-  if (sys != 0 && (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_FULL))
-    m += std::string(" (") + std::strerror(sys) + ")";
-  switch (primary) {
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return Status::Corruption(m +
-                                ": the file is not an llmq database or is damaged; refusing "
-                                "to use it (restore it from a backup or move it away)");
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      return Status::IoError(m + " (another connection held it for longer than the " +
-                             std::to_string(busy_timeout_ms_) + " ms busy timeout)");
-    case SQLITE_CONSTRAINT:
-      return Status::InvalidArgument(m);
-    default:
-      return Status::IoError(m);
-  }
-}
-
-Status Store::Prepare(const char* sql, sqlite3_stmt** out) {
-  for (const auto& [key, stmt] : stmts_) {
-    if (key == sql) {
-      *out = stmt;
-      return Status::Ok();
-    }
-  }
-  const int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, out, nullptr);
-  // Preparing reads the schema: a file that is not a database (or is damaged) fails here first.
-  if (rc != SQLITE_OK) return Error("cannot read the database schema", rc);
-  stmts_.emplace_back(sql, *out);
-  return Status::Ok();
-}
-
-Status Store::Exec(const char* sql, const char* what) {
-  const int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
-  return rc == SQLITE_OK ? Status::Ok() : Error(what, rc);
-}
-
-bool Store::InTransaction() const {
-  return sqlite3_get_autocommit(db_) == 0;
-}
-
-Status Store::Begin() {
-  LLMQ_CHECK(!InTransaction());
-  return Exec("BEGIN IMMEDIATE", "cannot begin a write transaction");
-}
-
-Status Store::BeginRead() {
-  LLMQ_CHECK(!InTransaction());
-  return Exec("BEGIN", "cannot begin a read transaction");
-}
-
-Status Store::Commit() {
-  if (!InTransaction())
-    return Status::IoError(path_ +
-                           ": commit: no transaction is open (SQLite rolled it back after an "
-                           "earlier error)");
-  return Exec("COMMIT", "commit failed");
-}
-
-void Store::Rollback() {
-  // After some errors (disk full, I/O) SQLite has rolled back already: nothing to do then.
-  if (InTransaction()) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-}
-
-Status Store::Transaction(const std::function<Status()>& body) {
-  if (InTransaction()) return body();  // the caller's transaction: the caller commits
-  LLMQ_RETURN_IF_ERROR(Begin());
-  Status s = body();
-  if (s.ok()) s = Commit();
-  if (!s.ok()) Rollback();
-  return s;
-}
-
-Status Store::SetCacheBytes(int64_t bytes) {
-  const std::string sql =
-      "PRAGMA cache_size = -" + std::to_string(std::max<int64_t>(bytes, 1024) / 1024);
-  LLMQ_RETURN_IF_ERROR(Exec(sql.c_str(), "setting the page cache size"));
-  sqlite3_db_release_memory(db_);  // pages over the new size go back now, not when reused
-  return Status::Ok();
-}
-
-void Store::SetBusyTimeout(int milliseconds) {
-  busy_timeout_ms_ = milliseconds;
-  sqlite3_busy_timeout(db_, milliseconds);
-}
-
-Store::~Store() {
-  for (const auto& entry : stmts_) sqlite3_finalize(entry.second);
-  // Closing rolls back an open transaction; the last connection checkpoints the WAL.
-  if (db_ != nullptr) sqlite3_close(db_);
-}
-
-Status Store::Open(const std::string& path, std::unique_ptr<Store>* out, Check check) {
-  // SQLite would take "" as a private temporary database: nothing would be durable.
-  if (path.empty()) return Status::InvalidArgument("empty database path");
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(parent, ec);
-    if (ec)
-      return Status::IoError(path + ": cannot create folder " + parent.string() + ": " +
-                             ec.message());
-  }
-  // A new queue is created here, 0600 whatever the umask (SQLite would create it 0644 less the
-  // umask); SQLite takes an empty file as an empty database.
-  if (const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); fd >= 0) {
-    const bool chmodded = ::fchmod(fd, 0600) == 0;
-    const int err = errno;
-    ::close(fd);
-    if (!chmodded)
-      return Status::IoError(path + ": cannot set its mode to 0600: " + std::strerror(err));
-  } else if (errno != EEXIST) {
-    return Status::IoError(path + ": cannot create: " + std::strerror(errno));
-  }
-  std::unique_ptr<Store> s(new Store());
-  s->path_ = path;
-  int rc =
-      sqlite3_open_v2(path.c_str(), &s->db_,
-                      // NOMUTEX: one thread at a time uses a Store (see the header), so SQLite's
-                      // own per-call locking would be pure cost.
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc != SQLITE_OK) return s->Error("cannot open the database", rc);
-  sqlite3_busy_timeout(s->db_, s->busy_timeout_ms_);
-  // 16 KiB pages for a new database (an existing one keeps its own; a WAL database cannot change
-  // it, so this comes first): request rows are whole input lines (~1 KB), and an ingest commit
-  // writes every page through the WAL, so 4x fewer, larger frames cut a 100,000-line commit by
-  // about a third. Only a hint: a failure here shows up, named, in the next statement.
-  sqlite3_exec(s->db_, "PRAGMA page_size = 16384", nullptr, nullptr, nullptr);
-  // The first statement reads the header: a file that is not a database fails here (NOTADB).
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(s->Prepare("PRAGMA journal_mode = WAL", &raw));
-  {
-    Stmt st(raw);
-    rc = st.Step();
-    if (rc != SQLITE_ROW) return s->Error("cannot switch to WAL mode", rc);
-    if (st.Text(0) != "wal")
-      return Status::IoError(path + ": cannot switch to WAL mode (journal mode stays \"" +
-                             std::string(st.Text(0)) + "\"; is the file system local?)");
-  }
-  // A 64 MiB page cache (the default is 2 MiB) keeps a 100,000-request ingest from spilling
-  // half-built index pages into the WAL before its commit.
-  LLMQ_RETURN_IF_ERROR(
-      s->Exec("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA cache_size = -65536",
-              "cannot set pragmas"));
-  // The file SQLite opened, for StillAtPath.
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    return Status::IoError(path + ": gone just after it was opened: " + std::strerror(errno));
-  s->dev_ = st.st_dev;
-  s->ino_ = st.st_ino;
-  if (check == Check::kIntegrity) LLMQ_RETURN_IF_ERROR(s->CheckIntegrity());
-  LLMQ_RETURN_IF_ERROR(s->Migrate());
-  *out = std::move(s);
-  return Status::Ok();
-}
-
-Status Store::StillAtPath() const {
-  struct stat st {};
-  if (::stat(path_.c_str(), &st) != 0) {
-    if (errno != ENOENT)
-      return Status::IoError(path_ + ": cannot check it: " + std::strerror(errno));
-    return Status::IoError(path_ +
-                           ": removed while it was open (what is written now goes to the deleted "
-                           "file, which no later start reads)");
-  }
-  if (st.st_dev != dev_ || st.st_ino != ino_)
-    return Status::IoError(path_ +
-                           ": replaced by another file while it was open (what is written now goes "
-                           "to the old file, which no later start reads)");
-  return Status::Ok();
-}
-
-Status Store::CheckIntegrity() {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare("PRAGMA quick_check(20)", &raw));
-  Stmt st(raw);
-  std::string problems;
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) {
-    if (st.Text(0) == "ok") continue;
-    problems += problems.empty() ? "" : "; ";
-    problems += st.Text(0);
-  }
-  if (rc != SQLITE_DONE) return Error("integrity check (PRAGMA quick_check) failed", rc);
-  if (!problems.empty())
-    return Status::Corruption(path_ + ": the database is damaged (PRAGMA quick_check: " + problems +
-                              "); refusing to use it (restore it from a backup or move it away)");
-  return Status::Ok();
-}
-
-Status Store::ReadSchemaVersion(int* version, bool* foreign_tables) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kHasMeta, &raw));
-  bool has_meta;
-  {
-    Stmt st(raw);
-    const int rc = st.Step();
-    if (rc != SQLITE_ROW) return Error("cannot read the schema", rc);
-    has_meta = st.Int(0) != 0;
-    *foreign_tables = !has_meta && st.Int(1) != 0;
-  }
-  *version = 0;
-  if (!has_meta) return Status::Ok();
-  LLMQ_RETURN_IF_ERROR(Prepare(kReadVersion, &raw));
-  Stmt st(raw);
-  const int rc = st.Step();
-  if (rc == SQLITE_DONE) return Status::Ok();  // meta created, first migration not committed
-  if (rc != SQLITE_ROW) return Error("cannot read schema_version", rc);
-  const std::string text(st.Text(0));
-  char* end = nullptr;
-  const long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < 0 || v > 1000000)
-    return Status::Corruption(path_ + ": meta.schema_version is \"" + text +
-                              "\", not a version number");
-  *version = static_cast<int>(v);
-  return Status::Ok();
-}
-
-Status Store::Migrate() {
-  int version = 0;
-  bool foreign = false;
-  LLMQ_RETURN_IF_ERROR(ReadSchemaVersion(&version, &foreign));
-  if (version == kLatestVersion) return Status::Ok();
-  // Checked again under the write lock: another process may be migrating the same file now.
-  return Transaction([&]() -> Status {
-    LLMQ_RETURN_IF_ERROR(ReadSchemaVersion(&version, &foreign));
-    if (foreign)
-      return Status::InvalidArgument(path_ +
-                                     ": an SQLite database that is not llmq's (it has tables but "
-                                     "no meta table); refusing to touch it");
-    if (version > kLatestVersion)
-      return Status::Unsupported(path_ + ": schema_version " + std::to_string(version) +
-                                 " is newer than this llmq knows (" +
-                                 std::to_string(kLatestVersion) +
-                                 "); refusing to open it: use a newer llmq");
-    LLMQ_RETURN_IF_ERROR(
-        Exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-             "cannot create the meta table"));
-    for (int v = version; v < kLatestVersion; ++v) {
-      LLMQ_RETURN_IF_ERROR(
-          Exec(kMigrations[v], ("migration to schema_version " + std::to_string(v + 1)).c_str()));
-      sqlite3_stmt* raw = nullptr;
-      LLMQ_RETURN_IF_ERROR(Prepare(kWriteVersion, &raw));
-      Stmt st(raw);
-      const int rc = st.Bind(1, std::to_string(v + 1)).Step();
-      if (rc != SQLITE_DONE) return Error("cannot record schema_version", rc);
-    }
-    return Status::Ok();
-  });
-}
-
-// --- Ingest.
-
-Status Store::InsertJob(JobRecord* job) {
-  if (job->public_id.empty()) LLMQ_RETURN_IF_ERROR(RandomPublicId(&job->public_id));
-  if (job->created_at == 0) job->created_at = Now();
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kInsertJob, &raw));
-  Stmt st(raw);
-  st.Bind(1, job->public_id).Bind(2, job->name);
-  if (!job->sha256.empty()) st.Bind(3, job->sha256);  // else NULL until FinishIngest sets it
-  st.Bind(4, std::string_view(JobStatusName(job->status)));
-  st.Bind(5, job->total).Bind(6, job->completed).Bind(7, job->failed);
-  st.Bind(8, job->created_at).Bind(9, job->started_at).Bind(10, job->finished_at);
-  st.Bind(11, int64_t{job->cancel_requested}).Bind(12, job->error).Bind(13, job->options);
-  const int rc = st.Step();
-  if (rc != SQLITE_DONE) {
-    if ((rc & 0xff) == SQLITE_CONSTRAINT && std::strstr(sqlite3_errmsg(db_), "jobs.name"))
-      return Status::InvalidArgument(path_ + ": job \"" + job->name + "\" with sha256 " +
-                                     job->sha256 + " is already recorded");
-    return Error("cannot insert job \"" + job->name + "\"", rc);
-  }
-  job->id = sqlite3_last_insert_rowid(db_);
-  return Status::Ok();
-}
-
-Status Store::InsertRequest(int64_t job, const NewRequest& r) {
-  return Transaction([&]() -> Status {
-    sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kInsertRequest, &raw));
-    {
-      Stmt st(raw);
-      st.Bind(1, job).Bind(2, r.line).Bind(3, r.custom_id).Bind(4, r.body).Bind(5, r.plan_rank);
-      st.Bind(6, std::string_view(r.error_output ? "failed" : "pending"));
-      const int rc = st.Step();
-      if (rc != SQLITE_DONE)
-        return Error("cannot insert request (job " + std::to_string(job) + ", line " +
-                         std::to_string(r.line) + ")",
-                     rc);
-    }
-    if (!r.error_output) return Status::Ok();
-    // Refused at validation: finished already, its error line is its result.
-    LLMQ_RETURN_IF_ERROR(Prepare(kInsertResult, &raw));
-    Stmt st(raw);
-    st.Bind(1, job).Bind(2, r.line).Bind(3, int64_t{1}).Bind(4, *r.error_output);
-    for (int i = 5; i <= 8; ++i) st.Bind(i, int64_t{0});
-    for (int i = 9; i <= 12; ++i) st.Bind(i, 0.0);
-    const double now = Now();
-    const int rc = st.Bind(13, now).Bind(14, now).Step();
-    if (rc != SQLITE_DONE)
-      return Error("cannot insert the error result of line " + std::to_string(r.line), rc);
-    return Status::Ok();
-  });
-}
-
-Status Store::FinishIngest(int64_t job, JobStatus status, const IngestTotals* totals) {
-  return Transaction([&]() -> Status {
-    sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(totals ? kFinishIngestCounted : kFinishIngest, &raw));
-    {
-      Stmt st(raw);
-      st.Bind(1, job);
-      if (totals) {
-        st.Bind(2, totals->total).Bind(3, totals->failed);
-        if (!totals->sha256.empty()) st.Bind(4, totals->sha256);
-      }
-      const int rc = st.Step();
-      if (rc != SQLITE_DONE) {
-        if (totals && (rc & 0xff) == SQLITE_CONSTRAINT)
-          return Status::InvalidArgument(path_ + ": a job with the same name and sha256 " +
-                                         totals->sha256 + " is already recorded");
-        return Error("cannot count the requests of job " + std::to_string(job), rc);
-      }
-      if (sqlite3_changes(db_) == 0)
-        return Status::NotFound(path_ + ": no job " + std::to_string(job));
-    }
-    LLMQ_RETURN_IF_ERROR(Prepare(totals ? kRaiseMaxRankTo : kRaiseMaxRank, &raw));
-    {
-      Stmt st(raw);
-      const int rc = st.Bind(1, totals ? totals->max_rank : job).Step();
-      if (rc != SQLITE_DONE) return Error("cannot record the highest plan rank", rc);
-    }
-    return SetJobStatus(job, status);
-  });
-}
-
-Status Store::MaxPlanRank(int64_t* out) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kMaxPlanRank, &raw));
-  Stmt st(raw);
-  const int rc = st.Step();
-  if (rc != SQLITE_ROW) return Error("cannot read the highest plan rank", rc);
-  *out = st.Int(0);
-  return Status::Ok();
-}
-
-// --- Jobs.
-
-Status Store::StepJobs(sqlite3_stmt* bound, std::vector<JobRecord>* out) {
-  Stmt st(bound);  // already bound by the caller; reset here
-  int rc;
-  while ((rc = st.Step()) == SQLITE_ROW) {
-    out->emplace_back();
-    LLMQ_RETURN_IF_ERROR(JobFromRow(st, path_, &out->back()));
-  }
-  return rc == SQLITE_DONE ? Status::Ok() : Error("cannot read jobs", rc);
-}
-
-Status Store::FindJob(const std::string& name, const std::string& sha256,
-                      std::optional<JobRecord>* out) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kFindJob, &raw));
-  sqlite3_bind_text64(raw, 1, name.data(), name.size(), SQLITE_STATIC, SQLITE_UTF8);
-  sqlite3_bind_text64(raw, 2, sha256.data(), sha256.size(), SQLITE_STATIC, SQLITE_UTF8);
-  std::vector<JobRecord> jobs;
-  LLMQ_RETURN_IF_ERROR(StepJobs(raw, &jobs));
-  out->reset();
-  if (!jobs.empty()) *out = std::move(jobs.front());
-  return Status::Ok();
-}
-
-Status Store::GetJob(int64_t id, JobRecord* out) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kGetJob, &raw));
-  sqlite3_bind_int64(raw, 1, id);
-  std::vector<JobRecord> jobs;
-  LLMQ_RETURN_IF_ERROR(StepJobs(raw, &jobs));
-  if (jobs.empty()) return Status::NotFound(path_ + ": no job " + std::to_string(id));
-  *out = std::move(jobs.front());
-  return Status::Ok();
-}
-
-Status Store::GetJobByPublicId(const std::string& id, JobRecord* out) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kGetJobByPublicId, &raw));
-  sqlite3_bind_text64(raw, 1, id.data(), id.size(), SQLITE_STATIC, SQLITE_UTF8);
-  std::vector<JobRecord> jobs;
-  LLMQ_RETURN_IF_ERROR(StepJobs(raw, &jobs));
-  if (jobs.empty()) return Status::NotFound(path_ + ": no job " + id);
-  *out = std::move(jobs.front());
-  return Status::Ok();
-}
-
-Status Store::ListJobs(std::vector<JobRecord>* out) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kListJobs, &raw));
-  out->clear();
-  return StepJobs(raw, out);
-}
-
-Status Store::SetJobStatus(int64_t id, JobStatus s, const std::string& error) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kSetStatus, &raw));
-  {
-    Stmt st(raw);
-    st.Bind(1, id).Bind(2, std::string_view(JobStatusName(s))).Bind(3, error);
-    const int rc = st.Bind(4, int64_t{IsTerminal(s)}).Bind(5, Now()).Step();
-    if (rc != SQLITE_DONE) return Error("cannot set the status of job " + std::to_string(id), rc);
-    if (sqlite3_changes(db_) == 1) return Status::Ok();
-  }
-  // Nothing changed: the job is absent, or already in another terminal status.
-  JobRecord job;
-  LLMQ_RETURN_IF_ERROR(GetJob(id, &job));
-  return Status::InvalidArgument(path_ + ": job " + job.public_id + " is already " +
-                                 JobStatusName(job.status) + ": it cannot become " +
-                                 JobStatusName(s));
-}
-
-Status Store::MarkJobStarted(int64_t id, double unix_seconds) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kMarkStarted, &raw));
-  {
-    Stmt st(raw);
-    const int rc = st.Bind(1, id).Bind(2, unix_seconds).Step();
-    if (rc != SQLITE_DONE) return Error("cannot mark job " + std::to_string(id) + " started", rc);
-    if (sqlite3_changes(db_) == 1) return Status::Ok();
-  }
-  JobRecord job;
-  return GetJob(id, &job);  // started before (OK), or absent (NotFound)
-}
-
-Status Store::RequestCancel(int64_t id) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kRequestCancel, &raw));
-  Stmt st(raw);
-  const int rc = st.Bind(1, id).Step();
-  if (rc != SQLITE_DONE) return Error("cannot request cancelling job " + std::to_string(id), rc);
-  if (sqlite3_changes(db_) == 0) return Status::NotFound(path_ + ": no job " + std::to_string(id));
-  return Status::Ok();
-}
-
-Status Store::SetJobOptions(int64_t id, const std::string& options) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kSetJobOptions, &raw));
-  Stmt st(raw);
-  const int rc = st.Bind(1, id).Bind(2, options).Step();
-  if (rc != SQLITE_DONE) return Error("cannot set the options of job " + std::to_string(id), rc);
-  if (sqlite3_changes(db_) == 0) return Status::NotFound(path_ + ": no job " + std::to_string(id));
-  return Status::Ok();
-}
-
-Status Store::GetCustomId(int64_t job, int64_t line, std::string* out) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kGetCustomId, &raw));
-  Stmt st(raw);
-  const int rc = st.Bind(1, job).Bind(2, line).Step();
-  if (rc == SQLITE_DONE)
-    return Status::NotFound(path_ + ": no request at line " + std::to_string(line) + " of job " +
-                            std::to_string(job));
-  if (rc != SQLITE_ROW) return Error("cannot read a request's custom_id", rc);
-  *out = std::string(st.Text(0));
-  return Status::Ok();
-}
-
-Status Store::DataVersion(int64_t* out) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kDataVersion, &raw));
-  Stmt st(raw);
-  const int rc = st.Step();
-  if (rc != SQLITE_ROW) return Error("cannot read data_version", rc);
-  *out = st.Int(0);
-  return Status::Ok();
-}
-
-// --- Feeding.
-
-Status Store::NextPending(int64_t after_rank, int limit, std::vector<PendingRequest>* out) {
-  out->clear();
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kNextPending, &raw));
-  Stmt st(raw);
-  st.Bind(1, after_rank).Bind(2, int64_t{limit});
-  const int rc = ReadPendingRows(st, out);
-  return rc == SQLITE_DONE ? Status::Ok() : Error("cannot read pending requests", rc);
-}
-
-Status Store::MarkAttempted(const std::vector<std::pair<int64_t, int64_t>>& job_lines) {
-  return Transaction([&]() -> Status {
-    sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kMarkAttempted, &raw));
-    for (const auto& [job, line] : job_lines) {
-      Stmt st(raw);
-      const int rc = st.Bind(1, job).Bind(2, line).Step();
-      if (rc != SQLITE_DONE) return Error("cannot count an attempt", rc);
-    }
-    return Status::Ok();
-  });
-}
-
-Status Store::CountPending(int64_t job, int64_t* out) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kCountPending, &raw));
-  Stmt st(raw);
-  const int rc = st.Bind(1, job).Step();
-  if (rc != SQLITE_ROW) return Error("cannot count pending requests", rc);
-  *out = st.Int(0);
-  return Status::Ok();
-}
-
-Status Store::PendingOfJob(int64_t job, int64_t after_line, int limit,
-                           std::vector<PendingRequest>* out) {
-  out->clear();
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kPendingOfJob, &raw));
-  Stmt st(raw);
-  st.Bind(1, job).Bind(2, after_line).Bind(3, int64_t{limit});
-  const int rc = ReadPendingRows(st, out);
-  return rc == SQLITE_DONE ? Status::Ok() : Error("cannot read a job's pending requests", rc);
-}
-
-Status Store::GetJobTotals(int64_t job, JobTotals* out) {
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kJobTotals, &raw));
-  Stmt st(raw);
-  const int rc = st.Bind(1, job).Step();
-  if (rc == SQLITE_DONE) return Status::NotFound(path_ + ": no job " + std::to_string(job));
-  if (rc != SQLITE_ROW) return Error("cannot read a job's token totals", rc);
-  out->prompt_tokens = st.Int(0);
-  out->cached_tokens = st.Int(1);
-  out->completion_tokens = st.Int(2);
-  out->computed_tokens = st.Int(3);
-  return Status::Ok();
-}
-
-// --- Results.
 
 Status Store::CommitResults(const std::vector<Result>& results, int64_t* added) {
-  if (added != nullptr) *added = 0;
-  if (results.empty()) return Status::Ok();
-  int64_t fresh = 0;
-  Status s = Transaction([&]() -> Status {
-    struct Added {  // what this group adds to a job's row
-      int64_t completed = 0, failed = 0;
-      int64_t prompt = 0, cached = 0, computed = 0, completion = 0;
-    };
-    std::map<int64_t, Added> counts;
-    const double now = Now();
-    for (const Result& r : results) {
-      sqlite3_stmt* raw = nullptr;
-      LLMQ_RETURN_IF_ERROR(Prepare(kInsertResult, &raw));
-      {
-        Stmt st(raw);
-        const ResultMetrics& m = r.metrics;
-        st.Bind(1, r.job).Bind(2, r.line).Bind(3, int64_t{r.is_error}).Bind(4, r.output);
-        st.Bind(5, m.prompt_tokens).Bind(6, m.cached_tokens).Bind(7, m.computed_tokens);
-        st.Bind(8, m.completion_tokens).Bind(9, m.queue_seconds).Bind(10, m.ttft_seconds);
-        st.Bind(11, m.itl_seconds).Bind(12, m.latency_seconds).Bind(13, now);
-        st.Bind(14, m.finished_at > 0 ? m.finished_at : now);
-        const int rc = st.Step();
-        if (rc != SQLITE_DONE) {
-          const std::string where =
-              "job " + std::to_string(r.job) + " line " + std::to_string(r.line);
-          if ((rc & 0xff) == SQLITE_CONSTRAINT)  // only the foreign key is not ignored
-            return Status::InvalidArgument(path_ + ": a result for " + where +
-                                           ", which is no request");
-          return Error("cannot insert the result for " + where, rc);
-        }
-      }
-      // The invariant "counted once": only a row that was really inserted moves anything.
-      if (sqlite3_changes(db_) == 0) continue;
-      ++fresh;
-      LLMQ_RETURN_IF_ERROR(Prepare(kFinishRequest, &raw));
-      Stmt st(raw);
-      const int rc = st.Bind(1, r.job)
-                         .Bind(2, r.line)
-                         .Bind(3, std::string_view(r.is_error ? "failed" : "done"))
-                         .Step();
-      if (rc != SQLITE_DONE) return Error("cannot finish a request", rc);
-      Added& c = counts[r.job];
-      if (r.is_error)
-        ++c.failed;
-      else
-        ++c.completed;
-      c.prompt += r.metrics.prompt_tokens;
-      c.cached += r.metrics.cached_tokens;
-      c.computed += r.metrics.computed_tokens;
-      c.completion += r.metrics.completion_tokens;
-    }
-    sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kBumpCounts, &raw));
-    for (const auto& [job, c] : counts) {
-      Stmt st(raw);
-      st.Bind(1, job).Bind(2, c.completed).Bind(3, c.failed).Bind(4, c.prompt).Bind(5, c.cached);
-      const int rc = st.Bind(6, c.computed).Bind(7, c.completion).Step();
-      if (rc != SQLITE_DONE)
-        return Error("cannot update the counts of job " + std::to_string(job), rc);
-    }
-    return Status::Ok();
-  });
-  if (s.ok() && added != nullptr) *added = fresh;
-  return s;
+  return store_internal::CommitResultGroup(results, added, ResultStepsFor());
 }
 
-// --- Finalizing.
+Status Store::CommitLeasedResults(const std::string& worker,
+                                  const std::vector<LeasedResult>& results, int64_t* added,
+                                  int64_t* fenced) {
+  return store_internal::CommitLeasedResultGroup(this, worker, results, added, fenced,
+                                                 ResultStepsFor());
+}
 
-Status Store::ForEachResult(
-    int64_t job, const std::function<Status(int64_t line, bool is_error, std::string_view output,
-                                            const ResultMetrics& m)>& fn) {
-  LLMQ_CHECK(!in_for_each_);  // the cached statement is in use by the outer walk
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(Prepare(kForEachResult, &raw));
-  in_for_each_ = true;
-  Stmt st(raw);
-  st.Bind(1, job);
-  int rc = SQLITE_DONE;
-  Status s;
-  while (s.ok() && (rc = st.Step()) == SQLITE_ROW) {
-    ResultMetrics m;
-    m.prompt_tokens = st.Int(3);
-    m.cached_tokens = st.Int(4);
-    m.computed_tokens = st.Int(5);
-    m.completion_tokens = st.Int(6);
-    m.queue_seconds = st.Real(7);
-    m.ttft_seconds = st.Real(8);
-    m.itl_seconds = st.Real(9);
-    m.latency_seconds = st.Real(10);
-    m.finished_at = st.Real(11);
-    s = fn(st.Int(0), st.Int(1) != 0, st.Text(2), m);
-  }
-  in_for_each_ = false;
-  if (!s.ok()) return s;
-  return rc == SQLITE_DONE ? Status::Ok()
-                           : Error("cannot read the results of job " + std::to_string(job), rc);
+bool Store::IsPostgresUrl(std::string_view location) {
+  return location.starts_with("postgresql://") || location.starts_with("postgres://");
+}
+
+Status Store::Open(const std::string& location, std::unique_ptr<Store>* out, Check check) {
+  OpenOptions o;
+  o.check = check;
+  return Open(location, out, o);
+}
+
+Status Store::Open(const std::string& location, std::unique_ptr<Store>* out,
+                   const OpenOptions& options) {
+  if (IsPostgresUrl(location)) return PgStore::Open(location, out, options);
+  return SqliteStore::Open(location, out, options);
 }
 
 }  // namespace llmq::jobs

@@ -1,18 +1,23 @@
-// Store: the durable queue. Every job, every request and every result goes through one SQLite
-// database (WAL, synchronous=FULL, busy_timeout, BEGIN IMMEDIATE for writes), so that nothing
-// accepted is lost and nothing finished is done twice:
+// Store: the durable queue. Every job, every request and every result goes through one database
+// (an SQLite file, or a PostgreSQL database shared by many hosts), so that nothing accepted is
+// lost and nothing finished is done twice:
 //   jobs      one row per accepted job file: name, content sha256, status, request counts
 //   requests  one row per non-blank input line: the line's text, its status, its plan rank
 //   results   one row per finished line: the output line (success or error) and its metrics
+//   workers   one row per worker process on the queue (schema 4): host, device, model, heartbeat;
+//             a request's plan group and lease (who, which generation, until when) are in its row
+//   meta      key/value: schema_version, the plan-rank high-water mark (and, on PostgreSQL, the
+//             write counter behind DataVersion)
 // A request is `pending` until its result is committed, in the same transaction that sets it
 // `done` or `failed` and bumps the job's counts; a crash before that commit leaves it pending and
 // it simply runs again. `schema_version` in table `meta` drives forward migrations (a database
-// with a newer version is refused); Open runs `PRAGMA quick_check` (unless told to skip it) and
-// refuses a damaged file.
-// quick_check reads every page and checks the b-trees, free list and record formats in linear
-// time; integrity_check also cross-checks every index entry against its table row, which costs
-// more and grows faster with the database (100,000 requests, 27 MB: 0.12 s vs 0.16 s). Both read
-// the whole file, so a very large queue opens more slowly.
+// with a newer version is refused).
+// SQLite (WAL, synchronous=FULL, busy_timeout, BEGIN IMMEDIATE for writes): Open runs
+// `PRAGMA quick_check` (unless told to skip it) and refuses a damaged file. quick_check reads
+// every page and checks the b-trees, free list and record formats in linear time;
+// integrity_check also cross-checks every index entry against its table row, which costs more
+// and grows faster with the database (100,000 requests, 27 MB: 0.12 s vs 0.16 s). Both read the
+// whole file, so a very large queue opens more slowly.
 //
 // Plan ranks: the feeder pages through pending requests by rank (`NextPending(after_rank)`), so
 // the ranks of pending requests must be unique: ingest gives each new request MaxPlanRank() + 1,
@@ -20,11 +25,9 @@
 //
 // Thread-safety: one Store object is used by one thread at a time (the caller serializes; the
 // daemon gives the store its own thread). Several Store objects, in one process or several, may
-// open the same file: SQLite's locking (busy_timeout) serializes their writes, and in WAL mode
-// readers never wait for the writer.
+// open the same queue: the write lock (SQLite's, with busy_timeout; PostgreSQL's advisory lock,
+// with lock_timeout) serializes their writes, and readers never wait for the writer.
 #pragma once
-
-#include <sys/types.h>
 
 #include <cstdint>
 #include <functional>
@@ -35,9 +38,6 @@
 #include <vector>
 
 #include "base/status.h"
-
-struct sqlite3;
-struct sqlite3_stmt;
 
 namespace llmq::jobs {
 
@@ -81,6 +81,8 @@ struct NewRequest {
   std::string custom_id;  // may be empty when the line could not give one
   std::string body;       // the whole input line's text, as read
   int64_t plan_rank = 0;  // feeding order across all jobs (ascending)
+  // The plan group it is claimed with (ClaimNextGroup); 0: its own group (its plan_rank).
+  int64_t plan_group = 0;
   // A line refused at validation is inserted already finished: its error output line here.
   std::optional<std::string> error_output;
 };
@@ -93,6 +95,28 @@ struct PendingRequest {
   int64_t attempts = 0;  // times it was handed to an engine before (crashes, drains)
   std::string custom_id;
   std::string body;
+  // Read back by ClaimNextGroup only (0 elsewhere): its plan group, and the lease generation it
+  // was claimed under (what CommitLeasedResults checks).
+  int64_t plan_group = 0;
+  int64_t lease_generation = 0;
+};
+
+// A worker process on a queue (issue 27): llmq workers shows them.
+struct WorkerInfo {
+  std::string id;           // unique per process, chosen by the worker (1 to 200 bytes)
+  std::string host;         // its host name
+  std::string device;       // "cpu", "cuda:0", ...
+  std::string model;        // the model it serves
+  double started_at = 0;    // unix seconds, first registered
+  double heartbeat_at = 0;  // unix seconds, last heartbeat
+};
+
+// What ClaimNextGroup leased: pending requests of one plan group, in plan_rank order, each with
+// the generation of its lease; the lease runs until expires_at unless renewed by Heartbeat.
+struct Claim {
+  int64_t plan_group = 0;
+  double expires_at = 0;
+  std::vector<PendingRequest> requests;  // empty: nothing claimable now
 };
 
 // Per-request numbers kept with each result (for the summary).
@@ -125,15 +149,35 @@ struct Result {
   ResultMetrics metrics;
 };
 
+// A result computed under a lease: accepted only while `lease_generation` is the request's
+// current one and the lease is the committing worker's.
+struct LeasedResult {
+  Result result;
+  int64_t lease_generation = 0;
+};
+
+namespace store_internal {
+struct ResultSteps;  // below
+}  // namespace store_internal
+
+// The queue, behind one interface with two engines (selected by Store::Open's location):
+//   SqliteStore (jobs/sqlite_store.h)  a file: the embedded default, one host
+//   PgStore     (jobs/pg_store.h)      a PostgreSQL database (`postgresql://...`): many hosts
+// Both hold the same schema (jobs/store_schema.h: the same tables, columns and version numbers,
+// each migration written once per SQL dialect) and keep the same contracts, stated below; the
+// typed tests in tests/store_test.cpp run every one of them on both engines. Where an engine
+// differs, the method says so.
 class Store {
  public:
-  // Opens (creating when absent, with its parent folder) the database at `path`, migrates the
-  // schema forward, and checks integrity. Errors: IoError naming the path and strerror/SQLite's
-  // message; Corruption when the file is not a database or integrity_check fails (the message
-  // says so and names the file: the daemon refuses to start rather than guess); Unsupported when
-  // the schema_version is newer than this build knows.
-  // A file that is an SQLite database but not llmq's (tables, no `meta`) is refused with
-  // InvalidArgument: it is never written to.
+  // Opens the queue at `location`: a `postgresql://` or `postgres://` URL (libpq's URI syntax:
+  // host, port, user, database, `?sslmode=...`, `?host=/socket/folder`; a password comes from
+  // the URL, PGPASSWORD or ~/.pgpass and is never written into a message or a log), else the
+  // path of an SQLite file. Creates the schema when absent and migrates it forward.
+  //
+  // SQLite: creates the file (and its parent folder) when absent, and checks integrity. Errors:
+  // IoError naming the path and strerror/SQLite's message; Corruption when the file is not a
+  // database or integrity_check fails (the message says so and names the file: the daemon
+  // refuses to start rather than guess).
   // A new database file is created 0600 whatever the umask: it holds every prompt and result,
   // the queue is its owner's alone (SQLite gives the -wal and -shm files the database file's
   // mode). An existing one keeps its mode.
@@ -141,38 +185,66 @@ class Store {
   // with its first connection; its other connections, and the commands that only look at the
   // queue while the daemon runs (llmq status, list, cancel: every few seconds from a script on
   // a queue of months), pass Check::kSkip.
+  // PostgreSQL: the database must exist (`llmq queue init` creates the schema in it; Open does
+  // too); IoError naming the URL (password masked) and libpq's reason when the server cannot be
+  // reached or refuses the login. `check` is ignored: the server keeps its own files whole.
+  //
+  // Both: Unsupported when the schema_version is newer than this build knows; a database that
+  // has tables but no `meta` table (not llmq's) is refused with InvalidArgument and never
+  // written to.
   enum class Check { kIntegrity, kSkip };
-  static Status Open(const std::string& path, std::unique_ptr<Store>* out,
-                     Check check = Check::kIntegrity);
-  ~Store();  // rolls back an open transaction
+  [[nodiscard]] static Status Open(const std::string& location, std::unique_ptr<Store>* out,
+                                   Check check = Check::kIntegrity);
+  // What `llmq queue init|migrate` asks of Open besides.
+  struct OpenOptions {
+    Check check = Check::kIntegrity;
+    // false: a database without llmq's schema (an absent SQLite file, an empty PostgreSQL
+    // database) is NotFound ("no llmq queue ...") and nothing is created.
+    bool create = true;
+    int* found_version = nullptr;  // when set: the schema_version found before migrating (0: none)
+  };
+  [[nodiscard]] static Status Open(const std::string& location, std::unique_ptr<Store>* out,
+                                   const OpenOptions& options);
+  // Whether Open takes `location` as a PostgreSQL URL (else as an SQLite file's path).
+  static bool IsPostgresUrl(std::string_view location);
+  virtual ~Store() = default;  // rolls back an open transaction
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
-  const std::string& path() const { return path_; }
+  // What messages name: the SQLite file's path, or the URL with its password masked.
+  virtual const std::string& location() const = 0;
   // How long a write waits for another connection's write lock before failing (IoError naming
-  // the file and the wait). 5000 ms from Open; tests shorten it.
-  void SetBusyTimeout(int milliseconds);
-  // The connection's page cache: 64 MiB from Open (ingest of a big job is faster with it); a
-  // connection that only feeds or commits results needs little, and its pages are given back.
-  Status SetCacheBytes(int64_t bytes);
+  // the queue, "locked" and the wait). 5000 ms from Open; tests shorten it.
+  virtual void SetBusyTimeout(int milliseconds) = 0;
+  // SQLite: the connection's page cache: 64 MiB from Open (ingest of a big job is faster with
+  // it); a connection that only feeds or commits results needs little, and its pages are given
+  // back. PostgreSQL: nothing (the server's cache is the server's).
+  [[nodiscard]] virtual Status SetCacheBytes(int64_t bytes) = 0;
   // The schema version this build creates and migrates to.
   static int SchemaVersion();
 
   // --- Ingest: one transaction for everything accepted in one scan.
   // Every write method below runs in its own transaction when none is open, or inside the
-  // caller's (then a failure leaves the caller to Rollback).
-  Status Begin();   // BEGIN IMMEDIATE; a transaction must not be open already (LLMQ_CHECK)
-  Status Commit();  // an error when none is open (SQLite rolls back by itself after some errors)
-  void Rollback();  // no-op when no transaction is open
-  bool InTransaction() const;
-  // BEGIN (deferred), for reads only: every read until Commit sees the queue as the first one did,
-  // while other connections go on writing (WAL). A transaction must not be open already.
-  Status BeginRead();
+  // caller's (then a failure leaves the caller to Rollback: on PostgreSQL a failed statement
+  // spoils the whole transaction, so the caller must roll back; on SQLite it should).
+  // Writers are serialized as SQLite's BEGIN IMMEDIATE does: one write transaction at a time
+  // per queue (PostgreSQL: a transaction-scoped advisory lock taken first), so plan ranks and
+  // counts read inside it cannot be raced.
+  [[nodiscard]] virtual Status Begin() = 0;  // a transaction must not be open (LLMQ_CHECK)
+  // An error when none is open (SQLite rolls back by itself after some errors; PostgreSQL's
+  // transaction after a failed statement is rolled back by COMMIT, and that is an error too).
+  [[nodiscard]] virtual Status Commit() = 0;
+  virtual void Rollback() = 0;  // no-op when no transaction is open
+  virtual bool InTransaction() const = 0;
+  // For reads only: every read until Commit sees the queue as the first one did, while other
+  // connections go on writing (SQLite: deferred BEGIN in WAL mode; PostgreSQL: REPEATABLE READ).
+  // A transaction must not be open already.
+  [[nodiscard]] virtual Status BeginRead() = 0;
   // Inserts a job (status as given, usually `validating`); fills `job->id`, `job->public_id` (when
   // empty) and `job->created_at` (when 0). (name, sha256) is unique: the caller asks FindJob
   // first; a second insert of the same pair fails with InvalidArgument naming it.
-  Status InsertJob(JobRecord* job);
+  [[nodiscard]] virtual Status InsertJob(JobRecord* job) = 0;
   // A duplicate (job, line) or an unknown job fails with InvalidArgument.
-  Status InsertRequest(int64_t job, const NewRequest& r);
+  [[nodiscard]] virtual Status InsertRequest(int64_t job, const NewRequest& r) = 0;
   // Sets the job's counts and status (usually in_progress, as SetJobStatus does). Without
   // `totals` the counts are taken from the inserted rows (a scan); an ingester that counted what
   // it inserted passes them, with the file's sha256 when InsertJob had none (hashed while
@@ -184,87 +256,193 @@ class Store {
     int64_t max_rank = 0;  // highest plan rank given
     std::string sha256;    // "" = keep InsertJob's
   };
-  Status FinishIngest(int64_t job, JobStatus status, const IngestTotals* totals = nullptr);
+  [[nodiscard]] virtual Status FinishIngest(int64_t job, JobStatus status,
+                                            const IngestTotals* totals = nullptr) = 0;
   // The highest plan rank given to a request that is still pending or belongs to a finished
   // ingest (0 when none): new ranks continue after it.
-  Status MaxPlanRank(int64_t* out);
+  [[nodiscard]] virtual Status MaxPlanRank(int64_t* out) = 0;
 
   // --- Jobs.
   // The job with this name and sha256, if any (a file accepted twice is found here).
-  Status FindJob(const std::string& name, const std::string& sha256, std::optional<JobRecord>* out);
-  Status GetJob(int64_t id, JobRecord* out);                       // NotFound when absent
-  Status GetJobByPublicId(const std::string& id, JobRecord* out);  // NotFound when absent
-  Status ListJobs(std::vector<JobRecord>* out);                    // by id
+  [[nodiscard]] virtual Status FindJob(const std::string& name, const std::string& sha256,
+                                       std::optional<JobRecord>* out) = 0;
+  [[nodiscard]] virtual Status GetJob(int64_t id, JobRecord* out) = 0;  // NotFound when absent
+  // NotFound when absent.
+  [[nodiscard]] virtual Status GetJobByPublicId(const std::string& id, JobRecord* out) = 0;
+  [[nodiscard]] virtual Status ListJobs(std::vector<JobRecord>* out) = 0;  // by id
   // A terminal status is final: changing it to another status fails with InvalidArgument (setting
   // the same one again is a no-op). Entering a terminal status sets finished_at (first time
   // only). A non-empty `error` replaces the job's error; an empty one keeps it. NotFound when
   // absent.
-  Status SetJobStatus(int64_t id, JobStatus s, const std::string& error = "");
-  Status MarkJobStarted(int64_t id, double unix_seconds);  // only the first call counts
+  [[nodiscard]] virtual Status SetJobStatus(int64_t id, JobStatus s,
+                                            const std::string& error = "") = 0;
+  // Only the first call counts.
+  [[nodiscard]] virtual Status MarkJobStarted(int64_t id, double unix_seconds) = 0;
   // Sets cancel_requested (the store only records the flag; NextPending skips the job from now
   // on; the daemon moves it to cancelling/cancelled). NotFound when absent.
-  Status RequestCancel(int64_t id);
-  Status SetJobOptions(int64_t id, const std::string& options);  // replaces JobRecord::options
+  [[nodiscard]] virtual Status RequestCancel(int64_t id) = 0;
+  // Replaces JobRecord::options. NotFound when absent.
+  [[nodiscard]] virtual Status SetJobOptions(int64_t id, const std::string& options) = 0;
   // The custom_id stored for a request (ingest confirms a duplicate with it); NotFound if none.
-  Status GetCustomId(int64_t job, int64_t line, std::string* out);
-  // Changes whenever ANOTHER connection commits (PRAGMA data_version): cheap polling. This
-  // object's own commits do not change it.
-  Status DataVersion(int64_t* out);
-  // OK while `path()` still names the file this connection opened (same device and inode). A
-  // connection to a file removed or replaced meanwhile goes on reading and writing the old file,
-  // which no later Open sees: IoError "<path>: removed while it was open (...)" or "<path>:
-  // replaced by another file while it was open (...)".
-  Status StillAtPath() const;
+  [[nodiscard]] virtual Status GetCustomId(int64_t job, int64_t line, std::string* out) = 0;
+  // Changes whenever ANOTHER connection commits a write: cheap polling. This object's own
+  // commits do not change it. (SQLite: PRAGMA data_version; PostgreSQL: a counter in `meta`
+  // that every write transaction moves, told apart from this connection's own moves.)
+  [[nodiscard]] virtual Status DataVersion(int64_t* out) = 0;
+  // SQLite: OK while `location()` still names the file this connection opened (same device and
+  // inode). A connection to a file removed or replaced meanwhile goes on reading and writing the
+  // old file, which no later Open sees: IoError "<path>: removed while it was open (...)" or
+  // "<path>: replaced by another file while it was open (...)". PostgreSQL: always OK (a
+  // database is not replaced under a connection; a lost connection fails the next statement).
+  [[nodiscard]] virtual Status StillAtLocation() const = 0;
 
   // --- Feeding.
   // Up to `limit` pending requests with plan_rank > after_rank, of jobs that are in_progress and
   // not cancel_requested, in plan_rank order (then job, line). Streams nothing else into memory:
   // a partial index over the pending requests by rank serves it.
-  Status NextPending(int64_t after_rank, int limit, std::vector<PendingRequest>* out);
+  [[nodiscard]] virtual Status NextPending(int64_t after_rank, int limit,
+                                           std::vector<PendingRequest>* out) = 0;
   // attempts += 1 for these requests (they are being handed to an engine).
-  Status MarkAttempted(const std::vector<std::pair<int64_t, int64_t>>& job_lines);
-  Status CountPending(int64_t job, int64_t* out);
+  [[nodiscard]] virtual Status MarkAttempted(
+      const std::vector<std::pair<int64_t, int64_t>>& job_lines) = 0;
+  [[nodiscard]] virtual Status CountPending(int64_t job, int64_t* out) = 0;
   // Up to `limit` pending requests of `job` with line > after_line, in line order, whatever the
   // job's status and cancel flag (cancelling writes their error lines).
-  Status PendingOfJob(int64_t job, int64_t after_line, int limit, std::vector<PendingRequest>* out);
+  [[nodiscard]] virtual Status PendingOfJob(int64_t job, int64_t after_line, int limit,
+                                            std::vector<PendingRequest>* out) = 0;
   // Token sums over the job's committed results: one row read (CommitResults keeps them in the
   // job's row, in the transaction that adds the results). NotFound for an unknown job.
-  Status GetJobTotals(int64_t job, JobTotals* out);
+  [[nodiscard]] virtual Status GetJobTotals(int64_t job, JobTotals* out) = 0;
 
   // --- Results: one transaction for the whole group. A result for a request that already has
   // one is ignored (never a duplicate, never an overwrite); each new one sets its request done or
   // failed and bumps its job's completed / failed count. A result for a request that does not
   // exist fails the whole group with InvalidArgument. `*added` (optional): how many were new.
-  Status CommitResults(const std::vector<Result>& results, int64_t* added = nullptr);
+  // (Written once for both engines: store.cpp, with each engine's ResultSteps.)
+  [[nodiscard]] Status CommitResults(const std::vector<Result>& results, int64_t* added = nullptr);
+
+  // One llmq serve per queue until serve claims its work under leases (issue 27): held by this
+  // connection until it closes. SQLite: nothing to do (serve locks its state folder, which holds
+  // the file); PostgreSQL: a session advisory lock, taken again after a reconnect; while another
+  // connection holds it, InvalidArgument saying another llmq serve uses the queue.
+  [[nodiscard]] virtual Status LockSoleServer() = 0;
+
+  // --- Workers and leases (issue 27: many workers on one queue; not used by llmq serve yet).
+  // Records a worker, or updates its host, device and model; its heartbeat is now. An empty id,
+  // or one over 200 bytes, is InvalidArgument.
+  [[nodiscard]] virtual Status RegisterWorker(const WorkerInfo& worker) = 0;
+  // The worker's heartbeat is now, and every pending request it leases is leased for
+  // `lease_seconds` more (*renewed, optional: how many). NotFound for a worker never registered.
+  [[nodiscard]] virtual Status Heartbeat(const std::string& worker, double lease_seconds,
+                                         int64_t* renewed = nullptr) = 0;
+  [[nodiscard]] virtual Status ListWorkers(std::vector<WorkerInfo>* out) = 0;  // by id
+  // Leases to `worker` the next plan group: the claimable request with the lowest plan rank (of
+  // an in_progress job not cancel_requested; claimable: pending, and not leased or its lease
+  // expired) picks the group, and up to `max_requests` claimable requests of that group are
+  // leased (lease_generation + 1, expiring `lease_seconds` from now). Two workers never hold the
+  // same request: SQLite serializes claims (BEGIN IMMEDIATE), PostgreSQL locks the rows it takes
+  // and skips those another claim holds (FOR UPDATE SKIP LOCKED; under contention a group may
+  // then be split between workers, never a request). Runs in its own transaction: none may be
+  // open (LLMQ_CHECK). out->requests empty: nothing to claim.
+  [[nodiscard]] virtual Status ClaimNextGroup(const std::string& worker, double lease_seconds,
+                                              int max_requests, Claim* out) = 0;
+  // CommitResults for results computed under a lease: a result is accepted only when its request
+  // is still pending, leased to `worker`, under the result's lease_generation (an expired lease
+  // that no one claimed since still counts); any other is fenced: not written, counted in
+  // *fenced (optional). A late worker can thus neither duplicate nor overwrite. A result for a
+  // request that does not exist fails the group with InvalidArgument.
+  [[nodiscard]] Status CommitLeasedResults(const std::string& worker,
+                                           const std::vector<LeasedResult>& results,
+                                           int64_t* added = nullptr, int64_t* fenced = nullptr);
 
   // --- Finalizing: the job's results in line order, streamed (bounded memory), from one
   // consistent snapshot. `fn` may call other methods of this Store but not ForEachResult
   // (LLMQ_CHECK); `output` is valid only during the call. A non-OK status from `fn` stops the
-  // walk and is returned.
-  Status ForEachResult(
-      int64_t job, const std::function<Status(int64_t line, bool is_error, std::string_view output,
-                                              const ResultMetrics& m)>& fn);
+  // walk and is returned. (PostgreSQL: the walk is a cursor in a transaction, the caller's or
+  // its own; what `fn` writes commits with it.)
+  using ResultVisitor = std::function<Status(int64_t line, bool is_error, std::string_view output,
+                                             const ResultMetrics& m)>;
+  [[nodiscard]] virtual Status ForEachResult(int64_t job, const ResultVisitor& fn) = 0;
 
- private:
+ protected:
   Store() = default;
-  // The cached prepared statement for `sql` (a string constant: the cache is keyed by its
-  // address), prepared on first use.
-  Status Prepare(const char* sql, sqlite3_stmt** out);
-  Status Exec(const char* sql, const char* what);       // one or more statements, no rows
-  Status Error(const std::string& what, int rc) const;  // names path_, SQLite's and errno's reason
-  Status Transaction(const std::function<Status()>& body);  // own transaction unless one is open
-  Status CheckIntegrity();
-  Status Migrate();
-  Status ReadSchemaVersion(int* version, bool* foreign_tables);
-  Status StepJobs(sqlite3_stmt* bound, std::vector<JobRecord>* out);  // every row, then reset
-
-  std::string path_;
-  dev_t dev_ = 0;  // the file opened (StillAtPath)
-  ino_t ino_ = 0;
-  sqlite3* db_ = nullptr;
-  int busy_timeout_ms_ = 5000;
-  bool in_for_each_ = false;
-  std::vector<std::pair<const char*, sqlite3_stmt*>> stmts_;  // the statement cache
+  // The engine's statements for the result-commit protocols (CommitResults,
+  // CommitLeasedResults).
+  virtual store_internal::ResultSteps ResultStepsFor() = 0;
 };
+
+namespace schema {
+struct Migration;  // jobs/store_schema.h
+}  // namespace schema
+
+// What the engines share (jobs/store.cpp).
+namespace store_internal {
+// "batch_<16 hex>" from getrandom.
+[[nodiscard]] Status RandomPublicId(std::string* out);
+// Unix seconds now (wall_clock::Now: LLMQ_TEST_CLOCK in tests).
+double Now();
+// An engine's part of migrating its schema forward (RunMigrations drives it).
+struct MigrationSteps {
+  const char* engine;                       // in messages: "an SQLite database"
+  const char* schema::Migration::*dialect;  // &schema::Migration::sqlite or ::postgres
+  // meta.schema_version (0: no meta table, or no version yet), and whether the database has
+  // tables but no meta table (not llmq's).
+  std::function<Status(int* version, bool* foreign)> read_version;
+  // Runs `body` in a write transaction (the engine's write lock held), committing it if it is OK.
+  std::function<Status(const std::function<Status()>& body)> write_transaction;
+  // Runs the SQL of a migration step (schema::kMigrations[to - 1] in the engine's dialect).
+  std::function<Status(const char* sql, const std::string& what)> exec;
+  // Records `version` as meta.schema_version.
+  std::function<Status(int version)> write_version;
+};
+// The one migration protocol: reads the version; when it is not the latest, takes the write lock,
+// reads it again (another connection may have migrated meanwhile), refuses a foreign database
+// (InvalidArgument), a newer version (Unsupported) and, when !options.create, a database without
+// llmq's tables (NotFound), then runs each missing step and records its version, all in one
+// transaction. Sets *options.found_version. Messages name `location`.
+[[nodiscard]] Status RunMigrations(const std::string& location, const Store::OpenOptions& options,
+                                   const MigrationSteps& steps);
+// What one CommitResults group adds to one job's row.
+struct AddedToJob {
+  int64_t completed = 0, failed = 0;
+  int64_t prompt = 0, cached = 0, computed = 0, completion = 0;
+  void Add(const Result& r);
+};
+// An engine's part of committing a group of results (CommitResultGroup drives it).
+struct ResultSteps {
+  // Runs `body` in a write transaction (the caller's, or its own committed when `body` is OK).
+  std::function<Status(const std::function<Status()>& body)> write_transaction;
+  // Inserts r's row (committed_at `now`, finished_at r.metrics.finished_at or `now`) unless its
+  // line has one already: *inserted says which. A result for no request: InvalidArgument naming
+  // its job and line.
+  std::function<Status(const Result& r, double now, bool* inserted)> insert;
+  // Sets r's request done or failed (only while pending).
+  std::function<Status(const Result& r)> finish_request;
+  // Adds `c` to job `job`'s counts and token sums.
+  std::function<Status(int64_t job, const AddedToJob& c)> bump;
+  // For leased results only: sets the request done or failed if the lease is still `worker`'s
+  // under `generation` (sql::kFencedFinish); *held says whether it was.
+  std::function<Status(const std::string& worker, const Result& r, int64_t generation, bool* held)>
+      fenced_finish;
+};
+// Store::CommitResults, the same on both engines: one transaction; only a row really inserted
+// moves its request and its job's counts ("counted once"). *added (optional): how many were new.
+[[nodiscard]] Status CommitResultGroup(const std::vector<Result>& results, int64_t* added,
+                                       const ResultSteps& steps);
+// Store::CommitLeasedResults, the same on both engines: the fence first (a request not held is
+// counted in *fenced, or fails the group when it does not exist), then the result.
+// Messages name store->location().
+[[nodiscard]] Status CommitLeasedResultGroup(Store* store, const std::string& worker,
+                                             const std::vector<LeasedResult>& results,
+                                             int64_t* added, int64_t* fenced,
+                                             const ResultSteps& steps);
+// InvalidArgument naming `location` for a worker id that is empty or over 200 bytes.
+[[nodiscard]] Status CheckWorkerId(const std::string& location, const std::string& id);
+// Claimed requests in plan_rank order (RETURNING gives them in no order).
+void SortClaimed(std::vector<PendingRequest>* requests);
+// meta.schema_version's text as a version: Corruption naming `location` when it is not one.
+[[nodiscard]] Status ParseSchemaVersion(const std::string& location, const std::string& text,
+                                        int* version);
+}  // namespace store_internal
 
 }  // namespace llmq::jobs

@@ -98,6 +98,8 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
                           "max_line_bytes:",
                           "drain_seconds:",
                           "commit_interval_ms:",
+                          "queue:",
+                          "url:",
                           "metrics:",
                           "textfile:",
                           "interval_seconds:",
@@ -364,6 +366,24 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
   }
   // The offending value is quoted back.
   EXPECT_NE(ParseError("engine:\n  block_size: 17\n").find("got '17'"), std::string::npos);
+}
+
+// queue.url: a PostgreSQL URL or nothing; a wrong one is named by its key, never repeated (it may
+// hold a password).
+TEST(ConfigTest, QueueUrlIsAPostgresUrlAndNeverRepeated) {
+  LlmqConfig c;
+  ASSERT_TRUE(
+      ParseConfig("queue:\n  url: postgresql://llmq@db/q?sslmode=require\n", "t.yaml", &c).ok());
+  EXPECT_EQ(c.queue_url, "postgresql://llmq@db/q?sslmode=require");
+  EXPECT_EQ(LlmqConfig().queue_url, "") << "by default the SQLite file in spool.state_dir";
+  ASSERT_TRUE(ParseConfig("queue:\n", "t.yaml", &c).ok()) << "an empty section";
+  for (const char* yaml :
+       {"queue:\n  url: /var/lib/llmq/queue.db\n", "queue:\n  url: postgresq://llmq:s3cret@db/q\n",
+        "queue:\n  url: [1]\n"}) {
+    const std::string m = ParseError(yaml);
+    EXPECT_NE(m.find("t.yaml:2: queue.url: must be"), std::string::npos) << m;
+    EXPECT_EQ(m.find("s3cret"), std::string::npos) << m;
+  }
 }
 
 TEST(ConfigTest, MalformedYamlNamesFileAndLine) {

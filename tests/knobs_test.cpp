@@ -39,6 +39,7 @@ const std::map<std::string, std::string>& Samples() {
       {"spool.max_line_bytes", "2MiB"},
       {"spool.drain_seconds", "4"},
       {"spool.commit_interval_ms", "80"},
+      {"queue.url", "postgresql://llmq@db.example/llmq"},
       {"metrics.textfile", "/srv/m.prom"},
       {"metrics.interval_seconds", "2"},
       {"metrics.http_port", "9400"},

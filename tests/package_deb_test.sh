@@ -66,7 +66,7 @@ if [ "$mode" = contents ]; then
   [ "$(field Architecture)" = "$(dpkg --print-architecture)" ] || fail "wrong Architecture"
   depends=$(field Depends)
   # The binary's libraries, as Debian packages found by dpkg-shlibdeps, and systemd.
-  for pkg in systemd libc6 libstdc++6 libgomp1 libsqlite3-0 libssl3 libyaml-cpp0.7 \
+  for pkg in systemd libc6 libstdc++6 libgomp1 libsqlite3-0 libpq5 libssl3 libyaml-cpp0.7 \
     libsentencepiece0 libsystemd0; do
     printf '%s\n' "$depends" | tr ',' '\n' | sed 's/^ *//; s/ .*//' | grep -qxF "$pkg" ||
       fail "Depends lacks $pkg: $depends"

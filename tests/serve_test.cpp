@@ -311,8 +311,16 @@ TEST_F(ServeTest, SigtermDrainsAndARestartCompletesWithNothingLostOrDuplicated) 
   EXPECT_EQ(ReadJsonl(outbox("big.errors.jsonl")).size(), 0u);
   std::set<std::string> ids;
   for (const json& o : results) EXPECT_TRUE(ids.insert(o["custom_id"]).second) << o.dump();
-  const json end = StatusOf("big.jsonl");
-  EXPECT_EQ(end["status"], "completed");
+  // The summary is written just before the job becomes completed (JobLifecycle::Finalize): a
+  // status read in between says finalizing.
+  json end;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        end = StatusOf("big.jsonl");
+        return end["status"] == "completed";
+      },
+      20))
+      << end.dump();
   EXPECT_EQ(end["request_counts"]["completed"], 100);
   EXPECT_GE(end["request_counts"]["completed"].get<int64_t>(), kept);
   EXPECT_EQ(Stop(10), 0) << ReadText(err_file());

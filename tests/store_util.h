@@ -1,15 +1,19 @@
 // Helpers for tests over a real queue (jobs/store.h): a database per test, jobs ingested with
-// one request per rank, results made up.
+// one request per rank, results made up; and StoreTest, the typed fixture that runs a test on
+// both engines (an SQLite file, a database on a real PostgreSQL server: tests/pg_server.h).
 #pragma once
 
-#include <gtest/gtest.h>
+#include <sqlite3.h>
 
+#include <gtest/gtest.h>
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "jobs/store.h"
+#include "tests/pg_server.h"
 #include "tests/test_util.h"
 
 namespace llmq::jobs {
@@ -18,9 +22,10 @@ inline std::string DbPath() {
   return testing::CurrentTestDir() + "/state/queue.db";
 }
 
-inline std::unique_ptr<Store> OpenOrDie(const std::string& path) {
+inline std::unique_ptr<Store> OpenOrDie(const std::string& path,
+                                        Store::Check check = Store::Check::kIntegrity) {
   std::unique_ptr<Store> s;
-  const Status st = Store::Open(path, &s);
+  const Status st = Store::Open(path, &s, check);
   EXPECT_TRUE(st.ok()) << st.message();
   return s;
 }
@@ -65,5 +70,77 @@ inline Result MakeResult(int64_t job, int64_t line, bool is_error = false) {
   r.metrics.ttft_seconds = 0.001 * static_cast<double>(line);
   return r;
 }
+
+// The engines of the typed tests: a queue for the running test, and raw SQL on it (what another
+// tool would do). RawQuery gives the first column of the first row as text ("" when none).
+struct SqliteQueue {
+  static constexpr const char* kName = "Sqlite";
+  SqliteQueue() : location(DbPath()) {}  // a fresh folder for the running test
+  explicit SqliteQueue(std::string path) : location(std::move(path)) {}  // an existing file
+  std::string location;
+  std::string why;  // never set: SQLite is always there
+  std::string RawExec(const std::string& sql) const {
+    std::filesystem::create_directories(std::filesystem::path(location).parent_path());
+    sqlite3* db = nullptr;
+    std::string err;
+    if (sqlite3_open(location.c_str(), &db) != SQLITE_OK) err = sqlite3_errmsg(db);
+    char* msg = nullptr;
+    if (err.empty() && sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &msg) != SQLITE_OK)
+      err = msg != nullptr ? msg : "failed";
+    sqlite3_free(msg);
+    sqlite3_close(db);
+    return err;
+  }
+  std::string RawQuery(const std::string& sql) const {
+    sqlite3* db = nullptr;
+    std::string out;
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_open(location.c_str(), &db) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr)
+      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out;
+  }
+};
+
+struct PostgresQueue {
+  static constexpr const char* kName = "Postgres";
+  testing::PgTestDatabase db;  // its own database, dropped after the test
+  std::string location = db.url();
+  std::string why = db.why();
+  std::string RawExec(const std::string& sql) const { return testing::PgExec(location, sql); }
+  std::string RawQuery(const std::string& sql) const { return testing::PgQuery(location, sql); }
+};
+
+// A test of the store itself, run on both engines: TYPED_TEST(StoreTest, Name) makes
+// StoreTest/Sqlite.Name and StoreTest/Postgres.Name (ctest starts the PostgreSQL server for the
+// names that hold "Postgres"; without one they skip, or fail under LLMQ_REQUIRE_REFERENCES=1).
+template <class Queue>
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (q_.location.empty()) LLMQ_SKIP_OR_FAIL_MISSING(q_.why);
+  }
+  const std::string& Location() const { return q_.location; }
+  std::unique_ptr<Store> Open(Store::Check check = Store::Check::kIntegrity) const {
+    return OpenOrDie(q_.location, check);
+  }
+  void RawExec(const std::string& sql) const {
+    const std::string err = q_.RawExec(sql);
+    EXPECT_EQ(err, "") << sql;
+  }
+  std::string RawQuery(const std::string& sql) const { return q_.RawQuery(sql); }
+  Queue q_;
+};
+
+struct EngineName {
+  template <class Queue>
+  static std::string GetName(int) {
+    return Queue::kName;
+  }
+};
+using Engines = ::testing::Types<SqliteQueue, PostgresQueue>;
 
 }  // namespace llmq::jobs

@@ -1,0 +1,848 @@
+#include "jobs/pg_store.h"
+
+#include <libpq-fe.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "jobs/store_rows.h"
+#include "jobs/store_schema.h"
+#include "jobs/store_sql.h"
+
+namespace llmq::jobs {
+namespace {
+
+constexpr const char* kEngine = "a PostgreSQL database";  // in messages
+
+constexpr const char* kInsertJob =
+    "INSERT INTO jobs (public_id, name, sha256, status, total, completed, failed, created_at, "
+    "started_at, finished_at, cancel_requested, error, options) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id";
+constexpr const char* kFinishIngestPg =
+    "UPDATE jobs SET (total, completed, failed, refused) = "
+    "(SELECT count(*), count(*) FILTER (WHERE status = 'done'), "
+    "count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'failed') "
+    "FROM requests WHERE job = $1) WHERE id = $1";
+constexpr const char* kRaiseMaxRankToPg =
+    "INSERT INTO meta (key, value) VALUES ('max_plan_rank', $1::bigint::text) "
+    "ON CONFLICT (key) DO UPDATE SET "
+    "value = greatest(meta.value::bigint, excluded.value::bigint)::text";
+// The rank high-water mark of finished ingests (meta), so MaxPlanRank needs no full scan.
+constexpr const char* kRaiseMaxRankPg =
+    "INSERT INTO meta (key, value) SELECT 'max_plan_rank', greatest(coalesce(max(plan_rank), 0), "
+    "coalesce((SELECT value::bigint FROM meta WHERE key = 'max_plan_rank'), 0))::text "
+    "FROM requests WHERE job = $1 "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+constexpr const char* kMaxPlanRankPg =
+    "SELECT greatest(coalesce((SELECT value::bigint FROM meta WHERE key = 'max_plan_rank'), 0), "
+    "coalesce((SELECT max(plan_rank) FROM requests WHERE status = 'pending'), 0))";
+constexpr const char* kSetStatusPg =
+    "UPDATE jobs SET status = $2, error = CASE WHEN $3::text <> '' THEN $3::text ELSE error END, "
+    "finished_at = CASE WHEN $4::bigint <> 0 AND finished_at = 0 THEN $5::double precision "
+    "ELSE finished_at END "
+    "WHERE id = $1 AND (status = $2 OR status NOT IN "
+    "('completed', 'failed', 'cancelled', 'expired'))";
+// The partial index requests_pending_by_rank serves the rank order and the LIMIT.
+constexpr const char* kNextPendingPg =
+    "SELECT r.job, r.line, r.plan_rank, r.attempts, r.custom_id, r.body "
+    "FROM requests AS r JOIN jobs AS j ON j.id = r.job "
+    "WHERE r.status = 'pending' AND r.plan_rank > $1 "
+    "AND j.status = 'in_progress' AND j.cancel_requested = 0 "
+    "ORDER BY r.plan_rank, r.job, r.line LIMIT $2";
+// Followed by the job id and kDeclareResultsEnd (DECLARE is sent unprepared: the id, an
+// integer, is written in).
+constexpr const char* kDeclareResults =
+    "DECLARE llmq_results NO SCROLL CURSOR FOR "
+    "SELECT " LLMQ_RESULT_COLUMNS " FROM results WHERE job = ";
+constexpr const char* kDeclareResultsEnd = " ORDER BY line";
+constexpr int kFetchRows = 256;  // a walk holds at most this many results in memory
+constexpr const char* kHasMetaPg =
+    "SELECT count(*) FILTER (WHERE tablename = 'meta'), count(*) FROM pg_catalog.pg_tables "
+    "WHERE schemaname = current_schema()";
+// ClaimNextGroup ($1 worker, $2 now, $3 expiry, $4 most requests): the first claimable row (by
+// rank) that no other claim has locked picks the group; its claimable rows that no other claim
+// has locked are leased.
+constexpr const char* kClaimGroupPg =
+    "WITH g AS (SELECT r.plan_group FROM requests AS r JOIN jobs AS j ON j.id = r.job "
+    "WHERE r.status = 'pending' AND (r.lease_worker IS NULL OR r.lease_expires_at <= $2) "
+    "AND j.status = 'in_progress' AND j.cancel_requested = 0 "
+    "ORDER BY r.plan_rank, r.job, r.line LIMIT 1 FOR UPDATE OF r SKIP LOCKED), "
+    "c AS (SELECT job, line FROM requests WHERE plan_group = (SELECT plan_group FROM g) "
+    "AND status = 'pending' AND (lease_worker IS NULL OR lease_expires_at <= $2) "
+    "ORDER BY plan_rank LIMIT $4 FOR UPDATE SKIP LOCKED) "
+    "UPDATE requests AS r SET lease_worker = $1, lease_generation = r.lease_generation + 1, "
+    "lease_expires_at = $3 FROM c WHERE r.job = c.job AND r.line = c.line "
+    "RETURNING r.job, r.line, r.plan_rank, r.attempts, r.custom_id, r.body, r.plan_group, "
+    "r.lease_generation";
+constexpr const char* kTrySessionLock = "SELECT pg_try_advisory_lock($1)";
+constexpr const char* kLockForWrite = "SELECT pg_advisory_xact_lock($1)";
+constexpr const char* kBumpDataVersion =
+    "INSERT INTO meta (key, value) VALUES ('data_version', '1') "
+    "ON CONFLICT (key) DO UPDATE SET value = (meta.value::bigint + 1)::text "
+    "RETURNING value::bigint";
+constexpr const char* kReadDataVersion =
+    "SELECT coalesce((SELECT value::bigint FROM meta WHERE key = 'data_version'), 0)";
+
+bool StartsWith(const char* s, const char* prefix) {
+  return s != nullptr && std::strncmp(s, prefix, std::strlen(prefix)) == 0;
+}
+
+// One row of a result, as jobs/store_rows.h reads rows.
+class PgRow {
+ public:
+  PgRow(const PgStore::Rows& rows, int i) : rows_(rows), i_(i) {}
+  int64_t Int(int col) const { return rows_.Int(i_, col); }
+  double Real(int col) const { return rows_.Real(i_, col); }
+  std::string_view Text(int col) const { return rows_.Text(i_, col); }
+
+ private:
+  const PgStore::Rows& rows_;
+  int i_;
+};
+
+void ReadPendingRows(const PgStore::Rows& rows, std::vector<PendingRequest>* out) {
+  for (int i = 0; i < rows.size(); ++i) out->push_back(store_rows::PendingFromRow(PgRow(rows, i)));
+}
+
+}  // namespace
+
+std::string RedactPostgresUrl(std::string_view url) {
+  std::string out(url);
+  // userinfo: scheme://user:password@host
+  const size_t scheme = out.find("://");
+  if (scheme != std::string::npos) {
+    const size_t start = scheme + 3;
+    const size_t end = out.find_first_of("/?", start);
+    const size_t at = out.rfind('@', end == std::string::npos ? out.size() : end);
+    if (at != std::string::npos && at >= start) {
+      const size_t colon = out.find(':', start);
+      if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
+    }
+  }
+  // ?password=...&...
+  for (size_t q = out.find('?'); q != std::string::npos && q < out.size();) {
+    const size_t key = q + 1;
+    const size_t amp = out.find('&', key);
+    const size_t stop = amp == std::string::npos ? out.size() : amp;
+    if (out.compare(key, 9, "password=") == 0) out.replace(key + 9, stop - key - 9, "***");
+    q = out.find('&', key);
+  }
+  return out;
+}
+
+// --- Params / Rows.
+
+PgStore::Params& PgStore::Params::Add(int64_t v) {
+  values_.push_back(std::to_string(v));
+  null_.push_back(false);
+  return *this;
+}
+
+PgStore::Params& PgStore::Params::Add(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  values_.emplace_back(buf);
+  null_.push_back(false);
+  return *this;
+}
+
+PgStore::Params& PgStore::Params::Add(std::string_view v) {
+  values_.emplace_back(v);
+  null_.push_back(false);
+  return *this;
+}
+
+PgStore::Params& PgStore::Params::AddNull() {
+  values_.emplace_back();
+  null_.push_back(true);
+  return *this;
+}
+
+std::vector<const char*> PgStore::Params::Pointers() const {
+  std::vector<const char*> p(values_.size());
+  for (size_t i = 0; i < values_.size(); ++i) p[i] = null_[i] ? nullptr : values_[i].c_str();
+  return p;
+}
+
+PgStore::Rows::~Rows() {
+  if (r_ != nullptr) PQclear(r_);
+}
+
+PgStore::Rows& PgStore::Rows::operator=(Rows&& o) noexcept {
+  if (this != &o) {
+    if (r_ != nullptr) PQclear(r_);
+    r_ = std::exchange(o.r_, nullptr);
+  }
+  return *this;
+}
+
+int PgStore::Rows::size() const {
+  return r_ != nullptr ? PQntuples(r_) : 0;
+}
+
+int64_t PgStore::Rows::Int(int row, int col) const {
+  return std::strtoll(PQgetvalue(r_, row, col), nullptr, 10);
+}
+
+double PgStore::Rows::Real(int row, int col) const {
+  return std::strtod(PQgetvalue(r_, row, col), nullptr);
+}
+
+std::string_view PgStore::Rows::Text(int row, int col) const {
+  return std::string_view(PQgetvalue(r_, row, col), static_cast<size_t>(PQgetlength(r_, row, col)));
+}
+
+bool PgStore::Rows::IsNull(int row, int col) const {
+  return PQgetisnull(r_, row, col) != 0;
+}
+
+int64_t PgStore::Rows::Affected() const {
+  const char* n = r_ != nullptr ? PQcmdTuples(r_) : "";
+  return *n != '\0' ? std::strtoll(n, nullptr, 10) : 0;
+}
+
+// --- Connection.
+
+PgStore::~PgStore() {
+  // Closing the connection rolls back an open transaction (and frees its advisory lock).
+  if (conn_ != nullptr) PQfinish(conn_);
+}
+
+Status PgStore::Open(const std::string& url, std::unique_ptr<Store>* out,
+                     const OpenOptions& options) {
+  std::unique_ptr<PgStore> s(new PgStore());
+  s->url_ = url;
+  s->location_ = RedactPostgresUrl(url);
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(url.c_str(), &err);
+  if (opts == nullptr) {
+    std::string why = err != nullptr ? err : "out of memory";
+    PQfreemem(err);
+    while (!why.empty() && why.back() == '\n') why.pop_back();
+    return Status::InvalidArgument(s->location_ + ": not a valid PostgreSQL URL: " + why);
+  }
+  PQconninfoFree(opts);
+  s->conn_ = PQconnectdb(url.c_str());
+  if (s->conn_ == nullptr)
+    return Status::IoError(s->location_ + ": cannot connect: libpq is out of memory");
+  if (PQstatus(s->conn_) != CONNECTION_OK) {
+    std::string why = PQerrorMessage(s->conn_);
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    return Status::IoError(s->location_ + ": cannot connect: " + why);
+  }
+  LLMQ_RETURN_IF_ERROR(s->Configure());
+  LLMQ_RETURN_IF_ERROR(s->Migrate(options));
+  LLMQ_RETURN_IF_ERROR(s->ReadDataCounter(&s->known_counter_));
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+Status PgStore::Configure() {
+  // NOTICEs ("relation already exists, skipping") are not errors: libpq would print them.
+  PQsetNoticeProcessor(
+      conn_, [](void*, const char*) {}, nullptr);
+  return Exec("SET lock_timeout = " + std::to_string(busy_timeout_ms_), "cannot set lock_timeout");
+}
+
+Status PgStore::Reconnect() {
+  PQreset(conn_);
+  prepared_.clear();  // a new server session: nothing is prepared there
+  write_locked_ = false;
+  txn_open_ = false;
+  if (PQstatus(conn_) != CONNECTION_OK) return Error("cannot reconnect", nullptr);
+  LLMQ_RETURN_IF_ERROR(Configure());
+  if (sole_server_) {
+    sole_server_ = false;
+    return LockSoleServer();
+  }
+  return Status::Ok();
+}
+
+void PgStore::SetBusyTimeout(int milliseconds) {
+  busy_timeout_ms_ = milliseconds;
+  // On failure the next statement reports the connection's state.
+  Exec("SET lock_timeout = " + std::to_string(milliseconds), "cannot set lock_timeout")
+      .IgnoreError();
+}
+
+Status PgStore::SetCacheBytes(int64_t) {
+  return Status::Ok();  // the server's cache is the server's
+}
+
+Status PgStore::Error(const std::string& what, pg_result* r) const {
+  std::string why = r != nullptr ? PQresultErrorMessage(r) : "";
+  if (why.empty()) why = PQerrorMessage(conn_);
+  while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+  const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  const std::string m = location_ + ": " + what + ": " + why;
+  if (StartsWith(state, "55P03"))  // lock_not_available: lock_timeout ran out
+    return Status::IoError(m + " (the queue is locked: another connection held its write lock " +
+                           "for longer than the " + std::to_string(busy_timeout_ms_) +
+                           " ms busy timeout)");
+  if (StartsWith(state, "23")) return Status::InvalidArgument(m);  // integrity constraints
+  if (PQstatus(conn_) == CONNECTION_BAD || StartsWith(state, "08"))
+    return Status::IoError(m + " (the connection to the server is lost; the next call reconnects)");
+  return Status::IoError(m);
+}
+
+Status PgStore::Exec(const std::string& sql, const std::string& what, Rows* rows) {
+  Rows r(PQexec(conn_, sql.c_str()));
+  const ExecStatusType st = PQresultStatus(r.raw());
+  if (r.raw() == nullptr || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK))
+    return Error(what, r.raw());
+  if (rows != nullptr) *rows = std::move(r);
+  return Status::Ok();
+}
+
+Status PgStore::Run(const char* sql, const Params& params, const std::string& what, Rows* rows) {
+  if (PQstatus(conn_) == CONNECTION_BAD && !InTransaction()) LLMQ_RETURN_IF_ERROR(Reconnect());
+  const std::string* name = nullptr;
+  for (const auto& [key, n] : prepared_)
+    if (key == sql) name = &n;
+  if (name == nullptr) {
+    std::string n = "llmq_" + std::to_string(prepared_.size());
+    Rows prep(PQprepare(conn_, n.c_str(), sql, 0, nullptr));
+    if (PQresultStatus(prep.raw()) != PGRES_COMMAND_OK)
+      return Error("cannot prepare a statement (" + what + ")", prep.raw());
+    prepared_.emplace_back(sql, std::move(n));
+    name = &prepared_.back().second;
+  }
+  const std::vector<const char*> values = params.Pointers();
+  Rows r(PQexecPrepared(conn_, name->c_str(), params.size(), values.data(), nullptr, nullptr, 0));
+  const ExecStatusType st = PQresultStatus(r.raw());
+  if (r.raw() == nullptr || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK))
+    return Error(what, r.raw());
+  if (rows != nullptr) *rows = std::move(r);
+  return Status::Ok();
+}
+
+// --- Transactions.
+
+bool PgStore::InTransaction() const {
+  // A connection lost inside a transaction took the transaction with it, but the caller still has
+  // to roll back (its Commit fails): the transaction stays open here until then.
+  if (PQstatus(conn_) == CONNECTION_BAD) return txn_open_;
+  const PGTransactionStatusType t = PQtransactionStatus(conn_);
+  return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
+}
+
+Status PgStore::LockForWrite() {
+  if (write_locked_) return Status::Ok();
+  LLMQ_RETURN_IF_ERROR(
+      Run(kLockForWrite, Params().Add(kWriteLockKey), "cannot take the queue's write lock"));
+  write_locked_ = true;
+  return Status::Ok();
+}
+
+Status PgStore::Begin() {
+  LLMQ_CHECK(!InTransaction());
+  if (PQstatus(conn_) == CONNECTION_BAD) LLMQ_RETURN_IF_ERROR(Reconnect());
+  LLMQ_RETURN_IF_ERROR(Exec("BEGIN", "cannot begin a write transaction"));
+  txn_open_ = true;
+  if (Status s = LockForWrite(); !s.ok()) {
+    Rollback();
+    return s;
+  }
+  return Status::Ok();
+}
+
+Status PgStore::BeginRead() {
+  LLMQ_CHECK(!InTransaction());
+  if (PQstatus(conn_) == CONNECTION_BAD) LLMQ_RETURN_IF_ERROR(Reconnect());
+  LLMQ_RETURN_IF_ERROR(
+      Exec("BEGIN ISOLATION LEVEL REPEATABLE READ", "cannot begin a read transaction"));
+  txn_open_ = true;
+  return Status::Ok();
+}
+
+Status PgStore::Commit() {
+  if (!InTransaction()) return Status::IoError(location_ + ": commit: no transaction is open");
+  if (PQtransactionStatus(conn_) == PQTRANS_INERROR) {
+    Rollback();
+    return Status::IoError(location_ +
+                           ": commit: a statement of this transaction failed; it was rolled back");
+  }
+  int64_t bumped = -1;
+  if (write_locked_) {  // DataVersion: others see that this transaction wrote
+    Rows r;
+    if (Status s = Run(kBumpDataVersion, Params(), "cannot count the commit", &r); !s.ok()) {
+      Rollback();
+      return s;
+    }
+    bumped = r.Int(0, 0);
+  }
+  Rows r;
+  if (Status s = Exec("COMMIT", "commit failed", &r); !s.ok()) {
+    Rollback();
+    return s;
+  }
+  write_locked_ = false;
+  txn_open_ = false;
+  if (std::strcmp(PQcmdStatus(r.raw()), "COMMIT") != 0)
+    return Status::IoError(location_ + ": commit: the server rolled the transaction back");
+  if (bumped >= 0) {
+    // Another connection committed between what this one last saw and its own bump: that change
+    // is still to be reported.
+    if (bumped - 1 != known_counter_) ++reported_version_;
+    known_counter_ = bumped;
+  }
+  return Status::Ok();
+}
+
+void PgStore::Rollback() {
+  const bool open = InTransaction();
+  write_locked_ = false;
+  txn_open_ = false;
+  // Best effort: a transaction on a lost connection is gone already.
+  if (open && PQstatus(conn_) == CONNECTION_OK) Exec("ROLLBACK", "rollback").IgnoreError();
+}
+
+Status PgStore::Transaction(const std::function<Status()>& body) {
+  if (InTransaction()) {  // the caller's transaction: the caller commits
+    LLMQ_RETURN_IF_ERROR(LockForWrite());
+    return body();
+  }
+  LLMQ_RETURN_IF_ERROR(Begin());
+  Status s = body();
+  if (s.ok()) s = Commit();
+  if (!s.ok()) Rollback();
+  return s;
+}
+
+Status PgStore::ReadDataCounter(int64_t* out) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(kReadDataVersion, Params(), "cannot read data_version", &r));
+  *out = r.Int(0, 0);
+  return Status::Ok();
+}
+
+Status PgStore::DataVersion(int64_t* out) {
+  int64_t counter = 0;
+  LLMQ_RETURN_IF_ERROR(ReadDataCounter(&counter));
+  if (counter != known_counter_) {
+    ++reported_version_;
+    known_counter_ = counter;
+  }
+  *out = reported_version_;
+  return Status::Ok();
+}
+
+// --- Schema.
+
+Status PgStore::ReadSchemaVersion(int* version, bool* foreign_tables) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(kHasMetaPg, Params(), "cannot read the schema", &r));
+  const bool has_meta = r.Int(0, 0) != 0;
+  *foreign_tables = !has_meta && r.Int(0, 1) != 0;
+  *version = 0;
+  if (!has_meta) return Status::Ok();
+  LLMQ_RETURN_IF_ERROR(Run(sql::kReadVersion, Params(), "cannot read schema_version", &r));
+  if (r.size() == 0) return Status::Ok();  // meta created, first migration not committed
+  return store_internal::ParseSchemaVersion(location_, std::string(r.Text(0, 0)), version);
+}
+
+Status PgStore::Migrate(const OpenOptions& options) {
+  store_internal::MigrationSteps steps;
+  steps.engine = kEngine;
+  steps.dialect = &schema::Migration::postgres;
+  steps.read_version = [this](int* v, bool* foreign) { return ReadSchemaVersion(v, foreign); };
+  steps.write_transaction = [this](const std::function<Status()>& body) {
+    return Transaction(body);
+  };
+  steps.exec = [this](const char* sql, const std::string& what) { return Exec(sql, what); };
+  steps.write_version = [this](int version) {
+    return Run(sql::kWriteVersion, Params().Add(std::to_string(version)),
+               "cannot record schema_version");
+  };
+  return store_internal::RunMigrations(location_, options, steps);
+}
+
+// --- Ingest.
+
+Status PgStore::InsertJob(JobRecord* job) {
+  if (job->public_id.empty()) LLMQ_RETURN_IF_ERROR(store_internal::RandomPublicId(&job->public_id));
+  if (job->created_at == 0) job->created_at = store_internal::Now();
+  return Transaction([&]() -> Status {
+    Params p;
+    p.Add(job->public_id).Add(job->name);
+    if (job->sha256.empty())
+      p.AddNull();  // until FinishIngest sets it
+    else
+      p.Add(job->sha256);
+    p.Add(std::string_view(JobStatusName(job->status)));
+    p.Add(job->total).Add(job->completed).Add(job->failed);
+    p.Add(job->created_at).Add(job->started_at).Add(job->finished_at);
+    p.Add(int64_t{job->cancel_requested}).Add(job->error).Add(job->options);
+    Rows r;
+    const Status s = Run(kInsertJob, p, "cannot insert job \"" + job->name + "\"", &r);
+    if (!s.ok()) {
+      if (s.code() == Status::Code::kInvalidArgument)  // the unique (name, sha256)
+        return Status::InvalidArgument(location_ + ": job \"" + job->name + "\" with sha256 " +
+                                       job->sha256 + " is already recorded");
+      return s;
+    }
+    job->id = r.Int(0, 0);
+    return Status::Ok();
+  });
+}
+
+Status PgStore::InsertRequest(int64_t job, const NewRequest& r) {
+  return Transaction([&]() -> Status {
+    Params p;
+    p.Add(job).Add(r.line).Add(r.custom_id).Add(r.body).Add(r.plan_rank);
+    p.Add(std::string_view(r.error_output ? "failed" : "pending"));
+    p.Add(r.plan_group != 0 ? r.plan_group : r.plan_rank);
+    LLMQ_RETURN_IF_ERROR(Run(sql::kInsertRequest, p,
+                             "cannot insert request (job " + std::to_string(job) + ", line " +
+                                 std::to_string(r.line) + ")"));
+    if (!r.error_output) return Status::Ok();
+    // Refused at validation: finished already, its error line is its result.
+    const double now = store_internal::Now();
+    Params e;
+    e.Add(job).Add(r.line).Add(int64_t{1}).Add(*r.error_output);
+    for (int i = 5; i <= 8; ++i) e.Add(int64_t{0});
+    for (int i = 9; i <= 12; ++i) e.Add(0.0);
+    e.Add(now).Add(now);
+    return Run(sql::kInsertResult, e,
+               "cannot insert the error result of line " + std::to_string(r.line));
+  });
+}
+
+Status PgStore::FinishIngest(int64_t job, JobStatus status, const IngestTotals* totals) {
+  return Transaction([&]() -> Status {
+    Params p;
+    p.Add(job);
+    if (totals) {
+      p.Add(totals->total).Add(totals->failed);
+      if (totals->sha256.empty())
+        p.AddNull();
+      else
+        p.Add(totals->sha256);
+    }
+    Rows r;
+    const Status s = Run(totals ? sql::kFinishIngestCounted : kFinishIngestPg, p,
+                         "cannot count the requests of job " + std::to_string(job), &r);
+    if (!s.ok()) {
+      if (totals && s.code() == Status::Code::kInvalidArgument)
+        return Status::InvalidArgument(location_ + ": a job with the same name and sha256 " +
+                                       totals->sha256 + " is already recorded");
+      return s;
+    }
+    if (r.Affected() == 0) return NotFoundJob(job);
+    LLMQ_RETURN_IF_ERROR(Run(totals ? kRaiseMaxRankToPg : kRaiseMaxRankPg,
+                             Params().Add(totals ? totals->max_rank : job),
+                             "cannot record the highest plan rank"));
+    return SetJobStatus(job, status);
+  });
+}
+
+Status PgStore::MaxPlanRank(int64_t* out) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(kMaxPlanRankPg, Params(), "cannot read the highest plan rank", &r));
+  *out = r.Int(0, 0);
+  return Status::Ok();
+}
+
+// --- Jobs.
+
+Status PgStore::NotFoundJob(int64_t id) const {
+  return Status::NotFound(location_ + ": no job " + std::to_string(id));
+}
+
+Status PgStore::ReadJobs(const Rows& rows, std::vector<JobRecord>* out) const {
+  for (int i = 0; i < rows.size(); ++i)
+    LLMQ_RETURN_IF_ERROR(store_rows::JobFromRow(PgRow(rows, i), location_, &out->emplace_back()));
+  return Status::Ok();
+}
+
+Status PgStore::FindJob(const std::string& name, const std::string& sha256,
+                        std::optional<JobRecord>* out) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(sql::kFindJob, Params().Add(name).Add(sha256), "cannot read jobs", &r));
+  std::vector<JobRecord> jobs;
+  LLMQ_RETURN_IF_ERROR(ReadJobs(r, &jobs));
+  out->reset();
+  if (!jobs.empty()) *out = std::move(jobs.front());
+  return Status::Ok();
+}
+
+Status PgStore::GetJob(int64_t id, JobRecord* out) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(sql::kGetJob, Params().Add(id), "cannot read jobs", &r));
+  std::vector<JobRecord> jobs;
+  LLMQ_RETURN_IF_ERROR(ReadJobs(r, &jobs));
+  if (jobs.empty()) return NotFoundJob(id);
+  *out = std::move(jobs.front());
+  return Status::Ok();
+}
+
+Status PgStore::GetJobByPublicId(const std::string& id, JobRecord* out) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(sql::kGetJobByPublicId, Params().Add(id), "cannot read jobs", &r));
+  std::vector<JobRecord> jobs;
+  LLMQ_RETURN_IF_ERROR(ReadJobs(r, &jobs));
+  if (jobs.empty()) return Status::NotFound(location_ + ": no job " + id);
+  *out = std::move(jobs.front());
+  return Status::Ok();
+}
+
+Status PgStore::ListJobs(std::vector<JobRecord>* out) {
+  out->clear();
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(sql::kListJobs, Params(), "cannot read jobs", &r));
+  return ReadJobs(r, out);
+}
+
+Status PgStore::SetJobStatus(int64_t id, JobStatus s, const std::string& error) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Transaction([&]() -> Status {
+    Params p;
+    p.Add(id).Add(std::string_view(JobStatusName(s))).Add(error);
+    p.Add(int64_t{IsTerminal(s)}).Add(store_internal::Now());
+    return Run(kSetStatusPg, p, "cannot set the status of job " + std::to_string(id), &r);
+  }));
+  if (r.Affected() == 1) return Status::Ok();
+  // Nothing changed: the job is absent, or already in another terminal status.
+  JobRecord job;
+  LLMQ_RETURN_IF_ERROR(GetJob(id, &job));
+  return Status::InvalidArgument(location_ + ": job " + job.public_id + " is already " +
+                                 JobStatusName(job.status) + ": it cannot become " +
+                                 JobStatusName(s));
+}
+
+Status PgStore::MarkJobStarted(int64_t id, double unix_seconds) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Transaction([&]() -> Status {
+    return Run(sql::kMarkStarted, Params().Add(id).Add(unix_seconds),
+               "cannot mark job " + std::to_string(id) + " started", &r);
+  }));
+  if (r.Affected() == 1) return Status::Ok();
+  JobRecord job;
+  return GetJob(id, &job);  // started before (OK), or absent (NotFound)
+}
+
+Status PgStore::RequestCancel(int64_t id) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Transaction([&]() -> Status {
+    return Run(sql::kRequestCancel, Params().Add(id),
+               "cannot request cancelling job " + std::to_string(id), &r);
+  }));
+  return r.Affected() == 0 ? NotFoundJob(id) : Status::Ok();
+}
+
+Status PgStore::SetJobOptions(int64_t id, const std::string& options) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Transaction([&]() -> Status {
+    return Run(sql::kSetJobOptions, Params().Add(id).Add(options),
+               "cannot set the options of job " + std::to_string(id), &r);
+  }));
+  return r.Affected() == 0 ? NotFoundJob(id) : Status::Ok();
+}
+
+Status PgStore::GetCustomId(int64_t job, int64_t line, std::string* out) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(
+      Run(sql::kGetCustomId, Params().Add(job).Add(line), "cannot read a request's custom_id", &r));
+  if (r.size() == 0)
+    return Status::NotFound(location_ + ": no request at line " + std::to_string(line) +
+                            " of job " + std::to_string(job));
+  *out = std::string(r.Text(0, 0));
+  return Status::Ok();
+}
+
+// --- Feeding.
+
+Status PgStore::NextPending(int64_t after_rank, int limit, std::vector<PendingRequest>* out) {
+  out->clear();
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(kNextPendingPg, Params().Add(after_rank).Add(int64_t{limit}),
+                           "cannot read pending requests", &r));
+  ReadPendingRows(r, out);
+  return Status::Ok();
+}
+
+Status PgStore::MarkAttempted(const std::vector<std::pair<int64_t, int64_t>>& job_lines) {
+  return Transaction([&]() -> Status {
+    for (const auto& [job, line] : job_lines)
+      LLMQ_RETURN_IF_ERROR(
+          Run(sql::kMarkAttempted, Params().Add(job).Add(line), "cannot count an attempt"));
+    return Status::Ok();
+  });
+}
+
+Status PgStore::CountPending(int64_t job, int64_t* out) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(
+      Run(sql::kCountPending, Params().Add(job), "cannot count pending requests", &r));
+  *out = r.Int(0, 0);
+  return Status::Ok();
+}
+
+Status PgStore::PendingOfJob(int64_t job, int64_t after_line, int limit,
+                             std::vector<PendingRequest>* out) {
+  out->clear();
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(sql::kPendingOfJob,
+                           Params().Add(job).Add(after_line).Add(int64_t{limit}),
+                           "cannot read a job's pending requests", &r));
+  ReadPendingRows(r, out);
+  return Status::Ok();
+}
+
+Status PgStore::GetJobTotals(int64_t job, JobTotals* out) {
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(
+      Run(sql::kJobTotals, Params().Add(job), "cannot read a job's token totals", &r));
+  if (r.size() == 0) return NotFoundJob(job);
+  *out = store_rows::TotalsFromRow(PgRow(r, 0));
+  return Status::Ok();
+}
+
+// --- Results.
+
+store_internal::ResultSteps PgStore::ResultStepsFor() {
+  store_internal::ResultSteps steps;
+  steps.write_transaction = [this](const std::function<Status()>& body) {
+    return Transaction(body);
+  };
+  steps.insert = [this](const Result& r, double now, bool* inserted) -> Status {
+    const ResultMetrics& m = r.metrics;
+    Params p;
+    p.Add(r.job).Add(r.line).Add(int64_t{r.is_error}).Add(r.output);
+    p.Add(m.prompt_tokens).Add(m.cached_tokens).Add(m.computed_tokens).Add(m.completion_tokens);
+    p.Add(m.queue_seconds).Add(m.ttft_seconds).Add(m.itl_seconds).Add(m.latency_seconds);
+    p.Add(now).Add(m.finished_at > 0 ? m.finished_at : now);
+    const std::string where = "job " + std::to_string(r.job) + " line " + std::to_string(r.line);
+    Rows rows;
+    if (Status st = Run(sql::kInsertResult, p, "cannot insert the result for " + where, &rows);
+        !st.ok()) {
+      // (job, line) conflicts are ignored: a constraint failing here is the foreign key.
+      if (st.code() == Status::Code::kInvalidArgument)
+        return Status::InvalidArgument(location_ + ": a result for " + where +
+                                       ", which is no request");
+      return st;
+    }
+    *inserted = rows.Affected() != 0;
+    return Status::Ok();
+  };
+  steps.finish_request = [this](const Result& r) {
+    return Run(
+        sql::kFinishRequest,
+        Params().Add(r.job).Add(r.line).Add(std::string_view(r.is_error ? "failed" : "done")),
+        "cannot finish a request");
+  };
+  steps.bump = [this](int64_t job, const store_internal::AddedToJob& c) {
+    Params p;
+    p.Add(job).Add(c.completed).Add(c.failed).Add(c.prompt).Add(c.cached);
+    p.Add(c.computed).Add(c.completion);
+    return Run(sql::kBumpCounts, p, "cannot update the counts of job " + std::to_string(job));
+  };
+  steps.fenced_finish = [this](const std::string& worker, const Result& r, int64_t generation,
+                               bool* held) -> Status {
+    Params p;
+    p.Add(r.job).Add(r.line).Add(std::string_view(r.is_error ? "failed" : "done"));
+    p.Add(worker).Add(generation);
+    Rows rows;
+    LLMQ_RETURN_IF_ERROR(Run(sql::kFencedFinish, p, "cannot finish a leased request", &rows));
+    *held = rows.Affected() == 1;
+    return Status::Ok();
+  };
+  return steps;
+}
+
+Status PgStore::LockSoleServer() {
+  if (sole_server_) return Status::Ok();
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(kTrySessionLock, Params().Add(kSoleServerKey),
+                           "cannot lock the queue for this llmq serve", &r));
+  if (r.Text(0, 0) != "t")
+    return Status::InvalidArgument(location_ +
+                                   ": another llmq serve uses this queue (one per queue until "
+                                   "serve claims its work under leases)");
+  sole_server_ = true;
+  return Status::Ok();
+}
+
+// --- Workers and leases.
+
+Status PgStore::RegisterWorker(const WorkerInfo& w) {
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, w.id));
+  return Transaction([&]() -> Status {
+    Params p;
+    p.Add(w.id).Add(w.host).Add(w.device).Add(w.model).Add(store_internal::Now());
+    return Run(sql::kRegisterWorker, p, "cannot record worker " + w.id);
+  });
+}
+
+Status PgStore::Heartbeat(const std::string& worker, double lease_seconds, int64_t* renewed) {
+  return Transaction([&]() -> Status {
+    const double now = store_internal::Now();
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(sql::kTouchWorker, Params().Add(worker).Add(now),
+                             "cannot record the heartbeat of worker " + worker, &r));
+    if (r.Affected() == 0)
+      return Status::NotFound(location_ + ": no worker " + worker + " (RegisterWorker first)");
+    LLMQ_RETURN_IF_ERROR(Run(sql::kRenewLeases, Params().Add(worker).Add(now + lease_seconds),
+                             "cannot renew the leases of worker " + worker, &r));
+    if (renewed != nullptr) *renewed = r.Affected();
+    return Status::Ok();
+  });
+}
+
+Status PgStore::ListWorkers(std::vector<WorkerInfo>* out) {
+  out->clear();
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(sql::kListWorkers, Params(), "cannot read workers", &r));
+  for (int i = 0; i < r.size(); ++i) out->push_back(store_rows::WorkerFromRow(PgRow(r, i)));
+  return Status::Ok();
+}
+
+Status PgStore::ClaimNextGroup(const std::string& worker, double lease_seconds, int max_requests,
+                               Claim* out) {
+  LLMQ_CHECK(!InTransaction());
+  *out = Claim();
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, worker));
+  // One statement, its own transaction, without the write lock: claims by other workers run at
+  // the same time, each skipping the rows another holds.
+  const double now = store_internal::Now();
+  out->expires_at = now + lease_seconds;
+  Params p;
+  p.Add(worker).Add(now).Add(out->expires_at).Add(int64_t{max_requests});
+  Rows r;
+  LLMQ_RETURN_IF_ERROR(Run(kClaimGroupPg, p, "cannot claim a plan group", &r));
+  for (int i = 0; i < r.size(); ++i)
+    out->requests.push_back(store_rows::ClaimedFromRow(PgRow(r, i)));
+  store_internal::SortClaimed(&out->requests);
+  if (!out->requests.empty()) out->plan_group = out->requests.front().plan_group;
+  return Status::Ok();
+}
+
+// --- Finalizing.
+
+Status PgStore::ForEachResult(int64_t job, const ResultVisitor& fn) {
+  LLMQ_CHECK(!in_for_each_);  // the cursor is in use by the outer walk
+  const bool own = !InTransaction();
+  if (own) LLMQ_RETURN_IF_ERROR(BeginRead());
+  in_for_each_ = true;
+  const std::string what = "cannot read the results of job " + std::to_string(job);
+  Status s = Exec(kDeclareResults + std::to_string(job) + kDeclareResultsEnd, what);
+  while (s.ok()) {
+    Rows r;
+    s = Exec("FETCH FORWARD " + std::to_string(kFetchRows) + " FROM llmq_results", what, &r);
+    if (!s.ok() || r.size() == 0) break;
+    for (int i = 0; s.ok() && i < r.size(); ++i) s = store_rows::VisitResultRow(PgRow(r, i), fn);
+  }
+  in_for_each_ = false;
+  // Best effort: a failed transaction has no cursor left, and COMMIT closes it anyway.
+  if (PQtransactionStatus(conn_) == PQTRANS_INTRANS)
+    Exec("CLOSE llmq_results", "closing the results cursor").IgnoreError();
+  if (own) {
+    if (s.ok()) return Commit();
+    Rollback();
+  }
+  return s;
+}
+
+}  // namespace llmq::jobs
