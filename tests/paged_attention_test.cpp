@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "base/bf16.h"
 #include "engine/model/safetensors.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gemm.h"
@@ -205,7 +206,7 @@ TEST_P(PagedAttentionGroups, EveryIsaGivesTheScalarBits) {
 }
 
 // A bf16 cache: attention over it is, bit for bit, attention over an fp32 cache holding the same
-// values (each rounded to bf16 by engine/model's F32ToBF16), on every ISA, with and without
+// values (each rounded to bf16 by FloatToBf16, base/bf16.h), on every ISA, with and without
 // groups; and WriteKv rounds what it writes into a bf16 cache so.
 TEST_P(PagedAttentionGroups, Bf16CacheIsTheFp32CacheOfItsValues) {
   const Case c = GetParam();
@@ -213,10 +214,10 @@ TEST_P(PagedAttentionGroups, Bf16CacheIsTheFp32CacheOfItsValues) {
     RandomStep st = MakeStep(c, 300 + seed);
     std::vector<uint16_t> k16(st.k.size()), v16(st.v.size());
     for (size_t i = 0; i < st.k.size(); ++i) {
-      k16[i] = F32ToBF16(st.k[i]);
-      v16[i] = F32ToBF16(st.v[i]);
-      st.k[i] = BF16ToF32(k16[i]);
-      st.v[i] = BF16ToF32(v16[i]);
+      k16[i] = FloatToBf16(st.k[i]);
+      v16[i] = FloatToBf16(st.v[i]);
+      st.k[i] = Bf16ToFloat(k16[i]);
+      st.v[i] = Bf16ToFloat(v16[i]);
     }
     for (GemmIsa isa : {GemmIsa::kScalar, GemmIsa::kAvx2, GemmIsa::kAvx512}) {
       if (!SetGemmIsaForTesting(isa)) continue;
@@ -251,8 +252,8 @@ TEST_P(PagedAttentionGroups, Bf16CacheIsTheFp32CacheOfItsValues) {
     for (int h = 0; h < c.kv_heads; ++h)
       for (int i = 0; i < d; ++i) {
         const int64_t tile = kv.TileOffset(slots[r] / bs, h), off = slots[r] % bs;
-        ASSERT_EQ(k16[tile + i * bs + off], F32ToBF16(ks[r * stride + h * d + i])) << r;
-        ASSERT_EQ(v16[tile + off * d + i], F32ToBF16(vs[r * stride + h * d + i])) << r;
+        ASSERT_EQ(k16[tile + i * bs + off], FloatToBf16(ks[r * stride + h * d + i])) << r;
+        ASSERT_EQ(v16[tile + off * d + i], FloatToBf16(vs[r * stride + h * d + i])) << r;
       }
 }
 

@@ -1,6 +1,7 @@
 // Tests for engine/safetensors: round trips through real files, conversions, every kind of bad
 // header, and a deterministic mutation sweep (the always-on counterpart of fuzz/).
 #include "engine/model/safetensors.h"
+#include "base/bf16.h"
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>
@@ -82,7 +83,7 @@ struct Sample {
   std::vector<uint16_t> f16, bf16;
   Sample() {
     for (float v : {0.5f, -1.0f, 1e-7f, 100.25f}) f16.push_back(F32ToF16(v));
-    for (int i = 0; i < 8; ++i) bf16.push_back(F32ToBF16(0.1f * static_cast<float>(i) - 0.3f));
+    for (int i = 0; i < 8; ++i) bf16.push_back(FloatToBf16(0.1f * static_cast<float>(i) - 0.3f));
   }
   std::vector<TensorToWrite> Tensors() const {
     return {{"b.f32", DType::kF32, {2, 3}, f32.data()},
@@ -145,7 +146,7 @@ TEST(SafetensorsTest, RoundTripAllDtypes) {
   EXPECT_EQ(back[1], -1.0f);
   EXPECT_EQ(back[3], 100.25f);
   ConvertToF32(out[2].dtype, f->data() + out[2].begin, 1, back.data());
-  EXPECT_EQ(back[0], BF16ToF32(F32ToBF16(-0.3f)));
+  EXPECT_EQ(back[0], Bf16ToFloat(FloatToBf16(-0.3f)));
 }
 
 TEST(SafetensorsTest, WriteRejectsBadInput) {
@@ -175,27 +176,27 @@ TEST(SafetensorsTest, MetadataSkippedAndGapsAllowed) {
 }
 
 TEST(SafetensorsTest, BF16Conversion) {
-  EXPECT_EQ(F32ToBF16(1.0f), 0x3f80);
-  EXPECT_EQ(F32ToBF16(-2.0f), 0xc000);
+  EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(FloatToBf16(-2.0f), 0xc000);
   auto bits = [](uint32_t u) {
     float f;
     std::memcpy(&f, &u, 4);
     return f;
   };
-  EXPECT_EQ(F32ToBF16(bits(0x3f808000)), 0x3f80);  // tie, even stays
-  EXPECT_EQ(F32ToBF16(bits(0x3f818000)), 0x3f82);  // tie, odd rounds up
-  EXPECT_EQ(F32ToBF16(bits(0x3f808001)), 0x3f81);  // above the tie
-  EXPECT_EQ(F32ToBF16(bits(0x7f7fffff)), 0x7f80);  // FLT_MAX rounds to inf
-  EXPECT_EQ(F32ToBF16(INFINITY), 0x7f80);
-  EXPECT_EQ(F32ToBF16(-INFINITY), 0xff80);
-  EXPECT_TRUE(std::isnan(BF16ToF32(F32ToBF16(NAN))));
-  EXPECT_TRUE(std::isnan(BF16ToF32(F32ToBF16(bits(0x7f800001)))));  // low-payload NaN stays NaN
-  EXPECT_EQ(F32ToBF16(bits(0x00000001)), 0x0000);                   // tiny subnormal
+  EXPECT_EQ(FloatToBf16(bits(0x3f808000)), 0x3f80);  // tie, even stays
+  EXPECT_EQ(FloatToBf16(bits(0x3f818000)), 0x3f82);  // tie, odd rounds up
+  EXPECT_EQ(FloatToBf16(bits(0x3f808001)), 0x3f81);  // above the tie
+  EXPECT_EQ(FloatToBf16(bits(0x7f7fffff)), 0x7f80);  // FLT_MAX rounds to inf
+  EXPECT_EQ(FloatToBf16(INFINITY), 0x7f80);
+  EXPECT_EQ(FloatToBf16(-INFINITY), 0xff80);
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(NAN))));
+  EXPECT_TRUE(std::isnan(Bf16ToFloat(FloatToBf16(bits(0x7f800001)))));  // low-payload NaN stays NaN
+  EXPECT_EQ(FloatToBf16(bits(0x00000001)), 0x0000);                     // tiny subnormal
   // Every non-NaN bf16 survives bf16 -> f32 -> bf16.
   for (uint32_t h = 0; h < 0x10000; ++h) {
-    const float f = BF16ToF32(static_cast<uint16_t>(h));
+    const float f = Bf16ToFloat(static_cast<uint16_t>(h));
     if (std::isnan(f)) continue;
-    ASSERT_EQ(F32ToBF16(f), h);
+    ASSERT_EQ(FloatToBf16(f), h);
   }
 }
 
@@ -246,7 +247,7 @@ TEST(SafetensorsTest, ConvertToF32Unaligned) {
   float out[3];
   ConvertToF32(DType::kF32, buf.data() + 1, 3, out);
   EXPECT_EQ(std::vector<float>(out, out + 3), std::vector<float>(v, v + 3));
-  const uint16_t h[3] = {F32ToBF16(1.0f), F32ToBF16(-0.5f), F32ToBF16(7.0f)};
+  const uint16_t h[3] = {FloatToBf16(1.0f), FloatToBf16(-0.5f), FloatToBf16(7.0f)};
   std::memcpy(buf.data() + 1, h, sizeof(h));
   ConvertToF32(DType::kBF16, buf.data() + 1, 3, out);
   EXPECT_EQ(std::vector<float>(out, out + 3), std::vector<float>(v, v + 3));

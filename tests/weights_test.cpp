@@ -1,6 +1,7 @@
 // Tests for engine/weights: loading the shared models, single vs sharded checkpoints written here,
 // and the messages for every way a checkpoint can disagree with its config.
 #include "engine/model/weights.h"
+#include "base/bf16.h"
 #include "tests/test_util.h"
 
 #include <gtest/gtest.h>
@@ -41,7 +42,7 @@ Owned MakeTensor(const std::string& name, DType dt, std::vector<int64_t> shape, 
     const float v = 0.1f * std::sin(static_cast<float>(seed * 31 + i));
     uint8_t* p = t.bytes.data() + i * DTypeSize(dt);
     if (dt == DType::kF32) std::memcpy(p, &v, 4);
-    const uint16_t h = dt == DType::kBF16 ? F32ToBF16(v) : F32ToF16(v);
+    const uint16_t h = dt == DType::kBF16 ? FloatToBf16(v) : F32ToF16(v);
     if (dt != DType::kF32) std::memcpy(p, &h, 2);
   }
   return t;
@@ -202,7 +203,7 @@ TEST(WeightsTest, LoadsTinyLlama3) {
   ASSERT_EQ(f.size(), 512u * 96u);
   uint16_t raw;
   std::memcpy(&raw, lm.data + 2 * 777, 2);
-  EXPECT_EQ(f[777], BF16ToF32(raw));
+  EXPECT_EQ(f[777], Bf16ToFloat(raw));
 }
 
 TEST(WeightsTest, ShardedRealModelEqualsSingleFile) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/bf16.h"
 #include "base/durable_file.h"
 
 namespace llmq {
@@ -297,24 +298,6 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
 
 // --- Conversions. Bit-level so that results do not depend on the FPU rounding mode. ---
 
-uint16_t F32ToBF16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return static_cast<uint16_t>((u >> 16) | 0x0040);  // quiet NaN
-  // Round to nearest even: add 0x7fff plus the lowest kept bit; overflow carries into the exponent
-  // and rounds values above the largest bf16 to infinity, as it should.
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float BF16ToF32(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 uint16_t F32ToF16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -407,7 +390,7 @@ void ConvertToF32(DType dtype, const void* src, int64_t n, float* dst) {
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, s + 2 * i, 2);
-        dst[i] = BF16ToF32(h);
+        dst[i] = Bf16ToFloat(h);
       }
       return;
     case DType::kF16:

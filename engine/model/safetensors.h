@@ -74,9 +74,7 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
 
 // Converts `n` elements of `dtype` at `src` to float.
 void ConvertToF32(DType dtype, const void* src, int64_t n, float* dst);
-// bf16 / fp16 helpers (round to nearest even).
-uint16_t F32ToBF16(float f);
-float BF16ToF32(uint16_t h);
+// fp16 helpers (round to nearest even); bf16's are base/bf16.h's FloatToBf16 / Bf16ToFloat.
 uint16_t F32ToF16(float f);
 float F16ToF32(uint16_t h);
 // E4M3: exact decoding; encoding rounds to the nearest value (ties to the even code) and saturates

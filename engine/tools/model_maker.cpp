@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/bf16.h"
 #include "base/durable_file.h"
 #include "engine/model/weights.h"
 #include "engine/sampling/sampler.h"
@@ -33,7 +34,7 @@ RandomTensor MakeTensor(const std::string& name, std::vector<int64_t> shape, DTy
     if (dtype == DType::kF32) {
       std::memcpy(&t.bytes[i * 4], &v, 4);
     } else {
-      const uint16_t h = dtype == DType::kBF16 ? F32ToBF16(v) : F32ToF16(v);
+      const uint16_t h = dtype == DType::kBF16 ? FloatToBf16(v) : F32ToF16(v);
       std::memcpy(&t.bytes[i * 2], &h, 2);
     }
   }
@@ -56,10 +57,10 @@ void MakeFp8Linear(const std::string& name, int64_t out, int64_t in, Rng* rng, f
       v = a * static_cast<float>(2.0 * rng->NextDouble() - 1.0);
       amax = std::max(amax, std::fabs(v));
     }
-    const uint16_t s = F32ToBF16(amax > 0.f ? amax / 448.f : 1.f);
+    const uint16_t s = FloatToBf16(amax > 0.f ? amax / 448.f : 1.f);
     std::memcpy(&scale.bytes[static_cast<size_t>(r) * 2], &s, 2);
     for (int64_t c = 0; c < in; ++c)
-      q.bytes[static_cast<size_t>(r * in + c)] = F32ToF8E4M3(row[c] / BF16ToF32(s));
+      q.bytes[static_cast<size_t>(r * in + c)] = F32ToF8E4M3(row[c] / Bf16ToFloat(s));
   }
   const std::string module = name.substr(0, name.size() - std::string(".weight").size());
   q.spec = {name, DType::kF8E4M3, {out, in}, nullptr};

@@ -430,21 +430,6 @@ const char* WeightTypeName(WeightType t) {
   return t == WeightType::kF32 ? "f32" : t == WeightType::kBf16 ? "bf16" : "int8";
 }
 
-uint16_t FloatToBf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // NaN
-  u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest, ties to even
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float Bf16ToFloat(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
 PackedWeight PackedWeight::Pack(const float* w, int n, int k, WeightType type) {
   return PackStacked({w}, {n}, k, type);
 }

@@ -23,6 +23,8 @@
 #include <new>
 #include <vector>
 
+#include "base/bf16.h"
+
 namespace llmq::kernels {
 
 // Large buffers (>= kPopulateBytes) come straight from the kernel with their pages populated in
@@ -69,9 +71,9 @@ const char* WeightTypeName(WeightType t);  // "f32", "bf16", "int8"
 constexpr int WeightTypeBytes(WeightType t) {
   return t == WeightType::kF32 ? 4 : t == WeightType::kBf16 ? 2 : 1;
 }
-// fp32 -> bf16, rounded to nearest even (NaN stays a quiet NaN); and back, exactly.
-uint16_t FloatToBf16(float x);
-float Bf16ToFloat(uint16_t b);
+// fp32 -> bf16, rounded to nearest even (NaN stays a quiet NaN); and back, exactly (base/bf16.h).
+using ::llmq::Bf16ToFloat;
+using ::llmq::FloatToBf16;
 
 // W [N, K] repacked into panels of kPanel output columns: data[p][k][c] = W[p*kPanel + c][k]
 // (zero for columns past N), each element of type(). A panel is contiguous, so a row of A streams
