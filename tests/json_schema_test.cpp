@@ -418,6 +418,11 @@ TEST(JsonSchemaTest, RefusalsNameTheKeywordAndItsPointer) {
        "keyword \"uniqueItems\" at \"/uniqueItems\""},
       {R"({"type": "object", "required": ["a"], "additionalProperties": false})",
        "keyword \"required\" at \"/required\""},
+      // An allOf that is not an array inside a branch merged with its siblings' allOf (found by
+      // json_schema_fuzz: it threw from nlohmann instead of being refused).
+      {R"({"allOf": [{"properties": {"x": {"type": "string"}}}, {"required": ["x"]}],
+           "oneOf": [{"type": "object"}, {"allOf": "null"}]})",
+       "keyword \"allOf\" at \"/oneOf/1/allOf\""},
   };
   for (const auto& c : cases) {
     const Status st = Refusal(json::parse(c.schema));

@@ -964,6 +964,8 @@ class Compiler {
       *out = s;
       return Status::Ok();
     }
+    if (!s["allOf"].is_array() || s["allOf"].empty())  // as AllOf refuses it
+      return Invalid("allOf", ptr + "/allOf", "not a non-empty array");
     json m = s;
     m.erase("allOf");
     for (size_t i = 0; i < s["allOf"].size(); ++i) {
