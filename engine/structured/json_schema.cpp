@@ -790,16 +790,8 @@ class Compiler {
   }
 
   Status AllOf(const json& s, const std::string& ptr, Sym* out) {
-    const json& parts = s["allOf"];
-    if (!parts.is_array() || parts.empty())
-      return Invalid("allOf", ptr + "/allOf", "not a non-empty array");
-    json merged = s;
-    merged.erase("allOf");
-    for (size_t i = 0; i < parts.size(); ++i) {
-      json next;
-      LLMQ_RETURN_IF_ERROR(Merge(merged, parts[i], ptr + "/allOf/" + std::to_string(i), &next));
-      merged = std::move(next);
-    }
+    json merged;
+    LLMQ_RETURN_IF_ERROR(Flatten(s, ptr, &merged));
     return Value(merged, ptr, out);
   }
 
@@ -964,7 +956,7 @@ class Compiler {
       *out = s;
       return Status::Ok();
     }
-    if (!s["allOf"].is_array() || s["allOf"].empty())  // as AllOf refuses it
+    if (!s["allOf"].is_array() || s["allOf"].empty())
       return Invalid("allOf", ptr + "/allOf", "not a non-empty array");
     json m = s;
     m.erase("allOf");
