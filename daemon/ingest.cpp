@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "base/text.h"
+#include "engine/core/claim_groups.h"
 #include "engine/core/prefix_planner.h"
 #include "jobs/line_reader.h"
 #include "jobs/sha256.h"
@@ -207,8 +208,9 @@ class Ingester {
   }
 
   // Plans the chunk's valid requests (refused ones keep their place after them), gives them their
-  // ranks and hands the chunk to an insert task: the next chunk is read and validated while this
-  // one goes into the store (double buffering: chunk_ fills while inserting_ drains).
+  // ranks and claim groups (IngestOptions::claim_group_max) and hands the chunk to an insert task:
+  // the next chunk is read and validated while this one goes into the store (double buffering:
+  // chunk_ fills while inserting_ drains).
   Status Flush() {
     (*lap_)(&t_->read);
     SpawnValidation();
@@ -235,6 +237,9 @@ class Ingester {
       p->req.plan_rank = next_rank_++;
       totals_[p->file].max_rank = p->req.plan_rank;
     }
+    for (const ClaimChunk& c : ClaimChunks(plan, opt_.claim_group_max))
+      for (uint32_t k = c.begin; k < c.end; ++k)
+        insert_order_[k]->req.plan_group = insert_order_[c.begin]->req.plan_rank;
     (*lap_)(&t_->plan);
     std::swap(chunk_, inserting_);  // the old inserting_ was inserted: it is the next chunk_
     chunk_.clear();

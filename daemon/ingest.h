@@ -14,6 +14,7 @@
 
 #include "base/untrusted_file.h"
 #include "daemon/request_builder.h"
+#include "engine/core/claim_groups.h"
 #include "jobs/store.h"
 
 namespace llmq {
@@ -38,6 +39,11 @@ struct IngestOptions {
   size_t chunk_lines = 65536;                  // requests planned together at most
   size_t chunk_bytes_max = size_t{64} << 20;   // line bytes held at most
   int64_t max_line_bytes = int64_t{16} << 20;  // longer lines are refused (spool.max_line_bytes)
+  // The requests one claim takes at most (Store::ClaimNextGroup, issue 27): each planned chunk
+  // is cut into claim groups along its prefix tree (engine/core/claim_groups.h), and every valid
+  // request's plan_group is the plan rank of its claim group's first request (refused lines keep
+  // 0). Smaller: work is balanced across workers more finely; larger: fewer claims.
+  uint32_t claim_group_max = kDefaultClaimGroupRequests;
   // When set and true, the ingest stops within 1,024 lines: IoError "interrupted", all rolled
   // back (llmq serve is stopping).
   const std::atomic<bool>* cancel = nullptr;

@@ -49,7 +49,9 @@ void ExpectInvariants(const Plan& plan, uint32_t c, const std::vector<ClaimChunk
       const bool inside = grp.begin <= ch.begin && ch.end <= grp.end;
       EXPECT_TRUE(apart || whole || inside)
           << "chunk [" << ch.begin << ", " << ch.end << ") crosses group " << g;
-      if (grp.end - grp.begin <= c) EXPECT_TRUE(apart || whole) << "group " << g << " split";
+      if (grp.end - grp.begin <= c) {
+        EXPECT_TRUE(apart || whole) << "group " << g << " split";
+      }
     }
   }
 }

@@ -49,6 +49,12 @@ class IngestTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { delete model_; }
   BuildContext Context() const { return testing::TinyContext(model_); }
+  // Ingests the one job file dir/name (options "{}") as every job file is.
+  Status IngestOne(jobs::Store* store, const std::string& dir, const std::string& name,
+                   const IngestOptions& opt, std::vector<IngestedJob>* out) const {
+    const UntrustedFile file = Opened(dir + "/" + name);
+    return IngestFiles(store, Context(), {{&file, name, "", "{}", -1, ""}}, opt, out);
+  }
   static Model* model_;
 };
 Model* IngestTest::model_ = nullptr;
@@ -151,9 +157,7 @@ TEST_F(IngestTest, ValidationOnSeveralThreadsStoresWhatOneThreadStores) {
     IngestOptions opt;
     opt.chunk_lines = 3000;
     std::vector<IngestedJob> out;
-    const UntrustedFile big = Opened(dir + "/big.jsonl");
-    const Status st =
-        IngestFiles(store.get(), Context(), {{&big, "big.jsonl", "", "{}", -1, ""}}, opt, &out);
+    const Status st = IngestOne(store.get(), dir, "big.jsonl", opt, &out);
     omp_set_num_threads(1);
     ASSERT_TRUE(st.ok()) << st.message();
     EXPECT_EQ(out[0].job.total, 5000);
@@ -186,6 +190,66 @@ TEST_F(IngestTest, ValidationOnSeveralThreadsStoresWhatOneThreadStores) {
     EXPECT_EQ(a["error"], b["error"]) << line;
     EXPECT_EQ(a["response"]["body"], b["response"]["body"]) << line;
   }
+}
+
+// Claim groups (issue 27): the stored plan groups, claimed one after another by a worker, are
+// the planned chunk cut along its prefix tree into groups of at most claim_group_max requests.
+TEST_F(IngestTest, ClaimGroupsFollowTheNestedPrefixes) {
+  const std::string dir = testing::CurrentTestDir();
+  // One system prompt over two templates: 12 requests of one (more than C = 8: cut in 8 + 4),
+  // 6 of the other (whole); a second system prompt over 3 requests and a third over 1 (small:
+  // packed into one claim). Documents differ from their first letter; lines interleaved.
+  std::vector<std::pair<std::string, std::string>> lines;  // custom_id, line
+  const std::string letters = "abcdefghijkl";
+  for (int i = 0; i < 12; ++i) {
+    const std::string doc = std::string(1, letters[i]) + " is the document.";
+    lines.emplace_back("t2-" + std::to_string(i),
+                       Line("t2-" + std::to_string(i), "Alpha rules.", "Translate: " + doc));
+    if (i < 6)
+      lines.emplace_back("t1-" + std::to_string(i),
+                         Line("t1-" + std::to_string(i), "Alpha rules.", "Summarize: " + doc));
+    if (i < 3)
+      lines.emplace_back("s2-" + std::to_string(i),
+                         Line("s2-" + std::to_string(i), "Beta rules.", "Count: " + doc));
+  }
+  lines.emplace_back("s3", Line("s3", "Gamma rules.", "Hello."));
+  std::ofstream f(dir + "/nested.jsonl");
+  for (size_t i = 0; i < lines.size(); ++i) {
+    f << lines[i].second << "\n";
+    if (i == 4) f << "{refused\n";
+  }
+  f.close();
+  std::unique_ptr<jobs::Store> store;
+  ASSERT_TRUE(jobs::Store::Open(dir + "/q.db", &store).ok());
+  IngestOptions opt;
+  opt.claim_group_max = 8;
+  std::vector<IngestedJob> out;
+  const Status st = IngestOne(store.get(), dir, "nested.jsonl", opt, &out);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(out[0].refused, 1);
+
+  jobs::WorkerInfo w;
+  w.id = "w1";
+  ASSERT_TRUE(store->RegisterWorker(w).ok());
+  std::vector<std::vector<std::string>> claims;
+  for (;;) {
+    jobs::Claim c;
+    ASSERT_TRUE(store->ClaimNextGroup("w1", 600, 1000, &c).ok());
+    if (c.requests.empty()) break;
+    EXPECT_EQ(c.plan_group, c.requests[0].plan_rank) << "named by its first request's rank";
+    claims.emplace_back();
+    for (const jobs::PendingRequest& r : c.requests) claims.back().push_back(r.custom_id);
+  }
+  auto ids = [](const std::string& stem, int from, int to) {
+    std::vector<std::string> v;
+    for (int i = from; i < to; ++i) v.push_back(stem + std::to_string(i));
+    return v;
+  };
+  std::vector<std::string> small = ids("s2-", 0, 3);
+  small.push_back("s3");
+  // The larger template first (the planner's order), then the smaller, then the small groups.
+  EXPECT_EQ(claims, (std::vector<std::vector<std::string>>{ids("t2-", 0, 8), ids("t2-", 8, 12),
+                                                           ids("t1-", 0, 6), small}));
 }
 
 TEST_F(IngestTest, AFileChangedWhileReadRollsEverythingBackAndIsNamed) {
