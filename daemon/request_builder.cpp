@@ -195,6 +195,23 @@ Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::
   return Status::Ok();
 }
 
+Status PromptIds(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
+                 std::vector<int>* ids, std::string* param) {
+  std::string unused;
+  if (param == nullptr) param = &unused;
+  if (r.endpoint == jobs::Endpoint::kChatCompletions) {
+    LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
+    if (Status st = ctx.chat->Encode(*ctx.model->tokenizer, ChatConversation(r), ids); !st.ok())
+      return Status::InvalidArgument(Where(file, r) + BodyField(st.message(), param));
+  } else if (r.prompt_is_ids) {
+    LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file, param));
+    ids->assign(r.prompt_token_ids.begin(), r.prompt_token_ids.end());
+  } else {
+    *ids = ctx.model->tokenizer->Encode(r.prompt);
+  }
+  return Status::Ok();
+}
+
 Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                     const std::string& job_id, Request* out, std::string* param) {
   std::string unused;
@@ -204,18 +221,9 @@ Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const 
   const std::string where = Where(file, r);
   LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file, param));
   std::vector<int> ids;
-  const char* prompt_field = "body.prompt";
-  if (r.endpoint == jobs::Endpoint::kChatCompletions) {
-    prompt_field = "body.messages";
-    LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
-    if (Status st = ctx.chat->Encode(*m.tokenizer, ChatConversation(r), &ids); !st.ok())
-      return Status::InvalidArgument(where + BodyField(st.message(), param));
-  } else if (r.prompt_is_ids) {
-    LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file, param));
-    ids.assign(r.prompt_token_ids.begin(), r.prompt_token_ids.end());
-  } else {
-    ids = m.tokenizer->Encode(r.prompt);
-  }
+  LLMQ_RETURN_IF_ERROR(PromptIds(ctx, r, file, &ids, param));
+  const char* prompt_field =
+      r.endpoint == jobs::Endpoint::kChatCompletions ? "body.messages" : "body.prompt";
   const int ctx_len = m.cfg.max_position_embeddings;
   const int n = static_cast<int>(ids.size());
   if (n == 0) {

@@ -78,6 +78,13 @@ Conversation ChatConversation(const jobs::BatchRequest& r);
                                 const std::string& file, LineGrammar* out,
                                 std::string* param = nullptr);
 
+// The prompt's token ids as the engine gets them: the chat template's encoding of the messages,
+// the ids given, or the encoded prompt. Errors as BuildRequest's (a conversation the template
+// refuses, ids outside the vocabulary); an empty prompt is not refused here.
+[[nodiscard]] Status PromptIds(const BuildContext& ctx, const jobs::BatchRequest& r,
+                               const std::string& file, std::vector<int>* ids,
+                               std::string* param = nullptr);
+
 // Tokenizes a valid line into an engine request: prompt ids, sampling parameters (an unseeded
 // request gets DefaultSeed(job_id, custom_id)), n. InvalidArgument naming `file`, the line and
 // the field, or the setting when the operator's configuration is the cause (then `*param` is "");
