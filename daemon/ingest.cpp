@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <span>
 #include <thread>
 #include <unordered_map>
@@ -17,6 +18,7 @@
 #include "engine/core/prefix_planner.h"
 #include "jobs/line_reader.h"
 #include "jobs/sha256.h"
+#include "jobs/shared_prefixes.h"
 
 namespace llmq {
 namespace {
@@ -34,11 +36,16 @@ struct Pending {
 };
 
 // FNV-1a 64 of a custom_id: duplicate detection without keeping every id in memory (a hit is
-// confirmed against the stored line, so a hash collision never refuses a good line).
-uint64_t IdHash(const std::string& s) {
+// confirmed against the stored line, so a hash collision never refuses a good line); of a plan
+// key's first units: a shared prefix's identity across chunks (jobs::SharedPrefixTally).
+uint64_t Fnv1a(std::string_view s) {
   uint64_t h = 14695981039346656037ull;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
+}
+uint64_t KeyPrefixHash(const std::vector<int32_t>& key, size_t units) {
+  return Fnv1a(
+      std::string_view(reinterpret_cast<const char*>(key.data()), units * sizeof(int32_t)));
 }
 
 // Adds the wall time since the last lap to *into.
@@ -65,6 +72,7 @@ class Ingester {
     ++next_rank_;
     out->assign(files.size(), {});
     totals_.assign(files.size(), {});
+    tallies_.assign(files.size(), {});
     first_line_.assign(files.size(), {});
     jobs_ = out;
     files_ = &files;
@@ -85,6 +93,8 @@ class Ingester {
     LLMQ_RETURN_IF_ERROR(WaitForInsert());
     for (size_t f = 0; f < files.size(); ++f) {
       IngestedJob& j = (*out)[f];
+      j.job.options = jobs::WithSharedPrefixes(j.job.options, tallies_[f].Top());
+      LLMQ_RETURN_IF_ERROR(store_->SetJobOptions(j.job.id, j.job.options));
       LLMQ_RETURN_IF_ERROR(
           store_->FinishIngest(j.job.id, jobs::JobStatus::kInProgress, &totals_[f]));
       if (!totals_[f].sha256.empty()) j.job.sha256 = totals_[f].sha256;
@@ -171,7 +181,7 @@ class Ingester {
     for (Pending& p : chunk_) {
       IngestedJob& job = (*jobs_)[p.file];
       if (p.error.empty()) {
-        auto [it, fresh] = first_line_[p.file].emplace(IdHash(p.req.custom_id), p.req.line);
+        auto [it, fresh] = first_line_[p.file].emplace(Fnv1a(p.req.custom_id), p.req.line);
         if (!fresh) {
           bool same = true;
           LLMQ_RETURN_IF_ERROR(SameCustomId(job.job.id, it->second, p.req.custom_id, &same));
@@ -240,6 +250,7 @@ class Ingester {
     for (const ClaimChunk& c : ClaimChunks(plan, opt_.claim_group_max))
       for (uint32_t k = c.begin; k < c.end; ++k)
         insert_order_[k]->req.plan_group = insert_order_[c.begin]->req.plan_rank;
+    TallySharedPrefixes(plan);
     (*lap_)(&t_->plan);
     std::swap(chunk_, inserting_);  // the old inserting_ was inserted: it is the next chunk_
     chunk_.clear();
@@ -257,6 +268,61 @@ class Ingester {
       t_->insert += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     return Status::Ok();
+  }
+
+  // The chunk's largest shared-prefix groups, into their jobs' tallies (jobs/shared_prefixes.h).
+  // The kCandidates groups that save the most key units are measured in prompt tokens: the common
+  // token prefix of the group's first and last request in plan order (at ingest's block size of
+  // one they part exactly where the group's prefix ends, or are identical). `plan` orders
+  // insert_order_'s first plan.order.size() entries.
+  void TallySharedPrefixes(const Plan& plan) {
+    const std::vector<PlanGroup>& groups = plan.groups;
+    std::vector<int64_t> depth(groups.size());
+    for (size_t g = 0; g < groups.size(); ++g)
+      depth[g] = groups[g].parent < 0 ? 1 : depth[groups[g].parent] + 1;
+    auto units_saved = [&](uint32_t g) {
+      return int64_t{groups[g].shared_tokens} * (groups[g].end - groups[g].begin - 1);
+    };
+    std::vector<uint32_t> ranked(groups.size());
+    std::iota(ranked.begin(), ranked.end(), 0u);
+    const size_t n = std::min(groups.size(), kCandidates);
+    std::partial_sort(
+        ranked.begin(), ranked.begin() + n, ranked.end(), [&](uint32_t a, uint32_t b) {
+          return units_saved(a) != units_saved(b) ? units_saved(a) > units_saved(b) : a < b;
+        });
+    std::vector<int64_t> members(files_->size(), 0);
+    std::vector<size_t> seen_files;
+    for (size_t i = 0; i < n; ++i) {
+      const PlanGroup& g = groups[ranked[i]];
+      const Pending& first = *insert_order_[g.begin];
+      int64_t tokens = 0;
+      if (!SharedPromptTokens(first, *insert_order_[g.end - 1], &tokens) || tokens == 0) continue;
+      const uint64_t prefix = KeyPrefixHash(first.key, static_cast<size_t>(g.shared_tokens));
+      for (uint32_t k = g.begin; k < g.end; ++k)
+        if (members[insert_order_[k]->file]++ == 0) seen_files.push_back(insert_order_[k]->file);
+      for (size_t f : seen_files) {
+        if (members[f] >= 2) tallies_[f].Add(prefix, {tokens, members[f], depth[ranked[i]]});
+        members[f] = 0;
+      }
+      seen_files.clear();
+    }
+  }
+
+  // The common prompt-token prefix of two valid lines (false when one cannot be tokenized: it
+  // fails later, when it runs, with its own message).
+  bool SharedPromptTokens(const Pending& a, const Pending& b, int64_t* tokens) const {
+    std::vector<int> ids[2];
+    const Pending* lines[2] = {&a, &b};
+    for (int i = 0; i < 2; ++i) {
+      const std::string& name = (*files_)[lines[i]->file].name;
+      const jobs::BatchRequest r =
+          jobs::ParseBatchLine(lines[i]->req.body, static_cast<int>(lines[i]->req.line), name);
+      if (!r.error.empty() || !PromptIds(ctx_, r, name, &ids[i]).ok()) return false;
+    }
+    const auto [end, unused] =
+        std::mismatch(ids[0].begin(), ids[0].end(), ids[1].begin(), ids[1].end());
+    *tokens = end - ids[0].begin();
+    return true;
   }
 
   // Waits for the insert task (and any validation) and returns what the insert came to.
@@ -278,6 +344,8 @@ class Ingester {
   std::vector<std::unordered_map<uint64_t, int64_t>>
       first_line_;                                // per file: custom_id hash -> line
   static constexpr size_t kValidateBatch = 1024;  // lines per validation task
+  static constexpr size_t kCandidates = 32;       // groups per chunk measured in tokens
+  std::vector<jobs::SharedPrefixTally> tallies_;  // per file
   std::vector<Pending> chunk_;          // capacity opt_.chunk_lines, reserved: never reallocates
   size_t validated_ = 0;                // chunk_[0, validated_) are handed to validation tasks
   std::vector<Pending> inserting_;      // the previous chunk, being inserted by the task

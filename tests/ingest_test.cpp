@@ -12,7 +12,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "jobs/batch_request.h"
 #include "jobs/sha256.h"
+#include "jobs/shared_prefixes.h"
 #include "tests/test_util.h"
 #include "tests/tiny_context.h"
 
@@ -192,33 +194,36 @@ TEST_F(IngestTest, ValidationOnSeveralThreadsStoresWhatOneThreadStores) {
   }
 }
 
+// A job of nested shared prefixes, its lines interleaved: one system prompt over two templates
+// (12 requests of "Translate", t2-*, and 6 of "Summarize", t1-*), a second system prompt over 3
+// requests (s2-*) and a third over 1 (s3); documents differ from their first letter. Line 6 is
+// refused. Returns the valid lines by custom_id.
+std::map<std::string, std::string> WriteNestedJob(const std::string& path) {
+  std::map<std::string, std::string> lines;
+  std::ofstream f(path);
+  auto add = [&](const std::string& id, const std::string& system, const std::string& user) {
+    lines[id] = Line(id, system, user);
+    f << lines[id] << "\n";
+    if (lines.size() == 5) f << "{refused\n";
+  };
+  const std::string letters = "abcdefghijkl";
+  for (int i = 0; i < 12; ++i) {
+    const std::string doc = std::string(1, letters[i]) + " is the document.";
+    add("t2-" + std::to_string(i), "Alpha rules.", "Translate: " + doc);
+    if (i < 6) add("t1-" + std::to_string(i), "Alpha rules.", "Summarize: " + doc);
+    if (i < 3) add("s2-" + std::to_string(i), "Beta rules.", "Count: " + doc);
+  }
+  add("s3", "Gamma rules.", "Hello.");
+  return lines;
+}
+
 // Claim groups (issue 27): the stored plan groups, claimed one after another by a worker, are
 // the planned chunk cut along its prefix tree into groups of at most claim_group_max requests.
 TEST_F(IngestTest, ClaimGroupsFollowTheNestedPrefixes) {
   const std::string dir = testing::CurrentTestDir();
-  // One system prompt over two templates: 12 requests of one (more than C = 8: cut in 8 + 4),
-  // 6 of the other (whole); a second system prompt over 3 requests and a third over 1 (small:
-  // packed into one claim). Documents differ from their first letter; lines interleaved.
-  std::vector<std::pair<std::string, std::string>> lines;  // custom_id, line
-  const std::string letters = "abcdefghijkl";
-  for (int i = 0; i < 12; ++i) {
-    const std::string doc = std::string(1, letters[i]) + " is the document.";
-    lines.emplace_back("t2-" + std::to_string(i),
-                       Line("t2-" + std::to_string(i), "Alpha rules.", "Translate: " + doc));
-    if (i < 6)
-      lines.emplace_back("t1-" + std::to_string(i),
-                         Line("t1-" + std::to_string(i), "Alpha rules.", "Summarize: " + doc));
-    if (i < 3)
-      lines.emplace_back("s2-" + std::to_string(i),
-                         Line("s2-" + std::to_string(i), "Beta rules.", "Count: " + doc));
-  }
-  lines.emplace_back("s3", Line("s3", "Gamma rules.", "Hello."));
-  std::ofstream f(dir + "/nested.jsonl");
-  for (size_t i = 0; i < lines.size(); ++i) {
-    f << lines[i].second << "\n";
-    if (i == 4) f << "{refused\n";
-  }
-  f.close();
+  // C = 8: the 12 "Translate" requests are cut in 8 + 4, the 6 "Summarize" ones stay whole, the
+  // small second and third system prompts are packed into one claim.
+  WriteNestedJob(dir + "/nested.jsonl");
   std::unique_ptr<jobs::Store> store;
   ASSERT_TRUE(jobs::Store::Open(dir + "/q.db", &store).ok());
   IngestOptions opt;
@@ -250,6 +255,47 @@ TEST_F(IngestTest, ClaimGroupsFollowTheNestedPrefixes) {
   // The larger template first (the planner's order), then the smaller, then the small groups.
   EXPECT_EQ(claims, (std::vector<std::vector<std::string>>{ids("t2-", 0, 8), ids("t2-", 8, 12),
                                                            ids("t1-", 0, 6), small}));
+}
+
+// The job's largest shared-prefix groups, in prompt tokens, are recorded in its options beside
+// the submitter's keys (jobs/shared_prefixes.h, issue 29).
+TEST_F(IngestTest, TheLargestSharedPrefixesAreRecordedInTheJobsOptions) {
+  const std::string dir = testing::CurrentTestDir();
+  const std::map<std::string, std::string> lines = WriteNestedJob(dir + "/nested.jsonl");
+  std::unique_ptr<jobs::Store> store;
+  ASSERT_TRUE(jobs::Store::Open(dir + "/q.db", &store).ok());
+  std::vector<IngestedJob> out;
+  const Status st = IngestOne(store.get(), dir, "nested.jsonl", {}, &out);
+  ASSERT_TRUE(st.ok()) << st.message();
+  jobs::JobRecord job;
+  ASSERT_TRUE(store->GetJob(out[0].job.id, &job).ok());
+  EXPECT_EQ(job.options, out[0].job.options);
+  std::vector<jobs::SharedPrefix> groups;
+  ASSERT_TRUE(jobs::SharedPrefixesOf(job.options, &groups)) << job.options;
+  // The prompt tokens two lines share, as the engine gets them.
+  auto shared = [&](const std::string& a, const std::string& b) {
+    std::vector<int> ids[2];
+    for (int i = 0; i < 2; ++i) {
+      const jobs::BatchRequest r = jobs::ParseBatchLine(lines.at(i ? b : a), 1, "nested.jsonl");
+      EXPECT_TRUE(PromptIds(Context(), r, "nested.jsonl", &ids[i]).ok());
+    }
+    return int64_t(std::mismatch(ids[0].begin(), ids[0].end(), ids[1].begin(), ids[1].end()).first -
+                   ids[0].begin());
+  };
+  const int64_t header = shared("t2-0", "s3"), alpha = shared("t2-0", "t1-0");
+  const int64_t translate = shared("t2-0", "t2-11"), summarize = shared("t1-0", "t1-5");
+  EXPECT_LT(header, alpha);
+  EXPECT_LT(alpha, translate);
+  // Every valid request shares the chat format's opening; then the system prompts, then the
+  // templates inside the first one.
+  std::vector<jobs::SharedPrefix> expected = {{header, 22, 1},
+                                              {alpha, 18, 2},
+                                              {translate, 12, 3},
+                                              {summarize, 6, 3},
+                                              {shared("s2-0", "s2-2"), 3, 2}};
+  std::sort(expected.begin(), expected.end(),
+            [](const auto& x, const auto& y) { return x.Saved() > y.Saved(); });
+  EXPECT_EQ(groups, expected);
 }
 
 TEST_F(IngestTest, AFileChangedWhileReadRollsEverythingBackAndIsNamed) {
