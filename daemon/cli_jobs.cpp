@@ -309,8 +309,8 @@ int Report(const CLI::App* cmd, const ReportFlags& f) {
   std::error_code ec;
   fs::create_directories(f.out_dir, ec);
   const std::string path = (fs::path(f.out_dir) / (stem + ".report.html")).string();
-  if (Status st =
-          WriteFileDurably(path, jobs::report::RenderJobReport(sum, data, j.public_id, j.name));
+  if (Status st = WriteFileDurably(
+          path, jobs::report::RenderJobReport(sum, data, j.public_id, j.name, j.options));
       !st.ok())
     return Fail(cmd, st);
   if (!jobs::IsTerminal(j.status))

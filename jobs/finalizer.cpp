@@ -241,7 +241,8 @@ Status FinalizeJob(Store* store, int64_t job, const FinalizeTargets& targets, Jo
   if (s.errors.empty()) s.errors = targets.errors;
   if (with_report)
     LLMQ_RETURN_IF_ERROR(WriteFileDurably(
-        targets.report, report::RenderJobReport(s, collected, record.public_id, record.name),
+        targets.report,
+        report::RenderJobReport(s, collected, record.public_id, record.name, record.options),
         targets.mode));
   if (targets.summary.empty()) return Status::Ok();
   return WriteFileDurably(targets.summary, s.ToJson() + "\n", targets.mode);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "jobs/shared_prefixes.h"
 #include "tests/report_check.h"
 
 namespace llmq::jobs::report {
@@ -131,7 +132,8 @@ Job MakeJob() {
 
 TEST(JobReport, IsSoundSelfContainedAndShowsTheSummarysNumbers) {
   const Job j = MakeJob();
-  const std::string html = RenderJobReport(j.summary, j.data, "batch_0123", "docs & <more>.jsonl");
+  const std::string html =
+      RenderJobReport(j.summary, j.data, "batch_0123", "docs & <more>.jsonl", "{}");
   testing::ExpectSoundReport(html);
   testing::ExpectReportMatchesSummary(html, nlohmann::json::parse(j.summary.ToJson()));
   const auto n = testing::ReportNumbers(html);
@@ -143,6 +145,40 @@ TEST(JobReport, IsSoundSelfContainedAndShowsTheSummarysNumbers) {
   EXPECT_NE(html.find("<th>ITL p50</th>"), std::string::npos) << "the seed-004 table's ITL";
   EXPECT_NE(html.find("<td>64</td><td>20</td><td>1280</td>"), std::string::npos)
       << "20 requests reused a 64-token prefix, saving 1280 prompt tokens";
+  EXPECT_NE(html.find("ingested before the planner&#39;s groups were recorded"), std::string::npos)
+      << "options without prefix_groups: the cached-token grouping, and the note says why";
+}
+
+// A job whose planner groups ingest recorded (jobs/shared_prefixes.h): a chat opening shared by
+// all 40 requests, a system prompt over 30 of them, two templates inside it (20 and 10).
+TEST(JobReport, ShowsThePlannersSharedPrefixGroupsWhenRecorded) {
+  const Job j = MakeJob();
+  const std::string options = WithSharedPrefixes(
+      R"({"source":"inbox"})", {{500, 20, 3}, {300, 30, 2}, {450, 10, 3}, {4, 40, 1}});
+  const std::string html = RenderJobReport(j.summary, j.data, "batch_0123", "docs.jsonl", options);
+  testing::ExpectSoundReport(html);
+  const size_t at = html.find("<section id=\"prefixes\">");
+  ASSERT_NE(at, std::string::npos);
+  const std::string section = html.substr(at, html.find("</section>", at) - at);
+  EXPECT_NE(section.find("<th>nesting depth</th>"), std::string::npos) << section;
+  // shared tokens, requests, saved = shared x (requests - 1), depth; in the recorded order.
+  const std::vector<std::string> rows = {"<td>500</td><td>20</td><td>9500</td><td>3</td>",
+                                         "<td>300</td><td>30</td><td>8700</td><td>2</td>",
+                                         "<td>450</td><td>10</td><td>4050</td><td>3</td>",
+                                         "<td>4</td><td>40</td><td>156</td><td>1</td>"};
+  size_t last = 0;
+  for (const std::string& row : rows) {
+    const size_t found = section.find(row);
+    ASSERT_NE(found, std::string::npos) << row << "\n" << section;
+    EXPECT_GT(found, last) << row;
+    last = found;
+  }
+  EXPECT_EQ(section.find("<td>64</td><td>20</td><td>1280</td>"), std::string::npos)
+      << "not the cached-token grouping";
+  EXPECT_EQ(section.find("ingested before"), std::string::npos);
+  const std::string none =
+      RenderJobReport(j.summary, j.data, "batch_0123", "docs.jsonl", WithSharedPrefixes("{}", {}));
+  EXPECT_NE(none.find("No two requests of the job share a prompt prefix."), std::string::npos);
 }
 
 TEST(JobReport, TtftTableRisesWithPromptLength) {
@@ -167,14 +203,14 @@ TEST(JobReport, NonFiniteTimingsAreLeftOutNotFatal) {
   m.finished_at = 1000;
   j.data.Add(false, "{}", m);
   EXPECT_EQ(MeanBatchSizes(j.data.successes()).back(), -1);
-  const std::string html = RenderJobReport(j.summary, j.data, "batch_0123", "docs.jsonl");
+  const std::string html = RenderJobReport(j.summary, j.data, "batch_0123", "docs.jsonl", "{}");
   EXPECT_EQ(testing::XmlProblem(html), "");
 }
 
 TEST(JobReport, AJobWithoutResultsStillRendersEverySection) {
   JobSummary s;
   ReportCollector none;
-  const std::string html = RenderJobReport(s, none, "batch_x", "empty.jsonl");
+  const std::string html = RenderJobReport(s, none, "batch_x", "empty.jsonl", "");
   EXPECT_EQ(testing::XmlProblem(html), "");
   EXPECT_FALSE(testing::HasExternalReference(html));
   EXPECT_NE(html.find("No request failed."), std::string::npos);

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 
 #include "tests/browser.h"
@@ -46,6 +47,22 @@ void ExpectFailuresAddUp(const std::string& html, const json& summary) {
     if (key.rfind("failures.", 0) == 0) failures += value;
   EXPECT_EQ(failures, summary["failed"].get<double>());
   EXPECT_GE(summary["failed"].get<int>(), 1);
+}
+
+// The rows of the report's "Largest shared prefixes" table when it shows the planner's groups:
+// shared tokens, requests, prompt tokens saved, nesting depth.
+std::vector<std::vector<int64_t>> PlannerPrefixRows(const std::string& html) {
+  const size_t at = html.find("<section id=\"prefixes\">");
+  if (at == std::string::npos) return {};
+  const std::string section = html.substr(at, html.find("</section>", at) - at);
+  const std::regex row("<tr><td>(\\d+)</td><td>(\\d+)</td><td>(\\d+)</td><td>(\\d+)</td></tr>");
+  std::vector<std::vector<int64_t>> rows;
+  for (auto it = std::sregex_iterator(section.begin(), section.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    rows.emplace_back();
+    for (int k = 1; k <= 4; ++k) rows.back().push_back(std::stoll((*it)[k].str()));
+  }
+  return rows;
 }
 
 class ReportRunTest : public testing::TinyModelSuite {};
@@ -101,6 +118,21 @@ TEST_F(ReportRunTest, RunWritesTheReportBesideItsOutput) {
   ExpectFailuresAddUp(html, summary);
   EXPECT_EQ(testing::ReportNumbers(html).at("requests"), 25);
   EXPECT_NE(html.find("profile_seconds."), std::string::npos) << "--profile: the phases shown";
+  // The planner's groups, recorded at ingest: the instruction the 24 valid lines share saves the
+  // most (its 40 words are 40 tokens or more); groups of documents ("doc1", "doc10".."doc19") nest
+  // inside it.
+  const auto rows = PlannerPrefixRows(html);
+  ASSERT_GE(rows.size(), 2u) << html;
+  EXPECT_GE(rows[0][0], 40);
+  EXPECT_EQ(rows[0][1], 24);
+  EXPECT_EQ(rows[0][2], rows[0][0] * 23);
+  EXPECT_EQ(rows[0][3], 1);
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_GT(rows[i][0], rows[0][0]) << "nested: a longer prefix";
+    EXPECT_LT(rows[i][1], 24);
+    EXPECT_GE(rows[i][3], 2);
+    EXPECT_LE(rows[i][2], rows[i - 1][2]) << "largest saving first";
+  }
 
   const auto quiet = RunLlmq(
       {"run", dir + "/in.jsonl", "-o", dir + "/quiet.jsonl", "--model", model_, "--no-report"});

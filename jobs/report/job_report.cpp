@@ -7,6 +7,7 @@
 
 #include "jobs/report/html.h"
 #include "jobs/report/svg_plot.h"
+#include "jobs/shared_prefixes.h"
 
 namespace llmq::jobs::report {
 namespace {
@@ -277,9 +278,28 @@ std::string RelationSection(const std::string& id, const std::string& title,
   return Section(id, title, Figure(plot, caption) + Table(header, rows));
 }
 
-std::string PrefixSection(const std::vector<Timing>& ts) {
+// The planner's groups when ingest recorded them in the job's options (jobs/shared_prefixes.h);
+// for a job ingested before that, requests grouped by the prompt tokens they took from the cache.
+std::string PrefixSection(const std::vector<Timing>& ts, const std::string& job_options) {
+  std::vector<SharedPrefix> groups;
+  std::vector<std::vector<std::string>> cells;
+  if (SharedPrefixesOf(job_options, &groups)) {
+    for (const SharedPrefix& g : groups)
+      cells.push_back({Int(g.shared_tokens), Int(g.requests), Int(g.Saved()), Int(g.depth)});
+    std::string body = Note(
+        "The prefix planner's groups of requests sharing a prompt prefix, found at ingest; the "
+        "ten that save the most prompt tokens when their prefix is computed once (shared tokens "
+        "x (requests - 1)). Groups nest: depth 1 is a top-level group, depth 2 a group inside "
+        "one, and so on.");
+    body +=
+        cells.empty()
+            ? Note("No two requests of the job share a prompt prefix.")
+            : Table({"shared prefix (tokens)", "requests", "prompt tokens saved", "nesting depth"},
+                    cells);
+    return Section("prefixes", "Largest shared prefixes", body);
+  }
   // Requests that reused the same number of prompt tokens from the cache, taken as sharing a
-  // prefix of that length (the planner's groups are not stored).
+  // prefix of that length.
   std::map<int64_t, std::pair<int64_t, int64_t>> by_len;  // cached tokens -> (requests, saved)
   for (const Timing& t : ts)
     if (t.cached_tokens > 0) {
@@ -291,11 +311,11 @@ std::string PrefixSection(const std::vector<Timing>& ts) {
   std::stable_sort(rows.begin(), rows.end(),
                    [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
   if (rows.size() > 10) rows.resize(10);
-  std::vector<std::vector<std::string>> cells;
   for (const auto& [len, v] : rows) cells.push_back({Int(len), Int(v.first), Int(v.second)});
   std::string body = Note(
-      "Requests grouped by the length of the prompt prefix they took from the prefix cache "
-      "(a block-aligned shared prefix); the ten that saved the most prompt tokens.");
+      "This job was ingested before the planner's groups were recorded: requests grouped by the "
+      "length of the prompt prefix they took from the prefix cache (a block-aligned shared "
+      "prefix); the ten that saved the most prompt tokens.");
   body += cells.empty()
               ? Note("No request reused a cached prefix.")
               : Table({"shared prefix (tokens)", "requests", "prompt tokens saved"}, cells);
@@ -432,7 +452,8 @@ std::vector<double> MeanBatchSizes(const std::vector<Timing>& ts) {
 }
 
 std::string RenderJobReport(const JobSummary& summary, const ReportCollector& data,
-                            const std::string& job_id, const std::string& job_name) {
+                            const std::string& job_id, const std::string& job_name,
+                            const std::string& job_options) {
   const std::vector<Timing>& ts = data.successes();
   std::vector<double> prompt, ttft, batch, itl;
   AlsoPerBucket itl_by_prompt{"ITL", {}, {}};  // the seed-004 table: ITL flat as TTFT rises
@@ -467,7 +488,7 @@ std::string RenderJobReport(const JobSummary& summary, const ReportCollector& da
                           "ITL", batch, itl,
                           "Mean inter-token latency of each request with two tokens or more "
                           "against the mean number of requests running during its decode.");
-  html += PrefixSection(ts);
+  html += PrefixSection(ts, job_options);
   html += ProfileSection(summary);
   return html + "</body></html>\n";
 }

@@ -3,7 +3,7 @@
 // the plots are inline SVG (svg_plot.h); readable without JavaScript.
 // Sections: the summary, throughput over time, the distributions of queue time / TTFT / ITL /
 // latency (p50 / p95 / p99 marked), TTFT against prompt length and ITL against batch size (plot
-// and table), prefix-cache reuse, failures by reason, the per-phase profile when recorded.
+// and table), the largest shared prefixes, failures by reason, the per-phase profile when recorded.
 //
 // Numbers: the summary's (JobSummary, as FinalizeJob / SummarizeJob computed it) are shown as
 // they are, each in an element with data-key (the summary JSON's key) and data-value (the exact
@@ -54,9 +54,12 @@ class ReportCollector {
   std::vector<Failure> failures_;  // in order of first appearance
 };
 
-// The whole HTML document. `job_id` / `job_name`: the job's batch_ id and file name.
+// The whole HTML document. `job_id` / `job_name` / `job_options`: the job's batch_ id, file name
+// and options (JobRecord::options: the largest shared prefixes come from its "prefix_groups",
+// jobs/shared_prefixes.h; without it, from the cached tokens of the results).
 std::string RenderJobReport(const JobSummary& summary, const ReportCollector& data,
-                            const std::string& job_id, const std::string& job_name);
+                            const std::string& job_id, const std::string& job_name,
+                            const std::string& job_options);
 
 // The report's derived series, exposed for the tests.
 struct Bucket {
