@@ -70,10 +70,14 @@ struct LlmqConfig {
   // than in the file); "" (the default): the SQLite file <state_dir>/queue.db.
   std::string queue_url;
   // metrics (llmq serve, daemon/metrics.h):
-  std::string metrics_textfile;         // metrics.textfile: "" = <state_dir>/metrics/llmq.prom
-  double metrics_interval_seconds = 5;  // metrics.interval_seconds: how often it is rewritten
-  // metrics.http_port: llmq serve answers GET /metrics on 127.0.0.1:PORT (the textfile's
-  // exposition, daemon/metrics_http.h); 0 (the default): off. Read at start-up.
+  std::string metrics_textfile;  // metrics.textfile: "" = <state_dir>/metrics/llmq.prom
+  // metrics.interval_seconds: how often the textfile is rewritten, and the status page (GET / on
+  // metrics.http_port) rendered; the page refreshes itself at the same pace.
+  double metrics_interval_seconds = 5;
+  // metrics.http_port: llmq serve answers on 127.0.0.1:PORT (daemon/metrics_http.h): GET /metrics
+  // the textfile's exposition, GET / the status page (daemon/status_page.h: jobs with progress
+  // and ETA, this daemon, links to the finished jobs' reports), GET /reports/<job id> a finished
+  // job's report from outbox/. 0 (the default): off. Read at start-up.
   int metrics_http_port = 0;
   // metrics.job_reports: each finished job's report (jobs/report/job_report.h), written beside
   // its results: llmq serve's outbox/<name>.report.html, llmq run's <output stem>.report.html.
