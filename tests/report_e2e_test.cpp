@@ -67,26 +67,18 @@ std::vector<std::vector<int64_t>> PlannerPrefixRows(const std::string& html) {
 
 class ReportRunTest : public testing::TinyModelSuite {};
 
-// Chromium shows the report as written: every <svg> drawn (a shape of non-zero size), no empty
-// path, every section's heading in the text, no request but the file itself, no console or page
-// error; with JavaScript off the same (the report has none). A screenshot of the whole page is
-// taken (kept in the test's folder: build/tests/tmp/...).
-TEST_F(ReportRunTest, ChromiumDrawsEveryPlotOfTheReport) {
-  if (const std::string missing = testing::MissingBrowser(); !missing.empty())
-    LLMQ_SKIP_OR_FAIL_MISSING(missing);
-  const std::string dir = testing::TmpDir("report_chromium");
-  std::ofstream(dir + "/in.jsonl") << Job();
-  const auto r =
-      RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/out.jsonl", "--model", model_, "--profile"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string html = ReadText(dir + "/out.report.html");
+// Chromium shows the report at `path` as written: every <svg> drawn (a shape of non-zero size), no
+// empty path, every section's heading in the text, no request but the file itself, no console or
+// page error; with JavaScript off the same (the report has none). A screenshot of the whole page
+// is taken to `screenshot`. Returns the number of plots.
+int ExpectChromiumDrawsEverySection(const std::string& path, const std::string& screenshot) {
+  const std::string html = ReadText(path);
   int plots = 0;
   for (size_t at = 0; (at = html.find("<svg", at)) != std::string::npos; ++at) ++plots;
-  ASSERT_EQ(plots, 7);
-  const std::string url = "file://" + dir + "/out.report.html";
+  const std::string url = "file://" + path;
   json pages;
-  ASSERT_TRUE(testing::LoadPages({{url, dir + "/report.png", true}, {url, "", false}}, &pages));
-  ASSERT_EQ(pages.size(), 2u);
+  EXPECT_TRUE(testing::LoadPages({{url, screenshot, true}, {url, "", false}}, &pages));
+  EXPECT_EQ(pages.size(), 2u);
   for (const json& p : pages) {
     EXPECT_EQ(p["console_errors"], json::array()) << p["console_errors"];
     EXPECT_EQ(p["page_errors"], json::array()) << p["page_errors"];
@@ -95,11 +87,24 @@ TEST_F(ReportRunTest, ChromiumDrawsEveryPlotOfTheReport) {
     EXPECT_EQ(p["drawn_svgs"], plots) << "a plot the browser draws nothing of";
     EXPECT_EQ(p["empty_paths"], 0);
     const std::string text = p["text"].get<std::string>();
-    for (const char* heading : {"Summary", "Failures", "Throughput", "TTFT", "ITL", "profile"})
+    for (const char* heading : {"Summary", "Failures", "Throughput", "Distributions", "TTFT", "ITL",
+                                "Largest shared prefixes", "profile"})
       EXPECT_NE(text.find(heading), std::string::npos) << heading;
     EXPECT_GT(p["height"].get<int>(), 2000) << "the sections laid out one after another";
   }
-  ASSERT_TRUE(fs::exists(dir + "/report.png"));
+  EXPECT_TRUE(fs::exists(screenshot));
+  return plots;
+}
+
+TEST_F(ReportRunTest, ChromiumDrawsEveryPlotOfTheReport) {
+  if (const std::string missing = testing::MissingBrowser(); !missing.empty())
+    LLMQ_SKIP_OR_FAIL_MISSING(missing);
+  const std::string dir = testing::TmpDir("report_chromium");
+  std::ofstream(dir + "/in.jsonl") << Job();
+  const auto r =
+      RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/out.jsonl", "--model", model_, "--profile"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ExpectChromiumDrawsEverySection(dir + "/out.report.html", dir + "/report.png"), 7);
   EXPECT_GT(fs::file_size(dir + "/report.png"), 50000u) << "a page of plots, not a blank one";
 }
 
@@ -183,6 +188,33 @@ TEST_F(ReportServeTest, ServeWritesEachJobsReportAndLlmqReportWritesItAgain) {
   const auto missing = testing::RunLlmqWith({}, {"report", "nope.jsonl", "--config", config_});
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.err.find("nope.jsonl"), std::string::npos) << missing.err;
+}
+
+// What scripts/demo does (issue 29, done when 1): the sample job (jobs/examples/sample.jsonl)
+// dropped into llmq serve's inbox, the daemon stopped, then `llmq report` writes the job's report
+// and prints its path; the report opens in Chromium with every section drawn.
+TEST_F(ReportServeTest, TheDemosSampleJobsReportOpensInChromiumWithEverySectionDrawn) {
+  if (const std::string missing = testing::MissingBrowser(); !missing.empty())
+    LLMQ_SKIP_OR_FAIL_MISSING(missing);
+  Start();
+  Drop("sample.jsonl", ReadText(std::string(LLMQ_SOURCE_DIR) + "/jobs/examples/sample.jsonl"));
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return StatusOf("sample.jsonl").value("status", "") == "completed"; }, 60))
+      << Log();
+  EXPECT_EQ(Stop(), 0) << Log();
+  const auto r = testing::RunLlmqWith(
+      {}, {"report", "sample.jsonl", "-o", dir_ + "/reports", "--config", config_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string path = dir_ + "/reports/sample.report.html";
+  EXPECT_EQ(r.out, path + "\n");
+  const std::string html = ReadText(path);
+  EXPECT_FALSE(PlannerPrefixRows(html).empty()) << "the sample's shared instructions\n" << html;
+  // LoadPages wipes the test's own folder (it works there): the report is looked at from a
+  // folder of its own.
+  const std::string apart = testing::TmpDir("report_sample_chromium");
+  std::ofstream(apart + "/sample.report.html") << html;
+  EXPECT_EQ(ExpectChromiumDrawsEverySection(apart + "/sample.report.html", apart + "/sample.png"),
+            7);
 }
 
 TEST_F(ReportServeTest, NoReportWhenSwitchedOff) {
