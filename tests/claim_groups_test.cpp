@@ -29,8 +29,8 @@ Plan Hand(uint32_t n, std::vector<PlanGroup> groups) {
 }
 
 // The rule's invariants: the chunks cover the order in order without gaps (a partition into
-// consecutive ranges), none is empty or over C, none splits a group of at most C requests, and no
-// chunk crosses a group's boundary (it lies inside the group, holds it whole, or is apart).
+// consecutive ranges), none is empty or over C, none splits a group of at most C requests, and a
+// chunk crosses the boundary of a larger group only while it holds fewer than C / 2 requests.
 void ExpectInvariants(const Plan& plan, uint32_t c, const std::vector<ClaimChunk>& chunks) {
   const uint32_t n = static_cast<uint32_t>(plan.order.size());
   uint32_t at = 0;
@@ -46,12 +46,16 @@ void ExpectInvariants(const Plan& plan, uint32_t c, const std::vector<ClaimChunk
     for (const ClaimChunk& ch : chunks) {
       const bool apart = ch.end <= grp.begin || grp.end <= ch.begin;
       const bool whole = ch.begin <= grp.begin && grp.end <= ch.end;
-      const bool inside = grp.begin <= ch.begin && ch.end <= grp.end;
-      EXPECT_TRUE(apart || whole || inside)
-          << "chunk [" << ch.begin << ", " << ch.end << ") crosses group " << g;
       if (grp.end - grp.begin <= c) {
         EXPECT_TRUE(apart || whole) << "group " << g << " split";
+        continue;
       }
+      for (uint32_t b : {grp.begin, grp.end})
+        if (ch.begin < b && b < ch.end) {
+          EXPECT_LT(2 * (b - ch.begin), c)
+              << "chunk [" << ch.begin << ", " << ch.end << ") crosses group " << g << " at " << b
+              << " holding half of C already";
+        }
     }
   }
 }
@@ -80,11 +84,31 @@ TEST(ClaimChunks, SmallTopLevelGroupsStayWholeAndArePackedTogether) {
   EXPECT_EQ(Ranges(Checked(p, 4)), (Chunks{{0, 3}, {3, 5}, {5, 9}}));
 }
 
-TEST(ClaimChunks, AGroupLargerThanCWithoutChildrenIsCutAlone) {
-  // Ungrouped 0, 1; a group of 7 identical prompts [2, 9); ungrouped 9. C = 3.
-  const Plan p = Hand(10, {{2, 9, 16, -1}});
-  EXPECT_EQ(Ranges(Checked(p, 3)), (Chunks{{0, 2}, {2, 5}, {5, 8}, {8, 9}, {9, 10}}))
-      << "the group's chunks hold nothing of its neighbours";
+TEST(ClaimChunks, AGroupLargerThanCWithoutChildrenIsCutInOrder) {
+  // Ungrouped 0, 1; a group of 7 identical prompts [2, 9); ungrouped 9, 10, 11. C = 3.
+  const Plan p = Hand(12, {{2, 9, 16, -1}});
+  // [0, 2) holds 2 >= 3 / 2: cut at the group's start; the group's last request alone would be
+  // a tiny chunk: it takes what follows.
+  EXPECT_EQ(Ranges(Checked(p, 3)), (Chunks{{0, 2}, {2, 5}, {5, 8}, {8, 11}, {11, 12}}));
+  // C = 4: [0, 2) holds half of C: cut; 7 = 4 + 3, and 3 >= 2: cut at the group's end.
+  EXPECT_EQ(Ranges(Checked(p, 4)), (Chunks{{0, 2}, {2, 6}, {6, 9}, {9, 12}}));
+  // C = 5: [0, 2) holds less than half: it takes the group's first requests.
+  EXPECT_EQ(Ranges(Checked(p, 5)), (Chunks{{0, 5}, {5, 9}, {9, 12}}));
+}
+
+TEST(ClaimChunks, AChainOfNestedGroupsIsCutIntoHalfFullChunks) {
+  // Prompts each extending the last (a conversation turn by turn): group i = [i, 300) inside
+  // group i - 1. C = 64: the groups of 64 or fewer, [236, 300), are one item; before them every
+  // request is its own item in its own large group, packed until half of C.
+  std::vector<PlanGroup> chain;
+  for (uint32_t i = 0; i + 1 < 300; ++i)
+    chain.push_back({i, 300, static_cast<int32_t>(16 * (i + 1)), static_cast<int32_t>(i) - 1});
+  const std::vector<ClaimChunk> chunks = Checked(Hand(300, chain), 64);
+  Chunks expected;
+  for (uint32_t b = 0; b < 224; b += 32) expected.emplace_back(b, b + 32);
+  expected.emplace_back(224, 236);  // 12 < 32: the next item (64) does not fit
+  expected.emplace_back(236, 300);
+  EXPECT_EQ(Ranges(chunks), expected);
 }
 
 TEST(ClaimChunks, ALargeGroupIsSplitAlongItsChildren) {
@@ -100,6 +124,20 @@ TEST(ClaimChunks, ALargeGroupIsSplitAlongItsChildren) {
   EXPECT_EQ(Ranges(Checked(p, 6)), (Chunks{{0, 4}, {4, 10}, {10, 12}}));
   // C = 12: the plan is one chunk.
   EXPECT_EQ(Ranges(Checked(p, 12)), (Chunks{{0, 12}}));
+}
+
+TEST(ClaimChunks, IdenticalPromptsArePlannedThenCutInOrder) {
+  // Ten identical prompts (one group, no children) and one other sharing nothing, C = 4.
+  std::vector<std::vector<int32_t>> prompts(10, {1, 2, 3, 4});
+  prompts.insert(prompts.begin() + 3, {9, 9});
+  const std::vector<std::span<const int32_t>> spans(prompts.begin(), prompts.end());
+  const StatusOr<Plan> plan = PlanPrefixes(spans, 1);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan.value().groups.size(), 1u);
+  EXPECT_EQ(Ranges(Checked(plan.value(), 4)), (Chunks{{0, 4}, {4, 8}, {8, 10}, {10, 11}}));
+  // The group's chunks take its requests in input order (the planner keeps identical prompts so).
+  EXPECT_EQ(std::vector<uint32_t>(plan.value().order.begin(), plan.value().order.begin() + 4),
+            (std::vector<uint32_t>{0, 1, 2, 4}));
 }
 
 TEST(ClaimChunks, OneRequestPerChunkAtCOne) {

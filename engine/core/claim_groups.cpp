@@ -3,6 +3,7 @@
 // current position is kept with one pass over them. The small groups on the stack are a suffix of
 // it (a group inside a small one is small too); the outermost of them is the item at the position,
 // else the request itself is; the item's run is the innermost large group below it (or the root).
+// The item then joins the last chunk or starts one (see the header).
 #include "engine/core/claim_groups.h"
 
 #include <algorithm>
@@ -20,7 +21,7 @@ std::vector<ClaimChunk> ClaimChunks(const Plan& plan, uint32_t max_requests) {
   std::vector<ClaimChunk> chunks;
   std::vector<int32_t> open;  // the groups holding position k, outermost first
   size_t g = 0;               // groups[g] is the next group not yet reached
-  int32_t run = -2;           // the large node (-1: the root) whose items the last chunk packs
+  int32_t run = -2;           // the previous item's run: a large node (-1: the root)
   uint32_t filled = 0;        // requests in the last chunk
   for (uint32_t k = 0; k < n;) {
     while (!open.empty() && groups[open.back()].end <= k) open.pop_back();
@@ -29,19 +30,20 @@ std::vector<ClaimChunk> ClaimChunks(const Plan& plan, uint32_t max_requests) {
     size_t s = open.size();
     while (s > 0 && small(open[s - 1])) --s;
     uint32_t end = k + 1;
-    int32_t context = open.empty() ? -1 : open.back();
+    int32_t item_run = open.empty() ? -1 : open.back();
     if (s < open.size()) {
       end = groups[open[s]].end;
-      context = s > 0 ? open[s - 1] : -1;
+      item_run = s > 0 ? open[s - 1] : -1;
     }
-    if (chunks.empty() || context != run || filled + (end - k) > c) {
+    if (chunks.empty() || filled + (end - k) > c ||
+        (item_run != run && 2 * uint64_t{filled} >= c)) {
       chunks.push_back({k, end});
-      run = context;
       filled = end - k;
     } else {
       chunks.back().end = end;
       filled += end - k;
     }
+    run = item_run;
     while (g < groups.size() && groups[g].begin < end) ++g;  // inside the item: never cut
     k = end;
   }

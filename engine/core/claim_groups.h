@@ -6,19 +6,21 @@
 // The rule, for a maximum chunk size C (>= 1; 0 is taken as 1):
 //  - The plan's requests are seen as a tree: the root holds every request, each PlanGroup is a
 //    node, a request belongs directly to the innermost group containing it (ungrouped requests:
-//    to the root). A node is "small" when it holds at most C requests, else "large".
-//  - A small node is never split: it lies whole inside one chunk.
-//  - A large node (the root when the plan has more than C requests) is cut: its items, in plan
-//    order, are the requests directly in it and its children. A large child is cut the same way
-//    and its chunks hold nothing of its siblings; each maximal run of the other items (requests
-//    and small children between two large children, or before the first, or after the last) is
-//    packed greedily: a chunk takes items while they fit in C, the next item that does not fit
-//    starts a new chunk.
-// Hence a chunk either lies inside one large node's run of items, or is the whole plan. A chunk
-// never holds part of a group and part of another outside it: it holds whole small groups (for
-// example, several small top-level groups side by side, which fills a claim rather than making
-// tiny ones), or requests and small children of one large group. The last chunk of a run may be
-// small (greedy, not balanced): simple and deterministic.
+//    to the root). A node is "small" when it holds at most C requests, else "large". A plan of
+//    at most C requests is one chunk.
+//  - Items: the plan is read in order as a sequence of items, each either a small node whose
+//    parent is large (taken whole: a small group is never split) or a request directly in a
+//    large node. An item's "run" is the innermost large node holding it.
+//  - Greedy packing: a chunk takes items in order; the next item starts a new chunk when it does
+//    not fit (the chunk would exceed C), or when its run differs from the previous item's (the
+//    boundary of a large group lies between them) and the chunk already holds at least half of
+//    C (2 * size >= C).
+// So a large group is split along its children: its own requests and small children are packed
+// together, a large child is cut the same way, and a chunk crosses a large group's boundary only
+// while it holds fewer than C / 2 requests, to fill a chunk that would otherwise stay tiny (the
+// last requests of one large group then share a claim with what follows, the members of a chain
+// of nested groups, prompts each extending the last, share claims of C / 2 or more). Small groups
+// side by side (several small system prompts) are packed into one chunk as far as they fit.
 // Smaller C balances work across workers more finely; larger C means fewer claims.
 #pragma once
 
