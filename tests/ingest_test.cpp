@@ -15,6 +15,7 @@
 #include "jobs/batch_request.h"
 #include "jobs/sha256.h"
 #include "jobs/shared_prefixes.h"
+#include "tests/pg_server.h"
 #include "tests/test_util.h"
 #include "tests/tiny_context.h"
 
@@ -217,85 +218,111 @@ std::map<std::string, std::string> WriteNestedJob(const std::string& path) {
   return lines;
 }
 
-// Claim groups (issue 27): the stored plan groups, claimed one after another by a worker, are
-// the planned chunk cut along its prefix tree into groups of at most claim_group_max requests.
-TEST_F(IngestTest, ClaimGroupsFollowTheNestedPrefixes) {
-  const std::string dir = testing::CurrentTestDir();
-  // C = 8: the 12 "Translate" requests are cut in 8 + 4, the 6 "Summarize" ones stay whole, the
-  // small second and third system prompts are packed into one claim.
-  WriteNestedJob(dir + "/nested.jsonl");
-  std::unique_ptr<jobs::Store> store;
-  ASSERT_TRUE(jobs::Store::Open(dir + "/q.db", &store).ok());
-  IngestOptions opt;
-  opt.claim_group_max = 8;
-  std::vector<IngestedJob> out;
-  const Status st = IngestOne(store.get(), dir, "nested.jsonl", opt, &out);
-  ASSERT_TRUE(st.ok()) << st.message();
-  EXPECT_EQ(out[0].refused, 1);
-
-  jobs::WorkerInfo w;
-  w.id = "w1";
-  ASSERT_TRUE(store->RegisterWorker(w).ok());
-  std::vector<std::vector<std::string>> claims;
-  for (;;) {
-    jobs::Claim c;
-    ASSERT_TRUE(store->ClaimNextGroup("w1", 600, 1000, &c).ok());
-    if (c.requests.empty()) break;
-    EXPECT_EQ(c.plan_group, c.requests[0].plan_rank) << "named by its first request's rank";
-    claims.emplace_back();
-    for (const jobs::PendingRequest& r : c.requests) claims.back().push_back(r.custom_id);
+// The nested job (WriteNestedJob) ingested into the queue at `location` with claim groups of at
+// most 8 requests, then checked: its claim groups, and its shared prefixes in its options.
+class NestedJobTest : public IngestTest {
+ protected:
+  void SetUp() override { dir_ = testing::CurrentTestDir(); }
+  void Ingest(const std::string& location) {
+    lines_ = WriteNestedJob(dir_ + "/nested.jsonl");
+    ASSERT_TRUE(jobs::Store::Open(location, &store_).ok());
+    IngestOptions opt;
+    opt.claim_group_max = 8;
+    std::vector<IngestedJob> out;
+    const Status st = IngestOne(store_.get(), dir_, "nested.jsonl", opt, &out);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(out[0].refused, 1);
+    job_ = out[0].job;
   }
-  auto ids = [](const std::string& stem, int from, int to) {
-    std::vector<std::string> v;
-    for (int i = from; i < to; ++i) v.push_back(stem + std::to_string(i));
-    return v;
-  };
-  std::vector<std::string> small = ids("s2-", 0, 3);
-  small.push_back("s3");
-  // The larger template first (the planner's order), then the smaller, then the small groups.
-  EXPECT_EQ(claims, (std::vector<std::vector<std::string>>{ids("t2-", 0, 8), ids("t2-", 8, 12),
-                                                           ids("t1-", 0, 6), small}));
-}
 
-// The job's largest shared-prefix groups, in prompt tokens, are recorded in its options beside
-// the submitter's keys (jobs/shared_prefixes.h, issue 29).
-TEST_F(IngestTest, TheLargestSharedPrefixesAreRecordedInTheJobsOptions) {
-  const std::string dir = testing::CurrentTestDir();
-  const std::map<std::string, std::string> lines = WriteNestedJob(dir + "/nested.jsonl");
-  std::unique_ptr<jobs::Store> store;
-  ASSERT_TRUE(jobs::Store::Open(dir + "/q.db", &store).ok());
-  std::vector<IngestedJob> out;
-  const Status st = IngestOne(store.get(), dir, "nested.jsonl", {}, &out);
-  ASSERT_TRUE(st.ok()) << st.message();
-  jobs::JobRecord job;
-  ASSERT_TRUE(store->GetJob(out[0].job.id, &job).ok());
-  EXPECT_EQ(job.options, out[0].job.options);
-  std::vector<jobs::SharedPrefix> groups;
-  ASSERT_TRUE(jobs::SharedPrefixesOf(job.options, &groups)) << job.options;
+  // Claim groups (issue 27): the stored plan groups, claimed one after another by a worker, are
+  // the planned chunk cut along its prefix tree into groups of at most 8 requests: the 12
+  // "Translate" requests in 8 + 4, the 6 "Summarize" ones whole, the small second and third system
+  // prompts packed into one claim.
+  void ExpectClaimGroups() {
+    jobs::WorkerInfo w;
+    w.id = "w1";
+    ASSERT_TRUE(store_->RegisterWorker(w).ok());
+    std::vector<std::vector<std::string>> claims;
+    for (;;) {
+      jobs::Claim c;
+      ASSERT_TRUE(store_->ClaimNextGroup("w1", 600, 1000, &c).ok());
+      if (c.requests.empty()) break;
+      EXPECT_EQ(c.plan_group, c.requests[0].plan_rank) << "named by its first request's rank";
+      claims.emplace_back();
+      for (const jobs::PendingRequest& r : c.requests) claims.back().push_back(r.custom_id);
+    }
+    auto ids = [](const std::string& stem, int from, int to) {
+      std::vector<std::string> v;
+      for (int i = from; i < to; ++i) v.push_back(stem + std::to_string(i));
+      return v;
+    };
+    std::vector<std::string> small = ids("s2-", 0, 3);
+    small.push_back("s3");
+    // The larger template first (the planner's order), then the smaller, then the small groups.
+    EXPECT_EQ(claims, (std::vector<std::vector<std::string>>{ids("t2-", 0, 8), ids("t2-", 8, 12),
+                                                             ids("t1-", 0, 6), small}));
+  }
+
+  // The job's largest shared-prefix groups, in prompt tokens, are recorded in its options
+  // (jobs/shared_prefixes.h, issue 29).
+  void ExpectSharedPrefixes() {
+    jobs::JobRecord job;
+    ASSERT_TRUE(store_->GetJob(job_.id, &job).ok());
+    EXPECT_EQ(job.options, job_.options);
+    std::vector<jobs::SharedPrefix> groups;
+    ASSERT_TRUE(jobs::SharedPrefixesOf(job.options, &groups)) << job.options;
+    const int64_t header = Shared("t2-0", "s3"), alpha = Shared("t2-0", "t1-0");
+    const int64_t translate = Shared("t2-0", "t2-11"), summarize = Shared("t1-0", "t1-5");
+    EXPECT_LT(header, alpha);
+    EXPECT_LT(alpha, translate);
+    // Every valid request shares the chat format's opening; then the system prompts, then the
+    // templates inside the first one.
+    std::vector<jobs::SharedPrefix> expected = {{header, 22, 1},
+                                                {alpha, 18, 2},
+                                                {translate, 12, 3},
+                                                {summarize, 6, 3},
+                                                {Shared("s2-0", "s2-2"), 3, 2}};
+    std::sort(expected.begin(), expected.end(),
+              [](const auto& x, const auto& y) { return x.Saved() > y.Saved(); });
+    EXPECT_EQ(groups, expected);
+  }
+
   // The prompt tokens two lines share, as the engine gets them.
-  auto shared = [&](const std::string& a, const std::string& b) {
+  int64_t Shared(const std::string& a, const std::string& b) const {
     std::vector<int> ids[2];
     for (int i = 0; i < 2; ++i) {
-      const jobs::BatchRequest r = jobs::ParseBatchLine(lines.at(i ? b : a), 1, "nested.jsonl");
+      const jobs::BatchRequest r = jobs::ParseBatchLine(lines_.at(i ? b : a), 1, "nested.jsonl");
       EXPECT_TRUE(PromptIds(Context(), r, "nested.jsonl", &ids[i]).ok());
     }
     return int64_t(std::mismatch(ids[0].begin(), ids[0].end(), ids[1].begin(), ids[1].end()).first -
                    ids[0].begin());
-  };
-  const int64_t header = shared("t2-0", "s3"), alpha = shared("t2-0", "t1-0");
-  const int64_t translate = shared("t2-0", "t2-11"), summarize = shared("t1-0", "t1-5");
-  EXPECT_LT(header, alpha);
-  EXPECT_LT(alpha, translate);
-  // Every valid request shares the chat format's opening; then the system prompts, then the
-  // templates inside the first one.
-  std::vector<jobs::SharedPrefix> expected = {{header, 22, 1},
-                                              {alpha, 18, 2},
-                                              {translate, 12, 3},
-                                              {summarize, 6, 3},
-                                              {shared("s2-0", "s2-2"), 3, 2}};
-  std::sort(expected.begin(), expected.end(),
-            [](const auto& x, const auto& y) { return x.Saved() > y.Saved(); });
-  EXPECT_EQ(groups, expected);
+  }
+
+  std::string dir_;
+  std::map<std::string, std::string> lines_;
+  std::unique_ptr<jobs::Store> store_;
+  jobs::JobRecord job_;
+};
+
+TEST_F(NestedJobTest, ClaimGroupsFollowTheNestedPrefixes) {
+  Ingest(dir_ + "/q.db");
+  ExpectClaimGroups();
+}
+
+TEST_F(NestedJobTest, TheLargestSharedPrefixesAreRecordedInTheJobsOptions) {
+  Ingest(dir_ + "/q.db");
+  ExpectSharedPrefixes();
+}
+
+// The same on a PostgreSQL queue (the options set inside the ingest's transaction; claims taken
+// with FOR UPDATE SKIP LOCKED).
+TEST_F(NestedJobTest, PostgresQueueStoresTheSameClaimGroupsAndSharedPrefixes) {
+  testing::PgTestDatabase db;
+  LLMQ_SKIP_WITHOUT_POSTGRES(db);
+  Ingest(db.url());
+  ExpectSharedPrefixes();
+  ExpectClaimGroups();
 }
 
 TEST_F(IngestTest, AFileChangedWhileReadRollsEverythingBackAndIsNamed) {
