@@ -1,6 +1,8 @@
 // Ingest: accepting job files into the store. Every line is validated by the shared code path
 // (jobs::ParseBatchLine, duplicate custom_ids, PlanKey); the requests of all the files of one call
-// get plan ranks from the prefix planner, so files sharing a system prompt are grouped together;
+// get plan ranks from the prefix planner, so files sharing a system prompt are grouped together,
+// and claim groups cut along its prefix tree (IngestOptions::claim_group_max); each job's largest
+// shared-prefix groups are recorded in its options ("prefix_groups", jobs/shared_prefixes.h);
 // the jobs and all their requests go in ONE transaction (a crash leaves all or nothing). A refused
 // line is stored already finished, with its error output line. Memory is bounded whatever the
 // size of the files: lines are read, planned and inserted a chunk at a time (requests sharing a
