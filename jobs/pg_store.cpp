@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -333,14 +334,20 @@ Status PgStore::LockForWrite() {
   LLMQ_RETURN_IF_ERROR(
       Run(kLockForWrite, Params().Add(kWriteLockKey), "cannot take the queue's write lock"));
   write_locked_ = true;
+  wrote_ = true;
   return Status::Ok();
 }
 
-Status PgStore::Begin() {
+Status PgStore::BeginUnlocked() {
   LLMQ_CHECK(!InTransaction());
   if (PQstatus(conn_) == CONNECTION_BAD) LLMQ_RETURN_IF_ERROR(Reconnect());
   LLMQ_RETURN_IF_ERROR(Exec("BEGIN", "cannot begin a write transaction"));
   txn_open_ = true;
+  return Status::Ok();
+}
+
+Status PgStore::Begin() {
+  LLMQ_RETURN_IF_ERROR(BeginUnlocked());
   if (Status s = LockForWrite(); !s.ok()) {
     Rollback();
     return s;
@@ -365,7 +372,7 @@ Status PgStore::Commit() {
                            ": commit: a statement of this transaction failed; it was rolled back");
   }
   int64_t bumped = -1;
-  if (write_locked_) {  // DataVersion: others see that this transaction wrote
+  if (wrote_) {  // DataVersion: others see that this transaction wrote
     Rows r;
     if (Status s = Run(kBumpDataVersion, Params(), "cannot count the commit", &r); !s.ok()) {
       Rollback();
@@ -379,6 +386,7 @@ Status PgStore::Commit() {
     return s;
   }
   write_locked_ = false;
+  wrote_ = false;
   txn_open_ = false;
   if (std::strcmp(PQcmdStatus(r.raw()), "COMMIT") != 0)
     return Status::IoError(location_ + ": commit: the server rolled the transaction back");
@@ -394,6 +402,7 @@ Status PgStore::Commit() {
 void PgStore::Rollback() {
   const bool open = InTransaction();
   write_locked_ = false;
+  wrote_ = false;
   txn_open_ = false;
   // Best effort: a transaction on a lost connection is gone already.
   if (open && PQstatus(conn_) == CONNECTION_OK) Exec("ROLLBACK", "rollback").IgnoreError();
@@ -405,6 +414,16 @@ Status PgStore::Transaction(const std::function<Status()>& body) {
     return body();
   }
   LLMQ_RETURN_IF_ERROR(Begin());
+  Status s = body();
+  if (s.ok()) s = Commit();
+  if (!s.ok()) Rollback();
+  return s;
+}
+
+Status PgStore::RowTransaction(const std::function<Status()>& body) {
+  if (InTransaction()) return Transaction(body);
+  LLMQ_RETURN_IF_ERROR(BeginUnlocked());
+  wrote_ = true;
   Status s = body();
   if (s.ok()) s = Commit();
   if (!s.ok()) Rollback();
@@ -767,17 +786,34 @@ Status PgStore::LockSoleServer() {
 
 // --- Workers and leases.
 
-Status PgStore::RegisterWorker(const WorkerInfo& w) {
-  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, w.id));
-  return Transaction([&]() -> Status {
+Status PgStore::WriteWorker(const char* sql, const WorkerInfo& w, int64_t* changed) {
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerInfo(location_, w));
+  return RowTransaction([&]() -> Status {
     Params p;
     p.Add(w.id).Add(w.host).Add(w.device).Add(w.model).Add(store_internal::Now());
-    return Run(sql::kRegisterWorker, p, "cannot record worker " + w.id);
+    p.Add(w.state).Add(w.current_job).Add(w.tokens_per_second);
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(sql, p, "cannot record worker " + w.id, &r));
+    *changed = r.Affected();
+    return Status::Ok();
   });
 }
 
+Status PgStore::RegisterWorker(const WorkerInfo& w) {
+  int64_t changed = 0;
+  return WriteWorker(sql::kRegisterWorker, w, &changed);
+}
+
+Status PgStore::UpdateWorker(const WorkerInfo& w) {
+  int64_t changed = 0;
+  LLMQ_RETURN_IF_ERROR(WriteWorker(sql::kUpdateWorker, w, &changed));
+  if (changed == 0)
+    return Status::NotFound(location_ + ": no worker " + w.id + " (RegisterWorker first)");
+  return Status::Ok();
+}
+
 Status PgStore::Heartbeat(const std::string& worker, double lease_seconds, int64_t* renewed) {
-  return Transaction([&]() -> Status {
+  return RowTransaction([&]() -> Status {
     const double now = store_internal::Now();
     Rows r;
     LLMQ_RETURN_IF_ERROR(Run(sql::kTouchWorker, Params().Add(worker).Add(now),
@@ -787,7 +823,43 @@ Status PgStore::Heartbeat(const std::string& worker, double lease_seconds, int64
     LLMQ_RETURN_IF_ERROR(Run(sql::kRenewLeases, Params().Add(worker).Add(now + lease_seconds),
                              "cannot renew the leases of worker " + worker, &r));
     if (renewed != nullptr) *renewed = r.Affected();
+    return Run(sql::kRenewFinalize, Params().Add(worker).Add(now + lease_seconds),
+               "cannot renew the finalize leases of worker " + worker);
+  });
+}
+
+Status PgStore::ReleaseLeases(const std::string& worker, int64_t* released) {
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, worker));
+  return RowTransaction([&]() -> Status {
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(sql::kReleaseLeases, Params().Add(worker),
+                             "cannot release the leases of worker " + worker, &r));
+    if (released != nullptr) *released = r.Affected();
     return Status::Ok();
+  });
+}
+
+Status PgStore::ClaimJobFinalize(const std::string& worker, int64_t job, double lease_seconds,
+                                 bool* got) {
+  *got = false;
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, worker));
+  return RowTransaction([&]() -> Status {
+    const double now = store_internal::Now();
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(sql::kClaimFinalize,
+                             Params().Add(job).Add(worker).Add(now).Add(now + lease_seconds),
+                             "cannot claim the finalize lease of job " + std::to_string(job), &r));
+    *got = r.Affected() == 1;
+    if (*got) return Status::Ok();
+    JobRecord unused;
+    return GetJob(job, &unused);  // another's lease (OK), or no such job (NotFound)
+  });
+}
+
+Status PgStore::ReleaseJobFinalize(const std::string& worker, int64_t job) {
+  return RowTransaction([&]() -> Status {
+    return Run(sql::kReleaseFinalize, Params().Add(job).Add(worker),
+               "cannot release the finalize lease of job " + std::to_string(job));
   });
 }
 

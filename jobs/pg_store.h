@@ -6,6 +6,9 @@
 //   - One writer at a time per database, like BEGIN IMMEDIATE: every write transaction first
 //     takes a transaction-scoped advisory lock (pg_advisory_xact_lock(kWriteLockKey)), waiting at
 //     most the busy timeout (lock_timeout). Readers take no lock (MVCC: they never wait).
+//     Except the writes of workers and leases in their own transactions (RowTransaction): they
+//     lock only the rows they change, so many workers beat at once and never wait for an
+//     ingest. What they write, no ingest reads.
 //   - "A second result is ignored": INSERT ... ON CONFLICT (job, line) DO NOTHING.
 //   - DataVersion: every write transaction bumps meta.data_version before COMMIT; this
 //     connection tells its own bumps from others' (see DataVersion in store.h).
@@ -13,11 +16,12 @@
 //     transaction: one snapshot, bounded memory.
 // Connection loss: the statement that meets it fails (IoError naming the URL, password masked);
 // the next call outside a transaction reconnects (PQreset) and prepares its statements again.
-// Invariants: conn_ is non-null from Open to the destructor; write_locked_ implies
-// InTransaction(); prepared_ names statements prepared on the current connection only; a
-// connection lost inside a transaction is not replaced until the caller rolls back.
+// Invariants: conn_ is non-null from Open to the destructor; write_locked_ implies wrote_, and
+// wrote_ implies InTransaction(); prepared_ names statements prepared on the current connection
+// only; a connection lost inside a transaction is not replaced until the caller rolls back.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -90,6 +94,12 @@ class PgStore final : public Store {
   [[nodiscard]] Status ListWorkers(std::vector<WorkerInfo>* out) override;
   [[nodiscard]] Status ClaimNextGroup(const std::string& worker, double lease_seconds,
                                       int max_requests, Claim* out) override;
+  [[nodiscard]] Status UpdateWorker(const WorkerInfo& worker) override;
+  [[nodiscard]] Status ReleaseLeases(const std::string& worker,
+                                     int64_t* released = nullptr) override;
+  [[nodiscard]] Status ClaimJobFinalize(const std::string& worker, int64_t job,
+                                        double lease_seconds, bool* got) override;
+  [[nodiscard]] Status ReleaseJobFinalize(const std::string& worker, int64_t job) override;
   [[nodiscard]] Status ForEachResult(int64_t job, const ResultVisitor& fn) override;
 
   // A statement's parameters, as text (libpq's text format; NULL where absent).
@@ -140,6 +150,14 @@ class PgStore final : public Store {
   [[nodiscard]] Status Error(const std::string& what, pg_result* r) const;
   // Own transaction unless one is open; a write: takes the write lock first.
   [[nodiscard]] Status Transaction(const std::function<Status()>& body);
+  // A write of workers and leases: its own transaction without the write lock (row locks order
+  // it), or the caller's (which holds the write lock, as Transaction).
+  [[nodiscard]] Status RowTransaction(const std::function<Status()>& body);
+  // BEGIN (reconnecting first when the connection was lost), no lock taken.
+  [[nodiscard]] Status BeginUnlocked();
+  // sql::kRegisterWorker or kUpdateWorker for `w` (checked first) in a RowTransaction;
+  // *changed: the rows it changed.
+  [[nodiscard]] Status WriteWorker(const char* sql, const WorkerInfo& w, int64_t* changed);
   // Takes the write lock in the open transaction (once).
   [[nodiscard]] Status LockForWrite();
   [[nodiscard]] Status Reconnect();
@@ -156,6 +174,7 @@ class PgStore final : public Store {
   pg_conn* conn_ = nullptr;
   int busy_timeout_ms_ = 5000;
   bool write_locked_ = false;
+  bool wrote_ = false;        // this transaction writes: Commit bumps meta.data_version
   bool txn_open_ = false;     // Begin / BeginRead until Commit / Rollback
   bool sole_server_ = false;  // LockSoleServer succeeded: taken again after a reconnect
   bool in_for_each_ = false;

@@ -709,36 +709,106 @@ store_internal::ResultSteps SqliteStore::ResultStepsFor() {
 
 // --- Workers and leases.
 
-Status SqliteStore::RegisterWorker(const WorkerInfo& w) {
-  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, w.id));
+// kRegisterWorker or kUpdateWorker (the same parameters) in a write transaction.
+Status SqliteStore::WriteWorker(const char* sql, const WorkerInfo& w, int64_t* changed) {
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerInfo(path_, w));
   return Transaction([&]() -> Status {
     sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kRegisterWorker, &raw));
+    LLMQ_RETURN_IF_ERROR(Prepare(sql, &raw));
     Stmt st(raw);
     st.Bind(1, w.id).Bind(2, w.host).Bind(3, w.device).Bind(4, w.model);
-    const int rc = st.Bind(5, store_internal::Now()).Step();
-    return rc == SQLITE_DONE ? Status::Ok() : Error("cannot record worker " + w.id, rc);
+    st.Bind(5, store_internal::Now()).Bind(6, w.state).Bind(7, w.current_job);
+    const int rc = st.Bind(8, w.tokens_per_second).Step();
+    if (rc != SQLITE_DONE) return Error("cannot record worker " + w.id, rc);
+    *changed = sqlite3_changes(db_);
+    return Status::Ok();
   });
+}
+
+Status SqliteStore::RegisterWorker(const WorkerInfo& w) {
+  int64_t changed = 0;
+  return WriteWorker(kRegisterWorker, w, &changed);
+}
+
+Status SqliteStore::UpdateWorker(const WorkerInfo& w) {
+  int64_t changed = 0;
+  LLMQ_RETURN_IF_ERROR(WriteWorker(kUpdateWorker, w, &changed));
+  if (changed == 0)
+    return Status::NotFound(path_ + ": no worker " + w.id + " (RegisterWorker first)");
+  return Status::Ok();
+}
+
+// Runs a statement of (worker $1, a time $2) and tells how many rows it changed.
+Status SqliteStore::RunForWorker(const char* sql, const std::string& worker, double at,
+                                 const std::string& what, int64_t* changed) {
+  sqlite3_stmt* raw = nullptr;
+  LLMQ_RETURN_IF_ERROR(Prepare(sql, &raw));
+  Stmt st(raw);
+  const int rc = st.Bind(1, worker).Bind(2, at).Step();
+  if (rc != SQLITE_DONE) return Error(what + " of worker " + worker, rc);
+  if (changed != nullptr) *changed = sqlite3_changes(db_);
+  return Status::Ok();
 }
 
 Status SqliteStore::Heartbeat(const std::string& worker, double lease_seconds, int64_t* renewed) {
   return Transaction([&]() -> Status {
     const double now = store_internal::Now();
+    int64_t changed = 0;
+    LLMQ_RETURN_IF_ERROR(
+        RunForWorker(kTouchWorker, worker, now, "cannot record the heartbeat", &changed));
+    if (changed == 0)
+      return Status::NotFound(path_ + ": no worker " + worker + " (RegisterWorker first)");
+    LLMQ_RETURN_IF_ERROR(RunForWorker(kRenewLeases, worker, now + lease_seconds,
+                                      "cannot renew the leases", renewed));
+    return RunForWorker(kRenewFinalize, worker, now + lease_seconds,
+                        "cannot renew the finalize leases", nullptr);
+  });
+}
+
+Status SqliteStore::ReleaseLeases(const std::string& worker, int64_t* released) {
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, worker));
+  return Transaction([&]() -> Status {
     sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kTouchWorker, &raw));
+    LLMQ_RETURN_IF_ERROR(Prepare(kReleaseLeases, &raw));
+    Stmt st(raw);
+    const int rc = st.Bind(1, worker).Step();
+    if (rc != SQLITE_DONE) return Error("cannot release the leases of worker " + worker, rc);
+    if (released != nullptr) *released = sqlite3_changes(db_);
+    return Status::Ok();
+  });
+}
+
+Status SqliteStore::ClaimJobFinalize(const std::string& worker, int64_t job, double lease_seconds,
+                                     bool* got) {
+  *got = false;
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, worker));
+  return Transaction([&]() -> Status {
+    const double now = store_internal::Now();
+    sqlite3_stmt* raw = nullptr;
+    LLMQ_RETURN_IF_ERROR(Prepare(kClaimFinalize, &raw));
     {
       Stmt st(raw);
-      const int rc = st.Bind(1, worker).Bind(2, now).Step();
-      if (rc != SQLITE_DONE) return Error("cannot record the heartbeat of worker " + worker, rc);
-      if (sqlite3_changes(db_) == 0)
-        return Status::NotFound(path_ + ": no worker " + worker + " (RegisterWorker first)");
+      st.Bind(1, job).Bind(2, worker).Bind(3, now).Bind(4, now + lease_seconds);
+      const int rc = st.Step();
+      if (rc != SQLITE_DONE)
+        return Error("cannot claim the finalize lease of job " + std::to_string(job), rc);
+      *got = sqlite3_changes(db_) == 1;
     }
-    LLMQ_RETURN_IF_ERROR(Prepare(kRenewLeases, &raw));
+    if (*got) return Status::Ok();
+    JobRecord unused;
+    return GetJob(job, &unused);  // another's lease (OK), or no such job (NotFound)
+  });
+}
+
+Status SqliteStore::ReleaseJobFinalize(const std::string& worker, int64_t job) {
+  return Transaction([&]() -> Status {
+    sqlite3_stmt* raw = nullptr;
+    LLMQ_RETURN_IF_ERROR(Prepare(kReleaseFinalize, &raw));
     Stmt st(raw);
-    const int rc = st.Bind(1, worker).Bind(2, now + lease_seconds).Step();
-    if (rc != SQLITE_DONE) return Error("cannot renew the leases of worker " + worker, rc);
-    if (renewed != nullptr) *renewed = sqlite3_changes(db_);
-    return Status::Ok();
+    const int rc = st.Bind(1, job).Bind(2, worker).Step();
+    return rc == SQLITE_DONE
+               ? Status::Ok()
+               : Error("cannot release the finalize lease of job " + std::to_string(job), rc);
   });
 }
 

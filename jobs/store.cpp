@@ -156,6 +156,15 @@ Status CheckWorkerId(const std::string& location, const std::string& id) {
   return Status::Ok();
 }
 
+Status CheckWorkerInfo(const std::string& location, const WorkerInfo& w) {
+  LLMQ_RETURN_IF_ERROR(CheckWorkerId(location, w.id));
+  if (w.state.size() > 32)
+    return Status::InvalidArgument(location + ": worker " + w.id +
+                                   ": a state must be at most 32 bytes, got " +
+                                   std::to_string(w.state.size()));
+  return Status::Ok();
+}
+
 void SortClaimed(std::vector<PendingRequest>* requests) {
   std::sort(requests->begin(), requests->end(),
             [](const PendingRequest& a, const PendingRequest& b) {

@@ -4,8 +4,10 @@
 //   jobs      one row per accepted job file: name, content sha256, status, request counts
 //   requests  one row per non-blank input line: the line's text, its status, its plan rank
 //   results   one row per finished line: the output line (success or error) and its metrics
-//   workers   one row per worker process on the queue (schema 4): host, device, model, heartbeat;
-//             a request's plan group and lease (who, which generation, until when) are in its row
+//   workers   one row per worker process on the queue (schema 4): host, device, model, heartbeat
+//             (schema 5: its state, current job and tokens/s); a request's plan group and lease
+//             (who, which generation, until when) are in its row, and a job's finalize lease
+//             (who, until when: schema 5) in the job's
 //   meta      key/value: schema_version, the plan-rank high-water mark (and, on PostgreSQL, the
 //             write counter behind DataVersion)
 // A request is `pending` until its result is committed, in the same transaction that sets it
@@ -26,7 +28,8 @@
 // Thread-safety: one Store object is used by one thread at a time (the caller serializes; the
 // daemon gives the store its own thread). Several Store objects, in one process or several, may
 // open the same queue: the write lock (SQLite's, with busy_timeout; PostgreSQL's advisory lock,
-// with lock_timeout) serializes their writes, and readers never wait for the writer.
+// with lock_timeout) serializes their writes, and readers never wait for the writer. (PostgreSQL:
+// the writes of workers and leases take row locks instead; see "Workers and leases".)
 #pragma once
 
 #include <cstdint>
@@ -109,6 +112,10 @@ struct WorkerInfo {
   std::string model;        // the model it serves
   double started_at = 0;    // unix seconds, first registered
   double heartbeat_at = 0;  // unix seconds, last heartbeat
+  // Schema 5: what it is doing, as it last said (RegisterWorker, UpdateWorker).
+  std::string state;        // "starting", "running", "draining", "stopped": free text, <= 32 bytes
+  std::string current_job;  // the public id of the job it works on, or ""
+  double tokens_per_second = 0;  // its recent output rate
 };
 
 // What ClaimNextGroup leased: pending requests of one plan group, in plan_rank order, each with
@@ -228,7 +235,8 @@ class Store {
   // spoils the whole transaction, so the caller must roll back; on SQLite it should).
   // Writers are serialized as SQLite's BEGIN IMMEDIATE does: one write transaction at a time
   // per queue (PostgreSQL: a transaction-scoped advisory lock taken first), so plan ranks and
-  // counts read inside it cannot be raced.
+  // counts read inside it cannot be raced. (PostgreSQL's worker and lease writes, in their own
+  // transactions, take row locks only: see "Workers and leases".)
   [[nodiscard]] virtual Status Begin() = 0;  // a transaction must not be open (LLMQ_CHECK)
   // An error when none is open (SQLite rolls back by itself after some errors; PostgreSQL's
   // transaction after a failed statement is rolled back by COMMIT, and that is an error too).
@@ -327,33 +335,64 @@ class Store {
   // connection holds it, InvalidArgument saying another llmq serve uses the queue.
   [[nodiscard]] virtual Status LockSoleServer() = 0;
 
-  // --- Workers and leases (issue 27: many workers on one queue; not used by llmq serve yet).
-  // Records a worker, or updates its host, device and model; its heartbeat is now. An empty id,
-  // or one over 200 bytes, is InvalidArgument.
+  // --- Workers and leases (issue 27: many workers on one queue).
+  // PostgreSQL: the worker and lease writes below (but CommitLeasedResults) take row locks only,
+  // never the write lock that ingest holds (a heartbeat does not wait behind a long ingest). Each
+  // still moves DataVersion (ClaimNextGroup excepted).
+  //
+  // Records a worker, or updates its host, device, model, state, current_job and
+  // tokens_per_second; its heartbeat is now (started_at is set by the first registration only).
+  // An empty id, or one over 200 bytes, or a state over 32 bytes, is InvalidArgument.
   [[nodiscard]] virtual Status RegisterWorker(const WorkerInfo& worker) = 0;
-  // The worker's heartbeat is now, and every pending request it leases is leased for
-  // `lease_seconds` more (*renewed, optional: how many). NotFound for a worker never registered.
+  // Sets a registered worker's host, device, model, state, current_job and tokens_per_second
+  // (started_at is kept) and its heartbeat to now. Does not touch its leases. NotFound for a
+  // worker never registered; InvalidArgument as RegisterWorker.
+  [[nodiscard]] virtual Status UpdateWorker(const WorkerInfo& worker) = 0;
+  // The worker's heartbeat is now, every pending request it leases is leased for `lease_seconds`
+  // more (*renewed, optional: how many), and so is every job finalize lease it holds
+  // (ClaimJobFinalize; not counted in *renewed). Leases given back by ReleaseLeases or
+  // ReleaseJobFinalize are not taken again. NotFound for a worker never registered.
   [[nodiscard]] virtual Status Heartbeat(const std::string& worker, double lease_seconds,
                                          int64_t* renewed = nullptr) = 0;
   [[nodiscard]] virtual Status ListWorkers(std::vector<WorkerInfo>* out) = 0;  // by id
   // Leases to `worker` the next plan group: the claimable request with the lowest plan rank (of
   // an in_progress job not cancel_requested; claimable: pending, and not leased or its lease
-  // expired) picks the group, and up to `max_requests` claimable requests of that group are
-  // leased (lease_generation + 1, expiring `lease_seconds` from now). Two workers never hold the
-  // same request: SQLite serializes claims (BEGIN IMMEDIATE), PostgreSQL locks the rows it takes
-  // and skips those another claim holds (FOR UPDATE SKIP LOCKED; under contention a group may
-  // then be split between workers, never a request). Runs in its own transaction: none may be
-  // open (LLMQ_CHECK). out->requests empty: nothing to claim.
+  // expired or released) picks the group, and up to `max_requests` claimable requests of that
+  // group are leased (lease_generation + 1, expiring `lease_seconds` from now). Two workers never
+  // hold the same request: SQLite serializes claims (BEGIN IMMEDIATE), PostgreSQL locks the rows
+  // it takes and skips those another claim holds (FOR UPDATE SKIP LOCKED; under contention a
+  // group may then be split between workers, never a request). One statement on PostgreSQL.
+  // Runs in its own transaction: none may be open (LLMQ_CHECK). out->requests empty: nothing to
+  // claim.
   [[nodiscard]] virtual Status ClaimNextGroup(const std::string& worker, double lease_seconds,
                                               int max_requests, Claim* out) = 0;
   // CommitResults for results computed under a lease: a result is accepted only when its request
-  // is still pending, leased to `worker`, under the result's lease_generation (an expired lease
-  // that no one claimed since still counts); any other is fenced: not written, counted in
-  // *fenced (optional). A late worker can thus neither duplicate nor overwrite. A result for a
-  // request that does not exist fails the group with InvalidArgument.
+  // is still pending, leased to `worker`, under the result's lease_generation (an expired or
+  // released lease that no one claimed since still counts); any other is fenced: not written,
+  // counted in *fenced (optional). A late worker can thus neither duplicate nor overwrite. A
+  // result for a request that does not exist fails the group with InvalidArgument.
   [[nodiscard]] Status CommitLeasedResults(const std::string& worker,
                                            const std::vector<LeasedResult>& results,
                                            int64_t* added = nullptr, int64_t* fenced = nullptr);
+  // Drain or shutdown: every pending request leased to `worker` is claimable at once (its lease
+  // ends now; Heartbeat does not renew it). Its lease_generation is unchanged, so a result the
+  // worker commits later under it is still accepted while no one has claimed the request since
+  // (CommitLeasedResults). *released (optional): how many (a lease released already is not
+  // counted again). Job finalize leases are kept (ReleaseJobFinalize gives those back). An
+  // unknown worker releases nothing; InvalidArgument for an id CheckWorkerId refuses.
+  [[nodiscard]] virtual Status ReleaseLeases(const std::string& worker,
+                                             int64_t* released = nullptr) = 0;
+  // The job's finalize lease (one worker writes a job's output files): *got = true when it was
+  // free, expired, or `worker`'s already, and it is now `worker`'s until `lease_seconds` from now
+  // (renewed by Heartbeat); false when another worker holds an unexpired one (nothing changes).
+  // One conditional UPDATE: of two workers asking at once, exactly one gets it (SQLite: the
+  // write lock; PostgreSQL: the job row's lock, the second re-reading the row the first wrote).
+  // NotFound for an unknown job; InvalidArgument for a bad worker id.
+  [[nodiscard]] virtual Status ClaimJobFinalize(const std::string& worker, int64_t job,
+                                                double lease_seconds, bool* got) = 0;
+  // Gives the job's finalize lease back if `worker` holds it (expired or not); a no-op otherwise
+  // (another's lease, none, an unknown job).
+  [[nodiscard]] virtual Status ReleaseJobFinalize(const std::string& worker, int64_t job) = 0;
 
   // --- Finalizing: the job's results in line order, streamed (bounded memory), from one
   // consistent snapshot. `fn` may call other methods of this Store but not ForEachResult
@@ -438,6 +477,8 @@ struct ResultSteps {
                                              const ResultSteps& steps);
 // InvalidArgument naming `location` for a worker id that is empty or over 200 bytes.
 [[nodiscard]] Status CheckWorkerId(const std::string& location, const std::string& id);
+// CheckWorkerId, and InvalidArgument for a state over 32 bytes.
+[[nodiscard]] Status CheckWorkerInfo(const std::string& location, const WorkerInfo& w);
 // Claimed requests in plan_rank order (RETURNING gives them in no order).
 void SortClaimed(std::vector<PendingRequest>* requests);
 // meta.schema_version's text as a version: Corruption naming `location` when it is not one.

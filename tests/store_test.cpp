@@ -53,7 +53,7 @@ TEST(Store, OpenCreatesTheFileItsFolderAndTheSchema) {
   EXPECT_TRUE(fs::exists(path));
   EXPECT_EQ(RawQuery(path, "SELECT value FROM meta WHERE key = 'schema_version'"),
             std::to_string(Store::SchemaVersion()));
-  EXPECT_EQ(Store::SchemaVersion(), 4);
+  EXPECT_EQ(Store::SchemaVersion(), 5);
   EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), "wal");
   // The schema itself, on both engines: StoreTest.OpenOnAnEmptyDatabaseMigratesFromNothing.
 }
@@ -410,8 +410,8 @@ TYPED_TEST(StoreTest, AReadTransactionSeesOneSnapshot) {
 }
 
 // A store of schema 4 back to schema 3: no workers, no plan groups, no leases (the same SQL on
-// both engines).
-constexpr const char* kBackToSchemaThree =
+// both engines; kBackToSchemaFour first).
+constexpr const char* kBackToSchemaThree = LLMQ_BACK_TO_SCHEMA_FOUR
     "DROP TABLE workers; DROP INDEX requests_pending_by_group; DROP INDEX requests_leased; "
     "ALTER TABLE requests DROP COLUMN plan_group; ALTER TABLE requests DROP COLUMN lease_worker; "
     "ALTER TABLE requests DROP COLUMN lease_generation; "
@@ -427,7 +427,8 @@ TYPED_TEST(StoreTest, MigrationToSchemaFourGivesEachRequestItsOwnGroupAndNoLease
   this->RawExec(std::string(kBackToSchemaThree) +
                 "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   auto s = this->Open();
-  EXPECT_EQ(this->RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
+  EXPECT_EQ(this->RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"),
+            std::to_string(Store::SchemaVersion()));
   EXPECT_EQ(this->RawQuery("SELECT count(*) FROM requests WHERE plan_group = plan_rank "
                            "AND lease_worker IS NULL AND lease_generation = 0"),
             "2");
@@ -737,43 +738,6 @@ TYPED_TEST(StoreTest, CountedIngestSetsTheHashAfterwardsAndKeepsTheHighestRank) 
   std::vector<JobRecord> all;
   ASSERT_TRUE(s->ListJobs(&all).ok());
   EXPECT_EQ(all.size(), 2u);
-}
-
-// Ingests one job whose lines i + 1 have rank ranks[i] and plan group groups[i].
-int64_t IngestGroups(Store* s, const std::string& name, const std::vector<int64_t>& ranks,
-                     const std::vector<int64_t>& groups) {
-  EXPECT_TRUE(s->Begin().ok());
-  JobRecord job;
-  job.name = name;
-  job.sha256 = "sha-of-" + name;
-  EXPECT_TRUE(s->InsertJob(&job).ok());
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    NewRequest r;
-    r.line = static_cast<int64_t>(i) + 1;
-    r.custom_id = name + "-" + std::to_string(r.line);
-    r.body = "{}";
-    r.plan_rank = ranks[i];
-    r.plan_group = groups[i];
-    const Status st = s->InsertRequest(job.id, r);
-    EXPECT_TRUE(st.ok()) << st.message();
-  }
-  EXPECT_TRUE(s->FinishIngest(job.id, JobStatus::kInProgress).ok());
-  EXPECT_TRUE(s->Commit().ok());
-  return job.id;
-}
-
-std::vector<int64_t> Lines(const Claim& c) {
-  std::vector<int64_t> lines;
-  for (const PendingRequest& p : c.requests) lines.push_back(p.line);
-  return lines;
-}
-
-LeasedResult Leased(const PendingRequest& p, const std::string& output) {
-  LeasedResult lr;
-  lr.result = MakeResult(p.job, p.line);
-  lr.result.output = output;
-  lr.lease_generation = p.lease_generation;
-  return lr;
 }
 
 TYPED_TEST(StoreTest, WorkersRegisterAndBeatAndBadIdsAreRefused) {
