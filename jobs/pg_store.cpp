@@ -62,14 +62,34 @@ constexpr int kFetchRows = 256;  // a walk holds at most this many results in me
 constexpr const char* kHasMetaPg =
     "SELECT count(*) FILTER (WHERE tablename = 'meta'), count(*) FROM pg_catalog.pg_tables "
     "WHERE schemaname = current_schema()";
+// The claim floor (meta 'claim_floor'; absent: 0): no pending request has a lower rank. A claim
+// starts its walk of requests_pending_by_rank there, not at the index's head, where the entries
+// of finished requests pile up (dead row versions) until a vacuum removes them: without it every
+// claim would step over every request finished since the last vacuum. Lowered by each ingest's
+// commit to its lowest rank, raised now and then by a claim to the lowest pending rank; both under
+// the write lock, so that no ingest commits rows under a floor being raised.
+constexpr const char* kLowerClaimFloorPg =
+    "INSERT INTO meta (key, value) VALUES ('claim_floor', least(0, $1::bigint)::text) "
+    "ON CONFLICT (key) DO UPDATE SET value = least(meta.value::bigint, $1::bigint)::text";
+constexpr const char* kRaiseClaimFloorPg =
+    "WITH f AS (SELECT coalesce((SELECT value::bigint FROM meta WHERE key = 'claim_floor'), 0) "
+    "AS floor) INSERT INTO meta (key, value) SELECT 'claim_floor', coalesce((SELECT "
+    "min(plan_rank) FROM requests WHERE status = 'pending' AND plan_rank >= f.floor), "
+    "f.floor)::text FROM f ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+constexpr const char* kTryLockForWrite = "SELECT pg_try_advisory_xact_lock($1)";
+constexpr int kClaimsPerFloorRaise = 16;
 // ClaimNextGroup ($1 worker, $2 now, $3 expiry, $4 most requests): the first claimable row (by
-// rank) that no other claim has locked picks the group; its claimable rows that no other claim
-// has locked are leased.
+// rank, from the claim floor) that no other claim has locked picks the group; its claimable rows
+// that no other claim has locked are leased.
 constexpr const char* kClaimGroupPg =
-    "WITH g AS (SELECT r.plan_group FROM requests AS r JOIN jobs AS j ON j.id = r.job "
+    "WITH g AS (SELECT r.plan_group FROM requests AS r "
     "WHERE r.status = 'pending' AND (r.lease_worker IS NULL OR r.lease_expires_at <= $2) "
-    "AND j.status = 'in_progress' AND j.cancel_requested = 0 "
-    "ORDER BY r.plan_rank, r.job, r.line LIMIT 1 FOR UPDATE OF r SKIP LOCKED), "
+    "AND r.plan_rank >= coalesce((SELECT value::bigint FROM meta WHERE key = 'claim_floor'), 0) "
+    // A subquery, not a join: the walk stays requests_pending_by_rank's, in its order, stopping
+    // at the first row, whatever the planner's statistics say.
+    "AND (SELECT j.status = 'in_progress' AND j.cancel_requested = 0 FROM jobs AS j "
+    "WHERE j.id = r.job) "
+    "ORDER BY r.plan_rank, r.job, r.line LIMIT 1 FOR UPDATE SKIP LOCKED), "
     "c AS (SELECT job, line FROM requests WHERE plan_group = (SELECT plan_group FROM g) "
     "AND status = 'pending' AND (lease_worker IS NULL OR lease_expires_at <= $2) "
     "ORDER BY plan_rank LIMIT $4 FOR UPDATE SKIP LOCKED) "
@@ -77,6 +97,35 @@ constexpr const char* kClaimGroupPg =
     "lease_expires_at = $3 FROM c WHERE r.job = c.job AND r.line = c.line "
     "RETURNING r.job, r.line, r.plan_rank, r.attempts, r.custom_id, r.body, r.plan_group, "
     "r.lease_generation";
+// A group's results, one statement per step (CommitResultGroup), its rows as arrays. Finish:
+// ($1 jobs, $2 lines, $3 statuses, $4 lease generations, $5 the worker or NULL): the requests
+// still pending (and, with a worker, held by it under that generation), locked one by one in the
+// arrays' (job, line) order (so that two commits never wait on each other crosswise), set done or
+// failed. Each row is found by its key (a LATERAL subquery with FOR UPDATE is never flattened
+// into a join): the worker's entries in requests_leased include those of every request it
+// finished since the last vacuum.
+constexpr const char* kFinishGroupPg =
+    "WITH l AS (SELECT r.job, r.line, v.status FROM unnest($1::bigint[], $2::bigint[], "
+    "$3::text[], $4::bigint[]) AS v (job, line, status, gen) CROSS JOIN LATERAL (SELECT job, line "
+    "FROM requests WHERE job = v.job AND line = v.line AND status = 'pending' AND ($5::text IS "
+    "NULL OR (lease_worker = $5::text AND lease_generation = v.gen)) FOR UPDATE) AS r) "
+    "UPDATE requests AS r SET status = l.status FROM l WHERE r.job = l.job AND r.line = l.line "
+    "RETURNING r.job, r.line";
+// The 1-based position of the first (job $1[i], line $2[i]) that is no request.
+constexpr const char* kFirstMissingPg =
+    "SELECT v.i FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS v (job, line, i) "
+    "WHERE NOT EXISTS (SELECT 1 FROM requests AS r WHERE r.job = v.job AND r.line = v.line) "
+    "ORDER BY v.i LIMIT 1";
+// sql::kInsertResult for a whole group ($13: committed_at).
+constexpr const char* kInsertResultsPg =
+    "INSERT INTO results (job, line, is_error, output, prompt_tokens, cached_tokens, "
+    "computed_tokens, completion_tokens, queue_seconds, ttft_seconds, itl_seconds, "
+    "latency_seconds, committed_at, finished_at) "
+    "SELECT v.job, v.line, v.is_error, v.output, v.p, v.c, v.cp, v.cm, v.q, v.t, v.i, v.l, $13, "
+    "v.f FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], "
+    "$6::bigint[], $7::bigint[], $8::bigint[], $9::float8[], $10::float8[], $11::float8[], "
+    "$12::float8[], $14::float8[]) AS v (job, line, is_error, output, p, c, cp, cm, q, t, i, l, f) "
+    "ON CONFLICT (job, line) DO NOTHING";
 constexpr const char* kTrySessionLock = "SELECT pg_try_advisory_lock($1)";
 constexpr const char* kLockForWrite = "SELECT pg_advisory_xact_lock($1)";
 constexpr const char* kBumpDataVersion =
@@ -134,6 +183,31 @@ std::string RedactPostgresUrl(std::string_view url) {
 }
 
 // --- Params / Rows.
+
+PgStore::Array& PgStore::Array::Add(int64_t v) {
+  if (text_.size() > 1) text_ += ',';
+  text_ += std::to_string(v);
+  return *this;
+}
+
+PgStore::Array& PgStore::Array::Add(double v) {
+  if (text_.size() > 1) text_ += ',';
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  text_ += buf;
+  return *this;
+}
+
+PgStore::Array& PgStore::Array::Add(std::string_view v) {
+  if (text_.size() > 1) text_ += ',';
+  text_ += '"';
+  for (const char c : v) {
+    if (c == '"' || c == '\\') text_ += '\\';
+    text_ += c;
+  }
+  text_ += '"';
+  return *this;
+}
 
 PgStore::Params& PgStore::Params::Add(int64_t v) {
   values_.push_back(std::to_string(v));
@@ -371,6 +445,14 @@ Status PgStore::Commit() {
     return Status::IoError(location_ +
                            ": commit: a statement of this transaction failed; it was rolled back");
   }
+  if (lowest_inserted_rank_ != kNoRank) {  // under the write lock (InsertRequest took it)
+    const Status s = Run(kLowerClaimFloorPg, Params().Add(lowest_inserted_rank_),
+                         "cannot lower the claim floor");
+    if (!s.ok()) {
+      Rollback();
+      return s;
+    }
+  }
   int64_t bumped = -1;
   if (wrote_) {  // DataVersion: others see that this transaction wrote
     Rows r;
@@ -388,6 +470,7 @@ Status PgStore::Commit() {
   write_locked_ = false;
   wrote_ = false;
   txn_open_ = false;
+  lowest_inserted_rank_ = kNoRank;
   if (std::strcmp(PQcmdStatus(r.raw()), "COMMIT") != 0)
     return Status::IoError(location_ + ": commit: the server rolled the transaction back");
   if (bumped >= 0) {
@@ -404,6 +487,7 @@ void PgStore::Rollback() {
   write_locked_ = false;
   wrote_ = false;
   txn_open_ = false;
+  lowest_inserted_rank_ = kNoRank;
   // Best effort: a transaction on a lost connection is gone already.
   if (open && PQstatus(conn_) == CONNECTION_OK) Exec("ROLLBACK", "rollback").IgnoreError();
 }
@@ -416,6 +500,18 @@ Status PgStore::Transaction(const std::function<Status()>& body) {
   LLMQ_RETURN_IF_ERROR(Begin());
   Status s = body();
   if (s.ok()) s = Commit();
+  if (!s.ok()) Rollback();
+  return s;
+}
+
+Status PgStore::RaiseClaimFloor() {
+  LLMQ_RETURN_IF_ERROR(BeginUnlocked());
+  Rows r;
+  Status s = Run(kTryLockForWrite, Params().Add(kWriteLockKey), "cannot try the write lock", &r);
+  // Behind an ingest: not now (the floor only saves work).
+  if (s.ok() && r.Text(0, 0) == "t")
+    s = Run(kRaiseClaimFloorPg, Params(), "cannot raise the claim floor");
+  if (s.ok()) s = Commit();  // not counted as a write: the floor is no data
   if (!s.ok()) Rollback();
   return s;
 }
@@ -516,7 +612,10 @@ Status PgStore::InsertRequest(int64_t job, const NewRequest& r) {
     LLMQ_RETURN_IF_ERROR(Run(sql::kInsertRequest, p,
                              "cannot insert request (job " + std::to_string(job) + ", line " +
                                  std::to_string(r.line) + ")"));
-    if (!r.error_output) return Status::Ok();
+    if (!r.error_output) {
+      lowest_inserted_rank_ = std::min(lowest_inserted_rank_, r.plan_rank);
+      return Status::Ok();
+    }
     // Refused at validation: finished already, its error line is its result.
     const double now = store_internal::Now();
     Params e;
@@ -721,52 +820,98 @@ Status PgStore::GetJobTotals(int64_t job, JobTotals* out) {
 
 // --- Results.
 
+namespace {
+
+// The index in `rs` (sorted by (job, line), each once) of each (job, line) row in `rows`.
+void MarkReturned(const PgStore::Rows& rows, const std::vector<const Result*>& rs,
+                  std::vector<char>* marks) {
+  marks->assign(rs.size(), 0);
+  for (int i = 0; i < rows.size(); ++i) {
+    const auto key = std::make_pair(rows.Int(i, 0), rows.Int(i, 1));
+    const auto it = std::lower_bound(rs.begin(), rs.end(), key, [](const Result* r, const auto& k) {
+      return std::make_pair(r->job, r->line) < k;
+    });
+    if (it != rs.end() && (*it)->job == key.first && (*it)->line == key.second)
+      (*marks)[it - rs.begin()] = 1;
+  }
+}
+
+}  // namespace
+
 store_internal::ResultSteps PgStore::ResultStepsFor() {
   store_internal::ResultSteps steps;
   steps.write_transaction = [this](const std::function<Status()>& body) {
     return Transaction(body);
   };
-  steps.insert = [this](const Result& r, double now, bool* inserted) -> Status {
-    const ResultMetrics& m = r.metrics;
-    Params p;
-    p.Add(r.job).Add(r.line).Add(int64_t{r.is_error}).Add(r.output);
-    p.Add(m.prompt_tokens).Add(m.cached_tokens).Add(m.computed_tokens).Add(m.completion_tokens);
-    p.Add(m.queue_seconds).Add(m.ttft_seconds).Add(m.itl_seconds).Add(m.latency_seconds);
-    p.Add(now).Add(m.finished_at > 0 ? m.finished_at : now);
-    const std::string where = "job " + std::to_string(r.job) + " line " + std::to_string(r.line);
-    Rows rows;
-    if (Status st = Run(sql::kInsertResult, p, "cannot insert the result for " + where, &rows);
-        !st.ok()) {
-      // (job, line) conflicts are ignored: a constraint failing here is the foreign key.
-      if (st.code() == Status::Code::kInvalidArgument)
-        return Status::InvalidArgument(location_ + ": a result for " + where +
-                                       ", which is no request");
-      return st;
+  steps.leased_transaction = [this](const std::function<Status()>& body) {
+    return RowTransaction(body);
+  };
+  // One statement a step, whatever the group's size.
+  steps.finish = [this](const std::vector<const Result*>& rs, const std::string* worker,
+                        const std::vector<int64_t>& generations,
+                        std::vector<char>* finished) -> Status {
+    Array jobs, lines, statuses, gens;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      jobs.Add(rs[i]->job);
+      lines.Add(rs[i]->line);
+      statuses.Add(std::string_view(rs[i]->is_error ? "failed" : "done"));
+      gens.Add(generations[i]);
     }
-    *inserted = rows.Affected() != 0;
+    Params p;
+    p.Add(jobs).Add(lines).Add(statuses).Add(gens);
+    if (worker != nullptr)
+      p.Add(*worker);
+    else
+      p.AddNull();
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(kFinishGroupPg, p, "cannot finish requests", &r));
+    MarkReturned(r, rs, finished);
     return Status::Ok();
   };
-  steps.finish_request = [this](const Result& r) {
-    return Run(
-        sql::kFinishRequest,
-        Params().Add(r.job).Add(r.line).Add(std::string_view(r.is_error ? "failed" : "done")),
-        "cannot finish a request");
+  steps.missing = [this](const std::vector<const Result*>& rs, int64_t* first) -> Status {
+    Array jobs, lines;
+    for (const Result* x : rs) {
+      jobs.Add(x->job);
+      lines.Add(x->line);
+    }
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(kFirstMissingPg, Params().Add(jobs).Add(lines),
+                             "cannot look for the requests of results", &r));
+    *first = r.size() == 0 ? -1 : r.Int(0, 0) - 1;
+    return Status::Ok();
+  };
+  steps.insert = [this](const std::vector<const Result*>& rs, double now,
+                        int64_t* inserted) -> Status {
+    Array cols[13];  // kInsertResultsPg's arrays: $1..$12, then finished_at ($14)
+    for (const Result* x : rs) {
+      const ResultMetrics& m = x->metrics;
+      cols[0].Add(x->job);
+      cols[1].Add(x->line);
+      cols[2].Add(int64_t{x->is_error});
+      cols[3].Add(std::string_view(x->output));
+      cols[4].Add(m.prompt_tokens);
+      cols[5].Add(m.cached_tokens);
+      cols[6].Add(m.computed_tokens);
+      cols[7].Add(m.completion_tokens);
+      cols[8].Add(m.queue_seconds);
+      cols[9].Add(m.ttft_seconds);
+      cols[10].Add(m.itl_seconds);
+      cols[11].Add(m.latency_seconds);
+      cols[12].Add(m.finished_at > 0 ? m.finished_at : now);
+    }
+    Params p;
+    for (int i = 0; i < 12; ++i) p.Add(cols[i]);
+    p.Add(now).Add(cols[12]);
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(kInsertResultsPg, p, "cannot insert results", &r));
+    *inserted = r.Affected();
+    return Status::Ok();
   };
   steps.bump = [this](int64_t job, const store_internal::AddedToJob& c) {
     Params p;
     p.Add(job).Add(c.completed).Add(c.failed).Add(c.prompt).Add(c.cached);
     p.Add(c.computed).Add(c.completion);
     return Run(sql::kBumpCounts, p, "cannot update the counts of job " + std::to_string(job));
-  };
-  steps.fenced_finish = [this](const std::string& worker, const Result& r, int64_t generation,
-                               bool* held) -> Status {
-    Params p;
-    p.Add(r.job).Add(r.line).Add(std::string_view(r.is_error ? "failed" : "done"));
-    p.Add(worker).Add(generation);
-    Rows rows;
-    LLMQ_RETURN_IF_ERROR(Run(sql::kFencedFinish, p, "cannot finish a leased request", &rows));
-    *held = rows.Affected() == 1;
-    return Status::Ok();
   };
   return steps;
 }
@@ -876,6 +1021,10 @@ Status PgStore::ClaimNextGroup(const std::string& worker, double lease_seconds, 
   LLMQ_CHECK(!InTransaction());
   *out = Claim();
   LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, worker));
+  if (++claims_since_floor_raise_ >= kClaimsPerFloorRaise) {
+    claims_since_floor_raise_ = 0;
+    LLMQ_RETURN_IF_ERROR(RaiseClaimFloor());
+  }
   // One statement, its own transaction, without the write lock: claims by other workers run at
   // the same time, each skipping the rows another holds.
   const double now = store_internal::Now();

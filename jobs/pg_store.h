@@ -7,11 +7,15 @@
 //     takes a transaction-scoped advisory lock (pg_advisory_xact_lock(kWriteLockKey)), waiting at
 //     most the busy timeout (lock_timeout). Readers take no lock (MVCC: they never wait).
 //     Except the writes of workers and leases in their own transactions (RowTransaction): they
-//     lock only the rows they change, so many workers beat at once and never wait for an
-//     ingest. What they write, no ingest reads.
+//     lock only the rows they change (requests in (job, line) order, then jobs by id, then
+//     meta's data_version), so many workers claim, commit and beat at once, and never wait for
+//     an ingest. What they write, no ingest reads to decide (ranks, counts of its own job).
 //   - "A second result is ignored": INSERT ... ON CONFLICT (job, line) DO NOTHING.
 //   - DataVersion: every write transaction bumps meta.data_version before COMMIT; this
 //     connection tells its own bumps from others' (see DataVersion in store.h).
+//   - Claims start from a claim floor (meta 'claim_floor', below which no request is pending), so
+//     that they do not step over the index entries of every request finished since the last
+//     vacuum (pg_store.cpp: kLowerClaimFloorPg).
 //   - ForEachResult streams through a cursor (FETCH in pages) inside a REPEATABLE READ
 //     transaction: one snapshot, bounded memory.
 // Connection loss: the statement that meets it fails (IoError naming the URL, password masked);
@@ -102,12 +106,25 @@ class PgStore final : public Store {
   [[nodiscard]] Status ReleaseJobFinalize(const std::string& worker, int64_t job) override;
   [[nodiscard]] Status ForEachResult(int64_t job, const ResultVisitor& fn) override;
 
+  // A one-dimensional array parameter in libpq's text format ("{1,2}", "{\"a\",\"b\"}"), built
+  // element by element: one statement takes a whole group's rows (unnest).
+  class Array {
+   public:
+    Array& Add(int64_t v);
+    Array& Add(double v);            // as Params::Add
+    Array& Add(std::string_view v);  // quoted, `"` and `\` escaped
+    std::string Text() const { return text_ + "}"; }
+
+   private:
+    std::string text_ = "{";
+  };
   // A statement's parameters, as text (libpq's text format; NULL where absent).
   class Params {
    public:
     Params& Add(int64_t v);
     Params& Add(double v);  // round-trips exactly (%.17g)
     Params& Add(std::string_view v);
+    Params& Add(const Array& a) { return Add(std::string_view(a.Text())); }
     Params& AddNull();
     int size() const { return static_cast<int>(values_.size()); }
     // Pointers into this object: valid while it lives and is not added to.
@@ -155,6 +172,9 @@ class PgStore final : public Store {
   [[nodiscard]] Status RowTransaction(const std::function<Status()>& body);
   // BEGIN (reconnecting first when the connection was lost), no lock taken.
   [[nodiscard]] Status BeginUnlocked();
+  // Raises the claim floor (pg_store.cpp: kLowerClaimFloorPg) to the lowest pending rank, in a
+  // transaction of its own, unless an ingest holds the write lock.
+  [[nodiscard]] Status RaiseClaimFloor();
   // sql::kRegisterWorker or kUpdateWorker for `w` (checked first) in a RowTransaction;
   // *changed: the rows it changed.
   [[nodiscard]] Status WriteWorker(const char* sql, const WorkerInfo& w, int64_t* changed);
@@ -174,7 +194,10 @@ class PgStore final : public Store {
   pg_conn* conn_ = nullptr;
   int busy_timeout_ms_ = 5000;
   bool write_locked_ = false;
-  bool wrote_ = false;        // this transaction writes: Commit bumps meta.data_version
+  bool wrote_ = false;  // this transaction writes: Commit bumps meta.data_version
+  static constexpr int64_t kNoRank = INT64_MAX;
+  int64_t lowest_inserted_rank_ = kNoRank;  // of this transaction's pending requests
+  int claims_since_floor_raise_ = 0;
   bool txn_open_ = false;     // Begin / BeginRead until Commit / Rollback
   bool sole_server_ = false;  // LockSoleServer succeeded: taken again after a reconnect
   bool in_for_each_ = false;

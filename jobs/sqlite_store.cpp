@@ -655,34 +655,57 @@ store_internal::ResultSteps SqliteStore::ResultStepsFor() {
   steps.write_transaction = [this](const std::function<Status()>& body) {
     return Transaction(body);
   };
-  steps.insert = [this](const Result& r, double now, bool* inserted) -> Status {
+  steps.leased_transaction = steps.write_transaction;  // one writer at a time, whatever it writes
+  // A statement a row: in process, each costs little.
+  steps.finish = [this](const std::vector<const Result*>& rs, const std::string* worker,
+                        const std::vector<int64_t>& generations,
+                        std::vector<char>* finished) -> Status {
     sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kInsertResult, &raw));
-    Stmt st(raw);
-    const ResultMetrics& m = r.metrics;
-    st.Bind(1, r.job).Bind(2, r.line).Bind(3, int64_t{r.is_error}).Bind(4, r.output);
-    st.Bind(5, m.prompt_tokens).Bind(6, m.cached_tokens).Bind(7, m.computed_tokens);
-    st.Bind(8, m.completion_tokens).Bind(9, m.queue_seconds).Bind(10, m.ttft_seconds);
-    st.Bind(11, m.itl_seconds).Bind(12, m.latency_seconds).Bind(13, now);
-    st.Bind(14, m.finished_at > 0 ? m.finished_at : now);
-    const int rc = st.Step();
-    if (rc != SQLITE_DONE) {
-      const std::string where = "job " + std::to_string(r.job) + " line " + std::to_string(r.line);
-      // (job, line) conflicts are ignored: a constraint failing here is the foreign key.
-      if ((rc & 0xff) == SQLITE_CONSTRAINT)
-        return Status::InvalidArgument(path_ + ": a result for " + where + ", which is no request");
-      return Error("cannot insert the result for " + where, rc);
+    LLMQ_RETURN_IF_ERROR(Prepare(worker != nullptr ? kFencedFinish : kFinishRequest, &raw));
+    finished->assign(rs.size(), 0);
+    for (size_t i = 0; i < rs.size(); ++i) {
+      Stmt st(raw);
+      st.Bind(1, rs[i]->job).Bind(2, rs[i]->line);
+      st.Bind(3, std::string_view(rs[i]->is_error ? "failed" : "done"));
+      if (worker != nullptr) st.Bind(4, *worker).Bind(5, generations[i]);
+      const int rc = st.Step();
+      if (rc != SQLITE_DONE) return Error("cannot finish a request", rc);
+      (*finished)[i] = sqlite3_changes(db_) == 1;
     }
-    *inserted = sqlite3_changes(db_) != 0;
     return Status::Ok();
   };
-  steps.finish_request = [this](const Result& r) -> Status {
+  steps.missing = [this](const std::vector<const Result*>& rs, int64_t* first) -> Status {
+    *first = -1;
+    for (size_t i = 0; i < rs.size() && *first < 0; ++i) {
+      std::string custom_id;
+      if (const Status s = GetCustomId(rs[i]->job, rs[i]->line, &custom_id); !s.ok()) {
+        if (s.code() != Status::Code::kNotFound) return s;
+        *first = static_cast<int64_t>(i);
+      }
+    }
+    return Status::Ok();
+  };
+  steps.insert = [this](const std::vector<const Result*>& rs, double now,
+                        int64_t* inserted) -> Status {
     sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kFinishRequest, &raw));
-    Stmt st(raw);
-    st.Bind(1, r.job).Bind(2, r.line).Bind(3, std::string_view(r.is_error ? "failed" : "done"));
-    const int rc = st.Step();
-    return rc == SQLITE_DONE ? Status::Ok() : Error("cannot finish a request", rc);
+    LLMQ_RETURN_IF_ERROR(Prepare(kInsertResult, &raw));
+    *inserted = 0;
+    for (const Result* r : rs) {
+      Stmt st(raw);
+      const ResultMetrics& m = r->metrics;
+      st.Bind(1, r->job).Bind(2, r->line).Bind(3, int64_t{r->is_error}).Bind(4, r->output);
+      st.Bind(5, m.prompt_tokens).Bind(6, m.cached_tokens).Bind(7, m.computed_tokens);
+      st.Bind(8, m.completion_tokens).Bind(9, m.queue_seconds).Bind(10, m.ttft_seconds);
+      st.Bind(11, m.itl_seconds).Bind(12, m.latency_seconds).Bind(13, now);
+      st.Bind(14, m.finished_at > 0 ? m.finished_at : now);
+      const int rc = st.Step();
+      if (rc != SQLITE_DONE)
+        return Error("cannot insert the result for job " + std::to_string(r->job) + " line " +
+                         std::to_string(r->line),
+                     rc);
+      *inserted += sqlite3_changes(db_);
+    }
+    return Status::Ok();
   };
   steps.bump = [this](int64_t job, const store_internal::AddedToJob& c) -> Status {
     sqlite3_stmt* raw = nullptr;
@@ -692,17 +715,6 @@ store_internal::ResultSteps SqliteStore::ResultStepsFor() {
     const int rc = st.Bind(6, c.computed).Bind(7, c.completion).Step();
     return rc == SQLITE_DONE ? Status::Ok()
                              : Error("cannot update the counts of job " + std::to_string(job), rc);
-  };
-  steps.fenced_finish = [this](const std::string& worker, const Result& r, int64_t generation,
-                               bool* held) -> Status {
-    sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kFencedFinish, &raw));
-    Stmt st(raw);
-    st.Bind(1, r.job).Bind(2, r.line).Bind(3, std::string_view(r.is_error ? "failed" : "done"));
-    const int rc = st.Bind(4, worker).Bind(5, generation).Step();
-    if (rc != SQLITE_DONE) return Error("cannot finish a leased request", rc);
-    *held = sqlite3_changes(db_) == 1;
-    return Status::Ok();
   };
   return steps;
 }

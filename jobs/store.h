@@ -323,10 +323,13 @@ class Store {
   [[nodiscard]] virtual Status GetJobTotals(int64_t job, JobTotals* out) = 0;
 
   // --- Results: one transaction for the whole group. A result for a request that already has
-  // one is ignored (never a duplicate, never an overwrite); each new one sets its request done or
-  // failed and bumps its job's completed / failed count. A result for a request that does not
-  // exist fails the whole group with InvalidArgument. `*added` (optional): how many were new.
-  // (Written once for both engines: store.cpp, with each engine's ResultSteps.)
+  // one is ignored (never a duplicate, never an overwrite; of two for one line in a group, the
+  // first counts); each new one sets its request done or failed and bumps its job's completed /
+  // failed count. A result for a request that does not exist fails the whole group with
+  // InvalidArgument. A pending request that has a result already (which no write of this store
+  // leaves) is Corruption naming it. `*added` (optional): how many were new. (Written once for
+  // both engines: store.cpp, with each engine's ResultSteps; PostgreSQL runs a constant number of
+  // statements per group, under the write lock.)
   [[nodiscard]] Status CommitResults(const std::vector<Result>& results, int64_t* added = nullptr);
 
   // One llmq serve per queue until serve claims its work under leases (issue 27): held by this
@@ -336,9 +339,9 @@ class Store {
   [[nodiscard]] virtual Status LockSoleServer() = 0;
 
   // --- Workers and leases (issue 27: many workers on one queue).
-  // PostgreSQL: the worker and lease writes below (but CommitLeasedResults) take row locks only,
-  // never the write lock that ingest holds (a heartbeat does not wait behind a long ingest). Each
-  // still moves DataVersion (ClaimNextGroup excepted).
+  // PostgreSQL: the methods of this section take row locks only, never the write lock that
+  // ingest holds (a heartbeat or a result does not wait behind a long ingest); rows of requests
+  // are locked in (job, line) order. Each still moves DataVersion (ClaimNextGroup excepted).
   //
   // Records a worker, or updates its host, device, model, state, current_job and
   // tokens_per_second; its heartbeat is now (started_at is set by the first registration only).
@@ -369,8 +372,10 @@ class Store {
   // CommitResults for results computed under a lease: a result is accepted only when its request
   // is still pending, leased to `worker`, under the result's lease_generation (an expired or
   // released lease that no one claimed since still counts); any other is fenced: not written,
-  // counted in *fenced (optional). A late worker can thus neither duplicate nor overwrite. A
-  // result for a request that does not exist fails the group with InvalidArgument.
+  // counted in *fenced (optional), as is a second result for the same line in one group (the
+  // first is the one weighed). A late worker can thus neither duplicate nor overwrite. A result
+  // for a request that does not exist fails the group with InvalidArgument. PostgreSQL: a
+  // constant number of statements per group, fenced by the request rows' locks (no write lock).
   [[nodiscard]] Status CommitLeasedResults(const std::string& worker,
                                            const std::vector<LeasedResult>& results,
                                            int64_t* added = nullptr, int64_t* fenced = nullptr);
@@ -447,34 +452,38 @@ struct AddedToJob {
   int64_t prompt = 0, cached = 0, computed = 0, completion = 0;
   void Add(const Result& r);
 };
-// An engine's part of committing a group of results (CommitResultGroup drives it).
+// An engine's part of committing a group of results (CommitResultGroup drives it). Each step
+// takes the whole group, in (job, line) order with no line twice: SQLite runs a statement a row
+// (in process, cheap), PostgreSQL one statement for all (arrays and unnest).
 struct ResultSteps {
   // Runs `body` in a write transaction (the caller's, or its own committed when `body` is OK).
   std::function<Status(const std::function<Status()>& body)> write_transaction;
-  // Inserts r's row (committed_at `now`, finished_at r.metrics.finished_at or `now`) unless its
-  // line has one already: *inserted says which. A result for no request: InvalidArgument naming
-  // its job and line.
-  std::function<Status(const Result& r, double now, bool* inserted)> insert;
-  // Sets r's request done or failed (only while pending).
-  std::function<Status(const Result& r)> finish_request;
+  // The same for leased results (PostgreSQL: without the write lock; the rows' locks fence).
+  std::function<Status(const std::function<Status()>& body)> leased_transaction;
+  // Sets each request of `rs` done or failed where it is pending and, when `worker` is set, leased
+  // to *worker under generations[i] (sql::kFencedFinish); (*finished)[i] says which were.
+  std::function<Status(const std::vector<const Result*>& rs, const std::string* worker,
+                       const std::vector<int64_t>& generations, std::vector<char>* finished)>
+      finish;
+  // The index in `rs` of the first result whose request does not exist, or -1.
+  std::function<Status(const std::vector<const Result*>& rs, int64_t* first_missing)> missing;
+  // Inserts the rows of `rs` (committed_at `now`, finished_at r.metrics.finished_at or `now`)
+  // but for lines that have one already; *inserted: how many were written.
+  std::function<Status(const std::vector<const Result*>& rs, double now, int64_t* inserted)> insert;
   // Adds `c` to job `job`'s counts and token sums.
   std::function<Status(int64_t job, const AddedToJob& c)> bump;
-  // For leased results only: sets the request done or failed if the lease is still `worker`'s
-  // under `generation` (sql::kFencedFinish); *held says whether it was.
-  std::function<Status(const std::string& worker, const Result& r, int64_t generation, bool* held)>
-      fenced_finish;
 };
-// Store::CommitResults, the same on both engines: one transaction; only a row really inserted
-// moves its request and its job's counts ("counted once"). *added (optional): how many were new.
-[[nodiscard]] Status CommitResultGroup(const std::vector<Result>& results, int64_t* added,
-                                       const ResultSteps& steps);
-// Store::CommitLeasedResults, the same on both engines: the fence first (a request not held is
-// counted in *fenced, or fails the group when it does not exist), then the result.
-// Messages name store->location().
-[[nodiscard]] Status CommitLeasedResultGroup(Store* store, const std::string& worker,
-                                             const std::vector<LeasedResult>& results,
-                                             int64_t* added, int64_t* fenced,
-                                             const ResultSteps& steps);
+// Store::CommitResults (worker null) and Store::CommitLeasedResults (worker set, generations[i]
+// for results[i]), the same on both engines: one transaction; the requests finished first (their
+// rows locked, in (job, line) order), then the results of exactly those inserted, then one bump
+// per job; only a request really finished moves its job's counts ("counted once"). A line given
+// twice counts once. *added (optional): how many were new; *dropped (optional): how many were
+// not (ignored, or fenced). Messages name `location`.
+[[nodiscard]] Status CommitResultGroup(const std::string& location,
+                                       const std::vector<const Result*>& results,
+                                       const std::string* worker,
+                                       const std::vector<int64_t>& generations, int64_t* added,
+                                       int64_t* dropped, const ResultSteps& steps);
 // InvalidArgument naming `location` for a worker id that is empty or over 200 bytes.
 [[nodiscard]] Status CheckWorkerId(const std::string& location, const std::string& id);
 // CheckWorkerId, and InvalidArgument for a state over 32 bytes.

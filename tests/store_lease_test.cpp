@@ -361,5 +361,57 @@ TYPED_TEST(StoreLeaseTest, ALargeLeasedGroupKeepsEveryByteAndMovesDataVersion) {
   EXPECT_EQ(job.completed, kLines - job.failed);
 }
 
+// The invariant "a pending request has no result", broken behind the store's back, is named
+// rather than skipped over (which would leave the request pending for ever).
+TYPED_TEST(StoreLeaseTest, APendingRequestWithAResultIsCorruption) {
+  auto s = this->Open();
+  const int64_t a = Ingest(s.get(), "a.jsonl", {1, 2});
+  this->RawExec("INSERT INTO results (job, line, is_error, output, committed_at) VALUES (" +
+                std::to_string(a) + ", 2, 0, 'planted', 1)");
+  const Status st = s->CommitResults({MakeResult(a, 1), MakeResult(a, 2)});
+  EXPECT_EQ(st.code(), Status::Code::kCorruption) << st.message();
+  EXPECT_NE(st.message().find("already have a result"), std::string::npos) << st.message();
+  int64_t pending = 0;
+  ASSERT_TRUE(s->CountPending(a, &pending).ok());
+  EXPECT_EQ(pending, 2) << "rolled back as one";
+}
+
+// PostgreSQL: workers beat, claim, commit and take finalize leases while an ingest holds the write
+// lock (a long one would otherwise let their leases run out).
+TEST(PostgresStore, WorkersNeverWaitForAnIngestsWriteLock) {
+  PostgresQueue q;
+  if (q.location.empty()) LLMQ_SKIP_OR_FAIL_MISSING(q.why);
+  auto worker = OpenOrDie(q.location);
+  ASSERT_TRUE(worker);
+  const int64_t a = IngestGroups(worker.get(), "a.jsonl", {1, 2}, {10, 10});
+  ASSERT_TRUE(worker->RegisterWorker(Worker("w1")).ok());
+  auto ingest = OpenOrDie(q.location, Store::Check::kSkip);
+  ASSERT_TRUE(ingest->Begin().ok());  // holds the write lock until its commit
+  JobRecord job;
+  job.name = "b.jsonl";
+  job.sha256 = "b";
+  ASSERT_TRUE(ingest->InsertJob(&job).ok());
+  worker->SetBusyTimeout(100);
+  Claim c;
+  ASSERT_TRUE(worker->ClaimNextGroup("w1", 3600, 100, &c).ok());
+  ASSERT_EQ(c.requests.size(), 2u);
+  EXPECT_TRUE(worker->Heartbeat("w1", 3600).ok());
+  EXPECT_TRUE(worker->UpdateWorker(Worker("w1", "draining")).ok());
+  int64_t added = 0;
+  Status st = worker->CommitLeasedResults("w1", {Leased(c.requests[0], "one")}, &added);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(added, 1);
+  bool got = false;
+  EXPECT_TRUE(worker->ClaimJobFinalize("w1", a, 3600, &got).ok());
+  EXPECT_TRUE(got);
+  EXPECT_TRUE(worker->ReleaseLeases("w1").ok());
+  // What ingest serializes still waits: an unleased commit takes the write lock.
+  st = worker->CommitResults({MakeResult(a, 2)});
+  EXPECT_EQ(st.code(), Status::Code::kIoError) << st.message();
+  ASSERT_TRUE(ingest->Commit().ok());
+  ASSERT_TRUE(worker->CommitResults({MakeResult(a, 2)}, &added).ok());
+  EXPECT_EQ(added, 1);
+}
+
 }  // namespace
 }  // namespace llmq::jobs
