@@ -376,6 +376,43 @@ TYPED_TEST(StoreLeaseTest, APendingRequestWithAResultIsCorruption) {
   EXPECT_EQ(pending, 2) << "rolled back as one";
 }
 
+// Claims keep taking the lowest claimable rank after many claims (on PostgreSQL they start from a
+// claim floor that they raise now and then): a job ingested later with lower ranks comes first.
+TYPED_TEST(StoreLeaseTest, AfterManyClaimsALowerRankedIngestIsClaimedFirst) {
+  constexpr int kLines = 40;
+  std::vector<int64_t> ranks(kLines);
+  for (int i = 0; i < kLines; ++i) ranks[i] = 101 + i;
+  auto s = this->Open();
+  IngestGroups(s.get(), "a.jsonl", ranks, ranks);
+  for (int i = 0; i < 20; ++i) {
+    Claim c;
+    ASSERT_TRUE(s->ClaimNextGroup("w1", 3600, 10, &c).ok());
+    ASSERT_EQ(c.requests.size(), 1u);
+    EXPECT_EQ(c.requests[0].plan_rank, 101 + i);
+    if (i % 2 == 0) {  // every other one finished; the rest stay leased
+      int64_t added = 0;
+      ASSERT_TRUE(s->CommitLeasedResults("w1", {Leased(c.requests[0], "x")}, &added).ok());
+      ASSERT_EQ(added, 1);
+    }
+  }
+  const int64_t b = IngestGroups(s.get(), "b.jsonl", {1, 2, 3}, {1, 1, 2});
+  Claim c;
+  ASSERT_TRUE(s->ClaimNextGroup("w1", 3600, 10, &c).ok());
+  EXPECT_EQ(c.plan_group, 1);
+  ASSERT_EQ(Lines(c), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(c.requests[0].job, b);
+  // w1 gives its leases back: they are claimed again lowest rank first (b's group 1, b's group
+  // 2, then a.jsonl's unfinished ones from rank 102).
+  ASSERT_TRUE(s->ReleaseLeases("w1").ok());
+  auto other = this->Open(Store::Check::kSkip);
+  ASSERT_TRUE(other->ClaimNextGroup("w2", 3600, 10, &c).ok());
+  EXPECT_EQ(c.plan_group, 1) << "b's group 1, released";
+  ASSERT_TRUE(other->ClaimNextGroup("w2", 3600, 10, &c).ok());
+  EXPECT_EQ(c.plan_group, 2);
+  ASSERT_TRUE(other->ClaimNextGroup("w2", 3600, 10, &c).ok());
+  EXPECT_EQ(c.plan_group, 102) << "the lowest released lease of a.jsonl";
+}
+
 // PostgreSQL: workers beat, claim, commit and take finalize leases while an ingest holds the write
 // lock (a long one would otherwise let their leases run out).
 TEST(PostgresStore, WorkersNeverWaitForAnIngestsWriteLock) {
