@@ -97,35 +97,48 @@ constexpr const char* kClaimGroupPg =
     "lease_expires_at = $3 FROM c WHERE r.job = c.job AND r.line = c.line "
     "RETURNING r.job, r.line, r.plan_rank, r.attempts, r.custom_id, r.body, r.plan_group, "
     "r.lease_generation";
-// A group's results, one statement per step (CommitResultGroup), its rows as arrays. Finish:
-// ($1 jobs, $2 lines, $3 statuses, $4 lease generations, $5 the worker or NULL): the requests
-// still pending (and, with a worker, held by it under that generation), locked one by one in the
-// arrays' (job, line) order (so that two commits never wait on each other crosswise), set done or
-// failed. Each row is found by its key (a LATERAL subquery with FOR UPDATE is never flattened
-// into a join): the worker's entries in requests_leased include those of every request it
-// finished since the last vacuum.
-constexpr const char* kFinishGroupPg =
-    "WITH l AS (SELECT r.job, r.line, v.status FROM unnest($1::bigint[], $2::bigint[], "
-    "$3::text[], $4::bigint[]) AS v (job, line, status, gen) CROSS JOIN LATERAL (SELECT job, line "
-    "FROM requests WHERE job = v.job AND line = v.line AND status = 'pending' AND ($5::text IS "
-    "NULL OR (lease_worker = $5::text AND lease_generation = v.gen)) FOR UPDATE) AS r) "
-    "UPDATE requests AS r SET status = l.status FROM l WHERE r.job = l.job AND r.line = l.line "
-    "RETURNING r.job, r.line";
+// A group's results in one statement (CommitResultGroup's finish_insert_bump), its rows as
+// arrays: $1 jobs, $2 lines, $3 is_error, $4 outputs, $5-$8 token counts, $9-$12 seconds,
+// $13 finished_at, $14 lease generations, $15 the worker or NULL, $16 now (committed_at).
+//   l: the requests still pending (and, with a worker, held by it under that generation), locked
+//      one by one in the arrays' (job, line) order, so that two commits never wait on each other
+//      crosswise. Each is found by its key (a LATERAL subquery with FOR UPDATE is never flattened
+//      into a join): the worker's entries in requests_leased include those of every request it
+//      finished since the last vacuum.
+//   f: those set done or failed;  i: their results inserted (but where a line has one);
+//   b: the jobs' counts and token sums moved by what i inserted, the job rows locked in id order.
+// Returns the rows of f, each with the count of i.
+constexpr const char* kCommitGroupPg =
+    "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], "
+    "$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::float8[], $10::float8[], "
+    "$11::float8[], $12::float8[], $13::float8[], $14::bigint[]) "
+    "AS v (job, line, is_error, output, p, c, cp, cm, q, t, i, l, f, gen)), "
+    "l AS (SELECT r.job, r.line FROM v CROSS JOIN LATERAL (SELECT job, line FROM requests "
+    "WHERE job = v.job AND line = v.line AND status = 'pending' AND ($15::text IS NULL OR "
+    "(lease_worker = $15::text AND lease_generation = v.gen)) FOR UPDATE) AS r), "
+    "f AS (UPDATE requests AS r SET status = CASE WHEN v.is_error <> 0 THEN 'failed' ELSE 'done' "
+    "END FROM l JOIN v ON v.job = l.job AND v.line = l.line WHERE r.job = l.job AND "
+    "r.line = l.line RETURNING r.job, r.line), "
+    "i AS (INSERT INTO results (job, line, is_error, output, prompt_tokens, cached_tokens, "
+    "computed_tokens, completion_tokens, queue_seconds, ttft_seconds, itl_seconds, "
+    "latency_seconds, committed_at, finished_at) SELECT v.job, v.line, v.is_error, v.output, v.p, "
+    "v.c, v.cp, v.cm, v.q, v.t, v.i, v.l, $16::float8, v.f FROM v JOIN f ON f.job = v.job AND "
+    "f.line = v.line ON CONFLICT (job, line) DO NOTHING RETURNING job, is_error, prompt_tokens, "
+    "cached_tokens, computed_tokens, completion_tokens), "
+    "s AS (SELECT job, count(*) FILTER (WHERE is_error = 0) AS ok, count(*) FILTER (WHERE "
+    "is_error <> 0) AS bad, sum(prompt_tokens) AS p, sum(cached_tokens) AS c, "
+    "sum(computed_tokens) AS cp, sum(completion_tokens) AS cm FROM i GROUP BY job), "
+    "k AS (SELECT id FROM jobs WHERE id IN (SELECT job FROM s) ORDER BY id FOR UPDATE), "
+    "b AS (UPDATE jobs SET completed = completed + s.ok, failed = failed + s.bad, "
+    "prompt_tokens = prompt_tokens + s.p, cached_tokens = cached_tokens + s.c, "
+    "computed_tokens = computed_tokens + s.cp, completion_tokens = completion_tokens + s.cm "
+    "FROM s JOIN k ON k.id = s.job WHERE jobs.id = s.job RETURNING 1) "
+    "SELECT f.job, f.line, (SELECT count(*) FROM i), (SELECT count(*) FROM b) FROM f";
 // The 1-based position of the first (job $1[i], line $2[i]) that is no request.
 constexpr const char* kFirstMissingPg =
     "SELECT v.i FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS v (job, line, i) "
     "WHERE NOT EXISTS (SELECT 1 FROM requests AS r WHERE r.job = v.job AND r.line = v.line) "
     "ORDER BY v.i LIMIT 1";
-// sql::kInsertResult for a whole group ($13: committed_at).
-constexpr const char* kInsertResultsPg =
-    "INSERT INTO results (job, line, is_error, output, prompt_tokens, cached_tokens, "
-    "computed_tokens, completion_tokens, queue_seconds, ttft_seconds, itl_seconds, "
-    "latency_seconds, committed_at, finished_at) "
-    "SELECT v.job, v.line, v.is_error, v.output, v.p, v.c, v.cp, v.cm, v.q, v.t, v.i, v.l, $13, "
-    "v.f FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[], "
-    "$6::bigint[], $7::bigint[], $8::bigint[], $9::float8[], $10::float8[], $11::float8[], "
-    "$12::float8[], $14::float8[]) AS v (job, line, is_error, output, p, c, cp, cm, q, t, i, l, f) "
-    "ON CONFLICT (job, line) DO NOTHING";
 constexpr const char* kTrySessionLock = "SELECT pg_try_advisory_lock($1)";
 constexpr const char* kLockForWrite = "SELECT pg_advisory_xact_lock($1)";
 constexpr const char* kBumpDataVersion =
@@ -362,6 +375,19 @@ Status PgStore::Error(const std::string& what, pg_result* r) const {
   return Status::IoError(m);
 }
 
+Status PgStore::ExecAll(const std::string& sql, const std::string& what, std::vector<Rows>* out) {
+  out->clear();
+  if (PQsendQuery(conn_, sql.c_str()) == 0) return Error(what, nullptr);
+  Status first;
+  while (pg_result* raw = PQgetResult(conn_)) {  // every result, until none is left
+    const ExecStatusType st = PQresultStatus(raw);
+    if (first.ok() && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) first = Error(what, raw);
+    out->emplace_back(raw);
+  }
+  if (first.ok() && out->empty()) return Error(what, nullptr);
+  return first;
+}
+
 Status PgStore::Exec(const std::string& sql, const std::string& what, Rows* rows) {
   Rows r(PQexec(conn_, sql.c_str()));
   const ExecStatusType st = PQresultStatus(r.raw());
@@ -453,20 +479,17 @@ Status PgStore::Commit() {
       return s;
     }
   }
-  int64_t bumped = -1;
-  if (wrote_) {  // DataVersion: others see that this transaction wrote
-    Rows r;
-    if (Status s = Run(kBumpDataVersion, Params(), "cannot count the commit", &r); !s.ok()) {
-      Rollback();
-      return s;
-    }
-    bumped = r.Int(0, 0);
-  }
-  Rows r;
-  if (Status s = Exec("COMMIT", "commit failed", &r); !s.ok()) {
+  // DataVersion: others see that this transaction wrote. The count and COMMIT go as one query
+  // (one round trip: the rows this transaction locked are held a round trip less).
+  std::vector<Rows> results;
+  if (Status s = ExecAll(wrote_ ? std::string(kBumpDataVersion) + "; COMMIT" : "COMMIT",
+                         "commit failed", &results);
+      !s.ok()) {
     Rollback();
     return s;
   }
+  const int64_t bumped = wrote_ ? results.front().Int(0, 0) : -1;
+  const Rows& r = results.back();
   write_locked_ = false;
   wrote_ = false;
   txn_open_ = false;
@@ -846,44 +869,13 @@ store_internal::ResultSteps PgStore::ResultStepsFor() {
   steps.leased_transaction = [this](const std::function<Status()>& body) {
     return RowTransaction(body);
   };
-  // One statement a step, whatever the group's size.
-  steps.finish = [this](const std::vector<const Result*>& rs, const std::string* worker,
-                        const std::vector<int64_t>& generations,
-                        std::vector<char>* finished) -> Status {
-    Array jobs, lines, statuses, gens;
-    for (size_t i = 0; i < rs.size(); ++i) {
-      jobs.Add(rs[i]->job);
-      lines.Add(rs[i]->line);
-      statuses.Add(std::string_view(rs[i]->is_error ? "failed" : "done"));
-      gens.Add(generations[i]);
-    }
-    Params p;
-    p.Add(jobs).Add(lines).Add(statuses).Add(gens);
-    if (worker != nullptr)
-      p.Add(*worker);
-    else
-      p.AddNull();
-    Rows r;
-    LLMQ_RETURN_IF_ERROR(Run(kFinishGroupPg, p, "cannot finish requests", &r));
-    MarkReturned(r, rs, finished);
-    return Status::Ok();
-  };
-  steps.missing = [this](const std::vector<const Result*>& rs, int64_t* first) -> Status {
-    Array jobs, lines;
-    for (const Result* x : rs) {
-      jobs.Add(x->job);
-      lines.Add(x->line);
-    }
-    Rows r;
-    LLMQ_RETURN_IF_ERROR(Run(kFirstMissingPg, Params().Add(jobs).Add(lines),
-                             "cannot look for the requests of results", &r));
-    *first = r.size() == 0 ? -1 : r.Int(0, 0) - 1;
-    return Status::Ok();
-  };
-  steps.insert = [this](const std::vector<const Result*>& rs, double now,
-                        int64_t* inserted) -> Status {
-    Array cols[13];  // kInsertResultsPg's arrays: $1..$12, then finished_at ($14)
-    for (const Result* x : rs) {
+  // One statement for the whole group, whatever its size; a second to name a missing request.
+  steps.finish_insert_bump = [this](const std::vector<const Result*>& rs, const std::string* worker,
+                                    const std::vector<int64_t>& generations, double now,
+                                    std::vector<char>* finished, int64_t* inserted) -> Status {
+    Array cols[14];  // kCommitGroupPg's arrays, $1..$14
+    for (size_t k = 0; k < rs.size(); ++k) {
+      const Result* x = rs[k];
       const ResultMetrics& m = x->metrics;
       cols[0].Add(x->job);
       cols[1].Add(x->line);
@@ -898,20 +890,32 @@ store_internal::ResultSteps PgStore::ResultStepsFor() {
       cols[10].Add(m.itl_seconds);
       cols[11].Add(m.latency_seconds);
       cols[12].Add(m.finished_at > 0 ? m.finished_at : now);
+      cols[13].Add(generations[k]);
     }
     Params p;
-    for (int i = 0; i < 12; ++i) p.Add(cols[i]);
-    p.Add(now).Add(cols[12]);
+    for (const Array& a : cols) p.Add(a);
+    if (worker != nullptr)
+      p.Add(*worker);
+    else
+      p.AddNull();
+    p.Add(now);
     Rows r;
-    LLMQ_RETURN_IF_ERROR(Run(kInsertResultsPg, p, "cannot insert results", &r));
-    *inserted = r.Affected();
+    LLMQ_RETURN_IF_ERROR(Run(kCommitGroupPg, p, "cannot commit results", &r));
+    MarkReturned(r, rs, finished);
+    *inserted = r.size() == 0 ? 0 : r.Int(0, 2);
     return Status::Ok();
   };
-  steps.bump = [this](int64_t job, const store_internal::AddedToJob& c) {
-    Params p;
-    p.Add(job).Add(c.completed).Add(c.failed).Add(c.prompt).Add(c.cached);
-    p.Add(c.computed).Add(c.completion);
-    return Run(sql::kBumpCounts, p, "cannot update the counts of job " + std::to_string(job));
+  steps.missing = [this](const std::vector<const Result*>& rs, int64_t* first) -> Status {
+    Array jobs, lines;
+    for (const Result* x : rs) {
+      jobs.Add(x->job);
+      lines.Add(x->line);
+    }
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(kFirstMissingPg, Params().Add(jobs).Add(lines),
+                             "cannot look for the requests of results", &r));
+    *first = r.size() == 0 ? -1 : r.Int(0, 0) - 1;
+    return Status::Ok();
   };
   return steps;
 }

@@ -163,6 +163,9 @@ class PgStore final : public Store {
                            Rows* rows = nullptr);
   // One or more statements without parameters or prepared state (transaction control, DDL).
   [[nodiscard]] Status Exec(const std::string& sql, const std::string& what, Rows* rows = nullptr);
+  // Exec for a query of several statements: every result, in order; the first failure.
+  [[nodiscard]] Status ExecAll(const std::string& sql, const std::string& what,
+                               std::vector<Rows>* out);
   // A failed result (or none: the connection's error) as a Status naming location_ and `what`.
   [[nodiscard]] Status Error(const std::string& what, pg_result* r) const;
   // Own transaction unless one is open; a write: takes the write lock first.

@@ -106,7 +106,12 @@ Status CommitResultGroup(const std::string& location, const std::vector<const Re
   int64_t fresh = 0;
   const auto body = [&]() -> Status {
     std::vector<char> finished;
-    LLMQ_RETURN_IF_ERROR(steps.finish(rs, worker, gens, &finished));
+    int64_t inserted = -1;  // -1: not yet
+    const bool in_one = static_cast<bool>(steps.finish_insert_bump);
+    if (in_one)
+      LLMQ_RETURN_IF_ERROR(steps.finish_insert_bump(rs, worker, gens, Now(), &finished, &inserted));
+    else
+      LLMQ_RETURN_IF_ERROR(steps.finish(rs, worker, gens, &finished));
     std::vector<const Result*> done, not_done;
     for (size_t i = 0; i < rs.size(); ++i) (finished[i] ? done : not_done).push_back(rs[i]);
     if (!not_done.empty()) {  // already finished, or fenced: unless it is no request at all
@@ -118,8 +123,7 @@ Status CommitResultGroup(const std::string& location, const std::vector<const Re
             std::to_string(not_done[first]->line) + ", which is no request");
     }
     if (done.empty()) return Status::Ok();
-    int64_t inserted = 0;
-    LLMQ_RETURN_IF_ERROR(steps.insert(done, Now(), &inserted));
+    if (!in_one) LLMQ_RETURN_IF_ERROR(steps.insert(done, Now(), &inserted));
     // A pending request has no result (it stops being pending in the transaction that adds it).
     if (inserted != static_cast<int64_t>(done.size()))
       return Status::Corruption(
@@ -127,11 +131,12 @@ Status CommitResultGroup(const std::string& location, const std::vector<const Re
           std::to_string(done.size()) + " pending requests already have a result (job " +
           std::to_string(done.front()->job) + ", lines " + std::to_string(done.front()->line) +
           " to " + std::to_string(done.back()->line) + ")");
+    fresh = static_cast<int64_t>(done.size());
+    if (in_one) return Status::Ok();
     // The invariant "counted once": only a request really finished moves its job's counts.
     std::map<int64_t, AddedToJob> counts;
     for (const Result* r : done) counts[r->job].Add(*r);
     for (const auto& [job, c] : counts) LLMQ_RETURN_IF_ERROR(steps.bump(job, c));
-    fresh = static_cast<int64_t>(done.size());
     return Status::Ok();
   };
   LLMQ_RETURN_IF_ERROR(worker != nullptr ? steps.leased_transaction(body)

@@ -453,8 +453,9 @@ struct AddedToJob {
   void Add(const Result& r);
 };
 // An engine's part of committing a group of results (CommitResultGroup drives it). Each step
-// takes the whole group, in (job, line) order with no line twice: SQLite runs a statement a row
-// (in process, cheap), PostgreSQL one statement for all (arrays and unnest).
+// takes the whole group, in (job, line) order with no line twice. SQLite gives finish, insert and
+// bump, each a statement a row (in process, cheap); PostgreSQL gives finish_insert_bump, one
+// statement for all three (arrays and unnest: one round trip). Both give missing.
 struct ResultSteps {
   // Runs `body` in a write transaction (the caller's, or its own committed when `body` is OK).
   std::function<Status(const std::function<Status()>& body)> write_transaction;
@@ -472,6 +473,12 @@ struct ResultSteps {
   std::function<Status(const std::vector<const Result*>& rs, double now, int64_t* inserted)> insert;
   // Adds `c` to job `job`'s counts and token sums.
   std::function<Status(int64_t job, const AddedToJob& c)> bump;
+  // finish, then insert of the finished, then bump of their jobs (in id order) by what was
+  // inserted, in one: (*finished)[i] as finish's, *inserted as insert's.
+  std::function<Status(const std::vector<const Result*>& rs, const std::string* worker,
+                       const std::vector<int64_t>& generations, double now,
+                       std::vector<char>* finished, int64_t* inserted)>
+      finish_insert_bump;
 };
 // Store::CommitResults (worker null) and Store::CommitLeasedResults (worker set, generations[i]
 // for results[i]), the same on both engines: one transaction; the requests finished first (their
