@@ -139,6 +139,17 @@ constexpr const char* kFirstMissingPg =
     "SELECT v.i FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS v (job, line, i) "
     "WHERE NOT EXISTS (SELECT 1 FROM requests AS r WHERE r.job = v.job AND r.line = v.line) "
     "ORDER BY v.i LIMIT 1";
+// A batch of InsertRequest's rows, and the error results of the refused ones among them.
+constexpr const char* kInsertRequestsPg =
+    "INSERT INTO requests (job, line, custom_id, body, plan_rank, status, plan_group) "
+    "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], "
+    "$6::text[], $7::bigint[])";
+constexpr const char* kInsertErrorResultsPg =
+    "INSERT INTO results (job, line, is_error, output, committed_at, finished_at) "
+    "SELECT v.job, v.line, 1, v.output, $4, $4 FROM unnest($1::bigint[], $2::bigint[], "
+    "$3::text[]) AS v (job, line, output) ON CONFLICT (job, line) DO NOTHING";
+constexpr int kBatchRows = 2000;
+constexpr size_t kBatchBytes = 8 << 20;
 constexpr const char* kTrySessionLock = "SELECT pg_try_advisory_lock($1)";
 constexpr const char* kLockForWrite = "SELECT pg_advisory_xact_lock($1)";
 constexpr const char* kBumpDataVersion =
@@ -377,6 +388,7 @@ Status PgStore::Error(const std::string& what, pg_result* r) const {
 
 Status PgStore::ExecAll(const std::string& sql, const std::string& what, std::vector<Rows>* out) {
   out->clear();
+  if (batch_) LLMQ_RETURN_IF_ERROR(FlushRequests());
   if (PQsendQuery(conn_, sql.c_str()) == 0) return Error(what, nullptr);
   Status first;
   while (pg_result* raw = PQgetResult(conn_)) {  // every result, until none is left
@@ -389,6 +401,7 @@ Status PgStore::ExecAll(const std::string& sql, const std::string& what, std::ve
 }
 
 Status PgStore::Exec(const std::string& sql, const std::string& what, Rows* rows) {
+  if (batch_) LLMQ_RETURN_IF_ERROR(FlushRequests());
   Rows r(PQexec(conn_, sql.c_str()));
   const ExecStatusType st = PQresultStatus(r.raw());
   if (r.raw() == nullptr || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK))
@@ -398,6 +411,7 @@ Status PgStore::Exec(const std::string& sql, const std::string& what, Rows* rows
 }
 
 Status PgStore::Run(const char* sql, const Params& params, const std::string& what, Rows* rows) {
+  if (batch_) LLMQ_RETURN_IF_ERROR(FlushRequests());  // what follows sees those rows
   if (PQstatus(conn_) == CONNECTION_BAD && !InTransaction()) LLMQ_RETURN_IF_ERROR(Reconnect());
   const std::string* name = nullptr;
   for (const auto& [key, n] : prepared_)
@@ -471,6 +485,10 @@ Status PgStore::Commit() {
     return Status::IoError(location_ +
                            ": commit: a statement of this transaction failed; it was rolled back");
   }
+  if (Status s = FlushRequests(); !s.ok()) {
+    Rollback();
+    return s;
+  }
   if (lowest_inserted_rank_ != kNoRank) {  // under the write lock (InsertRequest took it)
     const Status s = Run(kLowerClaimFloorPg, Params().Add(lowest_inserted_rank_),
                          "cannot lower the claim floor");
@@ -506,6 +524,7 @@ Status PgStore::Commit() {
 }
 
 void PgStore::Rollback() {
+  batch_.reset();  // never sent
   const bool open = InTransaction();
   write_locked_ = false;
   wrote_ = false;
@@ -627,28 +646,51 @@ Status PgStore::InsertJob(JobRecord* job) {
 }
 
 Status PgStore::InsertRequest(int64_t job, const NewRequest& r) {
+  // Into the batch, sent when full, before any other statement, and at Commit (in its own
+  // transaction: at once): one round trip per kBatchRows rows, not per row.
   return Transaction([&]() -> Status {
-    Params p;
-    p.Add(job).Add(r.line).Add(r.custom_id).Add(r.body).Add(r.plan_rank);
-    p.Add(std::string_view(r.error_output ? "failed" : "pending"));
-    p.Add(r.plan_group != 0 ? r.plan_group : r.plan_rank);
-    LLMQ_RETURN_IF_ERROR(Run(sql::kInsertRequest, p,
-                             "cannot insert request (job " + std::to_string(job) + ", line " +
-                                 std::to_string(r.line) + ")"));
-    if (!r.error_output) {
+    if (!batch_) batch_ = std::make_unique<RequestBatch>();
+    RequestBatch& b = *batch_;
+    b.job.Add(job);
+    b.line.Add(r.line);
+    b.custom_id.Add(std::string_view(r.custom_id));
+    b.body.Add(std::string_view(r.body));
+    b.rank.Add(r.plan_rank);
+    b.status.Add(std::string_view(r.error_output ? "failed" : "pending"));
+    b.group.Add(r.plan_group != 0 ? r.plan_group : r.plan_rank);
+    if (r.error_output) {  // refused at validation: finished already, its error line its result
+      b.error_job.Add(job);
+      b.error_line.Add(r.line);
+      b.error_output.Add(std::string_view(*r.error_output));
+      ++b.errors;
+    } else {
       lowest_inserted_rank_ = std::min(lowest_inserted_rank_, r.plan_rank);
-      return Status::Ok();
     }
-    // Refused at validation: finished already, its error line is its result.
-    const double now = store_internal::Now();
-    Params e;
-    e.Add(job).Add(r.line).Add(int64_t{1}).Add(*r.error_output);
-    for (int i = 5; i <= 8; ++i) e.Add(int64_t{0});
-    for (int i = 9; i <= 12; ++i) e.Add(0.0);
-    e.Add(now).Add(now);
-    return Run(sql::kInsertResult, e,
-               "cannot insert the error result of line " + std::to_string(r.line));
+    if (b.rows++ == 0) {
+      b.first_job = job;
+      b.first_line = r.line;
+    }
+    b.last_line = r.line;
+    b.bytes += r.body.size() + r.custom_id.size() + (r.error_output ? r.error_output->size() : 0);
+    if (b.rows >= kBatchRows || b.bytes >= kBatchBytes) return FlushRequests();
+    return Status::Ok();
   });
+}
+
+Status PgStore::FlushRequests() {
+  const std::unique_ptr<RequestBatch> b = std::move(batch_);  // Run below must not flush it again
+  if (!b) return Status::Ok();
+  const std::string where = "requests (job " + std::to_string(b->first_job) + ", lines " +
+                            std::to_string(b->first_line) + " to " + std::to_string(b->last_line) +
+                            ")";
+  Params p;
+  p.Add(b->job).Add(b->line).Add(b->custom_id).Add(b->body).Add(b->rank).Add(b->status);
+  p.Add(b->group);
+  LLMQ_RETURN_IF_ERROR(Run(kInsertRequestsPg, p, "cannot insert " + where));
+  if (b->errors == 0) return Status::Ok();
+  Params e;
+  e.Add(b->error_job).Add(b->error_line).Add(b->error_output).Add(store_internal::Now());
+  return Run(kInsertErrorResultsPg, e, "cannot insert the error results of " + where);
 }
 
 Status PgStore::FinishIngest(int64_t job, JobStatus status, const IngestTotals* totals) {

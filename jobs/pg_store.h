@@ -11,6 +11,8 @@
 //     meta's data_version), so many workers claim, commit and beat at once, and never wait for
 //     an ingest. What they write, no ingest reads to decide (ranks, counts of its own job).
 //   - "A second result is ignored": INSERT ... ON CONFLICT (job, line) DO NOTHING.
+//   - Ingest: InsertRequest's rows are sent in batches (RequestBatch), before any other statement
+//     of the connection, so the transaction's reads see them.
 //   - DataVersion: every write transaction bumps meta.data_version before COMMIT; this
 //     connection tells its own bumps from others' (see DataVersion in store.h).
 //   - Claims start from a claim floor (meta 'claim_floor', below which no request is pending), so
@@ -175,6 +177,8 @@ class PgStore final : public Store {
   [[nodiscard]] Status RowTransaction(const std::function<Status()>& body);
   // BEGIN (reconnecting first when the connection was lost), no lock taken.
   [[nodiscard]] Status BeginUnlocked();
+  // Sends the rows InsertRequest batched (a no-op when none are).
+  [[nodiscard]] Status FlushRequests();
   // Raises the claim floor (pg_store.cpp: kLowerClaimFloorPg) to the lowest pending rank, in a
   // transaction of its own, unless an ingest holds the write lock.
   [[nodiscard]] Status RaiseClaimFloor();
@@ -198,6 +202,16 @@ class PgStore final : public Store {
   int busy_timeout_ms_ = 5000;
   bool write_locked_ = false;
   bool wrote_ = false;  // this transaction writes: Commit bumps meta.data_version
+  // InsertRequest's rows not sent yet (pg_store.cpp: kInsertRequestsPg), as arrays: sent when
+  // full, before any other statement of this connection and at Commit; dropped by Rollback.
+  struct RequestBatch {
+    Array job, line, custom_id, body, rank, status, group;
+    Array error_job, error_line, error_output;  // the refused lines' error results
+    int rows = 0, errors = 0;
+    size_t bytes = 0;
+    int64_t first_job = 0, first_line = 0, last_line = 0;  // for messages
+  };
+  std::unique_ptr<RequestBatch> batch_;
   static constexpr int64_t kNoRank = INT64_MAX;
   int64_t lowest_inserted_rank_ = kNoRank;  // of this transaction's pending requests
   int claims_since_floor_raise_ = 0;

@@ -251,7 +251,11 @@ class Store {
   // empty) and `job->created_at` (when 0). (name, sha256) is unique: the caller asks FindJob
   // first; a second insert of the same pair fails with InvalidArgument naming it.
   [[nodiscard]] virtual Status InsertJob(JobRecord* job) = 0;
-  // A duplicate (job, line) or an unknown job fails with InvalidArgument.
+  // A duplicate (job, line) or an unknown job fails with InvalidArgument. PostgreSQL: inside the
+  // caller's transaction the rows go to the server in batches (one statement per 2,000), so that
+  // failure may come from a later call of the transaction instead, at the latest from its Commit
+  // (the caller rolls back, as after any failure); every read of the transaction sees every row
+  // inserted before it.
   [[nodiscard]] virtual Status InsertRequest(int64_t job, const NewRequest& r) = 0;
   // Sets the job's counts and status (usually in_progress, as SetJobStatus does). Without
   // `totals` the counts are taken from the inserted rows (a scan); an ingester that counted what

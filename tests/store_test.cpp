@@ -271,6 +271,56 @@ TYPED_TEST(StoreTest, DuplicateLineAndUnknownJobAreRefused) {
   EXPECT_FALSE(s->InTransaction());
 }
 
+// Inside the ingest's transaction, what InsertRequest wrote is seen by the transaction's own reads
+// (PostgreSQL sends the rows in batches: a read sends what is waiting first), and a duplicate line
+// fails the transaction at the latest at its Commit.
+TYPED_TEST(StoreTest, AnIngestSeesItsOwnRequestsAndADuplicateFailsItByCommit) {
+  constexpr int kLines = 2500;  // more than one PostgreSQL batch
+  auto s = this->Open();
+  ASSERT_TRUE(s->Begin().ok());
+  JobRecord job;
+  job.name = "big.jsonl";
+  job.sha256 = "big";
+  ASSERT_TRUE(s->InsertJob(&job).ok());
+  NewRequest r;
+  for (int i = 1; i <= kLines; ++i) {
+    r.line = i;
+    r.custom_id = "c" + std::to_string(i);
+    r.body = "{\"quote\": \"\\\"\", \"n\": " + std::to_string(i) + "}";
+    r.plan_rank = i;
+    r.error_output.reset();
+    if (i == 7) r.error_output = "{\"error\": \"refused\"}";
+    ASSERT_TRUE(s->InsertRequest(job.id, r).ok());
+  }
+  std::string id;
+  ASSERT_TRUE(s->GetCustomId(job.id, kLines, &id).ok());
+  EXPECT_EQ(id, "c" + std::to_string(kLines));
+  int64_t pending = 0;
+  ASSERT_TRUE(s->CountPending(job.id, &pending).ok());
+  EXPECT_EQ(pending, kLines - 1);
+  std::vector<PendingRequest> first;
+  ASSERT_TRUE(s->PendingOfJob(job.id, 0, 1, &first).ok());
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].body, "{\"quote\": \"\\\"\", \"n\": 1}");
+  // A duplicate line: refused by InsertRequest, or by the Commit after it.
+  r.line = 5;
+  r.error_output.reset();
+  Status st = s->InsertRequest(job.id, r);
+  if (st.ok()) st = s->Commit();
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
+  s->Rollback();
+  EXPECT_FALSE(s->InTransaction());
+  std::vector<JobRecord> all;
+  ASSERT_TRUE(s->ListJobs(&all).ok());
+  EXPECT_TRUE(all.empty()) << "rolled back as one";
+  // The same ingest without the duplicate commits, the refused line with its error result.
+  const int64_t again = Ingest(s.get(), "small.jsonl", {1, 2, 3}, {2});
+  ASSERT_TRUE(s->CountPending(again, &pending).ok());
+  EXPECT_EQ(pending, 2);
+  ASSERT_TRUE(s->GetJob(again, &job).ok());
+  EXPECT_EQ(job.failed, 1);
+}
+
 TYPED_TEST(StoreTest, RolledBackIngestLeavesNothing) {
   auto s = this->Open();
   ASSERT_TRUE(s->Begin().ok());
