@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,14 +62,34 @@ constexpr int kFetchRows = 256;  // a walk holds at most this many results in me
 constexpr const char* kHasMetaPg =
     "SELECT count(*) FILTER (WHERE tablename = 'meta'), count(*) FROM pg_catalog.pg_tables "
     "WHERE schemaname = current_schema()";
+// The claim floor (meta 'claim_floor'; absent: 0): no pending request has a lower rank. A claim
+// starts its walk of requests_pending_by_rank there, not at the index's head, where the entries
+// of finished requests pile up (dead row versions) until a vacuum removes them: without it every
+// claim would step over every request finished since the last vacuum. Lowered by each ingest's
+// commit to its lowest rank, raised now and then by a claim to the lowest pending rank; both under
+// the write lock, so that no ingest commits rows under a floor being raised.
+constexpr const char* kLowerClaimFloorPg =
+    "INSERT INTO meta (key, value) VALUES ('claim_floor', least(0, $1::bigint)::text) "
+    "ON CONFLICT (key) DO UPDATE SET value = least(meta.value::bigint, $1::bigint)::text";
+constexpr const char* kRaiseClaimFloorPg =
+    "WITH f AS (SELECT coalesce((SELECT value::bigint FROM meta WHERE key = 'claim_floor'), 0) "
+    "AS floor) INSERT INTO meta (key, value) SELECT 'claim_floor', coalesce((SELECT "
+    "min(plan_rank) FROM requests WHERE status = 'pending' AND plan_rank >= f.floor), "
+    "f.floor)::text FROM f ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+constexpr const char* kTryLockForWrite = "SELECT pg_try_advisory_xact_lock($1)";
+constexpr int kClaimsPerFloorRaise = 16;
 // ClaimNextGroup ($1 worker, $2 now, $3 expiry, $4 most requests): the first claimable row (by
-// rank) that no other claim has locked picks the group; its claimable rows that no other claim
-// has locked are leased.
+// rank, from the claim floor) that no other claim has locked picks the group; its claimable rows
+// that no other claim has locked are leased.
 constexpr const char* kClaimGroupPg =
-    "WITH g AS (SELECT r.plan_group FROM requests AS r JOIN jobs AS j ON j.id = r.job "
+    "WITH g AS (SELECT r.plan_group FROM requests AS r "
     "WHERE r.status = 'pending' AND (r.lease_worker IS NULL OR r.lease_expires_at <= $2) "
-    "AND j.status = 'in_progress' AND j.cancel_requested = 0 "
-    "ORDER BY r.plan_rank, r.job, r.line LIMIT 1 FOR UPDATE OF r SKIP LOCKED), "
+    "AND r.plan_rank >= coalesce((SELECT value::bigint FROM meta WHERE key = 'claim_floor'), 0) "
+    // A subquery, not a join: the walk stays requests_pending_by_rank's, in its order, stopping
+    // at the first row, whatever the planner's statistics say.
+    "AND (SELECT j.status = 'in_progress' AND j.cancel_requested = 0 FROM jobs AS j "
+    "WHERE j.id = r.job) "
+    "ORDER BY r.plan_rank, r.job, r.line LIMIT 1 FOR UPDATE SKIP LOCKED), "
     "c AS (SELECT job, line FROM requests WHERE plan_group = (SELECT plan_group FROM g) "
     "AND status = 'pending' AND (lease_worker IS NULL OR lease_expires_at <= $2) "
     "ORDER BY plan_rank LIMIT $4 FOR UPDATE SKIP LOCKED) "
@@ -76,6 +97,59 @@ constexpr const char* kClaimGroupPg =
     "lease_expires_at = $3 FROM c WHERE r.job = c.job AND r.line = c.line "
     "RETURNING r.job, r.line, r.plan_rank, r.attempts, r.custom_id, r.body, r.plan_group, "
     "r.lease_generation";
+// A group's results in one statement (CommitResultGroup's finish_insert_bump), its rows as
+// arrays: $1 jobs, $2 lines, $3 is_error, $4 outputs, $5-$8 token counts, $9-$12 seconds,
+// $13 finished_at, $14 lease generations, $15 the worker or NULL, $16 now (committed_at).
+//   l: the requests still pending (and, with a worker, held by it under that generation), locked
+//      one by one in the arrays' (job, line) order, so that two commits never wait on each other
+//      crosswise. Each is found by its key (a LATERAL subquery with FOR UPDATE is never flattened
+//      into a join): the worker's entries in requests_leased include those of every request it
+//      finished since the last vacuum.
+//   f: those set done or failed;  i: their results inserted (but where a line has one);
+//   b: the jobs' counts and token sums moved by what i inserted, the job rows locked in id order.
+// Returns the rows of f, each with the count of i.
+constexpr const char* kCommitGroupPg =
+    "WITH v AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[], "
+    "$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::float8[], $10::float8[], "
+    "$11::float8[], $12::float8[], $13::float8[], $14::bigint[]) "
+    "AS v (job, line, is_error, output, p, c, cp, cm, q, t, i, l, f, gen)), "
+    "l AS (SELECT r.job, r.line FROM v CROSS JOIN LATERAL (SELECT job, line FROM requests "
+    "WHERE job = v.job AND line = v.line AND status = 'pending' AND ($15::text IS NULL OR "
+    "(lease_worker = $15::text AND lease_generation = v.gen)) FOR UPDATE) AS r), "
+    "f AS (UPDATE requests AS r SET status = CASE WHEN v.is_error <> 0 THEN 'failed' ELSE 'done' "
+    "END FROM l JOIN v ON v.job = l.job AND v.line = l.line WHERE r.job = l.job AND "
+    "r.line = l.line RETURNING r.job, r.line), "
+    "i AS (INSERT INTO results (job, line, is_error, output, prompt_tokens, cached_tokens, "
+    "computed_tokens, completion_tokens, queue_seconds, ttft_seconds, itl_seconds, "
+    "latency_seconds, committed_at, finished_at) SELECT v.job, v.line, v.is_error, v.output, v.p, "
+    "v.c, v.cp, v.cm, v.q, v.t, v.i, v.l, $16::float8, v.f FROM v JOIN f ON f.job = v.job AND "
+    "f.line = v.line ON CONFLICT (job, line) DO NOTHING RETURNING job, is_error, prompt_tokens, "
+    "cached_tokens, computed_tokens, completion_tokens), "
+    "s AS (SELECT job, count(*) FILTER (WHERE is_error = 0) AS ok, count(*) FILTER (WHERE "
+    "is_error <> 0) AS bad, sum(prompt_tokens) AS p, sum(cached_tokens) AS c, "
+    "sum(computed_tokens) AS cp, sum(completion_tokens) AS cm FROM i GROUP BY job), "
+    "k AS (SELECT id FROM jobs WHERE id IN (SELECT job FROM s) ORDER BY id FOR UPDATE), "
+    "b AS (UPDATE jobs SET completed = completed + s.ok, failed = failed + s.bad, "
+    "prompt_tokens = prompt_tokens + s.p, cached_tokens = cached_tokens + s.c, "
+    "computed_tokens = computed_tokens + s.cp, completion_tokens = completion_tokens + s.cm "
+    "FROM s JOIN k ON k.id = s.job WHERE jobs.id = s.job RETURNING 1) "
+    "SELECT f.job, f.line, (SELECT count(*) FROM i), (SELECT count(*) FROM b) FROM f";
+// The 1-based position of the first (job $1[i], line $2[i]) that is no request.
+constexpr const char* kFirstMissingPg =
+    "SELECT v.i FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS v (job, line, i) "
+    "WHERE NOT EXISTS (SELECT 1 FROM requests AS r WHERE r.job = v.job AND r.line = v.line) "
+    "ORDER BY v.i LIMIT 1";
+// A batch of InsertRequest's rows, and the error results of the refused ones among them.
+constexpr const char* kInsertRequestsPg =
+    "INSERT INTO requests (job, line, custom_id, body, plan_rank, status, plan_group) "
+    "SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], "
+    "$6::text[], $7::bigint[])";
+constexpr const char* kInsertErrorResultsPg =
+    "INSERT INTO results (job, line, is_error, output, committed_at, finished_at) "
+    "SELECT v.job, v.line, 1, v.output, $4, $4 FROM unnest($1::bigint[], $2::bigint[], "
+    "$3::text[]) AS v (job, line, output) ON CONFLICT (job, line) DO NOTHING";
+constexpr int kBatchRows = 2000;
+constexpr size_t kBatchBytes = 8 << 20;
 constexpr const char* kTrySessionLock = "SELECT pg_try_advisory_lock($1)";
 constexpr const char* kLockForWrite = "SELECT pg_advisory_xact_lock($1)";
 constexpr const char* kBumpDataVersion =
@@ -133,6 +207,31 @@ std::string RedactPostgresUrl(std::string_view url) {
 }
 
 // --- Params / Rows.
+
+PgStore::Array& PgStore::Array::Add(int64_t v) {
+  if (text_.size() > 1) text_ += ',';
+  text_ += std::to_string(v);
+  return *this;
+}
+
+PgStore::Array& PgStore::Array::Add(double v) {
+  if (text_.size() > 1) text_ += ',';
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  text_ += buf;
+  return *this;
+}
+
+PgStore::Array& PgStore::Array::Add(std::string_view v) {
+  if (text_.size() > 1) text_ += ',';
+  text_ += '"';
+  for (const char c : v) {
+    if (c == '"' || c == '\\') text_ += '\\';
+    text_ += c;
+  }
+  text_ += '"';
+  return *this;
+}
 
 PgStore::Params& PgStore::Params::Add(int64_t v) {
   values_.push_back(std::to_string(v));
@@ -287,7 +386,22 @@ Status PgStore::Error(const std::string& what, pg_result* r) const {
   return Status::IoError(m);
 }
 
+Status PgStore::ExecAll(const std::string& sql, const std::string& what, std::vector<Rows>* out) {
+  out->clear();
+  if (batch_) LLMQ_RETURN_IF_ERROR(FlushRequests());
+  if (PQsendQuery(conn_, sql.c_str()) == 0) return Error(what, nullptr);
+  Status first;
+  while (pg_result* raw = PQgetResult(conn_)) {  // every result, until none is left
+    const ExecStatusType st = PQresultStatus(raw);
+    if (first.ok() && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) first = Error(what, raw);
+    out->emplace_back(raw);
+  }
+  if (first.ok() && out->empty()) return Error(what, nullptr);
+  return first;
+}
+
 Status PgStore::Exec(const std::string& sql, const std::string& what, Rows* rows) {
+  if (batch_) LLMQ_RETURN_IF_ERROR(FlushRequests());
   Rows r(PQexec(conn_, sql.c_str()));
   const ExecStatusType st = PQresultStatus(r.raw());
   if (r.raw() == nullptr || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK))
@@ -297,6 +411,7 @@ Status PgStore::Exec(const std::string& sql, const std::string& what, Rows* rows
 }
 
 Status PgStore::Run(const char* sql, const Params& params, const std::string& what, Rows* rows) {
+  if (batch_) LLMQ_RETURN_IF_ERROR(FlushRequests());  // what follows sees those rows
   if (PQstatus(conn_) == CONNECTION_BAD && !InTransaction()) LLMQ_RETURN_IF_ERROR(Reconnect());
   const std::string* name = nullptr;
   for (const auto& [key, n] : prepared_)
@@ -333,14 +448,20 @@ Status PgStore::LockForWrite() {
   LLMQ_RETURN_IF_ERROR(
       Run(kLockForWrite, Params().Add(kWriteLockKey), "cannot take the queue's write lock"));
   write_locked_ = true;
+  wrote_ = true;
   return Status::Ok();
 }
 
-Status PgStore::Begin() {
+Status PgStore::BeginUnlocked() {
   LLMQ_CHECK(!InTransaction());
   if (PQstatus(conn_) == CONNECTION_BAD) LLMQ_RETURN_IF_ERROR(Reconnect());
   LLMQ_RETURN_IF_ERROR(Exec("BEGIN", "cannot begin a write transaction"));
   txn_open_ = true;
+  return Status::Ok();
+}
+
+Status PgStore::Begin() {
+  LLMQ_RETURN_IF_ERROR(BeginUnlocked());
   if (Status s = LockForWrite(); !s.ok()) {
     Rollback();
     return s;
@@ -364,22 +485,33 @@ Status PgStore::Commit() {
     return Status::IoError(location_ +
                            ": commit: a statement of this transaction failed; it was rolled back");
   }
-  int64_t bumped = -1;
-  if (write_locked_) {  // DataVersion: others see that this transaction wrote
-    Rows r;
-    if (Status s = Run(kBumpDataVersion, Params(), "cannot count the commit", &r); !s.ok()) {
-      Rollback();
-      return s;
-    }
-    bumped = r.Int(0, 0);
-  }
-  Rows r;
-  if (Status s = Exec("COMMIT", "commit failed", &r); !s.ok()) {
+  if (Status s = FlushRequests(); !s.ok()) {
     Rollback();
     return s;
   }
+  if (lowest_inserted_rank_ != kNoRank) {  // under the write lock (InsertRequest took it)
+    const Status s = Run(kLowerClaimFloorPg, Params().Add(lowest_inserted_rank_),
+                         "cannot lower the claim floor");
+    if (!s.ok()) {
+      Rollback();
+      return s;
+    }
+  }
+  // DataVersion: others see that this transaction wrote. The count and COMMIT go as one query
+  // (one round trip: the rows this transaction locked are held a round trip less).
+  std::vector<Rows> results;
+  if (Status s = ExecAll(wrote_ ? std::string(kBumpDataVersion) + "; COMMIT" : "COMMIT",
+                         "commit failed", &results);
+      !s.ok()) {
+    Rollback();
+    return s;
+  }
+  const int64_t bumped = wrote_ ? results.front().Int(0, 0) : -1;
+  const Rows& r = results.back();
   write_locked_ = false;
+  wrote_ = false;
   txn_open_ = false;
+  lowest_inserted_rank_ = kNoRank;
   if (std::strcmp(PQcmdStatus(r.raw()), "COMMIT") != 0)
     return Status::IoError(location_ + ": commit: the server rolled the transaction back");
   if (bumped >= 0) {
@@ -392,9 +524,12 @@ Status PgStore::Commit() {
 }
 
 void PgStore::Rollback() {
+  batch_.reset();  // never sent
   const bool open = InTransaction();
   write_locked_ = false;
+  wrote_ = false;
   txn_open_ = false;
+  lowest_inserted_rank_ = kNoRank;
   // Best effort: a transaction on a lost connection is gone already.
   if (open && PQstatus(conn_) == CONNECTION_OK) Exec("ROLLBACK", "rollback").IgnoreError();
 }
@@ -405,6 +540,28 @@ Status PgStore::Transaction(const std::function<Status()>& body) {
     return body();
   }
   LLMQ_RETURN_IF_ERROR(Begin());
+  Status s = body();
+  if (s.ok()) s = Commit();
+  if (!s.ok()) Rollback();
+  return s;
+}
+
+Status PgStore::RaiseClaimFloor() {
+  LLMQ_RETURN_IF_ERROR(BeginUnlocked());
+  Rows r;
+  Status s = Run(kTryLockForWrite, Params().Add(kWriteLockKey), "cannot try the write lock", &r);
+  // Behind an ingest: not now (the floor only saves work).
+  if (s.ok() && r.Text(0, 0) == "t")
+    s = Run(kRaiseClaimFloorPg, Params(), "cannot raise the claim floor");
+  if (s.ok()) s = Commit();  // not counted as a write: the floor is no data
+  if (!s.ok()) Rollback();
+  return s;
+}
+
+Status PgStore::RowTransaction(const std::function<Status()>& body) {
+  if (InTransaction()) return Transaction(body);
+  LLMQ_RETURN_IF_ERROR(BeginUnlocked());
+  wrote_ = true;
   Status s = body();
   if (s.ok()) s = Commit();
   if (!s.ok()) Rollback();
@@ -489,25 +646,51 @@ Status PgStore::InsertJob(JobRecord* job) {
 }
 
 Status PgStore::InsertRequest(int64_t job, const NewRequest& r) {
+  // Into the batch, sent when full, before any other statement, and at Commit (in its own
+  // transaction: at once): one round trip per kBatchRows rows, not per row.
   return Transaction([&]() -> Status {
-    Params p;
-    p.Add(job).Add(r.line).Add(r.custom_id).Add(r.body).Add(r.plan_rank);
-    p.Add(std::string_view(r.error_output ? "failed" : "pending"));
-    p.Add(r.plan_group != 0 ? r.plan_group : r.plan_rank);
-    LLMQ_RETURN_IF_ERROR(Run(sql::kInsertRequest, p,
-                             "cannot insert request (job " + std::to_string(job) + ", line " +
-                                 std::to_string(r.line) + ")"));
-    if (!r.error_output) return Status::Ok();
-    // Refused at validation: finished already, its error line is its result.
-    const double now = store_internal::Now();
-    Params e;
-    e.Add(job).Add(r.line).Add(int64_t{1}).Add(*r.error_output);
-    for (int i = 5; i <= 8; ++i) e.Add(int64_t{0});
-    for (int i = 9; i <= 12; ++i) e.Add(0.0);
-    e.Add(now).Add(now);
-    return Run(sql::kInsertResult, e,
-               "cannot insert the error result of line " + std::to_string(r.line));
+    if (!batch_) batch_ = std::make_unique<RequestBatch>();
+    RequestBatch& b = *batch_;
+    b.job.Add(job);
+    b.line.Add(r.line);
+    b.custom_id.Add(std::string_view(r.custom_id));
+    b.body.Add(std::string_view(r.body));
+    b.rank.Add(r.plan_rank);
+    b.status.Add(std::string_view(r.error_output ? "failed" : "pending"));
+    b.group.Add(r.plan_group != 0 ? r.plan_group : r.plan_rank);
+    if (r.error_output) {  // refused at validation: finished already, its error line its result
+      b.error_job.Add(job);
+      b.error_line.Add(r.line);
+      b.error_output.Add(std::string_view(*r.error_output));
+      ++b.errors;
+    } else {
+      lowest_inserted_rank_ = std::min(lowest_inserted_rank_, r.plan_rank);
+    }
+    if (b.rows++ == 0) {
+      b.first_job = job;
+      b.first_line = r.line;
+    }
+    b.last_line = r.line;
+    b.bytes += r.body.size() + r.custom_id.size() + (r.error_output ? r.error_output->size() : 0);
+    if (b.rows >= kBatchRows || b.bytes >= kBatchBytes) return FlushRequests();
+    return Status::Ok();
   });
+}
+
+Status PgStore::FlushRequests() {
+  const std::unique_ptr<RequestBatch> b = std::move(batch_);  // Run below must not flush it again
+  if (!b) return Status::Ok();
+  const std::string where = "requests (job " + std::to_string(b->first_job) + ", lines " +
+                            std::to_string(b->first_line) + " to " + std::to_string(b->last_line) +
+                            ")";
+  Params p;
+  p.Add(b->job).Add(b->line).Add(b->custom_id).Add(b->body).Add(b->rank).Add(b->status);
+  p.Add(b->group);
+  LLMQ_RETURN_IF_ERROR(Run(kInsertRequestsPg, p, "cannot insert " + where));
+  if (b->errors == 0) return Status::Ok();
+  Params e;
+  e.Add(b->error_job).Add(b->error_line).Add(b->error_output).Add(store_internal::Now());
+  return Run(kInsertErrorResultsPg, e, "cannot insert the error results of " + where);
 }
 
 Status PgStore::FinishIngest(int64_t job, JobStatus status, const IngestTotals* totals) {
@@ -702,51 +885,78 @@ Status PgStore::GetJobTotals(int64_t job, JobTotals* out) {
 
 // --- Results.
 
+namespace {
+
+// The index in `rs` (sorted by (job, line), each once) of each (job, line) row in `rows`.
+void MarkReturned(const PgStore::Rows& rows, const std::vector<const Result*>& rs,
+                  std::vector<char>* marks) {
+  marks->assign(rs.size(), 0);
+  for (int i = 0; i < rows.size(); ++i) {
+    const auto key = std::make_pair(rows.Int(i, 0), rows.Int(i, 1));
+    const auto it = std::lower_bound(rs.begin(), rs.end(), key, [](const Result* r, const auto& k) {
+      return std::make_pair(r->job, r->line) < k;
+    });
+    if (it != rs.end() && (*it)->job == key.first && (*it)->line == key.second)
+      (*marks)[it - rs.begin()] = 1;
+  }
+}
+
+}  // namespace
+
 store_internal::ResultSteps PgStore::ResultStepsFor() {
   store_internal::ResultSteps steps;
   steps.write_transaction = [this](const std::function<Status()>& body) {
     return Transaction(body);
   };
-  steps.insert = [this](const Result& r, double now, bool* inserted) -> Status {
-    const ResultMetrics& m = r.metrics;
-    Params p;
-    p.Add(r.job).Add(r.line).Add(int64_t{r.is_error}).Add(r.output);
-    p.Add(m.prompt_tokens).Add(m.cached_tokens).Add(m.computed_tokens).Add(m.completion_tokens);
-    p.Add(m.queue_seconds).Add(m.ttft_seconds).Add(m.itl_seconds).Add(m.latency_seconds);
-    p.Add(now).Add(m.finished_at > 0 ? m.finished_at : now);
-    const std::string where = "job " + std::to_string(r.job) + " line " + std::to_string(r.line);
-    Rows rows;
-    if (Status st = Run(sql::kInsertResult, p, "cannot insert the result for " + where, &rows);
-        !st.ok()) {
-      // (job, line) conflicts are ignored: a constraint failing here is the foreign key.
-      if (st.code() == Status::Code::kInvalidArgument)
-        return Status::InvalidArgument(location_ + ": a result for " + where +
-                                       ", which is no request");
-      return st;
+  steps.leased_transaction = [this](const std::function<Status()>& body) {
+    return RowTransaction(body);
+  };
+  // One statement for the whole group, whatever its size; a second to name a missing request.
+  steps.finish_insert_bump = [this](const std::vector<const Result*>& rs, const std::string* worker,
+                                    const std::vector<int64_t>& generations, double now,
+                                    std::vector<char>* finished, int64_t* inserted) -> Status {
+    Array cols[14];  // kCommitGroupPg's arrays, $1..$14
+    for (size_t k = 0; k < rs.size(); ++k) {
+      const Result* x = rs[k];
+      const ResultMetrics& m = x->metrics;
+      cols[0].Add(x->job);
+      cols[1].Add(x->line);
+      cols[2].Add(int64_t{x->is_error});
+      cols[3].Add(std::string_view(x->output));
+      cols[4].Add(m.prompt_tokens);
+      cols[5].Add(m.cached_tokens);
+      cols[6].Add(m.computed_tokens);
+      cols[7].Add(m.completion_tokens);
+      cols[8].Add(m.queue_seconds);
+      cols[9].Add(m.ttft_seconds);
+      cols[10].Add(m.itl_seconds);
+      cols[11].Add(m.latency_seconds);
+      cols[12].Add(m.finished_at > 0 ? m.finished_at : now);
+      cols[13].Add(generations[k]);
     }
-    *inserted = rows.Affected() != 0;
+    Params p;
+    for (const Array& a : cols) p.Add(a);
+    if (worker != nullptr)
+      p.Add(*worker);
+    else
+      p.AddNull();
+    p.Add(now);
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(kCommitGroupPg, p, "cannot commit results", &r));
+    MarkReturned(r, rs, finished);
+    *inserted = r.size() == 0 ? 0 : r.Int(0, 2);
     return Status::Ok();
   };
-  steps.finish_request = [this](const Result& r) {
-    return Run(
-        sql::kFinishRequest,
-        Params().Add(r.job).Add(r.line).Add(std::string_view(r.is_error ? "failed" : "done")),
-        "cannot finish a request");
-  };
-  steps.bump = [this](int64_t job, const store_internal::AddedToJob& c) {
-    Params p;
-    p.Add(job).Add(c.completed).Add(c.failed).Add(c.prompt).Add(c.cached);
-    p.Add(c.computed).Add(c.completion);
-    return Run(sql::kBumpCounts, p, "cannot update the counts of job " + std::to_string(job));
-  };
-  steps.fenced_finish = [this](const std::string& worker, const Result& r, int64_t generation,
-                               bool* held) -> Status {
-    Params p;
-    p.Add(r.job).Add(r.line).Add(std::string_view(r.is_error ? "failed" : "done"));
-    p.Add(worker).Add(generation);
-    Rows rows;
-    LLMQ_RETURN_IF_ERROR(Run(sql::kFencedFinish, p, "cannot finish a leased request", &rows));
-    *held = rows.Affected() == 1;
+  steps.missing = [this](const std::vector<const Result*>& rs, int64_t* first) -> Status {
+    Array jobs, lines;
+    for (const Result* x : rs) {
+      jobs.Add(x->job);
+      lines.Add(x->line);
+    }
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(kFirstMissingPg, Params().Add(jobs).Add(lines),
+                             "cannot look for the requests of results", &r));
+    *first = r.size() == 0 ? -1 : r.Int(0, 0) - 1;
     return Status::Ok();
   };
   return steps;
@@ -767,17 +977,34 @@ Status PgStore::LockSoleServer() {
 
 // --- Workers and leases.
 
-Status PgStore::RegisterWorker(const WorkerInfo& w) {
-  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, w.id));
-  return Transaction([&]() -> Status {
+Status PgStore::WriteWorker(const char* sql, const WorkerInfo& w, int64_t* changed) {
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerInfo(location_, w));
+  return RowTransaction([&]() -> Status {
     Params p;
     p.Add(w.id).Add(w.host).Add(w.device).Add(w.model).Add(store_internal::Now());
-    return Run(sql::kRegisterWorker, p, "cannot record worker " + w.id);
+    p.Add(w.state).Add(w.current_job).Add(w.tokens_per_second);
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(sql, p, "cannot record worker " + w.id, &r));
+    *changed = r.Affected();
+    return Status::Ok();
   });
 }
 
+Status PgStore::RegisterWorker(const WorkerInfo& w) {
+  int64_t changed = 0;
+  return WriteWorker(sql::kRegisterWorker, w, &changed);
+}
+
+Status PgStore::UpdateWorker(const WorkerInfo& w) {
+  int64_t changed = 0;
+  LLMQ_RETURN_IF_ERROR(WriteWorker(sql::kUpdateWorker, w, &changed));
+  if (changed == 0)
+    return Status::NotFound(location_ + ": no worker " + w.id + " (RegisterWorker first)");
+  return Status::Ok();
+}
+
 Status PgStore::Heartbeat(const std::string& worker, double lease_seconds, int64_t* renewed) {
-  return Transaction([&]() -> Status {
+  return RowTransaction([&]() -> Status {
     const double now = store_internal::Now();
     Rows r;
     LLMQ_RETURN_IF_ERROR(Run(sql::kTouchWorker, Params().Add(worker).Add(now),
@@ -787,7 +1014,43 @@ Status PgStore::Heartbeat(const std::string& worker, double lease_seconds, int64
     LLMQ_RETURN_IF_ERROR(Run(sql::kRenewLeases, Params().Add(worker).Add(now + lease_seconds),
                              "cannot renew the leases of worker " + worker, &r));
     if (renewed != nullptr) *renewed = r.Affected();
+    return Run(sql::kRenewFinalize, Params().Add(worker).Add(now + lease_seconds),
+               "cannot renew the finalize leases of worker " + worker);
+  });
+}
+
+Status PgStore::ReleaseLeases(const std::string& worker, int64_t* released) {
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, worker));
+  return RowTransaction([&]() -> Status {
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(sql::kReleaseLeases, Params().Add(worker),
+                             "cannot release the leases of worker " + worker, &r));
+    if (released != nullptr) *released = r.Affected();
     return Status::Ok();
+  });
+}
+
+Status PgStore::ClaimJobFinalize(const std::string& worker, int64_t job, double lease_seconds,
+                                 bool* got) {
+  *got = false;
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, worker));
+  return RowTransaction([&]() -> Status {
+    const double now = store_internal::Now();
+    Rows r;
+    LLMQ_RETURN_IF_ERROR(Run(sql::kClaimFinalize,
+                             Params().Add(job).Add(worker).Add(now).Add(now + lease_seconds),
+                             "cannot claim the finalize lease of job " + std::to_string(job), &r));
+    *got = r.Affected() == 1;
+    if (*got) return Status::Ok();
+    JobRecord unused;
+    return GetJob(job, &unused);  // another's lease (OK), or no such job (NotFound)
+  });
+}
+
+Status PgStore::ReleaseJobFinalize(const std::string& worker, int64_t job) {
+  return RowTransaction([&]() -> Status {
+    return Run(sql::kReleaseFinalize, Params().Add(job).Add(worker),
+               "cannot release the finalize lease of job " + std::to_string(job));
   });
 }
 
@@ -804,6 +1067,10 @@ Status PgStore::ClaimNextGroup(const std::string& worker, double lease_seconds, 
   LLMQ_CHECK(!InTransaction());
   *out = Claim();
   LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, worker));
+  if (++claims_since_floor_raise_ >= kClaimsPerFloorRaise) {
+    claims_since_floor_raise_ = 0;
+    LLMQ_RETURN_IF_ERROR(RaiseClaimFloor());
+  }
   // One statement, its own transaction, without the write lock: claims by other workers run at
   // the same time, each skipping the rows another holds.
   const double now = store_internal::Now();

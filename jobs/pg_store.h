@@ -6,18 +6,28 @@
 //   - One writer at a time per database, like BEGIN IMMEDIATE: every write transaction first
 //     takes a transaction-scoped advisory lock (pg_advisory_xact_lock(kWriteLockKey)), waiting at
 //     most the busy timeout (lock_timeout). Readers take no lock (MVCC: they never wait).
+//     Except the writes of workers and leases in their own transactions (RowTransaction): they
+//     lock only the rows they change (requests in (job, line) order, then jobs by id, then
+//     meta's data_version), so many workers claim, commit and beat at once, and never wait for
+//     an ingest. What they write, no ingest reads to decide (ranks, counts of its own job).
 //   - "A second result is ignored": INSERT ... ON CONFLICT (job, line) DO NOTHING.
+//   - Ingest: InsertRequest's rows are sent in batches (RequestBatch), before any other statement
+//     of the connection, so the transaction's reads see them.
 //   - DataVersion: every write transaction bumps meta.data_version before COMMIT; this
 //     connection tells its own bumps from others' (see DataVersion in store.h).
+//   - Claims start from a claim floor (meta 'claim_floor', below which no request is pending), so
+//     that they do not step over the index entries of every request finished since the last
+//     vacuum (pg_store.cpp: kLowerClaimFloorPg).
 //   - ForEachResult streams through a cursor (FETCH in pages) inside a REPEATABLE READ
 //     transaction: one snapshot, bounded memory.
 // Connection loss: the statement that meets it fails (IoError naming the URL, password masked);
 // the next call outside a transaction reconnects (PQreset) and prepares its statements again.
-// Invariants: conn_ is non-null from Open to the destructor; write_locked_ implies
-// InTransaction(); prepared_ names statements prepared on the current connection only; a
-// connection lost inside a transaction is not replaced until the caller rolls back.
+// Invariants: conn_ is non-null from Open to the destructor; write_locked_ implies wrote_, and
+// wrote_ implies InTransaction(); prepared_ names statements prepared on the current connection
+// only; a connection lost inside a transaction is not replaced until the caller rolls back.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -90,14 +100,33 @@ class PgStore final : public Store {
   [[nodiscard]] Status ListWorkers(std::vector<WorkerInfo>* out) override;
   [[nodiscard]] Status ClaimNextGroup(const std::string& worker, double lease_seconds,
                                       int max_requests, Claim* out) override;
+  [[nodiscard]] Status UpdateWorker(const WorkerInfo& worker) override;
+  [[nodiscard]] Status ReleaseLeases(const std::string& worker,
+                                     int64_t* released = nullptr) override;
+  [[nodiscard]] Status ClaimJobFinalize(const std::string& worker, int64_t job,
+                                        double lease_seconds, bool* got) override;
+  [[nodiscard]] Status ReleaseJobFinalize(const std::string& worker, int64_t job) override;
   [[nodiscard]] Status ForEachResult(int64_t job, const ResultVisitor& fn) override;
 
+  // A one-dimensional array parameter in libpq's text format ("{1,2}", "{\"a\",\"b\"}"), built
+  // element by element: one statement takes a whole group's rows (unnest).
+  class Array {
+   public:
+    Array& Add(int64_t v);
+    Array& Add(double v);            // as Params::Add
+    Array& Add(std::string_view v);  // quoted, `"` and `\` escaped
+    std::string Text() const { return text_ + "}"; }
+
+   private:
+    std::string text_ = "{";
+  };
   // A statement's parameters, as text (libpq's text format; NULL where absent).
   class Params {
    public:
     Params& Add(int64_t v);
     Params& Add(double v);  // round-trips exactly (%.17g)
     Params& Add(std::string_view v);
+    Params& Add(const Array& a) { return Add(std::string_view(a.Text())); }
     Params& AddNull();
     int size() const { return static_cast<int>(values_.size()); }
     // Pointers into this object: valid while it lives and is not added to.
@@ -136,10 +165,26 @@ class PgStore final : public Store {
                            Rows* rows = nullptr);
   // One or more statements without parameters or prepared state (transaction control, DDL).
   [[nodiscard]] Status Exec(const std::string& sql, const std::string& what, Rows* rows = nullptr);
+  // Exec for a query of several statements: every result, in order; the first failure.
+  [[nodiscard]] Status ExecAll(const std::string& sql, const std::string& what,
+                               std::vector<Rows>* out);
   // A failed result (or none: the connection's error) as a Status naming location_ and `what`.
   [[nodiscard]] Status Error(const std::string& what, pg_result* r) const;
   // Own transaction unless one is open; a write: takes the write lock first.
   [[nodiscard]] Status Transaction(const std::function<Status()>& body);
+  // A write of workers and leases: its own transaction without the write lock (row locks order
+  // it), or the caller's (which holds the write lock, as Transaction).
+  [[nodiscard]] Status RowTransaction(const std::function<Status()>& body);
+  // BEGIN (reconnecting first when the connection was lost), no lock taken.
+  [[nodiscard]] Status BeginUnlocked();
+  // Sends the rows InsertRequest batched (a no-op when none are).
+  [[nodiscard]] Status FlushRequests();
+  // Raises the claim floor (pg_store.cpp: kLowerClaimFloorPg) to the lowest pending rank, in a
+  // transaction of its own, unless an ingest holds the write lock.
+  [[nodiscard]] Status RaiseClaimFloor();
+  // sql::kRegisterWorker or kUpdateWorker for `w` (checked first) in a RowTransaction;
+  // *changed: the rows it changed.
+  [[nodiscard]] Status WriteWorker(const char* sql, const WorkerInfo& w, int64_t* changed);
   // Takes the write lock in the open transaction (once).
   [[nodiscard]] Status LockForWrite();
   [[nodiscard]] Status Reconnect();
@@ -156,6 +201,20 @@ class PgStore final : public Store {
   pg_conn* conn_ = nullptr;
   int busy_timeout_ms_ = 5000;
   bool write_locked_ = false;
+  bool wrote_ = false;  // this transaction writes: Commit bumps meta.data_version
+  // InsertRequest's rows not sent yet (pg_store.cpp: kInsertRequestsPg), as arrays: sent when
+  // full, before any other statement of this connection and at Commit; dropped by Rollback.
+  struct RequestBatch {
+    Array job, line, custom_id, body, rank, status, group;
+    Array error_job, error_line, error_output;  // the refused lines' error results
+    int rows = 0, errors = 0;
+    size_t bytes = 0;
+    int64_t first_job = 0, first_line = 0, last_line = 0;  // for messages
+  };
+  std::unique_ptr<RequestBatch> batch_;
+  static constexpr int64_t kNoRank = INT64_MAX;
+  int64_t lowest_inserted_rank_ = kNoRank;  // of this transaction's pending requests
+  int claims_since_floor_raise_ = 0;
   bool txn_open_ = false;     // Begin / BeginRead until Commit / Rollback
   bool sole_server_ = false;  // LockSoleServer succeeded: taken again after a reconnect
   bool in_for_each_ = false;

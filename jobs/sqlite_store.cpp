@@ -655,34 +655,57 @@ store_internal::ResultSteps SqliteStore::ResultStepsFor() {
   steps.write_transaction = [this](const std::function<Status()>& body) {
     return Transaction(body);
   };
-  steps.insert = [this](const Result& r, double now, bool* inserted) -> Status {
+  steps.leased_transaction = steps.write_transaction;  // one writer at a time, whatever it writes
+  // A statement a row: in process, each costs little.
+  steps.finish = [this](const std::vector<const Result*>& rs, const std::string* worker,
+                        const std::vector<int64_t>& generations,
+                        std::vector<char>* finished) -> Status {
     sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kInsertResult, &raw));
-    Stmt st(raw);
-    const ResultMetrics& m = r.metrics;
-    st.Bind(1, r.job).Bind(2, r.line).Bind(3, int64_t{r.is_error}).Bind(4, r.output);
-    st.Bind(5, m.prompt_tokens).Bind(6, m.cached_tokens).Bind(7, m.computed_tokens);
-    st.Bind(8, m.completion_tokens).Bind(9, m.queue_seconds).Bind(10, m.ttft_seconds);
-    st.Bind(11, m.itl_seconds).Bind(12, m.latency_seconds).Bind(13, now);
-    st.Bind(14, m.finished_at > 0 ? m.finished_at : now);
-    const int rc = st.Step();
-    if (rc != SQLITE_DONE) {
-      const std::string where = "job " + std::to_string(r.job) + " line " + std::to_string(r.line);
-      // (job, line) conflicts are ignored: a constraint failing here is the foreign key.
-      if ((rc & 0xff) == SQLITE_CONSTRAINT)
-        return Status::InvalidArgument(path_ + ": a result for " + where + ", which is no request");
-      return Error("cannot insert the result for " + where, rc);
+    LLMQ_RETURN_IF_ERROR(Prepare(worker != nullptr ? kFencedFinish : kFinishRequest, &raw));
+    finished->assign(rs.size(), 0);
+    for (size_t i = 0; i < rs.size(); ++i) {
+      Stmt st(raw);
+      st.Bind(1, rs[i]->job).Bind(2, rs[i]->line);
+      st.Bind(3, std::string_view(rs[i]->is_error ? "failed" : "done"));
+      if (worker != nullptr) st.Bind(4, *worker).Bind(5, generations[i]);
+      const int rc = st.Step();
+      if (rc != SQLITE_DONE) return Error("cannot finish a request", rc);
+      (*finished)[i] = sqlite3_changes(db_) == 1;
     }
-    *inserted = sqlite3_changes(db_) != 0;
     return Status::Ok();
   };
-  steps.finish_request = [this](const Result& r) -> Status {
+  steps.missing = [this](const std::vector<const Result*>& rs, int64_t* first) -> Status {
+    *first = -1;
+    for (size_t i = 0; i < rs.size() && *first < 0; ++i) {
+      std::string custom_id;
+      if (const Status s = GetCustomId(rs[i]->job, rs[i]->line, &custom_id); !s.ok()) {
+        if (s.code() != Status::Code::kNotFound) return s;
+        *first = static_cast<int64_t>(i);
+      }
+    }
+    return Status::Ok();
+  };
+  steps.insert = [this](const std::vector<const Result*>& rs, double now,
+                        int64_t* inserted) -> Status {
     sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kFinishRequest, &raw));
-    Stmt st(raw);
-    st.Bind(1, r.job).Bind(2, r.line).Bind(3, std::string_view(r.is_error ? "failed" : "done"));
-    const int rc = st.Step();
-    return rc == SQLITE_DONE ? Status::Ok() : Error("cannot finish a request", rc);
+    LLMQ_RETURN_IF_ERROR(Prepare(kInsertResult, &raw));
+    *inserted = 0;
+    for (const Result* r : rs) {
+      Stmt st(raw);
+      const ResultMetrics& m = r->metrics;
+      st.Bind(1, r->job).Bind(2, r->line).Bind(3, int64_t{r->is_error}).Bind(4, r->output);
+      st.Bind(5, m.prompt_tokens).Bind(6, m.cached_tokens).Bind(7, m.computed_tokens);
+      st.Bind(8, m.completion_tokens).Bind(9, m.queue_seconds).Bind(10, m.ttft_seconds);
+      st.Bind(11, m.itl_seconds).Bind(12, m.latency_seconds).Bind(13, now);
+      st.Bind(14, m.finished_at > 0 ? m.finished_at : now);
+      const int rc = st.Step();
+      if (rc != SQLITE_DONE)
+        return Error("cannot insert the result for job " + std::to_string(r->job) + " line " +
+                         std::to_string(r->line),
+                     rc);
+      *inserted += sqlite3_changes(db_);
+    }
+    return Status::Ok();
   };
   steps.bump = [this](int64_t job, const store_internal::AddedToJob& c) -> Status {
     sqlite3_stmt* raw = nullptr;
@@ -693,52 +716,111 @@ store_internal::ResultSteps SqliteStore::ResultStepsFor() {
     return rc == SQLITE_DONE ? Status::Ok()
                              : Error("cannot update the counts of job " + std::to_string(job), rc);
   };
-  steps.fenced_finish = [this](const std::string& worker, const Result& r, int64_t generation,
-                               bool* held) -> Status {
-    sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kFencedFinish, &raw));
-    Stmt st(raw);
-    st.Bind(1, r.job).Bind(2, r.line).Bind(3, std::string_view(r.is_error ? "failed" : "done"));
-    const int rc = st.Bind(4, worker).Bind(5, generation).Step();
-    if (rc != SQLITE_DONE) return Error("cannot finish a leased request", rc);
-    *held = sqlite3_changes(db_) == 1;
-    return Status::Ok();
-  };
   return steps;
 }
 
 // --- Workers and leases.
 
-Status SqliteStore::RegisterWorker(const WorkerInfo& w) {
-  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, w.id));
+// kRegisterWorker or kUpdateWorker (the same parameters) in a write transaction.
+Status SqliteStore::WriteWorker(const char* sql, const WorkerInfo& w, int64_t* changed) {
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerInfo(path_, w));
   return Transaction([&]() -> Status {
     sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kRegisterWorker, &raw));
+    LLMQ_RETURN_IF_ERROR(Prepare(sql, &raw));
     Stmt st(raw);
     st.Bind(1, w.id).Bind(2, w.host).Bind(3, w.device).Bind(4, w.model);
-    const int rc = st.Bind(5, store_internal::Now()).Step();
-    return rc == SQLITE_DONE ? Status::Ok() : Error("cannot record worker " + w.id, rc);
+    st.Bind(5, store_internal::Now()).Bind(6, w.state).Bind(7, w.current_job);
+    const int rc = st.Bind(8, w.tokens_per_second).Step();
+    if (rc != SQLITE_DONE) return Error("cannot record worker " + w.id, rc);
+    *changed = sqlite3_changes(db_);
+    return Status::Ok();
   });
+}
+
+Status SqliteStore::RegisterWorker(const WorkerInfo& w) {
+  int64_t changed = 0;
+  return WriteWorker(kRegisterWorker, w, &changed);
+}
+
+Status SqliteStore::UpdateWorker(const WorkerInfo& w) {
+  int64_t changed = 0;
+  LLMQ_RETURN_IF_ERROR(WriteWorker(kUpdateWorker, w, &changed));
+  if (changed == 0)
+    return Status::NotFound(path_ + ": no worker " + w.id + " (RegisterWorker first)");
+  return Status::Ok();
+}
+
+// Runs a statement of (worker $1, a time $2) and tells how many rows it changed.
+Status SqliteStore::RunForWorker(const char* sql, const std::string& worker, double at,
+                                 const std::string& what, int64_t* changed) {
+  sqlite3_stmt* raw = nullptr;
+  LLMQ_RETURN_IF_ERROR(Prepare(sql, &raw));
+  Stmt st(raw);
+  const int rc = st.Bind(1, worker).Bind(2, at).Step();
+  if (rc != SQLITE_DONE) return Error(what + " of worker " + worker, rc);
+  if (changed != nullptr) *changed = sqlite3_changes(db_);
+  return Status::Ok();
 }
 
 Status SqliteStore::Heartbeat(const std::string& worker, double lease_seconds, int64_t* renewed) {
   return Transaction([&]() -> Status {
     const double now = store_internal::Now();
+    int64_t changed = 0;
+    LLMQ_RETURN_IF_ERROR(
+        RunForWorker(kTouchWorker, worker, now, "cannot record the heartbeat", &changed));
+    if (changed == 0)
+      return Status::NotFound(path_ + ": no worker " + worker + " (RegisterWorker first)");
+    LLMQ_RETURN_IF_ERROR(RunForWorker(kRenewLeases, worker, now + lease_seconds,
+                                      "cannot renew the leases", renewed));
+    return RunForWorker(kRenewFinalize, worker, now + lease_seconds,
+                        "cannot renew the finalize leases", nullptr);
+  });
+}
+
+Status SqliteStore::ReleaseLeases(const std::string& worker, int64_t* released) {
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, worker));
+  return Transaction([&]() -> Status {
     sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kTouchWorker, &raw));
+    LLMQ_RETURN_IF_ERROR(Prepare(kReleaseLeases, &raw));
+    Stmt st(raw);
+    const int rc = st.Bind(1, worker).Step();
+    if (rc != SQLITE_DONE) return Error("cannot release the leases of worker " + worker, rc);
+    if (released != nullptr) *released = sqlite3_changes(db_);
+    return Status::Ok();
+  });
+}
+
+Status SqliteStore::ClaimJobFinalize(const std::string& worker, int64_t job, double lease_seconds,
+                                     bool* got) {
+  *got = false;
+  LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, worker));
+  return Transaction([&]() -> Status {
+    const double now = store_internal::Now();
+    sqlite3_stmt* raw = nullptr;
+    LLMQ_RETURN_IF_ERROR(Prepare(kClaimFinalize, &raw));
     {
       Stmt st(raw);
-      const int rc = st.Bind(1, worker).Bind(2, now).Step();
-      if (rc != SQLITE_DONE) return Error("cannot record the heartbeat of worker " + worker, rc);
-      if (sqlite3_changes(db_) == 0)
-        return Status::NotFound(path_ + ": no worker " + worker + " (RegisterWorker first)");
+      st.Bind(1, job).Bind(2, worker).Bind(3, now).Bind(4, now + lease_seconds);
+      const int rc = st.Step();
+      if (rc != SQLITE_DONE)
+        return Error("cannot claim the finalize lease of job " + std::to_string(job), rc);
+      *got = sqlite3_changes(db_) == 1;
     }
-    LLMQ_RETURN_IF_ERROR(Prepare(kRenewLeases, &raw));
+    if (*got) return Status::Ok();
+    JobRecord unused;
+    return GetJob(job, &unused);  // another's lease (OK), or no such job (NotFound)
+  });
+}
+
+Status SqliteStore::ReleaseJobFinalize(const std::string& worker, int64_t job) {
+  return Transaction([&]() -> Status {
+    sqlite3_stmt* raw = nullptr;
+    LLMQ_RETURN_IF_ERROR(Prepare(kReleaseFinalize, &raw));
     Stmt st(raw);
-    const int rc = st.Bind(1, worker).Bind(2, now + lease_seconds).Step();
-    if (rc != SQLITE_DONE) return Error("cannot renew the leases of worker " + worker, rc);
-    if (renewed != nullptr) *renewed = sqlite3_changes(db_);
-    return Status::Ok();
+    const int rc = st.Bind(1, job).Bind(2, worker).Step();
+    return rc == SQLITE_DONE
+               ? Status::Ok()
+               : Error("cannot release the finalize lease of job " + std::to_string(job), rc);
   });
 }
 

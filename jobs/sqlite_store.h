@@ -68,6 +68,12 @@ class SqliteStore final : public Store {
   [[nodiscard]] Status ListWorkers(std::vector<WorkerInfo>* out) override;
   [[nodiscard]] Status ClaimNextGroup(const std::string& worker, double lease_seconds,
                                       int max_requests, Claim* out) override;
+  [[nodiscard]] Status UpdateWorker(const WorkerInfo& worker) override;
+  [[nodiscard]] Status ReleaseLeases(const std::string& worker,
+                                     int64_t* released = nullptr) override;
+  [[nodiscard]] Status ClaimJobFinalize(const std::string& worker, int64_t job,
+                                        double lease_seconds, bool* got) override;
+  [[nodiscard]] Status ReleaseJobFinalize(const std::string& worker, int64_t job) override;
   [[nodiscard]] Status ForEachResult(int64_t job, const ResultVisitor& fn) override;
 
  private:
@@ -87,6 +93,11 @@ class SqliteStore final : public Store {
   [[nodiscard]] Status ReadSchemaVersion(int* version, bool* foreign_tables);
   // Every row, then reset.
   [[nodiscard]] Status StepJobs(sqlite3_stmt* bound, std::vector<JobRecord>* out);
+  // kRegisterWorker or kUpdateWorker for `w` (checked first); *changed: the rows it changed.
+  [[nodiscard]] Status WriteWorker(const char* sql, const WorkerInfo& w, int64_t* changed);
+  // Runs `sql` with (worker $1, a time $2); *changed (optional): the rows it changed.
+  [[nodiscard]] Status RunForWorker(const char* sql, const std::string& worker, double at,
+                                    const std::string& what, int64_t* changed);
 
   std::string path_;
   dev_t dev_ = 0;  // the file opened (StillAtLocation)

@@ -83,69 +83,66 @@ Status RunMigrations(const std::string& location, const Store::OpenOptions& opti
   });
 }
 
-Status CommitResultGroup(const std::vector<Result>& results, int64_t* added,
-                         const ResultSteps& steps) {
+Status CommitResultGroup(const std::string& location, const std::vector<const Result*>& results,
+                         const std::string* worker, const std::vector<int64_t>& generations,
+                         int64_t* added, int64_t* dropped, const ResultSteps& steps) {
   if (added != nullptr) *added = 0;
+  if (dropped != nullptr) *dropped = 0;
   if (results.empty()) return Status::Ok();
+  // (job, line) order, each line once: the first of a line given twice is the one weighed.
+  std::vector<size_t> order(results.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto key = [&](size_t i) { return std::tie(results[i]->job, results[i]->line); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  order.erase(
+      std::unique(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) == key(b); }),
+      order.end());
+  std::vector<const Result*> rs;
+  std::vector<int64_t> gens;
+  for (size_t i : order) {
+    rs.push_back(results[i]);
+    gens.push_back(worker != nullptr ? generations[i] : 0);
+  }
   int64_t fresh = 0;
-  LLMQ_RETURN_IF_ERROR(steps.write_transaction([&]() -> Status {
-    std::map<int64_t, AddedToJob> counts;
-    const double now = Now();
-    for (const Result& r : results) {
-      bool inserted = false;
-      LLMQ_RETURN_IF_ERROR(steps.insert(r, now, &inserted));
-      // The invariant "counted once": only a row that was really inserted moves anything.
-      if (!inserted) continue;
-      ++fresh;
-      LLMQ_RETURN_IF_ERROR(steps.finish_request(r));
-      counts[r.job].Add(r);
+  const auto body = [&]() -> Status {
+    std::vector<char> finished;
+    int64_t inserted = -1;  // -1: not yet
+    const bool in_one = static_cast<bool>(steps.finish_insert_bump);
+    if (in_one)
+      LLMQ_RETURN_IF_ERROR(steps.finish_insert_bump(rs, worker, gens, Now(), &finished, &inserted));
+    else
+      LLMQ_RETURN_IF_ERROR(steps.finish(rs, worker, gens, &finished));
+    std::vector<const Result*> done, not_done;
+    for (size_t i = 0; i < rs.size(); ++i) (finished[i] ? done : not_done).push_back(rs[i]);
+    if (!not_done.empty()) {  // already finished, or fenced: unless it is no request at all
+      int64_t first = -1;
+      LLMQ_RETURN_IF_ERROR(steps.missing(not_done, &first));
+      if (first >= 0)
+        return Status::InvalidArgument(
+            location + ": a result for job " + std::to_string(not_done[first]->job) + " line " +
+            std::to_string(not_done[first]->line) + ", which is no request");
     }
+    if (done.empty()) return Status::Ok();
+    if (!in_one) LLMQ_RETURN_IF_ERROR(steps.insert(done, Now(), &inserted));
+    // A pending request has no result (it stops being pending in the transaction that adds it).
+    if (inserted != static_cast<int64_t>(done.size()))
+      return Status::Corruption(
+          location + ": " + std::to_string(done.size() - inserted) + " of " +
+          std::to_string(done.size()) + " pending requests already have a result (job " +
+          std::to_string(done.front()->job) + ", lines " + std::to_string(done.front()->line) +
+          " to " + std::to_string(done.back()->line) + ")");
+    fresh = static_cast<int64_t>(done.size());
+    if (in_one) return Status::Ok();
+    // The invariant "counted once": only a request really finished moves its job's counts.
+    std::map<int64_t, AddedToJob> counts;
+    for (const Result* r : done) counts[r->job].Add(*r);
     for (const auto& [job, c] : counts) LLMQ_RETURN_IF_ERROR(steps.bump(job, c));
     return Status::Ok();
-  }));
+  };
+  LLMQ_RETURN_IF_ERROR(worker != nullptr ? steps.leased_transaction(body)
+                                         : steps.write_transaction(body));
   if (added != nullptr) *added = fresh;
-  return Status::Ok();
-}
-
-Status CommitLeasedResultGroup(Store* store, const std::string& worker,
-                               const std::vector<LeasedResult>& results, int64_t* added,
-                               int64_t* fenced, const ResultSteps& steps) {
-  if (added != nullptr) *added = 0;
-  if (fenced != nullptr) *fenced = 0;
-  if (results.empty()) return Status::Ok();
-  int64_t fresh = 0, refused = 0;
-  LLMQ_RETURN_IF_ERROR(steps.write_transaction([&]() -> Status {
-    std::map<int64_t, AddedToJob> counts;
-    const double now = Now();
-    for (const LeasedResult& lr : results) {
-      const Result& r = lr.result;
-      bool held = false;
-      LLMQ_RETURN_IF_ERROR(steps.fenced_finish(worker, r, lr.lease_generation, &held));
-      if (!held) {
-        std::string custom_id;  // the request exists: fenced; else the group fails
-        if (const Status s = store->GetCustomId(r.job, r.line, &custom_id); !s.ok())
-          return s.code() == Status::Code::kNotFound
-                     ? Status::InvalidArgument(store->location() + ": a result for job " +
-                                               std::to_string(r.job) + " line " +
-                                               std::to_string(r.line) + ", which is no request")
-                     : s;
-        ++refused;
-        continue;
-      }
-      bool inserted = false;
-      LLMQ_RETURN_IF_ERROR(steps.insert(r, now, &inserted));
-      // A pending request has no result (it stops being pending in the transaction that adds it).
-      if (!inserted)
-        return Status::Corruption(store->location() + ": job " + std::to_string(r.job) + " line " +
-                                  std::to_string(r.line) + " is pending but already has a result");
-      ++fresh;
-      counts[r.job].Add(r);
-    }
-    for (const auto& [job, c] : counts) LLMQ_RETURN_IF_ERROR(steps.bump(job, c));
-    return Status::Ok();
-  }));
-  if (added != nullptr) *added = fresh;
-  if (fenced != nullptr) *fenced = refused;
+  if (dropped != nullptr) *dropped = static_cast<int64_t>(results.size()) - fresh;
   return Status::Ok();
 }
 
@@ -153,6 +150,15 @@ Status CheckWorkerId(const std::string& location, const std::string& id) {
   if (id.empty() || id.size() > 200)
     return Status::InvalidArgument(location + ": a worker id must be 1 to 200 bytes, got " +
                                    std::to_string(id.size()));
+  return Status::Ok();
+}
+
+Status CheckWorkerInfo(const std::string& location, const WorkerInfo& w) {
+  LLMQ_RETURN_IF_ERROR(CheckWorkerId(location, w.id));
+  if (w.state.size() > 32)
+    return Status::InvalidArgument(location + ": worker " + w.id +
+                                   ": a state must be at most 32 bytes, got " +
+                                   std::to_string(w.state.size()));
   return Status::Ok();
 }
 
@@ -231,14 +237,26 @@ int Store::SchemaVersion() {
 }
 
 Status Store::CommitResults(const std::vector<Result>& results, int64_t* added) {
-  return store_internal::CommitResultGroup(results, added, ResultStepsFor());
+  std::vector<const Result*> rs;
+  rs.reserve(results.size());
+  for (const Result& r : results) rs.push_back(&r);
+  return store_internal::CommitResultGroup(location(), rs, nullptr, {}, added, nullptr,
+                                           ResultStepsFor());
 }
 
 Status Store::CommitLeasedResults(const std::string& worker,
                                   const std::vector<LeasedResult>& results, int64_t* added,
                                   int64_t* fenced) {
-  return store_internal::CommitLeasedResultGroup(this, worker, results, added, fenced,
-                                                 ResultStepsFor());
+  std::vector<const Result*> rs;
+  std::vector<int64_t> generations;
+  rs.reserve(results.size());
+  generations.reserve(results.size());
+  for (const LeasedResult& lr : results) {
+    rs.push_back(&lr.result);
+    generations.push_back(lr.lease_generation);
+  }
+  return store_internal::CommitResultGroup(location(), rs, &worker, generations, added, fenced,
+                                           ResultStepsFor());
 }
 
 bool Store::IsPostgresUrl(std::string_view location) {

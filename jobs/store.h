@@ -4,8 +4,10 @@
 //   jobs      one row per accepted job file: name, content sha256, status, request counts
 //   requests  one row per non-blank input line: the line's text, its status, its plan rank
 //   results   one row per finished line: the output line (success or error) and its metrics
-//   workers   one row per worker process on the queue (schema 4): host, device, model, heartbeat;
-//             a request's plan group and lease (who, which generation, until when) are in its row
+//   workers   one row per worker process on the queue (schema 4): host, device, model, heartbeat
+//             (schema 5: its state, current job and tokens/s); a request's plan group and lease
+//             (who, which generation, until when) are in its row, and a job's finalize lease
+//             (who, until when: schema 5) in the job's
 //   meta      key/value: schema_version, the plan-rank high-water mark (and, on PostgreSQL, the
 //             write counter behind DataVersion)
 // A request is `pending` until its result is committed, in the same transaction that sets it
@@ -26,7 +28,8 @@
 // Thread-safety: one Store object is used by one thread at a time (the caller serializes; the
 // daemon gives the store its own thread). Several Store objects, in one process or several, may
 // open the same queue: the write lock (SQLite's, with busy_timeout; PostgreSQL's advisory lock,
-// with lock_timeout) serializes their writes, and readers never wait for the writer.
+// with lock_timeout) serializes their writes, and readers never wait for the writer. (PostgreSQL:
+// the writes of workers and leases take row locks instead; see "Workers and leases".)
 #pragma once
 
 #include <cstdint>
@@ -109,6 +112,10 @@ struct WorkerInfo {
   std::string model;        // the model it serves
   double started_at = 0;    // unix seconds, first registered
   double heartbeat_at = 0;  // unix seconds, last heartbeat
+  // Schema 5: what it is doing, as it last said (RegisterWorker, UpdateWorker).
+  std::string state;        // "starting", "running", "draining", "stopped": free text, <= 32 bytes
+  std::string current_job;  // the public id of the job it works on, or ""
+  double tokens_per_second = 0;  // its recent output rate
 };
 
 // What ClaimNextGroup leased: pending requests of one plan group, in plan_rank order, each with
@@ -228,7 +235,8 @@ class Store {
   // spoils the whole transaction, so the caller must roll back; on SQLite it should).
   // Writers are serialized as SQLite's BEGIN IMMEDIATE does: one write transaction at a time
   // per queue (PostgreSQL: a transaction-scoped advisory lock taken first), so plan ranks and
-  // counts read inside it cannot be raced.
+  // counts read inside it cannot be raced. (PostgreSQL's worker and lease writes, in their own
+  // transactions, take row locks only: see "Workers and leases".)
   [[nodiscard]] virtual Status Begin() = 0;  // a transaction must not be open (LLMQ_CHECK)
   // An error when none is open (SQLite rolls back by itself after some errors; PostgreSQL's
   // transaction after a failed statement is rolled back by COMMIT, and that is an error too).
@@ -243,7 +251,11 @@ class Store {
   // empty) and `job->created_at` (when 0). (name, sha256) is unique: the caller asks FindJob
   // first; a second insert of the same pair fails with InvalidArgument naming it.
   [[nodiscard]] virtual Status InsertJob(JobRecord* job) = 0;
-  // A duplicate (job, line) or an unknown job fails with InvalidArgument.
+  // A duplicate (job, line) or an unknown job fails with InvalidArgument. PostgreSQL: inside the
+  // caller's transaction the rows go to the server in batches (one statement per 2,000), so that
+  // failure may come from a later call of the transaction instead, at the latest from its Commit
+  // (the caller rolls back, as after any failure); every read of the transaction sees every row
+  // inserted before it.
   [[nodiscard]] virtual Status InsertRequest(int64_t job, const NewRequest& r) = 0;
   // Sets the job's counts and status (usually in_progress, as SetJobStatus does). Without
   // `totals` the counts are taken from the inserted rows (a scan); an ingester that counted what
@@ -315,10 +327,13 @@ class Store {
   [[nodiscard]] virtual Status GetJobTotals(int64_t job, JobTotals* out) = 0;
 
   // --- Results: one transaction for the whole group. A result for a request that already has
-  // one is ignored (never a duplicate, never an overwrite); each new one sets its request done or
-  // failed and bumps its job's completed / failed count. A result for a request that does not
-  // exist fails the whole group with InvalidArgument. `*added` (optional): how many were new.
-  // (Written once for both engines: store.cpp, with each engine's ResultSteps.)
+  // one is ignored (never a duplicate, never an overwrite; of two for one line in a group, the
+  // first counts); each new one sets its request done or failed and bumps its job's completed /
+  // failed count. A result for a request that does not exist fails the whole group with
+  // InvalidArgument. A pending request that has a result already (which no write of this store
+  // leaves) is Corruption naming it. `*added` (optional): how many were new. (Written once for
+  // both engines: store.cpp, with each engine's ResultSteps; PostgreSQL runs a constant number of
+  // statements per group, under the write lock.)
   [[nodiscard]] Status CommitResults(const std::vector<Result>& results, int64_t* added = nullptr);
 
   // One llmq serve per queue until serve claims its work under leases (issue 27): held by this
@@ -327,33 +342,66 @@ class Store {
   // connection holds it, InvalidArgument saying another llmq serve uses the queue.
   [[nodiscard]] virtual Status LockSoleServer() = 0;
 
-  // --- Workers and leases (issue 27: many workers on one queue; not used by llmq serve yet).
-  // Records a worker, or updates its host, device and model; its heartbeat is now. An empty id,
-  // or one over 200 bytes, is InvalidArgument.
+  // --- Workers and leases (issue 27: many workers on one queue).
+  // PostgreSQL: the methods of this section take row locks only, never the write lock that
+  // ingest holds (a heartbeat or a result does not wait behind a long ingest); rows of requests
+  // are locked in (job, line) order. Each still moves DataVersion (ClaimNextGroup excepted).
+  //
+  // Records a worker, or updates its host, device, model, state, current_job and
+  // tokens_per_second; its heartbeat is now (started_at is set by the first registration only).
+  // An empty id, or one over 200 bytes, or a state over 32 bytes, is InvalidArgument.
   [[nodiscard]] virtual Status RegisterWorker(const WorkerInfo& worker) = 0;
-  // The worker's heartbeat is now, and every pending request it leases is leased for
-  // `lease_seconds` more (*renewed, optional: how many). NotFound for a worker never registered.
+  // Sets a registered worker's host, device, model, state, current_job and tokens_per_second
+  // (started_at is kept) and its heartbeat to now. Does not touch its leases. NotFound for a
+  // worker never registered; InvalidArgument as RegisterWorker.
+  [[nodiscard]] virtual Status UpdateWorker(const WorkerInfo& worker) = 0;
+  // The worker's heartbeat is now, every pending request it leases is leased for `lease_seconds`
+  // more (*renewed, optional: how many), and so is every job finalize lease it holds
+  // (ClaimJobFinalize; not counted in *renewed). Leases given back by ReleaseLeases or
+  // ReleaseJobFinalize are not taken again. NotFound for a worker never registered.
   [[nodiscard]] virtual Status Heartbeat(const std::string& worker, double lease_seconds,
                                          int64_t* renewed = nullptr) = 0;
   [[nodiscard]] virtual Status ListWorkers(std::vector<WorkerInfo>* out) = 0;  // by id
   // Leases to `worker` the next plan group: the claimable request with the lowest plan rank (of
   // an in_progress job not cancel_requested; claimable: pending, and not leased or its lease
-  // expired) picks the group, and up to `max_requests` claimable requests of that group are
-  // leased (lease_generation + 1, expiring `lease_seconds` from now). Two workers never hold the
-  // same request: SQLite serializes claims (BEGIN IMMEDIATE), PostgreSQL locks the rows it takes
-  // and skips those another claim holds (FOR UPDATE SKIP LOCKED; under contention a group may
-  // then be split between workers, never a request). Runs in its own transaction: none may be
-  // open (LLMQ_CHECK). out->requests empty: nothing to claim.
+  // expired or released) picks the group, and up to `max_requests` claimable requests of that
+  // group are leased (lease_generation + 1, expiring `lease_seconds` from now). Two workers never
+  // hold the same request: SQLite serializes claims (BEGIN IMMEDIATE), PostgreSQL locks the rows
+  // it takes and skips those another claim holds (FOR UPDATE SKIP LOCKED; under contention a
+  // group may then be split between workers, never a request). One statement on PostgreSQL.
+  // Runs in its own transaction: none may be open (LLMQ_CHECK). out->requests empty: nothing to
+  // claim.
   [[nodiscard]] virtual Status ClaimNextGroup(const std::string& worker, double lease_seconds,
                                               int max_requests, Claim* out) = 0;
   // CommitResults for results computed under a lease: a result is accepted only when its request
-  // is still pending, leased to `worker`, under the result's lease_generation (an expired lease
-  // that no one claimed since still counts); any other is fenced: not written, counted in
-  // *fenced (optional). A late worker can thus neither duplicate nor overwrite. A result for a
-  // request that does not exist fails the group with InvalidArgument.
+  // is still pending, leased to `worker`, under the result's lease_generation (an expired or
+  // released lease that no one claimed since still counts); any other is fenced: not written,
+  // counted in *fenced (optional), as is a second result for the same line in one group (the
+  // first is the one weighed). A late worker can thus neither duplicate nor overwrite. A result
+  // for a request that does not exist fails the group with InvalidArgument. PostgreSQL: a
+  // constant number of statements per group, fenced by the request rows' locks (no write lock).
   [[nodiscard]] Status CommitLeasedResults(const std::string& worker,
                                            const std::vector<LeasedResult>& results,
                                            int64_t* added = nullptr, int64_t* fenced = nullptr);
+  // Drain or shutdown: every pending request leased to `worker` is claimable at once (its lease
+  // ends now; Heartbeat does not renew it). Its lease_generation is unchanged, so a result the
+  // worker commits later under it is still accepted while no one has claimed the request since
+  // (CommitLeasedResults). *released (optional): how many (a lease released already is not
+  // counted again). Job finalize leases are kept (ReleaseJobFinalize gives those back). An
+  // unknown worker releases nothing; InvalidArgument for an id CheckWorkerId refuses.
+  [[nodiscard]] virtual Status ReleaseLeases(const std::string& worker,
+                                             int64_t* released = nullptr) = 0;
+  // The job's finalize lease (one worker writes a job's output files): *got = true when it was
+  // free, expired, or `worker`'s already, and it is now `worker`'s until `lease_seconds` from now
+  // (renewed by Heartbeat); false when another worker holds an unexpired one (nothing changes).
+  // One conditional UPDATE: of two workers asking at once, exactly one gets it (SQLite: the
+  // write lock; PostgreSQL: the job row's lock, the second re-reading the row the first wrote).
+  // NotFound for an unknown job; InvalidArgument for a bad worker id.
+  [[nodiscard]] virtual Status ClaimJobFinalize(const std::string& worker, int64_t job,
+                                                double lease_seconds, bool* got) = 0;
+  // Gives the job's finalize lease back if `worker` holds it (expired or not); a no-op otherwise
+  // (another's lease, none, an unknown job).
+  [[nodiscard]] virtual Status ReleaseJobFinalize(const std::string& worker, int64_t job) = 0;
 
   // --- Finalizing: the job's results in line order, streamed (bounded memory), from one
   // consistent snapshot. `fn` may call other methods of this Store but not ForEachResult
@@ -408,36 +456,49 @@ struct AddedToJob {
   int64_t prompt = 0, cached = 0, computed = 0, completion = 0;
   void Add(const Result& r);
 };
-// An engine's part of committing a group of results (CommitResultGroup drives it).
+// An engine's part of committing a group of results (CommitResultGroup drives it). Each step
+// takes the whole group, in (job, line) order with no line twice. SQLite gives finish, insert and
+// bump, each a statement a row (in process, cheap); PostgreSQL gives finish_insert_bump, one
+// statement for all three (arrays and unnest: one round trip). Both give missing.
 struct ResultSteps {
   // Runs `body` in a write transaction (the caller's, or its own committed when `body` is OK).
   std::function<Status(const std::function<Status()>& body)> write_transaction;
-  // Inserts r's row (committed_at `now`, finished_at r.metrics.finished_at or `now`) unless its
-  // line has one already: *inserted says which. A result for no request: InvalidArgument naming
-  // its job and line.
-  std::function<Status(const Result& r, double now, bool* inserted)> insert;
-  // Sets r's request done or failed (only while pending).
-  std::function<Status(const Result& r)> finish_request;
+  // The same for leased results (PostgreSQL: without the write lock; the rows' locks fence).
+  std::function<Status(const std::function<Status()>& body)> leased_transaction;
+  // Sets each request of `rs` done or failed where it is pending and, when `worker` is set, leased
+  // to *worker under generations[i] (sql::kFencedFinish); (*finished)[i] says which were.
+  std::function<Status(const std::vector<const Result*>& rs, const std::string* worker,
+                       const std::vector<int64_t>& generations, std::vector<char>* finished)>
+      finish;
+  // The index in `rs` of the first result whose request does not exist, or -1.
+  std::function<Status(const std::vector<const Result*>& rs, int64_t* first_missing)> missing;
+  // Inserts the rows of `rs` (committed_at `now`, finished_at r.metrics.finished_at or `now`)
+  // but for lines that have one already; *inserted: how many were written.
+  std::function<Status(const std::vector<const Result*>& rs, double now, int64_t* inserted)> insert;
   // Adds `c` to job `job`'s counts and token sums.
   std::function<Status(int64_t job, const AddedToJob& c)> bump;
-  // For leased results only: sets the request done or failed if the lease is still `worker`'s
-  // under `generation` (sql::kFencedFinish); *held says whether it was.
-  std::function<Status(const std::string& worker, const Result& r, int64_t generation, bool* held)>
-      fenced_finish;
+  // finish, then insert of the finished, then bump of their jobs (in id order) by what was
+  // inserted, in one: (*finished)[i] as finish's, *inserted as insert's.
+  std::function<Status(const std::vector<const Result*>& rs, const std::string* worker,
+                       const std::vector<int64_t>& generations, double now,
+                       std::vector<char>* finished, int64_t* inserted)>
+      finish_insert_bump;
 };
-// Store::CommitResults, the same on both engines: one transaction; only a row really inserted
-// moves its request and its job's counts ("counted once"). *added (optional): how many were new.
-[[nodiscard]] Status CommitResultGroup(const std::vector<Result>& results, int64_t* added,
-                                       const ResultSteps& steps);
-// Store::CommitLeasedResults, the same on both engines: the fence first (a request not held is
-// counted in *fenced, or fails the group when it does not exist), then the result.
-// Messages name store->location().
-[[nodiscard]] Status CommitLeasedResultGroup(Store* store, const std::string& worker,
-                                             const std::vector<LeasedResult>& results,
-                                             int64_t* added, int64_t* fenced,
-                                             const ResultSteps& steps);
+// Store::CommitResults (worker null) and Store::CommitLeasedResults (worker set, generations[i]
+// for results[i]), the same on both engines: one transaction; the requests finished first (their
+// rows locked, in (job, line) order), then the results of exactly those inserted, then one bump
+// per job; only a request really finished moves its job's counts ("counted once"). A line given
+// twice counts once. *added (optional): how many were new; *dropped (optional): how many were
+// not (ignored, or fenced). Messages name `location`.
+[[nodiscard]] Status CommitResultGroup(const std::string& location,
+                                       const std::vector<const Result*>& results,
+                                       const std::string* worker,
+                                       const std::vector<int64_t>& generations, int64_t* added,
+                                       int64_t* dropped, const ResultSteps& steps);
 // InvalidArgument naming `location` for a worker id that is empty or over 200 bytes.
 [[nodiscard]] Status CheckWorkerId(const std::string& location, const std::string& id);
+// CheckWorkerId, and InvalidArgument for a state over 32 bytes.
+[[nodiscard]] Status CheckWorkerInfo(const std::string& location, const WorkerInfo& w);
 // Claimed requests in plan_rank order (RETURNING gives them in no order).
 void SortClaimed(std::vector<PendingRequest>* requests);
 // meta.schema_version's text as a version: Corruption naming `location` when it is not one.

@@ -60,7 +60,8 @@ PendingRequest ClaimedFromRow(const Row& row) {
   return p;
 }
 
-// A row of (id, host, device, model, started_at, heartbeat_at).
+// A row of (id, host, device, model, started_at, heartbeat_at, state, current_job,
+// tokens_per_second).
 template <class Row>
 WorkerInfo WorkerFromRow(const Row& row) {
   WorkerInfo w;
@@ -70,6 +71,9 @@ WorkerInfo WorkerFromRow(const Row& row) {
   w.model = row.Text(3);
   w.started_at = row.Real(4);
   w.heartbeat_at = row.Real(5);
+  w.state = row.Text(6);
+  w.current_job = row.Text(7);
+  w.tokens_per_second = row.Real(8);
   return w;
 }
 

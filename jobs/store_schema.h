@@ -198,6 +198,25 @@ CREATE INDEX requests_pending_by_group ON requests (plan_group, plan_rank)
 CREATE INDEX requests_leased ON requests (lease_worker)
   WHERE status = 'pending' AND lease_worker IS NOT NULL;
 )sql"},
+    // 5: what each worker says it is doing (state, the job it works on, its output rate), and
+    // each job's finalize lease (the one worker that writes its output files: who, until when).
+    // A request lease given back (ReleaseLeases) expires at 0: claimable, and not renewed.
+    {R"sql(
+ALTER TABLE workers ADD COLUMN state TEXT NOT NULL DEFAULT '';
+ALTER TABLE workers ADD COLUMN current_job TEXT NOT NULL DEFAULT '';
+ALTER TABLE workers ADD COLUMN tokens_per_second REAL NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN finalize_worker TEXT;
+ALTER TABLE jobs ADD COLUMN finalize_expires_at REAL NOT NULL DEFAULT 0;
+CREATE INDEX jobs_finalizing ON jobs (finalize_worker) WHERE finalize_worker IS NOT NULL;
+)sql",
+     R"sql(
+ALTER TABLE workers ADD COLUMN state TEXT NOT NULL DEFAULT '',
+  ADD COLUMN current_job TEXT NOT NULL DEFAULT '',
+  ADD COLUMN tokens_per_second DOUBLE PRECISION NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN finalize_worker TEXT,
+  ADD COLUMN finalize_expires_at DOUBLE PRECISION NOT NULL DEFAULT 0;
+CREATE INDEX jobs_finalizing ON jobs (finalize_worker) WHERE finalize_worker IS NOT NULL;
+)sql"},
 };
 inline constexpr int kLatestVersion = static_cast<int>(std::size(kMigrations));
 

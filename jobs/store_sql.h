@@ -58,14 +58,35 @@ inline constexpr const char* kWriteVersion =
 
 // --- Workers and leases (schema 4).
 inline constexpr const char* kRegisterWorker =
-    "INSERT INTO workers (id, host, device, model, started_at, heartbeat_at) "
-    "VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (id) DO UPDATE SET host = excluded.host, "
-    "device = excluded.device, model = excluded.model, heartbeat_at = excluded.heartbeat_at";
+    "INSERT INTO workers (id, host, device, model, started_at, heartbeat_at, state, current_job, "
+    "tokens_per_second) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8) ON CONFLICT (id) DO UPDATE "
+    "SET host = excluded.host, device = excluded.device, model = excluded.model, "
+    "heartbeat_at = excluded.heartbeat_at, state = excluded.state, "
+    "current_job = excluded.current_job, tokens_per_second = excluded.tokens_per_second";
+inline constexpr const char* kUpdateWorker =
+    "UPDATE workers SET host = $2, device = $3, model = $4, heartbeat_at = $5, state = $6, "
+    "current_job = $7, tokens_per_second = $8 WHERE id = $1";
 inline constexpr const char* kTouchWorker = "UPDATE workers SET heartbeat_at = $2 WHERE id = $1";
+// A lease released (expiring at 0) is not renewed.
 inline constexpr const char* kRenewLeases =
-    "UPDATE requests SET lease_expires_at = $2 WHERE lease_worker = $1 AND status = 'pending'";
+    "UPDATE requests SET lease_expires_at = $2 WHERE lease_worker = $1 AND status = 'pending' "
+    "AND lease_expires_at <> 0";
+inline constexpr const char* kReleaseLeases =
+    "UPDATE requests SET lease_expires_at = 0 WHERE lease_worker = $1 AND status = 'pending' "
+    "AND lease_expires_at <> 0";
 inline constexpr const char* kListWorkers =
-    "SELECT id, host, device, model, started_at, heartbeat_at FROM workers ORDER BY id";
+    "SELECT id, host, device, model, started_at, heartbeat_at, state, current_job, "
+    "tokens_per_second FROM workers ORDER BY id";
+// Job finalize leases ($1 job, $2 worker, $3 now, $4 when it expires): taken when free, expired
+// or the worker's own; renewed by the worker's heartbeat; given back by the holder only.
+inline constexpr const char* kClaimFinalize =
+    "UPDATE jobs SET finalize_worker = $2, finalize_expires_at = $4 WHERE id = $1 AND "
+    "(finalize_worker IS NULL OR finalize_worker = $2 OR finalize_expires_at <= $3)";
+inline constexpr const char* kRenewFinalize =
+    "UPDATE jobs SET finalize_expires_at = $2 WHERE finalize_worker = $1";
+inline constexpr const char* kReleaseFinalize =
+    "UPDATE jobs SET finalize_worker = NULL, finalize_expires_at = 0 "
+    "WHERE id = $1 AND finalize_worker = $2";
 // A leased result's request is finished only under its lease (the fence): pending, this worker's,
 // this generation. The row it changes is locked until the commit, so no claim takes it meanwhile.
 inline constexpr const char* kFencedFinish =

@@ -55,12 +55,13 @@ TEST(PostgresQueueCommand, InitCreatesMigrateMovesForwardAndThePasswordIsNeverSh
   // Back to schema 2, as the previous release left it: migrate takes it forward.
   ASSERT_EQ(
       testing::PgExec(db.url(),
-                      "DROP TABLE workers; DROP INDEX requests_pending_by_group; "
-                      "DROP INDEX requests_leased; "
-                      "ALTER TABLE requests DROP COLUMN plan_group, DROP COLUMN lease_worker, "
-                      "DROP COLUMN lease_generation, DROP COLUMN lease_expires_at; "
-                      "ALTER TABLE results DROP COLUMN finished_at; "
-                      "UPDATE meta SET value = '2' WHERE key = 'schema_version'"),
+                      std::string(jobs::kBackToSchemaFour) +
+                          "DROP TABLE workers; DROP INDEX requests_pending_by_group; "
+                          "DROP INDEX requests_leased; "
+                          "ALTER TABLE requests DROP COLUMN plan_group, DROP COLUMN lease_worker, "
+                          "DROP COLUMN lease_generation, DROP COLUMN lease_expires_at; "
+                          "ALTER TABLE results DROP COLUMN finished_at; "
+                          "UPDATE meta SET value = '2' WHERE key = 'schema_version'"),
       "");
   r = RunLlmq({"queue", "migrate", "--url", url});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -53,7 +53,7 @@ TEST(Store, OpenCreatesTheFileItsFolderAndTheSchema) {
   EXPECT_TRUE(fs::exists(path));
   EXPECT_EQ(RawQuery(path, "SELECT value FROM meta WHERE key = 'schema_version'"),
             std::to_string(Store::SchemaVersion()));
-  EXPECT_EQ(Store::SchemaVersion(), 4);
+  EXPECT_EQ(Store::SchemaVersion(), 5);
   EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), "wal");
   // The schema itself, on both engines: StoreTest.OpenOnAnEmptyDatabaseMigratesFromNothing.
 }
@@ -271,6 +271,56 @@ TYPED_TEST(StoreTest, DuplicateLineAndUnknownJobAreRefused) {
   EXPECT_FALSE(s->InTransaction());
 }
 
+// Inside the ingest's transaction, what InsertRequest wrote is seen by the transaction's own reads
+// (PostgreSQL sends the rows in batches: a read sends what is waiting first), and a duplicate line
+// fails the transaction at the latest at its Commit.
+TYPED_TEST(StoreTest, AnIngestSeesItsOwnRequestsAndADuplicateFailsItByCommit) {
+  constexpr int kLines = 2500;  // more than one PostgreSQL batch
+  auto s = this->Open();
+  ASSERT_TRUE(s->Begin().ok());
+  JobRecord job;
+  job.name = "big.jsonl";
+  job.sha256 = "big";
+  ASSERT_TRUE(s->InsertJob(&job).ok());
+  NewRequest r;
+  for (int i = 1; i <= kLines; ++i) {
+    r.line = i;
+    r.custom_id = "c" + std::to_string(i);
+    r.body = "{\"quote\": \"\\\"\", \"n\": " + std::to_string(i) + "}";
+    r.plan_rank = i;
+    r.error_output.reset();
+    if (i == 7) r.error_output = "{\"error\": \"refused\"}";
+    ASSERT_TRUE(s->InsertRequest(job.id, r).ok());
+  }
+  std::string id;
+  ASSERT_TRUE(s->GetCustomId(job.id, kLines, &id).ok());
+  EXPECT_EQ(id, "c" + std::to_string(kLines));
+  int64_t pending = 0;
+  ASSERT_TRUE(s->CountPending(job.id, &pending).ok());
+  EXPECT_EQ(pending, kLines - 1);
+  std::vector<PendingRequest> first;
+  ASSERT_TRUE(s->PendingOfJob(job.id, 0, 1, &first).ok());
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].body, "{\"quote\": \"\\\"\", \"n\": 1}");
+  // A duplicate line: refused by InsertRequest, or by the Commit after it.
+  r.line = 5;
+  r.error_output.reset();
+  Status st = s->InsertRequest(job.id, r);
+  if (st.ok()) st = s->Commit();
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
+  s->Rollback();
+  EXPECT_FALSE(s->InTransaction());
+  std::vector<JobRecord> all;
+  ASSERT_TRUE(s->ListJobs(&all).ok());
+  EXPECT_TRUE(all.empty()) << "rolled back as one";
+  // The same ingest without the duplicate commits, the refused line with its error result.
+  const int64_t again = Ingest(s.get(), "small.jsonl", {1, 2, 3}, {2});
+  ASSERT_TRUE(s->CountPending(again, &pending).ok());
+  EXPECT_EQ(pending, 2);
+  ASSERT_TRUE(s->GetJob(again, &job).ok());
+  EXPECT_EQ(job.failed, 1);
+}
+
 TYPED_TEST(StoreTest, RolledBackIngestLeavesNothing) {
   auto s = this->Open();
   ASSERT_TRUE(s->Begin().ok());
@@ -410,8 +460,8 @@ TYPED_TEST(StoreTest, AReadTransactionSeesOneSnapshot) {
 }
 
 // A store of schema 4 back to schema 3: no workers, no plan groups, no leases (the same SQL on
-// both engines).
-constexpr const char* kBackToSchemaThree =
+// both engines; kBackToSchemaFour first).
+constexpr const char* kBackToSchemaThree = LLMQ_BACK_TO_SCHEMA_FOUR
     "DROP TABLE workers; DROP INDEX requests_pending_by_group; DROP INDEX requests_leased; "
     "ALTER TABLE requests DROP COLUMN plan_group; ALTER TABLE requests DROP COLUMN lease_worker; "
     "ALTER TABLE requests DROP COLUMN lease_generation; "
@@ -427,7 +477,8 @@ TYPED_TEST(StoreTest, MigrationToSchemaFourGivesEachRequestItsOwnGroupAndNoLease
   this->RawExec(std::string(kBackToSchemaThree) +
                 "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
   auto s = this->Open();
-  EXPECT_EQ(this->RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "4");
+  EXPECT_EQ(this->RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"),
+            std::to_string(Store::SchemaVersion()));
   EXPECT_EQ(this->RawQuery("SELECT count(*) FROM requests WHERE plan_group = plan_rank "
                            "AND lease_worker IS NULL AND lease_generation = 0"),
             "2");
@@ -737,43 +788,6 @@ TYPED_TEST(StoreTest, CountedIngestSetsTheHashAfterwardsAndKeepsTheHighestRank) 
   std::vector<JobRecord> all;
   ASSERT_TRUE(s->ListJobs(&all).ok());
   EXPECT_EQ(all.size(), 2u);
-}
-
-// Ingests one job whose lines i + 1 have rank ranks[i] and plan group groups[i].
-int64_t IngestGroups(Store* s, const std::string& name, const std::vector<int64_t>& ranks,
-                     const std::vector<int64_t>& groups) {
-  EXPECT_TRUE(s->Begin().ok());
-  JobRecord job;
-  job.name = name;
-  job.sha256 = "sha-of-" + name;
-  EXPECT_TRUE(s->InsertJob(&job).ok());
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    NewRequest r;
-    r.line = static_cast<int64_t>(i) + 1;
-    r.custom_id = name + "-" + std::to_string(r.line);
-    r.body = "{}";
-    r.plan_rank = ranks[i];
-    r.plan_group = groups[i];
-    const Status st = s->InsertRequest(job.id, r);
-    EXPECT_TRUE(st.ok()) << st.message();
-  }
-  EXPECT_TRUE(s->FinishIngest(job.id, JobStatus::kInProgress).ok());
-  EXPECT_TRUE(s->Commit().ok());
-  return job.id;
-}
-
-std::vector<int64_t> Lines(const Claim& c) {
-  std::vector<int64_t> lines;
-  for (const PendingRequest& p : c.requests) lines.push_back(p.line);
-  return lines;
-}
-
-LeasedResult Leased(const PendingRequest& p, const std::string& output) {
-  LeasedResult lr;
-  lr.result = MakeResult(p.job, p.line);
-  lr.result.output = output;
-  lr.lease_generation = p.lease_generation;
-  return lr;
 }
 
 TYPED_TEST(StoreTest, WorkersRegisterAndBeatAndBadIdsAreRefused) {

@@ -71,6 +71,54 @@ inline Result MakeResult(int64_t job, int64_t line, bool is_error = false) {
   return r;
 }
 
+// Ingests one job whose lines i + 1 have rank ranks[i] and plan group groups[i].
+inline int64_t IngestGroups(Store* s, const std::string& name, const std::vector<int64_t>& ranks,
+                            const std::vector<int64_t>& groups) {
+  EXPECT_TRUE(s->Begin().ok());
+  JobRecord job;
+  job.name = name;
+  job.sha256 = "sha-of-" + name;
+  EXPECT_TRUE(s->InsertJob(&job).ok());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    NewRequest r;
+    r.line = static_cast<int64_t>(i) + 1;
+    r.custom_id = name + "-" + std::to_string(r.line);
+    r.body = "{}";
+    r.plan_rank = ranks[i];
+    r.plan_group = groups[i];
+    const Status st = s->InsertRequest(job.id, r);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  EXPECT_TRUE(s->FinishIngest(job.id, JobStatus::kInProgress).ok());
+  EXPECT_TRUE(s->Commit().ok());
+  return job.id;
+}
+
+// The lines of a claim, in its order.
+inline std::vector<int64_t> Lines(const Claim& c) {
+  std::vector<int64_t> lines;
+  for (const PendingRequest& p : c.requests) lines.push_back(p.line);
+  return lines;
+}
+
+// MakeResult for a claimed request, with `output`, under its lease generation.
+inline LeasedResult Leased(const PendingRequest& p, const std::string& output) {
+  LeasedResult lr;
+  lr.result = MakeResult(p.job, p.line);
+  lr.result.output = output;
+  lr.lease_generation = p.lease_generation;
+  return lr;
+}
+
+// A store of schema 5 back to schema 4: no worker state, no finalize leases (the same SQL on
+// both engines).
+#define LLMQ_BACK_TO_SCHEMA_FOUR                                                              \
+  "DROP INDEX jobs_finalizing; ALTER TABLE jobs DROP COLUMN finalize_worker; "                \
+  "ALTER TABLE jobs DROP COLUMN finalize_expires_at; ALTER TABLE workers DROP COLUMN state; " \
+  "ALTER TABLE workers DROP COLUMN current_job; ALTER TABLE workers DROP COLUMN "             \
+  "tokens_per_second; "
+inline constexpr const char* kBackToSchemaFour = LLMQ_BACK_TO_SCHEMA_FOUR;
+
 // The engines of the typed tests: a queue for the running test, and raw SQL on it (what another
 // tool would do). RawQuery gives the first column of the first row as text ("" when none).
 struct SqliteQueue {
