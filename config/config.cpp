@@ -370,6 +370,8 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
          c->queue_url = std::move(url);
          return Status::Ok();
        }},
+      {"lease_seconds",
+       [c](const Leaf& l) { return GetSeconds(l, 0.3, 86400, &c->lease_seconds); }},
   };
   std::vector<Field> metrics = {
       {"textfile", [c](const Leaf& l) { return GetPath(l, &c->metrics_textfile); }},

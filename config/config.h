@@ -69,6 +69,10 @@ struct LlmqConfig {
   // (libpq's URI: sslmode, host=/socket/folder; a password from ~/.pgpass or PGPASSWORD rather
   // than in the file); "" (the default): the SQLite file <state_dir>/queue.db.
   std::string queue_url;
+  // queue.lease_seconds: how long a worker's claim on a plan group (and on finalizing a job)
+  // lasts without a heartbeat (every third of it): a worker that dies gives its unfinished
+  // requests back to the others this long after its last heartbeat. 0.3..86400.
+  double lease_seconds = 60;
   // metrics (llmq serve, daemon/metrics.h):
   std::string metrics_textfile;  // metrics.textfile: "" = <state_dir>/metrics/llmq.prom
   // metrics.interval_seconds: how often the textfile is rewritten, and the status page (GET / on

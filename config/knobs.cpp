@@ -41,6 +41,7 @@ const std::vector<Knob>& Knobs() {
       On("spool.drain_seconds", true, &LlmqConfig::drain_seconds),
       On("spool.commit_interval_ms", true, &LlmqConfig::commit_interval_ms),
       On("queue.url", false, &LlmqConfig::queue_url),
+      On("queue.lease_seconds", false, &LlmqConfig::lease_seconds),
       On("metrics.textfile", false, &LlmqConfig::metrics_textfile),
       On("metrics.interval_seconds", false, &LlmqConfig::metrics_interval_seconds),
       On("metrics.http_port", false, &LlmqConfig::metrics_http_port),

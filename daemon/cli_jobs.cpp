@@ -1,6 +1,6 @@
 // The commands that talk to the daemon's queue (<state>/queue.db) without running the engine:
 // llmq submit FILE... [--wait], llmq status [JOB] [--json], llmq list [--json], llmq cancel JOB,
-// llmq report JOB [-o DIR].
+// llmq report JOB [-o DIR], llmq results JOB [-o DIR], llmq workers [--json].
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -40,7 +40,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 struct QueueFlags {
-  std::string config, state;
+  std::string config, state, queue;
   CLI::App* cmd = nullptr;
 };
 
@@ -51,6 +51,9 @@ void AddQueueFlags(CLI::App* cmd, QueueFlags* f) {
                       std::string(kSystemConfigPath) + " when it exists)");
   cmd->add_option("--state", f->state,
                   "The daemon's state folder (default: spool.state_dir of the config)");
+  cmd->add_option("--queue", f->queue,
+                  "The queue's PostgreSQL URL (default: queue.url of the config, else the state "
+                  "folder's queue.db)");
 }
 
 // The config (for spool.state_dir and the model) and the queue of an existing state folder.
@@ -60,6 +63,7 @@ Status OpenQueue(const QueueFlags& f, LlmqConfig* cfg, std::unique_ptr<jobs::Sto
   *cfg = LlmqConfig();
   if (!path.empty()) LLMQ_RETURN_IF_ERROR(LoadConfig(path, cfg));
   if (!f.state.empty()) cfg->state_dir = f.state;
+  if (!f.queue.empty()) cfg->queue_url = f.queue;
   // Looked at every few seconds by scripts, while the daemon (which checked it) runs: no read of
   // the whole file each time.
   if (!cfg->queue_url.empty())
@@ -87,6 +91,7 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
   if (!cpath.empty())
     if (Status st = LoadConfig(cpath, &cfg); !st.ok()) return Fail(cmd, st, 2);
   if (!f.q.state.empty()) cfg.state_dir = f.q.state;
+  if (!f.q.queue.empty()) cfg.queue_url = f.q.queue;
   if (!f.model.empty()) cfg.model_dir = f.model;
   if (!f.chat_template.empty()) cfg.chat_template = f.chat_template;
   if (cfg.model_dir.empty())
@@ -321,6 +326,91 @@ int Report(const CLI::App* cmd, const ReportFlags& f) {
   return 0;
 }
 
+// --- results
+// `llmq results JOB -o DIR`: a finished job's files written again from the queue, as the worker
+// that finalized it wrote them into its outbox: on any host that reaches the queue, so that no
+// shared folder is needed (issue 27). The summary's facts only the finalizing worker knew (its
+// model, backend, threads) are left out.
+int Results(const CLI::App* cmd, const ReportFlags& f) {
+  LlmqConfig cfg;
+  std::unique_ptr<jobs::Store> store;
+  jobs::JobRecord j;
+  if (Status st = OpenQueueAtJob(f.q, f.job, &cfg, &store, &j); !st.ok()) return Fail(cmd, st);
+  if (!jobs::IsTerminal(j.status))
+    return Fail(cmd, j.public_id + " (" + j.name + ") is " + jobs::JobStatusName(j.status) + ": " +
+                         std::to_string(j.completed + j.failed) + " of " + std::to_string(j.total) +
+                         " results so far; its files are written once it is finished (llmq "
+                         "status " +
+                         j.public_id + ")");
+  const json opts = json::parse(j.options, nullptr, false);
+  std::string stem = opts.is_object() ? opts.value("outbox", std::string()) : std::string();
+  if (stem.empty() || stem[0] == '.' || stem.find('/') != std::string::npos)
+    stem = spool::OutputStem(j.name, j.public_id);
+  std::error_code ec;
+  fs::create_directories(f.out_dir, ec);
+  const fs::path base = fs::path(f.out_dir) / stem;
+  jobs::FinalizeTargets t;
+  t.results = base.string() + ".results.jsonl";
+  t.errors = base.string() + ".errors.jsonl";
+  t.summary = base.string() + ".summary.json";
+  jobs::JobSummary sum;
+  sum.refused = j.refused;
+  sum.resumed = std::max<int64_t>(0, j.completed + j.failed - j.refused);
+  sum.input = opts.is_object() ? opts.value("archive", opts.value("path", j.name)) : j.name;
+  if (j.started_at > 0 && j.finished_at > 0) sum.wall_seconds = j.finished_at - j.started_at;
+  if (Status st = jobs::FinalizeJob(store.get(), j.id, t, &sum); !st.ok()) return Fail(cmd, st);
+  std::printf("%s\n%s\n%s\n", t.results.c_str(), t.errors.c_str(), t.summary.c_str());
+  return 0;
+}
+
+// --- workers
+// Every worker that ever registered on the queue, by id: where it runs, what it does, and whether
+// its heartbeat is recent (within queue.lease_seconds: its leases hold) or not (it stopped, or is
+// cut off: its unfinished requests have gone back to the others).
+int Workers(const CLI::App* cmd, const ShowFlags& f) {
+  LlmqConfig cfg;
+  std::unique_ptr<jobs::Store> store;
+  if (Status st = OpenQueue(f.q, &cfg, &store); !st.ok()) return Fail(cmd, st);
+  std::vector<jobs::WorkerInfo> all;
+  if (Status st = store->ListWorkers(&all); !st.ok()) return Fail(cmd, st);
+  const double now = jobs::store_internal::LeaseNow();  // heartbeats are on the real clock
+  json arr = json::array();
+  for (const jobs::WorkerInfo& w : all) {
+    const double age = std::max(0.0, now - w.heartbeat_at);
+    const bool alive = w.state != "stopped" && age <= cfg.lease_seconds;
+    arr.push_back({{"id", w.id},
+                   {"host", w.host},
+                   {"device", w.device},
+                   {"model", w.model},
+                   {"state", alive || w.state == "stopped" ? w.state : "lost"},
+                   {"current_job", w.current_job.empty() ? json(nullptr) : json(w.current_job)},
+                   {"tokens_per_second", w.tokens_per_second},
+                   {"started_at", w.started_at},
+                   {"heartbeat_at", w.heartbeat_at},
+                   {"heartbeat_age_seconds", age}});
+  }
+  if (f.json) {
+    std::printf("%s\n", arr.dump(2).c_str());
+    return 0;
+  }
+  if (arr.empty()) {
+    std::printf("no worker has registered on this queue (start llmq serve)\n");
+    return 0;
+  }
+  std::printf("%-40s %-10s %-24s %-9s %10s %12s  %s\n", "WORKER", "STATE", "JOB", "TOKENS/S",
+              "HEARTBEAT", "HOST", "DEVICE / MODEL");
+  for (const json& w : arr) {
+    char beat[32];
+    std::snprintf(beat, sizeof beat, "%.0fs ago", w["heartbeat_age_seconds"].get<double>());
+    std::printf("%-40s %-10s %-24s %9.1f %10s %12s  %s / %s\n", w["id"].get<std::string>().c_str(),
+                w["state"].get<std::string>().c_str(),
+                w["current_job"].is_null() ? "-" : w["current_job"].get<std::string>().c_str(),
+                w["tokens_per_second"].get<double>(), beat, w["host"].get<std::string>().c_str(),
+                w["device"].get<std::string>().c_str(), w["model"].get<std::string>().c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 void AddQueueCommands(CLI::App* app, int* rc) {
@@ -381,6 +471,29 @@ void AddQueueCommands(CLI::App* app, int* rc) {
                     "Folder to write <name>.report.html into (default: the current folder)");
     AddQueueFlags(cmd, &f->q);
     cmd->callback([cmd, f, rc] { *rc = Report(cmd, *f); });
+  }
+  {
+    auto f = std::make_shared<ReportFlags>();
+    CLI::App* cmd = app->add_subcommand(
+        "results",
+        "Write a finished job's files (<name>.results.jsonl, .errors.jsonl, .summary.json) from "
+        "the queue, as its outbox has them: on any host that reaches the queue; prints their "
+        "paths");
+    cmd->add_option("job", f->job, "The job's batch_ id or name")->required();
+    cmd->add_option("-o,--output-dir", f->out_dir,
+                    "Folder to write the files into (default: the current folder)");
+    AddQueueFlags(cmd, &f->q);
+    cmd->callback([cmd, f, rc] { *rc = Results(cmd, *f); });
+  }
+  {
+    auto f = std::make_shared<ShowFlags>();
+    CLI::App* cmd = app->add_subcommand(
+        "workers",
+        "List the workers (llmq serve processes) on the queue: host, device, model, state, the "
+        "job each works on, tokens/s and the last heartbeat");
+    AddQueueFlags(cmd, &f->q);
+    cmd->add_flag("--json", f->json, "Print a JSON array");
+    cmd->callback([cmd, f, rc] { *rc = Workers(cmd, *f); });
   }
 }
 

@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -54,6 +55,7 @@
 #include "daemon/spool.h"
 #include "daemon/status_page.h"
 #include "daemon/watchdog.h"
+#include "daemon/worker.h"
 #include "engine/backends/compute_resources.h"
 #include "jobs/finalizer.h"
 
@@ -141,6 +143,7 @@ class Server {
         metrics_timer_(io_),
         window_timer_(io_),
         window_drain_timer_(io_),
+        beat_timer_(io_),
         signals_(io_, SIGINT, SIGTERM, SIGHUP) {}
 
   int Main() {
@@ -159,8 +162,9 @@ class Server {
     if (Status st = spool::EnsureLayout(paths_); !st.ok()) return Fail(cmd_, st);
     if (Status st = OpenInbox(); !st.ok()) return Fail(cmd_, st);
     if (Status st = Lock(); !st.ok()) return Fail(cmd_, st);
-    // serve.json goes with this daemon, however Main returns (a failed start-up too).
-    const RemovedOnReturn serve_state(paths_.serve_state);
+    // serve.json goes with the spool's owner, however Main returns (a failed start-up too).
+    std::optional<RemovedOnReturn> serve_state;
+    if (spool_owner_) serve_state.emplace(paths_.serve_state);
     PublishState();  // for llmq status: the run windows in effect
     // The queue before the model: a damaged database is refused at once, naming the file.
     // The first connection checks the whole file; the others skip that second read.
@@ -172,17 +176,16 @@ class Server {
           !st.ok())
         return Fail(cmd_, st);
     }
-    // A queue on a PostgreSQL server may be reached from other state folders and hosts: one
-    // llmq serve uses it at a time, until serve claims its work under leases (issue 27).
-    if (Status st = io_store_->LockSoleServer(); !st.ok()) return Fail(cmd_, st);
     // Only ingest (intake_store_) gains from a big page cache; the others page through the
     // queue.
     for (jobs::Store* s : {io_store_.get(), runner_store_.get(), commit_store_.get()})
       if (Status st = s->SetCacheBytes(int64_t{8} << 20); !st.ok()) return Fail(cmd_, st);
-    // A kill -9 while finalizing or refusing leaves the temporary of the file being written.
+    // A kill -9 while finalizing or refusing leaves the temporary of the file being written (the
+    // spool's owner only: another worker on the folder may be writing one now).
     for (const std::string* d : {&paths_.outbox, &paths_.failed})
-      if (const int n = spool::RemoveStaleTemporaries(*d); n > 0)
-        Log("%s: removed %d temporary file(s) left by an interrupted write", d->c_str(), n);
+      if (spool_owner_)
+        if (const int n = spool::RemoveStaleTemporaries(*d); n > 0)
+          Log("%s: removed %d temporary file(s) left by an interrupted write", d->c_str(), n);
 
     // Every start-up check that needs no model comes before the model loads (a port in use is
     // refused at once, not after a minute of loading).
@@ -194,6 +197,21 @@ class Server {
       if (Status st = LoadServing(cfg_, &model_, &engine_, &ctx_); !st.ok()) return Fail(cmd_, st);
     }
     intake_ = std::make_unique<Intake>(paths_, intake_store_.get(), ctx_);
+    // Every llmq serve is a worker on its queue (daemon/worker.h): it claims its work under
+    // leases, so any number may share one queue (one state folder, or a PostgreSQL server).
+    {
+      jobs::WorkerInfo me;
+      if (Status st = TakeWorkerSlot(paths_.root, &slot_fd_, &me.id); !st.ok())
+        return Fail(cmd_, st);
+      me.model = cfg_.model_dir;
+      me.device = model_.backend_description();
+      presence_ = std::make_unique<WorkerPresence>(io_store_.get(), me, cfg_.lease_seconds);
+      int64_t released = 0;
+      if (Status st = presence_->Register(&released); !st.ok()) return Fail(cmd_, st);
+      if (released > 0)
+        Log("worker %s: %lld request(s) its last run held are claimable again",
+            presence_->id().c_str(), static_cast<long long>(released));
+    }
 
     if (Status st = io_store_->DataVersion(&data_version_); !st.ok()) return Fail(cmd_, st);
     jobs::ResultCommitter::Options copt;
@@ -202,6 +220,7 @@ class Server {
     // drop results: the group is retried until it commits (they would otherwise stay pending
     // until a restart, the job never finishing).
     copt.retry_interval = std::chrono::milliseconds(500);
+    copt.worker = presence_->id();  // results under leases, fenced
     committer_ = std::make_unique<jobs::ResultCommitter>(commit_store_.get(), copt);
     // sd_notify: the event loop pings the watchdog while the engine loop ticks (at every step, and
     // every quarter of the interval while idle): ArmWatchdog.
@@ -212,6 +231,13 @@ class Server {
     };
     ropt.tick_interval =
         std::chrono::duration_cast<std::chrono::milliseconds>(notifier_.watchdog_usec() / 4);
+    ropt.worker = presence_->id();
+    ropt.lease_seconds = presence_->lease_seconds();
+    // A claim is sized to what the engine runs at once, and the engine holds at most two
+    // claims' worth waiting: the rest of the queue is left to the other workers (and to this
+    // one's next claims), so that workers finish a job together.
+    ropt.claim_max = std::max(1, std::min(cfg_.max_num_seqs, ropt.window));
+    ropt.window = std::max(8, 2 * ropt.claim_max);
     runner_ = std::make_unique<JobRunner>(ctx_, engine_.get(), runner_store_.get(),
                                           committer_.get(), ropt);
     JobLifecycle::Hooks hooks;
@@ -219,6 +245,7 @@ class Server {
     hooks.flush_results = [this] { return committer_->Flush(); };
     hooks.unix_now = UnixNow;
     hooks.finished_this_run = [this](int64_t job) { return runner_->FinishedOfJob(job); };
+    hooks.claim_job = [this](int64_t job, bool* mine) { return presence_->ClaimJob(job, mine); };
     lifecycle_ = std::make_unique<JobLifecycle>(
         paths_.outbox, io_store_.get(),
         JobLifecycle::Facts{ctx_.model_name, model_.backend_description(), CpuThreads(),
@@ -226,16 +253,22 @@ class Server {
         std::move(hooks));
 
     ::signal(SIGIO, SIG_IGN);  // see OpenForWriting: a lease break must not end the daemon
-    if (Status st = StartWatcher(); !st.ok()) return Fail(cmd_, st);
+    if (spool_owner_)
+      if (Status st = StartWatcher(); !st.ok()) return Fail(cmd_, st);
     signals_.async_wait([this](auto ec, int sig) { OnSignal(ec, sig); });
-    Log("serving %s (model %s; %s; %s)", paths_.root.c_str(), cfg_.model_dir.c_str(),
-        DescribeEngine(cfg_, model_, *engine_).c_str(), knobs_.ToText().c_str());
+    Log("serving %s (model %s; %s; %s; worker %s, leases of %gs%s)", paths_.root.c_str(),
+        cfg_.model_dir.c_str(), DescribeEngine(cfg_, model_, *engine_).c_str(),
+        knobs_.ToText().c_str(), presence_->id().c_str(), presence_->lease_seconds(),
+        spool_owner_ ? ""
+                     : "; another worker watches this folder's inbox: this one runs the queue "
+                       "and takes the inbox over if that one stops");
 
     // Jobs left unfinished by an earlier run (finalizing, cancelling, complete) first.
     CheckJobs();
-    Scan(/*all_announced=*/true);
+    if (spool_owner_) Scan(/*all_announced=*/true);
     ArmPoll();
-    ArmRescan();
+    if (spool_owner_) ArmRescan();
+    Beat();
     if (Status st = StartMetrics(); !st.ok()) return Fail(cmd_, st);
     notifier_.Ready();  // sd_notify
     ArmNotify();
@@ -256,6 +289,7 @@ class Server {
     });
     io_.run();
     if (engine_thread_.joinable()) engine_thread_.join();
+    if (spool_owner_ && !serve_state) ::unlink(paths_.serve_state.c_str());  // taken over
     return exit_code_;
   }
 
@@ -269,12 +303,33 @@ class Server {
     if (lock_fd_ < 0)
       return Status::IoError(paths_.root +
                              ": cannot open the state folder to lock it: " + std::strerror(errno));
-    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0) return Status::Ok();
+    return TryLockSpool();
+  }
+  // The spool (inbox/ and serve.json) is one worker's: the one holding the folder's lock. The
+  // others on the folder run the queue and finalize jobs into outbox/, and try the lock at every
+  // poll, so that the inbox is watched again soon after its watcher stops.
+  Status TryLockSpool() {
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0) {
+      spool_owner_ = true;
+      return Status::Ok();
+    }
     if (errno != EWOULDBLOCK)
       return Status::IoError(paths_.root +
                              ": cannot lock the state folder: " + std::strerror(errno));
-    return Status::InvalidArgument("another llmq serve is running on " + paths_.root +
-                                   " (the folder is locked)");
+    return Status::Ok();
+  }
+  // Another worker's lock went (it stopped): this one watches the inbox from now on.
+  void TakeOverSpool() {
+    if (Status st = TryLockSpool(); !st.ok() || !spool_owner_) return;
+    Log("the worker that watched %s stopped: this one (%s) watches it from now on",
+        Escaped(paths_.inbox).c_str(), presence_->id().c_str());
+    PublishState();
+    Status st = spool::EnsureLayout(paths_);
+    if (st.ok()) st = OpenInbox();
+    if (st.ok()) st = StartWatcher();
+    if (!st.ok()) Log("%s (tried again at the next rescan)", st.message().c_str());
+    Scan(/*all_announced=*/true);
+    ArmRescan();
   }
 
   // inbox/ is opened once: every entry is looked at and opened relative to this descriptor
@@ -493,6 +548,7 @@ class Server {
         if (!stopping_) runner_->Wake();  // `llmq submit` may have added jobs
         CheckJobs();
       }
+      if (!spool_owner_ && !stopping_) TakeOverSpool();
       ArmPoll();
     });
   }
@@ -580,6 +636,12 @@ class Server {
     flusher_.join();        // a Flush waiting on the committer returned when it closed
     intake_thread_.join();  // an Accept in progress was cancelled by the stop: rolled back
     if (!committed.ok()) Log("committing results: %s", committed.message().c_str());
+    // What did not finish goes back to the other workers at once (not after the lease).
+    beat_timer_.cancel();
+    int64_t released = 0;
+    if (Status st = presence_->Leave(&released); !st.ok())
+      Log("giving back this worker's leases: %s (they run out after %gs)", st.message().c_str(),
+          presence_->lease_seconds());
     if (!stopping_ || !queue_lost_.ok()) {  // a store error, or queue.db gone (ArmPoll)
       exit_code_ = 1;
     } else {
@@ -587,6 +649,8 @@ class Server {
       CheckJobs();
       exit_code_ = engine_status_.ok() && committed.ok() ? 0 : 1;
     }
+    Log("worker %s: %lld request(s) finished by this worker", presence_->id().c_str(),
+        static_cast<long long>(runner_->progress().finished));
     WriteMetrics();  // the final numbers; they count what is left pending too
     // Counted from the queue now (not the metrics' last refresh); a count that cannot be read
     // says so rather than print 0.
@@ -612,6 +676,33 @@ class Server {
     if (http_ != nullptr) http_->Stop();
     io_.stop();
   }
+
+  // --- The worker's heartbeat (daemon/worker.h), every third of queue.lease_seconds: renews
+  // this worker's leases and shows its state; then the runner looks at the queue again (the
+  // leases of a worker that died may have run out).
+  void Beat() {
+    const EngineMetrics::Gauges g = engine_metrics_.gauges();
+    const char* state = stopping_                  ? "draining"
+                        : !in_window_              ? "held"
+                        : g.running + g.queued > 0 ? "running"
+                                                   : "idle";
+    const EngineMetrics::InFlight in_flight = engine_metrics_.in_flight();
+    const std::string job = in_flight.empty() ? "" : in_flight.front().first;
+    const Status st = presence_->Beat(state, job, published_.tokens_per_second);
+    if (st.ok() != beat_ok_)  // logged when it starts failing and when it works again
+      Log("heartbeat: %s",
+          st.ok() ? "the queue answers again"
+                  : (st.message() + " (this worker's leases run out " +
+                     std::to_string(presence_->lease_seconds()) + "s after the last heartbeat)")
+                        .c_str());
+    beat_ok_ = st.ok();
+    if (!stopping_ && runner_ != nullptr) runner_->Wake();
+    beat_timer_.expires_after(Secs(presence_->beat_seconds()));
+    beat_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) Beat();
+    });
+  }
+  bool beat_ok_ = true;
 
   // --- sd_notify (daemon/notifier.h).
   // On the engine thread, at every pass of its loop: its heartbeat (ArmWatchdog), and the
@@ -799,7 +890,9 @@ class Server {
     Status st = queue_totals_.Refresh(io_store_.get());
     if (st.ok()) {
       std::string text = RenderMetrics(queue_totals_, engine_metrics_, rate);
-      st = WriteFileDurably(metrics_path_, text);
+      // The textfile is the spool owner's (or this worker's own, when metrics.textfile names it).
+      if (spool_owner_ || !cfg_.metrics_textfile.empty())
+        st = WriteFileDurably(metrics_path_, text);
       if (http_ != nullptr) http_->SetBody(std::move(text));  // the same text, over HTTP
     }
     // Logged when it starts failing and when it works again, not every few seconds.
@@ -845,6 +938,7 @@ class Server {
     }
     p.tokens_per_second = secs > 0 ? tokens / secs : 0;
     published_ = p;
+    if (!spool_owner_) return;  // serve.json is the spool owner's
     if (Status st = spool::WriteServeState(paths_, windows_, p); !st.ok())
       Log("%s (llmq status shows the configured run windows instead)", st.message().c_str());
   }
@@ -960,8 +1054,11 @@ class Server {
   Reloadable knobs_;
   spool::Paths paths_;
   int lock_fd_ = -1;
-  int inbox_fd_ = -1;      // inbox/, opened once (OpenInbox)
-  bool watching_ = false;  // inotify watches inbox/ (StartWatcher)
+  int slot_fd_ = -1;          // this worker's slot of the folder, locked (TakeWorkerSlot)
+  bool spool_owner_ = false;  // this worker holds the folder's lock: it watches inbox/ (Lock)
+  std::unique_ptr<WorkerPresence> presence_;  // this worker on the queue, with io_store_
+  int inbox_fd_ = -1;                         // inbox/, opened once (OpenInbox)
+  bool watching_ = false;                     // inotify watches inbox/ (StartWatcher)
   Model model_;
   std::unique_ptr<LlmEngine> engine_;
   BuildContext ctx_;
@@ -979,6 +1076,7 @@ class Server {
   asio::steady_timer poll_timer_, rescan_timer_, settle_timer_, drain_timer_;
   asio::steady_timer notify_timer_, watchdog_timer_, metrics_timer_, window_timer_,
       window_drain_timer_;
+  asio::steady_timer beat_timer_;  // the worker's heartbeat (Beat)
   asio::signal_set signals_;
   std::unique_ptr<MetricsHttp> http_;   // metrics.http_port; after io_: destroyed before it
   asio::thread_pool flusher_{1};        // FlushThenCheckJobs

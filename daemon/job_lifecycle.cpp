@@ -25,13 +25,21 @@ void JobLifecycle::CheckJobs(bool stopping) {
   }
   for (const jobs::JobRecord& j : all) {
     if (jobs::IsTerminal(j.status)) continue;
+    const bool cancel = j.cancel_requested || j.status == jobs::JobStatus::kCancelling;
+    const bool finalize =
+        j.status == jobs::JobStatus::kFinalizing ||
+        (j.status == jobs::JobStatus::kInProgress && j.completed + j.failed >= j.total);
+    if ((!cancel && !finalize) || (cancel && stopping)) continue;
     Status st;
-    if (j.cancel_requested || j.status == jobs::JobStatus::kCancelling) {
-      if (!stopping) st = Cancel(j);
-    } else if (j.status == jobs::JobStatus::kFinalizing ||
-               (j.status == jobs::JobStatus::kInProgress && j.completed + j.failed >= j.total)) {
-      st = Finalize(j, jobs::JobStatus::kCompleted);
+    bool mine = true;
+    if (hooks_.claim_job) st = hooks_.claim_job(j.id, &mine);
+    if (!st.ok() || !mine) {
+      if (!st.ok()) Log("%s (%s): %s", j.public_id.c_str(), j.name.c_str(), st.message().c_str());
+      // Another worker cancels it: this one's engine only stops running its requests.
+      if (cancel && hooks_.cancel_in_engine) hooks_.cancel_in_engine(j.id);
+      continue;
     }
+    st = cancel ? Cancel(j) : Finalize(j, jobs::JobStatus::kCompleted);
     if (!st.ok()) Log("%s (%s): %s", j.public_id.c_str(), j.name.c_str(), st.message().c_str());
   }
 }

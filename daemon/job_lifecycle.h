@@ -41,6 +41,10 @@ class JobLifecycle {
     // summary's finished_this_run; the results committed before (by an earlier run of the
     // daemon, not refused, not cancelled now) are its `resumed`.
     std::function<int64_t(int64_t job)> finished_this_run;
+    // Many workers on one queue: whether cancelling or finalizing the job is this worker's
+    // (its finalize lease, WorkerPresence::ClaimJob); a job another worker holds is left to it.
+    // Unset: always this process's.
+    std::function<Status(int64_t job, bool* mine)> claim_job;
   };
 
   // `outbox`: the folder the result files go to (spool::Paths::outbox); `store`: the caller's
@@ -51,9 +55,9 @@ class JobLifecycle {
         facts_(std::move(facts)),
         hooks_(std::move(hooks)) {}
 
-  // Cancels and finalizes what is due, for every job not yet terminal; failures are logged and
-  // tried again at the next call. While `stopping`, cancellations wait for the next start (the
-  // engine is draining).
+  // Cancels and finalizes what is due, for every job not yet terminal (and this worker's:
+  // Hooks::claim_job); failures are logged and tried again at the next call. While `stopping`,
+  // cancellations wait for the next start (the engine is draining).
   void CheckJobs(bool stopping);
 
   // Cancels job `j` (any non-terminal status): cancelling, the engine drops its requests, results

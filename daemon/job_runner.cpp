@@ -30,7 +30,7 @@ Status JobRunner::Job(int64_t id, const JobInfo** out) {
   return Status::Ok();
 }
 
-void JobRunner::Refuse(int64_t job, int64_t line, const std::string& custom_id,
+void JobRunner::Refuse(int64_t job, int64_t line, int64_t generation, const std::string& custom_id,
                        const std::string& msg, const std::string& param) {
   const JobInfo* info = &jobs_.at(job);
   jobs::Result r;
@@ -38,17 +38,31 @@ void JobRunner::Refuse(int64_t job, int64_t line, const std::string& custom_id,
   r.line = line;
   r.is_error = true;
   r.output = jobs::RefusedLine(custom_id, line, RequestIdFor(info->public_id, line), msg, param);
-  committer_->Push(std::move(r));
+  committer_->Push(std::move(r), generation);
   ++progress_.finished;
   ++progress_.failed;
 }
 
-// Tops the engine up to the window from the store, in plan-rank order after the cursor.
+Status JobRunner::ReleaseLeases() {
+  // What finished is committed first: a result committed after its lease went back could be
+  // fenced by another worker's claim, and that request would run twice.
+  LLMQ_RETURN_IF_ERROR(committer_->Flush());
+  int64_t released = 0;
+  LLMQ_RETURN_IF_ERROR(store_->ReleaseLeases(opt_.worker, &released));
+  leases_held_ = false;
+  return Status::Ok();
+}
+
+// Tops the engine up to the window from the store: in plan-rank order after the cursor, or (a
+// worker) by claiming plan groups under leases.
 Status JobRunner::Feed() {
+  const bool leased = !opt_.worker.empty();
   if (refeed_) {
-    // The dropped requests lie behind the cursor: start again from the first pending one. The
-    // results handed to the committer are committed first, or they would look pending.
-    if (Status st = committer_->Flush(); !st.ok()) {
+    // The dropped requests lie behind the cursor (or are leased to this worker still): start
+    // again from the first pending one. The results handed to the committer are committed
+    // first, or they would look pending.
+    const Status st = leased ? ReleaseLeases() : committer_->Flush();
+    if (!st.ok()) {
       std::fprintf(stderr, "llmq: resuming: %s (retried)\n", st.message().c_str());
       return Status::Ok();
     }
@@ -56,21 +70,42 @@ Status JobRunner::Feed() {
     cursor_ = 0;
     drained_ = false;
   }
-  const int queued = static_cast<int>(engine_->num_queued() + engine_->num_window());
+  int queued = static_cast<int>(engine_->num_queued() + engine_->num_window());
   if (drained_ || queued >= opt_.window / 2) return Status::Ok();
   std::vector<jobs::PendingRequest> batch;
-  LLMQ_RETURN_IF_ERROR(store_->NextPending(cursor_, opt_.window - queued, &batch));
-  if (batch.empty()) {
-    drained_ = true;
-    return Status::Ok();
+  if (!leased) {
+    LLMQ_RETURN_IF_ERROR(store_->NextPending(cursor_, opt_.window - queued, &batch));
+    if (batch.empty()) drained_ = true;
+    return Admit(&batch);
   }
+  // Whole groups, one claim each, until the window is full or nothing is claimable.
+  while (queued < opt_.window) {
+    jobs::Claim claim;
+    LLMQ_RETURN_IF_ERROR(store_->ClaimNextGroup(
+        opt_.worker, opt_.lease_seconds, std::min(opt_.claim_max, opt_.window - queued), &claim));
+    if (claim.requests.empty()) {
+      drained_ = true;
+      break;
+    }
+    queued += static_cast<int>(claim.requests.size());
+    LLMQ_RETURN_IF_ERROR(Admit(&claim.requests));
+  }
+  return Status::Ok();
+}
+
+Status JobRunner::Admit(std::vector<jobs::PendingRequest>* pending) {
+  std::vector<jobs::PendingRequest>& batch = *pending;
+  if (batch.empty()) return Status::Ok();
   // Still in the engine from before a hold (admitted, let run): not fed, nor counted, twice.
   std::vector<std::string> ids(batch.size());
   std::vector<std::pair<int64_t, int64_t>> handed;
   handed.reserve(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
     ids[i] = std::to_string(batch[i].job) + ":" + std::to_string(batch[i].line);
-    if (!fed_.count(ids[i])) handed.emplace_back(batch[i].job, batch[i].line);
+    if (auto it = fed_.find(ids[i]); it == fed_.end())
+      handed.emplace_back(batch[i].job, batch[i].line);
+    else
+      it->second.generation = batch[i].lease_generation;  // re-claimed: its result's lease
   }
   // Counted before the engine sees them: a request that keeps taking the process down with it
   // shows in its `attempts` (one write per window, not per request).
@@ -85,6 +120,7 @@ Status JobRunner::Feed() {
     Fed f;
     f.job = p.job;
     f.line = p.line;
+    f.generation = p.lease_generation;
     f.req = jobs::ParseBatchLine(p.body, static_cast<int>(p.line), info->name);
     f.queued_before = std::max(0.0, now - info->created_at);
     Request r;
@@ -95,7 +131,7 @@ Status JobRunner::Feed() {
         err = st.message();
     }
     if (!err.empty()) {
-      Refuse(p.job, p.line, f.req.custom_id, err, param);
+      Refuse(p.job, p.line, p.lease_generation, f.req.custom_id, err, param);
       continue;
     }
     r.plan_segment = static_cast<uint64_t>(p.job);  // jobs keep their order (FIFO)
@@ -138,7 +174,7 @@ void JobRunner::Finish(Fed& f, const RequestOutput& o) {
     std::lock_guard<std::mutex> lock(mu_);
     ++finished_by_job_[f.job];
   }
-  committer_->Push(std::move(r));
+  committer_->Push(std::move(r), f.generation);
 }
 
 int64_t JobRunner::FinishedOfJob(int64_t job) const {
@@ -273,6 +309,8 @@ void JobRunner::ApplyControls() {
     if (hold_ == 0) {
       refeed_ = true;
       drained_ = false;
+    } else if (!opt_.worker.empty()) {
+      leases_held_ = true;  // given back once the engine is idle (Serve), or at Release (Feed)
     }
     held_ = hold_;
   }
@@ -295,6 +333,17 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
       if (stop_) break;
       if (!engine_->HasWork() && (draining_ || drained_ || held_ > 0)) {
         if (draining_) break;
+        if (held_ > 0 && leases_held_ && !draining_) {
+          // Held and idle: the dropped requests' leases go back, so that other workers may run
+          // them meanwhile (outside mu_: the commit may wait on the store).
+          lock.unlock();
+          if (Status st = ReleaseLeases(); !st.ok()) {
+            std::fprintf(stderr, "llmq: giving back the held requests' leases: %s\n",
+                         st.message().c_str());
+            leases_held_ = false;  // tried again at Release (Feed)
+          }
+          continue;
+        }
         wall_clock::Idle();  // a step-driven test clock runs with real time while the engine waits
         const auto woken = [&] {
           return wake_ || drain_ || stop_ || !cancels_.empty() || hold_ != held_;

@@ -37,6 +37,17 @@ struct RunnerOptions {
   std::chrono::milliseconds tick_interval{0};
   // Called on the engine thread with every output of the engine that becomes a result (metrics).
   std::function<void(const RequestOutput&)> on_output;
+  // Claims under leases (issue 27: many workers on one queue). Empty: the runner feeds from
+  // NextPending by plan rank, as the only process on its queue (`llmq run`). Else the worker id
+  // it claims as: Feed takes whole plan groups with Store::ClaimNextGroup (up to `claim_max`
+  // requests each, leased for `lease_seconds`; the daemon renews them with Store::Heartbeat) and
+  // every result carries the lease generation it was claimed under (the committer must commit
+  // with CommitLeasedResults as the same worker). When a hold's requests are dropped, the
+  // worker's leases are given back (Store::ReleaseLeases) once the engine is idle or when the
+  // hold is released, so that other workers may take them meanwhile.
+  std::string worker;
+  double lease_seconds = 60;
+  int claim_max = 256;
 };
 
 struct RunnerProgress {
@@ -98,6 +109,7 @@ class JobRunner {
  private:
   struct Fed {  // a request handed to the engine, until its result is handed on
     int64_t job = 0, line = 0;
+    int64_t generation = 0;  // the lease it runs under (claims only)
     jobs::BatchRequest req;
     double queued_before = 0;  // seconds from the job's acceptance to Add
   };
@@ -106,6 +118,12 @@ class JobRunner {
     double created_at = 0;
   };
   Status Feed();
+  // The feed's common body: hands `batch` (pending or claimed requests) to the engine, refusing
+  // lines that cannot be built. A claimed request already in the engine (re-claimed after its
+  // lease was given back) takes the new lease's generation instead of being fed twice.
+  Status Admit(std::vector<jobs::PendingRequest>* batch);
+  // Claims: gives the worker's leases back after committing what finished (see RunnerOptions).
+  Status ReleaseLeases();
   Status Job(int64_t id, const JobInfo** out);
   void Finish(Fed& f, const RequestOutput& o);
   void HandleOutputs(const std::vector<RequestOutput>& done);
@@ -113,8 +131,8 @@ class JobRunner {
   void StepOnce(int64_t tokens_before, std::vector<RequestOutput>* done);
   void ApplyControls();  // with mu_ held: cancels, drain
   // Commits a refused line's output (jobs::RefusedLine: HTTP 400, `param` the field at fault).
-  void Refuse(int64_t job, int64_t line, const std::string& custom_id, const std::string& msg,
-              const std::string& param);
+  void Refuse(int64_t job, int64_t line, int64_t generation, const std::string& custom_id,
+              const std::string& msg, const std::string& param);
 
   BuildContext ctx_;
   LlmEngine* engine_;
@@ -132,10 +150,11 @@ class JobRunner {
   mutable std::mutex mu_;  // guards the controls below, and finished_by_job_
   std::condition_variable cv_;
   bool wake_ = false, drain_ = false, stop_ = false;
-  bool draining_ = false;  // the drain was applied (runner thread only)
-  int hold_ = 0;           // 0 run, 1 hold new requests, 2 hold running ones too
-  int held_ = 0;           // the hold applied (runner thread only)
-  bool refeed_ = false;    // released: Feed starts again from the first pending request
+  bool draining_ = false;     // the drain was applied (runner thread only)
+  int hold_ = 0;              // 0 run, 1 hold new requests, 2 hold running ones too
+  int held_ = 0;              // the hold applied (runner thread only)
+  bool refeed_ = false;       // released: Feed starts again from the first pending request
+  bool leases_held_ = false;  // claims: a hold dropped requests whose leases are still ours
   std::vector<int64_t> cancels_;
   std::unordered_map<int64_t, int64_t> finished_by_job_;
 };

@@ -981,7 +981,7 @@ Status PgStore::WriteWorker(const char* sql, const WorkerInfo& w, int64_t* chang
   LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerInfo(location_, w));
   return RowTransaction([&]() -> Status {
     Params p;
-    p.Add(w.id).Add(w.host).Add(w.device).Add(w.model).Add(store_internal::Now());
+    p.Add(w.id).Add(w.host).Add(w.device).Add(w.model).Add(store_internal::LeaseNow());
     p.Add(w.state).Add(w.current_job).Add(w.tokens_per_second);
     Rows r;
     LLMQ_RETURN_IF_ERROR(Run(sql, p, "cannot record worker " + w.id, &r));
@@ -1005,7 +1005,7 @@ Status PgStore::UpdateWorker(const WorkerInfo& w) {
 
 Status PgStore::Heartbeat(const std::string& worker, double lease_seconds, int64_t* renewed) {
   return RowTransaction([&]() -> Status {
-    const double now = store_internal::Now();
+    const double now = store_internal::LeaseNow();
     Rows r;
     LLMQ_RETURN_IF_ERROR(Run(sql::kTouchWorker, Params().Add(worker).Add(now),
                              "cannot record the heartbeat of worker " + worker, &r));
@@ -1035,7 +1035,7 @@ Status PgStore::ClaimJobFinalize(const std::string& worker, int64_t job, double 
   *got = false;
   LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, worker));
   return RowTransaction([&]() -> Status {
-    const double now = store_internal::Now();
+    const double now = store_internal::LeaseNow();
     Rows r;
     LLMQ_RETURN_IF_ERROR(Run(sql::kClaimFinalize,
                              Params().Add(job).Add(worker).Add(now).Add(now + lease_seconds),
@@ -1073,7 +1073,7 @@ Status PgStore::ClaimNextGroup(const std::string& worker, double lease_seconds, 
   }
   // One statement, its own transaction, without the write lock: claims by other workers run at
   // the same time, each skipping the rows another holds.
-  const double now = store_internal::Now();
+  const double now = store_internal::LeaseNow();
   out->expires_at = now + lease_seconds;
   Params p;
   p.Add(worker).Add(now).Add(out->expires_at).Add(int64_t{max_requests});

@@ -18,12 +18,12 @@ ResultCommitter::~ResultCommitter() {
   Close().IgnoreError();  // a destructor cannot report: owners needing the error call Close()
 }
 
-void ResultCommitter::Push(Result r) {
+void ResultCommitter::Push(Result r, int64_t lease_generation) {
   std::unique_lock<std::mutex> lock(mu_);
   LLMQ_CHECK(!closing_);
   not_full_cv_.wait(lock, [&] { return queue_.size() < opt_.max_queue; });
   if (queue_.empty()) oldest_ = time_->Now();
-  queue_.push_back(std::move(r));
+  queue_.push_back(LeasedResult{std::move(r), lease_generation});
   ++pushed_;
   // The thread waits for a first result, then for a full group or the interval: wake it for both.
   if (queue_.size() == 1 || queue_.size() >= opt_.max_batch) work_cv_.notify_one();
@@ -62,6 +62,11 @@ int64_t ResultCommitter::committed() const {
   return committed_;
 }
 
+int64_t ResultCommitter::fenced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fenced_;
+}
+
 int64_t ResultCommitter::failed_attempts() const {
   std::lock_guard<std::mutex> lock(mu_);
   return failed_attempts_;
@@ -74,7 +79,8 @@ void ResultCommitter::WaitUntil(std::unique_lock<std::mutex>* lock, TimeSource::
 }
 
 void ResultCommitter::Run() {
-  std::vector<Result> group;
+  std::vector<LeasedResult> group;
+  std::vector<Result> plain;  // CommitResults' argument (no worker)
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
@@ -90,8 +96,15 @@ void ResultCommitter::Run() {
     not_full_cv_.notify_all();
     // The commit (and its fsync) runs unlocked: Push never waits for it.
     lock.unlock();
-    int64_t added = 0;
-    const Status s = store_->CommitResults(group, &added);
+    int64_t added = 0, fenced = 0;
+    Status s;
+    if (opt_.worker.empty()) {
+      plain.clear();
+      for (const LeasedResult& r : group) plain.push_back(r.result);
+      s = store_->CommitResults(plain, &added);
+    } else {
+      s = store_->CommitLeasedResults(opt_.worker, group, &added, &fenced);
+    }
     lock.lock();
     if (!s.ok()) ++failed_attempts_;
     if (opt_.after_attempt) opt_.after_attempt(s, committed_ + added);
@@ -108,6 +121,7 @@ void ResultCommitter::Run() {
     group.clear();
     if (!s.ok() && error_.ok()) error_ = s;
     committed_ += added;
+    fenced_ += fenced;
     done_ += static_cast<int64_t>(n);
     done_cv_.notify_all();
   }

@@ -49,6 +49,11 @@ struct ResultCommitterOptions {
   // it must be short and must not call the committer. For tests, which wait on it instead of
   // polling; null: nothing is called.
   std::function<void(const Status& attempt, int64_t committed)> after_attempt = nullptr;
+  // Results computed under leases (issue 27): the worker id they were claimed by. Groups are
+  // then committed with Store::CommitLeasedResults as that worker, each result under the
+  // generation given to Push; a result whose lease another worker took meanwhile is fenced
+  // (counted in fenced(), never written). Empty: Store::CommitResults.
+  std::string worker;
 };
 
 class ResultCommitter {
@@ -62,8 +67,9 @@ class ResultCommitter {
   ResultCommitter& operator=(const ResultCommitter&) = delete;
 
   // Queues a result. Never waits on I/O; waits only while `max_queue` results are queued.
-  // Pushing after Close is a programmer error (LLMQ_CHECK).
-  void Push(Result r);
+  // Pushing after Close is a programmer error (LLMQ_CHECK). `lease_generation`: the lease the
+  // result was computed under (Options::worker set); ignored otherwise.
+  void Push(Result r, int64_t lease_generation = 0);
   // Waits until every result pushed before this call has been through a commit attempt; returns
   // the first commit error so far (OK when none).
   Status Flush();
@@ -78,6 +84,8 @@ class ResultCommitter {
   int64_t committed() const;
   // Commit attempts that failed so far (retried or not); for logs and tests.
   int64_t failed_attempts() const;
+  // Leased results not written because their lease was no longer this worker's.
+  int64_t fenced() const;
 
  private:
   void Run();
@@ -94,13 +102,14 @@ class ResultCommitter {
   std::condition_variable work_cv_;      // to the thread: results, a flush, or closing
   std::condition_variable done_cv_;      // from the thread: a group is through
   std::condition_variable not_full_cv_;  // from the thread: room in the queue
-  std::deque<Result> queue_;
+  std::deque<LeasedResult> queue_;
   TimeSource::time_point oldest_;  // when the oldest queued result arrived
   int64_t pushed_ = 0;             // results ever pushed
   int64_t done_ = 0;               // results through a commit attempt (committed or failed)
   int64_t flush_target_ = 0;       // a Flush waits for done_ to reach this
   int64_t committed_ = 0;
   int64_t failed_attempts_ = 0;
+  int64_t fenced_ = 0;
   Status error_;  // the first commit error
   bool closing_ = false;
   bool closed_ = false;

@@ -729,7 +729,7 @@ Status SqliteStore::WriteWorker(const char* sql, const WorkerInfo& w, int64_t* c
     LLMQ_RETURN_IF_ERROR(Prepare(sql, &raw));
     Stmt st(raw);
     st.Bind(1, w.id).Bind(2, w.host).Bind(3, w.device).Bind(4, w.model);
-    st.Bind(5, store_internal::Now()).Bind(6, w.state).Bind(7, w.current_job);
+    st.Bind(5, store_internal::LeaseNow()).Bind(6, w.state).Bind(7, w.current_job);
     const int rc = st.Bind(8, w.tokens_per_second).Step();
     if (rc != SQLITE_DONE) return Error("cannot record worker " + w.id, rc);
     *changed = sqlite3_changes(db_);
@@ -764,7 +764,7 @@ Status SqliteStore::RunForWorker(const char* sql, const std::string& worker, dou
 
 Status SqliteStore::Heartbeat(const std::string& worker, double lease_seconds, int64_t* renewed) {
   return Transaction([&]() -> Status {
-    const double now = store_internal::Now();
+    const double now = store_internal::LeaseNow();
     int64_t changed = 0;
     LLMQ_RETURN_IF_ERROR(
         RunForWorker(kTouchWorker, worker, now, "cannot record the heartbeat", &changed));
@@ -795,7 +795,7 @@ Status SqliteStore::ClaimJobFinalize(const std::string& worker, int64_t job, dou
   *got = false;
   LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, worker));
   return Transaction([&]() -> Status {
-    const double now = store_internal::Now();
+    const double now = store_internal::LeaseNow();
     sqlite3_stmt* raw = nullptr;
     LLMQ_RETURN_IF_ERROR(Prepare(kClaimFinalize, &raw));
     {
@@ -841,7 +841,7 @@ Status SqliteStore::ClaimNextGroup(const std::string& worker, double lease_secon
   LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, worker));
   // BEGIN IMMEDIATE: one claim at a time, so the group chosen is still claimable when leased.
   return Transaction([&]() -> Status {
-    const double now = store_internal::Now();
+    const double now = store_internal::LeaseNow();
     sqlite3_stmt* raw = nullptr;
     LLMQ_RETURN_IF_ERROR(Prepare(kNextClaimableGroup, &raw));
     {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <tuple>
@@ -37,6 +38,10 @@ Status RandomPublicId(std::string* out) {
 
 double Now() {
   return wall_clock::Now();  // LLMQ_TEST_CLOCK in tests
+}
+
+double LeaseNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 namespace {

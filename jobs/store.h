@@ -429,6 +429,12 @@ namespace store_internal {
 [[nodiscard]] Status RandomPublicId(std::string* out);
 // Unix seconds now (wall_clock::Now: LLMQ_TEST_CLOCK in tests).
 double Now();
+// Unix seconds now by the real clock (CLOCK_REALTIME), whatever LLMQ_TEST_CLOCK says: the time
+// of workers' heartbeats and of leases. A lease is a worker's liveness, renewed by a timer of
+// real time; measured on a test clock that runs thousands of times as fast (or moves by whole
+// engine steps) it would run out between two heartbeats, and the worker's own requests would be
+// claimed again under it.
+double LeaseNow();
 // An engine's part of migrating its schema forward (RunMigrations drives it).
 struct MigrationSteps {
   const char* engine;                       // in messages: "an SQLite database"

@@ -40,6 +40,7 @@ const std::map<std::string, std::string>& Samples() {
       {"spool.drain_seconds", "4"},
       {"spool.commit_interval_ms", "80"},
       {"queue.url", "postgresql://llmq@db.example/llmq"},
+      {"queue.lease_seconds", "15"},
       {"metrics.textfile", "/srv/m.prom"},
       {"metrics.interval_seconds", "2"},
       {"metrics.http_port", "9400"},

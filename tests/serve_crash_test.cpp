@@ -105,14 +105,7 @@ class Daemon {
   std::string log(const char* what) const { return dir_ + "/serve." + what; }
 
  private:
-  // Sends `sig` and waits; the exit status (-1 when it is not running).
-  int End(int sig) {
-    if (pid_ < 0) return -1;
-    kill(pid_, sig);
-    const int status = WaitExit(pid_);
-    pid_ = -1;
-    return status;
-  }
+  int End(int sig) { return EndProcess(&pid_, sig); }
 
   std::string dir_;
   pid_t pid_ = -1;

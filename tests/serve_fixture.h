@@ -86,6 +86,16 @@ inline bool ExitedWithin(pid_t pid, double seconds, int* status, int poll_ms = 5
       seconds, poll_ms);
 }
 
+// Sends `sig` to *pid and waits for it to end; its exit status (128 + the signal when killed), or
+// -1 when *pid is not running (-1). *pid becomes -1.
+inline int EndProcess(pid_t* pid, int sig) {
+  if (*pid < 0) return -1;
+  kill(*pid, sig);
+  const int status = WaitExit(*pid);
+  *pid = -1;
+  return status;
+}
+
 // The names in a folder, sorted.
 inline std::vector<std::string> Names(const std::string& dir) {
   std::vector<std::string> out;

@@ -2,7 +2,7 @@
 // state folder (or the config file) does must not make it run work twice, lose the queue
 // silently, hang, expose results or leave stale state behind:
 //   - the lock is on the state folder itself: removing a lock file does not let a second daemon
-//     run the same queue;
+//     watch the same inbox (a second daemon is a second worker on the queue: nothing runs twice);
 //   - queue.db removed (or replaced) under a running daemon: it stops, loudly, and accepts nothing
 //     more;
 //   - a config file replaced by a FIFO: SIGHUP does not block, the old settings stay;
@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -117,24 +118,28 @@ class ServeStateTest : public TinyModelSuite {
 };
 
 // Row 3: `rm serve.lock` while a daemon runs used to let a second one start on the same state
-// folder, and both ran the queue (every request attempted twice).
-TEST_F(ServeStateTest, ASecondDaemonIsRefusedEvenWhenTheLockFileIsRemoved) {
+// folder, and both ran the queue (every request attempted twice). The lock is on the folder
+// itself; a second daemon there is now a second worker (issue 27): it claims its requests under
+// leases, so no request runs twice, and it leaves the inbox and serve.json to the first.
+TEST_F(ServeStateTest, ASecondDaemonIsASecondWorkerEvenWhenTheLockFileIsRemoved) {
   size_t first = 0, second = 0;
   ASSERT_TRUE(Start(&first)) << ReadText(err_file(first));
   std::error_code ec;
   fs::remove(state_ + "/serve.lock", ec);  // the lock file of older versions, if any
-  ASSERT_TRUE(Start(&second, {}, /*wait=*/false));
-  int code = -1;
-  const bool exited = ExitedWithin(second, 30, &code);
-  ASSERT_TRUE(exited) << "a second daemon runs on the same state folder: "
-                      << ReadText(err_file(second));
-  EXPECT_EQ(code, 1);
-  EXPECT_TRUE(Logged(second, "another llmq serve is running on " + state_))
+  ASSERT_TRUE(Start(&second)) << ReadText(err_file(second));
+  EXPECT_TRUE(Logged(second, "another worker watches this folder's inbox"))
       << ReadText(err_file(second));
-  EXPECT_FALSE(Logged(second, "serving"));
-  // The refused daemon left the running one's serve.json alone.
   EXPECT_TRUE(fs::exists(state_ + "/serve.json"));
+  Drop("a.jsonl", Job(40));
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(state_ + "/outbox/a.summary.json"); }, 60))
+      << ReadText(err_file(first)) << ReadText(err_file(second));
+  const auto results = ReadJsonl(state_ + "/outbox/a.results.jsonl");
+  std::set<std::string> ids;
+  for (const json& o : results) EXPECT_TRUE(ids.insert(o["custom_id"]).second) << o.dump();
+  EXPECT_EQ(ids.size(), 40u);
   EXPECT_EQ(Stop(first), 0) << ReadText(err_file(first));
+  EXPECT_EQ(Stop(second), 0) << ReadText(err_file(second));
+  EXPECT_FALSE(fs::exists(state_ + "/serve.json")) << "serve.json outlived both workers";
 }
 
 // Row 4: queue.db removed under a running daemon: it used to go on writing to the deleted file,
