@@ -839,6 +839,16 @@ Status SqliteStore::ClaimNextGroup(const std::string& worker, double lease_secon
   LLMQ_CHECK(!InTransaction());
   *out = Claim();
   LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, worker));
+  // A claim's commit does not wait for the disk (see ClaimNextGroup in store.h): synchronous is
+  // NORMAL for its transaction only, FULL again after it, whatever happened.
+  LLMQ_RETURN_IF_ERROR(Exec("PRAGMA synchronous = NORMAL", "cannot set synchronous for a claim"));
+  const Status claimed = ClaimInTransaction(worker, lease_seconds, max_requests, out);
+  const Status full = Exec("PRAGMA synchronous = FULL", "cannot set synchronous back to FULL");
+  return claimed.ok() ? full : claimed;
+}
+
+Status SqliteStore::ClaimInTransaction(const std::string& worker, double lease_seconds,
+                                       int max_requests, Claim* out) {
   // BEGIN IMMEDIATE: one claim at a time, so the group chosen is still claimable when leased.
   return Transaction([&]() -> Status {
     const double now = store_internal::LeaseNow();

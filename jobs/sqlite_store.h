@@ -91,6 +91,9 @@ class SqliteStore final : public Store {
   store_internal::ResultSteps ResultStepsFor() override;
   [[nodiscard]] Status Migrate(const OpenOptions& options);
   [[nodiscard]] Status ReadSchemaVersion(int* version, bool* foreign_tables);
+  // ClaimNextGroup's transaction.
+  [[nodiscard]] Status ClaimInTransaction(const std::string& worker, double lease_seconds,
+                                          int max_requests, Claim* out);
   // Every row, then reset.
   [[nodiscard]] Status StepJobs(sqlite3_stmt* bound, std::vector<JobRecord>* out);
   // kRegisterWorker or kUpdateWorker for `w` (checked first); *changed: the rows it changed.

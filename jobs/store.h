@@ -369,6 +369,11 @@ class Store {
   // hold the same request: SQLite serializes claims (BEGIN IMMEDIATE), PostgreSQL locks the rows
   // it takes and skips those another claim holds (FOR UPDATE SKIP LOCKED; under contention a
   // group may then be split between workers, never a request). One statement on PostgreSQL.
+  // SQLite: the claim commits without waiting for the disk (synchronous=NORMAL for its
+  // transaction; WAL keeps it whole through a crash of the process): a power loss may forget the
+  // last claims (their requests are claimable again, as after an expiry, and the workers that
+  // held them went down with the host); the next result commit (synchronous=FULL) makes every
+  // earlier claim durable with it, so no result is ever durable without its lease.
   // Runs in its own transaction: none may be open (LLMQ_CHECK). out->requests empty: nothing to
   // claim.
   [[nodiscard]] virtual Status ClaimNextGroup(const std::string& worker, double lease_seconds,
