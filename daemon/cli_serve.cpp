@@ -233,11 +233,11 @@ class Server {
         std::chrono::duration_cast<std::chrono::milliseconds>(notifier_.watchdog_usec() / 4);
     ropt.worker = presence_->id();
     ropt.lease_seconds = presence_->lease_seconds();
-    // A claim is sized to what the engine runs at once, and the engine holds at most two
-    // claims' worth waiting: the rest of the queue is left to the other workers (and to this
-    // one's next claims), so that workers finish a job together.
+    // A claim is sized to what the engine runs at once, and the engine holds at most one claim's
+    // worth waiting besides what it runs: the rest of the queue is left to the other workers (and
+    // to this one's next claims), so that workers finish a job together.
     ropt.claim_max = std::max(1, std::min(cfg_.max_num_seqs, ropt.window));
-    ropt.window = std::max(8, 2 * ropt.claim_max);
+    ropt.window = std::max(8, ropt.claim_max);
     runner_ = std::make_unique<JobRunner>(ctx_, engine_.get(), runner_store_.get(),
                                           committer_.get(), ropt);
     JobLifecycle::Hooks hooks;
