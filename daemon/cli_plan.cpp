@@ -103,11 +103,15 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
   // The GPU backend keeps weights and K/V at --precision; the CPU backend its K/V at --kv-dtype
   // (auto: f32) and its matrices at --weight-dtype.
   const int elt = gpu && f.precision == "bf16" ? 2 : 4;
-  const std::string kv_dtype = f.kv_dtype != "auto" ? f.kv_dtype : elt == 2 ? "bf16" : "f32";
-  if (gpu && kv_dtype != (elt == 2 ? "bf16" : "f32"))
+  KvDtype kv = KvDtype::kAuto;
+  ParseKvDtype(f.kv_dtype, &kv);  // checked by CLI11
+  const KvDtype follows_precision = elt == 2 ? KvDtype::kBf16 : KvDtype::kF32;
+  if (kv == KvDtype::kAuto) kv = follows_precision;
+  if (gpu && kv != follows_precision)
     return Fail(cmd, "--kv-dtype " + f.kv_dtype +
                          ": the cuda backend's KV cache follows --precision " + f.precision);
-  const int kv_bytes = kv_dtype == "f32" ? 4 : 2;
+  const std::string kv_dtype = KvDtypeName(kv);
+  const int kv_bytes = kv == KvDtype::kF32 ? 4 : 2;
   const int64_t block = f.block_size;
   uint64_t memory = 0;
   std::string memory_source;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/durable_file.h"
+#include "engine/backends/cpu_backend.h"
 #include "engine/model/model_config.h"
 #include "engine/model/quantization.h"
 #include "engine/model/safetensors.h"
@@ -390,6 +391,8 @@ TEST(Fp8MakeModelTest, WritesACheckpointThatLoadsAndGenerates) {
   ASSERT_TRUE(Weights::Load(dir, cfg, &w).ok());
   EXPECT_EQ(w->Get("model.layers.0.self_attn.q_proj.weight").dtype, DType::kF8E4M3);
   EXPECT_EQ(w->Get("lm_head.weight").dtype, DType::kBF16);
+  // weight_dtype auto: an FP8 checkpoint's matrices are held in bf16 on the CPU (not f32).
+  EXPECT_EQ(CpuBackend::ResolveWeightType(WeightDtype::kAuto, cfg, *w), kernels::WeightType::kBf16);
   const auto gen = testing::RunLlmq({"generate", "--model", dir, "--prompt", "Once upon a time",
                                      "--max-tokens", "8", "--temperature", "0"});
   EXPECT_EQ(gen.exit_code, 0) << gen.err;

@@ -55,8 +55,11 @@ kernels::WeightType CpuBackend::ResolveWeightType(WeightDtype asked, const Model
                                                             : "lm_head.weight"};
   for (int i = 0; i < cfg.num_layers; ++i)
     for (const char* s : kLayerMatrices) names.push_back(LayerTensorName(i, s));
+  // BF16 matrices stay bf16; FP8 ones (dequantized at load: E4M3 times its scales) take bf16's
+  // bytes too, the nearest CPU type to the checkpoint's own; any F32 or F16 matrix makes it f32.
   for (const std::string& name : names)
-    if (w.Get(name).dtype != DType::kBF16) return WeightType::kF32;
+    if (const DType d = w.Get(name).dtype; d != DType::kBF16 && d != DType::kF8E4M3)
+      return WeightType::kF32;
   return WeightType::kBf16;
 }
 
