@@ -88,6 +88,7 @@ Status JobRunner::Feed() {
       break;
     }
     queued += static_cast<int>(claim.requests.size());
+    idle_released_ = false;
     LLMQ_RETURN_IF_ERROR(Admit(&claim.requests));
   }
   return Status::Ok();
@@ -344,11 +345,32 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
           }
           continue;
         }
+        // Idle with nothing in the engine for a lease's time, yet the store may hold leases in
+        // this worker's name: a claim its killed last incarnation sent, committed after this one
+        // registered (the server finishes what a dead client sent). The heartbeat would renew
+        // them for as long as this worker runs, and no one would run them: every lease goes
+        // back, once per idle spell (outside mu_: the commit may wait on the store).
+        const bool may_hold =
+            !opt_.worker.empty() && drained_ && held_ == 0 && !draining_ && !idle_released_;
+        const auto now = std::chrono::steady_clock::now();
+        if (may_hold && idle_since_ == std::chrono::steady_clock::time_point{}) idle_since_ = now;
+        const auto lease = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(opt_.lease_seconds));
+        if (may_hold && now - idle_since_ >= lease) {
+          lock.unlock();
+          if (Status st = ReleaseLeases(); !st.ok())
+            std::fprintf(stderr, "llmq: giving back the leases of an idle worker: %s\n",
+                         st.message().c_str());
+          idle_released_ = true;  // tried again after its next claim
+          continue;
+        }
         wall_clock::Idle();  // a step-driven test clock runs with real time while the engine waits
         const auto woken = [&] {
           return wake_ || drain_ || stop_ || !cancels_.empty() || hold_ != held_;
         };
-        if (opt_.tick_interval.count() > 0)
+        if (may_hold)
+          cv_.wait_until(lock, idle_since_ + lease, woken);
+        else if (opt_.tick_interval.count() > 0)
           cv_.wait_for(lock, opt_.tick_interval, woken);
         else
           cv_.wait(lock, woken);
@@ -366,11 +388,17 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
         if (st.code() != Status::Code::kIoError) return st;
         std::fprintf(stderr, "llmq: feeding the engine: %s (retried)\n", st.message().c_str());
         feed_retry_at_ = now + std::chrono::milliseconds(500);
+        // A worker may hold leases on requests it never handed to its engine: a claim whose
+        // Admit failed (MarkAttempted, the job's row), or one committed whose answer was lost
+        // with the connection. Its heartbeat would renew them for as long as it runs, and no one
+        // would ever run them: its leases go back before it claims again (Feed, refeed_).
+        if (!opt_.worker.empty()) refeed_ = true;
         if (!engine_->HasWork()) std::this_thread::sleep_until(feed_retry_at_);
       }
       progress_.fed_out = drained_;
     }
     if (!engine_->HasWork()) continue;
+    idle_since_ = {};  // at work: an idle spell starts afresh
     StepOnce(tokens_before, &done);
     if (on_step) on_step();
   }

@@ -150,11 +150,13 @@ class JobRunner {
   mutable std::mutex mu_;  // guards the controls below, and finished_by_job_
   std::condition_variable cv_;
   bool wake_ = false, drain_ = false, stop_ = false;
-  bool draining_ = false;     // the drain was applied (runner thread only)
-  int hold_ = 0;              // 0 run, 1 hold new requests, 2 hold running ones too
-  int held_ = 0;              // the hold applied (runner thread only)
-  bool refeed_ = false;       // released: Feed starts again from the first pending request
-  bool leases_held_ = false;  // claims: a hold dropped requests whose leases are still ours
+  bool draining_ = false;       // the drain was applied (runner thread only)
+  int hold_ = 0;                // 0 run, 1 hold new requests, 2 hold running ones too
+  int held_ = 0;                // the hold applied (runner thread only)
+  bool refeed_ = false;         // released, or a worker's Feed failed: Feed starts over
+  bool leases_held_ = false;    // claims: a hold dropped requests whose leases are still ours
+  bool idle_released_ = false;  // claims: given back what it held since it last claimed (Serve)
+  std::chrono::steady_clock::time_point idle_since_;  // claims: idle since (Serve)
   std::vector<int64_t> cancels_;
   std::unordered_map<int64_t, int64_t> finished_by_job_;
 };

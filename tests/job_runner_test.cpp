@@ -78,8 +78,17 @@ class JobRunnerTest : public ::testing::Test {
   }
 
   // Starts Serve on its own thread; `on_step(steps)` and `on_tick()` run on that thread.
-  void Serve(std::function<void(int)> on_step, std::function<void()> on_tick = nullptr) {
+  // `worker`: claims under leases as that worker (its committer too).
+  void Serve(std::function<void(int)> on_step, std::function<void()> on_tick = nullptr,
+             const std::string& worker = "") {
     RunnerOptions ro;
+    ro.worker = worker;
+    ro.lease_seconds = 0.2;  // an idle worker gives its leases back after this long
+    if (!worker.empty()) {
+      jobs::ResultCommitter::Options co{std::chrono::milliseconds(1)};
+      co.worker = worker;
+      committer_ = std::make_unique<jobs::ResultCommitter>(commit_store_.get(), co);
+    }
     ro.on_tick = std::move(on_tick);
     ro.tick_interval = std::chrono::milliseconds(1);
     runner_ =
@@ -154,6 +163,27 @@ TEST_F(JobRunnerTest, ReleasedAfterAFullHoldTheRestRunsByItselfExactlyOnce) {
   EXPECT_EQ(results, 24) << "each request once";
   EXPECT_EQ(lines.size(), 24u);
   EXPECT_EQ(Job(job).failed, 0);
+}
+
+// Issue 27: the store holds leases in this worker's name on requests its engine never saw (a
+// claim its killed last incarnation sent, committed after this one registered). Idle, the worker
+// gives them back, so they run (here: by itself, woken as the daemon's poll would).
+TEST_F(JobRunnerTest, AnIdleWorkerGivesBackLeasesItDoesNotRun) {
+  const int64_t id = AddJob(6, 2);
+  jobs::WorkerInfo w;
+  w.id = "host:/state#0";
+  ASSERT_TRUE(reader_->RegisterWorker(w).ok());
+  jobs::Claim stale;  // the dead incarnation's claim, leased for longer than the test
+  ASSERT_TRUE(reader_->ClaimNextGroup(w.id, 3600, 100, &stale).ok());
+  ASSERT_EQ(stale.requests.size(), 1u);  // a plan group of its own
+  Serve([](int) {}, nullptr, w.id);
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        runner_->Wake();  // as the daemon's poll does when the queue changes
+        return Job(id).completed == 6;
+      },
+      60))
+      << "the leases were never given back: " << Job(id).completed << " of 6";
 }
 
 }  // namespace

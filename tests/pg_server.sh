@@ -4,6 +4,8 @@
 #                            DIR/.s.PGSQL.5432 (no TCP), superuser `postgres`, trust auth on the
 #                            socket (the folder is 0700: only its owner, and root, reach it)
 #   pg_server.sh stop DIR    stops it and removes DIR
+#   pg_server.sh halt DIR    stops it (a fast shutdown: its connections are cut), keeping its data
+#   pg_server.sh resume DIR  starts a halted server again (a test that restarts the server mid-job)
 # ctest runs `start` once before the tests that need the server and `stop` after them
 # (FIXTURES_SETUP / FIXTURES_CLEANUP, tests/CMakeLists.txt); a test process run without ctest
 # starts its own with this script (tests/pg_server.h). PostgreSQL refuses to run as root: as root,
@@ -13,7 +15,7 @@
 # /usr/lib/postgresql/*/bin (the newest). Without them it says so and exits 0: the tests then
 # skip, or fail under LLMQ_REQUIRE_REFERENCES=1 (tests/pg_server.h).
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: $0 start|stop DIR" >&2; exit 2; }
+[ $# -eq 2 ] || { echo "usage: $0 start|stop|halt|resume DIR" >&2; exit 2; }
 cmd=$1
 dir=$2
 
@@ -47,6 +49,13 @@ stop() {
   rm -rf "$dir"
 }
 
+# Starts the server of DIR/data.
+serve() {
+  as_owner "$pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 120 \
+    -o "-c listen_addresses= -c unix_socket_directories=$dir -c port=5432 -c fsync=off \
+-c synchronous_commit=off -c full_page_writes=off -c max_connections=200" start >/dev/null
+}
+
 initdb=$(find_bin initdb || true)
 pg_ctl=$(find_bin pg_ctl || true)
 case "$cmd" in
@@ -69,17 +78,25 @@ case "$cmd" in
       echo "pg_server: initdb failed in $dir/data (above)" >&2
       exit 1
     fi
-    if ! as_owner "$pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 120 \
-      -o "-c listen_addresses= -c unix_socket_directories=$dir -c port=5432 -c fsync=off \
--c synchronous_commit=off -c full_page_writes=off -c max_connections=200" start >/dev/null; then
+    if ! serve; then
       cat "$dir/server.log" >&2
       echo "pg_server: the server did not start (its log above)" >&2
       exit 1
     fi
     echo "pg_server: PostgreSQL ($("$initdb" --version)) on $dir/.s.PGSQL.5432, as $owner"
     ;;
+  halt)
+    as_owner "$pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+    ;;
+  resume)
+    if ! serve; then
+      cat "$dir/server.log" >&2
+      echo "pg_server: the server did not start again (its log above)" >&2
+      exit 1
+    fi
+    ;;
   *)
-    echo "usage: $0 start|stop DIR" >&2
+    echo "usage: $0 start|stop|halt|resume DIR" >&2
     exit 2
     ;;
 esac

@@ -14,7 +14,6 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "jobs/store.h"
 #include "tests/pg_server.h"
 #include "tests/serve_fixture.h"
+#include "tests/serve_workers.h"
 #include "tests/test_util.h"
 
 namespace llmq::testing {
@@ -33,136 +33,12 @@ namespace fs = std::filesystem;
 constexpr int kRequests = 300;
 constexpr int kBadLines = 1;  // WriteMixedJob: i % 401 == 17
 
-// One `llmq serve` process: its config (state folder, queue), log and pid.
-class Worker {
- public:
-  // `url`: the PostgreSQL queue ("" for the state folder's queue.db).
-  // `lease_seconds`: short where a test kills workers (their leases must run out soon), else
-  // long enough that a loaded machine never lets one lapse (a request would run twice).
-  Worker(const std::string& dir, const std::string& model, const std::string& state,
-         const std::string& url, double lease_seconds = 10)
-      : dir_(dir), state_(state) {
-    fs::create_directories(dir);
-    // One thread each, four sequences a step: a job takes many claims, and every worker gets some.
-    WriteServeConfig(
-        config(), {.model = model,
-                   .state = state,
-                   .settle_seconds = 0.05,
-                   .rescan_seconds = 1,
-                   .drain_seconds = 2,
-                   .engine = "  max_num_seqs: 4\n  kv_cache_memory: 64MiB\n  cpu_threads: 1\n",
-                   .after_spool = "queue:\n  lease_seconds: " + std::to_string(lease_seconds) +
-                                  "\n" + (url.empty() ? std::string() : "  url: " + url + "\n")});
-  }
-  ~Worker() { End(SIGKILL); }
-  Worker(const Worker&) = delete;
-  Worker& operator=(const Worker&) = delete;
-
-  bool Start() {
-    if (!log_.empty() || fs::exists(err())) log_ += ReadText(err()) + "--- restarted\n";
-    fs::remove(err());
-    pid_ = SpawnLlmq({"serve", "--config", config()}, dir_ + "/serve.out", err());
-    return WaitFor([&] { return Logged("serving"); }, 60);
-  }
-  int Kill() { return End(SIGKILL); }
-  int Stop() { return End(SIGTERM); }
-  bool Logged(const std::string& text) const {
-    return ReadText(err()).find(text) != std::string::npos;
-  }
-  std::string Logs() const { return log_ + ReadText(err()); }
-  // The requests this worker finished, from its last line ("... N request(s) finished by this
-  // worker"); -1 when it did not say (killed).
-  int64_t Finished() const {
-    static const std::regex re("([0-9]+) request\\(s\\) finished by this worker");
-    std::smatch m;
-    const std::string log = ReadText(err());
-    return std::regex_search(log, m, re) ? std::stoll(m[1]) : -1;
-  }
-  std::string config() const { return dir_ + "/llmq.yaml"; }
-  std::string outbox(const std::string& n) const { return state_ + "/outbox/" + n; }
-  void Drop(const std::string& name, const std::string& text) const {
-    WriteAndRename(dir_ + "/" + name + ".staging", state_ + "/inbox/" + name, text);
-  }
-
- private:
-  std::string err() const { return dir_ + "/serve.err"; }
-  int End(int sig) { return EndProcess(&pid_, sig); }
-
-  std::string dir_, state_, log_;
-  pid_t pid_ = -1;
-};
-
-std::string AllLogs(const std::vector<Worker*>& ws) {
-  std::string s;
-  for (size_t i = 0; i < ws.size(); ++i)
-    s += "=== worker " + std::to_string(i) + "\n" + ws[i]->Logs();
-  return s;
-}
-
-class ServeWorkersTest : public TinyModelSuite {
+class ServeWorkersTest : public WorkerSuite<kRequests, kBadLines> {
  protected:
-  static void SetUpTestSuite() {
-    TinyModelSuite::SetUpTestSuite();
-    dir_ = TmpDir("serve_workers");
-    WriteMixedJob(dir_ + "/job.jsonl", kRequests);
-    job_ = ReadText(dir_ + "/job.jsonl");
-  }
-
-  // One worker's run of the job (made once for the suite): the files every test compares with.
-  static void Reference() {
-    if (!ref_results_.empty()) return;
-    Worker ref(dir_ + "/reference", model_, dir_ + "/reference/state", "");
-    ASSERT_TRUE(ref.Start()) << ref.Logs();
-    ref.Drop("job.jsonl", job_);
-    ASSERT_TRUE(WaitFor([&] { return fs::exists(ref.outbox("job.summary.json")); }, 300))
-        << ref.Logs();
-    ASSERT_EQ(ref.Stop(), 0) << ref.Logs();
-    ref_results_ = ReadJsonl(ref.outbox("job.results.jsonl"));
-    ref_errors_ = ReadJsonl(ref.outbox("job.errors.jsonl"));
-    ASSERT_EQ(ref_results_.size(), size_t{kRequests - kBadLines});
-    ASSERT_EQ(ref_errors_.size(), size_t{kBadLines});
-  }
-
-  // The job's files in `outbox` (a prefix: "<folder>/job") equal the reference's, every request
-  // once.
   static void ExpectReferenceOutput(const std::string& stem, const std::string& logs) {
-    const auto results = ReadJsonl(stem + ".results.jsonl");
-    const auto errors = ReadJsonl(stem + ".errors.jsonl");
-    ASSERT_EQ(results.size(), ref_results_.size()) << logs;
-    ASSERT_EQ(errors.size(), ref_errors_.size()) << logs;
-    std::set<std::string> custom_ids;
-    for (const auto* v : {&results, &errors})
-      for (const json& o : *v)
-        EXPECT_TRUE(custom_ids.insert(o["custom_id"].dump()).second) << "twice: " << o.dump();
-    EXPECT_EQ(custom_ids.size(), size_t{kRequests});
-    for (size_t i = 0; i < results.size(); ++i)
-      ASSERT_EQ(Comparable(results[i]), Comparable(ref_results_[i])) << "results line " << i + 1;
-    for (size_t i = 0; i < errors.size(); ++i)
-      ASSERT_EQ(Comparable(errors[i]), Comparable(ref_errors_[i])) << "errors line " << i + 1;
+    ref_.Expect(stem, logs);
   }
-
-  // `llmq workers --json` on `w`'s queue.
-  static json Workers(const Worker& w) {
-    const RunResult r = RunLlmqWith({}, {"workers", "--json", "--config", w.config()});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return json::parse(r.out, nullptr, false);
-  }
-
-  // The job's counts in `w`'s queue: {completed + failed, total}; {-1, -1} before it is stored.
-  static std::pair<int64_t, int64_t> Progress(const Worker& w) {
-    const RunResult r = RunLlmqWith({}, {"list", "--json", "--config", w.config()});
-    const json j = json::parse(r.out, nullptr, false);
-    if (r.exit_code != 0 || !j.is_array() || j.empty()) return {-1, -1};
-    const json& c = j[0]["request_counts"];
-    return {c["completed"].get<int64_t>() + c["failed"].get<int64_t>(), c["total"].get<int64_t>()};
-  }
-  static bool Reached(const Worker& w, double share) {
-    const auto [done, total] = Progress(w);
-    return total > 0 && done >= share * static_cast<double>(total);
-  }
-
-  inline static std::string dir_, job_;
-  inline static std::vector<json> ref_results_, ref_errors_;
+  static const std::string& job() { return ref_.job(); }
 };
 
 TEST_F(ServeWorkersTest, TwoWorkersOnOneStateFolderShareAJobAndTheInbox) {
@@ -176,12 +52,12 @@ TEST_F(ServeWorkersTest, TwoWorkersOnOneStateFolderShareAJobAndTheInbox) {
   EXPECT_TRUE(b.Logged("another worker watches this folder's inbox")) << b.Logs();
   EXPECT_FALSE(a.Logged("another worker watches")) << a.Logs();
 
-  a.Drop("job.jsonl", job_);
+  a.Drop("job.jsonl", job());
   ASSERT_TRUE(WaitFor([&] { return fs::exists(a.outbox("job.summary.json")); }, 300))
       << AllLogs(both);
   ExpectReferenceOutput(a.outbox("job"), AllLogs(both));
 
-  const json ws = Workers(a);
+  const json ws = WorkersJson(a);
   ASSERT_TRUE(ws.is_array() && ws.size() == 2) << ws.dump(2);
   std::set<std::string> slots;
   for (const json& w : ws) {
@@ -205,7 +81,7 @@ TEST_F(ServeWorkersTest, TwoWorkersOnOneStateFolderShareAJobAndTheInbox) {
   EXPECT_GT(fa, 0) << AllLogs(both);
   EXPECT_GT(fb, 2) << AllLogs(both);
   EXPECT_EQ(fa + fb, kRequests + 2 - kBadLines) << "a request computed twice\n" << AllLogs(both);
-  const json after = Workers(b);
+  const json after = WorkersJson(b);
   for (const json& w : after) EXPECT_EQ(w["state"], "stopped") << w.dump();
 }
 
@@ -217,7 +93,7 @@ TEST_F(ServeWorkersTest, AKilledWorkersRequestsGoToTheOtherAndARestartTakesItsOw
   const std::vector<Worker*> both = {&a, &b};
   ASSERT_TRUE(a.Start()) << a.Logs();
   ASSERT_TRUE(b.Start()) << b.Logs();
-  a.Drop("job.jsonl", job_);
+  a.Drop("job.jsonl", job());
   // B dies holding leases; A runs on alone and takes them once they run out.
   ASSERT_TRUE(WaitFor([&] { return Reached(a, 0.25); }, 300)) << AllLogs(both);
   ASSERT_EQ(b.Kill(), 128 + SIGKILL);
@@ -242,15 +118,10 @@ TEST_F(ServeWorkersTest, FourWorkersOnOnePostgresQueueRunAJobOnceAndFinalizeItOn
   Reference();
   if (HasFatalFailure()) return;
   const std::string dir = CurrentTestDir();
-  std::vector<std::unique_ptr<Worker>> ws;
   std::vector<Worker*> all;
-  for (int i = 0; i < 4; ++i) {
-    const std::string d = dir + "/w" + std::to_string(i);
-    ws.push_back(std::make_unique<Worker>(d, model_, d + "/state", db.url()));
-    all.push_back(ws.back().get());
-  }
+  const auto ws = OwnFolderWorkers(4, dir, model_, db.url(), 10, &all);
   for (Worker* w : all) ASSERT_TRUE(w->Start()) << w->Logs();
-  all[2]->Drop("job.jsonl", job_);
+  all[2]->Drop("job.jsonl", job());
   // Finalized by exactly one of them, into its own outbox.
   Worker* finalizer = nullptr;
   ASSERT_TRUE(WaitFor(
@@ -261,16 +132,9 @@ TEST_F(ServeWorkersTest, FourWorkersOnOnePostgresQueueRunAJobOnceAndFinalizeItOn
       },
       300))
       << AllLogs(all);
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const RunResult r = RunLlmqWith({}, {"list", "--json", "--config", all[0]->config()});
-        const json j = json::parse(r.out, nullptr, false);
-        return j.is_array() && j.size() == 1 && j[0]["status"] == "completed";
-      },
-      60))
-      << AllLogs(all);
+  ASSERT_TRUE(WaitFor([&] { return JobCompleted(*all[0]); }, 60)) << AllLogs(all);
   ExpectReferenceOutput(finalizer->outbox("job"), AllLogs(all));
-  EXPECT_EQ(Workers(*all[0]).size(), 4u);
+  EXPECT_EQ(WorkersJson(*all[0]).size(), 4u);
   // From any worker's host: the same files, read from the queue (llmq results).
   Worker* other = finalizer == all[0] ? all[1] : all[0];
   const RunResult r = RunLlmqWith(
