@@ -368,8 +368,12 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
         const auto woken = [&] {
           return wake_ || drain_ || stop_ || !cancels_.empty() || hold_ != held_;
         };
-        if (may_hold)
-          cv_.wait_until(lock, idle_since_ + lease, woken);
+        if (may_hold)  // the idle release is due; and still a tick every tick_interval
+          cv_.wait_until(lock,
+                         opt_.tick_interval.count() > 0
+                             ? std::min(idle_since_ + lease, now + opt_.tick_interval)
+                             : idle_since_ + lease,
+                         woken);
         else if (opt_.tick_interval.count() > 0)
           cv_.wait_for(lock, opt_.tick_interval, woken);
         else

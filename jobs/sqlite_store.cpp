@@ -839,6 +839,17 @@ Status SqliteStore::ClaimNextGroup(const std::string& worker, double lease_secon
   LLMQ_CHECK(!InTransaction());
   *out = Claim();
   LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, worker));
+  // A look without the write lock first (a read in WAL mode waits for no writer): a worker woken
+  // with nothing to claim (every commit of another connection wakes it) neither waits behind
+  // another connection's fsync nor makes others wait behind its own.
+  {
+    sqlite3_stmt* raw = nullptr;
+    LLMQ_RETURN_IF_ERROR(Prepare(kNextClaimableGroup, &raw));
+    Stmt st(raw);
+    const int rc = st.Bind(1, store_internal::LeaseNow()).Step();
+    if (rc == SQLITE_DONE) return Status::Ok();  // nothing claimable
+    if (rc != SQLITE_ROW) return Error("cannot find a group to claim", rc);
+  }
   // A claim's commit does not wait for the disk (see ClaimNextGroup in store.h): synchronous is
   // NORMAL for its transaction only, FULL again after it, whatever happened.
   LLMQ_RETURN_IF_ERROR(Exec("PRAGMA synchronous = NORMAL", "cannot set synchronous for a claim"));

@@ -104,7 +104,9 @@ TEST_F(ServeWorkersTest, AKilledWorkersRequestsGoToTheOtherAndARestartTakesItsOw
   const bool finished_before = Reached(a, 1.0);
   ASSERT_EQ(a.Kill(), 128 + SIGKILL);
   ASSERT_TRUE(a.Start()) << a.Logs();
-  if (!finished_before) EXPECT_TRUE(a.Logged("its last run held are claimable again")) << a.Logs();
+  // (Whether A held leases at the kill is a matter of timing: B may have claimed them once they ran
+  // out. WorkerTest.ARestartInItsSlotTakesBackWhatItsLastRunHeld shows the release itself.)
+  static_cast<void>(finished_before);
   ASSERT_TRUE(WaitFor([&] { return fs::exists(a.outbox("job.summary.json")); }, 300))
       << AllLogs(both);
   ExpectReferenceOutput(a.outbox("job"), AllLogs(both));
