@@ -119,10 +119,6 @@ uint32_t Seed() {
   return std::random_device{}();
 }
 
-void SleepMs(int ms) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-}
-
 // The rounds of kills (and the server restart) over one job, and what they must not break.
 class Chaos {
  public:
@@ -158,7 +154,12 @@ class Chaos {
       ASSERT_TRUE(WaitFor([&] { return Sample(share); }, 300))
           << "round " << round << ": never reached " << share << "\n"
           << Logs();
-      SleepMs(Uniform(0, 150));
+      // A random few results later (an event of the run, not a span of time): the kill lands
+      // anywhere in the claim, step, commit cycle.
+      if (share < 1.0) {
+        const double later = share + Uniform01() * 0.01;
+        ASSERT_TRUE(WaitFor([&] { return Sample(later); }, 300)) << Logs();
+      }
       ASSERT_TRUE(WaitFor([&] { return Tend(), due_.size() < ws_.size(); }, 60));
       std::vector<Worker*> victims;
       for (Worker* w : ws_)
@@ -299,11 +300,12 @@ class PrivatePgServer {
   PrivatePgServer(const PrivatePgServer&) = delete;
   PrivatePgServer& operator=(const PrivatePgServer&) = delete;
 
-  // A fast shutdown (every connection cut), a pause of `pause_ms`, a start.
-  void Restart(int pause_ms) {
+  // A fast shutdown (every connection cut), then a start once `down` (the workers noticed) holds
+  // or after `max_down_s`.
+  void Restart(const std::function<bool()>& down, double max_down_s) {
     std::string said;
     ASSERT_EQ(RunPgServerScript("halt", dir_, &said), 0) << said;
-    SleepMs(pause_ms);
+    WaitFor(down, max_down_s);
     ASSERT_EQ(RunPgServerScript("resume", dir_, &said), 0) << said;
   }
 
@@ -330,7 +332,18 @@ TEST_F(ServeChaosTest, FourWorkersOnPostgresSurviveKillsAndAServerRestart) {
   Chaos chaos(
       all, [&](Rows* rows) { return ReadPgRows(server.url(), rows); },
       [&](std::mt19937* rng) {
-        server.Restart(std::uniform_int_distribution<int>(100, 1000)(*rng));
+        // Down until a worker has said it lost the queue (its next statement failed).
+        static_cast<void>(rng);
+        const auto said = [&] {
+          const std::string logs = AllLogs(all);
+          size_t n = 0;
+          for (size_t at = logs.find("connect"); at != std::string::npos;
+               at = logs.find("connect", at + 1))
+            ++n;
+          return n;
+        };
+        const size_t before = said();
+        server.Restart([&] { return said() > before; }, 10);
       });
   all[0]->Drop("job.jsonl", ref_.job());
   chaos.Run();
