@@ -13,10 +13,12 @@
 //             [--weight-dtype f32,bf16,int8] [--kv-dtype f32|bf16]
 //             [--llama-dir DIR --gguf PREFIX] [--attention-only]
 // Without --model, writes the random-weight shape once into ./bench-models/<shape>.
+#include <immintrin.h>
 #include <omp.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -29,6 +31,7 @@
 #include "engine/core/llm_engine.h"
 #include "engine/tools/model_maker.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -146,24 +149,66 @@ LlamaFigures LlamaCpp(const std::string& dir, const std::string& gguf, int threa
   return tps;
 }
 
-// Streaming read bandwidth of this machine right now (GB/s), all threads: decode at batch 1 is
-// bound by it, and it varies with what else the host runs, so it is measured in the same run. The
-// sum runs on 8 independent integer accumulators per thread (a float sum's dependency chain would
-// bound it by add latency, not by memory: it measured 12.5 GB/s where decode streamed 31).
+// Sums of n uint64 (n a multiple of 32) with the widest loads of each kernel path: the read
+// probe runs at the width the kernels read at. (A sum compiled for the baseline ISA, 16-byte
+// loads, measured 4.6 GB/s on a 2-core AVX2 EPYC whose decode streamed 14.7 GB/s: the probe, not
+// the memory, was the bound.)
+__attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* p, size_t n) {
+  __m256i a[8];
+  for (__m256i& x : a) x = _mm256_setzero_si256();
+  for (size_t i = 0; i < n; i += 32)
+    for (int l = 0; l < 8; ++l)
+      a[l] = _mm256_add_epi64(a[l],
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 4 * l)));
+  alignas(32) uint64_t lanes[4];
+  uint64_t total = 0;
+  for (const __m256i& x : a) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), x);
+    total += lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  }
+  return total;
+}
+__attribute__((target("avx512f"))) uint64_t SumAvx512(const uint64_t* p, size_t n) {
+  __m512i a[4];
+  for (__m512i& x : a) x = _mm512_setzero_si512();
+  for (size_t i = 0; i < n; i += 32)
+    for (int l = 0; l < 4; ++l) a[l] = _mm512_add_epi64(a[l], _mm512_loadu_si512(p + i + 8 * l));
+  alignas(64) uint64_t lanes[8];
+  uint64_t total = 0;
+  for (const __m512i& x : a) {
+    _mm512_store_si512(lanes, x);
+    for (uint64_t v : lanes) total += v;
+  }
+  return total;
+}
+uint64_t SumScalar(const uint64_t* p, size_t n) {
+  uint64_t a[8] = {};
+  for (size_t i = 0; i < n; i += 8)
+    for (int l = 0; l < 8; ++l) a[l] += p[i + l];
+  uint64_t total = 0;
+  for (uint64_t x : a) total += x;
+  return total;
+}
+
+// Streaming read bandwidth of this machine right now (GB/s), all threads, at the active kernel
+// path's load width (kernels::ActiveGemmIsa: LLMQ_GEMM_ISA=avx2 measures an AVX2 machine's
+// probe here): decode at batch 1 is bound by it, and it varies with what else the host runs, so it
+// is measured in the same run. Many independent accumulators per thread (one sum's dependency
+// chain would bound it by add latency, not by memory).
 double ReadBandwidth() {
   const size_t n = size_t{1} << 27;  // 1 GiB of uint64
   std::vector<uint64_t> buf(n, 1);
+  const kernels::GemmIsa isa = kernels::ActiveGemmIsa();
+  const auto sum = isa == kernels::GemmIsa::kAvx512 ? SumAvx512
+                   : isa == kernels::GemmIsa::kAvx2 ? SumAvx2
+                                                    : SumScalar;
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     const double t0 = Now();
     uint64_t total = 0;
+    const size_t chunk = size_t{1} << 16;  // uint64s a task sums
 #pragma omp parallel for reduction(+ : total) schedule(static)
-    for (size_t i = 0; i < n; i += 64) {
-      uint64_t a[8] = {};
-      for (size_t j = 0; j < 64; j += 8)
-        for (int l = 0; l < 8; ++l) a[l] += buf[i + j + l];
-      for (uint64_t x : a) total += x;
-    }
+    for (size_t i = 0; i < n; i += chunk) total += sum(buf.data() + i, chunk);
     const double secs = Now() - t0;
     if (total != n) std::fprintf(stderr, "(sum %llu)\n", static_cast<unsigned long long>(total));
     best = std::max(best, n * sizeof(uint64_t) / secs / 1e9);
@@ -329,9 +374,11 @@ int main(int argc, char** argv) {
     return std::fprintf(stderr, "%s\n", st.message().c_str()), 1;
   std::printf(
       "llmq CPU benchmark: %s (%d layers, hidden %d, kv heads %d, vocab %d), KV cache %s, %d "
-      "threads (pool barrier %.1f us)\n",
+      "threads (pool barrier %.1f us), kernels %s%s\n",
       model.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_kv_heads, cfg.vocab_size,
-      KvDtypeName(kv), kernels::CpuThreads(), kernels::CpuPool().barrier_ns() / 1000);
+      KvDtypeName(kv), kernels::CpuThreads(), kernels::CpuPool().barrier_ns() / 1000,
+      kernels::GemmIsaName(kernels::ActiveGemmIsa()),
+      std::getenv("LLMQ_GEMM_ISA") ? " (LLMQ_GEMM_ISA)" : "");
   const double bw = ReadBandwidth();
   std::printf("memory read bandwidth now: %.1f GB/s\n", bw);
   std::printf("| %-7s | %-8s | %5s | %6s | %10s | %10s | %6s |\n", "weights", "phase", "batch",

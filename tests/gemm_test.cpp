@@ -356,8 +356,9 @@ TEST(GemmTest, PackStackedBf16IsPackStackedOfTheWidenedValues) {
     ASSERT_EQ(a.bytes(), b.bytes()) << WeightTypeName(type);
     EXPECT_EQ(std::memcmp(a.panel_data(0), b.panel_data(0), b.panels() * k * b.row_bytes()), 0)
         << WeightTypeName(type);
-    if (type == WeightType::kInt8)
+    if (type == WeightType::kInt8) {
       EXPECT_EQ(std::memcmp(a.scales(), b.scales(), b.panels() * 16 * sizeof(float)), 0);
+    }
   }
 }
 

@@ -130,6 +130,7 @@ void PanelAvx2(const float* ap, const T* wp, int kc, float* c, int64_t ldc, int 
   // Prefetch 32 K steps ahead, one prefetch per 64-byte line of the panel's stream.
   constexpr int kStepsPerLine = 64 / static_cast<int>(kPanel * sizeof(T));
   __m256 acc[R][2];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if (load_c) {
       alignas(32) float tmp[kPanel] = {};
@@ -145,6 +146,7 @@ void PanelAvx2(const float* ap, const T* wp, int kc, float* c, int64_t ldc, int 
       _mm_prefetch(reinterpret_cast<const char*>(wp + (k + 32) * kPanel), _MM_HINT_T0);
     __m256 w0, w1;
     LoadRowAvx2(wp + k * kPanel, &w0, &w1);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 av = _mm256_broadcast_ss(ap + k * kRows + r);
       acc[r][0] = _mm256_fmadd_ps(av, w0, acc[r][0]);
@@ -153,11 +155,13 @@ void PanelAvx2(const float* ap, const T* wp, int kc, float* c, int64_t ldc, int 
   }
   if (scale) {
     const __m256 s0 = _mm256_loadu_ps(scale), s1 = _mm256_loadu_ps(scale + 8);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       acc[r][0] = _mm256_mul_ps(acc[r][0], s0);
       acc[r][1] = _mm256_mul_ps(acc[r][1], s1);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if (cols == kPanel) {
       _mm256_storeu_ps(c + r * ldc, acc[r][0]);
