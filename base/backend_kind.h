@@ -14,8 +14,9 @@ enum class Precision { kBf16, kFp32 };
 // How the CPU backend holds its matrices (the projections, the LM head and the embedding;
 // kernels/cpu/gemm.h),
 // chosen once at load: auto (the checkpoint's own type where supported: BF16 -> bf16, an FP8
-// checkpoint's (E4M3 with scales, dequantized) -> bf16, F32 and F16 -> f32), f32, bf16 (rounded to nearest even), int8 (symmetric per output channel, fp32 scales,
-// quantized at load from the float checkpoint).
+// checkpoint's (E4M3 with scales, dequantized) -> bf16, F32 and F16 -> f32), f32, bf16 (rounded to
+// nearest even), int8 (symmetric per output channel, fp32 scales, quantized at load from the float
+// checkpoint).
 enum class WeightDtype { kAuto, kF32, kBf16, kInt8 };
 // How the CPU backend holds its KV cache (kernels::PagedKv), chosen once at load: auto (f32 on the
 // CPU; on the GPU the cache follows engine.precision), f32 (exact), bf16 (rounded to nearest even
@@ -27,6 +28,7 @@ struct BackendChoice {
   Precision precision = Precision::kBf16;
   WeightDtype weight_dtype = WeightDtype::kAuto;
   KvDtype kv_dtype = KvDtype::kAuto;
+  int device = 0;  // engine.device / --device: the CUDA device's index (the cuda backend's only)
 };
 
 inline const char* BackendKindName(BackendKind k) {

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -36,6 +38,83 @@ inline double Since(Clock::time_point t0) {
 inline void Check(const llmq::Status& st, const char* what) {
   if (!st.ok()) Die(std::string(what) + ": " + st.message());
 }
+
+// A benchmark's command line: "--name value" pairs. Each Get names a flag and where its value
+// goes (left as it is when the flag is absent); Done() ends the program with the usage on a
+// flag no Get named (exit 2), or on --help / -h (exit 0). A flag without a value is an error.
+class Flags {
+ public:
+  Flags(int argc, char** argv, std::string usage) : usage_(std::move(usage)) {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--help" || a == "-h") {
+        std::printf("%s\n", usage_.c_str());
+        std::exit(0);
+      }
+      if (i + 1 >= argc) Fail(a + " needs a value");
+      pairs_.push_back({a, argv[++i], false});
+    }
+  }
+  Flags& Get(const char* name, std::string* out) {
+    for (Pair& p : pairs_)
+      if (p.name == name) *out = p.value, p.used = true;
+    return *this;
+  }
+  template <typename Int>
+  Flags& Get(const char* name, Int* out) {
+    std::string v;
+    if (Has(name)) *out = ToInt<Int>(name, (Get(name, &v), v));
+    return *this;
+  }
+  // A comma-separated list ("--workers 1,2,4").
+  template <typename T>
+  Flags& Get(const char* name, std::vector<T>* out) {
+    std::string v;
+    if (!Has(name)) return *this;
+    Get(name, &v);
+    out->clear();
+    for (size_t at = 0; at <= v.size();) {
+      const size_t comma = std::min(v.find(',', at), v.size());
+      const std::string item = v.substr(at, comma - at);
+      if constexpr (std::is_same_v<T, std::string>)
+        out->push_back(item);
+      else
+        out->push_back(ToInt<T>(name, item));
+      at = comma + 1;
+    }
+    return *this;
+  }
+  void Done() const {
+    for (const Pair& p : pairs_)
+      if (!p.used) Fail("unknown flag " + p.name);
+  }
+
+ private:
+  struct Pair {
+    std::string name, value;
+    bool used;
+  };
+  template <typename Int>
+  Int ToInt(const char* name, const std::string& v) const {
+    char* end = nullptr;
+    errno = 0;
+    const long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno != 0) Fail(std::string(name) + ": not an integer: " + v);
+    return static_cast<Int>(x);
+  }
+  bool Has(const char* name) const {
+    for (const Pair& p : pairs_)
+      if (p.name == name) return true;
+    return false;
+  }
+  [[noreturn]] void Fail(const std::string& what) const {
+    std::fprintf(stderr, "%s: %s\n%s\n", program_invocation_short_name, what.c_str(),
+                 usage_.c_str());
+    std::exit(2);
+  }
+  std::string usage_;
+  std::vector<Pair> pairs_;
+};
 
 // "2026-11-30 13:04 UTC, nproc 2, load average ...": printed above every table (others' work on
 // a shared machine shows in the load).

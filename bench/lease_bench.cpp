@@ -7,7 +7,10 @@
 // workers' start to the last one's end; every request must be committed exactly once (checked).
 //   lease_bench [--engines sqlite,postgres] [--workers 1,4] [--requests 100000] [--group 64]
 //               [--claim 256] [--output-bytes 300] [--rounds 3] [--dir bench-models/lease-bench]
-//               [--pg-url URL]
+//               [--pg-url URL] [--unserved N]
+// --unserved N: the job names model "served" and every worker claims with the model filter
+// (model.served_names = [served]), behind a job of N requests of another model ranked first that
+// no worker serves (issue 27: such a job must not slow the claims).
 // Each configuration runs --rounds times, each on a fresh queue; the row shown is the median
 // round's, with the slowest and fastest rounds' rates.
 // PostgreSQL: without --pg-url, a throwaway server started with tests/pg_server.sh (Unix socket
@@ -41,16 +44,35 @@ struct Options {
   std::vector<int> workers = {1, 4};
   int64_t requests = 100000;
   int group = 64, claim = 256, output_bytes = 300, rounds = 3;
+  int64_t unserved = -1;  // -1: no model filter; else the size of the unserved job ahead
   std::string dir = "bench-models/lease-bench", pg_url;
 };
 
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t comma; (comma = s.find(',', start)) != std::string::npos; start = comma + 1)
-    out.push_back(s.substr(start, comma - start));
-  out.push_back(s.substr(start));
-  return out;
+// Ingests job `name` of `model`: `n` requests of ranks and lines from 1, plan groups of `group`,
+// ranks after `rank_base`. Its id.
+int64_t IngestJob(Store* s, const std::string& name, const std::string& model, int64_t n,
+                  int64_t rank_base, int group) {
+  Check(s->Begin(), "Begin");
+  llmq::jobs::JobRecord job;
+  job.name = name;
+  job.sha256 = name;
+  job.model = model;
+  Check(s->InsertJob(&job), "InsertJob");
+  llmq::jobs::NewRequest r;
+  for (int64_t i = 1; i <= n; ++i) {
+    r.line = i;
+    r.custom_id = "request-" + std::to_string(i);
+    r.body = "{\"custom_id\": \"" + r.custom_id + "\", " + std::string(160, 'b') + "}";
+    r.plan_rank = rank_base + i;
+    r.plan_group = rank_base + (i - 1) / group + 1;
+    Check(s->InsertRequest(job.id, r), "InsertRequest");
+  }
+  Store::IngestTotals totals;
+  totals.total = n;
+  totals.max_rank = rank_base + n;
+  Check(s->FinishIngest(job.id, llmq::jobs::JobStatus::kInProgress, &totals), "FinishIngest");
+  Check(s->Commit(), "Commit");
+  return job.id;
 }
 
 // Raw SQL on the PostgreSQL database (settings, emptying it); the first value of the first row.
@@ -109,29 +131,15 @@ Row RunOnce(const Options& o, const std::string& engine, int workers, const std:
   {
     std::unique_ptr<Store> s;
     Check(Store::Open(location, &s), "Store::Open");
+    const int64_t ahead = std::max<int64_t>(0, o.unserved);
+    if (ahead > 0) IngestJob(s.get(), "unserved.jsonl", "unserved", ahead, 0, o.group);
     const auto t0 = Clock::now();
-    Check(s->Begin(), "Begin");
-    llmq::jobs::JobRecord job;
-    job.name = "lease-bench.jsonl";
-    job.sha256 = "lease-bench";
-    Check(s->InsertJob(&job), "InsertJob");
-    llmq::jobs::NewRequest r;
-    for (int64_t i = 1; i <= o.requests; ++i) {
-      r.line = i;
-      r.custom_id = "request-" + std::to_string(i);
-      r.body = "{\"custom_id\": \"" + r.custom_id + "\", " + std::string(160, 'b') + "}";
-      r.plan_rank = i;
-      r.plan_group = (i - 1) / o.group + 1;
-      Check(s->InsertRequest(job.id, r), "InsertRequest");
-    }
-    Store::IngestTotals totals;
-    totals.total = o.requests;
-    totals.max_rank = o.requests;
-    Check(s->FinishIngest(job.id, llmq::jobs::JobStatus::kInProgress, &totals), "FinishIngest");
-    Check(s->Commit(), "Commit");
+    job_id = IngestJob(s.get(), "lease-bench.jsonl", o.unserved >= 0 ? "served" : "", o.requests,
+                       ahead, o.group);
     row.ingest_s = Since(t0);
-    job_id = job.id;
   }
+  const std::vector<std::string> models =
+      o.unserved >= 0 ? std::vector<std::string>{"served"} : std::vector<std::string>{};
   std::vector<std::unique_ptr<Store>> stores(workers);
   for (int w = 0; w < workers; ++w) {
     Check(Store::Open(location, &stores[w], Store::Check::kSkip), "Store::Open");
@@ -158,7 +166,7 @@ Row RunOnce(const Options& o, const std::string& engine, int workers, const std:
       for (;;) {
         llmq::jobs::Claim c;
         const auto t_claim = Clock::now();
-        Check(s->ClaimNextGroup(me, 300, o.claim, &c), "ClaimNextGroup");
+        Check(s->ClaimNextGroup(me, 300, o.claim, models, &c), "ClaimNextGroup");
         claim_s[w] += Since(t_claim);
         if (c.requests.empty()) return;
         ++claims[w];
@@ -203,31 +211,21 @@ Row RunOnce(const Options& o, const std::string& engine, int workers, const std:
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
-    if (a == "--engines") {
-      o.engines = Split(v);
-    } else if (a == "--workers") {
-      o.workers.clear();
-      for (const std::string& w : Split(v)) o.workers.push_back(std::atoi(w.c_str()));
-    } else if (a == "--requests") {
-      o.requests = std::atoll(v.c_str());
-    } else if (a == "--group") {
-      o.group = std::atoi(v.c_str());
-    } else if (a == "--claim") {
-      o.claim = std::atoi(v.c_str());
-    } else if (a == "--output-bytes") {
-      o.output_bytes = std::atoi(v.c_str());
-    } else if (a == "--rounds") {
-      o.rounds = std::atoi(v.c_str());
-    } else if (a == "--dir") {
-      o.dir = v;
-    } else if (a == "--pg-url") {
-      o.pg_url = v;
-    } else {
-      Die("unknown flag " + a);
-    }
-  }
+  Flags(argc, argv,
+        "usage: lease_bench [--engines sqlite,postgres] [--workers 1,4] [--requests 100000] "
+        "[--group 64] [--claim 256] [--output-bytes 300] [--rounds 3] "
+        "[--dir bench-models/lease-bench] [--pg-url URL] [--unserved N]")
+      .Get("--engines", &o.engines)
+      .Get("--workers", &o.workers)
+      .Get("--requests", &o.requests)
+      .Get("--group", &o.group)
+      .Get("--claim", &o.claim)
+      .Get("--output-bytes", &o.output_bytes)
+      .Get("--rounds", &o.rounds)
+      .Get("--dir", &o.dir)
+      .Get("--pg-url", &o.pg_url)
+      .Get("--unserved", &o.unserved)
+      .Done();
   fs::create_directories(o.dir);
   std::string pg_url = o.pg_url, pg_dir;
   bool want_pg = false;
@@ -246,6 +244,11 @@ int main(int argc, char** argv) {
       "own connection: ClaimNextGroup(max %d) -> CommitLeasedResults of ~%d-byte output lines "
       "until nothing is left; seconds from the workers' start to the last one's end\n",
       static_cast<long long>(o.requests), o.group, o.claim, o.output_bytes);
+  if (o.unserved >= 0)
+    std::printf(
+        "the job names model \"served\" and every claim filters by it (model.served_names), behind "
+        "a job of %lld requests of a model no worker serves, ranked first\n",
+        static_cast<long long>(o.unserved));
   for (const std::string& e : o.engines) {
     if (e == "sqlite")
       std::printf(

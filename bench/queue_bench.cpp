@@ -602,25 +602,18 @@ int main(int argc, char** argv) {
   int64_t large = 1000000;
   int rounds = 5, ingest_lines = 100000, compare_requests = 2000;
   std::string kv;  // engine.kv_cache_memory for both paths; empty: the default (1GiB)
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    if (a == "--only")
-      only = argv[i + 1];
-    else if (a == "--requests-large")
-      large = std::atoll(argv[i + 1]);
-    else if (a == "--rounds")
-      rounds = std::atoi(argv[i + 1]);
-    else if (a == "--ingest-lines")
-      ingest_lines = std::atoi(argv[i + 1]);
-    else if (a == "--compare-requests")
-      compare_requests = std::atoi(argv[i + 1]);
-    else if (a == "--kv-cache-memory")
-      kv = argv[i + 1];
-    else if (a == "--dir")
-      dir = argv[i + 1];
-    else
-      Die("unknown flag " + a);
-  }
+  Flags(argc, argv,
+        "usage: queue_bench [--only ingest,compare,memory,store] [--requests-large 1000000] "
+        "[--rounds 5] [--ingest-lines 100000] [--compare-requests 2000] [--kv-cache-memory SIZE] "
+        "[--dir bench-models/queue-bench]")
+      .Get("--only", &only)
+      .Get("--requests-large", &large)
+      .Get("--rounds", &rounds)
+      .Get("--ingest-lines", &ingest_lines)
+      .Get("--compare-requests", &compare_requests)
+      .Get("--kv-cache-memory", &kv)
+      .Get("--dir", &dir)
+      .Done();
   Env env;
   env.dir = fs::absolute(dir).string();
   env.kv = kv;

@@ -33,6 +33,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using llmq::bench::Clock;
 using llmq::bench::Die;
+using llmq::bench::Flags;
 using llmq::bench::Since;
 
 namespace {
@@ -176,28 +177,15 @@ int main(int argc, char** argv) {
   int requests = 2000;
   std::string dir = "/tmp/llmq-workers-bench", pg_url, llmq = LLMQ_BINARY;
   std::vector<int> counts = {1, 2};
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const auto next = [&]() -> std::string {
-      if (i + 1 >= argc) Die(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--requests") {
-      requests = std::stoi(next());
-    } else if (a == "--dir") {
-      dir = next();
-    } else if (a == "--pg-url") {
-      pg_url = next();
-    } else if (a == "--llmq") {
-      llmq = next();
-    } else if (a == "--workers") {
-      counts.clear();
-      std::stringstream ss(next());
-      for (std::string n; std::getline(ss, n, ',');) counts.push_back(std::stoi(n));
-    } else {
-      Die("unknown flag " + a);
-    }
-  }
+  Flags(argc, argv,
+        "usage: workers_bench [--requests 2000] [--workers 1,2] [--dir /tmp/llmq-workers-bench] "
+        "[--pg-url URL] [--llmq BINARY]")
+      .Get("--requests", &requests)
+      .Get("--dir", &dir)
+      .Get("--pg-url", &pg_url)
+      .Get("--llmq", &llmq)
+      .Get("--workers", &counts)
+      .Done();
   MakeModel(llmq, dir);
   const int templates = 4;
   const llmq::bench::Prompts prompts = llmq::bench::Nested(

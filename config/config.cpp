@@ -250,6 +250,22 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
   std::vector<Field> model = {
       {"path", [c](const Leaf& l) { return GetString(l, &c->model_dir); }},
       {"name", [c](const Leaf& l) { return GetString(l, &c->model_name); }},
+      {"served_names",
+       [c](const Leaf& l) -> Status {
+         if (l.value.IsNull()) return Status::Ok();
+         if (!l.value.IsSequence())
+           return l.Fail("must be a list such as [\"llama-3.1-8b\"], got " + Describe(l.value));
+         std::vector<std::string> names;
+         for (const YAML::Node& n : l.value) {
+           if (!n.IsScalar() || n.Scalar().empty() || n.Scalar().size() > 200)
+             return ErrorAt(
+                 l.file, n.Mark(),
+                 l.key + ": each name must be a string of 1 to 200 bytes, got " + Describe(n));
+           names.push_back(n.Scalar());
+         }
+         c->served_names = std::move(names);
+         return Status::Ok();
+       }},
       {"chat_template",
        [c](const Leaf& l) -> Status {
          std::string name;
@@ -330,6 +346,7 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
        }},
       {"gpu_memory_utilization",
        [c](const Leaf& l) { return GetFraction(l, &c->gpu_memory_utilization); }},
+      {"device", [c](const Leaf& l) { return GetInt(l, 0, kMaxDevice, &c->device); }},
       {"cpu_threads",
        [c](const Leaf& l) -> Status {
          LLMQ_RETURN_IF_ERROR(GetInt(l, 1, kMaxCpuThreads, &c->cpu_threads));

@@ -14,6 +14,7 @@
 namespace llmq {
 
 inline constexpr int kMaxCpuThreads = 1024;  // engine.cpu_threads / --threads at most
+inline constexpr int kMaxDevice = 1023;      // engine.device / --device at most
 
 struct LlmqConfig {
   // model:
@@ -25,6 +26,10 @@ struct LlmqConfig {
   // model.name: the `model` field of every response (the model that ran, whatever a request
   // names); "" = the model folder's name.
   std::string model_name;
+  // model.served_names (llmq serve, --served-model-name): the models this worker serves, as vLLM's
+  // --served-model-name: it claims only jobs whose requests name one of them in body.model (or
+  // name none). Empty (the default): jobs naming any model. Each 1 to 200 bytes.
+  std::vector<std::string> served_names;
   // engine:
   int block_size = 16;                // engine.block_size
   int max_num_seqs = 256;             // engine.max_num_seqs
@@ -47,6 +52,10 @@ struct LlmqConfig {
   // engine.gpu_memory_utilization: the share of the GPU's memory llmq may fill (weights,
   // activations, KV cache); the KV cache gets what the rest leaves. 0 < u <= 1.
   double gpu_memory_utilization = 0.9;
+  // engine.device: the CUDA device this process runs on, 0..kMaxDevice (one `llmq serve` per GPU
+  // on one queue: issue 27). The cuda backend's only: a CPU backend with a device other than 0 is
+  // refused at load, so that a worker meant for GPU 3 never quietly runs on the CPU.
+  int device = 0;
   // engine.cpu_threads: the CPU kernels' threads (1..1024); 0 (absent) = $OMP_NUM_THREADS when
   // set, else the CPUs the process may use (affinity mask and cgroup quota,
   // kernels/cpu/cpu_count.h).

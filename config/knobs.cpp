@@ -17,6 +17,7 @@ const std::vector<Knob>& Knobs() {
   static const std::vector<Knob> knobs = {
       On("model.path", false, &LlmqConfig::model_dir),
       On("model.name", false, &LlmqConfig::model_name),
+      On("model.served_names", false, &LlmqConfig::served_names),
       On("model.chat_template", false, &LlmqConfig::chat_template),
       On("model.tool_call_format", false, &LlmqConfig::tool_call_format),
       On("engine.block_size", false, &LlmqConfig::block_size),
@@ -31,6 +32,7 @@ const std::vector<Knob>& Knobs() {
       On("engine.weight_dtype", false, &LlmqConfig::weight_dtype),
       On("engine.kv_dtype", false, &LlmqConfig::kv_dtype),
       On("engine.gpu_memory_utilization", false, &LlmqConfig::gpu_memory_utilization),
+      On("engine.device", false, &LlmqConfig::device),
       On("engine.cpu_threads", false, &LlmqConfig::cpu_threads),
       On("spool.state_dir", false, &LlmqConfig::state_dir),
       On("spool.settle_seconds", true, &LlmqConfig::settle_seconds),

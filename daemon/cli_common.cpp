@@ -39,6 +39,10 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
   AddBackendFlags(cmd, &f->backend, &f->precision, &f->weight_dtype, &f->kv_dtype);
   AddGpuMemoryFlag(cmd, &f->gpu_memory_utilization);
   AddThreadsFlag(cmd, &f->threads);
+  cmd->add_option("--device", f->device,
+                  "The CUDA device to run on: one llmq serve per GPU on one queue (default: "
+                  "engine.device, else 0; the cuda backend's only)")
+      ->check(CLI::Range(0, kMaxDevice));
 }
 
 void AddThreadsFlag(CLI::App* cmd, int* threads) {
@@ -120,6 +124,7 @@ Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg) {
   if (given("--weight-dtype")) ParseWeightDtype(f.weight_dtype, &cfg->weight_dtype);  // by CLI11
   if (given("--kv-dtype")) ParseKvDtype(f.kv_dtype, &cfg->kv_dtype);  // checked by CLI11
   if (given("--gpu-memory-utilization")) cfg->gpu_memory_utilization = f.gpu_memory_utilization;
+  if (given("--device")) cfg->device = f.device;
   if (given("--threads")) {
     cfg->cpu_threads = f.threads;
     cfg->cpu_threads_source = "--threads";
@@ -188,8 +193,9 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
   // The grammars' token trie is built while the backend takes the weights.
   std::shared_ptr<GrammarCache> grammars;
   LLMQ_RETURN_IF_ERROR(LoadModel(
-      cfg.model_dir, BackendChoice{cfg.backend, cfg.precision, cfg.weight_dtype, cfg.kv_dtype},
-      model, [&](const Tokenizer* tok) {
+      cfg.model_dir,
+      BackendChoice{cfg.backend, cfg.precision, cfg.weight_dtype, cfg.kv_dtype, cfg.device}, model,
+      [&](const Tokenizer* tok) {
         grammars = std::make_shared<GrammarCache>(tok);
         grammars->BuildTrieInBackground();
       }));

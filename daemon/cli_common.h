@@ -31,6 +31,7 @@ struct EngineFlags {
   std::string kv_dtype = "auto";      // --kv-dtype (else engine.kv_dtype)
   double gpu_memory_utilization = LlmqConfig{}.gpu_memory_utilization;
   int threads = 0;          // --threads (else engine.cpu_threads)
+  int device = 0;           // --device (else engine.device)
   CLI::App* cmd = nullptr;  // to ask which flags were given
 };
 

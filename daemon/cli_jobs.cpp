@@ -214,7 +214,8 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
   // Every job and its totals, read once: `llmq status` tells an ETA for the one asked for from
   // all ahead of it (list: no totals but the unfinished jobs', none shown).
   QueueSnapshot q;
-  if (Status st = ReadQueueSnapshot(store.get(), &q, list ? 0 : SIZE_MAX); !st.ok())
+  if (Status st = ReadQueueSnapshot(store.get(), &q, list ? 0 : SIZE_MAX, cfg.lease_seconds);
+      !st.ok())
     return Fail(cmd, st);
   // status (not list): the run windows, a line before the jobs, and in each job's object; what
   // the daemon is doing (or that none serves this queue), likewise. The daemon's progress and
@@ -235,6 +236,7 @@ int Status_(const CLI::App* cmd, const ShowFlags& f, bool list) {
     const auto t = q.totals.find(j.id);
     const bool shown = !list && t != q.totals.end();
     arr.push_back(JobStatusJson(j, shown ? &t->second : nullptr, list ? nullptr : &eta, q.now));
+    AddWaiting(q, j.id, &arr.back());
     if (!windows.is_null()) arr.back()["run_windows"] = windows;
     if (!list) arr.back()["daemon"] = daemon;
   }
@@ -382,6 +384,7 @@ int Workers(const CLI::App* cmd, const ShowFlags& f) {
                    {"host", w.host},
                    {"device", w.device},
                    {"model", w.model},
+                   {"served_models", w.served_models},  // [] = any
                    {"state", alive || w.state == "stopped" ? w.state : "lost"},
                    {"current_job", w.current_job.empty() ? json(nullptr) : json(w.current_job)},
                    {"tokens_per_second", w.tokens_per_second},
@@ -402,11 +405,16 @@ int Workers(const CLI::App* cmd, const ShowFlags& f) {
   for (const json& w : arr) {
     char beat[32];
     std::snprintf(beat, sizeof beat, "%.0fs ago", w["heartbeat_age_seconds"].get<double>());
-    std::printf("%-40s %-10s %-24s %9.1f %10s %12s  %s / %s\n", w["id"].get<std::string>().c_str(),
-                w["state"].get<std::string>().c_str(),
+    std::string serves;
+    for (const json& m : w["served_models"])
+      serves += (serves.empty() ? " (serves " : ", ") + m.get<std::string>();
+    if (!serves.empty()) serves += ")";
+    std::printf("%-40s %-10s %-24s %9.1f %10s %12s  %s / %s%s\n",
+                w["id"].get<std::string>().c_str(), w["state"].get<std::string>().c_str(),
                 w["current_job"].is_null() ? "-" : w["current_job"].get<std::string>().c_str(),
                 w["tokens_per_second"].get<double>(), beat, w["host"].get<std::string>().c_str(),
-                w["device"].get<std::string>().c_str(), w["model"].get<std::string>().c_str());
+                w["device"].get<std::string>().c_str(), w["model"].get<std::string>().c_str(),
+                serves.c_str());
   }
   return 0;
 }

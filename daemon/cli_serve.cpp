@@ -70,6 +70,7 @@ using json = nlohmann::json;
 struct ServeFlags {
   EngineFlags engine;
   std::string state;
+  std::vector<std::string> served_names;  // --served-model-name (else model.served_names)
 };
 
 // The keys SIGHUP reloads.
@@ -155,6 +156,7 @@ class Server {
     if (!config_path_.empty())
       if (Status st = LoadConfig(config_path_, &file_cfg_); !st.ok()) return Fail(cmd_, st);
     if (!f_.state.empty()) cfg_.state_dir = f_.state;
+    if (!f_.served_names.empty()) cfg_.served_names = f_.served_names;
     knobs_ = Reloadable::From(cfg_);
     settler_.SetKnobs(knobs_.settle());
     windows_ = cfg_.run_windows;  // serve.run_windows (checked by the config's loader)
@@ -204,6 +206,7 @@ class Server {
       if (Status st = TakeWorkerSlot(paths_.root, &slot_fd_, &me.id); !st.ok())
         return Fail(cmd_, st);
       me.model = cfg_.model_dir;
+      me.served_models = cfg_.served_names;
       me.device = model_.backend_description();
       presence_ = std::make_unique<WorkerPresence>(io_store_.get(), me, cfg_.lease_seconds);
       int64_t released = 0;
@@ -233,6 +236,7 @@ class Server {
         std::chrono::duration_cast<std::chrono::milliseconds>(notifier_.watchdog_usec() / 4);
     ropt.worker = presence_->id();
     ropt.lease_seconds = presence_->lease_seconds();
+    ropt.models = cfg_.served_names;
     // A claim is sized to what the engine runs at once, and the engine holds at most one claim's
     // worth waiting besides what it runs: the rest of the queue is left to the other workers (and
     // to this one's next claims), so that workers finish a job together.
@@ -256,9 +260,13 @@ class Server {
     if (spool_owner_)
       if (Status st = StartWatcher(); !st.ok()) return Fail(cmd_, st);
     signals_.async_wait([this](auto ec, int sig) { OnSignal(ec, sig); });
-    Log("serving %s (model %s; %s; %s; worker %s, leases of %gs%s)", paths_.root.c_str(),
-        cfg_.model_dir.c_str(), DescribeEngine(cfg_, model_, *engine_).c_str(),
-        knobs_.ToText().c_str(), presence_->id().c_str(), presence_->lease_seconds(),
+    std::string serves;
+    for (const std::string& n : cfg_.served_names) serves += (serves.empty() ? "" : ", ") + n;
+    Log("serving %s (model %s, jobs naming %s; %s; %s; worker %s, leases of %gs%s)",
+        paths_.root.c_str(), cfg_.model_dir.c_str(),
+        serves.empty() ? "any model" : ("no model or " + serves).c_str(),
+        DescribeEngine(cfg_, model_, *engine_).c_str(), knobs_.ToText().c_str(),
+        presence_->id().c_str(), presence_->lease_seconds(),
         spool_owner_ ? ""
                      : "; another worker watches this folder's inbox: this one runs the queue "
                        "and takes the inbox over if that one stops");
@@ -632,7 +640,11 @@ class Server {
     TimeoutExtender extend(&notifier_, kExtendBy);
     watchdog_timer_.cancel();  // no engine loop any more: no pings
     if (!engine_status_.ok()) Log("engine: %s", engine_status_.message().c_str());
-    const Status committed = committer_->Close();
+    // Results computed but not yet in a queue that is out of reach (a PostgreSQL restart, a lock
+    // held past the busy timeout) keep being retried, backing off, for spool.drain_seconds more:
+    // a stop does not throw away work while there is time left for it.
+    const Status committed = committer_->Close(
+        queue_lost_.ok() ? Clock::now() + Secs(knobs_.drain_seconds) : Clock::time_point::min());
     flusher_.join();        // a Flush waiting on the committer returned when it closed
     intake_thread_.join();  // an Accept in progress was cancelled by the stop: rolled back
     if (!committed.ok()) Log("committing results: %s", committed.message().c_str());
@@ -794,7 +806,7 @@ class Server {
   // shows it, with this daemon's own progress and windows.
   void UpdateStatusPage() {
     QueueSnapshot q;
-    const Status read = ReadQueueSnapshot(io_store_.get(), &q, kFinishedShown);
+    const Status read = ReadQueueSnapshot(io_store_.get(), &q, kFinishedShown, cfg_.lease_seconds);
     if (read.ok() != status_page_ok_)  // logged when it starts failing and when it works again
       Log("status page: %s",
           read.ok() ? "rendered again"
@@ -1106,6 +1118,14 @@ void AddServeCommand(CLI::App* app, int* rc) {
   cmd->add_option("--state", f->state,
                   "State folder: queue.db, inbox/, outbox/, failed/, archive/ (default: "
                   "spool.state_dir of the config)");
+  cmd->add_option(
+         "--served-model-name", f->served_names,
+         "The models this worker serves (as vLLM's): it runs only jobs whose requests name "
+         "one of them in body.model, or none (default: model.served_names of the config; "
+         "none: any model)")
+      ->check([](const std::string& v) -> std::string {
+        return !v.empty() && v.size() <= 200 ? "" : "each name must be 1 to 200 bytes";
+      });
   AddEngineFlags(cmd, &f->engine);
   cmd->callback([cmd, f, rc] { *rc = Server(cmd, *f).Main(); });
 }

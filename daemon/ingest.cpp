@@ -33,6 +33,7 @@ struct Pending {
   std::vector<int32_t> key;  // empty for a refused line
   std::string error;         // the line's validation error, "" when valid
   std::string error_param;   // with `error`: the field at fault as OpenAI names it, or ""
+  std::string model;         // body.model of a valid line ("" when it names none)
 };
 
 // FNV-1a 64 of a custom_id: duplicate detection without keeping every id in memory (a hit is
@@ -74,6 +75,7 @@ class Ingester {
     totals_.assign(files.size(), {});
     tallies_.assign(files.size(), {});
     first_line_.assign(files.size(), {});
+    model_line_.assign(files.size(), 0);
     jobs_ = out;
     files_ = &files;
     chunk_.reserve(std::max<size_t>(opt_.chunk_lines, 1));
@@ -99,6 +101,7 @@ class Ingester {
           store_->FinishIngest(j.job.id, jobs::JobStatus::kInProgress, &totals_[f]));
       if (!totals_[f].sha256.empty()) j.job.sha256 = totals_[f].sha256;
       j.job.status = jobs::JobStatus::kInProgress;
+      j.job.model = totals_[f].model;
       j.job.total = totals_[f].total;
       j.job.failed = totals_[f].failed;
       j.job.refused = j.refused;  // every failure at ingest is a refusal
@@ -157,6 +160,7 @@ class Ingester {
       p->error = std::move(r.error);
       p->error_param = std::move(r.error_param);
       p->req.custom_id = std::move(r.custom_id);
+      p->model = std::move(r.model);
     }
     p->req.body = std::move(p->line.text);
   }
@@ -175,11 +179,25 @@ class Ingester {
     validated_ = chunk_.size();
   }
 
-  // In line order: duplicate custom_ids (the first occurrence wins), and the error output of
-  // every refused line.
+  // In line order: the job's model (the first valid line naming one sets it; a line naming
+  // another is refused, as OpenAI's Batch API has one model per file), duplicate custom_ids (the
+  // first occurrence wins), and the error output of every refused line.
   Status Check() {
     for (Pending& p : chunk_) {
       IngestedJob& job = (*jobs_)[p.file];
+      if (p.error.empty() && !p.model.empty()) {
+        std::string& model = totals_[p.file].model;
+        if (model.empty()) {
+          model = p.model;
+          model_line_[p.file] = p.req.line;
+        } else if (p.model != model) {
+          p.error = (*files_)[p.file].name + ":" + std::to_string(p.req.line) +
+                    ": field 'body.model': '" + p.model + "' is not the job's model '" + model +
+                    "' (named on line " + std::to_string(model_line_[p.file]) +
+                    "; every request of a batch file names the same model)";
+          p.error_param = jobs::ParamOfField("body.model");
+        }
+      }
       if (p.error.empty()) {
         auto [it, fresh] = first_line_[p.file].emplace(Fnv1a(p.req.custom_id), p.req.line);
         if (!fresh) {
@@ -343,6 +361,7 @@ class Ingester {
   std::vector<jobs::Store::IngestTotals> totals_;  // per file, counted while inserting
   std::vector<std::unordered_map<uint64_t, int64_t>>
       first_line_;                                // per file: custom_id hash -> line
+  std::vector<int64_t> model_line_;               // per file: the line that named its model
   static constexpr size_t kValidateBatch = 1024;  // lines per validation task
   static constexpr size_t kCandidates = 32;       // groups per chunk measured in tokens
   std::vector<jobs::SharedPrefixTally> tallies_;  // per file

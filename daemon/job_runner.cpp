@@ -81,8 +81,9 @@ Status JobRunner::Feed() {
   // Whole groups, one claim each, until the window is full or nothing is claimable.
   while (queued < opt_.window) {
     jobs::Claim claim;
-    LLMQ_RETURN_IF_ERROR(store_->ClaimNextGroup(
-        opt_.worker, opt_.lease_seconds, std::min(opt_.claim_max, opt_.window - queued), &claim));
+    LLMQ_RETURN_IF_ERROR(store_->ClaimNextGroup(opt_.worker, opt_.lease_seconds,
+                                                std::min(opt_.claim_max, opt_.window - queued),
+                                                opt_.models, &claim));
     if (claim.requests.empty()) {
       drained_ = true;
       break;
@@ -383,25 +384,38 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
     }
     wall_clock::Busy();  // ... and stands still at work, but for its steps (base/wall_clock.h)
     const BusyTimer busy(&progress_.busy_seconds);
-    // A store another process holds past the busy timeout (or a full disk) must not end the
-    // engine thread, and with it the daemon: Feed is tried again half a second later (the cursor
-    // only moves past requests it handed over or refused); the engine steps on meanwhile.
+    // A store another process holds past the busy timeout (or a full disk, or a PostgreSQL
+    // server out of reach) must not end the engine thread, and with it the daemon: Feed is tried
+    // again later, backing off (feed_retry_wait_; the cursor only moves past requests it handed
+    // over or refused); the engine steps on meanwhile.
     const auto now = std::chrono::steady_clock::now();
     if (!draining_ && held_ == 0 && now >= feed_retry_at_) {
       if (Status st = Feed(); !st.ok()) {
         if (st.code() != Status::Code::kIoError) return st;
-        std::fprintf(stderr, "llmq: feeding the engine: %s (retried)\n", st.message().c_str());
-        feed_retry_at_ = now + std::chrono::milliseconds(500);
+        std::fprintf(stderr, "llmq: feeding the engine: %s (retried in %.1f s)\n",
+                     st.message().c_str(), feed_retry_wait_.count() / 1000.0);
+        feed_retry_at_ = now + feed_retry_wait_;
+        feed_retry_wait_ = std::min(feed_retry_wait_ * 2, std::chrono::milliseconds(30000));
         // A worker may hold leases on requests it never handed to its engine: a claim whose
         // Admit failed (MarkAttempted, the job's row), or one committed whose answer was lost
         // with the connection. Its heartbeat would renew them for as long as it runs, and no one
         // would ever run them: its leases go back before it claims again (Feed, refeed_).
         if (!opt_.worker.empty()) refeed_ = true;
-        if (!engine_->HasWork()) std::this_thread::sleep_until(feed_retry_at_);
+      } else {
+        feed_retry_wait_ = std::chrono::milliseconds(500);
       }
       progress_.fed_out = drained_;
     }
-    if (!engine_->HasWork()) continue;
+    if (!engine_->HasWork()) {
+      if (std::chrono::steady_clock::now() < feed_retry_at_) {
+        // Nothing to step until Feed's retry: wait for it, or for a control (stop, drain, hold,
+        // a cancel), which the top of the loop applies.
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_until(lock, feed_retry_at_,
+                       [&] { return drain_ || stop_ || !cancels_.empty() || hold_ != held_; });
+      }
+      continue;
+    }
     idle_since_ = {};  // at work: an idle spell starts afresh
     StepOnce(tokens_before, &done);
     if (on_step) on_step();

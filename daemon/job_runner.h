@@ -48,6 +48,9 @@ struct RunnerOptions {
   std::string worker;
   double lease_seconds = 60;
   int claim_max = 256;
+  // The models the worker serves (model.served_names): it claims only groups of jobs naming one
+  // of them or none (Store::ClaimNextGroup's filter). Empty: any model's.
+  std::vector<std::string> models;
 };
 
 struct RunnerProgress {
@@ -141,6 +144,9 @@ class JobRunner {
   RunnerOptions opt_;
   int64_t cursor_ = 0;                                   // highest plan rank fed so far
   std::chrono::steady_clock::time_point feed_retry_at_;  // Feed failed: not before this
+  // The wait after Feed's next failure: 0.5 s, doubling with each failure in a row up to 30 s
+  // (a queue gone away is not hammered), back to 0.5 s once Feed succeeds.
+  std::chrono::milliseconds feed_retry_wait_{500};
   bool drained_ = false;  // the store had nothing more after cursor_ at the last look
   std::unordered_map<std::string, Fed> fed_;  // by engine request id
   std::unordered_map<int64_t, JobInfo> jobs_;

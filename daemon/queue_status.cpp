@@ -12,7 +12,8 @@ namespace llmq {
 
 using json = nlohmann::json;
 
-Status ReadQueueSnapshot(jobs::Store* store, QueueSnapshot* out, size_t finished_totals) {
+Status ReadQueueSnapshot(jobs::Store* store, QueueSnapshot* out, size_t finished_totals,
+                         double lease_seconds) {
   *out = QueueSnapshot();
   // A job's completion tokens per request (the ETA's) are its totals over its counts, and its ETA
   // the work left at `now` from `now`, however long the reader takes (the daemon commits
@@ -25,11 +26,34 @@ Status ReadQueueSnapshot(jobs::Store* store, QueueSnapshot* out, size_t finished
     if (jobs::IsTerminal(j->status) && finished++ >= finished_totals) continue;
     if (jobs::JobTotals t; store->GetJobTotals(j->id, &t).ok()) out->totals.emplace(j->id, t);
   }
+  std::vector<jobs::WorkerInfo> workers;
+  if (st.ok()) st = store->ListWorkers(&workers);
+  const double lease_now = jobs::store_internal::LeaseNow();  // heartbeats are on the real clock
+  for (const jobs::JobRecord& j : out->all)
+    if (std::string w = JobWaiting(j, workers, lease_now, lease_seconds); !w.empty())
+      out->waiting.emplace(j.id, std::move(w));
   if (!st.ok()) {
     store->Rollback();
     return st;
   }
   return store->Commit();  // the snapshot's end
+}
+
+std::string JobWaiting(const jobs::JobRecord& j, const std::vector<jobs::WorkerInfo>& workers,
+                       double lease_now, double lease_seconds) {
+  if (j.status != jobs::JobStatus::kInProgress || j.cancel_requested || j.model.empty() ||
+      j.total - j.completed - j.failed <= 0)
+    return "";
+  for (const jobs::WorkerInfo& w : workers) {
+    const bool live = w.state != "stopped" && lease_now - w.heartbeat_at <= lease_seconds;
+    const auto& m = w.served_models;
+    if (live && (m.empty() || std::find(m.begin(), m.end(), j.model) != m.end())) return "";
+  }
+  return "no worker serves model " + j.model + ": start one with --served-model-name " + j.model;
+}
+
+void AddWaiting(const QueueSnapshot& q, int64_t job, json* o) {
+  if (const auto w = q.waiting.find(job); w != q.waiting.end()) (*o)["waiting"] = w->second;
 }
 
 EtaContext EstimateQueue(const QueueSnapshot& q, const spool::ServeProgress* progress,
@@ -82,6 +106,7 @@ json JobStatusJson(const jobs::JobRecord& j, const jobs::JobTotals* totals, cons
          {"finished_at", j.finished_at > 0 ? json(j.finished_at) : json(nullptr)},
          {"cancel_requested", j.cancel_requested}};
   if (!j.error.empty()) o["error"] = j.error;
+  o["model"] = j.model.empty() ? json(nullptr) : json(j.model);
   if (totals != nullptr) {
     const jobs::JobTotals& t = *totals;
     const double end = j.finished_at > 0 ? j.finished_at : now;
@@ -125,7 +150,11 @@ std::string JobStatusLine(const json& o) {
                   eta.c_str());
     s += b;
   }
-  return s + "  " + o["name"].get<std::string>();
+  if (o.contains("model") && o["model"].is_string())
+    s += "  model " + o["model"].get<std::string>();
+  s += "  " + o["name"].get<std::string>();
+  if (o.contains("waiting")) s += "  waiting: " + o["waiting"].get<std::string>();
+  return s;
 }
 
 // Those the running llmq serve publishes (so a reload shows at once), else the config's (what the

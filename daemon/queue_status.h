@@ -28,11 +28,23 @@ struct QueueSnapshot {
   std::vector<jobs::JobRecord> all;  // every job, in the order they are fed
   TotalsById totals;
   double now = 0;
+  // Why a job that has requests to run waits, by job id (JobWaiting); absent: it does not.
+  std::map<int64_t, std::string> waiting;
 };
 // Reads the snapshot: the totals of every unfinished job and of the `finished_totals` newest
-// finished ones (all by default; the status page shows only the newest).
+// finished ones (all by default; the status page shows only the newest), and the workers, whose
+// heartbeats within `lease_seconds` (queue.lease_seconds, on the real clock) make them live.
 [[nodiscard]] Status ReadQueueSnapshot(jobs::Store* store, QueueSnapshot* out,
-                                       size_t finished_totals = std::numeric_limits<size_t>::max());
+                                       size_t finished_totals = std::numeric_limits<size_t>::max(),
+                                       double lease_seconds = 60);
+// Why job `j` waits, or "": an in_progress job (not cancelled) with requests left whose model no
+// live worker serves (live: not stopped, heartbeat at most `lease_seconds` before `lease_now`; a
+// worker with no served models serves every model): "no worker serves model X: start one with
+// --served-model-name X".
+std::string JobWaiting(const jobs::JobRecord& j, const std::vector<jobs::WorkerInfo>& workers,
+                       double lease_now, double lease_seconds);
+// Sets o["waiting"] when the snapshot says job `job` waits.
+void AddWaiting(const QueueSnapshot& q, int64_t job, nlohmann::json* o);
 
 // What is known about the queue as a whole: the daemon's progress, the run windows in effect (the
 // daemon's, else the config's), and each unfinished job's expected finish.

@@ -311,7 +311,8 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
   }
   const jobs::Usage usage{o.metrics.prompt_tokens, o.metrics.completion_tokens,
                           o.metrics.cached_prompt_tokens};
-  // The model that ran, not the request's echo (a request's "model" selects nothing here).
+  // The model that ran, not the request's echo (a request's "model" picks the workers that may
+  // run its job: model.served_names).
   return jobs::SuccessLine(r, choices, usage, request_id, created, ctx.model_name,
                            ctx.system_fingerprint);
 }

@@ -100,8 +100,9 @@ std::string JobsTable(const std::vector<json>& jobs, const std::vector<std::stri
     const bool has_report = std::find(reports.begin(), reports.end(), id) != reports.end();
     out += "<tr id=\"job-" + Escape(id) + "\"><td>" + Escape(id) + "</td><td>" +
            Escape(Str(o, "name")) + "</td><td>" + Escape(Str(o, "status")) +
-           (o.value("cancel_requested", false) ? " (cancel requested)" : "") + "</td><td>" +
-           Progress(id, o["request_counts"]) + "</td><td>" +
+           (o.value("cancel_requested", false) ? " (cancel requested)" : "") +
+           (o.contains("waiting") ? " (waiting: " + Escape(Str(o, "waiting")) + ")" : "") +
+           "</td><td>" + Progress(id, o["request_counts"]) + "</td><td>" +
            (has_totals ? Keyed(key + "tokens_per_second", Real(o, "tokens_per_second"),
                                Num(Real(o, "tokens_per_second"), "%.1f"))
                        : "-") +
@@ -158,7 +159,9 @@ void FillStatusPageJobs(const QueueSnapshot& q, const EtaContext& eta, size_t ma
   out->finished_left_out = 0;
   const auto job_json = [&](const jobs::JobRecord& j) {
     const auto t = q.totals.find(j.id);
-    return JobStatusJson(j, t == q.totals.end() ? nullptr : &t->second, &eta, q.now);
+    json o = JobStatusJson(j, t == q.totals.end() ? nullptr : &t->second, &eta, q.now);
+    AddWaiting(q, j.id, &o);
+    return o;
   };
   for (const jobs::JobRecord& j : q.all)
     if (!jobs::IsTerminal(j.status)) out->unfinished.push_back(job_json(j));

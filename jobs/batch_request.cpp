@@ -716,7 +716,8 @@ std::string ParamOfField(const std::string& field) {
 const std::vector<FieldRule>& BodyFieldRules() {
   using U = FieldUse;
   static const std::vector<FieldRule> rules = {
-      {"model", true, true, U::kHonoured, "accepted; the model that runs is named in the output"},
+      {"model", true, true, U::kHonoured,
+       "the job's (one per file): workers serving it run it; the output names the model that ran"},
       {"messages", true, false, U::kHonoured, "the conversation"},
       {"prompt", false, true, U::kHonoured, "a string or token ids"},
       {"max_tokens", true, true, U::kHonoured, "completion budget"},

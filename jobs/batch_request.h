@@ -52,7 +52,7 @@ struct BatchRequest {
   int line = 0;  // 1-based line number in the file
   std::string custom_id;
   Endpoint endpoint = Endpoint::kChatCompletions;
-  std::string model;                      // body.model: accepted, selects nothing (one model runs)
+  std::string model;                      // body.model: the job's model (jobs::JobRecord::model)
   std::vector<ChatMessage> messages;      // chat
   std::string prompt;                     // completions, text prompt
   std::vector<int32_t> prompt_token_ids;  // completions, when "prompt" is a list of ints

@@ -19,8 +19,8 @@ constexpr const char* kEngine = "a PostgreSQL database";  // in messages
 
 constexpr const char* kInsertJob =
     "INSERT INTO jobs (public_id, name, sha256, status, total, completed, failed, created_at, "
-    "started_at, finished_at, cancel_requested, error, options) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING id";
+    "started_at, finished_at, cancel_requested, error, options, model) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING id";
 constexpr const char* kFinishIngestPg =
     "UPDATE jobs SET (total, completed, failed, refused) = "
     "(SELECT count(*), count(*) FILTER (WHERE status = 'done'), "
@@ -79,24 +79,50 @@ constexpr const char* kRaiseClaimFloorPg =
 constexpr const char* kTryLockForWrite = "SELECT pg_try_advisory_xact_lock($1)";
 constexpr int kClaimsPerFloorRaise = 16;
 // ClaimNextGroup ($1 worker, $2 now, $3 expiry, $4 most requests): the first claimable row (by
-// rank, from the claim floor) that no other claim has locked picks the group; its claimable rows
-// that no other claim has locked are leased.
+// rank, from the claim floor) that no other claim has locked picks the group (g); its claimable
+// rows that no other claim has locked are leased: c, LLMQ_CLAIM_ROWS_PG then a condition on the
+// rows (or none) then LLMQ_CLAIM_LEASE_PG.
+#define LLMQ_CLAIM_FLOOR_PG \
+  "coalesce((SELECT value::bigint FROM meta WHERE key = 'claim_floor'), 0)"
+#define LLMQ_CLAIM_ROWS_PG                                                              \
+  "c AS (SELECT job, line FROM requests WHERE plan_group = (SELECT plan_group FROM g) " \
+  "AND status = 'pending' AND (lease_worker IS NULL OR lease_expires_at <= $2) "
+#define LLMQ_CLAIM_LEASE_PG                                                                 \
+  "ORDER BY plan_rank LIMIT $4 FOR UPDATE SKIP LOCKED) "                                    \
+  "UPDATE requests AS r SET lease_worker = $1, lease_generation = r.lease_generation + 1, " \
+  "lease_expires_at = $3 FROM c WHERE r.job = c.job AND r.line = c.line "                   \
+  "RETURNING r.job, r.line, r.plan_rank, r.attempts, r.custom_id, r.body, r.plan_group, "   \
+  "r.lease_generation"
 constexpr const char* kClaimGroupPg =
     "WITH g AS (SELECT r.plan_group FROM requests AS r "
     "WHERE r.status = 'pending' AND (r.lease_worker IS NULL OR r.lease_expires_at <= $2) "
-    "AND r.plan_rank >= coalesce((SELECT value::bigint FROM meta WHERE key = 'claim_floor'), 0) "
+    "AND r.plan_rank >= " LLMQ_CLAIM_FLOOR_PG
+    " "
     // A subquery, not a join: the walk stays requests_pending_by_rank's, in its order, stopping
     // at the first row, whatever the planner's statistics say.
     "AND (SELECT j.status = 'in_progress' AND j.cancel_requested = 0 FROM jobs AS j "
     "WHERE j.id = r.job) "
-    "ORDER BY r.plan_rank, r.job, r.line LIMIT 1 FOR UPDATE SKIP LOCKED), "
-    "c AS (SELECT job, line FROM requests WHERE plan_group = (SELECT plan_group FROM g) "
-    "AND status = 'pending' AND (lease_worker IS NULL OR lease_expires_at <= $2) "
-    "ORDER BY plan_rank LIMIT $4 FOR UPDATE SKIP LOCKED) "
-    "UPDATE requests AS r SET lease_worker = $1, lease_generation = r.lease_generation + 1, "
-    "lease_expires_at = $3 FROM c WHERE r.job = c.job AND r.line = c.line "
-    "RETURNING r.job, r.line, r.plan_rank, r.attempts, r.custom_id, r.body, r.plan_group, "
-    "r.lease_generation";
+    "ORDER BY r.plan_rank, r.job, r.line LIMIT 1 FOR UPDATE SKIP LOCKED), " LLMQ_CLAIM_ROWS_PG
+        LLMQ_CLAIM_LEASE_PG;
+// The same among the jobs of the models in $5 (text[]) or of none: each such in_progress job's
+// first claimable row by rank from the claim floor that no other claim has locked (a LATERAL
+// walk of requests_pending_by_job, one per job, each locking its row until the statement ends),
+// the lowest of those picks the group. A job of a model not served is never walked, and none of
+// its rows is leased (a group planned over several files at once may span jobs of several
+// models).
+constexpr const char* kClaimGroupOfModelsPg =
+    "WITH g AS (SELECT x.plan_group FROM jobs AS j CROSS JOIN LATERAL (SELECT r.plan_rank, "
+    "r.plan_group FROM requests AS r WHERE r.job = j.id AND r.status = 'pending' "
+    "AND r.lease_generation >= 0 "  // requests_pending_by_job's predicate (store_schema.h)
+    "AND (r.lease_worker IS NULL OR r.lease_expires_at <= $2) "
+    "AND r.plan_rank >= " LLMQ_CLAIM_FLOOR_PG
+    " "
+    "ORDER BY r.plan_rank LIMIT 1 FOR UPDATE SKIP LOCKED) AS x "
+    "WHERE j.status = 'in_progress' AND j.cancel_requested = 0 "
+    "AND (j.model = '' OR j.model = ANY ($5::text[])) ORDER BY x.plan_rank LIMIT "
+    "1), " LLMQ_CLAIM_ROWS_PG
+    "AND (SELECT j.model = '' OR j.model = ANY ($5::text[]) FROM jobs AS j "
+    "WHERE j.id = requests.job) " LLMQ_CLAIM_LEASE_PG;
 // A group's results in one statement (CommitResultGroup's finish_insert_bump), its rows as
 // arrays: $1 jobs, $2 lines, $3 is_error, $4 outputs, $5-$8 token counts, $9-$12 seconds,
 // $13 finished_at, $14 lease generations, $15 the worker or NULL, $16 now (committed_at).
@@ -150,7 +176,6 @@ constexpr const char* kInsertErrorResultsPg =
     "$3::text[]) AS v (job, line, output) ON CONFLICT (job, line) DO NOTHING";
 constexpr int kBatchRows = 2000;
 constexpr size_t kBatchBytes = 8 << 20;
-constexpr const char* kTrySessionLock = "SELECT pg_try_advisory_lock($1)";
 constexpr const char* kLockForWrite = "SELECT pg_advisory_xact_lock($1)";
 constexpr const char* kBumpDataVersion =
     "INSERT INTO meta (key, value) VALUES ('data_version', '1') "
@@ -349,13 +374,10 @@ Status PgStore::Reconnect() {
   PQreset(conn_);
   prepared_.clear();  // a new server session: nothing is prepared there
   write_locked_ = false;
+  begin_deferred_ = false;
   txn_open_ = false;
   if (PQstatus(conn_) != CONNECTION_OK) return Error("cannot reconnect", nullptr);
   LLMQ_RETURN_IF_ERROR(Configure());
-  if (sole_server_) {
-    sole_server_ = false;
-    return LockSoleServer();
-  }
   return Status::Ok();
 }
 
@@ -389,6 +411,7 @@ Status PgStore::Error(const std::string& what, pg_result* r) const {
 Status PgStore::ExecAll(const std::string& sql, const std::string& what, std::vector<Rows>* out) {
   out->clear();
   if (batch_) LLMQ_RETURN_IF_ERROR(FlushRequests());
+  LLMQ_RETURN_IF_ERROR(SendDeferredBegin());
   if (PQsendQuery(conn_, sql.c_str()) == 0) return Error(what, nullptr);
   Status first;
   while (pg_result* raw = PQgetResult(conn_)) {  // every result, until none is left
@@ -402,11 +425,58 @@ Status PgStore::ExecAll(const std::string& sql, const std::string& what, std::ve
 
 Status PgStore::Exec(const std::string& sql, const std::string& what, Rows* rows) {
   if (batch_) LLMQ_RETURN_IF_ERROR(FlushRequests());
+  LLMQ_RETURN_IF_ERROR(SendDeferredBegin());
   Rows r(PQexec(conn_, sql.c_str()));
   const ExecStatusType st = PQresultStatus(r.raw());
   if (r.raw() == nullptr || (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK))
     return Error(what, r.raw());
   if (rows != nullptr) *rows = std::move(r);
+  return Status::Ok();
+}
+
+Status PgStore::SendDeferredBegin() {
+  if (!begin_deferred_) return Status::Ok();
+  begin_deferred_ = false;
+  return Exec("BEGIN", "cannot begin a transaction");
+}
+
+Status PgStore::RunAfterBegin(const std::string& name, const Params& params,
+                              const std::string& what, Rows* rows) {
+  begin_deferred_ = false;
+  const std::vector<const char*> values = params.Pointers();
+  // BEGIN and the statement, then a sync point, in one write; their results in one read. (A
+  // sync ends only an implicit transaction: the BEGIN's stays open.)
+  const bool sent =
+      PQenterPipelineMode(conn_) != 0 &&
+      PQsendQueryParams(conn_, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) != 0 &&
+      PQsendQueryPrepared(conn_, name.c_str(), params.size(), values.data(), nullptr, nullptr, 0) !=
+          0 &&
+      PQpipelineSync(conn_) != 0;
+  Status first = sent ? Status::Ok() : Error(what, nullptr);
+  std::vector<Rows> results;  // BEGIN's, then the statement's
+  for (int nulls = 0; sent && nulls < 2;) {
+    pg_result* raw = PQgetResult(conn_);
+    if (raw == nullptr) {  // the end of one query's results
+      if (PQstatus(conn_) == CONNECTION_BAD) break;
+      ++nulls;
+      continue;
+    }
+    nulls = 0;
+    const ExecStatusType st = PQresultStatus(raw);
+    if (st == PGRES_PIPELINE_SYNC) {
+      PQclear(raw);
+      break;
+    }
+    // PGRES_PIPELINE_ABORTED: an earlier query failed; that one's error is the one reported.
+    if (first.ok() && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) first = Error(what, raw);
+    results.emplace_back(raw);
+  }
+  // Leaving pipeline mode fails only with results left unread, which only a lost connection
+  // leaves: Reconnect (PQreset) ends pipeline mode with the old connection.
+  if (PQexitPipelineMode(conn_) == 0 && first.ok()) first = Error(what, nullptr);
+  if (first.ok() && results.size() != 2) first = Error(what, nullptr);
+  LLMQ_RETURN_IF_ERROR(first);
+  if (rows != nullptr) *rows = std::move(results.back());
   return Status::Ok();
 }
 
@@ -424,6 +494,7 @@ Status PgStore::Run(const char* sql, const Params& params, const std::string& wh
     prepared_.emplace_back(sql, std::move(n));
     name = &prepared_.back().second;
   }
+  if (begin_deferred_) return RunAfterBegin(*name, params, what, rows);
   const std::vector<const char*> values = params.Pointers();
   Rows r(PQexecPrepared(conn_, name->c_str(), params.size(), values.data(), nullptr, nullptr, 0));
   const ExecStatusType st = PQresultStatus(r.raw());
@@ -436,6 +507,7 @@ Status PgStore::Run(const char* sql, const Params& params, const std::string& wh
 // --- Transactions.
 
 bool PgStore::InTransaction() const {
+  if (begin_deferred_) return true;  // opened here; the server hears of it with a statement
   // A connection lost inside a transaction took the transaction with it, but the caller still has
   // to roll back (its Commit fails): the transaction stays open here until then.
   if (PQstatus(conn_) == CONNECTION_BAD) return txn_open_;
@@ -455,7 +527,8 @@ Status PgStore::LockForWrite() {
 Status PgStore::BeginUnlocked() {
   LLMQ_CHECK(!InTransaction());
   if (PQstatus(conn_) == CONNECTION_BAD) LLMQ_RETURN_IF_ERROR(Reconnect());
-  LLMQ_RETURN_IF_ERROR(Exec("BEGIN", "cannot begin a write transaction"));
+  // BEGIN goes with the transaction's first statement (Run: one round trip for both).
+  begin_deferred_ = true;
   txn_open_ = true;
   return Status::Ok();
 }
@@ -488,6 +561,10 @@ Status PgStore::Commit() {
   if (Status s = FlushRequests(); !s.ok()) {
     Rollback();
     return s;
+  }
+  if (begin_deferred_) {  // no statement ran: the server has no transaction to end
+    Rollback();
+    return Status::Ok();
   }
   if (lowest_inserted_rank_ != kNoRank) {  // under the write lock (InsertRequest took it)
     const Status s = Run(kLowerClaimFloorPg, Params().Add(lowest_inserted_rank_),
@@ -524,8 +601,9 @@ Status PgStore::Commit() {
 }
 
 void PgStore::Rollback() {
-  batch_.reset();  // never sent
-  const bool open = InTransaction();
+  batch_.reset();                                         // never sent
+  const bool open = InTransaction() && !begin_deferred_;  // the server's transaction
+  begin_deferred_ = false;
   write_locked_ = false;
   wrote_ = false;
   txn_open_ = false;
@@ -631,7 +709,7 @@ Status PgStore::InsertJob(JobRecord* job) {
     p.Add(std::string_view(JobStatusName(job->status)));
     p.Add(job->total).Add(job->completed).Add(job->failed);
     p.Add(job->created_at).Add(job->started_at).Add(job->finished_at);
-    p.Add(int64_t{job->cancel_requested}).Add(job->error).Add(job->options);
+    p.Add(int64_t{job->cancel_requested}).Add(job->error).Add(job->options).Add(job->model);
     Rows r;
     const Status s = Run(kInsertJob, p, "cannot insert job \"" + job->name + "\"", &r);
     if (!s.ok()) {
@@ -703,6 +781,7 @@ Status PgStore::FinishIngest(int64_t job, JobStatus status, const IngestTotals* 
         p.AddNull();
       else
         p.Add(totals->sha256);
+      p.Add(totals->model);
     }
     Rows r;
     const Status s = Run(totals ? sql::kFinishIngestCounted : kFinishIngestPg, p,
@@ -962,19 +1041,6 @@ store_internal::ResultSteps PgStore::ResultStepsFor() {
   return steps;
 }
 
-Status PgStore::LockSoleServer() {
-  if (sole_server_) return Status::Ok();
-  Rows r;
-  LLMQ_RETURN_IF_ERROR(Run(kTrySessionLock, Params().Add(kSoleServerKey),
-                           "cannot lock the queue for this llmq serve", &r));
-  if (r.Text(0, 0) != "t")
-    return Status::InvalidArgument(location_ +
-                                   ": another llmq serve uses this queue (one per queue until "
-                                   "serve claims its work under leases)");
-  sole_server_ = true;
-  return Status::Ok();
-}
-
 // --- Workers and leases.
 
 Status PgStore::WriteWorker(const char* sql, const WorkerInfo& w, int64_t* changed) {
@@ -983,6 +1049,7 @@ Status PgStore::WriteWorker(const char* sql, const WorkerInfo& w, int64_t* chang
     Params p;
     p.Add(w.id).Add(w.host).Add(w.device).Add(w.model).Add(store_internal::LeaseNow());
     p.Add(w.state).Add(w.current_job).Add(w.tokens_per_second);
+    p.Add(store_internal::ServedModelsJson(w.served_models));
     Rows r;
     LLMQ_RETURN_IF_ERROR(Run(sql, p, "cannot record worker " + w.id, &r));
     *changed = r.Affected();
@@ -1063,7 +1130,7 @@ Status PgStore::ListWorkers(std::vector<WorkerInfo>* out) {
 }
 
 Status PgStore::ClaimNextGroup(const std::string& worker, double lease_seconds, int max_requests,
-                               Claim* out) {
+                               const std::vector<std::string>& models, Claim* out) {
   LLMQ_CHECK(!InTransaction());
   *out = Claim();
   LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, worker));
@@ -1077,8 +1144,14 @@ Status PgStore::ClaimNextGroup(const std::string& worker, double lease_seconds, 
   out->expires_at = now + lease_seconds;
   Params p;
   p.Add(worker).Add(now).Add(out->expires_at).Add(int64_t{max_requests});
+  if (!models.empty()) {
+    Array served;
+    for (const std::string& m : models) served.Add(std::string_view(m));
+    p.Add(served);
+  }
   Rows r;
-  LLMQ_RETURN_IF_ERROR(Run(kClaimGroupPg, p, "cannot claim a plan group", &r));
+  LLMQ_RETURN_IF_ERROR(Run(models.empty() ? kClaimGroupPg : kClaimGroupOfModelsPg, p,
+                           "cannot claim a plan group", &r));
   for (int i = 0; i < r.size(); ++i)
     out->requests.push_back(store_rows::ClaimedFromRow(PgRow(r, i)));
   store_internal::SortClaimed(&out->requests);

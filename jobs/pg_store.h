@@ -20,6 +20,9 @@
 //     vacuum (pg_store.cpp: kLowerClaimFloorPg).
 //   - ForEachResult streams through a cursor (FETCH in pages) inside a REPEATABLE READ
 //     transaction: one snapshot, bounded memory.
+//   - A transaction's BEGIN goes with its first statement (libpq's pipeline mode): a worker's
+//     result commit is two round trips (BEGIN + the group's statement, then the data_version
+//     bump + COMMIT), a write transaction's first is BEGIN + the write lock.
 // Connection loss: the statement that meets it fails (IoError naming the URL, password masked);
 // the next call outside a transaction reconnects (PQreset) and prepares its statements again.
 // Invariants: conn_ is non-null from Open to the destructor; write_locked_ implies wrote_, and
@@ -56,8 +59,6 @@ class PgStore final : public Store {
 
   // The key of the advisory lock that serializes writers (per database).
   static constexpr int64_t kWriteLockKey = 0x6c6c6d7100000001;  // "llmq", 1
-  // The key of the session lock LockSoleServer holds.
-  static constexpr int64_t kSoleServerKey = 0x6c6c6d7100000002;  // "llmq", 2
 
   const std::string& location() const override { return location_; }
   void SetBusyTimeout(int milliseconds) override;
@@ -93,13 +94,14 @@ class PgStore final : public Store {
   [[nodiscard]] Status PendingOfJob(int64_t job, int64_t after_line, int limit,
                                     std::vector<PendingRequest>* out) override;
   [[nodiscard]] Status GetJobTotals(int64_t job, JobTotals* out) override;
-  [[nodiscard]] Status LockSoleServer() override;
   [[nodiscard]] Status RegisterWorker(const WorkerInfo& worker) override;
   [[nodiscard]] Status Heartbeat(const std::string& worker, double lease_seconds,
                                  int64_t* renewed = nullptr) override;
   [[nodiscard]] Status ListWorkers(std::vector<WorkerInfo>* out) override;
+  using Store::ClaimNextGroup;
   [[nodiscard]] Status ClaimNextGroup(const std::string& worker, double lease_seconds,
-                                      int max_requests, Claim* out) override;
+                                      int max_requests, const std::vector<std::string>& models,
+                                      Claim* out) override;
   [[nodiscard]] Status UpdateWorker(const WorkerInfo& worker) override;
   [[nodiscard]] Status ReleaseLeases(const std::string& worker,
                                      int64_t* released = nullptr) override;
@@ -175,8 +177,15 @@ class PgStore final : public Store {
   // A write of workers and leases: its own transaction without the write lock (row locks order
   // it), or the caller's (which holds the write lock, as Transaction).
   [[nodiscard]] Status RowTransaction(const std::function<Status()>& body);
-  // BEGIN (reconnecting first when the connection was lost), no lock taken.
+  // Opens a transaction (reconnecting first when the connection was lost), no lock taken. BEGIN
+  // is deferred: sent with the transaction's first statement (RunAfterBegin), in one round trip.
   [[nodiscard]] Status BeginUnlocked();
+  // Run's statement `name` (prepared) after the deferred BEGIN: both sent at once in libpq's
+  // pipeline mode, then both results read; the statement's rows in *rows.
+  [[nodiscard]] Status RunAfterBegin(const std::string& name, const Params& params,
+                                     const std::string& what, Rows* rows);
+  // Sends a deferred BEGIN on its own (before a simple query: Exec, ExecAll); a no-op otherwise.
+  [[nodiscard]] Status SendDeferredBegin();
   // Sends the rows InsertRequest batched (a no-op when none are).
   [[nodiscard]] Status FlushRequests();
   // Raises the claim floor (pg_store.cpp: kLowerClaimFloorPg) to the lowest pending rank, in a
@@ -215,8 +224,9 @@ class PgStore final : public Store {
   static constexpr int64_t kNoRank = INT64_MAX;
   int64_t lowest_inserted_rank_ = kNoRank;  // of this transaction's pending requests
   int claims_since_floor_raise_ = 0;
-  bool txn_open_ = false;     // Begin / BeginRead until Commit / Rollback
-  bool sole_server_ = false;  // LockSoleServer succeeded: taken again after a reconnect
+  bool txn_open_ = false;  // Begin / BeginRead until Commit / Rollback
+  // BeginUnlocked's BEGIN is not sent yet (implies txn_open_): it goes with the next statement.
+  bool begin_deferred_ = false;
   bool in_for_each_ = false;
   // DataVersion: meta.data_version as this connection last knew it, and what it reports.
   int64_t known_counter_ = 0;

@@ -38,11 +38,12 @@ Status ResultCommitter::Flush() {
   return error_;
 }
 
-Status ResultCommitter::Close() {
+Status ResultCommitter::Close(TimeSource::time_point retry_until) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) return error_;
     closing_ = true;
+    close_retry_until_ = retry_until;
   }
   work_cv_.notify_one();
   thread_.join();
@@ -81,6 +82,8 @@ void ResultCommitter::WaitUntil(std::unique_lock<std::mutex>* lock, TimeSource::
 void ResultCommitter::Run() {
   std::vector<LeasedResult> group;
   std::vector<Result> plain;  // CommitResults' argument (no worker)
+  // The wait before the next retry of a failed group (the header: exponential backoff).
+  std::chrono::milliseconds retry_wait = opt_.retry_interval;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
@@ -108,16 +111,23 @@ void ResultCommitter::Run() {
     lock.lock();
     if (!s.ok()) ++failed_attempts_;
     if (opt_.after_attempt) opt_.after_attempt(s, committed_ + added);
+    const auto retrying = [&] { return !closing_ || time_->Now() < close_retry_until_; };
     if (!s.ok() && s.code() == Status::Code::kIoError && opt_.retry_interval.count() > 0 &&
-        !closing_) {
+        retrying()) {
       // Transient (a lock held by another process, a full disk): keep the group, in order, in
       // front of what came since, and try again after the interval (or at Close).
       queue_.insert(queue_.begin(), std::make_move_iterator(group.begin()),
                     std::make_move_iterator(group.end()));
       group.clear();
-      WaitUntil(&lock, time_->Now() + opt_.retry_interval, [&] { return closing_; });
+      // Closing without time to retry ends the wait (the group is tried once more); with time
+      // left, the backoff runs on (a wait begun while closing ends by that time).
+      auto until = time_->Now() + retry_wait;
+      if (closing_) until = std::min(until, std::max(close_retry_until_, time_->Now()));
+      WaitUntil(&lock, until, [&] { return !retrying(); });
+      retry_wait = std::min(retry_wait * 2, std::max(opt_.retry_max_interval, opt_.retry_interval));
       continue;
     }
+    if (s.ok()) retry_wait = opt_.retry_interval;
     group.clear();
     if (!s.ok() && error_.ok()) error_ = s;
     committed_ += added;

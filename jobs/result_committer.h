@@ -12,9 +12,14 @@
 // restart, never lost and never counted twice). The first error is kept and returned by every
 // later Flush and by Close; later groups are still attempted. With `retry_interval` set, a group
 // that failed with an I/O error (the database locked by another process past the busy timeout,
-// a full disk) is kept and tried again every interval until it commits (Flush waits for it),
-// instead: a long-running daemon must not drop results over a transient lock. Close tries once
-// more and then gives up with the error.
+// a full disk, a PostgreSQL server restarting or out of reach) is kept and tried again until it
+// commits (Flush waits for it), instead: a long-running daemon must not drop results over a
+// transient failure. The waits back off exponentially: retry_interval after the first failure,
+// doubling after each further one up to `retry_max_interval`, back to retry_interval after a
+// success (many workers whose queue went away do not all hammer it as it comes back). Close
+// tries once more and then gives up with the error, or, given a time to retry until, goes on
+// retrying (backing off) until then: a worker stopping while its queue is out of reach does not
+// drop what it computed while there is time left.
 //
 // Thread-safety: Push and Flush may be called from any threads. Close (and the destructor) is
 // called once, by the owner, after every other thread has stopped pushing.
@@ -40,7 +45,8 @@ struct ResultCommitterOptions {
   size_t max_batch = 512;                  // the most results in one transaction
   size_t max_queue =
       65536;  // Push blocks while this many wait (a store far slower than the engine)
-  std::chrono::milliseconds retry_interval{0};  // 0: a failed group is dropped (see above)
+  std::chrono::milliseconds retry_interval{0};          // 0: a failed group is dropped (see above)
+  std::chrono::milliseconds retry_max_interval{30000};  // the backoff's cap (>= retry_interval)
   // The time `interval` and `retry_interval` are measured in; null: TimeSource::Steady(). Tests
   // pass a manual one (tests/manual_time.h). Must outlive the committer.
   TimeSource* time = nullptr;
@@ -74,8 +80,9 @@ class ResultCommitter {
   // the first commit error so far (OK when none).
   Status Flush();
   // Commits everything still queued, stops the thread, and returns the first commit error.
-  // Calling it again returns the same status.
-  Status Close();
+  // With retry_interval set, a group failing with an I/O error is retried until `retry_until`
+  // (by the time source; the default: tried once more). Calling it again returns the same status.
+  Status Close(TimeSource::time_point retry_until = TimeSource::time_point::min());
 
   // Changes the interval from the next group on (the daemon's SIGHUP reload). Any thread.
   void SetInterval(std::chrono::milliseconds interval);
@@ -112,6 +119,7 @@ class ResultCommitter {
   int64_t fenced_ = 0;
   Status error_;  // the first commit error
   bool closing_ = false;
+  TimeSource::time_point close_retry_until_ = TimeSource::time_point::min();  // Close's
   bool closed_ = false;
   std::thread thread_;  // last: started once every other member is ready
 };

@@ -24,8 +24,8 @@ using namespace sql;  // the statements both engines run (jobs/store_sql.h)
 
 constexpr const char* kInsertJob =
     "INSERT INTO jobs (public_id, name, sha256, status, total, completed, failed, created_at, "
-    "started_at, finished_at, cancel_requested, error, options) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+    "started_at, finished_at, cancel_requested, error, options, model) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 constexpr const char* kFinishIngest =
     "UPDATE jobs SET total = (SELECT count(*) FROM requests WHERE job = ?1), "
     "completed = (SELECT count(*) FROM requests WHERE job = ?1 AND status = 'done'), "
@@ -67,6 +67,24 @@ constexpr const char* kNextClaimableGroup =
     "AND (r.lease_worker IS NULL OR r.lease_expires_at <= ?1) AND j.id = r.job "
     "AND j.status = 'in_progress' AND j.cancel_requested = 0 "
     "ORDER BY r.plan_rank, r.job, r.line LIMIT 1";
+// The same among the jobs of the models in ?2 (a JSON array) or of none: each such in_progress
+// job's first claimable request by rank (requests_pending_by_job), the lowest of those. A job of
+// a model not served is never walked.
+constexpr const char* kNextClaimableGroupOfModels =
+    "SELECT r.plan_group FROM (SELECT j.id AS job, (SELECT p.plan_rank FROM requests AS p "
+    "INDEXED BY requests_pending_by_job WHERE p.job = j.id AND p.status = 'pending' "
+    "AND p.lease_generation >= 0 "
+    "AND (p.lease_worker IS NULL OR p.lease_expires_at <= ?1) ORDER BY p.plan_rank LIMIT 1) "
+    "AS rank FROM jobs AS j INDEXED BY jobs_in_progress WHERE j.status = 'in_progress' "
+    "AND j.cancel_requested = 0 AND (j.model = '' OR j.model IN (SELECT value FROM "
+    "json_each(?2)))) AS f CROSS JOIN requests AS r INDEXED BY requests_pending_by_job "
+    "WHERE f.rank IS NOT NULL AND r.job = f.job AND r.plan_rank = f.rank "
+    "AND r.status = 'pending' AND r.lease_generation >= 0 ORDER BY f.rank LIMIT 1";
+// kLeaseGroup of the rows of jobs of the models in $6 (a JSON array) or of none: a group planned
+// over several files at once may hold jobs of other models too.
+constexpr const char* kLeaseGroupOfModels = LLMQ_LEASE_GROUP_HEAD
+    "AND (SELECT j.model = '' OR j.model IN (SELECT value FROM "
+    "json_each($6)) FROM jobs AS j WHERE j.id = requests.job) " LLMQ_LEASE_GROUP_TAIL;
 constexpr const char* kForEachResult =
     "SELECT " LLMQ_RESULT_COLUMNS " FROM results WHERE job = ?1 ORDER BY line";
 constexpr const char* kHasMeta =
@@ -381,6 +399,7 @@ Status SqliteStore::InsertJob(JobRecord* job) {
   st.Bind(5, job->total).Bind(6, job->completed).Bind(7, job->failed);
   st.Bind(8, job->created_at).Bind(9, job->started_at).Bind(10, job->finished_at);
   st.Bind(11, int64_t{job->cancel_requested}).Bind(12, job->error).Bind(13, job->options);
+  st.Bind(14, job->model);
   const int rc = st.Step();
   if (rc != SQLITE_DONE) {
     if ((rc & 0xff) == SQLITE_CONSTRAINT && std::strstr(sqlite3_errmsg(db_), "jobs.name"))
@@ -432,6 +451,7 @@ Status SqliteStore::FinishIngest(int64_t job, JobStatus status, const IngestTota
       if (totals) {
         st.Bind(2, totals->total).Bind(3, totals->failed);
         if (!totals->sha256.empty()) st.Bind(4, totals->sha256);
+        st.Bind(5, totals->model);
       }
       const int rc = st.Step();
       if (rc != SQLITE_DONE) {
@@ -730,7 +750,8 @@ Status SqliteStore::WriteWorker(const char* sql, const WorkerInfo& w, int64_t* c
     Stmt st(raw);
     st.Bind(1, w.id).Bind(2, w.host).Bind(3, w.device).Bind(4, w.model);
     st.Bind(5, store_internal::LeaseNow()).Bind(6, w.state).Bind(7, w.current_job);
-    const int rc = st.Bind(8, w.tokens_per_second).Step();
+    const std::string served = store_internal::ServedModelsJson(w.served_models);
+    const int rc = st.Bind(8, w.tokens_per_second).Bind(9, served).Step();
     if (rc != SQLITE_DONE) return Error("cannot record worker " + w.id, rc);
     *changed = sqlite3_changes(db_);
     return Status::Ok();
@@ -834,49 +855,61 @@ Status SqliteStore::ListWorkers(std::vector<WorkerInfo>* out) {
   return rc == SQLITE_DONE ? Status::Ok() : Error("cannot read workers", rc);
 }
 
+Status SqliteStore::NextClaimableGroup(double now, const std::string& models_json, bool* found,
+                                       int64_t* group) {
+  const bool filtered = !models_json.empty();
+  sqlite3_stmt* raw = nullptr;
+  LLMQ_RETURN_IF_ERROR(Prepare(filtered ? kNextClaimableGroupOfModels : kNextClaimableGroup, &raw));
+  Stmt st(raw);
+  st.Bind(1, now);
+  if (filtered) st.Bind(2, models_json);
+  const int rc = st.Step();
+  *found = rc == SQLITE_ROW;
+  if (rc == SQLITE_DONE) return Status::Ok();  // nothing claimable
+  if (rc != SQLITE_ROW) return Error("cannot find a group to claim", rc);
+  *group = st.Int(0);
+  return Status::Ok();
+}
+
 Status SqliteStore::ClaimNextGroup(const std::string& worker, double lease_seconds,
-                                   int max_requests, Claim* out) {
+                                   int max_requests, const std::vector<std::string>& models,
+                                   Claim* out) {
   LLMQ_CHECK(!InTransaction());
   *out = Claim();
   LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, worker));
+  const std::string models_json = models.empty() ? "" : store_internal::ServedModelsJson(models);
   // A look without the write lock first (a read in WAL mode waits for no writer): a worker woken
   // with nothing to claim (every commit of another connection wakes it) neither waits behind
   // another connection's fsync nor makes others wait behind its own.
-  {
-    sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kNextClaimableGroup, &raw));
-    Stmt st(raw);
-    const int rc = st.Bind(1, store_internal::LeaseNow()).Step();
-    if (rc == SQLITE_DONE) return Status::Ok();  // nothing claimable
-    if (rc != SQLITE_ROW) return Error("cannot find a group to claim", rc);
-  }
+  bool found = false;
+  int64_t group = 0;
+  LLMQ_RETURN_IF_ERROR(NextClaimableGroup(store_internal::LeaseNow(), models_json, &found, &group));
+  if (!found) return Status::Ok();
   // A claim's commit does not wait for the disk (see ClaimNextGroup in store.h): synchronous is
   // NORMAL for its transaction only, FULL again after it, whatever happened.
   LLMQ_RETURN_IF_ERROR(Exec("PRAGMA synchronous = NORMAL", "cannot set synchronous for a claim"));
-  const Status claimed = ClaimInTransaction(worker, lease_seconds, max_requests, out);
+  const Status claimed = ClaimInTransaction(worker, lease_seconds, max_requests, models_json, out);
   const Status full = Exec("PRAGMA synchronous = FULL", "cannot set synchronous back to FULL");
   return claimed.ok() ? full : claimed;
 }
 
 Status SqliteStore::ClaimInTransaction(const std::string& worker, double lease_seconds,
-                                       int max_requests, Claim* out) {
+                                       int max_requests, const std::string& models_json,
+                                       Claim* out) {
   // BEGIN IMMEDIATE: one claim at a time, so the group chosen is still claimable when leased.
   return Transaction([&]() -> Status {
     const double now = store_internal::LeaseNow();
-    sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kNextClaimableGroup, &raw));
-    {
-      Stmt st(raw);
-      const int rc = st.Bind(1, now).Step();
-      if (rc == SQLITE_DONE) return Status::Ok();  // nothing claimable
-      if (rc != SQLITE_ROW) return Error("cannot find a group to claim", rc);
-      out->plan_group = st.Int(0);
-    }
+    bool found = false;
+    LLMQ_RETURN_IF_ERROR(NextClaimableGroup(now, models_json, &found, &out->plan_group));
+    if (!found) return Status::Ok();  // nothing claimable
     out->expires_at = now + lease_seconds;
-    LLMQ_RETURN_IF_ERROR(Prepare(kLeaseGroup, &raw));
+    sqlite3_stmt* raw = nullptr;
+    const bool filtered = !models_json.empty();
+    LLMQ_RETURN_IF_ERROR(Prepare(filtered ? kLeaseGroupOfModels : kLeaseGroup, &raw));
     Stmt st(raw);
     st.Bind(1, worker).Bind(2, now).Bind(3, out->expires_at).Bind(4, out->plan_group);
     st.Bind(5, int64_t{max_requests});
+    if (filtered) st.Bind(6, models_json);
     int rc;
     while ((rc = st.Step()) == SQLITE_ROW) out->requests.push_back(store_rows::ClaimedFromRow(st));
     if (rc != SQLITE_DONE)

@@ -61,13 +61,14 @@ class SqliteStore final : public Store {
   [[nodiscard]] Status PendingOfJob(int64_t job, int64_t after_line, int limit,
                                     std::vector<PendingRequest>* out) override;
   [[nodiscard]] Status GetJobTotals(int64_t job, JobTotals* out) override;
-  [[nodiscard]] Status LockSoleServer() override { return Status::Ok(); }
   [[nodiscard]] Status RegisterWorker(const WorkerInfo& worker) override;
   [[nodiscard]] Status Heartbeat(const std::string& worker, double lease_seconds,
                                  int64_t* renewed = nullptr) override;
   [[nodiscard]] Status ListWorkers(std::vector<WorkerInfo>* out) override;
+  using Store::ClaimNextGroup;
   [[nodiscard]] Status ClaimNextGroup(const std::string& worker, double lease_seconds,
-                                      int max_requests, Claim* out) override;
+                                      int max_requests, const std::vector<std::string>& models,
+                                      Claim* out) override;
   [[nodiscard]] Status UpdateWorker(const WorkerInfo& worker) override;
   [[nodiscard]] Status ReleaseLeases(const std::string& worker,
                                      int64_t* released = nullptr) override;
@@ -93,7 +94,12 @@ class SqliteStore final : public Store {
   [[nodiscard]] Status ReadSchemaVersion(int* version, bool* foreign_tables);
   // ClaimNextGroup's transaction.
   [[nodiscard]] Status ClaimInTransaction(const std::string& worker, double lease_seconds,
-                                          int max_requests, Claim* out);
+                                          int max_requests, const std::string& models_json,
+                                          Claim* out);
+  // The plan group ClaimNextGroup would lease now (*found false: none), filtered by
+  // `models_json` (a JSON array; "": no filter).
+  [[nodiscard]] Status NextClaimableGroup(double now, const std::string& models_json, bool* found,
+                                          int64_t* group);
   // Every row, then reset.
   [[nodiscard]] Status StepJobs(sqlite3_stmt* bound, std::vector<JobRecord>* out);
   // kRegisterWorker or kUpdateWorker for `w` (checked first); *changed: the rows it changed.

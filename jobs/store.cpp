@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "base/wall_clock.h"
@@ -164,7 +165,25 @@ Status CheckWorkerInfo(const std::string& location, const WorkerInfo& w) {
     return Status::InvalidArgument(location + ": worker " + w.id +
                                    ": a state must be at most 32 bytes, got " +
                                    std::to_string(w.state.size()));
+  for (const std::string& m : w.served_models)
+    if (m.empty() || m.size() > 200)
+      return Status::InvalidArgument(location + ": worker " + w.id +
+                                     ": a served model name must be 1 to 200 bytes, got " +
+                                     std::to_string(m.size()));
   return Status::Ok();
+}
+
+std::string ServedModelsJson(const std::vector<std::string>& models) {
+  return nlohmann::json(models).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::vector<std::string> ParseServedModels(std::string_view text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  std::vector<std::string> out;
+  if (!j.is_array()) return out;
+  for (const nlohmann::json& m : j)
+    if (m.is_string()) out.push_back(m.get<std::string>());
+  return out;
 }
 
 void SortClaimed(std::vector<PendingRequest>* requests) {

@@ -1,13 +1,14 @@
 // Store: the durable queue. Every job, every request and every result goes through one database
 // (an SQLite file, or a PostgreSQL database shared by many hosts), so that nothing accepted is
 // lost and nothing finished is done twice:
-//   jobs      one row per accepted job file: name, content sha256, status, request counts
+//   jobs      one row per accepted job file: name, content sha256, status, request counts, the
+//             model its requests name (schema 6)
 //   requests  one row per non-blank input line: the line's text, its status, its plan rank
 //   results   one row per finished line: the output line (success or error) and its metrics
 //   workers   one row per worker process on the queue (schema 4): host, device, model, heartbeat
-//             (schema 5: its state, current job and tokens/s); a request's plan group and lease
-//             (who, which generation, until when) are in its row, and a job's finalize lease
-//             (who, until when: schema 5) in the job's
+//             (schema 5: its state, current job and tokens/s; schema 6: the models it serves);
+//             a request's plan group and lease (who, which generation, until when) are in its
+//             row, and a job's finalize lease (who, until when: schema 5) in the job's
 //   meta      key/value: schema_version, the plan-rank high-water mark (and, on PostgreSQL, the
 //             write counter behind DataVersion)
 // A request is `pending` until its result is committed, in the same transaction that sets it
@@ -76,6 +77,9 @@ struct JobRecord {
   bool cancel_requested = false;
   std::string error;    // why the job failed, when it did
   std::string options;  // the submitter's JSON text (output paths, model, ...), opaque here
+  // Schema 6: the model its requests name (body.model: one model per job, as OpenAI's Batch API
+  // has it); "" when none names one. Only workers serving it (or serving any) claim its groups.
+  std::string model;
 };
 
 // A request as ingest inserts it.
@@ -116,6 +120,9 @@ struct WorkerInfo {
   std::string state;        // "starting", "running", "draining", "stopped": free text, <= 32 bytes
   std::string current_job;  // the public id of the job it works on, or ""
   double tokens_per_second = 0;  // its recent output rate
+  // Schema 6: the models it serves (model.served_names): it claims only groups of jobs naming one
+  // of them or none (ClaimNextGroup); empty: any model.
+  std::vector<std::string> served_models;
 };
 
 // What ClaimNextGroup leased: pending requests of one plan group, in plan_rank order, each with
@@ -267,6 +274,7 @@ class Store {
     int64_t failed = 0;    // of which refused at validation (inserted with an error output)
     int64_t max_rank = 0;  // highest plan rank given
     std::string sha256;    // "" = keep InsertJob's
+    std::string model;     // the job's model (JobRecord::model); "" = keep InsertJob's
   };
   [[nodiscard]] virtual Status FinishIngest(int64_t job, JobStatus status,
                                             const IngestTotals* totals = nullptr) = 0;
@@ -336,12 +344,6 @@ class Store {
   // statements per group, under the write lock.)
   [[nodiscard]] Status CommitResults(const std::vector<Result>& results, int64_t* added = nullptr);
 
-  // One llmq serve per queue until serve claims its work under leases (issue 27): held by this
-  // connection until it closes. SQLite: nothing to do (serve locks its state folder, which holds
-  // the file); PostgreSQL: a session advisory lock, taken again after a reconnect; while another
-  // connection holds it, InvalidArgument saying another llmq serve uses the queue.
-  [[nodiscard]] virtual Status LockSoleServer() = 0;
-
   // --- Workers and leases (issue 27: many workers on one queue).
   // PostgreSQL: the methods of this section take row locks only, never the write lock that
   // ingest holds (a heartbeat or a result does not wait behind a long ingest); rows of requests
@@ -376,8 +378,29 @@ class Store {
   // earlier claim durable with it, so no result is ever durable without its lease.
   // Runs in its own transaction: none may be open (LLMQ_CHECK). out->requests empty: nothing to
   // claim.
+  //
+  // `models` (a worker's served names, WorkerInfo::served_models): when not empty, only groups of
+  // jobs whose model (JobRecord::model) is one of them, or "", are claimed: the claimable request
+  // with the lowest rank among those jobs' picks the group, and only the group's rows of such
+  // jobs are leased (files ingested together are planned together: a group may span jobs of
+  // several models). Empty: any job's, as above. Cost: without a filter the claim walks
+  // requests_pending_by_rank from the claim floor (PostgreSQL) or its head (SQLite) and stops at
+  // the first claimable row; with one it reads the in_progress jobs (jobs_in_progress) and, for
+  // each job of a served model, its first claimable pending request by rank
+  // (requests_pending_by_job: one index descent, plus the rows leased to others it steps over), so
+  // a large job of a model this worker does not serve costs nothing, and the claim costs O(served
+  // in_progress jobs) descents. PostgreSQL locks (SKIP LOCKED) each served job's first claimable
+  // row until the statement ends, so a claim running at the same time on another worker may take a
+  // later row of those jobs.
   [[nodiscard]] virtual Status ClaimNextGroup(const std::string& worker, double lease_seconds,
-                                              int max_requests, Claim* out) = 0;
+                                              int max_requests,
+                                              const std::vector<std::string>& models,
+                                              Claim* out) = 0;
+  // Any model's (no filter).
+  [[nodiscard]] Status ClaimNextGroup(const std::string& worker, double lease_seconds,
+                                      int max_requests, Claim* out) {
+    return ClaimNextGroup(worker, lease_seconds, max_requests, {}, out);
+  }
   // CommitResults for results computed under a lease: a result is accepted only when its request
   // is still pending, leased to `worker`, under the result's lease_generation (an expired or
   // released lease that no one claimed since still counts); any other is fenced: not written,
@@ -508,8 +531,13 @@ struct ResultSteps {
                                        int64_t* dropped, const ResultSteps& steps);
 // InvalidArgument naming `location` for a worker id that is empty or over 200 bytes.
 [[nodiscard]] Status CheckWorkerId(const std::string& location, const std::string& id);
-// CheckWorkerId, and InvalidArgument for a state over 32 bytes.
+// CheckWorkerId, and InvalidArgument for a state over 32 bytes or a served model name that is
+// empty or over 200 bytes.
 [[nodiscard]] Status CheckWorkerInfo(const std::string& location, const WorkerInfo& w);
+// WorkerInfo::served_models as the workers.served_models column holds it (a JSON array), and
+// back: text that is not an array of strings reads as none (any model).
+std::string ServedModelsJson(const std::vector<std::string>& models);
+std::vector<std::string> ParseServedModels(std::string_view json);
 // Claimed requests in plan_rank order (RETURNING gives them in no order).
 void SortClaimed(std::vector<PendingRequest>* requests);
 // meta.schema_version's text as a version: Corruption naming `location` when it is not one.

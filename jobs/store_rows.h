@@ -13,7 +13,7 @@ namespace llmq::jobs::store_rows {
 // The columns every job SELECT lists, in this order (JobFromRow reads them by position).
 #define LLMQ_JOB_COLUMNS                                                                    \
   "id, public_id, name, sha256, status, total, completed, failed, created_at, started_at, " \
-  "finished_at, cancel_requested, error, options, refused"
+  "finished_at, cancel_requested, error, options, refused, model"
 
 // A row of LLMQ_JOB_COLUMNS. Corruption naming `location` for a status this build does not know.
 template <class Row>
@@ -35,6 +35,7 @@ template <class Row>
   j->error = row.Text(12);
   j->options = row.Text(13);
   j->refused = row.Int(14);
+  j->model = row.Text(15);
   return Status::Ok();
 }
 
@@ -61,7 +62,7 @@ PendingRequest ClaimedFromRow(const Row& row) {
 }
 
 // A row of (id, host, device, model, started_at, heartbeat_at, state, current_job,
-// tokens_per_second).
+// tokens_per_second, served_models).
 template <class Row>
 WorkerInfo WorkerFromRow(const Row& row) {
   WorkerInfo w;
@@ -74,6 +75,7 @@ WorkerInfo WorkerFromRow(const Row& row) {
   w.state = row.Text(6);
   w.current_job = row.Text(7);
   w.tokens_per_second = row.Real(8);
+  w.served_models = store_internal::ParseServedModels(row.Text(9));
   return w;
 }
 

@@ -217,6 +217,29 @@ ALTER TABLE jobs ADD COLUMN finalize_worker TEXT,
   ADD COLUMN finalize_expires_at DOUBLE PRECISION NOT NULL DEFAULT 0;
 CREATE INDEX jobs_finalizing ON jobs (finalize_worker) WHERE finalize_worker IS NOT NULL;
 )sql"},
+    // 6: models (issue 27). A job names the model its requests name (body.model; '' when none
+    // does: any worker takes it, as every job from before this step); a worker, the models it
+    // serves (a JSON array of names; '[]': any). A claim that filters by model walks the
+    // in_progress jobs (jobs_in_progress) and each one's pending requests by rank
+    // (requests_pending_by_job), not the whole queue's. That index's `lease_generation >= 0`
+    // (always true) is stated by the claim alone: no other statement implies it, so no planner
+    // takes the index for a lookup by (job, line) (PostgreSQL, before a table has statistics, may
+    // pick any partial index whose predicate a query implies: a commit's lookup of a pending row
+    // would then walk the job's pending rows, one walk per result).
+    {R"sql(
+ALTER TABLE jobs ADD COLUMN model TEXT NOT NULL DEFAULT '';
+ALTER TABLE workers ADD COLUMN served_models TEXT NOT NULL DEFAULT '[]';
+CREATE INDEX jobs_in_progress ON jobs (id) WHERE status = 'in_progress';
+CREATE INDEX requests_pending_by_job ON requests (job, plan_rank)
+  WHERE status = 'pending' AND lease_generation >= 0;
+)sql",
+     R"sql(
+ALTER TABLE jobs ADD COLUMN model TEXT NOT NULL DEFAULT '';
+ALTER TABLE workers ADD COLUMN served_models TEXT NOT NULL DEFAULT '[]';
+CREATE INDEX jobs_in_progress ON jobs (id) WHERE status = 'in_progress';
+CREATE INDEX requests_pending_by_job ON requests (job, plan_rank)
+  WHERE status = 'pending' AND lease_generation >= 0;
+)sql"},
 };
 inline constexpr int kLatestVersion = static_cast<int>(std::size(kMigrations));
 

@@ -25,10 +25,11 @@ inline constexpr const char* kBumpCounts =
     "prompt_tokens = prompt_tokens + $4, cached_tokens = cached_tokens + $5, "
     "computed_tokens = computed_tokens + $6, completion_tokens = completion_tokens + $7 "
     "WHERE id = $1";
-// The ingester's own counts: no scan over the job's rows.
+// The ingester's own counts: no scan over the job's rows; its model ($5, '' = keep InsertJob's).
 inline constexpr const char* kFinishIngestCounted =
     "UPDATE jobs SET total = $2, completed = 0, failed = $3, refused = $3, "
-    "sha256 = coalesce($4, sha256) WHERE id = $1";
+    "sha256 = coalesce($4, sha256), model = CASE WHEN $5 = '' THEN model ELSE $5 END "
+    "WHERE id = $1";
 inline constexpr const char* kFindJob =
     "SELECT " LLMQ_JOB_COLUMNS " FROM jobs WHERE name = $1 AND sha256 = $2";
 inline constexpr const char* kGetJob = "SELECT " LLMQ_JOB_COLUMNS " FROM jobs WHERE id = $1";
@@ -57,15 +58,18 @@ inline constexpr const char* kWriteVersion =
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value";
 
 // --- Workers and leases (schema 4).
+// $9: served_models, a JSON array of names (schema 6).
 inline constexpr const char* kRegisterWorker =
     "INSERT INTO workers (id, host, device, model, started_at, heartbeat_at, state, current_job, "
-    "tokens_per_second) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8) ON CONFLICT (id) DO UPDATE "
+    "tokens_per_second, served_models) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9) "
+    "ON CONFLICT (id) DO UPDATE "
     "SET host = excluded.host, device = excluded.device, model = excluded.model, "
     "heartbeat_at = excluded.heartbeat_at, state = excluded.state, "
-    "current_job = excluded.current_job, tokens_per_second = excluded.tokens_per_second";
+    "current_job = excluded.current_job, tokens_per_second = excluded.tokens_per_second, "
+    "served_models = excluded.served_models";
 inline constexpr const char* kUpdateWorker =
     "UPDATE workers SET host = $2, device = $3, model = $4, heartbeat_at = $5, state = $6, "
-    "current_job = $7, tokens_per_second = $8 WHERE id = $1";
+    "current_job = $7, tokens_per_second = $8, served_models = $9 WHERE id = $1";
 inline constexpr const char* kTouchWorker = "UPDATE workers SET heartbeat_at = $2 WHERE id = $1";
 // A lease released (expiring at 0) is not renewed.
 inline constexpr const char* kRenewLeases =
@@ -76,7 +80,7 @@ inline constexpr const char* kReleaseLeases =
     "AND lease_expires_at <> 0";
 inline constexpr const char* kListWorkers =
     "SELECT id, host, device, model, started_at, heartbeat_at, state, current_job, "
-    "tokens_per_second FROM workers ORDER BY id";
+    "tokens_per_second, served_models FROM workers ORDER BY id";
 // Job finalize leases ($1 job, $2 worker, $3 now, $4 when it expires): taken when free, expired
 // or the worker's own; renewed by the worker's heartbeat; given back by the holder only.
 inline constexpr const char* kClaimFinalize =
@@ -96,10 +100,14 @@ inline constexpr const char* kFencedFinish =
 #define LLMQ_CLAIM_COLUMNS \
   "job, line, plan_rank, attempts, custom_id, body, plan_group, lease_generation"
 // Leases up to $5 claimable requests of group $4 to worker $1 ($2: now, $3: when it expires).
-inline constexpr const char* kLeaseGroup =
-    "UPDATE requests SET lease_worker = $1, lease_generation = lease_generation + 1, "
-    "lease_expires_at = $3 WHERE (job, line) IN (SELECT job, line FROM requests "
-    "WHERE plan_group = $4 AND status = 'pending' AND (lease_worker IS NULL OR lease_expires_at "
-    "<= $2) ORDER BY plan_rank LIMIT $5) RETURNING " LLMQ_CLAIM_COLUMNS;
+// LLMQ_LEASE_GROUP_HEAD, a condition on the rows (`AND ...`: an engine's model filter; a group
+// planned over several files at once may span jobs of several models), LLMQ_LEASE_GROUP_TAIL.
+#define LLMQ_LEASE_GROUP_HEAD                                                                   \
+  "UPDATE requests SET lease_worker = $1, lease_generation = lease_generation + 1, "            \
+  "lease_expires_at = $3 WHERE (job, line) IN (SELECT job, line FROM requests "                 \
+  "WHERE plan_group = $4 AND status = 'pending' AND (lease_worker IS NULL OR lease_expires_at " \
+  "<= $2) "
+#define LLMQ_LEASE_GROUP_TAIL "ORDER BY plan_rank LIMIT $5) RETURNING " LLMQ_CLAIM_COLUMNS
+inline constexpr const char* kLeaseGroup = LLMQ_LEASE_GROUP_HEAD LLMQ_LEASE_GROUP_TAIL;
 
 }  // namespace llmq::jobs::sql

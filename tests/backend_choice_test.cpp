@@ -174,6 +174,49 @@ TEST_F(BackendChoiceCli, CudaWithoutADeviceIsAClearError) {
   EXPECT_NE(p.err.find("--memory"), std::string::npos) << p.err;
 }
 
+// engine.device / --device (one llmq serve per GPU) names a CUDA device: a worker meant for GPU 2
+// never quietly runs on the CPU, whether cpu was asked for or auto found no such device.
+TEST_F(BackendChoiceCli, ADeviceOtherThanZeroIsRefusedWhereTheBackendIsCpu) {
+  const std::string dir = testing::CurrentTestDir();
+  const std::string in = dir + "/in.jsonl";
+  std::ofstream(in) << R"({"custom_id": "a", "method": "POST", "url": "/v1/completions", )"
+                    << R"("body": {"model": "m", "prompt": "hello", "max_tokens": 2}})"
+                    << "\n";
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"run",     in,     "-o",           dir + "/out.jsonl",
+                                     "--model", model_, "--no-progress"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return testing::RunLlmqWith({}, args);
+  };
+  auto r = run({"--backend", "cpu", "--device", "2"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("engine.device 2: a CUDA device, but the backend is cpu (engine.backend "
+                       "cpu)"),
+            std::string::npos)
+      << r.err;
+  std::ofstream(dir + "/c.yaml") << "engine:\n  device: 1\n";
+  r = run({"--config", dir + "/c.yaml"});  // auto
+  if (DeviceHere()) {
+    // cuda:1 where there is one; else "no device 1: N visible", auto falling back and refused.
+    if (r.exit_code != 0) {
+      EXPECT_NE(r.err.find("engine.device 1: a CUDA device, but the backend is cpu (auto: no "
+                           "usable CUDA device: no device 1"),
+                std::string::npos)
+          << r.err;
+    }
+  } else {
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("engine.device 1: a CUDA device, but the backend is cpu (auto: "),
+              std::string::npos)
+        << r.err;
+  }
+  // The flag overrides the config; 0 is every backend's.
+  r = run({"--config", dir + "/c.yaml", "--device", "0", "--backend", "cpu"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(run({"--device", "-1"}).exit_code, 2);
+  EXPECT_EQ(run({"--device", "1024"}).exit_code, 2);
+}
+
 TEST_F(BackendChoiceCli, BadNamesAreUsageErrors) {
   EXPECT_EQ(RunLlmq({"generate", "--model", model_, "--prompt", "x", "--backend", "gpu"}).exit_code,
             2);

@@ -88,6 +88,7 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
                           "weight_dtype:",
                           "kv_dtype:",
                           "gpu_memory_utilization:",
+                          "device:",
                           "cpu_threads:",
                           "spool:",
                           "state_dir:",
@@ -200,6 +201,7 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
        [](const LlmqConfig& c) { return c.weight_dtype == WeightDtype::kBf16; }},
       {"engine: {kv_dtype: bf16}",
        [](const LlmqConfig& c) { return c.kv_dtype == KvDtype::kBf16; }},
+      {"engine: {device: 3}", [](const LlmqConfig& c) { return c.device == 3; }},
       {"engine: {cpu_threads: 3}",
        [](const LlmqConfig& c) {
          return c.cpu_threads == 3 && c.cpu_threads_source == "engine.cpu_threads";
@@ -229,6 +231,11 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
                 std::vector<RunWindow>{{22 * 3600, 6 * 3600}, {12 * 3600, 13 * 3600}};
        }},
       {"metrics: {job_reports: false}", [](const LlmqConfig& c) { return !c.job_reports; }},
+      {"model: {served_names: [llama-3.1-8b, \"qwen 7b\"]}",
+       [](const LlmqConfig& c) {
+         return c.served_names == std::vector<std::string>{"llama-3.1-8b", "qwen 7b"};
+       }},
+      {"model: {served_names: []}", [](const LlmqConfig& c) { return c.served_names.empty(); }},
       {"metrics: {http_port: 9464}",
        [](const LlmqConfig& c) { return c.metrics_http_port == 9464; }},
       {"metrics: {textfile: /m/llmq.prom, interval_seconds: 0.5}",
@@ -309,6 +316,9 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
       {"engine:\n  precision: fp16\n", "t.yaml:2: engine.precision: must be one of bf16, fp32"},
       {"engine:\n  weight_dtype: q4\n",
        "t.yaml:2: engine.weight_dtype: must be one of auto, f32, bf16, int8"},
+      {"engine:\n  device: -1\n",
+       "t.yaml:2: engine.device: must be an integer between 0 and 1023, got '-1'"},
+      {"engine:\n  device: 1024\n", "t.yaml:2: engine.device"},
       {"engine:\n  cpu_threads: 0\n",
        "t.yaml:2: engine.cpu_threads: must be an integer between 1 and 1024, got '0'"},
       {"engine:\n  cpu_threads: 1025\n", "t.yaml:2: engine.cpu_threads"},
@@ -340,6 +350,10 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
       {"\nspool:\n  drain_seconds: nan\n", "t.yaml:3: spool.drain_seconds"},
       {"spool:\n  commit_interval_ms: 0\n", "t.yaml:2: spool.commit_interval_ms: must be"},
       {"serve:\n  run_windows: 22:00-06:00\n", "t.yaml:2: serve.run_windows: must be a list"},
+      {"model:\n  served_names: llama\n", "t.yaml:2: model.served_names: must be a list"},
+      {"model:\n  served_names:\n    - llama\n    - ''\n",
+       "t.yaml:4: model.served_names: each name must be a string of 1 to 200 bytes"},
+      {"model:\n  served_names: [[a]]\n", "t.yaml:2: model.served_names: each name must be"},
       {"serve:\n  run_windows: [[1]]\n", "t.yaml:2: serve.run_windows: each window must be"},
       {"serve:\n  run_windows:\n    - 22:00-06:00\n    - 22:00-6:00\n",
        "t.yaml:4: serve.run_windows: run window '22:00-6:00': expected HH:MM-HH:MM"},

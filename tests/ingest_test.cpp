@@ -131,6 +131,64 @@ TEST_F(IngestTest, DuplicatesAcrossChunksAndFilesPlannedTogetherInOneTransaction
     EXPECT_LT(pending[i - 1].plan_rank, pending[i].plan_rank);
 }
 
+// Issue 27: a job names the model its requests name (OpenAI's Batch API: one model per file). A
+// line naming another is refused with an error naming file, line and field (the rest run), and
+// does not take its custom_id; a line naming none is anyone's; a file naming none, a job of none.
+TEST_F(IngestTest, AJobNamesItsRequestsModelAndALineNamingAnotherIsRefused) {
+  const std::string dir = testing::CurrentTestDir();
+  const auto with_model = [](const std::string& id, const std::string& model) {
+    json j = json::parse(Line(id, "Rules.", "doc " + id));
+    j["body"]["model"] = model;
+    return j.dump();
+  };
+  std::ofstream(dir + "/m.jsonl") << Line("a", "Rules.", "doc a") << "\n"  // names none
+                                  << with_model("b", "m1") << "\n"         // the job's model
+                                  << with_model("c", "m2") << "\n"         // refused
+                                  << with_model("d", "m1") << "\n"
+                                  << with_model("c", "m1") << "\n";  // c is free: line 3 failed
+  std::ofstream(dir + "/none.jsonl") << Line("x", "Rules.", "doc x") << "\n";
+  std::unique_ptr<jobs::Store> store;
+  ASSERT_TRUE(jobs::Store::Open(dir + "/q.db", &store).ok());
+  IngestOptions opt;
+  opt.chunk_lines = 2;  // the model is the job's across chunks
+  std::vector<IngestedJob> out;
+  ASSERT_TRUE(IngestOne(store.get(), dir, "m.jsonl", opt, &out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].job.model, "m1");
+  EXPECT_EQ(out[0].refused, 1);
+  jobs::JobRecord job;
+  ASSERT_TRUE(store->GetJob(out[0].job.id, &job).ok());
+  EXPECT_EQ(job.model, "m1");
+  std::map<int64_t, json> errors;
+  ASSERT_TRUE(store
+                  ->ForEachResult(out[0].job.id,
+                                  [&](int64_t line, bool is_error, std::string_view o,
+                                      const jobs::ResultMetrics&) {
+                                    if (is_error) errors[line] = json::parse(o);
+                                    return Status::Ok();
+                                  })
+                  .ok());
+  ASSERT_EQ(errors.size(), 1u);
+  ASSERT_EQ(errors.count(3), 1u);
+  EXPECT_NE(testing::ErrorMessage(errors[3]).find(
+                "m.jsonl:3: field 'body.model': 'm2' is not the job's model 'm1' (named on line 2"),
+            std::string::npos)
+      << errors[3];
+  EXPECT_NE(errors[3].dump().find("body.model"), std::string::npos) << errors[3];
+  // A worker serving m2 has nothing to claim; one serving m1 claims the job.
+  jobs::Claim c;
+  ASSERT_TRUE(store->ClaimNextGroup("w2", 3600, 100, {"m2"}, &c).ok());
+  EXPECT_TRUE(c.requests.empty());
+  ASSERT_TRUE(store->ClaimNextGroup("w1", 3600, 100, {"m1"}, &c).ok());
+  EXPECT_FALSE(c.requests.empty());
+
+  ASSERT_TRUE(IngestOne(store.get(), dir, "none.jsonl", opt, &out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].job.model, "");
+  ASSERT_TRUE(store->ClaimNextGroup("w2", 3600, 100, {"m2"}, &c).ok());
+  EXPECT_EQ(c.requests.size(), 1u) << "a job naming no model is anyone's";
+}
+
 // Lines are validated by tasks on every thread while the file is read: the rows, ranks and error
 // lines must not depend on how many threads there are (ctest runs tests on one OpenMP thread, so
 // this test sets its own counts).

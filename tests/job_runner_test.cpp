@@ -23,6 +23,13 @@ namespace {
 
 using jobs::JobStatus;
 
+// Groups committed within a millisecond (the tests wait on commits, not on the interval).
+jobs::ResultCommitter::Options QuickCommits() {
+  jobs::ResultCommitter::Options o;
+  o.interval = std::chrono::milliseconds(1);
+  return o;
+}
+
 class JobRunnerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { testing::LoadTinyModel("job_runner_model", &model_); }
@@ -40,8 +47,7 @@ class JobRunnerTest : public ::testing::Test {
             .ok());
     ctx_ = testing::TinyContext(&model_);
     ctx_.capacity = engine_->max_sequence_tokens();
-    committer_ = std::make_unique<jobs::ResultCommitter>(
-        commit_store_.get(), jobs::ResultCommitter::Options{std::chrono::milliseconds(1)});
+    committer_ = std::make_unique<jobs::ResultCommitter>(commit_store_.get(), QuickCommits());
   }
   void TearDown() override {
     if (thread_.joinable()) {
@@ -85,7 +91,7 @@ class JobRunnerTest : public ::testing::Test {
     ro.worker = worker;
     ro.lease_seconds = 0.2;  // an idle worker gives its leases back after this long
     if (!worker.empty()) {
-      jobs::ResultCommitter::Options co{std::chrono::milliseconds(1)};
+      jobs::ResultCommitter::Options co = QuickCommits();
       co.worker = worker;
       committer_ = std::make_unique<jobs::ResultCommitter>(commit_store_.get(), co);
     }

@@ -16,6 +16,7 @@ const std::map<std::string, std::string>& Samples() {
   static const std::map<std::string, std::string> s = {
       {"model.path", "/models/x"},
       {"model.name", "x"},
+      {"model.served_names", "[\"x\", \"y\"]"},
       {"model.chat_template", "chatml"},
       {"model.tool_call_format", "mistral"},
       {"engine.block_size", "32"},
@@ -30,6 +31,7 @@ const std::map<std::string, std::string>& Samples() {
       {"engine.weight_dtype", "int8"},
       {"engine.kv_dtype", "bf16"},
       {"engine.gpu_memory_utilization", "0.5"},
+      {"engine.device", "3"},
       {"engine.cpu_threads", "3"},
       {"spool.state_dir", "/srv/llmq"},
       {"spool.settle_seconds", "3"},

@@ -96,6 +96,16 @@ class Attempts {
   int64_t committed_ = 0;
 };
 
+// Options with the given interval and sizes, the rest the defaults.
+ResultCommitter::Options Sized(std::chrono::milliseconds interval, size_t max_batch,
+                               size_t max_queue) {
+  ResultCommitter::Options o;
+  o.interval = interval;
+  o.max_batch = max_batch;
+  o.max_queue = max_queue;
+  return o;
+}
+
 // Options on a manual clock, reporting to `attempts`.
 ResultCommitter::Options ManualOptions(milliseconds interval, size_t max_batch,
                                        testing::ManualTime* time, Attempts* attempts) {
@@ -110,7 +120,7 @@ ResultCommitter::Options ManualOptions(milliseconds interval, size_t max_batch,
 
 TEST(ResultCommitter, CommitsEverythingPushedFromAnotherThread) {
   Fixture f = Make(3000);
-  ResultCommitter c(f.store.get(), {milliseconds(5), 64, 256});  // a small queue: Push blocks
+  ResultCommitter c(f.store.get(), Sized(milliseconds(5), 64, 256));  // a small queue: Push blocks
   std::thread engine([&] {
     for (int i = 1; i <= 3000; ++i) c.Push(MakeResult(f.job, i));
   });
@@ -164,7 +174,7 @@ TEST(ResultCommitter, IntervalCommitsAPartialGroup) {
 TEST(ResultCommitter, CloseCommitsWhatIsStillQueued) {
   Fixture f = Make(5);
   {
-    ResultCommitter c(f.store.get(), {std::chrono::seconds(30), 512, 1000});
+    ResultCommitter c(f.store.get(), Sized(std::chrono::seconds(30), 512, 1000));
     for (int i = 1; i <= 5; ++i) c.Push(MakeResult(f.job, i));
     EXPECT_EQ(Completed(f), 0);
     ASSERT_TRUE(c.Close().ok());
@@ -191,7 +201,7 @@ TEST(ResultCommitter, ResultPushedTwiceIsCountedOnce) {
 
 TEST(ResultCommitter, FailedGroupStaysUncommittedAndItsErrorIsKept) {
   Fixture f = Make(3);
-  ResultCommitter c(f.store.get(), {milliseconds(5), 512, 1000});
+  ResultCommitter c(f.store.get(), Sized(milliseconds(5), 512, 1000));
   c.Push(MakeResult(f.job, 1));
   c.Push(MakeResult(f.job, 99));  // no such request: the whole group fails
   const Status first = c.Flush();
@@ -203,6 +213,115 @@ TEST(ResultCommitter, FailedGroupStaysUncommittedAndItsErrorIsKept) {
   EXPECT_EQ(c.Flush().message(), first.message());
   EXPECT_EQ(Completed(f), 1);
   EXPECT_EQ(c.Close().message(), first.message());
+}
+
+// A committer's store whose writes another connection can block (busy timeout 0: while `blocker`
+// holds the write lock, a commit fails at once with an I/O error), and a manual clock whose
+// waiters show the committer's waits.
+struct BlockedStore {
+  explicit BlockedStore(int lines) : f(Make(lines)) {
+    f.store->SetBusyTimeout(0);
+    EXPECT_TRUE(Store::Open(f.path, &blocker).ok());
+  }
+  // Groups after 10 ms; a failed one retried after 100 ms, then backing off.
+  ResultCommitter::Options Options() {
+    ResultCommitter::Options o = ManualOptions(milliseconds(10), 512, &time, &attempts);
+    o.retry_interval = milliseconds(100);
+    return o;
+  }
+  // The committer's next wait on the clock, in ms (once it waits, its attempt before that wait
+  // has been reported).
+  int64_t Wait() {
+    return std::chrono::duration_cast<milliseconds>(time.WaitForWaiter() - time.Now()).count();
+  }
+  void Pass() { time.Advance(time.WaitForWaiter() - time.Now()); }  // to the next wait's end
+
+  Fixture f;
+  std::unique_ptr<Store> blocker;
+  testing::ManualTime time;
+  Attempts attempts;
+};
+
+// A group that fails with an I/O error (here: another connection holds the write lock past the
+// busy timeout) is kept and tried again, waiting retry_interval, then twice as long after each
+// further failure, up to retry_max_interval; after a success the next failure waits
+// retry_interval again. The waits are read off the manual clock's waiters.
+TEST(ResultCommitter, AFailingGroupIsRetriedWithExponentialBackoffUntilItCommits) {
+  BlockedStore b(3);
+  Fixture& f = b.f;
+  ResultCommitter::Options o = b.Options();
+  o.retry_max_interval = milliseconds(350);
+  ResultCommitter c(f.store.get(), o);
+  auto& blocker = b.blocker;
+  auto& attempts = b.attempts;
+  auto wait = [&] { return b.Wait(); };
+  auto pass = [&] { b.Pass(); };
+  ASSERT_TRUE(blocker->Begin().ok());
+  c.Push(MakeResult(f.job, 1));
+  for (int64_t expected : {10, 100, 200, 350}) {  // the group's interval, then the backoff
+    EXPECT_EQ(wait(), expected);
+    pass();
+  }
+  EXPECT_EQ(wait(), 350) << "capped";
+  EXPECT_EQ(attempts.attempts(), 4);
+  EXPECT_EQ(Completed(f), 0);
+  ASSERT_TRUE(blocker->Commit().ok());  // the lock is free: the next try commits
+  pass();
+  attempts.WaitForCommitted(1);
+  EXPECT_EQ(attempts.attempts(), 5);
+  EXPECT_EQ(Completed(f), 1);
+  // A new failure starts from retry_interval again.
+  ASSERT_TRUE(blocker->Begin().ok());
+  c.Push(MakeResult(f.job, 2));
+  for (int64_t expected : {10, 100}) {
+    EXPECT_EQ(wait(), expected);
+    pass();
+  }
+  EXPECT_EQ(wait(), 200);
+  ASSERT_TRUE(blocker->Commit().ok());
+  pass();
+  attempts.WaitForCommitted(2);
+  EXPECT_TRUE(c.Close().ok()) << "a retried group that commits leaves no error";
+  EXPECT_EQ(Completed(f), 2);
+}
+
+// Close(retry_until): a group failing with an I/O error is retried, backing off, until that
+// time: committed if the failure ends before it, else given up with the error then.
+TEST(ResultCommitter, CloseRetriesAFailingGroupUntilItsTime) {
+  for (const bool freed : {true, false}) {
+    SCOPED_TRACE(freed ? "the lock is freed in time" : "the lock is never freed");
+    BlockedStore b(1);
+    Fixture& f = b.f;
+    ResultCommitter c(f.store.get(), b.Options());
+    auto& blocker = b.blocker;
+    auto& attempts = b.attempts;
+    auto& time = b.time;
+    auto wait = [&] { return b.Wait(); };
+    auto pass = [&] { b.Pass(); };
+    ASSERT_TRUE(blocker->Begin().ok());
+    c.Push(MakeResult(f.job, 1));
+    EXPECT_EQ(wait(), 10);  // the group's interval, which only the close can end (time stands)
+    Status closed;
+    std::thread closer([&] { closed = c.Close(time.Now() + milliseconds(250)); });
+    // The close ends the interval at once: the first attempt fails, and the committer waits the
+    // first retry's 100 ms (until then the interval's wait may still be seen, ending).
+    while (wait() != 100) {
+    }
+    pass();                  // +100: fails, and 200 more would pass the close's time:
+    EXPECT_EQ(wait(), 150);  // the backoff stops there
+    if (freed) {
+      ASSERT_TRUE(blocker->Commit().ok());
+    }
+    pass();  // the close's time: the last attempt
+    closer.join();
+    EXPECT_EQ(attempts.attempts(), 3);
+    EXPECT_EQ(Completed(f), freed ? 1 : 0);
+    EXPECT_EQ(closed.ok(), freed) << closed.message();
+    if (!freed) {
+      EXPECT_EQ(closed.code(), Status::Code::kIoError) << closed.message();
+      ASSERT_TRUE(blocker->Commit().ok());
+    }
+  }
 }
 
 // Time stands still: a Flush that waited for the interval would never return.

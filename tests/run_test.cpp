@@ -250,13 +250,17 @@ TEST_F(RunTest, MissingInputOrModelFailsClearly) {
 TEST_F(RunTest, ResponsesNameTheModelThatRanNotTheRequestsModel) {
   const std::string dir = testing::TmpDir("run_model_name");
   {
+    // Every line names gpt-4o-mini (one model per file, as OpenAI's Batch API has it), which is
+    // not the model that runs; a line naming another model is refused (issue 27).
     std::ofstream in(dir + "/in.jsonl");
-    in << Completion("a", "one two", 2) << "\n";  // "model": "tiny"
-    json other = json::parse(Completion("b", "three four", 2));
-    other["body"]["model"] = "gpt-4o-mini";
-    in << other.dump() << "\n";
+    for (const auto& [id, prompt] : {std::pair{"a", "one two"}, std::pair{"b", "three four"}}) {
+      json line = json::parse(Completion(id, prompt, 2));
+      line["body"]["model"] = "gpt-4o-mini";
+      in << line.dump() << "\n";
+    }
     in << R"({"custom_id": "bad", "method": "POST", "url": "/v1/completions", "body": {}})"
        << "\n";
+    in << Completion("other", "five six", 2) << "\n";  // "model": "tiny"
   }
   std::ofstream(dir + "/named.yaml") << "model:\n  path: " << model_ << "\n  name: night-model\n";
   auto models = [&](const std::string& out) {
@@ -270,6 +274,13 @@ TEST_F(RunTest, ResponsesNameTheModelThatRanNotTheRequestsModel) {
   auto r = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/a.jsonl", "--model", model_ + "/"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(models(dir + "/a.jsonl"), (std::vector<std::string>{folder, folder}));
+  std::string other_error;
+  for (const json& j : ReadJsonl(dir + "/a.jsonl"))
+    if (j["custom_id"] == "other" && testing::IsErrorLine(j)) other_error = j.dump();
+  EXPECT_NE(other_error.find("in.jsonl:4: field 'body.model': 'tiny' is not the job's model "
+                             "'gpt-4o-mini'"),
+            std::string::npos)
+      << other_error;
   r = RunLlmq({"run", dir + "/in.jsonl", "-o", dir + "/b.jsonl", "--config", dir + "/named.yaml"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(models(dir + "/b.jsonl"), (std::vector<std::string>{"night-model", "night-model"}));

@@ -3,13 +3,14 @@
 //   - four workers, each with its own state folder, on one PostgreSQL queue (a server of this
 //     test's own, so that restarting it disturbs no other test), and
 //   - two workers on one state folder (the per-GPU case, an SQLite queue),
-// run one job through 10 rounds of kill -9 of one or two random workers at random moments (from
-// the first claims through steps and commits to the finalize), each killed worker restarted after
-// a random delay; the PostgreSQL queue also has its server restarted (a fast shutdown, a random
-// pause, a start) mid-job, while its workers run on. In the end: every request has exactly one
-// result, the files equal a single worker's run in every field but ids, `created`,
-// `cached_tokens` and timing, the job was finalized once, the committed count never went down,
-// and no request was handed to an engine more than twice (`requests.attempts` <= 2).
+// run one job of 4,000 requests (done-when 1's size) through 10 rounds of kill -9 of one or two
+// random workers at random moments (from the first claims through steps and commits to the
+// finalize), each killed worker restarted after a random delay; the PostgreSQL queue also has its
+// server restarted (a fast shutdown, a random pause, a start) mid-job, while its workers run on. In
+// the end: every request has exactly one result, the files equal a single worker's run in every
+// field but ids, `created`, `cached_tokens` and timing, the job was finalized once, the committed
+// count never went down, and no request was handed to an engine more than twice
+// (`requests.attempts` <= 2).
 //
 // Why 2 holds: a request is handed to an engine again only when the worker that held it lost it
 // (killed: its lease runs out, or its restart gives it back; or the server restart cut its
@@ -52,8 +53,8 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr int kRequests = 2000;
-constexpr int kBadLines = 5;  // WriteMixedJob: i % 401 == 17
+constexpr int kRequests = 4000;  // issue 27 done-whens 1-3: a 4,000-request job
+constexpr int kBadLines = 8;     // WriteMixedJob: i % 401 == 17, less two whose schema is replaced
 // Requests of five times WriteMixedJob's length (those without a response_format): the job must
 // outlast the rounds, each of which waits for the last one's killed requests to come back.
 constexpr int kMaxTokensFactor = 5;

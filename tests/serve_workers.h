@@ -60,8 +60,12 @@ class Worker {
     if (!log_.empty() || std::filesystem::exists(err()))
       log_ += ReadText(err()) + "--- restarted\n";
     std::filesystem::remove(err());
-    pid_ = SpawnLlmq({"serve", "--config", config()}, dir_ + "/serve.out", err());
+    std::vector<std::string> args = {"serve", "--config", config()};
+    args.insert(args.end(), serve_args_.begin(), serve_args_.end());
+    pid_ = SpawnLlmq(args, dir_ + "/serve.out", err());
   }
+  // More arguments of `llmq serve` for its next starts.
+  void ServeAlso(std::vector<std::string> args) { serve_args_ = std::move(args); }
   int Kill() { return End(SIGKILL); }
   int Stop() { return End(SIGTERM); }
   // Whether the process runs still (false once it exited by itself, or was ended).
@@ -96,6 +100,7 @@ class Worker {
   int End(int sig) { return EndProcess(&pid_, sig); }
 
   std::string dir_, state_, log_;
+  std::vector<std::string> serve_args_;
   pid_t pid_ = -1;
 };
 

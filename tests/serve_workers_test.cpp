@@ -5,8 +5,11 @@
 //     worker that watches the inbox stops, the other takes the inbox over;
 //   - kill -9 of a worker mid-job: its leases run out (queue.lease_seconds) and the other worker
 //     finishes its requests; a worker restarted in its slot takes back at once what it held;
-//   - four workers, each with its own state folder, on one PostgreSQL queue: one job dropped into
-//     one inbox is spread over them and finalized exactly once.
+//   - four workers, each with its own state folder, on one PostgreSQL queue: one job of 4,000
+//     requests (issue 27 done-when 1) dropped into one inbox is spread over them and finalized
+//     exactly once;
+//   - models: workers serving different models each run only the jobs naming theirs; a job
+//     naming a model no worker serves waits, llmq status says so, and a worker serving it runs it.
 // Waits poll for files and log lines (WaitFor), never for a span of time.
 #include <signal.h>
 
@@ -30,8 +33,8 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr int kRequests = 300;
-constexpr int kBadLines = 1;  // WriteMixedJob: i % 401 == 17
+constexpr int kRequests = 4000;  // issue 27 done-when 1: a 4,000-request job
+constexpr int kBadLines = 8;     // WriteMixedJob: i % 401 == 17, less two whose schema is replaced
 
 class ServeWorkersTest : public WorkerSuite<kRequests, kBadLines> {
  protected:
@@ -150,12 +153,74 @@ TEST_F(ServeWorkersTest, FourWorkersOnOnePostgresQueueRunAJobOnceAndFinalizeItOn
   int contributed = 0;
   for (Worker* w : all) {
     ASSERT_EQ(w->Stop(), 0) << w->Logs();
-    if (w != finalizer) EXPECT_FALSE(fs::exists(w->outbox("job.summary.json")));
+    if (w != finalizer) {
+      EXPECT_FALSE(fs::exists(w->outbox("job.summary.json")));
+    }
     sum += w->Finished();
     contributed += w->Finished() > 0;
   }
   EXPECT_EQ(sum, kRequests - kBadLines) << "a request computed twice\n" << AllLogs(all);
   EXPECT_GE(contributed, 2) << AllLogs(all);
+}
+
+// `n` good lines "<prefix>0".. naming `model` in body.model.
+std::string LinesOfModel(const std::string& prefix, const std::string& model, int n) {
+  std::string text;
+  for (int i = 0; i < n; ++i) {
+    json line = json::parse(GoodLine(prefix + std::to_string(i)));
+    line["body"]["model"] = model;
+    text += line.dump() + "\n";
+  }
+  return text;
+}
+
+TEST_F(ServeWorkersTest, WorkersRunOnlyTheirModelsJobsAndAJobNoWorkerServesWaits) {
+  const std::string dir = CurrentTestDir(), state = dir + "/state";
+  Worker a(dir + "/a", model_, state, ""), b(dir + "/b", model_, state, "");
+  const std::vector<Worker*> both = {&a, &b};
+  a.ServeAlso({"--served-model-name", "alpha"});
+  b.ServeAlso({"--served-model-name", "beta", "gamma"});
+  ASSERT_TRUE(a.Start()) << a.Logs();
+  EXPECT_TRUE(a.Logged("jobs naming no model or alpha")) << a.Logs();
+  a.Drop("alpha.jsonl", LinesOfModel("a", "alpha", 6));
+  a.Drop("beta.jsonl", LinesOfModel("b", "beta", 4));
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(a.outbox("alpha.summary.json")); }, 120)) << a.Logs();
+  // beta's job waits, and llmq status says why.
+  json beta;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const RunResult r =
+            RunLlmqWith({}, {"status", "beta.jsonl", "--json", "--config", a.config()});
+        beta = json::parse(r.out, nullptr, false);
+        return r.exit_code == 0 && beta.is_object() && beta.contains("waiting");
+      },
+      60))
+      << beta.dump(2) << a.Logs();
+  EXPECT_EQ(beta["status"], "in_progress");
+  EXPECT_EQ(beta["model"], "beta");
+  EXPECT_EQ(beta["request_counts"]["completed"], 0) << "alpha's worker ran none of beta's";
+  EXPECT_EQ(beta["waiting"],
+            "no worker serves model beta: start one with --served-model-name beta");
+  const RunResult text = RunLlmqWith({}, {"status", "--config", a.config()});
+  EXPECT_NE(text.out.find("model beta  beta.jsonl  waiting: no worker serves model beta"),
+            std::string::npos)
+      << text.out;
+
+  // A worker serving beta starts: it runs beta's job, and only that.
+  ASSERT_TRUE(b.Start()) << b.Logs();
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(a.outbox("beta.summary.json")); }, 120))
+      << AllLogs(both);
+  EXPECT_EQ(ReadJsonl(a.outbox("beta.results.jsonl")).size(), 4u);
+  EXPECT_EQ(ReadJsonl(a.outbox("alpha.results.jsonl")).size(), 6u);
+  const json ws = WorkersJson(a);
+  ASSERT_TRUE(ws.is_array() && ws.size() == 2) << ws.dump(2);
+  std::set<std::string> served;
+  for (const json& w : ws) served.insert(w["served_models"].dump());
+  EXPECT_EQ(served, (std::set<std::string>{R"(["alpha"])", R"(["beta","gamma"])"}));
+  ASSERT_EQ(a.Stop(), 0) << a.Logs();
+  ASSERT_EQ(b.Stop(), 0) << b.Logs();
+  EXPECT_EQ(a.Finished(), 6) << AllLogs(both);
+  EXPECT_EQ(b.Finished(), 4) << AllLogs(both);
 }
 
 }  // namespace

@@ -138,5 +138,79 @@ TEST_F(StatusPageTest, ShowsTheNewestFinishedJobsAndCountsTheRest) {
   EXPECT_EQ(html.find("href=\"/reports/"), std::string::npos) << "the one with a report is older";
 }
 
+// Issue 27: a job naming a model that no live worker serves waits, and llmq status (and the page)
+// says so; a worker serving it, or serving any model, ends the wait.
+TEST(QueueStatusModels, AJobForAModelNoLiveWorkerServesSaysItWaits) {
+  auto store = jobs::OpenOrDie(jobs::DbPath());
+  const int64_t qwen = jobs::IngestGroups(store.get(), "q.jsonl", {1, 2}, {1, 2}, "qwen");
+  const int64_t any = jobs::IngestGroups(store.get(), "n.jsonl", {3}, {3});
+  const auto read = [&](QueueSnapshot* q) {
+    ASSERT_TRUE(ReadQueueSnapshot(store.get(), q, SIZE_MAX, 3600).ok());
+  };
+  QueueSnapshot q;
+  read(&q);
+  ASSERT_EQ(q.waiting.count(qwen), 1u) << "no worker at all";
+  EXPECT_EQ(q.waiting.at(qwen),
+            "no worker serves model qwen: start one with --served-model-name qwen");
+  EXPECT_EQ(q.waiting.count(any), 0u) << "a job naming no model waits for no model";
+  const jobs::JobRecord& j = q.all[0];
+  json o = JobStatusJson(j, nullptr, nullptr, q.now);
+  AddWaiting(q, j.id, &o);
+  EXPECT_EQ(o["model"], "qwen");
+  EXPECT_NE(JobStatusLine(o).find("  model qwen  q.jsonl  waiting: no worker serves model qwen"),
+            std::string::npos)
+      << JobStatusLine(o);
+  // The status page says it too, from the same snapshot.
+  StatusPageData d;
+  FillStatusPageJobs(
+      q, EstimateQueue(q, nullptr, {}), 50, [](const jobs::JobRecord&) { return false; }, &d);
+  ASSERT_EQ(d.unfinished.size(), 2u);
+  EXPECT_EQ(d.unfinished[0]["waiting"], q.waiting.at(qwen));
+  EXPECT_FALSE(d.unfinished[1].contains("waiting"));
+  EXPECT_NE(RenderStatusPage(d).find("(waiting: no worker serves model qwen: start one with "
+                                     "--served-model-name qwen)"),
+            std::string::npos);
+
+  jobs::WorkerInfo w;
+  w.id = "w-llama";
+  w.host = "h";
+  w.state = "running";
+  w.served_models = {"llama"};
+  ASSERT_TRUE(store->RegisterWorker(w).ok());
+  read(&q);
+  EXPECT_EQ(q.waiting.count(qwen), 1u) << "a worker serving another model";
+  jobs::WorkerInfo v = w;
+  v.id = "w-qwen";
+  v.served_models = {"llama", "qwen"};
+  ASSERT_TRUE(store->RegisterWorker(v).ok());
+  read(&q);
+  EXPECT_EQ(q.waiting.count(qwen), 0u) << "a live worker serves it";
+  v.state = "stopped";
+  ASSERT_TRUE(store->UpdateWorker(v).ok());
+  read(&q);
+  EXPECT_EQ(q.waiting.count(qwen), 1u) << "the worker serving it stopped";
+  jobs::WorkerInfo all = w;
+  all.id = "w-any";
+  all.served_models.clear();
+  ASSERT_TRUE(store->RegisterWorker(all).ok());
+  read(&q);
+  EXPECT_EQ(q.waiting.count(qwen), 0u) << "a worker serving any model";
+
+  // Live is a heartbeat within the lease: one older than that serves nothing.
+  std::vector<jobs::WorkerInfo> workers;
+  ASSERT_TRUE(store->ListWorkers(&workers).ok());
+  ASSERT_EQ(workers.size(), 3u);
+  const double beat = workers[0].heartbeat_at;
+  EXPECT_EQ(JobWaiting(j, workers, beat + 60, 3600), "");
+  EXPECT_NE(JobWaiting(j, workers, beat + 7200, 3600), "");
+  // Nothing left to run, or cancelled: not waiting.
+  jobs::JobRecord finished = j;
+  finished.completed = finished.total;
+  EXPECT_EQ(JobWaiting(finished, {}, beat, 3600), "");
+  jobs::JobRecord cancelled = j;
+  cancelled.cancel_requested = true;
+  EXPECT_EQ(JobWaiting(cancelled, {}, beat, 3600), "");
+}
+
 }  // namespace
 }  // namespace llmq

@@ -1,8 +1,8 @@
-// Tests for the worker and lease methods of jobs/store (schema 5: issue 27), on both engines
-// (StoreLeaseTest/Sqlite.*, StoreLeaseTest/Postgres.*: an SQLite file per test, a database per test
-// on a real PostgreSQL server). Two Store objects on one queue stand for two workers. Time is
-// controlled through the leases themselves: a lease of 0 seconds has expired by the next call, one
-// of an hour runs through the test (no sleeps, no wall-clock bounds).
+// Tests for the worker and lease methods of jobs/store (schemas 5 and 6: issue 27, and models),
+// on both engines (StoreLeaseTest/Sqlite.*, StoreLeaseTest/Postgres.*: an SQLite file per test, a
+// database per test on a real PostgreSQL server). Two Store objects on one queue stand for two
+// workers. Time is controlled through the leases themselves: a lease of 0 seconds has expired by
+// the next call, one of an hour runs through the test (no sleeps, no wall-clock bounds).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -17,10 +17,6 @@
 namespace llmq::jobs {
 namespace {
 
-template <class Queue>
-class StoreLeaseTest : public StoreTest<Queue> {};
-TYPED_TEST_SUITE(StoreLeaseTest, Engines, EngineName);
-
 WorkerInfo Worker(const std::string& id, const std::string& state = "running") {
   WorkerInfo w;
   w.id = id;
@@ -30,6 +26,37 @@ WorkerInfo Worker(const std::string& id, const std::string& state = "running") {
   w.state = state;
   return w;
 }
+
+template <class Queue>
+class StoreLeaseTest : public StoreTest<Queue> {
+ protected:
+  // Job a.jsonl of two requests in plan groups `groups`, and worker w1 holding its first claim
+  // (*held), on a connection closed again: what a migration test migrates.
+  int64_t JobWithAClaim(const std::vector<int64_t>& groups, Claim* held) {
+    auto s = this->Open();
+    const int64_t a = IngestGroups(s.get(), "a.jsonl", {1, 2}, groups);
+    EXPECT_TRUE(s->RegisterWorker(Worker("w1")).ok());
+    EXPECT_TRUE(s->ClaimNextGroup("w1", 3600, 100, held).ok());
+    return a;
+  }
+  // Takes the queue back to schema `version` with `back` (its SQL), then opens it: Open migrates
+  // it to the latest, having found `version`. Null (a failure recorded) when it cannot.
+  std::unique_ptr<Store> MigratedFrom(const std::string& back, int version) {
+    this->RawExec(back + "UPDATE meta SET value = '" + std::to_string(version) +
+                  "' WHERE key = 'schema_version'");
+    int found = -1;
+    std::unique_ptr<Store> s;
+    Store::OpenOptions o;
+    o.found_version = &found;
+    const Status st = Store::Open(this->Location(), &s, o);
+    EXPECT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(found, version);
+    EXPECT_EQ(this->RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"),
+              std::to_string(Store::SchemaVersion()));
+    return st.ok() ? std::move(s) : nullptr;
+  }
+};
+TYPED_TEST_SUITE(StoreLeaseTest, Engines, EngineName);
 
 // The finished outputs of a job, in line order.
 std::vector<std::string> Outputs(Store* s, int64_t job) {
@@ -46,25 +73,11 @@ std::vector<std::string> Outputs(Store* s, int64_t job) {
 // A store of schema 4 (workers and request leases, no worker state, no finalize leases) migrates
 // to 5 keeping its workers and its leases.
 TYPED_TEST(StoreLeaseTest, MigrationToSchemaFiveKeepsWorkersAndLeases) {
-  int64_t a = 0;
   Claim held;
-  {
-    auto s = this->Open();
-    a = IngestGroups(s.get(), "a.jsonl", {1, 2}, {10, 10});
-    ASSERT_TRUE(s->RegisterWorker(Worker("w1")).ok());
-    ASSERT_TRUE(s->ClaimNextGroup("w1", 3600, 100, &held).ok());
-    ASSERT_EQ(held.requests.size(), 2u);
-  }
-  this->RawExec(std::string(kBackToSchemaFour) +
-                "UPDATE meta SET value = '4' WHERE key = 'schema_version'");
-  int found = -1;
-  std::unique_ptr<Store> s;
-  Store::OpenOptions o;
-  o.found_version = &found;
-  const Status st = Store::Open(this->Location(), &s, o);
-  ASSERT_TRUE(st.ok()) << st.message();
-  EXPECT_EQ(found, 4);
-  EXPECT_EQ(this->RawQuery("SELECT value FROM meta WHERE key = 'schema_version'"), "5");
+  const int64_t a = this->JobWithAClaim({10, 10}, &held);
+  ASSERT_EQ(held.requests.size(), 2u);
+  const std::unique_ptr<Store> s = this->MigratedFrom(kBackToSchemaFour, 4);
+  ASSERT_NE(s, nullptr);
   std::vector<WorkerInfo> workers;
   ASSERT_TRUE(s->ListWorkers(&workers).ok());
   ASSERT_EQ(workers.size(), 1u);
@@ -84,6 +97,186 @@ TYPED_TEST(StoreLeaseTest, MigrationToSchemaFiveKeepsWorkersAndLeases) {
   bool got = false;
   ASSERT_TRUE(s->ClaimJobFinalize("w2", a, 3600, &got).ok());
   EXPECT_TRUE(got);
+}
+
+// Inserts job `name` of `model` with one request (line 1, rank `rank`) in a transaction it
+// begins and leaves open: the caller finishes the ingest, or not, and commits.
+JobRecord InsertOneRequestJob(Store* s, const std::string& name, const std::string& model,
+                              int64_t rank) {
+  EXPECT_TRUE(s->Begin().ok());
+  JobRecord job;
+  job.name = name;
+  job.sha256 = "sha-of-" + name;
+  job.model = model;
+  EXPECT_TRUE(s->InsertJob(&job).ok());
+  NewRequest r;
+  r.line = 1;
+  r.custom_id = "x";
+  r.body = "{}";
+  r.plan_rank = rank;
+  EXPECT_TRUE(s->InsertRequest(job.id, r).ok());
+  return job;
+}
+
+// The job of a claim's requests (0 when it is empty).
+int64_t JobOf(const Claim& c) {
+  return c.requests.empty() ? 0 : c.requests.front().job;
+}
+
+// Schema 6: a worker serving models claims only the groups of jobs naming one of them, or none;
+// one serving any model (no filter) claims every job's in rank order.
+TYPED_TEST(StoreLeaseTest, AWorkerClaimsOnlyTheGroupsOfTheModelsItServes) {
+  auto s = this->Open();
+  // b's job holds the lowest ranks: a worker that does not serve b must step past it.
+  const int64_t b = IngestGroups(s.get(), "b.jsonl", {1, 2, 3}, {1, 1, 3}, "model-b");
+  const int64_t a = IngestGroups(s.get(), "a.jsonl", {10, 11}, {10, 10}, "model-a");
+  const int64_t none = IngestGroups(s.get(), "n.jsonl", {20}, {20});
+  JobRecord job;
+  ASSERT_TRUE(s->GetJob(a, &job).ok());
+  EXPECT_EQ(job.model, "model-a");
+  ASSERT_TRUE(s->GetJob(none, &job).ok());
+  EXPECT_EQ(job.model, "");
+
+  const std::vector<std::string> serves_a = {"model-a", "model-x"};
+  Claim c;
+  ASSERT_TRUE(s->ClaimNextGroup("wa", 3600, 100, serves_a, &c).ok());
+  EXPECT_EQ(JobOf(c), a);
+  EXPECT_EQ(c.plan_group, 10);
+  EXPECT_EQ(c.requests.size(), 2u);
+  ASSERT_TRUE(s->ClaimNextGroup("wa", 3600, 100, serves_a, &c).ok());
+  EXPECT_EQ(JobOf(c), none) << "a job naming no model is anyone's";
+  ASSERT_TRUE(s->ClaimNextGroup("wa", 3600, 100, serves_a, &c).ok());
+  EXPECT_TRUE(c.requests.empty()) << "b's groups are never model-a's worker's";
+
+  // Another worker, on another connection, serving b: b's groups, in rank order.
+  auto s2 = this->Open();
+  ASSERT_TRUE(s2->ClaimNextGroup("wb", 3600, 100, {"model-b"}, &c).ok());
+  EXPECT_EQ(JobOf(c), b);
+  EXPECT_EQ(c.plan_group, 1);
+  EXPECT_EQ(Lines(c), (std::vector<int64_t>{1, 2}));
+  // A lease that runs out is claimable again by a worker serving the model (0 seconds: expired
+  // by the next call), and only by one.
+  ASSERT_TRUE(s2->ClaimNextGroup("wb", 0, 100, {"model-b"}, &c).ok());
+  EXPECT_EQ(c.plan_group, 3);
+  ASSERT_TRUE(s->ClaimNextGroup("wa", 3600, 100, serves_a, &c).ok());
+  EXPECT_TRUE(c.requests.empty());
+  ASSERT_TRUE(s->ClaimNextGroup("wb2", 3600, 100, {"model-b"}, &c).ok());
+  EXPECT_EQ(c.plan_group, 3);
+  ASSERT_TRUE(s2->ClaimNextGroup("wb", 3600, 100, {"model-b"}, &c).ok());
+  EXPECT_TRUE(c.requests.empty());
+}
+
+// Files ingested together are planned together: a plan group may span jobs of two models. A
+// worker serving one leases only its model's rows of the group; one serving any, all of them.
+TYPED_TEST(StoreLeaseTest, AGroupSpanningJobsOfTwoModelsIsLeasedOnlyWhereServed) {
+  auto s = this->Open();
+  const int64_t b = IngestGroups(s.get(), "b.jsonl", {1, 3}, {1, 1}, "model-b");
+  const int64_t a = IngestGroups(s.get(), "a.jsonl", {2, 4}, {1, 1}, "model-a");
+  Claim c;
+  ASSERT_TRUE(s->ClaimNextGroup("wa", 3600, 100, {"model-a"}, &c).ok());
+  EXPECT_EQ(c.plan_group, 1);
+  ASSERT_EQ(c.requests.size(), 2u);
+  for (const PendingRequest& p : c.requests) EXPECT_EQ(p.job, a);
+  ASSERT_TRUE(s->ClaimNextGroup("wa", 3600, 100, {"model-a"}, &c).ok());
+  EXPECT_TRUE(c.requests.empty());
+  ASSERT_TRUE(s->ClaimNextGroup("any", 3600, 100, &c).ok());
+  ASSERT_EQ(c.requests.size(), 2u) << "b's rows of the group, for a worker serving any model";
+  for (const PendingRequest& p : c.requests) EXPECT_EQ(p.job, b);
+}
+
+TYPED_TEST(StoreLeaseTest, AWorkerServingAnyModelClaimsEveryJobInRankOrder) {
+  auto s = this->Open();
+  const int64_t a = IngestGroups(s.get(), "a.jsonl", {5}, {5}, "model-a");
+  const int64_t b = IngestGroups(s.get(), "b.jsonl", {1}, {1}, "model-b");
+  const int64_t none = IngestGroups(s.get(), "n.jsonl", {3}, {3});
+  std::vector<int64_t> order;
+  for (int i = 0; i < 4; ++i) {
+    Claim c;
+    ASSERT_TRUE(s->ClaimNextGroup("any", 3600, 100, &c).ok());
+    if (c.requests.empty()) break;
+    order.push_back(JobOf(c));
+  }
+  EXPECT_EQ(order, (std::vector<int64_t>{b, none, a}));
+}
+
+TYPED_TEST(StoreLeaseTest, AServedModelsFilterSkipsCancelledAndUnfinishedIngests) {
+  auto s = this->Open();
+  const int64_t a = IngestGroups(s.get(), "a.jsonl", {1}, {1}, "m");
+  const int64_t a2 = IngestGroups(s.get(), "a2.jsonl", {2}, {2}, "m");
+  ASSERT_TRUE(s->RequestCancel(a).ok());
+  // An ingest still open (validating) is not claimable.
+  InsertOneRequestJob(s.get(), "open.jsonl", "m", 0);
+  ASSERT_TRUE(s->Commit().ok());
+  Claim c;
+  ASSERT_TRUE(s->ClaimNextGroup("w", 3600, 100, {"m"}, &c).ok());
+  EXPECT_EQ(JobOf(c), a2);
+  ASSERT_TRUE(s->ClaimNextGroup("w", 3600, 100, {"m"}, &c).ok());
+  EXPECT_TRUE(c.requests.empty());
+}
+
+// FinishIngest with the ingester's totals records the job's model (IngestTotals::model).
+TYPED_TEST(StoreLeaseTest, FinishIngestRecordsTheModel) {
+  auto s = this->Open();
+  JobRecord job = InsertOneRequestJob(s.get(), "j.jsonl", "", 1);
+  Store::IngestTotals t;
+  t.total = 1;
+  t.max_rank = 1;
+  t.model = "qwen";
+  ASSERT_TRUE(s->FinishIngest(job.id, JobStatus::kInProgress, &t).ok());
+  ASSERT_TRUE(s->Commit().ok());
+  ASSERT_TRUE(s->GetJob(job.id, &job).ok());
+  EXPECT_EQ(job.model, "qwen");
+  std::vector<JobRecord> all;
+  ASSERT_TRUE(s->ListJobs(&all).ok());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].model, "qwen");
+  Claim c;
+  ASSERT_TRUE(s->ClaimNextGroup("w", 3600, 100, {"llama"}, &c).ok());
+  EXPECT_TRUE(c.requests.empty());
+  ASSERT_TRUE(s->ClaimNextGroup("w", 3600, 100, {"llama", "qwen"}, &c).ok());
+  EXPECT_EQ(c.requests.size(), 1u);
+}
+
+TYPED_TEST(StoreLeaseTest, AWorkersServedModelsAreKept) {
+  auto s = this->Open();
+  WorkerInfo w = Worker("w1");
+  w.served_models = {"llama", "qwen \"7b\""};
+  ASSERT_TRUE(s->RegisterWorker(w).ok());
+  std::vector<WorkerInfo> all;
+  ASSERT_TRUE(s->ListWorkers(&all).ok());
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].served_models, w.served_models);
+  w.served_models.clear();
+  ASSERT_TRUE(s->UpdateWorker(w).ok());
+  ASSERT_TRUE(s->ListWorkers(&all).ok());
+  EXPECT_TRUE(all[0].served_models.empty());
+  w.served_models = {""};
+  const Status st = s->RegisterWorker(w);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("served model name"), std::string::npos) << st.message();
+}
+
+// A store of schema 5 migrates to 6: its jobs name no model (any worker takes them) and its
+// workers serve any; its leases hold.
+TYPED_TEST(StoreLeaseTest, MigrationToSchemaSixLeavesOldJobsToEveryWorker) {
+  Claim held;
+  const int64_t a = this->JobWithAClaim({1, 2}, &held);
+  ASSERT_EQ(held.requests.size(), 1u);
+  const std::unique_ptr<Store> s = this->MigratedFrom(kBackToSchemaFive, 5);
+  ASSERT_NE(s, nullptr);
+  JobRecord job;
+  ASSERT_TRUE(s->GetJob(a, &job).ok());
+  EXPECT_EQ(job.model, "");
+  std::vector<WorkerInfo> workers;
+  ASSERT_TRUE(s->ListWorkers(&workers).ok());
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_TRUE(workers[0].served_models.empty());
+  Claim c;
+  ASSERT_TRUE(s->ClaimNextGroup("w2", 3600, 100, {"any-model"}, &c).ok());
+  EXPECT_EQ(Lines(c), std::vector<int64_t>{2}) << "the old job is claimable; w1's lease holds";
+  int64_t added = 0;
+  ASSERT_TRUE(s->CommitLeasedResults("w1", {Leased(held.requests[0], "x")}, &added).ok());
+  EXPECT_EQ(added, 1);
 }
 
 TYPED_TEST(StoreLeaseTest, WorkersSayWhatTheyDoAndAnUpdateLeavesTheirLeases) {

@@ -53,7 +53,7 @@ TEST(Store, OpenCreatesTheFileItsFolderAndTheSchema) {
   EXPECT_TRUE(fs::exists(path));
   EXPECT_EQ(RawQuery(path, "SELECT value FROM meta WHERE key = 'schema_version'"),
             std::to_string(Store::SchemaVersion()));
-  EXPECT_EQ(Store::SchemaVersion(), 5);
+  EXPECT_EQ(Store::SchemaVersion(), 6);
   EXPECT_EQ(RawQuery(path, "PRAGMA journal_mode"), "wal");
   // The schema itself, on both engines: StoreTest.OpenOnAnEmptyDatabaseMigratesFromNothing.
 }
@@ -1220,35 +1220,6 @@ TEST(StoreUrl, AnUnreachableServerIsAnIoErrorThatNeverShowsThePassword) {
   EXPECT_EQ(st.message().find("s3cret"), std::string::npos) << st.message();
 }
 
-// Two llmq serve on one PostgreSQL queue (from two state folders, or hosts) would feed the same
-// requests: the second is refused while the first holds the queue.
-TEST(PostgresStore, OneServePerQueueUntilServeClaimsUnderLeases) {
-  testing::PgTestDatabase db;
-  LLMQ_SKIP_WITHOUT_POSTGRES(db);
-  auto first = OpenOrDie(db.url());
-  auto second = OpenOrDie(db.url());
-  ASSERT_TRUE(first && second);
-  ASSERT_TRUE(first->LockSoleServer().ok());
-  ASSERT_TRUE(first->LockSoleServer().ok()) << "held already";
-  const Status st = second->LockSoleServer();
-  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
-  EXPECT_NE(st.message().find("another llmq serve uses this queue"), std::string::npos)
-      << st.message();
-  first.reset();  // the daemon stops: its connection closes
-  // The server frees the lock when that session's backend exits: wait for it on the server (a
-  // blocking lock, then let go), not on a clock.
-  const std::string key = std::to_string(PgStore::kSoleServerKey);
-  ASSERT_EQ(testing::PgExec(db.url(), "SELECT pg_advisory_lock(" + key +
-                                          "); SELECT pg_advisory_unlock(" + key + ")"),
-            "");
-  ASSERT_TRUE(second->LockSoleServer().ok());
-  // SQLite: the state folder's lock does it (llmq serve's flock).
-  const std::string path = DbPath();
-  auto file = OpenOrDie(path);
-  EXPECT_TRUE(file->LockSoleServer().ok());
-  EXPECT_TRUE(OpenOrDie(path, Store::Check::kSkip)->LockSoleServer().ok());
-}
-
 // The server ends the connection (a restart, a network cut, an administrator): the call that
 // meets it fails, naming the queue; the next one reconnects and works.
 TEST(PostgresStore, ALostConnectionFailsOneCallAndTheNextReconnects) {
@@ -1274,6 +1245,58 @@ TEST(PostgresStore, ALostConnectionFailsOneCallAndTheNextReconnects) {
   int64_t pending = 0;
   ASSERT_TRUE(s->CountPending(id, &pending).ok());
   EXPECT_EQ(pending, 1);
+}
+
+// A worker's result commit sends its BEGIN with its first statement (one round trip, libpq's
+// pipeline mode). A connection lost before it, or that statement failing, fails the whole commit
+// and leaves nothing half done; the connection works afterwards (out of pipeline mode, no
+// transaction left open), and the next commit of the same results is accepted.
+TEST(PostgresStore, ACommitSentWithItsBeginFailsWholeAndTheConnectionWorksAfter) {
+  testing::PgTestDatabase db;
+  LLMQ_SKIP_WITHOUT_POSTGRES(db);
+  auto s = OpenOrDie(db.url());
+  ASSERT_TRUE(s);
+  const int64_t id = IngestGroups(s.get(), "a.jsonl", {1, 2}, {7, 7});
+  WorkerInfo w;
+  w.id = "w1";
+  w.host = "h";
+  ASSERT_TRUE(s->RegisterWorker(w).ok());
+  Claim claim;
+  ASSERT_TRUE(s->ClaimNextGroup("w1", 3600, 10, &claim).ok());
+  ASSERT_EQ(claim.requests.size(), 2u);
+  std::vector<LeasedResult> results;
+  for (const PendingRequest& r : claim.requests) results.push_back(Leased(r, "out"));
+  // The statement fails (a result for no request): the group is refused whole.
+  std::vector<LeasedResult> with_stranger = results;
+  PendingRequest stranger;
+  stranger.job = id;
+  stranger.line = 99;
+  with_stranger.push_back(Leased(stranger, "x"));
+  Status st = s->CommitLeasedResults("w1", with_stranger);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.message();
+  int64_t pending = 0;
+  ASSERT_TRUE(s->CountPending(id, &pending).ok()) << "no transaction or pipeline left behind";
+  EXPECT_EQ(pending, 2);
+  // The connection is lost: the commit that meets it fails, naming the queue.
+  ASSERT_EQ(testing::PgQuery(testing::PgServer::AdminUrl(db.socket_dir()),
+                             "SELECT bool_and(pg_terminate_backend(pid, 60000)) "
+                             "FROM pg_stat_activity WHERE datname = '" +
+                                 db.name() + "'"),
+            "t");
+  st = s->CommitLeasedResults("w1", results);
+  EXPECT_EQ(st.code(), Status::Code::kIoError) << st.message();
+  EXPECT_NE(st.message().find(db.url()), std::string::npos) << st.message();
+  // The next one reconnects, and the lease still holds: both are accepted, once.
+  int64_t added = 0, fenced = 0;
+  st = s->CommitLeasedResults("w1", results, &added, &fenced);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(added, 2);
+  EXPECT_EQ(fenced, 0);
+  ASSERT_TRUE(s->CountPending(id, &pending).ok());
+  EXPECT_EQ(pending, 0);
+  JobRecord job;
+  ASSERT_TRUE(s->GetJob(id, &job).ok());
+  EXPECT_EQ(job.completed, 2);
 }
 
 }  // namespace

@@ -73,10 +73,11 @@ inline Result MakeResult(int64_t job, int64_t line, bool is_error = false) {
 
 // Ingests one job whose lines i + 1 have rank ranks[i] and plan group groups[i].
 inline int64_t IngestGroups(Store* s, const std::string& name, const std::vector<int64_t>& ranks,
-                            const std::vector<int64_t>& groups) {
+                            const std::vector<int64_t>& groups, const std::string& model = "") {
   EXPECT_TRUE(s->Begin().ok());
   JobRecord job;
   job.name = name;
+  job.model = model;
   job.sha256 = "sha-of-" + name;
   EXPECT_TRUE(s->InsertJob(&job).ok());
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -110,9 +111,15 @@ inline LeasedResult Leased(const PendingRequest& p, const std::string& output) {
   return lr;
 }
 
-// A store of schema 5 back to schema 4: no worker state, no finalize leases (the same SQL on
-// both engines).
+// A store of schema 6 back to schema 5: no job model, no served models (the same SQL on both
+// engines).
+#define LLMQ_BACK_TO_SCHEMA_FIVE                                      \
+  "DROP INDEX requests_pending_by_job; DROP INDEX jobs_in_progress; " \
+  "ALTER TABLE jobs DROP COLUMN model; ALTER TABLE workers DROP COLUMN served_models; "
+inline constexpr const char* kBackToSchemaFive = LLMQ_BACK_TO_SCHEMA_FIVE;
+// A store of schema 6 back to schema 4: besides, no worker state, no finalize leases.
 #define LLMQ_BACK_TO_SCHEMA_FOUR                                                              \
+  LLMQ_BACK_TO_SCHEMA_FIVE                                                                    \
   "DROP INDEX jobs_finalizing; ALTER TABLE jobs DROP COLUMN finalize_worker; "                \
   "ALTER TABLE jobs DROP COLUMN finalize_expires_at; ALTER TABLE workers DROP COLUMN state; " \
   "ALTER TABLE workers DROP COLUMN current_job; ALTER TABLE workers DROP COLUMN "             \

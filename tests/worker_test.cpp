@@ -48,7 +48,9 @@ TEST(WorkerTest, ARestartInItsSlotTakesBackWhatItsLastRunHeld) {
   }  // killed: its leases run for an hour more, and no one else may take them
   auto other = jobs::OpenOrDie(dir + "/queue.db", jobs::Store::Check::kSkip);
   Claim c;
-  ASSERT_TRUE(other->RegisterWorker(jobs::WorkerInfo{.id = "other"}).ok());
+  jobs::WorkerInfo info;
+  info.id = "other";
+  ASSERT_TRUE(other->RegisterWorker(info).ok());
   ASSERT_TRUE(other->ClaimNextGroup("other", 3600, 10, &c).ok());
   EXPECT_EQ(c.requests.size(), 1u) << "only the request the dead run did not hold";
   // The same worker restarted: its registration gives them back at once.

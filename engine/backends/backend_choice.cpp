@@ -14,10 +14,10 @@ bool BuiltWithCuda() {
 #endif
 }
 
-StatusOr<ResolvedBackend> ResolveBackend(BackendKind want) {
+StatusOr<ResolvedBackend> ResolveBackend(BackendKind want, int device_index) {
   if (want == BackendKind::kCpu) return ResolvedBackend{BackendKind::kCpu, ""};
 #ifdef LLMQ_HAVE_CUDA
-  const Status device = CheckCudaDevice();
+  const Status device = CheckCudaDevice(device_index);
   if (device.ok())
     return ResolvedBackend{BackendKind::kCuda,
                            want == BackendKind::kAuto ? "a CUDA device is present" : ""};

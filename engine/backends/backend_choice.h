@@ -18,9 +18,9 @@ struct ResolvedBackend {
   std::string why;                       // why `auto` chose as it did; "" for an explicit choice
 };
 
-// What `want` means here: cpu is cpu; auto is cuda when built with CUDA and a device is usable,
-// else cpu; cuda is cuda, or Unsupported naming why not ("built without CUDA ...", "no usable
-// CUDA device: <the runtime's reason>").
-StatusOr<ResolvedBackend> ResolveBackend(BackendKind want);
+// What `want` means here: cpu is cpu; auto is cuda when built with CUDA and CUDA device `device`
+// is usable, else cpu; cuda is cuda, or Unsupported naming why not ("built without CUDA ...", "no
+// usable CUDA device: <the runtime's reason>").
+StatusOr<ResolvedBackend> ResolveBackend(BackendKind want, int device = 0);
 
 }  // namespace llmq

@@ -946,7 +946,7 @@ Status Make(const ModelConfig& cfg, const Weights* w, const CudaBackendOptions& 
 
 Status MakeAny(const ModelConfig& cfg, const Weights* w, const CudaBackendOptions& opt,
                uint64_t seed, std::unique_ptr<CudaBackend>* out) {
-  if (Status st = CheckCudaDevice(); !st.ok())
+  if (Status st = CheckCudaDevice(opt.device); !st.ok())
     return Status::Unsupported("no usable CUDA device: " + st.message());
   if (cfg.head_dim % 2 || cfg.head_dim > 256)
     return Status::Unsupported("the CUDA backend supports an even head_dim up to 256, not " +
@@ -957,8 +957,13 @@ Status MakeAny(const ModelConfig& cfg, const Weights* w, const CudaBackendOption
 
 }  // namespace
 
-Status CheckCudaDevice() {
-  return kernels::cuda::QueryDevices().status();
+Status CheckCudaDevice(int device) {
+  const StatusOr<kernels::cuda::DeviceInfo> devices = kernels::cuda::QueryDevices();
+  if (!devices.ok()) return devices.status();
+  if (device < 0 || device >= devices->count)
+    return Status::Unsupported("no device " + std::to_string(device) + ": " +
+                               std::to_string(devices->count) + " visible");
+  return Status::Ok();
 }
 
 Status CreateCudaBackendTyped(const ModelConfig& cfg, const Weights& w,

@@ -63,9 +63,10 @@ class CudaBackend : public Backend {
   virtual std::string device_name() const = 0;
 };
 
-// OK when a CUDA device can be used; otherwise Unsupported with the runtime's reason as the
-// message (no driver, "no CUDA device", ...).
-Status CheckCudaDevice();
+// OK when CUDA device `device` (an index among the visible ones) can be used; otherwise
+// Unsupported with the runtime's reason as the message (no driver, "no CUDA device", "no device
+// 3: 2 visible", ...).
+Status CheckCudaDevice(int device = 0);
 
 // Uploads `w` and builds the backend. Errors (no device, out of memory, a failed cuBLAS call) name
 // the call and the reason.

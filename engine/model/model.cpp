@@ -19,8 +19,10 @@ void ReleaseFreeHeap() {
 
 std::string Model::backend_description() const {
   std::string s = backend ? backend->name() : "none";
-  if (backend && backend->name() != "cpu")
+  if (backend && backend->name() != "cpu") {
+    if (choice.device != 0) s += ":" + std::to_string(choice.device);  // "cuda:1 (bf16)"
     s += std::string(" (") + PrecisionName(choice.precision) + ")";
+  }
   if (!backend_why.empty()) s += " (auto: " + backend_why + ")";
   return s;
 }
@@ -29,9 +31,15 @@ Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out
                  const std::function<void(const Tokenizer*)>& tokenizer_loaded) {
   Model m;
   m.choice = choice;
-  LLMQ_ASSIGN_OR_RETURN(ResolvedBackend resolved, ResolveBackend(choice.kind));
+  LLMQ_ASSIGN_OR_RETURN(ResolvedBackend resolved, ResolveBackend(choice.kind, choice.device));
   const BackendKind kind = resolved.kind;
   m.backend_why = std::move(resolved.why);
+  // A worker meant for GPU N must not quietly run on the CPU (engine.device is per GPU).
+  if (kind == BackendKind::kCpu && choice.device != 0)
+    return Status::Unsupported("engine.device " + std::to_string(choice.device) +
+                               ": a CUDA device, but the backend is cpu" +
+                               (m.backend_why.empty() ? std::string(" (engine.backend cpu)")
+                                                      : " (auto: " + m.backend_why + ")"));
   LLMQ_RETURN_IF_ERROR(LoadModelConfig(dir, &m.cfg));
   LLMQ_RETURN_IF_ERROR(Weights::Load(dir, m.cfg, &m.weights));
   LLMQ_RETURN_IF_ERROR(Tokenizer::Load(dir, &m.tokenizer));
@@ -65,6 +73,7 @@ Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out
     CudaBackendOptions opt;
     opt.precision = choice.precision == Precision::kBf16 ? CudaBackendOptions::Precision::kBf16
                                                          : CudaBackendOptions::Precision::kFp32;
+    opt.device = choice.device;
     LLMQ_RETURN_IF_ERROR(CreateCudaBackend(m.cfg, *m.weights, opt, &m.backend));
 #else
     return Status::Unsupported("backend cuda: this llmq was built without CUDA");

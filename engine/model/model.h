@@ -23,8 +23,8 @@ struct Model {
   std::unique_ptr<Backend> backend;
   BackendChoice choice;     // as asked (kind may be kAuto)
   std::string backend_why;  // why `auto` resolved as it did; "" for an explicit choice
-  // "cpu", "cuda (bf16)", "cpu (auto: no usable CUDA device: ...)": for start-up lines and
-  // summaries.
+  // "cpu", "cuda (bf16)", "cuda:1 (bf16)" (engine.device 1), "cpu (auto: no usable CUDA device:
+  // ...)": for start-up lines, summaries and the worker's row (`llmq workers`).
   std::string backend_description() const;
 };
 
