@@ -366,9 +366,7 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
           continue;
         }
         wall_clock::Idle();  // a step-driven test clock runs with real time while the engine waits
-        const auto woken = [&] {
-          return wake_ || drain_ || stop_ || !cancels_.empty() || hold_ != held_;
-        };
+        const auto woken = [&] { return wake_ || ControlPending(); };
         if (may_hold)  // the idle release is due; and still a tick every tick_interval
           cv_.wait_until(lock,
                          opt_.tick_interval.count() > 0
@@ -392,17 +390,17 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
     if (!draining_ && held_ == 0 && now >= feed_retry_at_) {
       if (Status st = Feed(); !st.ok()) {
         if (st.code() != Status::Code::kIoError) return st;
+        const std::chrono::milliseconds wait = feed_retry_wait_.Next();
         std::fprintf(stderr, "llmq: feeding the engine: %s (retried in %.1f s)\n",
-                     st.message().c_str(), feed_retry_wait_.count() / 1000.0);
-        feed_retry_at_ = now + feed_retry_wait_;
-        feed_retry_wait_ = std::min(feed_retry_wait_ * 2, std::chrono::milliseconds(30000));
+                     st.message().c_str(), wait.count() / 1000.0);
+        feed_retry_at_ = now + wait;
         // A worker may hold leases on requests it never handed to its engine: a claim whose
         // Admit failed (MarkAttempted, the job's row), or one committed whose answer was lost
         // with the connection. Its heartbeat would renew them for as long as it runs, and no one
         // would ever run them: its leases go back before it claims again (Feed, refeed_).
         if (!opt_.worker.empty()) refeed_ = true;
       } else {
-        feed_retry_wait_ = std::chrono::milliseconds(500);
+        feed_retry_wait_.Reset();
       }
       progress_.fed_out = drained_;
     }
@@ -411,8 +409,7 @@ Status JobRunner::Serve(const std::function<void()>& on_step) {
         // Nothing to step until Feed's retry: wait for it, or for a control (stop, drain, hold,
         // a cancel), which the top of the loop applies.
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_until(lock, feed_retry_at_,
-                       [&] { return drain_ || stop_ || !cancels_.empty() || hold_ != held_; });
+        cv_.wait_until(lock, feed_retry_at_, [&] { return ControlPending(); });
       }
       continue;
     }

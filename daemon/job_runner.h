@@ -20,6 +20,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/backoff.h"
 #include "daemon/request_builder.h"
 #include "engine/core/llm_engine.h"
 #include "jobs/result_committer.h"
@@ -133,6 +134,9 @@ class JobRunner {
   // One engine step, its outputs handed on, progress updated (Run's and Serve's common body).
   void StepOnce(int64_t tokens_before, std::vector<RequestOutput>* done);
   void ApplyControls();  // with mu_ held: cancels, drain
+  // With mu_ held: a control waits to be applied (stop, drain, a cancel, a changed hold); the
+  // runner's waits end on it.
+  bool ControlPending() const { return drain_ || stop_ || !cancels_.empty() || hold_ != held_; }
   // Commits a refused line's output (jobs::RefusedLine: HTTP 400, `param` the field at fault).
   void Refuse(int64_t job, int64_t line, int64_t generation, const std::string& custom_id,
               const std::string& msg, const std::string& param);
@@ -146,7 +150,7 @@ class JobRunner {
   std::chrono::steady_clock::time_point feed_retry_at_;  // Feed failed: not before this
   // The wait after Feed's next failure: 0.5 s, doubling with each failure in a row up to 30 s
   // (a queue gone away is not hammered), back to 0.5 s once Feed succeeds.
-  std::chrono::milliseconds feed_retry_wait_{500};
+  Backoff feed_retry_wait_{std::chrono::milliseconds(500), std::chrono::milliseconds(30000)};
   bool drained_ = false;  // the store had nothing more after cursor_ at the last look
   std::unordered_map<std::string, Fed> fed_;  // by engine request id
   std::unordered_map<int64_t, JobInfo> jobs_;

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/backoff.h"
+
 namespace llmq::jobs {
 
 ResultCommitter::ResultCommitter(Store* store, Options options)
@@ -83,7 +85,7 @@ void ResultCommitter::Run() {
   std::vector<LeasedResult> group;
   std::vector<Result> plain;  // CommitResults' argument (no worker)
   // The wait before the next retry of a failed group (the header: exponential backoff).
-  std::chrono::milliseconds retry_wait = opt_.retry_interval;
+  Backoff retry_wait(opt_.retry_interval, opt_.retry_max_interval);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
@@ -121,13 +123,12 @@ void ResultCommitter::Run() {
       group.clear();
       // Closing without time to retry ends the wait (the group is tried once more); with time
       // left, the backoff runs on (a wait begun while closing ends by that time).
-      auto until = time_->Now() + retry_wait;
+      auto until = time_->Now() + retry_wait.Next();
       if (closing_) until = std::min(until, std::max(close_retry_until_, time_->Now()));
       WaitUntil(&lock, until, [&] { return !retrying(); });
-      retry_wait = std::min(retry_wait * 2, std::max(opt_.retry_max_interval, opt_.retry_interval));
       continue;
     }
-    if (s.ok()) retry_wait = opt_.retry_interval;
+    if (s.ok()) retry_wait.Reset();
     group.clear();
     if (!s.ok() && error_.ok()) error_ = s;
     committed_ += added;
