@@ -6,7 +6,8 @@ for llama.cpp, so that the CPU benchmark can run llama.cpp on the same weights (
   hf_to_gguf.py MODEL_DIR OUT.gguf --gguf-py LLAMA_CPP/gguf-py
 
 The GGUF carries no vocabulary (tokenizer model "no_vocab", vocab_size dummy tokens): the benchmark
-feeds token ids. Q and K rows are permuted from Hugging Face's rotary layout to GGML's, as
+feeds token ids. llama-server detokenizes what it generates, so for it --placeholder-vocab writes
+placeholder pieces instead (bench/real_job_vs_llama_server.py). Q and K rows are permuted from Hugging Face's rotary layout to GGML's, as
 llama.cpp's convert_hf_to_gguf.py does for Llama (the benchmark measures speed only: the logits are
 not compared with llmq's here).
 Needs numpy (Debian: python3-numpy) and llama.cpp's gguf-py (pure Python).
@@ -51,6 +52,10 @@ def main():
     ap.add_argument("model_dir")
     ap.add_argument("out")
     ap.add_argument("--gguf-py", required=True, help="llama.cpp's gguf-py folder")
+    ap.add_argument("--placeholder-vocab", action="store_true",
+                    help="write a SentencePiece-type vocabulary of placeholder pieces (<unk> <s> "
+                         "</s>, then '\u2581t<id>'), so that llama-server, which detokenizes what "
+                         "it generates, runs the model (the benchmark still feeds token ids)")
     args = ap.parse_args()
     sys.path.insert(0, args.gguf_py)
     import numpy as np
@@ -83,7 +88,19 @@ def main():
     w.add_rope_freq_base(cfg.get("rope_theta", 10000.0))
     w.add_vocab_size(vocab)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    w.add_tokenizer_model("no_vocab")
+    if args.placeholder_vocab:
+        w.add_tokenizer_model("llama")
+        specials = {0: "<unk>", 1: "<s>", 2: "</s>"}
+        w.add_token_list([specials.get(i, f"\u2581t{i}") for i in range(vocab)])
+        w.add_token_scores([0.0] * vocab)
+        w.add_token_types([gguf.TokenType.CONTROL if i in specials else gguf.TokenType.NORMAL
+                           for i in range(vocab)])
+        w.add_unk_token_id(0)
+        w.add_bos_token_id(cfg.get("bos_token_id", 1))
+        w.add_eos_token_id(cfg.get("eos_token_id", 2))
+        w.add_add_bos_token(False)  # the prompts are token ids with their BOS
+    else:
+        w.add_tokenizer_model("no_vocab")
 
     def put(name, arr):
         w.add_tensor(name, np.ascontiguousarray(arr, dtype=np.float32))

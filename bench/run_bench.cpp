@@ -21,8 +21,11 @@
 // (issue 26): f32, then bf16 and int8 weights (engine.weight_dtype), each with an f32 and a bf16 KV
 // cache (engine.kv_dtype): wall time, tokens/s, peak RSS against the packed weights of that type
 // and the KV touched at that type's bytes, and how many requests' outputs equal f32's.
+// With --job-only, writes the model and the shared-instructions job (--requests of them) into
+// bench-models/run-bench/{model,in.jsonl}, prints their paths and runs nothing (the job the
+// harness bench/real_job_vs_llama_server.py sends to llmq and to llama-server alike).
 //   run_bench [--requests 512] [--shape NAME | --config model-config.json] [--before PATH]
-//             [--no-off] [--no-sampler] [--sampler-only] [--dtypes]
+//             [--no-off] [--no-sampler] [--sampler-only] [--dtypes] [--job-only]
 //   (default: a tiny 2048-context model)
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -360,7 +363,7 @@ void SamplerTable(const llmq::ModelConfig& cfg, const std::string& model) {
 int main(int argc, char** argv) {
   int requests = 512;
   std::string config, before;
-  bool sampler_only = false, no_off = false, no_sampler = false, dtypes = false;
+  bool sampler_only = false, no_off = false, no_sampler = false, dtypes = false, job_only = false;
   std::string shape;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--sampler-only")) {
@@ -371,6 +374,8 @@ int main(int argc, char** argv) {
       no_sampler = true;
     } else if (!std::strcmp(argv[i], "--dtypes")) {
       dtypes = true;
+    } else if (!std::strcmp(argv[i], "--job-only")) {
+      job_only = true;
     } else if (i + 1 < argc && !std::strcmp(argv[i], "--shape")) {
       shape = argv[++i];
     } else if (i + 1 < argc && !std::strcmp(argv[i], "--before")) {
@@ -411,6 +416,12 @@ int main(int argc, char** argv) {
       llmq::bench::SharedInstructions(requests, 1000, 100, 300, cfg.vocab_size, 42);
   const int64_t unique = llmq::bench::UniqueTokens(prompts);
   const int64_t total = WriteJob(prompts, dir + "/in.jsonl");
+  if (job_only) {
+    std::printf("model %s\njob %s/in.jsonl (%d requests, %lld prompt tokens, %lld unique)\n",
+                model.c_str(), dir.c_str(), requests, static_cast<long long>(total),
+                static_cast<long long>(unique));
+    return 0;
+  }
   // Default settings: the KV pool sized from the memory the process may take.
   const std::string common = dir + "/in.jsonl --model " + model;
   if (dtypes) {
