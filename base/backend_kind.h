@@ -8,9 +8,11 @@
 namespace llmq {
 
 enum class BackendKind { kAuto, kCpu, kCuda };
-// The GPU backend's number format: bf16 weights, K/V and GEMM inputs (fp32 accumulate), or fp32
-// throughout (the exact mode). The CPU backend is fp32 whatever is asked.
-enum class Precision { kBf16, kFp32 };
+// The GPU backend's number format: bf16 weights, K/V and GEMM inputs (fp32 accumulate), fp32
+// throughout (the exact mode), or fp8: bf16 with the projections' weights in FP8 E4M3 with
+// per-channel scales (compute capability 8.9 or later). The CPU backend takes engine.weight_dtype
+// and engine.kv_dtype instead.
+enum class Precision { kBf16, kFp32, kFp8 };
 // How the CPU backend holds its matrices (the projections, the LM head and the embedding;
 // kernels/cpu/gemm.h),
 // chosen once at load: auto (the checkpoint's own type where supported: BF16 -> bf16, an FP8
@@ -35,7 +37,7 @@ inline const char* BackendKindName(BackendKind k) {
   return k == BackendKind::kAuto ? "auto" : k == BackendKind::kCpu ? "cpu" : "cuda";
 }
 inline const char* PrecisionName(Precision p) {
-  return p == Precision::kBf16 ? "bf16" : "fp32";
+  return p == Precision::kBf16 ? "bf16" : p == Precision::kFp32 ? "fp32" : "fp8";
 }
 inline const char* WeightDtypeName(WeightDtype d) {
   return d == WeightDtype::kAuto   ? "auto"
@@ -56,7 +58,7 @@ inline bool ParseBackendKind(std::string_view s, BackendKind* out) {
   return false;
 }
 inline bool ParsePrecision(std::string_view s, Precision* out) {
-  for (Precision p : {Precision::kBf16, Precision::kFp32})
+  for (Precision p : {Precision::kBf16, Precision::kFp32, Precision::kFp8})
     if (s == PrecisionName(p)) {
       *out = p;
       return true;

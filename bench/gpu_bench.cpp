@@ -3,7 +3,9 @@
 // the device. The card's two ceilings are measured first (a device-to-device copy; a large bf16
 // cuBLAS product) and every row is given as a share of them.
 //
-//   gpu_bench [--layers N] [--quick]     (--quick: a smaller shape and counts, to check the wiring)
+//   gpu_bench [--layers N] [--quick] [--fp8]
+//   (--quick: a smaller shape and counts, to check the wiring; --fp8: the projections' weights in
+//   FP8 E4M3 with per-channel scales, engine.precision fp8, where the device has FP8)
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -267,10 +269,11 @@ CudaTuning Online() {
 }
 
 int Main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, fp8 = false;
   int layers = 32;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--fp8")) fp8 = true;
     if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::atoi(argv[++i]);
   }
   if (const Status device = CheckCudaDevice(); !device.ok()) {
@@ -295,7 +298,15 @@ int Main(int argc, char** argv) {
   else
     cfg.num_layers = layers;
   std::unique_ptr<CudaBackend> be;
-  CHECK_OK(CreateCudaBackendRandom(cfg, CudaBackendOptions{}, 42, &be));
+  CudaBackendOptions opt;
+  if (fp8) {
+    if (const Status st = CheckFp8Device(); !st.ok()) {
+      std::printf("gpu_bench --fp8: %s; nothing to measure\n", st.message().c_str());
+      return 0;
+    }
+    opt.precision = CudaBackendOptions::Precision::kFp8;
+  }
+  CHECK_OK(CreateCudaBackendRandom(cfg, opt, 42, &be));
   const int bs = 16, prompts = quick ? 32 : 256, plen = 1024, per_step = 8;
   const int blocks_per_seq = (plen + 64) / bs + 1;
   const int pool = prompts * blocks_per_seq + 2048 / bs + 256 * (256 / bs + 1) + 8;
@@ -304,8 +315,9 @@ int Main(int argc, char** argv) {
   const double embed_bytes = double(cfg.vocab_size) * cfg.hidden_size * 2;
   const double weights_read = double(be->weight_bytes()) - embed_bytes;  // one embedding row
   std::printf(
-      "model: Llama-3-8B shape, %d layers, bf16 weights %.2f GB, KV pool %d blocks (%.1f GB)\n",
-      cfg.num_layers, be->weight_bytes() / 1e9, pool, pool * bs * kv_token / 1e9);
+      "model: Llama-3-8B shape, %d layers, %s weights %.2f GB, KV pool %d blocks (%.1f GB)\n",
+      cfg.num_layers, fp8 ? "fp8 (projections) + bf16" : "bf16", be->weight_bytes() / 1e9, pool,
+      pool * bs * kv_token / 1e9);
   std::vector<Row> rows;
 
   // Prefill: `prompts` prompts of 1,024 tokens, 8 prompts (8,192 tokens) per step.

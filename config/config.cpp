@@ -334,7 +334,7 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
        }},
       {"precision",
        [c](const Leaf& l) {
-         return GetChoice(l, {"bf16", "fp32"}, &ParsePrecision, &c->precision);
+         return GetChoice(l, {"bf16", "fp32", "fp8"}, &ParsePrecision, &c->precision);
        }},
       {"weight_dtype",
        [c](const Leaf& l) {

@@ -43,7 +43,7 @@ struct LlmqConfig {
   bool profile = false;                 // llmq run --profile (not a config key)
   // engine.backend: auto (CUDA when built with it and a device is present, else CPU) | cpu | cuda.
   BackendKind backend = BackendKind::kAuto;
-  Precision precision = Precision::kBf16;  // engine.precision: bf16 | fp32 (GPU only)
+  Precision precision = Precision::kBf16;  // engine.precision: bf16 | fp32 | fp8 (GPU only)
   // engine.weight_dtype: auto | f32 | bf16 | int8, the CPU backend's matrices
   // (base/backend_kind.h).
   WeightDtype weight_dtype = WeightDtype::kAuto;

@@ -74,8 +74,10 @@ void AddBackendFlags(CLI::App* cmd, std::string* backend, std::string* precision
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--precision", *precision,
-                  "bf16|fp32: the GPU backend's weights and KV cache (the CPU backend is fp32)")
-      ->check(CLI::IsMember({"bf16", "fp32"}))
+                  "bf16|fp32|fp8: the GPU backend's weights and KV cache (fp8: bf16 with the "
+                  "projections' weights in FP8 E4M3, per-channel scales; compute capability 8.9+; "
+                  "the CPU backend takes --weight-dtype and --kv-dtype)")
+      ->check(CLI::IsMember({"bf16", "fp32", "fp8"}))
       ->capture_default_str();
   cmd->add_option("--weight-dtype", *weight_dtype,
                   "auto|f32|bf16|int8: the CPU backend's weight matrices, chosen at load (auto: "

@@ -102,7 +102,8 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
   const bool gpu = kind == BackendKind::kCuda;
   // The GPU backend keeps weights and K/V at --precision; the CPU backend its K/V at --kv-dtype
   // (auto: f32) and its matrices at --weight-dtype.
-  const int elt = gpu && f.precision == "bf16" ? 2 : 4;
+  // fp8: bf16 but for the projections' weights (one byte each, a float scale per channel).
+  const int elt = gpu && f.precision != "fp32" ? 2 : 4;
   KvDtype kv = KvDtype::kAuto;
   ParseKvDtype(f.kv_dtype, &kv);  // checked by CLI11
   const KvDtype follows_precision = elt == 2 ? KvDtype::kBf16 : KvDtype::kF32;
@@ -156,7 +157,12 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
     return static_cast<uint64_t>(HostKvBudget(in));
   };
   // The CPU backend's packed copy (CpuBackend::weight_bytes()), else the parameters at elt.
-  const uint64_t resident = gpu ? params * elt : CpuBackend::WeightBytesFor(cfg, type);
+  // fp8: 2 bytes down to 1 for each projection weight, 4 more for each channel's scale.
+  const int64_t fp8_delta =
+      f.precision == "fp8" ? 4 * cfg.ProjectionRows() - cfg.ProjectionParams() : 0;
+  const uint64_t resident =
+      gpu ? static_cast<uint64_t>(static_cast<int64_t>(params * elt) + fp8_delta)
+          : CpuBackend::WeightBytesFor(cfg, type);
   const uint64_t kv_memory = kv_memory_for(resident);
   char util[32];
   std::snprintf(util, sizeof util, "%g", f.gpu_memory_utilization);
@@ -223,8 +229,7 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
   std::printf("cpu threads        %s\n", threads.c_str());
   std::printf("parameters         %llu\n", static_cast<unsigned long long>(params));
   std::printf("weights            %s stored, %s resident (%s%s)\n", Human(stored).c_str(),
-              Human(resident).c_str(),
-              gpu ? (elt == 2 ? "bf16" : "fp32") : kernels::WeightTypeName(type),
+              Human(resident).c_str(), gpu ? f.precision.c_str() : kernels::WeightTypeName(type),
               gpu ? "" : " matrices and embedding, fp32 norms");
   std::printf(
       "kv bytes per token %lld  (2 x %d layers x %d kv heads x %d head_dim x %d bytes %s)\n",

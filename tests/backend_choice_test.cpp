@@ -265,5 +265,32 @@ TEST_F(BackendChoiceCli, PlanSaysBackendBytesPerTokenAndBudget) {
       << text.out;
 }
 
+TEST_F(BackendChoiceCli, PlanCountsFp8ProjectionsAtOneByteWithAScalePerChannel) {
+  // tiny: hidden 64, intermediate 160, 3 layers, 4 heads / 2 kv heads of 16: per layer the
+  // projections hold 64 x (64 + 2 x 32) + 64 x 64 + 3 x 64 x 160 weights over
+  // (64 + 2 x 32) + 64 + 2 x 160 + 64 output channels.
+  const int64_t proj = 3 * (64 * 128 + 64 * 64 + 3 * 64 * 160), rows = 3 * (128 + 64 + 320 + 64);
+  const auto bf16 = RunLlmq({"plan", "--model", model_, "--memory", "1G", "--backend", "cuda",
+                             "--precision", "bf16", "--json"});
+  const auto fp8 = RunLlmq({"plan", "--model", model_, "--memory", "1G", "--backend", "cuda",
+                            "--precision", "fp8", "--json"});
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  ASSERT_EQ(fp8.exit_code, 0) << fp8.err;
+  const auto b = nlohmann::json::parse(bf16.out), f = nlohmann::json::parse(fp8.out);
+  EXPECT_EQ(f["backend"], "cuda (fp8)");
+  EXPECT_EQ(f["weight_dtype"], "fp8");
+  EXPECT_EQ(f["weights_bytes_resident"].get<int64_t>(),
+            b["weights_bytes_resident"].get<int64_t>() - proj + 4 * rows);
+  // The KV cache stays bf16, and the bytes the weights leave go to it.
+  EXPECT_EQ(f["kv_bytes_per_token"], b["kv_bytes_per_token"]);
+  EXPECT_EQ(f["kv_cache_bytes"].get<int64_t>() - b["kv_cache_bytes"].get<int64_t>(),
+            proj - 4 * rows);
+  // --kv-dtype f32 is refused as under bf16: the cache follows the precision.
+  const auto f32kv = RunLlmq({"plan", "--model", model_, "--memory", "1G", "--backend", "cuda",
+                              "--precision", "fp8", "--kv-dtype", "f32"});
+  EXPECT_NE(f32kv.exit_code, 0);
+  EXPECT_NE(f32kv.err.find("follows --precision fp8"), std::string::npos) << f32kv.err;
+}
+
 }  // namespace
 }  // namespace llmq

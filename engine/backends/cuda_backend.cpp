@@ -33,7 +33,9 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/fp8.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_fp8.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/prefill_attention.h"
@@ -131,14 +133,16 @@ uint16_t ToBf16Bits(float f) {  // round to nearest even; NaN stays NaN
 }
 
 // One decoder layer's weights on the device.
+// With FP8 projections (engine.precision fp8) qkv, o, gate_up and down hold fp8 values and their
+// *_s buffers one float scale per row (output channel; kernels/cuda/fp8.h); else the *_s are empty.
 struct Layer {
   DeviceBuffer attn_norm, mlp_norm;  // [H] float
-  DeviceBuffer qkv;                  // [q_dim + 2 kv_dim, H] T
+  DeviceBuffer qkv, qkv_s;           // [q_dim + 2 kv_dim, H] T or fp8; [q_dim + 2 kv_dim] float
   DeviceBuffer qkv_bias;             // [q_dim + 2 kv_dim] float; empty without biases
   DeviceBuffer q_norm, k_norm;       // [head_dim] float; empty without q/k norms
-  DeviceBuffer o;                    // [H, q_dim] T
-  DeviceBuffer gate_up;              // [2I, H] T
-  DeviceBuffer down;                 // [H, I] T
+  DeviceBuffer o, o_s;               // [H, q_dim] T or fp8; [H] float
+  DeviceBuffer gate_up, gate_up_s;   // [2I, H] T or fp8; [2I] float
+  DeviceBuffer down, down_s;         // [H, I] T or fp8; [H] float
 };
 
 // A prepared step as the kernels see it: device pointers into the step's metadata and the
@@ -154,7 +158,9 @@ struct StepLaunch {
 template <class T>
 class CudaBackendImpl final : public CudaBackend {
  public:
-  explicit CudaBackendImpl(const ModelConfig& cfg) : cfg_(cfg) {}
+  // fp8: the projections' weights in FP8 (T must be bf16; the device's capability is checked by
+  // MakeAny).
+  CudaBackendImpl(const ModelConfig& cfg, bool fp8) : cfg_(cfg), fp8_(fp8) {}
   ~CudaBackendImpl() override {
     for (auto& [key, g] : graphs_cache_)
       if (g.exec) cudaGraphExecDestroy(g.exec);
@@ -228,6 +234,7 @@ class CudaBackendImpl final : public CudaBackend {
     // nothing per call, so neither a step nor a CUDA graph's capture grows device memory.
     LLMQ_RETURN_IF_ERROR(blas_ws_.Reserve(kCublasWorkspace));
     LLMQ_CUBLAS_TRY(api->set_workspace(cublas_, blas_ws_.p, kCublasWorkspace));
+    if (fp8_) LLMQ_RETURN_IF_ERROR(fp8_gemm_.Init(blas_ws_.p, kCublasWorkspace));
     return Status::Ok();
   }
 
@@ -252,9 +259,9 @@ class CudaBackendImpl final : public CudaBackend {
       LLMQ_RETURN_IF_ERROR(PutF32(get("input_layernorm.weight"), &L.attn_norm));
       LLMQ_RETURN_IF_ERROR(PutF32(get("post_attention_layernorm.weight"), &L.mlp_norm));
       // [q_dim + 2 kv_dim, H]: q, k, v stacked row-wise, so one GEMM makes the three.
-      LLMQ_RETURN_IF_ERROR(Put(
+      LLMQ_RETURN_IF_ERROR(PutProj(
           cat({"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}),
-          &L.qkv));
+          cfg_.q_dim() + 2 * cfg_.kv_dim(), &L.qkv, &L.qkv_s));
       if (cfg_.qkv_bias)
         LLMQ_RETURN_IF_ERROR(
             PutF32(cat({"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"}),
@@ -263,9 +270,11 @@ class CudaBackendImpl final : public CudaBackend {
         LLMQ_RETURN_IF_ERROR(PutF32(get("self_attn.q_norm.weight"), &L.q_norm));
         LLMQ_RETURN_IF_ERROR(PutF32(get("self_attn.k_norm.weight"), &L.k_norm));
       }
-      LLMQ_RETURN_IF_ERROR(Put(get("self_attn.o_proj.weight"), &L.o));
-      LLMQ_RETURN_IF_ERROR(Put(cat({"mlp.gate_proj.weight", "mlp.up_proj.weight"}), &L.gate_up));
-      LLMQ_RETURN_IF_ERROR(Put(get("mlp.down_proj.weight"), &L.down));
+      LLMQ_RETURN_IF_ERROR(PutProj(get("self_attn.o_proj.weight"), cfg_.hidden_size, &L.o, &L.o_s));
+      LLMQ_RETURN_IF_ERROR(PutProj(cat({"mlp.gate_proj.weight", "mlp.up_proj.weight"}),
+                                   2 * int64_t{cfg_.intermediate_size}, &L.gate_up, &L.gate_up_s));
+      LLMQ_RETURN_IF_ERROR(
+          PutProj(get("mlp.down_proj.weight"), cfg_.hidden_size, &L.down, &L.down_s));
     }
     return Finish();
   }
@@ -279,6 +288,15 @@ class CudaBackendImpl final : public CudaBackend {
       weight_bytes_ += n * sizeof(T);
       LLMQ_CUDA_TRY(kc::FillUniform<T>(b->as<T>(), n, scale, seed++, stream_));
       return Status::Ok();
+    };
+    // A projection of `rows` output channels: T, or made in T and quantized (fp8_).
+    auto rnd_proj = [&](int64_t rows, int64_t cols, float scale, DeviceBuffer* b,
+                        DeviceBuffer* bs) -> Status {
+      if (!fp8_) return rnd(rows * cols, scale, b);
+      DeviceBuffer made;
+      LLMQ_RETURN_IF_ERROR(rnd(rows * cols, scale, &made));
+      weight_bytes_ -= rows * cols * sizeof(T);
+      return Quantize(made.as<T>(), rows, cols, b, bs);
     };
     auto ones = [&](int64_t n, DeviceBuffer* b) -> Status {
       LLMQ_RETURN_IF_ERROR(b->Reserve(n * sizeof(float)));
@@ -294,7 +312,7 @@ class CudaBackendImpl final : public CudaBackend {
     for (Layer& L : layers_) {
       LLMQ_RETURN_IF_ERROR(ones(H, &L.attn_norm));
       LLMQ_RETURN_IF_ERROR(ones(H, &L.mlp_norm));
-      LLMQ_RETURN_IF_ERROR(rnd(qkv_rows * H, sh, &L.qkv));
+      LLMQ_RETURN_IF_ERROR(rnd_proj(qkv_rows, H, sh, &L.qkv, &L.qkv_s));
       if (cfg_.qkv_bias) {
         LLMQ_RETURN_IF_ERROR(L.qkv_bias.Reserve(qkv_rows * sizeof(float)));
         LLMQ_CUDA_TRY(
@@ -304,9 +322,10 @@ class CudaBackendImpl final : public CudaBackend {
         LLMQ_RETURN_IF_ERROR(ones(cfg_.head_dim, &L.q_norm));
         LLMQ_RETURN_IF_ERROR(ones(cfg_.head_dim, &L.k_norm));
       }
-      LLMQ_RETURN_IF_ERROR(rnd(H * cfg_.q_dim(), 1.f / std::sqrt(float(cfg_.q_dim())), &L.o));
-      LLMQ_RETURN_IF_ERROR(rnd(2 * I * H, sh, &L.gate_up));
-      LLMQ_RETURN_IF_ERROR(rnd(H * I, 1.f / std::sqrt(float(I)), &L.down));
+      LLMQ_RETURN_IF_ERROR(
+          rnd_proj(H, cfg_.q_dim(), 1.f / std::sqrt(float(cfg_.q_dim())), &L.o, &L.o_s));
+      LLMQ_RETURN_IF_ERROR(rnd_proj(2 * I, H, sh, &L.gate_up, &L.gate_up_s));
+      LLMQ_RETURN_IF_ERROR(rnd_proj(H, I, 1.f / std::sqrt(float(I)), &L.down, &L.down_s));
     }
     return Finish();
   }
@@ -398,6 +417,28 @@ class CudaBackendImpl final : public CudaBackend {
     LLMQ_CUDA_TRY(cudaMemcpy(b->p, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
     return Status::Ok();
   }
+  // A projection's weights ([rows, host.size() / rows], a Linear weight's layout): T, or with
+  // fp8_ uploaded as float and quantized per row on the device (an FP8 checkpoint's weights
+  // arrive dequantized by Weights::ToF32; a per-channel one quantizes back to its own values).
+  Status PutProj(const std::vector<float>& host, int64_t rows, DeviceBuffer* w, DeviceBuffer* ws) {
+    if (!fp8_) return Put(host, w);
+    DeviceBuffer f;
+    LLMQ_RETURN_IF_ERROR(f.Reserve(host.size() * sizeof(float)));
+    LLMQ_CUDA_TRY(cudaMemcpy(f.p, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+    return Quantize(f.as<float>(), rows, static_cast<int64_t>(host.size()) / rows, w, ws);
+  }
+  // w, ws = the FP8 values and per-row scales of src [rows, cols] (kernels/cuda/fp8.h); waits for
+  // the stream, so that the caller may free src.
+  template <class U>
+  Status Quantize(const U* src, int64_t rows, int64_t cols, DeviceBuffer* w, DeviceBuffer* ws) {
+    LLMQ_RETURN_IF_ERROR(w->Reserve(rows * cols));
+    LLMQ_RETURN_IF_ERROR(ws->Reserve(rows * sizeof(float)));
+    weight_bytes_ += rows * cols + rows * sizeof(float);
+    LLMQ_CUDA_TRY(kc::QuantizeRowsFp8<U>(src, rows, static_cast<int>(cols), w->as<kc::fp8>(),
+                                         ws->as<float>(), stream_));
+    LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
 
   // The rotary table (as the CPU backend's, computed in double and rounded once) and the head.
   Status Finish() {
@@ -426,7 +467,8 @@ class CudaBackendImpl final : public CudaBackend {
     const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, es = sizeof(T);
     const int64_t qkv_w = cfg_.q_dim() + 2 * cfg_.kv_dim();
     const int64_t per_token =
-        4 * H + es * H + 4 * qkv_w + es * cfg_.q_dim() + 4 * 2 * I + es * I + 4 * 4;
+        4 * H + es * H + 4 * qkv_w + es * cfg_.q_dim() + 4 * 2 * I + es * I + 4 * 4 +
+        (fp8_ ? Fp8MaxK() + 4 + 4 * H : 0);  // FP8: quantized rows, their scales, o/down sums
     const int64_t logits = kReserveLogitsRows * (4 * H + 4 * int64_t{cfg_.vocab_size});
     const int64_t attn_ws =
         kc::AttentionWorkspaceFloats(kReserveLogitsRows, cfg_.num_heads, cfg_.head_dim, 64) * 4;
@@ -446,6 +488,11 @@ class CudaBackendImpl final : public CudaBackend {
     LLMQ_RETURN_IF_ERROR(xl_.Reserve(std::max<int64_t>(l, 1) * H * 4));
     LLMQ_RETURN_IF_ERROR(logits_.Reserve(std::max<int64_t>(l, 1) * cfg_.vocab_size * 4));
     LLMQ_RETURN_IF_ERROR(meta_.Reserve(meta_ints * 4));
+    if (fp8_) {
+      LLMQ_RETURN_IF_ERROR(xq_.Reserve(t * Fp8MaxK()));
+      LLMQ_RETURN_IF_ERROR(xs_.Reserve(t * 4));
+      LLMQ_RETURN_IF_ERROR(raw_.Reserve(t * H * 4));
+    }
     if (host_meta_cap_ < meta_ints) {
       if (host_meta_) LLMQ_CUDA_TRY(cudaFreeHost(host_meta_));
       host_meta_ = nullptr;
@@ -504,6 +551,36 @@ class CudaBackendImpl final : public CudaBackend {
       LLMQ_CUBLAS_TRY(kc::Gemm<T>(cublas_, x, t, k, w, n, y, accumulate));
     }
     return Status::Ok();
+  }
+
+  // The widest input of a projection (its k): the FP8 path's quantized rows are this wide.
+  int64_t Fp8MaxK() const {
+    return std::max<int64_t>({cfg_.hidden_size, cfg_.q_dim(), cfg_.intermediate_size});
+  }
+
+  // y = x · wᵀ (+ y) for a projection whose weights are `w`, and, with FP8 weights, `ws` their
+  // per-channel scales: a few rows through GemvFp8 (bf16 activations, the weights read once),
+  // more quantized per token (xq_, xs_) into cuBLASLt's FP8 product, scaled by ScaleRowsCols (the
+  // sums of an accumulating projection go through raw_ first). T weights: Linear.
+  Status Project(const T* x, int64_t t, int k, const DeviceBuffer& w, const DeviceBuffer& ws, int n,
+                 float* y, bool accumulate) {
+    if (!ws.p) return Linear(x, t, k, w.as<T>(), n, y, accumulate);
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (kc::GemvFp8Fits(t, k)) {
+        LLMQ_CUDA_TRY(
+            kc::GemvFp8(x, t, k, w.as<kc::fp8>(), ws.as<float>(), n, y, accumulate, stream_));
+        return Status::Ok();
+      }
+      LLMQ_CUDA_TRY(kc::QuantizeRowsFp8<T>(x, t, k, xq_.as<kc::fp8>(), xs_.as<float>(), stream_));
+      float* raw = accumulate ? raw_.as<float>() : y;
+      LLMQ_RETURN_IF_ERROR(
+          fp8_gemm_.Run(xq_.as<kc::fp8>(), t, k, w.as<kc::fp8>(), n, raw, stream_));
+      LLMQ_CUDA_TRY(
+          kc::ScaleRowsCols(raw, xs_.as<float>(), ws.as<float>(), t, n, y, accumulate, stream_));
+      return Status::Ok();
+    } else {
+      return Status::Internal("FP8 weights on the fp32 path");
+    }
   }
 
   // Runs `b` and picks each logits row's id on the device: SampleRows under `rows`, or the argmax
@@ -704,6 +781,9 @@ class CudaBackendImpl final : public CudaBackend {
             logits_.p,
             meta_.p,
             attn_ws_.p,
+            xq_.p,
+            xs_.p,
+            raw_.p,
             cache_.k,
             cache_.v,
             i(cache_.num_blocks),
@@ -846,7 +926,7 @@ class CudaBackendImpl final : public CudaBackend {
       Mark(kNorm);
       LLMQ_CUDA_TRY(kc::RmsNorm<T>(x, W.attn_norm.as<float>(), nt, H, eps, xn, stream_));
       Mark(kQkv);
-      LLMQ_RETURN_IF_ERROR(Linear(xn, nt, H, W.qkv.as<T>(), qkv_w, qkv, false));
+      LLMQ_RETURN_IF_ERROR(Project(xn, nt, H, W.qkv, W.qkv_s, qkv_w, qkv, false));
       Mark(kRope);
       LLMQ_CUDA_TRY(kc::QkvRopeWriteKv<T>(qkv, nt, qkv_w, cfg_.num_heads, W.qkv_bias.as<float>(),
                                           W.q_norm.as<float>(), W.k_norm.as<float>(), eps, s.pos,
@@ -862,15 +942,16 @@ class CudaBackendImpl final : public CudaBackend {
         LLMQ_RETURN_IF_ERROR(Check(
             kc::PrefillAttention<T>(cublas_, c, cache_, l, prefill_ws_.p, attn_.as<T>(), stream_)));
       Mark(kO);
-      LLMQ_RETURN_IF_ERROR(Linear(attn_.as<T>(), nt, qd, W.o.as<T>(), H, x, true));
+      LLMQ_RETURN_IF_ERROR(Project(attn_.as<T>(), nt, qd, W.o, W.o_s, H, x, true));
       Mark(kNorm);
       LLMQ_CUDA_TRY(kc::RmsNorm<T>(x, W.mlp_norm.as<float>(), nt, H, eps, xn, stream_));
       Mark(kGateUp);
-      LLMQ_RETURN_IF_ERROR(Linear(xn, nt, H, W.gate_up.as<T>(), 2 * I, gu_.as<float>(), false));
+      LLMQ_RETURN_IF_ERROR(
+          Project(xn, nt, H, W.gate_up, W.gate_up_s, 2 * I, gu_.as<float>(), false));
       Mark(kSilu);
       LLMQ_CUDA_TRY(kc::SiluMul<T>(gu_.as<float>(), nt, I, act_.as<T>(), stream_));
       Mark(kDown);
-      LLMQ_RETURN_IF_ERROR(Linear(act_.as<T>(), nt, I, W.down.as<T>(), H, x, true));
+      LLMQ_RETURN_IF_ERROR(Project(act_.as<T>(), nt, I, W.down, W.down_s, H, x, true));
     }
     // Final norm and LM head for the rows that sample only.
     Mark(kHead);
@@ -899,6 +980,11 @@ class CudaBackendImpl final : public CudaBackend {
 
   // Activations (see the file comment) and step metadata.
   DeviceBuffer x_, xn_, qkv_, attn_, gu_, act_, xl_, logits_, meta_, ids_, pairs_, attn_ws_;
+  // FP8 projections (fp8_): a step's rows quantized ([T, Fp8MaxK()] fp8), their scales ([T]
+  // float), the sums of o and down before they are scaled into the residual ([T, H] float).
+  const bool fp8_;
+  DeviceBuffer xq_, xs_, raw_;
+  kc::Fp8Gemm fp8_gemm_;
   int32_t* host_meta_ = nullptr;                     // pinned
   const kc::SampleParams* sample_params_ = nullptr;  // [L] in meta_, for ForwardSample
   int64_t host_meta_cap_ = 0;
@@ -937,7 +1023,8 @@ class CudaBackendImpl final : public CudaBackend {
 template <class T>
 Status Make(const ModelConfig& cfg, const Weights* w, const CudaBackendOptions& opt, uint64_t seed,
             std::unique_ptr<CudaBackend>* out) {
-  auto b = std::make_unique<CudaBackendImpl<T>>(cfg);
+  auto b = std::make_unique<CudaBackendImpl<T>>(
+      cfg, opt.precision == CudaBackendOptions::Precision::kFp8);
   LLMQ_RETURN_IF_ERROR(b->Init(opt.device));
   LLMQ_RETURN_IF_ERROR(w ? b->Upload(*w) : b->Random(seed));
   *out = std::move(b);
@@ -951,11 +1038,29 @@ Status MakeAny(const ModelConfig& cfg, const Weights* w, const CudaBackendOption
   if (cfg.head_dim % 2 || cfg.head_dim > 256)
     return Status::Unsupported("the CUDA backend supports an even head_dim up to 256, not " +
                                std::to_string(cfg.head_dim));
+  if (opt.precision == CudaBackendOptions::Precision::kFp8) {
+    LLMQ_RETURN_IF_ERROR(CheckFp8Device(opt.device));
+    if (cfg.hidden_size % 16 || cfg.q_dim() % 16 || cfg.intermediate_size % 16)
+      return Status::Unsupported(
+          "engine.precision fp8: the FP8 products need hidden_size, the attention width and "
+          "intermediate_size in multiples of 16");
+  }
   return opt.precision == CudaBackendOptions::Precision::kFp32 ? Make<float>(cfg, w, opt, seed, out)
                                                                : Make<bf16>(cfg, w, opt, seed, out);
 }
 
 }  // namespace
+
+Status CheckFp8Device(int device) {
+  cudaDeviceProp prop{};
+  LLMQ_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  if (prop.major * 10 + prop.minor < 89)
+    return Status::Unsupported("engine.precision fp8: device " + std::to_string(device) + " (" +
+                               prop.name + ") has compute capability " +
+                               std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+                               "; FP8 products need 8.9 or later (Ada, Hopper): use bf16");
+  return Status::Ok();
+}
 
 Status CheckCudaDevice(int device) {
   const StatusOr<kernels::cuda::DeviceInfo> devices = kernels::cuda::QueryDevices();

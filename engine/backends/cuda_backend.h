@@ -17,7 +17,11 @@ namespace llmq {
 struct CudaBackendOptions {
   // kBf16: weights, K/V and GEMM inputs in bf16 (fp32 accumulate, fp32 residual stream).
   // kFp32: everything fp32 (the exact mode the reference tests use).
-  enum class Precision { kBf16, kFp32 };
+  // kFp8: as kBf16, but the projections' weights (q/k/v, o, gate/up, down) in FP8 E4M3 with one
+  // fp32 scale per output channel, quantized on the device at load (kernels/cuda/fp8.h): half
+  // the bytes of bf16. The embedding and the LM head stay bf16. Compute capability 8.9 or later
+  // (CheckFp8Device).
+  enum class Precision { kBf16, kFp32, kFp8 };
   Precision precision = Precision::kBf16;
   int device = 0;
 };
@@ -67,6 +71,9 @@ class CudaBackend : public Backend {
 // Unsupported with the runtime's reason as the message (no driver, "no CUDA device", "no device
 // 3: 2 visible", ...).
 Status CheckCudaDevice(int device = 0);
+// OK when device `device` computes FP8 products (compute capability 8.9 or later: Ada, Hopper);
+// otherwise Unsupported naming the device and its capability.
+Status CheckFp8Device(int device = 0);
 
 // Uploads `w` and builds the backend. Errors (no device, out of memory, a failed cuBLAS call) name
 // the call and the reason.

@@ -63,7 +63,7 @@ Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out
                                  WeightDtypeName(choice.weight_dtype) +
                                  ": the CPU backend's; the cuda backend's weights follow "
                                  "engine.precision (use auto, or the cpu backend)");
-    const KvDtype follows = choice.precision == Precision::kBf16 ? KvDtype::kBf16 : KvDtype::kF32;
+    const KvDtype follows = choice.precision == Precision::kFp32 ? KvDtype::kF32 : KvDtype::kBf16;
     if (choice.kv_dtype != KvDtype::kAuto && choice.kv_dtype != follows)
       return Status::Unsupported(std::string("engine.kv_dtype ") + KvDtypeName(choice.kv_dtype) +
                                  ": the cuda backend's KV cache follows engine.precision (" +
@@ -71,8 +71,9 @@ Status LoadModel(const std::string& dir, const BackendChoice& choice, Model* out
                                  KvDtypeName(follows));
 #ifdef LLMQ_HAVE_CUDA
     CudaBackendOptions opt;
-    opt.precision = choice.precision == Precision::kBf16 ? CudaBackendOptions::Precision::kBf16
-                                                         : CudaBackendOptions::Precision::kFp32;
+    opt.precision = choice.precision == Precision::kFp32  ? CudaBackendOptions::Precision::kFp32
+                    : choice.precision == Precision::kFp8 ? CudaBackendOptions::Precision::kFp8
+                                                          : CudaBackendOptions::Precision::kBf16;
     opt.device = choice.device;
     LLMQ_RETURN_IF_ERROR(CreateCudaBackend(m.cfg, *m.weights, opt, &m.backend));
 #else

@@ -61,6 +61,16 @@ struct ModelConfig {
                               (qk_norm ? 2 * head_dim : 0);
     return V * H + num_layers * per_layer + H + (tie_word_embeddings ? 0 : V * H);
   }
+  // Parameters of the projections (q/k/v, o, gate/up, down) over all layers: the weights FP8 holds
+  // in one byte each (engine.precision fp8), with one scale per output channel (ProjectionRows).
+  int64_t ProjectionParams() const {
+    const int64_t H = hidden_size, I = intermediate_size;
+    return num_layers * (H * (q_dim() + 2 * kv_dim()) + q_dim() * H + 3 * H * I);
+  }
+  int64_t ProjectionRows() const {
+    return num_layers *
+           (q_dim() + 2 * kv_dim() + 2 * int64_t{hidden_size} + 2 * int64_t{intermediate_size});
+  }
   // Inverse rotary frequencies (head_dim / 2 of them) with rope_scaling applied.
   std::vector<double> RopeInvFreq() const;
 };

@@ -5,6 +5,7 @@
 // same table.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 
 #include <string>
@@ -40,5 +41,26 @@ struct CublasApi {
 Status LoadCublas();
 // The table, or null when LoadCublas fails.
 const CublasApi* Cublas();
+
+// cuBLASLt's entry points for the FP8 products (kernels/cuda/gemm_fp8.h), loaded the same way
+// from libcublasLt.
+struct CublasLtApi {
+  decltype(&cublasLtCreate) create;
+  decltype(&cublasLtDestroy) destroy;
+  decltype(&cublasLtMatmulDescCreate) desc_create;
+  decltype(&cublasLtMatmulDescDestroy) desc_destroy;
+  decltype(&cublasLtMatmulDescSetAttribute) desc_set;
+  decltype(&cublasLtMatrixLayoutCreate) layout_create;
+  decltype(&cublasLtMatrixLayoutDestroy) layout_destroy;
+  decltype(&cublasLtMatmulPreferenceCreate) pref_create;
+  decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy;
+  decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set;
+  decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic;
+  decltype(&cublasLtMatmul) matmul;
+};
+
+// As LoadCublas and Cublas, for libcublasLt.
+Status LoadCublasLt();
+const CublasLtApi* CublasLt();
 
 }  // namespace llmq::kernels::cuda
