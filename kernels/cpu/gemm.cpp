@@ -42,10 +42,14 @@ namespace {
 
 constexpr int kPanel = PackedWeight::kPanel;
 static_assert(kPanel == 16, "the kernels hold one panel row in one zmm / two ymm");
-constexpr int kRows = 8;   // rows per packed A block (MR of the micro-kernels)
-constexpr int kGroup = 3;  // panels per micro-tile (NR): 8 x 48 columns = 24 zmm accumulators
-constexpr int kSmallRowBlocks = 4;  // M <= 32: decode path, whole-K tiles, W streamed once
-constexpr int kKcTarget = 256;      // K block of the prefill path (partial sums through C)
+constexpr int kRows = 8;  // rows per packed A block (MR) of the AVX-512 and scalar micro-kernels
+// The AVX2 micro-kernel's A blocks: 6 rows x 16 columns = 12 ymm accumulators (with the panel row's
+// two ymm and one broadcast, 15 of the 16 registers), as BLIS's Haswell kernel: enough independent
+// FMA chains to cover the FMA latency, which 4 x 16 (8 chains) was not.
+constexpr int kRowsAvx2 = 6;
+constexpr int kGroup = 3;       // panels per micro-tile (NR): 8 x 48 columns = 24 zmm accumulators
+constexpr int kSmallRows = 32;  // M <= 32: decode path, whole-K tiles, W streamed once
+constexpr int kKcTarget = 256;  // K block of the prefill path (partial sums through C)
 // N block of the prefill path: 24 panels x 256 K steps x 64 B = 384 KiB of W, read from L2 by every
 // row block; with the next block being prefetched alongside, 768 KiB of the 1 MiB L2.
 constexpr int kNcPanels = 24;
@@ -58,8 +62,9 @@ constexpr double kBytesPerNs = 1 / kNsPerStreamedByte;
 constexpr double kPackNsPerFloat = 0.4;
 
 // A micro-tile: C[0:mr, 0:np*16] (+)= A_blk · W_blkᵀ over kc steps of K.
-//   ap:        packed A, [kc][kRows]: A row r (< mr) at step k is ap[k*kRows + r].
-//   mr:        rows, 1..kRows.
+//   ap:        packed A, [kc][rows]: A row r (< mr) at step k is ap[k*rows + r], rows the ISA's
+//              block height (BlockRows: kRows, or kRowsAvx2 for the AVX2 kernels).
+//   mr:        rows, 1..rows.
 //   w:         panel 0 of the tile at the current K offset, [kc][16] elements of the tile
 //              function's WeightType; panel j at w + j*wstride (bytes).
 //   np:        panels, 1..kGroup.
@@ -122,8 +127,9 @@ inline void LoadRowAvx2(const int8_t* p, __m256* lo, __m256* hi) {
   *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8)));
 }
 
-// AVX2: one panel = two ymm; R rows x 1 panel = 2R accumulators (R <= 4 fits 16 ymm).
-//   wp: the panel at this K offset, [kc][16] T; scale: null or the panel's 16 column scales.
+// AVX2: one panel = two ymm; R rows x 1 panel = 2R accumulators (R <= 6 fits 16 ymm).
+//   ap: the block's packed A, [kc][kRowsAvx2]; wp: the panel at this K offset, [kc][16] T;
+//   scale: null or the panel's 16 column scales.
 template <int R, class T>
 void PanelAvx2(const float* ap, const T* wp, int kc, float* c, int64_t ldc, int cols, bool load_c,
                const float* scale) {
@@ -148,7 +154,7 @@ void PanelAvx2(const float* ap, const T* wp, int kc, float* c, int64_t ldc, int 
     LoadRowAvx2(wp + k * kPanel, &w0, &w1);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m256 av = _mm256_broadcast_ss(ap + k * kRows + r);
+      const __m256 av = _mm256_broadcast_ss(ap + k * kRowsAvx2 + r);
       acc[r][0] = _mm256_fmadd_ps(av, w0, acc[r][0]);
       acc[r][1] = _mm256_fmadd_ps(av, w1, acc[r][1]);
     }
@@ -178,28 +184,15 @@ void PanelAvx2(const float* ap, const T* wp, int kc, float* c, int64_t ldc, int 
 template <class T>
 void TileAvx2(const float* ap, int mr, const uint8_t* w, int64_t wstride, int np, int kc, float* c,
               int64_t ldc, int last_cols, bool load_c, const float* scale, const char*, int) {
+  using PanelFn = void (*)(const float*, const T*, int, float*, int64_t, int, bool, const float*);
   for (int j = 0; j < np; ++j) {
     const int cols = j == np - 1 ? last_cols : kPanel;
     const float* s = scale ? scale + j * kPanel : nullptr;
-    for (int r0 = 0; r0 < mr; r0 += 4) {
-      const float* a = ap + r0;  // rows r0.. of the block: still ap[k*kRows + r]
-      float* cc = c + r0 * ldc + j * kPanel;
-      const T* wp = reinterpret_cast<const T*>(w + j * wstride);
-      switch (std::min(4, mr - r0)) {
-        case 1:
-          PanelAvx2<1>(a, wp, kc, cc, ldc, cols, load_c, s);
-          break;
-        case 2:
-          PanelAvx2<2>(a, wp, kc, cc, ldc, cols, load_c, s);
-          break;
-        case 3:
-          PanelAvx2<3>(a, wp, kc, cc, ldc, cols, load_c, s);
-          break;
-        default:
-          PanelAvx2<4>(a, wp, kc, cc, ldc, cols, load_c, s);
-          break;
-      }
-    }
+    const T* wp = reinterpret_cast<const T*>(w + j * wstride);
+    float* cc = c + j * kPanel;
+    constexpr PanelFn kPanels[kRowsAvx2] = {&PanelAvx2<1, T>, &PanelAvx2<2, T>, &PanelAvx2<3, T>,
+                                            &PanelAvx2<4, T>, &PanelAvx2<5, T>, &PanelAvx2<6, T>};
+    kPanels[mr - 1](ap, wp, kc, cc, ldc, cols, load_c, s);
   }
 }
 
@@ -262,6 +255,11 @@ TileFn TileFor(GemmIsa isa, WeightType type) {
   }
 }
 
+// Rows of a packed A block for `isa`'s micro-kernels.
+int BlockRows(GemmIsa isa) {
+  return isa == GemmIsa::kAvx2 ? kRowsAvx2 : kRows;
+}
+
 // ---- Packing ---------------------------------------------------------------------------------
 
 // Fills a PackedWeight's storage: out[p][k][c] = convert(widen(row(p*16 + c)[k]), p*16 + c), zero
@@ -286,12 +284,12 @@ void PackPanels(T* out, int n, int k, RowFn row, ConvertFn convert) {
   });
 }
 
-// Packs row block rb of A: ap[k][r] = a[(rb*8 + r)*lda + k] for r < rows (rows >= `rows` unset).
-//   a: [m, lda]; ap: [k][kRows].
-void PackABlock(const float* a, int64_t lda, int rows, int k, float* ap) {
+// Packs a row block of A: ap[k][r] = a[r*lda + k] for r < rows (rows >= `rows` unset).
+//   a: [rows, lda] (the block's first row); ap: [k][block_rows].
+void PackABlock(const float* a, int64_t lda, int rows, int block_rows, int k, float* ap) {
   for (int r = 0; r < rows; ++r) {
     const float* src = a + r * lda;
-    for (int kk = 0; kk < k; ++kk) ap[static_cast<int64_t>(kk) * kRows + r] = src[kk];
+    for (int kk = 0; kk < k; ++kk) ap[static_cast<int64_t>(kk) * block_rows + r] = src[kk];
   }
 }
 
@@ -303,7 +301,8 @@ float* PackedAScratch(int64_t floats) {
 }
 
 struct GemmArgs {
-  const float* ap;  // packed A: [row blocks][K][kRows]
+  const float* ap;  // packed A: [row blocks][K][rows]
+  int rows;         // rows of a packed A block (BlockRows of the tiles' ISA)
   int m;
   const PackedWeight* w;
   float* c;
@@ -337,25 +336,26 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
   const int n = w.n(), k = w.k();
   const int64_t row_bytes = w.row_bytes();
   const int64_t wstride = k * row_bytes;  // bytes of a panel
-  const int row_blocks = (g.m + kRows - 1) / kRows;
+  const int br = g.rows;
+  const int row_blocks = (g.m + br - 1) / br;
   // Tile (row block rb) x (panels p .. p+np-1) x (K steps k0 .. k0+kc-1); prefetches pf_lines
   // lines per K step from pf. The block that ends the chains applies int8's scales.
   // The tile reads W from wp (panel p at K step k0), panels wp_stride bytes apart, with fn.
   auto tile_from = [&](TileFn fn, const uint8_t* wp, int64_t wp_stride, int rb, int p, int np,
                        int k0, int kc, const uint8_t* pf, int pf_lines) {
-    const int mr = std::min(kRows, g.m - rb * kRows);
+    const int mr = std::min(br, g.m - rb * br);
     const int last_cols = std::min(kPanel, n - (p + np - 1) * kPanel);
     const float* scale = w.scales() && k0 + kc == k ? w.scales() + p * kPanel : nullptr;
-    fn(g.ap + static_cast<int64_t>(rb) * k * kRows + static_cast<int64_t>(k0) * kRows, mr, wp,
-       wp_stride, np, kc, g.c + static_cast<int64_t>(rb) * kRows * g.ldc + p * kPanel, g.ldc,
-       last_cols, k0 > 0, scale, reinterpret_cast<const char*>(pf), pf_lines);
+    fn(g.ap + static_cast<int64_t>(rb) * k * br + static_cast<int64_t>(k0) * br, mr, wp, wp_stride,
+       np, kc, g.c + static_cast<int64_t>(rb) * br * g.ldc + p * kPanel, g.ldc, last_cols, k0 > 0,
+       scale, reinterpret_cast<const char*>(pf), pf_lines);
   };
   auto tile = [&](int rb, int p, int np, int k0, int kc, const uint8_t* pf, int pf_lines) {
     tile_from(g.tile, w.panel_data(p) + k0 * row_bytes, wstride, rb, p, np, k0, kc, pf, pf_lines);
   };
-  if (row_blocks <= kSmallRowBlocks) {
+  if (g.m <= kSmallRows) {
     // Decode: W is the traffic. Each 3-panel group is streamed from memory once (whole K, the
-    // in-kernel prefetch running ahead in each panel) and re-read from L2 by the other (<= 3)
+    // in-kernel prefetch running ahead in each panel) and re-read from L2 by the other (<= 5)
     // row blocks; those passes also prefetch the next group (contiguous: panels follow each
     // other), spread evenly over their K steps, so its first pass finds it in cache.
     for (int p = p0; p < p1; p += kGroup) {
@@ -567,21 +567,22 @@ void Gemm(const float* a, int64_t lda, int m, const PackedWeight& w, float* c, i
     for (int i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
     return;
   }
-  const int row_blocks = (m + kRows - 1) / kRows;
-  const int64_t block_floats = static_cast<int64_t>(k) * kRows;
-  float* ap = PackedAScratch(row_blocks * block_floats);
   const GemmIsa isa = ActiveGemmIsa();
-  const GemmArgs args{ap, m, &w, c, ldc, TileFor(isa, w.type()), TileFor(isa, WeightType::kF32)};
+  const int br = BlockRows(isa);
+  const int row_blocks = (m + br - 1) / br;
+  const int64_t block_floats = static_cast<int64_t>(k) * br;
+  float* ap = PackedAScratch(row_blocks * block_floats);
+  const GemmArgs args{
+      ap, br, m, &w, c, ldc, TileFor(isa, w.type()), TileFor(isa, WeightType::kF32)};
   const int groups = (w.panels() + kGroup - 1) / kGroup;
-  ParallelFor(row_blocks, kPackNsPerFloat * k * kRows, [&](int64_t rb0, int64_t rb1) {
+  ParallelFor(row_blocks, kPackNsPerFloat * k * br, [&](int64_t rb0, int64_t rb1) {
     for (int64_t rb = rb0; rb < rb1; ++rb) {
       const int r = static_cast<int>(rb);
-      PackABlock(a + rb * kRows * lda, lda, std::min(kRows, m - r * kRows), k,
-                 ap + rb * block_floats);
+      PackABlock(a + rb * br * lda, lda, std::min(br, m - r * br), br, k, ap + rb * block_floats);
     }
   });
   // Pieces are contiguous ranges of 3-panel groups, taken by whichever thread is free.
-  const double flops = 2.0 * row_blocks * kRows * w.panels() * kPanel * k;
+  const double flops = 2.0 * row_blocks * br * w.panels() * kPanel * k;
   const double serial_ns =
       std::max(flops / kFlopsPerNs, static_cast<double>(w.bytes()) / kBytesPerNs);
   ParallelFor(groups, serial_ns / groups, [&](int64_t g0, int64_t g1) {
