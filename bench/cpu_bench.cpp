@@ -216,19 +216,40 @@ double ReadBandwidth() {
   return best;
 }
 
+// A random KV cache of `num_blocks` blocks of the bench-110m shape (12 kv heads of 64) in `dtype`
+// (a bf16 one holds the fp32 values rounded, as the engine writes them).
+struct BenchKv {
+  std::vector<float> k, v;
+  std::vector<uint16_t> k16, v16;
+  kernels::PagedKv view;
+  BenchKv(int num_blocks, int block_size, int heads, int head_dim, KvDtype dtype, uint64_t seed) {
+    k.resize(static_cast<size_t>(num_blocks) * heads * block_size * head_dim);
+    v.resize(k.size());
+    Rng rng(seed);
+    for (float& x : k) x = static_cast<float>(rng.NextDouble() - 0.5);
+    for (float& x : v) x = static_cast<float>(rng.NextDouble() - 0.5);
+    view = kernels::PagedKv{k.data(), v.data(), block_size, heads, head_dim};
+    if (dtype == KvDtype::kBf16) {
+      for (float x : k) k16.push_back(kernels::FloatToBf16(x));
+      for (float x : v) v16.push_back(kernels::FloatToBf16(x));
+      view.k = view.v = nullptr;
+      view.k16 = k16.data();
+      view.v16 = v16.data();
+    }
+  }
+};
+
 // Decode attention of one layer of the bench-110m shape (12 kv heads of 64) for `seqs` sequences
 // that share a `prefix`-token prefix (own tokens: `own`), with the prefix groups and without
 // (kernels::PagedAttention's shared-prefix attention): milliseconds, the best of 20 calls each,
 // the two taken in turn so that a changing load hits both alike.
-void AttentionTable(int seqs, int prefix, int own) {
+void AttentionTable(int seqs, int prefix, int own, KvDtype dtype) {
   constexpr int kBs = 16, kHeads = 12, kD = 64;
   const int shared = prefix / kBs, own_blocks = (prefix % kBs + own + kBs - 1) / kBs;
   const int per_seq = shared + own_blocks, num_blocks = shared + seqs * own_blocks;
-  std::vector<float> k(static_cast<size_t>(num_blocks) * kHeads * kBs * kD), v(k.size());
-  Rng rng(5);
-  for (float& x : k) x = static_cast<float>(rng.NextDouble() - 0.5);
-  for (float& x : v) x = static_cast<float>(rng.NextDouble() - 0.5);
-  kernels::PagedKv kv{k.data(), v.data(), kBs, kHeads, kD};
+  const BenchKv cache(num_blocks, kBs, kHeads, kD, dtype, 5);
+  const kernels::PagedKv& kv = cache.view;
+  Rng rng(6);
   std::vector<int32_t> tables, query_start{0}, positions;
   for (int s = 0; s < seqs; ++s) {
     for (int b = 0; b < per_seq; ++b)
@@ -258,43 +279,51 @@ void AttentionTable(int seqs, int prefix, int own) {
               best[1] * 1e3, best[0] / best[1]);
 }
 
-// Prefill attention of one layer of the bench-110m shape: a `rows`-row chunk of one sequence at
-// positions prefix .. prefix+rows-1 (the documents of the issue-13 job over their shared
-// instructions), on each kernel the CPU has: ms (best of 5) and GFLOP/s, counting 4 * head_dim
-// flops per query-key pair and head (scores and values, one FMA each per dim).
-void PrefillAttentionTable(int rows, int prefix) {
+// Prefill attention of one layer of the bench-110m shape: `seqs` sequences, each a `rows`-row
+// chunk at positions prefix .. prefix+rows-1 behind the same `prefix` tokens (the documents of the
+// issue-13 job over their shared instructions; more than one sequence: one prefix group, as the
+// engine's step passes them), on each kernel the CPU has: ms (best of 5) and GFLOP/s, counting
+// 4 * head_dim flops per query-key pair and head (scores and values, one FMA each per dim).
+void PrefillAttentionTable(int seqs, int rows, int prefix, KvDtype dtype) {
   constexpr int kBs = 16, kHeads = 12, kD = 64;
-  const int ctx = prefix + rows, num_blocks = (ctx + kBs - 1) / kBs;
-  std::vector<float> k(static_cast<size_t>(num_blocks) * kHeads * kBs * kD), v(k.size());
-  Rng rng(7);
-  for (float& x : k) x = static_cast<float>(rng.NextDouble() - 0.5);
-  for (float& x : v) x = static_cast<float>(rng.NextDouble() - 0.5);
-  kernels::PagedKv kv{k.data(), v.data(), kBs, kHeads, kD};
-  std::vector<int32_t> table(num_blocks), query_start{0, rows}, positions(rows);
-  for (int b = 0; b < num_blocks; ++b) table[b] = b;
-  for (int r = 0; r < rows; ++r) positions[r] = prefix + r;
-  std::vector<float> q(static_cast<size_t>(rows) * kHeads * kD), out(q.size());
+  const int shared = prefix / kBs, own_blocks = (prefix % kBs + rows + kBs - 1) / kBs;
+  const int per_seq = shared + own_blocks, num_blocks = shared + seqs * own_blocks;
+  const BenchKv cache(num_blocks, kBs, kHeads, kD, dtype, 7);
+  const kernels::PagedKv& kv = cache.view;
+  Rng rng(8);
+  std::vector<int32_t> tables, query_start{0}, positions;
+  for (int s = 0; s < seqs; ++s) {
+    for (int b = 0; b < per_seq; ++b)
+      tables.push_back(b < shared ? b : shared + s * own_blocks + (b - shared));
+    for (int r = 0; r < rows; ++r) positions.push_back(prefix + r);
+    query_start.push_back((s + 1) * rows);
+  }
+  std::vector<float> q(positions.size() * kHeads * kD), out(q.size());
   for (float& x : q) x = static_cast<float>(rng.NextDouble() - 0.5);
+  const kernels::SharedPrefix group{0, seqs, shared};
   kernels::AttentionBatch ab;
-  ab.num_seqs = 1;
+  ab.num_seqs = seqs;
   ab.query_start = query_start.data();
   ab.positions = positions.data();
-  ab.block_tables = table.data();
-  ab.max_blocks = num_blocks;
+  ab.block_tables = tables.data();
+  ab.max_blocks = per_seq;
+  ab.groups = seqs > 1 && shared > 0 ? &group : nullptr;
+  ab.num_groups = ab.groups ? 1 : 0;
   double pairs = 0;
   for (int p : positions) pairs += p + 1;
   const double flops = pairs * kHeads * 4.0 * kD;
   for (kernels::GemmIsa isa :
        {kernels::GemmIsa::kAvx512, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kScalar}) {
     if (!kernels::SetGemmIsaForTesting(isa)) continue;
+    if (isa == kernels::GemmIsa::kScalar && seqs > 1) continue;  // minutes, and nothing to learn
     double best = 1e30;
     for (int rep = 0; rep < 5; ++rep) {
       const double t0 = Now();
       kernels::PagedAttention(ab, kv, q.data(), kHeads * kD, kHeads, 0.125f, out.data());
       best = std::min(best, Now() - t0);
     }
-    std::printf("| %4d | %6d | %-7s | %9.2f | %8.1f |\n", rows, prefix, kernels::GemmIsaName(isa),
-                best * 1e3, flops / best / 1e9);
+    std::printf("| %4d | %4d | %6d | %-7s | %9.2f | %8.1f |\n", seqs, rows, prefix,
+                kernels::GemmIsaName(isa), best * 1e3, flops / best / 1e9);
   }
   kernels::SetGemmIsaForTesting(kernels::GemmIsa::kAuto);
 }
@@ -341,18 +370,20 @@ int main(int argc, char** argv) {
     return std::fprintf(stderr, "--llama-dir needs --gguf PREFIX\n"), 2;
   if (attention_only) {
     std::printf(
-        "decode attention, one layer (12 kv heads x 64), sequences sharing a prefix, %d threads: "
-        "ms, best of 20\n| seqs | prefix |  own | plain ms     | shared ms    | ratio   |\n"
+        "decode attention, one layer (12 kv heads x 64), sequences sharing a prefix, %s KV cache, "
+        "%d threads: ms, best of 20\n| seqs | prefix |  own | plain ms     | shared ms    | ratio   |\n"
         "|------|--------|------|--------------|--------------|---------|\n",
-        kernels::CpuThreads());
+        KvDtypeName(kv), kernels::CpuThreads());
     for (int seqs : {8, 64})
-      for (int prefix : {1000}) AttentionTable(seqs, prefix, 200);
+      for (int prefix : {1000}) AttentionTable(seqs, prefix, 200, kv);
     std::printf(
-        "\nprefill attention, one layer (12 kv heads x 64), one chunk after a prefix, %d threads: "
-        "ms, best of 5\n| rows | prefix | kernel  |        ms |  GFLOP/s |\n"
-        "|------|--------|---------|-----------|----------|\n",
-        kernels::CpuThreads());
-    PrefillAttentionTable(200, 1000);
+        "\nprefill attention, one layer (12 kv heads x 64), a chunk of each sequence after a shared "
+        "prefix (one prefix group), %s KV cache, %d threads: ms, best of 5\n"
+        "| seqs | rows | prefix | kernel  |        ms |  GFLOP/s |\n"
+        "|------|------|--------|---------|-----------|----------|\n",
+        KvDtypeName(kv), kernels::CpuThreads());
+    PrefillAttentionTable(1, 200, 1000, kv);
+    PrefillAttentionTable(8, 200, 1000, kv);
     return 0;
   }
   ModelConfig cfg;

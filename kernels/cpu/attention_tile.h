@@ -81,10 +81,12 @@ inline int PairCtx(const AttendTask& t, int k) {
 // ---- 1. scores -------------------------------------------------------------------------------
 
 // Chunks of 16 keys per score tile for M pairs: the M x B accumulators, B K vectors and one
-// broadcast fit the registers.
+// broadcast fit the registers; for one pair, its B accumulators, the broadcast and the one K vector
+// in use (ScoreTile loads each just before its FMA), so that a decode row has enough chains.
 template <class V, int M>
 constexpr int QkChunks() {
-  return MinInt(8, (V::kRegs - 1) / ((M + 1) * V::kWidth));
+  return M == 1 ? MinInt(8, (V::kRegs - 1 - V::kWidth) / V::kWidth)
+                : MinInt(8, (V::kRegs - 1) / ((M + 1) * V::kWidth));
 }
 
 // s[p][16c .. 16c+16) for the M pairs starting at pair k0 and the B chunks starting at chunk c0 of
@@ -107,6 +109,13 @@ void ScoreTile(const AttendTask& t, int k0, const int32_t* table, int c0) {
 #pragma GCC unroll 8
     for (int c = 0; c < B; ++c) acc[p][c] = V::Zero();
   for (int i = 0; i < d; ++i) {
+    if constexpr (M == 1) {
+      const Vec qi = V::Bcast(q[0][i]);
+#pragma GCC unroll 8
+      for (int c = 0; c < B; ++c)
+        acc[0][c] = V::Fma(qi, V::LoadKv(kt[c] + static_cast<int64_t>(i) * bs), acc[0][c]);
+      continue;
+    }
     Vec kv[B];
 #pragma GCC unroll 8
     for (int c = 0; c < B; ++c) kv[c] = V::LoadKv(kt[c] + static_cast<int64_t>(i) * bs);
@@ -126,12 +135,12 @@ void ScoreTile(const AttendTask& t, int k0, const int32_t* table, int c0) {
   }
 }
 
-template <class V, int M>
+// Chunks [c0, c1): tiles of B chunks, the rest in tiles of B/2, B/4, ... chunks.
+template <class V, int M, int B = QkChunks<V, M>()>
 void ScorePairs(const AttendTask& t, int k0, const int32_t* table, int c0, int c1) {
-  constexpr int B = QkChunks<V, M>();
   int c = c0;
   for (; c + B <= c1; c += B) ScoreTile<V, M, B>(t, k0, table, c);
-  for (; c < c1; ++c) ScoreTile<V, M, 1>(t, k0, table, c);
+  if constexpr (B > 1) ScorePairs<V, M, B / 2>(t, k0, table, c, c1);
 }
 
 // M (1..V::kQkMaxM) chosen at run time.
@@ -214,6 +223,12 @@ void ValueTile(const AttendTask& t, int k0, const int32_t* table, int j0, int j1
                                (static_cast<int64_t>(table[block]) * t.kv_heads + t.head) * bs * d +
                                static_cast<int64_t>(j - block * bs) * d + dim0;
     for (; j < end; ++j, vb += d) {
+      if constexpr (M == 1) {  // its V vectors loaded as used: DV accumulators, DV > kPvDV
+        const Vec ej = V::Bcast(e[0][j]);
+#pragma GCC unroll 4
+        for (int c = 0; c < DV; ++c) acc[0][c] = V::Fma(ej, V::LoadKv(vb + 16 * c), acc[0][c]);
+        continue;
+      }
       Vec vv[DV];
 #pragma GCC unroll 4
       for (int c = 0; c < DV; ++c) vv[c] = V::LoadKv(vb + 16 * c);
@@ -245,6 +260,12 @@ void ValueTileN(int m, const AttendTask& t, int k0, const int32_t* table, int j0
 template <class V>
 void Values(const AttendTask& t, int k0, int k1, const int32_t* table, int j0, int j1) {
   if (j0 >= j1) return;
+  // One pair (a decode row's own keys, a prefill row's last few): 64 head dims per pass, so that
+  // its chains (4 x kWidth of them) cover the FMA latency.
+  if (k1 - k0 == 1 && t.head_dim % 64 == 0) {
+    for (int dim = 0; dim < t.head_dim; dim += 64) ValueTile<V, 1, 4>(t, k0, table, j0, j1, dim);
+    return;
+  }
   constexpr int DV = V::kPvDV, M = PvPairs<V, DV>(), M1 = PvPairs<V, 1>();
   int dim = 0;
   for (; dim + 16 * DV <= t.head_dim; dim += 16 * DV)
