@@ -4,12 +4,12 @@
 //
 // Prints the machine's measured FMA peak and memory read bandwidth, then a table per GEMM shape,
 // weight type (f32, bf16, int8: kernels::WeightType; --dtype=T for one), M in {1, 8, 32, 128, 512}
-// and 1 / 2 threads: ms per call, GFLOP/s, GB/s of W streamed (the packed W's bytes / time: bf16
-// streams half the bytes of f32 and int8 a quarter) and percentages of the measured peak and
-// bandwidth. By default each timed call
-// uses the next of several copies of W (>= 128 MiB together, 4x the L3), so W comes from DRAM as in
-// the engine, where a step streams every layer's weights; --hot reuses one copy (L3-resident for
-// all shapes but the vocab projection). LLMQ_GEMM_ISA=scalar|avx2|avx512 forces a kernel.
+// (--m=M: M alone) and 1 / 2 threads: ms per call, GFLOP/s, GB/s of W streamed (the packed W's
+// bytes / time: bf16 streams half the bytes of f32 and int8 a quarter) and percentages of the
+// measured peak and bandwidth. By default each timed call uses the next of several copies of W (>=
+// 128 MiB together, 4x the L3), so W comes from DRAM as in the engine, where a step streams every
+// layer's weights; --hot reuses one copy (L3-resident for all shapes but the vocab projection).
+// LLMQ_GEMM_ISA=scalar|avx2|avx512 forces a kernel.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -173,7 +173,10 @@ int main(int argc, char** argv) {
                               {"gate_up", 4096, 768},
                               {"down", 768, 2048},
                               {"lm_head", 32000, 768}};
-  const int ms[] = {1, 8, 32, 128, 512};
+  // --m=M: that M alone (any M: a prefill step of the engine has up to 2,048 rows).
+  const std::vector<int> ms =
+      only_m > 0 ? std::vector<int>{only_m} : std::vector<int>{1, 8, 32, 128, 512};
+  const int max_m = *std::max_element(ms.begin(), ms.end());
   std::printf("\nW %s\n", hot ? "hot (one copy, reused)" : "cold (rotating copies >= 128 MiB)");
   std::printf("%-8s %-5s %5s %6s %5s %3s %9s %9s %8s %6s %6s\n", "shape", "dtype", "M", "N", "K",
               "thr", "ms", "GFLOP/s", "W GB/s", "%peak", "%bw");
@@ -191,11 +194,10 @@ int main(int argc, char** argv) {
       const uint64_t wbytes = copies[0].bytes();
       if (!hot)
         while (copies.size() * wbytes < (128ull << 20)) copies.push_back(copies[0]);
-      std::vector<float> a(static_cast<size_t>(512) * s.k);
+      std::vector<float> a(static_cast<size_t>(max_m) * s.k);
       for (float& x : a) x = u(rng);
-      std::vector<float> c(static_cast<size_t>(512) * s.n);
+      std::vector<float> c(static_cast<size_t>(max_m) * s.n);
       for (int m : ms) {
-        if (only_m && m != only_m) continue;
         const double flop = 2.0 * m * s.n * s.k;
         for (int t = 1; t <= max_threads; ++t) {
           llmq::kernels::SetCpuThreads(t);  // Gemm runs on the kernels' pool
