@@ -114,86 +114,118 @@ inline void LoadRowAvx2(const float* p, __m256* lo, __m256* hi) {
   *lo = _mm256_load_ps(p);
   *hi = _mm256_load_ps(p + 8);
 }
+// The halves are read as two loads that the widening instructions take as memory operands
+// (vpmovzxwd / vpmovsxbd ymm, m128 / m64): no extract or shift on the vector ports.
 inline void LoadRowAvx2(const uint16_t* p, __m256* lo, __m256* hi) {
-  const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
-  *lo =
-      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(x)), 16));
-  *hi = _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(x, 1)), 16));
+  const __m128i x0 = _mm_load_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i x1 = _mm_load_si128(reinterpret_cast<const __m128i*>(p + 8));
+  *lo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(x0), 16));
+  *hi = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(x1), 16));
 }
 inline void LoadRowAvx2(const int8_t* p, __m256* lo, __m256* hi) {
-  const __m128i x = _mm_load_si128(reinterpret_cast<const __m128i*>(p));
-  *lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x));
-  *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8)));
+  const __m128i x0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i x1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8));
+  *lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x0));
+  *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x1));
 }
 
-// AVX2: one panel = two ymm; R rows x 1 panel = 2R accumulators (R <= 6 fits 16 ymm).
-//   ap: the block's packed A, [kc][kRowsAvx2]; wp: the panel at this K offset, [kc][16] T;
-//   scale: null or the panel's 16 column scales.
-template <int R, class T>
-void PanelAvx2(const float* ap, const T* wp, int kc, float* c, int64_t ldc, int cols, bool load_c,
-               const float* scale) {
-  // Prefetch 32 K steps ahead, one prefetch per 64-byte line of the panel's stream.
+// AVX2: one panel = two ymm; R rows x NP panels = 2*R*NP accumulators (R*NP <= 6 fits 16 ymm with
+// the R broadcasts and the panel row in use). Each accumulator is one FMA chain, and the FMA's
+// latency needs about 8 of them in flight: the 6-row block takes its panels one at a time (12
+// chains), a decode row (R = 1, 2) takes the tile's panels together (6 or 12 chains, rather than
+// the 2 or 4 of one panel that left batch-1 decode latency-bound on bf16 and int8).
+//   ap: the block's packed A, [kc][kRowsAvx2]; w: panel 0 at this K offset, [kc][16] T, panel j at
+//   w + j*wstride (bytes); c: C[row 0][panel 0's first column]; last_cols: valid columns of panel
+//   NP-1; scale: null or the NP panels' column scales, [NP*16].
+template <int R, int NP, class T>
+void PanelsAvx2(const float* ap, const uint8_t* w, int64_t wstride, int kc, float* c, int64_t ldc,
+                int last_cols, bool load_c, const float* scale) {
+  // Prefetch 32 K steps ahead, one prefetch per 64-byte line of each panel's stream.
   constexpr int kStepsPerLine = 64 / static_cast<int>(kPanel * sizeof(T));
-  __m256 acc[R][2];
+  const T* wp[NP];
+  for (int j = 0; j < NP; ++j) wp[j] = reinterpret_cast<const T*>(w + j * wstride);
+  auto cols = [&](int j) { return j == NP - 1 ? last_cols : kPanel; };
+  __m256 acc[R][NP][2];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    if (load_c) {
-      alignas(32) float tmp[kPanel] = {};
-      std::memcpy(tmp, c + r * ldc, cols * sizeof(float));
-      acc[r][0] = _mm256_load_ps(tmp);
-      acc[r][1] = _mm256_load_ps(tmp + 8);
-    } else {
-      acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) {
+      if (load_c) {
+        alignas(32) float tmp[kPanel] = {};
+        std::memcpy(tmp, c + r * ldc + j * kPanel, cols(j) * sizeof(float));
+        acc[r][j][0] = _mm256_load_ps(tmp);
+        acc[r][j][1] = _mm256_load_ps(tmp + 8);
+      } else {
+        acc[r][j][0] = acc[r][j][1] = _mm256_setzero_ps();
+      }
     }
-  }
   for (int k = 0; k < kc; ++k) {
     if (kStepsPerLine == 1 || k % kStepsPerLine == 0)
-      _mm_prefetch(reinterpret_cast<const char*>(wp + (k + 32) * kPanel), _MM_HINT_T0);
-    __m256 w0, w1;
-    LoadRowAvx2(wp + k * kPanel, &w0, &w1);
+#pragma GCC unroll 4
+      for (int j = 0; j < NP; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(wp[j] + (k + 32) * kPanel), _MM_HINT_T0);
+    __m256 av[R];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m256 av = _mm256_broadcast_ss(ap + k * kRowsAvx2 + r);
-      acc[r][0] = _mm256_fmadd_ps(av, w0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(av, w1, acc[r][1]);
+    for (int r = 0; r < R; ++r) av[r] = _mm256_broadcast_ss(ap + k * kRowsAvx2 + r);
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) {
+      __m256 w0, w1;
+      LoadRowAvx2(wp[j] + k * kPanel, &w0, &w1);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        acc[r][j][0] = _mm256_fmadd_ps(av[r], w0, acc[r][j][0]);
+        acc[r][j][1] = _mm256_fmadd_ps(av[r], w1, acc[r][j][1]);
+      }
     }
   }
   if (scale) {
-    const __m256 s0 = _mm256_loadu_ps(scale), s1 = _mm256_loadu_ps(scale + 8);
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) {
+      const __m256 s0 = _mm256_loadu_ps(scale + j * kPanel),
+                   s1 = _mm256_loadu_ps(scale + j * kPanel + 8);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      acc[r][0] = _mm256_mul_ps(acc[r][0], s0);
-      acc[r][1] = _mm256_mul_ps(acc[r][1], s1);
+      for (int r = 0; r < R; ++r) {
+        acc[r][j][0] = _mm256_mul_ps(acc[r][j][0], s0);
+        acc[r][j][1] = _mm256_mul_ps(acc[r][j][1], s1);
+      }
     }
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    if (cols == kPanel) {
-      _mm256_storeu_ps(c + r * ldc, acc[r][0]);
-      _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
-    } else {
-      alignas(32) float tmp[kPanel];
-      _mm256_store_ps(tmp, acc[r][0]);
-      _mm256_store_ps(tmp + 8, acc[r][1]);
-      std::memcpy(c + r * ldc, tmp, cols * sizeof(float));
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) {
+      float* out = c + r * ldc + j * kPanel;
+      if (cols(j) == kPanel) {
+        _mm256_storeu_ps(out, acc[r][j][0]);
+        _mm256_storeu_ps(out + 8, acc[r][j][1]);
+      } else {
+        alignas(32) float tmp[kPanel];
+        _mm256_store_ps(tmp, acc[r][j][0]);
+        _mm256_store_ps(tmp + 8, acc[r][j][1]);
+        std::memcpy(out, tmp, cols(j) * sizeof(float));
+      }
     }
-  }
 }
 
 template <class T>
 void TileAvx2(const float* ap, int mr, const uint8_t* w, int64_t wstride, int np, int kc, float* c,
               int64_t ldc, int last_cols, bool load_c, const float* scale, const char*, int) {
-  using PanelFn = void (*)(const float*, const T*, int, float*, int64_t, int, bool, const float*);
-  for (int j = 0; j < np; ++j) {
-    const int cols = j == np - 1 ? last_cols : kPanel;
-    const float* s = scale ? scale + j * kPanel : nullptr;
-    const T* wp = reinterpret_cast<const T*>(w + j * wstride);
-    float* cc = c + j * kPanel;
-    constexpr PanelFn kPanels[kRowsAvx2] = {&PanelAvx2<1, T>, &PanelAvx2<2, T>, &PanelAvx2<3, T>,
-                                            &PanelAvx2<4, T>, &PanelAvx2<5, T>, &PanelAvx2<6, T>};
-    kPanels[mr - 1](ap, wp, kc, cc, ldc, cols, load_c, s);
+  using PanelsFn = void (*)(const float*, const uint8_t*, int64_t, int, float*, int64_t, int, bool,
+                            const float*);
+  static_assert(kGroup == 3, "a decode row's tile takes up to 3 panels together");
+  if (mr <= 2) {  // all np panels at once: [rows - 1][panels - 1]
+    constexpr PanelsFn kRowsPanels[2][kGroup] = {
+        {&PanelsAvx2<1, 1, T>, &PanelsAvx2<1, 2, T>, &PanelsAvx2<1, 3, T>},
+        {&PanelsAvx2<2, 1, T>, &PanelsAvx2<2, 2, T>, &PanelsAvx2<2, 3, T>}};
+    kRowsPanels[mr - 1][np - 1](ap, w, wstride, kc, c, ldc, last_cols, load_c, scale);
+    return;
   }
+  constexpr PanelsFn kByRows[kRowsAvx2] = {&PanelsAvx2<1, 1, T>, &PanelsAvx2<2, 1, T>,
+                                           &PanelsAvx2<3, 1, T>, &PanelsAvx2<4, 1, T>,
+                                           &PanelsAvx2<5, 1, T>, &PanelsAvx2<6, 1, T>};
+  for (int j = 0; j < np; ++j)
+    kByRows[mr - 1](ap, w + j * wstride, wstride, kc, c + j * kPanel, ldc,
+                    j == np - 1 ? last_cols : kPanel, load_c, scale ? scale + j * kPanel : nullptr);
 }
 
 // ---- ISA selection ---------------------------------------------------------------------------
