@@ -164,17 +164,28 @@ void PanelsAvx2(const float* ap, const uint8_t* w, int64_t wstride, int kc, floa
 #pragma GCC unroll 4
       for (int j = 0; j < NP; ++j)
         _mm_prefetch(reinterpret_cast<const char*>(wp[j] + (k + 32) * kPanel), _MM_HINT_T0);
-    __m256 av[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) av[r] = _mm256_broadcast_ss(ap + k * kRowsAvx2 + r);
-#pragma GCC unroll 4
-    for (int j = 0; j < NP; ++j) {
+    if constexpr (NP == 1) {  // the panel row held, one broadcast at a time: 2R + 3 ymm
       __m256 w0, w1;
-      LoadRowAvx2(wp[j] + k * kPanel, &w0, &w1);
+      LoadRowAvx2(wp[0] + k * kPanel, &w0, &w1);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        acc[r][j][0] = _mm256_fmadd_ps(av[r], w0, acc[r][j][0]);
-        acc[r][j][1] = _mm256_fmadd_ps(av[r], w1, acc[r][j][1]);
+        const __m256 av = _mm256_broadcast_ss(ap + k * kRowsAvx2 + r);
+        acc[r][0][0] = _mm256_fmadd_ps(av, w0, acc[r][0][0]);
+        acc[r][0][1] = _mm256_fmadd_ps(av, w1, acc[r][0][1]);
+      }
+    } else {  // the R broadcasts held, one panel row at a time: 2*R*NP + R + 2 ymm
+      __m256 av[R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) av[r] = _mm256_broadcast_ss(ap + k * kRowsAvx2 + r);
+#pragma GCC unroll 4
+      for (int j = 0; j < NP; ++j) {
+        __m256 w0, w1;
+        LoadRowAvx2(wp[j] + k * kPanel, &w0, &w1);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          acc[r][j][0] = _mm256_fmadd_ps(av[r], w0, acc[r][j][0]);
+          acc[r][j][1] = _mm256_fmadd_ps(av[r], w1, acc[r][j][1]);
+        }
       }
     }
   }
