@@ -25,6 +25,10 @@
 
 #include "kernels/cpu/thread_pool.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older C libraries lack the name
+#endif
+
 namespace llmq::kernels {
 namespace internal {
 // gemm_avx512.cpp, one per WeightType; same arguments as TileFn below.
@@ -462,9 +466,23 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
 
 void* AllocateBuffer(std::size_t bytes, std::size_t align) {
   if (bytes < kPopulateBytes) return ::operator new(bytes, std::align_val_t(align));
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                 -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();  // caught in LlmEngine::Run, as new's (gemm.h)
+  // Mapped at a 2-MiB boundary and advised MADV_HUGEPAGE before its pages are populated, so that
+  // where transparent huge pages are "madvise" (Debian's default) the weights and activations
+  // stream through 2-MiB pages: a step reads every packed weight, and in 4-KiB pages that is a
+  // TLB miss every 4 KiB of each panel. Best effort, like MAP_POPULATE: a kernel that refuses the
+  // advice leaves 4-KiB pages and pages faulted in on first touch.
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  const std::size_t len = (bytes + 4095) / 4096 * 4096;
+  void* raw =
+      mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();  // caught in LlmEngine::Run, as new's (gemm.h)
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t start = (begin + kHuge - 1) / kHuge * kHuge, end = begin + len + kHuge;
+  if (start > begin) munmap(raw, start - begin);
+  if (end > start + len) munmap(reinterpret_cast<void*>(start + len), end - (start + len));
+  void* p = reinterpret_cast<void*>(start);
+  madvise(p, len, MADV_HUGEPAGE);
+  madvise(p, len, MADV_POPULATE_WRITE);
   return p;
 }
 
