@@ -239,40 +239,61 @@ struct BenchKv {
   }
 };
 
+// The attention benches' step: `seqs` sequences of the bench-110m shape (12 kv heads of 64), each
+// `prefix` shared tokens then `own` of its own, whose last `rows` tokens are the step's queries;
+// `batch` has the prefix group when `grouped` (and the prefix has whole blocks).
+struct SharedPrefixStep {
+  static constexpr int kBs = 16, kHeads = 12, kD = 64;
+  BenchKv cache;
+  std::vector<int32_t> tables, query_start{0}, positions;
+  std::vector<float> q, out;
+  kernels::SharedPrefix group;
+  kernels::AttentionBatch batch;
+  SharedPrefixStep(int seqs, int prefix, int own, int rows, KvDtype dtype, uint64_t seed)
+      : cache(BlocksFor(seqs, prefix, own), kBs, kHeads, kD, dtype, seed) {
+    const int shared = prefix / kBs, own_blocks = OwnBlocks(prefix, own);
+    for (int s = 0; s < seqs; ++s) {
+      for (int b = 0; b < shared + own_blocks; ++b)
+        tables.push_back(b < shared ? b : shared + s * own_blocks + (b - shared));
+      for (int r = 0; r < rows; ++r) positions.push_back(prefix + own - rows + r);
+      query_start.push_back((s + 1) * rows);
+    }
+    Rng rng(seed + 1);
+    q.resize(positions.size() * kHeads * kD);
+    out.resize(q.size());
+    for (float& x : q) x = static_cast<float>(rng.NextDouble() - 0.5);
+    group = {0, seqs, shared};
+    batch.num_seqs = seqs;
+    batch.query_start = query_start.data();
+    batch.positions = positions.data();
+    batch.block_tables = tables.data();
+    batch.max_blocks = shared + own_blocks;
+  }
+  void Grouped(bool on) {
+    batch.groups = on && group.num_blocks > 0 ? &group : nullptr;
+    batch.num_groups = batch.groups ? 1 : 0;
+  }
+  void Run() {
+    kernels::PagedAttention(batch, cache.view, q.data(), kHeads * kD, kHeads, 0.125f, out.data());
+  }
+  static int OwnBlocks(int prefix, int own) { return (prefix % kBs + own + kBs - 1) / kBs; }
+  static int BlocksFor(int seqs, int prefix, int own) {
+    return prefix / kBs + seqs * OwnBlocks(prefix, own);
+  }
+};
+
 // Decode attention of one layer of the bench-110m shape (12 kv heads of 64) for `seqs` sequences
 // that share a `prefix`-token prefix (own tokens: `own`), with the prefix groups and without
 // (kernels::PagedAttention's shared-prefix attention): milliseconds, the best of 20 calls each,
 // the two taken in turn so that a changing load hits both alike.
 void AttentionTable(int seqs, int prefix, int own, KvDtype dtype) {
-  constexpr int kBs = 16, kHeads = 12, kD = 64;
-  const int shared = prefix / kBs, own_blocks = (prefix % kBs + own + kBs - 1) / kBs;
-  const int per_seq = shared + own_blocks, num_blocks = shared + seqs * own_blocks;
-  const BenchKv cache(num_blocks, kBs, kHeads, kD, dtype, 5);
-  const kernels::PagedKv& kv = cache.view;
-  Rng rng(6);
-  std::vector<int32_t> tables, query_start{0}, positions;
-  for (int s = 0; s < seqs; ++s) {
-    for (int b = 0; b < per_seq; ++b)
-      tables.push_back(b < shared ? b : shared + s * own_blocks + (b - shared));
-    positions.push_back(prefix + own - 1);
-    query_start.push_back(s + 1);
-  }
-  std::vector<float> q(static_cast<size_t>(seqs) * kHeads * kD), out(q.size());
-  for (float& x : q) x = static_cast<float>(rng.NextDouble() - 0.5);
-  const kernels::SharedPrefix group{0, seqs, shared};
-  kernels::AttentionBatch ab;
-  ab.num_seqs = seqs;
-  ab.query_start = query_start.data();
-  ab.positions = positions.data();
-  ab.block_tables = tables.data();
-  ab.max_blocks = per_seq;
+  SharedPrefixStep step(seqs, prefix, own, 1, dtype, 5);
   double best[2] = {1e30, 1e30};
   for (int rep = 0; rep < 20; ++rep)
     for (int grouped = 0; grouped < 2; ++grouped) {
-      ab.groups = grouped ? &group : nullptr;
-      ab.num_groups = grouped;
+      step.Grouped(grouped);
       const double t0 = Now();
-      kernels::PagedAttention(ab, kv, q.data(), kHeads * kD, kHeads, 0.125f, out.data());
+      step.Run();
       best[grouped] = std::min(best[grouped], Now() - t0);
     }
   std::printf("| %4d | %6d | %4d | %12.3f | %12.3f | %6.2fx |\n", seqs, prefix, own, best[0] * 1e3,
@@ -285,32 +306,11 @@ void AttentionTable(int seqs, int prefix, int own, KvDtype dtype) {
 // engine's step passes them), on each kernel the CPU has: ms (best of 5) and GFLOP/s, counting
 // 4 * head_dim flops per query-key pair and head (scores and values, one FMA each per dim).
 void PrefillAttentionTable(int seqs, int rows, int prefix, KvDtype dtype) {
-  constexpr int kBs = 16, kHeads = 12, kD = 64;
-  const int shared = prefix / kBs, own_blocks = (prefix % kBs + rows + kBs - 1) / kBs;
-  const int per_seq = shared + own_blocks, num_blocks = shared + seqs * own_blocks;
-  const BenchKv cache(num_blocks, kBs, kHeads, kD, dtype, 7);
-  const kernels::PagedKv& kv = cache.view;
-  Rng rng(8);
-  std::vector<int32_t> tables, query_start{0}, positions;
-  for (int s = 0; s < seqs; ++s) {
-    for (int b = 0; b < per_seq; ++b)
-      tables.push_back(b < shared ? b : shared + s * own_blocks + (b - shared));
-    for (int r = 0; r < rows; ++r) positions.push_back(prefix + r);
-    query_start.push_back((s + 1) * rows);
-  }
-  std::vector<float> q(positions.size() * kHeads * kD), out(q.size());
-  for (float& x : q) x = static_cast<float>(rng.NextDouble() - 0.5);
-  const kernels::SharedPrefix group{0, seqs, shared};
-  kernels::AttentionBatch ab;
-  ab.num_seqs = seqs;
-  ab.query_start = query_start.data();
-  ab.positions = positions.data();
-  ab.block_tables = tables.data();
-  ab.max_blocks = per_seq;
-  ab.groups = seqs > 1 && shared > 0 ? &group : nullptr;
-  ab.num_groups = ab.groups ? 1 : 0;
+  SharedPrefixStep step(seqs, prefix, rows, rows, dtype, 7);
+  step.Grouped(seqs > 1);
+  constexpr int kHeads = SharedPrefixStep::kHeads, kD = SharedPrefixStep::kD;
   double pairs = 0;
-  for (int p : positions) pairs += p + 1;
+  for (int p : step.positions) pairs += p + 1;
   const double flops = pairs * kHeads * 4.0 * kD;
   for (kernels::GemmIsa isa :
        {kernels::GemmIsa::kAvx512, kernels::GemmIsa::kAvx2, kernels::GemmIsa::kScalar}) {
@@ -319,7 +319,7 @@ void PrefillAttentionTable(int seqs, int rows, int prefix, KvDtype dtype) {
     double best = 1e30;
     for (int rep = 0; rep < 5; ++rep) {
       const double t0 = Now();
-      kernels::PagedAttention(ab, kv, q.data(), kHeads * kD, kHeads, 0.125f, out.data());
+      step.Run();
       best = std::min(best, Now() - t0);
     }
     std::printf("| %4d | %4d | %6d | %-7s | %9.2f | %8.1f |\n", seqs, rows, prefix,
@@ -335,9 +335,13 @@ int main(int argc, char** argv) {
   KvDtype kv = KvDtype::kF32;
   int decode_steps = 64;
   bool attention_only = false;
-  for (int i = 1; i < argc; ++i)
-    if (!std::strcmp(argv[i], "--attention-only")) attention_only = true;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  // Flags and options in any order (--attention-only takes no value).
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--attention-only")) {
+      attention_only = true;
+      continue;
+    }
+    if (i + 1 >= argc) break;
     if (!std::strcmp(argv[i], "--model"))
       model = argv[i + 1];
     else if (!std::strcmp(argv[i], "--shape"))
@@ -352,6 +356,7 @@ int main(int argc, char** argv) {
       weight_dtypes = argv[i + 1];
     else if (!std::strcmp(argv[i], "--kv-dtype") && !ParseKvDtype(argv[i + 1], &kv))
       return std::fprintf(stderr, "--kv-dtype: f32 or bf16\n"), 2;
+    ++i;  // the option's value
   }
   std::vector<kernels::WeightType> types;
   for (size_t at = 0; at <= weight_dtypes.size();) {
@@ -371,13 +376,15 @@ int main(int argc, char** argv) {
   if (attention_only) {
     std::printf(
         "decode attention, one layer (12 kv heads x 64), sequences sharing a prefix, %s KV cache, "
-        "%d threads: ms, best of 20\n| seqs | prefix |  own | plain ms     | shared ms    | ratio   |\n"
+        "%d threads: ms, best of 20\n| seqs | prefix |  own | plain ms     | shared ms    | ratio  "
+        " |\n"
         "|------|--------|------|--------------|--------------|---------|\n",
         KvDtypeName(kv), kernels::CpuThreads());
     for (int seqs : {8, 64})
       for (int prefix : {1000}) AttentionTable(seqs, prefix, 200, kv);
     std::printf(
-        "\nprefill attention, one layer (12 kv heads x 64), a chunk of each sequence after a shared "
+        "\nprefill attention, one layer (12 kv heads x 64), a chunk of each sequence after a "
+        "shared "
         "prefix (one prefix group), %s KV cache, %d threads: ms, best of 5\n"
         "| seqs | rows | prefix | kernel  |        ms |  GFLOP/s |\n"
         "|------|------|--------|---------|-----------|----------|\n",
