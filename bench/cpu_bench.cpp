@@ -381,7 +381,9 @@ int main(int argc, char** argv) {
         "|------|--------|------|--------------|--------------|---------|\n",
         KvDtypeName(kv), kernels::CpuThreads());
     for (int seqs : {8, 64})
-      for (int prefix : {1000}) AttentionTable(seqs, prefix, 200, kv);
+      // own 16: nearly all keys shared (the group's tiles); 1200: nearly all a row's own (one
+      // pair at a time, bound by reading the cache); 200: the real job's documents.
+      for (int own : {16, 200, 1200}) AttentionTable(seqs, 1000, own, kv);
     std::printf(
         "\nprefill attention, one layer (12 kv heads x 64), a chunk of each sequence after a "
         "shared "
