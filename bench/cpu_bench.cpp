@@ -376,8 +376,8 @@ int main(int argc, char** argv) {
   if (attention_only) {
     std::printf(
         "decode attention, one layer (12 kv heads x 64), sequences sharing a prefix, %s KV cache, "
-        "%d threads: ms, best of 20\n| seqs | prefix |  own | plain ms     | shared ms    | ratio  "
-        " |\n"
+        "%d threads: ms, best of 20\n"
+        "| seqs | prefix |  own | plain ms     | shared ms    | ratio   |\n"
         "|------|--------|------|--------------|--------------|---------|\n",
         KvDtypeName(kv), kernels::CpuThreads());
     for (int seqs : {8, 64})
@@ -386,8 +386,7 @@ int main(int argc, char** argv) {
       for (int own : {16, 200, 1200}) AttentionTable(seqs, 1000, own, kv);
     std::printf(
         "\nprefill attention, one layer (12 kv heads x 64), a chunk of each sequence after a "
-        "shared "
-        "prefix (one prefix group), %s KV cache, %d threads: ms, best of 5\n"
+        "shared prefix (one prefix group), %s KV cache, %d threads: ms, best of 5\n"
         "| seqs | rows | prefix | kernel  |        ms |  GFLOP/s |\n"
         "|------|------|--------|---------|-----------|----------|\n",
         KvDtypeName(kv), kernels::CpuThreads());

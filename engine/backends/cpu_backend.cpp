@@ -14,10 +14,6 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/thread_pool.h"
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14; older C libraries lack the name
-#endif
-
 namespace llmq {
 namespace {
 
@@ -238,7 +234,7 @@ Status CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
 // lowest first (the block manager's free list is a stack that starts at block 0 and gets freed
 // blocks back on top), so the highest block a step writes bounds the blocks ever used and this
 // populates no page the pool would not have touched anyway. Best effort: kernels before 5.14
-// refuse MADV_POPULATE_WRITE and the writes fault the pages in as before.
+// refuse it (kernels::PopulateForWrite) and the writes fault the pages in as before.
 void CpuBackend::PopulateKv(int32_t top) {
   if (top < populated_blocks_ || populate_refused_) return;
   const size_t block_bytes = KvBlockBytes();
@@ -247,7 +243,7 @@ void CpuBackend::PopulateKv(int32_t top) {
   for (int l = 0; l < cfg_.num_layers; ++l)
     for (const KvBuffer* kv : {&k_cache_, &v_cache_}) {
       char* layer = kv->data + l * num_blocks_ * block_bytes;
-      if (madvise(layer + from, to - from, MADV_POPULATE_WRITE) != 0) populate_refused_ = true;
+      if (!kernels::PopulateForWrite(layer + from, to - from)) populate_refused_ = true;
     }
   populated_blocks_ = top + 1;
 }

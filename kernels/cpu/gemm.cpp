@@ -482,8 +482,12 @@ void* AllocateBuffer(std::size_t bytes, std::size_t align) {
   if (end > start + len) munmap(reinterpret_cast<void*>(start + len), end - (start + len));
   void* p = reinterpret_cast<void*>(start);
   madvise(p, len, MADV_HUGEPAGE);
-  madvise(p, len, MADV_POPULATE_WRITE);
+  static_cast<void>(PopulateForWrite(p, len));  // best effort, as the advice above
   return p;
+}
+
+bool PopulateForWrite(void* p, std::size_t bytes) {
+  return madvise(p, bytes, MADV_POPULATE_WRITE) == 0;
 }
 
 void FreeBuffer(void* p, std::size_t bytes, std::size_t align) {

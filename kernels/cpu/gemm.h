@@ -36,6 +36,10 @@ namespace llmq::kernels {
 constexpr std::size_t kPopulateBytes = std::size_t{4} << 20;
 void* AllocateBuffer(std::size_t bytes, std::size_t align);
 void FreeBuffer(void* p, std::size_t bytes, std::size_t align);
+// Populates the pages of [p, p + bytes) for writing in one call (MADV_POPULATE_WRITE; p
+// page-aligned). False where the kernel refuses it (before Linux 5.14): the pages then fault in on
+// first touch, as before.
+[[nodiscard]] bool PopulateForWrite(void* p, std::size_t bytes);
 
 // Minimal allocator giving `Align`-byte aligned storage (PackedWeight panels start on cache lines,
 // so every 16-float panel row is one aligned 64-byte vector load), by AllocateBuffer.
