@@ -228,7 +228,7 @@ struct BenchKv {
     Rng rng(seed);
     for (float& x : k) x = static_cast<float>(rng.NextDouble() - 0.5);
     for (float& x : v) x = static_cast<float>(rng.NextDouble() - 0.5);
-    view = kernels::PagedKv{k.data(), v.data(), block_size, heads, head_dim};
+    view = kernels::PagedKv{k.data(), v.data(), block_size, heads, head_dim, num_blocks};
     if (dtype == KvDtype::kBf16) {
       for (float x : k) k16.push_back(kernels::FloatToBf16(x));
       for (float x : v) v16.push_back(kernels::FloatToBf16(x));

@@ -202,13 +202,15 @@ TEST_P(CpuBackendInvariance, KvPagesArePopulatedUpToTheBlocksWrittenOnly) {
   testing::ForwardOneSequence(be, RandomTokens(n, cfg_.vocab_size, 3), 0, n, {0, 1, 2}, bs,
                               cfg_.vocab_size);
   const std::vector<bool> resident = be.ResidentKBlocksForTesting();
-  const size_t block_bytes =
-      static_cast<size_t>(cfg_.kv_dim()) * bs * CpuBackend::KvElementBytes(kv_);
-  const size_t written_end = (3 * block_bytes + 4095) / 4096 * 4096;  // pages of blocks 0..2
+  // Each kv head's tiles are a region of their own (kernels::PagedKv): blocks 0..2 are the first
+  // pages of every region.
+  const size_t tile_bytes =
+      static_cast<size_t>(cfg_.head_dim) * bs * CpuBackend::KvElementBytes(kv_);
+  const size_t written_end = (3 * tile_bytes + 4095) / 4096 * 4096;  // pages of blocks 0..2
   for (int b = 0; b < pool; ++b) {
     if (b <= 2) {
       EXPECT_TRUE(resident[b]) << "block " << b;
-    } else if (b * block_bytes >= written_end) {
+    } else if (b * tile_bytes >= written_end) {
       EXPECT_FALSE(resident[b]) << "block " << b << " populated but never written";
     }
   }

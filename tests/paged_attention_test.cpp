@@ -56,7 +56,7 @@ RandomStep MakeStep(const Case& c, uint32_t seed) {
   v.resize(k.size());
   for (float& x : k) x = normal(rng);
   for (float& x : v) x = normal(rng);
-  st.kv = PagedKv{k.data(), v.data(), bs, c.kv_heads, d};
+  st.kv = PagedKv{k.data(), v.data(), bs, c.kv_heads, d, num_blocks};
 
   // Sequences: groups of 2..9 members sharing 1..8 blocks, and loners in between.
   std::vector<std::pair<int, int>> rows;  // per seq: (first position queried, rows)
@@ -223,8 +223,8 @@ TEST_P(PagedAttentionGroups, Bf16CacheIsTheFp32CacheOfItsValues) {
       if (!SetGemmIsaForTesting(isa)) continue;
       const std::vector<float> want = Attend(st, c, seed % 2 == 0);
       RandomStep half = st;
-      half.kv =
-          PagedKv{nullptr, nullptr, c.block_size, c.kv_heads, c.head_dim, k16.data(), v16.data()};
+      half.kv = PagedKv{nullptr,    nullptr,          c.block_size, c.kv_heads,
+                        c.head_dim, st.kv.num_blocks, k16.data(),   v16.data()};
       const std::vector<float> got = Attend(half, c, seed % 2 == 1);
       ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
           << GemmIsaName(isa) << " seed " << seed;
@@ -246,7 +246,7 @@ TEST_P(PagedAttentionGroups, Bf16CacheIsTheFp32CacheOfItsValues) {
   slots.resize(T);
   const size_t n = static_cast<size_t>(blocks) * c.kv_heads * bs * d;
   std::vector<uint16_t> k16(n, 0xffff), v16(n, 0xffff);
-  const PagedKv kv{nullptr, nullptr, bs, c.kv_heads, d, k16.data(), v16.data()};
+  const PagedKv kv{nullptr, nullptr, bs, c.kv_heads, d, blocks, k16.data(), v16.data()};
   WriteKv(kv, ks.data(), vs.data(), stride, slots.data(), T);
   for (int r = 0; r < T; ++r)
     for (int h = 0; h < c.kv_heads; ++h)
@@ -255,6 +255,18 @@ TEST_P(PagedAttentionGroups, Bf16CacheIsTheFp32CacheOfItsValues) {
         ASSERT_EQ(k16[tile + i * bs + off], FloatToBf16(ks[r * stride + h * d + i])) << r;
         ASSERT_EQ(v16[tile + off * d + i], FloatToBf16(vs[r * stride + h * d + i])) << r;
       }
+}
+
+// The layout attention.h documents: each kv head's tiles are one region, block after block, so a
+// head's consecutive blocks are one stream in memory.
+TEST(PagedKvLayout, HeadMajorTilesOfConsecutiveBlocksAreAdjacent) {
+  const PagedKv kv{nullptr, nullptr, 16, 3, 64, 100};
+  const int64_t tile = 16 * 64;
+  EXPECT_EQ(kv.TileOffset(0, 0), 0);
+  EXPECT_EQ(kv.TileOffset(7, 0), 7 * tile);
+  EXPECT_EQ(kv.TileOffset(8, 2) - kv.TileOffset(7, 2), tile);
+  EXPECT_EQ(kv.TileOffset(0, 1), 100 * tile);
+  EXPECT_EQ(kv.TileOffset(99, 2) + tile, 3 * 100 * tile);  // the last tile ends the layer
 }
 
 // Shapes: the vector kernels take block sizes and head dims that are multiples of 16 (head dims

@@ -200,6 +200,10 @@ size_t CpuBackend::KvBlockBytes() const {
   return static_cast<size_t>(cfg_.kv_dim()) * block_size_ * KvElementBytes(kv_dtype());
 }
 
+size_t CpuBackend::KvTileBytes() const {
+  return static_cast<size_t>(cfg_.head_dim) * block_size_ * KvElementBytes(kv_dtype());
+}
+
 Status CpuBackend::AllocateKv(int num_blocks, int block_size) {
   num_blocks_ = num_blocks;
   populated_blocks_ = 0;
@@ -215,16 +219,17 @@ Status CpuBackend::AllocateKv(int num_blocks, int block_size) {
 }
 
 Status CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
-  const size_t per_block = KvBlockBytes();
+  const size_t tile = KvTileBytes();
   int32_t top = -1;  // the highest block written
   for (auto [s, d] : src_dst) top = std::max(top, d);
   PopulateKv(top);
-  for (int l = 0; l < cfg_.num_layers; ++l) {
-    const size_t base = static_cast<size_t>(l) * num_blocks_ * per_block;
-    for (auto [s, d] : src_dst)
-      for (const KvBuffer* kv : {&k_cache_, &v_cache_})
-        std::memcpy(kv->data + base + d * per_block, kv->data + base + s * per_block, per_block);
-  }
+  for (int l = 0; l < cfg_.num_layers; ++l)
+    for (int h = 0; h < cfg_.num_kv_heads; ++h) {
+      const size_t base = (static_cast<size_t>(l) * cfg_.num_kv_heads + h) * num_blocks_ * tile;
+      for (auto [s, d] : src_dst)
+        for (const KvBuffer* kv : {&k_cache_, &v_cache_})
+          std::memcpy(kv->data + base + d * tile, kv->data + base + s * tile, tile);
+    }
   return Status::Ok();
 }
 
@@ -233,28 +238,37 @@ Status CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
 // kernel to populate a step's new blocks in one call per layer costs about half. Blocks are taken
 // lowest first (the block manager's free list is a stack that starts at block 0 and gets freed
 // blocks back on top), so the highest block a step writes bounds the blocks ever used and this
-// populates no page the pool would not have touched anyway. Best effort: kernels before 5.14
-// refuse it (kernels::PopulateForWrite) and the writes fault the pages in as before.
+// populates no page the pool would not have touched anyway (one range per layer and kv head: a
+// head's tiles are a region of their own). Best effort: kernels before 5.14 refuse it
+// (kernels::PopulateForWrite) and the writes fault the pages in as before.
 void CpuBackend::PopulateKv(int32_t top) {
   if (top < populated_blocks_ || populate_refused_) return;
-  const size_t block_bytes = KvBlockBytes();
-  const size_t page = 4096, from = populated_blocks_ * block_bytes / page * page;
-  const size_t to = static_cast<size_t>(top + 1) * block_bytes;
+  const size_t tile = KvTileBytes();
+  const size_t page = 4096, from = populated_blocks_ * tile / page * page;
+  const size_t to = static_cast<size_t>(top + 1) * tile;
   for (int l = 0; l < cfg_.num_layers; ++l)
-    for (const KvBuffer* kv : {&k_cache_, &v_cache_}) {
-      char* layer = kv->data + l * num_blocks_ * block_bytes;
-      if (!kernels::PopulateForWrite(layer + from, to - from)) populate_refused_ = true;
-    }
+    for (int h = 0; h < cfg_.num_kv_heads; ++h)
+      for (const KvBuffer* kv : {&k_cache_, &v_cache_}) {
+        char* region =
+            kv->data + (static_cast<size_t>(l) * cfg_.num_kv_heads + h) * num_blocks_ * tile;
+        if (!kernels::PopulateForWrite(region + from, to - from)) populate_refused_ = true;
+      }
   populated_blocks_ = top + 1;
 }
 
 std::vector<bool> CpuBackend::ResidentKBlocksForTesting() const {
-  const size_t page = 4096, block_bytes = KvBlockBytes();
-  const size_t bytes = num_blocks_ * block_bytes;
+  // Block b is resident when its K tile of every kv head of layer 0 is.
+  const size_t page = 4096, tile = KvTileBytes();
+  const size_t bytes = static_cast<size_t>(cfg_.num_kv_heads) * num_blocks_ * tile;
   std::vector<unsigned char> pages((bytes + page - 1) / page);
   std::vector<bool> resident(num_blocks_, false);
   if (!k_cache_.data || mincore(k_cache_.data, bytes, pages.data()) != 0) return resident;
-  for (int b = 0; b < num_blocks_; ++b) resident[b] = pages[b * block_bytes / page] & 1;
+  for (int b = 0; b < num_blocks_; ++b) {
+    bool all = true;
+    for (int h = 0; h < cfg_.num_kv_heads; ++h)
+      all = all && (pages[(static_cast<size_t>(h) * num_blocks_ + b) * tile / page] & 1);
+    resident[b] = all;
+  }
   return resident;
 }
 
@@ -310,7 +324,7 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
     const Layer& L = layers_[l];
     char* k_layer = k_cache_.data + l * layer_bytes;
     char* v_layer = v_cache_.data + l * layer_bytes;
-    kernels::PagedKv kv{nullptr, nullptr, block_size_, cfg_.num_kv_heads, D};
+    kernels::PagedKv kv{nullptr, nullptr, block_size_, cfg_.num_kv_heads, D, num_blocks_};
     if (kv_bf16_) {
       kv.k16 = reinterpret_cast<uint16_t*>(k_layer);
       kv.v16 = reinterpret_cast<uint16_t*>(v_layer);

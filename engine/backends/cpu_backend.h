@@ -107,14 +107,16 @@ class CpuBackend : public Backend {
     bool Reset(size_t n);  // false when the mapping fails (then empty)
     ~KvBuffer() { Reset(0); }
   };
-  size_t KvBlockBytes() const;  // one layer's K (or V) of one block
+  size_t KvBlockBytes() const;  // one layer's K (or V) of one block, all kv heads
+  size_t KvTileBytes() const;   // the same of one kv head (one tile of kernels::PagedKv)
   int block_size_ = 16, num_blocks_ = 0;
   // Blocks [0, populated_blocks_) of every layer's K and V have their pages in memory: Forward
   // and CopyBlocks populate up to the highest block they write (PopulateKv) before writing.
   int populated_blocks_ = 0;
   bool populate_refused_ = false;  // the kernel lacks MADV_POPULATE_WRITE: writes fault pages in
   void PopulateKv(int32_t top_block);
-  KvBuffer k_cache_, v_cache_;  // per layer: see kernels::PagedKv for the tile layouts
+  // Per layer, [num_kv_heads][num_blocks_] tiles: see kernels::PagedKv for the layout.
+  KvBuffer k_cache_, v_cache_;
 
   // Activations, grown on demand and reused across steps: [T, .] except gu_ and act_ (a slice of
   // at most mlp_rows_ rows). The projections' outputs land in xn_ (dead once the GEMM that read it

@@ -74,9 +74,7 @@ void AttendScalar(const AttendTask& t) {
     const float* q = PairQ(t, k);
     float* s = PairScores(t, k);
     float* o = PairOut(t, k);
-    auto tile = [&](int j) {
-      return (static_cast<int64_t>(table[j / bs]) * t.kv_heads + t.head) * bs * d;
-    };
+    auto tile = [&](int j) { return static_cast<int64_t>(table[j / bs]) * bs * d; };
     // The cache's element e of the tile at `at`, as fp32 (a bf16 one widened, exactly).
     auto k_at = [&](int64_t at) { return t.k16 ? Bf16ToFloat(t.k16[at]) : t.k[at]; };
     auto v_at = [&](int64_t at) { return t.v16 ? Bf16ToFloat(t.v16[at]) : t.v[at]; };
@@ -207,12 +205,12 @@ void PagedAttention(const AttentionBatch& b, const PagedKv& kv, const float* q, 
       ctx.push_back(b.positions[r] + 1);
       tables.push_back(b.block_tables + static_cast<int64_t>(row_seq[r]) * b.max_blocks);
     }
-    const AttendTask t{kv.k,
-                       kv.v,
-                       kv.k16,
-                       kv.v16,
+    const int64_t head_at = kv.TileOffset(0, task.head);  // the head's tiles in the layer's cache
+    const AttendTask t{kv.k ? kv.k + head_at : nullptr,
+                       kv.v ? kv.v + head_at : nullptr,
+                       kv.k16 ? kv.k16 + head_at : nullptr,
+                       kv.v16 ? kv.v16 + head_at : nullptr,
                        bs,
-                       kv.kv_heads,
                        d,
                        task.head,
                        group,

@@ -10,12 +10,13 @@ namespace llmq::kernels::internal {
 // The rows of a task, one kv head. Pair k (< num_rows * group) is query row rows[k / group] with
 // query head head * group + k % group.
 struct AttendTask {
-  const float* k;       // the layer's K cache [num_blocks, kv_heads, head_dim, block_size] (fp32)
-  const float* v;       // the layer's V cache [num_blocks, kv_heads, block_size, head_dim] (fp32)
+  // The task's kv head of the layer's cache (attention.h PagedKv): its num_blocks tiles, block b's
+  // at b * block_size * head_dim.
+  const float* k;       // K [num_blocks, head_dim, block_size] (fp32)
+  const float* v;       // V [num_blocks, block_size, head_dim] (fp32)
   const uint16_t* k16;  // the same in bf16 (k, v null), or null
   const uint16_t* v16;
   int block_size;  // tokens per block
-  int kv_heads;
   int head_dim;    // D
   int head;        // the kv head of this task
   int group;       // query heads per kv head

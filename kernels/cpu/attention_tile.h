@@ -98,8 +98,7 @@ void ScoreTile(const AttendTask& t, int k0, const int32_t* table, int c0) {
   const typename V::Kv* kt[B];
   for (int c = 0; c < B; ++c) {
     const int key = (c0 + c) * 16;
-    kt[c] = V::KCache(t) + (static_cast<int64_t>(table[key / bs]) * t.kv_heads + t.head) * bs * d +
-            key % bs;
+    kt[c] = V::KCache(t) + static_cast<int64_t>(table[key / bs]) * bs * d + key % bs;
   }
   const float* q[M];
   for (int p = 0; p < M; ++p) q[p] = PairQ(t, k0 + p);
@@ -219,8 +218,7 @@ void ValueTile(const AttendTask& t, int k0, const int32_t* table, int j0, int j1
     for (int c = 0; c < DV; ++c) acc[p][c] = V::Load(o[p] + 16 * c);
   for (int j = j0; j < j1;) {
     const int block = j / bs, end = MinInt(j1, (block + 1) * bs);
-    const typename V::Kv* vb = V::VCache(t) +
-                               (static_cast<int64_t>(table[block]) * t.kv_heads + t.head) * bs * d +
+    const typename V::Kv* vb = V::VCache(t) + static_cast<int64_t>(table[block]) * bs * d +
                                static_cast<int64_t>(j - block * bs) * d + dim0;
     for (; j < end; ++j, vb += d) {
       if constexpr (M == 1) {  // its V vectors loaded as used: DV accumulators, DV > kPvDV

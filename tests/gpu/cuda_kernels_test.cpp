@@ -229,7 +229,7 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
     cache.head_dim = D;
     std::vector<float> gk(cache.LayerElems()), gv(cache.LayerElems());
     std::vector<float> ck(cache.LayerElems()), cv(cache.LayerElems());
-    kernels::PagedKv cpu{ck.data(), cv.data(), bs, s.nkv, D};
+    kernels::PagedKv cpu{ck.data(), cv.data(), bs, s.nkv, D, num_blocks};
     for (int sq = 0; sq < S; ++sq) {
       const auto kr = AsStored<T>(Random(size_t(ctx[sq]) * kvd, 60 + sq * 7 + D));
       const auto vr = AsStored<T>(Random(size_t(ctx[sq]) * kvd, 61 + sq * 7 + D));
