@@ -269,6 +269,70 @@ TEST_P(CpuBackendInvariance, LogitsOfSomeRowsAreThoseRowsOfAll) {
   }
 }
 
+// Only the rows that sample go past the last layer's K/V (CpuBackend::GatherLogitsRows). A step of
+// three sequences, two in a prefix group, one of them with no row that samples: the logits of the
+// rows that sample are those of every row, bit for bit, and the last layer's K/V of the rows that
+// do not are in the cache all the same (the decode row after each sequence gives the same bits).
+TEST_P(CpuBackendInvariance, RowsThatDoNotSampleStillLeaveTheirLastLayerKv) {
+  const int bs = 16, V = cfg_.vocab_size, shared = 32;  // two shared blocks
+  const std::vector<int> n = {70, 45, 38};              // prompt lengths
+  std::vector<std::vector<int>> toks;
+  for (int s = 0; s < 3; ++s) toks.push_back(RandomTokens(n[s] + 1, V, 40 + s));
+  toks[1] = std::vector<int>(toks[0].begin(), toks[0].begin() + shared);
+  const std::vector<int> own1 = RandomTokens(n[1] + 1 - shared, V, 44);
+  toks[1].insert(toks[1].end(), own1.begin(), own1.end());
+  // Physical blocks: 0, 1 shared; then each sequence's own.
+  const std::vector<std::vector<int32_t>> tables = {{0, 1, 2, 3, 4}, {0, 1, 5, 6}, {7, 8, 9}};
+  CpuBackend whole(cfg_, *w_, type_, kv_), pruned(cfg_, *w_, type_, kv_);
+  ASSERT_TRUE(whole.AllocateKv(16, bs).ok());
+  ASSERT_TRUE(pruned.AllocateKv(16, bs).ok());
+  std::vector<std::vector<float>> all(3);
+  for (int s = 0; s < 3; ++s)
+    all[s] = testing::ForwardOneSequence(whole, toks[s], 0, n[s], tables[s], bs, V);
+
+  // The shared blocks first, then the rest of all three prompts in one step.
+  testing::ForwardOneSequence(pruned, toks[0], 0, shared, tables[0], bs, V);
+  StepBatch b;
+  b.Clear();
+  const int first[3] = {shared, shared, 0};
+  b.max_blocks = 5;
+  std::vector<std::pair<int, int>> want;  // (sequence, position) of each logits row
+  for (int s = 0; s < 3; ++s) {
+    for (int p = first[s]; p < n[s]; ++p) {
+      const int row = b.num_tokens();
+      b.token_ids.push_back(toks[s][p]);
+      b.positions.push_back(p);
+      b.slot_mapping.push_back(tables[s][p / bs] * bs + p % bs);
+      const bool samples =
+          (s == 0 && p == n[s] - 1) || (s == 2 && (p == 0 || p == 20 || p == n[s] - 1));
+      if (samples) {
+        b.logits_rows.push_back(row);
+        want.push_back({s, p});
+      }
+    }
+    b.query_start.push_back(b.num_tokens());
+    b.context_lens.push_back(n[s]);
+    std::vector<int32_t> t = tables[s];
+    t.resize(b.max_blocks, -1);
+    b.block_tables.insert(b.block_tables.end(), t.begin(), t.end());
+  }
+  b.prefix_groups.push_back({0, 2, 2});
+  std::vector<float> some(want.size() * V);
+  ASSERT_TRUE(pruned.Forward(b, some.data()).ok());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto [s, p] = want[i];
+    EXPECT_EQ(0, std::memcmp(&some[i * V], &all[s][static_cast<size_t>(p) * V], V * 4))
+        << "sequence " << s << " position " << p;
+  }
+  for (int s = 0; s < 3; ++s) {
+    const std::vector<float> a =
+        testing::ForwardOneSequence(whole, toks[s], n[s], n[s] + 1, tables[s], bs, V);
+    const std::vector<float> c =
+        testing::ForwardOneSequence(pruned, toks[s], n[s], n[s] + 1, tables[s], bs, V);
+    EXPECT_EQ(0, std::memcmp(a.data(), c.data(), V * 4)) << "decode row of sequence " << s;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Families, CpuBackendInvariance,
     ::testing::Combine(::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM",

@@ -272,6 +272,30 @@ std::vector<bool> CpuBackend::ResidentKBlocksForTesting() const {
   return resident;
 }
 
+// The last layer's K and V of every row are in the cache by now; what the layer computes further
+// (attention's output, the projections, the MLP, then the final norm) only the rows that sample
+// need. Those rows' queries (qkv_'s first qd columns) and residual streams (x_) move to the
+// front, in order (the rows ascend, so row i moves down or stays), with the batch's positions and
+// each sequence's query rows for attention. Each row's arithmetic is its own (the kernels'
+// contracts), so their logits are the bits a full last layer gives.
+void CpuBackend::GatherLogitsRows(const StepBatch& b, int64_t qkv_w, int qd) {
+  const int H = cfg_.hidden_size;
+  const int64_t nl = static_cast<int64_t>(b.logits_rows.size());
+  out_positions_.resize(nl);
+  out_query_start_.assign(b.query_start.size(), 0);
+  for (int64_t i = 0, s = 0; i < nl; ++i) {
+    const int32_t row = b.logits_rows[i];
+    while (b.query_start[s + 1] <= row) ++s;  // the row's sequence
+    ++out_query_start_[s + 1];
+    out_positions_[i] = b.positions[row];
+    if (row == i) continue;
+    std::memmove(&qkv_[i * qkv_w], &qkv_[row * qkv_w], qd * sizeof(float));
+    std::memmove(&x_[i * H], &x_[static_cast<int64_t>(row) * H], H * sizeof(float));
+  }
+  for (size_t s = 1; s < out_query_start_.size(); ++s)
+    out_query_start_[s] += out_query_start_[s - 1];
+}
+
 Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   const int64_t T = b.num_tokens();
   const int H = cfg_.hidden_size, I = cfg_.intermediate_size;
@@ -294,6 +318,7 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
   int32_t top = -1;  // the highest block the step writes
   for (int32_t s : b.slot_mapping) top = std::max(top, s / block_size_);
   PopulateKv(top);
+  const int64_t nl = static_cast<int64_t>(b.logits_rows.size());  // rows that sample
   const kernels::PackedWeight& embed = SharesHeadAsEmbedding(cfg_, type_) ? lm_head_ : embed_;
   for (int64_t r = 0; r < T; ++r) embed.Row(b.token_ids[r], x_.data() + r * H);
   kernels::AttentionBatch ab;
@@ -346,33 +371,37 @@ Status CpuBackend::Forward(const StepBatch& b, float* logits) {
     kernels::Rope(qkv_.data(), T, qkv_w, cfg_.num_heads, D, b.positions.data(), cos_sin_.data());
     kernels::Rope(qkv_.data() + qd, T, qkv_w, cfg_.num_kv_heads, D, b.positions.data(),
                   cos_sin_.data());
+    kernels::AttentionBatch layer_ab = ab;
+    int64_t rows = T;  // the rows the rest of the layer computes
     {
       ScopedTimer t(attention_s);
       kernels::WriteKv(kv, qkv_.data() + qd, qkv_.data() + qd + kvd, qkv_w, b.slot_mapping.data(),
                        T);
-      kernels::PagedAttention(ab, kv, qkv_.data(), qkv_w, cfg_.num_heads, scale, attn_.data());
+      if (l == cfg_.num_layers - 1 && nl < T) {
+        GatherLogitsRows(b, qkv_w, qd);
+        layer_ab.query_start = out_query_start_.data();
+        layer_ab.positions = out_positions_.data();
+        rows = nl;
+      }
+      kernels::PagedAttention(layer_ab, kv, qkv_.data(), qkv_w, cfg_.num_heads, scale,
+                              attn_.data());
     }
-    gemm(attn_.data(), qd, T, L.o, xn_.data(), H);  // xn_: read by the QKV GEMM, free again
-    kernels::AddInPlace(x_.data(), xn_.data(), T * H);
+    gemm(attn_.data(), qd, rows, L.o, xn_.data(), H);  // xn_: read by the QKV GEMM, free again
+    kernels::AddInPlace(x_.data(), xn_.data(), rows * H);
     // MLP block, mlp_rows at a time; each slice's down projection lands on its own rows of xn_,
     // which its gate/up GEMM has read.
-    kernels::RmsNorm(x_.data(), L.mlp_norm.data(), T, H, cfg_.rms_norm_eps, xn_.data());
-    for (int64_t r = 0; r < T; r += mlp_rows) {
-      const int64_t m = std::min(mlp_rows, T - r);
+    kernels::RmsNorm(x_.data(), L.mlp_norm.data(), rows, H, cfg_.rms_norm_eps, xn_.data());
+    for (int64_t r = 0; r < rows; r += mlp_rows) {
+      const int64_t m = std::min(mlp_rows, rows - r);
       float* xn = xn_.data() + r * H;
       gemm(xn, H, m, L.gate_up, gu_.data(), 2 * I);
       kernels::SiluMul(gu_.data(), m, I, act_.data());
       gemm(act_.data(), I, m, L.down, xn, H);
     }
-    kernels::AddInPlace(x_.data(), xn_.data(), T * H);
+    kernels::AddInPlace(x_.data(), xn_.data(), rows * H);
   }
-  // Final norm and LM head, for the rows that sample only: gathered to the front of x_ (the rows
-  // ascend, so row i moves down or stays), normed into xn_.
-  const int64_t nl = static_cast<int64_t>(b.logits_rows.size());
-  for (int64_t i = 0; i < nl; ++i) {
-    const int64_t row = b.logits_rows[i];
-    if (row != i) std::memmove(&x_[i * H], &x_[row * H], H * sizeof(float));
-  }
+  // Final norm and LM head, for the rows that sample only: the last layer left them at the front
+  // of x_ (when every row samples, they are where they were), normed into xn_.
   kernels::RmsNorm(x_.data(), final_norm_.data(), nl, H, cfg_.rms_norm_eps, xn_.data());
   gemm(xn_.data(), H, nl, lm_head_, logits, cfg_.vocab_size);
   return Status::Ok();

@@ -127,6 +127,9 @@ class CpuBackend : public Backend {
   Activations x_, xn_, qkv_, attn_, gu_, act_;
   int mlp_rows_ = kMlpRows;
   std::vector<kernels::SharedPrefix> groups_;  // the step's prefix groups
+  // The last layer past its K/V: only the rows that sample (GatherLogitsRows).
+  std::vector<int32_t> out_query_start_, out_positions_;
+  void GatherLogitsRows(const StepBatch& b, int64_t qkv_w, int qd);
 };
 
 }  // namespace llmq
