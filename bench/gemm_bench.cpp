@@ -1,6 +1,6 @@
 // Gemm benchmark over the bench-110m shapes (hidden 768, intermediate 2048, vocab 32000).
 //
-//   gemm_bench [--hot] [--quick] [--only=SHAPE] [--m=M] [--dtype=f32|bf16|int8]
+//   gemm_bench [--hot] [--quick] [--only=SHAPE] [--m=M] [--dtype=f32|bf16|int8] [--nc=PANELS]
 //
 // Prints the machine's measured FMA peak and memory read bandwidth, then a table per GEMM shape,
 // weight type (f32, bf16, int8: kernels::WeightType; --dtype=T for one), M in {1, 8, 32, 128, 512}
@@ -9,9 +9,11 @@
 // measured peak and bandwidth. By default each timed call uses the next of several copies of W (>=
 // 128 MiB together, 4x the L3), so W comes from DRAM as in the engine, where a step streams every
 // layer's weights; --hot reuses one copy (L3-resident for all shapes but the vocab projection).
-// LLMQ_GEMM_ISA=scalar|avx2|avx512 forces a kernel.
+// LLMQ_GEMM_ISA=scalar|avx2|avx512 forces a kernel; --nc=PANELS the prefill path's N block
+// (default: from the L2 size, kernels::GemmNcPanels).
 #include <immintrin.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -133,6 +135,8 @@ int main(int argc, char** argv) {
     if (!std::strncmp(argv[i], "--only=", 7)) only = argv[i] + 7;
     if (!std::strncmp(argv[i], "--m=", 4)) only_m = std::atoi(argv[i] + 4);
     if (!std::strncmp(argv[i], "--dtype=", 8)) only_dtype = argv[i] + 8;
+    if (!std::strncmp(argv[i], "--nc=", 5))
+      llmq::kernels::SetGemmNcPanelsForTesting(std::atoi(argv[i] + 5));
   }
   const int max_threads = std::min(2, omp_get_max_threads());
   const bool avx512 = __builtin_cpu_supports("avx512f");
@@ -144,7 +148,9 @@ int main(int argc, char** argv) {
     peak_core = std::max(PeakAvx512(50'000'000), PeakAvx512(50'000'000));
     ghz = std::max(ClockGhzAvx512(100'000'000), ClockGhzAvx512(100'000'000));
   }
-  std::printf("gemm kernel: %s\n", llmq::kernels::GemmIsaName(llmq::kernels::ActiveGemmIsa()));
+  std::printf("gemm kernel: %s, prefill N block %d panels (L2 %ld KiB)\n",
+              llmq::kernels::GemmIsaName(llmq::kernels::ActiveGemmIsa()),
+              llmq::kernels::GemmNcPanels(), sysconf(_SC_LEVEL2_CACHE_SIZE) / 1024);
   std::printf("clock (dependent zmm FMA chain, 4-cycle latency assumed): %.2f GHz\n", ghz);
   std::printf(
       "FMA peak, measured on 1 core: %.1f GFLOP/s (= %.2f GHz x 2 FMA pipes x 16 lanes x "

@@ -36,6 +36,7 @@ class GemmEnv {
     SetAlwaysSplitForTesting(false);
     SetCpuThreads(threads_);
     SetGemmIsaForTesting(GemmIsa::kAuto);
+    SetGemmNcPanelsForTesting(0);
   }
 
  private:
@@ -307,6 +308,41 @@ TEST(GemmTest, BatchInvariantRowsEqualSingleRowCalls) {
         }
       }
     }
+}
+
+// The prefill path's N block follows the L2 size (gemm.h), and only orders the tiles: every block
+// size, including ones that split a thread's panels unevenly and the smallest (one 3-panel group),
+// gives the reference's bits, on every path, with 1 and 2 threads.
+TEST(GemmTest, NBlockFollowsTheL2AndChangesNoBit) {
+  EXPECT_EQ(GemmNcPanelsForL2(1L << 20), 24);
+  EXPECT_EQ(GemmNcPanelsForL2(512L << 10), 12);
+  EXPECT_EQ(GemmNcPanelsForL2(256L << 10), 6);
+  EXPECT_EQ(GemmNcPanelsForL2(2L << 20), 24);  // capped
+  EXPECT_EQ(GemmNcPanelsForL2(64L << 10), 3);  // at least one group
+  EXPECT_EQ(GemmNcPanelsForL2(0), 12);         // unknown: as 512 KiB
+  EXPECT_EQ(GemmNcPanels() % 3, 0);
+  GemmEnv env;
+  const int m = 70, n = 16 * 29 + 5, k = 600;  // 30 panels (one partial), 3 K blocks
+  const auto a = Random(static_cast<size_t>(m) * k, 31), w = Random(static_cast<size_t>(n) * k, 32);
+  for (WeightType type : kTypes) {
+    const PackedWeight pw = PackedWeight::Pack(w.data(), n, k, type);
+    std::vector<float> ref(static_cast<size_t>(m) * n);
+    GemmReference(a.data(), k, m, pw, ref.data(), n);
+    for (GemmIsa isa : SupportedIsas()) {
+      ASSERT_TRUE(SetGemmIsaForTesting(isa));
+      for (int nc : {3, 6, 9, 12, 24})
+        for (int threads : {1, 2}) {
+          SetGemmNcPanelsForTesting(nc);
+          SetCpuThreads(threads);
+          std::vector<float> c(static_cast<size_t>(m) * n);
+          Gemm(a.data(), k, m, pw, c.data(), n);
+          SetGemmNcPanelsForTesting(0);
+          ASSERT_EQ(std::memcmp(c.data(), ref.data(), c.size() * sizeof(float)), 0)
+              << WeightTypeName(type) << " " << GemmIsaName(isa) << " nc=" << nc
+              << " threads=" << threads;
+        }
+    }
+  }
 }
 
 TEST(GemmTest, PackStackedEqualsPackOfConcatenation) {

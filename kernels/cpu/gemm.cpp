@@ -12,6 +12,7 @@
 
 #include <immintrin.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -54,9 +55,22 @@ constexpr int kRowsAvx2 = 6;
 constexpr int kGroup = 3;       // panels per micro-tile (NR): 8 x 48 columns = 24 zmm accumulators
 constexpr int kSmallRows = 32;  // M <= 32: decode path, whole-K tiles, W streamed once
 constexpr int kKcTarget = 256;  // K block of the prefill path (partial sums through C)
-// N block of the prefill path: 24 panels x 256 K steps x 64 B = 384 KiB of W, read from L2 by every
-// row block; with the next block being prefetched alongside, 768 KiB of the 1 MiB L2.
-constexpr int kNcPanels = 24;
+// N block of the prefill path, in panels: a block of W (NC panels x 256 K steps x 64 B of fp32) is
+// read from L2 by every row block while the next one is prefetched alongside, so two of them take
+// at most 3/4 of the core's L2: 24 panels (384 KiB) on a 1 MiB L2 (Zen 4, Xeon), 12 on Zen 1-3's
+// 512 KiB, 6 on 256 KiB; never more than 24 (bigger L2s gain nothing measured from more), a
+// multiple of kGroup. The block size only orders the tiles: no chain changes with it.
+constexpr int kMaxNcPanels = 24;
+int NcPanelsForL2(long l2_bytes) {
+  if (l2_bytes <= 0) l2_bytes = 512 << 10;  // unknown (some VMs): Zen 1-3's, the smallest common
+  const long per_panel = 2L * kKcTarget * kPanel * sizeof(float);
+  const long fit = l2_bytes * 3 / 4 / per_panel;
+  return static_cast<int>(std::clamp(fit / kGroup * kGroup, long{kGroup}, long{kMaxNcPanels}));
+}
+std::atomic<int>& NcPanelsSlot() {
+  static std::atomic<int> nc{NcPanelsForL2(sysconf(_SC_LEVEL2_CACHE_SIZE))};
+  return nc;
+}
 
 // What one core does serially, from bench/RESULTS.md (gemm_bench on the project's machine): the
 // micro-kernel at 241 GFLOP/s, W streamed at 41 GB/s, packing at about one byte per 0.1 ns. They
@@ -423,7 +437,7 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
     }
     return;
   }
-  // Prefill: a [kNcPanels*16, KC] block of W stays in L2 while all row blocks stream over it.
+  // Prefill: a [nc_panels*16, KC] block of W stays in L2 while all row blocks stream over it.
   // Row blocks after the first also prefetch the thread's next W block, one panel's K chunk per
   // tile (one line per K step), so the first pass over it doesn't wait on DRAM. A bf16 / int8
   // block is widened to fp32 once (exactly) and all row blocks run the fp32 tiles over that copy:
@@ -431,10 +445,11 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
   const int k_blocks = (k + kKcTarget - 1) / kKcTarget;
   const int kc_step = (k + k_blocks - 1) / k_blocks;
   const bool widen = w.type() != WeightType::kF32;
+  const int nc_panels = NcPanelsSlot().load(std::memory_order_relaxed);
   float* wide =
-      widen ? WideBlockScratch(static_cast<int64_t>(kNcPanels) * kc_step * kPanel) : nullptr;
-  for (int pb = p0; pb < p1; pb += kNcPanels) {
-    const int pe = std::min(p1, pb + kNcPanels);
+      widen ? WideBlockScratch(static_cast<int64_t>(nc_panels) * kc_step * kPanel) : nullptr;
+  for (int pb = p0; pb < p1; pb += nc_panels) {
+    const int pe = std::min(p1, pb + nc_panels);
     for (int k0 = 0; k0 < k; k0 += kc_step) {
       const int kc = std::min(kc_step, k - k0);
       if (w.type() == WeightType::kBf16) WidenBlock<uint16_t>(w, pb, pe, k0, kc, wide);
@@ -442,7 +457,7 @@ void RunPanels(const GemmArgs& g, int p0, int p1) {
       const int64_t wide_stride = static_cast<int64_t>(kc) * kPanel * sizeof(float);
       // The next block: the same panels' next K chunk, else the next panels' first chunk.
       int next_k0 = k0 + kc, next_pb = pb, next_pe = pe;
-      if (next_k0 >= k) next_k0 = 0, next_pb = pe, next_pe = std::min(p1, pe + kNcPanels);
+      if (next_k0 >= k) next_k0 = 0, next_pb = pe, next_pe = std::min(p1, pe + nc_panels);
       int next_p = next_pb;
       for (int rb = 0; rb < row_blocks; ++rb)
         for (int p = pb; p < pe; p += kGroup) {
@@ -606,6 +621,18 @@ bool SetGemmIsaForTesting(GemmIsa isa) {
   if (!CpuHas(isa)) return false;
   IsaSlot().store(isa);
   return true;
+}
+
+int GemmNcPanels() {
+  return NcPanelsSlot().load(std::memory_order_relaxed);
+}
+
+int GemmNcPanelsForL2(long l2_bytes) {
+  return NcPanelsForL2(l2_bytes);
+}
+
+void SetGemmNcPanelsForTesting(int panels) {
+  NcPanelsSlot().store(panels > 0 ? panels : NcPanelsForL2(sysconf(_SC_LEVEL2_CACHE_SIZE)));
 }
 
 GemmIsa ActiveGemmIsa() {

@@ -155,6 +155,16 @@ enum class GemmIsa { kAuto, kScalar, kAvx2, kAvx512 };
 bool SetGemmIsaForTesting(GemmIsa isa);
 // The path Gemm takes now (never kAuto).
 GemmIsa ActiveGemmIsa();
+
+// The prefill path's N block, in 16-column panels: chosen once from the core's L2 size (two
+// blocks of fp32 W, 256 K steps deep, in 3/4 of it; 3..24, a multiple of 3), so that Zen 1's
+// 512 KiB L2 gets blocks of half the size of a 1 MiB L2's. It orders the tiles only: results are
+// bit-identical for every value.
+int GemmNcPanels();
+int GemmNcPanelsForL2(long l2_bytes);  // the rule: 1 MiB -> 24, 512 KiB -> 12, 256 KiB -> 6
+// Forces the N block (tests, benchmarks); panels <= 0 restores the L2-derived one. Not thread-safe
+// against concurrent Gemm calls.
+void SetGemmNcPanelsForTesting(int panels);
 const char* GemmIsaName(GemmIsa isa);
 
 }  // namespace llmq::kernels
