@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include <cstdio>
@@ -240,19 +241,26 @@ Status CpuBackend::CopyBlocks(const std::vector<std::pair<int, int>>& src_dst) {
 // blocks back on top), so the highest block a step writes bounds the blocks ever used and this
 // populates no page the pool would not have touched anyway (one range per layer and kv head: a
 // head's tiles are a region of their own). Best effort: kernels before 5.14 refuse it
-// (kernels::PopulateForWrite) and the writes fault the pages in as before.
+// (kernels::PopulateForWrite) and the writes fault the pages in as before. The regions are
+// populated by the pool's threads (the kernel zeroes each page, and a VM's traps are per thread).
 void CpuBackend::PopulateKv(int32_t top) {
   if (top < populated_blocks_ || populate_refused_) return;
   const size_t tile = KvTileBytes();
   const size_t page = 4096, from = populated_blocks_ * tile / page * page;
   const size_t to = static_cast<size_t>(top + 1) * tile;
-  for (int l = 0; l < cfg_.num_layers; ++l)
-    for (int h = 0; h < cfg_.num_kv_heads; ++h)
-      for (const KvBuffer* kv : {&k_cache_, &v_cache_}) {
-        char* region =
-            kv->data + (static_cast<size_t>(l) * cfg_.num_kv_heads + h) * num_blocks_ * tile;
-        if (!kernels::PopulateForWrite(region + from, to - from)) populate_refused_ = true;
-      }
+  const int64_t regions = int64_t{cfg_.num_layers} * cfg_.num_kv_heads * 2;  // (layer, head, k|v)
+  constexpr double kPopulateNsPerByte = 0.1;  // as kernels/cpu/gemm.cpp AllocateBuffer's
+  std::atomic<bool> refused{false};
+  kernels::ParallelFor(regions, static_cast<double>(to - from) * kPopulateNsPerByte,
+                       [&](int64_t r0, int64_t r1) {
+                         for (int64_t r = r0; r < r1; ++r) {
+                           const KvBuffer& kv = r % 2 ? v_cache_ : k_cache_;
+                           char* region = kv.data + static_cast<size_t>(r / 2) * num_blocks_ * tile;
+                           if (!kernels::PopulateForWrite(region + from, to - from))
+                             refused.store(true, std::memory_order_relaxed);
+                         }
+                       });
+  populate_refused_ = refused.load();
   populated_blocks_ = top + 1;
 }
 
