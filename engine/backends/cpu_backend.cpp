@@ -249,9 +249,8 @@ void CpuBackend::PopulateKv(int32_t top) {
   const size_t page = 4096, from = populated_blocks_ * tile / page * page;
   const size_t to = static_cast<size_t>(top + 1) * tile;
   const int64_t regions = int64_t{cfg_.num_layers} * cfg_.num_kv_heads * 2;  // (layer, head, k|v)
-  constexpr double kPopulateNsPerByte = 0.1;  // as kernels/cpu/gemm.cpp AllocateBuffer's
   std::atomic<bool> refused{false};
-  kernels::ParallelFor(regions, static_cast<double>(to - from) * kPopulateNsPerByte,
+  kernels::ParallelFor(regions, static_cast<double>(to - from) * kernels::kPopulateNsPerByte,
                        [&](int64_t r0, int64_t r1) {
                          for (int64_t r = r0; r < r1; ++r) {
                            const KvBuffer& kv = r % 2 ? v_cache_ : k_cache_;

@@ -61,14 +61,21 @@ constexpr int kKcTarget = 256;  // K block of the prefill path (partial sums thr
 // 512 KiB, 6 on 256 KiB; never more than 24 (bigger L2s gain nothing measured from more), a
 // multiple of kGroup. The block size only orders the tiles: no chain changes with it.
 constexpr int kMaxNcPanels = 24;
-int NcPanelsForL2(long l2_bytes) {
+}  // namespace
+
+int GemmNcPanelsForL2(long l2_bytes) {
   if (l2_bytes <= 0) l2_bytes = 512 << 10;  // unknown (some VMs): Zen 1-3's, the smallest common
   const long per_panel = 2L * kKcTarget * kPanel * sizeof(float);
   const long fit = l2_bytes * 3 / 4 / per_panel;
   return static_cast<int>(std::clamp(fit / kGroup * kGroup, long{kGroup}, long{kMaxNcPanels}));
 }
+namespace {
+
+int NcPanelsOfThisCpu() {
+  return GemmNcPanelsForL2(sysconf(_SC_LEVEL2_CACHE_SIZE));
+}
 std::atomic<int>& NcPanelsSlot() {
-  static std::atomic<int> nc{NcPanelsForL2(sysconf(_SC_LEVEL2_CACHE_SIZE))};
+  static std::atomic<int> nc{NcPanelsOfThisCpu()};
   return nc;
 }
 
@@ -78,8 +85,6 @@ std::atomic<int>& NcPanelsSlot() {
 constexpr double kFlopsPerNs = 241;
 constexpr double kBytesPerNs = 1 / kNsPerStreamedByte;
 constexpr double kPackNsPerFloat = 0.4;
-// A new page populated (zeroed by the kernel): about 10 GB/s on bare metal, far less on a VM.
-constexpr double kPopulateNsPerByte = 0.1;
 
 // A micro-tile: C[0:mr, 0:np*16] (+)= A_blk · W_blkᵀ over kc steps of K.
 //   ap:        packed A, [kc][rows]: A row r (< mr) at step k is ap[k*rows + r], rows the ISA's
@@ -642,12 +647,8 @@ int GemmNcPanels() {
   return NcPanelsSlot().load(std::memory_order_relaxed);
 }
 
-int GemmNcPanelsForL2(long l2_bytes) {
-  return NcPanelsForL2(l2_bytes);
-}
-
 void SetGemmNcPanelsForTesting(int panels) {
-  NcPanelsSlot().store(panels > 0 ? panels : NcPanelsForL2(sysconf(_SC_LEVEL2_CACHE_SIZE)));
+  NcPanelsSlot().store(panels > 0 ? panels : NcPanelsOfThisCpu());
 }
 
 GemmIsa ActiveGemmIsa() {
