@@ -4,7 +4,9 @@
 #   1. on stories260K and tiny-llama3 (../shared) every reference through `llmq run`, then
 #      `llmq serve` killed with -9 mid-job and restarted: no failure;
 #   2. on a copy of stories260K whose reference the_cat.json says another completion: the script
-#      fails, naming that line.
+#      fails, naming that line;
+#   3. scripts/gpu/real_job.py, the real job's script, on a 2-layer model of the same architecture:
+#      its three runs complete, the prefix computed once except with the prefix cache off.
 # Usage: gpu_e2e_script_test.sh SOURCE_ROOT LLMQ TMP. Exits 77 (skipped) when ../shared or python3
 # is missing, 1 instead under LLMQ_REQUIRE_REFERENCES=1.
 set -eu
@@ -59,6 +61,22 @@ grep -q 'FAIL: ref-stories260K-cpu-fp32: the_cat-0 differs from its reference' "
   grep -q '^| stories260K | cpu | fp32 | .* | 8/10 |' "$tmp/bad.log" || {
   cat "$tmp/bad.log"
   echo "gpu_e2e_script_test: the failure is not named as expected"
+  exit 1
+}
+# 3. The real job's script, small.
+python3 "$src/scripts/gpu/real_job.py" --backend cpu --shape small --llmq "$llmq" --work "$tmp/rj" \
+  --requests 24 --prefix 64 --doc 16 --max-tokens 4 >"$tmp/rj.log" 2>&1 || {
+  cat "$tmp/rj.log"
+  echo "gpu_e2e_script_test: real_job.py failed"
+  exit 1
+}
+# Unique: 64 + 24 x 16 = 448 tokens. Every run computes at most those (a document's first token
+# can repeat another's: token-granular reuse), but 24 x 80 = 1920 without the cache.
+grep -Eq '^\| default \| .* \| (44[0-8]) / 448 = ' "$tmp/rj.log" &&
+  grep -Eq '^\| no-cascade \| .* \| (44[0-8]) / 448 = ' "$tmp/rj.log" &&
+  grep -q '^| no-cache | .* | 1920 / 448 = 4.286 |' "$tmp/rj.log" || {
+  cat "$tmp/rj.log"
+  echo "gpu_e2e_script_test: real_job.py's table is not as expected"
   exit 1
 }
 echo "gpu_e2e_script_test: passed"
