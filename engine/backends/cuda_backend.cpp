@@ -166,6 +166,8 @@ class CudaBackendImpl final : public CudaBackend {
       if (g.exec) cudaGraphExecDestroy(g.exec);
     if (cublas_) kc::Cublas()->destroy(cublas_);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    for (cudaEvent_t e : step_span_)
+      if (e) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
     if (host_meta_) cudaFreeHost(host_meta_);
     if (host_masks_) cudaFreeHost(host_masks_);
@@ -372,6 +374,7 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   Status Forward(const StepBatch& b, float* logits) override {
+    BeginStepSpan();
     LLMQ_RETURN_IF_ERROR(ReserveMasks(b));
     LLMQ_RETURN_IF_ERROR(Run(b));
     LLMQ_RETURN_IF_ERROR(ApplyMasks(b));
@@ -586,6 +589,7 @@ class CudaBackendImpl final : public CudaBackend {
   // Runs `b` and picks each logits row's id on the device: SampleRows under `rows`, or the argmax
   // when null; only the L ids cross to the host.
   Status PickIds(const StepBatch& b, const RowSampling* rows, int32_t* ids) {
+    BeginStepSpan();
     LLMQ_RETURN_IF_ERROR(ReserveMasks(b));
     LLMQ_RETURN_IF_ERROR(Run(b, rows));
     LLMQ_RETURN_IF_ERROR(ApplyMasks(b));
@@ -652,9 +656,29 @@ class CudaBackendImpl final : public CudaBackend {
   Status Deliver(void* host, const void* device, size_t bytes) {
     LLMQ_CUDA_TRY(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
     Mark(kSample);  // the end of the last phase
+    if (span_open_) LLMQ_CUDA_TRY(cudaEventRecord(step_span_[1], stream_));
     LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
     CollectProfile();
+    if (span_open_) {
+      span_open_ = false;
+      float ms = 0;
+      LLMQ_CUDA_TRY(cudaEventElapsedTime(&ms, step_span_[0], step_span_[1]));
+      step_profile_->device_s += ms * 1e-3;
+    }
     return Status::Ok();
+  }
+
+  // With the engine's profile (Backend::set_profile): the step's span on the device, from its
+  // first work (this event, recorded before anything of the step is enqueued) to its result's
+  // copy to the host (Deliver), eager or a graph's replay alike; StepProfile::device_s sums the
+  // spans. Two events a step, no synchronisation of their own. A step that fails before Deliver
+  // leaves its span open; the next step's begin records over it.
+  void BeginStepSpan() {
+    span_open_ = false;
+    if (step_profile_ == nullptr) return;
+    for (cudaEvent_t& e : step_span_)
+      if (e == nullptr && cudaEventCreate(&e) != cudaSuccess) return;  // no span, no profile
+    span_open_ = cudaEventRecord(step_span_[0], stream_) == cudaSuccess;
   }
 
   // A multi-call kernel's status as the backend's (the failed step named).
@@ -1018,6 +1042,8 @@ class CudaBackendImpl final : public CudaBackend {
   std::vector<Phase> phases_;  // the phase that begins at events_[i]
   size_t marks_ = 0;
   double phase_ms_[kNumPhases] = {};
+  cudaEvent_t step_span_[2] = {nullptr, nullptr};  // BeginStepSpan, Deliver
+  bool span_open_ = false;
 };
 
 template <class T>

@@ -2,7 +2,8 @@
 // bench/run_bench. The engine times its phases (planning and scheduling, the forward pass,
 // sampling); a backend that is given the profile (Backend::set_profile) splits its forward pass
 // further (the CPU backend: GEMMs of steps with prefill tokens, GEMMs of decode-only steps,
-// attention). A few clock reads per step and per layer: cheap, but off unless asked for.
+// attention; the CUDA backend: each step's span on the device). A few clock reads per step and per
+// layer (two CUDA events per step): cheap, but off unless asked for.
 #pragma once
 
 #include <chrono>
@@ -22,6 +23,10 @@ struct StepProfile {
   double decode_gemm_s = 0;   // GEMMs of decode-only steps
   double attention_s = 0;     // writing K/V and paged attention
   double masks_s = 0;         // in the forward: structured outputs' token masks (GrammarMasks)
+  // A GPU backend's: each step's span on the device, from its first work there to its result's
+  // copy back (the CUDA backend's events). The engine's time (schedule + forward + sample) less
+  // this is the time the device sat idle between steps, waiting for the host.
+  double device_s = 0;
 
   // (name, seconds) rows: the phases above (masks only in a step that had some), and the
   // forward's rest ("other forward ops") when the backend split it.
@@ -31,6 +36,7 @@ struct StepProfile {
         {"sample", sample_s},           {"prefill_gemm", prefill_gemm_s},
         {"decode_gemm", decode_gemm_s}, {"attention", attention_s}};
     if (masks_s > 0) r.push_back({"masks", masks_s});
+    if (device_s > 0) r.push_back({"device", device_s});
     if (prefill_gemm_s + decode_gemm_s + attention_s > 0)
       r.push_back(
           {"other_forward", forward_s - prefill_gemm_s - decode_gemm_s - attention_s - masks_s});

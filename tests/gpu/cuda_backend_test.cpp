@@ -4,6 +4,8 @@
 // Qwen3 q/k norms, untied heads, llama3 rope scaling). Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -716,6 +718,47 @@ TEST(CudaBackend, DecodeGraphsGiveTheEagerLogits) {
     EXPECT_EQ(ids, want);
     EXPECT_LE(graph->graph_captures(), 5);
   }
+}
+
+// With the engine's profile (Backend::set_profile) each step's span on the device is added to
+// StepProfile::device_s, eager and graph-replayed steps alike; without it nothing is timed. A span
+// lies inside its call, so the sum is at most the calls' time on the host.
+TEST(CudaBackend, StepSpansOnTheDeviceGoToTheEngineProfile) {
+  LLMQ_GPU_AND_SHARED_MODEL("stories260K", dir, cfg, w);
+  auto be = MakeCuda(cfg, *w, Precision::kBf16);
+  ASSERT_TRUE(be);
+  Driver d(16, 64, 3);
+  ASSERT_TRUE(be->AllocateKv(d.num_blocks(), 16).ok());
+  for (int s = 0; s < 3; ++s)
+    for (int i = 0; i < 20 + s; ++i) d.tokens[s].push_back(1 + (i * 13 + s * 5) % 500);
+  StepProfile prof;
+  StepBatch b = d.Step(1 << 20, false);  // the prefill, not timed
+  std::vector<float> logits(b.logits_rows.size() * cfg.vocab_size);
+  ASSERT_TRUE(be->Forward(b, logits.data()).ok());
+  d.Advance(1 << 20);
+  EXPECT_EQ(prof.device_s, 0.0);
+  be->set_profile(&prof);
+  double host_s = 0, last = 0;
+  for (int step = 0; step < 6; ++step) {
+    for (auto& t : d.tokens) t.push_back(1 + (step * 7 + static_cast<int>(t.size())) % 500);
+    b = d.Step(1, true);
+    b.decode_only = true;
+    std::vector<int32_t> ids(b.logits_rows.size(), -1);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(step % 2 ? be->ForwardArgmax(b, ids.data()).ok()
+                         : be->Forward(b, logits.data()).ok());
+    host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GT(prof.device_s, last) << "step " << step;  // every step adds its span
+    last = prof.device_s;
+    d.Advance(1);
+  }
+  be->set_profile(nullptr);
+  EXPECT_GT(be->graph_replays(), 0);  // replayed steps were among the timed ones
+  EXPECT_LE(prof.device_s, host_s);
+  const auto rows = prof.Rows();
+  EXPECT_NE(
+      std::find(rows.begin(), rows.end(), std::make_pair(std::string("device"), prof.device_s)),
+      rows.end());
 }
 
 TEST(CudaBackend, APositionOutsideTheContextIsAStatusNotACrash) {
