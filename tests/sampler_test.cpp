@@ -80,6 +80,21 @@ TEST(RngTest, SameSeedSameStreamDifferentSeedsDiffer) {
   EXPECT_EQ(differ, 100);
 }
 
+TEST(RngTest, SkipReachesTheDrawThatNCallsWouldHave) {
+  for (uint64_t n : {0ull, 1ull, 2ull, 17ull, 1000ull}) {
+    Rng skipped(99), walked(99);
+    skipped.Skip(n);
+    for (uint64_t i = 0; i < n; ++i) walked.NextU64();
+    EXPECT_EQ(skipped.NextU64(), walked.NextU64()) << n;
+  }
+  // Skips add up, past 2^32 draws and around the counter's wrap.
+  Rng a(5), b(5);
+  a.Skip(uint64_t{1} << 40);
+  a.Skip(~uint64_t{0});
+  b.Skip((uint64_t{1} << 40) - 1);
+  EXPECT_EQ(a.NextU64(), b.NextU64());
+}
+
 // --- Greedy ----------------------------------------------------------------------------------
 
 TEST(SamplerTest, GreedyArgmaxAndTieToLowestId) {

@@ -17,6 +17,10 @@ uint64_t Rng::NextU64() {
   return z ^ (z >> 31);
 }
 
+void Rng::Skip(uint64_t n) {
+  state_ += n * 0x9E3779B97F4A7C15ull;  // NextU64's increment, n times (mod 2^64)
+}
+
 double Rng::NextDouble() {
   return static_cast<double>(NextU64() >> 11) * 0x1.0p-53;
 }

@@ -52,6 +52,10 @@ class Rng {
   explicit Rng(uint64_t seed = 0) : state_(seed) {}
   uint64_t NextU64();
   double NextDouble();  // uniform in [0, 1), 53 bits
+  // Moves the stream n draws on at once: the next draw is the one n NextU64 calls would have
+  // reached (splitmix64's state is a counter), so that a long stream can be cut among threads.
+  void Skip(uint64_t n);
+
  private:
   uint64_t state_;
 };

@@ -10,12 +10,17 @@
 #include "base/durable_file.h"
 #include "engine/model/weights.h"
 #include "engine/sampling/sampler.h"
+#include "kernels/cpu/thread_pool.h"
 
 namespace llmq {
 namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
+
+// One value's draw and conversion on one core (make-model of a 492M-parameter shape: 6.4 s of
+// user time), for ParallelFor's choice to split a tensor.
+constexpr double kMakeNsPerValue = 13;
 
 // One tensor's bytes in `dtype`, uniform in [-a, a] (+ `center`).
 struct RandomTensor {
@@ -29,15 +34,23 @@ RandomTensor MakeTensor(const std::string& name, std::vector<int64_t> shape, DTy
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   t.bytes.resize(n * DTypeSize(dtype));
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = center + a * static_cast<float>(2.0 * rng->NextDouble() - 1.0);
-    if (dtype == DType::kF32) {
-      std::memcpy(&t.bytes[i * 4], &v, 4);
-    } else {
-      const uint16_t h = dtype == DType::kBF16 ? FloatToBf16(v) : F32ToF16(v);
-      std::memcpy(&t.bytes[i * 2], &h, 2);
+  // Value i is draw i of the stream from *rng, whichever thread makes it (Rng::Skip): the same
+  // bytes as one pass, in a fraction of the time (an 8B model is 8 billion draws).
+  const Rng from = *rng;
+  rng->Skip(static_cast<uint64_t>(n));
+  kernels::ParallelFor(n, kMakeNsPerValue, [&](int64_t i0, int64_t i1) {
+    Rng r = from;
+    r.Skip(static_cast<uint64_t>(i0));
+    for (int64_t i = i0; i < i1; ++i) {
+      const float v = center + a * static_cast<float>(2.0 * r.NextDouble() - 1.0);
+      if (dtype == DType::kF32) {
+        std::memcpy(&t.bytes[i * 4], &v, 4);
+      } else {
+        const uint16_t h = dtype == DType::kBF16 ? FloatToBf16(v) : F32ToF16(v);
+        std::memcpy(&t.bytes[i * 2], &h, 2);
+      }
     }
-  }
+  });
   t.spec = {name, dtype, std::move(shape), nullptr};
   return t;
 }
