@@ -30,7 +30,7 @@ TEST(CliUx, EveryCommandHasHelpWithItsFlagsAndDefaults) {
         "--gpu-memory-utilization", "=0.9"}},
       {"generate", {"--prompt", "--max-tokens", "=64", "--temperature", "--seed", "--json"}},
       {"plan", {"--memory", "--kv-dtype", "--backend", "=auto", "--block-size", "=16"}},
-      {"make-model", {"--shape", "--out", "--force", "--seed"}},
+      {"make-model", {"--shape", "llama3-8b", "--out", "--force", "--seed", "--tokenizer-from"}},
   };
   for (const auto& [cmd, flags] : expect) {
     const auto r = RunLlmq({cmd, "--help"});
@@ -52,6 +52,64 @@ TEST(CliUx, VersionAndBadFlags) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--no-such-flag"), std::string::npos) << bad.err;
   EXPECT_EQ(RunLlmq({"plan", "--model", "m", "--kv-dtype", "f8"}).exit_code, 2);
+}
+
+// --tokenizer-from: the weights are made, the tokenizer is another model's (the Llama 3 one of
+// tiny-llama32 here: 128,256 ids), with its special ids; a vocabulary too large for the model and
+// a folder without a tokenizer are refused, naming why.
+TEST(CliUx, MakeModelTakesAnotherModelsTokenizer) {
+  const std::string src = testing::SharedModel("tiny-llama32");
+  LLMQ_SKIP_WITHOUT_SHARED(src, "tiny-llama32");
+  const fs::path dir = testing::CurrentTestDir();
+  WriteText(dir / "config.json",
+            R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+                "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "vocab_size": 128256, "max_position_embeddings": 512, "rms_norm_eps": 1e-5,
+                "torch_dtype": "bfloat16"})");
+  const fs::path model = dir / "m";
+  const auto made = RunLlmq({"make-model", "--config", (dir / "config.json").string(),
+                             "--tokenizer-from", src, "--out", model.string()});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_FALSE(fs::exists(model / "tokenizer.model"));  // none trained
+  EXPECT_EQ(testing::ReadText((model / "tokenizer.json").string()),
+            testing::ReadText(src + "/tokenizer.json"));
+  EXPECT_EQ(testing::ReadText((model / "tokenizer_config.json").string()),
+            testing::ReadText(src + "/tokenizer_config.json"));
+  // The same ids for a text and for a conversation (the source's chat template came along).
+  for (const std::vector<std::string>& what :
+       {std::vector<std::string>{"--text", "Hello world, 2024!"},
+        std::vector<std::string>{"--messages", R"([{"role": "user", "content": "Hi"}])"}}) {
+    std::vector<std::string> a = {"tokenize", "--json", "--model", model.string()};
+    std::vector<std::string> b = {"tokenize", "--json", "--model", src};
+    a.insert(a.end(), what.begin(), what.end());
+    b.insert(b.end(), what.begin(), what.end());
+    const auto ra = RunLlmqWith({}, a), rb = RunLlmqWith({}, b);
+    ASSERT_EQ(ra.exit_code, 0) << ra.err;
+    EXPECT_EQ(ra.out, rb.out);
+  }
+  // The special ids are the tokenizer's, and the model generates.
+  const std::string cfg = testing::ReadText((model / "config.json").string());
+  const std::string src_cfg = testing::ReadText(src + "/config.json");
+  const auto bos = [](const std::string& text) {
+    const size_t at = text.find("\"bos_token_id\"");
+    return at == std::string::npos ? std::string()
+                                   : text.substr(at, text.find_first_of(",}", at) - at);
+  };
+  EXPECT_FALSE(bos(src_cfg).empty());
+  EXPECT_EQ(bos(cfg), bos(src_cfg));
+  const auto gen = RunLlmq({"generate", "--model", model.string(), "--prompt", "Hi", "--max-tokens",
+                            "2", "--backend", "cpu"});
+  EXPECT_EQ(gen.exit_code, 0) << gen.err;
+
+  const auto small = RunLlmq({"make-model", "--shape", "tiny", "--tokenizer-from", src, "--out",
+                              (dir / "small").string()});
+  EXPECT_NE(small.exit_code, 0);
+  EXPECT_NE(small.err.find("does not fit the model's vocab_size 512"), std::string::npos)
+      << small.err;
+  const auto none = RunLlmq({"make-model", "--shape", "tiny", "--tokenizer-from", dir.string(),
+                             "--out", (dir / "none").string()});
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("no tokenizer.json or tokenizer.model"), std::string::npos) << none.err;
 }
 
 TEST(CliUx, MakeModelRefusesANonEmptyFolderUnlessForced) {

@@ -11,7 +11,7 @@ engine's time (done-when 3 asks for at most 5%). Standard library only.
 
   real_job.py --llmq BIN --work DIR [--backend cuda|cpu] [--shape llama3-8b|small]
               [--requests N] [--prefix P] [--doc D] [--max-tokens M] [--runs default,no-cascade,no-cache]
-              [--json FILE]
+              [--tokenizer-from MODEL_DIR] [--json FILE]
 
 `--shape small --backend cpu` is the same job on a 2-layer model: how tests/gpu_e2e_script_test.sh
 checks this script on a machine without a GPU.
@@ -43,18 +43,21 @@ def log(msg):
     print(msg, flush=True)
 
 
-def make_model(llmq, shape, out):
+def make_model(llmq, shape, out, tokenizer_from):
     if (out / "config.json").exists():
         return 0.0
     cfg = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_act="silu",
                rms_norm_eps=1e-5, tie_word_embeddings=False, torch_dtype="bfloat16",
-               bos_token_id=1, eos_token_id=2, **SHAPES[shape])
+               **SHAPES[shape])
     out.parent.mkdir(parents=True, exist_ok=True)
     cfg_path = out.parent / f"{shape}.config.json"
     cfg_path.write_text(json.dumps(cfg, indent=1))
     t0 = time.monotonic()
+    # A tokenizer of another model (Llama 3's, from tiny-llama32) rather than one trained for
+    # 128,256 pieces, which takes minutes.
+    extra = ["--tokenizer-from", str(tokenizer_from)] if tokenizer_from and shape == "llama3-8b" else []
     subprocess.run([str(llmq), "make-model", "--config", str(cfg_path), "--out", str(out),
-                    "--dtype", "bf16", "--seed", "1"], check=True)
+                    "--dtype", "bf16", "--seed", "1"] + extra, check=True)
     return time.monotonic() - t0
 
 
@@ -83,11 +86,13 @@ def main():
     ap.add_argument("--doc", type=int, default=200)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--runs", default="default,no-cascade,no-cache")
+    ap.add_argument("--tokenizer-from", type=Path,
+                    help="a model folder whose tokenizer the llama3-8b model takes (make-model)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     model = args.work / f"model-{args.shape}"
-    made = make_model(args.llmq, args.shape, model)
+    made = make_model(args.llmq, args.shape, model, args.tokenizer_from)
     if made:
         log(f"made {model} in {made:.1f} s")
     job = args.work / "job.jsonl"
