@@ -346,7 +346,7 @@ int Main(int argc, char** argv) {
         tokens * (linear + attn) + 2.0 * prompts * cfg.vocab_size * cfg.hidden_size;
     rows.push_back({"prefill " + std::to_string(prompts) + " x 1,024 tokens",
                     Fmt("%.0f tok/s", tokens / dt),
-                    Fmt("%.1f%% of bf16 peak", 100 * flops / dt / peak), ">= 55%"});
+                    Fmt("%.1f%% of bf16 peak", 100 * flops / dt / peak), ">= 60%"});
     std::vector<int> first;
     for (int k = 0; k < per_step; ++k) first.push_back(k);
     const StepBatch step = B.Step(first, plen, cfg.vocab_size, 1);
@@ -363,9 +363,17 @@ int Main(int argc, char** argv) {
     const StepBatch step = B.Step(seqs, 1, cfg.vocab_size, 2);
     const std::string title = "decode batch " + std::to_string(batch);
     TimeStep(*be, step, quick ? 5 : 20, title + ", online-softmax attention", Online());
+    CudaTuning regs;
+    regs.attention_variant = kernels::cuda::kVariantPartition;
+    TimeStep(*be, step, quick ? 5 : 20, title + ", partition kernel, loads in registers", regs);
     CudaTuning wide;
     wide.attention_variant = kernels::cuda::kVariantPartitionWide;
     TimeStep(*be, step, quick ? 5 : 20, title + ", partition kernel, 2 keys per group", wide);
+    CudaTuning async;
+    async.attention_variant = kernels::cuda::kVariantPartitionAsync;
+    TimeStep(*be, step, quick ? 5 : 20, title + ", partition kernel, cp.async 2 stages", async);
+    async.attention_variant = kernels::cuda::kVariantPartitionAsyncDeep;
+    TimeStep(*be, step, quick ? 5 : 20, title + ", partition kernel, cp.async 3 stages", async);
     CudaTuning eager;
     eager.graphs = false;
     TimeStep(*be, step, quick ? 5 : 20, title + ", eager (no CUDA graph)", eager);
@@ -373,13 +381,13 @@ int Main(int argc, char** argv) {
     if (batch == 1) {
       const double bytes = weights_read + 1001 * kv_token;
       rows.push_back({"decode batch 1, context 1,000", Fmt("%.1f tok/s", 1 / t),
-                      Fmt("%.1f%% of bandwidth roofline", 100 * bytes / bw / t), ">= 85%"});
+                      Fmt("%.1f%% of bandwidth roofline", 100 * bytes / bw / t), ">= 80%"});
     } else {
       const double bytes = weights_read + batch * 1001 * kv_token;
       rows.push_back({"decode batch " + std::to_string(batch) + ", context 1,000",
                       Fmt("%.0f tok/s", batch / t),
                       Fmt("%.1f%% of bandwidth roofline", 100 * bytes / bw / t),
-                      ">= 20,000 tok/s"});
+                      ">= 18,000 tok/s"});
     }
   }
   // Structured outputs' token masks: the kernel alone, and a decode step of the largest batch

@@ -28,8 +28,10 @@
 #include <optional>
 #include <type_traits>
 
+#include "base/bf16.h"
 #include "engine/backends/cuda_step_plan.h"
 #include "engine/backends/graph_buckets.h"
+#include "engine/backends/weight_staging.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/device.h"
@@ -124,13 +126,61 @@ struct DeviceBuffer {
   }
 };
 
-uint16_t ToBf16Bits(float f) {  // round to nearest even; NaN stays NaN
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
+// Two pinned host buffers that take turns: Next waits until the copy last issued from the buffer
+// it returns has finished; Issue copies the filled bytes to the device on the stream and marks the
+// buffer busy until then. Drain waits for every copy (the host may then drop what it staged from).
+class PinnedStager {
+ public:
+  static constexpr size_t kBytes = size_t{64} << 20;  // each; 2 x 64 MiB pinned while loading
+  ~PinnedStager() { Free(); }
+  Status Init(cudaStream_t stream) {
+    stream_ = stream;
+    for (Slot& s : slots_) {
+      if (!s.host) LLMQ_CUDA_TRY(cudaMallocHost(&s.host, kBytes));
+      if (!s.done) LLMQ_CUDA_TRY(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    }
+    return Status::Ok();
+  }
+  Status Next(void** host) {
+    Slot& s = slots_[next_];
+    if (s.busy) LLMQ_CUDA_TRY(cudaEventSynchronize(s.done));
+    s.busy = false;
+    *host = s.host;
+    return Status::Ok();
+  }
+  Status Issue(void* device, size_t bytes) {
+    Slot& s = slots_[next_];
+    LLMQ_CUDA_TRY(cudaMemcpyAsync(device, s.host, bytes, cudaMemcpyHostToDevice, stream_));
+    LLMQ_CUDA_TRY(cudaEventRecord(s.done, stream_));
+    s.busy = true;
+    next_ ^= 1;
+    return Status::Ok();
+  }
+  Status Drain() {
+    for (Slot& s : slots_)
+      if (s.busy) LLMQ_CUDA_TRY(cudaEventSynchronize(s.done));
+    for (Slot& s : slots_) s.busy = false;
+    return Status::Ok();
+  }
+  void Free() {
+    for (Slot& s : slots_) {
+      if (s.busy) cudaEventSynchronize(s.done);
+      if (s.host) cudaFreeHost(s.host);
+      if (s.done) cudaEventDestroy(s.done);
+      s = Slot{};
+    }
+  }
+
+ private:
+  struct Slot {
+    void* host = nullptr;
+    cudaEvent_t done = nullptr;
+    bool busy = false;
+  };
+  Slot slots_[2];
+  int next_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
 
 // One decoder layer's weights on the device.
 // With FP8 projections (engine.precision fp8) qkv, o, gate_up and down hold fp8 values and their
@@ -240,44 +290,56 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
-  // Weights from a checkpoint: widened to float on the host, narrowed to T, uploaded once.
+  // Weights from a checkpoint, uploaded once through two pinned staging buffers: the CPU pool
+  // fills one from the mapping (engine/backends/weight_staging.h: bf16 into bf16 as it lies,
+  // others converted) while the other's copy to the device runs. Each tensor's mapped pages are
+  // dropped once staged, so the host holds about two staging buffers, not the checkpoint.
+  // Projections under FP8 precision go through ToF32 and are quantized on the device (PutProj).
   Status Upload(const Weights& w) {
-    LLMQ_RETURN_IF_ERROR(Put(w.ToF32("model.embed_tokens.weight"), &embed_));
-    LLMQ_RETURN_IF_ERROR(PutF32(w.ToF32("model.norm.weight"), &final_norm_));
-    if (!cfg_.tie_word_embeddings)
-      LLMQ_RETURN_IF_ERROR(Put(w.ToF32("lm_head.weight"), &lm_head_own_));
+    LLMQ_RETURN_IF_ERROR(stager_.Init(stream_));
+    constexpr StageType kT = std::is_same_v<T, float> ? StageType::kF32 : StageType::kBf16;
+    auto put = [&](std::initializer_list<std::string> names, StageType type, DeviceBuffer* b) {
+      return Stage(w, names, type, b);
+    };
+    auto proj = [&](std::initializer_list<std::string> names, int64_t rows, DeviceBuffer* b,
+                    DeviceBuffer* bs) -> Status {
+      if (!fp8_) return put(names, kT, b);
+      std::vector<float> all;
+      for (const std::string& n : names) {
+        const std::vector<float> part = w.ToF32(n);
+        all.insert(all.end(), part.begin(), part.end());
+      }
+      return PutProj(all, rows, b, bs);
+    };
+    LLMQ_RETURN_IF_ERROR(put({"model.embed_tokens.weight"}, kT, &embed_));
+    LLMQ_RETURN_IF_ERROR(put({"model.norm.weight"}, StageType::kF32, &final_norm_));
+    if (!cfg_.tie_word_embeddings) LLMQ_RETURN_IF_ERROR(put({"lm_head.weight"}, kT, &lm_head_own_));
     layers_.resize(cfg_.num_layers);
     for (int i = 0; i < cfg_.num_layers; ++i) {
-      auto get = [&](const char* s) { return w.ToF32(LayerTensorName(i, s)); };
-      auto cat = [&](std::initializer_list<const char*> names) {
-        std::vector<float> all;
-        for (const char* n : names) {
-          const std::vector<float> part = get(n);
-          all.insert(all.end(), part.begin(), part.end());
-        }
-        return all;
-      };
+      auto n = [&](const char* s) { return LayerTensorName(i, s); };
       Layer& L = layers_[i];
-      LLMQ_RETURN_IF_ERROR(PutF32(get("input_layernorm.weight"), &L.attn_norm));
-      LLMQ_RETURN_IF_ERROR(PutF32(get("post_attention_layernorm.weight"), &L.mlp_norm));
-      // [q_dim + 2 kv_dim, H]: q, k, v stacked row-wise, so one GEMM makes the three.
-      LLMQ_RETURN_IF_ERROR(PutProj(
-          cat({"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}),
-          cfg_.q_dim() + 2 * cfg_.kv_dim(), &L.qkv, &L.qkv_s));
-      if (cfg_.qkv_bias)
-        LLMQ_RETURN_IF_ERROR(
-            PutF32(cat({"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"}),
-                   &L.qkv_bias));
-      if (cfg_.qk_norm) {
-        LLMQ_RETURN_IF_ERROR(PutF32(get("self_attn.q_norm.weight"), &L.q_norm));
-        LLMQ_RETURN_IF_ERROR(PutF32(get("self_attn.k_norm.weight"), &L.k_norm));
-      }
-      LLMQ_RETURN_IF_ERROR(PutProj(get("self_attn.o_proj.weight"), cfg_.hidden_size, &L.o, &L.o_s));
-      LLMQ_RETURN_IF_ERROR(PutProj(cat({"mlp.gate_proj.weight", "mlp.up_proj.weight"}),
-                                   2 * int64_t{cfg_.intermediate_size}, &L.gate_up, &L.gate_up_s));
+      LLMQ_RETURN_IF_ERROR(put({n("input_layernorm.weight")}, StageType::kF32, &L.attn_norm));
       LLMQ_RETURN_IF_ERROR(
-          PutProj(get("mlp.down_proj.weight"), cfg_.hidden_size, &L.down, &L.down_s));
+          put({n("post_attention_layernorm.weight")}, StageType::kF32, &L.mlp_norm));
+      // [q_dim + 2 kv_dim, H]: q, k, v stacked row-wise, so one GEMM makes the three.
+      LLMQ_RETURN_IF_ERROR(proj({n("self_attn.q_proj.weight"), n("self_attn.k_proj.weight"),
+                                 n("self_attn.v_proj.weight")},
+                                cfg_.q_dim() + 2 * cfg_.kv_dim(), &L.qkv, &L.qkv_s));
+      if (cfg_.qkv_bias)
+        LLMQ_RETURN_IF_ERROR(put(
+            {n("self_attn.q_proj.bias"), n("self_attn.k_proj.bias"), n("self_attn.v_proj.bias")},
+            StageType::kF32, &L.qkv_bias));
+      if (cfg_.qk_norm) {
+        LLMQ_RETURN_IF_ERROR(put({n("self_attn.q_norm.weight")}, StageType::kF32, &L.q_norm));
+        LLMQ_RETURN_IF_ERROR(put({n("self_attn.k_norm.weight")}, StageType::kF32, &L.k_norm));
+      }
+      LLMQ_RETURN_IF_ERROR(proj({n("self_attn.o_proj.weight")}, cfg_.hidden_size, &L.o, &L.o_s));
+      LLMQ_RETURN_IF_ERROR(proj({n("mlp.gate_proj.weight"), n("mlp.up_proj.weight")},
+                                2 * int64_t{cfg_.intermediate_size}, &L.gate_up, &L.gate_up_s));
+      LLMQ_RETURN_IF_ERROR(proj({n("mlp.down_proj.weight")}, cfg_.hidden_size, &L.down, &L.down_s));
     }
+    LLMQ_RETURN_IF_ERROR(stager_.Drain());
+    stager_.Free();
     return Finish();
   }
 
@@ -409,15 +471,39 @@ class CudaBackendImpl final : public CudaBackend {
       LLMQ_CUDA_TRY(cudaMemcpy(b->p, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
     } else {
       std::vector<uint16_t> narrow(host.size());
-      for (size_t i = 0; i < host.size(); ++i) narrow[i] = ToBf16Bits(host[i]);
+      for (size_t i = 0; i < host.size(); ++i) narrow[i] = FloatToBf16(host[i]);
       LLMQ_CUDA_TRY(cudaMemcpy(b->p, narrow.data(), narrow.size() * 2, cudaMemcpyHostToDevice));
     }
     return Status::Ok();
   }
-  Status PutF32(const std::vector<float>& host, DeviceBuffer* b) {
-    LLMQ_RETURN_IF_ERROR(b->Reserve(host.size() * sizeof(float)));
-    weight_bytes_ += host.size() * sizeof(float);
-    LLMQ_CUDA_TRY(cudaMemcpy(b->p, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+  // `names` stacked, as `type`, into b (Upload): staged 64 MiB at a time, each tensor's mapped
+  // pages dropped once staged. An FP8 checkpoint's tensor (one with a scale) is dequantized first.
+  Status Stage(const Weights& w, std::initializer_list<std::string> names, StageType type,
+               DeviceBuffer* b) {
+    std::vector<StagedPart> parts;
+    std::vector<std::vector<float>> dequantized;  // keeps ToF32's floats alive
+    dequantized.reserve(names.size());
+    for (const std::string& n : names) {
+      const TensorView& t = w.Get(n);
+      if (t.scale) {
+        dequantized.push_back(w.ToF32(n));
+        parts.push_back({DType::kF32, dequantized.back().data(), t.numel()});
+      } else {
+        parts.push_back({t.dtype, t.data, t.numel()});
+      }
+    }
+    const size_t es = type == StageType::kF32 ? sizeof(float) : sizeof(uint16_t);
+    const int64_t total = StagedNumel(parts), chunk = PinnedStager::kBytes / es;
+    LLMQ_RETURN_IF_ERROR(b->Reserve(total * es));
+    weight_bytes_ += total * es;
+    for (int64_t at = 0; at < total; at += chunk) {
+      const int64_t n = std::min(chunk, total - at);
+      void* host = nullptr;
+      LLMQ_RETURN_IF_ERROR(stager_.Next(&host));
+      FillStaged(parts, type, at, n, host);
+      LLMQ_RETURN_IF_ERROR(stager_.Issue(static_cast<uint8_t*>(b->p) + at * es, n * es));
+    }
+    for (const std::string& n : names) w.ReleasePages(n);
     return Status::Ok();
   }
   // A projection's weights ([rows, host.size() / rows], a Linear weight's layout): T, or with
@@ -992,6 +1078,7 @@ class CudaBackendImpl final : public CudaBackend {
   cublasHandle_t cublas_ = nullptr;
   uint64_t weight_bytes_ = 0;
 
+  PinnedStager stager_;         // Upload's staging, freed when it returns
   DeviceBuffer embed_;          // [V, H] T
   DeviceBuffer final_norm_;     // [H] float
   DeviceBuffer lm_head_own_;    // [V, H] T; empty when tied

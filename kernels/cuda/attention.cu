@@ -140,6 +140,54 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
+// Phase 2 of the partition kernels, by the block's 4 warps: warp i takes head i's n scores in
+// shared memory ([GC][part_len]) and replaces them by p = exp(s - max), unnormalised; the max
+// and the sum go to stat[2i], stat[2i + 1].
+template <int GC>
+__device__ __forceinline__ void PartitionSoftmax(float* scores, int part_len, int n, float* stat) {
+  const int warp = threadIdx.x >> 5, wl = threadIdx.x & 31;
+  for (int i = warp; i < GC; i += 4) {
+    float m = -INFINITY;
+    for (int j = wl; j < n; j += 32) m = fmaxf(m, scores[i * part_len + j]);
+    m = WarpMax(m);
+    float l = 0.f;
+    for (int j = wl; j < n; j += 32) {
+      const float p = expf(scores[i * part_len + j] - m);
+      scores[i * part_len + j] = p;
+      l += p;
+    }
+    l = WarpSum(l);
+    if (wl == 0) {
+      stat[2 * i] = m;
+      stat[2 * i + 1] = l;
+    }
+  }
+}
+
+// The end of phase 3: each warp's weighted sums (lane l holds dims [l * D/32, ...) of each head)
+// added through shared memory `red` ([4][GC][D]), then the partition's result per head and dim
+// (WriteResult). A partition that saw no key (n == 0) weighs nothing.
+template <class T, int D, int GC>
+__device__ __forceinline__ void PartitionWrite(const float (&acc)[GC][D / 32], float* red,
+                                               const float* stat, const AttentionArgs& a, int t,
+                                               int i_row, int h0, int nheads, int n, int part,
+                                               T* out, float* ws) {
+  constexpr int DPL = D / 32;
+  const int tid = threadIdx.x, warp = tid >> 5, wl = tid & 31;
+#pragma unroll
+  for (int i = 0; i < GC; ++i)
+#pragma unroll
+    for (int k = 0; k < DPL; ++k) red[(warp * GC + i) * D + wl * DPL + k] = acc[i][k];
+  __syncthreads();
+  for (int idx = tid; idx < nheads * D; idx += 128) {
+    const int i = idx / D, d = idx % D;
+    const float A = red[(0 * GC + i) * D + d] + red[(1 * GC + i) * D + d] +
+                    red[(2 * GC + i) * D + d] + red[(3 * GC + i) * D + d];
+    const float M = stat[2 * i], L = n > 0 ? stat[2 * i + 1] : 0.f;
+    WriteResult(a, t, i_row, h0 + i, d, D, part, A, M, L, out, ws);
+  }
+}
+
 // The two-phase kernel for head_dim 64 and 128 (kVariantPartition). grid: x = query row, y = kv
 // head * head chunks + chunk, z = context partition; block: 128 threads (4 warps).
 //   1. Scores: groups of 8 lanes take one key each (a warp 4 keys, the block 16 at a time); lane g
@@ -218,23 +266,8 @@ __global__ void __launch_bounds__(128)
     }
   }
   __syncthreads();
-  // 2. Softmax of each head's scores (unnormalised: p = exp(s - max); the sum is kept).
-  for (int i = warp; i < GC; i += 4) {
-    float m = -INFINITY;
-    for (int j = wl; j < n; j += 32) m = fmaxf(m, scores[i * part_len + j]);
-    m = WarpMax(m);
-    float l = 0.f;
-    for (int j = wl; j < n; j += 32) {
-      const float p = expf(scores[i * part_len + j] - m);
-      scores[i * part_len + j] = p;
-      l += p;
-    }
-    l = WarpSum(l);
-    if (wl == 0) {
-      stat[2 * i] = m;
-      stat[2 * i + 1] = l;
-    }
-  }
+  // 2. Softmax of each head's scores.
+  PartitionSoftmax<GC>(scores, part_len, n, stat);
   __syncthreads();
   // 3. Values.
   float acc[GC][DPL];
@@ -270,18 +303,153 @@ __global__ void __launch_bounds__(128)
       }
     }
   }
+  PartitionWrite<T, D, GC>(acc, red, stat, a, t, i_row, h0, nheads, n, part, out, ws);
+}
+
+// cp.async (sm_80 and later): 16 bytes from global to shared memory without passing through
+// registers, committed in groups and waited for by group. Older devices copy synchronously.
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
+#else
+  *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
+#endif
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+// Waits until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// Bytes of K or V rows in one shared-memory stage of the async partition kernel.
+constexpr int kAsyncTileBytes = 8192;
+
+// kVariantPartitionAsync (S = 2 stages) and kVariantPartitionAsyncDeep (S = 3): PartitionKernel's
+// three phases, with the K rows (phase 1) and V rows (phase 3) copied into shared memory by
+// cp.async in tiles of TILE keys: tiles r + 1 .. r + S - 1 are in flight while tile r is used, so
+// a block keeps (S - 1) x kAsyncTileBytes of loads in flight without registers to hold them, and
+// the first V tiles' copies run under the softmax. Every iteration commits one group of copies
+// (empty past the last tile), so waiting for "all but the newest S - 1" is waiting for tile r.
+// grid and block as PartitionKernel. Shared memory: S stages, scores [GC][part_len], reduction
+// [4][GC][D], stats [GC][2].
+template <class T, int D, int GC, int S>
+__global__ void __launch_bounds__(128)
+    PartitionAsyncKernel(AttentionArgs a, KvCache<T> c, int layer, int chunks, int part_len, T* out,
+                         float* ws) {
+  constexpr int ROW = D * static_cast<int>(sizeof(T));   // bytes of one key's row
+  constexpr int TILE = kAsyncTileBytes / ROW;            // keys per stage: a multiple of 16
+  constexpr int CPR = ROW / 16;                          // 16-byte pieces per row
+  constexpr int EPP = 16 / static_cast<int>(sizeof(T));  // elements per piece
+  constexpr int DPG = D / 8, DPL = D / 32;
+  static_assert(TILE % 16 == 0, "every 8-lane group takes as many keys of a tile");
+  const int i_row = blockIdx.x, t = a.rows ? a.rows[i_row] : i_row;
+  const int tid = threadIdx.x, warp = tid >> 5, wl = tid & 31;
+  const int grp = wl >> 3, gl = wl & 7;
+  const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
+  const int G = a.num_heads / c.kv_heads;
+  const int h0 = kvh * G + chunk * GC, nheads = min(GC, G - chunk * GC);
+  const int part = blockIdx.z;
+  const int ctx = a.positions[t] + 1;
+  const int kb = a.key_begin ? a.key_begin[i_row] : 0;  // keys before it: the cascade's
+  const int k0 = max(kb, part * part_len), k1 = min(ctx, part * part_len + part_len);
+  const int n = max(0, k1 - k0), ntiles = (n + TILE - 1) / TILE;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(a.row_seq[t]) * a.max_blocks;
+
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  T* stages = reinterpret_cast<T*>(smem_bytes);                                // [S][TILE][D]
+  float* scores = reinterpret_cast<float*>(smem_bytes + S * kAsyncTileBytes);  // [GC][part_len]
+  float* red = scores + GC * part_len;                                         // [4][GC][D]
+  float* stat = red + 4 * GC * D;                                              // [GC][2]
+
+  // Copies of tile r of `src` (c.k or c.v) into stage r % S, committed as one group (empty when
+  // r is past the last tile). Keys past n are not copied: their rows are never used for a result.
+  auto issue = [&](const T* src, int r) {
+    if (r < ntiles)
+      for (int pc = tid; pc < TILE * CPR; pc += 128) {
+        const int u = pc / CPR, piece = pc % CPR, j = r * TILE + u;
+        if (j < n) {
+          const int key = k0 + j;
+          CpAsync16(stages + ((r % S) * TILE + u) * D + piece * EPP,
+                    src + c.Index(layer, table[key / c.block_size], kvh, key % c.block_size) +
+                        piece * EPP);
+        }
+      }
+    CpAsyncCommit();
+  };
+  // Issues tile r + S - 1, then waits until tile r is in its stage for every thread.
+  auto await = [&](const T* src, int r) {
+    issue(src, r + S - 1);
+    CpAsyncWait<S - 1>();
+    __syncthreads();
+  };
+
+  float q[GC][DPG];
 #pragma unroll
   for (int i = 0; i < GC; ++i)
 #pragma unroll
-    for (int k = 0; k < DPL; ++k) red[(warp * GC + i) * D + wl * DPL + k] = acc[i][k];
-  __syncthreads();
-  for (int idx = tid; idx < nheads * D; idx += 128) {
-    const int i = idx / D, d = idx % D;
-    const float A = red[(0 * GC + i) * D + d] + red[(1 * GC + i) * D + d] +
-                    red[(2 * GC + i) * D + d] + red[(3 * GC + i) * D + d];
-    const float M = stat[2 * i], L = n > 0 ? stat[2 * i + 1] : 0.f;
-    WriteResult(a, t, i_row, h0 + i, d, D, part, A, M, L, out, ws);
+    for (int k = 0; k < DPG; ++k)
+      q[i][k] = i < nheads ? a.q[t * a.q_stride + (h0 + i) * D + gl * DPG + k] * a.scale : 0.f;
+
+  // 1. Scores: group g = 4 * warp + grp of the block takes keys g, g + 16, ... of each tile (the
+  // loop is uniform across a warp: TILE is a multiple of 16).
+  for (int r = 0; r < S - 1; ++r) issue(c.k, r);
+  for (int r = 0; r < ntiles; ++r) {
+    await(c.k, r);
+    const T* stage = stages + (r % S) * TILE * D;
+    for (int u = 4 * warp + grp; u < TILE; u += 16) {
+      const int j = r * TILE + u;
+      float kx[DPG];
+      LoadN<T, DPG>(stage + u * D + gl * DPG, kx);
+#pragma unroll
+      for (int i = 0; i < GC; ++i) {
+        float s = 0.f;
+#pragma unroll
+        for (int k = 0; k < DPG; ++k) s += q[i][k] * kx[k];
+        s += __shfl_xor_sync(0xffffffffu, s, 4);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        if (gl == 0 && j < n) scores[i * part_len + j] = s;
+      }
+    }
+    __syncthreads();  // the stage is refilled by the next iteration's issue
   }
+  // The first V tiles' copies run under the softmax.
+  for (int r = 0; r < S - 1; ++r) issue(c.v, r);
+  // 2. Softmax of each head's scores.
+  PartitionSoftmax<GC>(scores, part_len, n, stat);
+  __syncthreads();
+  // 3. Values: warp w takes keys w, w + 4, ... of each tile; lane l dims [l * DPL, ...).
+  float acc[GC][DPL];
+#pragma unroll
+  for (int i = 0; i < GC; ++i)
+#pragma unroll
+    for (int k = 0; k < DPL; ++k) acc[i][k] = 0.f;
+  for (int r = 0; r < ntiles; ++r) {
+    await(c.v, r);
+    const T* stage = stages + (r % S) * TILE * D;
+    for (int u = warp; u < TILE; u += 4) {
+      const int j = r * TILE + u;
+      if (j >= n) break;
+      float vx[DPL];
+      LoadN<T, DPL>(stage + u * D + wl * DPL, vx);
+#pragma unroll
+      for (int i = 0; i < GC; ++i) {
+        const float p = scores[i * part_len + j];
+#pragma unroll
+        for (int k = 0; k < DPL; ++k) acc[i][k] += p * vx[k];
+      }
+    }
+    __syncthreads();
+  }
+  PartitionWrite<T, D, GC>(acc, red, stat, a, t, i_row, h0, nheads, n, part, out, ws);
 }
 
 // grid: (T, heads); block: 128 threads over head_dim. Merges the splits' partial results, and the
@@ -354,9 +522,30 @@ cudaError_t LaunchPartitionKpg(const AttentionArgs& a, const KvCache<T>& c, int 
   return cudaGetLastError();
 }
 
+template <class T, int DPG, int GC, int S>
+cudaError_t LaunchPartitionAsync(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
+                                 cudaStream_t stream) {
+  constexpr int D = 8 * DPG;
+  const int G = a.num_heads / c.kv_heads, chunks = (G + GC - 1) / GC;
+  const int part_len = PartLen(a);
+  const size_t smem = S * kAsyncTileBytes + sizeof(float) * (GC * part_len + 4 * GC * D + 2 * GC);
+  if (smem > 48 * 1024) return cudaErrorInvalidValue;  // 24 + 8 + 8 KB at most (kMaxPartLen)
+  const dim3 grid(a.num_tokens, c.kv_heads * chunks, a.num_splits);
+  PartitionAsyncKernel<T, D, GC, S>
+      <<<grid, 128, smem, stream>>>(a, c, layer, chunks, part_len, out, a.workspace);
+  if (a.slot_stride() > 1)
+    MergeSplitsKernel<T><<<dim3(a.num_tokens, a.num_heads), 128, 0, stream>>>(
+        a.workspace, a.rows, a.key_begin, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
+  return cudaGetLastError();
+}
+
 template <class T, int DPG, int GC>
 cudaError_t LaunchPartition(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
                             cudaStream_t stream) {
+  if (a.variant == kVariantPartitionAsync || a.variant == kVariantAuto)
+    return LaunchPartitionAsync<T, DPG, GC, 2>(a, c, layer, out, stream);
+  if (a.variant == kVariantPartitionAsyncDeep)
+    return LaunchPartitionAsync<T, DPG, GC, 3>(a, c, layer, out, stream);
   return a.variant == kVariantPartitionWide
              ? LaunchPartitionKpg<T, DPG, GC, 2>(a, c, layer, out, stream)
              : LaunchPartitionKpg<T, DPG, GC, 1>(a, c, layer, out, stream);
@@ -387,7 +576,7 @@ int AttentionSplits(int num_tokens, int kv_heads, int max_context, int num_sms) 
   const int64_t blocks = int64_t{num_tokens} * kv_heads, target = 2 * int64_t{num_sms};
   if (blocks <= 0 || blocks >= target) return 1;
   const int64_t want = (target + blocks - 1) / blocks;
-  return static_cast<int>(std::clamp<int64_t>(want, 1, std::max(1, max_context / 128)));
+  return static_cast<int>(std::clamp<int64_t>(want, 1, std::max(1, max_context / 64)));
 }
 
 int AttentionSplitsFor(int num_tokens, int kv_heads, int max_context, int num_sms) {
@@ -415,6 +604,7 @@ cudaError_t PagedAttention(const AttentionArgs& a, const KvCache<T>& c, int laye
   const int D = c.head_dim;
   const bool partition =
       a.variant == kVariantPartition || a.variant == kVariantPartitionWide ||
+      a.variant == kVariantPartitionAsync || a.variant == kVariantPartitionAsyncDeep ||
       (a.variant == kVariantAuto && PartitionFits(D, a.max_context, a.num_splits));
   if (partition) {
     if (!PartitionFits(D, a.max_context, a.num_splits)) return cudaErrorInvalidValue;

@@ -165,7 +165,10 @@ TEST(CudaFp8, CublasLtProductThenScalesMatchTheDoubleReference) {
       for (size_t i = 0; i < xf.size(); ++i) xf[i] = F(xq[i]);
       const std::vector<double> want = Reference(xf, t, k, wq, std::vector<float>(n, 1.f), n);
       const std::vector<float> got = raw.Get();
-      EXPECT_LE(MaxRelToScale(got, want), 1e-5);
+      // Not exact: Hopper's FP8 tensor-core products accumulate in a narrower format (about 14
+      // bits kept; the DeepSeek-V3 report, section 3.3.2) before cuBLASLt adds the partial sums in
+      // fp32. The H200 run of 2026-12-04 measured 2.6e-4 to 3.6e-4 of the scale for k 64 to 1024.
+      EXPECT_LE(MaxRelToScale(got, want), 1e-3);
       // Scaled: y = raw * xs[r] * ws[c], then accumulated once more.
       const std::vector<float> xs = gputest::Random(t, 5, 0.01f, 1.f);
       const std::vector<float> wsc = gputest::Random(n, 6, 0.01f, 1.f);

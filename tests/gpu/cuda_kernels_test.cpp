@@ -282,8 +282,13 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
           std::pair{8, kc::kVariantOnline}, std::pair{1, kc::kVariantOnlineSingleKey},
           std::pair{3, kc::kVariantOnlineSingleKey}, std::pair{2, kc::kVariantPartition},
           std::pair{5, kc::kVariantPartition}, std::pair{2, kc::kVariantPartitionWide},
-          std::pair{5, kc::kVariantPartitionWide}, std::pair{9, kc::kVariantAuto}}) {
-      if ((variant == kc::kVariantPartition || variant == kc::kVariantPartitionWide) && !part)
+          std::pair{5, kc::kVariantPartitionWide}, std::pair{2, kc::kVariantPartitionAsync},
+          std::pair{5, kc::kVariantPartitionAsync}, std::pair{16, kc::kVariantPartitionAsync},
+          std::pair{2, kc::kVariantPartitionAsyncDeep},
+          std::pair{7, kc::kVariantPartitionAsyncDeep}, std::pair{9, kc::kVariantAuto}}) {
+      if ((variant == kc::kVariantPartition || variant == kc::kVariantPartitionWide ||
+           variant == kc::kVariantPartitionAsync || variant == kc::kVariantPartitionAsyncDeep) &&
+          !part)
         continue;
       kc::AttentionArgs a = make_args(T_rows, splits);
       a.variant = variant;
