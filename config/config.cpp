@@ -108,6 +108,16 @@ Status GetPositiveInt(const Leaf& l, int* out) {
   return GetInt(l, 1, std::numeric_limits<int>::max(), out);
 }
 
+// A positive integer, or auto (0: the backend chooses).
+Status GetPositiveIntOrAuto(const Leaf& l, int* out) {
+  if (IsPlainScalar(l.value) && l.value.Scalar() == "auto") {
+    *out = 0;
+    return Status::Ok();
+  }
+  if (GetPositiveInt(l, out).ok()) return Status::Ok();
+  return l.Fail("must be a positive integer or auto, got " + Describe(l.value));
+}
+
 // YAML 1.2 core booleans only: yes/no/on/off (YAML 1.1) are rejected rather than guessed at.
 Status GetBool(const Leaf& l, bool* out) {
   if (IsPlainScalar(l.value)) {
@@ -312,9 +322,9 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
          c->block_size = static_cast<int>(v);
          return Status::Ok();
        }},
-      {"max_num_seqs", [c](const Leaf& l) { return GetPositiveInt(l, &c->max_num_seqs); }},
+      {"max_num_seqs", [c](const Leaf& l) { return GetPositiveIntOrAuto(l, &c->max_num_seqs); }},
       {"max_num_batched_tokens",
-       [c](const Leaf& l) { return GetPositiveInt(l, &c->max_num_batched_tokens); }},
+       [c](const Leaf& l) { return GetPositiveIntOrAuto(l, &c->max_num_batched_tokens); }},
       {"kv_cache_memory",
        [c](const Leaf& l) {
          if (l.value.IsScalar() && l.value.Scalar() == "auto") {
@@ -523,6 +533,13 @@ Status FindConfig(const std::string& flag, std::string* path) {
   std::error_code ec;
   *path = std::filesystem::exists(kSystemConfigPath, ec) ? kSystemConfigPath : "";
   return Status::Ok();
+}
+
+StepLimits StepLimitsFor(const LlmqConfig& cfg, bool gpu) {
+  const StepLimits backend = gpu ? kGpuStepLimits : kCpuStepLimits;
+  return {
+      cfg.max_num_seqs > 0 ? cfg.max_num_seqs : backend.max_num_seqs,
+      cfg.max_num_batched_tokens > 0 ? cfg.max_num_batched_tokens : backend.max_num_batched_tokens};
 }
 
 }  // namespace llmq

@@ -23,11 +23,16 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags* f) {
                   "the model folder's name)");
   cmd->add_option("--chat-template", f->chat_template,
                   "llama-2|mistral|chatml|zephyr (default: the model's own, else llama-2)");
-  cmd->add_option("--max-num-seqs", f->max_num_seqs, "Most sequences in one step")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-num-seqs", f->max_num_seqs,
+                  "Most sequences in one step (default: engine.max_num_seqs, else 256 on the "
+                  "CPU, 1024 on a GPU)")
+      ->check(CLI::PositiveNumber)
+      ->default_str("auto");
   cmd->add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
-                  "Most tokens (prefill and decode) in one step")
-      ->check(CLI::PositiveNumber);
+                  "Most tokens (prefill and decode) in one step (default: "
+                  "engine.max_num_batched_tokens, else 2048 on the CPU, 8192 on a GPU)")
+      ->check(CLI::PositiveNumber)
+      ->default_str("auto");
   cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
                   "KV-cache memory: bytes, a size such as 4GiB or 512MB, or auto (the memory this "
                   "process may take, as llmq plan prints)");
@@ -139,7 +144,7 @@ Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg) {
   return Status::Ok();
 }
 
-EngineOptions EngineOptionsFrom(const LlmqConfig& cfg) {
+EngineOptions EngineOptionsFrom(const LlmqConfig& cfg, bool gpu) {
   EngineOptions o;
   o.block_size = cfg.block_size;
   o.kv_memory_bytes = cfg.kv_cache_bytes;
@@ -148,8 +153,9 @@ EngineOptions EngineOptionsFrom(const LlmqConfig& cfg) {
   o.enable_planner = cfg.enable_planner;
   o.shared_prefix_attention = cfg.shared_prefix_attention;
   o.profile = cfg.profile;
-  o.scheduler.max_num_seqs = cfg.max_num_seqs;
-  o.scheduler.max_num_batched_tokens = cfg.max_num_batched_tokens;
+  const StepLimits limits = StepLimitsFor(cfg, gpu);
+  o.scheduler.max_num_seqs = limits.max_num_seqs;
+  o.scheduler.max_num_batched_tokens = limits.max_num_batched_tokens;
   return o;
 }
 
@@ -189,9 +195,8 @@ void SetToolCallFormatFrom(const LlmqConfig& cfg, BuildContext* ctx) {
 
 Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngine>* engine,
                    BuildContext* ctx) {
-  ApplyCpuThreads(cfg);  // before the weights are packed (on the pool)
-  EngineOptions opt = EngineOptionsFrom(cfg);
-  opt.host_memory = ReadHostMemory();  // before the weights take their share of it
+  ApplyCpuThreads(cfg);                      // before the weights are packed (on the pool)
+  const HostMemory host = ReadHostMemory();  // before the weights take their share of it
   // The grammars' token trie is built while the backend takes the weights.
   std::shared_ptr<GrammarCache> grammars;
   LLMQ_RETURN_IF_ERROR(LoadModel(
@@ -203,6 +208,8 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
       }));
   LLMQ_RETURN_IF_ERROR(LoadChatFormat(cfg, *model->tokenizer, &ctx->chat));
   SetToolCallFormatFrom(cfg, ctx);
+  EngineOptions opt = EngineOptionsFrom(cfg, model->backend->name() == "cuda");
+  opt.host_memory = host;
   LLMQ_RETURN_IF_ERROR(
       LlmEngine::Create(model->cfg, model->backend.get(), model->tokenizer.get(), opt, engine));
   ctx->model = model;
@@ -234,7 +241,9 @@ std::string DescribeEngine(const LlmqConfig& cfg, const Model& model, const LlmE
     weights = std::string("; weights ") + kernels::WeightTypeName(cpu->weight_type()) +
               "; KV cache " + KvDtypeName(cpu->kv_dtype());
   return "backend " + model.backend_description() + "; " + buf + "; cpu threads " +
-         DescribeCpuThreads(cfg.cpu_threads, cfg.cpu_threads_source) + weights;
+         DescribeCpuThreads(cfg.cpu_threads, cfg.cpu_threads_source) + weights +
+         "; steps of at most " + std::to_string(engine.max_num_seqs()) + " sequences and " +
+         std::to_string(engine.max_num_batched_tokens()) + " tokens";
 }
 
 int Fail(const CLI::App* cmd, const std::string& message, int code) {

@@ -144,7 +144,7 @@ int Plan(const CLI::App* cmd, const PlanFlags& f) {
           static_cast<uint64_t>(static_cast<double>(memory) * f.gpu_memory_utilization);
       return usable > resident ? usable - resident : 0;
     }
-    const LlmqConfig defaults;
+    const StepLimits defaults = kCpuStepLimits;  // the CPU backend's, as `llmq serve` takes them
     HostKvInputs in;
     in.memory = static_cast<int64_t>(memory);
     in.utilization = f.gpu_memory_utilization;

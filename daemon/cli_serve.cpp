@@ -240,7 +240,7 @@ class Server {
     // A claim is sized to what the engine runs at once, and the engine holds at most one claim's
     // worth waiting besides what it runs: the rest of the queue is left to the other workers (and
     // to this one's next claims), so that workers finish a job together.
-    ropt.claim_max = std::max(1, std::min(cfg_.max_num_seqs, ropt.window));
+    ropt.claim_max = std::max(1, std::min(engine_->max_num_seqs(), ropt.window));
     ropt.window = std::max(8, ropt.claim_max);
     runner_ = std::make_unique<JobRunner>(ctx_, engine_.get(), runner_store_.get(),
                                           committer_.get(), ropt);

@@ -141,6 +141,15 @@ TEST_F(BackendChoiceCli, CpuThreadsAreSaidInPlanStartUpAndSummary) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("; cpu threads 1 (--threads)"), std::string::npos) << r.err;
   EXPECT_EQ(nlohmann::json::parse(testing::ReadText(dir + "/s.json"))["cpu_threads"], 1);
+  // The step limits: the CPU backend's when unset (auto), else the flag's or the config's.
+  EXPECT_NE(r.err.find("; steps of at most 256 sequences and 2048 tokens"), std::string::npos)
+      << r.err;
+  std::ofstream(cfg) << "engine:\n  max_num_seqs: 7\n  max_num_batched_tokens: auto\n";
+  r = testing::RunLlmq({"run", in, "-o", dir + "/out.jsonl", "--model", model_, "--config", cfg,
+                        "--max-num-batched-tokens", "300", "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("; steps of at most 7 sequences and 300 tokens"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(BackendChoiceCli, CudaWithoutADeviceIsAClearError) {

@@ -25,9 +25,9 @@ TEST(CliUx, EveryCommandHasHelpWithItsFlagsAndDefaults) {
     EXPECT_NE(root.out.find(cmd), std::string::npos) << cmd;
   const std::vector<std::pair<std::string, std::vector<std::string>>> expect = {
       {"run",
-       {"--output", "--errors", "--summary-json", "--max-num-seqs", "=256", "=2048", "=auto",
-        "--no-prefix-cache", "--config", "--backend", "--precision", "=bf16",
-        "--gpu-memory-utilization", "=0.9"}},
+       {"--output", "--errors", "--summary-json", "--max-num-seqs", "256 on the CPU, 1024 on a GPU",
+        "2048 on the CPU, 8192 on a GPU", "=auto", "--no-prefix-cache", "--config", "--backend",
+        "--precision", "=bf16", "--gpu-memory-utilization", "=0.9"}},
       {"generate", {"--prompt", "--max-tokens", "=64", "--temperature", "--seed", "--json"}},
       {"plan", {"--memory", "--kv-dtype", "--backend", "=auto", "--block-size", "=16"}},
       {"make-model", {"--shape", "llama3-8b", "--out", "--force", "--seed", "--tokenizer-from"}},

@@ -94,6 +94,9 @@ class LlmEngine {
 
   const BlockManager& blocks() const { return blocks_; }
   int num_blocks() const { return blocks_.num_blocks(); }
+  // The most sequences one step runs (SchedulerOptions::max_num_seqs, as created).
+  int max_num_seqs() const { return opt_.scheduler.max_num_seqs; }
+  int max_num_batched_tokens() const { return opt_.scheduler.max_num_batched_tokens; }
   // Tokens one sequence can ever hold: the context, or the KV pool if smaller.
   int max_sequence_tokens() const {
     return std::min(cfg_.max_position_embeddings, blocks_.num_blocks() * blocks_.block_size());
