@@ -374,6 +374,12 @@ int Main(int argc, char** argv) {
     TimeStep(*be, step, quick ? 5 : 20, title + ", partition kernel, cp.async 2 stages", async);
     async.attention_variant = kernels::cuda::kVariantPartitionAsyncDeep;
     TimeStep(*be, step, quick ? 5 : 20, title + ", partition kernel, cp.async 3 stages", async);
+    async.attention_variant = kernels::cuda::kVariantPartitionAsyncHalf;
+    TimeStep(*be, step, quick ? 5 : 20, title + ", partition kernel, cp.async, 2 heads a block",
+             async);
+    CudaTuning fine;
+    fine.min_split_keys = 32;
+    TimeStep(*be, step, quick ? 5 : 20, title + ", splits down to 32 keys", fine);
     CudaTuning eager;
     eager.graphs = false;
     TimeStep(*be, step, quick ? 5 : 20, title + ", eager (no CUDA graph)", eager);

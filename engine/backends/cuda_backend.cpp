@@ -244,6 +244,7 @@ class CudaBackendImpl final : public CudaBackend {
 
   void SetTuning(const CudaTuning& t) override {
     attention_variant_ = t.attention_variant;
+    min_split_keys_ = t.min_split_keys;
     prefill_gemm_min_rows_ = t.prefill_gemm_min_rows;
     cascade_ = t.cascade;
     graphs_ = t.graphs && graph_error_.empty();  // a refused capture is not retried
@@ -899,7 +900,8 @@ class CudaBackendImpl final : public CudaBackend {
             i(cache_.num_blocks),
             i(cache_.block_size),
             i(cache_.kv_heads),
-            i(attention_variant_)};
+            i(attention_variant_),
+            i(min_split_keys_)};
   }
 
   // Sizes the buffers for `b` (planned as `plan`) and uploads its metadata (one copy): *s gets
@@ -974,8 +976,8 @@ class CudaBackendImpl final : public CudaBackend {
     aa.max_context = max_context;
     aa.scale = 1.0f / std::sqrt(static_cast<float>(D));
     aa.variant = attention_variant_;
-    aa.num_splits =
-        kc::AttentionSplitsFor(std::max(1, n_rest), cfg_.num_kv_heads, max_context, num_sms_);
+    aa.num_splits = kc::AttentionSplitsFor(std::max(1, n_rest), cfg_.num_kv_heads, max_context,
+                                           num_sms_, min_split_keys_);
     // Cascade groups (decode-only steps: every row is in `rest`, rows == nullptr, so the
     // workspace's row i is query row i, as CascadeGroup::ws_rows assumes).
     aa.key_begin = n_kb > 0 ? d + kb_at : nullptr;
@@ -1104,6 +1106,7 @@ class CudaBackendImpl final : public CudaBackend {
   size_t host_masks_cap_ = 0;       // bytes
 
   int attention_variant_ = kc::kVariantAuto;
+  int min_split_keys_ = kc::kMinSplitKeys;
   int prefill_gemm_min_rows_ = 64;
   bool cascade_ = true;
   int cascade_min_keys_ = 128;

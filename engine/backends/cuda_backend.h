@@ -31,6 +31,9 @@ struct CudaTuning {
   // Time every phase of each step with device events (costs a little per step).
   bool profile = false;
   int attention_variant = 0;  // kernels::cuda::kVariant* (0: auto)
+  // Decode attention is split over the context down to this many keys a split when too few rows
+  // fill the device (kernels::cuda::AttentionSplits).
+  int min_split_keys = 64;
   // Prefill chunks of at least this many rows take the matrix-product attention
   // (kernels/cuda/prefill_attention.h); INT_MAX: never.
   int prefill_gemm_min_rows = 64;

@@ -542,7 +542,8 @@ cudaError_t LaunchPartitionAsync(const AttentionArgs& a, const KvCache<T>& c, in
 template <class T, int DPG, int GC>
 cudaError_t LaunchPartition(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
                             cudaStream_t stream) {
-  if (a.variant == kVariantPartitionAsync || a.variant == kVariantAuto)
+  if (a.variant == kVariantPartitionAsync || a.variant == kVariantAuto ||
+      a.variant == kVariantPartitionAsyncHalf)
     return LaunchPartitionAsync<T, DPG, GC, 2>(a, c, layer, out, stream);
   if (a.variant == kVariantPartitionAsyncDeep)
     return LaunchPartitionAsync<T, DPG, GC, 3>(a, c, layer, out, stream);
@@ -555,7 +556,8 @@ template <class T, int DPG>
 cudaError_t LaunchPartitionDpg(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
                                cudaStream_t stream) {
   const int G = a.num_heads / c.kv_heads;
-  if (G >= 4) return LaunchPartition<T, DPG, 4>(a, c, layer, out, stream);
+  if (G >= 4 && a.variant != kVariantPartitionAsyncHalf)
+    return LaunchPartition<T, DPG, 4>(a, c, layer, out, stream);
   if (G >= 2) return LaunchPartition<T, DPG, 2>(a, c, layer, out, stream);
   return LaunchPartition<T, DPG, 1>(a, c, layer, out, stream);
 }
@@ -572,17 +574,21 @@ cudaError_t LaunchDpl(const AttentionArgs& a, const KvCache<T>& c, int layer, T*
 
 }  // namespace
 
-int AttentionSplits(int num_tokens, int kv_heads, int max_context, int num_sms) {
+int AttentionSplits(int num_tokens, int kv_heads, int max_context, int num_sms,
+                    int min_split_keys) {
   const int64_t blocks = int64_t{num_tokens} * kv_heads, target = 2 * int64_t{num_sms};
   if (blocks <= 0 || blocks >= target) return 1;
   const int64_t want = (target + blocks - 1) / blocks;
-  return static_cast<int>(std::clamp<int64_t>(want, 1, std::max(1, max_context / 64)));
+  return static_cast<int>(
+      std::clamp<int64_t>(want, 1, std::max(1, max_context / std::max(1, min_split_keys))));
 }
 
-int AttentionSplitsFor(int num_tokens, int kv_heads, int max_context, int num_sms) {
+int AttentionSplitsFor(int num_tokens, int kv_heads, int max_context, int num_sms,
+                       int min_split_keys) {
   // At least enough partitions that a partition's scores fit the shared memory.
   const int min_parts = (max_context + kMaxPartLen - 1) / kMaxPartLen;
-  return std::max(AttentionSplits(num_tokens, kv_heads, max_context, num_sms), min_parts);
+  return std::max(AttentionSplits(num_tokens, kv_heads, max_context, num_sms, min_split_keys),
+                  min_parts);
 }
 
 bool PartitionFits(int head_dim, int max_context, int num_splits) {
@@ -605,6 +611,7 @@ cudaError_t PagedAttention(const AttentionArgs& a, const KvCache<T>& c, int laye
   const bool partition =
       a.variant == kVariantPartition || a.variant == kVariantPartitionWide ||
       a.variant == kVariantPartitionAsync || a.variant == kVariantPartitionAsyncDeep ||
+      a.variant == kVariantPartitionAsyncHalf ||
       (a.variant == kVariantAuto && PartitionFits(D, a.max_context, a.num_splits));
   if (partition) {
     if (!PartitionFits(D, a.max_context, a.num_splits)) return cudaErrorInvalidValue;

@@ -59,18 +59,25 @@ constexpr int kVariantPartitionWide = 4;    // the same with twice the K and V r
 // the one in use (two stages), or two ahead (Deep: three stages).
 constexpr int kVariantPartitionAsync = 5;
 constexpr int kVariantPartitionAsyncDeep = 6;
+// kVariantPartitionAsync with 2 query heads a block where a KV group has 4 or more (two blocks
+// per group, each reading the group's K/V: half the registers for the queries, so more blocks an
+// SM, for twice the reads, which the L2 may serve).
+constexpr int kVariantPartitionAsyncHalf = 7;
 constexpr int kMaxPartLen = 512;
+constexpr int kMinSplitKeys = 64;  // AttentionSplits' default floor
 
 // True when the partition kernel serves head_dim and the partitions are short enough.
 bool PartitionFits(int head_dim, int max_context, int num_splits);
 // AttentionSplits, raised so that no partition exceeds kMaxPartLen keys.
-int AttentionSplitsFor(int num_tokens, int kv_heads, int max_context, int num_sms);
+int AttentionSplitsFor(int num_tokens, int kv_heads, int max_context, int num_sms,
+                       int min_split_keys = kMinSplitKeys);
 
 // How many context splits a launch of `num_tokens` rows should use on a device with `num_sms`
-// multiprocessors (plain arithmetic: enough blocks to fill the device, no split under 64 keys;
-// 128 until 2026-12-04, when one decode row's attention took 1.37 ms of a 6.34 ms step on 56
-// blocks of an H200's 132 SMs).
-int AttentionSplits(int num_tokens, int kv_heads, int max_context, int num_sms);
+// multiprocessors (plain arithmetic: enough blocks to fill the device, no split under
+// min_split_keys keys: 64 by default; 128 until 2026-12-04, when one decode row's attention took
+// 1.37 ms of a 6.34 ms step on 56 blocks of an H200's 132 SMs, and 1.02 ms with 64).
+int AttentionSplits(int num_tokens, int kv_heads, int max_context, int num_sms,
+                    int min_split_keys = kMinSplitKeys);
 // Floats of workspace a launch needs: T * heads * slots * (head_dim + 2), slots = num_splits, or
 // num_splits + 1 with cascade attention (AttentionArgs::slot_stride). The layout, per launch row i
 // (the index into `rows`, else the query row) and head h, part = (i * heads + h) * slots + slot:

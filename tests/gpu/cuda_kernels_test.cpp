@@ -74,7 +74,9 @@ TYPED_TEST(CudaKernels, EmbedGathersRows) {
 TYPED_TEST(CudaKernels, RmsNormMatchesCpu) {
   LLMQ_REQUIRE_GPU();
   using T = TypeParam;
-  for (int h : {8, 40, 1000, 4096}) {
+  // The register kernel at 256, 512 and 1,024 threads (h a multiple of 4, up to 16,384), the
+  // plain one elsewhere (6, 16,388).
+  for (int h : {6, 8, 40, 1000, 4096, 5120, 12288, 16388}) {
     const int n = 9;
     const auto x = Random(size_t(n) * h, 10 + h, -3.f, 3.f);
     const auto w = Random(h, 20 + h, 0.5f, 1.5f);
@@ -285,9 +287,12 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
           std::pair{5, kc::kVariantPartitionWide}, std::pair{2, kc::kVariantPartitionAsync},
           std::pair{5, kc::kVariantPartitionAsync}, std::pair{16, kc::kVariantPartitionAsync},
           std::pair{2, kc::kVariantPartitionAsyncDeep},
-          std::pair{7, kc::kVariantPartitionAsyncDeep}, std::pair{9, kc::kVariantAuto}}) {
+          std::pair{7, kc::kVariantPartitionAsyncDeep},
+          std::pair{2, kc::kVariantPartitionAsyncHalf},
+          std::pair{5, kc::kVariantPartitionAsyncHalf}, std::pair{9, kc::kVariantAuto}}) {
       if ((variant == kc::kVariantPartition || variant == kc::kVariantPartitionWide ||
-           variant == kc::kVariantPartitionAsync || variant == kc::kVariantPartitionAsyncDeep) &&
+           variant == kc::kVariantPartitionAsync || variant == kc::kVariantPartitionAsyncDeep ||
+           variant == kc::kVariantPartitionAsyncHalf) &&
           !part)
         continue;
       kc::AttentionArgs a = make_args(T_rows, splits);

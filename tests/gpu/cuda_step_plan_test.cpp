@@ -174,6 +174,8 @@ TEST(CudaGraphShape, PaddingKeepsTheRealRowsFirstAndWritesNothing) {
 TEST(CudaLaunchMath, SplitsFillTheDeviceAndPartitionsStayWithinTheirLimit) {
   // Few rows: split until ~2 blocks per SM, never below 64 keys a split.
   EXPECT_EQ(kc::AttentionSplits(1, 8, 1001, 132), 15);
+  EXPECT_EQ(kc::AttentionSplits(1, 8, 1001, 132, 32), 31);  // a lower floor (CudaTuning)
+  EXPECT_EQ(kc::AttentionSplitsFor(1, 8, 1001, 132, 32), 31);
   EXPECT_EQ(kc::AttentionSplits(1, 8, 100000, 132), 33);
   EXPECT_EQ(kc::AttentionSplits(256, 8, 1001, 132), 1);
   EXPECT_EQ(kc::AttentionSplits(1, 8, 100, 132), 1);
