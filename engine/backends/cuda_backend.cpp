@@ -129,6 +129,8 @@ struct DeviceBuffer {
 // Two pinned host buffers that take turns: Next waits until the copy last issued from the buffer
 // it returns has finished; Issue copies the filled bytes to the device on the stream and marks the
 // buffer busy until then. Drain waits for every copy (the host may then drop what it staged from).
+// Where pinned memory is refused (a container's limits), the buffers are ordinary memory and each
+// copy completes before Issue returns: slower, but the model still loads.
 class PinnedStager {
  public:
   static constexpr size_t kBytes = size_t{64} << 20;  // each; 2 x 64 MiB pinned while loading
@@ -136,7 +138,12 @@ class PinnedStager {
   Status Init(cudaStream_t stream) {
     stream_ = stream;
     for (Slot& s : slots_) {
-      if (!s.host) LLMQ_CUDA_TRY(cudaMallocHost(&s.host, kBytes));
+      if (!s.host && cudaMallocHost(&s.host, kBytes) != cudaSuccess) {
+        cudaGetLastError();  // not sticky: the fallback below
+        s.host = std::malloc(kBytes);
+        s.pageable = true;
+        if (!s.host) return Status::Internal("weight staging: no host memory for 64 MiB");
+      }
       if (!s.done) LLMQ_CUDA_TRY(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
     }
     return Status::Ok();
@@ -150,10 +157,15 @@ class PinnedStager {
   }
   Status Issue(void* device, size_t bytes) {
     Slot& s = slots_[next_];
+    next_ ^= 1;
+    if (s.pageable) {  // in stream order, and done on return: the buffer is free again
+      LLMQ_CUDA_TRY(cudaMemcpyAsync(device, s.host, bytes, cudaMemcpyHostToDevice, stream_));
+      LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));
+      return Status::Ok();
+    }
     LLMQ_CUDA_TRY(cudaMemcpyAsync(device, s.host, bytes, cudaMemcpyHostToDevice, stream_));
     LLMQ_CUDA_TRY(cudaEventRecord(s.done, stream_));
     s.busy = true;
-    next_ ^= 1;
     return Status::Ok();
   }
   Status Drain() {
@@ -165,7 +177,8 @@ class PinnedStager {
   void Free() {
     for (Slot& s : slots_) {
       if (s.busy) cudaEventSynchronize(s.done);
-      if (s.host) cudaFreeHost(s.host);
+      if (s.host && s.pageable) std::free(s.host);
+      if (s.host && !s.pageable) cudaFreeHost(s.host);
       if (s.done) cudaEventDestroy(s.done);
       s = Slot{};
     }
@@ -176,6 +189,7 @@ class PinnedStager {
     void* host = nullptr;
     cudaEvent_t done = nullptr;
     bool busy = false;
+    bool pageable = false;  // cudaMallocHost refused: std::malloc'd
   };
   Slot slots_[2];
   int next_ = 0;
