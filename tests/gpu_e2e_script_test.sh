@@ -6,7 +6,9 @@
 #   2. on a copy of stories260K whose reference the_cat.json says another completion: the script
 #      fails, naming that line;
 #   3. scripts/gpu/real_job.py, the real job's script, on a 2-layer model of the same architecture:
-#      its three runs complete, the prefix computed once except with the prefix cache off.
+#      its three runs complete, the prefix computed once except with the prefix cache off;
+#   4. `scripts/gpu-check all` over a stand-in for its parts: every part runs though one fails, the
+#      archive holds what each left, and the exit status is the failing part's.
 # Usage: gpu_e2e_script_test.sh SOURCE_ROOT LLMQ TMP. Exits 77 (skipped) when ../shared or python3
 # is missing, 1 instead under LLMQ_REQUIRE_REFERENCES=1.
 set -eu
@@ -77,6 +79,23 @@ grep -Eq '^\| default \| .* \| (44[0-8]) / 448 = ' "$tmp/rj.log" &&
   grep -q '^| no-cache | .* | 1920 / 448 = 4.286 |' "$tmp/rj.log" || {
   cat "$tmp/rj.log"
   echo "gpu_e2e_script_test: real_job.py's table is not as expected"
+  exit 1
+}
+# 4. gpu-check all: the parts' order, the archive, the status (a stand-in for run, e2e, realjob).
+printf '%s\n' '#!/bin/sh' 'mkdir -p "$OUT" && echo "$1 ran" >"$OUT/$1.log"' \
+  '[ "$1" = e2e ] && exit 3' 'exit 0' >"$tmp/part.sh"
+chmod +x "$tmp/part.sh"
+rc=0
+GPU_CHECK_SELF="$tmp/part.sh" OUT="$tmp/all-out" TMPDIR="$tmp" "$src/scripts/gpu-check" all >"$tmp/all.log" 2>&1 ||
+  rc=$?
+mkdir -p "$tmp/all-x" && tar xzf "$tmp/all-out/gpu-check.tgz" -C "$tmp/all-x"
+[ "$rc" = 3 ] && [ "$(ls "$tmp/all-out")" = gpu-check.tgz ] &&
+  grep -q 'run ran' "$tmp/all-x/gpu-check-all/run/run.log" &&
+  grep -q 'e2e ran' "$tmp/all-x/gpu-check-all/e2e/e2e.log" &&
+  grep -q 'realjob ran' "$tmp/all-x/gpu-check-all/realjob/realjob.log" &&
+  grep -q '== gpu-check e2e: exit 3' "$tmp/all.log" || {
+  cat "$tmp/all.log"
+  echo "gpu_e2e_script_test: gpu-check all did not run every part into one archive (exit $rc)"
   exit 1
 }
 echo "gpu_e2e_script_test: passed"
