@@ -28,7 +28,6 @@
 #include <optional>
 #include <type_traits>
 
-#include "base/bf16.h"
 #include "engine/backends/cuda_step_plan.h"
 #include "engine/backends/graph_buckets.h"
 #include "engine/backends/weight_staging.h"
@@ -309,22 +308,25 @@ class CudaBackendImpl final : public CudaBackend {
   // fills one from the mapping (engine/backends/weight_staging.h: bf16 into bf16 as it lies,
   // others converted) while the other's copy to the device runs. Each tensor's mapped pages are
   // dropped once staged, so the host holds about two staging buffers, not the checkpoint.
-  // Projections under FP8 precision go through ToF32 and are quantized on the device (PutProj).
+  // Projections under FP8 precision are staged as float and quantized per row on the device (an
+  // FP8 checkpoint's weights arrive dequantized; a per-channel one quantizes back to its own
+  // values).
   Status Upload(const Weights& w) {
     LLMQ_RETURN_IF_ERROR(stager_.Init(stream_));
     constexpr StageType kT = std::is_same_v<T, float> ? StageType::kF32 : StageType::kBf16;
     auto put = [&](std::initializer_list<std::string> names, StageType type, DeviceBuffer* b) {
-      return Stage(w, names, type, b);
+      LLMQ_RETURN_IF_ERROR(Stage(w, names, type, b));
+      weight_bytes_ += b->bytes;
+      return Status::Ok();
     };
+    // A projection's stacked weights of `rows` output channels: T, or FP8 values and scales.
     auto proj = [&](std::initializer_list<std::string> names, int64_t rows, DeviceBuffer* b,
                     DeviceBuffer* bs) -> Status {
       if (!fp8_) return put(names, kT, b);
-      std::vector<float> all;
-      for (const std::string& n : names) {
-        const std::vector<float> part = w.ToF32(n);
-        all.insert(all.end(), part.begin(), part.end());
-      }
-      return PutProj(all, rows, b, bs);
+      DeviceBuffer f;  // float, freed once Quantize has waited for the stream
+      LLMQ_RETURN_IF_ERROR(Stage(w, names, StageType::kF32, &f));
+      const int64_t n = static_cast<int64_t>(f.bytes / sizeof(float));
+      return Quantize(f.as<float>(), rows, n / rows, b, bs);
     };
     LLMQ_RETURN_IF_ERROR(put({"model.embed_tokens.weight"}, kT, &embed_));
     LLMQ_RETURN_IF_ERROR(put({"model.norm.weight"}, StageType::kF32, &final_norm_));
@@ -479,20 +481,9 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
-  Status Put(const std::vector<float>& host, DeviceBuffer* b) {
-    LLMQ_RETURN_IF_ERROR(b->Reserve(host.size() * sizeof(T)));
-    weight_bytes_ += host.size() * sizeof(T);
-    if constexpr (std::is_same_v<T, float>) {
-      LLMQ_CUDA_TRY(cudaMemcpy(b->p, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
-    } else {
-      std::vector<uint16_t> narrow(host.size());
-      for (size_t i = 0; i < host.size(); ++i) narrow[i] = FloatToBf16(host[i]);
-      LLMQ_CUDA_TRY(cudaMemcpy(b->p, narrow.data(), narrow.size() * 2, cudaMemcpyHostToDevice));
-    }
-    return Status::Ok();
-  }
-  // `names` stacked, as `type`, into b (Upload): staged 64 MiB at a time, each tensor's mapped
-  // pages dropped once staged. An FP8 checkpoint's tensor (one with a scale) is dequantized first.
+  // `names` stacked, as `type`, into b (Upload; b holds exactly that many bytes after): staged
+  // 64 MiB at a time on the stream, each tensor's mapped pages dropped once staged. An FP8
+  // checkpoint's tensor (one with a scale) is dequantized first.
   Status Stage(const Weights& w, std::initializer_list<std::string> names, StageType type,
                DeviceBuffer* b) {
     std::vector<StagedPart> parts;
@@ -510,7 +501,6 @@ class CudaBackendImpl final : public CudaBackend {
     const size_t es = type == StageType::kF32 ? sizeof(float) : sizeof(uint16_t);
     const int64_t total = StagedNumel(parts), chunk = PinnedStager::kBytes / es;
     LLMQ_RETURN_IF_ERROR(b->Reserve(total * es));
-    weight_bytes_ += total * es;
     for (int64_t at = 0; at < total; at += chunk) {
       const int64_t n = std::min(chunk, total - at);
       void* host = nullptr;
@@ -520,16 +510,6 @@ class CudaBackendImpl final : public CudaBackend {
     }
     for (const std::string& n : names) w.ReleasePages(n);
     return Status::Ok();
-  }
-  // A projection's weights ([rows, host.size() / rows], a Linear weight's layout): T, or with
-  // fp8_ uploaded as float and quantized per row on the device (an FP8 checkpoint's weights
-  // arrive dequantized by Weights::ToF32; a per-channel one quantizes back to its own values).
-  Status PutProj(const std::vector<float>& host, int64_t rows, DeviceBuffer* w, DeviceBuffer* ws) {
-    if (!fp8_) return Put(host, w);
-    DeviceBuffer f;
-    LLMQ_RETURN_IF_ERROR(f.Reserve(host.size() * sizeof(float)));
-    LLMQ_CUDA_TRY(cudaMemcpy(f.p, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
-    return Quantize(f.as<float>(), rows, static_cast<int64_t>(host.size()) / rows, w, ws);
   }
   // w, ws = the FP8 values and per-row scales of src [rows, cols] (kernels/cuda/fp8.h); waits for
   // the stream, so that the caller may free src.

@@ -140,6 +140,45 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
+// What a partition kernel's block serves (grid: x = query row, y = kv head * head chunks + chunk,
+// z = context partition): launch index i_row, query row t, KV head kvh and its query heads
+// [h0, h0 + nheads) of GC, and keys [k0, k0 + n) of the row's sequence: the partition's range less
+// what the cascade covers (n <= part_len), read through `table`.
+template <int GC>
+struct PartitionBlock {
+  int i_row, t, kvh, h0, nheads, part, k0, n;
+  const int32_t* table;
+  template <class T>
+  __device__ PartitionBlock(const AttentionArgs& a, const KvCache<T>& c, int chunks, int part_len) {
+    i_row = blockIdx.x;
+    t = a.rows ? a.rows[i_row] : i_row;
+    kvh = blockIdx.y / chunks;
+    const int chunk = blockIdx.y % chunks, G = a.num_heads / c.kv_heads;
+    h0 = kvh * G + chunk * GC;
+    nheads = min(GC, G - chunk * GC);
+    part = blockIdx.z;
+    const int ctx = a.positions[t] + 1;
+    const int kb = a.key_begin ? a.key_begin[i_row] : 0;  // keys before it: the cascade's
+    k0 = max(kb, part * part_len);
+    n = max(0, min(ctx, part * part_len + part_len) - k0);
+    table = a.block_tables + static_cast<int64_t>(a.row_seq[t]) * a.max_blocks;
+  }
+};
+
+// Lane group slot gl's dims [gl * DPG, gl * DPG + DPG) of the block's query heads, scaled; zero
+// for the heads past pb.nheads.
+template <int GC, int DPG>
+__device__ __forceinline__ void LoadQueries(const AttentionArgs& a, const PartitionBlock<GC>& pb,
+                                            int gl, float (&q)[GC][DPG]) {
+  constexpr int D = 8 * DPG;
+#pragma unroll
+  for (int i = 0; i < GC; ++i)
+#pragma unroll
+    for (int k = 0; k < DPG; ++k)
+      q[i][k] =
+          i < pb.nheads ? a.q[pb.t * a.q_stride + (pb.h0 + i) * D + gl * DPG + k] * a.scale : 0.f;
+}
+
 // Phase 2 of the partition kernels, by the block's 4 warps: warp i takes head i's n scores in
 // shared memory ([GC][part_len]) and replaces them by p = exp(s - max), unnormalised; the max
 // and the sum go to stat[2i], stat[2i + 1].
@@ -169,9 +208,8 @@ __device__ __forceinline__ void PartitionSoftmax(float* scores, int part_len, in
 // (WriteResult). A partition that saw no key (n == 0) weighs nothing.
 template <class T, int D, int GC>
 __device__ __forceinline__ void PartitionWrite(const float (&acc)[GC][D / 32], float* red,
-                                               const float* stat, const AttentionArgs& a, int t,
-                                               int i_row, int h0, int nheads, int n, int part,
-                                               T* out, float* ws) {
+                                               const float* stat, const AttentionArgs& a,
+                                               const PartitionBlock<GC>& pb, T* out, float* ws) {
   constexpr int DPL = D / 32;
   const int tid = threadIdx.x, warp = tid >> 5, wl = tid & 31;
 #pragma unroll
@@ -179,12 +217,12 @@ __device__ __forceinline__ void PartitionWrite(const float (&acc)[GC][D / 32], f
 #pragma unroll
     for (int k = 0; k < DPL; ++k) red[(warp * GC + i) * D + wl * DPL + k] = acc[i][k];
   __syncthreads();
-  for (int idx = tid; idx < nheads * D; idx += 128) {
+  for (int idx = tid; idx < pb.nheads * D; idx += 128) {
     const int i = idx / D, d = idx % D;
     const float A = red[(0 * GC + i) * D + d] + red[(1 * GC + i) * D + d] +
                     red[(2 * GC + i) * D + d] + red[(3 * GC + i) * D + d];
-    const float M = stat[2 * i], L = n > 0 ? stat[2 * i + 1] : 0.f;
-    WriteResult(a, t, i_row, h0 + i, d, D, part, A, M, L, out, ws);
+    const float M = stat[2 * i], L = pb.n > 0 ? stat[2 * i + 1] : 0.f;
+    WriteResult(a, pb.t, pb.i_row, pb.h0 + i, d, D, pb.part, A, M, L, out, ws);
   }
 }
 
@@ -206,19 +244,11 @@ __global__ void __launch_bounds__(128)
     PartitionKernel(AttentionArgs a, KvCache<T> c, int layer, int chunks, int part_len, T* out,
                     float* ws) {
   constexpr int D = 8 * DPG, DPL = D / 32;
-  const int i_row = blockIdx.x, t = a.rows ? a.rows[i_row] : i_row;
+  const PartitionBlock<GC> pb(a, c, chunks, part_len);
+  const int kvh = pb.kvh, k0 = pb.k0, n = pb.n;
+  const int32_t* table = pb.table;
   const int tid = threadIdx.x, warp = tid >> 5, wl = tid & 31;
   const int grp = wl >> 3, gl = wl & 7;
-  const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
-  const int G = a.num_heads / c.kv_heads;
-  const int h0 = kvh * G + chunk * GC, nheads = min(GC, G - chunk * GC);
-  const int part = blockIdx.z;
-  const int ctx = a.positions[t] + 1;
-  const int kb = a.key_begin ? a.key_begin[i_row] : 0;  // keys before it: the cascade's
-  // Keys [k0, k1): the partition's range less what the cascade covers; n <= part_len.
-  const int k0 = max(kb, part * part_len), k1 = min(ctx, part * part_len + part_len);
-  const int n = max(0, k1 - k0);
-  const int32_t* table = a.block_tables + static_cast<int64_t>(a.row_seq[t]) * a.max_blocks;
 
   extern __shared__ float smem[];
   float* scores = smem;               // [GC][part_len]
@@ -226,11 +256,7 @@ __global__ void __launch_bounds__(128)
   float* stat = red + 4 * GC * D;     // [GC][2]: max, sum
 
   float q[GC][DPG];
-#pragma unroll
-  for (int i = 0; i < GC; ++i)
-#pragma unroll
-    for (int k = 0; k < DPG; ++k)
-      q[i][k] = i < nheads ? a.q[t * a.q_stride + (h0 + i) * D + gl * DPG + k] * a.scale : 0.f;
+  LoadQueries<GC, DPG>(a, pb, gl, q);
 
   // 1. Scores. The loop is uniform across the warp (the shuffles need every lane); a group whose
   // key is past the end computes on zeros and stores nothing. Iteration base jb: warp w takes
@@ -303,7 +329,7 @@ __global__ void __launch_bounds__(128)
       }
     }
   }
-  PartitionWrite<T, D, GC>(acc, red, stat, a, t, i_row, h0, nheads, n, part, out, ws);
+  PartitionWrite<T, D, GC>(acc, red, stat, a, pb, out, ws);
 }
 
 // cp.async (sm_80 and later): 16 bytes from global to shared memory without passing through
@@ -350,18 +376,12 @@ __global__ void __launch_bounds__(128)
   constexpr int EPP = 16 / static_cast<int>(sizeof(T));  // elements per piece
   constexpr int DPG = D / 8, DPL = D / 32;
   static_assert(TILE % 16 == 0, "every 8-lane group takes as many keys of a tile");
-  const int i_row = blockIdx.x, t = a.rows ? a.rows[i_row] : i_row;
+  const PartitionBlock<GC> pb(a, c, chunks, part_len);
+  const int kvh = pb.kvh, k0 = pb.k0, n = pb.n;
+  const int ntiles = (n + TILE - 1) / TILE;
+  const int32_t* table = pb.table;
   const int tid = threadIdx.x, warp = tid >> 5, wl = tid & 31;
   const int grp = wl >> 3, gl = wl & 7;
-  const int kvh = blockIdx.y / chunks, chunk = blockIdx.y % chunks;
-  const int G = a.num_heads / c.kv_heads;
-  const int h0 = kvh * G + chunk * GC, nheads = min(GC, G - chunk * GC);
-  const int part = blockIdx.z;
-  const int ctx = a.positions[t] + 1;
-  const int kb = a.key_begin ? a.key_begin[i_row] : 0;  // keys before it: the cascade's
-  const int k0 = max(kb, part * part_len), k1 = min(ctx, part * part_len + part_len);
-  const int n = max(0, k1 - k0), ntiles = (n + TILE - 1) / TILE;
-  const int32_t* table = a.block_tables + static_cast<int64_t>(a.row_seq[t]) * a.max_blocks;
 
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   T* stages = reinterpret_cast<T*>(smem_bytes);                                // [S][TILE][D]
@@ -392,11 +412,7 @@ __global__ void __launch_bounds__(128)
   };
 
   float q[GC][DPG];
-#pragma unroll
-  for (int i = 0; i < GC; ++i)
-#pragma unroll
-    for (int k = 0; k < DPG; ++k)
-      q[i][k] = i < nheads ? a.q[t * a.q_stride + (h0 + i) * D + gl * DPG + k] * a.scale : 0.f;
+  LoadQueries<GC, DPG>(a, pb, gl, q);
 
   // 1. Scores: group g = 4 * warp + grp of the block takes keys g, g + 16, ... of each tile (the
   // loop is uniform across a warp: TILE is a multiple of 16).
@@ -449,7 +465,7 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads();
   }
-  PartitionWrite<T, D, GC>(acc, red, stat, a, t, i_row, h0, nheads, n, part, out, ws);
+  PartitionWrite<T, D, GC>(acc, red, stat, a, pb, out, ws);
 }
 
 // grid: (T, heads); block: 128 threads over head_dim. Merges the splits' partial results, and the
@@ -480,6 +496,15 @@ __global__ void MergeSplitsKernel(const float* ws, const int32_t* rows, const in
   }
 }
 
+// After a kernel that wrote partial results (several splits, or cascade rows): their merge.
+template <class T>
+cudaError_t MergeIfSplit(const AttentionArgs& a, const KvCache<T>& c, T* out, cudaStream_t stream) {
+  if (a.slot_stride() > 1)
+    MergeSplitsKernel<T><<<dim3(a.num_tokens, a.num_heads), 128, 0, stream>>>(
+        a.workspace, a.rows, a.key_begin, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
+  return cudaGetLastError();
+}
+
 template <class T, int DPL, int GC>
 cudaError_t Launch(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
                    cudaStream_t stream) {
@@ -493,10 +518,7 @@ cudaError_t Launch(const AttentionArgs& a, const KvCache<T>& c, int layer, T* ou
   else
     AttentionKernel<T, DPL, GC, kTile>
         <<<grid, dim3(32, kWarps), 0, stream>>>(a, c, layer, chunks, out, a.workspace);
-  if (a.slot_stride() > 1)
-    MergeSplitsKernel<T><<<dim3(a.num_tokens, a.num_heads), 128, 0, stream>>>(
-        a.workspace, a.rows, a.key_begin, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
-  return cudaGetLastError();
+  return MergeIfSplit(a, c, out, stream);
 }
 
 // The partition length: the context split into num_splits ranges, rounded up to 32 keys.
@@ -516,10 +538,7 @@ cudaError_t LaunchPartitionKpg(const AttentionArgs& a, const KvCache<T>& c, int 
   const dim3 grid(a.num_tokens, c.kv_heads * chunks, a.num_splits);
   PartitionKernel<T, DPG, GC, KPG>
       <<<grid, 128, smem, stream>>>(a, c, layer, chunks, part_len, out, a.workspace);
-  if (a.slot_stride() > 1)
-    MergeSplitsKernel<T><<<dim3(a.num_tokens, a.num_heads), 128, 0, stream>>>(
-        a.workspace, a.rows, a.key_begin, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
-  return cudaGetLastError();
+  return MergeIfSplit(a, c, out, stream);
 }
 
 template <class T, int DPG, int GC, int S>
@@ -533,10 +552,7 @@ cudaError_t LaunchPartitionAsync(const AttentionArgs& a, const KvCache<T>& c, in
   const dim3 grid(a.num_tokens, c.kv_heads * chunks, a.num_splits);
   PartitionAsyncKernel<T, D, GC, S>
       <<<grid, 128, smem, stream>>>(a, c, layer, chunks, part_len, out, a.workspace);
-  if (a.slot_stride() > 1)
-    MergeSplitsKernel<T><<<dim3(a.num_tokens, a.num_heads), 128, 0, stream>>>(
-        a.workspace, a.rows, a.key_begin, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
-  return cudaGetLastError();
+  return MergeIfSplit(a, c, out, stream);
 }
 
 template <class T, int DPG, int GC>
@@ -609,9 +625,7 @@ cudaError_t PagedAttention(const AttentionArgs& a, const KvCache<T>& c, int laye
     return cudaErrorInvalidValue;
   const int D = c.head_dim;
   const bool partition =
-      a.variant == kVariantPartition || a.variant == kVariantPartitionWide ||
-      a.variant == kVariantPartitionAsync || a.variant == kVariantPartitionAsyncDeep ||
-      a.variant == kVariantPartitionAsyncHalf ||
+      a.variant >= kVariantPartition ||
       (a.variant == kVariantAuto && PartitionFits(D, a.max_context, a.num_splits));
   if (partition) {
     if (!PartitionFits(D, a.max_context, a.num_splits)) return cudaErrorInvalidValue;

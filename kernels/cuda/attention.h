@@ -53,8 +53,9 @@ struct AttentionArgs {
 constexpr int kVariantAuto = 0;
 constexpr int kVariantOnline = 1;           // a running max per key tile of 4 (2 for wide heads)
 constexpr int kVariantOnlineSingleKey = 2;  // the same, one key at a time
-constexpr int kVariantPartition = 3;        // scores, softmax, then values, per partition
-constexpr int kVariantPartitionWide = 4;    // the same with twice the K and V rows in flight
+// Every variant from kVariantPartition on is a partition kernel (PartitionFits applies).
+constexpr int kVariantPartition = 3;      // scores, softmax, then values, per partition
+constexpr int kVariantPartitionWide = 4;  // the same with twice the K and V rows in flight
 // The same with K and V brought to shared memory by cp.async in tiles of 8 KB, one tile ahead of
 // the one in use (two stages), or two ahead (Deep: three stages).
 constexpr int kVariantPartitionAsync = 5;
