@@ -182,12 +182,10 @@ class Server {
     // queue.
     for (jobs::Store* s : {io_store_.get(), runner_store_.get(), commit_store_.get()})
       if (Status st = s->SetCacheBytes(int64_t{8} << 20); !st.ok()) return Fail(cmd_, st);
-    // A kill -9 while finalizing or refusing leaves the temporary of the file being written (the
-    // spool's owner only: another worker on the folder may be writing one now).
-    for (const std::string* d : {&paths_.outbox, &paths_.failed})
-      if (spool_owner_)
-        if (const int n = spool::RemoveStaleTemporaries(*d); n > 0)
-          Log("%s: removed %d temporary file(s) left by an interrupted write", d->c_str(), n);
+    // A kill -9 while finalizing or refusing leaves the temporary of the file being written. The
+    // spool's owner sweeps them; so does the worker that takes the spool over, and whoever
+    // finalizes a job (JobLifecycle::Finalize), for a worker that is not the owner.
+    if (spool_owner_) RemoveStaleTemporaries();
 
     // Every start-up check that needs no model comes before the model loads (a port in use is
     // refused at once, not after a minute of loading).
@@ -326,12 +324,20 @@ class Server {
                              ": cannot lock the state folder: " + std::strerror(errno));
     return Status::Ok();
   }
+  // Removes the temporaries of files being written into outbox/ and failed/ by a process no
+  // longer running (spool::RemoveStaleTemporaries).
+  void RemoveStaleTemporaries() {
+    for (const std::string* d : {&paths_.outbox, &paths_.failed})
+      if (const int n = spool::RemoveStaleTemporaries(*d); n > 0)
+        Log("%s: removed %d temporary file(s) left by an interrupted write", d->c_str(), n);
+  }
   // Another worker's lock went (it stopped): this one watches the inbox from now on.
   void TakeOverSpool() {
     if (Status st = TryLockSpool(); !st.ok() || !spool_owner_) return;
     Log("the worker that watched %s stopped: this one (%s) watches it from now on",
         Escaped(paths_.inbox).c_str(), presence_->id().c_str());
     PublishState();
+    RemoveStaleTemporaries();  // the worker that held the spool may have been killed mid-write
     Status st = spool::EnsureLayout(paths_);
     if (st.ok()) st = OpenInbox();
     if (st.ok()) st = StartWatcher();

@@ -112,6 +112,11 @@ Status JobLifecycle::Finalize(const jobs::JobRecord& j, jobs::JobStatus final_st
   sum.wall_seconds = j.started_at > 0 && end > 0 ? end - j.started_at : 0;
   LLMQ_RETURN_IF_ERROR(jobs::FinalizeJob(store_, j.id, t, &sum));
   LLMQ_RETURN_IF_ERROR(store_->SetJobStatus(j.id, final_status));
+  // A worker killed while it finalized (this job or another) leaves its temporaries: whoever
+  // finalizes next sweeps those of writers no longer running. The spool's owner sweeps at start-up
+  // too, but the killed worker may not be the owner, nor the owner be restarted after it.
+  if (const int n = spool::RemoveStaleTemporaries(outbox_); n > 0)
+    Log("%s: removed %d temporary file(s) left by an interrupted write", outbox_.c_str(), n);
   Log("finalized %s (%s) %s: %lld completed, %lld failed -> %s", j.public_id.c_str(),
       j.name.c_str(), jobs::JobStatusName(final_status), static_cast<long long>(sum.completed),
       static_cast<long long>(sum.failed), t.results.c_str());

@@ -68,6 +68,8 @@ class JobLifecycle {
   // Writes the job's outbox files and sets `final_status`. The stem is chosen once (the file's
   // name, or with the job's id appended when that stem is taken) and kept in the job's options,
   // so a finalize interrupted by a crash writes the same files again.
+  // Then removes the outbox's temporaries left by writers no longer running (a worker killed while
+  // it finalized: spool::RemoveStaleTemporaries).
   // `cancelled`: the "cancelled" lines this process just wrote (Cancel).
   [[nodiscard]] Status Finalize(const jobs::JobRecord& j, jobs::JobStatus final_status,
                                 int64_t cancelled = 0);

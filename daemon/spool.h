@@ -101,6 +101,8 @@ Status MoveToFailed(const Paths& p, int from_dir, const std::string& from_name,
 // Removes DurableFile temporaries (".<name>.tmp-<pid>-<n>", and CheckWritable's
 // ".<name>.probe-...") in `dir` left by a process that is no longer running (kill -9 or a power cut
 // while a file was being written); returns how many. A temporary of a live process is left alone.
+// The pid is this host's: a state folder belongs to one host (several workers of one host may share
+// it; hosts sharing a PostgreSQL queue each have their own).
 int RemoveStaleTemporaries(const std::string& dir);
 
 // Renames `from_name` of the folder open as `from_dir` (renameat: the entry of that very folder,

@@ -2,11 +2,14 @@
 // in every state a job can be in when the cancel is seen (nothing run, partly run, results still
 // in the committer, finalizing, a cancel interrupted by a crash, already terminal), and finalize
 // after a crash (left finalizing before or after its files were written, complete but still
-// in_progress), with the outbox files read back.
+// in_progress), with the outbox files read back; finalizing sweeps the temporaries of dead writers.
 #include "daemon/job_lifecycle.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -256,6 +259,36 @@ TEST_F(JobLifecycleTest, AnotherJobOfTheSameNameGetsItsOwnStem) {
   EXPECT_EQ(json::parse(second.options)["outbox"], stem);
   EXPECT_TRUE(fs::exists(outbox_ + "/" + stem + ".results.jsonl"));
   EXPECT_TRUE(fs::exists(outbox_ + "/same.results.jsonl"));
+}
+
+// A pid no process has now: a child's, reaped.
+pid_t DeadPid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
+}
+
+TEST_F(JobLifecycleTest, FinalizingSweepsTemporariesOfWritersNoLongerRunning) {
+  // Another worker on the folder was killed while it finalized: its temporaries stay until someone
+  // sweeps them (the spool's owner only at its start-up, before).
+  const pid_t dead = DeadPid(), alive = ::getppid();
+  const std::string stale = ".k.results.jsonl.tmp-" + std::to_string(dead) + "-4";
+  const std::string stale_other = ".other.errors.jsonl.tmp-" + std::to_string(dead) + "-5";
+  const std::string live = ".other.summary.json.tmp-" + std::to_string(alive) + "-1";
+  const std::string not_ours = ".k.results.jsonl.tmp-notapid";
+  for (const std::string& name : {stale, stale_other, live, not_ours})
+    std::ofstream(outbox_ + "/" + name) << "{\"half";
+  const JobRecord j = AddJob("k.jsonl", 1);
+  Commit(j, {1});
+  life_->CheckJobs(false);
+  EXPECT_EQ(Get(j.id).status, JobStatus::kCompleted);
+  EXPECT_FALSE(fs::exists(outbox_ + "/" + stale));
+  EXPECT_FALSE(fs::exists(outbox_ + "/" + stale_other)) << "any job's: the writer is gone";
+  EXPECT_TRUE(fs::exists(outbox_ + "/" + live)) << "a running writer's is left alone";
+  EXPECT_TRUE(fs::exists(outbox_ + "/" + not_ours)) << "not a temporary's name";
+  EXPECT_EQ(Lines("k.results.jsonl").size(), 1u);
 }
 
 }  // namespace
