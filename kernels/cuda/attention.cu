@@ -1,7 +1,10 @@
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/convert.cuh"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/vec.cuh"
 
@@ -180,12 +183,13 @@ __device__ __forceinline__ void LoadQueries(const AttentionArgs& a, const Partit
 }
 
 // Phase 2 of the partition kernels, by the block's 4 warps: warp i takes head i's n scores in
-// shared memory ([GC][part_len]) and replaces them by p = exp(s - max), unnormalised; the max
-// and the sum go to stat[2i], stat[2i + 1].
+// shared memory ([rows][part_len], rows <= GC) and replaces them by p = exp(s - max),
+// unnormalised; the max and the sum go to stat[2i], stat[2i + 1].
 template <int GC>
-__device__ __forceinline__ void PartitionSoftmax(float* scores, int part_len, int n, float* stat) {
+__device__ __forceinline__ void PartitionSoftmax(float* scores, int part_len, int n, float* stat,
+                                                 int rows = GC) {
   const int warp = threadIdx.x >> 5, wl = threadIdx.x & 31;
-  for (int i = warp; i < GC; i += 4) {
+  for (int i = warp; i < rows; i += 4) {
     float m = -INFINITY;
     for (int j = wl; j < n; j += 32) m = fmaxf(m, scores[i * part_len + j]);
     m = WarpMax(m);
@@ -332,29 +336,6 @@ __global__ void __launch_bounds__(128)
   PartitionWrite<T, D, GC>(acc, red, stat, a, pb, out, ws);
 }
 
-// cp.async (sm_80 and later): 16 bytes from global to shared memory without passing through
-// registers, committed in groups and waited for by group. Older devices copy synchronously.
-__device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
-#else
-  *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
-#endif
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-// Waits until at most N committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
 // Bytes of K or V rows in one shared-memory stage of the async partition kernel.
 constexpr int kAsyncTileBytes = 8192;
 
@@ -468,6 +449,153 @@ __global__ void __launch_bounds__(128)
   PartitionWrite<T, D, GC>(acc, red, stat, a, pb, out, ws);
 }
 
+// Keys per shared-memory stage of the tensor-core kernel: one 16-key slice per warp in phase 1.
+constexpr int kMmaTileKeys = 64;
+// Query heads a block of the tensor-core kernel serves: the mma's N.
+constexpr int kMmaHeads = 8;
+
+// kVariantPartitionMma, for a bf16 cache (FlashInfer's decode with tensor cores for GQA groups):
+// PartitionAsyncKernel's three phases, with both products on the tensor cores, so that the
+// multiply-adds no longer compete with the K/V stream. A block serves up to 8 query heads of a KV
+// group (the mma's N: 4 of the 8 columns are padding for Llama-3's groups of 4).
+//   1. Scores S^T = K Q^T: warp w takes keys [16w, 16w + 16) of each 64-key tile (the mma's M);
+//      the dims are the mma's K (D / 16 steps, A by ldmatrix from the stage, Q^T in registers
+//      as bf16, scaled). Scores of the real heads go to shared memory [nheads][part_len].
+//   2. Softmax per head (PartitionSoftmax).
+//   3. O^T = V^T P^T: warp w takes dims [w D/4, (w + 1) D/4) (the mma's M: V^T by ldmatrix.trans
+//      from the stage) and every key of the tile (the mma's K, P^T from the scores as bf16).
+//      Each warp owns its dims: no reduction between warps.
+// K and V rows past the partition are zeros in the stage (a zero probability times a stale
+// value could be NaN). Shared memory: S stages of 64 keys, scores [nheads][part_len], stats
+// [8][2]. grid as PartitionKernel (chunks of 8 heads); block: 128 threads.
+template <int D, int S>
+__global__ void __launch_bounds__(128)
+    PartitionMmaKernel(AttentionArgs a, KvCache<bf16> c, int layer, int chunks, int part_len,
+                       bf16* out, float* ws) {
+  constexpr int TILE = kMmaTileKeys, KS = D / 16, MT = D / 64;  // k-steps; m-tiles per warp
+  constexpr int CPR = D * 2 / 16;                               // 16-byte pieces per row
+  const PartitionBlock<kMmaHeads> pb(a, c, chunks, part_len);
+  const int kvh = pb.kvh, k0 = pb.k0, n = pb.n, nheads = pb.nheads;
+  const int ntiles = (n + TILE - 1) / TILE;
+  const int32_t* table = pb.table;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, cq = lane & 3;
+
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  bf16* stages = reinterpret_cast<bf16*>(smem_bytes);  // [S][TILE][D]
+  float* scores =
+      reinterpret_cast<float*>(smem_bytes + S * TILE * D * sizeof(bf16));  // [nheads][part_len]
+  float* stat = scores + nheads * part_len;                                // [8][2]: max, sum
+
+  // Tile r of `src` into stage r % S as one committed group; rows past n are zeroed. Row u's
+  // 16-byte piece p is stored at piece p ^ (u % 8) (Swz8): the 8 rows an ldmatrix reads, 2 D bytes
+  // apart, then fall on different banks.
+  auto issue = [&](const bf16* src, int r) {
+    if (r < ntiles)
+      for (int pc = tid; pc < TILE * CPR; pc += 128) {
+        const int u = pc / CPR, piece = pc % CPR, j = r * TILE + u;
+        bf16* dst = stages + ((r % S) * TILE + u) * D + Swz8(u, piece) * 8;
+        if (j < n) {
+          const int key = k0 + j;
+          CpAsync16(dst, src + c.Index(layer, table[key / c.block_size], kvh, key % c.block_size) +
+                             piece * 8);
+        } else {
+          *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+        }
+      }
+    CpAsyncCommit();
+  };
+  auto await = [&](const bf16* src, int r) {
+    issue(src, r + S - 1);
+    CpAsyncWait<S - 1>();
+    __syncthreads();
+  };
+
+  // Q^T as the B fragments: lane (g, cq) holds head g's dims 16 ks + 2 cq, +1 and + 8, + 9.
+  uint32_t qf[KS][2];
+  {
+    const float* qrow = a.q + pb.t * a.q_stride + (pb.h0 + g) * D;
+    const float sc = a.scale;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      const int d = 16 * ks + 2 * cq;
+      qf[ks][0] = g < nheads ? PackBf16(qrow[d] * sc, qrow[d + 1] * sc) : 0u;  // padding: zeros
+      qf[ks][1] = g < nheads ? PackBf16(qrow[d + 8] * sc, qrow[d + 9] * sc) : 0u;
+    }
+  }
+
+  // 1. Scores. Lane l of warp w gives the address of row (l % 8) + 8 ((l / 8) % 2) of the warp's
+  // 16 keys at dims 16 ks + 8 (l / 16): the four 8 x 8 pieces of A in register order.
+  for (int r = 0; r < S - 1; ++r) issue(c.k, r);
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+  for (int r = 0; r < ntiles; ++r) {
+    await(c.k, r);
+    const bf16* stage = stages + (r % S) * TILE * D;
+    float sc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      uint32_t af[4];
+      const int row = 16 * warp + a_row;
+      LdMatrixX4<false>(stage + row * D + Swz8(row, 2 * ks + a_col / 8) * 8, af);
+      MmaBf16(af, qf[ks][0], qf[ks][1], sc);
+    }
+    // sc: keys 16 warp + g (+ 8 for sc[2], sc[3]), heads 2 cq and 2 cq + 1.
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = 2 * cq + (e & 1), j = r * TILE + 16 * warp + g + (e >> 1) * 8;
+      if (h < nheads && j < n) scores[h * part_len + j] = sc[e];
+    }
+    __syncthreads();  // the stage is refilled by the next iteration's issue
+  }
+  for (int r = 0; r < S - 1; ++r) issue(c.v, r);  // under the softmax
+  // 2. Softmax of each real head's scores.
+  PartitionSoftmax<kMmaHeads>(scores, part_len, n, stat, nheads);
+  __syncthreads();
+  // 3. Values. ldmatrix.trans pieces of the warp's 16 dims at m0 and 16 keys at kb: lane l gives
+  // row (key) kb + (l % 8) + 8 (l / 16) at dims m0 + 8 ((l / 8) % 2).
+  float acc[MT][4];
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[m][e] = 0.f;
+  const int v_row = (lane & 7) + (lane >> 4) * 8, v_col = ((lane >> 3) & 1) * 8;
+  const float* prow = scores + (g < nheads ? g : 0) * part_len;  // P^T's column g
+  for (int r = 0; r < ntiles; ++r) {
+    await(c.v, r);
+    const bf16* stage = stages + (r % S) * TILE * D;
+#pragma unroll
+    for (int kk = 0; kk < TILE / 16; ++kk) {
+      // B: P[g][keys 2 cq, + 1, + 8, + 9 of the 16], zero past n and for padding heads.
+      const int j = r * TILE + 16 * kk + 2 * cq;
+      float p[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int jj = j + (e & 1) + (e >> 1) * 8;
+        p[e] = g < nheads && jj < n ? prow[jj] : 0.f;
+      }
+      const uint32_t b0 = PackBf16(p[0], p[1]), b1 = PackBf16(p[2], p[3]);
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        const int m0 = (warp * MT + m) * 16;
+        uint32_t af[4];
+        const int row = 16 * kk + v_row;
+        LdMatrixX4<true>(stage + row * D + Swz8(row, (m0 + v_col) / 8) * 8, af);
+        MmaBf16(af, b0, b1, acc[m]);
+      }
+    }
+    __syncthreads();
+  }
+  // acc[m]: dims m0 + g (+ 8 for [2], [3]) of heads 2 cq and 2 cq + 1.
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = 2 * cq + (e & 1), d = (warp * MT + m) * 16 + g + (e >> 1) * 8;
+      if (h >= nheads) continue;
+      const float M = stat[2 * h], L = n > 0 ? stat[2 * h + 1] : 0.f;
+      WriteResult(a, pb.t, pb.i_row, pb.h0 + h, d, D, pb.part, acc[m][e], M, L, out, ws);
+    }
+}
+
 // grid: (T, heads); block: 128 threads over head_dim. Merges the splits' partial results, and the
 // cascade's partial (slot `splits`) for rows with key_begin > 0.
 template <class T>
@@ -555,11 +683,40 @@ cudaError_t LaunchPartitionAsync(const AttentionArgs& a, const KvCache<T>& c, in
   return MergeIfSplit(a, c, out, stream);
 }
 
+// Shared memory of the tensor-core kernel: S stages of kMmaTileKeys rows, scores of up to 8 heads,
+// stats.
+template <int D, int S>
+size_t MmaSmemBytes(int heads, int part_len) {
+  return size_t{S} * kMmaTileKeys * D * sizeof(bf16) + sizeof(float) * (heads * part_len + 16);
+}
+
+// kVariantPartitionMma where it applies: a bf16 cache and at most 48 KB of shared memory (a KV
+// group of 8 heads or more at head_dim 128 with 512-key partitions needs 48 KB and 64 bytes);
+// false when it does not, for the caller to take the cp.async kernel.
+template <class T, int D>
+bool LaunchPartitionMma(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
+                        cudaStream_t stream, cudaError_t* err) {
+  if constexpr (!std::is_same_v<T, bf16>) {
+    return false;
+  } else {
+    constexpr int S = 2;
+    const int G = a.num_heads / c.kv_heads, chunks = (G + kMmaHeads - 1) / kMmaHeads;
+    const int part_len = PartLen(a);
+    const size_t smem = MmaSmemBytes<D, S>(std::min(G, kMmaHeads), part_len);
+    if (smem > 48 * 1024) return false;
+    const dim3 grid(a.num_tokens, c.kv_heads * chunks, a.num_splits);
+    PartitionMmaKernel<D, S>
+        <<<grid, 128, smem, stream>>>(a, c, layer, chunks, part_len, out, a.workspace);
+    *err = MergeIfSplit(a, c, out, stream);
+    return true;
+  }
+}
+
 template <class T, int DPG, int GC>
 cudaError_t LaunchPartition(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
                             cudaStream_t stream) {
   if (a.variant == kVariantPartitionAsync || a.variant == kVariantAuto ||
-      a.variant == kVariantPartitionAsyncHalf)
+      a.variant == kVariantPartitionAsyncHalf || a.variant == kVariantPartitionMma)
     return LaunchPartitionAsync<T, DPG, GC, 2>(a, c, layer, out, stream);
   if (a.variant == kVariantPartitionAsyncDeep)
     return LaunchPartitionAsync<T, DPG, GC, 3>(a, c, layer, out, stream);
@@ -571,6 +728,10 @@ cudaError_t LaunchPartition(const AttentionArgs& a, const KvCache<T>& c, int lay
 template <class T, int DPG>
 cudaError_t LaunchPartitionDpg(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
                                cudaStream_t stream) {
+  cudaError_t err = cudaSuccess;
+  if (a.variant == kVariantPartitionMma &&
+      LaunchPartitionMma<T, 8 * DPG>(a, c, layer, out, stream, &err))
+    return err;
   const int G = a.num_heads / c.kv_heads;
   if (G >= 4 && a.variant != kVariantPartitionAsyncHalf)
     return LaunchPartition<T, DPG, 4>(a, c, layer, out, stream);

@@ -64,6 +64,11 @@ constexpr int kVariantPartitionAsyncDeep = 6;
 // per group, each reading the group's K/V: half the registers for the queries, so more blocks an
 // SM, for twice the reads, which the L2 may serve).
 constexpr int kVariantPartitionAsyncHalf = 7;
+// The cp.async partition kernel with both products on the tensor cores (mma.sync m16n8k16, bf16
+// in, float sums; sm_80 and later): up to 8 query heads of a KV group a block, the query and the
+// probabilities rounded to bf16 as FlashInfer's decode with tensor cores. A bf16 cache only;
+// a float cache, or more than 48 KB of shared memory, takes kVariantPartitionAsync.
+constexpr int kVariantPartitionMma = 8;
 constexpr int kMaxPartLen = 512;
 constexpr int kMinSplitKeys = 64;  // AttentionSplits' default floor
 

@@ -12,6 +12,9 @@
 namespace llmq::kernels::cuda {
 
 constexpr int kGemvMaxRows = 8;
+// 16-byte chunks of a weight row each lane has in flight (2, 4 or 8). 2 until 2026-12-04, when
+// the projections of k 4,096 read 57-63% of an H200's bandwidth at one row (bench/RESULTS.md).
+constexpr int kGemvInFlight = 4;
 
 // True when Gemv serves this shape: t <= kGemvMaxRows and rows of 16-byte multiples (k * sizeof(T)
 // % 16 == 0, so that every row starts 16-byte aligned in a cudaMalloc'd buffer).
@@ -22,8 +25,9 @@ bool GemvFits(int64_t t, int k) {
 
 // y[r, n] = sum_k x[r, k] * w[n, k]  (+ y[r, n] when accumulate), accumulated in float.
 //   x: [t, K] T;  w: [N, K] T;  y: [t, N] float.  Requires GemvFits<T>(t, k).
+// `in_flight`: kGemvInFlight, or another for benchmarks and tests (2, 4, 8; others round down).
 template <class T>
 cudaError_t Gemv(const T* x, int64_t t, int k, const T* w, int n, float* y, bool accumulate,
-                 cudaStream_t stream);
+                 cudaStream_t stream, int in_flight = kGemvInFlight);
 
 }  // namespace llmq::kernels::cuda

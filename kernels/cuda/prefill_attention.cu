@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/cublas_api.h"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/reduce.cuh"
 
@@ -194,6 +195,182 @@ KernelStatus Attend(cublasHandle_t handle, const PrefillChunk& c, int ctx, const
   return st;
 }
 
+// Keys per shared-memory tile of the fused prefill kernel, and query rows per block (16 a warp).
+constexpr int kFlashKeys = 32, kFlashRows = 64;
+
+// FlashPrefillAttention's kernel: FlashAttention-2's forward on mma.sync (bf16 in, float sums).
+// grid: x = tile of 64 of the chunk's rows, longest first, y = KV head; block: 4 warps of 16 rows.
+// Row R = r * G + hg stands for the chunk's query row r (position p0 + r) at query head hg of KV
+// group y, so a tile covers consecutive positions and one K/V read serves the group's G heads.
+// K and V of keys [0, the tile's last position] come in 32-key tiles through cp.async (the next
+// tile's copies in flight while one is used; rows swizzled as Swz8; rows past the context zeroed).
+// Per warp and tile, with the mma's fragment layouts (kernels/cuda/mma.cuh):
+//   S = Q K^T (16 x 32): Q's A fragments stay in registers (scaled by scale * log2 e, so that the
+//     softmax runs in base 2), K^T's B fragments by ldmatrix from the tile;
+//   keys after a row's position get -inf; the online softmax works on the fragments: a row's
+//     max is exchanged among the 4 lanes holding it, its sum is kept per lane and added at the end;
+//   O (16 x D) += P V: the C fragments of S are P's A fragments once rounded to bf16; V's B
+//     fragments by ldmatrix.trans.
+template <int D>
+__global__ void __launch_bounds__(128)
+    FlashPrefillKernel(PrefillChunk c, KvCache<bf16> cache, int layer, bf16* out) {
+  constexpr int KS = D / 16, NT = kFlashKeys / 8, DT = D / 8, CPR = D / 8;
+  const int kvh = blockIdx.y, G = c.num_heads / cache.kv_heads, rows = c.q_len * G;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, cq = lane & 3;
+  const int R0 = (gridDim.x - 1 - blockIdx.x) * kFlashRows;  // the longest tiles start first
+  // This lane's two rows (A and C fragments: rows g and g + 8 of the warp's 16) and the last key
+  // each sees; a row past the chunk takes the last row's position and writes nothing.
+  const int ra = R0 + 16 * warp + g, rb = ra + 8;
+  const bool va = ra < rows, vb = rb < rows;
+  const int pos_a = c.p0 + min(ra, rows - 1) / G, pos_b = c.p0 + min(rb, rows - 1) / G;
+  const int nkeys = c.p0 + (min(R0 + kFlashRows, rows) - 1) / G + 1;  // the block's keys
+  const int ntiles = (nkeys + kFlashKeys - 1) / kFlashKeys;
+
+  __shared__ __align__(16) bf16 ks[2][kFlashKeys * D], vs[2][kFlashKeys * D];
+  auto issue = [&](int t) {  // tile t into stage t % 2, one committed group
+    if (t < ntiles)
+      for (int pc = tid; pc < kFlashKeys * CPR; pc += 128) {
+        const int u = pc / CPR, piece = pc % CPR, j = t * kFlashKeys + u;
+        const int at = u * D + Swz8(u, piece) * 8;
+        if (j < nkeys) {
+          const int64_t src =
+              cache.Index(layer, c.block_table[j / cache.block_size], kvh, j % cache.block_size) +
+              piece * 8;
+          CpAsync16(&ks[t & 1][at], cache.k + src);
+          CpAsync16(&vs[t & 1][at], cache.v + src);
+        } else {
+          *reinterpret_cast<uint4*>(&ks[t & 1][at]) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(&vs[t & 1][at]) = make_uint4(0, 0, 0, 0);
+        }
+      }
+    CpAsyncCommit();
+  };
+  issue(0);
+
+  // Q's A fragments: reg 0 row a dims 16 ks + 2 cq (+1), 1 row b, 2 row a + 8 dims, 3 row b.
+  uint32_t qf[KS][4];
+  {
+    const float s = c.scale * 1.4426950408889634f;
+    auto row = [&](int r) {
+      r = min(r, rows - 1);
+      return c.q + (c.row0 + r / G) * c.q_stride + (kvh * G + r % G) * D;
+    };
+    const float *qa = row(ra), *qb = row(rb);
+#pragma unroll
+    for (int k = 0; k < KS; ++k) {
+      const int d = 16 * k + 2 * cq;
+      qf[k][0] = va ? PackBf16(qa[d] * s, qa[d + 1] * s) : 0u;
+      qf[k][1] = vb ? PackBf16(qb[d] * s, qb[d + 1] * s) : 0u;
+      qf[k][2] = va ? PackBf16(qa[d + 8] * s, qa[d + 9] * s) : 0u;
+      qf[k][3] = vb ? PackBf16(qb[d + 8] * s, qb[d + 9] * s) : 0u;
+    }
+  }
+  float o[DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+  const int mi = lane >> 3, mr = lane & 7;  // the ldmatrix matrix and row this lane addresses
+
+  for (int t = 0; t < ntiles; ++t) {
+    issue(t + 1);
+    CpAsyncWait<1>();
+    __syncthreads();
+    const bf16 *K = ks[t & 1], *V = vs[t & 1];
+    // S = Q K^T: matrices (keys 8 (np + mi / 2) .., dims 16 k + 8 (mi % 2) ..) give the B
+    // fragments of key tiles np and np + 1.
+    float s[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int k = 0; k < KS; ++k)
+#pragma unroll
+      for (int np = 0; np < NT; np += 2) {
+        const int key = 8 * (np + (mi >> 1)) + mr;
+        uint32_t b[4];
+        LdMatrixX4<false>(K + key * D + Swz8(key, 2 * k + (mi & 1)) * 8, b);
+        MmaBf16(qf[k], b[0], b[1], s[np]);
+        MmaBf16(qf[k], b[2], b[3], s[np + 1]);
+      }
+    // The causal mask and the online softmax (s[i][0..1]: row a, keys 8 i + 2 cq (+1); [2..3]:
+    // row b).
+    float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+    for (int i = 0; i < NT; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = t * kFlashKeys + 8 * i + 2 * cq + (e & 1);
+        if (key > (e < 2 ? pos_a : pos_b)) s[i][e] = -INFINITY;
+        if (e < 2)
+          mx_a = fmaxf(mx_a, s[i][e]);
+        else
+          mx_b = fmaxf(mx_b, s[i][e]);
+      }
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+    // A row that has seen no key yet keeps max -inf: its base is 0 and its p are 0.
+    const float base_a = mx_a == -INFINITY ? 0.f : mx_a, base_b = mx_b == -INFINITY ? 0.f : mx_b;
+    const float corr_a = exp2f(m_a - base_a), corr_b = exp2f(m_b - base_b);
+    m_a = mx_a;
+    m_b = mx_b;
+    l_a *= corr_a;
+    l_b *= corr_b;
+#pragma unroll
+    for (int i = 0; i < DT; ++i) {
+      o[i][0] *= corr_a;
+      o[i][1] *= corr_a;
+      o[i][2] *= corr_b;
+      o[i][3] *= corr_b;
+    }
+#pragma unroll
+    for (int i = 0; i < NT; ++i) {
+      s[i][0] = exp2f(s[i][0] - base_a);
+      s[i][1] = exp2f(s[i][1] - base_a);
+      s[i][2] = exp2f(s[i][2] - base_b);
+      s[i][3] = exp2f(s[i][3] - base_b);
+      l_a += s[i][0] + s[i][1];
+      l_b += s[i][2] + s[i][3];
+    }
+    // O += P V over the tile's keys, 16 at a time: P's A fragments are S's C fragments of key
+    // tiles 2 kk and 2 kk + 1; matrices (keys 16 kk + 8 (mi % 2) .., dims 8 (dp + mi / 2) ..),
+    // transposed, give V's B fragments of dim tiles dp and dp + 1.
+#pragma unroll
+    for (int kk = 0; kk < kFlashKeys / 16; ++kk) {
+      const uint32_t pa[4] = {PackBf16(s[2 * kk][0], s[2 * kk][1]),
+                              PackBf16(s[2 * kk][2], s[2 * kk][3]),
+                              PackBf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              PackBf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const int key = 16 * kk + 8 * (mi & 1) + mr;
+#pragma unroll
+      for (int dp = 0; dp < DT; dp += 2) {
+        uint32_t b[4];
+        LdMatrixX4<true>(V + key * D + Swz8(key, dp + (mi >> 1)) * 8, b);
+        MmaBf16(pa, b[0], b[1], o[dp]);
+        MmaBf16(pa, b[2], b[3], o[dp + 1]);
+      }
+    }
+    __syncthreads();  // the stage is refilled by the next iteration's issue
+  }
+  // Each row's sum over its 4 lanes; O / L to the rows' heads of `out`.
+  l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+  l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+  l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+  l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+  const int64_t stride = int64_t{c.num_heads} * D;
+  auto put = [&](int r, float inv, float x, float y, int d) {
+    bf16* at = out + (c.row0 + r / G) * stride + (kvh * G + r % G) * D + d;
+    *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(x * inv, y * inv);
+  };
+  const float inv_a = l_a > 0.f ? 1.f / l_a : 0.f, inv_b = l_b > 0.f ? 1.f / l_b : 0.f;
+#pragma unroll
+  for (int i = 0; i < DT; ++i) {
+    const int d = 8 * i + 2 * cq;
+    if (va) put(ra, inv_a, o[i][0], o[i][1], d);
+    if (vb) put(rb, inv_b, o[i][2], o[i][3], d);
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -232,6 +409,25 @@ KernelStatus CascadePrefixAttention(cublasHandle_t handle, const CascadeGroup& g
   st.cuda = cudaGetLastError();
   st.where = "scatter the partial O";
   return st;
+}
+
+bool FlashPrefillFits(int head_dim, int elem_size) {
+  return elem_size == 2 && (head_dim == 64 || head_dim == 128);
+}
+
+cudaError_t FlashPrefillAttention(const PrefillChunk& c, const KvCache<bf16>& cache, int layer,
+                                  bf16* out, cudaStream_t stream) {
+  if (c.q_len <= 0) return cudaSuccess;
+  if (cache.kv_heads <= 0 || c.num_heads % cache.kv_heads ||
+      !FlashPrefillFits(cache.head_dim, sizeof(bf16)))
+    return cudaErrorInvalidValue;
+  const int G = c.num_heads / cache.kv_heads;
+  const dim3 grid((c.q_len * G + kFlashRows - 1) / kFlashRows, cache.kv_heads);
+  if (cache.head_dim == 64)
+    FlashPrefillKernel<64><<<grid, 128, 0, stream>>>(c, cache, layer, out);
+  else
+    FlashPrefillKernel<128><<<grid, 128, 0, stream>>>(c, cache, layer, out);
+  return cudaGetLastError();
 }
 
 template KernelStatus PrefillAttention<float>(cublasHandle_t, const PrefillChunk&,

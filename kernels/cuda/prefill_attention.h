@@ -46,6 +46,14 @@ template <class T>
 KernelStatus PrefillAttention(cublasHandle_t handle, const PrefillChunk& c, const KvCache<T>& cache,
                               int layer, void* scratch, T* out, cudaStream_t stream);
 
+// The same attention fused in one kernel for a bf16 cache (FlashAttention-2's forward on the
+// tensor cores, kernels/cuda/prefill_attention.cu FlashPrefillKernel): S and P never leave the
+// multiprocessor, and key tiles past a tile's last position are not read. No scratch. The query
+// and the probabilities are rounded to bf16 for the products. Requires FlashPrefillFits.
+bool FlashPrefillFits(int head_dim, int elem_size);
+cudaError_t FlashPrefillAttention(const PrefillChunk& c, const KvCache<bf16>& cache, int layer,
+                                  bf16* out, cudaStream_t stream);
+
 // The shared half of cascade attention. A group of decode rows row0 .. row0 + num_rows - 1 (one
 // per sequence) whose sequences all begin with the same shared_len keys meets those keys as one
 // matrix product per KV head, so the shared blocks are read once per group per step instead of

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 
 #include "engine/sampling/sampler.h"
 #include "kernels/cpu/attention.h"
@@ -277,24 +278,42 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
       a.num_splits = splits;
       return a;
     };
+    // Sequence sq's query rows as one prefill chunk.
+    auto chunk = [&](int sq) {
+      kc::PrefillChunk c;
+      c.q = dq.p;
+      c.q_stride = q_stride;
+      c.row0 = query_start[sq];
+      c.q_len = qlen[sq];
+      c.p0 = ctx[sq] - qlen[sq];
+      c.num_heads = s.nh;
+      c.block_table = dtab.p + sq * max_blocks;
+      c.scale = scale;
+      return c;
+    };
     // Every kernel variant at several splits; the partition kernel where it applies.
     const bool part = kc::PartitionFits(D, 1000, 2);
-    for (auto [splits, variant] :
-         {std::pair{1, kc::kVariantOnline}, std::pair{3, kc::kVariantOnline},
-          std::pair{8, kc::kVariantOnline}, std::pair{1, kc::kVariantOnlineSingleKey},
-          std::pair{3, kc::kVariantOnlineSingleKey}, std::pair{2, kc::kVariantPartition},
-          std::pair{5, kc::kVariantPartition}, std::pair{2, kc::kVariantPartitionWide},
-          std::pair{5, kc::kVariantPartitionWide}, std::pair{2, kc::kVariantPartitionAsync},
-          std::pair{5, kc::kVariantPartitionAsync}, std::pair{16, kc::kVariantPartitionAsync},
-          std::pair{2, kc::kVariantPartitionAsyncDeep},
-          std::pair{7, kc::kVariantPartitionAsyncDeep},
-          std::pair{2, kc::kVariantPartitionAsyncHalf},
-          std::pair{5, kc::kVariantPartitionAsyncHalf}, std::pair{9, kc::kVariantAuto}}) {
-      if ((variant == kc::kVariantPartition || variant == kc::kVariantPartitionWide ||
-           variant == kc::kVariantPartitionAsync || variant == kc::kVariantPartitionAsyncDeep ||
-           variant == kc::kVariantPartitionAsyncHalf) &&
-          !part)
-        continue;
+    for (auto [splits, variant] : {std::pair{1, kc::kVariantOnline},
+                                   std::pair{3, kc::kVariantOnline},
+                                   std::pair{8, kc::kVariantOnline},
+                                   std::pair{1, kc::kVariantOnlineSingleKey},
+                                   std::pair{3, kc::kVariantOnlineSingleKey},
+                                   std::pair{2, kc::kVariantPartition},
+                                   std::pair{5, kc::kVariantPartition},
+                                   std::pair{2, kc::kVariantPartitionWide},
+                                   std::pair{5, kc::kVariantPartitionWide},
+                                   std::pair{2, kc::kVariantPartitionAsync},
+                                   std::pair{5, kc::kVariantPartitionAsync},
+                                   std::pair{16, kc::kVariantPartitionAsync},
+                                   std::pair{2, kc::kVariantPartitionAsyncDeep},
+                                   std::pair{7, kc::kVariantPartitionAsyncDeep},
+                                   std::pair{2, kc::kVariantPartitionAsyncHalf},
+                                   std::pair{5, kc::kVariantPartitionAsyncHalf},
+                                   std::pair{2, kc::kVariantPartitionMma},
+                                   std::pair{5, kc::kVariantPartitionMma},
+                                   std::pair{16, kc::kVariantPartitionMma},
+                                   std::pair{9, kc::kVariantAuto}}) {
+      if (variant >= kc::kVariantPartition && !part) continue;
       kc::AttentionArgs a = make_args(T_rows, splits);
       a.variant = variant;
       DevArray<float> ws(kc::AttentionWorkspaceFloats(T_rows, s.nh, D, splits));
@@ -317,15 +336,7 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
           for (int r = query_start[sq]; r < query_start[sq + 1]; ++r) rest.push_back(r);
           continue;
         }
-        kc::PrefillChunk c;
-        c.q = dq.p;
-        c.q_stride = q_stride;
-        c.row0 = query_start[sq];
-        c.q_len = qlen[sq];
-        c.p0 = ctx[sq] - qlen[sq];
-        c.num_heads = s.nh;
-        c.block_table = dtab.p + sq * max_blocks;
-        c.scale = scale;
+        const kc::PrefillChunk c = chunk(sq);
         DevArray<char> scratch(
             kc::PrefillScratchBytes(c.q_len, ctx[sq], s.nh, s.nkv, D, sizeof(T)));
         const kc::KernelStatus ks =
@@ -342,6 +353,18 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
       ASSERT_EQ(kc::PagedAttention<T>(a, cache, 0, out.p, nullptr), cudaSuccess);
       EXPECT_LE(RelErr(out.Get(), want), gputest::Tol<T>())
           << "prefill path: heads " << s.nh << "/" << s.nkv << ", head_dim " << D;
+    }
+    // The fused prefill kernel (a bf16 cache, head_dim 64 or 128) for every chunk, the one-row
+    // ones included (a chunk of one row is a decode row), into one output.
+    if constexpr (std::is_same_v<T, kc::bf16>) {
+      if (!kc::FlashPrefillFits(D, sizeof(T))) continue;
+      DevArray<T> out(want.size());
+      for (int sq = 0; sq < S; ++sq) {
+        const kc::PrefillChunk c = chunk(sq);
+        ASSERT_EQ(kc::FlashPrefillAttention(c, cache, 0, out.p, nullptr), cudaSuccess);
+      }
+      EXPECT_LE(RelErr(out.Get(), want), gputest::Tol<T>())
+          << "fused prefill: heads " << s.nh << "/" << s.nkv << ", head_dim " << D;
     }
   }
 }
@@ -368,24 +391,28 @@ TYPED_TEST(CudaKernels, GemmMatchesDoubleReference) {
   kc::Cublas()->destroy(h);
 }
 
-// The few-rows kernel on odd feature counts and long rows, both with and without accumulation.
+// The few-rows kernel on odd feature counts and long rows, both with and without accumulation,
+// with each number of chunks in flight (row lengths that leave a remainder for each).
 TYPED_TEST(CudaKernels, GemvMatchesDoubleReference) {
   LLMQ_REQUIRE_GPU();
   using T = TypeParam;
-  for (auto [k, n] : {std::array<int, 2>{64, 7}, std::array<int, 2>{4096, 1000},
-                      std::array<int, 2>{14336, 33}, std::array<int, 2>{40, 3}}) {
+  for (auto [k, n] :
+       {std::array<int, 2>{64, 7}, std::array<int, 2>{4096, 1000}, std::array<int, 2>{14336, 33},
+        std::array<int, 2>{40, 3}, std::array<int, 2>{4000, 9}}) {
     for (int t : {1, 2, 5, 8}) {
       ASSERT_TRUE(kc::GemvFits<T>(t, k));
       const auto x = AsStored<T>(Random(size_t(t) * k, 100 + k + t));
       const auto w = AsStored<T>(Random(size_t(n) * k, 101 + k));
       const auto y0 = Random(size_t(t) * n, 102 + k);
-      for (bool acc : {false, true}) {
-        const std::vector<float> want = Product(x, w, acc ? &y0 : nullptr, t, k, n);
-        DevArray<T> dx(x), dw(w);
-        DevArray<float> y(acc ? y0 : std::vector<float>(size_t(t) * n, NAN));
-        ASSERT_EQ(kc::Gemv<T>(dx.p, t, k, dw.p, n, y.p, acc, nullptr), cudaSuccess);
-        EXPECT_LE(RelErr(y.Get(), want), 1e-5) << t << "x" << k << "x" << n << " acc " << acc;
-      }
+      for (bool acc : {false, true})
+        for (int in_flight : {2, 4, 8}) {
+          const std::vector<float> want = Product(x, w, acc ? &y0 : nullptr, t, k, n);
+          DevArray<T> dx(x), dw(w);
+          DevArray<float> y(acc ? y0 : std::vector<float>(size_t(t) * n, NAN));
+          ASSERT_EQ(kc::Gemv<T>(dx.p, t, k, dw.p, n, y.p, acc, nullptr, in_flight), cudaSuccess);
+          EXPECT_LE(RelErr(y.Get(), want), 1e-5)
+              << t << "x" << k << "x" << n << " acc " << acc << " in flight " << in_flight;
+        }
     }
   }
   EXPECT_FALSE(kc::GemvFits<T>(9, 64));
