@@ -332,7 +332,7 @@ llmq::bench::BatchRunOptions InMemoryOptions(const llmq::LlmqConfig& cfg, const 
   opt.model_name = fs::path(cfg.model_dir).filename().string();
   bool found = false;
   opt.chat_template = llmq::DetectChatTemplate(cfg.model_dir, &found);
-  opt.engine = llmq::cli::EngineOptionsFrom(cfg, /*gpu=*/false);
+  opt.engine = llmq::cli::EngineOptionsFrom(cfg);
   return opt;
 }
 

@@ -535,11 +535,4 @@ Status FindConfig(const std::string& flag, std::string* path) {
   return Status::Ok();
 }
 
-StepLimits StepLimitsFor(const LlmqConfig& cfg, bool gpu) {
-  const StepLimits backend = gpu ? kGpuStepLimits : kCpuStepLimits;
-  return {
-      cfg.max_num_seqs > 0 ? cfg.max_num_seqs : backend.max_num_seqs,
-      cfg.max_num_batched_tokens > 0 ? cfg.max_num_batched_tokens : backend.max_num_batched_tokens};
-}
-
 }  // namespace llmq

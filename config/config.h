@@ -33,7 +33,8 @@ struct LlmqConfig {
   // engine:
   int block_size = 16;  // engine.block_size
   // engine.max_num_seqs and engine.max_num_batched_tokens: the most sequences and tokens in one
-  // step; 0 (absent, or auto) = the backend's (StepLimitsFor).
+  // step; 0 (absent, or auto) = the backend's (Backend::default_step_limits: 256 / 2,048 on the
+  // CPU, 1,024 / 8,192 on a GPU).
   int max_num_seqs = 0;
   int max_num_batched_tokens = 0;
   // engine.kv_cache_memory: "4GiB", "512MB", bytes, or auto (0): the CPU backend sizes its pool
@@ -102,17 +103,6 @@ struct LlmqConfig {
   // empty: always.
   std::vector<RunWindow> run_windows;
 };
-
-// The step limits a backend runs with: engine.max_num_seqs and max_num_batched_tokens where set,
-// else the backend's own. On the CPU 256 and 2,048. On a GPU 1,024 and 8,192, vLLM's offline
-// defaults on an 80 GB-class card: the larger decode batch shares each weight read among more
-// rows (on an H200 the real job ran 1.14x faster than with the CPU's, bench/RESULTS.md).
-struct StepLimits {
-  int max_num_seqs = 0;
-  int max_num_batched_tokens = 0;
-};
-constexpr StepLimits kCpuStepLimits{256, 2048}, kGpuStepLimits{1024, 8192};
-StepLimits StepLimitsFor(const LlmqConfig& cfg, bool gpu);
 
 // Loads `path` over the defaults (a default LlmqConfig, not *out's current values); *out is
 // written only on success. Relative model.path and spool.state_dir are taken relative to the

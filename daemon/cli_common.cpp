@@ -144,7 +144,7 @@ Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg) {
   return Status::Ok();
 }
 
-EngineOptions EngineOptionsFrom(const LlmqConfig& cfg, bool gpu) {
+EngineOptions EngineOptionsFrom(const LlmqConfig& cfg) {
   EngineOptions o;
   o.block_size = cfg.block_size;
   o.kv_memory_bytes = cfg.kv_cache_bytes;
@@ -153,9 +153,8 @@ EngineOptions EngineOptionsFrom(const LlmqConfig& cfg, bool gpu) {
   o.enable_planner = cfg.enable_planner;
   o.shared_prefix_attention = cfg.shared_prefix_attention;
   o.profile = cfg.profile;
-  const StepLimits limits = StepLimitsFor(cfg, gpu);
-  o.scheduler.max_num_seqs = limits.max_num_seqs;
-  o.scheduler.max_num_batched_tokens = limits.max_num_batched_tokens;
+  o.scheduler.max_num_seqs = cfg.max_num_seqs;  // 0: the backend's (LlmEngine::Create)
+  o.scheduler.max_num_batched_tokens = cfg.max_num_batched_tokens;
   return o;
 }
 
@@ -208,7 +207,7 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
       }));
   LLMQ_RETURN_IF_ERROR(LoadChatFormat(cfg, *model->tokenizer, &ctx->chat));
   SetToolCallFormatFrom(cfg, ctx);
-  EngineOptions opt = EngineOptionsFrom(cfg, model->backend->name() == "cuda");
+  EngineOptions opt = EngineOptionsFrom(cfg);
   opt.host_memory = host;
   LLMQ_RETURN_IF_ERROR(
       LlmEngine::Create(model->cfg, model->backend.get(), model->tokenizer.get(), opt, engine));

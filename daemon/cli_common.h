@@ -57,8 +57,8 @@ std::string DescribeCpuThreads(int threads, const std::string& source);
 // Errors name the config file and key, or the flag.
 Status ResolveEngineConfig(const EngineFlags& f, LlmqConfig* cfg);
 
-// The engine options a config describes, for a GPU backend or the CPU's (StepLimitsFor).
-EngineOptions EngineOptionsFrom(const LlmqConfig& cfg, bool gpu);
+// The engine options a config describes (step limits left auto stay 0: the backend's).
+EngineOptions EngineOptionsFrom(const LlmqConfig& cfg);
 
 // The "model" field of responses: model.name, else the model folder's name.
 std::string ServedModelName(const LlmqConfig& cfg);

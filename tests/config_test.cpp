@@ -495,26 +495,23 @@ TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_NE(st.message().find(path), std::string::npos) << st.message();
 }
 
-TEST(ConfigTest, StepLimitsAreTheBackendsUnlessSet) {
+TEST(ConfigTest, StepLimitsAreAutoUnlessSet) {
+  // Auto is 0: the engine takes the backend's (LlmEngine::Create,
+  // KvPoolTest.StepLimitsLeftAuto...).
   LlmqConfig c;  // absent: auto
   EXPECT_EQ(c.max_num_seqs, 0);
-  EXPECT_EQ(StepLimitsFor(c, /*gpu=*/false).max_num_seqs, 256);
-  EXPECT_EQ(StepLimitsFor(c, false).max_num_batched_tokens, 2048);
-  EXPECT_EQ(StepLimitsFor(c, /*gpu=*/true).max_num_seqs, 1024);
-  EXPECT_EQ(StepLimitsFor(c, true).max_num_batched_tokens, 8192);
-  // Set, each on its own: the other stays the backend's.
+  EXPECT_EQ(c.max_num_batched_tokens, 0);
+  // Set, each on its own: the other stays auto.
   const std::string dir = testing::CurrentTestDir();
   std::ofstream(dir + "/a.yaml") << "engine:\n  max_num_seqs: 64\n  max_num_batched_tokens: auto\n";
   ASSERT_TRUE(LoadConfig(dir + "/a.yaml", &c).ok());
-  EXPECT_EQ(StepLimitsFor(c, true).max_num_seqs, 64);
-  EXPECT_EQ(StepLimitsFor(c, false).max_num_seqs, 64);
-  EXPECT_EQ(StepLimitsFor(c, true).max_num_batched_tokens, 8192);
-  EXPECT_EQ(StepLimitsFor(c, false).max_num_batched_tokens, 2048);
+  EXPECT_EQ(c.max_num_seqs, 64);
+  EXPECT_EQ(c.max_num_batched_tokens, 0);
   std::ofstream(dir + "/b.yaml")
       << "engine:\n  max_num_seqs: auto\n  max_num_batched_tokens: 4096\n";
   ASSERT_TRUE(LoadConfig(dir + "/b.yaml", &c).ok());
-  EXPECT_EQ(StepLimitsFor(c, true).max_num_seqs, 1024);
-  EXPECT_EQ(StepLimitsFor(c, false).max_num_batched_tokens, 4096);
+  EXPECT_EQ(c.max_num_seqs, 0);
+  EXPECT_EQ(c.max_num_batched_tokens, 4096);
   // Anything else than a positive integer or auto is refused, naming both.
   std::ofstream(dir + "/c.yaml") << "engine:\n  max_num_seqs: Auto\n";
   const Status st = LoadConfig(dir + "/c.yaml", &c);

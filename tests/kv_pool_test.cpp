@@ -29,13 +29,16 @@ class DeviceLikeBackend : public Backend {
   }
   uint64_t weight_bytes() const override { return inner_->weight_bytes(); }
   int64_t kv_bytes_per_token() const override { return inner_->kv_bytes_per_token() / 2; }
-  std::optional<int64_t> KvBudgetBytes(double util) const override {
+  std::optional<int64_t> KvBudgetBytes(double util, int max_tokens, int max_seqs) const override {
     asked_util = util;
+    asked_step = {max_seqs, max_tokens};
     return budget_;
   }
+  StepLimits default_step_limits() const override { return {1024, 8192}; }  // a GPU's
 
   int allocated = 0;
   mutable double asked_util = 0;
+  mutable StepLimits asked_step;  // the limits KvBudgetBytes was asked for
 
  private:
   Backend* inner_;
@@ -64,7 +67,8 @@ TEST_F(KvPoolTest, CpuBytesPerTokenAreFp32) {
   // 2 (K, V) x 2 layers x 1 kv head x 16 head_dim x 4 bytes.
   EXPECT_EQ(be_->kv_bytes_per_token(), 2 * 2 * 1 * 16 * 4);
   EXPECT_EQ(be_->kv_bytes_per_token(), cfg_.KvBytesPerToken(4));
-  EXPECT_EQ(be_->KvBudgetBytes(0.9), std::nullopt);  // the CPU takes engine.kv_cache_memory
+  EXPECT_EQ(be_->KvBudgetBytes(0.9, 2048, 256),
+            std::nullopt);  // the CPU takes engine.kv_cache_memory
 }
 
 TEST(KvBlocksFor, DividesTheBudgetAndClampsToInt32Slots) {
@@ -116,9 +120,11 @@ TEST_F(KvPoolTest, CpuDefaultComesFromTheHostMemory) {
   in.memory = int64_t{1} << 30;
   in.utilization = 0.5;
   in.weight_bytes = static_cast<int64_t>(be_->weight_bytes());
-  in.working_bytes =
-      be_->StepWorkingBytes(o.scheduler.max_num_batched_tokens, o.scheduler.max_num_seqs);
-  EXPECT_GT(in.working_bytes, 0);
+  // The step the engine will run: the CPU backend's limits (the options leave them auto).
+  const SchedulerOptions step = ResolveStepLimits(o.scheduler, *be_);
+  EXPECT_EQ(step.max_num_seqs, 256);
+  in.working_bytes = be_->StepWorkingBytes(step.max_num_batched_tokens, step.max_num_seqs);
+  EXPECT_GT(in.working_bytes, be_->StepWorkingBytes(1, 1));
   in.kv_bytes_per_token = 256;
   EXPECT_EQ(p.budget_bytes, HostKvBudget(in));
   EXPECT_EQ(p.num_blocks, KvBlocksFor(256, p.budget_bytes, 16));
@@ -165,6 +171,36 @@ TEST_F(KvPoolTest, EngineAllocatesThePlannedPoolAndChecksTheUtilization) {
     const Status st = LlmEngine::Create(cfg_, &gpu, nullptr, o, &e);
     EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << bad;
   }
+}
+
+TEST_F(KvPoolTest, StepLimitsLeftAutoAreTheBackends) {
+  EngineOptions o;  // engine.max_num_seqs and max_num_batched_tokens absent: 0, auto
+  EXPECT_EQ(o.scheduler.max_num_seqs, 0);
+  EXPECT_EQ(o.scheduler.max_num_batched_tokens, 0);
+  o.kv_memory_bytes = int64_t{1} << 20;
+  std::unique_ptr<LlmEngine> e;
+  ASSERT_TRUE(LlmEngine::Create(cfg_, be_.get(), nullptr, o, &e).ok());
+  EXPECT_EQ(e->max_num_seqs(), 256) << "the CPU backend's";
+  EXPECT_EQ(e->max_num_batched_tokens(), 2048);
+  DeviceLikeBackend gpu(be_.get(), int64_t{1} << 20);
+  ASSERT_TRUE(LlmEngine::Create(cfg_, &gpu, nullptr, o, &e).ok());
+  EXPECT_EQ(e->max_num_seqs(), 1024) << "the GPU backend's";
+  EXPECT_EQ(e->max_num_batched_tokens(), 8192);
+  EXPECT_EQ(gpu.asked_step.max_num_seqs, 1024) << "its budget reserves the step it will run";
+  EXPECT_EQ(gpu.asked_step.max_num_batched_tokens, 8192);
+  // Each set on its own: the other stays the backend's.
+  o.scheduler.max_num_seqs = 64;
+  ASSERT_TRUE(LlmEngine::Create(cfg_, &gpu, nullptr, o, &e).ok());
+  EXPECT_EQ(e->max_num_seqs(), 64);
+  EXPECT_EQ(e->max_num_batched_tokens(), 8192);
+  EXPECT_EQ(gpu.asked_step.max_num_seqs, 64);
+  o.scheduler = {.max_num_batched_tokens = 4096, .max_num_seqs = 0};
+  ASSERT_TRUE(LlmEngine::Create(cfg_, be_.get(), nullptr, o, &e).ok());
+  EXPECT_EQ(e->max_num_seqs(), 256);
+  EXPECT_EQ(e->max_num_batched_tokens(), 4096);
+  o.scheduler.max_num_seqs = -1;
+  EXPECT_EQ(LlmEngine::Create(cfg_, be_.get(), nullptr, o, &e).code(),
+            Status::Code::kInvalidArgument);
 }
 
 }  // namespace

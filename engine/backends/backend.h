@@ -85,6 +85,15 @@ struct StepBatch {
   }
 };
 
+// The most sequences and tokens one engine step runs (SchedulerOptions).
+struct StepLimits {
+  int max_num_seqs = 0;
+  int max_num_batched_tokens = 0;
+};
+// The CPU backend's (Backend::default_step_limits): vLLM's CPU defaults, a step's activations
+// staying in the caches.
+constexpr StepLimits kCpuStepLimits{256, 2048};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -117,15 +126,21 @@ class Backend {
   virtual int64_t kv_bytes_per_token() const = 0;
   // The KV pool's byte budget when the backend sizes it from its device: a GPU backend returns
   // total memory x gpu_memory_utilization - memory already in use (weights, workspaces) - the
-  // activation reserve of its largest step. nullopt: the configured engine.kv_cache_memory (the
-  // CPU backend). Called once, before AllocateKv.
-  virtual std::optional<int64_t> KvBudgetBytes(double gpu_memory_utilization) const {
+  // activation reserve of its largest step (up to `max_tokens` tokens over `max_seqs` sequences,
+  // a logits row each). nullopt: the configured engine.kv_cache_memory (the CPU backend). Called
+  // once, before AllocateKv.
+  virtual std::optional<int64_t> KvBudgetBytes(double gpu_memory_utilization, int max_tokens,
+                                               int max_seqs) const {
     return std::nullopt;
   }
   // Host memory a step of up to `max_tokens` tokens over `max_seqs` sequences needs besides the
   // weights and the KV pool (activations, logits, scratch), for a backend whose pool is sized from
   // the host's memory (the CPU backend; PlanKvPool). 0: none (a GPU's reserve is in its budget).
   virtual int64_t StepWorkingBytes(int max_tokens, int max_seqs) const { return 0; }
+  // The step limits an engine on this backend takes where its options leave them 0 (auto:
+  // engine.max_num_seqs / max_num_batched_tokens absent; LlmEngine::Create). This default is the
+  // CPU's; a GPU backend states its own.
+  virtual StepLimits default_step_limits() const { return kCpuStepLimits; }
   // Where the forward pass's time goes is added to *p from now on (null: not timed); a backend
   // that does not split its forward pass ignores it.
   void set_profile(StepProfile* p) { step_profile_ = p; }

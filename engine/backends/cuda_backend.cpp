@@ -241,13 +241,14 @@ class CudaBackendImpl final : public CudaBackend {
   int64_t kv_bytes_per_token() const override { return cfg_.KvBytesPerToken(sizeof(T)); }
 
   // total x utilization - what is in use now (weights, the CUDA context, cuBLAS) - the reserve of
-  // the largest step the backend plans for (ActivationReserve).
-  std::optional<int64_t> KvBudgetBytes(double gpu_memory_utilization) const override {
+  // the engine's largest step (ActivationReserve).
+  std::optional<int64_t> KvBudgetBytes(double gpu_memory_utilization, int max_tokens,
+                                       int max_seqs) const override {
     size_t free_b = 0, total_b = 0;
     if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return int64_t{0};
     const double budget = static_cast<double>(total_b) * gpu_memory_utilization -
                           static_cast<double>(total_b - free_b) -
-                          static_cast<double>(ActivationReserve());
+                          static_cast<double>(ActivationReserve(max_tokens, max_seqs));
     return static_cast<int64_t>(std::max(0.0, budget));
   }
   std::string device_name() const override { return device_name_; }
@@ -542,21 +543,29 @@ class CudaBackendImpl final : public CudaBackend {
     return Status::Ok();
   }
 
-  // Device bytes the activations of a step of kReserveTokens tokens (the scheduler's default
-  // token budget) with as many logits rows take, plus the prefill path's largest scratch and the
-  // attention workspace of a split decode step: kept out of the KV pool's budget.
-  static constexpr int64_t kReserveTokens = 8192, kReserveLogitsRows = 256;
+  // Device bytes the activations of a step of `tokens` tokens over `seqs` sequences (a logits row
+  // each) take, plus the prefill path's largest scratch and the attention workspace of a decode
+  // step of `seqs` rows over up to kReserveContext keys, split and with cascade: kept out of the
+  // KV pool's budget. (Longer contexts grow the workspace when they come, from the memory
+  // gpu_memory_utilization leaves.)
+  static constexpr int kReserveContext = 8192;
   static constexpr int64_t kCublasWorkspace = int64_t{32} << 20;  // Hopper's recommended size
-  int64_t ActivationReserve() const {
+  int64_t ActivationReserve(int64_t tokens, int64_t seqs) const {
+    tokens = std::max<int64_t>(tokens, 1);
+    seqs = std::clamp<int64_t>(seqs, 1, tokens);  // a logits row per sequence, a token each
     const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size, es = sizeof(T);
     const int64_t qkv_w = cfg_.q_dim() + 2 * cfg_.kv_dim();
     const int64_t per_token =
         4 * H + es * H + 4 * qkv_w + es * cfg_.q_dim() + 4 * 2 * I + es * I + 4 * 4 +
         (fp8_ ? Fp8MaxK() + 4 + 4 * H : 0);  // FP8: quantized rows, their scales, o/down sums
-    const int64_t logits = kReserveLogitsRows * (4 * H + 4 * int64_t{cfg_.vocab_size});
+    const int64_t logits = seqs * (4 * H + 4 * int64_t{cfg_.vocab_size});
+    const int rows = static_cast<int>(seqs),
+              context = std::min(kReserveContext, cfg_.max_position_embeddings);
+    const int slots =
+        kc::AttentionSplitsFor(rows, cfg_.num_kv_heads, context, num_sms_, min_split_keys_) + 1;
     const int64_t attn_ws =
-        kc::AttentionWorkspaceFloats(kReserveLogitsRows, cfg_.num_heads, cfg_.head_dim, 64) * 4;
-    return kReserveTokens * per_token + logits + kMaxPrefillScratch + attn_ws;
+        kc::AttentionWorkspaceFloats(rows, cfg_.num_heads, cfg_.head_dim, slots) * 4;
+    return tokens * per_token + logits + kMaxPrefillScratch + attn_ws;
   }
 
   // Activations for T tokens and L logits rows; grown on the first large steps, then reused.

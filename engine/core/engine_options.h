@@ -35,7 +35,9 @@ struct EngineOptions {
   // Time the steps' phases (LlmEngine::profile(); the backend's forward too): a few clock reads a
   // step.
   bool profile = false;
-  SchedulerOptions scheduler;
+  // The step limits; each 0 (the default: auto) is the backend's (Backend::default_step_limits,
+  // resolved by LlmEngine::Create).
+  SchedulerOptions scheduler = {.max_num_batched_tokens = 0, .max_num_seqs = 0};
   // The window planner; null: PlanPrefixes. An error from it (or an order that is no permutation,
   // or std::bad_alloc while it plans) falls back to arrival order.
   std::function<StatusOr<Plan>(const std::vector<std::span<const int32_t>>&, int block_size)>

@@ -15,8 +15,17 @@ int KvBlocksFor(int64_t kv_bytes_per_token, int64_t kv_memory_bytes, int block_s
   return static_cast<int>(std::clamp<int64_t>(kv_memory_bytes / per_block, 1, max_blocks));
 }
 
+SchedulerOptions ResolveStepLimits(const SchedulerOptions& asked, const Backend& backend) {
+  const StepLimits backends = backend.default_step_limits();
+  SchedulerOptions s = asked;
+  if (s.max_num_seqs == 0) s.max_num_seqs = backends.max_num_seqs;
+  if (s.max_num_batched_tokens == 0) s.max_num_batched_tokens = backends.max_num_batched_tokens;
+  return s;
+}
+
 Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* out,
                   int max_context) {
+  const SchedulerOptions step = ResolveStepLimits(opt.scheduler, backend);
   KvPoolPlan p;
   p.bytes_per_token = backend.kv_bytes_per_token();
   if (opt.num_blocks > 0) {
@@ -25,7 +34,8 @@ Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* 
     *out = p;
     return Status::Ok();
   }
-  if (const std::optional<int64_t> budget = backend.KvBudgetBytes(opt.gpu_memory_utilization)) {
+  if (const std::optional<int64_t> budget = backend.KvBudgetBytes(
+          opt.gpu_memory_utilization, step.max_num_batched_tokens, step.max_num_seqs)) {
     char util[32];
     std::snprintf(util, sizeof util, "%g", opt.gpu_memory_utilization);
     p.source = backend.name() + ": engine.gpu_memory_utilization " + util + " of the device";
@@ -50,10 +60,9 @@ Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* 
     in.memory = host.bytes;
     in.utilization = opt.gpu_memory_utilization;
     in.weight_bytes = static_cast<int64_t>(backend.weight_bytes());
-    in.working_bytes =
-        backend.StepWorkingBytes(opt.scheduler.max_num_batched_tokens, opt.scheduler.max_num_seqs);
+    in.working_bytes = backend.StepWorkingBytes(step.max_num_batched_tokens, step.max_num_seqs);
     in.kv_bytes_per_token = p.bytes_per_token;
-    in.max_num_seqs = opt.scheduler.max_num_seqs;
+    in.max_num_seqs = step.max_num_seqs;
     in.max_context = max_context;
     char util[160];
     std::snprintf(util, sizeof util, "engine.gpu_memory_utilization %g of %s %.2f GiB",

@@ -22,11 +22,16 @@ struct KvPoolPlan {
   // the device"
   std::string source;
 };
-// EngineOptions::num_blocks when set; else the backend's KvBudgetBytes(gpu_memory_utilization)
-// when it has one (InvalidArgument when that leaves no room for one block: the weights fill the
-// device); else kv_memory_bytes when > 0; else HostKvBudget of the host memory, the backend's
-// weight_bytes() and StepWorkingBytes (InvalidArgument when that leaves no room for one block),
-// capped by `max_context` (the model's; 0: no cap).
+// `asked` with each step limit left 0 (auto) replaced by the backend's
+// (Backend::default_step_limits). Negative values are kept (LlmEngine::Create refuses them).
+SchedulerOptions ResolveStepLimits(const SchedulerOptions& asked, const Backend& backend);
+
+// EngineOptions::num_blocks when set; else the backend's KvBudgetBytes(gpu_memory_utilization,
+// the step limits) when it has one (InvalidArgument when that leaves no room for one block: the
+// weights fill the device); else kv_memory_bytes when > 0; else HostKvBudget of the host memory,
+// the backend's weight_bytes() and StepWorkingBytes (InvalidArgument when that leaves no room for
+// one block), capped by `max_context` (the model's; 0: no cap). The step limits are
+// opt.scheduler's, resolved (ResolveStepLimits).
 Status PlanKvPool(const Backend& backend, const EngineOptions& opt, KvPoolPlan* out,
                   int max_context = 0);
 // Blocks of `block_size` tokens that `kv_memory_bytes` buys at `kv_bytes_per_token`

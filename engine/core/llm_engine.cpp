@@ -67,10 +67,13 @@ LlmEngine::LlmEngine(const ModelConfig& cfg, Backend* backend, const Tokenizer* 
 }
 
 Status LlmEngine::Create(const ModelConfig& cfg, Backend* backend, const Tokenizer* tokenizer,
-                         const EngineOptions& opt, std::unique_ptr<LlmEngine>* out) {
+                         const EngineOptions& asked, std::unique_ptr<LlmEngine>* out) {
+  EngineOptions opt = asked;
+  opt.scheduler = ResolveStepLimits(asked.scheduler, *backend);  // the limits left 0 (auto)
   if (opt.block_size < 1) return Status::InvalidArgument("block_size must be at least 1");
   if (opt.scheduler.max_num_seqs < 1 || opt.scheduler.max_num_batched_tokens < 1)
-    return Status::InvalidArgument("max_num_seqs and max_num_batched_tokens must be at least 1");
+    return Status::InvalidArgument(
+        "max_num_seqs and max_num_batched_tokens must be at least 1 (or 0: the backend's)");
   if (!(opt.gpu_memory_utilization > 0 && opt.gpu_memory_utilization <= 1))
     return Status::InvalidArgument("gpu_memory_utilization must be in (0, 1]");
   KvPoolPlan pool;

@@ -53,7 +53,7 @@ struct RequestState;
 class LlmEngine {
  public:
   // Builds an engine and its KV pool (Backend::AllocateKv); `tokenizer` may be null (ids only: no
-  // text, no stop strings).
+  // text, no stop strings). Step limits left 0 are the backend's (Backend::default_step_limits).
   static Status Create(const ModelConfig& cfg, Backend* backend, const Tokenizer* tokenizer,
                        const EngineOptions& opt, std::unique_ptr<LlmEngine>* out);
   ~LlmEngine();
@@ -94,7 +94,7 @@ class LlmEngine {
 
   const BlockManager& blocks() const { return blocks_; }
   int num_blocks() const { return blocks_.num_blocks(); }
-  // The most sequences one step runs (SchedulerOptions::max_num_seqs, as created).
+  // The most sequences and tokens one step runs (SchedulerOptions, as resolved by Create).
   int max_num_seqs() const { return opt_.scheduler.max_num_seqs; }
   int max_num_batched_tokens() const { return opt_.scheduler.max_num_batched_tokens; }
   // Tokens one sequence can ever hold: the context, or the KV pool if smaller.

@@ -793,11 +793,18 @@ TEST(CudaBackend, ReportsKvBytesPerTokenAndABudgetWithinTheDevice) {
     EXPECT_EQ(be->kv_bytes_per_token(), cfg.KvBytesPerToken(p == Precision::kFp32 ? 4 : 2));
     uint64_t free_b = 0, total_b = 0;
     ASSERT_TRUE(be->MemoryInfo(&free_b, &total_b).ok());
-    const std::optional<int64_t> budget = be->KvBudgetBytes(0.9);
+    const StepLimits step = be->default_step_limits();
+    EXPECT_EQ(step.max_num_seqs, 1024);
+    EXPECT_EQ(step.max_num_batched_tokens, 8192);
+    const std::optional<int64_t> budget =
+        be->KvBudgetBytes(0.9, step.max_num_batched_tokens, step.max_num_seqs);
     ASSERT_TRUE(budget.has_value());
     EXPECT_GT(*budget, 0);
     EXPECT_LT(*budget, static_cast<int64_t>(0.9 * total_b));
-    EXPECT_LT(*be->KvBudgetBytes(0.5), *budget);
+    EXPECT_LT(*be->KvBudgetBytes(0.5, step.max_num_batched_tokens, step.max_num_seqs), *budget);
+    // A larger step keeps more out of the pool: its activations, logits rows and workspace.
+    EXPECT_LT(*be->KvBudgetBytes(0.9, 4 * step.max_num_batched_tokens, 4 * step.max_num_seqs),
+              *budget);
   }
 }
 
