@@ -114,8 +114,16 @@ double MeasureBf16Peak(int n) {
   return 2.0 * n * n * double(n) / t;
 }
 
+template <class... A>
+std::string Fmt(const char* f, A... v) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, f, v...);
+  return buf;
+}
+
 // The projections' products at the shapes of a decode and a prefill step: cuBLAS (bf16 in, float
-// out) and, for one row, the few-rows kernel; TFLOP/s and the weight bytes' GB/s.
+// out) and, for one row, the few-rows kernel with 2, 4 and 8 chunks in flight a lane (the
+// default, kGemvInFlight, is the first gemv column's); TFLOP/s and the weight bytes' GB/s.
 void GemmTable(double bw, double peak) {
   using kernels::cuda::bf16;
   struct Shape {
@@ -123,14 +131,15 @@ void GemmTable(double bw, double peak) {
     const char* what;
   };
   const Shape shapes[] = {
-      {1, 4096, 6144, "qkv"},         {1, 4096, 28672, "gate_up"}, {1, 14336, 4096, "down"},
-      {1, 4096, 128256, "lm head"},   {256, 4096, 6144, "qkv"},    {256, 4096, 28672, "gate_up"},
-      {256, 14336, 4096, "down"},     {256, 4096, 4096, "o"},      {8192, 4096, 6144, "qkv"},
-      {8192, 4096, 28672, "gate_up"}, {8192, 14336, 4096, "down"}, {8192, 4096, 4096, "o"}};
+      {1, 4096, 6144, "qkv"},        {1, 4096, 28672, "gate_up"},    {1, 14336, 4096, "down"},
+      {1, 4096, 4096, "o"},          {1, 4096, 128256, "lm head"},   {256, 4096, 6144, "qkv"},
+      {256, 4096, 28672, "gate_up"}, {256, 14336, 4096, "down"},     {256, 4096, 4096, "o"},
+      {8192, 4096, 6144, "qkv"},     {8192, 4096, 28672, "gate_up"}, {8192, 14336, 4096, "down"},
+      {8192, 4096, 4096, "o"}};
   cublasHandle_t h;
   kernels::cuda::Cublas()->create(&h);
-  std::printf("\n%-8s %6s %6s %7s %12s %10s %12s %10s\n", "gemm", "T", "K", "N", "cublas us",
-              "TFLOP/s", "gemv us", "GB/s");
+  std::printf("\n%-8s %6s %6s %7s %12s %10s %12s %10s %22s\n", "gemm", "T", "K", "N", "cublas us",
+              "TFLOP/s", "gemv us", "GB/s", "GB/s: 2 / 4 / 8 chunks");
   for (const Shape& s : shapes) {
     bf16 *x, *w;
     float* y;
@@ -141,12 +150,20 @@ void GemmTable(double bw, double peak) {
     CHECK_CUDA(kernels::cuda::FillUniform<bf16>(w, size_t(s.n) * s.k, 0.02f, 6, nullptr));
     const double tc =
         TimeOnDevice([&] { kernels::cuda::Gemm<bf16>(h, x, s.t, s.k, w, s.n, y, false); });
-    double tv = 0;
-    if (kernels::cuda::GemvFits<bf16>(s.t, s.k))
-      tv = TimeOnDevice([&] { kernels::cuda::Gemv<bf16>(x, s.t, s.k, w, s.n, y, false, nullptr); });
     const double flops = 2.0 * s.t * s.k * s.n, wbytes = 2.0 * s.k * s.n;
-    std::printf("%-8s %6d %6d %7d %12.1f %9.1f%% %12.1f %9.1f%%\n", s.what, s.t, s.k, s.n, tc * 1e6,
-                100 * flops / tc / peak, tv * 1e6, tv > 0 ? 100 * wbytes / tv / bw : 0.0);
+    double tv = 0;
+    std::string by_flight;
+    if (kernels::cuda::GemvFits<bf16>(s.t, s.k)) {
+      tv = TimeOnDevice([&] { kernels::cuda::Gemv<bf16>(x, s.t, s.k, w, s.n, y, false, nullptr); });
+      for (int in_flight : {2, 4, 8}) {
+        const double ti = TimeOnDevice(
+            [&] { kernels::cuda::Gemv<bf16>(x, s.t, s.k, w, s.n, y, false, nullptr, in_flight); });
+        by_flight += Fmt("%s%.1f%%", by_flight.empty() ? "" : " / ", 100 * wbytes / ti / bw);
+      }
+    }
+    std::printf("%-8s %6d %6d %7d %12.1f %9.1f%% %12.1f %9.1f%% %22s\n", s.what, s.t, s.k, s.n,
+                tc * 1e6, 100 * flops / tc / peak, tv * 1e6, tv > 0 ? 100 * wbytes / tv / bw : 0.0,
+                by_flight.c_str());
     cudaFree(x);
     cudaFree(w);
     cudaFree(y);
@@ -185,13 +202,6 @@ struct Batch {
     return b;
   }
 };
-
-template <class... A>
-std::string Fmt(const char* f, A... v) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, f, v...);
-  return buf;
-}
 
 struct Row {
   std::string what, figure, share, target;
@@ -353,6 +363,9 @@ int Main(int argc, char** argv) {
     CudaTuning per_row;
     per_row.prefill_gemm_min_rows = std::numeric_limits<int>::max();
     TimeStep(*be, step, 2, "prefill step of 8 x 1,024, per-row attention", per_row);
+    CudaTuning fused;
+    fused.prefill_fused = true;
+    TimeStep(*be, step, 2, "prefill step of 8 x 1,024, fused attention kernel", fused);
     TimeStep(*be, step, 2, "prefill step of 8 x 1,024");
     for (int s = 0; s < prompts; ++s) B.len[s] = 1000;  // decode rows rewrite positions 1000..
   }
@@ -376,6 +389,9 @@ int Main(int argc, char** argv) {
     TimeStep(*be, step, quick ? 5 : 20, title + ", partition kernel, cp.async 3 stages", async);
     async.attention_variant = kernels::cuda::kVariantPartitionAsyncHalf;
     TimeStep(*be, step, quick ? 5 : 20, title + ", partition kernel, cp.async, 2 heads a block",
+             async);
+    async.attention_variant = kernels::cuda::kVariantPartitionMma;
+    TimeStep(*be, step, quick ? 5 : 20, title + ", partition kernel, cp.async, tensor cores",
              async);
     CudaTuning fine;
     fine.min_split_keys = 32;

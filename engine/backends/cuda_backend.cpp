@@ -260,6 +260,7 @@ class CudaBackendImpl final : public CudaBackend {
     attention_variant_ = t.attention_variant;
     min_split_keys_ = t.min_split_keys;
     prefill_gemm_min_rows_ = t.prefill_gemm_min_rows;
+    prefill_fused_ = t.prefill_fused;
     cascade_ = t.cascade;
     graphs_ = t.graphs && graph_error_.empty();  // a refused capture is not retried
     cascade_min_keys_ = t.cascade_min_keys;
@@ -1053,9 +1054,15 @@ class CudaBackendImpl final : public CudaBackend {
             Check(kc::CascadePrefixAttention<T>(cublas_, g, cache_, l, prefill_ws_.p, stream_)));
       if (aa.num_tokens > 0)
         LLMQ_CUDA_TRY(kc::PagedAttention<T>(aa, cache_, l, attn_.as<T>(), stream_));
-      for (const kc::PrefillChunk& c : s.chunks)
+      for (const kc::PrefillChunk& c : s.chunks) {
+        if constexpr (std::is_same_v<T, kc::bf16>)
+          if (prefill_fused_ && kc::FlashPrefillFits(cfg_.head_dim, sizeof(T))) {
+            LLMQ_CUDA_TRY(kc::FlashPrefillAttention(c, cache_, l, attn_.as<T>(), stream_));
+            continue;
+          }
         LLMQ_RETURN_IF_ERROR(Check(
             kc::PrefillAttention<T>(cublas_, c, cache_, l, prefill_ws_.p, attn_.as<T>(), stream_)));
+      }
       Mark(kO);
       LLMQ_RETURN_IF_ERROR(Project(attn_.as<T>(), nt, qd, W.o, W.o_s, H, x, true));
       Mark(kNorm);
@@ -1111,6 +1118,7 @@ class CudaBackendImpl final : public CudaBackend {
   int attention_variant_ = kc::kVariantAuto;
   int min_split_keys_ = kc::kMinSplitKeys;
   int prefill_gemm_min_rows_ = 64;
+  bool prefill_fused_ = false;
   bool cascade_ = true;
   int cascade_min_keys_ = 128;
   // CUDA graphs of decode steps, by (bucket, context); see RunGraph.

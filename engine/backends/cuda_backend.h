@@ -37,6 +37,9 @@ struct CudaTuning {
   // Prefill chunks of at least this many rows take the matrix-product attention
   // (kernels/cuda/prefill_attention.h); INT_MAX: never.
   int prefill_gemm_min_rows = 64;
+  // Those chunks take the fused kernel instead (kernels::cuda::FlashPrefillAttention) where it
+  // applies (bf16, head_dim 64 or 128); off until it is measured against the matrix products.
+  bool prefill_fused = false;
   // Cascade attention for the prefix groups of decode-only steps (kernels/cuda/prefill_attention.h
   // CascadePrefixAttention): a group's shared blocks are read once per step, not once per row.
   bool cascade = true;

@@ -451,8 +451,9 @@ TEST(CudaBackend, CascadeAttentionMatchesPagedAttentionAndTheCpu) {
   const std::vector<std::vector<PrefixGroup>> groupings = {{{0, n, shared_blocks}},
                                                            {{1, 4, shared_blocks}}};
   for (Precision p : {Precision::kFp32, Precision::kBf16}) {
-    for (int variant : {kernels::cuda::kVariantAuto, kernels::cuda::kVariantOnline,
-                        kernels::cuda::kVariantPartitionWide}) {
+    for (int variant :
+         {kernels::cuda::kVariantAuto, kernels::cuda::kVariantOnline,
+          kernels::cuda::kVariantPartitionWide, kernels::cuda::kVariantPartitionMma}) {
       for (const std::vector<PrefixGroup>& groups : groupings) {
         SCOPED_TRACE(std::string(p == Precision::kFp32 ? "fp32" : "bf16") + " variant " +
                      std::to_string(variant) + " groups from " +
