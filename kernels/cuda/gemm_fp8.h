@@ -18,37 +18,20 @@
 
 #include "base/status.h"
 #include "kernels/cuda/fp8.h"
+#include "kernels/cuda/lt_plan.h"
 
 namespace llmq::kernels::cuda {
 
-class Fp8Gemm {
+// Init (LtPlans) before the first Run.
+class Fp8Gemm : public LtPlans {
  public:
-  Fp8Gemm() = default;
-  ~Fp8Gemm();
-  Fp8Gemm(const Fp8Gemm&) = delete;
-  Fp8Gemm& operator=(const Fp8Gemm&) = delete;
-
-  // Loads cuBLASLt (Unsupported, saying why, when it cannot) and creates its handle. `workspace`
-  // (device, `bytes`) may be shared with a cuBLAS handle on the same stream.
-  [[nodiscard]] Status Init(void* workspace, size_t bytes);
-
   // raw = xq · wqᵀ as above, enqueued on `stream`. k % 16 == 0; pointers 16-byte aligned.
   //   xq: [t, k] fp8;  wq: [n, k] fp8;  raw: [t, n] float
   [[nodiscard]] Status Run(const fp8* xq, int64_t t, int k, const fp8* wq, int n, float* raw,
                            cudaStream_t stream);
 
  private:
-  struct Plan {
-    cublasLtMatmulDesc_t desc = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-    cublasLtMatmulAlgo_t algo{};
-  };
-  [[nodiscard]] Status PlanFor(int64_t t, int k, int n, const Plan** out);
-
-  cublasLtHandle_t lt_ = nullptr;
-  void* ws_ = nullptr;
-  size_t ws_bytes_ = 0;
-  std::map<std::tuple<int64_t, int, int>, Plan> plans_;  // by (t, k, n)
+  [[nodiscard]] Status PlanFor(int64_t t, int k, int n, const LtPlan** out);
 };
 
 }  // namespace llmq::kernels::cuda
