@@ -26,6 +26,7 @@
 #include <exception>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <type_traits>
 
 #include "engine/backends/cuda_step_plan.h"
@@ -37,6 +38,7 @@
 #include "kernels/cuda/fp8.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_fp8.h"
+#include "kernels/cuda/gemm_tuned.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/prefill_attention.h"
@@ -261,6 +263,7 @@ class CudaBackendImpl final : public CudaBackend {
     min_split_keys_ = t.min_split_keys;
     prefill_gemm_min_rows_ = t.prefill_gemm_min_rows;
     prefill_fused_ = t.prefill_fused;
+    gemm_tuned_ = t.gemm_tuned && std::is_same_v<T, bf16> && !fp8_;
     cascade_ = t.cascade;
     graphs_ = t.graphs && graph_error_.empty();  // a refused capture is not retried
     cascade_min_keys_ = t.cascade_min_keys;
@@ -641,6 +644,10 @@ class CudaBackendImpl final : public CudaBackend {
   Status Linear(const T* x, int64_t t, int k, const T* w, int n, float* y, bool accumulate) {
     if (kc::GemvFits<T>(t, k)) {
       LLMQ_CUDA_TRY(kc::Gemv<T>(x, t, k, w, n, y, accumulate, stream_));
+    } else if constexpr (std::is_same_v<T, bf16>) {
+      if (gemm_tuned_ && tuned_gemm_.tuned(t, k, n))
+        return tuned_gemm_.Run(x, t, k, w, n, y, accumulate, stream_);
+      LLMQ_CUBLAS_TRY(kc::Gemm<T>(cublas_, x, t, k, w, n, y, accumulate));
     } else {
       LLMQ_CUBLAS_TRY(kc::Gemm<T>(cublas_, x, t, k, w, n, y, accumulate));
     }
@@ -790,6 +797,7 @@ class CudaBackendImpl final : public CudaBackend {
     // single rows would take the prefill path (its launch arguments are the step's positions).
     CudaStepPlan plan;
     LLMQ_RETURN_IF_ERROR(PlanCudaStep(b, cfg_, PlanOptions(), &plan));
+    if (gemm_tuned_ && !gemm_tune_tried_) LLMQ_RETURN_IF_ERROR(TuneGemms());
     const int bucket = GraphBucketFor(b.num_seqs(), graph_buckets_);
     if (graphs_ && b.decode_only && bucket > 0 && !profile_ && prefill_gemm_min_rows_ > 1 &&
         plan.cascade.empty())
@@ -801,6 +809,37 @@ class CudaBackendImpl final : public CudaBackend {
     StepLaunch s;
     LLMQ_RETURN_IF_ERROR(Prepare(b, plan, sampling, 0, &s));
     return Enqueue(s);
+  }
+
+  // CudaTuning::gemm_tuned: times cuBLASLt's candidates for the four projections at each graph
+  // bucket past the few-rows kernel's rows (decode steps are padded to their bucket), on inputs of
+  // zeros and layer 0's weights, before any of those steps is captured. About 47 buckets x 4
+  // shapes x 8 candidates x 6 runs: a second or so, once.
+  Status TuneGemms() {
+    gemm_tune_tried_ = true;
+    if constexpr (std::is_same_v<T, bf16>) {
+      LLMQ_RETURN_IF_ERROR(tuned_gemm_.Init(blas_ws_.p, kCublasWorkspace));
+      const int H = cfg_.hidden_size, I = cfg_.intermediate_size, qd = cfg_.q_dim();
+      const int qkv_w = qd + 2 * cfg_.kv_dim();
+      const Layer& W = layers_[0];
+      const std::tuple<const T*, int, int> shapes[] = {// weights, k, n
+                                                       {W.qkv.as<T>(), H, qkv_w},
+                                                       {W.o.as<T>(), qd, H},
+                                                       {W.gate_up.as<T>(), H, 2 * I},
+                                                       {W.down.as<T>(), I, H}};
+      const int rows = graph_buckets_.empty() ? 0 : graph_buckets_.back();
+      DeviceBuffer x, scratch;
+      LLMQ_RETURN_IF_ERROR(x.Reserve(size_t(rows) * std::max({H, I, qd}) * sizeof(T)));
+      LLMQ_RETURN_IF_ERROR(scratch.Reserve(size_t(rows) * std::max({qkv_w, H, 2 * I}) * 4));
+      LLMQ_CUDA_TRY(cudaMemsetAsync(x.p, 0, x.bytes, stream_));
+      for (int bucket : graph_buckets_)
+        if (!kc::GemvFits<T>(bucket, H))
+          for (const auto& [w, k, n] : shapes)
+            LLMQ_RETURN_IF_ERROR(
+                tuned_gemm_.Tune(x.as<T>(), bucket, k, w, n, scratch.as<float>(), stream_));
+      LLMQ_CUDA_TRY(cudaStreamSynchronize(stream_));  // before x and scratch are freed
+    }
+    return Status::Ok();
   }
 
   CudaPlanOptions PlanOptions() const {
@@ -905,7 +944,8 @@ class CudaBackendImpl final : public CudaBackend {
             i(cache_.block_size),
             i(cache_.kv_heads),
             i(attention_variant_),
-            i(min_split_keys_)};
+            i(min_split_keys_),
+            i(gemm_tuned_)};
   }
 
   // Sizes the buffers for `b` (planned as `plan`) and uploads its metadata (one copy): *s gets
@@ -1119,6 +1159,9 @@ class CudaBackendImpl final : public CudaBackend {
   int min_split_keys_ = kc::kMinSplitKeys;
   int prefill_gemm_min_rows_ = 64;
   bool prefill_fused_ = false;
+  bool gemm_tuned_ = false;       // CudaTuning::gemm_tuned
+  bool gemm_tune_tried_ = false;  // TuneGemms ran (its failure is the step's, once)
+  kc::TunedGemm tuned_gemm_;      // the buckets' products, once TuneGemms ran
   bool cascade_ = true;
   int cascade_min_keys_ = 128;
   // CUDA graphs of decode steps, by (bucket, context); see RunGraph.

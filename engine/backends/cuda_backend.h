@@ -40,6 +40,10 @@ struct CudaTuning {
   // Those chunks take the fused kernel instead (kernels::cuda::FlashPrefillAttention) where it
   // applies (bf16, head_dim 64 or 128); off until it is measured against the matrix products.
   bool prefill_fused = false;
+  // Products of a decode graph bucket's rows (more than kernels::cuda::kGemvMaxRows) through the
+  // fastest of cuBLASLt's candidates, each bucket's timed at the next step
+  // (kernels/cuda/gemm_tuned.h); bf16 weights only; off until measured against cuBLAS's pick.
+  bool gemm_tuned = false;
   // Cascade attention for the prefix groups of decode-only steps (kernels/cuda/prefill_attention.h
   // CascadePrefixAttention): a group's shared blocks are read once per step, not once per row.
   bool cascade = true;

@@ -14,6 +14,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_tuned.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/prefill_attention.h"
@@ -389,6 +390,37 @@ TYPED_TEST(CudaKernels, GemmMatchesDoubleReference) {
     }
   }
   kc::Cublas()->destroy(h);
+}
+
+// The tuned bf16 products (cuBLASLt's fastest candidate, timed): every candidate's time is
+// reported, the kept one gives the reference's product with and without accumulation, and an
+// untuned shape is refused rather than run with some other shape's algorithm.
+TEST(CudaKernelsTuned, TunedGemmMatchesDoubleReference) {
+  LLMQ_REQUIRE_GPU();
+  ASSERT_TRUE(kc::LoadCublasLt().ok());
+  DevArray<float> ws(size_t{8} << 20);  // 32 MB
+  kc::TunedGemm g;
+  ASSERT_TRUE(g.Init(ws.p, size_t{32} << 20).ok());
+  for (auto [t, k, n] : {std::array<int, 3>{17, 256, 104}, std::array<int, 3>{256, 1024, 3072}}) {
+    const auto x = AsStored<kc::bf16>(Random(size_t(t) * k, 80 + k));
+    const auto w = AsStored<kc::bf16>(Random(size_t(n) * k, 81 + k));
+    const auto y0 = Random(size_t(t) * n, 82 + k);
+    DevArray<kc::bf16> dx(x), dw(w);
+    DevArray<float> scratch(size_t(t) * n);
+    std::vector<double> us;
+    ASSERT_TRUE(g.Tune(dx.p, t, k, dw.p, n, scratch.p, nullptr, 8, 3, &us).ok());
+    ASSERT_FALSE(us.empty());
+    EXPECT_TRUE(g.tuned(t, k, n));
+    EXPECT_FALSE(g.tuned(t + 1, k, n));
+    for (bool acc : {false, true}) {
+      const std::vector<float> want = Product(x, w, acc ? &y0 : nullptr, t, k, n);
+      DevArray<float> y(acc ? y0 : std::vector<float>(size_t(t) * n, NAN));
+      ASSERT_TRUE(g.Run(dx.p, t, k, dw.p, n, y.p, acc, nullptr).ok());
+      EXPECT_LE(RelErr(y.Get(), want), 1e-5) << t << "x" << k << "x" << n << " acc " << acc;
+    }
+    DevArray<float> y(size_t(t + 1) * n);
+    EXPECT_FALSE(g.Run(dx.p, t + 1, k, dw.p, n, y.p, false, nullptr).ok());
+  }
 }
 
 // The few-rows kernel on odd feature counts and long rows, both with and without accumulation,
