@@ -655,17 +655,27 @@ int PartLen(const AttentionArgs& a) {
   return (len + 31) / 32 * 32;
 }
 
+// A partition kernel's launch with `gc` query heads a block (PartitionBlock): the KV group's head
+// chunks, the partition length, and the grid (rows, kv heads x chunks, partitions).
+struct PartitionLaunch {
+  int chunks, part_len;
+  dim3 grid;
+  template <class T>
+  PartitionLaunch(const AttentionArgs& a, const KvCache<T>& c, int gc)
+      : chunks((a.num_heads / c.kv_heads + gc - 1) / gc),
+        part_len(PartLen(a)),
+        grid(a.num_tokens, c.kv_heads * chunks, a.num_splits) {}
+};
+
 template <class T, int DPG, int GC, int KPG>
 cudaError_t LaunchPartitionKpg(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
                                cudaStream_t stream) {
   constexpr int D = 8 * DPG;
-  const int G = a.num_heads / c.kv_heads, chunks = (G + GC - 1) / GC;
-  const int part_len = PartLen(a);
-  const size_t smem = sizeof(float) * (GC * part_len + 4 * GC * D + 2 * GC);
+  const PartitionLaunch pl(a, c, GC);
+  const size_t smem = sizeof(float) * (GC * pl.part_len + 4 * GC * D + 2 * GC);
   if (smem > 48 * 1024) return cudaErrorInvalidValue;  // PartitionFits keeps it under
-  const dim3 grid(a.num_tokens, c.kv_heads * chunks, a.num_splits);
   PartitionKernel<T, DPG, GC, KPG>
-      <<<grid, 128, smem, stream>>>(a, c, layer, chunks, part_len, out, a.workspace);
+      <<<pl.grid, 128, smem, stream>>>(a, c, layer, pl.chunks, pl.part_len, out, a.workspace);
   return MergeIfSplit(a, c, out, stream);
 }
 
@@ -673,13 +683,12 @@ template <class T, int DPG, int GC, int S>
 cudaError_t LaunchPartitionAsync(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
                                  cudaStream_t stream) {
   constexpr int D = 8 * DPG;
-  const int G = a.num_heads / c.kv_heads, chunks = (G + GC - 1) / GC;
-  const int part_len = PartLen(a);
-  const size_t smem = S * kAsyncTileBytes + sizeof(float) * (GC * part_len + 4 * GC * D + 2 * GC);
+  const PartitionLaunch pl(a, c, GC);
+  const size_t smem =
+      S * kAsyncTileBytes + sizeof(float) * (GC * pl.part_len + 4 * GC * D + 2 * GC);
   if (smem > 48 * 1024) return cudaErrorInvalidValue;  // 24 + 8 + 8 KB at most (kMaxPartLen)
-  const dim3 grid(a.num_tokens, c.kv_heads * chunks, a.num_splits);
   PartitionAsyncKernel<T, D, GC, S>
-      <<<grid, 128, smem, stream>>>(a, c, layer, chunks, part_len, out, a.workspace);
+      <<<pl.grid, 128, smem, stream>>>(a, c, layer, pl.chunks, pl.part_len, out, a.workspace);
   return MergeIfSplit(a, c, out, stream);
 }
 
@@ -700,13 +709,12 @@ bool LaunchPartitionMma(const AttentionArgs& a, const KvCache<T>& c, int layer, 
     return false;
   } else {
     constexpr int S = 2;
-    const int G = a.num_heads / c.kv_heads, chunks = (G + kMmaHeads - 1) / kMmaHeads;
-    const int part_len = PartLen(a);
-    const size_t smem = MmaSmemBytes<D, S>(std::min(G, kMmaHeads), part_len);
+    const PartitionLaunch pl(a, c, kMmaHeads);
+    const size_t smem =
+        MmaSmemBytes<D, S>(std::min(a.num_heads / c.kv_heads, kMmaHeads), pl.part_len);
     if (smem > 48 * 1024) return false;
-    const dim3 grid(a.num_tokens, c.kv_heads * chunks, a.num_splits);
     PartitionMmaKernel<D, S>
-        <<<grid, 128, smem, stream>>>(a, c, layer, chunks, part_len, out, a.workspace);
+        <<<pl.grid, 128, smem, stream>>>(a, c, layer, pl.chunks, pl.part_len, out, a.workspace);
     *err = MergeIfSplit(a, c, out, stream);
     return true;
   }
