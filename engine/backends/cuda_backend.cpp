@@ -1158,7 +1158,7 @@ class CudaBackendImpl final : public CudaBackend {
   int attention_variant_ = kc::kVariantAuto;
   int min_split_keys_ = kc::kMinSplitKeys;
   int prefill_gemm_min_rows_ = 64;
-  bool prefill_fused_ = false;
+  bool prefill_fused_ = true;
   bool gemm_tuned_ = false;       // CudaTuning::gemm_tuned
   bool gemm_tune_tried_ = false;  // TuneGemms ran (its failure is the step's, once)
   kc::TunedGemm tuned_gemm_;      // the buckets' products, once TuneGemms ran

@@ -737,7 +737,7 @@ template <class T, int DPG>
 cudaError_t LaunchPartitionDpg(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
                                cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
-  if (a.variant == kVariantPartitionMma &&
+  if ((a.variant == kVariantPartitionMma || a.variant == kVariantAuto) &&
       LaunchPartitionMma<T, 8 * DPG>(a, c, layer, out, stream, &err))
     return err;
   const int G = a.num_heads / c.kv_heads;

@@ -44,12 +44,13 @@ struct AttentionArgs {
   __host__ __device__ int slot_stride() const { return num_splits + (key_begin ? 1 : 0); }
 };
 
-// The kernels: kVariantAuto takes the partition kernel with cp.async tiles (kVariantPartitionAsync)
-// where it applies (head_dim 64 or 128, partitions of at most kMaxPartLen keys) and the
+// The kernels: kVariantAuto takes the partition kernel where it applies (head_dim 64 or 128,
+// partitions of at most kMaxPartLen keys): on the tensor cores for a bf16 cache
+// (kVariantPartitionMma), with cp.async tiles otherwise (kVariantPartitionAsync); the
 // online-softmax kernel elsewhere. The others force one (benchmarks and tests compare them).
 // On an H200 (2026-12-04, Llama-3-8B shape, context 1,000): decode attention at batch 256 took
-// 17.0 ms a step with the async tiles, 28.4 with kVariantPartition, 28.5 Wide, 17.3 AsyncDeep,
-// 36.4 Online; at batch 1, 0.67 ms against 1.02.
+// 12.1 ms a step on the tensor cores, 17.0 with the async tiles, 28.4 with kVariantPartition,
+// 28.5 Wide, 17.3 AsyncDeep, 25.0 AsyncHalf, 36.4 Online; at batch 1, 0.67 ms against 1.02.
 constexpr int kVariantAuto = 0;
 constexpr int kVariantOnline = 1;           // a running max per key tile of 4 (2 for wide heads)
 constexpr int kVariantOnlineSingleKey = 2;  // the same, one key at a time
@@ -67,7 +68,8 @@ constexpr int kVariantPartitionAsyncHalf = 7;
 // The cp.async partition kernel with both products on the tensor cores (mma.sync m16n8k16, bf16
 // in, float sums; sm_80 and later): up to 8 query heads of a KV group a block, the query and the
 // probabilities rounded to bf16 as FlashInfer's decode with tensor cores. A bf16 cache only;
-// a float cache, or more than 48 KB of shared memory, takes kVariantPartitionAsync.
+// a float cache, or more than 48 KB of shared memory, takes kVariantPartitionAsync. kVariantAuto
+// takes it where it applies.
 constexpr int kVariantPartitionMma = 8;
 constexpr int kMaxPartLen = 512;
 constexpr int kMinSplitKeys = 64;  // AttentionSplits' default floor

@@ -12,8 +12,9 @@
 namespace llmq::kernels::cuda {
 
 constexpr int kGemvMaxRows = 8;
-// 16-byte chunks of a weight row each lane has in flight (2, 4 or 8). 2 until 2026-12-04, when
-// the projections of k 4,096 read 57-63% of an H200's bandwidth at one row (bench/RESULTS.md).
+// 16-byte chunks of a weight row each lane has in flight (2, 4 or 8). 2 until 2026-12-04; on an
+// H200 the three read within noise of each other (qkv 64-67%, o 56-59% of the bandwidth at one
+// row: the loads in flight are not what holds them back; bench/RESULTS.md).
 constexpr int kGemvInFlight = 4;
 
 // True when Gemv serves this shape: t <= kGemvMaxRows and rows of 16-byte multiples (k * sizeof(T)
