@@ -462,6 +462,9 @@ int Main(int argc, char** argv) {
     std::map<std::string, double> off_ms, on_ms;
     const double t_off =
         TimeStep(*be, step, quick ? 5 : 20, "shared prefix, paged attention", paged, &off_ms);
+    CudaTuning products;  // the shared halves through the matrix products
+    products.prefill_fused = false;
+    TimeStep(*be, step, quick ? 5 : 20, "shared prefix, cascade on the matrix products", products);
     const double t_on =
         TimeStep(*be, step, quick ? 5 : 20, "shared prefix, cascade attention", {}, &on_ms);
     const double a_off = off_ms["attention"], a_on = on_ms["attention"];

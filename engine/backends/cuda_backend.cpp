@@ -850,7 +850,14 @@ class CudaBackendImpl final : public CudaBackend {
     po.max_scratch = kMaxPrefillScratch;
     po.cascade = cascade_;
     po.cascade_min_keys = cascade_min_keys_;
+    po.fused = Fused();
     return po;
+  }
+
+  // Prefill chunks and cascade groups take the fused kernels (CudaTuning::prefill_fused).
+  bool Fused() const {
+    return prefill_fused_ && std::is_same_v<T, kc::bf16> &&
+           kc::FlashPrefillFits(cfg_.head_dim, sizeof(T));
   }
 
   // A decode step through the graph of (bucket, context): the step padded to that shape
@@ -1089,14 +1096,20 @@ class CudaBackendImpl final : public CudaBackend {
                                           cos_sin_.as<float>(), s.slots, cache_, l, stream_));
       Mark(kAttention);
       // The groups' shared halves first: the paged kernel's merge reads their partials.
-      for (const kc::CascadeGroup& g : s.groups)
+      for (const kc::CascadeGroup& g : s.groups) {
+        if constexpr (std::is_same_v<T, kc::bf16>)
+          if (Fused()) {
+            LLMQ_CUDA_TRY(kc::FlashCascadeAttention(g, cache_, l, stream_));
+            continue;
+          }
         LLMQ_RETURN_IF_ERROR(
             Check(kc::CascadePrefixAttention<T>(cublas_, g, cache_, l, prefill_ws_.p, stream_)));
+      }
       if (aa.num_tokens > 0)
         LLMQ_CUDA_TRY(kc::PagedAttention<T>(aa, cache_, l, attn_.as<T>(), stream_));
       for (const kc::PrefillChunk& c : s.chunks) {
         if constexpr (std::is_same_v<T, kc::bf16>)
-          if (prefill_fused_ && kc::FlashPrefillFits(cfg_.head_dim, sizeof(T))) {
+          if (Fused()) {
             LLMQ_CUDA_TRY(kc::FlashPrefillAttention(c, cache_, l, attn_.as<T>(), stream_));
             continue;
           }

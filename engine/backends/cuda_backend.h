@@ -37,9 +37,10 @@ struct CudaTuning {
   // Prefill chunks of at least this many rows take the matrix-product attention
   // (kernels/cuda/prefill_attention.h); INT_MAX: never.
   int prefill_gemm_min_rows = 64;
-  // Those chunks take the fused kernel instead (kernels::cuda::FlashPrefillAttention) where it
-  // applies (bf16, head_dim 64 or 128): on an H200 the 8 x 1,024 prefill step took 229 ms with
-  // it, 258 ms with the matrix products (2026-12-04).
+  // Those chunks, and the shared halves of cascade groups, take the fused kernels instead
+  // (kernels::cuda::FlashPrefillAttention, FlashCascadeAttention) where they apply (bf16,
+  // head_dim 64 or 128), with no scratch: on an H200 the 8 x 1,024 prefill step took 229 ms with
+  // them, 258 ms with the matrix products (2026-12-04).
   bool prefill_fused = true;
   // Products of a decode graph bucket's rows (more than kernels::cuda::kGemvMaxRows) through the
   // fastest of cuBLASLt's candidates, each bucket's timed at the next step

@@ -23,10 +23,10 @@ Status PlanCudaStep(const StepBatch& b, const ModelConfig& cfg, const CudaPlanOp
     // positions are not consecutive (never from the engine) stays on the per-row kernels.
     bool prefill = ql > 0 && ql >= min_rows;
     for (int r = 1; prefill && r < ql; ++r) prefill = b.positions[r0 + r] == b.positions[r0] + r;
-    const int64_t bytes =
-        prefill ? kernels::cuda::PrefillScratchBytes(ql, b.positions[r0] + ql, cfg.num_heads,
-                                                     cfg.num_kv_heads, cfg.head_dim, elem_size)
-                : 0;
+    const int64_t bytes = prefill && !opt.fused ? kernels::cuda::PrefillScratchBytes(
+                                                      ql, b.positions[r0] + ql, cfg.num_heads,
+                                                      cfg.num_kv_heads, cfg.head_dim, elem_size)
+                                                : 0;
     if (prefill && bytes <= max_scratch) {
       plan.prefill_seqs.push_back(s);
       plan.prefill_scratch = std::max(plan.prefill_scratch, bytes);
@@ -44,8 +44,10 @@ Status PlanCudaStep(const StepBatch& b, const ModelConfig& cfg, const CudaPlanOp
       c.row0 = b.query_start[g.first_seq];
       c.num_rows = g.num_seqs;
       c.shared_len = g.num_blocks * opt.block_size;
-      const int64_t bytes = kernels::cuda::CascadeScratchBytes(
-          c.num_rows, c.shared_len, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, elem_size);
+      const int64_t bytes =
+          opt.fused ? 0
+                    : kernels::cuda::CascadeScratchBytes(c.num_rows, c.shared_len, cfg.num_heads,
+                                                         cfg.num_kv_heads, cfg.head_dim, elem_size);
       if (int64_t{c.shared_len} * (c.num_rows - 1) < opt.cascade_min_keys || bytes > max_scratch)
         continue;
       plan.cascade.push_back(c);

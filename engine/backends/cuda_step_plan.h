@@ -40,12 +40,15 @@ struct CudaPlanOptions {
   int64_t max_scratch = 0;     // bytes of scratch one chunk or group may take
   bool cascade = true;         // cascade attention for decode-only steps' prefix groups
   int cascade_min_keys = 128;  // a group's shared_len x (num_rows - 1) must reach this
+  // Chunks and groups take the fused kernels (FlashPrefillAttention, FlashCascadeAttention):
+  // they need no scratch, so max_scratch bounds neither and prefill_scratch stays 0.
+  bool fused = false;
 };
 
 // A sequence takes the prefill path when it has at least `min_rows` query rows at consecutive
-// positions and its scratch is at most `max_scratch` bytes. In a decode-only step (every row is
-// its own sequence's), a prefix group takes cascade attention when the key reads it saves,
-// shared_len x (num_rows - 1), reach cascade_min_keys and its scratch fits max_scratch.
+// positions and its scratch is at most `max_scratch` bytes (none with `fused`). In a decode-only
+// step (every row is its own sequence's), a prefix group takes cascade attention when the key reads
+// it saves, shared_len x (num_rows - 1), reach cascade_min_keys and its scratch fits max_scratch.
 // A position outside [0, max_position_embeddings) is an InvalidArgument naming it.
 Status PlanCudaStep(const StepBatch& b, const ModelConfig& cfg, const CudaPlanOptions& opt,
                     CudaStepPlan* out);

@@ -1,5 +1,5 @@
 // Device pieces shared by the tensor-core kernels (attention.cu's PartitionMmaKernel,
-// prefill_attention.cu's FlashPrefillKernel): cp.async copies to shared memory, ldmatrix, mma.sync
+// prefill_attention.cu's FlashKernel): cp.async copies to shared memory, ldmatrix, mma.sync
 // on bf16, and the XOR swizzle of shared-memory rows. sm_80 and later; on older devices cp.async
 // copies synchronously and the tensor-core pieces trap (their kernels are not launched there by
 // default).

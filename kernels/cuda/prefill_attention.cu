@@ -198,7 +198,11 @@ KernelStatus Attend(cublasHandle_t handle, const PrefillChunk& c, int ctx, const
 // Keys per shared-memory tile of the fused prefill kernel, and query rows per block (16 a warp).
 constexpr int kFlashKeys = 32, kFlashRows = 64;
 
-// FlashPrefillAttention's kernel: FlashAttention-2's forward on mma.sync (bf16 in, float sums).
+// FlashPrefillAttention's kernel (Partial false) and FlashCascadeAttention's (Partial true):
+// FlashAttention-2's forward on mma.sync (bf16 in, float sums). The rows are cg.rows; with
+// Partial, every row sees the keys [0, cg.shared_len) (no mask: they precede every row) and its
+// unnormalised (O, M, L) goes to its cascade slot of cg.workspace, as PartialSoftmaxKernel's and
+// ScatterPartialKernel's; without, row r sees the keys [0, p0 + r] and O / L goes to `out`.
 // grid: x = tile of 64 of the chunk's rows, longest first, y = KV head; block: 4 warps of 16 rows.
 // Row R = r * G + hg stands for the chunk's query row r (position p0 + r) at query head hg of KV
 // group y, so a tile covers consecutive positions and one K/V read serves the group's G heads.
@@ -211,9 +215,10 @@ constexpr int kFlashKeys = 32, kFlashRows = 64;
 //     max is exchanged among the 4 lanes holding it, its sum is kept per lane and added at the end;
 //   O (16 x D) += P V: the C fragments of S are P's A fragments once rounded to bf16; V's B
 //     fragments by ldmatrix.trans.
-template <int D>
+template <int D, bool Partial>
 __global__ void __launch_bounds__(128)
-    FlashPrefillKernel(PrefillChunk c, KvCache<bf16> cache, int layer, bf16* out) {
+    FlashKernel(CascadeGroup cg, KvCache<bf16> cache, int layer, bf16* out) {
+  const PrefillChunk& c = cg.rows;
   constexpr int KS = D / 16, NT = kFlashKeys / 8, DT = D / 8, CPR = D / 8;
   const int kvh = blockIdx.y, G = c.num_heads / cache.kv_heads, rows = c.q_len * G;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, cq = lane & 3;
@@ -222,8 +227,9 @@ __global__ void __launch_bounds__(128)
   // each sees; a row past the chunk takes the last row's position and writes nothing.
   const int ra = R0 + 16 * warp + g, rb = ra + 8;
   const bool va = ra < rows, vb = rb < rows;
-  const int pos_a = c.p0 + min(ra, rows - 1) / G, pos_b = c.p0 + min(rb, rows - 1) / G;
-  const int nkeys = c.p0 + (min(R0 + kFlashRows, rows) - 1) / G + 1;  // the block's keys
+  const int pos_a = Partial ? cg.shared_len - 1 : c.p0 + min(ra, rows - 1) / G;
+  const int pos_b = Partial ? cg.shared_len - 1 : c.p0 + min(rb, rows - 1) / G;
+  const int nkeys = Partial ? cg.shared_len : c.p0 + (min(R0 + kFlashRows, rows) - 1) / G + 1;
   const int ntiles = (nkeys + kFlashKeys - 1) / kFlashKeys;
 
   __shared__ __align__(16) bf16 ks[2][kFlashKeys * D], vs[2][kFlashKeys * D];
@@ -352,11 +358,32 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads();  // the stage is refilled by the next iteration's issue
   }
-  // Each row's sum over its 4 lanes; O / L to the rows' heads of `out`.
+  // Each row's sum over its 4 lanes.
   l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
   l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
   l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
   l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+  if constexpr (Partial) {
+    // (O, M, L) to the row's cascade slot: M in the scores' natural units (the merge takes
+    // expf(M - M')), so the base-2 running max times ln 2; a row that saw no key weighs nothing.
+    const int64_t slots = cg.num_splits + 1;
+    float* ml = cg.workspace + static_cast<int64_t>(cg.ws_rows) * c.num_heads * slots * D;
+    auto put = [&](int r, float m, float l, const float(&acc)[DT][4], int e) {
+      const int64_t part = CascadePart(cg, r / G, kvh * G + r % G);
+#pragma unroll
+      for (int i = 0; i < DT; ++i)
+        *reinterpret_cast<float2*>(cg.workspace + part * D + 8 * i + 2 * cq) =
+            make_float2(acc[i][e], acc[i][e + 1]);
+      if (cq == 0) {
+        ml[2 * part] = l > 0.f ? m * 0.6931471805599453f : 0.f;
+        ml[2 * part + 1] = l;
+      }
+    };
+    if (va) put(ra, m_a, l_a, o, 0);
+    if (vb) put(rb, m_b, l_b, o, 2);
+    return;
+  }
+  // O / L to the rows' heads of `out`.
   const int64_t stride = int64_t{c.num_heads} * D;
   auto put = [&](int r, float inv, float x, float y, int d) {
     bf16* at = out + (c.row0 + r / G) * stride + (kvh * G + r % G) * D + d;
@@ -415,8 +442,13 @@ bool FlashPrefillFits(int head_dim, int elem_size) {
   return elem_size == 2 && (head_dim == 64 || head_dim == 128);
 }
 
-cudaError_t FlashPrefillAttention(const PrefillChunk& c, const KvCache<bf16>& cache, int layer,
-                                  bf16* out, cudaStream_t stream) {
+namespace {
+
+// FlashKernel's launch over cg.rows: tiles of 64 rows x KV heads.
+template <bool Partial>
+cudaError_t LaunchFlash(const CascadeGroup& cg, const KvCache<bf16>& cache, int layer, bf16* out,
+                        cudaStream_t stream) {
+  const PrefillChunk& c = cg.rows;
   if (c.q_len <= 0) return cudaSuccess;
   if (cache.kv_heads <= 0 || c.num_heads % cache.kv_heads ||
       !FlashPrefillFits(cache.head_dim, sizeof(bf16)))
@@ -424,10 +456,26 @@ cudaError_t FlashPrefillAttention(const PrefillChunk& c, const KvCache<bf16>& ca
   const int G = c.num_heads / cache.kv_heads;
   const dim3 grid((c.q_len * G + kFlashRows - 1) / kFlashRows, cache.kv_heads);
   if (cache.head_dim == 64)
-    FlashPrefillKernel<64><<<grid, 128, 0, stream>>>(c, cache, layer, out);
+    FlashKernel<64, Partial><<<grid, 128, 0, stream>>>(cg, cache, layer, out);
   else
-    FlashPrefillKernel<128><<<grid, 128, 0, stream>>>(c, cache, layer, out);
+    FlashKernel<128, Partial><<<grid, 128, 0, stream>>>(cg, cache, layer, out);
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t FlashPrefillAttention(const PrefillChunk& c, const KvCache<bf16>& cache, int layer,
+                                  bf16* out, cudaStream_t stream) {
+  CascadeGroup cg;
+  cg.rows = c;
+  return LaunchFlash<false>(cg, cache, layer, out, stream);
+}
+
+cudaError_t FlashCascadeAttention(const CascadeGroup& g, const KvCache<bf16>& cache, int layer,
+                                  cudaStream_t stream) {
+  if (g.rows.q_len > 0 && (g.shared_len <= 0 || !g.workspace || g.num_splits < 1))
+    return cudaErrorInvalidValue;
+  return LaunchFlash<true>(g, cache, layer, nullptr, stream);
 }
 
 template KernelStatus PrefillAttention<float>(cublasHandle_t, const PrefillChunk&,

@@ -47,7 +47,7 @@ KernelStatus PrefillAttention(cublasHandle_t handle, const PrefillChunk& c, cons
                               int layer, void* scratch, T* out, cudaStream_t stream);
 
 // The same attention fused in one kernel for a bf16 cache (FlashAttention-2's forward on the
-// tensor cores, kernels/cuda/prefill_attention.cu FlashPrefillKernel): S and P never leave the
+// tensor cores, kernels/cuda/prefill_attention.cu FlashKernel): S and P never leave the
 // multiprocessor, and key tiles past a tile's last position are not read. No scratch. The query
 // and the probabilities are rounded to bf16 for the products. Requires FlashPrefillFits.
 bool FlashPrefillFits(int head_dim, int elem_size);
@@ -79,5 +79,11 @@ template <class T>
 KernelStatus CascadePrefixAttention(cublasHandle_t handle, const CascadeGroup& g,
                                     const KvCache<T>& cache, int layer, void* scratch,
                                     cudaStream_t stream);
+
+// The same partial (O, M, L) from FlashPrefillAttention's fused kernel for a bf16 cache (no
+// scratch; the query and the probabilities rounded to bf16 for the products, L the sum of the
+// probabilities before rounding). Requires FlashPrefillFits.
+cudaError_t FlashCascadeAttention(const CascadeGroup& g, const KvCache<bf16>& cache, int layer,
+                                  cudaStream_t stream);
 
 }  // namespace llmq::kernels::cuda

@@ -382,7 +382,8 @@ TEST(CudaBackend, CopiedBlocksServeAsTheOriginals) {
 // prefix groups. The logits with cascade attention match those without it and the CPU backend's,
 // for the whole batch in one group and for a group of some of the sequences, through both per-row
 // kernels (head_dim 64: the partition kernel; 4 context splits, 3 of them wholly inside the
-// shared prefix, so the cascade's partial is the fifth slot).
+// shared prefix, so the cascade's partial is the fifth slot), and in bf16 with the shared halves
+// through the fused kernel and through the matrix products.
 TEST(CudaBackend, CascadeAttentionMatchesPagedAttentionAndTheCpu) {
   LLMQ_REQUIRE_GPU();
   ModelConfig cfg;
@@ -454,10 +455,13 @@ TEST(CudaBackend, CascadeAttentionMatchesPagedAttentionAndTheCpu) {
     for (int variant :
          {kernels::cuda::kVariantAuto, kernels::cuda::kVariantOnline,
           kernels::cuda::kVariantPartitionWide, kernels::cuda::kVariantPartitionMma}) {
-      for (const std::vector<PrefixGroup>& groups : groupings) {
+      for (int k = 0; k < static_cast<int>(groupings.size()) * 2; ++k) {
+        const std::vector<PrefixGroup>& groups = groupings[k / 2];
+        const bool fused = k % 2 == 0;
+        if (!fused && p == Precision::kFp32) continue;  // fp32 has the matrix products only
         SCOPED_TRACE(std::string(p == Precision::kFp32 ? "fp32" : "bf16") + " variant " +
                      std::to_string(variant) + " groups from " +
-                     std::to_string(groups[0].first_seq));
+                     std::to_string(groups[0].first_seq) + (fused ? " fused" : ""));
         CpuBackend cpu(cfg, *w);
         auto gpu = MakeCuda(cfg, *w, p);
         ASSERT_TRUE(gpu);
@@ -472,6 +476,7 @@ TEST(CudaBackend, CascadeAttentionMatchesPagedAttentionAndTheCpu) {
           CudaTuning tune;  // eager both ways: graphs are tested on their own
           tune.attention_variant = variant;
           tune.graphs = false;
+          tune.prefill_fused = fused;
           tune.cascade = false;
           gpu->SetTuning(tune);
           Status st = gpu->Forward(step, plain.data());

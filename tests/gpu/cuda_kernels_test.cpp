@@ -370,6 +370,132 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
   }
 }
 
+// The shared half of cascade attention: a group of decode rows over one shared prefix (shuffled
+// blocks, a partial last key tile, a row count that leaves partial row tiles) writes each row's
+// partial (O, M, L) into its cascade slot of a larger launch's workspace: O / L is the attention
+// over the shared keys alone and M + log L their log-sum-exp (in the scores' natural units, which
+// the merge assumes), against a double reference; every other slot stays as it was. Through the
+// matrix products (float and bf16) and the fused kernel (bf16, head_dim 64 and 128).
+TYPED_TEST(CudaKernels, CascadePartialsMatchDoubleReference) {
+  LLMQ_REQUIRE_GPU();
+  using T = TypeParam;
+  for (const AttnShape s : {AttnShape{8, 2, 64}, AttnShape{32, 8, 128}, AttnShape{4, 4, 128}}) {
+    const int bs = 16, D = s.d, kvd = s.nkv * D, G = s.nh / s.nkv;
+    const int shared_blocks = 19, shared = shared_blocks * bs;  // 304 keys: 9.5 tiles of 32
+    const int n = 37, row0 = 2, ws_rows = n + 5, splits = 3, slots = splits + 1;
+    const int num_blocks = shared_blocks + 4;
+    std::vector<int32_t> table(num_blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), std::mt19937(11 + D));
+    kc::KvCache<T> cache;
+    cache.num_blocks = num_blocks;
+    cache.block_size = bs;
+    cache.kv_heads = s.nkv;
+    cache.head_dim = D;
+    const auto kr = AsStored<T>(Random(size_t(shared) * kvd, 80 + D));
+    const auto vr = AsStored<T>(Random(size_t(shared) * kvd, 81 + D));
+    std::vector<float> gk(cache.LayerElems(), 0.f), gv(cache.LayerElems(), 0.f);
+    for (int p = 0; p < shared; ++p)
+      for (int h = 0; h < s.nkv; ++h)
+        for (int d = 0; d < D; ++d) {
+          const int64_t at = cache.Index(0, table[p / bs], h, p % bs) + d;
+          gk[at] = kr[size_t(p) * kvd + h * D + d];
+          gv[at] = vr[size_t(p) * kvd + h * D + d];
+        }
+    const int64_t q_stride = int64_t{s.nh} * D + 3;
+    const auto q = Random(size_t(ws_rows) * q_stride, 82 + D);
+    const float scale = 1.f / std::sqrt(float(D));
+    // The reference per (row, head): O / L and the log-sum-exp of the scores.
+    std::vector<float> want_o(size_t(n) * s.nh * D), want_lse(size_t(n) * s.nh);
+    for (int r = 0; r < n; ++r)
+      for (int h = 0; h < s.nh; ++h) {
+        const float* qr = q.data() + (row0 + r) * q_stride + h * D;
+        std::vector<double> sc(shared);
+        double mx = -INFINITY;
+        for (int j = 0; j < shared; ++j) {
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += double(qr[d]) * kr[size_t(j) * kvd + (h / G) * D + d];
+          sc[j] = dot * scale;
+          mx = std::max(mx, sc[j]);
+        }
+        double l = 0;
+        std::vector<double> o(D, 0.0);
+        for (int j = 0; j < shared; ++j) {
+          const double e = std::exp(sc[j] - mx);
+          l += e;
+          for (int d = 0; d < D; ++d) o[d] += e * vr[size_t(j) * kvd + (h / G) * D + d];
+        }
+        for (int d = 0; d < D; ++d) want_o[(size_t(r) * s.nh + h) * D + d] = float(o[d] / l);
+        want_lse[size_t(r) * s.nh + h] = float(mx + std::log(l));
+      }
+    DevArray<T> dk(gk), dv(gv);
+    cache.k = dk.p;
+    cache.v = dv.p;
+    DevArray<float> dq(q);
+    DevInts dtab(table);
+    // Each path writes into a poisoned workspace; the slots read back: O / L, M + log L.
+    auto check = [&](const char* path, auto run) {
+      SCOPED_TRACE(std::string(path) + ", heads " + std::to_string(s.nh) + "/" +
+                   std::to_string(s.nkv) + ", head_dim " + std::to_string(D));
+      DevArray<float> ws(kc::AttentionWorkspaceFloats(ws_rows, s.nh, D, slots));
+      kc::CascadeGroup g;
+      g.rows.q = dq.p;
+      g.rows.q_stride = q_stride;
+      g.rows.row0 = row0;
+      g.rows.q_len = n;
+      g.rows.num_heads = s.nh;
+      g.rows.block_table = dtab.p;
+      g.rows.scale = scale;
+      g.shared_len = shared;
+      g.workspace = ws.p;
+      g.ws_rows = ws_rows;
+      g.num_splits = splits;
+      run(g);
+      const std::vector<float> w = ws.Get();
+      const int64_t stats = int64_t{ws_rows} * s.nh * slots * D;
+      std::vector<float> got_o, want_o_rows, got_lse;
+      int64_t written = 0;
+      for (int i = 0; i < ws_rows; ++i)
+        for (int h = 0; h < s.nh; ++h)
+          for (int sl = 0; sl < slots; ++sl) {
+            const int64_t part = (int64_t{i} * s.nh + h) * slots + sl;
+            const bool mine = sl == splits && i >= row0 && i < row0 + n;
+            bool any = !std::isnan(w[stats + 2 * part]) || !std::isnan(w[stats + 2 * part + 1]);
+            for (int d = 0; d < D; ++d) any = any || !std::isnan(w[part * D + d]);
+            if (!mine) {
+              written += any;
+              continue;
+            }
+            const float M = w[stats + 2 * part], L = w[stats + 2 * part + 1];
+            ASSERT_GT(L, 0.f) << "row " << i << " head " << h;
+            for (int d = 0; d < D; ++d) got_o.push_back(w[part * D + d] / L);
+            got_lse.push_back(M + std::log(L));
+          }
+      EXPECT_EQ(written, 0) << "slots outside the group's cascade slots were written";
+      EXPECT_LE(RelErr(got_o, want_o), gputest::Tol<T>());
+      double worst = 0;
+      for (size_t k = 0; k < want_lse.size(); ++k)
+        worst = std::max(worst, std::abs(double(got_lse[k]) - want_lse[k]));
+      const double lse_tol = std::is_same_v<T, float> ? 1e-4 : 2e-2;
+      EXPECT_LE(worst, lse_tol) << "log-sum-exp";
+    };
+    check("matrix products", [&](const kc::CascadeGroup& g) {
+      cublasHandle_t h;
+      ASSERT_EQ(kc::Cublas()->create(&h), CUBLAS_STATUS_SUCCESS);
+      DevArray<char> scratch(kc::CascadeScratchBytes(n, shared, s.nh, s.nkv, D, sizeof(T)));
+      const kc::KernelStatus ks = kc::CascadePrefixAttention<T>(h, g, cache, 0, scratch.p, nullptr);
+      ASSERT_TRUE(ks.ok()) << ks.where;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      kc::Cublas()->destroy(h);
+    });
+    if constexpr (std::is_same_v<T, kc::bf16>)
+      if (kc::FlashPrefillFits(D, sizeof(T)))
+        check("fused", [&](const kc::CascadeGroup& g) {
+          ASSERT_EQ(kc::FlashCascadeAttention(g, cache, 0, nullptr), cudaSuccess);
+        });
+  }
+}
+
 TYPED_TEST(CudaKernels, GemmMatchesDoubleReference) {
   LLMQ_REQUIRE_GPU();
   using T = TypeParam;

@@ -125,6 +125,27 @@ TEST(CudaStepPlan, CascadeIsOffForMixedStepsWhenDisabledAndWhenScratchDoesNotFit
   EXPECT_TRUE(plan.key_begin.empty());
 }
 
+// With the fused kernels no chunk or group needs scratch: a chunk and a group too large for the
+// matrix products' scratch still take the prefill path and cascade attention, with none reserved.
+TEST(CudaStepPlan, FusedKernelsNeedNoScratchSoNoLimitSendsRowsElsewhere) {
+  CudaPlanOptions o = Opt(2, 0);
+  o.fused = true;
+  CudaStepPlan plan;
+  ASSERT_TRUE(PlanCudaStep(Batch({{0, 128}, {0, 3}}), Shape(), o, &plan).ok());
+  EXPECT_EQ(plan.prefill_seqs, (std::vector<int>{0}));
+  EXPECT_EQ(plan.rest_rows, (std::vector<int32_t>{128, 129, 130}));
+  EXPECT_EQ(plan.prefill_scratch, 0);
+  ASSERT_TRUE(PlanCudaStep(Decode(4, 300, {{0, 4, 8}}), Shape(), o, &plan).ok());
+  ASSERT_EQ(plan.cascade.size(), 1u);
+  EXPECT_EQ(plan.cascade[0], (CascadePlan{0, 4, 128, 0}));
+  EXPECT_EQ(plan.prefill_scratch, 0);
+  o.fused = false;  // the same steps with the matrix products: no scratch allowed, none taken
+  ASSERT_TRUE(PlanCudaStep(Batch({{0, 128}, {0, 3}}), Shape(), o, &plan).ok());
+  EXPECT_TRUE(plan.prefill_seqs.empty());
+  ASSERT_TRUE(PlanCudaStep(Decode(4, 300, {{0, 4, 8}}), Shape(), o, &plan).ok());
+  EXPECT_TRUE(plan.cascade.empty());
+}
+
 TEST(CudaGraphShape, ContextsArePowersOfTwoFrom256WithinTheModel) {
   EXPECT_EQ(GraphContext(1, 4096), 256);
   EXPECT_EQ(GraphContext(256, 4096), 256);
