@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 
 #include "engine/core/model_runner.h"
 
@@ -89,6 +90,82 @@ TEST(PrefixGroups, TheQuerysOwnBlockIsNotShared) {
   EXPECT_EQ(Groups({{{0, 1, 2}, 9}, {{0, 1, 3}, 4, 6}}), (G{{0, 2, 1}}));
   // A fresh prefill (nothing computed) shares nothing, even where its table starts the same.
   EXPECT_EQ(Groups({{{0, 1, 2}, 9}, {{0, 1, 3}, 0, 12}}), G{});
+}
+
+// The partition by the plain dynamic programme over every run [i, j), O(S^2), as
+// DetectPrefixGroups computed it until 2026-12-04: the best saved reads, ties to longer runs.
+G ReferenceGroups(const StepBatch& b) {
+  const int S = b.num_seqs();
+  if (S < 2 || b.max_blocks == 0) return {};
+  std::vector<int32_t> common(S - 1);
+  for (int s = 0; s + 1 < S; ++s) {
+    auto shareable = [&](int q) {
+      const int computed = b.context_lens[q] - (b.query_start[q + 1] - b.query_start[q]);
+      return std::min(computed / kBs, b.max_blocks);
+    };
+    const int n = std::min(shareable(s), shareable(s + 1));
+    int k = 0;
+    while (k < n &&
+           b.block_tables[s * b.max_blocks + k] == b.block_tables[(s + 1) * b.max_blocks + k])
+      ++k;
+    common[s] = k;
+  }
+  std::vector<int64_t> best(S + 1, 0);
+  std::vector<int32_t> start(S + 1, 0);
+  for (int j = 1; j <= S; ++j) {
+    best[j] = best[j - 1];
+    start[j] = j - 1;
+    int32_t shared = b.max_blocks;
+    for (int i = j - 2; i >= 0; --i) {
+      shared = std::min(shared, common[i]);
+      if (shared == 0) break;
+      const int64_t gain = best[i] + int64_t{j - 1 - i} * shared;
+      if (gain >= best[j]) best[j] = gain, start[j] = i;
+    }
+  }
+  G g;
+  for (int j = S; j > 0; j = start[j]) {
+    const int i = start[j];
+    if (j - i < 2) continue;
+    g.push_back({i, j - i, *std::min_element(common.begin() + i, common.begin() + j - 1)});
+  }
+  std::reverse(g.begin(), g.end());
+  return g;
+}
+
+// Random steps whose sequences descend from a few nested prefixes (so that neighbours share
+// plateaus of equal prefixes, nested inside shorter ones), at random lengths: the groups are the
+// plain programme's, partition and ties alike.
+TEST(PrefixGroups, TheGroupsAreThoseOfThePlainProgrammeOverEveryRun) {
+  std::mt19937 rng(20261204);
+  int nonempty = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int S = 2 + static_cast<int>(rng() % 70), max_blocks = 1 + static_cast<int>(rng() % 9);
+    // Prefix trees: root r's blocks 100 r + k; a child c of it shares its first `depth` blocks.
+    const int roots = 1 + static_cast<int>(rng() % 3), children = 1 + static_cast<int>(rng() % 3);
+    std::vector<SeqSpec> seqs;
+    int fresh = 10000;
+    int root = 0, child = 0;
+    for (int s = 0; s < S; ++s) {
+      if (rng() % 4 == 0) root = static_cast<int>(rng() % roots);  // runs of the same prefix
+      if (rng() % 3 == 0) child = static_cast<int>(rng() % children);
+      const int depth = 1 + child % max_blocks;
+      SeqSpec q;
+      for (int k = 0; k < max_blocks; ++k)
+        q.blocks.push_back(k < depth ? 100 * root + k : 1000 * (child + 1) + 100 * root + k);
+      if (rng() % 5 == 0) q.blocks[static_cast<int>(rng() % max_blocks)] = fresh++;
+      q.computed = static_cast<int>(rng() % (max_blocks * kBs));
+      q.tokens = rng() % 6 == 0 ? 1 + static_cast<int>(rng() % 3) : 1;
+      q.tokens = std::min(q.tokens, max_blocks * kBs - q.computed);
+      seqs.push_back(q);
+    }
+    StepBatch b = Batch(seqs);
+    const G want = ReferenceGroups(b);
+    DetectPrefixGroups(kBs, &b);
+    ASSERT_EQ(b.prefix_groups, want) << "trial " << trial;
+    nonempty += !want.empty();
+  }
+  EXPECT_GT(nonempty, 1500);  // the steps do share prefixes
 }
 
 std::vector<int32_t> Order(const std::vector<int32_t>& first, const std::vector<int32_t>& tokens) {

@@ -27,22 +27,44 @@ void DetectPrefixGroups(int block_size, StepBatch* b) {
     while (k < n && x[k] == y[k]) ++k;
     common[s] = k;
   }
+  // plateau[p]: the first index of the run of equal values of `common` that holds index p.
+  std::vector<int32_t> plateau(S - 1);
+  for (int p = 0; p + 1 < S; ++p)
+    plateau[p] = p > 0 && common[p - 1] == common[p] ? plateau[p - 1] : p;
   // best[j]: the most block reads saved among the first j seqs; start[j]: where the last run of
-  // that partition starts (j - 1: seq j - 1 alone).
+  // that partition starts (j - 1: seq j - 1 alone). The run [i, j) saves (j - 1 - i) x its
+  // shared blocks, the least of common[i .. j - 2], plus best[i].
   std::vector<int64_t> best(S + 1, 0);
   std::vector<int32_t> start(S + 1, 0);
   for (int j = 1; j <= S; ++j) {
     best[j] = best[j - 1];
     start[j] = j - 1;
-    int32_t shared = b->max_blocks;
-    for (int i = j - 2; i >= 0; --i) {  // the run [i, j): longer as i falls
-      shared = std::min(shared, common[i]);
-      if (shared == 0) break;
+    auto consider = [&](int i, int32_t shared) {
       const int64_t gain = best[i] + int64_t{j - 1 - i} * shared;
       if (gain >= best[j]) {  // ties to the longer run
         best[j] = gain;
         start[j] = i;
       }
+    };
+    // The runs [i, j), longer as i falls, a plateau of `common` at a time: within one, every i
+    // has the same shared blocks.
+    int32_t shared = b->max_blocks;
+    for (int top = j - 2; top >= 0;) {
+      const int p0 = plateau[top];
+      shared = std::min(shared, common[top]);
+      if (shared == 0) break;
+      if (shared == common[top]) {
+        // This plateau sets the shared blocks. Then i beats i + 1 (or ties, which go to i): the
+        // first i seqs save at least best[i + 1] - common[i - 1] (seq i taken out of its run of
+        // best[i + 1] loses at most that run's shared blocks, which are at most common[i - 1]),
+        // and the run [i, j) saves `shared` = common[i - 1] more than [i + 1, j). Only the two
+        // lowest i of the plateau remain (the lowest's common[i - 1] lies outside it).
+        if (p0 + 1 <= top) consider(p0 + 1, shared);
+        consider(p0, shared);
+      } else {
+        for (int i = top; i >= p0; --i) consider(i, shared);
+      }
+      top = p0 - 1;
     }
   }
   for (int j = S; j > 0; j = start[j]) {

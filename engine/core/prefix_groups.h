@@ -18,8 +18,9 @@ namespace llmq {
 // (num_seqs >= 2) whose block tables begin with the same num_blocks >= 1 physical blocks, each of
 // them entirely before every member's first query row (already-computed context, never a block
 // this step writes to). Of the possible partitions it takes one that saves the most block reads,
-// sum over groups of (num_seqs - 1) * num_blocks, ties going to longer runs. O(S^2) in the worst
-// case (every sequence sharing a prefix), a few microseconds at S = 256.
+// sum over groups of (num_seqs - 1) * num_blocks, ties going to longer runs. O(S) per plateau of
+// equal neighbour prefixes a run may cross (every sequence sharing one prefix: O(S)); O(S^2) at
+// worst.
 void DetectPrefixGroups(int block_size, StepBatch* b);
 
 // Reorders the leading run of single-token entries (the decode sequences, which the scheduler
