@@ -40,15 +40,13 @@ int32_t BlockManager::Lookup(uint64_t hash, const int32_t* tokens, int32_t paren
 void BlockManager::IndexPrefixes(int32_t b) {
   const Block& blk = blocks_[b];
   ForEachPrefixKey(blk.parent_hash, blk.tokens.data(), block_size_ - 1,
-                   [&](uint64_t key) { partial_[key] = b; });
+                   [&](uint64_t key) { partial_.Assign(key, b); });
 }
 
 void BlockManager::UnindexPrefixes(PrefixIndex* index, int32_t b, int n) {
   const Block& blk = blocks_[b];
-  ForEachPrefixKey(blk.parent_hash, blk.tokens.data(), n, [&](uint64_t key) {
-    auto it = index->find(key);
-    if (it != index->end() && it->second == b) index->erase(it);
-  });
+  ForEachPrefixKey(blk.parent_hash, blk.tokens.data(), n,
+                   [&](uint64_t key) { index->EraseIf(key, b); });
 }
 
 // Longest first: the entry for a longer prefix may survive when a shorter one was dropped (its
@@ -58,13 +56,13 @@ int32_t BlockManager::LookupStart(const PrefixIndex& index, bool live,
                                   const std::vector<uint64_t>& keys, const int32_t* tokens,
                                   int32_t parent, int* len) const {
   for (int j = static_cast<int>(keys.size()); j >= 1; --j) {
-    auto it = index.find(keys[j - 1]);
-    if (it == index.end()) continue;
-    const Block& c = blocks_[it->second];
+    const int32_t* at = index.Find(keys[j - 1]);
+    if (!at) continue;
+    const Block& c = blocks_[*at];
     if ((live ? c.live : c.cached) && j <= static_cast<int>(c.tokens.size()) &&
         SameParent(c, parent) && std::equal(tokens, tokens + j, c.tokens.begin())) {
       *len = j;
-      return it->second;
+      return *at;
     }
   }
   *len = 0;
@@ -87,7 +85,7 @@ void BlockManager::IndexFrontier(Sequence* seq, int computed) {
     blk.live = true;
     ForEachPrefixKey(blk.parent_hash, blk.tokens.data(),
                      std::min(bs - 1, static_cast<int>(blk.tokens.size())),
-                     [&](uint64_t key) { live_.emplace(key, b); });
+                     [&](uint64_t key) { live_.Emplace(key, b); });
   }
   blk.computed = std::clamp(computed, 0, static_cast<int>(blk.tokens.size()));
 }
@@ -373,14 +371,17 @@ Status BlockManager::CheckInvariants() const {
   if (cached != map_.size())
     return fail("the map holds " + std::to_string(map_.size()) + " entries for " +
                 std::to_string(cached) + " cached blocks");
-  for (const auto& [key, b] : partial_)
-    if (b < 0 || b >= num_blocks_ || !blocks_[b].cached)
-      return fail("a prefix entry names " + name(b) + ", which is not cached");
+  int32_t stray = -1;  // an entry naming a block that is not cached (resp. live)
+  partial_.ForEach([&](uint64_t, int32_t b) {
+    if (b >= num_blocks_ || !blocks_[b].cached) stray = b;
+  });
+  if (stray >= 0) return fail("a prefix entry names " + name(stray) + ", which is not cached");
   if (partial_.size() > cached * static_cast<size_t>(block_size_ - 1))
     return fail("the prefix index holds more entries than its cached blocks have prefixes");
-  for (const auto& [key, b] : live_)
-    if (b < 0 || b >= num_blocks_ || !blocks_[b].live)
-      return fail("a live prefix entry names " + name(b) + ", which is not live");
+  live_.ForEach([&](uint64_t, int32_t b) {
+    if (b >= num_blocks_ || !blocks_[b].live) stray = b;
+  });
+  if (stray >= 0) return fail("a live prefix entry names " + name(stray) + ", which is not live");
   if (live_.size() > live_keys)
     return fail("the live index holds more entries than its live blocks have prefixes");
   return Status::Ok();

@@ -44,6 +44,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/flat_index.h"
 #include "base/status.h"
 #include "engine/core/sequence.h"
 
@@ -117,7 +118,7 @@ class BlockManager {
     bool live = false;
     int32_t computed = 0;
   };
-  using PrefixIndex = std::unordered_map<uint64_t, int32_t>;
+  using PrefixIndex = FlatIndex;
   // FNV-1a style mix over 32-bit ids, chained from the parent's hash; no finalizer, so the state
   // after j tokens is the hash of the first j (the prefix keys of partial_).
   static uint64_t HashSeed(uint64_t parent_hash) { return parent_hash ^ 0x9E3779B97F4A7C15ull; }
