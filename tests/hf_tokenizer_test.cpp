@@ -362,6 +362,30 @@ TEST(HfTokenizerTest, TokenizeMatchesLlama32References) {
   CheckReferences("tiny-llama32");
 }
 
+// The per-id table DecodeBytes reads for a ByteLevel decoder gives what the decoder pipeline
+// gives, for random ids over each shared family's whole vocabulary (special and added tokens, ids
+// outside it), with and without the special tokens; and the table is built for them.
+TEST(HfTokenizerTest, PerTokenDecodeTableMatchesTheDecoders) {
+  for (const std::string model : {"tiny-qwen3", "tiny-qwen2", "tiny-llama32"}) {
+    LLMQ_SKIP_WITHOUT_SHARED(llmq::testing::SharedModel(model), model);
+    std::unique_ptr<Tokenizer> tok = Load(kModels + model);
+    ASSERT_TRUE(tok && tok->hf());
+    const HfTokenizer& hf = *tok->hf();
+    std::mt19937 rng(7);
+    for (int trial = 0; trial < 300; ++trial) {
+      std::vector<int> ids(1 + rng() % 40);
+      for (int& id : ids) id = static_cast<int>(rng() % (hf.vocab_size() + 4)) - 2;
+      for (bool skip : {true, false})
+        ASSERT_EQ(hf.DecodeBytes(ids, skip), hf.DecodeBytesThroughDecoders(ids, skip))
+            << model << " trial " << trial;
+    }
+    // Every id alone, the specials included.
+    for (int id = 0; id < hf.vocab_size(); ++id)
+      ASSERT_EQ(hf.DecodeBytes({id}, false), hf.DecodeBytesThroughDecoders({id}, false))
+          << model << " id " << id;
+  }
+}
+
 TEST(HfTokenizerTest, TokenizeCommandLine) {
   const std::string dir = TokenizerDir(ByteLevelTokenizer());
   auto r = llmq::testing::RunLlmq({"tokenize", "--model", dir, "--text", "hi hi"});

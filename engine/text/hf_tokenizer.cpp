@@ -1165,6 +1165,17 @@ Status HfTokenizer::Parse(std::string_view json_text, const std::string& path,
       t->special_[at.id] = at.special;
     }
   }
+  // ByteLevel decodes each token on its own: its bytes per id, once.
+  if (dynamic_cast<const hf::ByteLevelDecoder*>(t->decoder_.get()) != nullptr) {
+    t->piece_end_.reserve(t->id_to_token_.size());
+    std::vector<std::string> one(1);
+    for (const std::string& tok : t->id_to_token_) {
+      one.assign(1, tok);
+      t->decoder_->Apply(&one);
+      t->piece_bytes_ += one[0];
+      t->piece_end_.push_back(static_cast<uint32_t>(t->piece_bytes_.size()));
+    }
+  }
   if (t->model_->byte_fallback) {
     for (int b = 0; b < 256; ++b)
       if (t->model_->byte_ids[b] >= 0)
@@ -1231,6 +1242,19 @@ std::vector<int> HfTokenizer::Encode(const std::string& text, bool add_special_t
 }
 
 std::string HfTokenizer::DecodeBytes(const std::vector<int>& ids, bool skip_special_tokens) const {
+  if (piece_end_.empty()) return DecodeBytesThroughDecoders(ids, skip_special_tokens);
+  std::string out;
+  for (int id : ids) {
+    if (id < 0 || id >= vocab_size()) continue;
+    if (skip_special_tokens && special_[id]) continue;
+    const uint32_t begin = id ? piece_end_[id - 1] : 0;
+    out.append(piece_bytes_, begin, piece_end_[id] - begin);
+  }
+  return out;
+}
+
+std::string HfTokenizer::DecodeBytesThroughDecoders(const std::vector<int>& ids,
+                                                    bool skip_special_tokens) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int id : ids) {

@@ -41,6 +41,12 @@ class HfTokenizer {
   // decode(ids, skip_special_tokens): the decoders' raw bytes, which may hold invalid UTF-8 (a
   // byte-level token can end inside a character). Ids outside the vocabulary give nothing.
   std::string DecodeBytes(const std::vector<int>& ids, bool skip_special_tokens) const;
+  // The same through the decoder pipeline, token strings and all: what DecodeBytes computes from
+  // its per-id table when the decoder maps each token on its own (ByteLevel, the Llama 3 and
+  // Qwen families': a streamed completion decodes a few ids per token, at every step of every
+  // sequence). Tests compare the two.
+  std::string DecodeBytesThroughDecoders(const std::vector<int>& ids,
+                                         bool skip_special_tokens) const;
 
   int vocab_size() const { return static_cast<int>(id_to_token_.size()); }
   // The token spelled `token` (vocabulary or added token); -1 when none.
@@ -66,6 +72,10 @@ class HfTokenizer {
   std::vector<std::string> id_to_token_;               // the vocabulary and the added tokens
   std::vector<uint8_t> special_;                       // per id: an added token marked "special"
   std::vector<int16_t> byte_value_;                    // per id: ByteValue(id)
+  // With a per-token decoder (ByteLevel): id i decodes to piece_bytes_[piece_end_[i - 1] ..
+  // piece_end_[i]) (from 0 for id 0); empty otherwise.
+  std::string piece_bytes_;
+  std::vector<uint32_t> piece_end_;
   std::unordered_map<std::string, int> added_ids_;
   // The ids TemplateProcessing's "single" puts before and after the sequence.
   std::vector<int> prefix_ids_, suffix_ids_;
