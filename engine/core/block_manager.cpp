@@ -39,8 +39,14 @@ int32_t BlockManager::Lookup(uint64_t hash, const int32_t* tokens, int32_t paren
 // hit (same physical parent at the same epoch, same tokens), so a collision only costs a miss.
 void BlockManager::IndexPrefixes(int32_t b) {
   const Block& blk = blocks_[b];
-  ForEachPrefixKey(blk.parent_hash, blk.tokens.data(), block_size_ - 1,
-                   [&](uint64_t key) { partial_.Assign(key, b); });
+  // The keys first, their slots prefetched, then the inserts: a table of a few million slots
+  // misses the cache on each, and the misses overlap.
+  keys_.clear();
+  ForEachPrefixKey(blk.parent_hash, blk.tokens.data(), block_size_ - 1, [&](uint64_t key) {
+    keys_.push_back(key);
+    partial_.Prefetch(key);
+  });
+  for (uint64_t key : keys_) partial_.Assign(key, b);
 }
 
 void BlockManager::UnindexPrefixes(PrefixIndex* index, int32_t b, int n) {

@@ -170,6 +170,7 @@ class BlockManager {
   // The same keys -> a live block starting so (the first indexed; dropped by the block it names).
   PrefixIndex live_;
   std::vector<int32_t> copy_holds_;  // sources of this step's copies, one reference each
+  std::vector<uint64_t> keys_;       // IndexPrefixes' scratch
 };
 
 }  // namespace llmq
