@@ -1,7 +1,12 @@
 // The engine's own cost per step, with the model taken out: scheduler + block manager + flat batch
 // building for 256 running sequences in decode (target: <= 50 us a step), and a whole
 // LlmEngine::Step with a backend that does nothing (greedy sampling over the vocabulary included).
-//   scheduler_bench [--seqs 256] [--prompt 512] [--steps 2000]
+// Then the host's share of the GPU real job (scripts/gpu/real_job.py: 2,000 requests behind one
+// 1,000-token prefix + 200-token documents, 128 output tokens, steps of up to 1,024 sequences and
+// 8,192 tokens, the Llama 3 tokenizer's detokenizer) on a backend that samples "on the device" in
+// no time: what the device would wait for between steps, by phase (the H200 run of 2026-12-04:
+// schedule 0.04 s, sample 1.17 s, forward less the device 0.24 s).
+//   scheduler_bench [--seqs 256] [--prompt 512] [--steps 2000] [--real-job-only]
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +16,7 @@
 #include "engine/core/llm_engine.h"
 #include "engine/core/model_runner.h"
 #include "engine/core/scheduler.h"
+#include "engine/text/tokenizer.h"
 
 using namespace llmq;
 
@@ -39,10 +45,90 @@ class NullBackend : public Backend {
   int vocab_;
 };
 
+// A backend that samples on the device in no time: each row's id is the next of a fixed list.
+class DeviceSamplingNullBackend : public NullBackend {
+ public:
+  DeviceSamplingNullBackend(int vocab, std::vector<int32_t> ids)
+      : NullBackend(vocab), ids_(std::move(ids)) {}
+  bool samples_on_device() const override { return true; }
+  Status ForwardSample(const StepBatch& b, const RowSampling*, int32_t* ids) override {
+    for (size_t i = 0; i < b.logits_rows.size(); ++i) ids[i] = ids_[next_++ % ids_.size()];
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<int32_t> ids_;
+  size_t next_ = 0;
+};
+
+// The real job's host side (see the header); prints the engine's profile per phase.
+void RealJobHostShare() {
+  std::unique_ptr<Tokenizer> tok;
+  const std::string dir = std::string(LLMQ_SHARED_DIR) + "/models/tiny-llama32";
+  if (Status st = Tokenizer::Load(dir, &tok); !st.ok()) {
+    std::printf("real job: no tokenizer (%s)\n", st.ToString().c_str());
+    return;
+  }
+  const int requests = 2000, prefix = 1000, doc = 200, max_tokens = 128, vocab = 128256;
+  // Output ids: the tokens of English text, so the detokenizer does a real job's work.
+  std::string text;
+  for (int i = 0; i < 200; ++i)
+    text += "The report, filed on 12 March, lists 4 findings: costs rose 7% and delays grew. ";
+  std::vector<int32_t> out_ids;
+  for (int id : tok->EncodeNoBos(text)) out_ids.push_back(id);
+  ModelConfig cfg;
+  cfg.num_layers = 32, cfg.num_kv_heads = 8, cfg.head_dim = 128, cfg.vocab_size = vocab;
+  cfg.max_position_embeddings = 8192;
+  DeviceSamplingNullBackend be(vocab, out_ids);
+  EngineOptions eo;
+  eo.num_blocks = 54754;  // the H200 run's pool
+  eo.scheduler.max_num_seqs = 1024;
+  eo.scheduler.max_num_batched_tokens = 8192;
+  eo.profile = true;
+  std::unique_ptr<LlmEngine> engine;
+  LLMQ_CHECK(LlmEngine::Create(cfg, &be, tok.get(), eo, &engine).ok());
+  uint64_t x = 5;
+  auto rnd = [&] { return x = x * 6364136223846793005ull + 1442695040888963407ull, x >> 33; };
+  std::vector<int> shared(prefix);
+  for (int& t : shared) t = 3 + static_cast<int>(rnd() % (vocab - 3));
+  for (int r = 0; r < requests; ++r) {
+    Request q;
+    q.id = std::to_string(r);
+    q.prompt_ids = shared;
+    for (int i = 0; i < doc; ++i) q.prompt_ids.push_back(3 + static_cast<int>(rnd() % (vocab - 3)));
+    q.params.temperature = 0;
+    q.params.max_tokens = max_tokens;
+    q.params.ignore_eos = true;
+    engine->Add(q);
+  }
+  std::vector<RequestOutput> out;
+  size_t done = 0;
+  const double t0 = Now();
+  while (engine->HasWork()) {
+    out.clear();
+    LLMQ_CHECK(engine->Step(&out).ok());
+    done += out.size();
+  }
+  const double wall = Now() - t0;
+  const StepProfile& p = engine->profile();
+  std::printf("\nreal job's host side: %d requests (%zu done), %lld steps, %.2f s\n", requests,
+              done, static_cast<long long>(p.steps), wall);
+  std::printf("| %-10s | %9s | %11s |\n", "phase", "s", "us per step");
+  std::printf("|------------|-----------|-------------|\n");
+  for (const auto& [name, sec] : std::vector<std::pair<std::string, double>>{
+           {"schedule", p.schedule_s}, {"forward", p.forward_s}, {"sample", p.sample_s}})
+    std::printf("| %-10s | %9.3f | %11.1f |\n", name.c_str(), sec, sec / p.steps * 1e6);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int seqs = 256, prompt = 512, steps = 2000;
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--real-job-only")) {
+      RealJobHostShare();
+      return 0;
+    }
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--seqs"))
       seqs = std::atoi(argv[i + 1]);
@@ -128,5 +214,6 @@ int main(int argc, char** argv) {
               whole[0], "-");
   std::printf("| %-52s | %9.1f | %6s |\n", "LlmEngine::Step, null backend, greedy, vocab 32000",
               whole[1], "-");
+  RealJobHostShare();
   return 0;
 }
