@@ -393,6 +393,11 @@ int Main(int argc, char** argv) {
     async.attention_variant = kernels::cuda::kVariantPartitionMma;
     TimeStep(*be, step, quick ? 5 : 20, title + ", partition kernel, cp.async, tensor cores",
              async);
+    async.attention_variant = kernels::cuda::kVariantPartitionMmaStream;
+    TimeStep(*be, step, quick ? 5 : 20, title + ", tensor cores, K and V one stream", async);
+    async.attention_variant = kernels::cuda::kVariantPartitionMmaDeep;
+    TimeStep(*be, step, quick ? 5 : 20, title + ", tensor cores, 4 stages (3 tiles in flight)",
+             async);
     CudaTuning tuned;
     tuned.gemm_tuned = true;  // the buckets' products are timed at this row's warm-up step
     TimeStep(*be, step, quick ? 5 : 20, title + ", products through cuBLASLt's fastest", tuned);

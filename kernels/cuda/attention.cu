@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -468,7 +469,11 @@ constexpr int kMmaHeads = 8;
 // K and V rows past the partition are zeros in the stage (a zero probability times a stale
 // value could be NaN). Shared memory: S stages of 64 keys, scores [nheads][part_len], stats
 // [8][2]. grid as PartitionKernel (chunks of 8 heads); block: 128 threads.
-template <int D, int S>
+// Stream: K's tiles and then V's are one stream of 2 ntiles tiles through the stages (tile u in
+// stage u % S), so that V's first tiles are in flight while K's last are used and the softmax
+// runs (a one-tile partition, decode at batch 1, then waits once, not twice); without, V's first
+// S - 1 tiles are issued after the K pass.
+template <int D, int S, bool Stream>
 __global__ void __launch_bounds__(128)
     PartitionMmaKernel(AttentionArgs a, KvCache<bf16> c, int layer, int chunks, int part_len,
                        bf16* out, float* ws) {
@@ -486,14 +491,15 @@ __global__ void __launch_bounds__(128)
       reinterpret_cast<float*>(smem_bytes + S * TILE * D * sizeof(bf16));  // [nheads][part_len]
   float* stat = scores + nheads * part_len;                                // [8][2]: max, sum
 
-  // Tile r of `src` into stage r % S as one committed group; rows past n are zeroed. Row u's
-  // 16-byte piece p is stored at piece p ^ (u % 8) (Swz8): the 8 rows an ldmatrix reads, 2 D bytes
-  // apart, then fall on different banks.
-  auto issue = [&](const bf16* src, int r) {
+  // Tile r of `src` into stage `stage` (r % S but in the stream) as one committed group (empty
+  // past the last tile); rows past n are zeroed. Row u's 16-byte piece p is stored at piece
+  // p ^ (u % 8) (Swz8): the 8 rows an ldmatrix reads, 2 D bytes apart, then fall on different
+  // banks.
+  auto issue_to = [&](const bf16* src, int r, int stage) {
     if (r < ntiles)
       for (int pc = tid; pc < TILE * CPR; pc += 128) {
         const int u = pc / CPR, piece = pc % CPR, j = r * TILE + u;
-        bf16* dst = stages + ((r % S) * TILE + u) * D + Swz8(u, piece) * 8;
+        bf16* dst = stages + (stage * TILE + u) * D + Swz8(u, piece) * 8;
         if (j < n) {
           const int key = k0 + j;
           CpAsync16(dst, src + c.Index(layer, table[key / c.block_size], kvh, key % c.block_size) +
@@ -504,8 +510,22 @@ __global__ void __launch_bounds__(128)
       }
     CpAsyncCommit();
   };
+  auto issue = [&](const bf16* src, int r) { issue_to(src, r, r % S); };
   auto await = [&](const bf16* src, int r) {
     issue(src, r + S - 1);
+    CpAsyncWait<S - 1>();
+    __syncthreads();
+  };
+  // Stream: tile u of the K-then-V stream (V's tile u - ntiles) in stage u % S; awaiting tile u
+  // issues tile u + S - 1 (an empty group past the stream's end).
+  auto issue_u = [&](int u) {
+    if (u < ntiles)
+      issue_to(c.k, u, u % S);
+    else
+      issue_to(c.v, u - ntiles, u % S);
+  };
+  auto await_u = [&](int u) {
+    issue_u(u + S - 1);
     CpAsyncWait<S - 1>();
     __syncthreads();
   };
@@ -525,10 +545,10 @@ __global__ void __launch_bounds__(128)
 
   // 1. Scores. Lane l of warp w gives the address of row (l % 8) + 8 ((l / 8) % 2) of the warp's
   // 16 keys at dims 16 ks + 8 (l / 16): the four 8 x 8 pieces of A in register order.
-  for (int r = 0; r < S - 1; ++r) issue(c.k, r);
+  for (int r = 0; r < S - 1; ++r) Stream ? issue_u(r) : issue(c.k, r);
   const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
   for (int r = 0; r < ntiles; ++r) {
-    await(c.k, r);
+    Stream ? await_u(r) : await(c.k, r);
     const bf16* stage = stages + (r % S) * TILE * D;
     float sc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -546,7 +566,8 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads();  // the stage is refilled by the next iteration's issue
   }
-  for (int r = 0; r < S - 1; ++r) issue(c.v, r);  // under the softmax
+  if (!Stream)
+    for (int r = 0; r < S - 1; ++r) issue(c.v, r);  // under the softmax
   // 2. Softmax of each real head's scores.
   PartitionSoftmax<kMmaHeads>(scores, part_len, n, stat, nheads);
   __syncthreads();
@@ -560,8 +581,8 @@ __global__ void __launch_bounds__(128)
   const int v_row = (lane & 7) + (lane >> 4) * 8, v_col = ((lane >> 3) & 1) * 8;
   const float* prow = scores + (g < nheads ? g : 0) * part_len;  // P^T's column g
   for (int r = 0; r < ntiles; ++r) {
-    await(c.v, r);
-    const bf16* stage = stages + (r % S) * TILE * D;
+    Stream ? await_u(ntiles + r) : await(c.v, r);
+    const bf16* stage = stages + ((Stream ? ntiles + r : r) % S) * TILE * D;
 #pragma unroll
     for (int kk = 0; kk < TILE / 16; ++kk) {
       // B: P[g][keys 2 cq, + 1, + 8, + 9 of the 16], zero past n and for padding heads.
@@ -699,21 +720,50 @@ size_t MmaSmemBytes(int heads, int part_len) {
   return size_t{S} * kMmaTileKeys * D * sizeof(bf16) + sizeof(float) * (heads * part_len + 16);
 }
 
-// kVariantPartitionMma where it applies: a bf16 cache and at most 48 KB of shared memory (a KV
-// group of 8 heads or more at head_dim 128 with 512-key partitions needs 48 KB and 64 bytes);
-// false when it does not, for the caller to take the cp.async kernel.
-template <class T, int D>
+// The deep tensor-core kernel's stages, and the most shared memory it may take (8 heads, 512-key
+// partitions: 80 KB at head_dim 128, within every sm_80+ device's opt-in limit).
+constexpr int kMmaDeepStages = 4;
+template <int D>
+size_t MmaDeepSmemMax() {
+  return MmaSmemBytes<D, kMmaDeepStages>(kMmaHeads, kMaxPartLen);
+}
+// Lets the deep kernel take more than the default 48 KB on the current device; once per device
+// (PrepareAttention calls it before any launch can be captured in a graph).
+template <int D>
+cudaError_t MmaDeepReady() {
+  static std::atomic<uint64_t> ready{0};  // bit d: done on device d (devices 0-63)
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (ready.load(std::memory_order_acquire) & bit) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(PartitionMmaKernel<D, kMmaDeepStages, true>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(MmaDeepSmemMax<D>()));
+  if (e == cudaSuccess) ready.fetch_or(bit, std::memory_order_acq_rel);
+  return e;
+}
+
+// kVariantPartitionMma (S = 2 stages) or kVariantPartitionMmaDeep (S = kMmaDeepStages) where it
+// applies: a bf16 cache, and for S = 2 at most 48 KB of shared memory (a KV group of 8 heads or
+// more at head_dim 128 with 512-key partitions needs 48 KB and 64 bytes); false when it does not,
+// for the caller to take the cp.async kernel.
+template <class T, int D, int S, bool Stream>
 bool LaunchPartitionMma(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
                         cudaStream_t stream, cudaError_t* err) {
   if constexpr (!std::is_same_v<T, bf16>) {
     return false;
   } else {
-    constexpr int S = 2;
     const PartitionLaunch pl(a, c, kMmaHeads);
     const size_t smem =
         MmaSmemBytes<D, S>(std::min(a.num_heads / c.kv_heads, kMmaHeads), pl.part_len);
-    if (smem > 48 * 1024) return false;
-    PartitionMmaKernel<D, S>
+    if (smem > (S == kMmaDeepStages ? MmaDeepSmemMax<D>() : 48 * 1024)) return false;
+    if constexpr (S == kMmaDeepStages) {
+      if (const cudaError_t e = MmaDeepReady<D>(); e != cudaSuccess) {
+        *err = e;
+        return true;
+      }
+    }
+    PartitionMmaKernel<D, S, Stream>
         <<<pl.grid, 128, smem, stream>>>(a, c, layer, pl.chunks, pl.part_len, out, a.workspace);
     *err = MergeIfSplit(a, c, out, stream);
     return true;
@@ -724,7 +774,8 @@ template <class T, int DPG, int GC>
 cudaError_t LaunchPartition(const AttentionArgs& a, const KvCache<T>& c, int layer, T* out,
                             cudaStream_t stream) {
   if (a.variant == kVariantPartitionAsync || a.variant == kVariantAuto ||
-      a.variant == kVariantPartitionAsyncHalf || a.variant == kVariantPartitionMma)
+      a.variant == kVariantPartitionAsyncHalf || a.variant == kVariantPartitionMma ||
+      a.variant == kVariantPartitionMmaStream || a.variant == kVariantPartitionMmaDeep)
     return LaunchPartitionAsync<T, DPG, GC, 2>(a, c, layer, out, stream);
   if (a.variant == kVariantPartitionAsyncDeep)
     return LaunchPartitionAsync<T, DPG, GC, 3>(a, c, layer, out, stream);
@@ -738,7 +789,13 @@ cudaError_t LaunchPartitionDpg(const AttentionArgs& a, const KvCache<T>& c, int 
                                cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   if ((a.variant == kVariantPartitionMma || a.variant == kVariantAuto) &&
-      LaunchPartitionMma<T, 8 * DPG>(a, c, layer, out, stream, &err))
+      LaunchPartitionMma<T, 8 * DPG, 2, false>(a, c, layer, out, stream, &err))
+    return err;
+  if (a.variant == kVariantPartitionMmaStream &&
+      LaunchPartitionMma<T, 8 * DPG, 2, true>(a, c, layer, out, stream, &err))
+    return err;
+  if (a.variant == kVariantPartitionMmaDeep &&
+      LaunchPartitionMma<T, 8 * DPG, kMmaDeepStages, true>(a, c, layer, out, stream, &err))
     return err;
   const int G = a.num_heads / c.kv_heads;
   if (G >= 4 && a.variant != kVariantPartitionAsyncHalf)
@@ -779,6 +836,18 @@ int AttentionSplitsFor(int num_tokens, int kv_heads, int max_context, int num_sm
 bool PartitionFits(int head_dim, int max_context, int num_splits) {
   if (head_dim != 64 && head_dim != 128) return false;
   return (max_context + num_splits - 1) / num_splits <= kMaxPartLen;
+}
+
+cudaError_t PrepareAttention() {
+  int device = 0, major = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (const cudaError_t e =
+          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+      e != cudaSuccess)
+    return e;
+  if (major < 8) return cudaSuccess;  // no tensor-core kernels there
+  if (const cudaError_t e = MmaDeepReady<64>(); e != cudaSuccess) return e;
+  return MmaDeepReady<128>();
 }
 
 int64_t AttentionWorkspaceFloats(int num_tokens, int num_heads, int head_dim, int num_splits) {

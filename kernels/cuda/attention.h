@@ -71,8 +71,22 @@ constexpr int kVariantPartitionAsyncHalf = 7;
 // a float cache, or more than 48 KB of shared memory, takes kVariantPartitionAsync. kVariantAuto
 // takes it where it applies.
 constexpr int kVariantPartitionMma = 8;
+// kVariantPartitionMma with K's tiles and then V's as one stream through the stages: V's first
+// tile is in flight while K's last is used and during the softmax (a one-tile partition, decode
+// at batch 1, waits for one round trip instead of two). Not measured yet.
+constexpr int kVariantPartitionMmaStream = 10;
+// The stream with 4 stages of 64 keys (3 tiles in flight a block, not 1) in up to 80 KB of shared
+// memory: 3 blocks an SM on an H200 instead of 5, 9 tiles in flight an SM instead of 5 (batch
+// 256's attention read 2.8 TB/s of the H200's 4.8 with 2 stages). Not measured yet.
+constexpr int kVariantPartitionMmaDeep = 9;
 constexpr int kMaxPartLen = 512;
 constexpr int kMinSplitKeys = 64;  // AttentionSplits' default floor
+
+// Readies the kernels that take more than 48 KB of shared memory (kVariantPartitionMmaDeep) on
+// the current device (sm_80 and later; nothing on older ones); call once before capturing launches
+// in a graph (a first launch readies them otherwise). CudaBackend calls it at creation. An error
+// leaves the other variants usable (clear it with cudaGetLastError).
+cudaError_t PrepareAttention();
 
 // True when the partition kernel serves head_dim and the partitions are short enough.
 bool PartitionFits(int head_dim, int max_context, int num_splits);

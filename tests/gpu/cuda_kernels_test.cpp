@@ -313,6 +313,11 @@ TYPED_TEST(CudaKernels, PagedAttentionMatchesCpu) {
                                    std::pair{2, kc::kVariantPartitionMma},
                                    std::pair{5, kc::kVariantPartitionMma},
                                    std::pair{16, kc::kVariantPartitionMma},
+                                   std::pair{3, kc::kVariantPartitionMmaStream},
+                                   std::pair{2, kc::kVariantPartitionMmaStream},
+                                   std::pair{16, kc::kVariantPartitionMmaStream},
+                                   std::pair{2, kc::kVariantPartitionMmaDeep},
+                                   std::pair{5, kc::kVariantPartitionMmaDeep},
                                    std::pair{9, kc::kVariantAuto}}) {
       if (variant >= kc::kVariantPartition && !part) continue;
       kc::AttentionArgs a = make_args(T_rows, splits);
