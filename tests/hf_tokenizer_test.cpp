@@ -386,6 +386,55 @@ TEST(HfTokenizerTest, PerTokenDecodeTableMatchesTheDecoders) {
   }
 }
 
+// The incremental decoder's per-token path (bytes from the table, nothing decoded) against the
+// decoding path, step by step: the same text from every Add and Flush, the same window. Random
+// prompts and completions over each shared family's vocabulary, weighted towards the tokens that
+// split characters (single bytes >= 0x80) and special tokens (which hide bytes from the hold-back
+// check: the per-token path must fall back where the two would differ).
+TEST(HfTokenizerTest, IncrementalDecoderPerTokenPathMatchesDecoding) {
+  for (const std::string model : {"tiny-llama32", "tiny-qwen2"}) {
+    LLMQ_SKIP_WITHOUT_SHARED(llmq::testing::SharedModel(model), model);
+    std::unique_ptr<Tokenizer> tok = Load(kModels + model);
+    ASSERT_TRUE(tok && tok->hf() && tok->hf()->decodes_per_token());
+    const HfTokenizer& hf = *tok->hf();
+    std::vector<int> high, special;  // single-byte tokens of bytes >= 0x80; special tokens
+    for (int id = 0; id < hf.vocab_size(); ++id) {
+      if (hf.IsSpecial(id)) special.push_back(id);
+      const std::string_view b = hf.PieceBytes(id);
+      if (b.size() == 1 && static_cast<uint8_t>(b[0]) >= 0x80) high.push_back(id);
+    }
+    ASSERT_FALSE(high.empty());
+    ASSERT_FALSE(special.empty());
+    std::mt19937 rng(11);
+    auto random_ids = [&](size_t n) {
+      std::vector<int> ids;
+      for (size_t i = 0; i < n; ++i) {
+        const int kind = static_cast<int>(rng() % 10);
+        if (kind < 4)
+          ids.push_back(high[rng() % high.size()]);
+        else if (kind < 5)
+          ids.push_back(special[rng() % special.size()]);
+        else
+          ids.push_back(static_cast<int>(rng() % hf.vocab_size()));
+      }
+      return ids;
+    };
+    for (int t = 0; t < 600; ++t) {
+      const std::vector<int> prompt = random_ids(rng() % 24);
+      const std::vector<int> completion = random_ids(rng() % 80);
+      IncrementalDecoder fast(*tok, prompt), slow(*tok, prompt, /*per_token=*/false);
+      ASSERT_EQ(fast.window(), slow.window()) << model << " case " << t;
+      for (size_t i = 0; i < completion.size(); ++i) {
+        ASSERT_EQ(fast.Add(completion[i]), slow.Add(completion[i]))
+            << model << " case " << t << " id " << i;
+        ASSERT_EQ(fast.window(), slow.window()) << model << " case " << t << " id " << i;
+      }
+      ASSERT_EQ(fast.Flush(), slow.Flush()) << model << " case " << t;
+      ASSERT_EQ(fast.text(), slow.text());
+    }
+  }
+}
+
 TEST(HfTokenizerTest, TokenizeCommandLine) {
   const std::string dir = TokenizerDir(ByteLevelTokenizer());
   auto r = llmq::testing::RunLlmq({"tokenize", "--model", dir, "--text", "hi hi"});

@@ -47,6 +47,15 @@ class HfTokenizer {
   // sequence). Tests compare the two.
   std::string DecodeBytesThroughDecoders(const std::vector<int>& ids,
                                          bool skip_special_tokens) const;
+  // True when DecodeBytes concatenates PieceBytes (a ByteLevel decoder).
+  bool decodes_per_token() const { return !piece_end_.empty(); }
+  // With decodes_per_token(): id's bytes as DecodeBytes({id}, false) gives them; "" outside the
+  // vocabulary.
+  std::string_view PieceBytes(int id) const {
+    if (id < 0 || id >= static_cast<int>(piece_end_.size())) return {};
+    const uint32_t begin = id ? piece_end_[id - 1] : 0;
+    return std::string_view(piece_bytes_).substr(begin, piece_end_[id] - begin);
+  }
 
   int vocab_size() const { return static_cast<int>(id_to_token_.size()); }
   // The token spelled `token` (vocabulary or added token); -1 when none.

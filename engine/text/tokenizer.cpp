@@ -280,11 +280,121 @@ constexpr size_t kContextIds = 4;  // context kept when the window is trimmed
 constexpr size_t kMaxWindow = 16;  // the window is trimmed when it grows past this
 }  // namespace
 
-IncrementalDecoder::IncrementalDecoder(const Tokenizer& tok, std::vector<int> prompt_ids)
+namespace {
+
+// True when `bytes` end with a proper prefix of a well-formed UTF-8 sequence (a character later
+// bytes can still finish): only then is Utf8Lossy(bytes + more) not Utf8Lossy(bytes) +
+// Utf8Lossy(more). Strict, as Utf8Lossy: "E0 80" is already two replacements.
+bool EndsInUnfinishedCharacter(std::string_view bytes) {
+  const size_t n = bytes.size();
+  for (size_t back = 1; back <= 3 && back <= n; ++back) {
+    const auto lead = static_cast<uint8_t>(bytes[n - back]);
+    if (lead >= 0x80 && lead < 0xC0) continue;  // a continuation byte: look further back
+    int need = 0;
+    uint8_t lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (lead >= 0xC2 && lead <= 0xDF) {
+      need = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      need = 3;
+      if (lead == 0xE0) lo = 0xA0;
+      if (lead == 0xED) hi = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      need = 4;
+      if (lead == 0xF0) lo = 0x90;
+      if (lead == 0xF4) hi = 0x8F;
+    } else {
+      return false;  // ASCII or an invalid byte: nothing is left open
+    }
+    if (static_cast<int>(back) >= need) return false;  // complete (or longer: then invalid)
+    for (size_t i = 1; i < back; ++i) {
+      const auto c = static_cast<uint8_t>(bytes[n - back + i]);
+      if (i == 1 ? (c < lo || c > hi) : (c < 0x80 || c > 0xBF)) return false;  // already invalid
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+IncrementalDecoder::IncrementalDecoder(const Tokenizer& tok, std::vector<int> prompt_ids,
+                                       bool per_token)
     : tok_(tok), ids_(std::move(prompt_ids)) {
-  // Rebase decodes only a tail of a long prompt; the full decode is needed for short ones only.
-  Rebase(ids_.size() > kMaxWindow ? std::string() : tok_.Decode(ids_));
+  if (per_token && tok_.hf() != nullptr && tok_.hf()->decodes_per_token()) {
+    bytes_ = tok_.hf();
+    // The prompt's last bytes (its last 3 ids give at least 3 unless some give none).
+    size_t from = ids_.size();
+    std::string last;
+    while (from > 0 && last.size() < 3) {
+      --from;
+      last = WindowBytes(from, from + 1) + last;
+    }
+    Released(last);
+    RebaseBytes();
+  } else {
+    // Rebase decodes only a tail of a long prompt; the full decode is needed for short ones only.
+    Rebase(ids_.size() > kMaxWindow ? std::string() : tok_.Decode(ids_));
+  }
   ids_.shrink_to_fit();  // keep only the window, not the whole prompt's allocation
+}
+
+std::string IncrementalDecoder::WindowBytes(size_t from, size_t to) const {
+  std::string out;
+  for (size_t i = from; i < to; ++i)
+    if (!bytes_->IsSpecial(ids_[i])) out += bytes_->PieceBytes(ids_[i]);
+  return out;
+}
+
+bool IncrementalDecoder::HasBytes(size_t from, size_t to) const {
+  for (size_t i = from; i < to; ++i)
+    if (!bytes_->IsSpecial(ids_[i]) && !bytes_->PieceBytes(ids_[i]).empty()) return true;
+  return false;
+}
+
+void IncrementalDecoder::Released(const std::string& bytes) {
+  tail_ += bytes;
+  if (tail_.size() > 3) tail_.erase(0, tail_.size() - 3);
+  clean_ = !EndsInUnfinishedCharacter(tail_);
+}
+
+// Release on bytes. Decode(window) = Utf8Lossy(context bytes + new bytes), which is
+// Utf8Lossy(context bytes) + Utf8Lossy(new bytes) when the context ends clean: the new text is the
+// new bytes' own. Otherwise (only after a special token hid an open character from the hold-back
+// check) the window is decoded from here on.
+std::string IncrementalDecoder::ReleaseBytes() {
+  if (prefix_len_ == ids_.size()) return std::string();
+  if (!clean_) {
+    prefix_text_ = tok_.Decode(std::vector<int>(ids_.begin(), ids_.begin() + prefix_len_));
+    bytes_ = nullptr;
+    return Release();
+  }
+  const std::string fresh = WindowBytes(prefix_len_, ids_.size());
+  std::string delta = Utf8Lossy(fresh);
+  emitted_ += delta;
+  Released(fresh);
+  RebaseBytes();
+  return delta;
+}
+
+// Rebase's trimming with "the text of ids is empty" read as "ids have no bytes".
+void IncrementalDecoder::RebaseBytes() {
+  bool empty = false;
+  if (ids_.size() > kMaxWindow) {
+    for (size_t k = kContextIds;; k *= 2) {
+      if (k >= ids_.size()) {
+        empty = !HasBytes(0, ids_.size());
+        break;
+      }
+      if (HasBytes(ids_.size() - k, ids_.size())) {
+        ids_.erase(ids_.begin(), ids_.end() - k);
+        break;
+      }
+    }
+  } else {
+    empty = !HasBytes(0, ids_.size());
+  }
+  if (empty) ids_.clear();
+  prefix_len_ = ids_.size();
 }
 
 // Sentencepiece decodes a run of consecutive byte pieces greedily, one UTF-8 character (or one
@@ -297,7 +407,8 @@ bool IncrementalDecoder::EndsInPartialCharacter() const {
     // when they end in a lead byte still short of its continuation bytes.
     const size_t k = std::min<size_t>(ids_.size(), 4);
     const std::string tail =
-        tok_.hf()->DecodeBytes(std::vector<int>(ids_.end() - k, ids_.end()), true);
+        bytes_ ? WindowBytes(ids_.size() - k, ids_.size())
+               : tok_.hf()->DecodeBytes(std::vector<int>(ids_.end() - k, ids_.end()), true);
     for (size_t trail = 0; trail < 4 && trail < tail.size(); ++trail) {
       const auto c = static_cast<uint8_t>(tail[tail.size() - 1 - trail]);
       if (c < 0x80) return false;
@@ -320,11 +431,11 @@ bool IncrementalDecoder::EndsInPartialCharacter() const {
 std::string IncrementalDecoder::Add(int id) {
   ids_.push_back(id);
   if (EndsInPartialCharacter()) return std::string();
-  return Release();
+  return bytes_ ? ReleaseBytes() : Release();
 }
 
 std::string IncrementalDecoder::Flush() {
-  return Release();
+  return bytes_ ? ReleaseBytes() : Release();
 }
 
 // Releases the text of the ids after the context and makes them context.

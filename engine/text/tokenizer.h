@@ -79,7 +79,13 @@ class Tokenizer {
 // `tok` must outlive the decoder.
 class IncrementalDecoder {
  public:
-  IncrementalDecoder(const Tokenizer& tok, std::vector<int> prompt_ids);
+  // With `per_token` and a tokenizer whose decoder maps each token on its own (ByteLevel:
+  // HfTokenizer::decodes_per_token), the decoder works on the tokens' bytes and decodes nothing
+  // (the same window, the same releases, the same text: while everything released so far ends
+  // where no later byte can change its text, the new text is the new bytes' own); it falls back to
+  // decoding the window for good the first time that does not hold (a special token hid the start
+  // of a character from the hold-back check). Without, it always decodes (tests compare the two).
+  IncrementalDecoder(const Tokenizer& tok, std::vector<int> prompt_ids, bool per_token = true);
   // Adds one completion id; returns the newly completed text (possibly empty). Always whole UTF-8
   // characters.
   std::string Add(int id);
@@ -96,6 +102,14 @@ class IncrementalDecoder {
   bool EndsInPartialCharacter() const;
   std::string Release();
   void Rebase(std::string window_text);
+  // The per-token path's: the bytes of ids_[from, to) (special tokens give none), Release, and
+  // Rebase's trimming done on byte counts (a window's text is empty exactly when its bytes are).
+  std::string WindowBytes(size_t from, size_t to) const;
+  bool HasBytes(size_t from, size_t to) const;  // WindowBytes(from, to) is not empty
+  std::string ReleaseBytes();
+  void RebaseBytes();
+  // Adds `bytes` to the last bytes released (tail_) and says whether they end clean.
+  void Released(const std::string& bytes);
 
   const Tokenizer& tok_;
   // Invariants: ids_ is a window: a few ids of context + the not yet released ids.
@@ -104,8 +118,13 @@ class IncrementalDecoder {
   // the context ends where every earlier byte is final (no byte-fallback character is open).
   std::vector<int> ids_;
   size_t prefix_len_ = 0;    // ids_[0, prefix_len_) are context already released
-  std::string prefix_text_;  // Decode(ids_[0, prefix_len_))
+  std::string prefix_text_;  // Decode(ids_[0, prefix_len_)); not kept on the per-token path
   std::string emitted_;
+  // The per-token path (null: decoding), and what it keeps instead of prefix_text_: the last
+  // bytes released (at most 3), and whether they end clean (no valid but unfinished character).
+  const HfTokenizer* bytes_ = nullptr;
+  std::string tail_;
+  bool clean_ = true;
 };
 
 }  // namespace llmq
