@@ -1280,6 +1280,23 @@ int ParseBytePiece(const std::string& piece) {
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
+int Utf8Lead(uint8_t c, uint8_t* lo, uint8_t* hi) {
+  *lo = 0x80;
+  *hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) return 2;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (c == 0xE0) *lo = 0xA0;
+    if (c == 0xED) *hi = 0x9F;
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (c == 0xF0) *lo = 0x90;
+    if (c == 0xF4) *hi = 0x8F;
+    return 4;
+  }
+  return 0;
+}
+
 std::string Utf8Lossy(const std::string& s) {
   std::string out;
   out.reserve(s.size());
@@ -1291,19 +1308,8 @@ std::string Utf8Lossy(const std::string& s) {
       ++i;
       continue;
     }
-    int need = 0;
-    uint8_t lo = 0x80, hi = 0xBF;  // the range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) {
-      need = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      need = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      need = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    }
+    uint8_t lo = 0, hi = 0;  // the range of the second byte
+    const int need = Utf8Lead(c, &lo, &hi) - 1;
     size_t j = i + 1;
     bool ok = need > 0;
     for (int k = 0; ok && k < need; ++k) {

@@ -93,6 +93,10 @@ class HfTokenizer {
 // `bytes` with each maximal invalid UTF-8 subpart replaced by U+FFFD (as Rust's from_utf8_lossy
 // and Python's errors="replace").
 std::string Utf8Lossy(const std::string& bytes);
+// The length of the well-formed UTF-8 sequence lead byte `c` begins (2 to 4), with the range
+// [*lo, *hi] its second byte must be in (Unicode's table 3-7); 0 when `c` begins none (ASCII
+// included).
+int Utf8Lead(uint8_t c, uint8_t* lo, uint8_t* hi);
 
 // "<0xAB>" -> 0xAB (a byte-fallback token, sentencepiece's and tokenizer.json's); -1 when `piece`
 // has another form.

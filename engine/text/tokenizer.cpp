@@ -290,21 +290,9 @@ bool EndsInUnfinishedCharacter(std::string_view bytes) {
   for (size_t back = 1; back <= 3 && back <= n; ++back) {
     const auto lead = static_cast<uint8_t>(bytes[n - back]);
     if (lead >= 0x80 && lead < 0xC0) continue;  // a continuation byte: look further back
-    int need = 0;
-    uint8_t lo = 0x80, hi = 0xBF;  // the second byte's range
-    if (lead >= 0xC2 && lead <= 0xDF) {
-      need = 2;
-    } else if (lead >= 0xE0 && lead <= 0xEF) {
-      need = 3;
-      if (lead == 0xE0) lo = 0xA0;
-      if (lead == 0xED) hi = 0x9F;
-    } else if (lead >= 0xF0 && lead <= 0xF4) {
-      need = 4;
-      if (lead == 0xF0) lo = 0x90;
-      if (lead == 0xF4) hi = 0x8F;
-    } else {
-      return false;  // ASCII or an invalid byte: nothing is left open
-    }
+    uint8_t lo = 0, hi = 0;                     // the second byte's range
+    const int need = Utf8Lead(lead, &lo, &hi);
+    if (need == 0) return false;  // ASCII or an invalid byte: nothing is left open
     if (static_cast<int>(back) >= need) return false;  // complete (or longer: then invalid)
     for (size_t i = 1; i < back; ++i) {
       const auto c = static_cast<uint8_t>(bytes[n - back + i]);
