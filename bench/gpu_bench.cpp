@@ -404,6 +404,9 @@ int Main(int argc, char** argv) {
     CudaTuning fine;
     fine.min_split_keys = 32;
     TimeStep(*be, step, quick ? 5 : 20, title + ", splits down to 32 keys", fine);
+    CudaTuning pdl;
+    pdl.pdl = true;
+    TimeStep(*be, step, quick ? 5 : 20, title + ", programmatic dependent launch", pdl);
     CudaTuning eager;
     eager.graphs = false;
     TimeStep(*be, step, quick ? 5 : 20, title + ", eager (no CUDA graph)", eager);

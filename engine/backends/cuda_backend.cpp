@@ -41,6 +41,7 @@
 #include "kernels/cuda/gemm_tuned.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/pdl.h"
 #include "kernels/cuda/prefill_attention.h"
 #include "kernels/cuda/sample.h"
 
@@ -268,6 +269,7 @@ class CudaBackendImpl final : public CudaBackend {
     graphs_ = t.graphs && graph_error_.empty();  // a refused capture is not retried
     cascade_min_keys_ = t.cascade_min_keys;
     profile_ = t.profile;
+    pdl_ = t.pdl && sm_major_ >= 9;
   }
 
   std::string TakeProfile(int steps, std::map<std::string, double>* ms) override {
@@ -295,6 +297,7 @@ class CudaBackendImpl final : public CudaBackend {
     LLMQ_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
     device_name_ = prop.name;
     num_sms_ = prop.multiProcessorCount;
+    sm_major_ = prop.major;
     LLMQ_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     if (Status st = kc::LoadCublas(); !st.ok())
       return Status::Unsupported("cuBLAS: " + st.message());
@@ -955,7 +958,8 @@ class CudaBackendImpl final : public CudaBackend {
             i(cache_.kv_heads),
             i(attention_variant_),
             i(min_split_keys_),
-            i(gemm_tuned_)};
+            i(gemm_tuned_),
+            i(pdl_)};
   }
 
   // Sizes the buffers for `b` (planned as `plan`) and uploads its metadata (one copy): *s gets
@@ -1076,6 +1080,11 @@ class CudaBackendImpl final : public CudaBackend {
   // head of the logits rows (logits_ [L, V] float). Nothing here allocates or synchronises, so a
   // CUDA graph can capture it.
   Status Enqueue(const StepLaunch& s) {
+    // This thread's launches are programmatic dependents for the step's enqueue only.
+    struct PdlScope {
+      explicit PdlScope(bool on) { kc::SetProgrammaticLaunch(on); }
+      ~PdlScope() { kc::SetProgrammaticLaunch(false); }
+    } pdl_scope(pdl_);
     const int nt = s.nt, L = s.L;
     const int H = cfg_.hidden_size, I = cfg_.intermediate_size, qd = cfg_.q_dim();
     const int qkv_w = qd + 2 * cfg_.kv_dim();
@@ -1142,6 +1151,7 @@ class CudaBackendImpl final : public CudaBackend {
   ModelConfig cfg_;
   std::string device_name_;
   int num_sms_ = 1;
+  int sm_major_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   uint64_t weight_bytes_ = 0;
@@ -1175,6 +1185,7 @@ class CudaBackendImpl final : public CudaBackend {
   int min_split_keys_ = kc::kMinSplitKeys;
   int prefill_gemm_min_rows_ = 64;
   bool prefill_fused_ = true;
+  bool pdl_ = false;              // CudaTuning::pdl on a device that has it
   bool gemm_tuned_ = false;       // CudaTuning::gemm_tuned
   bool gemm_tune_tried_ = false;  // TuneGemms ran (its failure is the step's, once)
   kc::TunedGemm tuned_gemm_;      // the buckets' products, once TuneGemms ran

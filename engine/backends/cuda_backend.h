@@ -51,6 +51,10 @@ struct CudaTuning {
   // CascadePrefixAttention): a group's shared blocks are read once per step, not once per row.
   bool cascade = true;
   int cascade_min_keys = 128;  // key reads a group must save (CudaPlanOptions)
+  // The step's own kernels (norms, GEMVs, rope, the tensor-core attention and its merge, embedding)
+  // launched as programmatic dependents (kernels/cuda/pdl.h; sm_90 and later, ignored before): each
+  // may start while the one before finishes, and waits for it inside. Off until measured.
+  bool pdl = false;
   // Decode steps replay CUDA graphs captured per (batch bucket, context) shape
   // (engine/backends/graph_buckets.h, GraphContext): one launch instead of a dozen per layer.
   bool graphs = true;

@@ -6,6 +6,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/pdl.h"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/vec.cuh"
 
@@ -479,6 +480,7 @@ __global__ void __launch_bounds__(128)
                        bf16* out, float* ws) {
   constexpr int TILE = kMmaTileKeys, KS = D / 16, MT = D / 64;  // k-steps; m-tiles per warp
   constexpr int CPR = D * 2 / 16;                               // 16-byte pieces per row
+  PdlWait();
   const PartitionBlock<kMmaHeads> pb(a, c, chunks, part_len);
   const int kvh = pb.kvh, k0 = pb.k0, n = pb.n, nheads = pb.nheads;
   const int ntiles = (n + TILE - 1) / TILE;
@@ -622,6 +624,7 @@ __global__ void __launch_bounds__(128)
 template <class T>
 __global__ void MergeSplitsKernel(const float* ws, const int32_t* rows, const int32_t* key_begin,
                                   int num_tokens, int num_heads, int D, int splits, T* out) {
+  PdlWait();
   const int i_row = blockIdx.x, h = blockIdx.y, t = rows ? rows[i_row] : i_row;
   const int slots = splits + (key_begin ? 1 : 0);
   // The cascade slot of a row outside every group was never written: it is not read.
@@ -649,8 +652,11 @@ __global__ void MergeSplitsKernel(const float* ws, const int32_t* rows, const in
 template <class T>
 cudaError_t MergeIfSplit(const AttentionArgs& a, const KvCache<T>& c, T* out, cudaStream_t stream) {
   if (a.slot_stride() > 1)
-    MergeSplitsKernel<T><<<dim3(a.num_tokens, a.num_heads), 128, 0, stream>>>(
-        a.workspace, a.rows, a.key_begin, a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
+    if (const cudaError_t e = LaunchPdl(MergeSplitsKernel<T>, dim3(a.num_tokens, a.num_heads),
+                                        dim3(128), 0, stream, a.workspace, a.rows, a.key_begin,
+                                        a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
+        e != cudaSuccess)
+      return e;
   return cudaGetLastError();
 }
 
@@ -763,8 +769,9 @@ bool LaunchPartitionMma(const AttentionArgs& a, const KvCache<T>& c, int layer, 
         return true;
       }
     }
-    PartitionMmaKernel<D, S, Stream>
-        <<<pl.grid, 128, smem, stream>>>(a, c, layer, pl.chunks, pl.part_len, out, a.workspace);
+    if ((*err = LaunchPdl(PartitionMmaKernel<D, S, Stream>, pl.grid, dim3(128), smem, stream, a, c,
+                          layer, pl.chunks, pl.part_len, out, a.workspace)) != cudaSuccess)
+      return true;
     *err = MergeIfSplit(a, c, out, stream);
     return true;
   }

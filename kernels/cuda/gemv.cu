@@ -1,4 +1,5 @@
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/pdl.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace llmq::kernels::cuda {
@@ -50,6 +51,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     GemvKernel(const T* __restrict__ x, int k, const T* __restrict__ w, int n,
                float* __restrict__ y, bool accumulate) {
   constexpr int V = Vec<T>::kN;
+  PdlWait();
   const int lane = threadIdx.x;
   const int row = blockIdx.x * kWarpsPerBlock + threadIdx.y;
   if (row >= n) return;
@@ -102,12 +104,12 @@ cudaError_t LaunchRows(const T* x, int k, const T* w, int n, float* y, bool acc,
                        cudaStream_t s) {
   const int blocks = (n + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const dim3 block(32, kWarpsPerBlock);
-  if (in_flight >= 8)
-    GemvKernel<T, R, 8><<<blocks, block, 0, s>>>(x, k, w, n, y, acc);
-  else if (in_flight >= 4)
-    GemvKernel<T, R, 4><<<blocks, block, 0, s>>>(x, k, w, n, y, acc);
-  else
-    GemvKernel<T, R, 2><<<blocks, block, 0, s>>>(x, k, w, n, y, acc);
+  const auto kernel = in_flight >= 8   ? GemvKernel<T, R, 8>
+                      : in_flight >= 4 ? GemvKernel<T, R, 4>
+                                       : GemvKernel<T, R, 2>;
+  if (const cudaError_t e = LaunchPdl(kernel, dim3(blocks), block, 0, s, x, k, w, n, y, acc);
+      e != cudaSuccess)
+    return e;
   return cudaGetLastError();
 }
 

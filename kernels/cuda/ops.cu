@@ -3,6 +3,7 @@
 
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/pdl.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace llmq::kernels::cuda {
@@ -15,6 +16,7 @@ int Blocks(int64_t n, int threads) {
 // grid: T rows; block: 128 threads over H.
 template <class T>
 __global__ void EmbedKernel(const T* table, int h, const int32_t* ids, float* out) {
+  PdlWait();
   const int64_t t = blockIdx.x;
   const T* src = table + static_cast<int64_t>(ids[t]) * h;
   for (int i = threadIdx.x; i < h; i += blockDim.x) out[t * h + i] = ToF(src[i]);
@@ -23,6 +25,7 @@ __global__ void EmbedKernel(const T* table, int h, const int32_t* ids, float* ou
 // grid: T rows; block: 256 threads; the sum of squares in float, reduced over the block.
 template <class T>
 __global__ void RmsNormKernel(const float* x, const float* w, int h, float eps, T* y) {
+  PdlWait();
   const int64_t t = blockIdx.x;
   const float* row = x + t * h;
   float ss = 0.f;
@@ -39,6 +42,7 @@ __global__ void RmsNormKernel(const float* x, const float* w, int h, float eps, 
 template <class T>
 __global__ void RmsNormRegsKernel(const float* x, const float* w, int h, float eps, T* y) {
   constexpr int kChunks = 4;  // float4s a thread
+  PdlWait();
   const int64_t t = blockIdx.x;
   const float* row = x + t * h;
   float4 v[kChunks];
@@ -75,6 +79,7 @@ __global__ void QkvRopeKernel(float* qkv, int64_t row_stride, int nh, const floa
                               const float* q_norm, const float* k_norm, float eps,
                               const int32_t* positions, const float* cos_sin, const int32_t* slots,
                               KvCache<T> cache, int layer) {
+  PdlWait();
   const int64_t t = blockIdx.x;
   const int D = cache.head_dim, half = D / 2, nkv = cache.kv_heads;
   float* row = qkv + t * row_stride;
@@ -151,6 +156,7 @@ __global__ void QkvRopeKernel(float* qkv, int64_t row_stride, int nh, const floa
 
 template <class T>
 __global__ void SiluMulKernel(const float* gu, int64_t t, int inter, T* out) {
+  PdlWait();
   const int64_t n = t * inter;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -161,6 +167,7 @@ __global__ void SiluMulKernel(const float* gu, int64_t t, int inter, T* out) {
 }
 
 __global__ void GatherRowsKernel(const float* x, int h, const int32_t* rows, float* out) {
+  PdlWait();
   const int64_t i = blockIdx.x;
   const float* src = x + static_cast<int64_t>(rows[i]) * h;
   for (int c = threadIdx.x; c < h; c += blockDim.x) out[i * h + c] = src[c];
@@ -169,6 +176,7 @@ __global__ void GatherRowsKernel(const float* x, int h, const int32_t* rows, flo
 // grid: n rows; block: 256 threads. Each thread keeps its best (value, id), then the block
 // reduces; equal values prefer the lower id, NaN is -inf, so the result is the CPU's.
 __global__ void ArgmaxKernel(const float* logits, int vocab, int32_t* ids) {
+  PdlWait();
   const int id = BlockRowArgmax(logits + static_cast<int64_t>(blockIdx.x) * vocab, vocab);
   if (threadIdx.x == 0) ids[blockIdx.x] = id;
 }
@@ -236,7 +244,11 @@ constexpr int kGridStrideBlocks = 132 * 8;  // enough to fill an H100/H200; loop
 template <class T>
 cudaError_t Embed(const T* table, int h, const int32_t* ids, int64_t t, float* out,
                   cudaStream_t stream) {
-  if (t > 0) EmbedKernel<T><<<static_cast<unsigned>(t), 128, 0, stream>>>(table, h, ids, out);
+  if (t > 0)
+    if (const cudaError_t e = LaunchPdl(EmbedKernel<T>, dim3(static_cast<unsigned>(t)), dim3(128),
+                                        0, stream, table, h, ids, out);
+        e != cudaSuccess)
+      return e;
   return cudaGetLastError();
 }
 
@@ -246,10 +258,12 @@ cudaError_t RmsNorm(const float* x, const float* w, int64_t t, int h, float eps,
   if (t <= 0) return cudaGetLastError();
   // 16 floats a thread in registers: 256 threads up to h = 4,096, 512 to 8,192, 1,024 to 16,384.
   const int threads = h <= 4096 ? 256 : h <= 8192 ? 512 : 1024;
-  if (h % 4 == 0 && h <= 16 * threads)
-    RmsNormRegsKernel<T><<<static_cast<unsigned>(t), threads, 0, stream>>>(x, w, h, eps, y);
-  else
-    RmsNormKernel<T><<<static_cast<unsigned>(t), 256, 0, stream>>>(x, w, h, eps, y);
+  const bool regs = h % 4 == 0 && h <= 16 * threads;
+  if (const cudaError_t e =
+          LaunchPdl(regs ? RmsNormRegsKernel<T> : RmsNormKernel<T>, dim3(static_cast<unsigned>(t)),
+                    dim3(regs ? threads : 256), 0, stream, x, w, h, eps, y);
+      e != cudaSuccess)
+    return e;
   return cudaGetLastError();
 }
 
@@ -261,9 +275,12 @@ cudaError_t QkvRopeWriteKv(float* qkv, int64_t t, int64_t row_stride, int num_he
   if (cache.head_dim % 2 || cache.head_dim > 512) return cudaErrorInvalidValue;
   const unsigned head_blocks = static_cast<unsigned>((num_heads + 2 * cache.kv_heads + 3) / 4);
   if (t > 0)
-    QkvRopeKernel<T><<<dim3(static_cast<unsigned>(t), head_blocks), dim3(32, 4), 0, stream>>>(
-        qkv, row_stride, num_heads, bias, q_norm, k_norm, eps, positions, cos_sin, slots, cache,
-        layer);
+    if (const cudaError_t e =
+            LaunchPdl(QkvRopeKernel<T>, dim3(static_cast<unsigned>(t), head_blocks), dim3(32, 4), 0,
+                      stream, qkv, row_stride, num_heads, bias, q_norm, k_norm, eps, positions,
+                      cos_sin, slots, cache, layer);
+        e != cudaSuccess)
+      return e;
   return cudaGetLastError();
 }
 
@@ -271,19 +288,31 @@ template <class T>
 cudaError_t SiluMul(const float* gu, int64_t t, int inter, T* out, cudaStream_t stream) {
   const int64_t n = t * inter;
   if (n > 0)
-    SiluMulKernel<T><<<std::min<int64_t>(Blocks(n, 256), kGridStrideBlocks), 256, 0, stream>>>(
-        gu, t, inter, out);
+    if (const cudaError_t e = LaunchPdl(
+            SiluMulKernel<T>,
+            dim3(static_cast<unsigned>(std::min<int64_t>(Blocks(n, 256), kGridStrideBlocks))),
+            dim3(256), 0, stream, gu, t, inter, out);
+        e != cudaSuccess)
+      return e;
   return cudaGetLastError();
 }
 
 cudaError_t GatherRows(const float* x, int h, const int32_t* rows, int n, float* out,
                        cudaStream_t stream) {
-  if (n > 0) GatherRowsKernel<<<n, 128, 0, stream>>>(x, h, rows, out);
+  if (n > 0)
+    if (const cudaError_t e =
+            LaunchPdl(GatherRowsKernel, dim3(n), dim3(128), 0, stream, x, h, rows, out);
+        e != cudaSuccess)
+      return e;
   return cudaGetLastError();
 }
 
 cudaError_t ArgmaxRows(const float* logits, int n, int vocab, int32_t* ids, cudaStream_t stream) {
-  if (n > 0) ArgmaxKernel<<<n, 256, 0, stream>>>(logits, vocab, ids);
+  if (n > 0)
+    if (const cudaError_t e =
+            LaunchPdl(ArgmaxKernel, dim3(n), dim3(256), 0, stream, logits, vocab, ids);
+        e != cudaSuccess)
+      return e;
   return cudaGetLastError();
 }
 

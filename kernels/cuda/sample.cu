@@ -5,6 +5,7 @@
 // crosses. Sums are integers (weights in fixed point), so they are exact and the same in any order.
 #include <cmath>
 
+#include "kernels/cuda/pdl.h"
 #include "kernels/cuda/reduce.cuh"
 #include "kernels/cuda/sample.h"
 
@@ -141,6 +142,7 @@ __device__ uint64_t Select(const Row& r, const Set& s, bool count, uint64_t targ
 // grid: n rows; block: kThreads.
 __global__ void __launch_bounds__(kThreads)
     SampleKernel(const float* logits, int vocab, const SampleParams* params, int32_t* ids) {
+  PdlWait();
   const int row = blockIdx.x;
   const SampleParams p = params[row];
   const float* x = logits + static_cast<int64_t>(row) * vocab;
@@ -184,7 +186,11 @@ cudaError_t SampleRows(const float* logits, int n, int vocab, const SampleParams
                        int32_t* ids, cudaStream_t stream) {
   // Fixed-point sums reach vocab x 2^44: exact below 2^20 tokens.
   if (vocab >= (1 << 20)) return cudaErrorInvalidValue;
-  if (n > 0) SampleKernel<<<n, kThreads, 0, stream>>>(logits, vocab, params, ids);
+  if (n > 0)
+    if (const cudaError_t e =
+            LaunchPdl(SampleKernel, dim3(n), dim3(kThreads), 0, stream, logits, vocab, params, ids);
+        e != cudaSuccess)
+      return e;
   return cudaGetLastError();
 }
 

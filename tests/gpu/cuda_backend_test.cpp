@@ -377,6 +377,26 @@ TEST(CudaBackend, CopiedBlocksServeAsTheOriginals) {
   }
 }
 
+// A 2-layer random model with head_dim 64 (4 query heads over 2 KV heads), so that bf16 takes
+// the tensor-core kernels (tests/small_model.h's is narrower, and needs the CPU suite's
+// test_util.h), written under LLMQ_TEST_TMP/`name`.
+void HeadDim64Model(const std::string& name, uint64_t seed, ModelConfig* cfg,
+                    std::unique_ptr<Weights>* w) {
+  DType dt;
+  ASSERT_TRUE(ShapeConfig("tiny", cfg, &dt).ok());
+  cfg->hidden_size = 256;
+  cfg->intermediate_size = 512;
+  cfg->num_layers = 2;
+  cfg->num_heads = 4;
+  cfg->num_kv_heads = 2;
+  cfg->head_dim = 64;
+  cfg->max_position_embeddings = 1024;
+  const std::string dir = std::string(LLMQ_TEST_TMP) + "/" + name;
+  fs::create_directories(dir);
+  ASSERT_TRUE(WriteRandomModel(*cfg, DType::kF32, seed, dir).ok());
+  ASSERT_TRUE(Weights::Load(dir, *cfg, w).ok());
+}
+
 // Cascade attention: sequences whose block tables begin with the same physical blocks (a 512-token
 // prefix computed once, by sequence 0), each with its own suffix, then decode steps that carry
 // prefix groups. The logits with cascade attention match those without it and the CPU backend's,
@@ -387,20 +407,8 @@ TEST(CudaBackend, CopiedBlocksServeAsTheOriginals) {
 TEST(CudaBackend, CascadeAttentionMatchesPagedAttentionAndTheCpu) {
   LLMQ_REQUIRE_GPU();
   ModelConfig cfg;
-  DType dt;
-  ASSERT_TRUE(ShapeConfig("tiny", &cfg, &dt).ok());
-  cfg.hidden_size = 256;
-  cfg.intermediate_size = 512;
-  cfg.num_layers = 2;
-  cfg.num_heads = 4;
-  cfg.num_kv_heads = 2;
-  cfg.head_dim = 64;
-  cfg.max_position_embeddings = 1024;
-  const std::string dir = std::string(LLMQ_TEST_TMP) + "/cuda_cascade";
-  fs::create_directories(dir);
-  ASSERT_TRUE(WriteRandomModel(cfg, DType::kF32, 5, dir).ok());
   std::unique_ptr<Weights> w;
-  ASSERT_TRUE(Weights::Load(dir, cfg, &w).ok());
+  ASSERT_NO_FATAL_FAILURE(HeadDim64Model("cuda_cascade", 5, &cfg, &w));
   const int bs = 16, shared_blocks = 32, own = 4, n = 6, shared = shared_blocks * bs;
   const int max_blocks = shared_blocks + own;
   auto table = [&](int s) {
@@ -724,6 +732,54 @@ TEST(CudaBackend, DecodeGraphsGiveTheEagerLogits) {
     EXPECT_EQ(ids, want);
     EXPECT_LE(graph->graph_captures(), 5);
   }
+}
+
+// Programmatic dependent launch (CudaTuning::pdl; sm_90): every kernel waits for the one before
+// inside, so the logits are those of plain launches bit for bit, through graphs and eagerly, at
+// batch 1 (the one-row GEMVs, the tensor-core attention over 16 splits and its merge) and 3. A
+// model with head_dim 64, so that bf16 takes the tensor-core attention.
+TEST(CudaBackend, ProgrammaticLaunchGivesThePlainLaunchLogitsBitForBit) {
+  LLMQ_REQUIRE_GPU();
+  ModelConfig cfg;
+  std::unique_ptr<Weights> w;
+  ASSERT_NO_FATAL_FAILURE(HeadDim64Model("cuda_pdl", 9, &cfg, &w));
+  for (Precision p : {Precision::kFp32, Precision::kBf16})
+    for (bool graphs : {true, false}) {
+      SCOPED_TRACE(std::string(p == Precision::kFp32 ? "fp32" : "bf16") +
+                   (graphs ? " graphs" : " eager"));
+      auto plain = MakeCuda(cfg, *w, p);
+      auto pdl = MakeCuda(cfg, *w, p);
+      ASSERT_TRUE(plain && pdl);
+      CudaTuning t;
+      t.graphs = graphs;
+      plain->SetTuning(t);
+      t.pdl = true;
+      pdl->SetTuning(t);
+      Driver d(16, 600, 3);
+      for (auto* be : {plain.get(), pdl.get()})
+        ASSERT_TRUE(be->AllocateKv(d.num_blocks(), 16).ok());
+      for (int s = 0; s < 3; ++s)
+        for (int i = 0; i < 300 + 40 * s; ++i) d.tokens[s].push_back(1 + (i * 13 + s * 7) % 200);
+      StepBatch b = d.Step(1 << 20, false);
+      std::vector<float> a(b.logits_rows.size() * cfg.vocab_size), e(a.size());
+      ASSERT_TRUE(plain->Forward(b, a.data()).ok());
+      ASSERT_TRUE(pdl->Forward(b, e.data()).ok());
+      EXPECT_EQ(a, e) << "prefill";
+      d.Advance(1 << 20);
+      for (int step = 0; step < 12; ++step) {
+        if (step == 6) d.tokens.resize(1);  // batch 1 from here
+        for (auto& tk : d.tokens) tk.push_back(1 + (step * 5 + static_cast<int>(tk.size())) % 200);
+        b = d.Step(1, false);
+        b.decode_only = true;
+        a.assign(b.logits_rows.size() * cfg.vocab_size, NAN);
+        e.assign(a.size(), NAN);
+        ASSERT_TRUE(plain->Forward(b, a.data()).ok()) << "step " << step;
+        ASSERT_TRUE(pdl->Forward(b, e.data()).ok()) << "step " << step;
+        EXPECT_EQ(a, e) << "step " << step;
+        d.Advance(1);
+      }
+      EXPECT_TRUE(pdl->graph_error().empty()) << pdl->graph_error();
+    }
 }
 
 // With the engine's profile (Backend::set_profile) each step's span on the device is added to
