@@ -342,7 +342,6 @@ bool IncrementalDecoder::HasBytes(size_t from, size_t to) const {
 void IncrementalDecoder::Released(const std::string& bytes) {
   tail_ += bytes;
   if (tail_.size() > 3) tail_.erase(0, tail_.size() - 3);
-  clean_ = !EndsInUnfinishedCharacter(tail_);
 }
 
 // Release on bytes. Decode(window) = Utf8Lossy(context bytes + new bytes), which is
@@ -351,7 +350,7 @@ void IncrementalDecoder::Released(const std::string& bytes) {
 // check) the window is decoded from here on.
 std::string IncrementalDecoder::ReleaseBytes() {
   if (prefix_len_ == ids_.size()) return std::string();
-  if (!clean_) {
+  if (EndsInUnfinishedCharacter(tail_)) {
     prefix_text_ = tok_.Decode(std::vector<int>(ids_.begin(), ids_.begin() + prefix_len_));
     bytes_ = nullptr;
     return Release();

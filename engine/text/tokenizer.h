@@ -108,7 +108,7 @@ class IncrementalDecoder {
   bool HasBytes(size_t from, size_t to) const;  // WindowBytes(from, to) is not empty
   std::string ReleaseBytes();
   void RebaseBytes();
-  // Adds `bytes` to the last bytes released (tail_) and says whether they end clean.
+  // Adds `bytes` to the last bytes released (tail_).
   void Released(const std::string& bytes);
 
   const Tokenizer& tok_;
@@ -121,10 +121,9 @@ class IncrementalDecoder {
   std::string prefix_text_;  // Decode(ids_[0, prefix_len_)); not kept on the per-token path
   std::string emitted_;
   // The per-token path (null: decoding), and what it keeps instead of prefix_text_: the last
-  // bytes released (at most 3), and whether they end clean (no valid but unfinished character).
+  // bytes released (at most 3: whether they end clean, EndsInUnfinishedCharacter, is all it needs).
   const HfTokenizer* bytes_ = nullptr;
   std::string tail_;
-  bool clean_ = true;
 };
 
 }  // namespace llmq

@@ -652,11 +652,9 @@ __global__ void MergeSplitsKernel(const float* ws, const int32_t* rows, const in
 template <class T>
 cudaError_t MergeIfSplit(const AttentionArgs& a, const KvCache<T>& c, T* out, cudaStream_t stream) {
   if (a.slot_stride() > 1)
-    if (const cudaError_t e = LaunchPdl(MergeSplitsKernel<T>, dim3(a.num_tokens, a.num_heads),
-                                        dim3(128), 0, stream, a.workspace, a.rows, a.key_begin,
-                                        a.num_tokens, a.num_heads, c.head_dim, a.num_splits, out);
-        e != cudaSuccess)
-      return e;
+    return LaunchPdl(MergeSplitsKernel<T>, dim3(a.num_tokens, a.num_heads), dim3(128), 0, stream,
+                     a.workspace, a.rows, a.key_begin, a.num_tokens, a.num_heads, c.head_dim,
+                     a.num_splits, out);
   return cudaGetLastError();
 }
 

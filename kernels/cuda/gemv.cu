@@ -107,10 +107,7 @@ cudaError_t LaunchRows(const T* x, int k, const T* w, int n, float* y, bool acc,
   const auto kernel = in_flight >= 8   ? GemvKernel<T, R, 8>
                       : in_flight >= 4 ? GemvKernel<T, R, 4>
                                        : GemvKernel<T, R, 2>;
-  if (const cudaError_t e = LaunchPdl(kernel, dim3(blocks), block, 0, s, x, k, w, n, y, acc);
-      e != cudaSuccess)
-    return e;
-  return cudaGetLastError();
+  return LaunchPdl(kernel, dim3(blocks), block, 0, s, x, k, w, n, y, acc);
 }
 
 }  // namespace

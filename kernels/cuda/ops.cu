@@ -245,10 +245,8 @@ template <class T>
 cudaError_t Embed(const T* table, int h, const int32_t* ids, int64_t t, float* out,
                   cudaStream_t stream) {
   if (t > 0)
-    if (const cudaError_t e = LaunchPdl(EmbedKernel<T>, dim3(static_cast<unsigned>(t)), dim3(128),
-                                        0, stream, table, h, ids, out);
-        e != cudaSuccess)
-      return e;
+    return LaunchPdl(EmbedKernel<T>, dim3(static_cast<unsigned>(t)), dim3(128), 0, stream, table, h,
+                     ids, out);
   return cudaGetLastError();
 }
 
@@ -259,12 +257,8 @@ cudaError_t RmsNorm(const float* x, const float* w, int64_t t, int h, float eps,
   // 16 floats a thread in registers: 256 threads up to h = 4,096, 512 to 8,192, 1,024 to 16,384.
   const int threads = h <= 4096 ? 256 : h <= 8192 ? 512 : 1024;
   const bool regs = h % 4 == 0 && h <= 16 * threads;
-  if (const cudaError_t e =
-          LaunchPdl(regs ? RmsNormRegsKernel<T> : RmsNormKernel<T>, dim3(static_cast<unsigned>(t)),
-                    dim3(regs ? threads : 256), 0, stream, x, w, h, eps, y);
-      e != cudaSuccess)
-    return e;
-  return cudaGetLastError();
+  return LaunchPdl(regs ? RmsNormRegsKernel<T> : RmsNormKernel<T>, dim3(static_cast<unsigned>(t)),
+                   dim3(regs ? threads : 256), 0, stream, x, w, h, eps, y);
 }
 
 template <class T>
@@ -275,12 +269,9 @@ cudaError_t QkvRopeWriteKv(float* qkv, int64_t t, int64_t row_stride, int num_he
   if (cache.head_dim % 2 || cache.head_dim > 512) return cudaErrorInvalidValue;
   const unsigned head_blocks = static_cast<unsigned>((num_heads + 2 * cache.kv_heads + 3) / 4);
   if (t > 0)
-    if (const cudaError_t e =
-            LaunchPdl(QkvRopeKernel<T>, dim3(static_cast<unsigned>(t), head_blocks), dim3(32, 4), 0,
-                      stream, qkv, row_stride, num_heads, bias, q_norm, k_norm, eps, positions,
-                      cos_sin, slots, cache, layer);
-        e != cudaSuccess)
-      return e;
+    return LaunchPdl(QkvRopeKernel<T>, dim3(static_cast<unsigned>(t), head_blocks), dim3(32, 4), 0,
+                     stream, qkv, row_stride, num_heads, bias, q_norm, k_norm, eps, positions,
+                     cos_sin, slots, cache, layer);
   return cudaGetLastError();
 }
 
@@ -288,31 +279,21 @@ template <class T>
 cudaError_t SiluMul(const float* gu, int64_t t, int inter, T* out, cudaStream_t stream) {
   const int64_t n = t * inter;
   if (n > 0)
-    if (const cudaError_t e = LaunchPdl(
-            SiluMulKernel<T>,
-            dim3(static_cast<unsigned>(std::min<int64_t>(Blocks(n, 256), kGridStrideBlocks))),
-            dim3(256), 0, stream, gu, t, inter, out);
-        e != cudaSuccess)
-      return e;
+    return LaunchPdl(
+        SiluMulKernel<T>,
+        dim3(static_cast<unsigned>(std::min<int64_t>(Blocks(n, 256), kGridStrideBlocks))),
+        dim3(256), 0, stream, gu, t, inter, out);
   return cudaGetLastError();
 }
 
 cudaError_t GatherRows(const float* x, int h, const int32_t* rows, int n, float* out,
                        cudaStream_t stream) {
-  if (n > 0)
-    if (const cudaError_t e =
-            LaunchPdl(GatherRowsKernel, dim3(n), dim3(128), 0, stream, x, h, rows, out);
-        e != cudaSuccess)
-      return e;
+  if (n > 0) return LaunchPdl(GatherRowsKernel, dim3(n), dim3(128), 0, stream, x, h, rows, out);
   return cudaGetLastError();
 }
 
 cudaError_t ArgmaxRows(const float* logits, int n, int vocab, int32_t* ids, cudaStream_t stream) {
-  if (n > 0)
-    if (const cudaError_t e =
-            LaunchPdl(ArgmaxKernel, dim3(n), dim3(256), 0, stream, logits, vocab, ids);
-        e != cudaSuccess)
-      return e;
+  if (n > 0) return LaunchPdl(ArgmaxKernel, dim3(n), dim3(256), 0, stream, logits, vocab, ids);
   return cudaGetLastError();
 }
 

@@ -32,7 +32,8 @@ __device__ __forceinline__ void PdlWait() {
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the programmatic-serialization attribute
-// while ProgrammaticLaunch() is on. The launch's error, or cudaSuccess.
+// while ProgrammaticLaunch() is on. The launch's error, else cudaGetLastError() (as a check after
+// <<<...>>> reports).
 template <class... Params, class... Args>
 cudaError_t LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                       cudaStream_t stream, Args&&... args) {
@@ -48,7 +49,8 @@ cudaError_t LaunchPdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
     cfg.attrs = attr;
     cfg.numAttrs = 1;
   }
-  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 #endif
 

@@ -187,10 +187,7 @@ cudaError_t SampleRows(const float* logits, int n, int vocab, const SampleParams
   // Fixed-point sums reach vocab x 2^44: exact below 2^20 tokens.
   if (vocab >= (1 << 20)) return cudaErrorInvalidValue;
   if (n > 0)
-    if (const cudaError_t e =
-            LaunchPdl(SampleKernel, dim3(n), dim3(kThreads), 0, stream, logits, vocab, params, ids);
-        e != cudaSuccess)
-      return e;
+    return LaunchPdl(SampleKernel, dim3(n), dim3(kThreads), 0, stream, logits, vocab, params, ids);
   return cudaGetLastError();
 }
 
