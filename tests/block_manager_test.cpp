@@ -235,6 +235,57 @@ TEST_F(BlockManagerTest, AnEvictedBlockIsNoLongerOfferedForPartialReuse) {
   Check(bm);
 }
 
+// A cached block enters the token-granular index only when an admission looks under its parent:
+// a completion's or a document's blocks, never looked under, never cost their kBs-1 entries.
+TEST_F(BlockManagerTest, CachedBlocksAreIndexedOnlyWhenLookedUnder) {
+  BlockManager bm(32, kBs);
+  Sequence* a = Seq(Range(1, 12));  // a0 a1 a2, each pending under its parent
+  Compute(&bm, a);
+  EXPECT_EQ(bm.num_cached(), 3u);
+  EXPECT_EQ(bm.num_prefix_entries(), 0u);
+  // b hits a0 and looks under it: a1 is indexed (and serves 2 tokens), a2 still waits.
+  Sequence* b = Seq(Cat(Range(1, 6), Range(50, 3)));
+  ASSERT_EQ(bm.Allocate(b, 0, &copies_), BlockManager::Admit::kOk);
+  EXPECT_EQ(b->num_computed, 6);
+  ASSERT_EQ(copies_.size(), 1u);
+  EXPECT_EQ(copies_[0].first, a->block_table[1]);
+  EXPECT_EQ(bm.num_prefix_entries(), static_cast<size_t>(kBs - 1));
+  bm.CopiesDone();
+  Check(bm);
+  // A prompt that starts like no first block looks under none of them: first blocks are indexed
+  // (a0, and nothing else is a first block), a1's children still wait.
+  Sequence* c = Seq(Range(1, 2));
+  ASSERT_EQ(bm.Allocate(c, 0, &copies_), BlockManager::Admit::kOk);
+  EXPECT_EQ(c->num_computed, 1);  // a0's first token, copied
+  EXPECT_EQ(bm.num_prefix_entries(), static_cast<size_t>(2 * (kBs - 1)));
+  bm.CopiesDone();
+  Check(bm);
+}
+
+// A pending block whose parent takes new content is orphaned: unreachable, never indexed.
+TEST_F(BlockManagerTest, APendingBlockWhoseParentIsEvictedIsNeverIndexed) {
+  BlockManager bm(4, kBs);
+  Sequence* a = Seq(Range(1, 12));
+  Compute(&bm, a);
+  const int32_t a0 = a->block_table[0], a2 = a->block_table[2];
+  bm.Release(a);                         // LRU: a2 a1 a0 (the tail first); one block free
+  bm.Ref(a2);                            // pinned: a1 is now the least recently used
+  Sequence* other = Seq(Range(200, 8));  // the free block, then a1 (a2's parent) is evicted
+  Compute(&bm, other);
+  bm.Unref(a2);
+  Check(bm);  // a2: cached, its parent's content gone, neither indexed nor pending
+  EXPECT_EQ(bm.num_cached(), 4u);  // a0, a2 and other's two
+  // d hits a0 and looks under it (a1 left its list when evicted); nothing of a2 is offered.
+  Sequence* d = Seq(Range(1, 11));
+  ASSERT_EQ(bm.Allocate(d, 0, &copies_), BlockManager::Admit::kNoSpace);  // 2 needed, 1 evictable
+  bm.Release(other);
+  ASSERT_EQ(bm.Allocate(d, 0, &copies_), BlockManager::Admit::kOk);
+  EXPECT_EQ(d->block_table[0], a0);
+  EXPECT_EQ(d->num_computed, 4);
+  EXPECT_TRUE(copies_.empty());
+  Check(bm);
+}
+
 TEST_F(BlockManagerTest, ABlockInFlightIsWaitedForNotComputedTwice) {
   BlockManager bm(16, kBs);
   Sequence* a = Seq(Range(1, 9));

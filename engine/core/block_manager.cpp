@@ -49,6 +49,32 @@ void BlockManager::IndexPrefixes(int32_t b) {
   for (uint64_t key : keys_) partial_.Assign(key, b);
 }
 
+void BlockManager::FlushPending(int32_t parent) {
+  std::vector<int32_t>& list = PendingOf(parent);
+  for (int32_t c : list) {
+    Block& blk = blocks_[c];
+    IndexPrefixes(c);
+    blk.indexed = Block::Indexed::kYes;
+    blk.pending_pos = -1;
+  }
+  list.clear();
+}
+
+void BlockManager::Unindex(int32_t b) {
+  Block& blk = blocks_[b];
+  if (blk.indexed == Block::Indexed::kYes) {
+    UnindexPrefixes(&partial_, b, block_size_ - 1);
+  } else if (blk.indexed == Block::Indexed::kPending) {
+    std::vector<int32_t>& list = PendingOf(blk.parent);
+    const int32_t last = list.back();
+    list[blk.pending_pos] = last;
+    blocks_[last].pending_pos = blk.pending_pos;
+    list.pop_back();
+  }
+  blk.indexed = Block::Indexed::kNone;
+  blk.pending_pos = -1;
+}
+
 void BlockManager::UnindexPrefixes(PrefixIndex* index, int32_t b, int n) {
   const Block& blk = blocks_[b];
   ForEachPrefixKey(blk.parent_hash, blk.tokens.data(), n,
@@ -106,7 +132,7 @@ void BlockManager::UnindexLive(int32_t b) {
 
 void BlockManager::Uncache(int32_t b) {
   Block& blk = blocks_[b];
-  UnindexPrefixes(&partial_, b, block_size_ - 1);
+  Unindex(b);
   auto [it, end] = map_.equal_range(blk.hash);
   for (; it != end; ++it)
     if (it->second == b) {
@@ -137,6 +163,12 @@ int32_t BlockManager::TakeBlock() {
     ++num_touched_;
   }
   ++blk.epoch;
+  // Children cached under its old content are orphans now: unreachable, never to be indexed.
+  for (int32_t c : blk.pending) {
+    blocks_[c].indexed = Block::Indexed::kNone;
+    blocks_[c].pending_pos = -1;
+  }
+  blk.pending.clear();
   LLMQ_CHECK(!blk.live);
   blk.tokens.clear();
   blk.parent = -1;
@@ -214,6 +246,7 @@ BlockManager::Admit BlockManager::Allocate(Sequence* seq, int reserve,
     ForEachPrefixKey(h ? seq->block_hashes[h - 1] : 0, &seq->tokens[h * bs],
                      std::min(bs - 1, n - 1 - h * bs), [&](uint64_t key) { keys.push_back(key); });
     const int32_t parent = h ? hits.back() : -1;
+    FlushPending(parent);
     src = LookupStart(partial_, false, keys, &seq->tokens[h * bs], parent, &partial);
     int shared = 0;
     const int32_t live = LookupStart(live_, true, keys, &seq->tokens[h * bs], parent, &shared);
@@ -301,7 +334,11 @@ void BlockManager::MarkComputed(Sequence* seq) {
       blk.parent_hash = i ? seq->block_hashes[i - 1] : 0;
       blk.tokens.assign(seq->tokens.begin() + i * bs, seq->tokens.begin() + (i + 1) * bs);
       map_.emplace(h, b);
-      IndexPrefixes(b);
+      std::vector<int32_t>& pending =
+          PendingOf(parent);  // indexed when looked under (FlushPending)
+      blk.indexed = Block::Indexed::kPending;
+      blk.pending_pos = static_cast<int32_t>(pending.size());
+      pending.push_back(b);
     }
     auto f = in_flight_.find(h);
     if (f != in_flight_.end() && f->second == seq->seq_id) in_flight_.erase(f);
@@ -347,7 +384,7 @@ Status BlockManager::CheckInvariants() const {
       return fail(name(b) + (seen[b] == 1 ? " is free and" : " is") + " on the LRU twice");
     seen[b] = 2;
   }
-  size_t cached = 0, live_keys = 0;
+  size_t cached = 0, live_keys = 0, pending = 0, listed = root_pending_.size();
   for (int32_t b = 0; b < num_blocks_; ++b) {
     const Block& blk = blocks_[b];
     if (blk.ref < 0) return fail(name(b) + " has a negative ref count");
@@ -364,8 +401,23 @@ Status BlockManager::CheckInvariants() const {
         return fail(name(b) + " is live with no tokens, or holds more than it has");
       live_keys += std::min<size_t>(block_size_ - 1, blk.tokens.size());
     }
-    if (!blk.cached) continue;
+    listed += blk.pending.size();
+    if (!blk.cached) {
+      if (blk.indexed != Block::Indexed::kNone) return fail(name(b) + " is indexed but not cached");
+      continue;
+    }
     ++cached;
+    const bool reachable = blk.parent < 0 || blocks_[blk.parent].epoch == blk.parent_epoch;
+    if (blk.indexed == Block::Indexed::kNone && reachable)
+      return fail(name(b) + " is cached under a live parent but neither indexed nor pending");
+    if (blk.indexed == Block::Indexed::kPending) {
+      ++pending;
+      const std::vector<int32_t>& list =
+          blk.parent >= 0 ? blocks_[blk.parent].pending : root_pending_;
+      if (!reachable || blk.pending_pos < 0 || blk.pending_pos >= static_cast<int>(list.size()) ||
+          list[blk.pending_pos] != b)
+        return fail(name(b) + " is pending but not where its parent's list says");
+    }
     if (!cache_enabled_) return fail(name(b) + " is cached with the prefix cache off");
     if (static_cast<int>(blk.tokens.size()) != block_size_)
       return fail(name(b) + " is cached but not full");
@@ -377,11 +429,15 @@ Status BlockManager::CheckInvariants() const {
   if (cached != map_.size())
     return fail("the map holds " + std::to_string(map_.size()) + " entries for " +
                 std::to_string(cached) + " cached blocks");
-  int32_t stray = -1;  // an entry naming a block that is not cached (resp. live)
+  // Each pending block is listed once (it is where its list says), and the lists hold no other.
+  if (listed != pending)
+    return fail("the pending lists hold " + std::to_string(listed) + " entries for " +
+                std::to_string(pending) + " pending blocks");
+  int32_t stray = -1;  // an entry naming a block that is not cached and indexed (resp. live)
   partial_.ForEach([&](uint64_t, int32_t b) {
-    if (b >= num_blocks_ || !blocks_[b].cached) stray = b;
+    if (b >= num_blocks_ || blocks_[b].indexed != Block::Indexed::kYes) stray = b;
   });
-  if (stray >= 0) return fail("a prefix entry names " + name(stray) + ", which is not cached");
+  if (stray >= 0) return fail("a prefix entry names " + name(stray) + ", which is not indexed");
   if (partial_.size() > cached * static_cast<size_t>(block_size_ - 1))
     return fail("the prefix index holds more entries than its cached blocks have prefixes");
   live_.ForEach([&](uint64_t, int32_t b) {

@@ -18,10 +18,16 @@
 // (same parent, same first k tokens: the point where two prompts diverge rarely falls on a block
 // boundary). The block cannot be shared (the sequence writes its own tokens k.. into it), so the
 // sequence gets a fresh block and a copy of the cached one (Allocate appends it to `copies`; the
-// engine runs the copies before the step's forward pass), and starts computing at token k. Each
-// cached block is indexed under its first 1..block_size-1 tokens (partial_, the latest block wins
-// a prefix); the cached source is held (a reference) until CopiesDone, so admitting another
-// sequence in the same step cannot evict it before its copy ran.
+// engine runs the copies before the step's forward pass), and starts computing at token k. Cached
+// blocks are indexed under their first 1..block_size-1 tokens (partial_, the latest indexed wins
+// a prefix), lazily: a block registered in the cache waits on its parent's pending list (a list
+// per physical parent, one for first blocks) and is indexed only when an admission looks under
+// that parent (FlushPending). Most cached blocks (a document's, a completion's) are never looked
+// under, so they never pay their block_size-1 index entries: at 1,024 running sequences those
+// were most of the step's host time. A parent that takes new content (its epoch moves on) orphans
+// its pending children: no lookup can reach them any more (SameParent), so they are never indexed.
+// The cached source is held (a reference) until CopiesDone, so admitting another sequence in the
+// same step cannot evict it before its copy ran.
 // The same holds for a block not yet cached: each running sequence's frontier (its first block not
 // in the cache, block num_registered: the one it computes next, or a partly filled last block) is
 // "live", indexed under its first tokens (live_, the first indexed wins a prefix) with the count of
@@ -33,8 +39,10 @@
 // yet (0), so copies never chain within a step.
 // Invariants (CheckInvariants): every block is in exactly one of {in use, cached (LRU), free}; the
 // free list and the LRU list hold no block twice; the cache map holds only computed full blocks
-// (in use or on the LRU), each once, under its own hash; every partial_ entry names a cached block;
-// every live_ entry names a live block, and a live block is in use and not cached.
+// (in use or on the LRU), each once, under its own hash; every partial_ entry names a cached,
+// indexed block; a cached block is indexed, pending (on the pending list of its parent, at the
+// parent's current epoch, once) or orphaned (its parent's epoch moved on), and only cached blocks
+// are pending; every live_ entry names a live block, and a live block is in use and not cached.
 // Not thread-safe: owned by the engine's step loop.
 #pragma once
 
@@ -74,7 +82,7 @@ class BlockManager {
   // `reserve` blocks available. seq->num_computed is set past what was reused, never to the whole
   // sequence. kWaitInFlight: a full block it needs, or tokens of the next block past what the cache
   // gives, are being computed by another sequence right now (try again next step). No change unless
-  // kOk.
+  // kOk (but for the index's upkeep: the pending children it looks under get indexed).
   Admit Allocate(Sequence* seq, int reserve, std::vector<std::pair<int, int>>* copies);
   // The copies Allocate asked for have run (or the step was abandoned): drops the holds on their
   // sources. Call once per step, after the backend's CopyBlocks.
@@ -95,6 +103,9 @@ class BlockManager {
   void Ref(int32_t block);
   void Unref(int32_t block);
   int ref_count(int32_t block) const { return blocks_[block].ref; }
+  // Entries in the token-granular index of cached blocks (partial_): block_size-1 per indexed
+  // block.
+  size_t num_prefix_entries() const { return partial_.size(); }
   // Checks the invariants above (O(num_blocks)); on a violation Internal saying which.
   Status CheckInvariants() const;
   size_t num_cached() const { return map_.size(); }
@@ -117,6 +128,10 @@ class BlockManager {
     // indexed); `computed` of its leading tokens hold their K/V as of the last step.
     bool live = false;
     int32_t computed = 0;
+    // Where a cached block stands in partial_ (kNone: not cached, or orphaned).
+    enum class Indexed : uint8_t { kNone, kPending, kYes } indexed = Indexed::kNone;
+    int32_t pending_pos = -1;      // kPending: its place in its parent's pending list
+    std::vector<int32_t> pending;  // cached children registered under this content, not indexed
   };
   using PrefixIndex = FlatIndex;
   // FNV-1a style mix over 32-bit ids, chained from the parent's hash; no finalizer, so the state
@@ -143,6 +158,16 @@ class BlockManager {
                       const int32_t* tokens, int32_t parent, int* len) const;
   // Indexes cached block b under its first 1..block_size-1 tokens (partial_).
   void IndexPrefixes(int32_t b);
+  // The pending list of a parent block's children (-1: of first blocks).
+  std::vector<int32_t>& PendingOf(int32_t parent) {
+    return parent >= 0 ? blocks_[parent].pending : root_pending_;
+  }
+  // Indexes the pending children of `parent` (-1: first blocks) and empties its list. Which of two
+  // blocks with the same start wins its keys does not matter: both hold those tokens' K/V.
+  void FlushPending(int32_t parent);
+  // Takes cached block b out of partial_, or off its parent's pending list (the list's last entry
+  // takes its place).
+  void Unindex(int32_t b);
   // Drops the entries of `index` that name b under b's first 1..n tokens.
   void UnindexPrefixes(PrefixIndex* index, int32_t b, int n);
   // Makes seq's frontier block live (indexed with seq's tokens in it, unless it is already) and
@@ -167,6 +192,7 @@ class BlockManager {
   std::unordered_map<uint64_t, int64_t> in_flight_;  // block hash -> seq id computing it
   // Hash of (parent identity, first j tokens), 0 < j < block_size -> a cached block starting so.
   PrefixIndex partial_;
+  std::vector<int32_t> root_pending_;  // cached first blocks not yet in partial_
   // The same keys -> a live block starting so (the first indexed; dropped by the block it names).
   PrefixIndex live_;
   std::vector<int32_t> copy_holds_;  // sources of this step's copies, one reference each
