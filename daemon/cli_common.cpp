@@ -172,11 +172,15 @@ Status LoadChatFormat(const LlmqConfig& cfg, const Tokenizer& tok,
 
 Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choice,
                           const std::string& messages_json, const std::string& tools_json,
-                          const Tokenizer& tok, std::string* rendered, std::vector<int>* ids) {
+                          const std::string& kwargs_json, const Tokenizer& tok,
+                          std::string* rendered, std::vector<int>* ids) {
   jobs::BatchRequest req;
   LLMQ_RETURN_IF_ERROR(jobs::ParseChatMessages(messages_json, "--messages", &req.messages));
   if (!tools_json.empty())
     LLMQ_RETURN_IF_ERROR(jobs::ParseChatTools(tools_json, "--tools", &req.tools));
+  if (!kwargs_json.empty())
+    LLMQ_RETURN_IF_ERROR(jobs::ParseChatTemplateKwargs(kwargs_json, "--chat-template-kwargs",
+                                                       &req.chat_template_kwargs));
   const Conversation conversation = ChatConversation(req);
   std::shared_ptr<const ChatFormat> chat;
   LLMQ_RETURN_IF_ERROR(ChatFormat::Load(model_dir, choice, tok, &chat));

@@ -74,12 +74,14 @@ void SetToolCallFormatFrom(const LlmqConfig& cfg, BuildContext* ctx);
 
 // --messages JSON (tokenize, generate): the conversation rendered by the model's chat format
 // (`choice` as model.chat_template: "" = the model's own) and encoded as a chat request's prompt
-// is, with `tools_json` (--tools: a chat request's tools; "" none) on offer. InvalidArgument naming
-// --messages or --tools and the field for bad JSON, messages or tools; the template's errors as
-// ChatFormat gives them.
+// is, with `tools_json` (--tools: a chat request's tools; "" none) on offer and `kwargs_json`
+// (--chat-template-kwargs: a chat request's chat_template_kwargs; "" none) for the template.
+// InvalidArgument naming the flag and the field for bad JSON, messages, tools or variables; the
+// template's errors as ChatFormat gives them.
 Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choice,
                           const std::string& messages_json, const std::string& tools_json,
-                          const Tokenizer& tok, std::string* rendered, std::vector<int>* ids);
+                          const std::string& kwargs_json, const Tokenizer& tok,
+                          std::string* rendered, std::vector<int>* ids);
 
 // What `run` and `serve` start with: the CPU threads set (ApplyCpuThreads), the model loaded, the
 // engine made from the config, and the context that turns input lines into its requests (its chat

@@ -16,7 +16,7 @@ namespace llmq::cli {
 namespace {
 
 struct GenerateFlags {
-  std::string model, prompt, messages, chat_template, stop;
+  std::string model, prompt, messages, template_kwargs, chat_template, stop;
   std::string backend = "auto", precision = "bf16", weight_dtype = "auto", kv_dtype = "auto";
   int max_tokens = 64;
   float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
@@ -51,8 +51,8 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
   std::vector<int> ids;
   if (!f.messages.empty()) {  // as a chat request's prompt: the model's chat format
     std::string rendered;
-    if (Status st = EncodeMessagesFlag(dir, f.chat_template, f.messages, "", *model.tokenizer,
-                                       &rendered, &ids);
+    if (Status st = EncodeMessagesFlag(dir, f.chat_template, f.messages, "", f.template_kwargs,
+                                       *model.tokenizer, &rendered, &ids);
         !st.ok())
       return Fail(cmd, st, st.code() == Status::Code::kInvalidArgument ? 2 : 1);
   } else {
@@ -106,6 +106,10 @@ void AddGenerateCommand(CLI::App* app, int* rc) {
       "A conversation instead of --prompt, as a chat request's messages: '[{\"role\": \"user\", "
       "\"content\": \"Hi\"}]' (rendered by the model's chat template)");
   messages->excludes(prompt);
+  cmd->add_option("--chat-template-kwargs", f->template_kwargs,
+                  "With --messages: further variables for the template, as a chat request's "
+                  "chat_template_kwargs: '{\"enable_thinking\": false}'")
+      ->needs(messages);
   cmd->add_option("--chat-template", f->chat_template,
                   "With --messages: llama-2|mistral|chatml|zephyr (default: the model's own)");
   cmd->add_option("--max-tokens", f->max_tokens, "Most tokens to generate")

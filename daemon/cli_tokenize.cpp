@@ -16,7 +16,7 @@ namespace llmq::cli {
 namespace {
 
 struct TokenizeFlags {
-  std::string model, text, file, messages, tools, chat_template;
+  std::string model, text, file, messages, tools, template_kwargs, chat_template;
   bool no_special = false, json = false;
 };
 
@@ -34,8 +34,8 @@ int Tokenize(const CLI::App* cmd, const TokenizeFlags& f) {
   std::vector<int> ids;
   std::string rendered;
   if (!f.messages.empty()) {
-    if (Status s = EncodeMessagesFlag(f.model, f.chat_template, f.messages, f.tools, *tok,
-                                      &rendered, &ids);
+    if (Status s = EncodeMessagesFlag(f.model, f.chat_template, f.messages, f.tools,
+                                      f.template_kwargs, *tok, &rendered, &ids);
         !s.ok())
       return Fail(cmd, s, s.code() == Status::Code::kInvalidArgument ? 2 : 1);
   } else {
@@ -72,6 +72,10 @@ void AddTokenizeCommand(CLI::App* app, int* rc) {
   cmd->add_option("--tools", f->tools,
                   "With --messages: the tools on offer, as a chat request's tools: '[{\"type\": "
                   "\"function\", \"function\": {\"name\": \"f\"}}]' (given to the template)")
+      ->needs(messages);
+  cmd->add_option("--chat-template-kwargs", f->template_kwargs,
+                  "With --messages: further variables for the template, as a chat request's "
+                  "chat_template_kwargs: '{\"enable_thinking\": false}'")
       ->needs(messages);
   cmd->add_option("--chat-template", f->chat_template,
                   "llama-2|mistral|chatml|zephyr (default: the model's own template)");

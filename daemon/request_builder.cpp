@@ -121,6 +121,7 @@ Conversation ChatConversation(const jobs::BatchRequest& r) {
     c.messages.push_back({m.role, m.content, m.tool_call_id, m.name, m.tool_calls});
   c.tools.reserve(r.tools.size());
   for (const jobs::ToolDef& t : r.tools) c.tools.push_back(t.json);
+  c.template_kwargs = r.chat_template_kwargs;
   return c;
 }
 

@@ -353,6 +353,37 @@ void ParseToolFields(const json& body, const nlohmann::ordered_json* ordered, Ba
   }
 }
 
+// body.chat_template_kwargs (chat, vLLM's extension).
+void ParseTemplateKwargs(const json& body, const nlohmann::ordered_json* ordered,
+                         BatchRequest* req) {
+  const json* v = Find(body, "chat_template_kwargs");
+  if (!v) return;
+  const std::string field = "body.chat_template_kwargs";
+  if (!v->is_object())
+    Fail(field, "must be an object of the chat template's variables ({\"enable_thinking\": false})",
+         *v);
+  static const char* const kReserved[] = {"messages",
+                                          "tools",
+                                          "documents",
+                                          "add_generation_prompt",
+                                          "bos_token",
+                                          "eos_token",
+                                          "unk_token",
+                                          "pad_token",
+                                          "chat_template",
+                                          "tokenize",
+                                          "continue_final_message"};
+  for (const char* key : kReserved)
+    if (const json* r = Find(*v, key))
+      Fail(field + "." + key,
+           "is not a variable a request may set (llmq renders the messages, tools and generation "
+           "prompt itself, with the model's special tokens and template)",
+           *r);
+  if (v->empty()) return;
+  req->chat_template_kwargs =
+      Written(*v, ordered != nullptr ? &ordered->at("chat_template_kwargs") : nullptr);
+}
+
 void ParsePrompt(const json& body, BatchRequest* req) {
   const json* p = Find(body, "prompt");
   const char* what = "must be a string or a list of token ids";
@@ -616,11 +647,12 @@ void CheckBodyFields(const json& body, Endpoint endpoint) {
   }
 }
 
-// Whether the body carries what is kept in the order written: a JSON schema, tools, tool calls.
+// Whether the body carries what is kept in the order written: a JSON schema, tools, tool calls,
+// chat template variables.
 bool NeedsOrder(const json& body) {
   const json* rf = Find(body, "response_format");
   if (rf && rf->is_object() && rf->contains("json_schema")) return true;
-  if (Find(body, "tools")) return true;
+  if (Find(body, "tools") || Find(body, "chat_template_kwargs")) return true;
   const json* msgs = Find(body, "messages");
   return msgs && msgs->is_array() && std::any_of(msgs->begin(), msgs->end(), [](const json& m) {
            return m.is_object() && Find(m, "tool_calls") != nullptr;
@@ -662,6 +694,7 @@ void ParseRest(const json& j, const nlohmann::ordered_json* ordered, BatchReques
         written != nullptr ? written->find("messages") : nlohmann::ordered_json::const_iterator();
     ParseMessages(*body, written != nullptr && msgs != written->end() ? &*msgs : nullptr, req);
     ParseToolFields(*body, written, req);
+    ParseTemplateKwargs(*body, written, req);
   } else {
     ParsePrompt(*body, req);
   }
@@ -738,8 +771,7 @@ const std::vector<FieldRule>& BodyFieldRules() {
       {"modalities", true, false, U::kHonoured, "[\"text\"] only"},
       {"tools", true, false, U::kHonoured, "function tools, given to the chat template"},
       {"tool_choice", true, false, U::kHonoured,
-       "\"none\", \"auto\" (calls are not parsed yet); \"required\" and a named function are "
-       "refused until enforced"},
+       "\"none\", \"auto\", \"required\" or a named function (calls enforced)"},
       {"parallel_tool_calls", true, false, U::kHonoured, "a boolean, with tools"},
       {"echo", false, true, U::kHonoured, "false only"},
       {"suffix", false, true, U::kHonoured, "\"\" only"},
@@ -751,6 +783,8 @@ const std::vector<FieldRule>& BodyFieldRules() {
       {"repetition_penalty", true, true, U::kHonoured, "vLLM: > 0"},
       {"min_tokens", true, true, U::kHonoured, "vLLM"},
       {"stop_token_ids", true, true, U::kHonoured, "vLLM"},
+      {"chat_template_kwargs", true, false, U::kHonoured,
+       "vLLM: the chat template's further variables ({\"enable_thinking\": false})"},
       // What OpenAI accepts without changing the completion.
       {"user", true, true, U::kIgnored, "an end-user id for abuse monitoring"},
       {"metadata", true, false, U::kIgnored, "stored-completion tags"},
@@ -813,6 +847,16 @@ Status ParseChatTools(std::string_view text, const std::string& what, std::vecto
                        [&](const json& body, const nlohmann::ordered_json& ordered) {
                          ParseTools(body.at("tools"), &ordered.at("tools"),
                                     out);  // throws LineError: caught in ParseFlagList
+                       });
+}
+
+Status ParseChatTemplateKwargs(std::string_view text, const std::string& what, std::string* out) {
+  out->clear();
+  return ParseFlagList(text, what, "chat_template_kwargs",
+                       [&](const json& body, const nlohmann::ordered_json& ordered) {
+                         BatchRequest req;
+                         ParseTemplateKwargs(body, &ordered, &req);  // throws LineError
+                         *out = std::move(req.chat_template_kwargs);
                        });
 }
 

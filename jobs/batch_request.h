@@ -86,12 +86,18 @@ struct BatchRequest {
   ResponseFormat response_format = ResponseFormat::kText;
   std::string json_schema;
   std::string json_schema_name;
-  // Tools (chat): the functions on offer, given to the chat template as written. The daemon
-  // refuses kRequired and kNamed until calls are enforced (daemon/request_builder.h).
+  // Tools (chat): the functions on offer, given to the chat template as written; the calls are
+  // enforced token by token (engine/structured/tool_calls.h).
   std::vector<ToolDef> tools;
   ToolChoice tool_choice = ToolChoice::kNone;  // OpenAI: "none" without tools, "auto" with them
   std::string tool_choice_name;                // kNamed: the function's name (among tools)
   bool parallel_tool_calls = true;
+  // Chat (vLLM's extension): further variables for the model's chat template, a JSON object's
+  // text in the key order written ("" = none; {} counts as none), e.g. {"enable_thinking": false}
+  // for Qwen3. Names the template gets from llmq (messages, tools, documents,
+  // add_generation_prompt, the special tokens) and vLLM's chat_template, tokenize and
+  // continue_final_message are refused naming the key.
+  std::string chat_template_kwargs;
   std::string error;  // non-empty: the line is refused, with this message
   // With `error`: the field at fault as OpenAI's error "param" names it (ParamOfField:
   // "max_tokens", "messages[1].role", "custom_id"); "" when no single field is (invalid JSON).
@@ -144,5 +150,8 @@ Status ParseChatMessages(std::string_view text, const std::string& what,
 // A JSON list of tools (the CLI's --tools), checked and read as a chat request's body.tools is.
 // Errors as ParseChatMessages's ("--tools: field 'body.tools[0].type' ...").
 Status ParseChatTools(std::string_view text, const std::string& what, std::vector<ToolDef>* out);
+// A JSON object of chat template variables (the CLI's --chat-template-kwargs), checked and read as
+// a chat request's body.chat_template_kwargs is ("" for {}). Errors as ParseChatMessages's.
+Status ParseChatTemplateKwargs(std::string_view text, const std::string& what, std::string* out);
 
 }  // namespace llmq::jobs

@@ -605,6 +605,15 @@ TEST(BatchRequestFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
          EXPECT_EQ(r.stop_token_ids, (std::vector<int32_t>{2, 9}));
        }},
       {"stop_token_ids", false, "[-1]", nullptr},
+      {"chat_template_kwargs", false, R"({"enable_thinking": false, "a": [1, {"z": 0, "b": 1}]})",
+       [](R r) {  // (the case's line is written with its keys sorted)
+         EXPECT_EQ(r.chat_template_kwargs, R"({"a":[1,{"b":1,"z":0}],"enable_thinking":false})");
+       }},
+      {"chat_template_kwargs", false, "{}", [](R r) { EXPECT_EQ(r.chat_template_kwargs, ""); }},
+      {"chat_template_kwargs", false, R"(["enable_thinking"])", nullptr},
+      {"chat_template_kwargs", false, R"({"x": 1, "messages": []})", nullptr},  // .messages
+      {"chat_template_kwargs", false, R"({"add_generation_prompt": false})", nullptr},
+      {"chat_template_kwargs", true, R"({"enable_thinking": false})", nullptr},
       {"user", false, R"("u-1")", unchanged},
       {"metadata", false, R"({"k": "v"})", unchanged},
       {"store", false, "true", unchanged},
@@ -687,6 +696,25 @@ const char* const kWeatherTool =
     R"({"type": "function", "function": {"name": "get_weather", "description": "Weather at a place",
         "parameters": {"type": "object", "properties": {"zeta": {"type": "string"},
         "alpha": {"type": "integer"}}, "required": ["zeta"]}, "strict": true}})";
+
+// chat_template_kwargs reach the template in the key order written (a template's tojson lists
+// them so); the CLI flag reads them the same way and names itself in its errors.
+TEST(BatchRequestTest, ChatTemplateKwargsKeepTheirKeyOrder) {
+  const std::string line =
+      R"({"custom_id": "k", "method": "POST", "url": "/v1/chat/completions", "body": {"messages":
+      [{"role": "user", "content": "Hi"}], "chat_template_kwargs": {"zeta": {"y": 1, "b": [2]},
+      "enable_thinking": false}}})";
+  const BatchRequest r = ParseBatchLine(line, 3, "k.jsonl");
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.chat_template_kwargs, R"({"zeta":{"y":1,"b":[2]},"enable_thinking":false})");
+  std::string flag;
+  ASSERT_TRUE(ParseChatTemplateKwargs(R"({"z": 1, "a": 2})", "--chat-template-kwargs", &flag).ok());
+  EXPECT_EQ(flag, R"({"z":1,"a":2})");
+  const Status st = ParseChatTemplateKwargs(R"({"tools": []})", "--chat-template-kwargs", &flag);
+  EXPECT_EQ(
+      st.message().rfind("--chat-template-kwargs: field 'body.chat_template_kwargs.tools'", 0), 0u)
+      << st.message();
+}
 
 TEST(BatchRequestToolsTest, ToolsAreKeptParsedAndAsWritten) {
   // Keys out of alphabetical order: the template gets them as written.

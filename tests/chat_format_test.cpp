@@ -205,6 +205,46 @@ TEST_F(ChatFormatTest, TheTemplateGetsToolsAndToolCallsAsWritten) {
   EXPECT_EQ(ids, E(text));
 }
 
+// A request's chat_template_kwargs (Conversation::template_kwargs) are further variables beside
+// the template's own, as written (key order kept); the names llmq sets are not theirs to change.
+TEST_F(ChatFormatTest, TheTemplateGetsFurtherVariablesBesideItsOwn) {
+  const char* own =
+      "{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}"
+      "{% if enable_thinking is defined and enable_thinking is false %}no thinking;{% endif %}"
+      "{% if date_string is defined %}{{ date_string }};{% endif %}"
+      "{% if extra is defined %}{{ extra | tojson }};{% endif %}";
+  ASSERT_TRUE(Load(Folder({{"chat_template", own}, {"bos_token", "<s>"}})).ok());
+  Conversation c{kHi, {}};
+  std::string text;
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text, "user:Hi;");
+  c.template_kwargs =
+      R"({"enable_thinking":false,"date_string":"1 Dec 2026","extra":{"z":1,"a":2}})";
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text, "user:Hi;no thinking;1 Dec 2026;{\"z\": 1, \"a\": 2};");
+  std::vector<int> ids;
+  ASSERT_TRUE(chat_->Encode(*tok_, c, &ids).ok());
+  EXPECT_EQ(ids, E(text));
+  c.template_kwargs = R"({"enable_thinking":true})";
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text, "user:Hi;");
+  // A variable llmq sets (here the model's bos_token) is refused naming it, not overridden.
+  c.template_kwargs = R"({"bos_token":"<x>"})";
+  const Status st = chat_->Render(c, &text);
+  EXPECT_EQ(st.message().rfind("field 'chat_template_kwargs.bos_token'", 0), 0u) << st.message();
+}
+
+TEST_F(ChatFormatTest, BuiltinsReadNoFurtherVariables) {
+  ASSERT_TRUE(Load(Folder({{"chat_template", kChatml}})).ok());
+  ASSERT_EQ(chat_->name(), "chatml");
+  Conversation c{kHi, {}};
+  std::string plain, text;
+  ASSERT_TRUE(chat_->Render(c, &plain).ok());
+  c.template_kwargs = R"({"enable_thinking":false})";
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text, plain);
+}
+
 // The built-ins have no syntax for tools: tools, tool calls and tool messages are refused naming
 // the field.
 TEST_F(ChatFormatTest, BuiltinsRefuseToolsNamingTheField) {

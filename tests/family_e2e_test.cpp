@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -46,6 +47,24 @@ class FamilyEndToEnd : public ::testing::TestWithParam<const char*> {
     LLMQ_SKIP_WITHOUT_SHARED(dir_, GetParam());
     refs_ = References(dir_);
     ASSERT_FALSE(refs_.empty()) << dir_ << "/reference has no references";
+  }
+  // One line per (custom_id, url, body) through `llmq run` on the model; its output lines.
+  struct Line {
+    std::string id, url;
+    json body;
+  };
+  std::vector<json> RunJob(const std::vector<Line>& lines) {
+    const std::string tmp = testing::CurrentTestDir();
+    {
+      std::ofstream in(tmp + "/in.jsonl");
+      for (const Line& l : lines)
+        in << json{{"custom_id", l.id}, {"method", "POST"}, {"url", l.url}, {"body", l.body}}.dump()
+           << "\n";
+    }
+    const auto r = testing::RunLlmq(
+        {"run", tmp + "/in.jsonl", "-o", tmp + "/out.jsonl", "--model", dir_, "--no-progress"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return testing::ReadJsonl(tmp + "/out.jsonl");
   }
   std::string dir_;
   std::vector<Reference> refs_;
@@ -92,29 +111,19 @@ TEST_P(FamilyEndToEnd, GenerateReproducesEveryGreedyCompletion) {
 // each line twice (the second shares the whole prompt with the first: a prefix-cache hit must not
 // change a greedy completion).
 TEST_P(FamilyEndToEnd, RunUsesTheModelsOwnTemplateAndCountsItsPromptTokens) {
-  const std::string tmp = testing::CurrentTestDir();
-  {
-    std::ofstream in(tmp + "/in.jsonl");
-    for (const Reference& ref : refs_) {
-      for (int copy = 0; copy < 2; ++copy) {
-        json body{{"model", "anything"}, {"max_tokens", ref.j["max_tokens"]}, {"temperature", 0}};
-        if (ref.chat())
-          body["messages"] = ref.j["messages"];
-        else
-          body["prompt"] = ref.j["prompt"];
-        in << json{{"custom_id", ref.name + "-" + std::to_string(copy)},
-                   {"method", "POST"},
-                   {"url", ref.chat() ? "/v1/chat/completions" : "/v1/completions"},
-                   {"body", body}}
-                  .dump()
-           << "\n";
-      }
+  std::vector<Line> lines;
+  for (const Reference& ref : refs_) {
+    for (int copy = 0; copy < 2; ++copy) {
+      json body{{"model", "anything"}, {"max_tokens", ref.j["max_tokens"]}, {"temperature", 0}};
+      if (ref.chat())
+        body["messages"] = ref.j["messages"];
+      else
+        body["prompt"] = ref.j["prompt"];
+      lines.push_back({ref.name + "-" + std::to_string(copy),
+                       ref.chat() ? "/v1/chat/completions" : "/v1/completions", body});
     }
   }
-  const auto r = testing::RunLlmq(
-      {"run", tmp + "/in.jsonl", "-o", tmp + "/out.jsonl", "--model", dir_, "--no-progress"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::vector<json> out = testing::ReadJsonl(tmp + "/out.jsonl");
+  const std::vector<json> out = RunJob(lines);
   ASSERT_EQ(out.size(), 2 * refs_.size());
   for (size_t i = 0; i < out.size(); ++i) {
     const Reference& ref = refs_[i / 2];
@@ -128,6 +137,52 @@ TEST_P(FamilyEndToEnd, RunUsesTheModelsOwnTemplateAndCountsItsPromptTokens) {
     EXPECT_EQ(ref.chat() ? choice["message"]["content"] : choice["text"], ref.j["completion_text"]);
     EXPECT_EQ(body["model"], fs::path(dir_).filename().string());
   }
+}
+
+// vLLM's chat_template_kwargs reach the model's own template, in `llmq tokenize` and in a job:
+// Qwen3's template (tiny-qwen2 carries one too) closes an empty thought after the generation prompt
+// for enable_thinking false; Llama 3.2's reads no such variable. A line that tries to set one of
+// llmq's own variables is that line's error, naming the key; the others run.
+TEST_P(FamilyEndToEnd, ChatTemplateKwargsReachTheModelsTemplate) {
+  const json messages = json::array({{{"role", "user"}, {"content", "Name three colours."}}});
+  const json kwargs = {{"enable_thinking", false}};
+  const auto plain =
+      testing::RunLlmq({"tokenize", "--model", dir_, "--json", "--messages", messages.dump()});
+  const auto with = testing::RunLlmq({"tokenize", "--model", dir_, "--json", "--messages",
+                                      messages.dump(), "--chat-template-kwargs", kwargs.dump()});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  const json p = json::parse(plain.out), w = json::parse(with.out);
+  const std::string thought_closed = "<think>\n\n</think>\n\n";
+  std::ifstream config(dir_ + "/tokenizer_config.json");
+  const std::string source = json::parse(config).value("chat_template", "");
+  ASSERT_FALSE(source.empty());
+  if (source.find("enable_thinking is false") != std::string::npos) {  // Qwen3's
+    EXPECT_EQ(w["rendered"], p["rendered"].get<std::string>() + thought_closed);
+    EXPECT_GT(w["ids"].size(), p["ids"].size());
+  } else {
+    EXPECT_EQ(w["rendered"], p["rendered"]);
+  }
+  const json bad = {{"enable_thinking", false}, {"add_generation_prompt", false}};
+  std::vector<Line> lines;
+  for (const json* k : {static_cast<const json*>(nullptr), &kwargs, &bad}) {
+    json body{{"model", "m"}, {"max_tokens", 2}, {"messages", messages}};
+    if (k) body["chat_template_kwargs"] = *k;
+    lines.push_back({k == nullptr   ? "plain"
+                     : k == &kwargs ? "with"
+                                    : "bad",
+                     "/v1/chat/completions", body});
+  }
+  const std::vector<json> out = RunJob(lines);
+  ASSERT_EQ(out.size(), 3u);
+  std::map<std::string, json> by_id;
+  for (const json& o : out) by_id[o["custom_id"]] = o;
+  EXPECT_EQ(by_id["plain"]["response"]["body"]["usage"]["prompt_tokens"], p["ids"].size());
+  EXPECT_EQ(by_id["with"]["response"]["body"]["usage"]["prompt_tokens"], w["ids"].size());
+  EXPECT_NE(testing::ErrorMessage(by_id["bad"])
+                .find("field 'body.chat_template_kwargs.add_generation_prompt'"),
+            std::string::npos)
+      << by_id["bad"].dump();
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedModels, FamilyEndToEnd,

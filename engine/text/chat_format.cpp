@@ -146,6 +146,18 @@ Status ChatFormat::RenderJinja(const Conversation& conversation, std::string* te
   }
   ctx["documents"] = nullptr;
   ctx["add_generation_prompt"] = true;
+  if (!conversation.template_kwargs.empty()) {
+    ordered kwargs;
+    LLMQ_RETURN_IF_ERROR(parse(conversation.template_kwargs, "chat_template_kwargs", &kwargs));
+    if (!kwargs.is_object())
+      return Status::InvalidArgument("field 'chat_template_kwargs': not a JSON object");
+    for (auto& [key, value] : kwargs.items()) {
+      if (ctx.contains(key))
+        return Status::InvalidArgument("field 'chat_template_kwargs." + key +
+                                       "': the chat template's own variable, set by llmq");
+      ctx[key] = std::move(value);
+    }
+  }
   const jinja::Template& tmpl =
       conversation.tools.empty() || !jinja_tool_use_ ? *jinja_ : *jinja_tool_use_;
   const Status st = tmpl.RenderOrdered(ctx, text);

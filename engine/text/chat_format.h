@@ -42,6 +42,10 @@ struct Conversation {
   // Each tool's JSON object as written (key order kept), e.g. {"type": "function", "function":
   // {...}}; none: the template gets tools = null, as transformers passes tools=None.
   std::vector<std::string> tools;
+  // Further variables for the template (vLLM's chat_template_kwargs: enable_thinking, date_string,
+  // ...), a JSON object's text, key order kept; "" = none. Set beside the variables above, never
+  // over them (the request layer refuses those names). The built-ins read none of them.
+  std::string template_kwargs;
 };
 
 class ChatFormat {
