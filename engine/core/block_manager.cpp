@@ -334,8 +334,8 @@ void BlockManager::MarkComputed(Sequence* seq) {
       blk.parent_hash = i ? seq->block_hashes[i - 1] : 0;
       blk.tokens.assign(seq->tokens.begin() + i * bs, seq->tokens.begin() + (i + 1) * bs);
       map_.emplace(h, b);
-      std::vector<int32_t>& pending =
-          PendingOf(parent);  // indexed when looked under (FlushPending)
+      // Indexed when an admission looks under its parent (FlushPending).
+      std::vector<int32_t>& pending = PendingOf(parent);
       blk.indexed = Block::Indexed::kPending;
       blk.pending_pos = static_cast<int32_t>(pending.size());
       pending.push_back(b);
