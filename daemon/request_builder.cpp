@@ -122,6 +122,8 @@ Conversation ChatConversation(const jobs::BatchRequest& r) {
   c.tools.reserve(r.tools.size());
   for (const jobs::ToolDef& t : r.tools) c.tools.push_back(t.json);
   c.template_kwargs = r.chat_template_kwargs;
+  c.add_generation_prompt = r.add_generation_prompt;
+  c.continue_final_message = r.continue_final_message;
   return c;
 }
 

@@ -384,6 +384,27 @@ void ParseTemplateKwargs(const json& body, const nlohmann::ordered_json* ordered
       Written(*v, ordered != nullptr ? &ordered->at("chat_template_kwargs") : nullptr);
 }
 
+// body.add_generation_prompt and continue_final_message (chat, vLLM's extensions).
+void ParseTurnFields(const json& body, BatchRequest* req) {
+  if (const json* v = Find(body, "add_generation_prompt"))
+    req->add_generation_prompt = Flag(*v, "body.add_generation_prompt");
+  const json* v = Find(body, "continue_final_message");
+  if (!v) return;
+  req->continue_final_message = Flag(*v, "body.continue_final_message");
+  if (!req->continue_final_message) return;
+  if (req->add_generation_prompt)
+    Fail("body.continue_final_message",
+         "cannot be true with add_generation_prompt true (its default): set "
+         "add_generation_prompt to false",
+         *v);
+  const ChatMessage& last = req->messages.back();
+  if (last.content_null)
+    Fail("body.continue_final_message",
+         "needs a final message with text content to continue (messages[" +
+             std::to_string(req->messages.size() - 1) + "] has none)",
+         *v);
+}
+
 void ParsePrompt(const json& body, BatchRequest* req) {
   const json* p = Find(body, "prompt");
   const char* what = "must be a string or a list of token ids";
@@ -695,6 +716,7 @@ void ParseRest(const json& j, const nlohmann::ordered_json* ordered, BatchReques
     ParseMessages(*body, written != nullptr && msgs != written->end() ? &*msgs : nullptr, req);
     ParseToolFields(*body, written, req);
     ParseTemplateKwargs(*body, written, req);
+    ParseTurnFields(*body, req);
   } else {
     ParsePrompt(*body, req);
   }
@@ -783,6 +805,10 @@ const std::vector<FieldRule>& BodyFieldRules() {
       {"repetition_penalty", true, true, U::kHonoured, "vLLM: > 0"},
       {"min_tokens", true, true, U::kHonoured, "vLLM"},
       {"stop_token_ids", true, true, U::kHonoured, "vLLM"},
+      {"add_generation_prompt", true, false, U::kHonoured,
+       "vLLM: the assistant turn's opening ends the prompt (true, the default)"},
+      {"continue_final_message", true, false, U::kHonoured,
+       "vLLM: the final message is continued (with add_generation_prompt false)"},
       {"chat_template_kwargs", true, false, U::kHonoured,
        "vLLM: the chat template's further variables ({\"enable_thinking\": false})"},
       // What OpenAI accepts without changing the completion.

@@ -98,6 +98,11 @@ struct BatchRequest {
   // add_generation_prompt, the special tokens) and vLLM's chat_template, tokenize and
   // continue_final_message are refused naming the key.
   std::string chat_template_kwargs;
+  // Chat (vLLM's extensions): whether the prompt ends with the assistant turn's opening (default
+  // true), or with the final message left open for the model to continue (continue_final_message:
+  // only with add_generation_prompt false, and a final message with text content, as vLLM asks).
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
   std::string error;  // non-empty: the line is refused, with this message
   // With `error`: the field at fault as OpenAI's error "param" names it (ParamOfField:
   // "max_tokens", "messages[1].role", "custom_id"); "" when no single field is (invalid JSON).

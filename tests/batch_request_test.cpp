@@ -614,6 +614,16 @@ TEST(BatchRequestFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
       {"chat_template_kwargs", false, R"({"x": 1, "messages": []})", nullptr},  // .messages
       {"chat_template_kwargs", false, R"({"add_generation_prompt": false})", nullptr},
       {"chat_template_kwargs", true, R"({"enable_thinking": false})", nullptr},
+      {"add_generation_prompt", false, "false",
+       [](R r) {
+         EXPECT_FALSE(r.add_generation_prompt);
+         EXPECT_FALSE(r.continue_final_message);
+       }},
+      {"add_generation_prompt", false, "1", nullptr},
+      {"add_generation_prompt", true, "false", nullptr},
+      {"continue_final_message", false, "false", [](R r) { EXPECT_TRUE(r.add_generation_prompt); }},
+      {"continue_final_message", false, "true", nullptr},  // with add_generation_prompt's default
+      {"continue_final_message", true, "true", nullptr},
       {"user", false, R"("u-1")", unchanged},
       {"metadata", false, R"({"k": "v"})", unchanged},
       {"store", false, "true", unchanged},
@@ -699,6 +709,29 @@ const char* const kWeatherTool =
 
 // chat_template_kwargs reach the template in the key order written (a template's tojson lists
 // them so); the CLI flag reads them the same way and names itself in its errors.
+// continue_final_message (vLLM): only with add_generation_prompt false, and a final message with
+// text to continue.
+TEST(BatchRequestTest, ContinueFinalMessageNeedsNoGenerationPromptAndAFinalText) {
+  json j = ChatLine();
+  j["body"]["messages"] = json::parse(R"([{"role": "user", "content": "List colours."},
+      {"role": "assistant", "content": "Red, "}])");
+  j["body"]["continue_final_message"] = true;
+  j["body"]["add_generation_prompt"] = false;
+  BatchRequest r = ParseBatchLine(j.dump(), 5, "c.jsonl");
+  ASSERT_EQ(r.error, "");
+  EXPECT_TRUE(r.continue_final_message);
+  EXPECT_FALSE(r.add_generation_prompt);
+  j["body"]["messages"][1] = json::parse(
+      R"({"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
+          "function": {"name": "f", "arguments": "{}"}}]})");
+  r = ParseBatchLine(j.dump(), 6, "c.jsonl");
+  EXPECT_EQ(r.error.rfind("c.jsonl:6: field 'body.continue_final_message' needs a final message "
+                          "with text content",
+                          0),
+            0u)
+      << r.error;
+}
+
 TEST(BatchRequestTest, ChatTemplateKwargsKeepTheirKeyOrder) {
   const std::string line =
       R"({"custom_id": "k", "method": "POST", "url": "/v1/chat/completions", "body": {"messages":

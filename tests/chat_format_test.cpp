@@ -234,6 +234,76 @@ TEST_F(ChatFormatTest, TheTemplateGetsFurtherVariablesBesideItsOwn) {
   EXPECT_EQ(st.message().rfind("field 'chat_template_kwargs.bos_token'", 0), 0u) << st.message();
 }
 
+// continue_final_message: rendered without the generation prompt, cut right after the final
+// message's content, as transformers cuts it: where the template kept the content as written its
+// trailing space stays; where it trimmed it, the cut is after the trimmed text. A template that
+// does not show the final text is an error of that message.
+TEST_F(ChatFormatTest, AContinuedFinalMessageEndsThePrompt) {
+  const char* own =
+      "{% for m in messages %}<{{ m.role }}>{% if m.role == 'user' %}{{ m.content | trim }}"
+      "{% else %}{{ m.content }}{% endif %}</{{ m.role }}>{% endfor %}"
+      "{% if add_generation_prompt %}<assistant>{% endif %}";
+  ASSERT_TRUE(Load(Folder({{"chat_template", own}})).ok());
+  Conversation c{{{"user", "List colours."}, {"assistant", "Red, "}}, {}};
+  std::string text;
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text, "<user>List colours.</user><assistant>Red, </assistant><assistant>");
+  c.add_generation_prompt = false;
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text, "<user>List colours.</user><assistant>Red, </assistant>");
+  c.continue_final_message = true;
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text, "<user>List colours.</user><assistant>Red, ");  // the space kept, as written
+  std::vector<int> ids;
+  ASSERT_TRUE(chat_->Encode(*tok_, c, &ids).ok());
+  EXPECT_EQ(ids, E(text));
+  // A final user message the template trims: cut after its trimmed text.
+  c.messages = {{"user", " Say "}};
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text, "<user>Say");
+  // Its last occurrence: the same text earlier in the conversation does not end the prompt.
+  c.messages = {{"user", "Red"}, {"assistant", "Red"}};
+  ASSERT_TRUE(chat_->Render(c, &text).ok());
+  EXPECT_EQ(text, "<user>Red</user><assistant>Red");
+}
+
+// The families' own templates: the continued prompt is the start of the whole conversation's
+// (without the generation prompt), ending with the final message's text.
+TEST(ChatFormatFamilies, AContinuedFinalMessageIsTheStartOfTheWholeConversation) {
+  for (const char* name : {"tiny-qwen3", "tiny-qwen2", "tiny-llama32"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = testing::SharedModel(name);
+    LLMQ_SKIP_WITHOUT_SHARED(dir, name);
+    std::unique_ptr<Tokenizer> tok;
+    ASSERT_TRUE(Tokenizer::Load(dir, &tok).ok());
+    std::shared_ptr<const ChatFormat> chat;
+    ASSERT_TRUE(ChatFormat::Load(dir, "", *tok, &chat).ok());
+    Conversation c{
+        {{"system", "Answer in JSON."}, {"user", "Colours?"}, {"assistant", "{\"colours\": ["}},
+        {}};
+    c.add_generation_prompt = false;
+    std::string whole, continued;
+    ASSERT_TRUE(chat->Render(c, &whole).ok());
+    c.continue_final_message = true;
+    ASSERT_TRUE(chat->Render(c, &continued).ok());
+    EXPECT_LT(continued.size(), whole.size());
+    EXPECT_EQ(whole.compare(0, continued.size(), continued), 0) << continued;
+    EXPECT_TRUE(continued.ends_with("{\"colours\": [")) << continued;
+  }
+}
+
+TEST_F(ChatFormatTest, AFinalMessageTheTemplateHidesCannotBeContinued) {
+  ASSERT_TRUE(
+      Load(Folder({{"chat_template", "{% for m in messages %}[{{ m.role }}]{% endfor %}"}})).ok());
+  Conversation c{{{"user", "Hi"}, {"assistant", "Hello"}}, {}};
+  c.add_generation_prompt = false;
+  c.continue_final_message = true;
+  std::string text;
+  const Status st = chat_->Render(c, &text);
+  EXPECT_EQ(st.message().rfind("field 'messages[1].content': continue_final_message", 0), 0u)
+      << st.message();
+}
+
 TEST_F(ChatFormatTest, BuiltinsReadNoFurtherVariables) {
   ASSERT_TRUE(Load(Folder({{"chat_template", kChatml}})).ok());
   ASSERT_EQ(chat_->name(), "chatml");
@@ -243,6 +313,11 @@ TEST_F(ChatFormatTest, BuiltinsReadNoFurtherVariables) {
   c.template_kwargs = R"({"enable_thinking":false})";
   ASSERT_TRUE(chat_->Render(c, &text).ok());
   EXPECT_EQ(text, plain);
+  // They always open the assistant's turn.
+  c.add_generation_prompt = false;
+  const Status st = chat_->Render(c, &text);
+  EXPECT_EQ(st.message().rfind("field 'add_generation_prompt': the chatml built-in", 0), 0u)
+      << st.message();
 }
 
 // The built-ins have no syntax for tools: tools, tool calls and tool messages are refused naming

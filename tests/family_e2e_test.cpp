@@ -185,6 +185,35 @@ TEST_P(FamilyEndToEnd, ChatTemplateKwargsReachTheModelsTemplate) {
       << by_id["bad"].dump();
 }
 
+// continue_final_message through a job: the prompt ends inside the assistant's message (fewer
+// tokens than the whole conversation's with the generation prompt) and the completion continues
+// it; without add_generation_prompt false the line is its own error.
+TEST_P(FamilyEndToEnd, AJobContinuesTheFinalMessage) {
+  const json messages = json::parse(
+      R"([{"role": "user", "content": "Colours?"}, {"role": "assistant", "content": "Red and"}])");
+  json cont{{"model", "m"},
+            {"max_tokens", 3},
+            {"messages", messages},
+            {"add_generation_prompt", false},
+            {"continue_final_message", true}};
+  json whole{{"model", "m"}, {"max_tokens", 3}, {"messages", messages}};
+  json bad = cont;
+  bad.erase("add_generation_prompt");
+  const std::vector<json> out = RunJob({{"cont", "/v1/chat/completions", cont},
+                                        {"whole", "/v1/chat/completions", whole},
+                                        {"bad", "/v1/chat/completions", bad}});
+  ASSERT_EQ(out.size(), 3u);
+  std::map<std::string, json> by_id;
+  for (const json& o : out) by_id[o["custom_id"]] = o;
+  ASSERT_TRUE(by_id["cont"]["error"].is_null()) << by_id["cont"].dump();
+  const json& usage = by_id["cont"]["response"]["body"]["usage"];
+  EXPECT_LT(usage["prompt_tokens"], by_id["whole"]["response"]["body"]["usage"]["prompt_tokens"]);
+  EXPECT_EQ(usage["completion_tokens"], 3);
+  EXPECT_NE(testing::ErrorMessage(by_id["bad"]).find("field 'body.continue_final_message'"),
+            std::string::npos)
+      << by_id["bad"].dump();
+}
+
 INSTANTIATE_TEST_SUITE_P(SharedModels, FamilyEndToEnd,
                          ::testing::Values("tiny-qwen3", "tiny-qwen2", "tiny-llama32"),
                          [](const auto& info) {

@@ -1,10 +1,12 @@
 #include "engine/text/chat_format.h"
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string_view>
 
 #include "engine/text/jinja.h"
 
@@ -104,6 +106,13 @@ Status ChatFormat::Load(const std::string& model_dir, const std::string& choice,
 }
 
 Status ChatFormat::CheckBuiltin(const Conversation& conversation) const {
+  if (!conversation.add_generation_prompt || conversation.continue_final_message)
+    return Status::InvalidArgument(
+        std::string("field '") +
+        (conversation.continue_final_message ? "continue_final_message" : "add_generation_prompt") +
+        "': the " + name_ +
+        " built-in chat template always opens the assistant's turn (the model's own template "
+        "can leave it out)");
   if (conversation.tools.empty()) return Status::Ok();
   return Status::InvalidArgument("field 'tools': the " + name_ +
                                  " built-in chat template cannot render tools (the model's own "
@@ -145,7 +154,8 @@ Status ChatFormat::RenderJinja(const Conversation& conversation, std::string* te
                                  &ctx["tools"].emplace_back()));
   }
   ctx["documents"] = nullptr;
-  ctx["add_generation_prompt"] = true;
+  ctx["add_generation_prompt"] =
+      conversation.add_generation_prompt && !conversation.continue_final_message;
   if (!conversation.template_kwargs.empty()) {
     ordered kwargs;
     LLMQ_RETURN_IF_ERROR(parse(conversation.template_kwargs, "chat_template_kwargs", &kwargs));
@@ -162,6 +172,31 @@ Status ChatFormat::RenderJinja(const Conversation& conversation, std::string* te
       conversation.tools.empty() || !jinja_tool_use_ ? *jinja_ : *jinja_tool_use_;
   const Status st = tmpl.RenderOrdered(ctx, text);
   if (!st.ok()) return Status::InvalidArgument("field 'messages': " + st.message());
+  if (conversation.continue_final_message) return CutAfterFinalMessage(conversation, text);
+  return Status::Ok();
+}
+
+// As transformers' apply_chat_template(continue_final_message=True): the text ends where the final
+// message's content ends, at its last occurrence (its stripped form: a template may trim it; where
+// the template kept the content's trailing space, that space stays). Stripped of ASCII whitespace
+// (Python's strip() also strips Unicode's).
+Status ChatFormat::CutAfterFinalMessage(const Conversation& conversation, std::string* text) {
+  const size_t last = conversation.messages.size() - 1;
+  const std::string& content = conversation.messages[last].content;
+  const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  size_t b = 0, e = content.size();
+  while (b < e && space(content[b])) ++b;
+  while (e > b && space(content[e - 1])) --e;
+  const std::string_view stripped(content.data() + b, e - b), lstripped(content.data() + b);
+  const size_t at = text->rfind(stripped);
+  if (at == std::string::npos)
+    return Status::InvalidArgument("field 'messages[" + std::to_string(last) +
+                                   "].content': continue_final_message is set but the final "
+                                   "message does not appear in the prompt the chat template "
+                                   "renders (it changes or leaves out its text)");
+  // (transformers compares the slice with the unstripped content: leading space never matches.)
+  const bool kept = b == 0 && text->compare(at, lstripped.size(), lstripped) == 0;
+  text->resize(at + (kept ? lstripped.size() : stripped.size()));
   return Status::Ok();
 }
 

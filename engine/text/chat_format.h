@@ -46,6 +46,12 @@ struct Conversation {
   // ...), a JSON object's text, key order kept; "" = none. Set beside the variables above, never
   // over them (the request layer refuses those names). The built-ins read none of them.
   std::string template_kwargs;
+  // vLLM's add_generation_prompt (the assistant turn's opening after the messages) and
+  // continue_final_message (the final message left open, to be continued: rendered without the
+  // generation prompt, then cut right after its content, as transformers' apply_chat_template
+  // cuts it). Never both. The built-ins take the defaults only.
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
 };
 
 class ChatFormat {
@@ -82,6 +88,7 @@ class ChatFormat {
   ChatFormat() = default;
   Status RenderJinja(const Conversation& conversation, std::string* text) const;
   // The built-ins take no tools.
+  static Status CutAfterFinalMessage(const Conversation& conversation, std::string* text);
   Status CheckBuiltin(const Conversation& conversation) const;
 
   std::string name_, identity_;
