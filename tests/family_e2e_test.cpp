@@ -175,8 +175,7 @@ TEST_P(FamilyEndToEnd, ChatTemplateKwargsReachTheModelsTemplate) {
   }
   const std::vector<json> out = RunJob(lines);
   ASSERT_EQ(out.size(), 3u);
-  std::map<std::string, json> by_id;
-  for (const json& o : out) by_id[o["custom_id"]] = o;
+  std::map<std::string, json> by_id = testing::ByCustomId(out);
   EXPECT_EQ(by_id["plain"]["response"]["body"]["usage"]["prompt_tokens"], p["ids"].size());
   EXPECT_EQ(by_id["with"]["response"]["body"]["usage"]["prompt_tokens"], w["ids"].size());
   EXPECT_NE(testing::ErrorMessage(by_id["bad"])
@@ -203,8 +202,7 @@ TEST_P(FamilyEndToEnd, AJobContinuesTheFinalMessage) {
                                         {"whole", "/v1/chat/completions", whole},
                                         {"bad", "/v1/chat/completions", bad}});
   ASSERT_EQ(out.size(), 3u);
-  std::map<std::string, json> by_id;
-  for (const json& o : out) by_id[o["custom_id"]] = o;
+  std::map<std::string, json> by_id = testing::ByCustomId(out);
   ASSERT_TRUE(by_id["cont"]["error"].is_null()) << by_id["cont"].dump();
   const json& usage = by_id["cont"]["response"]["body"]["usage"];
   EXPECT_LT(usage["prompt_tokens"], by_id["whole"]["response"]["body"]["usage"]["prompt_tokens"]);

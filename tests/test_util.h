@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -212,6 +213,13 @@ inline std::vector<nlohmann::json> ReadJsonl(const std::string& path) {
   std::string line;
   while (std::getline(f, line)) out.push_back(nlohmann::json::parse(line));
   return out;
+}
+
+// Output lines by their custom_id.
+inline std::map<std::string, nlohmann::json> ByCustomId(const std::vector<nlohmann::json>& lines) {
+  std::map<std::string, nlohmann::json> by_id;
+  for (const nlohmann::json& o : lines) by_id[o["custom_id"].get<std::string>()] = o;
+  return by_id;
 }
 
 // Polls `done` every `poll_ms` until it holds or `seconds` have passed; its last answer.

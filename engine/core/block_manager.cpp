@@ -412,8 +412,7 @@ Status BlockManager::CheckInvariants() const {
       return fail(name(b) + " is cached under a live parent but neither indexed nor pending");
     if (blk.indexed == Block::Indexed::kPending) {
       ++pending;
-      const std::vector<int32_t>& list =
-          blk.parent >= 0 ? blocks_[blk.parent].pending : root_pending_;
+      const std::vector<int32_t>& list = PendingOf(blk.parent);
       if (!reachable || blk.pending_pos < 0 || blk.pending_pos >= static_cast<int>(list.size()) ||
           list[blk.pending_pos] != b)
         return fail(name(b) + " is pending but not where its parent's list says");

@@ -162,6 +162,9 @@ class BlockManager {
   std::vector<int32_t>& PendingOf(int32_t parent) {
     return parent >= 0 ? blocks_[parent].pending : root_pending_;
   }
+  const std::vector<int32_t>& PendingOf(int32_t parent) const {
+    return parent >= 0 ? blocks_[parent].pending : root_pending_;
+  }
   // Indexes the pending children of `parent` (-1: first blocks) and empties its list. Which of two
   // blocks with the same start wins its keys does not matter: both hold those tokens' K/V.
   void FlushPending(int32_t parent);
