@@ -25,6 +25,8 @@ constexpr const char* kChatTemplates[] = {"llama-2", "mistral", "chatml", "zephy
 // engine/structured/tool_calls.h's formats (config links nothing of the engine; tool_calls_test
 // checks that each is a name ToolCallFormatByName knows).
 constexpr const char* kToolCallFormats[] = {"hermes", "llama3_json", "mistral"};
+// engine/text/reasoning.h's parsers (reasoning_test checks each against ReasoningFormatByName).
+constexpr const char* kReasoningParsers[] = {"qwen3", "deepseek_r1"};
 
 // "file:line: what", or "file: what" when yaml-cpp has no position.
 Status ErrorAt(const std::string& file, const YAML::Mark& mark, const std::string& what) {
@@ -67,6 +69,25 @@ struct Leaf {
 Status GetString(const Leaf& l, std::string* out) {
   if (!l.value.IsScalar()) return l.Fail("must be a string, got " + Describe(l.value));
   *out = l.value.Scalar();
+  return Status::Ok();
+}
+
+// One of `names`, or "" (`empty_means` says what it means, for the error).
+template <size_t N>
+Status GetName(const Leaf& l, const char* const (&names)[N], const char* empty_means,
+               std::string* out) {
+  std::string name;
+  LLMQ_RETURN_IF_ERROR(GetString(l, &name));
+  bool known = name.empty();
+  std::string list;
+  for (const char* n : names) {
+    known = known || name == n;
+    list += (list.empty() ? "" : ", ") + std::string(n);
+  }
+  if (!known)
+    return l.Fail("must be one of " + list + " (or \"\" " + empty_means + "), got " +
+                  Describe(l.value));
+  *out = name;
   return Status::Ok();
 }
 
@@ -277,39 +298,17 @@ Status ParseRoot(const std::string& text, const std::string& file, LlmqConfig* c
          return Status::Ok();
        }},
       {"chat_template",
-       [c](const Leaf& l) -> Status {
-         std::string name;
-         LLMQ_RETURN_IF_ERROR(GetString(l, &name));
-         bool known = name.empty();  // "" = the model's own
-         std::string names;
-         for (const char* t : kChatTemplates) {
-           known = known || name == t;
-           names += (names.empty() ? "" : ", ") + std::string(t);
-         }
-         if (!known) {
-           return l.Fail("must be one of " + names + " (or \"\" for the model's own), got " +
-                         Describe(l.value));
-         }
-         c->chat_template = name;
-         return Status::Ok();
+       [c](const Leaf& l) {
+         return GetName(l, kChatTemplates, "for the model's own", &c->chat_template);
        }},
       {"tool_call_format",
-       [c](const Leaf& l) -> Status {
-         std::string name;
-         LLMQ_RETURN_IF_ERROR(GetString(l, &name));
-         bool known = name.empty();  // "" = recognised from the template
-         std::string names;
-         for (const char* t : kToolCallFormats) {
-           known = known || name == t;
-           names += (names.empty() ? "" : ", ") + std::string(t);
-         }
-         if (!known) {
-           return l.Fail("must be one of " + names +
-                         " (or \"\" to recognise it from the chat template), got " +
-                         Describe(l.value));
-         }
-         c->tool_call_format = name;
-         return Status::Ok();
+       [c](const Leaf& l) {
+         return GetName(l, kToolCallFormats, "to recognise it from the chat template",
+                        &c->tool_call_format);
+       }},
+      {"reasoning_parser",
+       [c](const Leaf& l) {
+         return GetName(l, kReasoningParsers, "for none", &c->reasoning_parser);
        }},
   };
   std::vector<Field> engine = {

@@ -23,6 +23,9 @@ struct LlmqConfig {
   // model.tool_call_format: hermes, llama3_json or mistral (the calls a model writes, issue 25);
   // "" = recognised from the model's chat template.
   std::string tool_call_format;
+  // model.reasoning_parser: qwen3 or deepseek_r1 (vLLM's --reasoning-parser: the thought between
+  // <think> and </think> as message.reasoning_content); "" = none.
+  std::string reasoning_parser;
   // model.name: the `model` field of every response (the model that ran, whatever a request
   // names); "" = the model folder's name.
   std::string model_name;

@@ -20,6 +20,7 @@ const std::vector<Knob>& Knobs() {
       On("model.served_names", false, &LlmqConfig::served_names),
       On("model.chat_template", false, &LlmqConfig::chat_template),
       On("model.tool_call_format", false, &LlmqConfig::tool_call_format),
+      On("model.reasoning_parser", false, &LlmqConfig::reasoning_parser),
       On("engine.block_size", false, &LlmqConfig::block_size),
       On("engine.max_num_seqs", false, &LlmqConfig::max_num_seqs),
       On("engine.max_num_batched_tokens", false, &LlmqConfig::max_num_batched_tokens),

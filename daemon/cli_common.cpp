@@ -188,7 +188,12 @@ Status EncodeMessagesFlag(const std::string& model_dir, const std::string& choic
   return chat->Encode(tok, conversation, ids);
 }
 
-void SetToolCallFormatFrom(const LlmqConfig& cfg, BuildContext* ctx) {
+void SetOutputFormatsFrom(const LlmqConfig& cfg, BuildContext* ctx) {
+  ctx->reasoning.reset();
+  ReasoningFormat reasoning;
+  if (!cfg.reasoning_parser.empty() &&
+      ReasoningFormatByName(cfg.reasoning_parser, &reasoning).ok())  // checked by the config
+    ctx->reasoning = reasoning;
   // The template that renders requests with tools: the "tool_use" entry when the model has one.
   std::string origin;
   std::string source = ReadNamedTemplateSource(cfg.model_dir, "tool_use", &origin);
@@ -210,7 +215,7 @@ Status LoadServing(const LlmqConfig& cfg, Model* model, std::unique_ptr<LlmEngin
         grammars->BuildTrieInBackground();
       }));
   LLMQ_RETURN_IF_ERROR(LoadChatFormat(cfg, *model->tokenizer, &ctx->chat));
-  SetToolCallFormatFrom(cfg, ctx);
+  SetOutputFormatsFrom(cfg, ctx);
   EngineOptions opt = EngineOptionsFrom(cfg);
   opt.host_memory = host;
   LLMQ_RETURN_IF_ERROR(

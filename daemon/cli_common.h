@@ -68,9 +68,9 @@ std::string ServedModelName(const LlmqConfig& cfg);
 Status LoadChatFormat(const LlmqConfig& cfg, const Tokenizer& tok,
                       std::shared_ptr<const ChatFormat>* out);
 
-// ctx->tool_format from model.tool_call_format, else recognised from the model's chat template
-// (SetToolCallFormat).
-void SetToolCallFormatFrom(const LlmqConfig& cfg, BuildContext* ctx);
+// The output formats of a config: ctx->tool_format from model.tool_call_format, else recognised
+// from the model's chat template (SetToolCallFormat); ctx->reasoning from model.reasoning_parser.
+void SetOutputFormatsFrom(const LlmqConfig& cfg, BuildContext* ctx);
 
 // --messages JSON (tokenize, generate): the conversation rendered by the model's chat format
 // (`choice` as model.chat_template: "" = the model's own) and encoded as a chat request's prompt

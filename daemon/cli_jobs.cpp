@@ -113,7 +113,7 @@ int Submit(const CLI::App* cmd, const SubmitFlags& f) {
   ctx.grammars = std::make_shared<GrammarCache>(model.tokenizer.get());
   ctx.grammars->BuildTrieInBackground();  // beside the chat template's load
   if (Status st = LoadChatFormat(cfg, *model.tokenizer, &ctx.chat); !st.ok()) return Fail(cmd, st);
-  SetToolCallFormatFrom(cfg, &ctx);
+  SetOutputFormatsFrom(cfg, &ctx);
   ctx.model_name = ServedModelName(cfg);
 
   std::unique_ptr<jobs::Store> store;

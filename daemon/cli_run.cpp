@@ -136,6 +136,7 @@ std::string Fingerprint(const LlmqConfig& cfg, const ChatFormat& chat) {
                    {"block_size", cfg.block_size}};
   // Named only when set, so that runs begun before the key existed still resume.
   if (!cfg.tool_call_format.empty()) j["tool_call_format"] = cfg.tool_call_format;
+  if (!cfg.reasoning_parser.empty()) j["reasoning_parser"] = cfg.reasoning_parser;
   return DumpJson(j);
 }
 

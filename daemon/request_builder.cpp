@@ -71,6 +71,18 @@ Status CheckPromptIds(const BuildContext& ctx, const jobs::BatchRequest& r, cons
   return Status::Ok();
 }
 
+// What a line's grammar must begin with: "</think>" when its answer follows a thought the model
+// is still to write (ctx.reasoning, a chat line whose prompt did not close the thought), else "".
+std::string AnswerAfter(const BuildContext& ctx, const jobs::BatchRequest& r) {
+  if (!ctx.reasoning || r.endpoint != jobs::Endpoint::kChatCompletions) return "";
+  return PromptThoughtFor(ctx, r) == PromptThought::kClosed ? "" : std::string(kThinkEnd);
+}
+
+// A grammar asked for after `after` ("" none) is applied lazily, from that text on.
+void LazyAfter(const std::string& after, LineGrammar* out) {
+  if (!after.empty()) out->trigger = ToolCallTrigger{after, false};
+}
+
 // The grammar of a line's tool calls: none for tool_choice "none" (or no tools).
 Status ToolGrammar(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                    LineGrammar* out, std::string* param) {
@@ -95,7 +107,9 @@ Status ToolGrammar(const BuildContext& ctx, const jobs::BatchRequest& r, const s
   for (const jobs::ToolDef& t : r.tools)
     if (r.tool_choice != jobs::ToolChoice::kNamed || t.name == r.tool_choice_name)
       spec.tools.push_back({t.name, t.parameters});
-  if (const Status st = ctx.grammars->ToolCalls(spec, &out->grammar); !st.ok()) {
+  // Under auto the calls' own trigger makes the grammar lazy already.
+  const std::string after = r.tool_choice == jobs::ToolChoice::kAuto ? "" : AnswerAfter(ctx, r);
+  if (const Status st = ctx.grammars->ToolCalls(spec, &out->grammar, after); !st.ok()) {
     // "tools[1].function.parameters: why" -> field 'body.tools[1].function.parameters': why
     const std::string& m = st.message();
     const size_t colon = m.find(": ");
@@ -104,7 +118,22 @@ Status ToolGrammar(const BuildContext& ctx, const jobs::BatchRequest& r, const s
     return refuse("body.tools", m);
   }
   if (r.tool_choice == jobs::ToolChoice::kAuto) out->trigger = TriggerOf(*ctx.tool_format);
+  LazyAfter(after, out);
   return Status::Ok();
+}
+
+// The completion tokens of a thought: those through the one that completes </think>, all of them
+// (less a closing control token) when there is none.
+int64_t ThoughtTokens(const Tokenizer& tok, const Completion& c) {
+  std::string bytes;
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    // The tag ends in this token: look from where it could have begun.
+    const size_t from = bytes.size() >= kThinkEnd.size() ? bytes.size() - kThinkEnd.size() + 1 : 0;
+    bytes += tok.TokenBytes(c.ids[i]);
+    if (bytes.find(kThinkEnd, from) != std::string::npos) return static_cast<int64_t>(i) + 1;
+  }
+  const bool stop = !c.ids.empty() && tok.IsControl(c.ids.back());
+  return static_cast<int64_t>(c.ids.size()) - (stop ? 1 : 0);
 }
 
 jobs::LogprobToken Token(std::string bytes, float logprob) {
@@ -125,6 +154,22 @@ Conversation ChatConversation(const jobs::BatchRequest& r) {
   c.add_generation_prompt = r.add_generation_prompt;
   c.continue_final_message = r.continue_final_message;
   return c;
+}
+
+PromptThought PromptThoughtFor(const BuildContext& ctx, const jobs::BatchRequest& r) {
+  if (r.endpoint != jobs::Endpoint::kChatCompletions || ctx.chat == nullptr)
+    return PromptThought::kNone;
+  Conversation c = ChatConversation(r);
+  if (c.continue_final_message)
+    return c.messages.empty() ? PromptThought::kNone : PromptThoughtOf(c.messages.back().content);
+  if (!c.add_generation_prompt) return PromptThought::kNone;
+  std::string with, without;
+  if (!ctx.chat->Render(c, &with).ok()) return PromptThought::kNone;
+  c.add_generation_prompt = false;
+  if (!ctx.chat->Render(c, &without).ok()) return PromptThought::kNone;
+  std::string_view tail = with;
+  if (tail.substr(0, without.size()) == without) tail.remove_prefix(without.size());
+  return PromptThoughtOf(tail);
 }
 
 void SetToolCallFormat(const std::string& config_format, const std::string& template_source,
@@ -165,10 +210,12 @@ Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const st
   if (ctx.grammars == nullptr)
     return Status::InvalidArgument(Where(file, r) + "field '" + field +
                                    "': structured outputs are not available here");
-  const Status st = object ? ctx.grammars->JsonObject(&out->grammar)
-                           : ctx.grammars->JsonSchema(r.json_schema, &out->grammar);
+  const std::string after = AnswerAfter(ctx, r);
+  const Status st = object ? ctx.grammars->JsonObject(&out->grammar, after)
+                           : ctx.grammars->JsonSchema(r.json_schema, &out->grammar, after);
   if (!st.ok())
     return Status::InvalidArgument(Where(file, r) + "field '" + field + "': " + st.message());
+  LazyAfter(after, out);
   param->clear();
   return Status::Ok();
 }
@@ -284,10 +331,14 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
   choices.reserve(o.completions.size());
   const bool tools = !r.tools.empty() && r.tool_choice != jobs::ToolChoice::kNone &&
                      ctx.tool_format && ctx.model->tokenizer;
+  const bool reasoning = ctx.reasoning && r.endpoint == jobs::Endpoint::kChatCompletions;
+  std::optional<PromptThought> prompt;  // rendered again once, when a text needs it
+  int64_t reasoning_tokens = 0;
   for (const Completion& c : o.completions) {
     jobs::Choice& ch = choices.emplace_back(jobs::Choice{c.text, c.finish_reason, {}, {}});
     if (tools) {
-      ToolMessage m = SplitToolCalls(*ctx.model->tokenizer, *ctx.tool_format, c);
+      ToolMessage m = SplitToolCalls(*ctx.model->tokenizer, *ctx.tool_format, c,
+                                     reasoning ? kThinkEnd : std::string_view());
       if (!m.calls.empty()) {
         const int index = static_cast<int>(choices.size()) - 1;
         for (size_t k = 0; k < m.calls.size(); ++k)
@@ -297,6 +348,18 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
         ch.text = std::move(m.content);
         if (c.finish_reason == "stop") ch.finish_reason = "tool_calls";
       }
+    }
+    if (reasoning) {
+      ReasoningSplit s = SplitReasoning(*ctx.reasoning, ch.text, [&] {
+        if (!prompt) prompt = PromptThoughtFor(ctx, r);
+        return *prompt;
+      });
+      ch.reasoning_parsed = true;
+      if (s.reasoning && ctx.model->tokenizer)
+        reasoning_tokens += ThoughtTokens(*ctx.model->tokenizer, c);
+      ch.reasoning_content = std::move(s.reasoning);
+      ch.has_content = s.content.has_value();
+      ch.text = std::move(s.content).value_or("");
     }
     if (r.logprobs < 0 || !ctx.model->tokenizer) continue;
     const Tokenizer& tok = *ctx.model->tokenizer;
@@ -313,7 +376,7 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
     }
   }
   const jobs::Usage usage{o.metrics.prompt_tokens, o.metrics.completion_tokens,
-                          o.metrics.cached_prompt_tokens};
+                          o.metrics.cached_prompt_tokens, reasoning_tokens};
   // The model that ran, not the request's echo (a request's "model" picks the workers that may
   // run its job: model.served_names).
   return jobs::SuccessLine(r, choices, usage, request_id, created, ctx.model_name,

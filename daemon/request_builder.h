@@ -13,6 +13,7 @@
 #include "engine/structured/grammar_cache.h"
 #include "engine/structured/tool_calls.h"
 #include "engine/text/chat_format.h"
+#include "engine/text/reasoning.h"
 #include "jobs/batch_output.h"
 #include "jobs/batch_request.h"
 
@@ -36,6 +37,10 @@ struct BuildContext {
   // `tool_format_problem`.
   std::optional<ToolCallFormat> tool_format;
   std::string tool_format_problem = "the model's tool-call format is not known";
+  // How the model marks its thought (model.reasoning_parser, engine/text/reasoning.h): a chat
+  // response carries it as message.reasoning_content, and a chat line's grammar binds the answer
+  // after it. Unset: the thought, if any, is content like the rest.
+  std::optional<ReasoningFormat> reasoning;
 };
 
 // ctx->tool_format from `config_format` (model.tool_call_format: a format's name, or "" to
@@ -45,7 +50,9 @@ void SetToolCallFormat(const std::string& config_format, const std::string& temp
 
 // The grammar a line's output must follow: its response_format's schema, or its tools' calls
 // (tool_choice "required" or a named function: from the first token; "auto": lazily, from the
-// format's trigger on). Null grammar: free text.
+// format's trigger on). With ctx.reasoning, a chat line's schema or required calls bind the answer
+// only: lazily from </think> on (the grammar begins with it), unless the prompt closed the thought
+// (PromptThoughtFor). Null grammar: free text.
 struct LineGrammar {
   std::shared_ptr<CompiledGrammar> grammar;
   ToolCallTrigger trigger;  // empty text: from the first token
@@ -56,6 +63,12 @@ struct LineGrammar {
 // vLLM gives it (its "string" content format joins no parts): templates such as Qwen3's test
 // `'</think>' in message.content`, which null would fail.
 Conversation ChatConversation(const jobs::BatchRequest& r);
+
+// What a chat line's prompt says of the model's thought (engine/text/reasoning.h): the tail read is
+// what rendering the conversation with the generation prompt adds to rendering it without (under
+// continue_final_message, the final message's text). kNone for the other endpoints, and when the
+// template refuses the conversation (PlanKey says why).
+PromptThought PromptThoughtFor(const BuildContext& ctx, const jobs::BatchRequest& r);
 
 // Validates a parsed line beyond its JSON (the chat template accepts its messages) and gives the
 // key the ingest planner orders it by: the rendered prompt's bytes, four to an int32 (requests
@@ -107,7 +120,9 @@ std::vector<std::string> TokenPieces(const Tokenizer& tok, const Completion& c);
 // and their jobs::TokenText), and each other top token by its TokenBytes. A chat line whose tools
 // were enforced (tool_choice other than "none") gets the calls of each completion that wrote them
 // (daemon/tool_output.h) as message.tool_calls, finish_reason "tool_calls", and the text before
-// them as content (null when none).
+// them as content (null when none). With ctx.reasoning a chat message's text is split into
+// reasoning_content and content (SplitReasoning; the prompt rendered again only for a text with
+// neither tag).
 std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, const RequestOutput& o,
                        const std::string& request_id, int64_t created);
 

@@ -1,10 +1,13 @@
 #include "daemon/tool_output.h"
 
+#include <cstring>
+
 #include "jobs/sha256.h"
 
 namespace llmq {
 
-ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Completion& c) {
+ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Completion& c,
+                           std::string_view after) {
   ToolMessage m;
   m.content = c.text;
   const int from = c.grammar_from_token;
@@ -16,11 +19,18 @@ ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Co
   const std::string first = tok.TokenBytes(c.ids[static_cast<size_t>(from)]);
   const size_t cut = std::min(static_cast<size_t>(c.grammar_from_byte), first.size());
   calls_text.erase(0, cut);
+  size_t lead = 0;  // `after` and its whitespace
+  if (!after.empty() && calls_text.compare(0, after.size(), after) == 0) {
+    lead = after.size();
+    while (lead < calls_text.size() && std::strchr(" \t\n\r", calls_text[lead]) != nullptr) ++lead;
+  }
+  const std::string lead_text = calls_text.substr(0, lead);
+  calls_text.erase(0, lead);
   std::vector<ToolCall> calls;
   if (!ParseToolCalls(format, calls_text, &calls, c.finish_reason != "stop").ok()) return m;
   m.calls = std::move(calls);
-  m.content =
-      tok.Decode(std::vector<int>(c.ids.begin(), c.ids.begin() + from)) + first.substr(0, cut);
+  m.content = tok.Decode(std::vector<int>(c.ids.begin(), c.ids.begin() + from)) +
+              first.substr(0, cut) + lead_text;
   return m;
 }
 

@@ -1,7 +1,8 @@
 // The assistant message of a completion whose request declared tools (issue 25): the calls the
 // model wrote in its family's format (engine/structured/tool_calls.h), read from where the
 // grammar took over (Completion::grammar_from_token / _byte: the first token under tool_choice
-// required or a named function, the trigger under auto), and the text before them as content.
+// required or a named function, the trigger under auto, a reasoning model's </think> when the
+// grammar began there), and the text before them as content.
 #pragma once
 
 #include <string>
@@ -25,8 +26,10 @@ struct ToolMessage {
 // calls before the cut when it was cut by its length (the cut one is dropped). A sample whose
 // grammar never took over (auto: the model wrote text), or one with no whole call, or text the
 // parser refuses, is text alone. The stop token (a control token, which no grammar allows) is not
-// part of the calls.
-ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Completion& c);
+// part of the calls. `after` ("" none: a reasoning model's "</think>", GrammarCache's `after`):
+// when the grammar's text begins with it, it and the whitespace after it are content, not calls.
+ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Completion& c,
+                           std::string_view after = {});
 
 // A call's id, from SHA-256 over the line's request id, the choice and the call's index: the same
 // on a resumed run, distinct across calls, choices and lines. "call_" and 24 hex digits; for the

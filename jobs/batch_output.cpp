@@ -110,8 +110,9 @@ std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choi
     if (chat) {
       const Choice& ch = choices[i];
       c["message"] = {{"role", "assistant"}};
-      c["message"]["content"] =
-          ch.tool_calls.empty() || !ch.text.empty() ? ojson(ch.text) : ojson(nullptr);
+      c["message"]["content"] = ch.has_content && (ch.tool_calls.empty() || !ch.text.empty())
+                                    ? ojson(ch.text)
+                                    : ojson(nullptr);
       c["message"]["refusal"] = nullptr;
       if (!ch.tool_calls.empty()) {
         ojson calls = ojson::array();
@@ -121,6 +122,9 @@ std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choi
                            {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
         c["message"]["tool_calls"] = std::move(calls);
       }
+      if (ch.reasoning_parsed)
+        c["message"]["reasoning_content"] =
+            ch.reasoning_content ? ojson(*ch.reasoning_content) : ojson(nullptr);
     } else {
       c["text"] = choices[i].text;
     }
@@ -139,7 +143,7 @@ std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choi
   u["completion_tokens"] = usage.completion_tokens;
   u["total_tokens"] = usage.prompt_tokens + usage.completion_tokens;
   u["prompt_tokens_details"] = {{"cached_tokens", usage.cached_tokens}};
-  u["completion_tokens_details"] = {{"reasoning_tokens", 0},
+  u["completion_tokens_details"] = {{"reasoning_tokens", usage.reasoning_tokens},
                                     {"audio_tokens", 0},
                                     {"accepted_prediction_tokens", 0},
                                     {"rejected_prediction_tokens", 0}};

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,12 +47,21 @@ struct Choice {
   // Chat: the message's calls, as message.tool_calls; with calls an empty `text` is written as
   // content null (OpenAI's shape).
   std::vector<ToolCallOut> tool_calls = {};
+  // Chat with a reasoning parser (model.reasoning_parser): the message's thought, written as
+  // message.reasoning_content (null when unset), and whether it has an answer (false: content
+  // null). Without one neither is written and content is always `text`.
+  bool reasoning_parsed = false;
+  std::optional<std::string> reasoning_content = {};
+  bool has_content = true;
 };
 
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // over all n choices
   int64_t cached_tokens = 0;      // prompt tokens taken from the prefix cache
+  // Completion tokens of the thought, over all n choices (a reasoning parser's; else 0): written
+  // as completion_tokens_details.reasoning_tokens, as OpenAI counts its reasoning models'.
+  int64_t reasoning_tokens = 0;
 };
 
 // A token's bytes as logprobs name them: the bytes themselves when they are valid UTF-8, else

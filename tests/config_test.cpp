@@ -19,6 +19,7 @@ void ExpectDefaults(const LlmqConfig& c) {
   EXPECT_EQ(c.model_dir, d.model_dir);
   EXPECT_EQ(c.chat_template, d.chat_template);
   EXPECT_EQ(c.tool_call_format, d.tool_call_format);
+  EXPECT_EQ(c.reasoning_parser, d.reasoning_parser);
   EXPECT_EQ(c.model_name, d.model_name);
   EXPECT_EQ(c.block_size, d.block_size);
   EXPECT_EQ(c.max_num_seqs, d.max_num_seqs);
@@ -75,6 +76,7 @@ TEST(ConfigTest, ExampleFileLoadsAsDefaults) {
                           "name:",
                           "chat_template:",
                           "tool_call_format:",
+                          "reasoning_parser:",
                           "engine:",
                           "block_size:",
                           "max_num_seqs:",
@@ -174,6 +176,8 @@ TEST(ConfigTest, KeysAreIndependentAndOthersKeepDefaults) {
       {"model: {chat_template: ''}", [](const LlmqConfig& c) { return c.chat_template.empty(); }},
       {"model: {tool_call_format: llama3_json}",
        [](const LlmqConfig& c) { return c.tool_call_format == "llama3_json"; }},
+      {"model: {reasoning_parser: deepseek_r1}",
+       [](const LlmqConfig& c) { return c.reasoning_parser == "deepseek_r1"; }},
       {"engine: {block_size: 1}", [](const LlmqConfig& c) { return c.block_size == 1; }},
       {"engine: {block_size: 256}", [](const LlmqConfig& c) { return c.block_size == 256; }},
       {"engine: {block_size: +8}", [](const LlmqConfig& c) { return c.block_size == 8; }},
@@ -337,6 +341,8 @@ TEST(ConfigTest, WrongValuesNameFileLineAndKey) {
       {"model:\n  chat_template: vicuna\n", "t.yaml:2: model.chat_template: must be one of"},
       {"model:\n  tool_call_format: pythonic\n",
        "t.yaml:2: model.tool_call_format: must be one of hermes, llama3_json, mistral"},
+      {"model:\n  reasoning_parser: granite\n",
+       "t.yaml:2: model.reasoning_parser: must be one of qwen3, deepseek_r1"},
       {"model:\n  chat_template: ChatML\n", "t.yaml:2: model.chat_template"},
       {"model:\n  path: [a, b]\n", "t.yaml:2: model.path: must be a string"},
       {"model:\n  path:\n", "t.yaml:2: model.path: must be a string"},

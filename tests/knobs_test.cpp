@@ -19,6 +19,7 @@ const std::map<std::string, std::string>& Samples() {
       {"model.served_names", "[\"x\", \"y\"]"},
       {"model.chat_template", "chatml"},
       {"model.tool_call_format", "mistral"},
+      {"model.reasoning_parser", "qwen3"},
       {"engine.block_size", "32"},
       {"engine.max_num_seqs", "7"},
       {"engine.max_num_batched_tokens", "999"},

@@ -56,6 +56,25 @@ TEST_F(ToolOutput, CallsAfterTheTextBeforeThem) {
   EXPECT_EQ(SplitToolCalls(*tok_, ToolCallFormat::kHermes, Make("", kCalls, "stop")).content, "");
 }
 
+// A reasoning model's calls: the grammar began at its </think> (GrammarCache's `after`); the tag
+// and the whitespace after it are content (the thought's end, for the reasoning split), not calls.
+TEST_F(ToolOutput, CallsAfterAThoughtsEnd) {
+  const Completion c = Make("<think>\nCall it.\n", "</think>\n\n" + kCalls, "stop");
+  ASSERT_EQ(tok_->TokenBytes(c.ids[static_cast<size_t>(c.grammar_from_token)]), "</think>");
+  const ToolMessage m = SplitToolCalls(*tok_, ToolCallFormat::kHermes, c, "</think>");
+  ASSERT_EQ(m.calls.size(), 2u);
+  EXPECT_EQ(m.calls[1].name, "ping");
+  EXPECT_EQ(m.content, "<think>\nCall it.\n</think>\n\n");
+  // Without `after` the tag is no call: the text stays whole.
+  const ToolMessage text = SplitToolCalls(*tok_, ToolCallFormat::kHermes, c);
+  EXPECT_TRUE(text.calls.empty());
+  EXPECT_EQ(text.content, c.text);
+  // A grammar that began at the calls (the prompt closed the thought) is read as before.
+  EXPECT_EQ(SplitToolCalls(*tok_, ToolCallFormat::kHermes, Make("x", kCalls, "stop"), "</think>")
+                .calls.size(),
+            2u);
+}
+
 TEST_F(ToolOutput, TextAloneWhereTheCallsAreNotWhole) {
   // Cut by its length: the whole calls before the cut, none when there is none.
   const size_t second = kCalls.find("\n<tool_call>", 1);

@@ -157,4 +157,11 @@ std::string Grammar::Dump() const {
   return out;
 }
 
+void StartAfter(std::string_view text, Grammar* g) {
+  const Grammar::Symbol lead = g->Lexeme(RegexEscape(text) + "[ \t\n\r]{0,20}");
+  const Grammar::Symbol start = g->NewRule("after_" + std::string(text));
+  g->AddAlternative(start, {lead, Grammar::Symbol{g->start(), false}});
+  g->set_start(start);
+}
+
 }  // namespace llmq

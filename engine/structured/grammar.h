@@ -88,4 +88,9 @@ class Grammar {
 // `text` with every character Regex treats specially escaped.
 std::string RegexEscape(std::string_view text);
 
+// Makes `g` match `text` and up to 20 whitespace bytes before what it matched: the answer after a
+// reasoning model's "</think>\n\n" (engine/text/reasoning.h), enforced lazily from the tag on.
+// `text` must not be empty.
+void StartAfter(std::string_view text, Grammar* g);
+
 }  // namespace llmq

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "engine/structured/grammar.h"
 #include "engine/structured/json_schema.h"
 
 namespace llmq {
@@ -33,8 +34,18 @@ void GrammarCache::Compile(Grammar g, Entry* e, std::chrono::steady_clock::time_
   stats_.max_compile_seconds = std::max(stats_.max_compile_seconds, secs);
 }
 
-const GrammarCache::Entry& GrammarCache::Find(const std::string& key,
+namespace {
+
+std::string KeyAfter(const std::string& after, const std::string& key) {
+  return after.empty() ? key : "after " + std::to_string(after.size()) + ":" + after + "\n" + key;
+}
+
+}  // namespace
+
+const GrammarCache::Entry& GrammarCache::Find(const std::string& plain_key,
+                                              const std::string& after,
                                               const std::function<Status(Grammar*)>& build) {
+  const std::string key = KeyAfter(after, plain_key);
   auto it = map_.find(key);
   if (it != map_.end()) {
     ++stats_.hits;
@@ -44,6 +55,7 @@ const GrammarCache::Entry& GrammarCache::Find(const std::string& key,
   Entry e;
   Grammar g;
   e.status = build(&g);
+  if (e.status.ok() && !after.empty()) StartAfter(after, &g);
   Compile(std::move(g), &e, start);
   if (map_.size() >= kMaxEntries) {
     map_.erase(order_.front());
@@ -54,9 +66,9 @@ const GrammarCache::Entry& GrammarCache::Find(const std::string& key,
 }
 
 Status GrammarCache::JsonSchema(const std::string& schema_json,
-                                std::shared_ptr<CompiledGrammar>* out) {
+                                std::shared_ptr<CompiledGrammar>* out, const std::string& after) {
   std::lock_guard<std::mutex> lock(mu_);
-  const Entry& e = Find(schema_json, [&schema_json](Grammar* g) {
+  const Entry& e = Find(schema_json, after, [&schema_json](Grammar* g) {
     const auto schema = nlohmann::ordered_json::parse(schema_json, nullptr, false);
     return schema.is_discarded() ? Status::InvalidArgument("json_schema: the schema is not JSON")
                                  : CompileJsonSchema(schema, g);
@@ -66,7 +78,7 @@ Status GrammarCache::JsonSchema(const std::string& schema_json,
 }
 
 Status GrammarCache::ToolCalls(const ToolCallGrammarSpec& spec,
-                               std::shared_ptr<CompiledGrammar>* out) {
+                               std::shared_ptr<CompiledGrammar>* out, const std::string& after) {
   // Lengths before the texts: no two specs give one key.
   std::string key = std::string("tools\n") + ToolCallFormatName(spec.format) +
                     (spec.parallel ? " parallel" : " one");
@@ -74,13 +86,21 @@ Status GrammarCache::ToolCalls(const ToolCallGrammarSpec& spec,
     key += "\n" + std::to_string(t.name.size()) + ":" + t.name +
            std::to_string(t.parameters.size()) + ":" + t.parameters;
   std::lock_guard<std::mutex> lock(mu_);
-  const Entry& e = Find(key, [&spec](Grammar* g) { return BuildToolCallGrammar(spec, g); });
+  const Entry& e = Find(key, after, [&spec](Grammar* g) { return BuildToolCallGrammar(spec, g); });
   *out = e.grammar;
   return e.status;
 }
 
-Status GrammarCache::JsonObject(std::shared_ptr<CompiledGrammar>* out) {
+Status GrammarCache::JsonObject(std::shared_ptr<CompiledGrammar>* out, const std::string& after) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!after.empty()) {
+    const Entry& e = Find("object\n", after, [](Grammar* g) {
+      *g = JsonObjectGrammar();
+      return Status::Ok();
+    });
+    *out = e.grammar;
+    return e.status;
+  }
   if (object_) {
     ++stats_.hits;
   } else {

@@ -38,18 +38,25 @@ class GrammarCache {
   // does not wait 0.1 s (a 128k vocabulary) for it. Only before any compile.
   void BuildTrieInBackground();
 
+  // Each grammar may be asked for `after` a text ("" = none): it then begins with that text and up
+  // to 20 whitespace bytes (StartAfter): the answer after a reasoning model's "</think>", enforced
+  // lazily from the tag on (engine/text/reasoning.h). Cached apart from the plain one.
+  //
   // The grammar of a JSON Schema given as its JSON text (key order kept: properties are
   // generated in that order). Not OK as CompileJsonSchema says (`json_schema: keyword "K" at
   // "/ptr": why`), or InvalidArgument when the text is not JSON.
   [[nodiscard]] Status JsonSchema(const std::string& schema_json,
-                                  std::shared_ptr<CompiledGrammar>* out);
+                                  std::shared_ptr<CompiledGrammar>* out,
+                                  const std::string& after = "");
   // Any JSON object (response_format json_object).
-  [[nodiscard]] Status JsonObject(std::shared_ptr<CompiledGrammar>* out);
+  [[nodiscard]] Status JsonObject(std::shared_ptr<CompiledGrammar>* out,
+                                  const std::string& after = "");
   // The calls of a message (tool_choice required, a named function, or auto's lazy grammar:
   // tool_calls.h), by the format, parallel_tool_calls and the tools' names and parameters: a job
   // whose requests declare the same tools compiles them once. Not OK as BuildToolCallGrammar says.
   [[nodiscard]] Status ToolCalls(const ToolCallGrammarSpec& spec,
-                                 std::shared_ptr<CompiledGrammar>* out);
+                                 std::shared_ptr<CompiledGrammar>* out,
+                                 const std::string& after = "");
 
   struct Stats {
     int64_t compiled = 0;  // schemas compiled (refusals included)
@@ -67,18 +74,22 @@ class GrammarCache {
   };
   // Compiles `g` (the schema's Status so far in *e) and counts it. Holds mu_.
   void Compile(Grammar g, Entry* e, std::chrono::steady_clock::time_point start);
-  // map_'s entry for `key`, built by `build` (a grammar, or why not) when absent. Holds mu_.
-  const Entry& Find(const std::string& key, const std::function<Status(Grammar*)>& build);
+  // map_'s entry for `key` (`after` included), built by `build` (a grammar, or why not) and then
+  // StartAfter(`after`) when absent. Holds mu_.
+  const Entry& Find(const std::string& key, const std::string& after,
+                    const std::function<Status(Grammar*)>& build);
   const std::shared_ptr<const TokenTrie>& Trie();
 
   const Tokenizer* tok_;
   mutable std::mutex mu_;
   std::shared_ptr<const TokenTrie> trie_;
   std::future<std::shared_ptr<const TokenTrie>> building_;  // BuildTrieInBackground's
-  // By the schema's text; tool calls by "tools\n" and their spec (no JSON text begins so).
+  // By the schema's text; tool calls by "tools\n" and their spec; json_object after a text by
+  // "object\n"; any of them after a text with "after <length>:<text>\n" before (no JSON text
+  // begins so).
   std::unordered_map<std::string, Entry> map_;
   std::deque<std::string> order_;  // keys, oldest first
-  std::optional<Entry> object_;    // JsonObject's, once asked for
+  std::optional<Entry> object_;    // JsonObject's without `after`, once asked for
   Stats stats_;
 };
 
