@@ -107,8 +107,10 @@ Status ToolGrammar(const BuildContext& ctx, const jobs::BatchRequest& r, const s
   for (const jobs::ToolDef& t : r.tools)
     if (r.tool_choice != jobs::ToolChoice::kNamed || t.name == r.tool_choice_name)
       spec.tools.push_back({t.name, t.parameters});
-  // Under auto the calls' own trigger makes the grammar lazy already.
-  const std::string after = r.tool_choice == jobs::ToolChoice::kAuto ? "" : AnswerAfter(ctx, r);
+  // Under auto the calls' own trigger makes the grammar lazy already: it is looked for after the
+  // thought (a trigger at the message's start, llama3_json's, is not: no thinking family uses it).
+  const bool autos = r.tool_choice == jobs::ToolChoice::kAuto;
+  const std::string after = autos ? "" : AnswerAfter(ctx, r);
   if (const Status st = ctx.grammars->ToolCalls(spec, &out->grammar, after); !st.ok()) {
     // "tools[1].function.parameters: why" -> field 'body.tools[1].function.parameters': why
     const std::string& m = st.message();
@@ -117,7 +119,10 @@ Status ToolGrammar(const BuildContext& ctx, const jobs::BatchRequest& r, const s
       return refuse("body." + m.substr(0, colon), m.substr(colon + 2));
     return refuse("body.tools", m);
   }
-  if (r.tool_choice == jobs::ToolChoice::kAuto) out->trigger = TriggerOf(*ctx.tool_format);
+  if (autos) {
+    out->trigger = TriggerOf(*ctx.tool_format);
+    if (!out->trigger.at_start) out->trigger_after = AnswerAfter(ctx, r);
+  }
   LazyAfter(after, out);
   return Status::Ok();
 }
@@ -147,7 +152,7 @@ Conversation ChatConversation(const jobs::BatchRequest& r) {
   Conversation c;
   c.messages.reserve(r.messages.size());
   for (const jobs::ChatMessage& m : r.messages)
-    c.messages.push_back({m.role, m.content, m.tool_call_id, m.name, m.tool_calls});
+    c.messages.push_back({m.role, m.content, m.tool_call_id, m.name, m.tool_calls, m.reasoning});
   c.tools.reserve(r.tools.size());
   for (const jobs::ToolDef& t : r.tools) c.tools.push_back(t.json);
   c.template_kwargs = r.chat_template_kwargs;
@@ -302,6 +307,7 @@ Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const 
   out->grammar = std::move(grammar.grammar);
   out->grammar_trigger = std::move(grammar.trigger.text);
   out->grammar_trigger_at_start = grammar.trigger.at_start;
+  out->grammar_trigger_after = std::move(grammar.trigger_after);
   out->prompt_ids.assign(ids.begin(), ids.end());
   SamplingParams& p = out->params;
   p.max_tokens = static_cast<int>(max_tokens);

@@ -51,11 +51,14 @@ void SetToolCallFormat(const std::string& config_format, const std::string& temp
 // The grammar a line's output must follow: its response_format's schema, or its tools' calls
 // (tool_choice "required" or a named function: from the first token; "auto": lazily, from the
 // format's trigger on). With ctx.reasoning, a chat line's schema or required calls bind the answer
-// only: lazily from </think> on (the grammar begins with it), unless the prompt closed the thought
-// (PromptThoughtFor). Null grammar: free text.
+// only: lazily from </think> on (the grammar begins with it), and "auto" calls are looked for only
+// after </think>, unless the prompt closed the thought (PromptThoughtFor). Null grammar: free text.
 struct LineGrammar {
   std::shared_ptr<CompiledGrammar> grammar;
   ToolCallTrigger trigger;  // empty text: from the first token
+  // Under tool_choice "auto" with ctx.reasoning and a thought the prompt left open: "</think>",
+  // so that a call opened inside the thought is text (Request::grammar_trigger_after).
+  std::string trigger_after;
 };
 
 // A chat line's conversation as the chat template gets it: its messages (tool calls, tool results,

@@ -244,6 +244,15 @@ void ParseMessages(const json& body, const nlohmann::ordered_json* ordered, Batc
     } else if (msg.role == "tool") {
       Missing(mf + ".tool_call_id", "a tool message names the call it answers");
     }
+    if (msg.role == "assistant") {
+      for (const char* key : {"reasoning", "reasoning_content"}) {
+        const json* v = Find(m, key);
+        if (v == nullptr || v->is_null()) continue;
+        if (!v->is_string()) Fail(mf + "." + key, "must be a string", *v);
+        if (!msg.reasoning && !v->get_ref<const std::string&>().empty())
+          msg.reasoning = v->get<std::string>();
+      }
+    }
     const json* content = Find(m, "content");
     if (content) {
       msg.content = Content(*content, mf + ".content");

@@ -26,6 +26,10 @@ struct ChatMessage {
   // keys in the order written, function.arguments parsed from its JSON string into the value it
   // holds (as vLLM does before rendering: templates write `arguments | tojson`).
   std::string tool_calls;
+  // Assistant: its thought (a reasoning model's earlier turn: "reasoning", else
+  // "reasoning_content", as vLLM reads them; empty counts as none), which the template gets as
+  // both names (Qwen3's writes it back inside <think>); unset: none. Ignored on other roles.
+  std::optional<std::string> reasoning = {};
 };
 
 // One entry of body.tools: {"type": "function", "function": {"name", "description"?,

@@ -843,6 +843,36 @@ TEST(BatchRequestToolsTest, ToolMessagesAndToolCalls) {
             R"([{"id":"c4","type":"function","function":{"name":"now","arguments":{}}}])");
 }
 
+// An earlier turn's thought, under vLLM's two names: "reasoning" first, empty or null as none,
+// other roles' ignored; not a string is refused naming the field.
+TEST(BatchRequestTest, AnAssistantsThought) {
+  auto messages = [](const std::string& assistant) {
+    return ParseBatchLine(
+        R"({"custom_id": "t", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [
+        {"role": "user", "content": "Hi", "reasoning": "ignored"}, )" +
+            assistant + R"(, {"role": "user", "content": "And?"}]}})",
+        3, "t.jsonl");
+  };
+  auto thought = [&](const std::string& assistant) {
+    const BatchRequest r = messages(assistant);
+    EXPECT_EQ(r.error, "") << assistant;
+    EXPECT_FALSE(r.messages.at(0).reasoning);
+    return r.messages.at(1).reasoning;
+  };
+  EXPECT_EQ(thought(R"({"role": "assistant", "content": "A", "reasoning_content": "Why"})"), "Why");
+  EXPECT_EQ(thought(R"({"role": "assistant", "content": "A", "reasoning": "R",
+                       "reasoning_content": "C"})"),
+            "R");
+  EXPECT_EQ(thought(R"({"role": "assistant", "content": "A", "reasoning": "",
+                       "reasoning_content": "C"})"),
+            "C");
+  EXPECT_FALSE(thought(R"({"role": "assistant", "content": "A", "reasoning_content": null})"));
+  EXPECT_FALSE(thought(R"({"role": "assistant", "content": "A"})"));
+  const BatchRequest bad =
+      messages(R"({"role": "assistant", "content": "A", "reasoning_content": ["x"]})");
+  EXPECT_NE(bad.error.find("body.messages[1].reasoning_content"), std::string::npos) << bad.error;
+}
+
 TEST(BatchRequestToolsTest, RefusedFormsNameTheField) {
   const std::string tool = kWeatherTool;
   const std::string user = R"({"role": "user", "content": "x"})";

@@ -99,6 +99,17 @@ class Gen {
     return id;
   }
 
+  // Sometimes an assistant message's thought (a reasoning model's earlier turn), under either of
+  // vLLM's names: the template gets it under both (Qwen3's writes it back inside <think> after the
+  // last user query).
+  void Thought(ojson* am, ojson* aw) {
+    if (!Chance(30)) return;
+    const std::string t = Text();
+    (*am)[Chance(50) ? "reasoning" : "reasoning_content"] = t;
+    (*aw)["reasoning"] = t;
+    (*aw)["reasoning_content"] = t;
+  }
+
   // One request body (`body`) and the template's context for it (`ctx`).
   void Conversation(ojson* body, ojson* ctx) {
     ojson msgs = ojson::array(), want = ojson::array();
@@ -163,6 +174,7 @@ class Gen {
         }
         am["tool_calls"] = calls;
         aw["tool_calls"] = wcalls;
+        Thought(&am, &aw);
         add(am, aw);
         for (int c = 0; c < ncalls; ++c) {
           const std::string r = Chance(50) ? Text() : R"({"temperature": 21, "unit": "C"})";
@@ -173,7 +185,9 @@ class Gen {
       }
       if (t == turns - 1) break;
       const std::string a = Text();
-      add({{"role", "assistant"}, {"content", a}}, {{"role", "assistant"}, {"content", a}});
+      ojson am = {{"role", "assistant"}, {"content", a}}, aw = am;
+      Thought(&am, &aw);
+      add(am, aw);
     }
     *body = {{"messages", msgs}};
     if (ntools > 0) (*body)["tools"] = tools;

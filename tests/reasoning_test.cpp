@@ -223,6 +223,19 @@ TEST_F(ReasoningLines, AnEarlierTurnsThoughtDoesNotCloseThisOne) {
   Request req;
   ASSERT_TRUE(BuildRequest(ctx_, r, "in.jsonl", "job", &req).ok());
   EXPECT_EQ(req.grammar_trigger, "</think>");
+  EXPECT_EQ(req.grammar_trigger_after, "");
+  // Under "auto" the calls' own trigger, looked for after the thought; the prompt closing the
+  // thought looks for it from the first token.
+  jobs::BatchRequest autos = Line({{"messages", messages}, {"tools", tools}});
+  Request auto_req;
+  ASSERT_TRUE(BuildRequest(ctx_, autos, "in.jsonl", "job", &auto_req).ok());
+  EXPECT_EQ(auto_req.grammar_trigger, "<tool_call>");
+  EXPECT_EQ(auto_req.grammar_trigger_after, "</think>");
+  autos = Line({{"messages", messages},
+                {"tools", tools},
+                {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  ASSERT_TRUE(BuildRequest(ctx_, autos, "in.jsonl", "job", &auto_req).ok());
+  EXPECT_EQ(auto_req.grammar_trigger_after, "");
   Matcher m(req.grammar);
   EXPECT_TRUE(m.Consume("</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
                         "{\"city\": \"Bern\"}}\n</tool_call>") &&

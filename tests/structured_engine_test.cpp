@@ -271,7 +271,9 @@ TEST_F(StructuredEngine, BatchInvariantAndNeighboursUnchanged) {
 // a sample with the k-th token's bytes as its trigger makes the free run's first k + 1 tokens
 // and then follows the grammar (which begins with the trigger); one whose trigger never comes is
 // the free run; one at the start takes over at token 0; one whose grammar refuses the rest of
-// the trigger's token goes on free.
+// the trigger's token goes on free. A trigger looked for only after a text (a reasoning model's
+// </think>: Request::grammar_trigger_after) takes over as the plain one once the text came first
+// (the first token's bytes), and never when the text never comes.
 TEST_F(StructuredEngine, ALazyGrammarTakesOverAtItsTrigger) {
   const Tokenizer& tok = *model_.tokenizer;
   Request free = Req("free", nullptr, 1.f, 11, 40);
@@ -312,12 +314,13 @@ TEST_F(StructuredEngine, ALazyGrammarTakesOverAtItsTrigger) {
     return c;
   };
   auto like_free = [&](const std::string& id, std::shared_ptr<CompiledGrammar> g,
-                       const std::string& trigger, bool at_start) {
+                       const std::string& trigger, bool at_start, const std::string& after = "") {
     Request r = free;
     r.id = id;
     r.grammar = std::move(g);
     r.grammar_trigger = trigger;
     r.grammar_trigger_at_start = at_start;
+    r.grammar_trigger_after = after;
     return r;
   };
   const std::string cut = bytes[k].substr(0, bytes[k].size() - 1);
@@ -327,6 +330,8 @@ TEST_F(StructuredEngine, ALazyGrammarTakesOverAtItsTrigger) {
       like_free("never", lazy_grammar("\x01never\x02", ""), "\x01never\x02", false),
       like_free("start", lazy_grammar(bytes[0], ""), bytes[0], true),
       like_free("refused", lazy_grammar(cut, "\x01"), cut, false),
+      like_free("armed", lazy_grammar(bytes[k], ""), bytes[k], false, bytes[0]),
+      like_free("unarmed", lazy_grammar(bytes[k], ""), bytes[k], false, "\x01never\x02"),
   };
   auto e = Engine();
   const auto out = Run(e.get(), reqs);
@@ -349,7 +354,13 @@ TEST_F(StructuredEngine, ALazyGrammarTakesOverAtItsTrigger) {
   const Completion& refused = out.at("refused").completions.at(0);
   EXPECT_EQ(refused.ids, fc.ids) << "a refused trigger leaves the sample free";
   EXPECT_EQ(refused.grammar_from_token, -1);
-  EXPECT_EQ(e->stats().grammar_triggers, 3);
+  const Completion& armed = out.at("armed").completions.at(0);
+  EXPECT_EQ(armed.ids, lazy.ids);
+  EXPECT_EQ(armed.grammar_from_token, static_cast<int>(k));
+  EXPECT_EQ(armed.grammar_from_byte, 0);
+  EXPECT_EQ(out.at("unarmed").completions.at(0).ids, fc.ids);
+  EXPECT_EQ(out.at("unarmed").completions.at(0).grammar_from_token, -1);
+  EXPECT_EQ(e->stats().grammar_triggers, 4);
   EXPECT_EQ(e->stats().grammar_triggers_refused, 1);
   EXPECT_EQ(e->stats().grammar_dead_ends, 0);
   EXPECT_EQ(out.at("free").completions.at(0).grammar_from_token, -1);

@@ -126,6 +126,7 @@ std::unique_ptr<Sequence> LlmEngine::NewSeq(RequestState* st, int index,
     s->grammar_from_token = 0;
   }
   s->trigger_waiting = st->req.grammar && !st->req.grammar_trigger.empty();
+  s->trigger_armed = st->req.grammar_trigger_after.empty();
   return s;
 }
 
@@ -157,6 +158,9 @@ void LlmEngine::Add(Request req) {
                   std::to_string(blocks_.num_blocks() * opt_.block_size) + " tokens)");
   if (requests_.count(req.id)) return reject("request id '" + req.id + "' is already unfinished");
   if (!req.grammar_trigger.empty() && !req.grammar) return reject("a trigger without a grammar");
+  if (!req.grammar_trigger_after.empty() &&
+      (req.grammar_trigger.empty() || req.grammar_trigger_at_start))
+    return reject("grammar_trigger_after needs a trigger that is not at the start");
   if (req.grammar) {
     if (tok_ == nullptr) return reject("a grammar needs the engine's tokenizer");
     if (req.params.min_tokens > 0)
@@ -301,10 +305,31 @@ bool LlmEngine::Append(Sequence* s, int token, TokenLogprobs* lp) {
   return false;
 }
 
+namespace {
+
+// Looks for `after` in the bytes held; keeps only those it may still begin in, or, once it came,
+// only the bytes after it (where the trigger is then looked for). Whether it came.
+bool Arm(Sequence* s, const std::string& after) {
+  const size_t at = s->trigger_bytes.find(after);
+  size_t drop = 0;
+  if (at != std::string::npos) {
+    drop = at + after.size();
+    s->trigger_armed = true;
+  } else if (s->trigger_bytes.size() >= after.size()) {
+    drop = s->trigger_bytes.size() - (after.size() - 1);
+  }
+  s->trigger_bytes.erase(0, drop);
+  s->trigger_base += drop;
+  return s->trigger_armed;
+}
+
+}  // namespace
+
 void LlmEngine::WatchTrigger(Sequence* s, int token) {
   const Request& req = s->owner->req;
   const std::string& trigger = req.grammar_trigger;
   s->trigger_bytes += tok_->TokenBytes(token);
+  if (!s->trigger_armed && !Arm(s, req.grammar_trigger_after)) return;
   size_t at = std::string::npos;
   if (req.grammar_trigger_at_start) {
     const size_t n = std::min(s->trigger_bytes.size(), trigger.size());
@@ -399,6 +424,7 @@ void LlmEngine::Fork(Sequence* parent) {
     child->ever_admitted = true;
     if (parent->matcher) child->matcher = std::make_unique<Matcher>(*parent->matcher);
     child->trigger_waiting = parent->trigger_waiting;
+    child->trigger_armed = parent->trigger_armed;
     child->trigger_bytes = parent->trigger_bytes;
     child->trigger_base = parent->trigger_base;
     child->grammar_from_token = parent->grammar_from_token;

@@ -42,6 +42,10 @@ struct Request {
   // the grammar applies from the first token.
   std::string grammar_trigger;
   bool grammar_trigger_at_start = false;
+  // With it (a reasoning model's "</think>"), the trigger is looked for only in the bytes after
+  // the first occurrence of these: a trigger inside the thought is text. Not with
+  // grammar_trigger_at_start. Empty: from the first token.
+  std::string grammar_trigger_after;
 };
 
 struct Completion {
@@ -110,8 +114,10 @@ struct Sequence {
   std::unique_ptr<IncrementalDecoder> detok;  // null when no tokenizer is attached
   std::unique_ptr<Matcher> matcher;           // Request::grammar's state after its tokens
   // A lazy grammar waiting for its trigger: the completion's last bytes (those a trigger may
-  // still begin in), which start at byte `trigger_base` of the completion.
+  // still begin in; before `trigger_armed`, those Request::grammar_trigger_after may), which start
+  // at byte `trigger_base` of the completion.
   bool trigger_waiting = false;
+  bool trigger_armed = true;  // grammar_trigger_after came (or there is none)
   std::string trigger_bytes;
   size_t trigger_base = 0;
   int grammar_from_token = -1;  // Completion::grammar_from_token / _byte

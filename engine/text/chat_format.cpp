@@ -132,7 +132,7 @@ Status ChatFormat::RenderJinja(const Conversation& conversation, std::string* te
   // tools (null when none) and documents (none),
   // add_generation_prompt, and the special tokens map. Ordered, so that a template's tojson lists
   // keys as written. A message's keys as vLLM gives them: role, content, tool_calls, tool_call_id,
-  // name (each only when the request has it).
+  // name, reasoning and reasoning_content (each only when the request has it).
   ordered ctx = ordered::parse(specials_json_);
   ordered msgs = ordered::array();
   for (size_t i = 0; i < conversation.messages.size(); ++i) {
@@ -143,6 +143,10 @@ Status ChatFormat::RenderJinja(const Conversation& conversation, std::string* te
                                  &msg["tool_calls"]));
     if (!m.tool_call_id.empty()) msg["tool_call_id"] = m.tool_call_id;
     if (!m.name.empty()) msg["name"] = m.name;
+    if (m.reasoning) {
+      msg["reasoning"] = *m.reasoning;
+      msg["reasoning_content"] = *m.reasoning;
+    }
     msgs.push_back(std::move(msg));
   }
   ctx["messages"] = std::move(msgs);

@@ -2,6 +2,7 @@
 // between them and the model's own Jinja template).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct Message {
   std::string tool_call_id = {};  // role "tool": the call it answers ("" none)
   std::string name = {};          // the message's name ("" none)
   std::string tool_calls = {};    // JSON array text as the template gets it ("" none)
+  // An assistant's thought, given to a Jinja template as `reasoning` and `reasoning_content` (as
+  // vLLM gives it); unset: neither key. The built-ins ignore it.
+  std::optional<std::string> reasoning = {};
 };
 
 Status ChatTemplateByName(const std::string& name, ChatTemplate* out);  // "llama-2", "mistral", ...
