@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "daemon/tool_output.h"
+#include "engine/structured/grammar.h"
 
 namespace llmq {
 namespace {
@@ -94,11 +95,11 @@ Status ToolGrammar(const BuildContext& ctx, const jobs::BatchRequest& r, const s
   if (!ctx.tool_format) return refuse("body.tools", ctx.tool_format_problem);
   if (ctx.grammars == nullptr) return refuse("body.tools", "tool calls are not available here");
   if (r.response_format != jobs::ResponseFormat::kText)
-    return refuse("body.response_format", "cannot be combined with tools (tool_choice \"" +
-                                              std::string(r.tool_choice == jobs::ToolChoice::kAuto
-                                                              ? "auto"
-                                                              : "required or a function") +
-                                              "\"): one grammar per output");
+    return refuse(r.structured_field, "cannot be combined with tools (tool_choice \"" +
+                                          std::string(r.tool_choice == jobs::ToolChoice::kAuto
+                                                          ? "auto"
+                                                          : "required or a function") +
+                                          "\"): one grammar per output");
   if (r.min_tokens > 0)
     return refuse("body.min_tokens", "cannot be combined with enforced tool calls");
   ToolCallGrammarSpec spec;
@@ -206,18 +207,38 @@ Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const st
   *out = LineGrammar();
   if (r.response_format == jobs::ResponseFormat::kText)
     return ToolGrammar(ctx, r, file, out, param);
-  const bool object = r.response_format == jobs::ResponseFormat::kJsonObject;
+  using RF = jobs::ResponseFormat;
+  // The field a refusal names: the schema itself under response_format json_schema, else the
+  // field that asked (response_format, structured_outputs.regex, guided_choice, ...).
   const std::string field =
-      object ? "body.response_format" : "body.response_format.json_schema.schema";
+      r.response_format == RF::kJsonSchema && r.structured_field == "body.response_format"
+          ? "body.response_format.json_schema.schema"
+          : r.structured_field;
   if (!r.tools.empty() && r.tool_choice != jobs::ToolChoice::kNone)
-    return ToolGrammar(ctx, r, file, out, param);  // refuses the pair, naming response_format
+    return ToolGrammar(ctx, r, file, out, param);  // refuses the pair, naming the field
   *param = jobs::ParamOfField(field);
   if (ctx.grammars == nullptr)
     return Status::InvalidArgument(Where(file, r) + "field '" + field +
                                    "': structured outputs are not available here");
   const std::string after = AnswerAfter(ctx, r);
-  const Status st = object ? ctx.grammars->JsonObject(&out->grammar, after)
-                           : ctx.grammars->JsonSchema(r.json_schema, &out->grammar, after);
+  Status st;
+  switch (r.response_format) {
+    case RF::kJsonObject:
+      st = ctx.grammars->JsonObject(&out->grammar, after);
+      break;
+    case RF::kJsonSchema:
+      st = ctx.grammars->JsonSchema(r.json_schema, &out->grammar, after);
+      break;
+    case RF::kRegex:
+      st = ctx.grammars->MatchRegex(r.regex, &out->grammar, after);
+      break;
+    default: {  // kChoice: the alternation of the strings, each as it is written
+      std::string pattern;
+      for (const std::string& c : r.choices)
+        pattern += (pattern.empty() ? "" : "|") + RegexEscape(c);
+      st = ctx.grammars->MatchRegex(pattern, &out->grammar, after);
+    }
+  }
   if (!st.ok())
     return Status::InvalidArgument(Where(file, r) + "field '" + field + "': " + st.message());
   LazyAfter(after, out);

@@ -614,24 +614,135 @@ void ParseResponseFormat(const json& v, const nlohmann::ordered_json* ordered, B
           : schema->dump();
 }
 
+// A JSON Schema given by vLLM's structured_outputs.json / guided_json (`field`): an object or a
+// boolean, or its JSON text; kept in the key order written (`written`: the same value from the line
+// read keeping it, or null).
+void ParseVllmSchema(const json& v, const nlohmann::ordered_json* written, const std::string& field,
+                     BatchRequest* req) {
+  nlohmann::ordered_json schema = written != nullptr ? *written : nlohmann::ordered_json(v);
+  if (schema.is_string()) {
+    schema = nlohmann::ordered_json::parse(schema.get<std::string>(), nullptr, false);
+    if (schema.is_discarded())
+      Fail(field, "must be a JSON Schema (an object, or its JSON text): the text is not JSON", v);
+  }
+  if (!schema.is_object() && !schema.is_boolean())
+    Fail(field, "must be a JSON Schema (an object or a boolean, or its JSON text)", v);
+  req->response_format = ResponseFormat::kJsonSchema;
+  req->json_schema = schema.dump();
+}
+
+// vLLM's regex (`field`): a non-empty string.
+void ParseVllmRegex(const json& v, const std::string& field, BatchRequest* req) {
+  if (!v.is_string() || v.get_ref<const std::string&>().empty())
+    Fail(field, "must be a non-empty regular expression (a string)", v);
+  req->response_format = ResponseFormat::kRegex;
+  req->regex = v.get<std::string>();
+}
+
+// vLLM's choice (`field`): a non-empty list of distinct non-empty strings.
+void ParseVllmChoice(const json& v, const std::string& field, BatchRequest* req) {
+  if (!v.is_array() || v.empty()) Fail(field, "must be a non-empty list of strings", v);
+  std::vector<std::string> choices;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string f = field + "[" + std::to_string(i) + "]";
+    if (!v[i].is_string() || v[i].get_ref<const std::string&>().empty())
+      Fail(f, "must be a non-empty string", v[i]);
+    if (std::find(choices.begin(), choices.end(), v[i].get<std::string>()) != choices.end())
+      Fail(f, "repeats an earlier choice", v[i]);
+    choices.push_back(v[i].get<std::string>());
+  }
+  req->response_format = ResponseFormat::kChoice;
+  req->choices = std::move(choices);
+}
+
+// vLLM's structured outputs: structured_outputs {json | json_object | regex | choice} or one of
+// guided_json, guided_regex, guided_choice; at most one, and not beside a response_format.
+void ParseVllmStructured(const json& body, const nlohmann::ordered_json* ordered,
+                         BatchRequest* req) {
+  const char* keys[] = {"structured_outputs", "guided_json", "guided_regex", "guided_choice"};
+  const char* given = nullptr;
+  for (const char* k : keys) {
+    const json* v = Find(body, k);
+    if (v == nullptr) continue;
+    const std::string field = std::string("body.") + k;
+    if (given != nullptr)
+      Fail(field, std::string("cannot be combined with body.") + given + ": one grammar per output",
+           *v);
+    if (req->response_format != ResponseFormat::kText)
+      Fail(field, "cannot be combined with body.response_format: one grammar per output", *v);
+    given = k;
+  }
+  if (given == nullptr) return;
+  const std::string key = given;
+  const json& v = *Find(body, given);
+  std::string field = "body." + key;
+  const nlohmann::ordered_json* written = nullptr;
+  if (key == "structured_outputs") {
+    if (!v.is_object())
+      Fail(field, "must be an object with one of json, json_object, regex or choice", v);
+    for (const char* k : {"grammar", "structural_tag"})
+      if (const json* x = Find(v, k))
+        Fail(field + "." + k,
+             "is not supported (llmq enforces JSON Schemas, regular expressions and choices)", *x);
+    OnlyKeys(v, field, {"json", "json_object", "regex", "choice"});
+    const char* kind = nullptr;
+    for (const char* k : {"json", "json_object", "regex", "choice"}) {
+      const json* x = Find(v, k);
+      if (x == nullptr) continue;
+      if (kind != nullptr)
+        Fail(field + "." + k,
+             std::string("cannot be combined with ") + field + "." + kind +
+                 ": one grammar per output",
+             *x);
+      kind = k;
+    }
+    if (kind == nullptr)
+      Fail(field, "must be an object with one of json, json_object, regex or choice", v);
+    field += std::string(".") + kind;
+    const json& x = *Find(v, kind);
+    if (std::string(kind) == "json_object") {
+      if (!x.is_boolean()) Fail(field, "must be a boolean", x);
+      if (x.get<bool>()) req->response_format = ResponseFormat::kJsonObject;
+    } else if (std::string(kind) == "json") {
+      if (ordered != nullptr) written = &ordered->at("body").at(key).at("json");
+      ParseVllmSchema(x, written, field, req);
+    } else if (std::string(kind) == "regex") {
+      ParseVllmRegex(x, field, req);
+    } else {
+      ParseVllmChoice(x, field, req);
+    }
+  } else if (key == "guided_json") {
+    if (ordered != nullptr) written = &ordered->at("body").at(key);
+    ParseVllmSchema(v, written, field, req);
+  } else if (key == "guided_regex") {
+    ParseVllmRegex(v, field, req);
+  } else {
+    ParseVllmChoice(v, field, req);
+  }
+  req->structured_field = field;
+}
+
 // The fields whose support depends on their value.
 void ParseConditional(const json& body, const nlohmann::ordered_json* ordered, BatchRequest* req) {
-  if (const json* v = Find(body, "response_format")) {
-    ParseResponseFormat(*v, ordered, req);
-    if (const json* m = Find(body, "min_tokens");
-        m && req->response_format != ResponseFormat::kText && req->min_tokens > 0)
+  if (const json* v = Find(body, "response_format")) ParseResponseFormat(*v, ordered, req);
+  ParseVllmStructured(body, ordered, req);
+  if (req->response_format != ResponseFormat::kText) {
+    const std::string what =
+        req->structured_field == "body.response_format"
+            ? "response_format " + Find(body, "response_format")->at("type").get<std::string>()
+            : req->structured_field;
+    if (const json* m = Find(body, "min_tokens"); m && req->min_tokens > 0)
       Fail("body.min_tokens",
-           "cannot be combined with response_format " + (*v)["type"].get<std::string>() +
+           "cannot be combined with " + what +
                " (the end of the document decides where the output ends)",
            *m);
     // A stop would end the output inside the document with finish_reason "stop", which promises
     // a complete one: refused rather than a cut document reported as finished.
     for (const char* k : {"stop", "stop_token_ids"})
       if (const json* x = Find(body, k);
-          x && req->response_format != ResponseFormat::kText &&
-          (k[4] == '\0' ? !req->stop.empty() : !req->stop_token_ids.empty()))
+          x && (k[4] == '\0' ? !req->stop.empty() : !req->stop_token_ids.empty()))
         Fail(std::string("body.") + k,
-             "cannot be combined with response_format " + (*v)["type"].get<std::string>() +
+             "cannot be combined with " + what +
                  " (a stop would cut the document; the output ends where the document is "
                  "complete)",
              *x);
@@ -682,6 +793,8 @@ void CheckBodyFields(const json& body, Endpoint endpoint) {
 bool NeedsOrder(const json& body) {
   const json* rf = Find(body, "response_format");
   if (rf && rf->is_object() && rf->contains("json_schema")) return true;
+  const json* so = Find(body, "structured_outputs");
+  if (Find(body, "guided_json") || (so && so->is_object() && so->contains("json"))) return true;
   if (Find(body, "tools") || Find(body, "chat_template_kwargs")) return true;
   const json* msgs = Find(body, "messages");
   return msgs && msgs->is_array() && std::any_of(msgs->begin(), msgs->end(), [](const json& m) {
@@ -818,6 +931,16 @@ const std::vector<FieldRule>& BodyFieldRules() {
        "vLLM: the assistant turn's opening ends the prompt (true, the default)"},
       {"continue_final_message", true, false, U::kHonoured,
        "vLLM: the final message is continued (with add_generation_prompt false)"},
+      {"structured_outputs", true, true, U::kHonoured,
+       "vLLM: {json | json_object | regex | choice}"},
+      {"guided_json", true, true, U::kHonoured, "vLLM (older): a JSON Schema"},
+      {"guided_regex", true, true, U::kHonoured, "vLLM (older): a regular expression"},
+      {"guided_choice", true, true, U::kHonoured, "vLLM (older): a list of strings"},
+      {"guided_decoding_backend", true, true, U::kIgnored, "vLLM: llmq has one grammar engine"},
+      {"guided_grammar", true, true, U::kRefused,
+       "llmq enforces JSON Schemas, regular expressions and choices, not grammars"},
+      {"guided_whitespace_pattern", true, true, U::kRefused,
+       "llmq's JSON grammars fix their whitespace"},
       {"chat_template_kwargs", true, false, U::kHonoured,
        "vLLM: the chat template's further variables ({\"enable_thinking\": false})"},
       // What OpenAI accepts without changing the completion.

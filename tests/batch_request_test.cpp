@@ -652,8 +652,52 @@ TEST(BatchRequestFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
       {"echo", false, "false", nullptr},
       {"top_logprobs", true, "2", nullptr},
       {"messages", true, R"([{"role": "user", "content": "x"}])", nullptr},
-      {"guided_json", false, "{}", nullptr},
       {"skip_special_tokens", true, "false", nullptr},
+      // vLLM's structured outputs, on both endpoints.
+      {"structured_outputs", false, R"({"choice": ["yes", "no"]})",
+       [](R r) {
+         EXPECT_EQ(r.response_format, ResponseFormat::kChoice);
+         EXPECT_EQ(r.choices, (std::vector<std::string>{"yes", "no"}));
+         EXPECT_EQ(r.structured_field, "body.structured_outputs.choice");
+       }},
+      {"structured_outputs", true, R"({"regex": "[0-9]{3}"})",
+       [](R r) {
+         EXPECT_EQ(r.response_format, ResponseFormat::kRegex);
+         EXPECT_EQ(r.regex, "[0-9]{3}");
+       }},
+      {"structured_outputs", false, R"({"json": {"type": "object", "required": ["b", "a"]}})",
+       [](R r) {
+         EXPECT_EQ(r.response_format, ResponseFormat::kJsonSchema);
+         EXPECT_EQ(r.json_schema, R"({"required":["b","a"],"type":"object"})");  // sorted line
+         EXPECT_EQ(r.structured_field, "body.structured_outputs.json");
+       }},
+      {"structured_outputs", false, R"({"json": "{\"type\": \"integer\"}"})",
+       [](R r) { EXPECT_EQ(r.json_schema, R"({"type":"integer"})"); }},
+      {"structured_outputs", true, R"({"json_object": true})",
+       [](R r) { EXPECT_EQ(r.response_format, ResponseFormat::kJsonObject); }},
+      {"structured_outputs", false, R"({"json_object": false})",
+       [](R r) { EXPECT_EQ(r.response_format, ResponseFormat::kText); }},
+      {"structured_outputs", false, R"({"grammar": "root ::= \"a\""})", nullptr},
+      {"structured_outputs", false, R"({"regex": "a", "choice": ["a"]})", nullptr},
+      {"structured_outputs", false, R"({"regex": "a", "whitespace_pattern": " "})", nullptr},
+      {"structured_outputs", false, R"({})", nullptr},
+      {"structured_outputs", false, R"({"json": "not json"})", nullptr},
+      {"guided_json", false, R"({"type": "string"})",
+       [](R r) {
+         EXPECT_EQ(r.response_format, ResponseFormat::kJsonSchema);
+         EXPECT_EQ(r.structured_field, "body.guided_json");
+       }},
+      {"guided_json", false, "3", nullptr},
+      {"guided_regex", true, R"("\\d+")", [](R r) { EXPECT_EQ(r.regex, "\\d+"); }},
+      {"guided_regex", true, R"("")", nullptr},
+      {"guided_choice", false, R"(["a", "b"])",
+       [](R r) { EXPECT_EQ(r.response_format, ResponseFormat::kChoice); }},
+      {"guided_choice", false, R"(["a", "a"])", nullptr},
+      {"guided_choice", false, R"(["a", ""])", nullptr},
+      {"guided_choice", false, "[]", nullptr},
+      {"guided_decoding_backend", true, R"("xgrammar")", unchanged},
+      {"guided_grammar", false, R"("root ::= \"a\"")", nullptr},
+      {"guided_whitespace_pattern", false, R"(" ")", nullptr},
   };
   std::set<std::string> covered;
   int line = 100;
@@ -841,6 +885,39 @@ TEST(BatchRequestToolsTest, ToolMessagesAndToolCalls) {
   EXPECT_FALSE(r.messages[5].content_null);  // content "" as written
   EXPECT_EQ(r.messages[5].tool_calls,
             R"([{"id":"c4","type":"function","function":{"name":"now","arguments":{}}}])");
+}
+
+// vLLM's structured outputs: one grammar per line (two of them, or one beside response_format, is
+// refused naming the second), and the rules of a document's end (min_tokens, stop) name the field.
+TEST(BatchRequestTest, OneStructuredOutputPerLine) {
+  auto error = [](const json& extra) {
+    json j = ChatLine();
+    for (const auto& [k, v] : extra.items()) j["body"][k] = v;
+    return ParseBatchLine(j.dump(), 4, "s.jsonl").error;
+  };
+  const std::string two = error({{"guided_choice", json::array({"a"})}, {"guided_regex", "a"}});
+  EXPECT_EQ(two.rfind("s.jsonl:4: field 'body.guided_choice' cannot be combined with "
+                      "body.guided_regex",
+                      0),
+            0u)
+      << two;
+  EXPECT_EQ(error({{"response_format", {{"type", "json_object"}}}, {"guided_json", json::object()}})
+                .rfind("s.jsonl:4: field 'body.guided_json' cannot be combined with "
+                       "body.response_format",
+                       0),
+            0u);
+  EXPECT_EQ(error({{"response_format", {{"type", "text"}}}, {"guided_choice", json::array({"a"})}}),
+            "");
+  const std::string stop = error({{"guided_choice", {"a", "b"}}, {"stop", "x"}});
+  EXPECT_EQ(
+      stop.rfind("s.jsonl:4: field 'body.stop' cannot be combined with body.guided_choice", 0), 0u)
+      << stop;
+  const std::string min =
+      error({{"structured_outputs", {{"regex", "a+"}}}, {"min_tokens", 2}, {"max_tokens", 9}});
+  EXPECT_NE(min.find("field 'body.min_tokens' cannot be combined with "
+                     "body.structured_outputs.regex"),
+            std::string::npos)
+      << min;
 }
 
 // An earlier turn's thought, under vLLM's two names: "reasoning" first, empty or null as none,

@@ -327,7 +327,7 @@ TEST_F(OpenAiFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
        "body.top_logprobs",
        nullptr},
       {"logit_bias id", true, {{"logit_bias", {{"99999", 5}}}}, "body.logit_bias.99999", nullptr},
-      {"unknown", true, {{"guided_choice", {"a", "b"}}}, "body.guided_choice", nullptr},
+      {"unknown", true, {{"skip_special_tokens", false}}, "body.skip_special_tokens", nullptr},
   };
   std::vector<json> lines;
   for (const Case& c : cases) lines.push_back(Line(c.id, c.chat, c.extra));

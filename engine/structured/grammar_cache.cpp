@@ -6,6 +6,7 @@
 
 #include "engine/structured/grammar.h"
 #include "engine/structured/json_schema.h"
+#include "engine/structured/regex.h"
 
 namespace llmq {
 
@@ -109,6 +110,26 @@ Status GrammarCache::JsonObject(std::shared_ptr<CompiledGrammar>* out, const std
   }
   *out = object_->grammar;
   return object_->status;
+}
+
+Status GrammarCache::MatchRegex(const std::string& pattern, std::shared_ptr<CompiledGrammar>* out,
+                                const std::string& after) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Entry& e = Find("regex\n" + pattern, after, [&pattern](Grammar* g) {
+    // Checked here, so that the refusal speaks of the expression (not of a grammar's lexeme).
+    std::unique_ptr<Regex> re;
+    LLMQ_RETURN_IF_ERROR(Regex::Compile(pattern, Regex::Mode::kFull, &re));
+    if (re->start() == Regex::kDead)
+      return Status::InvalidArgument("the regular expression matches nothing");
+    if (re->IsAccepting(re->start()))
+      return Status::InvalidArgument("the regular expression matches the empty string");
+    const Grammar::Symbol start = g->NewRule("regex");
+    g->AddAlternative(start, {g->Lexeme(pattern)});
+    g->set_start(start);
+    return Status::Ok();
+  });
+  *out = e.grammar;
+  return e.status;
 }
 
 GrammarCache::Stats GrammarCache::stats() const {

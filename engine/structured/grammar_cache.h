@@ -48,6 +48,11 @@ class GrammarCache {
   [[nodiscard]] Status JsonSchema(const std::string& schema_json,
                                   std::shared_ptr<CompiledGrammar>* out,
                                   const std::string& after = "");
+  // The text the regular expression `pattern` matches whole (ECMAScript syntax, engine/structured/
+  // regex.h: vLLM's structured_outputs regex and choice). Not OK as the regex compiler says
+  // (naming the construct and its offset), or when it matches the empty string.
+  [[nodiscard]] Status MatchRegex(const std::string& pattern, std::shared_ptr<CompiledGrammar>* out,
+                                  const std::string& after = "");
   // Any JSON object (response_format json_object).
   [[nodiscard]] Status JsonObject(std::shared_ptr<CompiledGrammar>* out,
                                   const std::string& after = "");
@@ -85,8 +90,8 @@ class GrammarCache {
   std::shared_ptr<const TokenTrie> trie_;
   std::future<std::shared_ptr<const TokenTrie>> building_;  // BuildTrieInBackground's
   // By the schema's text; tool calls by "tools\n" and their spec; json_object after a text by
-  // "object\n"; any of them after a text with "after <length>:<text>\n" before (no JSON text
-  // begins so).
+  // "object\n"; regexes by "regex\n" and the pattern; any of them after a text with "after
+  // <length>:<text>\n" before (no JSON text begins so).
   std::unordered_map<std::string, Entry> map_;
   std::deque<std::string> order_;  // keys, oldest first
   std::optional<Entry> object_;    // JsonObject's without `after`, once asked for
