@@ -1,6 +1,6 @@
 #include "daemon/tool_output.h"
 
-#include <cstring>
+#include <string_view>
 
 #include "jobs/sha256.h"
 
@@ -22,7 +22,9 @@ ToolMessage SplitToolCalls(const Tokenizer& tok, ToolCallFormat format, const Co
   size_t lead = 0;  // `after` and its whitespace
   if (!after.empty() && calls_text.compare(0, after.size(), after) == 0) {
     lead = after.size();
-    while (lead < calls_text.size() && std::strchr(" \t\n\r", calls_text[lead]) != nullptr) ++lead;
+    while (lead < calls_text.size() &&
+           std::string_view(" \t\n\r").find(calls_text[lead]) != std::string_view::npos)
+      ++lead;
   }
   const std::string lead_text = calls_text.substr(0, lead);
   calls_text.erase(0, lead);

@@ -674,50 +674,43 @@ void ParseVllmStructured(const json& body, const nlohmann::ordered_json* ordered
   }
   if (given == nullptr) return;
   const std::string key = given;
-  const json& v = *Find(body, given);
+  const json* x = Find(body, given);
   std::string field = "body." + key;
-  const nlohmann::ordered_json* written = nullptr;
-  if (key == "structured_outputs") {
-    if (!v.is_object())
-      Fail(field, "must be an object with one of json, json_object, regex or choice", v);
+  const nlohmann::ordered_json* written =
+      ordered != nullptr ? &ordered->at("body").at(key) : nullptr;
+  // guided_json -> json, ...; structured_outputs names its kind inside.
+  std::string kind = key == "structured_outputs" ? "" : key.substr(std::string("guided_").size());
+  if (key == "structured_outputs") {  // {"json" | "json_object" | "regex" | "choice": ...}
+    if (!x->is_object())
+      Fail(field, "must be an object with one of json, json_object, regex or choice", *x);
     for (const char* k : {"grammar", "structural_tag"})
-      if (const json* x = Find(v, k))
+      if (const json* g = Find(*x, k))
         Fail(field + "." + k,
-             "is not supported (llmq enforces JSON Schemas, regular expressions and choices)", *x);
-    OnlyKeys(v, field, {"json", "json_object", "regex", "choice"});
-    const char* kind = nullptr;
+             "is not supported (llmq enforces JSON Schemas, regular expressions and choices)", *g);
+    OnlyKeys(*x, field, {"json", "json_object", "regex", "choice"});
     for (const char* k : {"json", "json_object", "regex", "choice"}) {
-      const json* x = Find(v, k);
-      if (x == nullptr) continue;
-      if (kind != nullptr)
+      const json* y = Find(*x, k);
+      if (y == nullptr) continue;
+      if (!kind.empty())
         Fail(field + "." + k,
-             std::string("cannot be combined with ") + field + "." + kind +
-                 ": one grammar per output",
-             *x);
+             "cannot be combined with " + field + "." + kind + ": one grammar per output", *y);
       kind = k;
     }
-    if (kind == nullptr)
-      Fail(field, "must be an object with one of json, json_object, regex or choice", v);
-    field += std::string(".") + kind;
-    const json& x = *Find(v, kind);
-    if (std::string(kind) == "json_object") {
-      if (!x.is_boolean()) Fail(field, "must be a boolean", x);
-      if (x.get<bool>()) req->response_format = ResponseFormat::kJsonObject;
-    } else if (std::string(kind) == "json") {
-      if (ordered != nullptr) written = &ordered->at("body").at(key).at("json");
-      ParseVllmSchema(x, written, field, req);
-    } else if (std::string(kind) == "regex") {
-      ParseVllmRegex(x, field, req);
-    } else {
-      ParseVllmChoice(x, field, req);
-    }
-  } else if (key == "guided_json") {
-    if (ordered != nullptr) written = &ordered->at("body").at(key);
-    ParseVllmSchema(v, written, field, req);
-  } else if (key == "guided_regex") {
-    ParseVllmRegex(v, field, req);
+    if (kind.empty())
+      Fail(field, "must be an object with one of json, json_object, regex or choice", *x);
+    field += "." + kind;
+    x = Find(*x, kind.c_str());
+    if (written != nullptr) written = &written->at(kind);
+  }
+  if (kind == "json_object") {
+    if (!x->is_boolean()) Fail(field, "must be a boolean", *x);
+    if (x->get<bool>()) req->response_format = ResponseFormat::kJsonObject;
+  } else if (kind == "json") {
+    ParseVllmSchema(*x, written, field, req);
+  } else if (kind == "regex") {
+    ParseVllmRegex(*x, field, req);
   } else {
-    ParseVllmChoice(v, field, req);
+    ParseVllmChoice(*x, field, req);
   }
   req->structured_field = field;
 }

@@ -94,22 +94,12 @@ Status GrammarCache::ToolCalls(const ToolCallGrammarSpec& spec,
 
 Status GrammarCache::JsonObject(std::shared_ptr<CompiledGrammar>* out, const std::string& after) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!after.empty()) {
-    const Entry& e = Find("object\n", after, [](Grammar* g) {
-      *g = JsonObjectGrammar();
-      return Status::Ok();
-    });
-    *out = e.grammar;
-    return e.status;
-  }
-  if (object_) {
-    ++stats_.hits;
-  } else {
-    object_.emplace();
-    Compile(JsonObjectGrammar(), &*object_, std::chrono::steady_clock::now());
-  }
-  *out = object_->grammar;
-  return object_->status;
+  const Entry& e = Find("object\n", after, [](Grammar* g) {
+    *g = JsonObjectGrammar();
+    return Status::Ok();
+  });
+  *out = e.grammar;
+  return e.status;
 }
 
 Status GrammarCache::MatchRegex(const std::string& pattern, std::shared_ptr<CompiledGrammar>* out,

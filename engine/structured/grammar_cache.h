@@ -16,7 +16,6 @@
 #include <future>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -89,12 +88,11 @@ class GrammarCache {
   mutable std::mutex mu_;
   std::shared_ptr<const TokenTrie> trie_;
   std::future<std::shared_ptr<const TokenTrie>> building_;  // BuildTrieInBackground's
-  // By the schema's text; tool calls by "tools\n" and their spec; json_object after a text by
-  // "object\n"; regexes by "regex\n" and the pattern; any of them after a text with "after
-  // <length>:<text>\n" before (no JSON text begins so).
+  // By the schema's text; tool calls by "tools\n" and their spec; json_object by "object\n";
+  // regexes by "regex\n" and the pattern; any of them after a text with "after <length>:<text>\n"
+  // before (no JSON text begins so).
   std::unordered_map<std::string, Entry> map_;
   std::deque<std::string> order_;  // keys, oldest first
-  std::optional<Entry> object_;    // JsonObject's without `after`, once asked for
   Stats stats_;
 };
 
