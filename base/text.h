@@ -22,6 +22,9 @@ size_t Utf8SequenceLength(const char* s, size_t n, size_t i);
 // Whether all of `s` is valid UTF-8.
 bool IsUtf8(std::string_view s);
 
+// Appends code point `cp` (at most U+10FFFF) as its UTF-8 bytes.
+void AppendUtf8(char32_t cp, std::string* out);
+
 // `s` shown safely (see above).
 std::string Escaped(std::string_view s);
 

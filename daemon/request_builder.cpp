@@ -232,6 +232,9 @@ Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const st
     case RF::kRegex:
       st = ctx.grammars->MatchRegex(r.regex, &out->grammar, after);
       break;
+    case RF::kGrammar:
+      st = ctx.grammars->Gbnf(r.grammar, &out->grammar, after);
+      break;
     default: {  // kChoice: the alternation of the strings, each as it is written
       std::string pattern;
       for (const std::string& c : r.choices)

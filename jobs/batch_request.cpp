@@ -639,6 +639,14 @@ void ParseVllmRegex(const json& v, const std::string& field, BatchRequest* req) 
   req->regex = v.get<std::string>();
 }
 
+// vLLM's grammar (`field`): the text of a GBNF grammar (compiled by the daemon).
+void ParseVllmGrammar(const json& v, const std::string& field, BatchRequest* req) {
+  if (!v.is_string() || v.get_ref<const std::string&>().empty())
+    Fail(field, "must be a GBNF grammar (a non-empty string)", v);
+  req->response_format = ResponseFormat::kGrammar;
+  req->grammar = v.get<std::string>();
+}
+
 // vLLM's choice (`field`): a non-empty list of distinct non-empty strings.
 void ParseVllmChoice(const json& v, const std::string& field, BatchRequest* req) {
   if (!v.is_array() || v.empty()) Fail(field, "must be a non-empty list of strings", v);
@@ -655,11 +663,13 @@ void ParseVllmChoice(const json& v, const std::string& field, BatchRequest* req)
   req->choices = std::move(choices);
 }
 
-// vLLM's structured outputs: structured_outputs {json | json_object | regex | choice} or one of
-// guided_json, guided_regex, guided_choice; at most one, and not beside a response_format.
+// vLLM's structured outputs: structured_outputs {json | json_object | regex | choice | grammar} or
+// one of guided_json, guided_regex, guided_choice, guided_grammar (and llama.cpp's grammar); at
+// most one, and not beside a response_format.
 void ParseVllmStructured(const json& body, const nlohmann::ordered_json* ordered,
                          BatchRequest* req) {
-  const char* keys[] = {"structured_outputs", "guided_json", "guided_regex", "guided_choice"};
+  const char* keys[] = {"structured_outputs", "guided_json",    "guided_regex",
+                        "guided_choice",      "guided_grammar", "grammar"};
   const char* given = nullptr;
   for (const char* k : keys) {
     const json* v = Find(body, k);
@@ -678,17 +688,21 @@ void ParseVllmStructured(const json& body, const nlohmann::ordered_json* ordered
   std::string field = "body." + key;
   const nlohmann::ordered_json* written =
       ordered != nullptr ? &ordered->at("body").at(key) : nullptr;
-  // guided_json -> json, ...; structured_outputs names its kind inside.
-  std::string kind = key == "structured_outputs" ? "" : key.substr(std::string("guided_").size());
-  if (key == "structured_outputs") {  // {"json" | "json_object" | "regex" | "choice": ...}
-    if (!x->is_object())
-      Fail(field, "must be an object with one of json, json_object, regex or choice", *x);
-    for (const char* k : {"grammar", "structural_tag"})
-      if (const json* g = Find(*x, k))
-        Fail(field + "." + k,
-             "is not supported (llmq enforces JSON Schemas, regular expressions and choices)", *g);
-    OnlyKeys(*x, field, {"json", "json_object", "regex", "choice"});
-    for (const char* k : {"json", "json_object", "regex", "choice"}) {
+  // guided_json -> json, ..., llama.cpp's grammar -> grammar; structured_outputs names its kind
+  // inside.
+  std::string kind = key == "structured_outputs" ? ""
+                     : key == "grammar"          ? key
+                                                 : key.substr(std::string("guided_").size());
+  if (key == "structured_outputs") {  // {"json" | "json_object" | "regex" | "choice" | ...: ...}
+    const char* kinds = "must be an object with one of json, json_object, regex, choice or grammar";
+    if (!x->is_object()) Fail(field, kinds, *x);
+    if (const json* g = Find(*x, "structural_tag"))
+      Fail(field + ".structural_tag",
+           "is not supported (llmq enforces JSON Schemas, regular expressions, choices and GBNF "
+           "grammars)",
+           *g);
+    OnlyKeys(*x, field, {"json", "json_object", "regex", "choice", "grammar"});
+    for (const char* k : {"json", "json_object", "regex", "choice", "grammar"}) {
       const json* y = Find(*x, k);
       if (y == nullptr) continue;
       if (!kind.empty())
@@ -696,8 +710,7 @@ void ParseVllmStructured(const json& body, const nlohmann::ordered_json* ordered
              "cannot be combined with " + field + "." + kind + ": one grammar per output", *y);
       kind = k;
     }
-    if (kind.empty())
-      Fail(field, "must be an object with one of json, json_object, regex or choice", *x);
+    if (kind.empty()) Fail(field, kinds, *x);
     field += "." + kind;
     x = Find(*x, kind.c_str());
     if (written != nullptr) written = &written->at(kind);
@@ -709,6 +722,8 @@ void ParseVllmStructured(const json& body, const nlohmann::ordered_json* ordered
     ParseVllmSchema(*x, written, field, req);
   } else if (kind == "regex") {
     ParseVllmRegex(*x, field, req);
+  } else if (kind == "grammar") {
+    ParseVllmGrammar(*x, field, req);
   } else {
     ParseVllmChoice(*x, field, req);
   }
@@ -925,13 +940,13 @@ const std::vector<FieldRule>& BodyFieldRules() {
       {"continue_final_message", true, false, U::kHonoured,
        "vLLM: the final message is continued (with add_generation_prompt false)"},
       {"structured_outputs", true, true, U::kHonoured,
-       "vLLM: {json | json_object | regex | choice}"},
+       "vLLM: {json | json_object | regex | choice | grammar}"},
       {"guided_json", true, true, U::kHonoured, "vLLM (older): a JSON Schema"},
       {"guided_regex", true, true, U::kHonoured, "vLLM (older): a regular expression"},
       {"guided_choice", true, true, U::kHonoured, "vLLM (older): a list of strings"},
       {"guided_decoding_backend", true, true, U::kIgnored, "vLLM: llmq has one grammar engine"},
-      {"guided_grammar", true, true, U::kRefused,
-       "llmq enforces JSON Schemas, regular expressions and choices, not grammars"},
+      {"guided_grammar", true, true, U::kHonoured, "vLLM (older): a GBNF grammar"},
+      {"grammar", true, true, U::kHonoured, "llama.cpp's server: a GBNF grammar"},
       {"guided_whitespace_pattern", true, true, U::kRefused,
        "llmq's JSON grammars fix their whitespace"},
       {"chat_template_kwargs", true, false, U::kHonoured,

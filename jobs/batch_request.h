@@ -52,7 +52,7 @@ enum class Endpoint { kChatCompletions, kCompletions };  // /v1/chat/completions
 // (structured outputs, issue 24; enforced token by token by the engine).
 // The grammar a line's output must follow (response_format, or vLLM's structured_outputs /
 // guided_*): none, any JSON object, a JSON Schema, a regular expression, one of a list of strings.
-enum class ResponseFormat { kText, kJsonObject, kJsonSchema, kRegex, kChoice };
+enum class ResponseFormat { kText, kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
 
 struct BatchRequest {
   int line = 0;  // 1-based line number in the file
@@ -90,15 +90,17 @@ struct BatchRequest {
   // in (properties are generated in that order); checked here only for its shape (an object or a
   // boolean): whether it can be enforced is the daemon's to say (it compiles it).
   // vLLM's extensions ask for the same through structured_outputs ({"json": schema (or its JSON
-  // text)}, {"json_object": true}, {"regex": ...}, {"choice": [...]}) or the older guided_json,
-  // guided_regex, guided_choice: one of them per line, not beside a response_format other than
-  // text. `structured_field` names the field that asked ("body.response_format",
-  // "body.guided_choice", "body.structured_outputs.regex", ...), for messages.
+  // text)}, {"json_object": true}, {"regex": ...}, {"choice": [...]}, {"grammar": GBNF}) or the
+  // older guided_json, guided_regex, guided_choice, guided_grammar (llama.cpp's server: grammar):
+  // one of them per line, not beside a response_format other than text. `structured_field` names
+  // the field that asked ("body.response_format", "body.guided_choice",
+  // "body.structured_outputs.regex", ...), for messages.
   ResponseFormat response_format = ResponseFormat::kText;
   std::string json_schema;
   std::string json_schema_name;
   std::string regex;                 // kRegex: the whole output matches it (ECMAScript syntax)
   std::vector<std::string> choices;  // kChoice: the output is one of them (non-empty, distinct)
+  std::string grammar;               // kGrammar: a GBNF grammar (engine/structured/gbnf.h)
   std::string structured_field = "body.response_format";
   // Tools (chat): the functions on offer, given to the chat template as written; the calls are
   // enforced token by token (engine/structured/tool_calls.h).

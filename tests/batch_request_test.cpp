@@ -677,7 +677,15 @@ TEST(BatchRequestFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
        [](R r) { EXPECT_EQ(r.response_format, ResponseFormat::kJsonObject); }},
       {"structured_outputs", false, R"({"json_object": false})",
        [](R r) { EXPECT_EQ(r.response_format, ResponseFormat::kText); }},
-      {"structured_outputs", false, R"({"grammar": "root ::= \"a\""})", nullptr},
+      {"structured_outputs", true, R"({"grammar": "root ::= \"a\""})",
+       [](R r) {
+         EXPECT_EQ(r.response_format, ResponseFormat::kGrammar);
+         EXPECT_EQ(r.grammar, "root ::= \"a\"");
+         EXPECT_EQ(r.structured_field, "body.structured_outputs.grammar");
+       }},
+      {"structured_outputs", false, R"({"grammar": ""})", nullptr},
+      {"structured_outputs", false, R"({"grammar": "root ::= \"a\"", "regex": "a"})", nullptr},
+      {"structured_outputs", false, R"({"structural_tag": "{}"})", nullptr},
       {"structured_outputs", false, R"({"regex": "a", "choice": ["a"]})", nullptr},
       {"structured_outputs", false, R"({"regex": "a", "whitespace_pattern": " "})", nullptr},
       {"structured_outputs", false, R"({})", nullptr},
@@ -696,7 +704,17 @@ TEST(BatchRequestFieldsTest, EveryFieldIsHonouredIgnoredOrRefusedByName) {
       {"guided_choice", false, R"(["a", ""])", nullptr},
       {"guided_choice", false, "[]", nullptr},
       {"guided_decoding_backend", true, R"("xgrammar")", unchanged},
-      {"guided_grammar", false, R"("root ::= \"a\"")", nullptr},
+      {"guided_grammar", false, R"("root ::= \"a\"")",
+       [](R r) {
+         EXPECT_EQ(r.response_format, ResponseFormat::kGrammar);
+         EXPECT_EQ(r.structured_field, "body.guided_grammar");
+       }},
+      {"guided_grammar", false, R"(["root ::= \"a\""])", nullptr},
+      {"grammar", true, R"("root ::= [0-9]+")",
+       [](R r) {
+         EXPECT_EQ(r.grammar, "root ::= [0-9]+");
+         EXPECT_EQ(r.structured_field, "body.grammar");
+       }},
       {"guided_whitespace_pattern", false, R"(" ")", nullptr},
   };
   std::set<std::string> covered;

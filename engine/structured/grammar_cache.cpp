@@ -4,6 +4,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "engine/structured/gbnf.h"
 #include "engine/structured/grammar.h"
 #include "engine/structured/json_schema.h"
 #include "engine/structured/regex.h"
@@ -118,6 +119,15 @@ Status GrammarCache::MatchRegex(const std::string& pattern, std::shared_ptr<Comp
     g->set_start(start);
     return Status::Ok();
   });
+  *out = e.grammar;
+  return e.status;
+}
+
+Status GrammarCache::Gbnf(const std::string& text, std::shared_ptr<CompiledGrammar>* out,
+                          const std::string& after) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Entry& e =
+      Find("gbnf\n" + text, after, [&text](Grammar* g) { return CompileGbnf(text, g); });
   *out = e.grammar;
   return e.status;
 }

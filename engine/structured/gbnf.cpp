@@ -1,0 +1,838 @@
+#include "engine/structured/gbnf.h"
+
+#include <algorithm>
+#include <bitset>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/text.h"
+#include "engine/structured/regex.h"
+
+namespace llmq {
+namespace {
+
+constexpr int kMaxRepeat = 1000;                    // a repetition's bounds
+constexpr size_t kMaxRegexBytes = size_t{1} << 16;  // a lexeme's expression, else taken apart
+constexpr size_t kMaxPairs = 100000;                // the overlap check's walk, else assumed
+
+// ---- The syntax tree -----------------------------------------------------------------------
+
+struct Node {
+  enum Kind { kLiteral, kClass, kRef, kSeq, kAlt, kRepeat } kind = kSeq;
+  std::u32string text;                                // kLiteral: code points
+  std::vector<std::pair<char32_t, char32_t>> ranges;  // kClass: sorted, disjoint, no surrogates
+  int rule = -1;                                      // kRef
+  std::vector<Node> kids;                             // kSeq, kAlt; kRepeat: one
+  int min = 0, max = -1;                              // kRepeat (-1: unbounded)
+};
+
+struct RuleDef {
+  std::string name;
+  Node body;
+  bool defined = false;
+  size_t first_use = 0;  // the offset of its first reference (for "not defined")
+};
+
+struct SyntaxError {
+  size_t at;
+  std::string message;
+  bool unsupported = false;
+};
+
+// The classes' code points: all but the surrogates (which UTF-8 cannot carry).
+std::vector<std::pair<char32_t, char32_t>> Normalized(std::vector<std::pair<char32_t, char32_t>> r,
+                                                      bool negated) {
+  std::vector<std::pair<char32_t, char32_t>> cut;
+  for (auto [lo, hi] : r) {  // without the surrogates
+    if (lo < 0xD800) cut.push_back({lo, std::min<char32_t>(hi, 0xD7FF)});
+    if (hi > 0xDFFF) cut.push_back({std::max<char32_t>(lo, 0xE000), hi});
+  }
+  std::sort(cut.begin(), cut.end());
+  std::vector<std::pair<char32_t, char32_t>> merged;
+  for (auto [lo, hi] : cut) {
+    if (!merged.empty() && lo <= merged.back().second + 1)
+      merged.back().second = std::max(merged.back().second, hi);
+    else
+      merged.push_back({lo, hi});
+  }
+  if (!negated) return merged;
+  std::vector<std::pair<char32_t, char32_t>> out;
+  char32_t next = 0;
+  auto add_upto = [&](char32_t end) {  // [next, end) without the surrogates
+    if (next < end)
+      for (auto piece : Normalized({{next, end - 1}}, false)) out.push_back(piece);
+  };
+  for (auto [lo, hi] : merged) {
+    add_upto(lo);
+    next = hi + 1;
+  }
+  add_upto(0x110000);
+  return out;
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string_view t) : t_(t) {}
+
+  std::vector<RuleDef> Parse() {
+    Space(true);
+    while (i_ < t_.size()) {
+      const size_t at = i_;
+      const std::string name = Name();
+      Space(false);
+      if (t_.substr(i_, 3) != "::=") {
+        if (i_ < t_.size() && t_[i_] == ':')
+          Fail(i_,
+               "expected '::=' (llmq reads GBNF grammars, as llama.cpp and XGrammar "
+               "write them; Lark grammars are not supported)");
+        Fail(i_, "expected '::=' after the rule name, found " + Found());
+      }
+      i_ += 3;
+      Space(true);
+      const int r = Rule(name, at);
+      if (rules_[r].defined) Fail(at, "rule '" + name + "' is defined twice");
+      rules_[r].defined = true;
+      rules_[r].body = Alternatives(false);
+      if (i_ < t_.size() && t_[i_] != '\n' && t_[i_] != '\r') Fail(i_, "unexpected " + Found());
+      Space(true);
+    }
+    for (const RuleDef& r : rules_)
+      if (!r.defined) Fail(r.first_use, "rule '" + r.name + "' is not defined");
+    return std::move(rules_);
+  }
+
+ private:
+  [[noreturn]] static void Fail(size_t at, std::string message, bool unsupported = false) {
+    throw SyntaxError{at, std::move(message), unsupported};  // caught in CompileGbnf
+  }
+  static bool IsNameChar(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
+  }
+  std::string Found() const {
+    if (i_ >= t_.size()) return "the end of the grammar";
+    if (t_[i_] == '\n' || t_[i_] == '\r') return "the end of the line";
+    const size_t n = Utf8SequenceLength(t_.data(), t_.size(), i_);
+    return "'" + Escaped(t_.substr(i_, n == 0 ? 1 : n)) + "'";
+  }
+  // Spaces, tabs and comments; line breaks too when `lines`.
+  void Space(bool lines) {
+    while (i_ < t_.size()) {
+      const char c = t_[i_];
+      if (c == ' ' || c == '\t' || (lines && (c == '\n' || c == '\r'))) {
+        ++i_;
+      } else if (c == '#') {
+        while (i_ < t_.size() && t_[i_] != '\n' && t_[i_] != '\r') ++i_;
+      } else {
+        break;
+      }
+    }
+  }
+  std::string Name() {
+    const size_t from = i_;
+    while (i_ < t_.size() && IsNameChar(t_[i_])) ++i_;
+    if (i_ == from) Fail(i_, "expected a rule name, found " + Found());
+    return std::string(t_.substr(from, i_ - from));
+  }
+  int Rule(const std::string& name, size_t at) {
+    auto [it, fresh] = index_.try_emplace(name, static_cast<int>(rules_.size()));
+    if (fresh) rules_.push_back({name, Node{}, false, at});
+    return it->second;
+  }
+
+  Node Alternatives(bool nested) {
+    Node alt;
+    alt.kind = Node::kAlt;
+    alt.kids.push_back(Sequence(nested));
+    for (;;) {
+      if (!nested) {  // a line that begins with `|` goes on with the rule (XGrammar)
+        const size_t line_end = i_;
+        Space(true);
+        if (i_ >= t_.size() || t_[i_] != '|') i_ = line_end;
+      }
+      if (i_ >= t_.size() || t_[i_] != '|') break;
+      ++i_;
+      Space(true);
+      alt.kids.push_back(Sequence(nested));
+    }
+    return alt.kids.size() == 1 ? std::move(alt.kids[0]) : std::move(alt);
+  }
+
+  Node Sequence(bool nested) {
+    Node seq;
+    seq.kind = Node::kSeq;
+    while (i_ < t_.size()) {
+      const char c = t_[i_];
+      Node item;
+      if (c == '"') {
+        item = Literal();
+      } else if (c == '[') {
+        item = Class();
+      } else if (c == '(') {
+        ++i_;
+        Space(true);
+        if (i_ < t_.size() && t_[i_] == '=')
+          Fail(i_ - 1, "lookahead assertions '(= ...)' are not supported", true);
+        item = Alternatives(true);
+        if (i_ >= t_.size() || t_[i_] != ')') Fail(i_, "expected ')', found " + Found());
+        ++i_;
+      } else if (c == '.') {
+        ++i_;
+        item.kind = Node::kClass;
+        item.ranges = Normalized({}, true);
+      } else if (IsNameChar(c)) {
+        const size_t at = i_;
+        item.kind = Node::kRef;
+        item.rule = Rule(Name(), at);
+      } else {
+        break;
+      }
+      Space(nested);
+      item = Repetition(std::move(item));
+      Space(nested);
+      seq.kids.push_back(std::move(item));
+    }
+    return seq.kids.size() == 1 ? std::move(seq.kids[0]) : std::move(seq);
+  }
+
+  int Count() {
+    const size_t from = i_;
+    int64_t v = 0;
+    while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9') {
+      v = std::min<int64_t>(v * 10 + (t_[i_] - '0'), int64_t{1} << 40);
+      ++i_;
+    }
+    if (i_ == from) Fail(i_, "expected a number, found " + Found());
+    if (v > kMaxRepeat)
+      Fail(from, "a repetition bound is at most " + std::to_string(kMaxRepeat), true);
+    return static_cast<int>(v);
+  }
+  Node Repetition(Node item) {
+    if (i_ >= t_.size()) return item;
+    Node rep;
+    rep.kind = Node::kRepeat;
+    const char c = t_[i_];
+    if (c == '*' || c == '+' || c == '?') {
+      ++i_;
+      rep.min = c == '+' ? 1 : 0;
+      rep.max = c == '?' ? 1 : -1;
+    } else if (c == '{') {
+      const size_t at = i_++;
+      Space(true);
+      rep.min = rep.max = Count();
+      Space(true);
+      if (i_ < t_.size() && t_[i_] == ',') {
+        ++i_;
+        Space(true);
+        rep.max = i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9' ? Count() : -1;
+        Space(true);
+      }
+      if (i_ >= t_.size() || t_[i_] != '}') Fail(i_, "expected '}', found " + Found());
+      ++i_;
+      if (rep.max >= 0 && rep.max < rep.min)
+        Fail(at, "a repetition's maximum is below its minimum");
+    } else {
+      return item;
+    }
+    rep.kids.push_back(std::move(item));
+    return rep;
+  }
+
+  // One character of a literal or a class, escapes decoded.
+  char32_t Char() {
+    if (i_ >= t_.size() || t_[i_] == '\n' || t_[i_] == '\r')
+      Fail(i_, "unexpected " + Found() + " inside a literal or a class");
+    if (t_[i_] != '\\') {
+      const size_t n = Utf8SequenceLength(t_.data(), t_.size(), i_);
+      if (n == 0) Fail(i_, "the grammar is not UTF-8");
+      char32_t cp = static_cast<uint8_t>(t_[i_]);
+      if (n > 1) {
+        cp &= 0x3F >> (n - 1);
+        for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<uint8_t>(t_[i_ + k]) & 0x3F);
+      }
+      i_ += n;
+      return cp;
+    }
+    const size_t at = i_++;
+    if (i_ >= t_.size()) Fail(at, "an escape at the end of the grammar");
+    const char e = t_[i_++];
+    switch (e) {
+      case 'n':
+        return '\n';
+      case 'r':
+        return '\r';
+      case 't':
+        return '\t';
+      case '\\':
+      case '"':
+      case '[':
+      case ']':
+      case '-':
+      case '^':
+      case '/':
+        return e;
+      case 'x':
+        return Hex(at, 2);
+      case 'u':
+        return Hex(at, 4);
+      case 'U':
+        return Hex(at, 8);
+      default:
+        --i_;
+        Fail(at, "unknown escape '\\" + Found().substr(1));
+    }
+  }
+  char32_t Hex(size_t at, int digits) {
+    uint32_t v = 0;
+    for (int k = 0; k < digits; ++k, ++i_) {
+      const char c = i_ < t_.size() ? t_[i_] : '\0';
+      const int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
+      if (d < 0) Fail(at, "an escape needs " + std::to_string(digits) + " hex digits");
+      v = v * 16 + static_cast<uint32_t>(d);
+    }
+    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+      Fail(at, "the escape is not a Unicode scalar value");
+    return v;
+  }
+  Node Literal() {
+    Node lit;
+    lit.kind = Node::kLiteral;
+    ++i_;
+    while (i_ >= t_.size() || t_[i_] != '"') lit.text.push_back(Char());
+    ++i_;
+    return lit;
+  }
+  Node Class() {
+    Node cls;
+    cls.kind = Node::kClass;
+    ++i_;
+    const bool negated = i_ < t_.size() && t_[i_] == '^';
+    if (negated) ++i_;
+    std::vector<std::pair<char32_t, char32_t>> ranges;
+    while (i_ >= t_.size() || t_[i_] != ']') {
+      const size_t at = i_;
+      const char32_t lo = Char();
+      char32_t hi = lo;
+      if (i_ + 1 < t_.size() && t_[i_] == '-' && t_[i_ + 1] != ']') {
+        ++i_;
+        hi = Char();
+        if (hi < lo) Fail(at, "a class range's end is below its start");
+      }
+      ranges.push_back({lo, hi});
+    }
+    ++i_;
+    cls.ranges = Normalized(std::move(ranges), negated);
+    return cls;
+  }
+
+  std::string_view t_;
+  size_t i_ = 0;
+  std::vector<RuleDef> rules_;
+  std::map<std::string, int, std::less<>> index_;
+};
+
+// ---- What each part derives ----------------------------------------------------------------
+
+struct TooBig {};
+
+// An expression of the Regex syntax; nullopt: the empty language, "": the empty string.
+using Rx = std::optional<std::string>;
+
+class Lang {
+ public:
+  explicit Lang(const std::vector<RuleDef>& rules) : rules_(rules) {
+    nullable_.assign(rules.size(), false);
+    terminal_.assign(rules.size(), false);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t r = 0; r < rules.size(); ++r) {
+        if (!nullable_[r] && Nullable(rules[r].body)) changed = (nullable_[r] = true);
+        if (!terminal_[r] && Terminal(rules[r].body)) changed = (terminal_[r] = true);
+      }
+    }
+  }
+  bool Nullable(const Node& n) const {
+    switch (n.kind) {
+      case Node::kLiteral:
+        return n.text.empty();
+      case Node::kClass:
+        return false;
+      case Node::kRef:
+        return nullable_[n.rule];
+      case Node::kSeq:
+        return std::all_of(n.kids.begin(), n.kids.end(),
+                           [&](const Node& k) { return Nullable(k); });
+      case Node::kAlt:
+        return std::any_of(n.kids.begin(), n.kids.end(),
+                           [&](const Node& k) { return Nullable(k); });
+      case Node::kRepeat:
+        return n.min == 0 || n.max == 0 || Nullable(n.kids[0]);
+    }
+    return false;
+  }
+  // Whether `n` references only terminal rules: it can be one regular expression.
+  bool Terminal(const Node& n) const {
+    if (n.kind == Node::kRef) return terminal_[n.rule];
+    return std::all_of(n.kids.begin(), n.kids.end(), [&](const Node& k) { return Terminal(k); });
+  }
+  bool TerminalRule(int r) const { return terminal_[r]; }
+
+  // The strings of a Terminal node (throws TooBig past kMaxRegexBytes).
+  Rx Regex(const Node& n) const {
+    switch (n.kind) {
+      case Node::kLiteral: {
+        std::string s;
+        for (char32_t c : n.text) AppendUtf8(c, &s);
+        return Check(RegexEscape(s));
+      }
+      case Node::kClass: {
+        if (n.ranges.empty()) return std::nullopt;
+        std::string s = "[";
+        for (auto [lo, hi] : n.ranges) {
+          s += CodePoint(lo);
+          if (hi != lo) s += "-" + CodePoint(hi);
+        }
+        return s + "]";
+      }
+      case Node::kRef:
+        return Group(Regex(rules_[n.rule].body));
+      case Node::kSeq: {
+        std::string s;
+        for (const Node& k : n.kids) {
+          const Rx x = Regex(k);
+          if (!x) return std::nullopt;
+          s += *x;
+        }
+        return Check(std::move(s));
+      }
+      case Node::kAlt: {
+        std::vector<Rx> xs;
+        for (const Node& k : n.kids) xs.push_back(Regex(k));
+        return Union(xs);
+      }
+      case Node::kRepeat:
+        return Repeat(Regex(n.kids[0]), n.min, n.max);
+    }
+    return std::nullopt;
+  }
+  // The non-empty strings of a Terminal node.
+  Rx NonEmpty(const Node& n) const {
+    switch (n.kind) {
+      case Node::kLiteral:
+        return n.text.empty() ? std::nullopt : Regex(n);
+      case Node::kClass:
+        return Regex(n);
+      case Node::kRef:
+        return NonEmpty(rules_[n.rule].body);
+      case Node::kSeq: {  // the first non-empty part, after parts that derived the empty string
+        std::vector<Rx> xs;
+        for (size_t i = 0; i < n.kids.size(); ++i) {
+          const Rx head = NonEmpty(n.kids[i]);
+          if (head) {
+            std::string s = *head;
+            bool ok = true;
+            for (size_t j = i + 1; j < n.kids.size() && ok; ++j) {
+              const Rx x = Regex(n.kids[j]);
+              ok = x.has_value();
+              if (ok) s += *x;
+            }
+            if (ok) xs.push_back(Check(std::move(s)));
+          }
+          if (!Nullable(n.kids[i])) break;
+        }
+        return Union(xs);
+      }
+      case Node::kAlt: {
+        std::vector<Rx> xs;
+        for (const Node& k : n.kids) xs.push_back(NonEmpty(k));
+        return Union(xs);
+      }
+      case Node::kRepeat: {  // a non-empty copy first (the empty copies before it add nothing)
+        if (n.max == 0) return std::nullopt;
+        const Rx head = NonEmpty(n.kids[0]);
+        if (!head) return std::nullopt;
+        const int lo = Nullable(n.kids[0]) ? 0 : std::max(n.min, 1) - 1;
+        const Rx rest = Repeat(Regex(n.kids[0]), lo, n.max < 0 ? -1 : n.max - 1);
+        if (!rest) return std::nullopt;
+        return Check(*head + *rest);
+      }
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static std::string CodePoint(char32_t c) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "\\u{%X}", static_cast<unsigned>(c));
+    return buf;
+  }
+  static Rx Check(std::string s) {
+    if (s.size() > kMaxRegexBytes) throw TooBig{};  // caught in Emitter::EmitWhole
+    return s;
+  }
+  static Rx Group(const Rx& x) {
+    if (!x || x->empty()) return x;
+    return Check("(?:" + *x + ")");
+  }
+  static Rx Union(const std::vector<Rx>& xs) {
+    std::string s;
+    bool any = false, empty = false;
+    for (const Rx& x : xs) {
+      if (!x) continue;
+      if (x->empty()) {
+        empty = true;
+        continue;
+      }
+      s += (any ? "|" : "") + *x;
+      any = true;
+    }
+    if (!any) return empty ? Rx("") : std::nullopt;
+    return Check("(?:" + s + ")" + (empty ? "?" : ""));
+  }
+  static Rx Repeat(const Rx& x, int min, int max) {
+    if (max == 0 || (x && x->empty())) return "";
+    if (!x) return min == 0 ? Rx("") : std::nullopt;
+    std::string q;
+    if (min == 0 && max < 0)
+      q = "*";
+    else if (min == 1 && max < 0)
+      q = "+";
+    else if (min == 0 && max == 1)
+      q = "?";
+    else if (max < 0)
+      q = "{" + std::to_string(min) + ",}";
+    else if (min == max)
+      q = "{" + std::to_string(min) + "}";
+    else
+      q = "{" + std::to_string(min) + "," + std::to_string(max) + "}";
+    return Check("(?:" + *x + ")" + q);
+  }
+
+  const std::vector<RuleDef>& rules_;
+  std::vector<char> nullable_, terminal_;
+};
+
+// ---- The grammar, for a choice of the parts taken apart -------------------------------------
+
+class Emitter {
+ public:
+  Emitter(const std::vector<RuleDef>& rules, const Lang& lang, std::set<const Node*>* apart,
+          Grammar* g)
+      : rules_(rules), lang_(lang), apart_(apart), g_(g), rule_sym_(rules.size(), -1) {}
+
+  void Run(int root) {
+    g_->set_start(RuleSym(root));
+    while (!pending_.empty()) {
+      const int r = pending_.back();
+      pending_.pop_back();
+      const Grammar::Symbol sym{rule_sym_[r], false};
+      const Node& body = rules_[r].body;
+      if (body.kind == Node::kAlt && !Whole(body)) {
+        for (const Node& k : body.kids) g_->AddAlternative(sym, Emit(k));
+      } else {
+        g_->AddAlternative(sym, Emit(body));
+      }
+    }
+  }
+  // The parts each lexeme stands for (those that can be taken apart), by lexeme.
+  const std::map<int32_t, std::vector<const Node*>>& origins() const { return origins_; }
+
+ private:
+  bool Whole(const Node& n) const {
+    return n.kind != Node::kRef && lang_.Terminal(n) && !apart_->count(&n);
+  }
+  Grammar::Symbol RuleSym(int r) {
+    if (rule_sym_[r] < 0) {
+      rule_sym_[r] = g_->NewRule(rules_[r].name).id;
+      pending_.push_back(r);
+    }
+    return {rule_sym_[r], false};
+  }
+  Grammar::Symbol Never() {
+    if (never_ < 0) never_ = g_->NewRule("(nothing)").id;
+    return {never_, false};
+  }
+  std::vector<Grammar::Symbol> Emit(const Node& n) {
+    std::vector<Grammar::Symbol> out;
+    Emit(n, &out);
+    return out;
+  }
+  void Emit(const Node& n, std::vector<Grammar::Symbol>* out) {
+    if (n.kind == Node::kLiteral && (n.text.size() <= 1 || apart_->count(&n))) {
+      for (char32_t c : n.text) {  // characters: never a lexeme that goes on
+        std::string s;
+        AppendUtf8(c, &s);
+        out->push_back(g_->Literal(s));
+      }
+      return;
+    }
+    if (n.kind == Node::kRef && lang_.TerminalRule(n.rule) && !apart_->count(&rules_[n.rule].body))
+      return EmitWhole(rules_[n.rule].body, out);
+    if (n.kind == Node::kClass || Whole(n)) return EmitWhole(n, out);
+    switch (n.kind) {
+      case Node::kRef:
+        out->push_back(RuleSym(n.rule));
+        return;
+      case Node::kSeq:
+        for (const Node& k : n.kids) Emit(k, out);
+        return;
+      case Node::kAlt: {
+        const Grammar::Symbol h = g_->NewRule("(group)");
+        for (const Node& k : n.kids) g_->AddAlternative(h, Emit(k));
+        out->push_back(h);
+        return;
+      }
+      case Node::kRepeat:
+        return EmitRepeat(n, out);
+      default:
+        return;
+    }
+  }
+  // One symbol for the strings of `n` (a lexeme, or a rule when it derives the empty string).
+  void EmitWhole(const Node& n, std::vector<Grammar::Symbol>* out) {
+    Rx x;
+    try {
+      x = lang_.Nullable(n) ? lang_.NonEmpty(n) : lang_.Regex(n);
+    } catch (const TooBig&) {  // (a class is one short expression: never too big)
+      apart_->insert(&n);
+      return Emit(n, out);
+    }
+    if (!x) {
+      if (!lang_.Nullable(n)) out->push_back(Never());
+      return;
+    }
+    const Grammar::Symbol lex = g_->Lexeme(*x);
+    if (n.kind != Node::kClass) origins_[lex.id].push_back(&n);
+    if (!lang_.Nullable(n)) {
+      out->push_back(lex);
+      return;
+    }
+    auto [it, fresh] = optional_.try_emplace(lex.id, -1);
+    if (fresh) {
+      const Grammar::Symbol opt = g_->NewRule("(optional)");
+      g_->AddAlternative(opt, {});
+      g_->AddAlternative(opt, {lex});
+      it->second = opt.id;
+    }
+    out->push_back({it->second, false});
+  }
+  void EmitRepeat(const Node& n, std::vector<Grammar::Symbol>* out) {
+    std::vector<Grammar::Symbol> body = Emit(n.kids[0]);
+    if (body.empty() || n.max == 0) return;  // the empty string, however often
+    Grammar::Symbol x = body[0];
+    if (body.size() > 1) {
+      x = g_->NewRule("(repeated)");
+      g_->AddAlternative(x, body);
+    }
+    for (int k = 0; k < n.min; ++k) out->push_back(x);
+    if (n.max < 0) {  // x*: left-recursive, one Earley item a copy
+      const Grammar::Symbol star = g_->NewRule("(star)");
+      g_->AddAlternative(star, {});
+      g_->AddAlternative(star, {star, x});
+      out->push_back(star);
+      return;
+    }
+    Grammar::Symbol inner{-1, false};  // up to max - min more copies: ε | x inner
+    for (int k = n.min; k < n.max; ++k) {
+      const Grammar::Symbol opt = g_->NewRule("(up to)");
+      g_->AddAlternative(opt, {});
+      if (inner.id < 0)
+        g_->AddAlternative(opt, {x});
+      else
+        g_->AddAlternative(opt, {x, inner});
+      inner = opt;
+    }
+    if (inner.id >= 0) out->push_back(inner);
+  }
+
+  const std::vector<RuleDef>& rules_;
+  const Lang& lang_;
+  std::set<const Node*>* apart_;
+  Grammar* g_;
+  std::vector<int32_t> rule_sym_;
+  std::vector<int> pending_;
+  int32_t never_ = -1;
+  std::map<int32_t, int32_t> optional_;  // lexeme -> (ε | lexeme)
+  std::map<int32_t, std::vector<const Node*>> origins_;
+};
+
+// ---- Where greedy lexing could lose a string -----------------------------------------------
+
+using Bytes = std::bitset<256>;
+
+// By lexeme: the lexemes that may follow it anywhere in `g` (LL(1)'s FOLLOW, over lexemes).
+std::vector<std::vector<char>> FollowingLexemes(const Grammar& g) {
+  const auto& rules = g.rules();
+  const size_t nr = rules.size(), nl = g.lexemes().size();
+  std::vector<char> nullable(nr, 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < nr; ++r) {
+      if (nullable[r]) continue;
+      for (const auto& alt : rules[r].alternatives)
+        if (std::all_of(alt.begin(), alt.end(),
+                        [&](Grammar::Symbol s) { return !s.lexeme && nullable[s.id]; }))
+          changed = (nullable[r] = 1);
+    }
+  }
+  std::vector<std::vector<char>> first(nr, std::vector<char>(nl, 0));
+  auto add = [](std::vector<char>* to, const std::vector<char>& from) {
+    bool changed = false;
+    for (size_t i = 0; i < from.size(); ++i)
+      if (from[i] && !(*to)[i]) changed = ((*to)[i] = 1);
+    return changed;
+  };
+  // FIRST of alt[from..], into *to; whether it derives the empty string.
+  auto first_of = [&](const std::vector<Grammar::Symbol>& alt, size_t from, std::vector<char>* to,
+                      bool* changed) {
+    for (size_t i = from; i < alt.size(); ++i) {
+      if (alt[i].lexeme) {
+        if (!(*to)[alt[i].id]) *changed = ((*to)[alt[i].id] = 1);
+        return false;
+      }
+      *changed |= add(to, first[alt[i].id]);
+      if (!nullable[alt[i].id]) return false;
+    }
+    return true;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < nr; ++r)
+      for (const auto& alt : rules[r].alternatives) first_of(alt, 0, &first[r], &changed);
+  }
+  std::vector<std::vector<char>> follow_rule(nr, std::vector<char>(nl, 0));
+  std::vector<std::vector<char>> follow_lex(nl, std::vector<char>(nl, 0));
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < nr; ++r)
+      for (const auto& alt : rules[r].alternatives)
+        for (size_t i = 0; i < alt.size(); ++i) {
+          auto* to = alt[i].lexeme ? &follow_lex[alt[i].id] : &follow_rule[alt[i].id];
+          if (first_of(alt, i + 1, to, &changed)) changed |= add(to, follow_rule[r]);
+        }
+  }
+  return follow_lex;
+}
+
+// Whether some string of `a` can be followed by a byte of `next` that takes it further into a
+// string of `b` (the lexer would then go on with b where a could have ended). True when the walk
+// is too long to finish (taking b apart is always safe).
+bool CanGoOn(LexemeAutomaton* a, LexemeAutomaton* b, const Bytes& next) {
+  std::set<std::pair<int, int>> seen;
+  std::deque<std::pair<int, int>> todo;
+  if (a->Start() == LexemeAutomaton::kDead || b->Start() == LexemeAutomaton::kDead) return false;
+  todo.push_back({a->Start(), b->Start()});
+  seen.insert(todo.back());
+  while (!todo.empty()) {
+    const auto [qa, qb] = todo.front();
+    todo.pop_front();
+    for (int c = 0; c < 256; ++c) {
+      const int nb = b->Next(qb, static_cast<uint8_t>(c));
+      if (nb == LexemeAutomaton::kDead) continue;
+      if (a->Accepts(qa) && next[c]) return true;
+      const int na = a->Next(qa, static_cast<uint8_t>(c));
+      if (na == LexemeAutomaton::kDead || !seen.insert({na, nb}).second) continue;
+      if (seen.size() > kMaxPairs) return true;
+      todo.push_back({na, nb});
+    }
+  }
+  return false;
+}
+
+// The parts to take apart so that greedy lexing loses nothing (none: `g` is exact). Not OK when a
+// lexeme that cannot be taken apart does not compile.
+Status PartsToTakeApart(const Grammar& g,
+                        const std::map<int32_t, std::vector<const Node*>>& origins,
+                        std::set<const Node*>* apart, bool* changed) {
+  *changed = false;
+  const size_t nl = g.lexemes().size();
+  std::vector<std::unique_ptr<LexemeAutomaton>> autos(nl);
+  for (size_t l = 0; l < nl; ++l) {
+    std::unique_ptr<Regex> re;
+    const Status st = Regex::Compile(g.lexemes()[l].regex, g.lexemes()[l].options, &re);
+    if (st.ok()) {
+      autos[l] = std::move(re);
+      continue;
+    }
+    const auto it = origins.find(static_cast<int32_t>(l));
+    if (it == origins.end()) return st;
+    for (const Node* n : it->second) *changed |= apart->insert(n).second;
+  }
+  if (*changed) return Status::Ok();
+  std::vector<Bytes> first(nl);
+  for (size_t l = 0; l < nl; ++l) {
+    const int s = autos[l]->Start();
+    if (s == LexemeAutomaton::kDead) continue;
+    for (int c = 0; c < 256; ++c)
+      first[l][c] = autos[l]->Next(s, static_cast<uint8_t>(c)) != LexemeAutomaton::kDead;
+  }
+  const auto follow = FollowingLexemes(g);
+  for (size_t a = 0; a < nl; ++a) {
+    Bytes next;
+    for (size_t f = 0; f < nl; ++f)
+      if (follow[a][f]) next |= first[f];
+    if (next.none()) continue;
+    for (const auto& [b, nodes] : origins) {
+      if ((first[a] & first[b]).none()) continue;
+      if (std::all_of(nodes.begin(), nodes.end(), [&](const Node* n) { return apart->count(n); }))
+        continue;
+      if (!CanGoOn(autos[a].get(), autos[b].get(), next)) continue;
+      for (const Node* n : nodes) *changed |= apart->insert(n).second;
+    }
+  }
+  return Status::Ok();
+}
+
+std::string LineColumn(std::string_view text, size_t at) {
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < at && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else if ((static_cast<uint8_t>(text[i]) & 0xC0) != 0x80) {
+      ++column;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+}  // namespace
+
+Status CompileGbnf(std::string_view text, Grammar* out) {
+  std::vector<RuleDef> rules;
+  try {
+    rules = Parser(text).Parse();
+  } catch (const SyntaxError& e) {
+    const std::string m = LineColumn(text, e.at) + ": " + e.message;
+    return e.unsupported ? Status::Unsupported(m) : Status::InvalidArgument(m);
+  }
+  const auto root =
+      std::find_if(rules.begin(), rules.end(), [](const RuleDef& r) { return r.name == "root"; });
+  if (root == rules.end()) return Status::InvalidArgument("the grammar has no rule named root");
+  const Lang lang(rules);
+  std::set<const Node*> apart;
+  for (;;) {
+    Grammar g;
+    Emitter emitter(rules, lang, &apart, &g);
+    emitter.Run(static_cast<int>(root - rules.begin()));
+    bool changed = false;
+    LLMQ_RETURN_IF_ERROR(PartsToTakeApart(g, emitter.origins(), &apart, &changed));
+    if (!changed) {
+      *out = std::move(g);
+      return Status::Ok();
+    }
+  }
+}
+
+}  // namespace llmq
