@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -284,15 +285,25 @@ Status SqliteStore::Open(const std::string& path, std::unique_ptr<Store>* out,
   // about a third. Only a hint: a failure here shows up, named, in the next statement.
   sqlite3_exec(s->db_, "PRAGMA page_size = 16384", nullptr, nullptr, nullptr);
   // The first statement reads the header: a file that is not a database fails here (NOTADB).
-  sqlite3_stmt* raw = nullptr;
-  LLMQ_RETURN_IF_ERROR(s->Prepare("PRAGMA journal_mode = WAL", &raw));
-  {
+  // Switching a new database to WAL takes its exclusive lock, and SQLite answers BUSY at once,
+  // without its busy handler, when another connection opening it holds a shared lock (workers
+  // starting together on one empty queue): the switch is tried again, within the busy timeout.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(s->busy_timeout_ms_);
+  for (int wait_ms = 1;; wait_ms = std::min(2 * wait_ms, 50)) {
+    sqlite3_stmt* raw = nullptr;
+    LLMQ_RETURN_IF_ERROR(s->Prepare("PRAGMA journal_mode = WAL", &raw));
     Stmt st(raw);
     rc = st.Step();
+    if (rc == SQLITE_BUSY && std::chrono::steady_clock::now() < deadline) {
+      sqlite3_sleep(wait_ms);
+      continue;
+    }
     if (rc != SQLITE_ROW) return s->Error("cannot switch to WAL mode", rc);
     if (st.Text(0) != "wal")
       return Status::IoError(path + ": cannot switch to WAL mode (journal mode stays \"" +
                              std::string(st.Text(0)) + "\"; is the file system local?)");
+    break;
   }
   // A 64 MiB page cache (the default is 2 MiB) keeps a 100,000-request ingest from spilling
   // half-built index pages into the WAL before its commit.
