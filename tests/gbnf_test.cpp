@@ -131,6 +131,19 @@ TEST(Gbnf, GreedyLexingLosesNoString) {
       "abc[]", 7, 4);
   ExpectLanguage("num ::= [0-9]+\nroot ::= num tail\ntail ::= | [0-9a] tail", Re("[0-9]+[0-9a]*"),
                  "01a", 6, 2);
+  // Two lexemes that match one text ("a": [a] and [a-b]) are scanned as one list, and what may
+  // follow either is allowed next: "b" (after [a]) beside "bc" (after [a-b]), which would swallow
+  // the "c" of "cx".
+  ExpectLanguage(
+      "root ::= [a] \"b\" t1 | [a-b] \"bc\" t2\nt1 ::= \"cx\" | \"(\" t1 \")\"\n"
+      "t2 ::= \"y\" | \"(\" t2 \")\"",
+      [](const std::string& s) {
+        static const std::regex re(R"(ab(\(*)cx(\)*)|[ab]bc(\(*)y(\)*))");
+        std::smatch m;
+        if (!std::regex_match(s, m, re)) return false;
+        return m[1].length() == m[2].length() && m[3].length() == m[4].length();
+      },
+      "abcxy()", 6, 4);
   // A terminal part of a rule is one lexeme (`word "b"` below, exact as one expression); a
   // terminal rule beside a recursive one that could swallow what follows it is taken apart.
   ExpectLanguage(

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -671,8 +672,14 @@ class Emitter {
 
 using Bytes = std::bitset<256>;
 
-// By lexeme: the lexemes that may follow it anywhere in `g` (LL(1)'s FOLLOW, over lexemes).
-std::vector<std::vector<char>> FollowingLexemes(const Grammar& g) {
+using LexemeSets = std::vector<std::vector<char>>;  // by lexeme: a set of lexemes
+
+// Over lexemes: LL(1)'s FOLLOW (by lexeme: those that may follow it), and FIRST of the start.
+struct Neighbours {
+  LexemeSets follow;
+  std::vector<char> first;
+};
+Neighbours NeighboursOf(const Grammar& g) {
   const auto& rules = g.rules();
   const size_t nr = rules.size(), nl = g.lexemes().size();
   std::vector<char> nullable(nr, 0);
@@ -722,7 +729,68 @@ std::vector<std::vector<char>> FollowingLexemes(const Grammar& g) {
           if (first_of(alt, i + 1, to, &changed)) changed |= add(to, follow_rule[r]);
         }
   }
-  return follow_lex;
+  return {std::move(follow_lex), std::move(first[g.start()])};
+}
+
+// Whether the two automata match some string in common (true when the walk is too long).
+bool Overlap(LexemeAutomaton* a, LexemeAutomaton* b) {
+  if (a->Start() == LexemeAutomaton::kDead || b->Start() == LexemeAutomaton::kDead) return false;
+  std::set<std::pair<int, int>> seen = {{a->Start(), b->Start()}};
+  std::deque<std::pair<int, int>> todo(seen.begin(), seen.end());
+  while (!todo.empty()) {
+    const auto [qa, qb] = todo.front();
+    todo.pop_front();
+    if (a->Accepts(qa) && b->Accepts(qb)) return true;
+    for (int c = 0; c < 256; ++c) {
+      const int na = a->Next(qa, static_cast<uint8_t>(c));
+      const int nb = na == LexemeAutomaton::kDead ? na : b->Next(qb, static_cast<uint8_t>(c));
+      if (nb == LexemeAutomaton::kDead || !seen.insert({na, nb}).second) continue;
+      if (seen.size() > kMaxPairs) return true;
+      todo.push_back({na, nb});
+    }
+  }
+  return false;
+}
+
+// By lexeme: the lexemes that may be allowed beside it (live side by side in the lexer, from one
+// position). What a position allows is FIRST of the start, or what may follow the lexemes just
+// scanned: FOLLOW(X) for one lexeme X, the union of their FOLLOW sets when several allowed
+// together matched the same text (scanned as one list). Grown to a fixed point: lexemes allowed
+// together that can match one string share their FOLLOW sets.
+LexemeSets Together(const Neighbours& near,
+                    const std::vector<std::unique_ptr<LexemeAutomaton>>& autos) {
+  const size_t nl = autos.size();
+  std::vector<std::vector<char>> overlap(nl, std::vector<char>(nl, 2));  // 2: not known yet
+  LexemeSets together(nl, std::vector<char>(nl, 0));
+  auto add_context = [&](const std::vector<char>& c, bool* changed) {
+    std::vector<size_t> in;
+    for (size_t l = 0; l < nl; ++l)
+      if (c[l]) in.push_back(l);
+    for (size_t a : in)
+      for (size_t b : in)
+        if (!together[a][b]) *changed = (together[a][b] = true);
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    add_context(near.first, &changed);
+    // The scanned lists' FOLLOW unions, by groups of lexemes that may be scanned together.
+    std::vector<size_t> group(nl);
+    for (size_t l = 0; l < nl; ++l) group[l] = l;
+    const std::function<size_t(size_t)> root = [&](size_t l) {
+      return group[l] == l ? l : group[l] = root(group[l]);
+    };
+    for (size_t a = 0; a < nl; ++a)
+      for (size_t b = a + 1; b < nl; ++b) {
+        if (!together[a][b]) continue;
+        if (overlap[a][b] == 2) overlap[a][b] = Overlap(autos[a].get(), autos[b].get());
+        if (overlap[a][b]) group[root(a)] = root(b);
+      }
+    LexemeSets contexts(nl, std::vector<char>(nl, 0));
+    for (size_t l = 0; l < nl; ++l)
+      for (size_t f = 0; f < nl; ++f) contexts[root(l)][f] |= near.follow[l][f];
+    for (const auto& c : contexts) add_context(c, &changed);
+  }
+  return together;
 }
 
 // Whether some string of `a` can be followed by a byte of `next` that takes it further into a
@@ -777,14 +845,15 @@ Status PartsToTakeApart(const Grammar& g,
     for (int c = 0; c < 256; ++c)
       first[l][c] = autos[l]->Next(s, static_cast<uint8_t>(c)) != LexemeAutomaton::kDead;
   }
-  const auto follow = FollowingLexemes(g);
+  const Neighbours near = NeighboursOf(g);
+  const LexemeSets together = Together(near, autos);
   for (size_t a = 0; a < nl; ++a) {
     Bytes next;
     for (size_t f = 0; f < nl; ++f)
-      if (follow[a][f]) next |= first[f];
+      if (near.follow[a][f]) next |= first[f];
     if (next.none()) continue;
     for (const auto& [b, nodes] : origins) {
-      if ((first[a] & first[b]).none()) continue;
+      if (!together[a][b] || (first[a] & first[b]).none()) continue;
       if (std::all_of(nodes.begin(), nodes.end(), [&](const Node* n) { return apart->count(n); }))
         continue;
       if (!CanGoOn(autos[a].get(), autos[b].get(), next)) continue;

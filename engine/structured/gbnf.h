@@ -21,7 +21,8 @@
 //     only such rules (`[0-9]+`, `"true" | "false"`) — llguidance's gbnf_to_lark makes the same
 //     choice for rules;
 //   - then it checks that greedy lexing loses no string: a lexeme A may end where some lexeme B
-//     (A itself included) could go on with a byte that could also begin what follows A. Where it
+//     the lexer may run beside it (A itself included: both allowed from one position, by FOLLOW
+//     sets over lexemes) could go on with a byte that could also begin what follows A. Where it
 //     could (`num ::= [0-9]+` before `[0-9a]*`), B is taken apart (its parts become lexemes:
 //     characters, or the rule's own structure) and the check runs again, down to lexemes of one
 //     character, which never go on. So `("a" | "ab") "bc"` accepts both "abc" and "abbc".
