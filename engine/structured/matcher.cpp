@@ -425,12 +425,12 @@ void Matcher::Close(Set* set, int32_t k) {
       // set is covered by the nullable advance below).
       if (it.origin == k) continue;
       const Set& from = sets_[static_cast<size_t>(it.origin)];
-      for (size_t j = 0; j < from.items.size(); ++j) {
-        const Item w = from.items[j];
-        const auto& wp = g_->prods_[static_cast<size_t>(w.prod)].rhs;
-        if (static_cast<size_t>(w.dot) < wp.size() && !wp[static_cast<size_t>(w.dot)].lexeme &&
-            wp[static_cast<size_t>(w.dot)].id == p.lhs)
-          add({w.prod, w.dot + 1, w.origin});
+      const auto range =
+          std::equal_range(from.waiting.begin(), from.waiting.end(), std::pair{p.lhs, INT32_MIN},
+                           [](const auto& x, const auto& y) { return x.first < y.first; });
+      for (auto w = range.first; w != range.second; ++w) {
+        const Item& item = from.items[static_cast<size_t>(w->second)];
+        add({item.prod, item.dot + 1, item.origin});
       }
       continue;
     }
@@ -444,16 +444,22 @@ void Matcher::Close(Set* set, int32_t k) {
 void Matcher::Seal(Set* set) {
   std::vector<int32_t> next;
   set->complete = false;
+  set->waiting.clear();
   const int32_t start = g_->grammar_.start();
-  for (const Item& it : set->items) {
+  for (size_t i = 0; i < set->items.size(); ++i) {
+    const Item& it = set->items[i];
     const auto& p = g_->prods_[static_cast<size_t>(it.prod)];
     if (static_cast<size_t>(it.dot) < p.rhs.size()) {
-      if (p.rhs[static_cast<size_t>(it.dot)].lexeme)
-        next.push_back(p.rhs[static_cast<size_t>(it.dot)].id);
+      const Grammar::Symbol s = p.rhs[static_cast<size_t>(it.dot)];
+      if (s.lexeme)
+        next.push_back(s.id);
+      else
+        set->waiting.push_back({s.id, static_cast<int32_t>(i)});
     } else if (p.lhs == start && it.origin == 0) {
       set->complete = true;
     }
   }
+  std::sort(set->waiting.begin(), set->waiting.end());
   std::sort(next.begin(), next.end());
   next.erase(std::unique(next.begin(), next.end()), next.end());
   set->lex_start = next.empty() ? CompiledGrammar::kDead : Start(next);

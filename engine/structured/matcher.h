@@ -245,6 +245,9 @@ class Matcher {
     int32_t scanned = -1;  // the accepted_id of the lexemes it was scanned with (the first: -1)
     int32_t lex_start = CompiledGrammar::kDead;  // the lexer state for the next lexeme
     bool complete = false;                       // the start rule derives all that came before
+    // (rule, item index) of the items whose dot stands before a rule, sorted (Seal): a completion
+    // of that rule finds the items it advances without a pass over the whole set.
+    std::vector<std::pair<int32_t, int32_t>> waiting;
   };
   struct Undo {
     int32_t lex, len;
