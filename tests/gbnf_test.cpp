@@ -235,6 +235,43 @@ ws ::= | " " | "\n" [ \t]{0,20}
     EXPECT_FALSE(Accepts(c, bad)) << bad;
 }
 
+// What a hostile line could send is bounded: thousands of lexemes side by side, a chain of 2,000
+// rules, groups nested 101 deep, 50,001 parts. The first two compile (taken apart where the
+// checks would cost too much, the chain a rule of the parser past 100 rules inlined) and accept
+// exactly their strings; the others are refused naming why.
+TEST(Gbnf, LargeAndDeepGrammarsStayBounded) {
+  std::string many = "root ::= (";
+  for (int i = 0; i < 3000; ++i) many += (i > 0 ? " | \"k" : "\"k") + std::to_string(i) + "\" x";
+  many += ")\nx ::= \".\" | \"(\" x \")\"\n";
+  auto g = CompileText(many);
+  ASSERT_NE(g, nullptr);
+  for (const char* ok : {"k0.", "k123.", "k2999(.)", "k12((.))"}) EXPECT_TRUE(Accepts(g, ok)) << ok;
+  for (const char* bad : {"k3000.", "k.", "k1", "k01.", "k12(.", "k1.."})
+    EXPECT_FALSE(Accepts(g, bad)) << bad;
+
+  std::string chain = "root ::= r0 \"b\" root?\n";
+  for (int i = 0; i < 2000; ++i)
+    chain += "r" + std::to_string(i) +
+             " ::= " + (i < 1999 ? "r" + std::to_string(i + 1) + " [a-c]?" : std::string("\"a\"")) +
+             "\n";
+  g = CompileText(chain);
+  ASSERT_NE(g, nullptr);
+  for (const char* ok : {"ab", "acb", "aabab", "acccb"}) EXPECT_TRUE(Accepts(g, ok)) << ok;
+  for (const char* bad : {"b", "a", "abd", "cab"}) EXPECT_FALSE(Accepts(g, bad)) << bad;
+
+  const std::string deep = "root ::= " + std::string(101, '(') + "\"a\"" + std::string(101, ')');
+  Grammar out;
+  const Status st = CompileGbnf(deep, &out);
+  EXPECT_EQ(st.code(), Status::Code::kUnsupported);
+  EXPECT_EQ(st.message(), "line 1, column 110: groups are nested deeper than 100");
+  EXPECT_TRUE(CompileText("root ::= " + std::string(100, '(') + "\"a\"" + std::string(100, ')')));
+  std::string huge = "root ::=";
+  for (int i = 0; i < 50001; ++i) huge += " \"a\"";
+  const Status big = CompileGbnf(huge, &out);
+  EXPECT_EQ(big.code(), Status::Code::kUnsupported);
+  EXPECT_EQ(big.message(), "line 1, column 200010: the grammar has more than 50000 parts");
+}
+
 TEST(Gbnf, CharactersAndEscapes) {
   const auto g = CompileText(
       "root ::= \"\\u00e9\" [^a\\n] . [\\x41-\\x43] \"\\U0001F600\" \"\\\"\\\\\\t\" \"日本\"");

@@ -69,7 +69,7 @@ TEST(VllmStructured, ChoicesAreMatchedAsWritten) {
     Matcher m(req.grammar);
     EXPECT_TRUE(m.Consume(c) && m.CanEnd()) << c;
   }
-  for (const std::string& other : {"aXb (c)", "xxy?", "a.b (c) ", "é!!", "", "x*y"}) {
+  for (const char* other : {"aXb (c)", "xxy?", "a.b (c) ", "é!!", "", "x*y"}) {
     Matcher m(req.grammar);
     EXPECT_FALSE(m.Consume(other) && m.CanEnd()) << other;
   }
@@ -122,7 +122,9 @@ TEST(VllmStructuredRun, EveryOutputFollowsItsChoiceRegexOrSchema) {
       const char* field = id == "bad-lookahead" ? "field 'body.guided_regex'"
                                                 : "field 'body.structured_outputs.regex'";
       EXPECT_NE(msg.find(field), std::string::npos) << msg;
-      if (id == "bad-empty") EXPECT_NE(msg.find("empty string"), std::string::npos) << msg;
+      if (id == "bad-empty") {
+        EXPECT_NE(msg.find("empty string"), std::string::npos) << msg;
+      }
       continue;
     }
     ASSERT_TRUE(o["error"].is_null()) << o.dump();
@@ -226,7 +228,9 @@ number ::= "1 " | "2 "
                                    ? "field 'body.guided_grammar': line 2, column 14: expected ')'"
                                    : "field 'body.structured_outputs.grammar': line 1, column 6";
       EXPECT_NE(msg.find(want), std::string::npos) << msg;
-      if (id == "bad-lark") EXPECT_NE(msg.find("Lark"), std::string::npos) << msg;
+      if (id == "bad-lark") {
+        EXPECT_NE(msg.find("Lark"), std::string::npos) << msg;
+      }
       continue;
     }
     ASSERT_TRUE(o["error"].is_null()) << o.dump();

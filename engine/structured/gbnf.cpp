@@ -20,9 +20,22 @@
 namespace llmq {
 namespace {
 
-constexpr int kMaxRepeat = 1000;                    // a repetition's bounds
+constexpr int kMaxRepeat = 1000;  // a repetition's bounds
+// Groups nested in a rule, and terminal rules inlined into one expression (past that, the part is
+// taken apart instead): the compiler's recursion stays shallow whatever the grammar.
+constexpr int kMaxNesting = 100;
+// Literals, classes, references and groups in all: the compiler's work grows with them.
+constexpr int kMaxParts = 50000;
+// Rounds of the overlap check that take apart only what overlapped; past them, a part taken apart
+// takes apart everything it holds (its parts, the terminal rules it references) at once, so that
+// chains of rules do not take a round each.
+constexpr int kGentleRounds = 4;
 constexpr size_t kMaxRegexBytes = size_t{1} << 16;  // a lexeme's expression, else taken apart
-constexpr size_t kMaxPairs = 100000;                // the overlap check's walk, else assumed
+// The overlap check's bounds: pairs of automaton states walked in all (past them every pair left
+// is assumed to overlap, which takes more apart: never less exact), and lexemes (past them every
+// lexeme that can be is taken apart at once: characters never overlap, so nothing is walked).
+constexpr int64_t kMaxPairSteps = 2000000;
+constexpr size_t kMaxCheckedLexemes = 512;
 
 // ---- The syntax tree -----------------------------------------------------------------------
 
@@ -173,6 +186,8 @@ class Parser {
     while (i_ < t_.size()) {
       const char c = t_[i_];
       Node item;
+      if (++parts_ > kMaxParts)
+        Fail(i_, "the grammar has more than " + std::to_string(kMaxParts) + " parts", true);
       if (c == '"') {
         item = Literal();
       } else if (c == '[') {
@@ -182,9 +197,12 @@ class Parser {
         Space(true);
         if (i_ < t_.size() && t_[i_] == '=')
           Fail(i_ - 1, "lookahead assertions '(= ...)' are not supported", true);
+        if (++depth_ > kMaxNesting)
+          Fail(i_ - 1, "groups are nested deeper than " + std::to_string(kMaxNesting), true);
         item = Alternatives(true);
         if (i_ >= t_.size() || t_[i_] != ')') Fail(i_, "expected ')', found " + Found());
         ++i_;
+        --depth_;
       } else if (c == '.') {
         ++i_;
         item.kind = Node::kClass;
@@ -339,6 +357,8 @@ class Parser {
 
   std::string_view t_;
   size_t i_ = 0;
+  int depth_ = 0;  // groups open
+  int parts_ = 0;  // items read
   std::vector<RuleDef> rules_;
   std::map<std::string, int, std::less<>> index_;
 };
@@ -350,16 +370,61 @@ struct TooBig {};
 // An expression of the Regex syntax; nullopt: the empty language, "": the empty string.
 using Rx = std::optional<std::string>;
 
+// Runs update(i) for every node, and again for a node's `users` whenever it returns true (its
+// value grew): a monotone fixed point in time linear in the updates, whatever the order.
+template <class Update>
+void Fixpoint(size_t n, const std::vector<std::vector<int>>& users, Update update) {
+  std::vector<char> queued(n, 1);
+  std::deque<size_t> todo;
+  for (size_t i = 0; i < n; ++i) todo.push_back(i);
+  while (!todo.empty()) {
+    const size_t i = todo.front();
+    todo.pop_front();
+    queued[i] = 0;
+    if (!update(i)) continue;
+    for (const int u : users[i])
+      if (!queued[static_cast<size_t>(u)]) {
+        queued[static_cast<size_t>(u)] = 1;
+        todo.push_back(static_cast<size_t>(u));
+      }
+  }
+}
+
 class Lang {
  public:
   explicit Lang(const std::vector<RuleDef>& rules) : rules_(rules) {
-    nullable_.assign(rules.size(), false);
-    terminal_.assign(rules.size(), false);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < rules.size(); ++r) {
-        if (!nullable_[r] && Nullable(rules[r].body)) changed = (nullable_[r] = true);
-        if (!terminal_[r] && Terminal(rules[r].body)) changed = (terminal_[r] = true);
+    const size_t n = rules.size();
+    std::vector<std::vector<int>> users(n), uses(n);  // by rule: who names it, whom it names
+    for (size_t r = 0; r < n; ++r) {
+      References(rules[r].body, &uses[r]);
+      for (const int u : uses[r]) users[static_cast<size_t>(u)].push_back(static_cast<int>(r));
+    }
+    nullable_.assign(n, false);
+    terminal_.assign(n, false);
+    Fixpoint(n, users, [&](size_t r) {
+      bool changed = false;
+      if (!nullable_[r] && Nullable(rules[r].body)) changed = (nullable_[r] = true);
+      if (!terminal_[r] && Terminal(rules[r].body)) changed |= (terminal_[r] = true);
+      return changed;
+    });
+    // How deep terminal rules inline each other (they form a DAG: leaves first, Kahn's order);
+    // a rule past kMaxNesting is a rule of the parser instead, and so is every rule naming it.
+    std::vector<int> depth(n, 1), pending(n, 0);
+    std::deque<size_t> ready;
+    for (size_t r = 0; r < n; ++r) {
+      if (!terminal_[r]) continue;
+      pending[r] = static_cast<int>(uses[r].size());
+      if (pending[r] == 0) ready.push_back(r);
+    }
+    while (!ready.empty()) {
+      const size_t t = ready.front();
+      ready.pop_front();
+      if (depth[t] > kMaxNesting) terminal_[t] = false;
+      for (const int p : users[t]) {
+        const size_t u = static_cast<size_t>(p);
+        if (!terminal_[u] || pending[u] == 0) continue;
+        depth[u] = std::max(depth[u], depth[t] + 1);
+        if (--pending[u] == 0) ready.push_back(u);
       }
     }
   }
@@ -388,6 +453,11 @@ class Lang {
     return std::all_of(n.kids.begin(), n.kids.end(), [&](const Node& k) { return Terminal(k); });
   }
   bool TerminalRule(int r) const { return terminal_[r]; }
+  // The rules `n` names (a rule once per naming).
+  static void References(const Node& n, std::vector<int>* out) {
+    if (n.kind == Node::kRef) out->push_back(n.rule);
+    for (const Node& k : n.kids) References(k, out);
+  }
 
   // The strings of a Terminal node (throws TooBig past kMaxRegexBytes).
   Rx Regex(const Node& n) const {
@@ -406,7 +476,7 @@ class Lang {
         }
         return s + "]";
       }
-      case Node::kRef:
+      case Node::kRef:  // a terminal rule: at most kMaxNesting deep
         return Group(Regex(rules_[n.rule].body));
       case Node::kSeq: {
         std::string s;
@@ -682,58 +752,74 @@ struct Neighbours {
 Neighbours NeighboursOf(const Grammar& g) {
   const auto& rules = g.rules();
   const size_t nr = rules.size(), nl = g.lexemes().size();
+  std::vector<std::vector<int>> users(nr);  // by rule: the rules whose alternatives name it
+  for (size_t r = 0; r < nr; ++r)
+    for (const auto& alt : rules[r].alternatives)
+      for (const Grammar::Symbol s : alt)
+        if (!s.lexeme) users[s.id].push_back(static_cast<int>(r));
   std::vector<char> nullable(nr, 0);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < nr; ++r) {
-      if (nullable[r]) continue;
-      for (const auto& alt : rules[r].alternatives)
-        if (std::all_of(alt.begin(), alt.end(),
-                        [&](Grammar::Symbol s) { return !s.lexeme && nullable[s.id]; }))
-          changed = (nullable[r] = 1);
-    }
-  }
-  std::vector<std::vector<char>> first(nr, std::vector<char>(nl, 0));
+  Fixpoint(nr, users, [&](size_t r) {
+    for (const auto& alt : rules[r].alternatives)
+      if (!nullable[r] && std::all_of(alt.begin(), alt.end(), [&](Grammar::Symbol s) {
+            return !s.lexeme && nullable[s.id];
+          }))
+        return (nullable[r] = 1) != 0;
+    return false;
+  });
   auto add = [](std::vector<char>* to, const std::vector<char>& from) {
     bool changed = false;
     for (size_t i = 0; i < from.size(); ++i)
       if (from[i] && !(*to)[i]) changed = ((*to)[i] = 1);
     return changed;
   };
-  // FIRST of alt[from..], into *to; whether it derives the empty string.
-  auto first_of = [&](const std::vector<Grammar::Symbol>& alt, size_t from, std::vector<char>* to,
-                      bool* changed) {
-    for (size_t i = from; i < alt.size(); ++i) {
-      if (alt[i].lexeme) {
-        if (!(*to)[alt[i].id]) *changed = ((*to)[alt[i].id] = 1);
-        return false;
-      }
-      *changed |= add(to, first[alt[i].id]);
-      if (!nullable[alt[i].id]) return false;
-    }
-    return true;
-  };
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < nr; ++r)
-      for (const auto& alt : rules[r].alternatives) first_of(alt, 0, &first[r], &changed);
-  }
-  std::vector<std::vector<char>> follow_rule(nr, std::vector<char>(nl, 0));
-  std::vector<std::vector<char>> follow_lex(nl, std::vector<char>(nl, 0));
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < nr; ++r)
-      for (const auto& alt : rules[r].alternatives)
-        for (size_t i = 0; i < alt.size(); ++i) {
-          auto* to = alt[i].lexeme ? &follow_lex[alt[i].id] : &follow_rule[alt[i].id];
-          if (first_of(alt, i + 1, to, &changed)) changed |= add(to, follow_rule[r]);
+  LexemeSets first(nr, std::vector<char>(nl, 0));
+  Fixpoint(nr, users, [&](size_t r) {
+    bool changed = false;
+    for (const auto& alt : rules[r].alternatives)
+      for (const Grammar::Symbol s : alt) {
+        if (s.lexeme) {
+          if (!first[r][s.id]) changed = (first[r][s.id] = 1);
+          break;
         }
+        changed |= add(&first[r], first[s.id]);
+        if (!nullable[s.id]) break;
+      }
+    return changed;
+  });
+  // FOLLOW: a rule's alternatives are gone through again when what may follow the rule grows.
+  LexemeSets follow_rule(nr, std::vector<char>(nl, 0)), follow_lex(nl, std::vector<char>(nl, 0));
+  std::vector<char> queued(nr, 1);
+  std::deque<size_t> todo;
+  for (size_t r = 0; r < nr; ++r) todo.push_back(r);
+  std::vector<char> after(nl);
+  while (!todo.empty()) {
+    const size_t r = todo.front();
+    todo.pop_front();
+    queued[r] = 0;
+    for (const auto& alt : rules[r].alternatives) {
+      after = follow_rule[r];  // what may follow alt[i..]: from the end backwards
+      for (size_t i = alt.size(); i-- > 0;) {
+        const Grammar::Symbol s = alt[i];
+        if (s.lexeme) {
+          add(&follow_lex[s.id], after);
+          std::fill(after.begin(), after.end(), 0);
+          after[s.id] = 1;
+          continue;
+        }
+        if (add(&follow_rule[s.id], after) && !queued[s.id]) {
+          queued[s.id] = 1;
+          todo.push_back(s.id);
+        }
+        if (!nullable[s.id]) std::fill(after.begin(), after.end(), 0);
+        add(&after, first[s.id]);
+      }
+    }
   }
   return {std::move(follow_lex), std::move(first[g.start()])};
 }
 
 // Whether the two automata match some string in common (true when the walk is too long).
-bool Overlap(LexemeAutomaton* a, LexemeAutomaton* b) {
+bool Overlap(LexemeAutomaton* a, LexemeAutomaton* b, int64_t* budget) {
   if (a->Start() == LexemeAutomaton::kDead || b->Start() == LexemeAutomaton::kDead) return false;
   std::set<std::pair<int, int>> seen = {{a->Start(), b->Start()}};
   std::deque<std::pair<int, int>> todo(seen.begin(), seen.end());
@@ -745,7 +831,7 @@ bool Overlap(LexemeAutomaton* a, LexemeAutomaton* b) {
       const int na = a->Next(qa, static_cast<uint8_t>(c));
       const int nb = na == LexemeAutomaton::kDead ? na : b->Next(qb, static_cast<uint8_t>(c));
       if (nb == LexemeAutomaton::kDead || !seen.insert({na, nb}).second) continue;
-      if (seen.size() > kMaxPairs) return true;
+      if (--*budget < 0) return true;
       todo.push_back({na, nb});
     }
   }
@@ -758,7 +844,7 @@ bool Overlap(LexemeAutomaton* a, LexemeAutomaton* b) {
 // together matched the same text (scanned as one list). Grown to a fixed point: lexemes allowed
 // together that can match one string share their FOLLOW sets.
 LexemeSets Together(const Neighbours& near,
-                    const std::vector<std::unique_ptr<LexemeAutomaton>>& autos) {
+                    const std::vector<std::unique_ptr<LexemeAutomaton>>& autos, int64_t* budget) {
   const size_t nl = autos.size();
   std::vector<std::vector<char>> overlap(nl, std::vector<char>(nl, 2));  // 2: not known yet
   LexemeSets together(nl, std::vector<char>(nl, 0));
@@ -766,9 +852,13 @@ LexemeSets Together(const Neighbours& near,
     std::vector<size_t> in;
     for (size_t l = 0; l < nl; ++l)
       if (c[l]) in.push_back(l);
-    for (size_t a : in)
-      for (size_t b : in)
-        if (!together[a][b]) *changed = (together[a][b] = true);
+    for (size_t a : in) {  // together[a] |= c
+      if (std::equal(together[a].begin(), together[a].end(), c.begin(),
+                     [](char t, char x) { return t || !x; }))
+        continue;  // (already all there: the common case once grown)
+      for (size_t b : in) together[a][b] = 1;
+      *changed = true;
+    }
   };
   for (bool changed = true; changed;) {
     changed = false;
@@ -782,7 +872,7 @@ LexemeSets Together(const Neighbours& near,
     for (size_t a = 0; a < nl; ++a)
       for (size_t b = a + 1; b < nl; ++b) {
         if (!together[a][b]) continue;
-        if (overlap[a][b] == 2) overlap[a][b] = Overlap(autos[a].get(), autos[b].get());
+        if (overlap[a][b] == 2) overlap[a][b] = Overlap(autos[a].get(), autos[b].get(), budget);
         if (overlap[a][b]) group[root(a)] = root(b);
       }
     LexemeSets contexts(nl, std::vector<char>(nl, 0));
@@ -796,7 +886,7 @@ LexemeSets Together(const Neighbours& near,
 // Whether some string of `a` can be followed by a byte of `next` that takes it further into a
 // string of `b` (the lexer would then go on with b where a could have ended). True when the walk
 // is too long to finish (taking b apart is always safe).
-bool CanGoOn(LexemeAutomaton* a, LexemeAutomaton* b, const Bytes& next) {
+bool CanGoOn(LexemeAutomaton* a, LexemeAutomaton* b, const Bytes& next, int64_t* budget) {
   std::set<std::pair<int, int>> seen;
   std::deque<std::pair<int, int>> todo;
   if (a->Start() == LexemeAutomaton::kDead || b->Start() == LexemeAutomaton::kDead) return false;
@@ -811,7 +901,7 @@ bool CanGoOn(LexemeAutomaton* a, LexemeAutomaton* b, const Bytes& next) {
       if (a->Accepts(qa) && next[c]) return true;
       const int na = a->Next(qa, static_cast<uint8_t>(c));
       if (na == LexemeAutomaton::kDead || !seen.insert({na, nb}).second) continue;
-      if (seen.size() > kMaxPairs) return true;
+      if (--*budget < 0) return true;
       todo.push_back({na, nb});
     }
   }
@@ -837,7 +927,13 @@ Status PartsToTakeApart(const Grammar& g,
     if (it == origins.end()) return st;
     for (const Node* n : it->second) *changed |= apart->insert(n).second;
   }
-  if (*changed) return Status::Ok();
+  if (*changed || origins.empty()) return Status::Ok();  // (characters never go on)
+  if (nl > kMaxCheckedLexemes) {
+    for (const auto& [l, nodes] : origins)
+      for (const Node* n : nodes) *changed |= apart->insert(n).second;
+    return Status::Ok();
+  }
+  int64_t budget = kMaxPairSteps;
   std::vector<Bytes> first(nl);
   for (size_t l = 0; l < nl; ++l) {
     const int s = autos[l]->Start();
@@ -846,7 +942,7 @@ Status PartsToTakeApart(const Grammar& g,
       first[l][c] = autos[l]->Next(s, static_cast<uint8_t>(c)) != LexemeAutomaton::kDead;
   }
   const Neighbours near = NeighboursOf(g);
-  const LexemeSets together = Together(near, autos);
+  const LexemeSets together = Together(near, autos, &budget);
   for (size_t a = 0; a < nl; ++a) {
     Bytes next;
     for (size_t f = 0; f < nl; ++f)
@@ -856,7 +952,7 @@ Status PartsToTakeApart(const Grammar& g,
       if (!together[a][b] || (first[a] & first[b]).none()) continue;
       if (std::all_of(nodes.begin(), nodes.end(), [&](const Node* n) { return apart->count(n); }))
         continue;
-      if (!CanGoOn(autos[a].get(), autos[b].get(), next)) continue;
+      if (!CanGoOn(autos[a].get(), autos[b].get(), next, &budget)) continue;
       for (const Node* n : nodes) *changed |= apart->insert(n).second;
     }
   }
@@ -891,7 +987,14 @@ Status CompileGbnf(std::string_view text, Grammar* out) {
   if (root == rules.end()) return Status::InvalidArgument("the grammar has no rule named root");
   const Lang lang(rules);
   std::set<const Node*> apart;
-  for (;;) {
+  // Everything below the parts taken apart (kGentleRounds).
+  const std::function<void(const Node&)> all_of = [&](const Node& n) {
+    const Node* below = n.kind == Node::kRef ? &rules[n.rule].body : nullptr;
+    if (below != nullptr && lang.TerminalRule(n.rule) && apart.insert(below).second) all_of(*below);
+    for (const Node& k : n.kids)
+      if (apart.insert(&k).second || k.kind == Node::kRef) all_of(k);
+  };
+  for (int round = 1;; ++round) {
     Grammar g;
     Emitter emitter(rules, lang, &apart, &g);
     emitter.Run(static_cast<int>(root - rules.begin()));
@@ -901,6 +1004,8 @@ Status CompileGbnf(std::string_view text, Grammar* out) {
       *out = std::move(g);
       return Status::Ok();
     }
+    if (round >= kGentleRounds)
+      for (const Node* n : std::vector<const Node*>(apart.begin(), apart.end())) all_of(*n);
   }
 }
 
