@@ -15,6 +15,7 @@ void AddTokenizeCommand(CLI::App* app, int* rc);   // llmq tokenize --model DIR 
 void AddRunCommand(CLI::App* app, int* rc);        // llmq run IN.jsonl -o OUT.jsonl
 void AddServeCommand(CLI::App* app, int* rc);      // llmq serve [--state DIR]: the daemon
 void AddSchemaCommand(CLI::App* app, int* rc);     // llmq schema check --model DIR FILE...
+void AddGrammarCommand(CLI::App* app, int* rc);    // llmq grammar check --model DIR FILE
 // llmq submit FILE... [--wait], status [JOB] [--json], list [--json], cancel JOB
 void AddQueueCommands(CLI::App* app, int* rc);
 // llmq queue init|migrate --url URL: a queue's tables, made or migrated (daemon/cli_queue.cpp)

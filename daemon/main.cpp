@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   llmq::cli::AddMakeModelCommand(&app, &rc);
   llmq::cli::AddTokenizeCommand(&app, &rc);
   llmq::cli::AddSchemaCommand(&app, &rc);
+  llmq::cli::AddGrammarCommand(&app, &rc);
   app.footer("Run 'llmq COMMAND --help' for a command's flags.");  // the root's help only
   try {
     app.parse(argc, argv);

@@ -18,12 +18,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-std::string Write(const std::string& dir, const std::string& name, const std::string& text) {
-  const std::string path = dir + "/" + name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
-
 std::vector<json> Lines(const std::string& out) {
   std::vector<json> v;
   std::istringstream in(out);
@@ -40,9 +34,9 @@ TEST(SchemaCheckCliTest, TestFilesAreWalkedTokenByToken) {
       "properties": {"name": {"type": "string", "maxLength": 8},
                      "age": {"type": "integer", "minimum": 0}},
       "required": ["name"]})";
-  const std::string plain = Write(dir, "person.json", schema);
+  const std::string plain = testing::WriteFileIn(dir, "person.json", schema);
   const std::string tests =
-      Write(dir, "person.tests.json", R"({"schema": )" + schema + R"(, "tests": [
+      testing::WriteFileIn(dir, "person.tests.json", R"({"schema": )" + schema + R"(, "tests": [
       {"data": {"name": "Ada", "age": 36}, "valid": true},
       {"data": {"name": "Grace"}, "valid": true},
       {"data": {"name": "Ada", "age": -1}, "valid": false},
@@ -83,9 +77,10 @@ TEST(SchemaCheckCliTest, RefusalsAndDisagreementsFailTheCheck) {
   const std::string model = testing::SharedModel("tiny-llama32");
   LLMQ_SKIP_WITHOUT_SHARED(model, "tiny-llama32");
   const std::string dir = testing::CurrentTestDir();
-  const std::string refused = Write(
+  const std::string refused = testing::WriteFileIn(
       dir, "tags.json", R"({"properties": {"tags": {"type": "array", "uniqueItems": true}}})");
-  const std::string wrong = Write(dir, "wrong.json", R"({"schema": {"type": "integer"},
+  const std::string wrong =
+      testing::WriteFileIn(dir, "wrong.json", R"({"schema": {"type": "integer"},
       "tests": [{"data": "seven", "valid": true}]})");
   const std::string missing = dir + "/missing.json";
   testing::RunResult r = testing::RunLlmq({"schema", "check", "--model", model, refused});
@@ -113,7 +108,8 @@ TEST(SchemaCheckCliTest, ReorderWalksPropertiesInTheGrammarsOrder) {
   const std::string model = testing::SharedModel("tiny-llama32");
   LLMQ_SKIP_WITHOUT_SHARED(model, "tiny-llama32");
   const std::string dir = testing::CurrentTestDir();
-  const std::string tests = Write(dir, "order.tests.json", R"({"schema": {"type": "object",
+  const std::string tests =
+      testing::WriteFileIn(dir, "order.tests.json", R"({"schema": {"type": "object",
       "properties": {"id": {"type": "integer"}, "name": {"type": "string", "maxLength": 5},
         "tags": {"type": "array", "items": {"type": "object",
           "properties": {"k": {"type": "string"}, "v": {"type": "number"}}, "required": ["k"]}}},

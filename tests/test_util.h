@@ -45,6 +45,14 @@ inline std::string TmpDir(const std::string& name) {
   return p.string();
 }
 
+// Writes `text` to dir/name (bytes as given) and returns that path.
+inline std::string WriteFileIn(const std::string& dir, const std::string& name,
+                               const std::string& text) {
+  const std::string path = dir + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
 // A fresh, empty scratch folder named after the running test.
 inline std::string CurrentTestDir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();

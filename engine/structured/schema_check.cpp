@@ -75,9 +75,10 @@ bool Reorder(const ojson& v, Matcher* m, ojson* out) {
   return true;
 }
 
-// Walks `text`'s tokens through a matcher of `g` (SchemaChecker::Check's rule) into `tr`.
-void Walk(const std::shared_ptr<CompiledGrammar>& g, const Tokenizer& tok, const std::string& text,
-          TokenMask* mask, SchemaTestResult* tr) {
+}  // namespace
+
+void WalkText(const std::shared_ptr<CompiledGrammar>& g, const Tokenizer& tok,
+              const std::string& text, TokenMask* mask, SchemaTestResult* tr) {
   const std::vector<int> ids = tok.EncodeNoBos(text);
   tr->tokens = static_cast<int>(ids.size());
   tr->mask_us.clear();
@@ -103,8 +104,6 @@ void Walk(const std::shared_ptr<CompiledGrammar>& g, const Tokenizer& tok, const
   }
   tr->complete = tr->accepted && m.CanEnd();
 }
-
-}  // namespace
 
 bool ReorderProperties(const std::shared_ptr<CompiledGrammar>& grammar, const ojson& data,
                        ojson* out) {
@@ -173,7 +172,7 @@ SchemaCheckResult SchemaChecker::Check(const ojson& file, const SchemaCheckOptio
     SchemaTestResult tr;
     tr.valid = t.value("valid", false);
     const ojson data = t.contains("data") ? t["data"] : ojson();
-    Walk(compiled, *tok_, PythonJsonDumps(data), &mask, &tr);
+    WalkText(compiled, *tok_, PythonJsonDumps(data), &mask, &tr);
     if (opt.reorder && !tr.accepted) {  // as reorder.py: valid or not
       ojson reordered = data;
       if (!tr.valid) {
@@ -191,7 +190,7 @@ SchemaCheckResult SchemaChecker::Check(const ojson& file, const SchemaCheckOptio
       if (ReorderProperties(compiled, reordered, &r)) reordered = std::move(r);
       if (const std::string text = PythonJsonDumps(reordered); text != PythonJsonDumps(data)) {
         tr.reordered = true;
-        Walk(compiled, *tok_, text, &mask, &tr);
+        WalkText(compiled, *tok_, text, &mask, &tr);
       }
     }
     r.tests.push_back(std::move(tr));

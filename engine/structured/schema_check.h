@@ -79,6 +79,13 @@ class SchemaChecker {
 // patterns, formats, bounds, counts; below a "properties" only the properties are visited).
 nlohmann::ordered_json WithoutValueConstraints(const nlohmann::ordered_json& schema);
 
+// Walks `text`'s tokens (the tokenizer's, no special tokens) through a matcher of `g` into `tr`:
+// each token's mask computed (timed) into *mask, the token checked against it and committed
+// (SchemaChecker::Check's rule; `llmq grammar check`'s too). Sets all of *tr but `valid` and
+// `reordered`.
+void WalkText(const std::shared_ptr<CompiledGrammar>& g, const Tokenizer& tok,
+              const std::string& text, TokenMask* mask, SchemaTestResult* tr);
+
 // The p-th percentile (0..100) of `v` (sorted in place), nearest rank; 0 when empty.
 double Percentile(std::vector<double>* v, double p);
 
