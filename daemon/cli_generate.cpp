@@ -2,14 +2,17 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
 #include "engine/backends/compute_resources.h"
 #include "engine/core/llm_engine.h"
 #include "engine/model/model.h"
+#include "engine/structured/grammar_cache.h"
 
 namespace llmq::cli {
 
@@ -17,6 +20,7 @@ namespace {
 
 struct GenerateFlags {
   std::string model, prompt, messages, template_kwargs, chat_template, stop;
+  std::string grammar_file, json_schema_file;  // structured outputs (one of them, or none)
   std::string backend = "auto", precision = "bf16", weight_dtype = "auto", kv_dtype = "auto";
   int max_tokens = 64;
   float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
@@ -59,6 +63,18 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
     ids = model.tokenizer->Encode(f.prompt);
   }
   req.prompt_ids.assign(ids.begin(), ids.end());
+  // Structured outputs, as a job line's guided_grammar / guided_json would ask.
+  if (!f.grammar_file.empty() || !f.json_schema_file.empty()) {
+    const std::string& file = f.grammar_file.empty() ? f.json_schema_file : f.grammar_file;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return Fail(cmd, file + ": cannot open");
+    std::stringstream text;
+    text << in.rdbuf();
+    GrammarCache grammars(model.tokenizer.get());
+    const Status st = f.grammar_file.empty() ? grammars.JsonSchema(text.str(), &req.grammar)
+                                             : grammars.Gbnf(text.str(), &req.grammar);
+    if (!st.ok()) return Fail(cmd, file + ": " + st.message());
+  }
   // Generation stops at the context's end: a prompt near it gets what room is left.
   req.params = p;
   EngineOptions opt;
@@ -127,6 +143,12 @@ void AddGenerateCommand(CLI::App* app, int* rc) {
   f->seed_opt = cmd->add_option("--seed", f->seed, "Sampling seed (default: random)");
   cmd->add_option("--stop", f->stop, "Stop string");
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past the end-of-sequence token");
+  CLI::Option* grammar = cmd->add_option(
+      "--grammar", f->grammar_file,
+      "A GBNF grammar file the output must follow (as a line's structured_outputs.grammar)");
+  cmd->add_option("--json-schema", f->json_schema_file,
+                  "A JSON Schema file the output must satisfy (as response_format json_schema)")
+      ->excludes(grammar);
   cmd->add_flag("--json", f->json,
                 "Print one JSON object: prompt_ids, completion_ids, text, finish_reason, backend");
   AddBackendFlags(cmd, &f->backend, &f->precision, &f->weight_dtype, &f->kv_dtype);

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "tests/test_util.h"
 
@@ -64,6 +65,43 @@ TEST_F(CliTest, GenerateStopsAtMaxTokensAndPrintsText) {
                           "--temperature", "0"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("completion tokens"), std::string::npos);
+}
+
+// --grammar and --json-schema: the output follows them (std::regex and a JSON parse check it),
+// a grammar that does not compile is named with its line and column, and one flag at a time.
+TEST_F(CliTest, GenerateFollowsAGrammarOrASchema) {
+  const std::string dir = testing::CurrentTestDir();
+  const std::string g = testing::WriteFileIn(
+      dir, "answer.gbnf", "root ::= (\"yes\" | \"no\") \", \" word \".\"\nword ::= [a-z]{1,8}\n");
+  const std::string schema = testing::WriteFileIn(
+      dir, "n.json",
+      R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99}},
+          "required": ["n"], "additionalProperties": false})");
+  for (const char* seed : {"1", "2", "3"}) {
+    auto r = RunLlmq({"generate", "--model", model_, "--prompt", "Answer:", "--max-tokens", "200",
+                      "--temperature", "1", "--seed", seed, "--json", "--grammar", g});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    json j = json::parse(r.out);
+    EXPECT_EQ(j["finish_reason"], "stop") << r.out;
+    EXPECT_TRUE(
+        std::regex_match(j["text"].get<std::string>(), std::regex("(yes|no), [a-z]{1,8}\\.")))
+        << r.out;
+    r = RunLlmq({"generate", "--model", model_, "--prompt", "Count:", "--max-tokens", "200",
+                 "--temperature", "1", "--seed", seed, "--json", "--json-schema", schema});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    j = json::parse(r.out);
+    EXPECT_EQ(j["finish_reason"], "stop") << r.out;
+    const json doc = json::parse(j["text"].get<std::string>());
+    EXPECT_EQ(doc.size(), 1u) << r.out;
+    EXPECT_TRUE(doc["n"].is_number_integer() && doc["n"] >= 0 && doc["n"] <= 99) << r.out;
+  }
+  const std::string bad = testing::WriteFileIn(dir, "bad.gbnf", "root ::= [a-z\n");
+  auto r = RunLlmq({"generate", "--model", model_, "--prompt", "x", "--grammar", bad});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(bad + ": line 1, column 14:"), std::string::npos) << r.err;
+  r = RunLlmq(
+      {"generate", "--model", model_, "--prompt", "x", "--grammar", g, "--json-schema", schema});
+  EXPECT_EQ(r.exit_code, 2);
 }
 
 TEST_F(CliTest, PlanReportsKvBytesPerToken) {
