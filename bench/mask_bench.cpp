@@ -9,7 +9,8 @@
 // The data is fetched, never committed:
 //   git clone --depth 1 https://github.com/guidance-ai/jsonschemabench /tmp/jsonschemabench
 //   build/bench/mask_bench /tmp/jsonschemabench/maskbench/data [--model DIR] [--limit N]
-//     [--failures FILE]   (each schema not passing: its file, the refusal or the test at fault)
+//     [--failures FILE]   (each schema not passing: its file, the refusal or the test at fault;
+//                          and each compiled in over 100 ms)
 //     [--no-reorder]      (walk every instance as written)
 // MaskBench's creation step rewrote each instance LLGuidance rejected with its properties in the
 // order LLGuidance generates them (maskbench/creation/reorder.py); the same step is taken here for
@@ -94,6 +95,8 @@ int main(int argc, char** argv) {
       continue;
     }
     compile_us.push_back(r.compile_us);
+    if (failures && r.compile_us > 100e3)
+      failures << f.filename().string() << "\tslow compile\t" << r.compile_us / 1e3 << " ms\n";
     bool invalidation = false, validation = false;
     for (size_t i = 0; i < r.tests.size(); ++i) {
       const llmq::SchemaTestResult& t = r.tests[i];

@@ -69,6 +69,10 @@ int main(int argc, char** argv) {
       R"({"type": "array", "prefixItems": [{"const": "a"}], "items": {"type": "number",
           "exclusiveMaximum": 10}, "minItems": 2, "maxItems": 4})" +
           std::string(1, '\0') + R"(["a", 9.5])",
+      R"({"type": "object", "properties": {"x-a": {"maxLength": 2}}, "required": ["x-b"],
+          "patternProperties": {"^x-": {"type": "string"}, "[0-9]$": {"type": "integer"}},
+          "additionalProperties": false})" +
+          std::string(1, '\0') + R"({"x-a": "s", "x-b": "t", "x-1": 5})",
   };
   return WriteSeeds(argc, argv, kSeeds);
 }

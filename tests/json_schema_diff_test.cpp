@@ -45,13 +45,14 @@ struct Case {
 
 // `schemas` random schemas (seed `seed`; `known`: with the known deviations' shapes), their
 // instances through the compiler and Ajv (one node run); every disagreement fails.
-void Compare(uint32_t seed, bool known) {
+void Compare(uint32_t seed, bool known, bool patterns = false) {
   const std::string missing = testing::MissingNodeOracle(kOracleDir, "ajv/dist/2020.js");
   if (!missing.empty()) LLMQ_SKIP_OR_FAIL_MISSING(missing);
   constexpr int kSchemas = 300, kValid = 8, kMutated = 12;
   const auto t0 = std::chrono::steady_clock::now();
   if (const char* env = std::getenv("LLMQ_JSON_SCHEMA_DIFF_SEED")) seed += std::stoul(env);
   testing::Gen gen(seed, known);
+  gen.set_patterns(patterns);
   std::vector<Case> cases;
   int refused = 0, unsatisfiable = 0;
   for (int i = 0; i < kSchemas; ++i) {
@@ -123,6 +124,12 @@ void Compare(uint32_t seed, bool known) {
 // those of the known deviations (AgreesWithAjvIncludingKnownDeviations).
 TEST(JsonSchemaDiff, AgreesWithAjv) {
   Compare(20261224, false);
+}
+
+// patternProperties: keys matched by one pattern, several, a listed name's, none (then
+// additionalProperties), a required name only a pattern allows.
+TEST(JsonSchemaDiff, PatternPropertiesAgreeWithAjv) {
+  Compare(20261226, false, true);
 }
 
 // Also the shapes of two deviations of the compiler from JSON Schema, found by this test (fails

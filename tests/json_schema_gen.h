@@ -30,6 +30,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <set>
 #include <string>
 #include <utility>
@@ -52,6 +53,10 @@ inline const char* const kRequiredOthers[] = {"extra", "ids", "nam"};
 // Characters of generated strings: ASCII, 2-, 3- and 4-byte UTF-8, and what JSON escapes.
 inline const char* const kChars[] = {"a", "b", "z", "0", " ",  "/",  "é",  "中", "😀",
                                      "k", "Q", "_", "-", "\"", "\\", "\n", "\t", "\x01"};
+// patternProperties (Gen::set_patterns): patterns, and unlisted names some of them match.
+inline const char* const kPatterns[] = {"^x", "a", "^[a-z]+$", "^[0-9]+$", "s$", "^[a-z]{2}$",
+                                        "\u00e9", "^$"};
+inline const char* const kPatternNames[] = {"x1", "xyz", "12", "0", "abs", "zs", "\u00e91", "zz9"};
 inline const char* const kScalarTypes[] = {"null", "boolean", "integer", "number", "string"};
 
 class Gen {
@@ -67,6 +72,10 @@ class Gen {
   // those it made before it had this mode (the diff test's seeds).
   Gen(uint32_t seed, bool known, bool bounded = false)
       : rng_(seed), known_(known), bounded_(bounded) {}
+  // Also patternProperties on objects (not on those allOf and anyOf's siblings combine: the
+  // compiler refuses patterns beside another schema's properties), and instances with keys they
+  // match. Off, the generator's choices are those it made before it had them.
+  void set_patterns(bool on) { patterns_ = on; }
 
   int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool Chance(double p) { return std::bernoulli_distribution(p)(rng_); }
@@ -353,7 +362,21 @@ class Gen {
       // Not "": Ajv 8.17.1 ignores `required: [""]` ({} passes), an oracle bug.
       if (Chance(0.15)) required.push_back(Pick(kRequiredOthers));
     }
+    if (patterns_ && Chance(0.6)) {
+      json pp = json::object();
+      for (int i = Int(1, 3); i > 0; --i)
+        pp[Pick(kPatterns)] = Chance(0.2) ? json::object() : Sub(depth + 1);
+      s["patternProperties"] = pp;
+    }
     if (!required.empty() || Chance(0.2)) s["required"] = required;
+    return s;
+  }
+
+  json ObjectWithoutPatterns(int depth) {
+    const bool was = patterns_;
+    patterns_ = false;
+    json s = Object(depth);
+    patterns_ = was;
     return s;
   }
 
@@ -386,7 +409,7 @@ class Gen {
       return json{{"anyOf", branches}};
     }
     // Object siblings, branches that require or add properties.
-    json s = Object(depth);
+    json s = ObjectWithoutPatterns(depth);
     s["type"] = "object";
     if (s.contains("required")) {  // an unlisted required name: order (see kNames)
       json own = json::array();
@@ -443,7 +466,7 @@ class Gen {
   // Object schemas combined; the parent sometimes adds a type or additionalProperties.
   json AllOf(int depth) {
     if (bounded_) {  // closed: one object, parts that require some of its properties
-      const json closed = Object(depth + 1);
+      const json closed = ObjectWithoutPatterns(depth + 1);
       json parts = json::array({closed});
       const json props = closed.value("properties", json::object());
       for (int i = Int(1, 2); i > 0; --i) {
@@ -460,7 +483,7 @@ class Gen {
     json parts = json::array();
     std::set<std::string> seen;  // a property in two parts: its schemas merged (deviation B)
     for (int i = Int(2, 3); i > 0; --i) {
-      json p = Object(depth + 1);
+      json p = ObjectWithoutPatterns(depth + 1);
       if (p.contains("additionalProperties") && (Chance(0.7) || !known_))  // deviation A
         p.erase("additionalProperties");
       if (!known_ && p.contains("properties")) {
@@ -584,11 +607,35 @@ class Gen {
       if (required.count(name) || Chance(depth > 3 ? 0.15 : 0.6))
         o[name] = Instance(root, ps, depth + 1);
     const json extra = e.contains("additionalProperties") ? e["additionalProperties"] : json(true);
+    const json pats = e.value("patternProperties", json::object());
+    // What a name's value must satisfy: the patterns that match it (a listed one's own schema
+    // too), else `otherwise`.
+    const auto value_for = [&](const std::string& name, const json& otherwise) {
+      json v;
+      bool matched = false;
+      for (const auto& [p, ps] : pats.items())
+        if (std::regex_search(name, std::regex(p))) {
+          v = matched ? Merge(v, ps) : ps;
+          matched = true;
+        }
+      return matched ? v : otherwise;
+    };
+    if (!pats.empty())
+      for (const auto& [name, ps] : props.items())
+        if (o.contains(name)) o[name] = Instance(root, Merge(ps, value_for(name, true)), depth + 1);
     // Required names not listed: after the listed ones, in the order `required` lists them.
     for (const json& r : e.value("required", json::array()))
       if (!props.contains(r.get<std::string>()) && !o.contains(r.get<std::string>()))
-        o[r.get<std::string>()] = Instance(root, extra, depth + 1);
-    if (extra != json(false) && Chance(0.3))
+        o[r.get<std::string>()] = Instance(root, value_for(r.get<std::string>(), extra), depth + 1);
+    if (!pats.empty()) {
+      if (Chance(0.7))
+        for (int i = Int(1, 3); i > 0; --i) {
+          const std::string n = Chance(0.6) ? Pick(kPatternNames) : Pick(kOtherNames);
+          const json v = value_for(n, extra);
+          if (!o.contains(n) && !props.contains(n) && !required.count(n) && v != json(false))
+            o[n] = Instance(root, v, depth + 1);
+        }
+    } else if (extra != json(false) && Chance(0.3))
       for (int i = Int(1, 2); i > 0; --i) {
         const std::string n = Chance(0.7) ? Pick(kOtherNames) : Pick(kRequiredOthers);
         if (!o.contains(n) && !props.contains(n) && !required.count(n))
@@ -672,6 +719,7 @@ class Gen {
   std::mt19937 rng_;
   const bool known_;
   const bool bounded_;
+  bool patterns_ = false;
   bool draft07_ = false;
   json defs_;
 };

@@ -314,8 +314,9 @@ TEST(JsonSchemaTest, PatternsFormatsAndRanges) {
   EXPECT_TRUE(draft4.Accepts(std::string("0.50001")));
   EXPECT_TRUE(draft4.Accepts(std::string("1.0")));
   EXPECT_FALSE(draft4.Accepts(std::string("1.01")));
-  const Status both = Refusal(json::parse(R"({"type": "string", "pattern": "a", "maxLength": 3})"));
-  EXPECT_NE(both.message().find("keyword \"maxLength\" at \"/maxLength\""), std::string::npos)
+  const Status both =
+      Refusal(json::parse(R"({"type": "string", "pattern": "a", "format": "date"})"));
+  EXPECT_NE(both.message().find("keyword \"format\" at \"/format\""), std::string::npos)
       << both.message();
   const Status lookahead =
       Refusal(json::parse(R"js({"properties": {"p": {"pattern": "(?=a)"}}})js"));
@@ -399,6 +400,88 @@ TEST(JsonSchemaTest, JsonObjectIsAnyObject) {
   EXPECT_FALSE(accepts("[]"));
   EXPECT_FALSE(accepts("1"));
   EXPECT_FALSE(accepts(R"({"a": })"));
+}
+
+TEST(JsonSchemaTest, LengthsBesideAPatternOrAFormat) {
+  const Schema code(json::parse(R"({"type": "string", "pattern": "^[A-Z]+[0-9]*$",
+      "minLength": 3, "maxLength": 5})"));
+  for (const char* ok : {"ABC", "AB1", "A1234", "ABCDE"}) EXPECT_TRUE(code.Accepts(json(ok))) << ok;
+  for (const char* bad : {"AB", "ABCDEF", "A12345", "1AB", "abc"})
+    EXPECT_FALSE(code.Accepts(json(bad))) << bad;
+  // Characters, not bytes: "é" is one, an escape is one.
+  const Schema chars(json::parse(R"({"type": "string", "pattern": "x", "maxLength": 2})"));
+  EXPECT_TRUE(chars.Accepts(json("\xc3\xa9x")));
+  EXPECT_TRUE(chars.Accepts(json("\nx")));
+  EXPECT_FALSE(chars.Accepts(json("\xc3\xa9xx")));
+  const Schema email(json::parse(R"({"type": "string", "format": "email", "maxLength": 7})"));
+  EXPECT_TRUE(email.Accepts(json("a@b.com")));
+  EXPECT_FALSE(email.Accepts(json("ab@b.com")));
+  const Schema at_least(json::parse(R"({"type": "string", "format": "date", "minLength": 10})"));
+  EXPECT_TRUE(at_least.Accepts(json("2026-12-05")));
+  // No string is both: the schema admits no document.
+  const Status never = Refusal(json::parse(R"({"type": "string", "format": "date",
+      "maxLength": 9})"));
+  EXPECT_EQ(never.code(), Status::Code::kInvalidArgument) << never.message();
+  EXPECT_NE(never.message().find("no document"), std::string::npos) << never.message();
+  // The alternative that cannot be is dropped, the other kept.
+  const Schema either(json::parse(R"({"anyOf": [{"type": "string", "pattern": "^a$",
+      "minLength": 2}, {"type": "string", "pattern": "^[0-9]{2}$",
+      "maxLength": 2}]})"));
+  EXPECT_TRUE(either.Accepts(json("12")));
+  EXPECT_FALSE(either.Accepts(json("a")));
+}
+
+TEST(JsonSchemaTest, PatternPropertiesGovernTheKeysTheyMatch) {
+  // Keys "^x-" take strings, keys of digits take integers, a key both match ("x-1" does not: the
+  // second is anchored whole) takes both schemas; any other key a boolean; "a" is listed.
+  const Schema s(json::parse(R"({"type": "object",
+      "properties": {"a": {"type": "integer"}, "x-a": {"maxLength": 1}},
+      "patternProperties": {"^x-": {"type": "string"}, "^[0-9]+$": {"type": "integer"},
+                            "1": {"minimum": 10}},
+      "additionalProperties": {"type": "boolean"}})"));
+  for (const char* ok : {R"({"a": 1, "x-b": "s", "12": 12, "b": true})",
+                         R"({"x-": "", "7": 7, "z": false})", R"({"x-a": "s"})",
+                         R"({"a": 2, "x-1": "y", "11": 11, "q1": true})",  // minimum: numbers only
+                         R"({})"})
+    EXPECT_TRUE(s.Accepts(json::parse(ok))) << ok;
+  for (const char* bad : {
+           R"({"x-b": 1})",           // a pattern's schema
+           R"({"12": "s"})",          // a pattern's schema
+           R"({"1": 5})",             // both patterns: minimum 10
+           R"({"q1": 5})",            // "1" matches anywhere: minimum 10
+           R"({"x-a": "st"})",        // listed and matched: both schemas (maxLength 1)
+           R"({"x-a": 3})",           // listed and matched: a string
+           R"({"b": "s"})",           // additionalProperties
+           R"({"b": true, "a": 1})",  // the listed ones first
+       })
+    EXPECT_FALSE(s.Accepts(json::parse(bad))) << bad;
+  // additionalProperties false: only the listed names and the keys a pattern matches.
+  const Schema closed(json::parse(R"({"type": "object", "additionalProperties": false,
+      "required": ["id", "x-req"],
+      "properties": {"id": {"type": "integer"}},
+      "patternProperties": {"^x-": {}, "^[a-z]+_url$": {"type": "string", "format": "uri"}}})"));
+  EXPECT_TRUE(closed.Accepts(json::parse(R"({"id": 1, "x-req": null, "x-1": [1]})")));
+  EXPECT_TRUE(closed.Accepts(json::parse(R"({"id": 1, "x-req": 2, "home_url": "https://a.b/"})")));
+  EXPECT_FALSE(closed.Accepts(json::parse(R"({"id": 1, "x-req": 2, "home_url": "a b"})")));
+  EXPECT_FALSE(closed.Accepts(json::parse(R"({"id": 1, "x-req": 2, "other": 1})")));
+  EXPECT_FALSE(closed.Accepts(json::parse(R"({"id": 1})")));  // x-req is required
+  // A key written with an escape JSON does not require is refused (one spelling per name).
+  EXPECT_FALSE(closed.Accepts(std::string(R"({"id": 1, "x-req": 2, "x\u002d1": 1})")));
+  // A pattern no key can match beside the listed names: those names only.
+  const Schema listed(json::parse(R"({"type": "object", "properties": {"a": {"type": "null"}},
+      "patternProperties": {"^a$": {"type": "null"}}, "additionalProperties": false})"));
+  EXPECT_TRUE(listed.Accepts(json::parse(R"({"a": null})")));
+  EXPECT_FALSE(listed.Accepts(json::parse(R"({"aa": null})")));
+  // Refusals name the pattern.
+  const Status bad = Refusal(json::parse(R"~({"patternProperties": {"(?=x)": {}}})~"));
+  EXPECT_EQ(bad.code(), Status::Code::kUnsupported) << bad.message();
+  EXPECT_NE(bad.message().find("keyword \"patternProperties\" at \"/patternProperties/(?=x)\""),
+            std::string::npos)
+      << bad.message();
+  const Status merged = Refusal(json::parse(R"({"allOf": [{"patternProperties": {"^x": {}}},
+      {"properties": {"xy": {"type": "null"}}}]})"));
+  EXPECT_NE(merged.message().find("patternProperties beside"), std::string::npos)
+      << merged.message();
 }
 
 TEST(JsonSchemaTest, RefusalsNameTheKeywordAndItsPointer) {

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
+
 namespace llmq {
 
 class Regex;
@@ -70,6 +72,56 @@ class KeyExceptAutomaton : public LexemeAutomaton {
   std::unique_ptr<Regex> string_;                 // "(?:char)*"
   std::vector<std::pair<int, int>> states_;       // (trie position, string_'s state)
   std::map<std::pair<int, int>, int> index_;
+};
+
+// The key of a property that `patternProperties` governs: a JSON string (of the required escapes
+// only, as KeyExceptAutomaton) whose text is none of `names` (their JSON text, as there) and whose
+// decoded value is matched by exactly the patterns in `subset` (bit i: patterns[i]; JSON Schema's
+// `pattern`: anywhere unless anchored, Regex kSearch in JSON-string mode) and by no other. A key
+// several patterns match takes all their schemas, so each set of patterns a key can match exactly
+// is a lexeme of its own (subset 0: a key no pattern matches, additionalProperties' own).
+//
+// Two parts. The product of the string's automaton and every pattern's, built whole by Build
+// (breadth first; its states numbered in the order found, so one spec gives the same states):
+// from each product state, whether a key of `subset` can still be closed and how many ways (a
+// count capped past the names). And the names' trie, walked beside it: a state is (trie node,
+// product state), and where the key is still on the trie it is live only if some way to close it
+// is not a listed name (more ways than names below the node, else the few ways enumerated). A
+// product the names never multiply, so 100 names cost what one does. Pairs are found as Next meets
+// them (not thread-safe, as Regex: the Matcher steps lexemes under its grammar's exclusive lock).
+class KeyPatternAutomaton : public LexemeAutomaton {
+ public:
+  static constexpr int kMaxPatterns = 63;   // a subset is a bit set of 63 bits
+  static constexpr int kMaxStates = 20000;  // states of the product, before pruning
+  // InvalidArgument or Unsupported from a pattern (naming it by index and its offset), or
+  // Unsupported past kMaxPatterns patterns or kMaxStates states. The product of one (names,
+  // patterns) is built once for all its subsets (the last few are kept).
+  [[nodiscard]] static Status Build(const std::vector<std::string>& names,
+                                    const std::vector<std::string>& patterns, uint64_t subset,
+                                    std::unique_ptr<KeyPatternAutomaton>* out);
+  ~KeyPatternAutomaton() override;
+  // Every set of patterns that some key is matched by exactly, ascending, the same whatever
+  // `subset` was built: the names' own sets too (a subset whose keys are all names has a dead
+  // Start).
+  const std::vector<uint64_t>& subsets() const;
+
+  int Start() override { return start_; }
+  int Next(int state, uint8_t byte) override;
+  bool Accepts(int state) const override;
+  std::string StateKey(int state) const override;
+
+  struct Product;  // automaton.cpp
+
+ private:
+  KeyPatternAutomaton() = default;
+  int Intern(int trie, int q);       // kDead where no key of the subset can be closed
+  bool LiveOnTrie(int trie, int q);  // some way to close from q is not a name below `trie`
+  std::shared_ptr<const Product> product_;
+  std::vector<char> live_;      // by product state: a key of the subset closes from there
+  std::vector<uint64_t> ways_;  // by product state: ways to close (capped: names + 1)
+  std::vector<std::pair<int, int>> states_;  // (trie node or kOff, product state)
+  std::map<std::pair<int, int>, int> index_;
+  int start_ = kDead;
 };
 
 }  // namespace llmq
@@ -139,6 +191,46 @@ class StringLengthAutomaton : public LexemeAutomaton {
   static int64_t Count(int state) { return state / kSubs; }
   static int Sub(int state) { return state % kSubs; }
   int64_t min_, max_;
+};
+
+// A JSON string of `min` to `max` characters (max < 0: unbounded; counted as
+// StringLengthAutomaton counts them) that a Regex also matches: a `pattern` or a `format` beside
+// minLength/maxLength. Built by Build: the product of the regex's automaton and the position in a
+// character (without the count), breadth first, and for each product state the numbers of
+// characters that can still close a string the regex accepts (a bit each up to the bound: max,
+// or min where there is no max, the last bit then "min or more"), layer by layer backwards from
+// the closing states. A state is (product state, count), found as Next meets it (not
+// thread-safe, as Regex), live exactly when a count within the bounds can still be reached.
+class BoundedStringAutomaton : public LexemeAutomaton {
+ public:
+  static constexpr int kMaxStates = 20000;               // product states
+  static constexpr int64_t kMaxBits = int64_t{1} << 25;  // product states x (bound + 1)
+  // `re` reads the whole string, quotes included (a Grammar lexeme's Regex); min <= max where
+  // max >= 0, and min > 0 or max >= 0. Unsupported past kMaxStates or kMaxBits. A `key` (what
+  // makes the regex and the bounds: Grammar::SpecKey) keeps the tables for the next Build of
+  // the same key (the last few): a schema's compiler checks a lexeme that its grammar builds.
+  [[nodiscard]] static Status Build(Regex* re, int64_t min, int64_t max,
+                                    std::unique_ptr<BoundedStringAutomaton>* out,
+                                    const std::string& key = "");
+  // Whether every string `re` matches has at least `min` characters (then minLength adds
+  // nothing to it): the shortest found breadth first by characters, within kMaxStates states
+  // (false past them).
+  static bool AllAtLeast(Regex* re, int64_t min);
+  struct Table;  // automaton.cpp
+  int Start() override { return start_; }
+  int Next(int state, uint8_t byte) override;
+  bool Accepts(int state) const override;
+  std::string StateKey(int state) const override;
+
+ private:
+  BoundedStringAutomaton() = default;
+  int Intern(int32_t node, int64_t count);  // kDead where no count within the bounds is reached
+  bool Reaches(int32_t node, int64_t lo, int64_t hi) const;  // a closing count in [lo, hi]
+  std::shared_ptr<const Table> t_;
+  int64_t min_ = 0, max_ = -1, bound_ = 0;
+  std::vector<std::pair<int32_t, int64_t>> states_;
+  std::map<std::pair<int32_t, int64_t>, int> index_;
+  int start_ = kDead;
 };
 
 }  // namespace llmq

@@ -40,6 +40,10 @@ std::string Grammar::SpecKey(const LexemeSpec& spec) {
   for (const std::string& n : spec.key_except) key += '\0' + n;
   if (spec.is_string_length)
     key += "\1" + std::to_string(spec.min_length) + "," + std::to_string(spec.max_length);
+  if (spec.is_key_pattern) {
+    key += "\2" + std::to_string(spec.pattern_subset);
+    for (const std::string& p : spec.patterns) key += "," + std::to_string(p.size()) + ":" + p;
+  }
   return key;
 }
 
@@ -68,9 +72,40 @@ void Grammar::AddAlternative(Symbol rule, std::vector<Symbol> rhs) {
 Status Grammar::CompileLexemes(std::vector<std::unique_ptr<LexemeAutomaton>>* out) const {
   out->clear();
   for (size_t i = 0; i < lexemes_.size(); ++i) {
+    if (lexemes_[i].is_string_length && !lexemes_[i].regex.empty()) {  // a regex and a length
+      std::unique_ptr<Regex> re;
+      std::unique_ptr<BoundedStringAutomaton> both;
+      Status st = Regex::Compile(lexemes_[i].regex, lexemes_[i].options, &re);
+      if (st.ok())
+        st = BoundedStringAutomaton::Build(re.get(), lexemes_[i].min_length, lexemes_[i].max_length,
+                                           &both, SpecKey(lexemes_[i]));
+      if (!st.ok())
+        return (st.code() == Status::Code::kUnsupported ? Status::Unsupported
+                                                        : Status::InvalidArgument)(
+            "grammar: lexeme " + std::to_string(i) + ": " + st.message());
+      if (both->Start() == LexemeAutomaton::kDead)
+        return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" +
+                                       lexemes_[i].regex + "/ of a length matches nothing");
+      out->push_back(std::move(both));
+      continue;
+    }
     if (lexemes_[i].is_string_length) {
       out->push_back(
           std::make_unique<StringLengthAutomaton>(lexemes_[i].min_length, lexemes_[i].max_length));
+      continue;
+    }
+    if (lexemes_[i].is_key_pattern) {
+      std::unique_ptr<KeyPatternAutomaton> keys;
+      if (Status st = KeyPatternAutomaton::Build(lexemes_[i].key_except, lexemes_[i].patterns,
+                                                 lexemes_[i].pattern_subset, &keys);
+          !st.ok())
+        return (st.code() == Status::Code::kUnsupported ? Status::Unsupported
+                                                        : Status::InvalidArgument)(
+            "grammar: lexeme " + std::to_string(i) + ": " + st.message());
+      if (keys->Start() == LexemeAutomaton::kDead)
+        return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) +
+                                       " (a key of patterns) matches nothing");
+      out->push_back(std::move(keys));
       continue;
     }
     if (lexemes_[i].is_key_except) {
@@ -135,7 +170,11 @@ std::string Grammar::Dump() const {
   std::string out;
   for (size_t i = 0; i < lexemes_.size(); ++i)
     out += "L" + std::to_string(i) + " = /" +
-           (lexemes_[i].is_key_except
+           (lexemes_[i].is_key_pattern
+                ? "<a key of patterns " + std::to_string(lexemes_[i].pattern_subset) + " of " +
+                      std::to_string(lexemes_[i].patterns.size()) + " but " +
+                      std::to_string(lexemes_[i].key_except.size()) + " names>"
+            : lexemes_[i].is_key_except
                 ? "<a key but " + std::to_string(lexemes_[i].key_except.size()) + " names>"
                 : lexemes_[i].regex) +
            "/" + (lexemes_[i].options.quoted ? "q" : "") +

@@ -50,9 +50,15 @@ class Grammar {
     // Instead of the regex: a JSON string whose text is none of these (KeyExceptAutomaton).
     std::vector<std::string> key_except;
     bool is_key_except = false;
-    // Instead of the regex: a JSON string of min..max characters (StringLengthAutomaton).
+    // Instead of the regex: a JSON string of min..max characters (StringLengthAutomaton); with
+    // the regex too, one that also matches it (BoundedStringAutomaton).
     bool is_string_length = false;
     int64_t min_length = 0, max_length = -1;
+    // Instead of the regex: a key whose text is none of `key_except` and which exactly the
+    // patterns of `pattern_subset` match (KeyPatternAutomaton: patternProperties).
+    bool is_key_pattern = false;
+    std::vector<std::string> patterns;
+    uint64_t pattern_subset = 0;
   };
   Symbol Lexeme(std::string_view regex);  // kFull on raw bytes
   // What makes two specs the same lexeme (and their automata the same, state for state).

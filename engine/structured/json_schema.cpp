@@ -9,6 +9,7 @@
 #include <set>
 #include <vector>
 
+#include "engine/structured/automaton.h"
 #include "engine/structured/json_regex.h"
 #include "engine/structured/regex.h"
 
@@ -120,7 +121,7 @@ const std::set<std::string>& Enforced() {
       "additionalItems", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf",
       "$ref", "minLength", "maxLength", "minProperties", "maxProperties", "pattern", "format",
       "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "not",
-      "$llmq_not_strings"};  // the last: not {enum: strings}, rewritten (Negate)
+      "patternProperties", "$llmq_not_strings"};  // the last: not {enum: strings}, rewritten (Negate)
   // clang-format on
   return k;
 }
@@ -129,7 +130,7 @@ const std::set<std::string>& Enforced() {
 const std::set<std::string>& Refused() {
   // clang-format off
   static const std::set<std::string> k = {
-      "patternProperties", "propertyNames", "dependencies", "dependentRequired",
+      "propertyNames", "dependencies", "dependentRequired",
       "dependentSchemas", "uniqueItems", "contains", "minContains", "maxContains", "if",
       "then", "else", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
       "$recursiveRef", "$recursiveAnchor"};
@@ -332,9 +333,7 @@ class Compiler {
     const char* length = min > 0 ? "minLength" : "maxLength";
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) return Invalid("pattern", ptr + "/pattern", "not a string");
-      if (s.contains("format") || bounded)
-        return Refuse(s.contains("format") ? "format" : length,
-                      ptr + "/" + (s.contains("format") ? "format" : length), "beside pattern");
+      if (s.contains("format")) return Refuse("format", ptr + "/format", "beside pattern");
       Grammar::LexemeSpec spec;
       spec.regex = s["pattern"].get<std::string>();
       spec.options = {.mode = Regex::Mode::kSearch, .json_string = true, .quoted = true};
@@ -342,6 +341,7 @@ class Compiler {
       if (Status st = Regex::Compile(spec.regex, spec.options, &re); !st.ok())
         return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)(
             "pattern", ptr + "/pattern", st.message());
+      if (bounded) return BoundedString(std::move(spec), re.get(), min, max, length, ptr, out);
       *out = g_.Lexeme(spec);
       return Status::Ok();
     }
@@ -349,8 +349,15 @@ class Compiler {
       std::string rx;
       const Status st = FormatRegex(s["format"].get<std::string>(), &rx);
       if (st.ok()) {
-        if (bounded) return Refuse(length, ptr + "/" + length, "beside format");
-        *out = g_.Lexeme("\"(?:" + rx + ")\"");
+        Grammar::LexemeSpec spec;
+        spec.regex = "\"(?:" + rx + ")\"";
+        if (bounded) {
+          std::unique_ptr<Regex> re;
+          if (Status c = Regex::Compile(spec.regex, spec.options, &re); !c.ok())
+            return Refuse("format", ptr + "/format", c.message());  // not reached: formats compile
+          return BoundedString(std::move(spec), re.get(), min, max, length, ptr, out);
+        }
+        *out = g_.Lexeme(spec);
         return Status::Ok();
       }
       // An unknown format is an annotation (JSON Schema); one known but not enforced is refused.
@@ -358,6 +365,29 @@ class Compiler {
         return Refuse("format", ptr + "/format", st.message());
     }
     *out = String(min, max);
+    return Status::Ok();
+  }
+
+  // A string `re` (the lexeme `spec`'s regex) matches, of min..max characters: nothing where no
+  // such string exists.
+  Status BoundedString(Grammar::LexemeSpec spec, Regex* re, int64_t min, int64_t max,
+                       const char* length, const std::string& ptr, Sym* out) {
+    if (max < 0 && BoundedStringAutomaton::AllAtLeast(re, min)) {  // the pattern says as much
+      *out = g_.Lexeme(spec);
+      return Status::Ok();
+    }
+    spec.is_string_length = true;
+    spec.min_length = min;
+    spec.max_length = max;
+    std::unique_ptr<BoundedStringAutomaton> both;
+    if (Status st = BoundedStringAutomaton::Build(re, min, max, &both, Grammar::SpecKey(spec));
+        !st.ok())
+      return Refuse(length, ptr + "/" + length, st.message());
+    if (both->Start() == LexemeAutomaton::kDead) {
+      *out = Nothing();
+      return Status::Ok();
+    }
+    *out = g_.Lexeme(spec);
     return Status::Ok();
   }
 
@@ -769,6 +799,7 @@ class Compiler {
     const auto forbids = [](const json& x, const std::string& name) {
       const bool listed = x.contains("properties") && x["properties"].contains(name);
       if (listed) return x["properties"][name] == json(false);
+      if (x.contains("patternProperties")) return false;  // a pattern may allow it
       return x.contains("additionalProperties") && x["additionalProperties"] == json(false);
     };
     const std::set<std::string> ra = required(a), rb = required(b);
@@ -860,6 +891,13 @@ class Compiler {
       a = std::move(flat_a);
       b = std::move(flat_b);
     }
+    // A name one side lists or allows meets the other's patterns: not merged here.
+    for (const auto& [x, y] : {std::pair{&a, &b}, std::pair{&b, &a}})
+      if (x->contains("patternProperties") &&
+          (y->contains("properties") || y->contains("additionalProperties") ||
+           (y->contains("patternProperties") &&
+            (*y)["patternProperties"] != (*x)["patternProperties"])))
+        return Refuse("allOf", ptr, "patternProperties beside another schema's properties");
     json m = a;
     LLMQ_RETURN_IF_ERROR(MergeProperties(a, b, ptr, &m));
     for (const auto& [k, v] : b.items()) {
@@ -987,12 +1025,23 @@ class Compiler {
           required.push_back(r.get<std::string>());
       }
     }
+    Patterns pat;
+    LLMQ_RETURN_IF_ERROR(PatternProperties(s, ptr, &pat));
     if (s.contains("properties")) {
       if (!s["properties"].is_object())
         return Invalid("properties", ptr + "/properties", "not an object");
       for (const auto& [name, ps] : s["properties"].items()) {
         Prop p{name, std::count(required.begin(), required.end(), name) > 0, {}};
-        LLMQ_RETURN_IF_ERROR(Value(ps, ptr + "/properties/" + PointerToken(name), &p.value));
+        const std::string pp = ptr + "/properties/" + PointerToken(name);
+        const uint64_t matched = pat.Matching(name);
+        if (matched == 0) {
+          LLMQ_RETURN_IF_ERROR(Value(ps, pp, &p.value));
+        } else {  // a listed name a pattern matches: both schemas apply
+          std::vector<const json*> both = {&ps};
+          for (size_t i = 0; i < pat.schemas.size(); ++i)
+            if (matched >> i & 1) both.push_back(&pat.schemas[i]);
+          LLMQ_RETURN_IF_ERROR(AllOfValue(both, pp, &p.value));
+        }
         props.push_back(std::move(p));
       }
     }
@@ -1009,12 +1058,52 @@ class Compiler {
     }
     for (const std::string& r : required)
       if (!listed.count(r)) {
-        if (!extra.has_value())
+        if (const uint64_t matched = pat.Matching(r); matched != 0) {
+          Sym v;
+          LLMQ_RETURN_IF_ERROR(PatternValue(&pat, matched, ptr, &v));
+          props.push_back({r, true, v});
+        } else if (!extra.has_value()) {
           return Refuse("required", ptr + "/required",
                         "\"" + r + "\" is required but additionalProperties is false");
-        props.push_back({r, true, *extra});
+        } else {
+          props.push_back({r, true, *extra});
+        }
         listed.insert(r);
       }
+    // The keys not listed, and their values: one kind of key where there are no patterns (any
+    // name but the listed ones), else one for each set of patterns a key can match exactly (the
+    // empty set: additionalProperties).
+    std::vector<std::pair<Sym, Sym>> other_keys;
+    if (pat.patterns.empty()) {
+      if (extra.has_value()) other_keys.emplace_back(OtherKey(listed), *extra);
+    } else {
+      Grammar::LexemeSpec spec;
+      spec.is_key_pattern = true;
+      spec.patterns = pat.patterns;
+      for (const std::string& name : listed) {
+        const std::string q = JsonQuote(name);
+        spec.key_except.push_back(q.substr(1, q.size() - 2));
+      }
+      std::unique_ptr<KeyPatternAutomaton> probe;
+      if (Status st = KeyPatternAutomaton::Build(spec.key_except, spec.patterns, 0, &probe);
+          !st.ok())
+        return Refuse("patternProperties", ptr + "/patternProperties", st.message());
+      for (const uint64_t subset : probe->subsets()) {
+        if (subset == 0 && !extra.has_value()) continue;
+        std::unique_ptr<KeyPatternAutomaton> keys;  // the product is kept: only the trie's walk
+        if (Status st = KeyPatternAutomaton::Build(spec.key_except, spec.patterns, subset, &keys);
+            !st.ok())
+          return Refuse("patternProperties", ptr + "/patternProperties", st.message());
+        if (keys->Start() == LexemeAutomaton::kDead) continue;  // its keys are all listed names
+        Sym v;
+        if (subset == 0)
+          v = *extra;
+        else
+          LLMQ_RETURN_IF_ERROR(PatternValue(&pat, subset, ptr, &v));
+        spec.pattern_subset = subset;
+        other_keys.emplace_back(g_.Lexeme(spec), v);
+      }
+    }
     int64_t min_props = 0, max_props = -1;
     LLMQ_RETURN_IF_ERROR(NonNegative(s, "minProperties", ptr, &min_props));
     LLMQ_RETURN_IF_ERROR(NonNegative(s, "maxProperties", ptr, &max_props));
@@ -1022,7 +1111,7 @@ class Compiler {
         std::count_if(props.begin(), props.end(), [](const Prop& p) { return p.required; }));
     if (min_props > nreq)
       return Refuse("minProperties", ptr + "/minProperties", "more than the required properties");
-    if (max_props >= 0 && (extra.has_value() || max_props < static_cast<int64_t>(props.size())))
+    if (max_props >= 0 && (!other_keys.empty() || max_props < static_cast<int64_t>(props.size())))
       return Refuse("maxProperties", ptr + "/maxProperties", "fewer than the properties allowed");
 
     const size_t n = props.size();
@@ -1034,9 +1123,9 @@ class Compiler {
     // After the listed properties, those not listed (any other name).
     std::optional<Sym> others;  // ("," other)* after at least one property
     std::optional<Sym> other;   // one other property
-    if (extra.has_value()) {
+    if (!other_keys.empty()) {
       other = g_.NewRule(ptr + "/additionalProperties:");
-      g_.AddAlternative(*other, {OtherKey(listed), colon_, *extra});
+      for (const auto& [key, value] : other_keys) g_.AddAlternative(*other, {key, colon_, value});
       others = g_.NewRule(ptr + "/additionalProperties*");
       g_.AddAlternative(*others, {});
       g_.AddAlternative(*others, {comma_, *other, *others});
@@ -1069,6 +1158,78 @@ class Compiler {
     if (nreq == 0) g_.AddAlternative(obj, {lbrace_, rbrace_});
     *out = obj;
     return Status::Ok();
+  }
+
+  // An object's patternProperties: its patterns (in the schema's order) and their schemas.
+  struct Patterns {
+    std::vector<std::string> patterns;
+    std::vector<json> schemas;
+    std::vector<std::string> pointers;       // each schema's
+    std::vector<std::unique_ptr<Regex>> re;  // each pattern on a quoted JSON string
+    std::map<uint64_t, Sym> values;          // by the set of patterns a key matches
+    // The patterns that match the name `name` (a bit each).
+    uint64_t Matching(const std::string& name) {
+      uint64_t bits = 0;
+      for (size_t i = 0; i < re.size(); ++i)
+        if (re[i]->Matches(JsonQuote(name))) bits |= uint64_t{1} << i;
+      return bits;
+    }
+  };
+
+  Status PatternProperties(const json& s, const std::string& ptr, Patterns* out) {
+    if (!s.contains("patternProperties")) return Status::Ok();
+    const std::string pp = ptr + "/patternProperties";
+    if (!s["patternProperties"].is_object())
+      return Invalid("patternProperties", pp, "not an object");
+    if (s["patternProperties"].size() > static_cast<size_t>(KeyPatternAutomaton::kMaxPatterns))
+      return Refuse("patternProperties", pp,
+                    "more than " + std::to_string(KeyPatternAutomaton::kMaxPatterns) + " patterns");
+    for (const auto& [pattern, schema] : s["patternProperties"].items()) {
+      const std::string at = pp + "/" + PointerToken(pattern);
+      std::unique_ptr<Regex> re;
+      if (Status st = Regex::Compile(pattern, {Regex::Mode::kSearch, true, true}, &re); !st.ok())
+        return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)("patternProperties", at,
+                                                                            st.message());
+      out->patterns.push_back(pattern);
+      out->schemas.push_back(schema);
+      out->pointers.push_back(at);
+      out->re.push_back(std::move(re));
+    }
+    return Status::Ok();
+  }
+
+  // The value of a key that exactly the patterns `subset` match: all their schemas.
+  Status PatternValue(Patterns* pat, uint64_t subset, const std::string& ptr, Sym* out) {
+    if (const auto it = pat->values.find(subset); it != pat->values.end()) {
+      *out = it->second;
+      return Status::Ok();
+    }
+    std::vector<const json*> all;
+    std::string where = ptr + "/patternProperties";
+    for (size_t i = 0; i < pat->schemas.size(); ++i)
+      if (subset >> i & 1) {
+        all.push_back(&pat->schemas[i]);
+        if (all.size() == 1) where = pat->pointers[i];
+      }
+    LLMQ_RETURN_IF_ERROR(AllOfValue(all, where, out));
+    pat->values.emplace(subset, *out);
+    return Status::Ok();
+  }
+
+  // The value every schema of `parts` accepts: those without constraints and repeats left out
+  // (a listed property and the pattern that matches it often name one $ref: its rule is shared),
+  // then the one left, or their allOf.
+  Status AllOfValue(const std::vector<const json*>& parts, const std::string& ptr, Sym* out) {
+    json all = json::array();
+    for (const json* p : parts)
+      if (HasConstraints(*p) && std::find(all.begin(), all.end(), *p) == all.end())
+        all.push_back(*p);
+    if (all.empty()) {
+      *out = Any();
+      return Status::Ok();
+    }
+    if (all.size() == 1) return Value(all[0], ptr, out);
+    return Value(json{{"allOf", all}}, ptr, out);
   }
 
   // A string lexeme for any name but `listed` (KeyExceptAutomaton): the JSON text of the name is

@@ -2,13 +2,15 @@
 // OpenAI's `response_format` carries it, to a Grammar (engine/structured/grammar.h) whose documents
 // are exactly the JSON texts the schema accepts, in the shape they are written:
 //   - properties in the order the schema lists them, the properties it does not list (where
-//     additionalProperties allows them) after those;
+//     additionalProperties allows them) after those; under patternProperties, a key a pattern
+//     matches takes that pattern's schema (a key several match: all of theirs, a listed name: its
+//     own too) and only the others meet additionalProperties;
 //   - between tokens, JSON's whitespace (space, \t, \n, \r), at most kMaxWhitespace bytes on each
 //     side of a delimiter (`{` `}` `[` `]` `,` `:`), none before or after the document;
 //   - strings with JSON's escapes; `pattern` and `format` on strings, and the names of properties
 //     a schema does not list (so that no listed name passes for another), without escapes other
 //     than those Python's json.dumps writes; lengths in characters as validators count them (a
-//     surrogate pair of \u escapes is one);
+//     surrogate pair of \u escapes is one), alone or beside a pattern or a format (not both);
 //   - numbers as JSON writes them, within their bounds as validators read them (the text rounded
 //     to a double first); a text of 16+ significant digits just inside a bound may be refused;
 //   - an object or array among `enum`/`const` values as its own shape: exactly its members, each
