@@ -45,7 +45,7 @@ struct Case {
 
 // `schemas` random schemas (seed `seed`; `known`: with the known deviations' shapes), their
 // instances through the compiler and Ajv (one node run); every disagreement fails.
-void Compare(uint32_t seed, bool known, bool patterns = false) {
+void Compare(uint32_t seed, bool known, bool patterns = false, bool one_of_required = false) {
   const std::string missing = testing::MissingNodeOracle(kOracleDir, "ajv/dist/2020.js");
   if (!missing.empty()) LLMQ_SKIP_OR_FAIL_MISSING(missing);
   constexpr int kSchemas = 300, kValid = 8, kMutated = 12;
@@ -53,6 +53,7 @@ void Compare(uint32_t seed, bool known, bool patterns = false) {
   if (const char* env = std::getenv("LLMQ_JSON_SCHEMA_DIFF_SEED")) seed += std::stoul(env);
   testing::Gen gen(seed, known);
   gen.set_patterns(patterns);
+  gen.set_one_of_required(one_of_required);
   std::vector<Case> cases;
   int refused = 0, unsatisfiable = 0;
   for (int i = 0; i < kSchemas; ++i) {
@@ -130,6 +131,12 @@ TEST(JsonSchemaDiff, AgreesWithAjv) {
 // additionalProperties), a required name only a pattern allows.
 TEST(JsonSchemaDiff, PatternPropertiesAgreeWithAjv) {
   Compare(20261226, false, true);
+}
+
+// oneOf whose branches require sets of names that may overlap: each branch enforced as itself and
+// not the others (exactly one matches).
+TEST(JsonSchemaDiff, OneOfOfRequiredNamesAgreesWithAjv) {
+  Compare(20261227, false, false, true);
 }
 
 // Also the shapes of two deviations of the compiler from JSON Schema, found by this test (fails

@@ -54,8 +54,8 @@ inline const char* const kRequiredOthers[] = {"extra", "ids", "nam"};
 inline const char* const kChars[] = {"a", "b", "z", "0", " ",  "/",  "é",  "中", "😀",
                                      "k", "Q", "_", "-", "\"", "\\", "\n", "\t", "\x01"};
 // patternProperties (Gen::set_patterns): patterns, and unlisted names some of them match.
-inline const char* const kPatterns[] = {"^x", "a", "^[a-z]+$", "^[0-9]+$", "s$", "^[a-z]{2}$",
-                                        "\u00e9", "^$"};
+inline const char* const kPatterns[] = {"^x", "a",          "^[a-z]+$", "^[0-9]+$",
+                                        "s$", "^[a-z]{2}$", "\u00e9",   "^$"};
 inline const char* const kPatternNames[] = {"x1", "xyz", "12", "0", "abs", "zs", "\u00e91", "zz9"};
 inline const char* const kScalarTypes[] = {"null", "boolean", "integer", "number", "string"};
 
@@ -76,6 +76,9 @@ class Gen {
   // compiler refuses patterns beside another schema's properties), and instances with keys they
   // match. Off, the generator's choices are those it made before it had them.
   void set_patterns(bool on) { patterns_ = on; }
+  // Also oneOf of branches that require sets of an object's names (which may overlap: exactly
+  // one must match). Off, as set_patterns.
+  void set_one_of_required(bool on) { one_of_required_ = on; }
 
   int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool Chance(double p) { return std::bernoulli_distribution(p)(rng_); }
@@ -443,6 +446,24 @@ class Gen {
 
   // Branches of distinct types: a document matches at most one (oneOf is enforced as anyOf).
   json OneOf(int depth) {
+    if (one_of_required_ && Chance(0.6)) {  // an object that requires one set of names or another
+      json s = ObjectWithoutPatterns(depth);
+      s["type"] = "object";
+      std::vector<std::string> names;
+      const json props = s.value("properties", json::object());
+      for (const auto& [n, unused] : props.items()) names.push_back(n);
+      if (names.size() >= 2) {
+        json branches = json::array();
+        for (int i = Int(2, 3); i > 0; --i) {
+          std::shuffle(names.begin(), names.end(), rng_);
+          json required = json::array();
+          for (int k = Int(1, 2); k > 0; --k) required.push_back(names[static_cast<size_t>(k - 1)]);
+          branches.push_back(json{{"required", required}});
+        }
+        s["oneOf"] = branches;
+        return s;
+      }
+    }
     std::vector<std::string> kinds = {"null", "boolean", "number", "string", "array", "object"};
     std::shuffle(kinds.begin(), kinds.end(), rng_);
     json branches = json::array();
@@ -720,6 +741,7 @@ class Gen {
   const bool known_;
   const bool bounded_;
   bool patterns_ = false;
+  bool one_of_required_ = false;
   bool draft07_ = false;
   json defs_;
 };

@@ -325,7 +325,7 @@ TEST(JsonSchemaTest, PatternsFormatsAndRanges) {
       << lookahead.message();
 }
 
-TEST(JsonSchemaTest, OneOfOnlyWhereNoDocumentMatchesTwoBranches) {
+TEST(JsonSchemaTest, OneOfIsExactlyOneBranch) {
   const Schema types(json::parse(R"({"oneOf": [{"type": "string"}, {"type": "integer"}]})"));
   EXPECT_TRUE(types.Accepts(std::string("\"x\"")));
   EXPECT_TRUE(types.Accepts(std::string("3")));
@@ -335,10 +335,38 @@ TEST(JsonSchemaTest, OneOfOnlyWhereNoDocumentMatchesTwoBranches) {
       {"type": "object", "properties": {"kind": {"const": "b"}}, "required": ["kind"]}]})"));
   EXPECT_TRUE(tagged.Accepts(json::parse(R"({"kind": "a", "x": 1})")));
   EXPECT_TRUE(tagged.Accepts(json::parse(R"({"kind": "b"})")));
-  // {"placement": ..., "placement_code": ...} matches both: refused, not relaxed to anyOf.
-  const Status overlap = Refusal(json::parse(R"({"type": "object",
+  // Branches that may overlap: each enforced as itself and not the others (exactly one).
+  const Schema either(json::parse(R"({"type": "object",
       "properties": {"placement": {"type": "string"}, "placement_code": {"type": "string"}},
       "oneOf": [{"required": ["placement"]}, {"required": ["placement_code"]}]})"));
+  EXPECT_TRUE(either.Accepts(json::parse(R"({"placement": "x"})")));
+  EXPECT_TRUE(either.Accepts(json::parse(R"({"placement_code": "y"})")));
+  EXPECT_FALSE(either.Accepts(json::parse(R"({"placement": "x", "placement_code": "y"})")));
+  EXPECT_FALSE(either.Accepts(json::parse(R"({})")));
+  // Every object of the names a, b, c against "exactly one branch's required are present".
+  const std::vector<std::vector<std::string>> branches = {{"a", "b"}, {"c"}, {"b"}};
+  json one_of = json::array();
+  for (const auto& names : branches) one_of.push_back({{"required", names}});
+  const Schema exactly(json{
+      {"type", "object"},
+      {"properties",
+       {{"a", {{"type", "integer"}}}, {"b", {{"type", "integer"}}}, {"c", {{"type", "integer"}}}}},
+      {"oneOf", one_of}});
+  for (int present = 0; present < 8; ++present) {
+    json doc = json::object();
+    for (int i = 0; i < 3; ++i)
+      if (present >> i & 1) doc[std::string(1, static_cast<char>('a' + i))] = i;
+    int matching = 0;
+    for (const auto& names : branches) {
+      bool all = true;
+      for (const std::string& n : names) all = all && doc.contains(n);
+      matching += all;
+    }
+    EXPECT_EQ(exactly.Accepts(doc), matching == 1) << doc.dump();
+  }
+  // A branch whose negation is no form the compiler writes: refused, naming the pair.
+  const Status overlap = Refusal(json::parse(R"({"oneOf": [{"type": "string"},
+      {"type": "string", "minLength": 2}]})"));
   EXPECT_EQ(overlap.code(), Status::Code::kUnsupported) << overlap.message();
   EXPECT_NE(overlap.message().find("keyword \"oneOf\" at \"/oneOf\": branches 0 and 1"),
             std::string::npos)

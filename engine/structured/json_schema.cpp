@@ -599,8 +599,9 @@ class Compiler {
 
   // `s` with its `not` written as the keywords it amounts to, where it is one of the forms
   // schemas use: not {} (nothing), not {not: X} (X), not {type: T} (the other types),
-  // not {required: [p]} (an object without p), not {enum/const: strings} (a string other than
-  // those), not {anyOf: [...]} (not each). Anything else is refused by name.
+  // not {required: [p]} (an object without p; several names: anyOf the objects without one),
+  // not {enum/const: strings} (a string other than those), not {anyOf: [...]} (not each).
+  // Anything else is refused by name.
   Status Negate(const json& s, const std::string& ptr, json* out) {
     if (!s.is_object() || !s.contains("not")) {
       *out = s;
@@ -662,10 +663,25 @@ class Compiler {
       keep([&](const std::string& t) {
         return has(t.c_str()) || (t == "integer" && has("number"));
       });
-    } else if (k == "required" && n["required"].is_array() && n["required"].size() == 1 &&
-               n["required"][0].is_string()) {
+    } else if (k == "required" && n["required"].is_array() && !n["required"].empty() &&
+               std::all_of(n["required"].begin(), n["required"].end(),
+                           [](const json& r) { return r.is_string(); })) {
       // Only objects can lack a property: the other types satisfy `required`, so not theirs.
       keep([](const std::string& t) { return t != "object"; });
+      if (n["required"].size() > 1) {  // one of the names absent: an anyOf of those objects
+        if (rest.contains("anyOf") || rest.contains("oneOf"))
+          return refuse("of required with several names beside anyOf or oneOf");
+        json any = json::array();
+        for (const json& r : n["required"]) {
+          json absent = rest;
+          absent["properties"][r.get<std::string>()] = false;
+          json written;
+          LLMQ_RETURN_IF_ERROR(Negate(absent, ptr, &written));
+          any.push_back(std::move(written));
+        }
+        *out = json{{"anyOf", std::move(any)}};
+        return Status::Ok();
+      }
       rest["properties"][n["required"][0].get<std::string>()] = false;
     } else if ((k == "enum" && n["enum"].is_array()) || k == "const") {
       const json values = k == "const" ? json::array({n["const"]}) : n["enum"];
@@ -696,8 +712,10 @@ class Compiler {
     json rest = s;
     rest.erase(k);
     const bool alone = !HasConstraints(rest);
+    // oneOf: branch i that may overlap branch j is enforced as "i and not j" (exactly one
+    // matches), where `not j` is a form Negate writes; then as anyOf.
+    std::vector<std::optional<json>> exclusive(branches.size());
     if (std::string(k) == "oneOf") {
-      // Enforced as anyOf, so only where no document can match two branches.
       std::vector<json> resolved(branches.size());
       for (size_t i = 0; i < branches.size(); ++i) {
         const std::string bp = ptr + "/oneOf/" + std::to_string(i);
@@ -706,21 +724,43 @@ class Compiler {
         else
           LLMQ_RETURN_IF_ERROR(Merge(rest, branches[i], bp, &resolved[i]));
       }
+      std::vector<std::vector<size_t>> overlaps(branches.size());
+      std::string first;  // the first pair that may overlap
       for (size_t i = 0; i < branches.size(); ++i)
         for (size_t j = i + 1; j < branches.size(); ++j) {
           bool disjoint = false;
           LLMQ_RETURN_IF_ERROR(Disjoint(resolved[i], resolved[j], ptr, &disjoint));
-          if (!disjoint)
-            return Refuse("oneOf", ptr + "/oneOf",
-                          "branches " + std::to_string(i) + " and " + std::to_string(j) +
-                              " may both match (enforced only where they cannot)");
+          if (disjoint) continue;
+          overlaps[i].push_back(j);
+          overlaps[j].push_back(i);
+          if (first.empty())
+            first = "branches " + std::to_string(i) + " and " + std::to_string(j) +
+                    " may both match, and not one of them is not enforced";
         }
+      for (size_t i = 0; i < branches.size(); ++i) {
+        if (overlaps[i].empty()) continue;
+        const std::string bp = ptr + "/oneOf/" + std::to_string(i);
+        json cur;
+        if (!Negate(resolved[i], bp, &cur).ok()) return Refuse("oneOf", ptr + "/oneOf", first);
+        for (const size_t j : overlaps[i]) {
+          if (cur == json(false)) break;
+          if (cur.is_boolean()) cur = json::object();
+          json other, next;
+          LLMQ_RETURN_IF_ERROR(Resolve(branches[j], ptr + "/oneOf/" + std::to_string(j), &other));
+          cur["not"] = other;
+          if (!Negate(cur, bp, &next).ok()) return Refuse("oneOf", ptr + "/oneOf", first);
+          cur = std::move(next);
+        }
+        exclusive[i] = std::move(cur);
+      }
     }
     const Sym rule = g_.NewRule(ptr + "/" + k);
     for (size_t i = 0; i < branches.size(); ++i) {
       const std::string bp = ptr + "/" + k + "/" + std::to_string(i);
       Sym b;
-      if (alone) {
+      if (exclusive[i].has_value()) {
+        LLMQ_RETURN_IF_ERROR(Value(*exclusive[i], bp, &b));
+      } else if (alone) {
         LLMQ_RETURN_IF_ERROR(Value(branches[i], bp, &b));
       } else {
         // The siblings apply to each branch: {type: object, properties, anyOf: [{required}]}.

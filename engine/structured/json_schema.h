@@ -20,8 +20,10 @@
 // unenforced. Keywords that only annotate (title, description, examples, default, $comment, ...)
 // and keywords JSON Schema does not define are ignored, as validators do.
 //
-// oneOf is enforced as anyOf (a document matching two branches is accepted): documented, as in
-// LLGuidance and XGrammar; schemas use oneOf for disjoint alternatives.
+// oneOf: branches no document can match together are enforced as anyOf; a branch that may
+// overlap others is enforced as itself and not them, where that `not` is a form the compiler
+// writes (required, type, string values: {required: [a]} and {required: [b]} become "a, not b"
+// and "b, not a"); else oneOf is refused naming the two branches.
 #pragma once
 
 #include <nlohmann/json.hpp>
