@@ -12,24 +12,33 @@
 
 namespace llmq {
 
+namespace {
+
+// Adds `word` to the trie of `children` (node 0 the root; a node's children numbered after it)
+// and marks its last node in `end`.
+void AddToTrie(std::string_view word, std::vector<std::map<uint8_t, int>>* children,
+               std::vector<char>* end) {
+  int at = 0;
+  for (const char c : word) {
+    const auto b = static_cast<uint8_t>(c);
+    auto& kids = (*children)[static_cast<size_t>(at)];
+    if (const auto it = kids.find(b); it != kids.end()) {
+      at = it->second;
+      continue;
+    }
+    at = static_cast<int>(children->size());
+    kids.emplace(b, at);
+    children->emplace_back();  // last: `kids` moves with the vector
+    end->push_back(0);
+  }
+  (*end)[static_cast<size_t>(at)] = 1;
+}
+
+}  // namespace
+
 KeyExceptAutomaton::KeyExceptAutomaton(const std::vector<std::string>& names)
     : children_(1), end_(1, 0) {
-  for (const std::string& name : names) {
-    int at = 0;
-    for (const char c : name) {
-      const auto b = static_cast<uint8_t>(c);
-      auto it = children_[static_cast<size_t>(at)].find(b);
-      if (it == children_[static_cast<size_t>(at)].end()) {
-        children_.emplace_back();
-        end_.push_back(0);
-        it = children_[static_cast<size_t>(at)]
-                 .emplace(b, static_cast<int>(children_.size() - 1))
-                 .first;
-      }
-      at = it->second;
-    }
-    end_[static_cast<size_t>(at)] = 1;
-  }
+  for (const std::string& name : names) AddToTrie(name, &children_, &end_);
   // JSON's string syntax: any character but '"', '\' and controls, or an escape.
   const Status st = Regex::Compile(kStringRegex, Regex::Mode::kFull, &string_);
   (void)st;  // a fixed pattern: compiles
@@ -152,22 +161,7 @@ Status Explore(const std::vector<std::string>& names, const std::vector<std::str
                KeyPatternAutomaton::Product* p) {
   p->children.assign(1, {});
   p->end.assign(1, 0);
-  for (const std::string& name : names) {
-    int at = 0;
-    for (const char c : '"' + name + '"') {
-      const auto b = static_cast<uint8_t>(c);
-      auto it = p->children[static_cast<size_t>(at)].find(b);
-      if (it == p->children[static_cast<size_t>(at)].end()) {
-        p->children.emplace_back();
-        p->end.push_back(0);
-        it = p->children[static_cast<size_t>(at)]
-                 .emplace(b, static_cast<int>(p->children.size() - 1))
-                 .first;
-      }
-      at = it->second;
-    }
-    p->end[static_cast<size_t>(at)] = 1;
-  }
+  for (const std::string& name : names) AddToTrie('"' + name + '"', &p->children, &p->end);
   p->below.assign(p->children.size(), 0);
   for (size_t n = p->children.size(); n-- > 0;) {  // children are numbered after their parents
     p->below[n] += p->end[n];

@@ -310,10 +310,8 @@ class Compiler {
         if (s.contains(k)) return Refuse("not", ptr + "/not", std::string("beside ") + k);
       Grammar::LexemeSpec spec;
       spec.is_key_except = true;
-      for (const json& v : s["$llmq_not_strings"]) {
-        const std::string q = JsonQuote(v.get<std::string>());
-        spec.key_except.push_back(q.substr(1, q.size() - 2));
-      }
+      for (const json& v : s["$llmq_not_strings"])
+        spec.key_except.push_back(KeyText(v.get<std::string>()));
       *out = g_.Lexeme(spec);
       return Status::Ok();
     }
@@ -1120,20 +1118,21 @@ class Compiler {
       Grammar::LexemeSpec spec;
       spec.is_key_pattern = true;
       spec.patterns = pat.patterns;
-      for (const std::string& name : listed) {
-        const std::string q = JsonQuote(name);
-        spec.key_except.push_back(q.substr(1, q.size() - 2));
-      }
-      std::unique_ptr<KeyPatternAutomaton> probe;
-      if (Status st = KeyPatternAutomaton::Build(spec.key_except, spec.patterns, 0, &probe);
+      for (const std::string& name : listed) spec.key_except.push_back(KeyText(name));
+      // subset 0's automaton also lists every set of patterns some key matches exactly; the
+      // product is built once (kept between Builds), another subset's costs its names' walk.
+      std::unique_ptr<KeyPatternAutomaton> none, built;
+      if (Status st = KeyPatternAutomaton::Build(spec.key_except, spec.patterns, 0, &none);
           !st.ok())
         return Refuse("patternProperties", ptr + "/patternProperties", st.message());
-      for (const uint64_t subset : probe->subsets()) {
+      for (const uint64_t subset : none->subsets()) {
         if (subset == 0 && !extra.has_value()) continue;
-        std::unique_ptr<KeyPatternAutomaton> keys;  // the product is kept: only the trie's walk
-        if (Status st = KeyPatternAutomaton::Build(spec.key_except, spec.patterns, subset, &keys);
-            !st.ok())
-          return Refuse("patternProperties", ptr + "/patternProperties", st.message());
+        if (subset != 0)
+          if (Status st =
+                  KeyPatternAutomaton::Build(spec.key_except, spec.patterns, subset, &built);
+              !st.ok())
+            return Refuse("patternProperties", ptr + "/patternProperties", st.message());
+        KeyPatternAutomaton* keys = subset == 0 ? none.get() : built.get();
         if (keys->Start() == LexemeAutomaton::kDead) continue;  // its keys are all listed names
         Sym v;
         if (subset == 0)
@@ -1210,8 +1209,9 @@ class Compiler {
     // The patterns that match the name `name` (a bit each).
     uint64_t Matching(const std::string& name) {
       uint64_t bits = 0;
+      const std::string quoted = JsonQuote(name);
       for (size_t i = 0; i < re.size(); ++i)
-        if (re[i]->Matches(JsonQuote(name))) bits |= uint64_t{1} << i;
+        if (re[i]->Matches(quoted)) bits |= uint64_t{1} << i;
       return bits;
     }
   };
@@ -1279,11 +1279,14 @@ class Compiler {
     if (listed.empty()) return String(0, -1);
     Grammar::LexemeSpec spec;
     spec.is_key_except = true;
-    for (const std::string& name : listed) {
-      const std::string q = JsonQuote(name);
-      spec.key_except.push_back(q.substr(1, q.size() - 2));
-    }
+    for (const std::string& name : listed) spec.key_except.push_back(KeyText(name));
     return g_.Lexeme(spec);
+  }
+
+  // A name's JSON text between its quotes (JsonQuote's), as key lexemes compare names.
+  static std::string KeyText(const std::string& name) {
+    const std::string q = JsonQuote(name);
+    return q.substr(1, q.size() - 2);
   }
 
   // An array: prefixItems (or a draft-7 `items` list), then `items` (or additionalItems), with
