@@ -73,6 +73,10 @@ int main(int argc, char** argv) {
           "patternProperties": {"^x-": {"type": "string"}, "[0-9]$": {"type": "integer"}},
           "additionalProperties": false})" +
           std::string(1, '\0') + R"({"x-a": "s", "x-b": "t", "x-1": 5})",
+      R"({"properties": {"a": {}, "b": {"type": "string"}, "c": {}}, "minProperties": 2,
+          "maxProperties": 3, "dependentRequired": {"c": ["a"]}, "dependentSchemas":
+          {"a": {"oneOf": [{"required": ["b"]}, {"not": {"required": ["c"]}}]}}})" +
+          std::string(1, '\0') + R"({"a": 1, "b": "x", "c": 2})",
   };
   return WriteSeeds(argc, argv, kSeeds);
 }

@@ -6,10 +6,13 @@
 // writes it (or, one in ten, indented), and the grammar's whole-document acceptance (a Matcher over
 // a one-byte-per-token trie) must equal Ajv's verdict; all schemas go to one node run.
 //
-// LLMQ_JSON_SCHEMA_DIFF_SEED=N adds N to the seeds (other schemas, for a longer search). Over 20
-// seeds, two (7, 19) show "matcher rejects, ajv accepts" on instances generated for one anyOf
-// branch that ajv accepts through another, whose property order differs: the documented order
-// rule, not a compiler error (checked by hand on 2026-12-02).
+// A document the grammar rejects as written and Ajv accepts is not a disagreement where the same
+// members in an order the grammar takes (the reorder step of MaskBench's creation,
+// engine/structured/schema_check.h) are accepted: the documented order rule (an instance meant
+// for one anyOf branch that Ajv accepts through another, which lists its properties in another
+// order), counted apart and bounded (under 1 in 200).
+//
+// LLMQ_JSON_SCHEMA_DIFF_SEED=N adds N to the seeds (other schemas, for a longer search).
 //
 // Skips with a message (fails under LLMQ_REQUIRE_REFERENCES=1) when node or the oracle's
 // node_modules (`npm ci` in that folder, which scripts/bootstrap runs) are absent.
@@ -26,6 +29,7 @@
 
 #include "engine/structured/json_schema.h"
 #include "engine/structured/matcher.h"
+#include "engine/structured/schema_check.h"
 #include "tests/json_schema_gen.h"
 #include "tests/node_oracle.h"
 #include "tests/test_util.h"
@@ -45,7 +49,8 @@ struct Case {
 
 // `schemas` random schemas (seed `seed`; `known`: with the known deviations' shapes), their
 // instances through the compiler and Ajv (one node run); every disagreement fails.
-void Compare(uint32_t seed, bool known, bool patterns = false, bool one_of_required = false) {
+void Compare(uint32_t seed, bool known, bool patterns = false, bool one_of_required = false,
+             bool dependencies = false) {
   const std::string missing = testing::MissingNodeOracle(kOracleDir, "ajv/dist/2020.js");
   if (!missing.empty()) LLMQ_SKIP_OR_FAIL_MISSING(missing);
   constexpr int kSchemas = 300, kValid = 8, kMutated = 12;
@@ -54,6 +59,7 @@ void Compare(uint32_t seed, bool known, bool patterns = false, bool one_of_requi
   testing::Gen gen(seed, known);
   gen.set_patterns(patterns);
   gen.set_one_of_required(one_of_required);
+  gen.set_dependencies(dependencies);
   std::vector<Case> cases;
   int refused = 0, unsatisfiable = 0;
   for (int i = 0; i < kSchemas; ++i) {
@@ -85,7 +91,7 @@ void Compare(uint32_t seed, bool known, bool patterns = false, bool one_of_requi
   ASSERT_TRUE(llmq::testing::RunNodeOracle(kOracleDir / "oracle.mjs", in.dump(), &want));
   ASSERT_EQ(want.size(), cases.size());
 
-  int instances = 0, valid = 0, differ = 0;
+  int instances = 0, valid = 0, differ = 0, order_only = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     ASSERT_EQ(want[i].size(), c.instances.size());
@@ -101,6 +107,18 @@ void Compare(uint32_t seed, bool known, bool patterns = false, bool one_of_requi
       }
       ++instances;
       valid += ajv;
+      // Rejected as written, accepted by Ajv: where its properties in an order the grammar
+      // takes (the reorder step of engine/structured/schema_check.h) are accepted, the documented
+      // order rule (JSON Schema ignores the order: that document is as valid), counted apart.
+      if (!ours && ajv && c.grammar != nullptr) {
+        json parsed = json::parse(c.instances[k]), r;
+        Matcher m(c.grammar);
+        if (ReorderProperties(c.grammar, parsed, &r) && m.Consume(PythonJsonDumps(r)) &&
+            m.CanEnd()) {
+          ++order_only;
+          continue;
+        }
+      }
       if (ours != ajv) {
         ++differ;
         ADD_FAILURE() << "schema   " << c.schema.dump() << "\ninstance " << c.instances[k]
@@ -113,12 +131,13 @@ void Compare(uint32_t seed, bool known, bool patterns = false, bool one_of_requi
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
       "%zu schemas compared (%d refused by the compiler, %d unsatisfiable), %d instances (%d "
-      "valid per ajv), %d disagreements, %.1f s\n",
-      cases.size(), refused, unsatisfiable, instances, valid, differ, seconds);
+      "valid per ajv), %d disagreements, %d accepted in another order, %.1f s\n",
+      cases.size(), refused, unsatisfiable, instances, valid, differ, order_only, seconds);
   // The generator must keep exercising both verdicts and the compiler.
   EXPECT_LT(refused, kSchemas / 10);
   EXPECT_GT(valid, instances / 4);
   EXPECT_LT(valid, instances * 3 / 4);
+  EXPECT_LT(order_only, instances / 200);  // the rare shape it is, not a way round the verdict
 }
 
 // The schemas the compiler is meant to agree on with Ajv today: all of the generator's shapes but
@@ -137,6 +156,12 @@ TEST(JsonSchemaDiff, PatternPropertiesAgreeWithAjv) {
 // not the others (exactly one matches).
 TEST(JsonSchemaDiff, OneOfOfRequiredNamesAgreesWithAjv) {
   Compare(20261227, false, false, true);
+}
+
+// minProperties/maxProperties and dependencies (dependentRequired, dependentSchemas, draft-07's
+// dependencies) between an object's listed names.
+TEST(JsonSchemaDiff, DependenciesAndCountsAgreeWithAjv) {
+  Compare(20261205, false, false, false, true);
 }
 
 // Also the shapes of two deviations of the compiler from JSON Schema, found by this test (fails

@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -79,6 +80,11 @@ class Gen {
   // Also oneOf of branches that require sets of an object's names (which may overlap: exactly
   // one must match). Off, as set_patterns.
   void set_one_of_required(bool on) { one_of_required_ = on; }
+  // Also minProperties/maxProperties and dependencies between listed names (2020-12's
+  // dependentRequired and dependentSchemas of required, not required, anyOf/oneOf of required,
+  // a property's value, a type; draft-07's `dependencies`), and instances mostly made to meet
+  // them. Off, as set_patterns.
+  void set_dependencies(bool on) { dependencies_ = on; }
 
   int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool Chance(double p) { return std::bernoulli_distribution(p)(rng_); }
@@ -372,7 +378,112 @@ class Gen {
       s["patternProperties"] = pp;
     }
     if (!required.empty() || Chance(0.2)) s["required"] = required;
+    if (dependencies_ && Chance(0.7)) Dependencies(&s, names);
     return s;
+  }
+
+  // Counts and dependencies between the names an object lists (set_dependencies).
+  void Dependencies(json* s, const std::vector<std::string>& names) {
+    if (Chance(0.4)) (*s)["minProperties"] = Int(0, 3);
+    if (Chance(0.3)) (*s)["maxProperties"] = Int(0, 4);
+    if (names.size() < 2) return;
+    json req = json::object(), sch = json::object();
+    for (int i = Int(1, 2); i > 0; --i) {
+      const std::string key = Pick(names);
+      std::vector<std::string> others;
+      for (const std::string& n : names)
+        if (n != key) others.push_back(n);
+      const std::string n1 = Pick(others), n2 = Pick(others);
+      const json both = n1 == n2 ? json::array({n1}) : json::array({n1, n2});
+      switch (Int(0, 6)) {
+        case 0:
+        case 1:
+          req[key] = both;
+          break;
+        case 2:
+          sch[key] = json{{"required", json::array({n1})}};
+          break;
+        case 3:
+          sch[key] = json{{"not", json{{"required", json::array({n1})}}}};
+          break;
+        case 4: {
+          json branches = json::array();
+          for (const json& n : both) branches.push_back(json{{"required", json::array({n})}});
+          sch[key] = json{{Chance(0.5) ? "anyOf" : "oneOf", branches}};
+          break;
+        }
+        case 5:
+          sch[key] = json{{"properties", json{{n1, Scalar()}}}};
+          break;
+        default:
+          sch[key] = json{{"type", Chance(0.7) ? "object" : "string"}};
+      }
+    }
+    if (draft07_) {
+      json deps = sch;
+      for (const auto& [k, v] : req.items()) deps[k] = v;
+      if (!deps.empty()) (*s)["dependencies"] = deps;
+    } else {
+      if (!req.empty()) (*s)["dependentRequired"] = req;
+      if (!sch.empty()) (*s)["dependentSchemas"] = sch;
+    }
+  }
+
+  // `o` (an instance of object schema `e`) changed to meet e's dependencies and counts, most of
+  // the time: names added or dropped as they ask (one branch of anyOf/oneOf), values they
+  // constrain made again, then members added or dropped for the counts; listed names in e's
+  // order, the others after them.
+  json MeetDependencies(const json& root, const json& e, const json& o, int depth) {
+    if (!Chance(0.8)) return o;
+    const json props = e.value("properties", json::object());
+    std::set<std::string> present, required;
+    for (const auto& [k, v] : o.items()) present.insert(k);
+    for (const json& r : e.value("required", json::array())) required.insert(r.get<std::string>());
+    std::map<std::string, json> value;  // names whose value another's presence constrains
+    for (const char* k : {"dependencies", "dependentRequired", "dependentSchemas"}) {
+      const json deps = e.value(k, json::object());
+      for (const auto& [key, d] : deps.items()) {
+        if (!present.count(key)) continue;
+        if (d.is_array()) {
+          for (const json& r : d) present.insert(r.get<std::string>());
+        } else if (d.contains("required")) {
+          for (const json& r : d["required"]) present.insert(r.get<std::string>());
+        } else if (d.contains("not")) {
+          for (const json& r : d["not"]["required"])
+            if (!required.count(r.get<std::string>())) present.erase(r.get<std::string>());
+        } else if (d.contains("anyOf") || d.contains("oneOf")) {
+          const json& branches = d.contains("anyOf") ? d["anyOf"] : d["oneOf"];
+          const size_t pick = static_cast<size_t>(Int(0, static_cast<int>(branches.size()) - 1));
+          for (size_t b = 0; b < branches.size(); ++b)
+            for (const json& r : branches[b]["required"]) {
+              if (b == pick)
+                present.insert(r.get<std::string>());
+              else if (d.contains("oneOf") && !required.count(r.get<std::string>()))
+                present.erase(r.get<std::string>());
+            }
+        } else if (d.contains("properties")) {
+          for (const auto& [n, ps] : d["properties"].items()) value[n] = ps;
+        }
+      }
+    }
+    const int64_t min = e.value("minProperties", 0), max = e.value("maxProperties", -1);
+    for (const auto& [name, ps] : props.items())
+      if (static_cast<int64_t>(present.size()) < min) present.insert(name);
+    if (max >= 0)
+      for (const auto& [name, ps] : props.items())
+        if (static_cast<int64_t>(present.size()) > max && !required.count(name))
+          present.erase(name);
+    json out = json::object();
+    for (const auto& [name, ps] : props.items()) {
+      if (!present.count(name)) continue;
+      if (value.count(name))
+        out[name] = Instance(root, Merge(ps, value[name]), depth + 1);
+      else
+        out[name] = o.contains(name) ? o[name] : Instance(root, ps, depth + 1);
+    }
+    for (const auto& [k, v] : o.items())
+      if (!props.contains(k) && present.count(k)) out[k] = v;
+    return out;
   }
 
   json ObjectWithoutPatterns(int depth) {
@@ -662,6 +773,7 @@ class Gen {
         if (!o.contains(n) && !props.contains(n) && !required.count(n))
           o[n] = Instance(root, extra, depth + 1);
       }
+    if (dependencies_) return MeetDependencies(root, e, o, depth);
     return o;
   }
 
@@ -742,6 +854,7 @@ class Gen {
   const bool bounded_;
   bool patterns_ = false;
   bool one_of_required_ = false;
+  bool dependencies_ = false;
   bool draft07_ = false;
   json defs_;
 };

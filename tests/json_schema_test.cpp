@@ -545,5 +545,108 @@ TEST(JsonSchemaTest, RefusalsNameTheKeywordAndItsPointer) {
   EXPECT_NE(never.message().find("no document"), std::string::npos) << never.message();
 }
 
+// Each schema: the documents it accepts and those it rejects (json texts as Python writes them).
+struct Verdicts {
+  const char* schema;
+  std::vector<const char*> accepts, rejects;
+};
+void Check(const std::vector<Verdicts>& cases) {
+  for (const Verdicts& c : cases) {
+    const Schema s(json::parse(c.schema));
+    for (const char* ok : c.accepts)
+      EXPECT_TRUE(s.Accepts(json::parse(ok))) << c.schema << " " << ok;
+    for (const char* bad : c.rejects)
+      EXPECT_FALSE(s.Accepts(json::parse(bad))) << c.schema << " " << bad;
+  }
+}
+
+TEST(JsonSchemaTest, DependenciesAskForOrForbidNames) {
+  Check({
+      // dependentRequired, the key before the name it asks for and after it.
+      {R"({"properties": {"a": {}, "b": {}, "c": {}}, "dependentRequired": {"c": ["a"], "a": ["b"]}})",
+       {R"({})", R"({"b": 1})", R"({"a": 1, "b": 2})", R"({"a": 1, "b": 2, "c": 3})",
+        R"({"x": 1})"},
+       {R"({"c": 1})", R"({"a": 1})", R"({"b": 1, "c": 1})", R"({"a": 1, "c": 2})"}},
+      // draft-07 `dependencies` with a list, a name not listed that additionalProperties allows.
+      {R"({"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"card": {}},
+           "dependencies": {"card": ["billing"]}})",
+       {R"({"card": 1, "billing": 2})", R"({"billing": 2})",
+        R"({"card": 1, "billing": 2, "q": 3})"},
+       {R"({"card": 1})", R"({"card": 1, "q": 3})"}},
+      // A name no key may take: the key that asks for it can never be present.
+      {R"({"properties": {"a": {}, "b": {}}, "additionalProperties": false,
+           "dependentRequired": {"a": ["zz"]}})",
+       {R"({})", R"({"b": 1})"},
+       {R"({"a": 1})", R"({"a": 1, "b": 2})"}},
+      // dependentSchemas: not required (exclusion), anyOf and oneOf of required, type.
+      {R"({"properties": {"a": {}, "b": {}, "c": {}},
+           "dependentSchemas": {"a": {"not": {"required": ["b"]}}, "c": {"type": "string"}}})",
+       {R"({"a": 1})", R"({"b": 1})", R"({"a": 1, "x": 2})"},
+       {R"({"a": 1, "b": 2})", R"({"c": 1})", R"({"b": 1, "c": 1})"}},
+      {R"({"properties": {"a": {}, "b": {}, "c": {}},
+           "dependentSchemas": {"a": {"anyOf": [{"required": ["b"]}, {"required": ["c"]}]}}})",
+       {R"({"a": 1, "b": 2})", R"({"a": 1, "c": 2})", R"({"a": 1, "b": 2, "c": 3})", R"({})"},
+       {R"({"a": 1})"}},
+      {R"({"properties": {"a": {}, "b": {}, "c": {}},
+           "dependentSchemas": {"a": {"oneOf": [{"required": ["b"]}, {"required": ["c"]}]}}})",
+       {R"({"a": 1, "b": 2})", R"({"a": 1, "c": 2})", R"({"b": 2, "c": 3})"},
+       {R"({"a": 1})", R"({"a": 1, "b": 2, "c": 3})"}},
+      // A value that depends on another property: written after it, and before it.
+      {R"({"properties": {"kind": {"type": "string"}, "items": {}},
+           "dependentSchemas": {"items": {"properties": {"kind": {"const": "list"}}}}})",
+       {R"({"kind": "x"})", R"({"kind": "list", "items": 1})", R"({"items": 1})"},
+       {R"({"kind": "x", "items": 1})", R"({"kind": 3, "items": 1})"}},
+      {R"({"properties": {"items": {}, "kind": {"type": "string"}},
+           "dependentSchemas": {"items": {"properties": {"kind": {"const": "list"}},
+                                          "required": ["kind"]}}})",
+       {R"({"kind": "x"})", R"({"items": 1, "kind": "list"})"},
+       {R"({"items": 1, "kind": "x"})", R"({"items": 1})"}},
+      // Its own value, where present.
+      {R"({"properties": {"n": {}}, "dependentSchemas": {"n": {"properties": {"n": {"type": "integer"}}}}})",
+       {R"({"n": 3})", R"({})"},
+       {R"({"n": "3"})"}},
+  });
+}
+
+TEST(JsonSchemaTest, MinAndMaxPropertiesCountEveryMember) {
+  Check({
+      {R"({"type": "object", "minProperties": 1})",
+       {R"({"x": 1})", R"({"x": 1, "y": 2})"},
+       {R"({})"}},
+      {R"({"properties": {"a": {}, "b": {}}, "additionalProperties": {"type": "integer"},
+           "minProperties": 1, "maxProperties": 1})",
+       {R"({"a": 1})", R"({"b": "x"})", R"({"q": 1})"},
+       {R"({})", R"({"a": 1, "b": 2})", R"({"a": 1, "q": 1})", R"({"q": 1, "r": 2})"}},
+      {R"({"maxProperties": 2})",
+       {R"({})", R"({"a": 1, "b": 2})"},
+       {R"({"a": 1, "b": 2, "c": 3})"}},
+      {R"({"properties": {"id": {}, "a": {}, "b": {}, "c": {}}, "required": ["id"],
+           "additionalProperties": false, "minProperties": 3, "maxProperties": 3})",
+       {R"({"id": 1, "a": 2, "c": 3})", R"({"id": 1, "b": 2, "c": 3})"},
+       {R"({"id": 1, "a": 2})", R"({"id": 1, "a": 2, "b": 3, "c": 4})",
+        R"({"a": 1, "b": 2, "c": 3})"}},
+  });
+  // More members asked for than the object may have: no document.
+  const Status none = Refusal(json::parse(
+      R"({"type": "object", "properties": {"a": {}}, "additionalProperties": false,
+          "minProperties": 2})"));
+  EXPECT_NE(none.message().find("no document"), std::string::npos) << none.message();
+}
+
+TEST(JsonSchemaTest, DependentSchemasBeyondPresenceAreRefusedByName) {
+  const Status st = Refusal(json::parse(
+      R"({"properties": {"a": {}}, "dependentSchemas": {"a": {"additionalProperties": false}}})"));
+  EXPECT_EQ(st.code(), Status::Code::kUnsupported) << st.message();
+  EXPECT_NE(
+      st.message().find("\"dependentSchemas\" at \"/dependentSchemas/a/additionalProperties\""),
+      std::string::npos)
+      << st.message();
+  const Status branch = Refusal(json::parse(R"({"dependencies": {"a": {"anyOf": [
+      {"properties": {"b": {"type": "string"}}}, {"required": ["c"]}]}}})"));
+  EXPECT_EQ(branch.code(), Status::Code::kUnsupported) << branch.message();
+  EXPECT_NE(branch.message().find("/dependencies/a/anyOf/0/properties/b"), std::string::npos)
+      << branch.message();
+}
+
 }  // namespace
 }  // namespace llmq

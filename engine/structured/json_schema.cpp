@@ -3,14 +3,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "engine/structured/automaton.h"
 #include "engine/structured/json_regex.h"
+#include "engine/structured/object_rules.h"
 #include "engine/structured/regex.h"
 
 namespace llmq {
@@ -121,7 +124,8 @@ const std::set<std::string>& Enforced() {
       "additionalItems", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf",
       "$ref", "minLength", "maxLength", "minProperties", "maxProperties", "pattern", "format",
       "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "not",
-      "patternProperties", "$llmq_not_strings"};  // the last: not {enum: strings}, rewritten (Negate)
+      "patternProperties", "dependencies", "dependentRequired", "dependentSchemas",
+      "$llmq_not_strings"};  // the last: not {enum: strings}, rewritten (Negate)
   // clang-format on
   return k;
 }
@@ -130,8 +134,7 @@ const std::set<std::string>& Enforced() {
 const std::set<std::string>& Refused() {
   // clang-format off
   static const std::set<std::string> k = {
-      "propertyNames", "dependencies", "dependentRequired",
-      "dependentSchemas", "uniqueItems", "contains", "minContains", "maxContains", "if",
+      "propertyNames", "uniqueItems", "contains", "minContains", "maxContains", "if",
       "then", "else", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
       "$recursiveRef", "$recursiveAnchor"};
   // clang-format on
@@ -973,6 +976,25 @@ class Compiler {
       } else if (k == "required" && w.is_array() && v.is_array()) {
         for (const json& r : v)
           if (std::find(w.begin(), w.end(), r) == w.end()) w.push_back(r);
+      } else if ((k == "dependentRequired" || k == "dependentSchemas" || k == "dependencies") &&
+                 w.is_object() && v.is_object()) {
+        // Both sides' (a key in both: names united; schemas, or a list beside a schema, as allOf).
+        for (const auto& [key, d] : v.items()) {
+          if (!w.contains(key)) {
+            w[key] = d;
+            continue;
+          }
+          json& mine = w[key];
+          if (mine.is_array() && d.is_array()) {
+            for (const json& r : d)
+              if (std::find(mine.begin(), mine.end(), r) == mine.end()) mine.push_back(r);
+          } else if (mine != d) {
+            const auto schema = [](const json& x) {
+              return x.is_array() ? json{{"required", x}} : x;
+            };
+            mine = json{{"allOf", json::array({schema(mine), schema(d)})}};
+          }
+        }
       } else if (k == "minLength" || k == "minItems" || k == "minProperties") {
         w = std::max(w.get<double>(), v.get<double>());
       } else if (k == "maxLength" || k == "maxItems" || k == "maxProperties") {
@@ -1046,12 +1068,16 @@ class Compiler {
   }
 
   // An object: the listed properties in order (the required ones present), then any others the
-  // schema allows.
+  // schema allows; what dependencies and min/maxProperties ask of the members (ObjectRules).
   Status Object(const json& s, const std::string& ptr, Sym* out) {
     struct Prop {
       std::string name;
       bool required;
       Sym value;
+      std::vector<const json*> schemas;  // all of them its value (for a dependent one's variants)
+      std::string where;                 // their pointer
+      // What the properties it depends on (ObjectLayout::Prop::depends_on) add to its value.
+      std::vector<std::vector<const json*>> dependent;
     };
     std::vector<Prop> props;
     std::vector<std::string> required;  // in the order listed (the unlisted ones go so)
@@ -1065,20 +1091,26 @@ class Compiler {
     }
     Patterns pat;
     LLMQ_RETURN_IF_ERROR(PatternProperties(s, ptr, &pat));
+    const auto pattern_schemas = [&](uint64_t matched, std::vector<const json*>* out_schemas) {
+      for (size_t i = 0; i < pat.schemas.size(); ++i)
+        if (matched >> i & 1) out_schemas->push_back(&pat.schemas[i]);
+    };
     if (s.contains("properties")) {
       if (!s["properties"].is_object())
         return Invalid("properties", ptr + "/properties", "not an object");
       for (const auto& [name, ps] : s["properties"].items()) {
-        Prop p{name, std::count(required.begin(), required.end(), name) > 0, {}};
-        const std::string pp = ptr + "/properties/" + PointerToken(name);
+        Prop p{name,
+               std::count(required.begin(), required.end(), name) > 0,
+               {},
+               {&ps},
+               ptr + "/properties/" + PointerToken(name),
+               {}};
         const uint64_t matched = pat.Matching(name);
         if (matched == 0) {
-          LLMQ_RETURN_IF_ERROR(Value(ps, pp, &p.value));
+          LLMQ_RETURN_IF_ERROR(Value(ps, p.where, &p.value));
         } else {  // a listed name a pattern matches: both schemas apply
-          std::vector<const json*> both = {&ps};
-          for (size_t i = 0; i < pat.schemas.size(); ++i)
-            if (matched >> i & 1) both.push_back(&pat.schemas[i]);
-          LLMQ_RETURN_IF_ERROR(AllOfValue(both, pp, &p.value));
+          pattern_schemas(matched, &p.schemas);
+          LLMQ_RETURN_IF_ERROR(AllOfValue(p.schemas, p.where, &p.value));
         }
         props.push_back(std::move(p));
       }
@@ -1087,27 +1119,46 @@ class Compiler {
     for (const Prop& p : props) listed.insert(p.name);
     // A required property not listed: any value under that name, after the listed ones.
     std::optional<Sym> extra;  // the value of a property not listed (none: not allowed)
-    if (!s.contains("additionalProperties") || s["additionalProperties"] == json(true)) {
+    static const json kTrue = true;
+    const json& extra_schema =
+        s.contains("additionalProperties") ? s["additionalProperties"] : kTrue;
+    if (extra_schema == json(true)) {
       extra = Any();
-    } else if (s["additionalProperties"] != json(false)) {
+    } else if (extra_schema != json(false)) {
       Sym v;
-      LLMQ_RETURN_IF_ERROR(Value(s["additionalProperties"], ptr + "/additionalProperties", &v));
+      LLMQ_RETURN_IF_ERROR(Value(extra_schema, ptr + "/additionalProperties", &v));
       extra = v;
     }
+    // A name not listed, as a listed property (none where no key may be that name).
+    const auto unlisted = [&](const std::string& name, bool req) -> Status {
+      Prop p{name, req, {}, {}, {}, {}};
+      if (const uint64_t matched = pat.Matching(name); matched != 0) {
+        pattern_schemas(matched, &p.schemas);
+        p.where = ptr + "/patternProperties";
+        LLMQ_RETURN_IF_ERROR(PatternValue(&pat, matched, ptr, &p.value));
+      } else if (!extra.has_value()) {
+        return Status::Ok();
+      } else {
+        p.schemas.push_back(&extra_schema);
+        p.where = ptr + "/additionalProperties";
+        p.value = *extra;
+      }
+      props.push_back(std::move(p));
+      listed.insert(name);
+      return Status::Ok();
+    };
     for (const std::string& r : required)
       if (!listed.count(r)) {
-        if (const uint64_t matched = pat.Matching(r); matched != 0) {
-          Sym v;
-          LLMQ_RETURN_IF_ERROR(PatternValue(&pat, matched, ptr, &v));
-          props.push_back({r, true, v});
-        } else if (!extra.has_value()) {
+        LLMQ_RETURN_IF_ERROR(unlisted(r, true));
+        if (!listed.count(r))
           return Refuse("required", ptr + "/required",
                         "\"" + r + "\" is required but additionalProperties is false");
-        } else {
-          props.push_back({r, true, *extra});
-        }
-        listed.insert(r);
       }
+    // dependencies: the names they mention that are not listed come next (where allowed).
+    Dependencies deps;
+    LLMQ_RETURN_IF_ERROR(DependenciesOf(s, ptr, &deps));
+    for (const std::string& name : deps.names)
+      if (!listed.count(name)) LLMQ_RETURN_IF_ERROR(unlisted(name, false));
     // The keys not listed, and their values: one kind of key where there are no patterns (any
     // name but the listed ones), else one for each set of patterns a key can match exactly (the
     // empty set: additionalProperties).
@@ -1143,59 +1194,263 @@ class Compiler {
         other_keys.emplace_back(g_.Lexeme(spec), v);
       }
     }
+
+    // The layout: the presence formula and the dependent values over the listed properties (a
+    // name no key may take is absent: a clause it would meet goes, its literal goes from others).
+    const size_t n = props.size();
+    std::map<std::string, size_t> index;
+    for (size_t j = 0; j < n; ++j) index.emplace(props[j].name, j);
+    ObjectLayout layout;
+    layout.props.resize(n);
+    for (size_t j = 0; j < n; ++j) layout.props[j].required = props[j].required;
+    for (const auto& clause : deps.clauses) {
+      std::vector<int> lits;
+      bool met = false;
+      for (const auto& [name, present] : clause) {
+        const auto it = index.find(name);
+        if (it == index.end()) {
+          met = met || !present;
+          continue;
+        }
+        const int lit = static_cast<int>(it->second) + 1;
+        lits.push_back(present ? lit : -lit);
+      }
+      if (!met) layout.clauses.push_back(std::move(lits));
+    }
+    for (const auto& [key, name, schema] : deps.values) {
+      const auto k = index.find(key), x = index.find(name);
+      if (k == index.end() || x == index.end()) continue;  // never present: nothing asked
+      Prop& p = props[x->second];
+      if (k->second == x->second) {  // present whenever it is: always its value
+        p.schemas.push_back(schema);
+        LLMQ_RETURN_IF_ERROR(AllOfValue(p.schemas, p.where, &p.value));
+        continue;
+      }
+      std::vector<size_t>& on = layout.props[x->second].depends_on;
+      const auto at = std::find(on.begin(), on.end(), k->second);
+      if (at == on.end()) {
+        on.push_back(k->second);
+        p.dependent.push_back({schema});
+      } else {
+        p.dependent[static_cast<size_t>(at - on.begin())].push_back(schema);
+      }
+    }
     int64_t min_props = 0, max_props = -1;
     LLMQ_RETURN_IF_ERROR(NonNegative(s, "minProperties", ptr, &min_props));
     LLMQ_RETURN_IF_ERROR(NonNegative(s, "maxProperties", ptr, &max_props));
     const auto nreq = static_cast<int64_t>(
         std::count_if(props.begin(), props.end(), [](const Prop& p) { return p.required; }));
-    if (min_props > nreq)
-      return Refuse("minProperties", ptr + "/minProperties", "more than the required properties");
-    if (max_props >= 0 && (!other_keys.empty() || max_props < static_cast<int64_t>(props.size())))
-      return Refuse("maxProperties", ptr + "/maxProperties", "fewer than the properties allowed");
+    if (min_props <= nreq) min_props = 0;  // the required ones are enough
+    if (max_props >= static_cast<int64_t>(n) && other_keys.empty()) max_props = -1;
+    constexpr int64_t kMaxCounted = 1000;
+    if (min_props > kMaxCounted || max_props > kMaxCounted)
+      return Refuse(max_props > kMaxCounted ? "maxProperties" : "minProperties",
+                    ptr + (max_props > kMaxCounted ? "/maxProperties" : "/minProperties"),
+                    "a bound above " + std::to_string(kMaxCounted) + " properties");
+    layout.min_members = min_props;
+    layout.max_members = max_props;
 
-    const size_t n = props.size();
-    std::vector<Sym> kv(n);
-    for (size_t i = 0; i < n; ++i) {
-      kv[i] = g_.NewRule(ptr + "/properties/" + PointerToken(props[i].name) + ":");
-      g_.AddAlternative(kv[i], {g_.Literal(JsonQuote(props[i].name)), colon_, props[i].value});
-    }
-    // After the listed properties, those not listed (any other name).
-    std::optional<Sym> others;  // ("," other)* after at least one property
-    std::optional<Sym> other;   // one other property
+    // One member for a property not listed (any number of them after the listed ones).
+    std::optional<Sym> other;
     if (!other_keys.empty()) {
       other = g_.NewRule(ptr + "/additionalProperties:");
       for (const auto& [key, value] : other_keys) g_.AddAlternative(*other, {key, colon_, value});
-      others = g_.NewRule(ptr + "/additionalProperties*");
-      g_.AddAlternative(*others, {});
-      g_.AddAlternative(*others, {comma_, *other, *others});
     }
-    // rest[i]: what follows a property when the next listed one may be i (a comma before each).
-    // first[i]: the members when the first present listed one may be i.
-    std::vector<Sym> rest(n + 1), first(n + 1);
-    for (size_t i = 0; i <= n; ++i) {
-      rest[i] = g_.NewRule(ptr + "/rest" + std::to_string(i));
-      first[i] = g_.NewRule(ptr + "/first" + std::to_string(i));
-    }
-    for (size_t i = n + 1; i-- > 0;) {
-      bool optional_so_far = true;  // props[i..j) are all optional
-      for (size_t j = i; j < n && optional_so_far; ++j) {
-        g_.AddAlternative(rest[i], {comma_, kv[j], rest[j + 1]});
-        g_.AddAlternative(first[i], {kv[j], rest[j + 1]});
-        optional_so_far = !props[j].required;
+    std::map<std::pair<size_t, uint64_t>, Sym> members;
+    const ObjectRules::Member member = [&](size_t j, uint64_t present, Sym* kv) -> Status {
+      if (const auto it = members.find({j, present}); it != members.end()) {
+        *kv = it->second;
+        return Status::Ok();
       }
-      if (optional_so_far) {  // none of props[i..n) is required
-        if (others.has_value()) {
-          g_.AddAlternative(rest[i], {*others});
-          g_.AddAlternative(first[i], {*other, *others});
-        } else {
-          g_.AddAlternative(rest[i], {});
+      const Prop& p = props[j];
+      Sym v = p.value;
+      if (present != 0) {
+        std::vector<const json*> all = p.schemas;
+        for (size_t k = 0; k < p.dependent.size(); ++k)
+          if (present >> k & 1) all.insert(all.end(), p.dependent[k].begin(), p.dependent[k].end());
+        LLMQ_RETURN_IF_ERROR(AllOfValue(all, p.where, &v));
+      }
+      *kv = g_.NewRule(ptr + "/properties/" + PointerToken(p.name) + ":");
+      g_.AddAlternative(*kv, {g_.Literal(JsonQuote(p.name)), colon_, v});
+      members.emplace(std::make_pair(j, present), *kv);
+      return Status::Ok();
+    };
+    if (Status st =
+            ObjectRules::Build(&g_, layout, {lbrace_, rbrace_, comma_}, member, other, ptr, out);
+        !st.ok()) {
+      if (st.code() != Status::Code::kUnsupported) return st;
+      for (const char* k : {"dependentSchemas", "dependentRequired", "dependencies",
+                            "minProperties", "maxProperties"})
+        if (s.contains(k)) return Refuse(k, ptr + "/" + k, st.message());
+      return Refuse("properties", ptr + "/properties", st.message());
+    }
+    return Status::Ok();
+  }
+
+  // What an object's dependencies ask (draft 4 to 7's `dependencies`: a list of names or a
+  // schema; 2019-09's dependentRequired and dependentSchemas): clauses over the presence of names
+  // (a name absent where no key may take it), and schemas a property's value must also match
+  // where another is present.
+  struct Dependencies {
+    std::vector<std::vector<std::pair<std::string, bool>>> clauses;  // (name, present) literals
+    // (key, name, schema): where `key` is present, `name`'s value also matches `schema`.
+    std::vector<std::tuple<std::string, std::string, const json*>> values;
+    std::vector<std::string> names;  // every name mentioned, in order
+    std::deque<json> held;           // the schemas `values` points into that were written here
+    void Mention(const std::string& name) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+    void Add(std::vector<std::pair<std::string, bool>> clause) {
+      for (const auto& [name, present] : clause) Mention(name);
+      clauses.push_back(std::move(clause));
+    }
+  };
+
+  Status DependenciesOf(const json& s, const std::string& ptr, Dependencies* out) {
+    for (const char* k : {"dependencies", "dependentRequired", "dependentSchemas"}) {
+      if (!s.contains(k)) continue;
+      const std::string kp = ptr + "/" + k;
+      if (!s[k].is_object()) return Invalid(k, kp, "not an object");
+      for (const auto& [key, dep] : s[k].items()) {
+        const std::string at = kp + "/" + PointerToken(key);
+        out->Mention(key);
+        const bool names = std::string(k) == "dependentRequired" ||
+                           (std::string(k) == "dependencies" && dep.is_array());
+        if (!names) {
+          LLMQ_RETURN_IF_ERROR(DependentSchema(key, dep, k, at, out));
+          continue;
+        }
+        if (!dep.is_array()) return Invalid(k, at, "not an array of property names");
+        for (const json& r : dep) {
+          if (!r.is_string()) return Invalid(k, at, "not an array of property names");
+          out->Add({{key, false}, {r.get<std::string>(), true}});
         }
       }
     }
-    const Sym obj = g_.NewRule(ptr.empty() ? "/object" : ptr + "/object");
-    g_.AddAlternative(obj, {lbrace_, first[0], rbrace_});
-    if (nreq == 0) g_.AddAlternative(obj, {lbrace_, rbrace_});
-    *out = obj;
+    return Status::Ok();
+  }
+
+  // The schema an object must also match where `key` is present: `required`, properties' values
+  // (false: absent), `type`, and anyOf/oneOf of branches that only require or forbid names.
+  Status DependentSchema(const std::string& key, const json& dep, const char* k,
+                         const std::string& at, Dependencies* out) {
+    json r;
+    LLMQ_RETURN_IF_ERROR(Resolve(dep, at, &r));
+    if (r.is_object() && r.contains("allOf")) {
+      json flat;
+      LLMQ_RETURN_IF_ERROR(Flatten(r, at, &flat));
+      r = std::move(flat);
+    }
+    if (r.is_boolean()) {
+      if (!r.get<bool>()) out->Add({{key, false}});
+      return Status::Ok();
+    }
+    if (!r.is_object()) return Invalid(k, at, "not a schema");
+    std::vector<std::pair<std::string, bool>> presence;  // of `r` itself, beside anyOf/oneOf
+    LLMQ_RETURN_IF_ERROR(Presence(key, r, k, at, true, &presence, out));
+    for (const auto& lit : presence) out->Add({{key, false}, lit});
+    for (const char* any : {"anyOf", "oneOf"}) {
+      if (!r.contains(any)) continue;
+      if (!r[any].is_array() || r[any].empty())
+        return Invalid(any, at + "/" + any, "not a non-empty array");
+      // key -> branch 1 or branch 2 or ...; each branch a conjunction of literals.
+      std::vector<std::vector<std::pair<std::string, bool>>> branches;
+      for (size_t b = 0; b < r[any].size(); ++b) {
+        const std::string bp = at + "/" + any + "/" + std::to_string(b);
+        json rb;
+        LLMQ_RETURN_IF_ERROR(Resolve(r[any][b], bp, &rb));
+        std::vector<std::pair<std::string, bool>> lits;
+        if (rb.is_boolean()) {
+          if (!rb.get<bool>()) continue;  // no object: not a way
+        } else if (!rb.is_object()) {
+          return Invalid(k, bp, "not a schema");
+        } else {
+          LLMQ_RETURN_IF_ERROR(Presence(key, rb, k, bp, false, &lits, out));
+        }
+        branches.push_back(std::move(lits));
+      }
+      // "at least one": one literal of each branch, in every combination (a branch without
+      // literals is every object: nothing asked).
+      const bool some_empty =
+          std::any_of(branches.begin(), branches.end(), [](const auto& b) { return b.empty(); });
+      if (!some_empty) {
+        size_t combos = 1;
+        for (const auto& b : branches) {
+          combos *= b.size();
+          if (combos > 256)
+            return Refuse(k, at + "/" + any, "more than 256 clauses for its branches");
+        }
+        for (size_t c = 0; c < combos; ++c) {
+          std::vector<std::pair<std::string, bool>> clause = {{key, false}};
+          size_t rest = c;
+          for (const auto& b : branches) {
+            clause.push_back(b[rest % b.size()]);
+            rest /= b.size();
+          }
+          out->Add(std::move(clause));
+        }
+      }
+      if (std::string(any) == "oneOf")  // and no two: not both conjunctions
+        for (size_t b = 0; b < branches.size(); ++b)
+          for (size_t c = b + 1; c < branches.size(); ++c) {
+            std::vector<std::pair<std::string, bool>> clause = {{key, false}};
+            bool disjoint = false;
+            for (const auto* side : {&branches[b], &branches[c]})
+              for (const auto& [name, present] : *side) {
+                const auto& other = side == &branches[b] ? branches[c] : branches[b];
+                disjoint = disjoint || std::count(other.begin(), other.end(),
+                                                  std::make_pair(name, !present)) > 0;
+                clause.emplace_back(name, !present);
+              }
+            if (!disjoint) out->Add(std::move(clause));
+          }
+    }
+    return Status::Ok();
+  }
+
+  // The literals a schema object asks of an object's names where `key` is present (`required`:
+  // present; a property false: absent; a `type` without object: `key` absent, which under `key`
+  // is false: no object). With `values`, a property's schema is a value `key` asks (recorded in
+  // `out`) and anyOf/oneOf are the caller's; without, anything beyond literals is refused.
+  Status Presence(const std::string& key, const json& r, const char* k, const std::string& at,
+                  bool values, std::vector<std::pair<std::string, bool>>* lits, Dependencies* out) {
+    for (const auto& [kw, v] : r.items()) {
+      if (!(Enforced().count(kw) || Refused().count(kw))) continue;  // annotations, unknown
+      if (kw == "type") {
+        std::vector<std::string> types;
+        LLMQ_RETURN_IF_ERROR(Types(r, at, &types));
+        if (!std::count(types.begin(), types.end(), "object")) {
+          lits->clear();
+          lits->emplace_back(key, false);
+          return Status::Ok();
+        }
+      } else if (kw == "required") {
+        if (!v.is_array()) return Invalid("required", at + "/required", "not an array");
+        for (const json& n : v) {
+          if (!n.is_string()) return Invalid("required", at + "/required", "not a property name");
+          lits->emplace_back(n.get<std::string>(), true);
+        }
+      } else if (kw == "properties" && v.is_object()) {
+        for (const auto& [name, ps] : v.items()) {
+          json rp;
+          LLMQ_RETURN_IF_ERROR(Resolve(ps, at + "/properties/" + PointerToken(name), &rp));
+          if (rp == json(false)) {
+            lits->emplace_back(name, false);
+          } else if (HasConstraints(rp)) {
+            if (!values)
+              return Refuse(k, at + "/properties/" + PointerToken(name),
+                            "a value asked inside anyOf or oneOf");
+            out->held.push_back(ps);
+            out->values.emplace_back(key, name, &out->held.back());
+            out->Mention(name);
+          }
+        }
+      } else if (values && (kw == "anyOf" || kw == "oneOf")) {
+        continue;  // the caller's
+      } else {
+        return Refuse(k, at + "/" + kw, "\"" + kw + "\" in a dependent schema is not enforced yet");
+      }
+    }
     return Status::Ok();
   }
 

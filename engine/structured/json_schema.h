@@ -20,6 +20,14 @@
 // unenforced. Keywords that only annotate (title, description, examples, default, $comment, ...)
 // and keywords JSON Schema does not define are ignored, as validators do.
 //
+// Objects: minProperties/maxProperties count every member, listed or not; dependencies (draft 4
+// to 7's list of names or schema), dependentRequired and dependentSchemas are enforced where a
+// dependent schema asks for names (`required`), forbids them (`not {required}`, a property
+// false), chooses among such (anyOf/oneOf of those), asks more of a property's value
+// (`properties`: that value is written for whether the key is present, before or after it), or
+// rules objects out (`type`); names they mention that `properties` does not list come after the
+// listed and the required ones, in the order mentioned (engine/structured/object_rules.h).
+//
 // oneOf: branches no document can match together are enforced as anyOf; a branch that may
 // overlap others is enforced as itself and not them, where that `not` is a form the compiler
 // writes (required, type, string values: {required: [a]} and {required: [b]} become "a, not b"

@@ -17,15 +17,70 @@ double MicrosSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
+bool Reorder(const ojson& v, Matcher* m, ojson* out, int* budget);
+
+// The members `left` of object `v` (`first`: none written yet) into `m` in an order it accepts,
+// then "}"; into *result in that order. reorder.py's choice first: a key after which every other
+// possible one can still come next. Where that leads nowhere (a key that must come before the
+// others: dependencies), the other keys, backtracking, within `budget` tries of a key.
+bool Members(const ojson& v, Matcher* m, const std::vector<std::string>& left, bool first,
+             ojson* result, int* budget) {
+  if (left.empty()) return m->Consume("}");
+  const std::string sep = first ? "" : ", ";
+  const auto key = [&](const std::string& k) { return PythonJsonDumps(ojson(k)) + ": "; };
+  // The properties that may come next (reorder.py's possible_keys).
+  std::vector<size_t> possible;
+  for (size_t i = 0; i < left.size(); ++i) {
+    Matcher probe = *m;
+    if (probe.Consume(sep + key(left[i]))) possible.push_back(i);
+  }
+  struct Try {
+    size_t i;
+    Matcher next;
+    ojson value;
+  };
+  // The members after `t`: true where they fit (then *m and *result advanced).
+  const auto after = [&](Try& t) {
+    std::vector<std::string> rest = left;
+    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(t.i));
+    ojson r = *result;
+    r[left[t.i]] = std::move(t.value);
+    if (!Members(v, &t.next, rest, false, &r, budget)) return false;
+    *m = std::move(t.next);
+    *result = std::move(r);
+    return true;
+  };
+  std::vector<Try> other;  // keys that are not reorder.py's choice, to try after
+  for (const size_t i : possible) {
+    if (--*budget < 0) return false;
+    Try t{i, *m, ojson()};
+    if (!t.next.Consume(sep + key(left[i])) || !Reorder(v[left[i]], &t.next, &t.value, budget))
+      continue;
+    bool others = true;  // every other possible property can still follow
+    for (const size_t j : possible) {
+      if (j == i) continue;
+      Matcher probe = t.next;
+      if (!(others = probe.Consume(", " + key(left[j])))) break;
+    }
+    if (!others)
+      other.push_back(std::move(t));
+    else if (after(t))
+      return true;
+  }
+  for (Try& t : other)
+    if (*budget >= 0 && after(t)) return true;
+  return false;
+}
+
 // Writes `v` into `m` as PythonJsonDumps would, each object's properties in an order `m` accepts;
-// `out`: `v` so reordered. False when no order fits (`m` then partly advanced).
-bool Reorder(const ojson& v, Matcher* m, ojson* out) {
+// `out`: `v` so reordered. False when no order fits within `budget` (`m` then partly advanced).
+bool Reorder(const ojson& v, Matcher* m, ojson* out, int* budget) {
   if (v.is_array()) {
     if (!m->Consume("[")) return false;
     ojson items = ojson::array();
     for (size_t i = 0; i < v.size(); ++i) {
       ojson item;
-      if ((i > 0 && !m->Consume(", ")) || !Reorder(v[i], m, &item)) return false;
+      if ((i > 0 && !m->Consume(", ")) || !Reorder(v[i], m, &item, budget)) return false;
       items.push_back(std::move(item));
     }
     if (!m->Consume("]")) return false;
@@ -37,40 +92,10 @@ bool Reorder(const ojson& v, Matcher* m, ojson* out) {
     return m->Consume(PythonJsonDumps(v));
   }
   if (!m->Consume("{")) return false;
-  ojson result = ojson::object();
   std::vector<std::string> left;
   for (const auto& [k, unused] : v.items()) left.push_back(k);
-  if (left.empty() && !m->Consume("}")) return false;
-  for (bool first = true; !left.empty(); first = false) {
-    const std::string sep = first ? "" : ", ";
-    // The properties that may come next (reorder.py's possible_keys).
-    std::vector<size_t> possible;
-    for (size_t i = 0; i < left.size(); ++i) {
-      Matcher probe = *m;
-      if (probe.Consume(sep + PythonJsonDumps(ojson(left[i])) + ": ")) possible.push_back(i);
-    }
-    bool advanced = false;
-    for (const size_t i : possible) {
-      Matcher next = *m;
-      ojson value;
-      if (!next.Consume(sep + PythonJsonDumps(ojson(left[i])) + ": ") ||
-          !Reorder(v[left[i]], &next, &value))
-        continue;
-      bool others = true;  // every other possible property can still follow
-      for (const size_t j : possible) {
-        if (j == i) continue;
-        Matcher probe = next;
-        if (!(others = probe.Consume(", " + PythonJsonDumps(ojson(left[j])) + ": "))) break;
-      }
-      if (!others || (left.size() == 1 && !next.Consume("}"))) continue;
-      *m = std::move(next);
-      result[left[i]] = std::move(value);
-      left.erase(left.begin() + static_cast<std::ptrdiff_t>(i));
-      advanced = true;
-      break;
-    }
-    if (!advanced) return false;
-  }
+  ojson result = ojson::object();
+  if (!Members(v, m, left, true, &result, budget)) return false;
   *out = std::move(result);
   return true;
 }
@@ -109,7 +134,8 @@ bool ReorderProperties(const std::shared_ptr<CompiledGrammar>& grammar, const oj
                        ojson* out) {
   Matcher m(grammar);
   ojson r;
-  if (!Reorder(data, &m, &r)) return false;
+  int budget = 100000;  // keys tried, backtracking included
+  if (!Reorder(data, &m, &r, &budget)) return false;
   *out = std::move(r);
   return true;
 }
