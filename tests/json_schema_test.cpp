@@ -648,5 +648,34 @@ TEST(JsonSchemaTest, DependentSchemasBeyondPresenceAreRefusedByName) {
       << branch.message();
 }
 
+// allOf of two schemas that both give items, anyOf, or numeric bounds: each item both schemas',
+// one branch of each anyOf, the tighter bound.
+TEST(JsonSchemaTest, AllOfMergesItemsAnyOfAndBounds) {
+  Check({
+      {R"({"allOf": [{"type": "array", "items": {"type": "integer"}},
+                     {"items": {"minimum": 2}, "maxItems": 2}]})",
+       {R"([])", R"([2, 3])"},
+       {R"([1])", R"([2, "x"])", R"([2, 3, 4])"}},
+      {R"({"allOf": [{"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                     {"anyOf": [{"type": "integer", "minimum": 5},
+                                {"type": "string", "maxLength": 1}]}]})",
+       {R"(5)", R"("a")", R"(7)"},
+       {R"(4)", R"("ab")", R"(null)"}},
+      {R"({"allOf": [{"type": "number", "minimum": 1, "exclusiveMaximum": 10},
+                     {"minimum": 3, "exclusiveMaximum": 8, "maximum": 7.5}]})",
+       {R"(3)", R"(7.5)"},
+       {R"(2)", R"(7.75)", R"(9)"}},
+      // Draft 4's boolean exclusive bounds are not compared: the same bound both ways merges.
+      {R"({"$schema": "http://json-schema.org/draft-04/schema#", "allOf": [
+           {"type": "integer", "minimum": 0, "exclusiveMinimum": true}, {"minimum": 0}]})",
+       {R"(1)"},
+       {R"(0)"}},
+  });
+  const Status draft4 =
+      Refusal(json::parse(R"({"$schema": "http://json-schema.org/draft-04/schema#",
+      "allOf": [{"minimum": 0, "exclusiveMinimum": true}, {"minimum": 1}]})"));
+  EXPECT_EQ(draft4.code(), Status::Code::kUnsupported) << draft4.message();
+}
+
 }  // namespace
 }  // namespace llmq

@@ -867,6 +867,13 @@ class Compiler {
     return Value(merged, ptr, out);
   }
 
+  // Whether `s` flags its minimum or maximum exclusive as draft 4 does (a boolean), so that a
+  // bound is not a number alone to compare.
+  static bool DraftFourBounds(const json& s) {
+    return (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean()) ||
+           (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean());
+  }
+
   static bool HasConstraints(const json& s) {
     if (!s.is_object()) return !s.is_boolean() || !s.get<bool>();
     for (const auto& [k, v] : s.items()) {
@@ -995,6 +1002,21 @@ class Compiler {
             mine = json{{"allOf", json::array({schema(mine), schema(d)})}};
           }
         }
+      } else if ((k == "items" || k == "additionalItems") && !w.is_array() && !v.is_array()) {
+        json both;  // each item both schemas'
+        LLMQ_RETURN_IF_ERROR(Merge(w, v, ptr + "/" + k, &both));
+        w = std::move(both);
+      } else if (k == "anyOf" && w.is_array() && v.is_array() && !w.empty() && !v.empty() &&
+                 w.size() * v.size() <= 16) {
+        json both = json::array();  // (A1 or A2) and (B1 or B2): each Ai and Bj
+        for (const json& x : w)
+          for (const json& y : v) both.push_back(json{{"allOf", json::array({x, y})}});
+        w = std::move(both);
+      } else if ((k == "minimum" || k == "maximum" || k == "exclusiveMinimum" ||
+                  k == "exclusiveMaximum") &&
+                 w.is_number() && v.is_number() && !DraftFourBounds(a) && !DraftFourBounds(b)) {
+        const bool lower = k == "minimum" || k == "exclusiveMinimum";
+        if (lower == (v.get<double>() > w.get<double>())) w = v;  // the tighter one
       } else if (k == "minLength" || k == "minItems" || k == "minProperties") {
         w = std::max(w.get<double>(), v.get<double>());
       } else if (k == "maxLength" || k == "maxItems" || k == "maxProperties") {

@@ -22,7 +22,7 @@ bool Reorder(const ojson& v, Matcher* m, ojson* out, int* budget);
 // The members `left` of object `v` (`first`: none written yet) into `m` in an order it accepts,
 // then "}"; into *result in that order. reorder.py's choice first: a key after which every other
 // possible one can still come next. Where that leads nowhere (a key that must come before the
-// others: dependencies), the other keys, backtracking, within `budget` tries of a key.
+// others: dependencies), the other keys, backtracking, within `budget` ways back.
 bool Members(const ojson& v, Matcher* m, const std::vector<std::string>& left, bool first,
              ojson* result, int* budget) {
   if (left.empty()) return m->Consume("}");
@@ -52,7 +52,7 @@ bool Members(const ojson& v, Matcher* m, const std::vector<std::string>& left, b
   };
   std::vector<Try> other;  // keys that are not reorder.py's choice, to try after
   for (const size_t i : possible) {
-    if (--*budget < 0) return false;
+    if (*budget < 0) return false;
     Try t{i, *m, ojson()};
     if (!t.next.Consume(sep + key(left[i])) || !Reorder(v[left[i]], &t.next, &t.value, budget))
       continue;
@@ -66,9 +66,13 @@ bool Members(const ojson& v, Matcher* m, const std::vector<std::string>& left, b
       other.push_back(std::move(t));
     else if (after(t))
       return true;
+    else
+      --*budget;  // a way back
   }
-  for (Try& t : other)
-    if (*budget >= 0 && after(t)) return true;
+  for (Try& t : other) {
+    if (--*budget < 0) return false;
+    if (after(t)) return true;
+  }
   return false;
 }
 
@@ -134,7 +138,7 @@ bool ReorderProperties(const std::shared_ptr<CompiledGrammar>& grammar, const oj
                        ojson* out) {
   Matcher m(grammar);
   ojson r;
-  int budget = 100000;  // keys tried, backtracking included
+  int budget = 20;  // ways back (a key tried after another's members led nowhere)
   if (!Reorder(data, &m, &r, &budget)) return false;
   *out = std::move(r);
   return true;
