@@ -525,6 +525,12 @@ TEST(JsonSchemaTest, RefusalsNameTheKeywordAndItsPointer) {
       {R"({"type": "strin"})", "\"strin\" is not a JSON Schema type"},
       {R"({"$ref": "#/$defs/missing"})", "resolves nowhere"},
       {R"({"type": "string", "maxLength": 1000000000})", "keyword \"maxLength\" at \"/maxLength\""},
+      // Found by json_schema_fuzz (2026-12-05): a bound past int64 (a cast without a defined
+      // result), and the keyword Negate writes brought by the schema in another shape (threw).
+      {R"({"type": "string", "maxLength": 1e30})", "keyword \"maxLength\" at \"/maxLength\""},
+      {R"({"type": "array", "minItems": 1e300})", "keyword \"minItems\" at \"/minItems\""},
+      {R"({"properties": {"a": {"$llmq_not_strings": {"c": ["a"]}}}})",
+       "keyword \"$llmq_not_strings\" at \"/properties/a/$llmq_not_strings\""},
       {R"({"enum": [{"a": 1}], "uniqueItems": true})",
        "keyword \"uniqueItems\" at \"/uniqueItems\""},
       {R"({"type": "object", "required": ["a"], "additionalProperties": false})",

@@ -303,7 +303,8 @@ class Compiler {
     const json& x = s[k];
     if (!x.is_number() || x.get<double>() < 0 || x.get<double>() != std::floor(x.get<double>()))
       return Invalid(k, ptr + "/" + k, "not a non-negative integer");
-    *v = static_cast<int64_t>(x.get<double>());
+    // Past 2^62 every bound is as far as any count goes (and the cast stays defined).
+    *v = x.get<double>() >= 0x1p62 ? int64_t{1} << 62 : static_cast<int64_t>(x.get<double>());
     return Status::Ok();
   }
 
@@ -604,6 +605,12 @@ class Compiler {
   // not {enum/const: strings} (a string other than those), not {anyOf: [...]} (not each).
   // Anything else is refused by name.
   Status Negate(const json& s, const std::string& ptr, json* out) {
+    // The keyword Negate writes, where a schema brings its own: only the shape written is read.
+    if (s.is_object() && s.contains("$llmq_not_strings") &&
+        (!s["$llmq_not_strings"].is_array() ||
+         !std::all_of(s["$llmq_not_strings"].begin(), s["$llmq_not_strings"].end(),
+                      [](const json& v) { return v.is_string(); })))
+      return Invalid("$llmq_not_strings", ptr + "/$llmq_not_strings", "not an array of strings");
     if (!s.is_object() || !s.contains("not")) {
       *out = s;
       return Status::Ok();
