@@ -539,6 +539,21 @@ struct Regex::Nfa {
   std::vector<State> states;
   int32_t match = 0;
   std::vector<bool> productive;  // a match is reachable from it
+  // kSearch: 2 for the states of the trailing "anything" after a match, 1 for those after it (the
+  // end of the match, the closing quote). A thread in the trailing part accepts every continuation
+  // of whole characters, and every thread of a DFA state is at the same place in a character
+  // (UTF-8 and the JSON encoding are prefix codes), so a set holding one accepts what its tail
+  // states alone do: the rest is dropped (Reduce), and after a match the DFA no longer follows
+  // the search for the other alternatives.
+  std::vector<char> tail;
+  std::vector<int32_t> Reduce(std::vector<int32_t> set) const {
+    if (tail.empty() ||
+        std::none_of(set.begin(), set.end(), [&](int32_t s) { return tail[s] == 2; }))
+      return set;
+    set.erase(std::remove_if(set.begin(), set.end(), [&](int32_t s) { return tail[s] == 0; }),
+              set.end());
+    return set;
+  }
 
   int32_t Add() {
     states.emplace_back();
@@ -742,8 +757,10 @@ Status Regex::Compile(std::string_view pattern, const Options& options,
   all.kind = Node::kSet;
   all.set = {{0, kMaxCodePoint}};
   any.kids.push_back(std::move(all));
-  Node top;
-  top.kind = Node::kAlt;
+  // Alternatives whose end is anchored, and the others, which share one trailing "anything"
+  // in kSearch (its states are the NFA's tail: Nfa::Reduce).
+  Node anchored, open;
+  anchored.kind = open.kind = Node::kAlt;
   for (Node& a : alts) {
     bool begin = false, end = false;
     LLMQ_RETURN_IF_ERROR(StripAnchors(&a, &begin, &end));
@@ -751,25 +768,50 @@ Status Regex::Compile(std::string_view pattern, const Options& options,
     c.kind = Node::kConcat;
     if (mode == Mode::kSearch && !begin) c.kids.push_back(any);
     c.kids.push_back(std::move(a));
-    if (mode == Mode::kSearch && !end) c.kids.push_back(any);
-    top.kids.push_back(std::move(c));
+    (mode == Mode::kSearch && !end ? open : anchored).kids.push_back(std::move(c));
   }
-  if (ExpandedSize(top, options.json_string) > kMaxNfaStates)
+  const double size = ExpandedSize(anchored, options.json_string) +
+                      ExpandedSize(open, options.json_string) +
+                      (open.kids.empty() ? 0 : ExpandedSize(any, options.json_string));
+  if (size > kMaxNfaStates)
     return Status::Unsupported("pattern: its repetitions expand to more than " +
                                std::to_string(kMaxNfaStates) + " automaton states");
   std::unique_ptr<Regex> r(new Regex());
-  r->nfa_->json = options.json_string;
-  auto [s, e] = r->nfa_->Build(top);
-  if (options.quoted) {  // raw quotes around what the pattern reads
-    const int32_t open = r->nfa_->Add(), close = r->nfa_->Add();
-    r->nfa_->AddByte(open, '"', s);
-    r->nfa_->AddByte(e, '"', close);
-    s = open;
+  Nfa& nfa = *r->nfa_;
+  nfa.json = options.json_string;
+  int32_t s = nfa.Add();
+  const auto [as, ae] = nfa.Build(anchored);
+  nfa.states[s].eps.push_back(as);
+  int32_t e = ae;
+  size_t tail_from = 0, tail_to = 0;  // the trailing part's states (none: empty)
+  if (!open.kids.empty()) {
+    const auto [os, oe] = nfa.Build(open);
+    nfa.states[s].eps.push_back(os);
+    tail_from = nfa.states.size();
+    const auto [ts, te] = nfa.Build(any);
+    tail_to = nfa.states.size();
+    nfa.states[oe].eps.push_back(ts);
+    e = nfa.Add();
+    nfa.states[ae].eps.push_back(e);
+    nfa.states[te].eps.push_back(e);
+  }
+  const int32_t matched = e;  // the end of a match (before the closing quote)
+  if (options.quoted) {       // raw quotes around what the pattern reads
+    const int32_t open_quote = nfa.Add(), close = nfa.Add();
+    nfa.AddByte(open_quote, '"', s);
+    nfa.AddByte(e, '"', close);
+    s = open_quote;
     e = close;
+  }
+  if (tail_to > tail_from) {
+    nfa.tail.assign(nfa.states.size(), 0);
+    for (size_t t = tail_from; t < tail_to; ++t) nfa.tail[t] = 2;
+    nfa.tail[static_cast<size_t>(matched)] = 1;
+    nfa.tail[static_cast<size_t>(e)] = 1;  // the closing quote's (where quoted)
   }
   r->nfa_->match = e;
   r->nfa_->MarkProductive();
-  const std::vector<int32_t> start = r->nfa_->Closure({s});
+  const std::vector<int32_t> start = r->nfa_->Reduce(r->nfa_->Closure({s}));
   r->start_ = start.empty() ? kDead : r->Intern(start);
   *out = std::move(r);
   return Status::Ok();
@@ -794,7 +836,7 @@ int Regex::Step(int state, uint8_t byte) {
   for (int32_t s : dfa_[static_cast<size_t>(state)]->set)
     for (const Nfa::Edge& e : nfa_->states[static_cast<size_t>(s)].edges)
       if (e.lo <= byte && byte <= e.hi) moved.push_back(e.to);
-  const std::vector<int32_t> next = nfa_->Closure(std::move(moved));
+  const std::vector<int32_t> next = nfa_->Reduce(nfa_->Closure(std::move(moved)));
   const int id = next.empty() ? kDead : Intern(next);
   dfa_[static_cast<size_t>(state)]->next[byte] = id;
   return id;
