@@ -683,5 +683,33 @@ TEST(JsonSchemaTest, AllOfMergesItemsAnyOfAndBounds) {
   EXPECT_EQ(draft4.code(), Status::Code::kUnsupported) << draft4.message();
 }
 
+// propertyNames: every key's name, listed or not, as an enum or a pattern (beside
+// patternProperties: one more pattern each other key must match).
+TEST(JsonSchemaTest, PropertyNamesLimitEveryKey) {
+  Check({
+      {R"({"type": "object", "properties": {"a": {}, "zz": {}}, "propertyNames": {"enum": ["a", "b", "c"]}})",
+       {R"({})", R"({"a": 1})", R"({"a": 1, "b": 2})", R"({"b": 2, "c": 3})"},
+       {R"({"zz": 1})", R"({"d": 1})", R"({"a": 1, "x": 2})"}},
+      {R"({"type": "object", "additionalProperties": {"type": "integer"},
+           "propertyNames": {"$ref": "#/$defs/id"}, "$defs": {"id": {"type": "string", "pattern": "^[a-z]+$"}}})",
+       {R"({"ab": 1})", R"({"ab": 1, "c": 2})"},
+       {R"({"Ab": 1})", R"({"a1": 1})", R"({"ab": "x"})", R"({"": 1})"}},
+      {R"({"type": "object", "properties": {"y_1": {"type": "string"}},
+           "patternProperties": {"^x": {"type": "integer"}}, "propertyNames": {"pattern": "_"}})",
+       {R"({"y_1": "s"})", R"({"x_2": 3})", R"({"a_b": null})",
+        R"({"y_1": "s", "x_3": 4, "q_": []})"},
+       {R"({"x2": 3})", R"({"x_2": "s"})", R"({"ab": 1})", R"({"y_1": 3})"}},
+      {R"({"type": "object", "propertyNames": false})", {R"({})"}, {R"({"a": 1})"}},
+  });
+  const Status required = Refusal(
+      json::parse(R"({"type": "object", "required": ["a"], "propertyNames": {"enum": ["b"]}})"));
+  EXPECT_NE(required.message().find("no document"), std::string::npos) << required.message();
+  const Status length = Refusal(json::parse(R"({"propertyNames": {"maxLength": 3}})"));
+  EXPECT_EQ(length.code(), Status::Code::kUnsupported) << length.message();
+  EXPECT_NE(length.message().find("\"propertyNames\" at \"/propertyNames/maxLength\""),
+            std::string::npos)
+      << length.message();
+}
+
 }  // namespace
 }  // namespace llmq

@@ -124,7 +124,7 @@ const std::set<std::string>& Enforced() {
       "additionalItems", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "allOf",
       "$ref", "minLength", "maxLength", "minProperties", "maxProperties", "pattern", "format",
       "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "not",
-      "patternProperties", "dependencies", "dependentRequired", "dependentSchemas",
+      "patternProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
       "$llmq_not_strings"};  // the last: not {enum: strings}, rewritten (Negate)
   // clang-format on
   return k;
@@ -134,7 +134,7 @@ const std::set<std::string>& Enforced() {
 const std::set<std::string>& Refused() {
   // clang-format off
   static const std::set<std::string> k = {
-      "propertyNames", "uniqueItems", "contains", "minContains", "maxContains", "if",
+      "uniqueItems", "contains", "minContains", "maxContains", "if",
       "then", "else", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
       "$recursiveRef", "$recursiveAnchor"};
   // clang-format on
@@ -1120,6 +1120,8 @@ class Compiler {
     }
     Patterns pat;
     LLMQ_RETURN_IF_ERROR(PatternProperties(s, ptr, &pat));
+    KeyNames key_names;  // propertyNames
+    LLMQ_RETURN_IF_ERROR(PropertyNames(s, ptr, &key_names));
     const auto pattern_schemas = [&](uint64_t matched, std::vector<const json*>* out_schemas) {
       for (size_t i = 0; i < pat.schemas.size(); ++i)
         if (matched >> i & 1) out_schemas->push_back(&pat.schemas[i]);
@@ -1128,6 +1130,11 @@ class Compiler {
       if (!s["properties"].is_object())
         return Invalid("properties", ptr + "/properties", "not an object");
       for (const auto& [name, ps] : s["properties"].items()) {
+        if (!key_names.Allows(name)) {  // a name propertyNames rules out: never present
+          if (std::count(required.begin(), required.end(), name) == 0) continue;
+          *out = Nothing();
+          return Status::Ok();
+        }
         Prop p{name,
                std::count(required.begin(), required.end(), name) > 0,
                {},
@@ -1160,6 +1167,7 @@ class Compiler {
     }
     // A name not listed, as a listed property (none where no key may be that name).
     const auto unlisted = [&](const std::string& name, bool req) -> Status {
+      if (!key_names.Allows(name)) return Status::Ok();
       Prop p{name, req, {}, {}, {}, {}};
       if (const uint64_t matched = pat.Matching(name); matched != 0) {
         pattern_schemas(matched, &p.schemas);
@@ -1178,6 +1186,10 @@ class Compiler {
     };
     for (const std::string& r : required)
       if (!listed.count(r)) {
+        if (!key_names.Allows(r)) {  // required, and ruled out by propertyNames
+          *out = Nothing();
+          return Status::Ok();
+        }
         LLMQ_RETURN_IF_ERROR(unlisted(r, true));
         if (!listed.count(r))
           return Refuse("required", ptr + "/required",
@@ -1188,16 +1200,25 @@ class Compiler {
     LLMQ_RETURN_IF_ERROR(DependenciesOf(s, ptr, &deps));
     for (const std::string& name : deps.names)
       if (!listed.count(name)) LLMQ_RETURN_IF_ERROR(unlisted(name, false));
+    // propertyNames' enum: its names not listed are the only other keys, listed after the rest.
+    if (key_names.only.has_value())
+      for (const std::string& name : *key_names.only)
+        if (!listed.count(name)) LLMQ_RETURN_IF_ERROR(unlisted(name, false));
     // The keys not listed, and their values: one kind of key where there are no patterns (any
     // name but the listed ones), else one for each set of patterns a key can match exactly (the
     // empty set: additionalProperties).
+    // propertyNames' pattern is one more pattern every other key must match.
     std::vector<std::pair<Sym, Sym>> other_keys;
-    if (pat.patterns.empty()) {
+    const uint64_t need = key_names.pattern ? uint64_t{1} << pat.patterns.size() : 0;
+    if (key_names.only.has_value()) {
+      // no other keys
+    } else if (pat.patterns.empty() && need == 0) {
       if (extra.has_value()) other_keys.emplace_back(OtherKey(listed), *extra);
     } else {
       Grammar::LexemeSpec spec;
       spec.is_key_pattern = true;
       spec.patterns = pat.patterns;
+      if (need != 0) spec.patterns.push_back(*key_names.pattern);
       for (const std::string& name : listed) spec.key_except.push_back(KeyText(name));
       // subset 0's automaton also lists every set of patterns some key matches exactly; the
       // product is built once (kept between Builds), another subset's costs its names' walk.
@@ -1206,7 +1227,8 @@ class Compiler {
           !st.ok())
         return Refuse("patternProperties", ptr + "/patternProperties", st.message());
       for (const uint64_t subset : none->subsets()) {
-        if (subset == 0 && !extra.has_value()) continue;
+        const uint64_t own = subset & ~need;  // patternProperties' patterns it matches
+        if ((subset & need) != need || (own == 0 && !extra.has_value())) continue;
         if (subset != 0)
           if (Status st =
                   KeyPatternAutomaton::Build(spec.key_except, spec.patterns, subset, &built);
@@ -1215,10 +1237,10 @@ class Compiler {
         KeyPatternAutomaton* keys = subset == 0 ? none.get() : built.get();
         if (keys->Start() == LexemeAutomaton::kDead) continue;  // its keys are all listed names
         Sym v;
-        if (subset == 0)
+        if (own == 0)
           v = *extra;
         else
-          LLMQ_RETURN_IF_ERROR(PatternValue(&pat, subset, ptr, &v));
+          LLMQ_RETURN_IF_ERROR(PatternValue(&pat, own, ptr, &v));
         spec.pattern_subset = subset;
         other_keys.emplace_back(g_.Lexeme(spec), v);
       }
@@ -1478,6 +1500,70 @@ class Compiler {
         continue;  // the caller's
       } else {
         return Refuse(k, at + "/" + kw, "\"" + kw + "\" in a dependent schema is not enforced yet");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // An object's propertyNames: the names a key may have.
+  struct KeyNames {
+    std::optional<std::set<std::string>> only;  // enum/const (a type without string: none)
+    std::optional<std::string> pattern;
+    std::unique_ptr<Regex> re;  // the pattern on a quoted JSON string
+    bool Allows(const std::string& name) {
+      if (only.has_value() && !only->count(name)) return false;
+      return re == nullptr || re->Matches(JsonQuote(name));
+    }
+  };
+
+  // propertyNames: `type`, `enum`/`const` of strings and `pattern` (after $ref and allOf);
+  // anything else on the names is refused by name.
+  Status PropertyNames(const json& s, const std::string& ptr, KeyNames* out) {
+    if (!s.contains("propertyNames")) return Status::Ok();
+    const std::string at = ptr + "/propertyNames";
+    json r;
+    LLMQ_RETURN_IF_ERROR(Resolve(s["propertyNames"], at, &r));
+    if (r.is_object() && r.contains("allOf")) {
+      json flat;
+      LLMQ_RETURN_IF_ERROR(Flatten(r, at, &flat));
+      r = std::move(flat);
+    }
+    if (r.is_boolean()) {
+      if (!r.get<bool>()) out->only.emplace();  // no key at all
+      return Status::Ok();
+    }
+    if (!r.is_object()) return Invalid("propertyNames", at, "not a schema");
+    const auto keep = [&](const std::set<std::string>& names) {
+      if (!out->only.has_value()) {
+        out->only = names;
+        return;
+      }
+      std::set<std::string> both;
+      for (const std::string& n : names)
+        if (out->only->count(n)) both.insert(n);
+      out->only = std::move(both);
+    };
+    for (const auto& [k, v] : r.items()) {
+      if (!(Enforced().count(k) || Refused().count(k))) continue;  // annotations, unknown
+      if (k == "type") {
+        std::vector<std::string> types;
+        LLMQ_RETURN_IF_ERROR(Types(r, at, &types));
+        if (!std::count(types.begin(), types.end(), "string")) keep({});
+      } else if ((k == "enum" && v.is_array()) || k == "const") {
+        std::set<std::string> names;
+        for (const json& x : k == "const" ? json::array({v}) : v)
+          if (x.is_string()) names.insert(x.get<std::string>());
+        keep(names);
+      } else if (k == "pattern" && v.is_string()) {
+        if (Status st =
+                Regex::Compile(v.get<std::string>(), {Regex::Mode::kSearch, true, true}, &out->re);
+            !st.ok())
+          return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)(
+              "propertyNames", at + "/pattern", st.message());
+        out->pattern = v.get<std::string>();
+      } else {
+        return Refuse("propertyNames", at + "/" + k,
+                      "\"" + k + "\" on property names is not enforced yet");
       }
     }
     return Status::Ok();

@@ -27,6 +27,9 @@
 // (`properties`: that value is written for whether the key is present, before or after it), or
 // rules objects out (`type`); names they mention that `properties` does not list come after the
 // listed and the required ones, in the order mentioned (engine/structured/object_rules.h).
+// propertyNames limits every key, listed or not: an enum of names (those not listed come after
+// the others, the only other keys) or a pattern (one more pattern each other key must match);
+// other constraints on names are refused.
 //
 // oneOf: branches no document can match together are enforced as anyOf; a branch that may
 // overlap others is enforced as itself and not them, where that `not` is a form the compiler
