@@ -1381,17 +1381,22 @@ class Compiler {
     return Status::Ok();
   }
 
+  // `b` resolved (Resolve) and its allOf merged (Flatten): one schema object to read keywords of.
+  Status ResolveFlat(const json& b, const std::string& ptr, json* out) {
+    LLMQ_RETURN_IF_ERROR(Resolve(b, ptr, out));
+    if (!out->is_object() || !out->contains("allOf")) return Status::Ok();
+    json flat;
+    LLMQ_RETURN_IF_ERROR(Flatten(*out, ptr, &flat));
+    *out = std::move(flat);
+    return Status::Ok();
+  }
+
   // The schema an object must also match where `key` is present: `required`, properties' values
   // (false: absent), `type`, and anyOf/oneOf of branches that only require or forbid names.
   Status DependentSchema(const std::string& key, const json& dep, const char* k,
                          const std::string& at, Dependencies* out) {
     json r;
-    LLMQ_RETURN_IF_ERROR(Resolve(dep, at, &r));
-    if (r.is_object() && r.contains("allOf")) {
-      json flat;
-      LLMQ_RETURN_IF_ERROR(Flatten(r, at, &flat));
-      r = std::move(flat);
-    }
+    LLMQ_RETURN_IF_ERROR(ResolveFlat(dep, at, &r));
     if (r.is_boolean()) {
       if (!r.get<bool>()) out->Add({{key, false}});
       return Status::Ok();
@@ -1522,12 +1527,7 @@ class Compiler {
     if (!s.contains("propertyNames")) return Status::Ok();
     const std::string at = ptr + "/propertyNames";
     json r;
-    LLMQ_RETURN_IF_ERROR(Resolve(s["propertyNames"], at, &r));
-    if (r.is_object() && r.contains("allOf")) {
-      json flat;
-      LLMQ_RETURN_IF_ERROR(Flatten(r, at, &flat));
-      r = std::move(flat);
-    }
+    LLMQ_RETURN_IF_ERROR(ResolveFlat(s["propertyNames"], at, &r));
     if (r.is_boolean()) {
       if (!r.get<bool>()) out->only.emplace();  // no key at all
       return Status::Ok();
