@@ -39,15 +39,17 @@ bool Members(const ojson& v, Matcher* m, const std::vector<std::string>& left, b
     Matcher next;
     ojson value;
   };
-  // The members after `t`: true where they fit (then *m and *result advanced).
+  // The members after `t`: true where they fit (then *m and *result advanced; else *result as
+  // it was: the member added is taken out again, not the object copied per try).
   const auto after = [&](Try& t) {
     std::vector<std::string> rest = left;
     rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(t.i));
-    ojson r = *result;
-    r[left[t.i]] = std::move(t.value);
-    if (!Members(v, &t.next, rest, false, &r, budget)) return false;
+    (*result)[left[t.i]] = std::move(t.value);
+    if (!Members(v, &t.next, rest, false, result, budget)) {
+      result->erase(left[t.i]);
+      return false;
+    }
     *m = std::move(t.next);
-    *result = std::move(r);
     return true;
   };
   std::vector<Try> other;  // keys that are not reorder.py's choice, to try after
