@@ -50,7 +50,7 @@ struct Case {
 // `schemas` random schemas (seed `seed`; `known`: with the known deviations' shapes), their
 // instances through the compiler and Ajv (one node run); every disagreement fails.
 void Compare(uint32_t seed, bool known, bool patterns = false, bool one_of_required = false,
-             bool dependencies = false) {
+             bool dependencies = false, bool negations = false) {
   const std::string missing = testing::MissingNodeOracle(kOracleDir, "ajv/dist/2020.js");
   if (!missing.empty()) LLMQ_SKIP_OR_FAIL_MISSING(missing);
   constexpr int kSchemas = 300, kValid = 8, kMutated = 12;
@@ -60,6 +60,7 @@ void Compare(uint32_t seed, bool known, bool patterns = false, bool one_of_requi
   gen.set_patterns(patterns);
   gen.set_one_of_required(one_of_required);
   gen.set_dependencies(dependencies);
+  gen.set_negations(negations);
   std::vector<Case> cases;
   int refused = 0, unsatisfiable = 0;
   for (int i = 0; i < kSchemas; ++i) {
@@ -162,6 +163,13 @@ TEST(JsonSchemaDiff, OneOfOfRequiredNamesAgreesWithAjv) {
 // dependencies) between an object's listed names.
 TEST(JsonSchemaDiff, DependenciesAndCountsAgreeWithAjv) {
   Compare(20261205, false, false, false, true);
+}
+
+// not (of types, values, lengths, bounds, counts, names, a property's value, the names a closed
+// object may have, and combinations of those), oneOf of branches that overlap, if/then/else: the
+// compiler writes each complement as the union of schemas it is (Complement).
+TEST(JsonSchemaDiff, NegationsAgreeWithAjv) {
+  Compare(20261206, false, false, false, false, true);
 }
 
 // Also the shapes of two deviations of the compiler from JSON Schema, found by this test (fails

@@ -16,10 +16,11 @@
 // properties, then allOf's / anyOf's branches' and $ref's targets' in order; names not listed
 // after those, the required ones among them first in the order `required` lists them), property
 // names written with escapes Python would not write, whitespace beyond 32 bytes, oneOf branches
-// that overlap; and numbers spelled otherwise than their kind (an integral 2.0 where an integer is
-// expected). Without `known`, also the shapes of the compiler's known deviations from JSON Schema
-// (A, B, C in json_schema_diff_test.cpp): the documents the compiler accepts then satisfy the
-// schema.
+// that overlap (but with set_negations); and numbers spelled otherwise than their kind (an integral
+// 2.0 where an integer is expected; with set_negations, a number with an exponent, which a bound
+// may refuse: json_regex.h). Without `known`, also the shapes of the compiler's known deviations
+// from JSON Schema (A, B, C in json_schema_diff_test.cpp): the documents the compiler accepts then
+// satisfy the schema.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -85,6 +86,12 @@ class Gen {
   // a property's value, a type; draft-07's `dependencies`), and instances mostly made to meet
   // them. Off, as set_patterns.
   void set_dependencies(bool on) { dependencies_ = on; }
+  // Also `not` (of types, values, lengths, patterns, bounds, counts, required names, a property's
+  // value, names a closed object may have, an items schema, contains, and anyOf/allOf/oneOf/not/if
+  // of those), contains with minContains/maxContains, oneOf of branches that overlap (values,
+  // ranges, lengths, discriminators not required, closed objects of overlapping names), and
+  // if/then/else. Off, as set_patterns.
+  void set_negations(bool on) { negations_ = on; }
 
   int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   bool Chance(double p) { return std::bernoulli_distribution(p)(rng_); }
@@ -256,6 +263,7 @@ class Gen {
       const bool any = Chance(0.7);
       if (!(bounded_ && any)) return json(any);
     }
+    if (negations_ && depth < 3 && Chance(0.35)) return Negation(depth);
     const int kind = depth >= 3 ? Int(0, 2) : Int(0, 11);
     switch (kind) {
       case 0:
@@ -484,6 +492,207 @@ class Gen {
     for (const auto& [k, v] : o.items())
       if (!props.contains(k) && present.count(k)) out[k] = v;
     return out;
+  }
+
+  // ---- Negations (set_negations) ----
+
+  json Negation(int depth) {
+    switch (Int(0, 4)) {
+      case 0: {  // a scalar (or anything) that is not one of the scalar shapes
+        json s = Chance(0.6) ? Scalar() : json::object();
+        s["not"] = NotScalar(depth);
+        return s;
+      }
+      case 1: {  // an object that is not one of the object shapes over its names
+        json s = ObjectWithoutPatterns(depth);
+        s["type"] = "object";
+        s["not"] = NotObject(s, 0);
+        return s;
+      }
+      case 2:
+        return OverlappingOneOf(depth);
+      case 3: {  // a value whose shape depends on its type or on a property
+        json s = ObjectWithoutPatterns(depth);
+        const std::vector<std::string> names = Listed(s);
+        if (names.empty() || Chance(0.3))
+          return json{{"if", NotScalar(1)}, {"then", NotScalar(1)}, {"else", NotScalar(1)}};
+        s["type"] = "object";
+        s["if"] = json{{"properties", {{Pick(names), Discriminator()}}}};
+        if (Chance(0.8)) s["then"] = NotObject(s, 1);
+        if (Chance(0.8)) s["else"] = NotObject(s, 1);
+        return s;
+      }
+      default: {  // an array: not of some counts, not of an items schema, contains (counted)
+        json s = Array(depth);
+        // Ajv 8.17.1 reads `contains` beside a prefix, or on an empty array, as the last
+        // verdict it computed (an oracle bug: {"prefixItems": [{"const": "x"}], "contains":
+        // {"type": "number"}} passes [] and [3.14] where items past it may be numbers,
+        // {"items": {"contains": {"const": 1}}} passes [[1], []]): arrays under contains have no
+        // prefix and an item.
+        const auto contains = [&](json* a) {
+          s.erase("prefixItems");
+          if (s.contains("items") && s["items"].is_array()) s.erase("items");
+          s.erase("additionalItems");
+          s["minItems"] = std::max(1, s.value("minItems", 0));
+          (*a)["contains"] = NotScalar(1);
+          if (!draft07_ && Chance(0.4)) (*a)["minContains"] = Int(0, 2);
+          if (!draft07_ && Chance(0.4)) (*a)["maxContains"] = Int(0, 2);
+        };
+        switch (Int(0, 3)) {
+          case 0:
+            s["not"] = Chance(0.5) ? json{{"minItems", Int(1, 2)}} : json{{"maxItems", Int(0, 2)}};
+            break;
+          case 1:
+            s["not"] = json{{"items", NotScalar(1)}};
+            break;
+          case 2:
+            contains(&s);
+            break;
+          default: {
+            json n = json::object();
+            contains(&n);
+            s["not"] = n;
+          }
+        }
+        return s;
+      }
+    }
+  }
+
+  static std::vector<std::string> Listed(const json& s) {
+    std::vector<std::string> names;
+    if (s.contains("properties"))
+      for (const auto& [n, unused] : s["properties"].items()) names.push_back(n);
+    return names;
+  }
+
+  json Discriminator() {
+    return Chance(0.5) ? json{{"const", ScalarValue()}} : json{{"enum", ScalarValues(2)}};
+  }
+
+  json ScalarValues(int n) {  // distinct ones (Ajv refuses an enum with duplicates)
+    json values = json::array();
+    for (int i = n; i > 0; --i) {
+      const json v = ScalarValue();
+      if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+    }
+    return values;
+  }
+
+  // Shapes of scalars a `not` may have (the compiler writes their complement).
+  json NotScalar(int depth) {
+    switch (depth >= 2 ? Int(0, 3) : Int(0, 8)) {
+      case 0:
+        return Chance(0.8) ? Scalar() : json{{"pattern", Pick(kPatterns)}};
+      case 1: {
+        const json values = ScalarValues(Int(1, 3));
+        return Chance(0.3) ? json{{"const", values[0]}} : json{{"enum", values}};
+      }
+      case 2: {
+        json s = json::object();
+        Lengths(&s);
+        if (s.empty()) s["maxLength"] = Int(0, 3);
+        return s;
+      }
+      case 3: {
+        json s = json::object();
+        Bounds(&s);
+        if (s.empty()) s["minimum"] = Int(-2, 3);
+        return s;
+      }
+      case 4:
+        return json{{"not", NotScalar(depth + 1)}};
+      case 5:
+        return json{{"anyOf", {NotScalar(depth + 1), NotScalar(depth + 1)}}};
+      case 6:
+        return json{{"allOf", {NotScalar(depth + 1), NotScalar(depth + 1)}}};
+      case 7:
+        return json{{"oneOf", {NotScalar(depth + 1), NotScalar(depth + 1)}}};
+      default:
+        return json{{"type", "string"}, {"pattern", Pick(kPatterns)}};
+    }
+  }
+
+  // Shapes of objects a `not` may have, over the names `s` lists (its order stays the grammar's).
+  json NotObject(const json& s, int depth) {
+    const std::vector<std::string> names = Listed(s);
+    const bool closed = s.contains("additionalProperties") && s["additionalProperties"] == false;
+    const auto some = [&] {
+      json list = json::array();
+      for (const std::string& n : names)
+        if (Chance(0.5)) list.push_back(n);
+      return list;
+    };
+    switch (names.empty() ? Int(3, 4) : depth >= 1 ? Int(0, 5) : Int(0, 8)) {
+      case 0:
+        return json{{"required", some()}};
+      case 1:
+        return json{{"properties", {{Pick(names), NotScalar(1)}}}};
+      case 2:
+        return json{{"properties", {{Pick(names), Discriminator()}}}, {"required", some()}};
+      case 3:
+        return json{{"minProperties", Int(0, 2)}};
+      case 4:
+        return json{{"maxProperties", Int(0, 2)}};
+      case 5:
+        if (names.size() >= 2)
+          return json{{draft07_ ? "dependencies" : "dependentRequired",
+                       {{names[0], json::array({names[1]})}}}};
+        return json{{"required", some()}};
+      case 6:
+        if (closed) {
+          switch (Int(0, 2)) {
+            case 0:
+              return json{{"properties", {{names[0], true}}}, {"additionalProperties", false}};
+            case 1: {
+              json list = some();  // Ajv refuses an empty enum
+              if (list.empty()) list.push_back(names[0]);
+              return json{{"propertyNames", {{"enum", list}}}};
+            }
+            default:
+              return json{{"patternProperties", {{Pick(kPatterns), NotScalar(1)}}}};
+          }
+        }
+        return json{{"required", some()}};
+      case 7:
+        return json{{"anyOf", {NotObject(s, depth + 1), NotObject(s, depth + 1)}}};
+      default:
+        return json{
+            {Chance(0.5) ? "allOf" : "oneOf", {NotObject(s, depth + 1), NotObject(s, depth + 1)}}};
+    }
+  }
+
+  // oneOf whose branches a value may match more than one of (exactly one must).
+  json OverlappingOneOf(int depth) {
+    switch (Int(0, 3)) {
+      case 0: {  // values, ranges, lengths, integer or number
+        json branches = json::array();
+        for (int i = Int(2, 3); i > 0; --i) branches.push_back(NotScalar(1));
+        return json{{"oneOf", branches}};
+      }
+      case 1:
+        return json{{"oneOf", {{{"type", "integer"}}, {{"type", "number"}}}}};
+      default: {  // objects told apart by a property not required, or by the names they allow
+        json s = ObjectWithoutPatterns(depth);
+        s["type"] = "object";
+        const std::vector<std::string> names = Listed(s);
+        if (names.empty()) return json{{"oneOf", {NotScalar(1), NotScalar(1)}}};
+        json branches = json::array();
+        const std::string d = Pick(names);
+        for (int i = Int(2, 3); i > 0; --i) {
+          json b = json{{"properties", {{d, Discriminator()}}}};
+          if (Chance(0.3)) b["required"] = json::array({Pick(names)});
+          if (Chance(0.3) && s.value("additionalProperties", json(true)) == json(false)) {
+            b = json{{"properties", json::object()}, {"additionalProperties", false}};
+            for (const std::string& n : names)
+              if (Chance(0.6)) b["properties"][n] = true;
+          }
+          branches.push_back(b);
+        }
+        s["oneOf"] = branches;
+        return s;
+      }
+    }
   }
 
   json ObjectWithoutPatterns(int depth) {
@@ -805,7 +1014,9 @@ class Gen {
   }
   json RandomFraction() {
     static const double v[] = {2.5, -0.125, 3.14, 1e-07, 6.02e-23, -1.5e-10};
-    return v[static_cast<size_t>(Int(0, 5))];
+    // Negations write bounds on any number: a text with an exponent is kept out there, as
+    // documented (NumberRangeRegex accepts fewer texts).
+    return v[static_cast<size_t>(Int(0, negations_ ? 2 : 5))];
   }
   std::string RandomString(int n) {
     std::string s;
@@ -855,6 +1066,7 @@ class Gen {
   bool patterns_ = false;
   bool one_of_required_ = false;
   bool dependencies_ = false;
+  bool negations_ = false;
   bool draft07_ = false;
   json defs_;
 };

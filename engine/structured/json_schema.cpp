@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -125,7 +127,12 @@ const std::set<std::string>& Enforced() {
       "$ref", "minLength", "maxLength", "minProperties", "maxProperties", "pattern", "format",
       "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "not",
       "patternProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
-      "$llmq_not_strings"};  // the last: not {enum: strings}, rewritten (Negate)
+      "if", "then", "else", "contains", "minContains", "maxContains",
+      // What Negate writes: not {enum: strings} (a string but those), not {pattern} (a string
+      // none of those patterns matches), not {type: integer} (a number with a fraction), not
+      // {items} (contains whatever the draft).
+      "$llmq_not_strings", "$llmq_not_patterns", "$llmq_fraction", "$llmq_contains",
+      "$llmq_min_contains", "$llmq_max_contains"};
   // clang-format on
   return k;
 }
@@ -134,8 +141,7 @@ const std::set<std::string>& Enforced() {
 const std::set<std::string>& Refused() {
   // clang-format off
   static const std::set<std::string> k = {
-      "uniqueItems", "contains", "minContains", "maxContains", "if",
-      "then", "else", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
+      "uniqueItems", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
       "$recursiveRef", "$recursiveAnchor"};
   // clang-format on
   return k;
@@ -157,6 +163,10 @@ class Compiler {
       const std::string d = root["$schema"].get<std::string>();
       for (const char* old : {"draft-03", "draft-04", "draft-06", "draft-07"})
         legacy_ref_ = legacy_ref_ || d.find(old) != std::string::npos;
+      for (const char* old : {"draft-03", "draft-04", "draft-06"})
+        no_conditionals_ = no_conditionals_ || d.find(old) != std::string::npos;
+      for (const char* old : {"draft-03", "draft-04"})
+        no_contains_ = no_contains_ || d.find(old) != std::string::npos;
     }
     const std::string ws = "[ \\t\\n\\r]{0," + std::to_string(opt.max_whitespace) + "}";
     lbrace_ = g_.Lexeme("\\{" + ws);
@@ -231,6 +241,8 @@ class Compiler {
       (void)v;
       if (Refused().count(k)) return Refuse(k, ptr + "/" + PointerToken(k), "not enforced yet");
     }
+    if (s.contains("if") || s.contains("then") || s.contains("else"))
+      return IfThenElse(s, ptr, out);
     if (s.contains("$ref")) return Ref(s, ptr, out);
     if (s.contains("allOf")) return AllOf(s, ptr, out);
     if (s.contains("anyOf") || s.contains("oneOf")) return AnyOf(s, ptr, out);
@@ -309,9 +321,12 @@ class Compiler {
   }
 
   Status StringOf(const json& s, const std::string& ptr, Sym* out) {
+    if (s.contains("$llmq_not_patterns") ||
+        (s.contains("$llmq_not_strings") &&
+         (s.contains("pattern") || s.contains("minLength") || s.contains("maxLength"))))
+      return NotPatterns(s, ptr, out);
     if (s.contains("$llmq_not_strings")) {  // not {enum: [...]}: a string other than those
-      for (const char* k : {"minLength", "maxLength", "pattern", "format"})
-        if (s.contains(k)) return Refuse("not", ptr + "/not", std::string("beside ") + k);
+      if (s.contains("format")) return Refuse("not", ptr + "/not", "beside format");
       Grammar::LexemeSpec spec;
       spec.is_key_except = true;
       for (const json& v : s["$llmq_not_strings"])
@@ -370,6 +385,48 @@ class Compiler {
     return Status::Ok();
   }
 
+  // A string none of $llmq_not_patterns matches and none of $llmq_not_strings is, that `pattern`
+  // matches and of minLength..maxLength characters (a pattern too), as a key of patternProperties
+  // is told apart (KeyPatternAutomaton: the set of patterns that match it is exactly the
+  // positive ones).
+  Status NotPatterns(const json& s, const std::string& ptr, Sym* out) {
+    if (s.contains("format")) return Refuse("not", ptr + "/not", "beside format");
+    Grammar::LexemeSpec spec;
+    spec.is_key_pattern = true;
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string()) return Invalid("pattern", ptr + "/pattern", "not a string");
+      spec.patterns.push_back(s["pattern"].get<std::string>());
+    }
+    int64_t min = 0, max = -1;
+    LLMQ_RETURN_IF_ERROR(NonNegative(s, "minLength", ptr, &min));
+    LLMQ_RETURN_IF_ERROR(NonNegative(s, "maxLength", ptr, &max));
+    if (max >= 0 && max < min) {
+      *out = Nothing();
+      return Status::Ok();
+    }
+    if (min > 0 || max >= 0) {
+      if (std::max(min, max) > 1000)
+        return Refuse("not", ptr + "/not", "beside a length bound above 1000");
+      spec.patterns.push_back("^[\\s\\S]{" + std::to_string(min) + "," +
+                              (max >= 0 ? std::to_string(max) : "") + "}$");
+    }
+    spec.pattern_subset = (uint64_t{1} << spec.patterns.size()) - 1;  // the positive ones
+    if (s.contains("$llmq_not_patterns"))
+      for (const json& p : s["$llmq_not_patterns"]) spec.patterns.push_back(p.get<std::string>());
+    if (s.contains("$llmq_not_strings"))
+      for (const json& v : s["$llmq_not_strings"])
+        spec.key_except.push_back(KeyText(v.get<std::string>()));
+    if (spec.patterns.size() > static_cast<size_t>(KeyPatternAutomaton::kMaxPatterns))
+      return Refuse("not", ptr + "/not", "more than 63 patterns");
+    std::unique_ptr<KeyPatternAutomaton> keys;
+    if (Status st =
+            KeyPatternAutomaton::Build(spec.key_except, spec.patterns, spec.pattern_subset, &keys);
+        !st.ok())
+      return Refuse("not", ptr + "/not", st.message());
+    *out = keys->Start() == LexemeAutomaton::kDead ? Nothing() : g_.Lexeme(spec);
+    return Status::Ok();
+  }
+
   // A string `re` (the lexeme `spec`'s regex) matches, of min..max characters: nothing where no
   // such string exists.
   Status BoundedString(Grammar::LexemeSpec spec, Regex* re, int64_t min, int64_t max,
@@ -396,6 +453,18 @@ class Compiler {
   // A number (or an integer) within minimum/maximum and their exclusive forms (draft 4's
   // booleans, 6's numbers).
   Status NumberOf(const json& s, bool integer, const std::string& ptr, Sym* out) {
+    if (s.contains("$llmq_fraction")) {  // not {type: integer}: a number with a fraction
+      for (const char* k :
+           {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+        if (s.contains(k)) return Refuse("not", ptr + "/not", std::string("beside ") + k);
+      // Written with its fraction, a nonzero digit in it, an exponent only where it cannot make
+      // an integer of it (negative or zero): 1.25e1 and 125e-1 are not taken (JSON Schema's
+      // kind is the value's; a grammar's is the spelling, as for integers).
+      *out = integer
+                 ? Nothing()
+                 : g_.Lexeme("-?(?:0|[1-9][0-9]*)\\.[0-9]*[1-9][0-9]*(?:[eE](?:-[0-9]+|\\+?0+))?");
+      return Status::Ok();
+    }
     std::optional<double> lo, hi;
     bool lo_ex = false, hi_ex = false;
     for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
@@ -470,6 +539,18 @@ class Compiler {
   static bool Satisfies(const json& v, const json& s) {
     if (v.is_string()) {
       const std::string text = v.get<std::string>();
+      if (s.contains("$llmq_not_patterns") && s["$llmq_not_patterns"].is_array())
+        for (const json& p : s["$llmq_not_patterns"]) {
+          std::unique_ptr<Regex> re;
+          if (p.is_string() &&
+              Regex::Compile(p.get<std::string>(), Regex::Mode::kSearch, &re).ok() &&
+              re->Matches(text))
+            return false;
+        }
+      if (s.contains("$llmq_not_strings") && s["$llmq_not_strings"].is_array() &&
+          std::find(s["$llmq_not_strings"].begin(), s["$llmq_not_strings"].end(), v) !=
+              s["$llmq_not_strings"].end())
+        return false;
       int64_t chars = 0;
       for (const char c : text) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
       if (s.contains("minLength") && s["minLength"].is_number() &&
@@ -506,6 +587,7 @@ class Compiler {
       if (const auto b = bound("exclusiveMinimum"); b && x <= *b) return false;
       if (const auto b = bound("exclusiveMaximum"); b && x >= *b) return false;
       if (const auto m = bound("multipleOf"); m && *m > 0 && std::fmod(x, *m) != 0) return false;
+      if (s.contains("$llmq_fraction") && x == std::floor(x)) return false;
     }
     return true;
   }
@@ -599,121 +681,520 @@ class Compiler {
     return Status::Ok();
   }
 
-  // `s` with its `not` written as the keywords it amounts to, where it is one of the forms
-  // schemas use: not {} (nothing), not {not: X} (X), not {type: T} (the other types),
-  // not {required: [p]} (an object without p; several names: anyOf the objects without one),
-  // not {enum/const: strings} (a string other than those), not {anyOf: [...]} (not each).
-  // Anything else is refused by name.
+  // `s` with its `not` written as keywords the compiler builds: the complement of the negated
+  // schema as a union of schemas (Complement), each combined with `s`'s other keywords (Conjoin),
+  // an anyOf of those. Refused by name where the complement is not one of those unions (not
+  // {pattern}, not {format}, not {multipleOf}, not {uniqueItems}, not {items: S}, ...).
   Status Negate(const json& s, const std::string& ptr, json* out) {
     // The keyword Negate writes, where a schema brings its own: only the shape written is read.
-    if (s.is_object() && s.contains("$llmq_not_strings") &&
-        (!s["$llmq_not_strings"].is_array() ||
-         !std::all_of(s["$llmq_not_strings"].begin(), s["$llmq_not_strings"].end(),
-                      [](const json& v) { return v.is_string(); })))
-      return Invalid("$llmq_not_strings", ptr + "/$llmq_not_strings", "not an array of strings");
-    if (!s.is_object() || !s.contains("not")) {
+    for (const char* own : {"$llmq_not_strings", "$llmq_not_patterns"})
+      if (s.is_object() && s.contains(own) &&
+          (!s[own].is_array() ||
+           !std::all_of(s[own].begin(), s[own].end(), [](const json& v) { return v.is_string(); })))
+        return Invalid(own, ptr + "/" + own, "not an array of strings");
+    // Drafts 4 to 7 ignore a $ref's siblings, `not` among them (Ref).
+    if (!s.is_object() || !s.contains("not") || (legacy_ref_ && s.contains("$ref"))) {
       *out = s;
       return Status::Ok();
     }
     json rest = s;
     rest.erase("not");
-    const json& n = s["not"];
-    const std::string np = ptr + "/not";
-    const auto refuse = [&](const std::string& why) { return Refuse("not", np, why); };
-    if (n.is_boolean() || (n.is_object() && !HasConstraints(n))) {
-      if (n.is_boolean() && !n.get<bool>()) return Negate(rest, ptr, out);
-      *out = json(false);  // not {}: nothing is valid
+    // (A or B) and not n: (A and not n) or (B and not n), each branch the context of its
+    // complement (which names an object may have, ...). Where a branch refuses, as one.
+    if (rest.contains("anyOf") && rest["anyOf"].is_array() && !rest.contains("oneOf") &&
+        !rest.contains("allOf") && !rest.contains("$ref")) {
+      json base = rest;
+      base.erase("anyOf");
+      std::vector<json> any;
+      bool ok = true;
+      for (size_t i = 0; ok && i < rest["anyOf"].size(); ++i) {
+        json branch, one;
+        ok = Merge(base, rest["anyOf"][i], ptr + "/anyOf/" + std::to_string(i), &branch).ok();
+        if (!ok || Unsatisfiable(branch)) continue;
+        if (branch.is_boolean()) branch = json::object();
+        branch["not"] = s["not"];
+        ok = Negate(branch, ptr, &one).ok();
+        if (!ok || Unsatisfiable(one)) continue;
+        if (one.is_object() && one.size() == 1 && one.contains("anyOf"))
+          any.insert(any.end(), one["anyOf"].begin(), one["anyOf"].end());
+        else
+          any.push_back(std::move(one));
+        ok = any.size() <= kMaxAlternatives;
+      }
+      if (ok) {
+        *out = any.empty() ? json(false) : any.size() == 1 ? any[0] : json{{"anyOf", any}};
+        return Status::Ok();
+      }
+    }
+    std::vector<json> alts;
+    LLMQ_RETURN_IF_ERROR(Complement(s["not"], rest, ptr + "/not", &alts));
+    return Conjoin(rest, alts, ptr, out);
+  }
+
+  // The names an object `rest` admits may have, where it admits no others (additionalProperties
+  // false, no patternProperties, no propertyNames): its listed properties not false. nullopt: any.
+  std::optional<std::vector<std::string>> ClosedNames(const json& rest, const std::string& ptr) {
+    json r;
+    if (!ResolveFlat(rest, ptr, &r).ok() || !r.is_object() || !r.contains("additionalProperties") ||
+        r["additionalProperties"] != json(false) || r.contains("patternProperties"))
+      return std::nullopt;
+    std::vector<std::string> names;
+    if (r.contains("properties") && r["properties"].is_object())
+      for (const auto& [name, p] : r["properties"].items())
+        if (p != json(false)) names.push_back(name);
+    return names;
+  }
+
+  // not {additionalProperties, patternProperties, propertyNames} of `n`, where the object `rest`
+  // admits has only names it lists (ClosedNames): one of those names present that a pattern of n
+  // matches and whose value fails the pattern's schema, or that n's properties and patterns leave
+  // additional and whose value fails additionalProperties, or that propertyNames rules out.
+  Status ComplementOfNames(const json& n, const std::vector<std::string>& names,
+                           const std::string& np, std::vector<json>* alts) {
+    std::vector<std::pair<std::unique_ptr<Regex>, json>> patterns;
+    if (n.contains("patternProperties")) {
+      if (!n["patternProperties"].is_object())
+        return Invalid("patternProperties", np + "/patternProperties", "not an object");
+      for (const auto& [pattern, p] : n["patternProperties"].items()) {
+        std::unique_ptr<Regex> re;
+        if (const Status st = Regex::Compile(pattern, Regex::Mode::kSearch, &re); !st.ok())
+          return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)(
+              "patternProperties", np + "/patternProperties/" + PointerToken(pattern),
+              st.message());
+        patterns.emplace_back(std::move(re), p);
+      }
+    }
+    KeyNames key_names;
+    LLMQ_RETURN_IF_ERROR(PropertyNames(n, np, &key_names));
+    const json listed =
+        n.contains("properties") && n["properties"].is_object() ? n["properties"] : json::object();
+    const json extra = n.contains("additionalProperties") ? n["additionalProperties"] : json(true);
+    for (const std::string& name : names) {
+      const auto present = [&](const json& value_fails) {
+        json alt = {{"type", "object"}, {"required", {name}}};
+        if (!value_fails.is_null()) alt["properties"][name] = value_fails;
+        alts->push_back(std::move(alt));
+      };
+      if (!key_names.Allows(name)) {
+        present(json());
+        continue;
+      }
+      bool matched = false;
+      for (auto& [re, p] : patterns)
+        if (re->Matches(name)) {
+          matched = true;
+          if (HasConstraints(p)) present(json{{"not", p}});
+        }
+      if (!matched && !listed.contains(name) && HasConstraints(extra))
+        present(json{{"not", extra}});
+    }
+    return Status::Ok();
+  }
+
+  // A JSON value's type ("number" for every number).
+  static const char* KindOf(const json& v) {
+    return v.is_null()      ? "null"
+           : v.is_boolean() ? "boolean"
+           : v.is_object()  ? "object"
+           : v.is_array()   ? "array"
+           : v.is_string()  ? "string"
+                            : "number";
+  }
+
+  // The type whose values a keyword constrains (nullptr: all, or several).
+  static const char* KeywordType(const std::string& k) {
+    static const std::map<std::string, const char*> types = {{"properties", "object"},
+                                                             {"required", "object"},
+                                                             {"patternProperties", "object"},
+                                                             {"additionalProperties", "object"},
+                                                             {"propertyNames", "object"},
+                                                             {"minProperties", "object"},
+                                                             {"maxProperties", "object"},
+                                                             {"dependencies", "object"},
+                                                             {"dependentRequired", "object"},
+                                                             {"dependentSchemas", "object"},
+                                                             {"minLength", "string"},
+                                                             {"maxLength", "string"},
+                                                             {"pattern", "string"},
+                                                             {"format", "string"},
+                                                             {"$llmq_not_strings", "string"},
+                                                             {"$llmq_not_patterns", "string"},
+                                                             {"minimum", "number"},
+                                                             {"maximum", "number"},
+                                                             {"exclusiveMinimum", "number"},
+                                                             {"exclusiveMaximum", "number"},
+                                                             {"multipleOf", "number"},
+                                                             {"$llmq_fraction", "number"},
+                                                             {"items", "array"},
+                                                             {"prefixItems", "array"},
+                                                             {"additionalItems", "array"},
+                                                             {"minItems", "array"},
+                                                             {"maxItems", "array"},
+                                                             {"contains", "array"},
+                                                             {"uniqueItems", "array"},
+                                                             {"$llmq_contains", "array"}};
+    const auto it = types.find(k);
+    return it == types.end() ? nullptr : it->second;
+  }
+
+  // The documents `n` rejects, as schemas whose union they are (*alts; none: every document
+  // matches `n`), where `rest` (the keywords beside the `not`) tells which types matter.
+  // Keyword by keyword, ¬(A ∧ B) = ¬A ∨ ¬B, and a keyword of one type holds for the others:
+  // not {minLength: 3} is a string of at most 2 characters, not {required: [a, b]} an object
+  // without a or without b, not {properties: {p: S}} an object with p and not S there.
+  Status Complement(const json& n0, const json& rest, const std::string& np,
+                    std::vector<json>* alts) {
+    if (negate_depth_ > 16) return Refuse("not", np, "negations nested more than 16 deep");
+    ++negate_depth_;
+    const Status st = ComplementOnce(n0, rest, np, alts);
+    --negate_depth_;
+    return st;
+  }
+
+  Status ComplementOnce(const json& n0, const json& rest, const std::string& np,
+                        std::vector<json>* alts) {
+    if (n0.is_object() && !HasConstraints(n0)) return Status::Ok();  // not {}: nothing
+    json n = n0;  // its own `not` stays one (the keyword's case below)
+    if (n0.is_object() && (n0.contains("$ref") || n0.contains("allOf")))
+      LLMQ_RETURN_IF_ERROR(ResolveFlat(n0, np, &n));
+    if (n.is_boolean()) {
+      if (!n.get<bool>()) alts->push_back(json::object());  // not false: anything
       return Status::Ok();
     }
     if (!n.is_object()) return Invalid("not", np, "not a schema");
-    std::vector<std::string> keys;
-    for (const auto& [k, v] : n.items()) {
-      (void)v;
-      if (Enforced().count(k) || Refused().count(k) || k == "not") keys.push_back(k);
-    }
-    if (keys.size() != 1) return refuse("of more than one keyword");
-    const std::string& k = keys[0];
-    if (k == "not") {  // the inner schema, with this one's other keywords
-      json inner;
-      LLMQ_RETURN_IF_ERROR(Merge(rest, n["not"], np + "/not", &inner));
-      return Negate(inner, ptr, out);
-    }
-    if (k == "anyOf" && n["anyOf"].is_array()) {  // not (A or B) = not A and not B
-      json cur = rest;
-      for (size_t i = 0; i < n["anyOf"].size(); ++i) {
-        cur["not"] = n["anyOf"][i];
-        json next;
-        LLMQ_RETURN_IF_ERROR(Negate(cur, ptr, &next));
-        if (next.is_boolean()) {
-          *out = next;
-          return Status::Ok();
-        }
-        cur = std::move(next);
-      }
-      return Negate(cur, ptr, out);
-    }
-    std::vector<std::string> types;
-    LLMQ_RETURN_IF_ERROR(Types(rest, ptr, &types));
-    const auto keep = [&](const std::function<bool(const std::string&)>& drop) {
-      json left = json::array();
-      for (const std::string& t : types)
-        if (!drop(t)) left.push_back(t);
-      rest["type"] = left;
+    const auto refuse = [&](const std::string& why) { return Refuse("not", np, why); };
+    std::vector<std::string> rest_types;
+    LLMQ_RETURN_IF_ERROR(Types(rest, np, &rest_types));
+    const auto admits = [&](const char* t) {
+      return std::count(rest_types.begin(), rest_types.end(), t) > 0;
     };
-    if (k == "type") {
-      std::vector<std::string> not_types;
-      LLMQ_RETURN_IF_ERROR(Types(n, np, &not_types));
-      const auto has = [&](const char* t) {
-        return std::count(not_types.begin(), not_types.end(), t) > 0;
-      };
-      if (has("integer") && !has("number") && std::count(types.begin(), types.end(), "number"))
-        return refuse("a number that is not an integer");
-      keep([&](const std::string& t) {
-        return has(t.c_str()) || (t == "integer" && has("number"));
-      });
-    } else if (k == "required" && n["required"].is_array() && !n["required"].empty() &&
-               std::all_of(n["required"].begin(), n["required"].end(),
-                           [](const json& r) { return r.is_string(); })) {
-      // Only objects can lack a property: the other types satisfy `required`, so not theirs.
-      keep([](const std::string& t) { return t != "object"; });
-      if (n["required"].size() > 1) {  // one of the names absent: an anyOf of those objects
-        if (rest.contains("anyOf") || rest.contains("oneOf"))
-          return refuse("of required with several names beside anyOf or oneOf");
-        json any = json::array();
-        for (const json& r : n["required"]) {
-          json absent = rest;
-          absent["properties"][r.get<std::string>()] = false;
-          json written;
-          LLMQ_RETURN_IF_ERROR(Negate(absent, ptr, &written));
-          any.push_back(std::move(written));
+    const auto of = [](const char* type, json more) {
+      more["type"] = type;
+      return more;
+    };
+    bool names_done = false;  // patternProperties, additionalProperties, propertyNames: at once
+    for (const auto& [k, v] : n.items()) {
+      if (Annotations().count(k) || !(Enforced().count(k) || Refused().count(k))) continue;
+      // A keyword of one type holds for values of the others: none of those fails it.
+      if (const char* t = KeywordType(k);
+          t != nullptr && !admits(t) && !(std::string(t) == "number" && admits("integer")))
+        continue;
+      const std::string kp = np + "/" + PointerToken(k);
+      if (k == "type") {
+        std::vector<std::string> types;
+        LLMQ_RETURN_IF_ERROR(Types(n, np, &types));
+        const auto has = [&](const char* t) {
+          return std::count(types.begin(), types.end(), t) > 0;
+        };
+        json others = json::array();
+        for (const char* t : {"null", "boolean", "object", "array", "number", "string"})
+          if (!has(t) && !(std::string(t) == "number" && has("integer"))) others.push_back(t);
+        if (!others.empty()) alts->push_back(json{{"type", others}});
+        if (has("integer") && !has("number") && admits("number"))
+          alts->push_back(json{{"type", "number"}, {"$llmq_fraction", true}});
+      } else if (k == "enum" || k == "const") {
+        LLMQ_RETURN_IF_ERROR(
+            ComplementOfValues(k == "const" ? json::array({v}) : v, rest_types, kp, alts));
+      } else if (k == "$llmq_fraction") {  // an integer, or not a number
+        alts->push_back(
+            json{{"type", {"null", "boolean", "object", "array", "string", "integer"}}});
+      } else if (k == "pattern") {
+        if (!v.is_string()) return Invalid("pattern", kp, "not a string");
+        alts->push_back(json{{"type", "string"}, {"$llmq_not_patterns", {v}}});
+      } else if (k == "$llmq_not_patterns") {  // a string one of them matches, or not a string
+        alts->push_back(json{{"type", {"null", "boolean", "object", "array", "number"}}});
+        for (const json& p : v) alts->push_back(json{{"type", "string"}, {"pattern", p}});
+      } else if (k == "$llmq_not_strings") {  // a string among those, or not a string
+        alts->push_back(json{{"type", {"null", "boolean", "object", "array", "number"}}});
+        alts->push_back(json{{"type", "string"}, {"enum", v}});
+      } else if (k == "required") {
+        if (!v.is_array()) return Invalid("required", kp, "not an array");
+        for (const json& r : v) {
+          if (!r.is_string()) return Invalid("required", kp, "not a property name");
+          alts->push_back(of("object", json{{"properties", {{r.get<std::string>(), false}}}}));
         }
-        *out = json{{"anyOf", std::move(any)}};
-        return Status::Ok();
-      }
-      rest["properties"][n["required"][0].get<std::string>()] = false;
-    } else if ((k == "enum" && n["enum"].is_array()) || k == "const") {
-      const json values = k == "const" ? json::array({n["const"]}) : n["enum"];
-      for (const json& v : values) {
-        if (v.is_null()) {
-          keep([](const std::string& t) { return t == "null"; });
-        } else if (!v.is_string()) {
-          return refuse("a value other than a string or null among those excluded");
-        } else {
-          rest["$llmq_not_strings"].push_back(v);
+      } else if (k == "properties") {
+        if (!v.is_object()) return Invalid("properties", kp, "not an object");
+        for (const auto& [name, p] : v.items())
+          if (HasConstraints(p))
+            alts->push_back(
+                of("object", json{{"required", {name}}, {"properties", {{name, {{"not", p}}}}}}));
+      } else if (k == "patternProperties" || k == "additionalProperties" || k == "propertyNames") {
+        bool constrains = HasConstraints(v);  // patternProperties: any of its schemas
+        if (k == "patternProperties") {
+          if (!v.is_object()) return Invalid(k, kp, "not an object");
+          constrains =
+              std::any_of(v.begin(), v.end(), [](const json& p) { return HasConstraints(p); });
         }
+        if (!constrains || names_done) continue;
+        const auto names = ClosedNames(rest, np);
+        if (!names.has_value())
+          return refuse("not {" + k + "} is not enforced (where the object may have any name)");
+        LLMQ_RETURN_IF_ERROR(ComplementOfNames(n, *names, np, alts));
+        names_done = true;
+      } else if (k == "minLength" || k == "minItems" || k == "minProperties" || k == "maxLength" ||
+                 k == "maxItems" || k == "maxProperties") {
+        int64_t bound = 0;
+        LLMQ_RETURN_IF_ERROR(NonNegative(n, k.c_str(), np, &bound));
+        const bool min = k[1] == 'i';
+        const std::string what = k.substr(3);  // Length, Items, Properties
+        const char* type = what == "Length" ? "string" : what == "Items" ? "array" : "object";
+        if (min && bound == 0) continue;  // every value has at least none
+        alts->push_back(
+            of(type, json{{(min ? "max" : "min") + what, min ? bound - 1 : bound + 1}}));
+      } else if (k == "minimum" || k == "maximum" || k == "exclusiveMinimum" ||
+                 k == "exclusiveMaximum") {
+        if (v.is_boolean()) continue;  // draft 4's flag: read with its bound
+        if (!v.is_number()) return Invalid(k, kp, "not a number");
+        const bool lower = k == "minimum" || k == "exclusiveMinimum";
+        const char* flag = lower ? "exclusiveMinimum" : "exclusiveMaximum";
+        // Draft 4: minimum with exclusiveMinimum: true excludes the bound itself.
+        const bool exclusive =
+            k[0] == 'e' || (n.contains(flag) && n[flag].is_boolean() && n[flag].get<bool>());
+        const char* other = lower ? (exclusive ? "maximum" : "exclusiveMaximum")
+                                  : (exclusive ? "minimum" : "exclusiveMinimum");
+        alts->push_back(of("number", json{{other, v}}));
+      } else if (k == "not") {
+        alts->push_back(v);
+      } else if (k == "allOf") {
+        if (!v.is_array()) return Invalid(k, kp, "not an array");
+        for (size_t i = 0; i < v.size(); ++i)
+          LLMQ_RETURN_IF_ERROR(Complement(v[i], rest, kp + "/" + std::to_string(i), alts));
+      } else if (k == "anyOf" || k == "oneOf") {
+        if (!v.is_array() || v.empty()) return Invalid(k, kp, "not a non-empty array");
+        // None of them: each branch's complement, conjoined.
+        std::vector<json> none = {json::object()};
+        for (size_t i = 0; i < v.size(); ++i) {
+          std::vector<json> not_i, next;
+          LLMQ_RETURN_IF_ERROR(Complement(v[i], rest, kp + "/" + std::to_string(i), &not_i));
+          for (const json& a : none)
+            for (const json& b : not_i) LLMQ_RETURN_IF_ERROR(AddMerged(a, b, kp, &next));
+          none = std::move(next);
+        }
+        alts->insert(alts->end(), none.begin(), none.end());
+        // oneOf: also two of them at once.
+        if (k == "oneOf") {
+          if (v.size() > 6) return refuse("not {oneOf} of more than 6 branches");
+          for (size_t i = 0; i < v.size(); ++i)
+            for (size_t j = i + 1; j < v.size(); ++j)
+              LLMQ_RETURN_IF_ERROR(AddMerged(v[i], v[j], kp, alts));
+        }
+      } else if (k == "dependentRequired" || k == "dependentSchemas" || k == "dependencies") {
+        if (!v.is_object()) return Invalid(k, kp, "not an object");
+        for (const auto& [key, d] : v.items()) {
+          if (d.is_array()) {  // key present and one of the names absent
+            for (const json& r : d)
+              if (r.is_string())
+                alts->push_back(
+                    of("object",
+                       json{{"required", {key}}, {"properties", {{r.get<std::string>(), false}}}}));
+          } else if (HasConstraints(d)) {  // key present and the schema not met
+            alts->push_back(of("object", json{{"required", {key}}, {"not", d}}));
+          }
+        }
+      } else if (k == "items" && (v == json(false) || !HasConstraints(v))) {
+        if (v == json(false)) alts->push_back(of("array", json{{"minItems", 1}}));
+      } else if (k == "items" && v.is_object() && !n.contains("prefixItems")) {
+        alts->push_back(of("array", json{{"$llmq_contains", {{"not", v}}}}));  // one item not v
+      } else if (k == "contains" || k == "$llmq_contains") {
+        if (k == "contains" && no_contains_) continue;
+        Counted c;
+        LLMQ_RETURN_IF_ERROR(ContainsOf(n, np, &c));
+        if (c.max >= 0)  // more than maxContains
+          alts->push_back(
+              of("array", json{{"$llmq_contains", c.schema}, {"$llmq_min_contains", c.max + 1}}));
+        if (c.min >= 1)  // fewer than minContains
+          alts->push_back(of("array", json{{"$llmq_contains", c.schema},
+                                           {"$llmq_min_contains", 0},
+                                           {"$llmq_max_contains", c.min - 1}}));
+      } else if (k == "minContains" || k == "maxContains" || k == "$llmq_min_contains" ||
+                 k == "$llmq_max_contains") {
+        continue;  // with contains
+      } else if (no_conditionals_ && (k == "if" || k == "then" || k == "else")) {
+        continue;              // keywords from draft 7 on
+      } else if (k == "if") {  // (if and not then) or (not if and not else)
+        if (n.contains("then"))
+          LLMQ_RETURN_IF_ERROR(ConjoinComplement(v, n["then"], rest, np + "/then", alts));
+        if (n.contains("else")) {
+          std::vector<json> not_if;
+          LLMQ_RETURN_IF_ERROR(Complement(v, rest, kp, &not_if));
+          for (const json& a : not_if)
+            LLMQ_RETURN_IF_ERROR(ConjoinComplement(a, n["else"], rest, np + "/else", alts));
+        }
+      } else if (k == "then" || k == "else") {
+        continue;  // with `if` (alone they constrain nothing)
+      } else {
+        return refuse("not {" + k + "} is not enforced");
       }
-    } else {
-      return refuse(
-          "only not {}, not {not}, not {type}, not {required: [one]}, not {enum of "
-          "strings} and not {anyOf} of those are enforced");
+      if (alts->size() > kMaxAlternatives) return refuse("more than 64 alternatives");
     }
-    return Negate(rest, ptr, out);
+    return Status::Ok();
+  }
+
+  // Where `a` holds and `n` does not: each of n's complement merged with `a`, into *alts.
+  Status ConjoinComplement(const json& a, const json& n, const json& rest, const std::string& np,
+                           std::vector<json>* alts) {
+    std::vector<json> not_n;
+    LLMQ_RETURN_IF_ERROR(Complement(n, rest, np, &not_n));
+    for (const json& b : not_n) LLMQ_RETURN_IF_ERROR(AddMerged(a, b, np, alts));
+    return Status::Ok();
+  }
+
+  // The values other than `values`: the types none of them has, strings other than the strings
+  // listed, the other boolean, numbers between the numbers listed (each an open interval).
+  Status ComplementOfValues(const json& values, const std::vector<std::string>& rest_types,
+                            const std::string& ptr, std::vector<json>* alts) {
+    if (!values.is_array()) return Invalid("enum", ptr, "not an array");
+    std::set<std::string> kinds;  // the kinds with a value listed
+    json strings = json::array();
+    std::vector<double> numbers;
+    std::set<bool> booleans;
+    for (const json& v : values) {
+      const std::string kind = KindOf(v);
+      if ((kind == "object" || kind == "array") &&
+          std::count(rest_types.begin(), rest_types.end(), kind))
+        return Refuse("not", ptr, "an " + kind + " among the values excluded");
+      kinds.insert(kind);
+      if (v.is_string()) strings.push_back(v);
+      if (v.is_number()) numbers.push_back(v.get<double>());
+      if (v.is_boolean()) booleans.insert(v.get<bool>());
+    }
+    json others = json::array();
+    for (const char* t : {"null", "boolean", "object", "array", "number", "string"})
+      if (!kinds.count(t)) others.push_back(t);
+    if (!others.empty()) alts->push_back(json{{"type", others}});
+    if (!strings.empty()) alts->push_back(json{{"type", "string"}, {"$llmq_not_strings", strings}});
+    if (booleans.size() == 1) alts->push_back(json{{"enum", {!*booleans.begin()}}});
+    if (!numbers.empty()) {
+      std::sort(numbers.begin(), numbers.end());
+      numbers.erase(std::unique(numbers.begin(), numbers.end()), numbers.end());
+      if (numbers.size() > 16) return Refuse("not", ptr, "more than 16 numbers excluded");
+      for (size_t i = 0; i <= numbers.size(); ++i) {
+        json between = {{"type", "number"}};
+        if (i > 0) between["exclusiveMinimum"] = numbers[i - 1];
+        if (i < numbers.size()) between["exclusiveMaximum"] = numbers[i];
+        alts->push_back(std::move(between));
+      }
+    }
+    return Status::Ok();
+  }
+
+  // allOf [a, b] into *alts, unless it plainly admits nothing.
+  Status AddMerged(const json& a, const json& b, const std::string& ptr, std::vector<json>* alts) {
+    json m;
+    LLMQ_RETURN_IF_ERROR(MergeAlternatives(a, b, ptr, &m));
+    if (!Unsatisfiable(m)) alts->push_back(std::move(m));
+    if (alts->size() > kMaxAlternatives) return Refuse("not", ptr, "more than 64 alternatives");
+    return Status::Ok();
+  }
+
+  // Merge, where both sides' anyOf would combine beyond Merge's bound: `a`'s branches one by one.
+  Status MergeAlternatives(const json& a, const json& b, const std::string& ptr, json* out) {
+    if (!(a.is_object() && b.is_object() && a.contains("anyOf") && b.contains("anyOf") &&
+          a["anyOf"].is_array() && b["anyOf"].is_array() &&
+          a["anyOf"].size() * b["anyOf"].size() > 16))
+      return Merge(a, b, ptr, out);
+    json base = a;
+    base.erase("anyOf");
+    std::vector<json> any;
+    for (const json& branch : a["anyOf"]) {
+      json part;
+      LLMQ_RETURN_IF_ERROR(Merge(base, branch, ptr, &part));
+      LLMQ_RETURN_IF_ERROR(AddMerged(part, b, ptr, &any));
+    }
+    *out = any.empty() ? json(false) : json{{"anyOf", std::move(any)}};
+    return Status::Ok();
+  }
+
+  // `rest` and one of `alts`: an anyOf of each merged with `rest` (false: none).
+  Status Conjoin(const json& rest, const std::vector<json>& alts, const std::string& ptr,
+                 json* out) {
+    std::vector<json> any;
+    for (const json& a : alts) LLMQ_RETURN_IF_ERROR(AddMerged(rest, a, ptr, &any));
+    if (any.size() == 1) {
+      *out = std::move(any[0]);
+    } else {
+      *out = any.empty() ? json(false) : json{{"anyOf", std::move(any)}};
+    }
+    return Status::Ok();
+  }
+
+  // Whether `s` plainly admits no document: false, no type left, no value left, or each type it
+  // admits ruled out by its own bounds (a required property that admits nothing, minimum above
+  // maximum, ...). Not knowing is false.
+  static bool Unsatisfiable(const json& s) {
+    if (s.is_boolean()) return !s.get<bool>();
+    if (!s.is_object()) return false;
+    if (s.contains("enum") && s["enum"].is_array() && s["enum"].empty()) return true;
+    std::set<std::string> types = {"null", "boolean", "object", "array", "number", "string"};
+    if (s.contains("type")) {
+      const json list = s["type"].is_array() ? s["type"] : json::array({s["type"]});
+      types.clear();
+      for (const json& t : list)
+        if (t.is_string()) types.insert(t == "integer" ? "number" : t.get<std::string>());
+    }
+    const auto above = [&](const char* lo, const char* hi) {
+      return s.contains(lo) && s.contains(hi) && s[lo].is_number() && s[hi].is_number() &&
+             s[lo].get<double>() > s[hi].get<double>();
+    };
+    if (above("minLength", "maxLength")) types.erase("string");
+    if (s.contains("$llmq_fraction") && s.contains("type") && !s["type"].is_null() &&
+        !(s["type"] == "number" ||
+          (s["type"].is_array() && std::count(s["type"].begin(), s["type"].end(), "number"))))
+      types.erase("number");  // an integer with a fraction
+    if (above("minItems", "maxItems")) types.erase("array");
+    if (above("minProperties", "maxProperties")) types.erase("object");
+    if (!DraftFourBounds(s)) {
+      std::optional<std::pair<double, bool>> lo, hi;  // the tightest bounds, and exclusive
+      for (const char* k : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
+        if (!s.contains(k) || !s[k].is_number()) continue;
+        const bool lower = std::string_view(k).ends_with("inimum"), exclusive = k[0] == 'e';
+        const double x = s[k].get<double>();
+        auto& b = lower ? lo : hi;
+        if (!b || (lower ? x > b->first : x < b->first) || (x == b->first && exclusive))
+          b = std::pair{x, exclusive};
+      }
+      if (lo && hi &&
+          (lo->first > hi->first || (lo->first == hi->first && (lo->second || hi->second))))
+        types.erase("number");
+    }
+    if (s.contains("required") && s["required"].is_array() && s.contains("properties") &&
+        s["properties"].is_object())
+      for (const json& r : s["required"])
+        if (r.is_string() && s["properties"].contains(r.get<std::string>()) &&
+            Unsatisfiable(s["properties"][r.get<std::string>()]))
+          types.erase("object");
+    return types.empty();
+  }
+
+  // if/then/else: (if and then) or (not if and else), each with the other keywords; then and
+  // else without if constrain nothing.
+  Status IfThenElse(const json& s, const std::string& ptr, Sym* out) {
+    json rest = s;
+    for (const char* k : {"if", "then", "else"}) rest.erase(k);
+    if (!s.contains("if") || no_conditionals_) return Value(rest, ptr, out);
+    const json yes = s.contains("then") ? s["then"] : json(true);
+    const json no = s.contains("else") ? s["else"] : json(true);
+    std::vector<json> alts, not_if;
+    json with_if, with_else;  // (the names `if` asks for come before then's)
+    LLMQ_RETURN_IF_ERROR(Merge(rest, s["if"], ptr + "/if", &with_if));
+    LLMQ_RETURN_IF_ERROR(AddMerged(with_if, yes, ptr + "/then", &alts));
+    LLMQ_RETURN_IF_ERROR(Merge(rest, no, ptr + "/else", &with_else));
+    LLMQ_RETURN_IF_ERROR(Complement(s["if"], with_else, ptr + "/if", &not_if));
+    for (const json& a : not_if) LLMQ_RETURN_IF_ERROR(AddMerged(with_else, a, ptr + "/if", &alts));
+    if (alts.empty()) return Value(json(false), ptr, out);
+    return Value(alts.size() == 1 ? alts[0] : json{{"anyOf", alts}}, ptr, out);
   }
 
   Status AnyOf(const json& s, const std::string& ptr, Sym* out) {
-    const char* k = s.contains("anyOf") ? "anyOf" : "oneOf";
-    if (s.contains("anyOf") && s.contains("oneOf"))
-      return Refuse("oneOf", ptr + "/oneOf", "beside anyOf");
+    // Both: the first one's branches, each with the other beside it (AnyOf again, with
+    // siblings), so that the names they ask for come in the schema's order.
+    const char* k = "anyOf";
+    for (const auto& [key, v] : s.items())
+      if (key == "anyOf" || key == "oneOf") {
+        k = key == "anyOf" ? "anyOf" : "oneOf";
+        break;
+      }
     const json& branches = s[k];
     if (!branches.is_array() || branches.empty())
       return Invalid(k, ptr + "/" + k, "not a non-empty array");
@@ -728,7 +1209,7 @@ class Compiler {
       for (size_t i = 0; i < branches.size(); ++i) {
         const std::string bp = ptr + "/oneOf/" + std::to_string(i);
         if (alone)
-          LLMQ_RETURN_IF_ERROR(Resolve(branches[i], bp, &resolved[i]));
+          LLMQ_RETURN_IF_ERROR(ResolveFlat(branches[i], bp, &resolved[i]));
         else
           LLMQ_RETURN_IF_ERROR(Merge(rest, branches[i], bp, &resolved[i]));
       }
@@ -743,20 +1224,23 @@ class Compiler {
           overlaps[j].push_back(i);
           if (first.empty())
             first = "branches " + std::to_string(i) + " and " + std::to_string(j) +
-                    " may both match, and not one of them is not enforced";
+                    " may both match, and not one of them is not enforced: ";
         }
       for (size_t i = 0; i < branches.size(); ++i) {
         if (overlaps[i].empty()) continue;
         const std::string bp = ptr + "/oneOf/" + std::to_string(i);
         json cur;
-        if (!Negate(resolved[i], bp, &cur).ok()) return Refuse("oneOf", ptr + "/oneOf", first);
+        if (const Status st = Negate(resolved[i], bp, &cur); !st.ok())
+          return Refuse("oneOf", ptr + "/oneOf", first + st.message());
         for (const size_t j : overlaps[i]) {
           if (cur == json(false)) break;
           if (cur.is_boolean()) cur = json::object();
           json other, next;
-          LLMQ_RETURN_IF_ERROR(Resolve(branches[j], ptr + "/oneOf/" + std::to_string(j), &other));
+          LLMQ_RETURN_IF_ERROR(
+              ResolveFlat(branches[j], ptr + "/oneOf/" + std::to_string(j), &other));
           cur["not"] = other;
-          if (!Negate(cur, bp, &next).ok()) return Refuse("oneOf", ptr + "/oneOf", first);
+          if (const Status st = Negate(cur, bp, &next); !st.ok())
+            return Refuse("oneOf", ptr + "/oneOf", first + st.message());
           cur = std::move(next);
         }
         exclusive[i] = std::move(cur);
@@ -797,12 +1281,7 @@ class Compiler {
       const json list = s.contains("const") ? json::array({s["const"]}) : s["enum"];
       values->emplace();
       for (const json& v : list) {
-        const std::string kind = v.is_null()      ? "null"
-                                 : v.is_boolean() ? "boolean"
-                                 : v.is_object()  ? "object"
-                                 : v.is_array()   ? "array"
-                                 : v.is_string()  ? "string"
-                                                  : "number";
+        const std::string kind = KindOf(v);
         if (!allowed.count(kind) && !(kind == "number" && allowed.count("integer"))) continue;
         types->insert(kind);
         (*values)->insert(v.dump());
@@ -943,6 +1422,8 @@ class Compiler {
       json flat_a, flat_b;
       LLMQ_RETURN_IF_ERROR(Flatten(a, ptr, &flat_a));
       LLMQ_RETURN_IF_ERROR(Flatten(b, ptr, &flat_b));
+      // A part that admits nothing (or everything) flattens to a boolean.
+      if (flat_a.is_boolean() || flat_b.is_boolean()) return MergeOnce(flat_a, flat_b, ptr, out);
       a = std::move(flat_a);
       b = std::move(flat_b);
     }
@@ -982,7 +1463,7 @@ class Compiler {
         for (const json& x : w)
           if (std::find(v.begin(), v.end(), x) != v.end()) both.push_back(x);
         w = std::move(both);
-      } else if (k == "$llmq_not_strings") {  // excluded by either side
+      } else if (k == "$llmq_not_strings" || k == "$llmq_not_patterns") {  // either side's
         for (const json& x : v)
           if (std::find(w.begin(), w.end(), x) == w.end()) w.push_back(x);
       } else if (k == "const") {
@@ -1057,16 +1538,22 @@ class Compiler {
       return x.contains("additionalProperties") ? x["additionalProperties"] : json(true);
     };
     json props = json::object();
+    // A schema merged with nothing stays as written (a $ref stays one: a recursive schema's rule
+    // is made once, not inlined again at each level).
+    const auto merged = [&](const json& x, const json& y, const std::string& name, json* mp) {
+      if (!HasConstraints(y) && !y.is_boolean()) return (*mp = x, Status::Ok());
+      if (y == json(true)) return (*mp = x, Status::Ok());
+      return Merge(x, y, ptr + "/properties/" + PointerToken(name), mp);
+    };
     for (const auto& [name, ps] : pa.items()) {
       json mp;
-      const json& other = pb.contains(name) ? pb[name] : extra(b);
-      LLMQ_RETURN_IF_ERROR(Merge(ps, other, ptr + "/properties/" + PointerToken(name), &mp));
+      LLMQ_RETURN_IF_ERROR(merged(ps, pb.contains(name) ? pb[name] : extra(b), name, &mp));
       props[name] = std::move(mp);
     }
     for (const auto& [name, ps] : pb.items()) {
       if (pa.contains(name)) continue;
       json mp;
-      LLMQ_RETURN_IF_ERROR(Merge(extra(a), ps, ptr + "/properties/" + PointerToken(name), &mp));
+      LLMQ_RETURN_IF_ERROR(merged(ps, extra(a), name, &mp));
       props[name] = std::move(mp);
     }
     (*m)["properties"] = std::move(props);
@@ -1661,19 +2148,27 @@ class Compiler {
 
   // An array: prefixItems (or a draft-7 `items` list), then `items` (or additionalItems), with
   // minItems..maxItems elements.
+  // An array: its prefix items, then the items schema's (or none), counted where minItems,
+  // maxItems or the prefix ask; under `contains`, also how many items so far match it (up to
+  // minContains, or past maxContains: the items that do match it and those that do not are then
+  // told apart, each item's schema with contains or with its complement).
   Status Array(const json& s, const std::string& ptr, Sym* out) {
     std::vector<Sym> prefix;
     std::optional<Sym> rest = Any();
+    std::vector<json> prefix_schemas;  // under contains: each item's schema
+    json rest_schema = true;
     const auto each = [&](const json& list, const std::string& p) -> Status {
       for (size_t i = 0; i < list.size(); ++i) {
         Sym v;
         LLMQ_RETURN_IF_ERROR(Value(list[i], p + "/" + std::to_string(i), &v));
         prefix.push_back(v);
+        prefix_schemas.push_back(list[i]);
       }
       return Status::Ok();
     };
     const auto tail = [&](const char* k) -> Status {
       if (!s.contains(k)) return Status::Ok();
+      rest_schema = s[k];
       if (s[k] == json(false)) {
         rest.reset();
         return Status::Ok();
@@ -1708,6 +2203,11 @@ class Compiler {
       return Refuse(max > kMaxCounted + k ? "maxItems" : "minItems",
                     ptr + (max > kMaxCounted + k ? "/maxItems" : "/minItems"),
                     "a bound above " + std::to_string(kMaxCounted) + " items");
+    if (s.contains("$llmq_contains") || (s.contains("contains") && !no_contains_)) {
+      Counted c;
+      LLMQ_RETURN_IF_ERROR(ContainsOf(s, ptr, &c));
+      return Contains(c, ptr, prefix_schemas, rest_schema, min, max, out);
+    }
     // after[n]: what follows the n-th element (n >= 1): the end, or a comma and element n+1.
     const auto elem = [&](int64_t n) {
       return n <= k ? prefix[static_cast<size_t>(n - 1)] : *rest;
@@ -1733,6 +2233,95 @@ class Compiler {
     return Status::Ok();
   }
 
+  // Array's with `contains`: rules after[n][c], n items written and c of them matching contains
+  // (counted up to minContains, or with maxContains up to one past it), whose end needs
+  // n >= minItems and minContains <= c (<= maxContains). Without maxContains an item may be read
+  // as matching contains or as just an item; with it, as matching or as not matching.
+  struct Counted {  // contains, minContains, maxContains (-1: none)
+    json schema;
+    int64_t min = 1, max = -1;
+  };
+  // An array schema's `contains` and its counts (2019-09 on), or what Negate wrote in their place.
+  Status ContainsOf(const json& s, const std::string& ptr, Counted* out) {
+    const bool own = s.contains("$llmq_contains");
+    if (own && s.contains("contains") && !no_contains_)
+      return Refuse("contains", ptr + "/contains", "beside not {items}");
+    out->schema = own ? s["$llmq_contains"] : s["contains"];
+    if (own || !legacy_ref_) {  // minContains and maxContains are keywords from 2019-09 on
+      const char* lo = own ? "$llmq_min_contains" : "minContains";
+      const char* hi = own ? "$llmq_max_contains" : "maxContains";
+      LLMQ_RETURN_IF_ERROR(NonNegative(s, lo, ptr, &out->min));
+      LLMQ_RETURN_IF_ERROR(NonNegative(s, hi, ptr, &out->max));
+      if (!s.contains(lo)) out->min = 1;
+    }
+    return Status::Ok();
+  }
+
+  Status Contains(const Counted& counted, const std::string& ptr, const std::vector<json>& prefix,
+                  const json& rest, int64_t min, int64_t max, Sym* out) {
+    const json& c = counted.schema;
+    const int64_t min_c = counted.min, max_c = counted.max;
+    if (max_c >= 0 && max_c < min_c) return Value(json(false), ptr, out);
+    const bool exact = max_c >= 0;
+    const int64_t cap = exact ? max_c : min_c;
+    const auto k = static_cast<int64_t>(prefix.size());
+    const int64_t last = max >= 0 ? max : std::max({min, k, cap}) + 1;  // loops there if unbounded
+    if ((last + 1) * (cap + 1) > 4096)
+      return Refuse("contains", ptr + "/contains",
+                    "more than 4096 counts of items and of those matching it");
+    // The n-th item's symbols: matching contains, and not matching it (exact) or any.
+    std::map<int64_t, std::pair<Sym, Sym>> items;  // by min(n, k + 1)
+    const auto item = [&](int64_t n, std::pair<Sym, Sym>* pair) -> Status {
+      const int64_t key = std::min(n, k + 1);
+      if (const auto it = items.find(key); it != items.end()) {
+        *pair = it->second;
+        return Status::Ok();
+      }
+      const json& base = n <= k ? prefix[static_cast<size_t>(n - 1)] : rest;
+      const std::string at =
+          n <= k ? ptr + "/prefixItems/" + std::to_string(n - 1) : ptr + "/items";
+      const json yes = json{{"allOf", json::array({base, c})}};
+      const json no = exact ? json{{"allOf", json::array({base, json{{"not", c}}})}} : base;
+      LLMQ_RETURN_IF_ERROR(Value(yes, at, &pair->first));
+      LLMQ_RETURN_IF_ERROR(Value(no, at, &pair->second));
+      items.emplace(key, *pair);
+      return Status::Ok();
+    };
+    std::vector<std::vector<Sym>> after(static_cast<size_t>(last + 1));
+    for (int64_t n = 0; n <= last; ++n)
+      for (int64_t cnt = 0; cnt <= cap; ++cnt)
+        after[static_cast<size_t>(n)].push_back(
+            g_.NewRule(ptr + "/after" + std::to_string(n) + "/" + std::to_string(cnt)));
+    const bool more = rest != json(false);  // items past the prefix
+    for (int64_t n = 0; n <= last; ++n)
+      for (int64_t cnt = 0; cnt <= cap; ++cnt) {
+        const Sym a = after[static_cast<size_t>(n)][static_cast<size_t>(cnt)];
+        if (n >= min && cnt >= min_c) g_.AddAlternative(a, {});
+        const bool loop = max < 0 && n == last;
+        if (!loop && (n == last || (n >= k && !more))) continue;
+        std::pair<Sym, Sym> it;
+        LLMQ_RETURN_IF_ERROR(item(n + 1, &it));
+        const Sym next_matching = after[static_cast<size_t>(loop ? n : n + 1)]
+                                       [static_cast<size_t>(std::min(cnt + 1, cap))];
+        const Sym next_other =
+            after[static_cast<size_t>(loop ? n : n + 1)][static_cast<size_t>(cnt)];
+        std::vector<Sym> lead;
+        if (n > 0) lead.push_back(comma_);
+        if (!(exact && cnt == max_c)) {  // past maxContains: no way on
+          std::vector<Sym> alt = lead;
+          alt.insert(alt.end(), {it.first, next_matching});
+          g_.AddAlternative(a, alt);
+        }
+        std::vector<Sym> alt = lead;
+        alt.insert(alt.end(), {it.second, next_other});
+        g_.AddAlternative(a, alt);
+      }
+    const Sym arr = g_.NewRule(ptr.empty() ? "/array" : ptr + "/array");
+    g_.AddAlternative(arr, {lbrack_, after[0][0], rbrack_});
+    *out = arr;
+    return Status::Ok();
+  }
+
   const json& root_;
   const JsonSchemaOptions& opt_;
   Grammar& g_;
@@ -1741,7 +2330,11 @@ class Compiler {
   std::map<std::string, Sym> refs_;  // by $ref: its rule (made before its body: recursion)
   int depth_ = 0;
   int merge_depth_ = 0;
-  bool legacy_ref_ = false;  // $schema is draft 4 to 7: $ref's siblings are ignored
+  int negate_depth_ = 0;
+  static constexpr size_t kMaxAlternatives = 64;  // of a negation written as anyOf
+  bool legacy_ref_ = false;       // $schema is draft 4 to 7: $ref's siblings are ignored
+  bool no_conditionals_ = false;  // $schema is before draft 7: if/then/else are not keywords
+  bool no_contains_ = false;      // before draft 6: contains is not a keyword
 };
 
 }  // namespace

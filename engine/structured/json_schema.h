@@ -31,10 +31,29 @@
 // the others, the only other keys) or a pattern (one more pattern each other key must match);
 // other constraints on names are refused.
 //
+// not: the complement of the negated schema, written as the union (anyOf) of schemas it is,
+// keyword by keyword (not (A and B) is not A or not B; a keyword of one type holds for the
+// others): not {type} (the other types; not integer: the numbers written with a nonzero fraction,
+// an exponent only where it cannot make an integer of one), {enum/const} (the other types, the
+// strings but those, the other boolean, the numbers between those listed), {pattern} (a string no
+// such pattern matches: the key automaton of patternProperties), lengths, bounds, counts of items
+// and members, {required} (an object without one of them), {properties} (one of them present and
+// not its schema), dependencies, {items: S} (contains not S), {contains} (fewer than minContains,
+// more than maxContains), {not}, {anyOf}/{allOf}/{oneOf}/{if} of those, and where the object may
+// have only the names it lists (additionalProperties false): {additionalProperties},
+// {patternProperties} and {propertyNames} (one of those names present and failing them). Each
+// alternative is merged with the schema's other keywords (beside an anyOf, in each branch); one
+// that plainly admits nothing is dropped. not {format}, {multipleOf}, {uniqueItems}, a prefix of
+// items, an object or array among the values excluded, and more than 64 alternatives are refused.
+// if/then/else (draft 7 on; before, they are not keywords): (if and then) or (not if and else).
+// contains (draft 6 on) with minContains/maxContains (2019-09 on): the items counted as they come,
+// up to minContains (an item may count or not) or one past maxContains (an item matches contains
+// or its complement).
+//
 // oneOf: branches no document can match together are enforced as anyOf; a branch that may
-// overlap others is enforced as itself and not them, where that `not` is a form the compiler
-// writes (required, type, string values: {required: [a]} and {required: [b]} become "a, not b"
-// and "b, not a"); else oneOf is refused naming the two branches.
+// overlap others is enforced as itself and not them ({required: [a]} and {required: [b]} become
+// "a, not b" and "b, not a"; {type: number} and {type: integer}, a number with a fraction);
+// where one of those `not` is refused, so is oneOf, naming the two branches and why.
 #pragma once
 
 #include <nlohmann/json.hpp>
