@@ -461,6 +461,36 @@ TEST(JsonSchemaTest, NotIsTheComplementKeywordByKeyword) {
   }
 }
 
+// A oneOf of many overlapping objects: each branch's "and not the others" multiplies its
+// alternatives; past the bound the schema is refused, not written out (MaskBench's o21819, eleven
+// meter types on one base, took 24 GB before the alternatives beside an anyOf were bounded).
+TEST(JsonSchemaTest, ManyOverlappingBranchesAreRefusedNotWrittenOut) {
+  json branches = json::array();
+  for (int i = 0; i < 11; ++i)
+    branches.push_back(json{{"allOf",
+                             {{{"$ref", "#/$defs/base"}},
+                              {{"properties",
+                                {{"protocol", {{"enum", {"p" + std::to_string(i)}}}},
+                                 {"x" + std::to_string(i), {{"type", "string"}}}}}}}}});
+  const json schema = {
+      {"$defs",
+       {{"base", json::parse(R"({"type": "object", "properties": {"enabled": {"type": "boolean"},
+             "interval": {"type": "integer"}, "protocol": {"type": "string"}},
+             "required": ["enabled"]})")}}},
+      {"type", "array"},
+      {"items", {{"oneOf", branches}}}};
+  const Status st = Refusal(schema);
+  EXPECT_EQ(st.code(), Status::Code::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("alternatives"), std::string::npos) << st.message();
+  // Three branches: each is itself and not the other two.
+  json three = schema;
+  three["items"]["oneOf"] = json::array({branches[0], branches[1], branches[2]});
+  const Schema s(three);
+  EXPECT_TRUE(s.Accepts(json::parse(R"([{"enabled": true, "protocol": "p1", "x1": "a"}])")));
+  EXPECT_FALSE(s.Accepts(json::parse(R"([{"enabled": true}])"))) << "every branch matches";
+  EXPECT_FALSE(s.Accepts(json::parse(R"([{"enabled": true, "protocol": "p9"}])")));
+}
+
 TEST(JsonSchemaTest, PatternsFormatsAndRanges) {
   // `pattern` searches the decoded value; the text is JSON's.
   const Schema zip(json::parse(R"({"type": "string", "pattern": "^[0-9]{5}(-[0-9]{4})?$"})"));

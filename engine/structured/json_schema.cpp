@@ -391,11 +391,10 @@ class Compiler {
   // positive ones).
   Status NotPatterns(const json& s, const std::string& ptr, Sym* out) {
     if (s.contains("format")) return Refuse("not", ptr + "/not", "beside format");
-    Grammar::LexemeSpec spec;
-    spec.is_key_pattern = true;
+    std::set<std::string> positive, negative;
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) return Invalid("pattern", ptr + "/pattern", "not a string");
-      spec.patterns.push_back(s["pattern"].get<std::string>());
+      positive.insert(s["pattern"].get<std::string>());
     }
     int64_t min = 0, max = -1;
     LLMQ_RETURN_IF_ERROR(NonNegative(s, "minLength", ptr, &min));
@@ -407,17 +406,33 @@ class Compiler {
     if (min > 0 || max >= 0) {
       if (std::max(min, max) > 1000)
         return Refuse("not", ptr + "/not", "beside a length bound above 1000");
-      spec.patterns.push_back("^[\\s\\S]{" + std::to_string(min) + "," +
-                              (max >= 0 ? std::to_string(max) : "") + "}$");
+      positive.insert("^[\\s\\S]{" + std::to_string(min) + "," +
+                      (max >= 0 ? std::to_string(max) : "") + "}$");
     }
-    spec.pattern_subset = (uint64_t{1} << spec.patterns.size()) - 1;  // the positive ones
     if (s.contains("$llmq_not_patterns"))
-      for (const json& p : s["$llmq_not_patterns"]) spec.patterns.push_back(p.get<std::string>());
-    if (s.contains("$llmq_not_strings"))
-      for (const json& v : s["$llmq_not_strings"])
-        spec.key_except.push_back(KeyText(v.get<std::string>()));
-    if (spec.patterns.size() > static_cast<size_t>(KeyPatternAutomaton::kMaxPatterns))
+      for (const json& p : s["$llmq_not_patterns"]) negative.insert(p.get<std::string>());
+    for (const std::string& p : positive)
+      if (negative.count(p)) {  // matched and not: no string
+        *out = Nothing();
+        return Status::Ok();
+      }
+    // The patterns in one order whatever their side, so that the branches of a oneOf of patterns
+    // share one product automaton (KeyPatternAutomaton keeps it between Builds).
+    Grammar::LexemeSpec spec;
+    spec.is_key_pattern = true;
+    std::set<std::string> all = positive;
+    all.insert(negative.begin(), negative.end());
+    if (all.size() > static_cast<size_t>(KeyPatternAutomaton::kMaxPatterns))
       return Refuse("not", ptr + "/not", "more than 63 patterns");
+    for (const std::string& p : all) {
+      if (positive.count(p)) spec.pattern_subset |= uint64_t{1} << spec.patterns.size();
+      spec.patterns.push_back(p);
+    }
+    if (s.contains("$llmq_not_strings")) {
+      std::set<std::string> names;
+      for (const json& v : s["$llmq_not_strings"]) names.insert(KeyText(v.get<std::string>()));
+      spec.key_except.assign(names.begin(), names.end());
+    }
     std::unique_ptr<KeyPatternAutomaton> keys;
     if (Status st =
             KeyPatternAutomaton::Build(spec.key_except, spec.patterns, spec.pattern_subset, &keys);
@@ -728,6 +743,12 @@ class Compiler {
     }
     std::vector<json> alts;
     LLMQ_RETURN_IF_ERROR(Complement(s["not"], rest, ptr + "/not", &alts));
+    // Beside an anyOf that could not be distributed, several alternatives would each hold it
+    // whole: nested, their number multiplies with each negation (oneOf of many branches).
+    if (alts.size() > 1 && rest.contains("anyOf"))
+      return Refuse(
+          "not", ptr + "/not",
+          "beside an anyOf, more than " + std::to_string(kMaxAlternatives) + " alternatives");
     return Conjoin(rest, alts, ptr, out);
   }
 
@@ -1408,6 +1429,13 @@ class Compiler {
   }
 
   Status MergeOnce(const json& a0, const json& b0, const std::string& ptr, json* out) {
+    // Negations and oneOf multiply schemas: each merged copy is counted, and past the bound the
+    // schema is refused rather than written out (a few levels of 64 alternatives each would be
+    // billions).
+    if (++merges_ > kMaxMerges)
+      return Refuse("allOf", ptr,
+                    "more than " + std::to_string(kMaxMerges) +
+                        " schemas merged (not, oneOf, if and allOf combined)");
     json a, b;
     LLMQ_RETURN_IF_ERROR(Resolve(a0, ptr, &a));
     LLMQ_RETURN_IF_ERROR(Resolve(b0, ptr, &b));
@@ -2331,6 +2359,10 @@ class Compiler {
   int depth_ = 0;
   int merge_depth_ = 0;
   int negate_depth_ = 0;
+  // MergeOnce calls: MaskBench's schemas take at most 2,156 (2026-12-05); a oneOf of eleven
+  // overlapping objects took millions (and 24 GB) before its alternatives were bounded.
+  int64_t merges_ = 0;
+  static constexpr int64_t kMaxMerges = 20000;
   static constexpr size_t kMaxAlternatives = 64;  // of a negation written as anyOf
   bool legacy_ref_ = false;       // $schema is draft 4 to 7: $ref's siblings are ignored
   bool no_conditionals_ = false;  // $schema is before draft 7: if/then/else are not keywords
