@@ -517,9 +517,17 @@ class Gen {
         if (names.empty() || Chance(0.3))
           return json{{"if", NotScalar(1)}, {"then", NotScalar(1)}, {"else", NotScalar(1)}};
         s["type"] = "object";
-        s["if"] = json{{"properties", {{Pick(names), Discriminator()}}}};
-        if (Chance(0.8)) s["then"] = NotObject(s, 1);
-        if (Chance(0.8)) s["else"] = NotObject(s, 1);
+        const auto conditional = [&] {
+          json c = {{"if", {{"properties", {{Pick(names), Discriminator()}}}}}};
+          if (Chance(0.8)) c["then"] = NotObject(s, 1);
+          if (Chance(0.8)) c["else"] = NotObject(s, 1);
+          return c;
+        };
+        if (Chance(0.3)) {  // several, as allOf parts
+          s["allOf"] = json::array({conditional(), conditional()});
+          return s;
+        }
+        s.update(conditional());
         return s;
       }
       default: {  // an array: not of some counts, not of an items schema, contains (counted)

@@ -435,6 +435,14 @@ TEST(JsonSchemaTest, NotIsTheComplementKeywordByKeyword) {
       {R"~({"type": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}], "oneOf": [{"required": ["c"]}, {"required": ["d"]}]})~",
        {R"~({"a": 1, "c": 1})~", R"~({"a": 1, "d": 1})~", R"~({"b": 1, "d": 1})~"},
        {R"~({})~", R"~({"a": 1, "c": 1, "d": 1})~", R"~({"c": 1})~"}},
+      // Several if/then as allOf parts.
+      {R"~({"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "string"}, "c": {"type": "boolean"}, "d": {"type": "string"}}, "allOf": [{"if": {"properties": {"a": {"const": false}}}, "then": {"required": ["b"]}}, {"if": {"properties": {"c": {"const": true}}}, "then": {"required": ["d"]}}]})~",
+       {R"~({"a": false, "b": "x", "c": true, "d": "y"})~", R"~({"a": true, "c": false})~"},
+       {R"~({})~", R"~({"a": false})~", R"~({"a": false, "b": "x"})~", R"~({"c": true})~",
+        R"~({"c": true, "d": "y"})~", R"~({"a": false, "b": "x", "c": true})~"}},
+      {R"~({"allOf": [{"if": {"type": "string"}, "then": {"minLength": 2}}, {"if": {"type": "integer"}, "then": {"minimum": 3}}, {"if": {"type": "array"}, "then": {"minItems": 1}}]})~",
+       {R"~("ab")~", R"~(3)~", R"~([1])~", R"~(null)~"},
+       {R"~("a")~", R"~(1)~", R"~([])~"}},
   };
   for (const auto& c : cases) {
     const Schema s(json::parse(c.schema));
@@ -459,6 +467,30 @@ TEST(JsonSchemaTest, NotIsTheComplementKeywordByKeyword) {
     EXPECT_EQ(st.code(), Status::Code::kUnsupported) << k << ": " << st.message();
     EXPECT_NE(st.message().find("keyword \"not\" at \"/not\""), std::string::npos) << st.message();
   }
+}
+
+// Conditionals merged one after another (allOf of if/then parts) each write the cases before
+// them again: a long chain is refused by what it writes, not run out of memory (MaskBench's
+// cloudify.json, dozens of `if type is X then ...` parts, took 24 GB).
+TEST(JsonSchemaTest, LongChainsOfConditionalsAreRefusedNotWrittenOut) {
+  json parts = json::array();
+  for (int i = 0; i < 40; ++i)
+    parts.push_back(
+        {{"if", {{"properties", {{"t", {{"const", "t" + std::to_string(i)}}}}}}},
+         {"then", {{"required", {"p" + std::to_string(i)}}}},
+         {"else", {{"properties", {{"p" + std::to_string(i), {{"type", "string"}}}}}}}});
+  const json schema = {
+      {"type", "object"}, {"properties", {{"t", {{"type", "string"}}}}}, {"allOf", parts}};
+  const Status st = Refusal(schema);
+  EXPECT_EQ(st.code(), Status::Code::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("written out"), std::string::npos) << st.message();
+  json two = schema;
+  two["allOf"] = json::array({parts[0], parts[1]});
+  const Schema s(two);
+  EXPECT_TRUE(s.Accepts(json::parse(R"({"t": "t0", "p0": 1})")));
+  EXPECT_FALSE(s.Accepts(json::parse(R"({"t": "t0"})")));
+  EXPECT_FALSE(s.Accepts(json::parse(R"({"t": "t5", "p1": 2})"))) << "p1 must be a string";
+  EXPECT_TRUE(s.Accepts(json::parse(R"({"t": "t5", "p1": "x"})")));
 }
 
 // A oneOf of many overlapping objects: each branch's "and not the others" multiplies its

@@ -1191,20 +1191,49 @@ class Compiler {
   // if/then/else: (if and then) or (not if and else), each with the other keywords; then and
   // else without if constrain nothing.
   Status IfThenElse(const json& s, const std::string& ptr, Sym* out) {
+    json written;
+    LLMQ_RETURN_IF_ERROR(WithoutIf(s, ptr, &written));
+    return Value(written, ptr, out);
+  }
+
+  // `s` with its if/then/else written as the anyOf of (if and then) and (not if and else) beside
+  // s's other keywords (whose properties then come first, in the schema's order); where s has an
+  // anyOf already, each case holds them all (false: neither admits a document).
+  Status WithoutIf(const json& s, const std::string& ptr, json* out) {
     json rest = s;
     for (const char* k : {"if", "then", "else"}) rest.erase(k);
-    if (!s.contains("if") || no_conditionals_) return Value(rest, ptr, out);
+    if (!s.contains("if") || no_conditionals_) {
+      *out = std::move(rest);
+      return Status::Ok();
+    }
     const json yes = s.contains("then") ? s["then"] : json(true);
     const json no = s.contains("else") ? s["else"] : json(true);
+    const bool beside = !rest.contains("anyOf") && !rest.contains("oneOf");
+    const json base = beside ? json::object() : rest;
     std::vector<json> alts, not_if;
     json with_if, with_else;  // (the names `if` asks for come before then's)
-    LLMQ_RETURN_IF_ERROR(Merge(rest, s["if"], ptr + "/if", &with_if));
+    LLMQ_RETURN_IF_ERROR(Merge(base, s["if"], ptr + "/if", &with_if));
     LLMQ_RETURN_IF_ERROR(AddMerged(with_if, yes, ptr + "/then", &alts));
-    LLMQ_RETURN_IF_ERROR(Merge(rest, no, ptr + "/else", &with_else));
-    LLMQ_RETURN_IF_ERROR(Complement(s["if"], with_else, ptr + "/if", &not_if));
+    LLMQ_RETURN_IF_ERROR(Merge(base, no, ptr + "/else", &with_else));
+    json context;  // what not-if is taken within (which types matter, which names an object has)
+    LLMQ_RETURN_IF_ERROR(Merge(rest, no, ptr + "/else", &context));
+    LLMQ_RETURN_IF_ERROR(Complement(s["if"], context, ptr + "/if", &not_if));
     for (const json& a : not_if) LLMQ_RETURN_IF_ERROR(AddMerged(with_else, a, ptr + "/if", &alts));
-    if (alts.empty()) return Value(json(false), ptr, out);
-    return Value(alts.size() == 1 ? alts[0] : json{{"anyOf", alts}}, ptr, out);
+    if (alts.empty()) {
+      *out = json(false);
+    } else if (beside) {
+      *out = std::move(rest);
+      (*out)["anyOf"] = alts;
+    } else {
+      *out = alts.size() == 1 ? alts[0] : json{{"anyOf", alts}};
+    }
+    // Conditionals merged one after another (allOf of if/then parts) each copy the cases so far:
+    // past a bound on what is written, refused rather than doubled again.
+    if (out->dump().size() > kMaxWritten)
+      return Refuse("if", ptr + "/if",
+                    "its cases with those before them take more than " +
+                        std::to_string(kMaxWritten / 1000) + " kB written out");
+    return Status::Ok();
   }
 
   Status AnyOf(const json& s, const std::string& ptr, Sym* out) {
@@ -1454,6 +1483,12 @@ class Compiler {
       if (flat_a.is_boolean() || flat_b.is_boolean()) return MergeOnce(flat_a, flat_b, ptr, out);
       a = std::move(flat_a);
       b = std::move(flat_b);
+    }
+    // Both conditional (allOf of several if/then): the first one's written out as an anyOf.
+    if (a.contains("if") && b.contains("if") && !no_conditionals_) {
+      json written;
+      LLMQ_RETURN_IF_ERROR(WithoutIf(a, ptr, &written));
+      return MergeOnce(written, b, ptr, out);
     }
     // A name one side lists or allows meets the other's patterns: not merged here.
     for (const auto& [x, y] : {std::pair{&a, &b}, std::pair{&b, &a}})
@@ -2363,6 +2398,7 @@ class Compiler {
   // overlapping objects took millions (and 24 GB) before its alternatives were bounded.
   int64_t merges_ = 0;
   static constexpr int64_t kMaxMerges = 20000;
+  static constexpr size_t kMaxWritten = 1 << 20;  // bytes of one conditional written out
   static constexpr size_t kMaxAlternatives = 64;  // of a negation written as anyOf
   bool legacy_ref_ = false;       // $schema is draft 4 to 7: $ref's siblings are ignored
   bool no_conditionals_ = false;  // $schema is before draft 7: if/then/else are not keywords

@@ -45,7 +45,9 @@
 // alternative is merged with the schema's other keywords (beside an anyOf, in each branch); one
 // that plainly admits nothing is dropped. not {format}, {multipleOf}, {uniqueItems}, a prefix of
 // items, an object or array among the values excluded, and more than 64 alternatives are refused.
-// if/then/else (draft 7 on; before, they are not keywords): (if and then) or (not if and else).
+// if/then/else (draft 7 on; before, they are not keywords): (if and then) or (not if and else),
+// an anyOf beside the other keywords; several (allOf of if/then parts) are written out one after
+// another, each case holding those before it, refused past 1 MB written.
 // contains (draft 6 on) with minContains/maxContains (2019-09 on): the items counted as they come,
 // up to minContains (an item may count or not) or one past maxContains (an item matches contains
 // or its complement).
