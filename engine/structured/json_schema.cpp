@@ -630,13 +630,7 @@ class Compiler {
     std::vector<std::string> types;
     LLMQ_RETURN_IF_ERROR(Types(s, ptr, &types));
     const auto admitted = [&](const json& v) {
-      const char* t = v.is_null()                                       ? "null"
-                      : v.is_boolean()                                  ? "boolean"
-                      : v.is_object()                                   ? "object"
-                      : v.is_array()                                    ? "array"
-                      : v.is_string()                                   ? "string"
-                      : v.is_number_integer() || v.is_number_unsigned() ? "integer"
-                                                                        : "number";
+      const char* t = v.is_number_integer() || v.is_number_unsigned() ? "integer" : KindOf(v);
       return std::count(types.begin(), types.end(), t) > 0 ||
              (std::string(t) == "integer" && std::count(types.begin(), types.end(), "number"));
     };
@@ -812,6 +806,14 @@ class Compiler {
     return Status::Ok();
   }
 
+  // The six kinds of JSON value but `excluded` (a "type" list; "number" covers integers).
+  static json OtherKinds(const std::set<std::string>& excluded) {
+    json others = json::array();
+    for (const char* t : {"null", "boolean", "object", "array", "number", "string"})
+      if (!excluded.count(t)) others.push_back(t);
+    return others;
+  }
+
   // A JSON value's type ("number" for every number).
   static const char* KindOf(const json& v) {
     return v.is_null()      ? "null"
@@ -907,10 +909,10 @@ class Compiler {
         const auto has = [&](const char* t) {
           return std::count(types.begin(), types.end(), t) > 0;
         };
-        json others = json::array();
-        for (const char* t : {"null", "boolean", "object", "array", "number", "string"})
-          if (!has(t) && !(std::string(t) == "number" && has("integer"))) others.push_back(t);
-        if (!others.empty()) alts->push_back(json{{"type", others}});
+        std::set<std::string> listed(types.begin(), types.end());
+        if (has("integer")) listed.insert("number");  // its complement among numbers: below
+        if (const json others = OtherKinds(listed); !others.empty())
+          alts->push_back(json{{"type", others}});
         if (has("integer") && !has("number") && admits("number"))
           alts->push_back(json{{"type", "number"}, {"$llmq_fraction", true}});
       } else if (k == "enum" || k == "const") {
@@ -923,10 +925,10 @@ class Compiler {
         if (!v.is_string()) return Invalid("pattern", kp, "not a string");
         alts->push_back(json{{"type", "string"}, {"$llmq_not_patterns", {v}}});
       } else if (k == "$llmq_not_patterns") {  // a string one of them matches, or not a string
-        alts->push_back(json{{"type", {"null", "boolean", "object", "array", "number"}}});
+        alts->push_back(json{{"type", OtherKinds({"string"})}});
         for (const json& p : v) alts->push_back(json{{"type", "string"}, {"pattern", p}});
       } else if (k == "$llmq_not_strings") {  // a string among those, or not a string
-        alts->push_back(json{{"type", {"null", "boolean", "object", "array", "number"}}});
+        alts->push_back(json{{"type", OtherKinds({"string"})}});
         alts->push_back(json{{"type", "string"}, {"enum", v}});
       } else if (k == "required") {
         if (!v.is_array()) return Invalid("required", kp, "not an array");
@@ -1080,10 +1082,8 @@ class Compiler {
       if (v.is_number()) numbers.push_back(v.get<double>());
       if (v.is_boolean()) booleans.insert(v.get<bool>());
     }
-    json others = json::array();
-    for (const char* t : {"null", "boolean", "object", "array", "number", "string"})
-      if (!kinds.count(t)) others.push_back(t);
-    if (!others.empty()) alts->push_back(json{{"type", others}});
+    if (const json others = OtherKinds(kinds); !others.empty())
+      alts->push_back(json{{"type", others}});
     if (!strings.empty()) alts->push_back(json{{"type", "string"}, {"$llmq_not_strings", strings}});
     if (booleans.size() == 1) alts->push_back(json{{"enum", {!*booleans.begin()}}});
     if (!numbers.empty()) {
