@@ -1604,8 +1604,7 @@ class Compiler {
     // A schema merged with nothing stays as written (a $ref stays one: a recursive schema's rule
     // is made once, not inlined again at each level).
     const auto merged = [&](const json& x, const json& y, const std::string& name, json* mp) {
-      if (!HasConstraints(y) && !y.is_boolean()) return (*mp = x, Status::Ok());
-      if (y == json(true)) return (*mp = x, Status::Ok());
+      if (!HasConstraints(y)) return (*mp = x, Status::Ok());  // true, {}, annotations only
       return Merge(x, y, ptr + "/properties/" + PointerToken(name), mp);
     };
     for (const auto& [name, ps] : pa.items()) {
