@@ -180,8 +180,10 @@ TEST(JsonSchemaDiff, NegationsAgreeWithAjv) {
 //      "anyOf": [{"properties": {"b": {}}}]} rejects {"a": 1, "b": 2} (b is additional), and
 //      {"allOf": [{"properties": {"a": {}}}], "additionalProperties": false} rejects {"a": 1};
 //      the compiler accepts both.
-//   B. enum and const ignore their siblings other than type: {"const": "x y", "maxLength": 1}
-//      accepts nothing, the compiler "x y"; so do enums merged with lengths by allOf.
+//   B. (mended) enum and const ignored their siblings other than type: {"const": "x y",
+//      "maxLength": 1} accepts nothing, the compiler took "x y"; so did enums merged with lengths
+//      by allOf, and objects and arrays among the values beside their type's keywords (now each
+//      value's shape is merged with them). The generator makes these shapes in every mode.
 //   C. a $ref's siblings replace its target's keywords where allOf merges it (or a $ref chain
 //      reaches it) instead of applying beside them: {"allOf": [{"$ref": "#/$defs/a"}], "$defs":
 //      {"a": {"$ref": "#/$defs/b", "type": "string"}, "b": {"type": "null"}}} accepts nothing,

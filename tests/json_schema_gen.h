@@ -351,7 +351,7 @@ class Gen {
       s["enum"] = values;
     }
     if (Chance(0.3)) s["type"] = Chance(0.5) ? json("string") : json::array({"integer", "null"});
-    if (known_ && Chance(0.1)) Lengths(&s);  // on the string values (deviation B)
+    if (Chance(0.1)) Lengths(&s);  // on the string values (deviation B, mended)
     return s;
   }
 
@@ -631,7 +631,8 @@ class Gen {
         if (Chance(0.5)) list.push_back(n);
       return list;
     };
-    switch (names.empty() ? Int(3, 4) : depth >= 1 ? Int(0, 5) : Int(0, 8)) {
+    const bool of_names = depth == 0 && Chance(0.25);  // more of case 6
+    switch (of_names ? 6 : names.empty() ? Int(3, 4) : depth >= 1 ? Int(0, 5) : Int(0, 8)) {
       case 0:
         return json{{"required", some()}};
       case 1:
@@ -648,20 +649,25 @@ class Gen {
                        {{names[0], json::array({names[1]})}}}};
         return json{{"required", some()}};
       case 6:
-        if (closed) {
-          switch (Int(0, 2)) {
-            case 0:
-              return json{{"properties", {{names[0], true}}}, {"additionalProperties", false}};
-            case 1: {
-              json list = some();  // Ajv refuses an empty enum
-              if (list.empty()) list.push_back(names[0]);
-              return json{{"propertyNames", {{"enum", list}}}};
-            }
-            default:
-              return json{{"patternProperties", {{Pick(kPatterns), NotScalar(1)}}}};
+        // The names an object may have: on an open one, not of them asks for a member of some
+        // kind of key (one not listed, one a pattern matches, one propertyNames rejects).
+        switch (Int(0, 2)) {
+          case 0: {
+            json n = {{"additionalProperties", closed || Chance(0.5) ? json(false) : NotScalar(1)}};
+            if (!names.empty()) n["properties"] = {{names[0], true}};
+            return n;
           }
+          case 1: {
+            if (!closed && Chance(0.5))
+              return json{{"propertyNames", Chance(0.5) ? json{{"pattern", Pick(kPatterns)}}
+                                                        : json{{"maxLength", Int(1, 3)}}}};
+            json list = some();  // Ajv refuses an empty enum
+            if (list.empty()) list.push_back(names.empty() ? "a" : names[0]);
+            return json{{"propertyNames", {{"enum", list}}}};
+          }
+          default:
+            return json{{"patternProperties", {{Pick(kPatterns), NotScalar(1)}}}};
         }
-        return json{{"required", some()}};
       case 7:
         return json{{"anyOf", {NotObject(s, depth + 1), NotObject(s, depth + 1)}}};
       default:
@@ -830,17 +836,11 @@ class Gen {
     json s = json::object();
     if (Chance(0.5)) s["type"] = "object";
     json parts = json::array();
-    std::set<std::string> seen;  // a property in two parts: its schemas merged (deviation B)
+    // A property in two parts: its schemas merged (deviation B, mended: enums with siblings).
     for (int i = Int(2, 3); i > 0; --i) {
       json p = ObjectWithoutPatterns(depth + 1);
       if (p.contains("additionalProperties") && (Chance(0.7) || !known_))  // deviation A
         p.erase("additionalProperties");
-      if (!known_ && p.contains("properties")) {
-        json own = json::object();
-        for (const auto& [n, ps] : p["properties"].items())
-          if (seen.insert(n).second) own[n] = ps;
-        p["properties"] = own;
-      }
       parts.push_back(p);
     }
     s["allOf"] = parts;
@@ -868,12 +868,12 @@ class Gen {
     json s = {{"$ref", DefRef(name)}};
     if (!draft07_ && Chance(0.15)) {  // siblings of $ref apply too (2019-09 and later)
       const int k = Int(0, 2);
-      if (k == 0 || !known_)
+      if (k == 0 || (k == 1 && !known_))
         s["type"] = json::array({"object", "string", "null"});
       else if (k == 1)
         s["type"] = Pick(kScalarTypes);  // deviation C where a chain of $refs or allOf merges it
       else
-        Lengths(&s);  // deviation B where the target is an enum
+        Lengths(&s);  // deviation B where the target is an enum (mended)
     }
     return s;
   }

@@ -178,6 +178,13 @@ TEST(JsonSchemaTest, EnumsOfObjectsAndArrays) {
   const Schema other_type(json::parse(R"({"type": "string", "enum": [{"a": 1}, "b"]})"));
   EXPECT_FALSE(other_type.Accepts(json::parse(R"({"a": 1})"))) << "not of the type";
   EXPECT_TRUE(other_type.Accepts(json::parse(R"("b")")));
+  // The keywords beside the enum hold for its objects and arrays too (each value's shape merged
+  // with them): {"a": "x"} fails a's type, [1] the count.
+  const Schema beside(json::parse(R"({"enum": [{"a": 1}, {"a": "x"}, [1, 2], [1]],
+      "properties": {"a": {"type": "integer"}}, "minItems": 2})"));
+  for (const char* ok : {R"({"a": 1})", R"([1, 2])"}) EXPECT_TRUE(beside.Accepts(std::string(ok)));
+  for (const char* bad : {R"({"a": "x"})", R"([1])"})
+    EXPECT_FALSE(beside.Accepts(std::string(bad))) << bad;
 }
 
 // A surrogate pair written as two \u escapes is one character, as validators count it (Ajv's
@@ -460,12 +467,56 @@ TEST(JsonSchemaTest, NotIsTheComplementKeywordByKeyword) {
       "if": {"properties": {"k": {"enum": ["x"]}}}, "else": {"properties": {"k": {"const": null}}}})"))
                    .ok());
   // What stays refused names the keyword inside the not.
-  for (const char* k : {R"({"not": {"format": "date"}})", R"({"not": {"multipleOf": 2}})",
-                        R"({"not": {"uniqueItems": true}})",
-                        R"({"type": "object", "not": {"additionalProperties": false}})"}) {
+  for (const char* k :
+       {R"({"not": {"format": "date"}})", R"({"not": {"multipleOf": 2}})",
+        R"({"not": {"uniqueItems": true}})", R"({"type": "string", "not": {"format": "email"}})"}) {
     const Status st = Refusal(json::parse(k));
     EXPECT_EQ(st.code(), Status::Code::kUnsupported) << k << ": " << st.message();
     EXPECT_NE(st.message().find("keyword \"not\" at \"/not\""), std::string::npos) << st.message();
+  }
+}
+
+// not {additionalProperties}, not {patternProperties} and not {propertyNames} on an object that
+// may have any name: a member of some kind of key whose value fails the keyword (listed, or among
+// the other keys), each verdict Ajv's.
+TEST(JsonSchemaTest, NotOfTheNamesOfAnOpenObjectAsksForAMember) {
+  const struct {
+    const char* schema;
+    std::vector<const char*> valid, invalid;
+  } cases[] = {
+      {R"~({"type": "object", "not": {"additionalProperties": false}})~",
+       {R"~({"a": 1})~", R"~({"a": 1, "b": 2})~"},
+       {R"~({})~"}},
+      {R"~({"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"properties": {"a": {}}, "additionalProperties": false}})~",
+       {R"~({"a": 1, "b": 2})~", R"~({"b": 2})~"},
+       {R"~({"a": 1})~", R"~({})~", R"~({"a": "x", "b": 2})~"}},
+      {R"~({"type": "object", "properties": {"a": {}}, "not": {"properties": {"a": {}}, "additionalProperties": {"type": "string"}}})~",
+       {R"~({"b": 1})~", R"~({"a": "x", "b": null})~", R"~({"b": "s", "c": 2})~"},
+       {R"~({"b": "s"})~", R"~({"a": 1})~", R"~({})~"}},
+      {R"~({"type": "object", "not": {"patternProperties": {"^x": {"type": "integer"}}}})~",
+       {R"~({"x1": "s"})~", R"~({"a": 1, "xa": null})~"},
+       {R"~({"x1": 1})~", R"~({"a": "s"})~", R"~({})~"}},
+      {R"~({"type": "object", "properties": {"xk": {"type": ["integer", "string"]}}, "required": ["xk"], "not": {"patternProperties": {"^x": {"type": "integer"}}}})~",
+       {R"~({"xk": "s"})~", R"~({"xk": 1, "xz": "s"})~"},
+       {R"~({"xk": 1})~", R"~({"xk": 1, "xz": 2})~"}},
+      {R"~({"type": "object", "not": {"propertyNames": {"pattern": "^[a-z]+$"}}})~",
+       {R"~({"A": 1})~", R"~({"a": 1, "B2": 2})~"},
+       {R"~({"a": 1})~", R"~({})~"}},
+      {R"~({"type": "object", "not": {"propertyNames": {"maxLength": 2}}})~",
+       {R"~({"abc": 1})~", R"~({"a": 1, "ééé": 1})~"},
+       {R"~({"ab": 1})~", R"~({"éé": 1})~", R"~({})~"}},
+      {R"~({"type": "object", "not": {"propertyNames": {"enum": ["a", "b"]}}})~",
+       {R"~({"c": 1})~", R"~({"a": 1, "z": 2})~"},
+       {R"~({"a": 1, "b": 2})~", R"~({})~"}},
+      // oneOf of an open object and a closed one: the open one's objects with another key.
+      {R"~({"oneOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false}, {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}]})~",
+       {R"~({"a": "x", "b": 1})~"},
+       {R"~({"a": "x"})~", R"~({})~", R"~({"b": 1})~"}},
+  };
+  for (const auto& c : cases) {
+    const Schema s(json::parse(c.schema));
+    for (const char* v : c.valid) EXPECT_TRUE(s.Accepts(std::string(v))) << c.schema << " " << v;
+    for (const char* v : c.invalid) EXPECT_FALSE(s.Accepts(std::string(v))) << c.schema << " " << v;
   }
 }
 
@@ -559,10 +610,17 @@ TEST(JsonSchemaTest, PatternsFormatsAndRanges) {
   EXPECT_TRUE(draft4.Accepts(std::string("0.50001")));
   EXPECT_TRUE(draft4.Accepts(std::string("1.0")));
   EXPECT_FALSE(draft4.Accepts(std::string("1.01")));
-  const Status both =
-      Refusal(json::parse(R"({"type": "string", "pattern": "a", "format": "date"})"));
-  EXPECT_NE(both.message().find("keyword \"format\" at \"/format\""), std::string::npos)
-      << both.message();
+  // A pattern beside a format: both (the format's expression one more pattern, anchored).
+  const Schema both(json::parse(R"({"type": "string", "pattern": "^2026-", "format": "date"})"));
+  EXPECT_TRUE(both.Accepts(json("2026-12-05")));
+  EXPECT_FALSE(both.Accepts(json("2025-12-05")));  // the pattern
+  EXPECT_FALSE(both.Accepts(json("2026-13-05")));  // the format
+  EXPECT_FALSE(both.Accepts(json("2026-12-05x")));
+  // A pointer's expression reads escapes, not the decoded value: refused beside a pattern.
+  const Status pointer =
+      Refusal(json::parse(R"({"type": "string", "pattern": "a", "format": "json-pointer"})"));
+  EXPECT_NE(pointer.message().find("keyword \"format\" at \"/format\""), std::string::npos)
+      << pointer.message();
   const Status lookahead =
       Refusal(json::parse(R"js({"properties": {"p": {"pattern": "(?=a)"}}})js"));
   EXPECT_NE(lookahead.message().find("keyword \"pattern\" at \"/properties/p/pattern\""),
@@ -622,6 +680,16 @@ TEST(JsonSchemaTest, OneOfIsExactlyOneBranch) {
     EXPECT_TRUE(fraction.Accepts(std::string(ok))) << ok;
   for (const char* bad : {"1", "0", "1.0", "-2.00", "\"x\""})
     EXPECT_FALSE(fraction.Accepts(std::string(bad))) << bad;
+  // A branch admitting no object (behind a $ref, through its oneOf and enum) beside an open
+  // object: the object's complement is not asked of it (it was refused: "the object may have
+  // any name").
+  const Schema kinds(json::parse(R"({"$defs": {"s": {"oneOf": [{"type": "string"},
+      {"enum": [1, 2]}]}}, "oneOf": [{"$ref": "#/$defs/s"},
+      {"type": "object", "properties": {"a": {}}, "additionalProperties": false}]})"));
+  for (const char* ok : {"\"x\"", "1", "{\"a\": 1}", "{}"})
+    EXPECT_TRUE(kinds.Accepts(std::string(ok))) << ok;
+  for (const char* bad : {"3", "{\"b\": 1}", "null", "[]"})
+    EXPECT_FALSE(kinds.Accepts(std::string(bad))) << bad;
   // A branch whose negation is no form the compiler writes: refused, naming the pair and why.
   const Status overlap = Refusal(json::parse(R"({"oneOf": [{"type": "string"},
       {"type": "string", "format": "date"}]})"));
@@ -685,6 +753,42 @@ TEST(JsonSchemaTest, JsonObjectIsAnyObject) {
   EXPECT_FALSE(accepts("[]"));
   EXPECT_FALSE(accepts("1"));
   EXPECT_FALSE(accepts(R"({"a": })"));
+}
+
+// Patterns that must all match (allOf, oneOf's exclusion), with a format, lengths and names
+// excluded: one product automaton, each verdict as a validator's with format assertions.
+TEST(JsonSchemaTest, SeveralPatternsAndAFormatAllHold) {
+  const struct {
+    const char* schema;
+    std::vector<const char*> valid, invalid;
+  } cases[] = {
+      {R"~({"type": "string", "allOf": [{"pattern": "a"}, {"pattern": "b"}]})~",
+       {R"~("ab")~", R"~("ba")~", R"~("xaxbx")~"},
+       {R"~("a")~", R"~("b")~", R"~("")~"}},
+      {R"~({"type": "string", "pattern": "^[a-z]+$", "allOf": [{"pattern": "q"}], "maxLength": 3})~",
+       {R"~("q")~", R"~("aqa")~"},
+       {R"~("aqaa")~", R"~("Q")~", R"~("aa")~"}},
+      {R"~({"type": "string", "oneOf": [{"allOf": [{"pattern": "a"}, {"pattern": "b"}]}, {"pattern": "c"}]})~",
+       {R"~("ab")~", R"~("c")~", R"~("ac")~"},
+       {R"~("abc")~", R"~("x")~", R"~("a")~"}},
+      {R"~({"type": "string", "not": {"allOf": [{"pattern": "a"}, {"pattern": "b"}]}})~",
+       {R"~("a")~", R"~("b")~", R"~("")~"},
+       {R"~("ab")~", R"~("bab")~"}},
+      {R"~({"type": "string", "format": "email", "not": {"enum": ["a@b.co"]}})~",
+       {R"~("x@b.co")~", R"~("a@b.com")~"},
+       {R"~("a@b.co")~", R"~("ab")~"}},
+      {R"~({"type": "string", "format": "uuid", "not": {"pattern": "^0"}})~",
+       {R"~("1b4e28ba-2fa1-11d2-883f-0016d3cca427")~"},
+       {R"~("0b4e28ba-2fa1-11d2-883f-0016d3cca427")~", R"~("1b4e28ba")~"}},
+      {R"~({"type": "string", "format": "ipv4", "allOf": [{"pattern": "^10\\."}, {"pattern": "\\.1$"}]})~",
+       {R"~("10.0.0.1")~", R"~("10.20.30.1")~"},
+       {R"~("10.0.0.2")~", R"~("11.0.0.1")~", R"~("10.0.0.256.1")~"}},
+  };
+  for (const auto& c : cases) {
+    const Schema s(json::parse(c.schema));
+    for (const char* v : c.valid) EXPECT_TRUE(s.Accepts(std::string(v))) << c.schema << " " << v;
+    for (const char* v : c.invalid) EXPECT_FALSE(s.Accepts(std::string(v))) << c.schema << " " << v;
+  }
 }
 
 TEST(JsonSchemaTest, LengthsBesideAPatternOrAFormat) {
@@ -928,6 +1032,16 @@ TEST(JsonSchemaTest, AllOfMergesItemsAnyOfAndBounds) {
                      {"minimum": 3, "exclusiveMaximum": 8, "maximum": 7.5}]})",
        {R"(3)", R"(7.5)"},
        {R"(2)", R"(7.75)", R"(9)"}},
+      // A part's items apply to the other's positional ones too (and the other way round).
+      {R"({"allOf": [{"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
+                     {"items": {"type": ["integer", "null"]}}]})",
+       {R"([])", R"([1])"},
+       {R"([1, "a"])", R"([1, null])", R"([null])", R"(["a"])"}},
+      {R"({"$schema": "http://json-schema.org/draft-07/schema#", "allOf": [
+           {"type": "array", "items": [{"type": "integer"}], "additionalItems": false},
+           {"items": [{"minimum": 2}, {"type": "string"}]}]})",
+       {R"([2])", R"([])"},
+       {R"([1])", R"([2, "a"])"}},
       // Draft 4's boolean exclusive bounds are not compared: the same bound both ways merges.
       {R"({"$schema": "http://json-schema.org/draft-04/schema#", "allOf": [
            {"type": "integer", "minimum": 0, "exclusiveMinimum": true}, {"minimum": 0}]})",

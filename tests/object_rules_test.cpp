@@ -6,7 +6,9 @@
 // value assumed. An object is valid when the clauses hold, the required are present, the count is
 // within the bounds, and every value was written for exactly the dependencies present; the
 // Matcher must accept exactly the valid ones, and reject a document exactly at the first byte
-// where no valid one goes on (no prefix is accepted that cannot be completed).
+// where no valid one goes on (no prefix is accepted that cannot be completed). Where the layout
+// needs a witness, a listed property that may be one is also written as `"p2":5!` and an other
+// member as `"w":1`; an object is then valid only with one of those.
 #include "engine/structured/object_rules.h"
 
 #include <gtest/gtest.h>
@@ -32,17 +34,19 @@ struct Doc {
   bool valid = false;
 };
 
-std::string Member(size_t j, uint64_t bits) {
-  return "\"p" + std::to_string(j) + "\":" + std::to_string(bits);
+std::string Member(size_t j, uint64_t bits, bool witness = false) {
+  return "\"p" + std::to_string(j) + "\":" + std::to_string(bits) + (witness ? "!" : "");
 }
 
-// Every object of the layout: each property absent or present with any value variant, then 0
-// to 5 other members (past the largest bound: a prefix a valid object extends, a shorter one
-// extends too).
-std::vector<Doc> AllDocs(const ObjectLayout& l, bool others) {
+// Every object of the layout: each property absent or present with any value variant (and as
+// the witness where it may be one), then 0 to `most` other members (5: past the largest bound, a
+// prefix a valid object extends, a shorter one extends too), each of them plain or, with
+// `witness`, a witness.
+std::vector<Doc> AllDocs(const ObjectLayout& l, bool others, bool witness, int most = 5) {
   const size_t n = l.props.size();
   std::vector<Doc> docs;
   std::vector<int> choice(n, -1);  // -1 absent, else the value's bits
+  std::vector<char> as_witness(n, 0);
   const auto holds = [&](const std::vector<int>& lits) {
     for (const int lit : lits) {
       const size_t j = static_cast<size_t>(std::abs(lit) - 1);
@@ -51,7 +55,7 @@ std::vector<Doc> AllDocs(const ObjectLayout& l, bool others) {
     return false;
   };
   for (;;) {
-    bool ok = true;
+    bool ok = true, seen = false;
     int64_t count = 0;
     std::string members;
     for (size_t j = 0; j < n; ++j) {
@@ -61,26 +65,35 @@ std::vector<Doc> AllDocs(const ObjectLayout& l, bool others) {
       }
       ++count;
       if (!members.empty()) members += ",";
-      members += Member(j, static_cast<uint64_t>(choice[j]));
+      members += Member(j, static_cast<uint64_t>(choice[j]), as_witness[j]);
+      seen = seen || as_witness[j];
       uint64_t want = 0;  // the dependencies present
       for (size_t k = 0; k < l.props[j].depends_on.size(); ++k)
         if (choice[l.props[j].depends_on[k]] >= 0) want |= uint64_t{1} << k;
       ok = ok && static_cast<uint64_t>(choice[j]) == want;
     }
     for (const auto& c : l.clauses) ok = ok && holds(c);
-    for (int extra = 0; extra <= (others ? 5 : 0); ++extra) {
-      std::string m = members;
-      for (int e = 0; e < extra; ++e) m += std::string(m.empty() ? "" : ",") + "\"o\":0";
-      const int64_t total = count + extra;
-      const bool in_bounds =
-          total >= l.min_members && (l.max_members < 0 || total <= l.max_members);
-      docs.push_back({"{" + m + "}", ok && in_bounds});
-    }
-    // The next choice (odometer).
+    for (int extra = 0; extra <= (others ? most : 0); ++extra)
+      for (uint32_t w = 0; w < (witness ? 1u << extra : 1u); ++w) {  // bit e: a witness
+        std::string m = members;
+        for (int e = 0; e < extra; ++e)
+          m += std::string(m.empty() ? "" : ",") + (w >> e & 1 ? "\"w\":1" : "\"o\":0");
+        const int64_t total = count + extra;
+        const bool in_bounds =
+            total >= l.min_members && (l.max_members < 0 || total <= l.max_members);
+        docs.push_back({"{" + m + "}", ok && in_bounds && (!l.need_witness || seen || w != 0)});
+      }
+    // The next choice (odometer): absent, each value variant, then each as the witness.
     size_t j = 0;
     for (; j < n; ++j) {
       const int variants = 1 << l.props[j].depends_on.size();
       if (++choice[j] < variants) break;
+      if (l.props[j].witness && !as_witness[j]) {
+        as_witness[j] = 1;
+        choice[j] = 0;
+        break;
+      }
+      as_witness[j] = 0;
       choice[j] = -1;
     }
     if (j == n) break;
@@ -115,6 +128,10 @@ ObjectLayout RandomLayout(std::mt19937* rng) {
     }
   if (pick(0, 2) == 0) l.min_members = pick(0, 4);
   if (pick(0, 2) == 0) l.max_members = pick(0, 4);
+  if (pick(0, 2) == 0) {
+    l.need_witness = true;
+    for (auto& p : l.props) p.witness = pick(0, 1) == 1;
+  }
   return l;
 }
 
@@ -124,20 +141,32 @@ TEST(ObjectRulesTest, AcceptsExactlyTheValidObjectsAndNoDeadPrefix) {
   for (int round = 0; round < 400; ++round) {
     const ObjectLayout l = RandomLayout(&rng);
     const bool others = rng() % 2 == 0;
+    const bool witness = others && l.need_witness && rng() % 4 != 0;  // other keys may be one
     Grammar g;
     const ObjectRules::Delimiters d{g.Literal("{"), g.Literal("}"), g.Literal(",")};
-    const ObjectRules::Member member = [&](size_t j, uint64_t bits, Sym* out) {
-      *out = g.Literal(Member(j, bits));
+    // As in a schema's grammar, a witness is also a member of its kind: the plain member of a
+    // property that may be the witness takes its witness form too, `other` takes `witness`'s.
+    const auto either = [&](const std::string& a, const std::string& b) {
+      const Sym r = g.NewRule("either");
+      g.AddAlternative(r, {g.Literal(a)});
+      g.AddAlternative(r, {g.Literal(b)});
+      return r;
+    };
+    const ObjectRules::Member member = [&](size_t j, uint64_t bits, bool w, Sym* out) {
+      *out = w || !l.need_witness || !l.props[j].witness
+                 ? g.Literal(Member(j, bits, w))
+                 : either(Member(j, bits), Member(j, bits, true));
       return Status::Ok();
     };
-    std::optional<Sym> other;
-    if (others) other = g.Literal("\"o\":0");
+    std::optional<Sym> other, witness_member;
+    if (others) other = witness ? either("\"o\":0", "\"w\":1") : g.Literal("\"o\":0");
+    if (witness) witness_member = g.Literal("\"w\":1");
     Sym obj;
-    ASSERT_TRUE(ObjectRules::Build(&g, l, d, member, other, "obj", &obj).ok());
+    ASSERT_TRUE(ObjectRules::Build(&g, l, d, member, other, witness_member, "obj", &obj).ok());
     g.set_start(obj);
-    const std::vector<Doc> docs = AllDocs(l, others);
-    std::set<std::string> prefixes;  // of the valid documents
-    for (const Doc& doc : docs)
+    const std::vector<Doc> docs = AllDocs(l, others, witness);
+    std::set<std::string> prefixes;  // of the valid documents (one more member: a witness last)
+    for (const Doc& doc : AllDocs(l, others, witness, 6))
       if (doc.valid)
         for (size_t k = 0; k <= doc.text.size(); ++k) prefixes.insert(doc.text.substr(0, k));
     if (!g.Validate().ok()) {  // no object at all
@@ -177,11 +206,11 @@ TEST(ObjectRulesTest, PlainObjectsTakeOneStatePerProperty) {
   Sym obj;
   ASSERT_TRUE(ObjectRules::Build(
                   &g, l, d,
-                  [&](size_t j, uint64_t bits, Sym* out) {
+                  [&](size_t j, uint64_t bits, bool, Sym* out) {
                     *out = g.Literal(Member(j, bits));
                     return Status::Ok();
                   },
-                  g.Literal("\"o\":0"), "obj", &obj)
+                  g.Literal("\"o\":0"), std::nullopt, "obj", &obj)
                   .ok());
   // first0, rest1..rest30, the others' loop, the object.
   EXPECT_EQ(g.rules().size() - before, 33u);
@@ -198,11 +227,11 @@ TEST(ObjectRulesTest, TooManyStatesIsUnsupported) {
   Sym obj;
   const Status st = ObjectRules::Build(
       &g, l, d,
-      [&](size_t j, uint64_t bits, Sym* out) {
+      [&](size_t j, uint64_t bits, bool, Sym* out) {
         *out = g.Literal(Member(j, bits));
         return Status::Ok();
       },
-      g.Literal("\"o\":0"), "obj", &obj);
+      g.Literal("\"o\":0"), std::nullopt, "obj", &obj);
   EXPECT_EQ(st.code(), Status::Code::kUnsupported) << st.message();
 }
 

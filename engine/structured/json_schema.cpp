@@ -130,9 +130,9 @@ const std::set<std::string>& Enforced() {
       "if", "then", "else", "contains", "minContains", "maxContains",
       // What Negate writes: not {enum: strings} (a string but those), not {pattern} (a string
       // none of those patterns matches), not {type: integer} (a number with a fraction), not
-      // {items} (contains whatever the draft).
-      "$llmq_not_strings", "$llmq_not_patterns", "$llmq_fraction", "$llmq_contains",
-      "$llmq_min_contains", "$llmq_max_contains"};
+      // {items} (contains whatever the draft); allOf of patterns (the others beside `pattern`).
+      "$llmq_not_strings", "$llmq_not_patterns", "$llmq_patterns", "$llmq_fraction", "$llmq_contains",
+      "$llmq_min_contains", "$llmq_max_contains", "$llmq_some"};
   // clang-format on
   return k;
 }
@@ -310,6 +310,67 @@ class Compiler {
     return Status::Ok();
   }
 
+  // The types a schema may admit, as Types names them, looking further than `type`: through
+  // $ref and allOf, into enum/const (the kinds of the values) and anyOf/oneOf (the union of the
+  // branches'). More than it admits where it cannot tell (past 8 levels, a reference that does
+  // not resolve): what the complement of a keyword of another type needs (KeywordType).
+  std::vector<std::string> Kinds(const json& s0, const std::string& ptr, int depth = 0) {
+    const std::vector<std::string> all = {"null", "boolean", "object", "array", "number", "string"};
+    json s;
+    if (depth > 8 || !ResolveFlat(s0, ptr, &s).ok()) return all;
+    if (s.is_boolean()) return s.get<bool>() ? all : std::vector<std::string>{};
+    std::vector<std::string> types;
+    if (!s.is_object() || !Types(s, ptr, &types).ok()) return all;
+    // As sets of {null, boolean, object, array, integer, fraction, string}: "number" is both.
+    const auto split = [](const std::vector<std::string>& names) {
+      std::set<std::string> out;
+      for (const std::string& t : names) {
+        if (t == "number")
+          out.insert({"integer", "fraction"});
+        else
+          out.insert(t);
+      }
+      return out;
+    };
+    std::set<std::string> have = split(types);
+    const auto keep = [&have](const std::set<std::string>& only) {
+      std::erase_if(have, [&only](const std::string& t) { return !only.count(t); });
+    };
+    if (s.contains("enum") || s.contains("const")) {
+      const json values = s.contains("const") ? json::array({s["const"]}) : s["enum"];
+      if (values.is_array()) {
+        std::set<std::string> kinds;
+        for (const json& v : values) {
+          const std::string k = KindOf(v);
+          kinds.insert(k != "number" ? k
+                       : v.is_number_integer() || v.is_number_unsigned() ||
+                               v.get<double>() == std::floor(v.get<double>())
+                           ? "integer"
+                           : "fraction");
+        }
+        keep(kinds);
+      }
+    }
+    for (const char* any : {"anyOf", "oneOf"})
+      if (s.contains(any) && s[any].is_array() && !s[any].empty()) {
+        std::set<std::string> either;
+        for (size_t i = 0; i < s[any].size(); ++i) {
+          const std::set<std::string> k =
+              split(Kinds(s[any][i], ptr + "/" + any + "/" + std::to_string(i), depth + 1));
+          either.insert(k.begin(), k.end());
+        }
+        keep(either);
+      }
+    std::vector<std::string> out;
+    for (const char* t : {"null", "boolean", "object", "array", "string"})
+      if (have.count(t)) out.push_back(t);
+    if (have.count("fraction"))
+      out.push_back("number");
+    else if (have.count("integer"))
+      out.push_back("integer");
+    return out;
+  }
+
   Status NonNegative(const json& s, const char* k, const std::string& ptr, int64_t* v) {
     if (!s.contains(k)) return Status::Ok();
     const json& x = s[k];
@@ -321,12 +382,13 @@ class Compiler {
   }
 
   Status StringOf(const json& s, const std::string& ptr, Sym* out) {
-    if (s.contains("$llmq_not_patterns") ||
-        (s.contains("$llmq_not_strings") &&
-         (s.contains("pattern") || s.contains("minLength") || s.contains("maxLength"))))
+    // Several patterns (a format among them), or patterns with names excluded: a product.
+    if (s.contains("$llmq_not_patterns") || s.contains("$llmq_patterns") ||
+        (s.contains("pattern") && s.contains("format")) ||
+        (s.contains("$llmq_not_strings") && (s.contains("pattern") || s.contains("minLength") ||
+                                             s.contains("maxLength") || s.contains("format"))))
       return NotPatterns(s, ptr, out);
     if (s.contains("$llmq_not_strings")) {  // not {enum: [...]}: a string other than those
-      if (s.contains("format")) return Refuse("not", ptr + "/not", "beside format");
       Grammar::LexemeSpec spec;
       spec.is_key_except = true;
       for (const json& v : s["$llmq_not_strings"])
@@ -350,7 +412,6 @@ class Compiler {
     const char* length = min > 0 ? "minLength" : "maxLength";
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) return Invalid("pattern", ptr + "/pattern", "not a string");
-      if (s.contains("format")) return Refuse("format", ptr + "/format", "beside pattern");
       Grammar::LexemeSpec spec;
       spec.regex = s["pattern"].get<std::string>();
       spec.options = {.mode = Regex::Mode::kSearch, .json_string = true, .quoted = true};
@@ -385,16 +446,31 @@ class Compiler {
     return Status::Ok();
   }
 
-  // A string none of $llmq_not_patterns matches and none of $llmq_not_strings is, that `pattern`
-  // matches and of minLength..maxLength characters (a pattern too), as a key of patternProperties
+  // A string none of $llmq_not_patterns matches and none of $llmq_not_strings is, that `pattern`,
+  // each of $llmq_patterns and the format (its regex anchored: a pattern too) match and of
+  // minLength..maxLength characters (a pattern too), as a key of patternProperties
   // is told apart (KeyPatternAutomaton: the set of patterns that match it is exactly the
   // positive ones).
   Status NotPatterns(const json& s, const std::string& ptr, Sym* out) {
-    if (s.contains("format")) return Refuse("not", ptr + "/not", "beside format");
     std::set<std::string> positive, negative;
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) return Invalid("pattern", ptr + "/pattern", "not a string");
       positive.insert(s["pattern"].get<std::string>());
+    }
+    if (s.contains("$llmq_patterns"))
+      for (const json& p : s["$llmq_patterns"]) positive.insert(p.get<std::string>());
+    if (s.contains("format") && s["format"].is_string()) {  // one more pattern, anchored
+      std::string rx;
+      const std::string f = s["format"].get<std::string>();
+      const Status st = FormatRegex(f, &rx);
+      if (st.code() != Status::Code::kNotFound) {  // unknown: an annotation
+        if (!st.ok()) return Refuse("format", ptr + "/format", st.message());
+        // Its regex reads the raw text; a pointer's escapes differ from the decoded value's.
+        if (f == "json-pointer" || f == "relative-json-pointer")
+          return Refuse("format", ptr + "/format",
+                        "\"" + f + "\" beside a pattern or names excluded");
+        positive.insert("^(?:" + rx + ")$");
+      }
     }
     int64_t min = 0, max = -1;
     LLMQ_RETURN_IF_ERROR(NonNegative(s, "minLength", ptr, &min));
@@ -562,6 +638,14 @@ class Compiler {
               re->Matches(text))
             return false;
         }
+      if (s.contains("$llmq_patterns") && s["$llmq_patterns"].is_array())
+        for (const json& p : s["$llmq_patterns"]) {
+          std::unique_ptr<Regex> re;
+          if (p.is_string() &&
+              Regex::Compile(p.get<std::string>(), Regex::Mode::kSearch, &re).ok() &&
+              !re->Matches(text))
+            return false;
+        }
       if (s.contains("$llmq_not_strings") && s["$llmq_not_strings"].is_array() &&
           std::find(s["$llmq_not_strings"].begin(), s["$llmq_not_strings"].end(), v) !=
               s["$llmq_not_strings"].end())
@@ -640,8 +724,17 @@ class Compiler {
         if (v.is_object() || v.is_array()) {
           // The value's own shape, each member a const: its properties in the value's order
           // (the order generated, as everywhere), each required, no other; its items in order.
+          // The keywords beside the enum hold too: merged in (a member that fails its property's
+          // schema leaves nothing of this value).
+          json shape = ConstSchema(v), beside = s;
+          for (const char* k : {"enum", "const", "type"}) beside.erase(k);
+          if (HasConstraints(beside)) {
+            json merged;
+            LLMQ_RETURN_IF_ERROR(Merge(shape, beside, ptr, &merged));
+            shape = std::move(merged);
+          }
           Sym c;
-          LLMQ_RETURN_IF_ERROR(Value(ConstSchema(v), ptr, &c));
+          LLMQ_RETURN_IF_ERROR(Value(shape, ptr, &c));
           g_.AddAlternative(rule, {c});
           continue;
         }
@@ -806,6 +899,84 @@ class Compiler {
     return Status::Ok();
   }
 
+  // The objects `n`'s additionalProperties, patternProperties and propertyNames reject, where the
+  // object may have any name: each a member of some kind of key whose value fails the keyword
+  // ($llmq_some, Object): a key n neither lists nor matches by a pattern with a value
+  // additionalProperties rejects, a key a pattern matches with a value its schema rejects, a key
+  // propertyNames rejects (its complement among strings, written as patterns and names).
+  Status ComplementOfAnyNames(const json& n, const std::string& np, std::vector<json>* alts) {
+    const auto some = [&](json d) {
+      alts->push_back(json{{"type", "object"}, {"$llmq_some", std::move(d)}});
+    };
+    if (n.contains("additionalProperties") && HasConstraints(n["additionalProperties"])) {
+      json names = json::array(), patterns = json::array();
+      if (n.contains("properties") && n["properties"].is_object())
+        for (const auto& [name, p] : n["properties"].items()) names.push_back(name);
+      if (n.contains("patternProperties") && n["patternProperties"].is_object())
+        for (const auto& [pattern, p] : n["patternProperties"].items()) patterns.push_back(pattern);
+      some({{"not_names", names},
+            {"not_patterns", patterns},
+            {"value", {{"not", n["additionalProperties"]}}}});
+    }
+    if (n.contains("patternProperties") && n["patternProperties"].is_object())
+      for (const auto& [pattern, p] : n["patternProperties"].items())
+        if (HasConstraints(p)) some({{"patterns", {pattern}}, {"value", {{"not", p}}}});
+    if (n.contains("propertyNames") && HasConstraints(n["propertyNames"])) {
+      const std::string at = np + "/propertyNames";
+      std::vector<json> keys;
+      LLMQ_RETURN_IF_ERROR(Complement(n["propertyNames"], json{{"type", "string"}}, at, &keys));
+      for (const json& key : keys) {
+        json d = json::object();
+        if (key.is_boolean() || !key.is_object()) {
+          if (key == json(false)) continue;
+          some(d);  // any key
+          continue;
+        }
+        std::vector<std::string> types;
+        LLMQ_RETURN_IF_ERROR(Types(key, at, &types));
+        if (std::count(types.begin(), types.end(), "string") == 0) continue;  // keys are strings
+        json patterns = json::array();
+        for (const auto& [k, v] : key.items()) {
+          if (k == "type" || Annotations().count(k) || !(Enforced().count(k) || Refused().count(k)))
+            continue;
+          if (k == "pattern") {
+            patterns.push_back(v);
+          } else if (k == "$llmq_patterns") {
+            for (const json& p : v) patterns.push_back(p);
+          } else if (k == "$llmq_not_patterns") {
+            d["not_patterns"] = v;
+          } else if (k == "$llmq_not_strings") {
+            d["not_names"] = v;
+          } else if ((k == "enum" || k == "const") && !key.contains("minLength") &&
+                     !key.contains("maxLength")) {
+            std::string names;
+            for (const json& x : k == "const" ? json::array({v}) : v)
+              if (x.is_string())
+                names += (names.empty() ? "" : "|") + RegexEscape(x.get<std::string>());
+            if (names.empty()) names = "[^\\s\\S]";  // no string: no key
+            patterns.push_back("^(?:" + names + ")$");
+          } else if (k == "minLength" || k == "maxLength") {
+            if (k == "maxLength" && key.contains("minLength")) continue;  // with minLength's
+            int64_t min = 0, max = -1;
+            LLMQ_RETURN_IF_ERROR(NonNegative(key, "minLength", at, &min));
+            LLMQ_RETURN_IF_ERROR(NonNegative(key, "maxLength", at, &max));
+            if (std::max(min, max) > 1000)
+              return Refuse("not", at, "a length bound above 1000 on the names");
+            patterns.push_back("^[\\s\\S]{" + std::to_string(min) + "," +
+                               (max >= 0 ? std::to_string(max) : "") + "}$");
+          } else {
+            return Refuse("not", at,
+                          "not {propertyNames} with \"" + k +
+                              "\" is not enforced (where the object may have any name)");
+          }
+        }
+        if (!patterns.empty()) d["patterns"] = patterns;
+        some(d);
+      }
+    }
+    return Status::Ok();
+  }
+
   // The six kinds of JSON value but `excluded` (a "type" list; "number" covers integers).
   static json OtherKinds(const std::set<std::string>& excluded) {
     json others = json::array();
@@ -848,6 +1019,8 @@ class Compiler {
                                                              {"exclusiveMaximum", "number"},
                                                              {"multipleOf", "number"},
                                                              {"$llmq_fraction", "number"},
+                                                             {"$llmq_patterns", "string"},
+                                                             {"$llmq_some", "object"},
                                                              {"items", "array"},
                                                              {"prefixItems", "array"},
                                                              {"additionalItems", "array"},
@@ -886,8 +1059,9 @@ class Compiler {
     }
     if (!n.is_object()) return Invalid("not", np, "not a schema");
     const auto refuse = [&](const std::string& why) { return Refuse("not", np, why); };
-    std::vector<std::string> rest_types;
-    LLMQ_RETURN_IF_ERROR(Types(rest, np, &rest_types));
+    std::vector<std::string> rest_type;  // `type` well formed
+    LLMQ_RETURN_IF_ERROR(Types(rest, np, &rest_type));
+    const std::vector<std::string> rest_types = Kinds(rest, np);
     const auto admits = [&](const char* t) {
       return std::count(rest_types.begin(), rest_types.end(), t) > 0;
     };
@@ -924,6 +1098,9 @@ class Compiler {
       } else if (k == "pattern") {
         if (!v.is_string()) return Invalid("pattern", kp, "not a string");
         alts->push_back(json{{"type", "string"}, {"$llmq_not_patterns", {v}}});
+      } else if (k == "$llmq_patterns") {  // a string one of them does not match, or not a string
+        for (const json& p : v)
+          alts->push_back(json{{"type", "string"}, {"$llmq_not_patterns", {p}}});
       } else if (k == "$llmq_not_patterns") {  // a string one of them matches, or not a string
         alts->push_back(json{{"type", OtherKinds({"string"})}});
         for (const json& p : v) alts->push_back(json{{"type", "string"}, {"pattern", p}});
@@ -950,11 +1127,31 @@ class Compiler {
               std::any_of(v.begin(), v.end(), [](const json& p) { return HasConstraints(p); });
         }
         if (!constrains || names_done) continue;
-        const auto names = ClosedNames(rest, np);
-        if (!names.has_value())
-          return refuse("not {" + k + "} is not enforced (where the object may have any name)");
-        LLMQ_RETURN_IF_ERROR(ComplementOfNames(n, *names, np, alts));
+        if (const auto names = ClosedNames(rest, np); names.has_value())
+          LLMQ_RETURN_IF_ERROR(ComplementOfNames(n, *names, np, alts));
+        else
+          LLMQ_RETURN_IF_ERROR(ComplementOfAnyNames(n, np, alts));
         names_done = true;
+      } else if (k == "$llmq_some") {  // every member of that kind of key fails its value
+        const json d = v;
+        const json fails = {{"not", d.value("value", json(true))}};
+        const bool names = d.contains("not_names") || d.contains("not_patterns");
+        const json patterns = d.value("patterns", json::array());
+        if (!names && patterns.size() == 1) {
+          alts->push_back(of("object", json{{"patternProperties", {{patterns[0], fails}}}}));
+        } else if (patterns.empty()) {
+          json listed = json::object(), pp = json::object();
+          for (const json& x : d.value("not_names", json::array()))
+            listed[x.get<std::string>()] = true;
+          for (const json& x : d.value("not_patterns", json::array()))
+            pp[x.get<std::string>()] = true;
+          json alt = of("object", json{{"additionalProperties", fails}});
+          if (!listed.empty()) alt["properties"] = listed;
+          if (!pp.empty()) alt["patternProperties"] = pp;
+          alts->push_back(std::move(alt));
+        } else {
+          return refuse("not of a member of keys of several patterns");
+        }
       } else if (k == "minLength" || k == "minItems" || k == "minProperties" || k == "maxLength" ||
                  k == "maxItems" || k == "maxProperties") {
         int64_t bound = 0;
@@ -1499,8 +1696,12 @@ class Compiler {
         return Refuse("allOf", ptr, "patternProperties beside another schema's properties");
     json m = a;
     LLMQ_RETURN_IF_ERROR(MergeProperties(a, b, ptr, &m));
+    const bool tuples = Tuple(a) || Tuple(b);
+    if (tuples) LLMQ_RETURN_IF_ERROR(MergeItems(a, b, ptr, &m));
     for (const auto& [k, v] : b.items()) {
       if (k == "properties" || k == "additionalProperties") continue;  // MergeProperties
+      if (tuples && (k == "prefixItems" || k == "items" || k == "additionalItems"))
+        continue;  // MergeItems
       if (!m.contains(k)) {
         m[k] = v;
         continue;
@@ -1526,7 +1727,13 @@ class Compiler {
         for (const json& x : w)
           if (std::find(v.begin(), v.end(), x) != v.end()) both.push_back(x);
         w = std::move(both);
-      } else if (k == "$llmq_not_strings" || k == "$llmq_not_patterns") {  // either side's
+      } else if (k == "pattern") {  // both: the other one among the patterns also asked
+        if (!m.contains("$llmq_patterns")) m["$llmq_patterns"] = json::array();
+        if (std::find(m["$llmq_patterns"].begin(), m["$llmq_patterns"].end(), v) ==
+            m["$llmq_patterns"].end())
+          m["$llmq_patterns"].push_back(v);
+      } else if (k == "$llmq_not_strings" || k == "$llmq_not_patterns" ||
+                 k == "$llmq_patterns") {  // either side's
         for (const json& x : v)
           if (std::find(w.begin(), w.end(), x) == w.end()) w.push_back(x);
       } else if (k == "const") {
@@ -1579,6 +1786,50 @@ class Compiler {
       }
     }
     *out = std::move(m);
+    return Status::Ok();
+  }
+
+  // Whether `s` lists items by position (prefixItems, or draft 7's `items` list).
+  static bool Tuple(const json& s) {
+    return s.contains("prefixItems") || (s.contains("items") && s["items"].is_array());
+  }
+
+  // `s`'s items: those it lists by position, and the schema of the rest (true: any).
+  static void Items(const json& s, std::vector<json>* prefix, json* rest) {
+    const auto list = [&](const char* k) {
+      if (s[k].is_array()) prefix->assign(s[k].begin(), s[k].end());
+    };
+    *rest = true;
+    if (s.contains("prefixItems")) {
+      list("prefixItems");
+      if (s.contains("items")) *rest = s["items"];
+    } else if (s.contains("items") && s["items"].is_array()) {
+      list("items");
+      if (s.contains("additionalItems")) *rest = s["additionalItems"];
+    } else if (s.contains("items")) {
+      *rest = s["items"];
+    }
+  }
+
+  // The items of allOf [a, b] into *m, as prefixItems and items: each position both sides'
+  // schemas for it (a side's rest past its own list), the rest both rests.
+  Status MergeItems(const json& a, const json& b, const std::string& ptr, json* m) {
+    std::vector<json> pa, pb;
+    json ra, rb;
+    Items(a, &pa, &ra);
+    Items(b, &pb, &rb);
+    json prefix = json::array();
+    for (size_t i = 0; i < std::max(pa.size(), pb.size()); ++i) {
+      json both;
+      LLMQ_RETURN_IF_ERROR(Merge(i < pa.size() ? pa[i] : ra, i < pb.size() ? pb[i] : rb,
+                                 ptr + "/prefixItems/" + std::to_string(i), &both));
+      prefix.push_back(std::move(both));
+    }
+    json rest;
+    LLMQ_RETURN_IF_ERROR(Merge(ra, rb, ptr + "/items", &rest));
+    for (const char* k : {"prefixItems", "items", "additionalItems"}) m->erase(k);
+    (*m)["prefixItems"] = std::move(prefix);
+    if (rest != json(true)) (*m)["items"] = std::move(rest);
     return Status::Ok();
   }
 
@@ -1671,6 +1922,8 @@ class Compiler {
     LLMQ_RETURN_IF_ERROR(PatternProperties(s, ptr, &pat));
     KeyNames key_names;  // propertyNames
     LLMQ_RETURN_IF_ERROR(PropertyNames(s, ptr, &key_names));
+    Some some;  // $llmq_some: a member the object must have
+    LLMQ_RETURN_IF_ERROR(SomeOf(s, ptr, &some));
     const auto pattern_schemas = [&](uint64_t matched, std::vector<const json*>* out_schemas) {
       for (size_t i = 0; i < pat.schemas.size(); ++i)
         if (matched >> i & 1) out_schemas->push_back(&pat.schemas[i]);
@@ -1757,17 +2010,30 @@ class Compiler {
     // name but the listed ones), else one for each set of patterns a key can match exactly (the
     // empty set: additionalProperties).
     // propertyNames' pattern is one more pattern every other key must match.
-    std::vector<std::pair<Sym, Sym>> other_keys;
+    // $llmq_some's patterns come after those: a key is a witness where it matches the positive
+    // ones and none of the others.
+    std::vector<std::pair<Sym, Sym>> other_keys, witness_keys;
     const uint64_t need = key_names.pattern ? uint64_t{1} << pat.patterns.size() : 0;
+    const uint64_t own_mask = (uint64_t{1} << pat.patterns.size()) - 1;
+    uint64_t some_pos = 0, some_neg = 0;
     if (key_names.only.has_value()) {
       // no other keys
-    } else if (pat.patterns.empty() && need == 0) {
+    } else if (pat.patterns.empty() && need == 0 && !some.on) {
       if (extra.has_value()) other_keys.emplace_back(OtherKey(listed), *extra);
     } else {
       Grammar::LexemeSpec spec;
       spec.is_key_pattern = true;
       spec.patterns = pat.patterns;
       if (need != 0) spec.patterns.push_back(*key_names.pattern);
+      for (const auto* list : {&some.patterns, &some.not_patterns})
+        for (const std::string& p : *list) {
+          (list == &some.patterns ? some_pos : some_neg) |= uint64_t{1} << spec.patterns.size();
+          spec.patterns.push_back(p);
+        }
+      if (spec.patterns.size() > static_cast<size_t>(KeyPatternAutomaton::kMaxPatterns))
+        return Refuse("patternProperties", ptr + "/patternProperties",
+                      "more than " + std::to_string(KeyPatternAutomaton::kMaxPatterns) +
+                          " patterns with those a negation adds");
       for (const std::string& name : listed) spec.key_except.push_back(KeyText(name));
       // subset 0's automaton also lists every set of patterns some key matches exactly; the
       // product is built once (kept between Builds), another subset's costs its names' walk.
@@ -1776,7 +2042,7 @@ class Compiler {
           !st.ok())
         return Refuse("patternProperties", ptr + "/patternProperties", st.message());
       for (const uint64_t subset : none->subsets()) {
-        const uint64_t own = subset & ~need;  // patternProperties' patterns it matches
+        const uint64_t own = subset & own_mask;  // patternProperties' patterns it matches
         if ((subset & need) != need || (own == 0 && !extra.has_value())) continue;
         if (subset != 0)
           if (Status st =
@@ -1791,7 +2057,19 @@ class Compiler {
         else
           LLMQ_RETURN_IF_ERROR(PatternValue(&pat, own, ptr, &v));
         spec.pattern_subset = subset;
-        other_keys.emplace_back(g_.Lexeme(spec), v);
+        const Sym key = g_.Lexeme(spec);
+        other_keys.emplace_back(key, v);
+        if (some.on && (subset & some_pos) == some_pos && (subset & some_neg) == 0) {
+          std::vector<const json*> parts;  // the key's own schemas, and the witness's
+          if (own == 0)
+            parts.push_back(&extra_schema);
+          else
+            pattern_schemas(own, &parts);
+          parts.push_back(&some.value);
+          Sym w;
+          LLMQ_RETURN_IF_ERROR(AllOfValue(parts, ptr + "/$llmq_some", &w));
+          witness_keys.emplace_back(key, w);
+        }
       }
     }
 
@@ -1803,6 +2081,9 @@ class Compiler {
     ObjectLayout layout;
     layout.props.resize(n);
     for (size_t j = 0; j < n; ++j) layout.props[j].required = props[j].required;
+    layout.need_witness = some.on;
+    if (some.on)
+      for (size_t j = 0; j < n; ++j) layout.props[j].witness = some.Names(props[j].name);
     for (const auto& clause : deps.clauses) {
       std::vector<int> lits;
       bool met = false;
@@ -1851,32 +2132,39 @@ class Compiler {
     layout.max_members = max_props;
 
     // One member for a property not listed (any number of them after the listed ones).
-    std::optional<Sym> other;
+    std::optional<Sym> other, witness;
     if (!other_keys.empty()) {
       other = g_.NewRule(ptr + "/additionalProperties:");
       for (const auto& [key, value] : other_keys) g_.AddAlternative(*other, {key, colon_, value});
     }
-    std::map<std::pair<size_t, uint64_t>, Sym> members;
-    const ObjectRules::Member member = [&](size_t j, uint64_t present, Sym* kv) -> Status {
-      if (const auto it = members.find({j, present}); it != members.end()) {
+    if (!witness_keys.empty()) {
+      witness = g_.NewRule(ptr + "/$llmq_some:");
+      for (const auto& [key, value] : witness_keys)
+        g_.AddAlternative(*witness, {key, colon_, value});
+    }
+    std::map<std::tuple<size_t, uint64_t, bool>, Sym> members;
+    const ObjectRules::Member member = [&](size_t j, uint64_t present, bool as_witness,
+                                           Sym* kv) -> Status {
+      if (const auto it = members.find({j, present, as_witness}); it != members.end()) {
         *kv = it->second;
         return Status::Ok();
       }
       const Prop& p = props[j];
       Sym v = p.value;
-      if (present != 0) {
+      if (present != 0 || as_witness) {
         std::vector<const json*> all = p.schemas;
         for (size_t k = 0; k < p.dependent.size(); ++k)
           if (present >> k & 1) all.insert(all.end(), p.dependent[k].begin(), p.dependent[k].end());
+        if (as_witness) all.push_back(&some.value);
         LLMQ_RETURN_IF_ERROR(AllOfValue(all, p.where, &v));
       }
-      *kv = g_.NewRule(ptr + "/properties/" + PointerToken(p.name) + ":");
+      *kv = g_.NewRule(ptr + "/properties/" + PointerToken(p.name) + (as_witness ? ":!" : ":"));
       g_.AddAlternative(*kv, {g_.Literal(JsonQuote(p.name)), colon_, v});
-      members.emplace(std::make_pair(j, present), *kv);
+      members.emplace(std::make_tuple(j, present, as_witness), *kv);
       return Status::Ok();
     };
-    if (Status st =
-            ObjectRules::Build(&g_, layout, {lbrace_, rbrace_, comma_}, member, other, ptr, out);
+    if (Status st = ObjectRules::Build(&g_, layout, {lbrace_, rbrace_, comma_}, member, other,
+                                       witness, ptr, out);
         !st.ok()) {
       if (st.code() != Status::Code::kUnsupported) return st;
       for (const char* k : {"dependentSchemas", "dependentRequired", "dependencies",
@@ -2119,6 +2407,58 @@ class Compiler {
   }
 
   // An object's patternProperties: its patterns (in the schema's order) and their schemas.
+  // $llmq_some (what Complement writes for not {additionalProperties}, not {patternProperties}
+  // and not {propertyNames} where an object may have any name): the object has a member whose
+  // key every one of `patterns` matches, none of `not_patterns` does and that is none of
+  // `not_names`, and whose value meets `value`.
+  struct Some {
+    bool on = false;
+    std::vector<std::string> patterns, not_patterns, not_names;
+    json value = true;
+    std::vector<std::unique_ptr<Regex>> re, not_re;  // each on the name's text
+    // Whether a key named `name` is of the kind.
+    bool Names(const std::string& name) const {
+      if (std::find(not_names.begin(), not_names.end(), name) != not_names.end()) return false;
+      for (const auto& r : re)
+        if (!r->Matches(name)) return false;
+      for (const auto& r : not_re)
+        if (r->Matches(name)) return false;
+      return true;
+    }
+  };
+
+  Status SomeOf(const json& s, const std::string& ptr, Some* out) {
+    if (!s.contains("$llmq_some")) return Status::Ok();
+    const json& d = s["$llmq_some"];
+    const std::string at = ptr + "/$llmq_some";
+    out->on = true;
+    out->value = d.value("value", json(true));
+    for (const char* k : {"patterns", "not_patterns", "not_names"})
+      if (d.contains(k))
+        for (const json& p : d[k]) {
+          auto& list = std::string(k) == "patterns"       ? out->patterns
+                       : std::string(k) == "not_patterns" ? out->not_patterns
+                                                          : out->not_names;
+          list.push_back(p.get<std::string>());
+        }
+    // The names as one more pattern the key must not match (the key automaton's terms).
+    if (!out->not_names.empty()) {
+      std::string alts;
+      for (const std::string& n : out->not_names)
+        alts += (alts.empty() ? "" : "|") + RegexEscape(n);
+      out->not_patterns.push_back("^(?:" + alts + ")$");
+    }
+    for (const auto* list : {&out->patterns, &out->not_patterns})
+      for (const std::string& p : *list) {
+        std::unique_ptr<Regex> re;
+        if (Status st = Regex::Compile(p, Regex::Mode::kSearch, &re); !st.ok())
+          return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)("not", at,
+                                                                              st.message());
+        (list == &out->patterns ? out->re : out->not_re).push_back(std::move(re));
+      }
+    return Status::Ok();
+  }
+
   struct Patterns {
     std::vector<std::string> patterns;
     std::vector<json> schemas;

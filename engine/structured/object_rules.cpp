@@ -19,6 +19,7 @@ struct State {
   bool first = true;            // no member yet (the next one has no comma before it)
   Clauses clauses;              // what is left to meet of the formula, sorted
   std::vector<size_t> present;  // decided present properties a later value depends on, sorted
+  bool seen = true;             // a witness written (or none needed)
   auto operator<=>(const State&) const = default;
 };
 
@@ -50,8 +51,15 @@ void Sort(Clauses* c) {
 class Builder {
  public:
   Builder(Grammar* g, const ObjectLayout& layout, const ObjectRules::Delimiters& d,
-          const ObjectRules::Member& member, std::optional<Sym> other, std::string name)
-      : g_(*g), l_(layout), d_(d), member_(member), other_(other), name_(std::move(name)) {
+          const ObjectRules::Member& member, std::optional<Sym> other, std::optional<Sym> witness,
+          std::string name)
+      : g_(*g),
+        l_(layout),
+        d_(d),
+        member_(member),
+        other_(other),
+        witness_(witness),
+        name_(std::move(name)) {
     const size_t n = l_.props.size();
     last_dependent_.assign(n, -1);
     for (size_t j = 0; j < n; ++j)
@@ -62,6 +70,7 @@ class Builder {
 
   Status Run(Sym* out) {
     State start;
+    start.seen = !l_.need_witness;
     start.clauses = l_.clauses;
     for (size_t j = 0; j < l_.props.size(); ++j)
       if (l_.props[j].required) start.clauses.push_back({static_cast<int>(j) + 1});
@@ -98,6 +107,7 @@ class Builder {
     std::string rule = name_ + (s.first ? "/first" : "/rest") + std::to_string(s.next);
     if (cap_ > 0) rule += "." + std::to_string(s.count);
     if (!s.clauses.empty() || !s.present.empty()) rule += "#" + std::to_string(states_.size());
+    if (!s.seen) rule += "!";
     const Sym sym = g_.NewRule(std::move(rule));
     const auto it = states_.emplace(std::move(s), sym).first;
     pending_.push_back(it);
@@ -152,36 +162,52 @@ class Builder {
         for (const size_t d : s.present)
           if (last_dependent_[d] >= static_cast<int64_t>(j + 1)) next.present.push_back(d);
         if (last_dependent_[j] > static_cast<int64_t>(j)) next.present.push_back(j);
-        Sym kv, to;
-        LLMQ_RETURN_IF_ERROR(member_(j, bits, &kv));
-        LLMQ_RETURN_IF_ERROR(Get(std::move(next), &to));
-        if (s.first)
-          g_.AddAlternative(rule, {kv, to});
-        else
-          g_.AddAlternative(rule, {d_.comma, kv, to});
+        // Written plainly, and where it may be the witness not written yet, as the witness.
+        for (const bool as_witness : {false, true}) {
+          if (as_witness && (s.seen || !p.witness)) continue;
+          State to_state = next;
+          to_state.seen = s.seen || as_witness;
+          Sym kv, to;
+          LLMQ_RETURN_IF_ERROR(member_(j, bits, as_witness, &kv));
+          LLMQ_RETURN_IF_ERROR(Get(std::move(to_state), &to));
+          if (s.first)
+            g_.AddAlternative(rule, {kv, to});
+          else
+            g_.AddAlternative(rule, {d_.comma, kv, to});
+        }
       }
     }
     // The end of the listed ones (`skipped` is empty: every clause was met).
-    if (s.count >= l_.min_members) g_.AddAlternative(rule, {});
+    if (s.count >= l_.min_members && s.seen) g_.AddAlternative(rule, {});
     if (other_.has_value() && can_add) {
-      const Sym more = Others(counted);
-      if (s.first)
-        g_.AddAlternative(rule, {*other_, more});
-      else
-        g_.AddAlternative(rule, {d_.comma, *other_, more});
+      for (const bool as_witness : {false, true}) {
+        if (as_witness && (s.seen || !witness_.has_value())) continue;
+        const Sym member = as_witness ? *witness_ : *other_;
+        const Sym more = Others(counted, s.seen || as_witness);
+        if (s.first)
+          g_.AddAlternative(rule, {member, more});
+        else
+          g_.AddAlternative(rule, {d_.comma, member, more});
+      }
     }
     return Status::Ok();
   }
 
-  // Any number of other members after `count` members (each after a comma), within the bounds.
-  Sym Others(int64_t count) {
-    if (const auto it = others_.find(count); it != others_.end()) return it->second;
-    const Sym rule = g_.NewRule(name_ + "/additionalProperties*" +
-                                (cap_ > 0 ? std::to_string(count) : std::string()));
-    others_.emplace(count, rule);
-    if (count >= l_.min_members) g_.AddAlternative(rule, {});
-    if (l_.max_members < 0 || count + 1 <= l_.max_members)
-      g_.AddAlternative(rule, {d_.comma, *other_, Others(std::min(count + 1, cap_))});
+  // Any number of other members after `count` members (each after a comma), within the bounds;
+  // unless `seen`, a witness among them.
+  Sym Others(int64_t count, bool seen) {
+    if (const auto it = others_.find({count, seen}); it != others_.end()) return it->second;
+    const Sym rule =
+        g_.NewRule(name_ + "/additionalProperties*" +
+                   (cap_ > 0 ? std::to_string(count) : std::string()) + (seen ? "" : "!"));
+    others_.emplace(std::make_pair(count, seen), rule);
+    if (count >= l_.min_members && seen) g_.AddAlternative(rule, {});
+    if (l_.max_members < 0 || count + 1 <= l_.max_members) {
+      const int64_t next = std::min(count + 1, cap_);
+      g_.AddAlternative(rule, {d_.comma, *other_, Others(next, seen)});
+      if (!seen && witness_.has_value())
+        g_.AddAlternative(rule, {d_.comma, *witness_, Others(next, true)});
+    }
     return rule;
   }
 
@@ -190,20 +216,22 @@ class Builder {
   const ObjectRules::Delimiters& d_;
   const ObjectRules::Member& member_;
   const std::optional<Sym> other_;
+  const std::optional<Sym> witness_;
   const std::string name_;
   std::vector<int64_t> last_dependent_;  // by property: the last one whose value depends on it
   int64_t cap_ = 0;                      // counts past it are one
   Map states_;
   std::deque<Map::iterator> pending_;  // states made, not filled yet
-  std::map<int64_t, Sym> others_;
+  std::map<std::pair<int64_t, bool>, Sym> others_;
 };
 
 }  // namespace
 
 Status ObjectRules::Build(Grammar* g, const ObjectLayout& layout, const Delimiters& d,
                           const Member& member, std::optional<Grammar::Symbol> other,
-                          const std::string& name, Grammar::Symbol* out) {
-  Builder b(g, layout, d, member, other, name);
+                          std::optional<Grammar::Symbol> witness, const std::string& name,
+                          Grammar::Symbol* out) {
+  Builder b(g, layout, d, member, other, witness, name);
   return b.Run(out);
 }
 

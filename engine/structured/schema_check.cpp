@@ -140,7 +140,7 @@ bool ReorderProperties(const std::shared_ptr<CompiledGrammar>& grammar, const oj
                        ojson* out) {
   Matcher m(grammar);
   ojson r;
-  int budget = 20;  // ways back (a key tried after another's members led nowhere)
+  int budget = 2000;  // ways back (a key tried after another's members led nowhere)
   if (!Reorder(data, &m, &r, &budget)) return false;
   *out = std::move(r);
   return true;
