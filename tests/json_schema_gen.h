@@ -631,7 +631,7 @@ class Gen {
         if (Chance(0.5)) list.push_back(n);
       return list;
     };
-    const bool of_names = depth == 0 && Chance(0.25);  // more of case 6
+    const bool of_names = depth <= 1 && Chance(0.25);  // more of case 6
     switch (of_names ? 6 : names.empty() ? Int(3, 4) : depth >= 1 ? Int(0, 5) : Int(0, 8)) {
       case 0:
         return json{{"required", some()}};

@@ -508,6 +508,13 @@ TEST(JsonSchemaTest, NotOfTheNamesOfAnOpenObjectAsksForAMember) {
       {R"~({"type": "object", "not": {"propertyNames": {"enum": ["a", "b"]}}})~",
        {R"~({"c": 1})~", R"~({"a": 1, "z": 2})~"},
        {R"~({"a": 1, "b": 2})~", R"~({})~"}},
+      // Two members asked (none of two closed objects): one may be both.
+      {R"~({"type": "object", "not": {"anyOf": [{"properties": {"a": {}}, "additionalProperties": false}, {"properties": {"b": {}}, "additionalProperties": false}]}})~",
+       {R"~({"c": 1})~", R"~({"a": 1, "b": 2})~", R"~({"b": 1, "a": 2, "c": 3})~"},
+       {R"~({"a": 1})~", R"~({"b": 1})~", R"~({})~"}},
+      {R"~({"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"anyOf": [{"additionalProperties": {"type": "integer"}}, {"propertyNames": {"pattern": "^[a-z]$"}}]}})~",
+       {R"~({"a": 1, "bb": "s"})~", R"~({"b": "s", "cc": 1})~"},
+       {R"~({"a": 1, "bb": 2})~", R"~({"b": "s"})~", R"~({"a": 1})~"}},
       // oneOf of an open object and a closed one: the open one's objects with another key.
       {R"~({"oneOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false}, {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}]})~",
        {R"~({"a": "x", "b": 1})~"},
@@ -1054,8 +1061,8 @@ TEST(JsonSchemaTest, AllOfMergesItemsAnyOfAndBounds) {
   EXPECT_EQ(draft4.code(), Status::Code::kUnsupported) << draft4.message();
 }
 
-// propertyNames: every key's name, listed or not, as an enum or a pattern (beside
-// patternProperties: one more pattern each other key must match).
+// propertyNames: every key's name, listed or not, as an enum, a pattern or lengths (beside
+// patternProperties: more patterns each other key must match).
 TEST(JsonSchemaTest, PropertyNamesLimitEveryKey) {
   Check({
       {R"({"type": "object", "properties": {"a": {}, "zz": {}}, "propertyNames": {"enum": ["a", "b", "c"]}})",
@@ -1071,15 +1078,19 @@ TEST(JsonSchemaTest, PropertyNamesLimitEveryKey) {
         R"({"y_1": "s", "x_3": 4, "q_": []})"},
        {R"({"x2": 3})", R"({"x_2": "s"})", R"({"ab": 1})", R"({"y_1": 3})"}},
       {R"({"type": "object", "propertyNames": false})", {R"({})"}, {R"({"a": 1})"}},
+      // Lengths: one more pattern (characters, as validators count them), beside the pattern.
+      {R"({"type": "object", "properties": {"abcd": {}}, "propertyNames": {"maxLength": 3, "minLength": 2, "pattern": "^[a-z\u00e9]+$"}})",
+       {R"({})", R"({"ab": 1})", R"({"abc": 1, "\u00e9\u00e9\u00e9": 2})"},
+       {R"({"abcd": 1})", R"({"a": 1})", R"({"AB": 1})", R"({"\u00e9\u00e9\u00e9\u00e9": 1})"}},
   });
   const Status required = Refusal(
       json::parse(R"({"type": "object", "required": ["a"], "propertyNames": {"enum": ["b"]}})"));
   EXPECT_NE(required.message().find("no document"), std::string::npos) << required.message();
-  const Status length = Refusal(json::parse(R"({"propertyNames": {"maxLength": 3}})"));
-  EXPECT_EQ(length.code(), Status::Code::kUnsupported) << length.message();
-  EXPECT_NE(length.message().find("\"propertyNames\" at \"/propertyNames/maxLength\""),
+  const Status format = Refusal(json::parse(R"({"propertyNames": {"format": "email"}})"));
+  EXPECT_EQ(format.code(), Status::Code::kUnsupported) << format.message();
+  EXPECT_NE(format.message().find("\"propertyNames\" at \"/propertyNames/format\""),
             std::string::npos)
-      << length.message();
+      << format.message();
 }
 
 }  // namespace

@@ -789,11 +789,27 @@ class Compiler {
   // {pattern}, not {format}, not {multipleOf}, not {uniqueItems}, not {items: S}, ...).
   Status Negate(const json& s, const std::string& ptr, json* out) {
     // The keyword Negate writes, where a schema brings its own: only the shape written is read.
-    for (const char* own : {"$llmq_not_strings", "$llmq_not_patterns"})
-      if (s.is_object() && s.contains(own) &&
-          (!s[own].is_array() ||
-           !std::all_of(s[own].begin(), s[own].end(), [](const json& v) { return v.is_string(); })))
+    const auto strings = [](const json& list) {
+      return list.is_array() &&
+             std::all_of(list.begin(), list.end(), [](const json& v) { return v.is_string(); });
+    };
+    for (const char* own : {"$llmq_not_strings", "$llmq_not_patterns", "$llmq_patterns"})
+      if (s.is_object() && s.contains(own) && !strings(s[own]))
         return Invalid(own, ptr + "/" + own, "not an array of strings");
+    if (s.is_object() && s.contains("$llmq_some")) {
+      const json& some = s["$llmq_some"];
+      const bool ok =
+          some.is_array() && std::all_of(some.begin(), some.end(), [&](const json& d) {
+            if (!d.is_object()) return false;
+            for (const auto& [k, v] : d.items())
+              if (k == "value"
+                      ? !(v.is_object() || v.is_boolean())
+                      : !strings(v) || (k != "patterns" && k != "not_patterns" && k != "not_names"))
+                return false;
+            return true;
+          });
+      if (!ok) return Invalid("$llmq_some", ptr + "/$llmq_some", "not the form Negate writes");
+    }
     // Drafts 4 to 7 ignore a $ref's siblings, `not` among them (Ref).
     if (!s.is_object() || !s.contains("not") || (legacy_ref_ && s.contains("$ref"))) {
       *out = s;
@@ -906,7 +922,7 @@ class Compiler {
   // propertyNames rejects (its complement among strings, written as patterns and names).
   Status ComplementOfAnyNames(const json& n, const std::string& np, std::vector<json>* alts) {
     const auto some = [&](json d) {
-      alts->push_back(json{{"type", "object"}, {"$llmq_some", std::move(d)}});
+      alts->push_back(json{{"type", "object"}, {"$llmq_some", json::array({std::move(d)})}});
     };
     if (n.contains("additionalProperties") && HasConstraints(n["additionalProperties"])) {
       json names = json::array(), patterns = json::array();
@@ -1132,25 +1148,26 @@ class Compiler {
         else
           LLMQ_RETURN_IF_ERROR(ComplementOfAnyNames(n, np, alts));
         names_done = true;
-      } else if (k == "$llmq_some") {  // every member of that kind of key fails its value
-        const json d = v;
-        const json fails = {{"not", d.value("value", json(true))}};
-        const bool names = d.contains("not_names") || d.contains("not_patterns");
-        const json patterns = d.value("patterns", json::array());
-        if (!names && patterns.size() == 1) {
-          alts->push_back(of("object", json{{"patternProperties", {{patterns[0], fails}}}}));
-        } else if (patterns.empty()) {
-          json listed = json::object(), pp = json::object();
-          for (const json& x : d.value("not_names", json::array()))
-            listed[x.get<std::string>()] = true;
-          for (const json& x : d.value("not_patterns", json::array()))
-            pp[x.get<std::string>()] = true;
-          json alt = of("object", json{{"additionalProperties", fails}});
-          if (!listed.empty()) alt["properties"] = listed;
-          if (!pp.empty()) alt["patternProperties"] = pp;
-          alts->push_back(std::move(alt));
-        } else {
-          return refuse("not of a member of keys of several patterns");
+      } else if (k == "$llmq_some") {  // one asked for missing: every member of its kind fails
+        for (const json& d : v) {
+          const json fails = {{"not", d.value("value", json(true))}};
+          const bool names = d.contains("not_names") || d.contains("not_patterns");
+          const json patterns = d.value("patterns", json::array());
+          if (!names && patterns.size() == 1) {
+            alts->push_back(of("object", json{{"patternProperties", {{patterns[0], fails}}}}));
+          } else if (patterns.empty()) {
+            json listed = json::object(), pp = json::object();
+            for (const json& x : d.value("not_names", json::array()))
+              listed[x.get<std::string>()] = true;
+            for (const json& x : d.value("not_patterns", json::array()))
+              pp[x.get<std::string>()] = true;
+            json alt = of("object", json{{"additionalProperties", fails}});
+            if (!listed.empty()) alt["properties"] = listed;
+            if (!pp.empty()) alt["patternProperties"] = pp;
+            alts->push_back(std::move(alt));
+          } else {
+            return refuse("not of a member of keys of several patterns");
+          }
         }
       } else if (k == "minLength" || k == "minItems" || k == "minProperties" || k == "maxLength" ||
                  k == "maxItems" || k == "maxProperties") {
@@ -1732,8 +1749,8 @@ class Compiler {
         if (std::find(m["$llmq_patterns"].begin(), m["$llmq_patterns"].end(), v) ==
             m["$llmq_patterns"].end())
           m["$llmq_patterns"].push_back(v);
-      } else if (k == "$llmq_not_strings" || k == "$llmq_not_patterns" ||
-                 k == "$llmq_patterns") {  // either side's
+      } else if (k == "$llmq_not_strings" || k == "$llmq_not_patterns" || k == "$llmq_patterns" ||
+                 k == "$llmq_some") {  // either side's
         for (const json& x : v)
           if (std::find(w.begin(), w.end(), x) == w.end()) w.push_back(x);
       } else if (k == "const") {
@@ -1922,8 +1939,8 @@ class Compiler {
     LLMQ_RETURN_IF_ERROR(PatternProperties(s, ptr, &pat));
     KeyNames key_names;  // propertyNames
     LLMQ_RETURN_IF_ERROR(PropertyNames(s, ptr, &key_names));
-    Some some;  // $llmq_some: a member the object must have
-    LLMQ_RETURN_IF_ERROR(SomeOf(s, ptr, &some));
+    std::vector<Some> somes;  // $llmq_some: members the object must have
+    LLMQ_RETURN_IF_ERROR(SomesOf(s, ptr, &somes));
     const auto pattern_schemas = [&](uint64_t matched, std::vector<const json*>* out_schemas) {
       for (size_t i = 0; i < pat.schemas.size(); ++i)
         if (matched >> i & 1) out_schemas->push_back(&pat.schemas[i]);
@@ -2012,24 +2029,30 @@ class Compiler {
     // propertyNames' pattern is one more pattern every other key must match.
     // $llmq_some's patterns come after those: a key is a witness where it matches the positive
     // ones and none of the others.
-    std::vector<std::pair<Sym, Sym>> other_keys, witness_keys;
-    const uint64_t need = key_names.pattern ? uint64_t{1} << pat.patterns.size() : 0;
+    std::vector<std::pair<Sym, Sym>> other_keys;
+    // The keys of each set of patterns matched, by the witnesses they may be: (key, its schemas).
+    std::vector<std::tuple<Sym, uint32_t, std::vector<const json*>>> witness_keys;
+    // propertyNames' patterns: each one more pattern every other key must match.
+    const uint64_t need = ((uint64_t{1} << key_names.patterns.size()) - 1) << pat.patterns.size();
     const uint64_t own_mask = (uint64_t{1} << pat.patterns.size()) - 1;
-    uint64_t some_pos = 0, some_neg = 0;
+    std::vector<uint64_t> some_pos(somes.size(), 0), some_neg(somes.size(), 0);
     if (key_names.only.has_value()) {
       // no other keys
-    } else if (pat.patterns.empty() && need == 0 && !some.on) {
+    } else if (pat.patterns.empty() && need == 0 && somes.empty()) {
       if (extra.has_value()) other_keys.emplace_back(OtherKey(listed), *extra);
     } else {
       Grammar::LexemeSpec spec;
       spec.is_key_pattern = true;
       spec.patterns = pat.patterns;
-      if (need != 0) spec.patterns.push_back(*key_names.pattern);
-      for (const auto* list : {&some.patterns, &some.not_patterns})
-        for (const std::string& p : *list) {
-          (list == &some.patterns ? some_pos : some_neg) |= uint64_t{1} << spec.patterns.size();
-          spec.patterns.push_back(p);
-        }
+      spec.patterns.insert(spec.patterns.end(), key_names.patterns.begin(),
+                           key_names.patterns.end());
+      for (size_t w = 0; w < somes.size(); ++w)
+        for (const auto* list : {&somes[w].patterns, &somes[w].not_patterns})
+          for (const std::string& p : *list) {
+            (list == &somes[w].patterns ? some_pos : some_neg)[w] |= uint64_t{1}
+                                                                     << spec.patterns.size();
+            spec.patterns.push_back(p);
+          }
       if (spec.patterns.size() > static_cast<size_t>(KeyPatternAutomaton::kMaxPatterns))
         return Refuse("patternProperties", ptr + "/patternProperties",
                       "more than " + std::to_string(KeyPatternAutomaton::kMaxPatterns) +
@@ -2059,16 +2082,17 @@ class Compiler {
         spec.pattern_subset = subset;
         const Sym key = g_.Lexeme(spec);
         other_keys.emplace_back(key, v);
-        if (some.on && (subset & some_pos) == some_pos && (subset & some_neg) == 0) {
-          std::vector<const json*> parts;  // the key's own schemas, and the witness's
+        uint32_t may = 0;  // the witnesses its keys may be
+        for (size_t w = 0; w < somes.size(); ++w)
+          if ((subset & some_pos[w]) == some_pos[w] && (subset & some_neg[w]) == 0)
+            may |= uint32_t{1} << w;
+        if (may != 0) {
+          std::vector<const json*> parts;  // the key's own schemas
           if (own == 0)
             parts.push_back(&extra_schema);
           else
             pattern_schemas(own, &parts);
-          parts.push_back(&some.value);
-          Sym w;
-          LLMQ_RETURN_IF_ERROR(AllOfValue(parts, ptr + "/$llmq_some", &w));
-          witness_keys.emplace_back(key, w);
+          witness_keys.emplace_back(key, may, std::move(parts));
         }
       }
     }
@@ -2081,9 +2105,10 @@ class Compiler {
     ObjectLayout layout;
     layout.props.resize(n);
     for (size_t j = 0; j < n; ++j) layout.props[j].required = props[j].required;
-    layout.need_witness = some.on;
-    if (some.on)
-      for (size_t j = 0; j < n; ++j) layout.props[j].witness = some.Names(props[j].name);
+    layout.witnesses = static_cast<int>(somes.size());
+    for (size_t j = 0; j < n; ++j)
+      for (size_t w = 0; w < somes.size(); ++w)
+        if (somes[w].Names(props[j].name)) layout.props[j].witness |= uint32_t{1} << w;
     for (const auto& clause : deps.clauses) {
       std::vector<int> lits;
       bool met = false;
@@ -2132,18 +2157,33 @@ class Compiler {
     layout.max_members = max_props;
 
     // One member for a property not listed (any number of them after the listed ones).
-    std::optional<Sym> other, witness;
+    std::optional<Sym> other;
     if (!other_keys.empty()) {
       other = g_.NewRule(ptr + "/additionalProperties:");
       for (const auto& [key, value] : other_keys) g_.AddAlternative(*other, {key, colon_, value});
     }
-    if (!witness_keys.empty()) {
-      witness = g_.NewRule(ptr + "/$llmq_some:");
-      for (const auto& [key, value] : witness_keys)
-        g_.AddAlternative(*witness, {key, colon_, value});
-    }
-    std::map<std::tuple<size_t, uint64_t, bool>, Sym> members;
-    const ObjectRules::Member member = [&](size_t j, uint64_t present, bool as_witness,
+    const auto add_somes = [&](uint32_t which, std::vector<const json*>* parts) {
+      for (size_t w = 0; w < somes.size(); ++w)
+        if (which >> w & 1) parts->push_back(&somes[w].value);
+    };
+    // A member of a key not listed that is each witness of `which`: each key that may be, its
+    // value their values too.
+    const ObjectRules::OtherWitness witness = [&](uint32_t which,
+                                                  std::optional<Sym>* out) -> Status {
+      out->reset();
+      for (const auto& [key, may, schemas] : witness_keys) {
+        if ((may & which) != which) continue;
+        std::vector<const json*> parts = schemas;
+        add_somes(which, &parts);
+        Sym v;
+        LLMQ_RETURN_IF_ERROR(AllOfValue(parts, ptr + "/$llmq_some", &v));
+        if (!out->has_value()) *out = g_.NewRule(ptr + "/$llmq_some:" + std::to_string(which));
+        g_.AddAlternative(**out, {key, colon_, v});
+      }
+      return Status::Ok();
+    };
+    std::map<std::tuple<size_t, uint64_t, uint32_t>, Sym> members;
+    const ObjectRules::Member member = [&](size_t j, uint64_t present, uint32_t as_witness,
                                            Sym* kv) -> Status {
       if (const auto it = members.find({j, present, as_witness}); it != members.end()) {
         *kv = it->second;
@@ -2155,10 +2195,11 @@ class Compiler {
         std::vector<const json*> all = p.schemas;
         for (size_t k = 0; k < p.dependent.size(); ++k)
           if (present >> k & 1) all.insert(all.end(), p.dependent[k].begin(), p.dependent[k].end());
-        if (as_witness) all.push_back(&some.value);
+        add_somes(as_witness, &all);
         LLMQ_RETURN_IF_ERROR(AllOfValue(all, p.where, &v));
       }
-      *kv = g_.NewRule(ptr + "/properties/" + PointerToken(p.name) + (as_witness ? ":!" : ":"));
+      *kv = g_.NewRule(ptr + "/properties/" + PointerToken(p.name) + ":" +
+                       (as_witness != 0 ? "!" + std::to_string(as_witness) : std::string()));
       g_.AddAlternative(*kv, {g_.Literal(JsonQuote(p.name)), colon_, v});
       members.emplace(std::make_tuple(j, present, as_witness), *kv);
       return Status::Ok();
@@ -2350,16 +2391,18 @@ class Compiler {
   // An object's propertyNames: the names a key may have.
   struct KeyNames {
     std::optional<std::set<std::string>> only;  // enum/const (a type without string: none)
-    std::optional<std::string> pattern;
-    std::unique_ptr<Regex> re;  // the pattern on a quoted JSON string
+    std::vector<std::string> patterns;          // pattern, and the lengths as one
+    std::vector<std::unique_ptr<Regex>> re;     // each on a quoted JSON string
     bool Allows(const std::string& name) {
       if (only.has_value() && !only->count(name)) return false;
-      return re == nullptr || re->Matches(JsonQuote(name));
+      for (const auto& r : re)
+        if (!r->Matches(JsonQuote(name))) return false;
+      return true;
     }
   };
 
-  // propertyNames: `type`, `enum`/`const` of strings and `pattern` (after $ref and allOf);
-  // anything else on the names is refused by name.
+  // propertyNames: `type`, `enum`/`const` of strings, `pattern` and minLength/maxLength (as a
+  // pattern; after $ref and allOf); anything else on the names is refused by name.
   Status PropertyNames(const json& s, const std::string& ptr, KeyNames* out) {
     if (!s.contains("propertyNames")) return Status::Ok();
     const std::string at = ptr + "/propertyNames";
@@ -2391,13 +2434,24 @@ class Compiler {
         for (const json& x : k == "const" ? json::array({v}) : v)
           if (x.is_string()) names.insert(x.get<std::string>());
         keep(names);
-      } else if (k == "pattern" && v.is_string()) {
-        if (Status st =
-                Regex::Compile(v.get<std::string>(), {Regex::Mode::kSearch, true, true}, &out->re);
-            !st.ok())
+      } else if ((k == "pattern" && v.is_string()) || k == "minLength" || k == "maxLength") {
+        std::string pattern = k == "pattern" ? v.get<std::string>() : "";
+        if (k != "pattern") {
+          if (k == "maxLength" && r.contains("minLength")) continue;  // with minLength's
+          int64_t min = 0, max = -1;
+          LLMQ_RETURN_IF_ERROR(NonNegative(r, "minLength", at, &min));
+          LLMQ_RETURN_IF_ERROR(NonNegative(r, "maxLength", at, &max));
+          if (std::max(min, max) > 1000)
+            return Refuse("propertyNames", at + "/" + k, "a length bound above 1000 on the names");
+          pattern = "^[\\s\\S]{" + std::to_string(min) + "," +
+                    (max >= 0 ? std::to_string(max) : "") + "}$";
+        }
+        std::unique_ptr<Regex> re;
+        if (Status st = Regex::Compile(pattern, {Regex::Mode::kSearch, true, true}, &re); !st.ok())
           return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)(
-              "propertyNames", at + "/pattern", st.message());
-        out->pattern = v.get<std::string>();
+              "propertyNames", at + "/" + k, st.message());
+        out->patterns.push_back(pattern);
+        out->re.push_back(std::move(re));
       } else {
         return Refuse("propertyNames", at + "/" + k,
                       "\"" + k + "\" on property names is not enforced yet");
@@ -2412,7 +2466,6 @@ class Compiler {
   // key every one of `patterns` matches, none of `not_patterns` does and that is none of
   // `not_names`, and whose value meets `value`.
   struct Some {
-    bool on = false;
     std::vector<std::string> patterns, not_patterns, not_names;
     json value = true;
     std::vector<std::unique_ptr<Regex>> re, not_re;  // each on the name's text
@@ -2427,11 +2480,21 @@ class Compiler {
     }
   };
 
-  Status SomeOf(const json& s, const std::string& ptr, Some* out) {
+  // Each of $llmq_some's members into *out (more than ObjectRules::kMaxWitnesses: refused).
+  Status SomesOf(const json& s, const std::string& ptr, std::vector<Some>* out) {
     if (!s.contains("$llmq_some")) return Status::Ok();
-    const json& d = s["$llmq_some"];
+    if (s["$llmq_some"].size() > static_cast<size_t>(ObjectRules::kMaxWitnesses))
+      return Refuse("not", ptr,
+                    "more than " + std::to_string(ObjectRules::kMaxWitnesses) +
+                        " members of some kind asked of one object");
+    out->resize(s["$llmq_some"].size());
+    for (size_t i = 0; i < out->size(); ++i)
+      LLMQ_RETURN_IF_ERROR(SomeOf(s["$llmq_some"][i], ptr, &(*out)[i]));
+    return Status::Ok();
+  }
+
+  Status SomeOf(const json& d, const std::string& ptr, Some* out) {
     const std::string at = ptr + "/$llmq_some";
-    out->on = true;
     out->value = d.value("value", json(true));
     for (const char* k : {"patterns", "not_patterns", "not_names"})
       if (d.contains(k))

@@ -19,7 +19,7 @@ struct State {
   bool first = true;            // no member yet (the next one has no comma before it)
   Clauses clauses;              // what is left to meet of the formula, sorted
   std::vector<size_t> present;  // decided present properties a later value depends on, sorted
-  bool seen = true;             // a witness written (or none needed)
+  uint32_t seen = 0;            // the witnesses written
   auto operator<=>(const State&) const = default;
 };
 
@@ -51,8 +51,8 @@ void Sort(Clauses* c) {
 class Builder {
  public:
   Builder(Grammar* g, const ObjectLayout& layout, const ObjectRules::Delimiters& d,
-          const ObjectRules::Member& member, std::optional<Sym> other, std::optional<Sym> witness,
-          std::string name)
+          const ObjectRules::Member& member, std::optional<Sym> other,
+          const ObjectRules::OtherWitness& witness, std::string name)
       : g_(*g),
         l_(layout),
         d_(d),
@@ -66,11 +66,14 @@ class Builder {
       for (const size_t k : l_.props[j].depends_on)
         last_dependent_[k] = std::max(last_dependent_[k], static_cast<int64_t>(j));
     cap_ = l_.max_members >= 0 ? l_.max_members : l_.min_members;
+    all_ = (uint32_t{1} << l_.witnesses) - 1;
   }
 
   Status Run(Sym* out) {
+    if (l_.witnesses > ObjectRules::kMaxWitnesses)
+      return Status::Unsupported("more than " + std::to_string(ObjectRules::kMaxWitnesses) +
+                                 " members of some kind asked of one object");
     State start;
-    start.seen = !l_.need_witness;
     start.clauses = l_.clauses;
     for (size_t j = 0; j < l_.props.size(); ++j)
       if (l_.props[j].required) start.clauses.push_back({static_cast<int>(j) + 1});
@@ -107,7 +110,7 @@ class Builder {
     std::string rule = name_ + (s.first ? "/first" : "/rest") + std::to_string(s.next);
     if (cap_ > 0) rule += "." + std::to_string(s.count);
     if (!s.clauses.empty() || !s.present.empty()) rule += "#" + std::to_string(states_.size());
-    if (!s.seen) rule += "!";
+    if (l_.witnesses > 0) rule += "!" + std::to_string(s.seen);
     const Sym sym = g_.NewRule(std::move(rule));
     const auto it = states_.emplace(std::move(s), sym).first;
     pending_.push_back(it);
@@ -162,28 +165,30 @@ class Builder {
         for (const size_t d : s.present)
           if (last_dependent_[d] >= static_cast<int64_t>(j + 1)) next.present.push_back(d);
         if (last_dependent_[j] > static_cast<int64_t>(j)) next.present.push_back(j);
-        // Written plainly, and where it may be the witness not written yet, as the witness.
-        for (const bool as_witness : {false, true}) {
-          if (as_witness && (s.seen || !p.witness)) continue;
+        // Written plainly, and as each set of the witnesses not written yet it may be.
+        const uint32_t open = p.witness & all_ & ~s.seen;
+        for (uint32_t as = 0;; as = (as - open) & open) {  // each subset of `open`, 0 first
           State to_state = next;
-          to_state.seen = s.seen || as_witness;
+          to_state.seen = s.seen | as;
           Sym kv, to;
-          LLMQ_RETURN_IF_ERROR(member_(j, bits, as_witness, &kv));
+          LLMQ_RETURN_IF_ERROR(member_(j, bits, as, &kv));
           LLMQ_RETURN_IF_ERROR(Get(std::move(to_state), &to));
           if (s.first)
             g_.AddAlternative(rule, {kv, to});
           else
             g_.AddAlternative(rule, {d_.comma, kv, to});
+          if (as == open) break;
         }
       }
     }
     // The end of the listed ones (`skipped` is empty: every clause was met).
-    if (s.count >= l_.min_members && s.seen) g_.AddAlternative(rule, {});
+    if (s.count >= l_.min_members && s.seen == all_) g_.AddAlternative(rule, {});
     if (other_.has_value() && can_add) {
-      for (const bool as_witness : {false, true}) {
-        if (as_witness && (s.seen || !witness_.has_value())) continue;
-        const Sym member = as_witness ? *witness_ : *other_;
-        const Sym more = Others(counted, s.seen || as_witness);
+      std::vector<std::pair<Sym, uint32_t>> members;
+      LLMQ_RETURN_IF_ERROR(OtherMembers(s.seen, &members));
+      for (const auto& [member, seen] : members) {
+        Sym more;
+        LLMQ_RETURN_IF_ERROR(Others(counted, seen, &more));
         if (s.first)
           g_.AddAlternative(rule, {member, more});
         else
@@ -193,22 +198,47 @@ class Builder {
     return Status::Ok();
   }
 
-  // Any number of other members after `count` members (each after a comma), within the bounds;
-  // unless `seen`, a witness among them.
-  Sym Others(int64_t count, bool seen) {
-    if (const auto it = others_.find({count, seen}); it != others_.end()) return it->second;
-    const Sym rule =
-        g_.NewRule(name_ + "/additionalProperties*" +
-                   (cap_ > 0 ? std::to_string(count) : std::string()) + (seen ? "" : "!"));
+  // The members of keys not listed that may come with witnesses `seen` written: plain, and each
+  // as a set of those not written yet, with the witnesses written after it.
+  Status OtherMembers(uint32_t seen, std::vector<std::pair<Sym, uint32_t>>* out) {
+    out->emplace_back(*other_, seen);
+    const uint32_t open = all_ & ~seen;
+    for (uint32_t as = open; as != 0; as = (as - 1) & open) {
+      auto it = witness_members_.find(as);
+      if (it == witness_members_.end()) {
+        std::optional<Sym> w;
+        LLMQ_RETURN_IF_ERROR(witness_(as, &w));
+        it = witness_members_.emplace(as, w).first;
+      }
+      if (it->second.has_value()) out->emplace_back(*it->second, seen | as);
+    }
+    return Status::Ok();
+  }
+
+  // Any number of other members after `count` members (each after a comma), within the bounds,
+  // with the witnesses not in `seen` among them.
+  Status Others(int64_t count, uint32_t seen, Sym* out) {
+    if (const auto it = others_.find({count, seen}); it != others_.end()) {
+      *out = it->second;
+      return Status::Ok();
+    }
+    const Sym rule = g_.NewRule(name_ + "/additionalProperties*" +
+                                (cap_ > 0 ? std::to_string(count) : std::string()) +
+                                (l_.witnesses > 0 ? "!" + std::to_string(seen) : std::string()));
     others_.emplace(std::make_pair(count, seen), rule);
-    if (count >= l_.min_members && seen) g_.AddAlternative(rule, {});
+    if (count >= l_.min_members && seen == all_) g_.AddAlternative(rule, {});
     if (l_.max_members < 0 || count + 1 <= l_.max_members) {
       const int64_t next = std::min(count + 1, cap_);
-      g_.AddAlternative(rule, {d_.comma, *other_, Others(next, seen)});
-      if (!seen && witness_.has_value())
-        g_.AddAlternative(rule, {d_.comma, *witness_, Others(next, true)});
+      std::vector<std::pair<Sym, uint32_t>> members;
+      LLMQ_RETURN_IF_ERROR(OtherMembers(seen, &members));
+      for (const auto& [member, after] : members) {
+        Sym more;
+        LLMQ_RETURN_IF_ERROR(Others(next, after, &more));
+        g_.AddAlternative(rule, {d_.comma, member, more});
+      }
     }
-    return rule;
+    *out = rule;
+    return Status::Ok();
   }
 
   Grammar& g_;
@@ -216,20 +246,22 @@ class Builder {
   const ObjectRules::Delimiters& d_;
   const ObjectRules::Member& member_;
   const std::optional<Sym> other_;
-  const std::optional<Sym> witness_;
+  const ObjectRules::OtherWitness& witness_;
+  uint32_t all_ = 0;  // every witness
+  std::map<uint32_t, std::optional<Sym>> witness_members_;
   const std::string name_;
   std::vector<int64_t> last_dependent_;  // by property: the last one whose value depends on it
   int64_t cap_ = 0;                      // counts past it are one
   Map states_;
   std::deque<Map::iterator> pending_;  // states made, not filled yet
-  std::map<std::pair<int64_t, bool>, Sym> others_;
+  std::map<std::pair<int64_t, uint32_t>, Sym> others_;
 };
 
 }  // namespace
 
 Status ObjectRules::Build(Grammar* g, const ObjectLayout& layout, const Delimiters& d,
                           const Member& member, std::optional<Grammar::Symbol> other,
-                          std::optional<Grammar::Symbol> witness, const std::string& name,
+                          const OtherWitness& witness, const std::string& name,
                           Grammar::Symbol* out) {
   Builder b(g, layout, d, member, other, witness, name);
   return b.Run(out);

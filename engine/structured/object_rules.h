@@ -4,13 +4,13 @@
 // formula over the listed properties' presence in clauses (`required`; dependentRequired;
 // dependentSchemas' required, not required, anyOf/oneOf of those), the number of members is
 // bounded (minProperties, maxProperties), a property's value may depend on which others are
-// present (dependentSchemas' properties), and some member may be required to be a witness (a
-// member of some kind of key with some value: what not {additionalProperties} asks).
+// present (dependentSchemas' properties), and some members may be required to be witnesses
+// (each a member of some kind of key with some value: what not {additionalProperties} asks).
 //
 // Each rule is a state: the next listed property that may come, the members so far (counted up
 // to what the bounds can tell apart), what the formula still asks of the properties not yet
 // decided (its clauses with the decided ones put in), which of the properties a later value
-// depends on are present, and whether the witness has been written. States are made as the first
+// depends on are present, and which witnesses have been written. States are made as the first
 // one reaches them; one whose formula has an empty clause is not made, and where the formula can
 // still not be met the grammar's Validate drops what leads there (no prefix is accepted that cannot
 // be completed). Without clauses, bounds and dependent values there is one state per listed
@@ -36,8 +36,8 @@ struct ObjectLayout {
     // Listed properties (indices) whose presence changes this one's value: its member's rule
     // depends on which of them are present (not itself).
     std::vector<size_t> depends_on;
-    // It may be the member `need_witness` asks for: written so (Member's `witness`) once.
-    bool witness = false;
+    // The witnesses it may be (bit w: witness w of `witnesses`): written so (Member's `witness`).
+    uint32_t witness = 0;
   };
   std::vector<Prop> props;  // in the order they are written
   // Clauses over the listed properties' presence, all of which must hold: literal +(j+1) says
@@ -45,10 +45,11 @@ struct ObjectLayout {
   std::vector<std::vector<int>> clauses;
   int64_t min_members = 0;   // every member counts, listed or not
   int64_t max_members = -1;  // < 0: unbounded
-  // Some member must be a witness (not {additionalProperties: S} on an object that may have any
-  // name: a key of some kind whose value fails S): a listed property that may be one, written as
-  // its witness member, or an other key's witness member. Other members may be witnesses too.
-  bool need_witness = false;
+  // How many witnesses the object must have (at most kMaxWitnesses), each some member of its own
+  // kind (not {additionalProperties: S} on an object that may have any name: a key of some kind
+  // whose value fails S): a listed property that may be it, written as its witness member, or an
+  // other key's witness member. One member may be several witnesses at once.
+  int witnesses = 0;
 };
 
 class ObjectRules {
@@ -61,19 +62,27 @@ class ObjectRules {
   struct Delimiters {
     Grammar::Symbol lbrace, rbrace, comma;
   };
+  static constexpr int kMaxWitnesses = 4;
+
   // props[j]'s member (`"name": value`) where of props[j].depends_on, those whose bit is set in
-  // `present` are present (bit k: depends_on[k]); `witness`: as the witness (props[j].witness).
+  // `present` are present (bit k: depends_on[k]); as the witnesses in `witness` (a subset of
+  // props[j].witness; 0: plainly).
   using Member =
-      std::function<Status(size_t j, uint64_t present, bool witness, Grammar::Symbol* out)>;
+      std::function<Status(size_t j, uint64_t present, uint32_t witness, Grammar::Symbol* out)>;
+  // One member of a key not listed that is each of the witnesses in `witness` (nonzero) into
+  // *out; nullopt where no key is of all their kinds.
+  using OtherWitness = std::function<Status(uint32_t witness, std::optional<Grammar::Symbol>* out)>;
 
   // The object's rule (`{ members }`) into *out: `other`, where set, is one member of a key not
-  // listed (any number of them after the listed ones); `witness`, where set, one that is a
-  // witness (need_witness). `name` prefixes the rules' names.
+  // listed (any number of them after the listed ones); `witness` (asked only where
+  // layout.witnesses > 0 and `other` is set) those that are witnesses. A witness member must also
+  // be one of `other`'s, a listed property's witness member one of its plain member's. `name`
+  // prefixes the rules' names.
   // Unsupported: more than kMaxStates states, or a value depending on more than
   // kMaxLaterDependencies properties not yet decided.
   [[nodiscard]] static Status Build(Grammar* g, const ObjectLayout& layout, const Delimiters& d,
                                     const Member& member, std::optional<Grammar::Symbol> other,
-                                    std::optional<Grammar::Symbol> witness, const std::string& name,
+                                    const OtherWitness& witness, const std::string& name,
                                     Grammar::Symbol* out);
 };
 
