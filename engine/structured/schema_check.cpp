@@ -137,10 +137,9 @@ void WalkText(const std::shared_ptr<CompiledGrammar>& g, const Tokenizer& tok,
 }
 
 bool ReorderProperties(const std::shared_ptr<CompiledGrammar>& grammar, const ojson& data,
-                       ojson* out) {
+                       ojson* out, int budget) {
   Matcher m(grammar);
   ojson r;
-  int budget = 2000;  // ways back (a key tried after another's members led nowhere)
   if (!Reorder(data, &m, &r, &budget)) return false;
   *out = std::move(r);
   return true;
