@@ -482,8 +482,7 @@ class Compiler {
     if (min > 0 || max >= 0) {
       if (std::max(min, max) > 1000)
         return Refuse("not", ptr + "/not", "beside a length bound above 1000");
-      positive.insert("^[\\s\\S]{" + std::to_string(min) + "," +
-                      (max >= 0 ? std::to_string(max) : "") + "}$");
+      positive.insert(LengthPattern(min, max));
     }
     if (s.contains("$llmq_not_patterns"))
       for (const json& p : s["$llmq_not_patterns"]) negative.insert(p.get<std::string>());
@@ -965,12 +964,10 @@ class Compiler {
             d["not_names"] = v;
           } else if ((k == "enum" || k == "const") && !key.contains("minLength") &&
                      !key.contains("maxLength")) {
-            std::string names;
+            std::vector<std::string> names;
             for (const json& x : k == "const" ? json::array({v}) : v)
-              if (x.is_string())
-                names += (names.empty() ? "" : "|") + RegexEscape(x.get<std::string>());
-            if (names.empty()) names = "[^\\s\\S]";  // no string: no key
-            patterns.push_back("^(?:" + names + ")$");
+              if (x.is_string()) names.push_back(x.get<std::string>());
+            patterns.push_back(NamesPattern(names));
           } else if (k == "minLength" || k == "maxLength") {
             if (k == "maxLength" && key.contains("minLength")) continue;  // with minLength's
             int64_t min = 0, max = -1;
@@ -978,8 +975,7 @@ class Compiler {
             LLMQ_RETURN_IF_ERROR(NonNegative(key, "maxLength", at, &max));
             if (std::max(min, max) > 1000)
               return Refuse("not", at, "a length bound above 1000 on the names");
-            patterns.push_back("^[\\s\\S]{" + std::to_string(min) + "," +
-                               (max >= 0 ? std::to_string(max) : "") + "}$");
+            patterns.push_back(LengthPattern(min, max));
           } else {
             return Refuse("not", at,
                           "not {propertyNames} with \"" + k +
@@ -991,6 +987,18 @@ class Compiler {
       }
     }
     return Status::Ok();
+  }
+
+  // A pattern the strings of min..max characters match (max < 0: no bound).
+  static std::string LengthPattern(int64_t min, int64_t max) {
+    return "^[\\s\\S]{" + std::to_string(min) + "," + (max >= 0 ? std::to_string(max) : "") + "}$";
+  }
+
+  // A pattern exactly the strings `names` match (none: no string).
+  static std::string NamesPattern(const std::vector<std::string>& names) {
+    std::string alts;
+    for (const std::string& n : names) alts += (alts.empty() ? "" : "|") + RegexEscape(n);
+    return names.empty() ? "[^\\s\\S]" : "^(?:" + alts + ")$";
   }
 
   // The six kinds of JSON value but `excluded` (a "type" list; "number" covers integers).
@@ -2443,8 +2451,7 @@ class Compiler {
           LLMQ_RETURN_IF_ERROR(NonNegative(r, "maxLength", at, &max));
           if (std::max(min, max) > 1000)
             return Refuse("propertyNames", at + "/" + k, "a length bound above 1000 on the names");
-          pattern = "^[\\s\\S]{" + std::to_string(min) + "," +
-                    (max >= 0 ? std::to_string(max) : "") + "}$";
+          pattern = LengthPattern(min, max);
         }
         std::unique_ptr<Regex> re;
         if (Status st = Regex::Compile(pattern, {Regex::Mode::kSearch, true, true}, &re); !st.ok())
@@ -2460,7 +2467,6 @@ class Compiler {
     return Status::Ok();
   }
 
-  // An object's patternProperties: its patterns (in the schema's order) and their schemas.
   // $llmq_some (what Complement writes for not {additionalProperties}, not {patternProperties}
   // and not {propertyNames} where an object may have any name): the object has a member whose
   // key every one of `patterns` matches, none of `not_patterns` does and that is none of
@@ -2469,9 +2475,8 @@ class Compiler {
     std::vector<std::string> patterns, not_patterns, not_names;
     json value = true;
     std::vector<std::unique_ptr<Regex>> re, not_re;  // each on the name's text
-    // Whether a key named `name` is of the kind.
+    // Whether a key named `name` is of the kind (not_names are one of not_patterns).
     bool Names(const std::string& name) const {
-      if (std::find(not_names.begin(), not_names.end(), name) != not_names.end()) return false;
       for (const auto& r : re)
         if (!r->Matches(name)) return false;
       for (const auto& r : not_re)
@@ -2505,12 +2510,7 @@ class Compiler {
           list.push_back(p.get<std::string>());
         }
     // The names as one more pattern the key must not match (the key automaton's terms).
-    if (!out->not_names.empty()) {
-      std::string alts;
-      for (const std::string& n : out->not_names)
-        alts += (alts.empty() ? "" : "|") + RegexEscape(n);
-      out->not_patterns.push_back("^(?:" + alts + ")$");
-    }
+    if (!out->not_names.empty()) out->not_patterns.push_back(NamesPattern(out->not_names));
     for (const auto* list : {&out->patterns, &out->not_patterns})
       for (const std::string& p : *list) {
         std::unique_ptr<Regex> re;
@@ -2522,6 +2522,7 @@ class Compiler {
     return Status::Ok();
   }
 
+  // An object's patternProperties: its patterns (in the schema's order) and their schemas.
   struct Patterns {
     std::vector<std::string> patterns;
     std::vector<json> schemas;
