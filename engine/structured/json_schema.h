@@ -10,11 +10,14 @@
 //   - strings with JSON's escapes; `pattern` and `format` on strings, and the names of properties
 //     a schema does not list (so that no listed name passes for another), without escapes other
 //     than those Python's json.dumps writes; lengths in characters as validators count them (a
-//     surrogate pair of \u escapes is one), alone or beside a pattern or a format (not both);
+//     surrogate pair of \u escapes is one), alone or beside patterns and a format; several
+//     patterns (allOf) and a format beside a pattern all hold (one product automaton; the format's
+//     expression anchored: json-pointer formats are refused there);
 //   - numbers as JSON writes them, within their bounds as validators read them (the text rounded
 //     to a double first); a text of 16+ significant digits just inside a bound may be refused;
 //   - an object or array among `enum`/`const` values as its own shape: exactly its members, each
-//     by value (numbers by value: 2 is 2.0), an object's properties in the value's order.
+//     by value (numbers by value: 2 is 2.0), an object's properties in the value's order, merged
+//     with the keywords beside the enum (a value they reject is not generated).
 // What it cannot enforce it refuses, naming the keyword and its JSON pointer in the schema
 // (`uniqueItems` at "/properties/tags"): a schema is never relaxed, and nothing is generated
 // unenforced. Keywords that only annotate (title, description, examples, default, $comment, ...)
@@ -28,20 +31,24 @@
 // rules objects out (`type`); names they mention that `properties` does not list come after the
 // listed and the required ones, in the order mentioned (engine/structured/object_rules.h).
 // propertyNames limits every key, listed or not: an enum of names (those not listed come after
-// the others, the only other keys) or a pattern (one more pattern each other key must match);
-// other constraints on names are refused.
+// the others, the only other keys), a pattern and lengths (each one more pattern each other key
+// must match); other constraints on names are refused.
 //
 // not: the complement of the negated schema, written as the union (anyOf) of schemas it is,
 // keyword by keyword (not (A and B) is not A or not B; a keyword of one type holds for the
 // others): not {type} (the other types; not integer: the numbers written with a nonzero fraction,
-// an exponent only where it cannot make an integer of one), {enum/const} (the other types, the
+// an exponent only where it cannot make an integer of one; only the types the context may admit,
+// through $ref, enum and anyOf/oneOf, are asked), {enum/const} (the other types, the
 // strings but those, the other boolean, the numbers between those listed), {pattern} (a string no
 // such pattern matches: the key automaton of patternProperties), lengths, bounds, counts of items
 // and members, {required} (an object without one of them), {properties} (one of them present and
 // not its schema), dependencies, {items: S} (contains not S), {contains} (fewer than minContains,
-// more than maxContains), {not}, {anyOf}/{allOf}/{oneOf}/{if} of those, and where the object may
-// have only the names it lists (additionalProperties false): {additionalProperties},
-// {patternProperties} and {propertyNames} (one of those names present and failing them). Each
+// more than maxContains), {not}, {anyOf}/{allOf}/{oneOf}/{if} of those, and {additionalProperties},
+// {patternProperties} and {propertyNames}: where the object may have only the names it lists
+// (additionalProperties false), one of those names present and failing them; where it may have
+// any name, a member of that kind of key whose value fails them (a key not listed, one the
+// pattern matches, one propertyNames rejects), a listed property or another key, up to 4 such
+// members asked of one object (object_rules.h's witnesses). Each
 // alternative is merged with the schema's other keywords (beside an anyOf, in each branch); one
 // that plainly admits nothing is dropped. not {format}, {multipleOf}, {uniqueItems}, a prefix of
 // items, an object or array among the values excluded, and more than 64 alternatives are refused.
