@@ -302,6 +302,7 @@ class Gen {
     const bool number = std::find(types.begin(), types.end(), "number") != types.end() ||
                         std::find(types.begin(), types.end(), "integer") != types.end();
     if (bounded_ && number && Chance(0.5)) Bounds(&s);
+    if (number && Chance(0.15)) s["multipleOf"] = Int(2, 7);  // an integer divisor
     return s;
   }
 

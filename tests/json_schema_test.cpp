@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/structured/automaton.h"
+#include "engine/structured/json_regex.h"
 #include "engine/structured/matcher.h"
+#include "engine/structured/regex.h"
 #include "engine/text/tokenizer.h"
 #include "tests/test_util.h"
 
@@ -468,7 +471,7 @@ TEST(JsonSchemaTest, NotIsTheComplementKeywordByKeyword) {
                    .ok());
   // What stays refused names the keyword inside the not.
   for (const char* k :
-       {R"({"not": {"format": "date"}})", R"({"not": {"multipleOf": 2}})",
+       {R"({"not": {"format": "date"}})", R"({"not": {"multipleOf": 0.5}})",
         R"({"not": {"uniqueItems": true}})", R"({"type": "string", "not": {"format": "email"}})"}) {
     const Status st = Refusal(json::parse(k));
     EXPECT_EQ(st.code(), Status::Code::kUnsupported) << k << ": " << st.message();
@@ -887,7 +890,7 @@ TEST(JsonSchemaTest, RefusalsNameTheKeywordAndItsPointer) {
   } cases[] = {
       {R"({"properties": {"tags": {"type": "array", "uniqueItems": true}}})",
        "keyword \"uniqueItems\" at \"/properties/tags/uniqueItems\""},
-      {R"({"properties": {"a/b": {"not": {"multipleOf": 3}}}})",
+      {R"({"properties": {"a/b": {"not": {"multipleOf": 0.5}}}})",
        "keyword \"not\" at \"/properties/a~1b/not\""},
       {R"({"$ref": "https://example.com/x.json"})", "keyword \"$ref\" at \"/$ref\""},
       {R"({"type": "strin"})", "\"strin\" is not a JSON Schema type"},
@@ -1091,6 +1094,50 @@ TEST(JsonSchemaTest, PropertyNamesLimitEveryKey) {
   EXPECT_NE(format.message().find("\"propertyNames\" at \"/propertyNames/format\""),
             std::string::npos)
       << format.message();
+}
+
+// multipleOf with an integer divisor: integer texts it divides, within +-(2^53 - 1), every prefix
+// one a multiple in range can still complete; not {multipleOf} the numbers with a fraction and the
+// integers it does not divide; a divisor with a fraction is refused.
+TEST(JsonSchemaTest, MultipleOfAnIntegerDivisor) {
+  Check({
+      {R"({"type": "integer", "multipleOf": 5})",
+       {R"(0)", R"(5)", R"(-10)", R"(1000)", R"(9007199254740990)"},
+       {R"(3)", R"(12)", R"(-7)", R"(9007199254740995)"}},
+      {R"({"type": "number", "multipleOf": 3, "minimum": 1, "maximum": 10})",
+       {R"(3)", R"(6)", R"(9)"},
+       {R"(0)", R"(12)", R"(1.5)", R"(4)"}},
+      {R"({"type": "integer", "allOf": [{"multipleOf": 4}, {"multipleOf": 6}]})",
+       {R"(12)", R"(24)", R"(-36)"},
+       {R"(8)", R"(18)", R"(6)"}},
+      {R"({"type": "number", "multipleOf": 1.0})", {R"(2)", R"(-3)"}, {R"(2.5)"}},
+      // not {multipleOf}: a number with a fraction, or an integer it does not divide.
+      {R"({"type": "number", "not": {"multipleOf": 3}})",
+       {R"(1)", R"(-7)", R"(2.5)", R"(100)"},
+       {R"(0)", R"(3)", R"(-9)", R"(99)"}},
+      {R"({"type": "integer", "minimum": 0, "maximum": 20, "oneOf": [{"multipleOf": 2}, {"multipleOf": 3}]})",
+       {R"(2)", R"(3)", R"(4)", R"(9)", R"(20)"},
+       {R"(0)", R"(6)", R"(12)", R"(1)", R"(7)"}},
+  });
+  // Between 10 and 15 only 14 is a multiple of 7: "1" is live, "11" already dead.
+  std::string rx;
+  ASSERT_TRUE(IntegerRangeRegex(10, 15, &rx).ok());
+  std::unique_ptr<Regex> re;
+  ASSERT_TRUE(Regex::Compile(rx, Regex::Mode::kFull, &re).ok());
+  std::unique_ptr<MultipleAutomaton> sevens;
+  ASSERT_TRUE(MultipleAutomaton::Build(re.get(), 7, 0, &sevens).ok());
+  const int one = sevens->Next(sevens->Start(), '1');
+  ASSERT_NE(one, LexemeAutomaton::kDead);
+  EXPECT_EQ(sevens->Next(one, '1'), LexemeAutomaton::kDead);
+  EXPECT_EQ(sevens->Next(one, '5'), LexemeAutomaton::kDead);
+  EXPECT_TRUE(sevens->Accepts(sevens->Next(one, '4')));
+  const Status none =
+      Refusal(json::parse(R"({"type": "integer", "multipleOf": 7, "minimum": 1, "maximum": 6})"));
+  EXPECT_NE(none.message().find("no document"), std::string::npos) << none.message();
+  const Status cents = Refusal(json::parse(R"({"type": "number", "multipleOf": 0.01})"));
+  EXPECT_EQ(cents.code(), Status::Code::kUnsupported) << cents.message();
+  EXPECT_NE(cents.message().find("keyword \"multipleOf\" at \"/multipleOf\""), std::string::npos)
+      << cents.message();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <unordered_map>
 
 namespace llmq {
@@ -699,6 +700,113 @@ std::string BoundedStringAutomaton::StateKey(int state) const {
   if (state < 0) return "dead";
   return std::to_string(states_[static_cast<size_t>(state)].first) + "/" +
          std::to_string(states_[static_cast<size_t>(state)].second);
+}
+
+}  // namespace llmq
+
+namespace llmq {
+
+namespace {
+
+int ByteSlot(uint8_t byte) {  // '-' 0, the digits 1..10, else -1
+  if (byte == '-') return 0;
+  if (byte >= '0' && byte <= '9') return 1 + (byte - '0');
+  return -1;
+}
+
+}  // namespace
+
+Status MultipleAutomaton::Build(Regex* range, int64_t divisor, int64_t not_divisor,
+                                std::unique_ptr<MultipleAutomaton>* out) {
+  if (divisor < 1 || divisor > kMaxDivisor || not_divisor < 0 || not_divisor > kMaxDivisor ||
+      std::lcm(divisor, std::max<int64_t>(not_divisor, 1)) > kMaxDivisor)
+    return Status::Unsupported("multipleOf " + std::to_string(divisor) + " (not " +
+                               std::to_string(not_divisor) + "): past " +
+                               std::to_string(kMaxDivisor));
+  const int64_t modulus = std::lcm(divisor, std::max<int64_t>(not_divisor, 1));
+  const auto good = [&](int64_t r) {
+    return r % divisor == 0 && (not_divisor == 0 || r % not_divisor != 0);
+  };
+  auto a = std::unique_ptr<MultipleAutomaton>(new MultipleAutomaton());
+  std::map<std::pair<int32_t, int64_t>, int32_t> index;
+  std::vector<std::array<int32_t, 11>> next;
+  std::vector<std::pair<int32_t, int64_t>> states;
+  const auto intern = [&](int32_t q, int64_t r) {
+    const auto [it, fresh] = index.emplace(std::make_pair(q, r), int32_t(states.size()));
+    if (fresh) states.emplace_back(q, r);
+    return it->second;
+  };
+  if (range->start() == Regex::kDead) {
+    *out = std::move(a);
+    return Status::Ok();
+  }
+  intern(range->start(), 0);
+  for (size_t k = 0; k < states.size(); ++k) {
+    if (states.size() > static_cast<size_t>(kMaxStates))
+      return Status::Unsupported("multipleOf " + std::to_string(divisor) + ": more than " +
+                                 std::to_string(kMaxStates) + " states");
+    std::array<int32_t, 11> row;
+    const auto [q, r] = states[k];
+    for (int slot = 0; slot < 11; ++slot) {
+      const uint8_t byte = slot == 0 ? '-' : static_cast<uint8_t>('0' + slot - 1);
+      const int32_t q2 = range->Step(q, byte);
+      row[size_t(slot)] =
+          q2 == Regex::kDead ? kDead : intern(q2, slot == 0 ? r : (r * 10 + slot - 1) % modulus);
+    }
+    next.push_back(row);
+  }
+  // Live: a multiple closes from there (backwards from the accepting states).
+  const size_t n = states.size();
+  std::vector<std::vector<int32_t>> from(n);
+  std::vector<char> live(n, 0);
+  std::vector<int32_t> work;
+  for (size_t q = 0; q < n; ++q) {
+    for (const int32_t t : next[q])
+      if (t != kDead) from[size_t(t)].push_back(int32_t(q));
+    if (good(states[q].second) && range->IsAccepting(states[q].first)) {
+      live[q] = 1;
+      work.push_back(int32_t(q));
+    }
+  }
+  while (!work.empty()) {
+    const int32_t t = work.back();
+    work.pop_back();
+    for (const int32_t q : from[size_t(t)])
+      if (!live[size_t(q)]) {
+        live[size_t(q)] = 1;
+        work.push_back(q);
+      }
+  }
+  // Renumbered: the live states only.
+  std::vector<int32_t> renum(n, kDead);
+  for (size_t q = 0; q < n; ++q)
+    if (live[q]) {
+      renum[q] = int32_t(a->states_.size());
+      a->states_.push_back(states[q]);
+    }
+  for (size_t q = 0; q < n; ++q) {
+    if (!live[q]) continue;
+    std::array<int32_t, 11> row;
+    for (size_t slot = 0; slot < 11; ++slot)
+      row[slot] = next[q][slot] == kDead ? kDead : renum[size_t(next[q][slot])];
+    a->next_.push_back(row);
+    a->accepts_.push_back(good(states[q].second) && range->IsAccepting(states[q].first));
+  }
+  a->start_ = renum[0];
+  *out = std::move(a);
+  return Status::Ok();
+}
+
+int MultipleAutomaton::Next(int state, uint8_t byte) {
+  const int slot = ByteSlot(byte);
+  if (state < 0 || slot < 0) return kDead;
+  return next_[size_t(state)][size_t(slot)];
+}
+
+std::string MultipleAutomaton::StateKey(int state) const {
+  if (state < 0) return "dead";
+  return std::to_string(states_[size_t(state)].first) + "%" +
+         std::to_string(states_[size_t(state)].second);
 }
 
 }  // namespace llmq

@@ -4,6 +4,7 @@
 // JSON object key other than the listed names (KeyExceptAutomaton) is another.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -230,6 +231,37 @@ class BoundedStringAutomaton : public LexemeAutomaton {
   int64_t min_ = 0, max_ = -1, bound_ = 0;
   std::vector<std::pair<int32_t, int64_t>> states_;
   std::map<std::pair<int32_t, int64_t>, int> index_;
+  int start_ = kDead;
+};
+
+}  // namespace llmq
+
+namespace llmq {
+
+// An integer text a Regex (`range`, on raw bytes: IntegerRangeRegex's texts) matches whose value
+// is a multiple of `divisor` (JSON Schema's multipleOf with an integer divisor): the regex's
+// state beside the value's residue, read digit by digit. Built whole at once over the bytes an
+// integer is written with ('-', digits), with the states from which no multiple can still close
+// dropped (no live prefix without a completion). The range must keep |value| below 2^53, where a
+// validator's float division x / divisor is an integer exactly when the divisor divides x.
+class MultipleAutomaton : public LexemeAutomaton {
+ public:
+  static constexpr int64_t kMaxDivisor = 1000000;
+  static constexpr int kMaxStates = 200000;
+  // Unsupported past kMaxDivisor (of their least common multiple) or kMaxStates states.
+  // `not_divisor` > 0: also one it does not divide (not {multipleOf}; `divisor` 1: only that).
+  [[nodiscard]] static Status Build(Regex* range, int64_t divisor, int64_t not_divisor,
+                                    std::unique_ptr<MultipleAutomaton>* out);
+  int Start() override { return start_; }
+  int Next(int state, uint8_t byte) override;
+  bool Accepts(int state) const override { return state >= 0 && accepts_[size_t(state)]; }
+  std::string StateKey(int state) const override;
+
+ private:
+  MultipleAutomaton() = default;
+  std::vector<std::pair<int32_t, int64_t>> states_;  // (the regex's state, the residue)
+  std::vector<std::array<int32_t, 11>> next_;        // by '-', '0'..'9': kDead or a state
+  std::vector<char> accepts_;
   int start_ = kDead;
 };
 

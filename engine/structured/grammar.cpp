@@ -40,6 +40,8 @@ std::string Grammar::SpecKey(const LexemeSpec& spec) {
   for (const std::string& n : spec.key_except) key += '\0' + n;
   if (spec.is_string_length)
     key += "\1" + std::to_string(spec.min_length) + "," + std::to_string(spec.max_length);
+  if (spec.multiple_of > 0)
+    key += "\3" + std::to_string(spec.multiple_of) + "," + std::to_string(spec.not_multiple_of);
   if (spec.is_key_pattern) {
     key += "\2" + std::to_string(spec.pattern_subset);
     for (const std::string& p : spec.patterns) key += "," + std::to_string(p.size()) + ":" + p;
@@ -87,6 +89,24 @@ Status Grammar::CompileLexemes(std::vector<std::unique_ptr<LexemeAutomaton>>* ou
         return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" +
                                        lexemes_[i].regex + "/ of a length matches nothing");
       out->push_back(std::move(both));
+      continue;
+    }
+    if (lexemes_[i].multiple_of > 0) {  // an integer range and a divisor
+      std::unique_ptr<Regex> re;
+      std::unique_ptr<MultipleAutomaton> multiples;
+      Status st = Regex::Compile(lexemes_[i].regex, lexemes_[i].options, &re);
+      if (st.ok())
+        st = MultipleAutomaton::Build(re.get(), lexemes_[i].multiple_of,
+                                      lexemes_[i].not_multiple_of, &multiples);
+      if (!st.ok())
+        return (st.code() == Status::Code::kUnsupported ? Status::Unsupported
+                                                        : Status::InvalidArgument)(
+            "grammar: lexeme " + std::to_string(i) + ": " + st.message());
+      if (multiples->Start() == LexemeAutomaton::kDead)
+        return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" +
+                                       lexemes_[i].regex + "/ has no multiple of " +
+                                       std::to_string(lexemes_[i].multiple_of));
+      out->push_back(std::move(multiples));
       continue;
     }
     if (lexemes_[i].is_string_length) {

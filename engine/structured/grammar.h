@@ -59,6 +59,9 @@ class Grammar {
     bool is_key_pattern = false;
     std::vector<std::string> patterns;
     uint64_t pattern_subset = 0;
+    // With the regex (integer texts): one whose value is also a multiple of `multiple_of` and
+    // (> 0) not of `not_multiple_of` (MultipleAutomaton: multipleOf, not {multipleOf}).
+    int64_t multiple_of = 0, not_multiple_of = 0;
   };
   Symbol Lexeme(std::string_view regex);  // kFull on raw bytes
   // What makes two specs the same lexeme (and their automata the same, state for state).

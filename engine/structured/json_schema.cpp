@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -132,7 +133,7 @@ const std::set<std::string>& Enforced() {
       // none of those patterns matches), not {type: integer} (a number with a fraction), not
       // {items} (contains whatever the draft); allOf of patterns (the others beside `pattern`).
       "$llmq_not_strings", "$llmq_not_patterns", "$llmq_patterns", "$llmq_fraction", "$llmq_contains",
-      "$llmq_min_contains", "$llmq_max_contains", "$llmq_some"};
+      "$llmq_min_contains", "$llmq_max_contains", "$llmq_some", "$llmq_not_multiple_of"};
   // clang-format on
   return k;
 }
@@ -577,12 +578,37 @@ class Compiler {
         ex = exclusive;
       }
     }
-    if (s.contains("multipleOf")) {
-      const json& m = s["multipleOf"];
-      if (!(integer && m.is_number() && m.get<double>() == 1))
-        return Refuse("multipleOf", ptr + "/multipleOf", "not enforced");
+    // multipleOf with an integer divisor: integer texts whose value it divides (an integral
+    // number is an integer; 10.0 is not written), within +-(2^53 - 1), where a validator's
+    // float division is an integer exactly then. A divisor with a fraction (0.01) is refused:
+    // validators divide in floating point (0.07 / 0.01 is 7.000000000000001).
+    // not {multipleOf: k} (Complement, $llmq_not_multiple_of): the integers k does not divide
+    // (the numbers with a fraction are the complement's other alternative); beside multipleOf,
+    // the multiples of one the other does not divide.
+    int64_t divisor = 0, not_divisor = 0;
+    for (const char* k : {"multipleOf", "$llmq_not_multiple_of"}) {
+      if (!s.contains(k)) continue;
+      const json& m = s[k];
+      if (!m.is_number() || !(m.get<double>() > 0))
+        return Invalid(k, ptr + "/" + k, "not a number above 0");
+      const double d = m.get<double>();
+      if (d != std::floor(d))
+        return Refuse("multipleOf", ptr + "/multipleOf",
+                      "a divisor with a fraction is not enforced (validators divide in floating "
+                      "point)");
+      if (d > static_cast<double>(MultipleAutomaton::kMaxDivisor))
+        return Refuse("multipleOf", ptr + "/multipleOf",
+                      "a divisor past " + std::to_string(MultipleAutomaton::kMaxDivisor));
+      integer = true;
+      (k[0] == 'm' ? divisor : not_divisor) = static_cast<int64_t>(d);
     }
-    if (!lo.has_value() && !hi.has_value()) {
+    if (not_divisor == 1 || (not_divisor > 0 && divisor > 0 && divisor % not_divisor == 0)) {
+      *out = Nothing();  // every integer (every multiple of divisor) is one
+      return Status::Ok();
+    }
+    if (divisor == 1 && not_divisor == 0) divisor = 0;  // every integer
+    if (not_divisor > 0 && divisor == 0) divisor = 1;
+    if (!lo.has_value() && !hi.has_value() && divisor == 0) {
       *out = Number(integer);
       return Status::Ok();
     }
@@ -603,6 +629,11 @@ class Compiler {
         const double c = std::floor(hi_ex ? std::nextafter(*hi, -HUGE_VAL) : *hi);
         ihi = static_cast<int64_t>(c);
       }
+      if (divisor > 0) {  // within +-(2^53 - 1)
+        constexpr int64_t kExact = (int64_t{1} << 53) - 1;
+        ilo = std::max(ilo.value_or(-kExact), -kExact);
+        ihi = std::min(ihi.value_or(kExact), kExact);
+      }
       if (ilo.has_value() && ihi.has_value() && *ilo > *ihi) {
         *out = Nothing();
         return Status::Ok();
@@ -620,7 +651,20 @@ class Compiler {
       return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)(k, ptr + "/" + k,
                                                                           st.message());
     }
-    *out = g_.Lexeme(rx);
+    if (divisor == 0) {
+      *out = g_.Lexeme(rx);
+      return Status::Ok();
+    }
+    Grammar::LexemeSpec spec;
+    spec.regex = rx;
+    spec.multiple_of = divisor;
+    spec.not_multiple_of = not_divisor;
+    std::unique_ptr<Regex> re;
+    std::unique_ptr<MultipleAutomaton> multiples;
+    if (st = Regex::Compile(rx, Regex::Mode::kFull, &re); st.ok())
+      st = MultipleAutomaton::Build(re.get(), divisor, not_divisor, &multiples);
+    if (!st.ok()) return Refuse("multipleOf", ptr + "/multipleOf", st.message());
+    *out = multiples->Start() == LexemeAutomaton::kDead ? Nothing() : g_.Lexeme(spec);
     return Status::Ok();
   }
 
@@ -685,6 +729,8 @@ class Compiler {
       if (const auto b = bound("exclusiveMinimum"); b && x <= *b) return false;
       if (const auto b = bound("exclusiveMaximum"); b && x >= *b) return false;
       if (const auto m = bound("multipleOf"); m && *m > 0 && std::fmod(x, *m) != 0) return false;
+      if (const auto m = bound("$llmq_not_multiple_of"); m && *m > 0 && std::fmod(x, *m) == 0)
+        return false;
       if (s.contains("$llmq_fraction") && x == std::floor(x)) return false;
     }
     return true;
@@ -1045,6 +1091,7 @@ class Compiler {
                                                              {"$llmq_fraction", "number"},
                                                              {"$llmq_patterns", "string"},
                                                              {"$llmq_some", "object"},
+                                                             {"$llmq_not_multiple_of", "number"},
                                                              {"items", "array"},
                                                              {"prefixItems", "array"},
                                                              {"additionalItems", "array"},
@@ -1199,6 +1246,16 @@ class Compiler {
         const char* other = lower ? (exclusive ? "maximum" : "exclusiveMaximum")
                                   : (exclusive ? "minimum" : "exclusiveMinimum");
         alts->push_back(of("number", json{{other, v}}));
+      } else if ((k == "multipleOf" || k == "$llmq_not_multiple_of") && v.is_number() &&
+                 v.get<double>() >= 1 && v.get<double>() == std::floor(v.get<double>())) {
+        if (k == "$llmq_not_multiple_of") {  // a multiple (an integer), or not a number
+          alts->push_back(json{{"type", OtherKinds({"number"})}});
+          alts->push_back(json{{"type", "integer"}, {"multipleOf", v}});
+        } else {  // a number with a fraction, or an integer it does not divide
+          alts->push_back(json{{"type", "number"}, {"$llmq_fraction", true}});
+          if (v.get<double>() > 1)
+            alts->push_back(json{{"type", "integer"}, {"$llmq_not_multiple_of", v}});
+        }
       } else if (k == "not") {
         alts->push_back(v);
       } else if (k == "allOf") {
@@ -1800,6 +1857,13 @@ class Compiler {
                  w.is_number() && v.is_number() && !DraftFourBounds(a) && !DraftFourBounds(b)) {
         const bool lower = k == "minimum" || k == "exclusiveMinimum";
         if (lower == (v.get<double>() > w.get<double>())) w = v;  // the tighter one
+      } else if (k == "multipleOf" && w.is_number() && v.is_number() &&
+                 w.get<double>() == std::floor(w.get<double>()) &&
+                 v.get<double>() == std::floor(v.get<double>()) && w.get<double>() >= 1 &&
+                 v.get<double>() >= 1 && w.get<double>() <= MultipleAutomaton::kMaxDivisor &&
+                 v.get<double>() <= MultipleAutomaton::kMaxDivisor) {
+        // Integer divisors: their least common multiple (past the bound: refused when compiled).
+        w = std::lcm(static_cast<int64_t>(w.get<double>()), static_cast<int64_t>(v.get<double>()));
       } else if (k == "minLength" || k == "minItems" || k == "minProperties") {
         w = std::max(w.get<double>(), v.get<double>());
       } else if (k == "maxLength" || k == "maxItems" || k == "maxProperties") {

@@ -15,6 +15,10 @@
 //     expression anchored: json-pointer formats are refused there);
 //   - numbers as JSON writes them, within their bounds as validators read them (the text rounded
 //     to a double first); a text of 16+ significant digits just inside a bound may be refused;
+//     multipleOf with an integer divisor as the integer texts it divides within +-(2^53 - 1)
+//     (10.0 is not written; there a validator's float division is exact), not {multipleOf} as
+//     the numbers with a fraction and the integers it does not divide; a divisor with a fraction
+//     (0.01) is refused: validators divide in floating point;
 //   - an object or array among `enum`/`const` values as its own shape: exactly its members, each
 //     by value (numbers by value: 2 is 2.0), an object's properties in the value's order, merged
 //     with the keywords beside the enum (a value they reject is not generated).
@@ -50,14 +54,14 @@
 // pattern matches, one propertyNames rejects), a listed property or another key, up to 4 such
 // members asked of one object (object_rules.h's witnesses). Each
 // alternative is merged with the schema's other keywords (beside an anyOf, in each branch); one
-// that plainly admits nothing is dropped. not {format}, {multipleOf}, {uniqueItems}, a prefix of
-// items, an object or array among the values excluded, and more than 64 alternatives are refused.
-// if/then/else (draft 7 on; before, they are not keywords): (if and then) or (not if and else),
-// an anyOf beside the other keywords; several (allOf of if/then parts) are written out one after
-// another, each case holding those before it, refused past 1 MB written.
-// contains (draft 6 on) with minContains/maxContains (2019-09 on): the items counted as they come,
-// up to minContains (an item may count or not) or one past maxContains (an item matches contains
-// or its complement).
+// that plainly admits nothing is dropped. not {format}, {multipleOf} of a fraction, {uniqueItems},
+// a prefix of items, an object or array among the values excluded, and more than 64 alternatives
+// are refused. if/then/else (draft 7 on; before, they are not keywords): (if and then) or (not if
+// and else), an anyOf beside the other keywords; several (allOf of if/then parts) are written out
+// one after another, each case holding those before it, refused past 1 MB written. contains (draft
+// 6 on) with minContains/maxContains (2019-09 on): the items counted as they come, up to
+// minContains (an item may count or not) or one past maxContains (an item matches contains or its
+// complement).
 //
 // oneOf: branches no document can match together are enforced as anyOf; a branch that may
 // overlap others is enforced as itself and not them ({required: [a]} and {required: [b]} become
