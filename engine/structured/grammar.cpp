@@ -72,6 +72,12 @@ void Grammar::AddAlternative(Symbol rule, std::vector<Symbol> rhs) {
 }
 
 Status Grammar::CompileLexemes(std::vector<std::unique_ptr<LexemeAutomaton>>* out) const {
+  // A lexeme's automaton that could not be built: its code kept, the lexeme named.
+  const auto Failed = [](size_t i, const Status& st) {
+    return (st.code() == Status::Code::kUnsupported ? Status::Unsupported
+                                                    : Status::InvalidArgument)(
+        "grammar: lexeme " + std::to_string(i) + ": " + st.message());
+  };
   out->clear();
   for (size_t i = 0; i < lexemes_.size(); ++i) {
     if (lexemes_[i].is_string_length && !lexemes_[i].regex.empty()) {  // a regex and a length
@@ -81,10 +87,7 @@ Status Grammar::CompileLexemes(std::vector<std::unique_ptr<LexemeAutomaton>>* ou
       if (st.ok())
         st = BoundedStringAutomaton::Build(re.get(), lexemes_[i].min_length, lexemes_[i].max_length,
                                            &both, SpecKey(lexemes_[i]));
-      if (!st.ok())
-        return (st.code() == Status::Code::kUnsupported ? Status::Unsupported
-                                                        : Status::InvalidArgument)(
-            "grammar: lexeme " + std::to_string(i) + ": " + st.message());
+      if (!st.ok()) return Failed(i, st);
       if (both->Start() == LexemeAutomaton::kDead)
         return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" +
                                        lexemes_[i].regex + "/ of a length matches nothing");
@@ -98,10 +101,7 @@ Status Grammar::CompileLexemes(std::vector<std::unique_ptr<LexemeAutomaton>>* ou
       if (st.ok())
         st = MultipleAutomaton::Build(re.get(), lexemes_[i].multiple_of,
                                       lexemes_[i].not_multiple_of, &multiples);
-      if (!st.ok())
-        return (st.code() == Status::Code::kUnsupported ? Status::Unsupported
-                                                        : Status::InvalidArgument)(
-            "grammar: lexeme " + std::to_string(i) + ": " + st.message());
+      if (!st.ok()) return Failed(i, st);
       if (multiples->Start() == LexemeAutomaton::kDead)
         return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" +
                                        lexemes_[i].regex + "/ has no multiple of " +
@@ -119,9 +119,7 @@ Status Grammar::CompileLexemes(std::vector<std::unique_ptr<LexemeAutomaton>>* ou
       if (Status st = KeyPatternAutomaton::Build(lexemes_[i].key_except, lexemes_[i].patterns,
                                                  lexemes_[i].pattern_subset, &keys);
           !st.ok())
-        return (st.code() == Status::Code::kUnsupported ? Status::Unsupported
-                                                        : Status::InvalidArgument)(
-            "grammar: lexeme " + std::to_string(i) + ": " + st.message());
+        return Failed(i, st);
       if (keys->Start() == LexemeAutomaton::kDead)
         return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) +
                                        " (a key of patterns) matches nothing");
@@ -134,9 +132,7 @@ Status Grammar::CompileLexemes(std::vector<std::unique_ptr<LexemeAutomaton>>* ou
     }
     std::unique_ptr<Regex> re;
     if (Status st = Regex::Compile(lexemes_[i].regex, lexemes_[i].options, &re); !st.ok())
-      return (st.code() == Status::Code::kUnsupported ? Status::Unsupported
-                                                      : Status::InvalidArgument)(
-          "grammar: lexeme " + std::to_string(i) + ": " + st.message());
+      return Failed(i, st);
     if (re->IsAccepting(re->start()))
       return Status::InvalidArgument("grammar: lexeme " + std::to_string(i) + " /" +
                                      lexemes_[i].regex + "/ matches the empty string");

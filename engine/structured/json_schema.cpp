@@ -1016,12 +1016,9 @@ class Compiler {
             patterns.push_back(NamesPattern(names));
           } else if (k == "minLength" || k == "maxLength") {
             if (k == "maxLength" && key.contains("minLength")) continue;  // with minLength's
-            int64_t min = 0, max = -1;
-            LLMQ_RETURN_IF_ERROR(NonNegative(key, "minLength", at, &min));
-            LLMQ_RETURN_IF_ERROR(NonNegative(key, "maxLength", at, &max));
-            if (std::max(min, max) > 1000)
-              return Refuse("not", at, "a length bound above 1000 on the names");
-            patterns.push_back(LengthPattern(min, max));
+            std::string lengths;
+            LLMQ_RETURN_IF_ERROR(NamesLengthPattern(key, "not", at, &lengths));
+            patterns.push_back(lengths);
           } else {
             return Refuse("not", at,
                           "not {propertyNames} with \"" + k +
@@ -1038,6 +1035,19 @@ class Compiler {
   // A pattern the strings of min..max characters match (max < 0: no bound).
   static std::string LengthPattern(int64_t min, int64_t max) {
     return "^[\\s\\S]{" + std::to_string(min) + "," + (max >= 0 ? std::to_string(max) : "") + "}$";
+  }
+
+  // The pattern of a schema on property names' minLength..maxLength (refused past 1000 as
+  // `keyword` at `at`: the key automaton counts them out).
+  Status NamesLengthPattern(const json& s, const char* keyword, const std::string& at,
+                            std::string* out) {
+    int64_t min = 0, max = -1;
+    LLMQ_RETURN_IF_ERROR(NonNegative(s, "minLength", at, &min));
+    LLMQ_RETURN_IF_ERROR(NonNegative(s, "maxLength", at, &max));
+    if (std::max(min, max) > 1000)
+      return Refuse(keyword, at, "a length bound above 1000 on the names");
+    *out = LengthPattern(min, max);
+    return Status::Ok();
   }
 
   // A pattern exactly the strings `names` match (none: no string).
@@ -2510,12 +2520,7 @@ class Compiler {
         std::string pattern = k == "pattern" ? v.get<std::string>() : "";
         if (k != "pattern") {
           if (k == "maxLength" && r.contains("minLength")) continue;  // with minLength's
-          int64_t min = 0, max = -1;
-          LLMQ_RETURN_IF_ERROR(NonNegative(r, "minLength", at, &min));
-          LLMQ_RETURN_IF_ERROR(NonNegative(r, "maxLength", at, &max));
-          if (std::max(min, max) > 1000)
-            return Refuse("propertyNames", at + "/" + k, "a length bound above 1000 on the names");
-          pattern = LengthPattern(min, max);
+          LLMQ_RETURN_IF_ERROR(NamesLengthPattern(r, "propertyNames", at + "/" + k, &pattern));
         }
         std::unique_ptr<Regex> re;
         if (Status st = Regex::Compile(pattern, {Regex::Mode::kSearch, true, true}, &re); !st.ok())
