@@ -86,6 +86,23 @@ TEST(RegexTest, MatchesLikeStdRegexOnEveryShortString) {
       "a$|^b|0",
       "ab|b$|^0|.@",
       "(a|b)$|a.",
+      // Anchors inside: assertions (the start or the end of the text), wherever they stand.
+      "a^b",
+      "(a$)b",
+      "(^a)|b",
+      "^$|(^a+b$)",
+      "^([^@]|$)",
+      "^(\\.?(a|b)*($|\\.))*$",
+      "(^[^a]*$)|b",
+      "a($|b)",
+      "(^|@)a",
+      "a(@|$)",
+      "$^",
+      "(a|^)b",
+      "(^a|b$)+",
+      "^(0$|1)*",
+      "(b|$)(^|a)",
+      "^$|^\\d{1,2}(?:\\.\\d)?$",
   };
   const std::vector<std::string> strings = AllStrings("ab01.-@ \n", 4);
   for (const std::string& p : patterns) {
@@ -104,8 +121,9 @@ TEST(RegexTest, MatchesLikeStdRegexOnEveryShortString) {
 }
 
 TEST(RegexTest, APrefixIsRefusedOnlyWhenNothingCanFollowIt) {
-  const std::vector<std::string> patterns = {"^\\d-\\d{2}$", "^(ab|a0)*1$", "^a.b$", "[ab]{2}0",
-                                             "^(a|b)+@(0|1)$"};
+  const std::vector<std::string> patterns = {
+      "^\\d-\\d{2}$", "^(ab|a0)*1$", "^a.b$",       "[ab]{2}0",   "^(a|b)+@(0|1)$", "(a$)|b0",
+      "a(@|$)-?",     "(^a|0)+1",    "^(a($|-))*$", "^$|(^a@b$)", "a^b|0$1|-"};
   const std::vector<std::string> strings = AllStrings("ab01-@", 4);
   const std::vector<std::string> tails = AllStrings("ab01-@", 4);
   for (const std::string& p : patterns) {
@@ -147,8 +165,10 @@ TEST(RegexTest, Utf8CharactersAreMatchedWhole) {
 
 TEST(RegexTest, WhatIsNotEnforcedIsRefusedByName) {
   const std::vector<std::pair<std::string, std::string>> unsupported = {
-      {"(?=a)b", "lookaround"}, {"(a)\\1", "backreference"}, {"\\bword", "word boundary"},
-      {"a^b", "'^' inside"},    {"(a$)b", "'$' inside"},     {"\\p{L}", "Unicode property"},
+      {"(?=a)b", "lookaround"},
+      {"(a)\\1", "backreference"},
+      {"\\bword", "word boundary"},
+      {"\\p{L}", "Unicode property"},
       {"a{1001}", "over 1000"}};
   for (const auto& [p, what] : unsupported) {
     std::unique_ptr<Regex> r;
@@ -271,6 +291,12 @@ TEST(RegexJsonStringTest, MatchesTheEncodingOfExactlyTheMatchingStrings) {
                                              "[\\b]",
                                              "\u00e9$|^a|b",
                                              "\\n$|z\"|^\\\\",
+                                             "(^a|\"$)|b^",
+                                             "^$|(^[^\"]+\\n$)",
+                                             "a($|\\\\)",
+                                             "(^[a-z]+$)",
+                                             "(^$)|(^\\d+$)",
+                                             "$^",
                                              ""};
   const std::vector<std::string> chars = {
       "a",  "b",  "z",  "0",  "5",    "-",    " ",    "\"",     "\\",     "/",          "\n",
@@ -288,6 +314,9 @@ TEST(RegexJsonStringTest, MatchesTheEncodingOfExactlyTheMatchingStrings) {
     for (const Regex::Mode mode : {Regex::Mode::kFull, Regex::Mode::kSearch}) {
       const auto plain = Compiled(p, mode, false);
       const auto json = Compiled(p, mode, true);
+      std::unique_ptr<Regex> quoted;  // the whole JSON string, its quotes read too
+      ASSERT_TRUE(
+          Regex::Compile(p, {.mode = mode, .json_string = true, .quoted = true}, &quoted).ok());
       ASSERT_TRUE(plain && json) << p;
       for (const std::string& s : strings) {
         const bool want = plain->Matches(s);
@@ -300,6 +329,8 @@ TEST(RegexJsonStringTest, MatchesTheEncodingOfExactlyTheMatchingStrings) {
         ASSERT_EQ(json->Matches(JsonBody(s)), want)
             << "/" << p << "/ " << (mode == Regex::Mode::kFull ? "full" : "search") << " on "
             << JsonBody(s);
+        ASSERT_EQ(quoted->Matches("\"" + JsonBody(s) + "\""), want)
+            << "/" << p << "/ quoted on " << JsonBody(s);
         // A raw control character is never JSON text.
         if (s.find_first_of("\n\t\r\b\f\x01\x1f") != std::string::npos) {
           ASSERT_FALSE(json->Matches(s)) << "/" << p << "/ raw " << JsonBody(s);

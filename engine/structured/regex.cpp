@@ -416,19 +416,10 @@ class Parser {
 };
 
 // Anchors: ^ first and $ last in a top-level alternative are taken away (and say whether that
-// end is anchored); anywhere else they are refused.
-Status FindAnchor(const Node& n) {
-  if (n.kind == Node::kBegin || n.kind == Node::kEnd)
-    return Status::Unsupported(std::string("pattern: '") + (n.kind == Node::kBegin ? '^' : '$') +
-                               "' inside the expression at offset " + std::to_string(n.offset) +
-                               " is not supported (it would not be enforced)");
-  for (const Node& k : n.kids) LLMQ_RETURN_IF_ERROR(FindAnchor(k));
-  return Status::Ok();
-}
-
-Status StripAnchors(Node* alt, bool* begin, bool* end) {
+// end is anchored); the others stay, assertions of the NFA (Nfa::State::begin, end).
+void StripAnchors(Node* alt, bool* begin, bool* end) {
   *begin = *end = false;
-  if (alt->kind != Node::kConcat) return FindAnchor(*alt);
+  if (alt->kind != Node::kConcat) return;
   std::vector<Node>& k = alt->kids;
   while (!k.empty() && k.front().kind == Node::kBegin) {
     *begin = true;
@@ -438,7 +429,6 @@ Status StripAnchors(Node* alt, bool* begin, bool* end) {
     *end = true;
     k.pop_back();
   }
-  return FindAnchor(*alt);
 }
 
 // UTF-8 byte-range sequences for code points [lo, hi] (surrogates left out): each sequence is a
@@ -535,10 +525,20 @@ struct Regex::Nfa {
   struct State {
     std::vector<Edge> edges;
     std::vector<int32_t> eps;
+    // Assertions (^ and $ inside the expression): an epsilon edge taken only at the start of the
+    // text (before its first byte), or only at its end (no byte read after it).
+    std::vector<int32_t> begin, end;
   };
   std::vector<State> states;
   int32_t match = 0;
-  std::vector<bool> productive;  // a match is reachable from it
+  int32_t matched = 0;  // the end of the pattern's match (quoted: before the closing quote)
+  bool quoted = false;
+  int32_t open = -1;  // quoted: the state before the opening quote (the text starts after it)
+  // productive: a match is reachable from it, reading bytes and then only $ (the states a DFA
+  // state keeps); ends: the end of the match is reachable by epsilon edges and $ (where the text
+  // may end); starts: a productive state is reachable by epsilon edges and ^ (the start's closure
+  // goes through it).
+  std::vector<bool> productive, ends, starts;
   // kSearch: 2 for the states of the trailing "anything" after a match, 1 for those after it (the
   // end of the match, the closing quote). A thread in the trailing part accepts every continuation
   // of whole characters, and every thread of a DFA state is at the same place in a character
@@ -629,9 +629,13 @@ struct Regex::Nfa {
     const int32_t s = Add(), e = Add();
     switch (n.kind) {
       case Node::kEmpty:
-      case Node::kBegin:
-      case Node::kEnd:
         states[s].eps.push_back(e);
+        break;
+      case Node::kBegin:
+        states[s].begin.push_back(e);
+        break;
+      case Node::kEnd:
+        states[s].end.push_back(e);
         break;
       case Node::kSet:
         if (json)
@@ -684,46 +688,102 @@ struct Regex::Nfa {
     }
     return {s, e};
   }
-  void MarkProductive() {
+  // The states from which one of `from` is reachable by the edges `follow` picks (backwards).
+  template <typename Follow>
+  std::vector<bool> Reaching(const std::vector<int32_t>& from, Follow follow) const {
     std::vector<std::vector<int32_t>> back(states.size());
-    for (size_t s = 0; s < states.size(); ++s) {
-      for (const Edge& e : states[s].edges) back[e.to].push_back(static_cast<int32_t>(s));
-      for (int32_t t : states[s].eps) back[t].push_back(static_cast<int32_t>(s));
-    }
-    productive.assign(states.size(), false);
-    std::vector<int32_t> stack = {match};
-    productive[match] = true;
+    for (size_t s = 0; s < states.size(); ++s)
+      follow(states[s], [&](int32_t t) { back[t].push_back(static_cast<int32_t>(s)); });
+    std::vector<bool> seen(states.size(), false);
+    std::vector<int32_t> stack;
+    for (int32_t t : from)
+      if (!seen[t]) {
+        seen[t] = true;
+        stack.push_back(t);
+      }
     while (!stack.empty()) {
       const int32_t t = stack.back();
       stack.pop_back();
       for (int32_t s : back[t])
-        if (!productive[s]) {
-          productive[s] = true;
+        if (!seen[s]) {
+          seen[s] = true;
           stack.push_back(s);
         }
     }
+    return seen;
   }
-  // The productive states reachable from `set` by epsilon edges, sorted.
-  std::vector<int32_t> Closure(std::vector<int32_t> set) const {
+  static std::vector<int32_t> Marked(const std::vector<bool>& v) {
+    std::vector<int32_t> out;
+    for (size_t s = 0; s < v.size(); ++s)
+      if (v[s]) out.push_back(static_cast<int32_t>(s));
+    return out;
+  }
+  void MarkProductive() {
+    ends = Reaching({matched}, [](const State& st, auto add) {
+      for (int32_t t : st.eps) add(t);
+      for (int32_t t : st.end) add(t);
+    });
+    std::vector<int32_t> from = Marked(ends);
+    from.push_back(match);
+    productive = Reaching(from, [](const State& st, auto add) {
+      for (const Edge& e : st.edges) add(e.to);
+      for (int32_t t : st.eps) add(t);
+    });
+    starts = Reaching(Marked(productive), [](const State& st, auto add) {
+      for (int32_t t : st.eps) add(t);
+      for (int32_t t : st.begin) add(t);
+    });
+    // Quoted: the opening quote leads to the start of the text, where ^ holds.
+    if (open >= 0)
+      for (const Edge& e : states[open].edges)
+        if (starts[e.to] || CanEnd({e.to}, true)) productive[open] = starts[open] = true;
+  }
+  // The productive states reachable from `set` by epsilon edges (at the start of the text, ^'s
+  // too), sorted.
+  std::vector<int32_t> Closure(std::vector<int32_t> set, bool at_start) const {
+    const std::vector<bool>& through = at_start ? starts : productive;
     std::vector<bool> seen(states.size(), false);
     std::vector<int32_t> out, stack;
     for (int32_t s : set)
-      if (productive[s] && !seen[s]) {
+      if (through[s] && !seen[s]) {
         seen[s] = true;
         stack.push_back(s);
       }
     while (!stack.empty()) {
       const int32_t s = stack.back();
       stack.pop_back();
-      out.push_back(s);
-      for (int32_t t : states[s].eps)
-        if (productive[t] && !seen[t]) {
-          seen[t] = true;
-          stack.push_back(t);
-        }
+      if (productive[s]) out.push_back(s);
+      for (const auto* list : {&states[s].eps, &states[s].begin}) {
+        if (list == &states[s].begin && !at_start) continue;
+        for (int32_t t : *list)
+          if (through[t] && !seen[t]) {
+            seen[t] = true;
+            stack.push_back(t);
+          }
+      }
     }
     std::sort(out.begin(), out.end());
     return out;
+  }
+  // Whether the text may end after `set` (its closure; at its start, the states before it: the
+  // empty text, where ^ and $ both hold).
+  bool CanEnd(const std::vector<int32_t>& set, bool at_start) const {
+    if (!at_start) return std::any_of(set.begin(), set.end(), [&](int32_t s) { return ends[s]; });
+    std::vector<bool> seen(states.size(), false);
+    std::vector<int32_t> stack(set.begin(), set.end());
+    for (int32_t s : set) seen[s] = true;
+    while (!stack.empty()) {
+      const int32_t s = stack.back();
+      stack.pop_back();
+      if (s == matched) return true;
+      for (const auto* list : {&states[s].eps, &states[s].begin, &states[s].end})
+        for (int32_t t : *list)
+          if (!seen[t]) {
+            seen[t] = true;
+            stack.push_back(t);
+          }
+    }
+    return false;
   }
 };
 
@@ -763,7 +823,7 @@ Status Regex::Compile(std::string_view pattern, const Options& options,
   anchored.kind = open.kind = Node::kAlt;
   for (Node& a : alts) {
     bool begin = false, end = false;
-    LLMQ_RETURN_IF_ERROR(StripAnchors(&a, &begin, &end));
+    StripAnchors(&a, &begin, &end);
     Node c;
     c.kind = Node::kConcat;
     if (mode == Mode::kSearch && !begin) c.kids.push_back(any);
@@ -799,6 +859,7 @@ Status Regex::Compile(std::string_view pattern, const Options& options,
   if (options.quoted) {       // raw quotes around what the pattern reads
     const int32_t open_quote = nfa.Add(), close = nfa.Add();
     nfa.AddByte(open_quote, '"', s);
+    nfa.open = open_quote;
     nfa.AddByte(e, '"', close);
     s = open_quote;
     e = close;
@@ -810,41 +871,57 @@ Status Regex::Compile(std::string_view pattern, const Options& options,
     nfa.tail[static_cast<size_t>(e)] = 1;  // the closing quote's (where quoted)
   }
   r->nfa_->match = e;
+  r->nfa_->matched = matched;
+  r->nfa_->quoted = options.quoted;
   r->nfa_->MarkProductive();
-  const std::vector<int32_t> start = r->nfa_->Reduce(r->nfa_->Closure({s}));
-  r->start_ = start.empty() ? kDead : r->Intern(start);
+  // The text starts here, unquoted (quoted: after the opening quote, Step).
+  const bool at_start = !options.quoted;
+  const std::vector<int32_t> start = r->nfa_->Reduce(r->nfa_->Closure({s}, at_start));
+  const bool can_end = r->nfa_->CanEnd(at_start ? std::vector<int32_t>{s} : start, at_start);
+  r->start_ = start.empty() && !can_end ? kDead : r->Intern(start, at_start, can_end);
   *out = std::move(r);
   return Status::Ok();
 }
 
-int Regex::Intern(std::vector<int32_t> set) {
-  if (const auto it = index_.find(set); it != index_.end()) return it->second;
+int Regex::Intern(std::vector<int32_t> set, bool at_start, bool can_end) {
+  const auto key = std::pair{at_start, set};
+  if (const auto it = index_.find(key); it != index_.end()) return it->second;
   auto d = std::make_unique<DState>();
-  d->accepting = std::binary_search(set.begin(), set.end(), nfa_->match);
+  d->at_start = at_start;
+  d->can_end = can_end;
+  d->accepting =
+      nfa_->quoted ? std::binary_search(set.begin(), set.end(), nfa_->match) : d->can_end;
   std::fill(std::begin(d->next), std::end(d->next), kUnknown);
-  d->set = set;
+  d->set = std::move(set);
   dfa_.push_back(std::move(d));
   const int id = static_cast<int>(dfa_.size() - 1);
-  index_.emplace(std::move(set), id);
+  index_.emplace(key, id);
   return id;
 }
 
 int Regex::Step(int state, uint8_t byte) {
   if (state < 0) return kDead;
   if (const int32_t n = dfa_[static_cast<size_t>(state)]->next[byte]; n != kUnknown) return n;
+  const DState& d = *dfa_[static_cast<size_t>(state)];
   std::vector<int32_t> moved;
-  for (int32_t s : dfa_[static_cast<size_t>(state)]->set)
+  for (int32_t s : d.set)
     for (const Nfa::Edge& e : nfa_->states[static_cast<size_t>(s)].edges)
       if (e.lo <= byte && byte <= e.hi) moved.push_back(e.to);
-  const std::vector<int32_t> next = nfa_->Reduce(nfa_->Closure(std::move(moved)));
-  const int id = next.empty() ? kDead : Intern(next);
+  // Quoted: the closing quote where the text may end ($ inside the expression holds there).
+  if (nfa_->quoted && byte == '"' && d.can_end) moved.push_back(nfa_->match);
+  const bool at_start = nfa_->quoted && state == start_ && byte == '"';  // the opening quote
+  const bool can_end = at_start && nfa_->CanEnd(moved, true);
+  const std::vector<int32_t> next = nfa_->Reduce(nfa_->Closure(std::move(moved), at_start));
+  const int id = next.empty() && !can_end
+                     ? kDead
+                     : Intern(next, at_start, can_end || nfa_->CanEnd(next, false));
   dfa_[static_cast<size_t>(state)]->next[byte] = id;
   return id;
 }
 
 std::string Regex::StateKey(int state) const {
   if (state < 0) return "dead";
-  std::string key;
+  std::string key = dfa_[static_cast<size_t>(state)]->at_start ? "^" : "";
   for (const int32_t s : dfa_[static_cast<size_t>(state)]->set) key += std::to_string(s) + ",";
   return key;
 }

@@ -6,9 +6,9 @@
 // alternation, groups ((...), (?:...), (?<name>...)), the quantifiers * + ? {n} {n,} {n,m} (lazy
 // forms accepted: they match the same strings), classes [...] with ranges and negation, the
 // escapes \d \D \w \W \s \S \b-less literals (\. \\ \/ \- \n \r \t \f \v \0 \xHH \uHHHH
-// \u{...}), `.` (any character but a line terminator), and ^ / $ at the ends of the whole
-// expression or of a top-level alternative. Anything else (backreferences, lookaround, \b, \p{..},
-// anchors inside) is refused with Unsupported naming it and its offset: never relaxed.
+// \u{...}), `.` (any character but a line terminator), and ^ / $ (without the m flag: the start
+// and the end of the text) anywhere. Anything else (backreferences, lookaround, \b, \p{..}) is
+// refused with Unsupported naming it and its offset: never relaxed.
 //
 // Characters are Unicode code points matched as their UTF-8 bytes: a class becomes byte-sequence
 // alternatives (as RE2 and Rust's regex-syntax do), so the automaton never accepts a byte string
@@ -17,6 +17,9 @@
 // Matching is lazy determinization of a Thompson NFA: a DFA state is the set of NFA states a
 // prefix can be in (only states from which a match is still reachable), built the first time a
 // byte leads to it and cached, so a state is "dead" exactly when no continuation can match.
+// ^ and $ inside the expression are assertion edges: ^ followed only in the closure before the
+// text's first byte, $ only where the text ends (acceptance; quoted: before the closing quote);
+// a state is kept where a match is reachable reading bytes and then only $ edges.
 // Counted repetitions are expanded (each bound at most kMaxRepeat, the whole at most
 // kMaxNfaStates: a pattern past them is refused).
 //
@@ -85,13 +88,15 @@ class Regex : public LexemeAutomaton {
   struct Nfa;
   struct DState {
     std::vector<int32_t> set;  // sorted NFA states (closed under epsilon, all productive)
+    bool at_start = false;     // before the text's first byte (^ holds)
+    bool can_end = false;      // the text may end here ($ holds)
     bool accepting = false;
     int32_t next[256];  // kUnknown until computed, kDead, or a state
   };
-  int Intern(std::vector<int32_t> set);
+  int Intern(std::vector<int32_t> set, bool at_start, bool can_end);
   std::unique_ptr<Nfa> nfa_;
   std::vector<std::unique_ptr<DState>> dfa_;
-  std::map<std::vector<int32_t>, int> index_;  // set -> DFA state
+  std::map<std::pair<bool, std::vector<int32_t>>, int> index_;  // (at_start, set) -> DFA state
   int start_ = kDead;
 };
 
