@@ -839,9 +839,32 @@ class Gen {
     json parts = json::array();
     // A property in two parts: its schemas merged (deviation B, mended: enums with siblings).
     for (int i = Int(2, 3); i > 0; --i) {
-      json p = ObjectWithoutPatterns(depth + 1);
-      if (p.contains("additionalProperties") && (Chance(0.7) || !known_))  // deviation A
+      // With patterns: a part's additionalProperties meets the other parts' patterns (key rules).
+      const bool keyed = patterns_ && Chance(0.5);
+      json p = keyed ? Object(depth + 1) : ObjectWithoutPatterns(depth + 1);
+      if (!keyed && p.contains("additionalProperties") && (Chance(0.7) || !known_))  // deviation A
         p.erase("additionalProperties");
+      // Alternatives in several parts: their pairs (anyOf), or exactly one of each (oneOf). Not
+      // beside patternProperties: Ajv 8.17.1 throws ("Cannot set properties of undefined") on
+      // {"patternProperties": {"^x": {}}, "anyOf": [{"properties": {"c": {"type": "integer"}}},
+      // {}]} inside allOf with {"c": false, "x y": 1}, an oracle bug.
+      if (!p.contains("patternProperties") && Chance(0.2)) {
+        json branches = json::array();
+        // oneOf's branches only require: of values, {type: number} beside {type: integer} asks
+        // for a number with a fraction, which the grammar takes written with it (1e-07 is not).
+        const bool one = (one_of_required_ || negations_) && Chance(0.5);
+        std::vector<std::string> listed;  // its names first (the order the compiler writes)
+        const json props = p.value("properties", json::object());
+        for (const auto& [n, unused] : props.items()) listed.push_back(n);
+        for (int b = Int(2, 3); b > 0; --b) {
+          const std::string n = !listed.empty() && Chance(0.8) ? Pick(listed) : Pick(kNames);
+          if (one || Chance(0.5) || p.contains("additionalProperties"))  // deviation A
+            branches.push_back(json{{"required", json::array({n})}});
+          else
+            branches.push_back(json{{"properties", json{{n, Scalar()}}}});
+        }
+        p[one ? "oneOf" : "anyOf"] = branches;
+      }
       parts.push_back(p);
     }
     s["allOf"] = parts;

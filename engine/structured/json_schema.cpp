@@ -133,7 +133,9 @@ const std::set<std::string>& Enforced() {
       // none of those patterns matches), not {type: integer} (a number with a fraction), not
       // {items} (contains whatever the draft); allOf of patterns (the others beside `pattern`).
       "$llmq_not_strings", "$llmq_not_patterns", "$llmq_patterns", "$llmq_fraction", "$llmq_contains",
-      "$llmq_min_contains", "$llmq_max_contains", "$llmq_some", "$llmq_not_multiple_of"};
+      "$llmq_min_contains", "$llmq_max_contains", "$llmq_some", "$llmq_not_multiple_of",
+      // What allOf writes where one part's additionalProperties meets another part's patterns.
+      "$llmq_key_rules"};
   // clang-format on
   return k;
 }
@@ -935,6 +937,8 @@ class Compiler {
     }
     KeyNames key_names;
     LLMQ_RETURN_IF_ERROR(PropertyNames(n, np, &key_names));
+    std::vector<KeyRule> rules;
+    LLMQ_RETURN_IF_ERROR(KeyRulesOf(n, np, &rules));
     const json listed =
         n.contains("properties") && n["properties"].is_object() ? n["properties"] : json::object();
     const json extra = n.contains("additionalProperties") ? n["additionalProperties"] : json(true);
@@ -956,6 +960,9 @@ class Compiler {
         }
       if (!matched && !listed.contains(name) && HasConstraints(extra))
         present(json{{"not", extra}});
+      if (!listed.contains(name))
+        for (const KeyRule& r : rules)
+          if (r.Applies(name) && HasConstraints(r.value)) present(json{{"not", r.value}});
     }
     return Status::Ok();
   }
@@ -982,6 +989,15 @@ class Compiler {
     if (n.contains("patternProperties") && n["patternProperties"].is_object())
       for (const auto& [pattern, p] : n["patternProperties"].items())
         if (HasConstraints(p)) some({{"patterns", {pattern}}, {"value", {{"not", p}}}});
+    std::vector<KeyRule> rules;  // a key not listed that a rule applies to, its value failing it
+    LLMQ_RETURN_IF_ERROR(KeyRulesOf(n, np, &rules));
+    for (const KeyRule& r : rules) {
+      if (!HasConstraints(r.value)) continue;
+      json names = json::array();
+      if (n.contains("properties") && n["properties"].is_object())
+        for (const auto& [name, p] : n["properties"].items()) names.push_back(name);
+      some({{"not_names", names}, {"not_patterns", r.not_patterns}, {"value", {{"not", r.value}}}});
+    }
     if (n.contains("propertyNames") && HasConstraints(n["propertyNames"])) {
       const std::string at = np + "/propertyNames";
       std::vector<json> keys;
@@ -1101,6 +1117,7 @@ class Compiler {
                                                              {"$llmq_fraction", "number"},
                                                              {"$llmq_patterns", "string"},
                                                              {"$llmq_some", "object"},
+                                                             {"$llmq_key_rules", "object"},
                                                              {"$llmq_not_multiple_of", "number"},
                                                              {"items", "array"},
                                                              {"prefixItems", "array"},
@@ -1200,12 +1217,18 @@ class Compiler {
           if (HasConstraints(p))
             alts->push_back(
                 of("object", json{{"required", {name}}, {"properties", {{name, {{"not", p}}}}}}));
-      } else if (k == "patternProperties" || k == "additionalProperties" || k == "propertyNames") {
+      } else if (k == "patternProperties" || k == "additionalProperties" || k == "propertyNames" ||
+                 k == "$llmq_key_rules") {
         bool constrains = HasConstraints(v);  // patternProperties: any of its schemas
         if (k == "patternProperties") {
           if (!v.is_object()) return Invalid(k, kp, "not an object");
           constrains =
               std::any_of(v.begin(), v.end(), [](const json& p) { return HasConstraints(p); });
+        } else if (k == "$llmq_key_rules") {
+          std::vector<KeyRule> rules;
+          LLMQ_RETURN_IF_ERROR(KeyRulesOf(n, np, &rules));
+          constrains = std::any_of(rules.begin(), rules.end(),
+                                   [](const KeyRule& r) { return HasConstraints(r.value); });
         }
         if (!constrains || names_done) continue;
         if (const auto names = ClosedNames(rest, np); names.has_value())
@@ -1392,27 +1415,9 @@ class Compiler {
   // allOf [a, b] into *alts, unless it plainly admits nothing.
   Status AddMerged(const json& a, const json& b, const std::string& ptr, std::vector<json>* alts) {
     json m;
-    LLMQ_RETURN_IF_ERROR(MergeAlternatives(a, b, ptr, &m));
+    LLMQ_RETURN_IF_ERROR(Merge(a, b, ptr, &m));
     if (!Unsatisfiable(m)) alts->push_back(std::move(m));
     if (alts->size() > kMaxAlternatives) return Refuse("not", ptr, "more than 64 alternatives");
-    return Status::Ok();
-  }
-
-  // Merge, where both sides' anyOf would combine beyond Merge's bound: `a`'s branches one by one.
-  Status MergeAlternatives(const json& a, const json& b, const std::string& ptr, json* out) {
-    if (!(a.is_object() && b.is_object() && a.contains("anyOf") && b.contains("anyOf") &&
-          a["anyOf"].is_array() && b["anyOf"].is_array() &&
-          a["anyOf"].size() * b["anyOf"].size() > 16))
-      return Merge(a, b, ptr, out);
-    json base = a;
-    base.erase("anyOf");
-    std::vector<json> any;
-    for (const json& branch : a["anyOf"]) {
-      json part;
-      LLMQ_RETURN_IF_ERROR(Merge(base, branch, ptr, &part));
-      LLMQ_RETURN_IF_ERROR(AddMerged(part, b, ptr, &any));
-    }
-    *out = any.empty() ? json(false) : json{{"anyOf", std::move(any)}};
     return Status::Ok();
   }
 
@@ -1779,19 +1784,14 @@ class Compiler {
       LLMQ_RETURN_IF_ERROR(WithoutIf(a, ptr, &written));
       return MergeOnce(written, b, ptr, out);
     }
-    // A name one side lists or allows meets the other's patterns: not merged here.
-    for (const auto& [x, y] : {std::pair{&a, &b}, std::pair{&b, &a}})
-      if (x->contains("patternProperties") &&
-          (y->contains("properties") || y->contains("additionalProperties") ||
-           (y->contains("patternProperties") &&
-            (*y)["patternProperties"] != (*x)["patternProperties"])))
-        return Refuse("allOf", ptr, "patternProperties beside another schema's properties");
     json m = a;
     LLMQ_RETURN_IF_ERROR(MergeProperties(a, b, ptr, &m));
     const bool tuples = Tuple(a) || Tuple(b);
     if (tuples) LLMQ_RETURN_IF_ERROR(MergeItems(a, b, ptr, &m));
     for (const auto& [k, v] : b.items()) {
-      if (k == "properties" || k == "additionalProperties") continue;  // MergeProperties
+      if (k == "properties" || k == "additionalProperties" || k == "patternProperties" ||
+          k == "$llmq_key_rules")
+        continue;  // MergeProperties
       if (tuples && (k == "prefixItems" || k == "items" || k == "additionalItems"))
         continue;  // MergeItems
       if (!m.contains(k)) {
@@ -1856,11 +1856,10 @@ class Compiler {
         json both;  // each item both schemas'
         LLMQ_RETURN_IF_ERROR(Merge(w, v, ptr + "/" + k, &both));
         w = std::move(both);
-      } else if (k == "anyOf" && w.is_array() && v.is_array() && !w.empty() && !v.empty() &&
-                 w.size() * v.size() <= 16) {
-        json both = json::array();  // (A1 or A2) and (B1 or B2): each Ai and Bj
-        for (const json& x : w)
-          for (const json& y : v) both.push_back(json{{"allOf", json::array({x, y})}});
+      } else if ((k == "anyOf" || k == "oneOf") && w.is_array() && v.is_array() && !w.empty() &&
+                 !v.empty()) {
+        json both;
+        LLMQ_RETURN_IF_ERROR(Distribute(w, v, k == "oneOf", ptr + "/" + k, &both));
         w = std::move(both);
       } else if ((k == "minimum" || k == "maximum" || k == "exclusiveMinimum" ||
                   k == "exclusiveMaximum") &&
@@ -1885,6 +1884,35 @@ class Compiler {
       }
     }
     *out = std::move(m);
+    return Status::Ok();
+  }
+
+  // allOf [{anyOf: w}, {anyOf: v}] as one anyOf: each w[i] and v[j] (the pairs that plainly admit
+  // nothing dropped, the same pair once). oneOf the same way, every pair kept: exactly one of w
+  // and exactly one of v is exactly one pair, as the pairs that match number (w's that match) x
+  // (v's that match). A pair that does not merge here stays an allOf, merged when compiled.
+  Status Distribute(const json& w, const json& v, bool one, const std::string& ptr, json* out) {
+    const char* k = one ? "oneOf" : "anyOf";
+    if (w.size() * v.size() > kMaxPairs)
+      return Refuse("allOf", ptr,
+                    std::string("\"") + k + "\" of " + std::to_string(w.size()) + " and of " +
+                        std::to_string(v.size()) + " branches: more than " +
+                        std::to_string(kMaxPairs) + " pairs");
+    json both = json::array();
+    for (const json& x : w)
+      for (const json& y : v) {
+        json pair;
+        if (!Merge(x, y, ptr, &pair).ok()) pair = json{{"allOf", json::array({x, y})}};
+        if (Unsatisfiable(pair)) continue;
+        if (!one && std::find(both.begin(), both.end(), pair) != both.end()) continue;
+        both.push_back(std::move(pair));
+        if (both.size() > kMaxAlternatives)
+          return Refuse("allOf", ptr,
+                        std::string("\"") + k + "\" of both schemas: more than " +
+                            std::to_string(kMaxAlternatives) + " alternatives");
+      }
+    // None: the allOf admits nothing (an anyOf or oneOf must not be empty).
+    *out = both.empty() ? json::array({false}) : std::move(both);
     return Status::Ok();
   }
 
@@ -1932,48 +1960,176 @@ class Compiler {
     return Status::Ok();
   }
 
-  // The properties of allOf [a, b] into *m: a's in order, then b's; one in both has both schemas;
-  // one in a only meets b's additionalProperties (false: not allowed), and the other way round;
-  // additionalProperties is both sides'.
-  Status MergeProperties(const json& a, const json& b, const std::string& ptr, json* m) {
-    if (!a.contains("properties") && !b.contains("properties") &&
-        !(a.contains("additionalProperties") && b.contains("additionalProperties"))) {
-      if (b.contains("additionalProperties"))
-        (*m)["additionalProperties"] = b["additionalProperties"];
-      return Status::Ok();
+  // $llmq_key_rules (what allOf writes where one part's additionalProperties meets another
+  // part's patterns, MergeProperties): every key the object does not list in `properties` that
+  // none of `not_patterns` matches has a value that meets `value`.
+  struct KeyRule {
+    std::vector<std::string> not_patterns;
+    json value = true;
+    std::vector<std::unique_ptr<Regex>> not_re;  // each on the name's text
+    bool Applies(const std::string& name) const {
+      return std::none_of(not_re.begin(), not_re.end(),
+                          [&](const auto& r) { return r->Matches(name); });
     }
-    const json none = json::object();
-    const json& pa =
-        a.contains("properties") && a["properties"].is_object() ? a["properties"] : none;
-    const json& pb =
-        b.contains("properties") && b["properties"].is_object() ? b["properties"] : none;
-    const auto extra = [](const json& x) {
-      return x.contains("additionalProperties") ? x["additionalProperties"] : json(true);
-    };
+  };
+
+  Status KeyRulesOf(const json& s, const std::string& ptr, std::vector<KeyRule>* out) {
+    if (!s.contains("$llmq_key_rules")) return Status::Ok();
+    const std::string at = ptr + "/$llmq_key_rules";
+    const json& rules = s["$llmq_key_rules"];
+    if (!rules.is_array()) return Invalid("$llmq_key_rules", at, "not the form allOf writes");
+    for (const json& r : rules) {
+      if (!r.is_object() || !r.contains("not_patterns") || !r["not_patterns"].is_array())
+        return Invalid("$llmq_key_rules", at, "not the form allOf writes");
+      KeyRule rule;
+      rule.value = r.value("value", json(true));
+      for (const json& p : r["not_patterns"]) {
+        if (!p.is_string()) return Invalid("$llmq_key_rules", at, "not the form allOf writes");
+        std::unique_ptr<Regex> re;
+        if (Status st = Regex::Compile(p.get<std::string>(), Regex::Mode::kSearch, &re); !st.ok())
+          return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)("patternProperties",
+                                                                              at, st.message());
+        rule.not_patterns.push_back(p.get<std::string>());
+        rule.not_re.push_back(std::move(re));
+      }
+      out->push_back(std::move(rule));
+    }
+    return Status::Ok();
+  }
+
+  // An object schema's terms for the members it does not list in `properties`: its
+  // patternProperties, additionalProperties and key rules, each pattern on a name's text.
+  struct ObjectKeys {
     json props = json::object();
+    json patterns = json::object();  // patternProperties
+    std::vector<std::unique_ptr<Regex>> re;
+    json extra = true;  // additionalProperties
+    std::vector<KeyRule> rules;
+    // What it asks of a member named `name` it does not list, beside the schemas of the patterns
+    // that match it (those apply to listed names too): additionalProperties where none matches,
+    // and each key rule that applies.
+    std::vector<json> Other(const std::string& name) {
+      std::vector<json> out;
+      if (std::none_of(re.begin(), re.end(), [&](const auto& r) { return r->Matches(name); }))
+        out.push_back(extra);
+      for (const KeyRule& r : rules)
+        if (r.Applies(name)) out.push_back(r.value);
+      return out;
+    }
+  };
+
+  Status KeysOf(const json& x, const std::string& ptr, ObjectKeys* out) {
+    if (x.contains("properties") && x["properties"].is_object()) out->props = x["properties"];
+    if (x.contains("additionalProperties")) out->extra = x["additionalProperties"];
+    if (x.contains("patternProperties")) {
+      if (!x["patternProperties"].is_object())
+        return Invalid("patternProperties", ptr + "/patternProperties", "not an object");
+      out->patterns = x["patternProperties"];
+      for (const auto& [pattern, p] : out->patterns.items()) {
+        std::unique_ptr<Regex> re;
+        if (const Status st = Regex::Compile(pattern, Regex::Mode::kSearch, &re); !st.ok())
+          return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)(
+              "patternProperties", ptr + "/patternProperties/" + PointerToken(pattern),
+              st.message());
+        out->re.push_back(std::move(re));
+      }
+    }
+    return KeyRulesOf(x, ptr, &out->rules);
+  }
+
+  // The members of allOf [a, b] into *m. A name either lists: its schemas there, and what the
+  // other asks of it unlisted (ObjectKeys::Other; false: not allowed), a's names first.
+  // patternProperties: both sides' (a pattern in both: its schemas merged); they apply to the
+  // listed names as they did. A side's additionalProperties: the object's, where its patterns
+  // are all the object's; else a key rule (the keys the object does not list that none of its
+  // patterns match). An object that admits no key it does not list is written closed: the
+  // patterns put into the listed names they match, additionalProperties false.
+  Status MergeProperties(const json& a, const json& b, const std::string& ptr, json* m) {
+    const auto keyed = [](const json& x) {
+      return x.contains("properties") || x.contains("patternProperties") ||
+             x.contains("additionalProperties") || x.contains("$llmq_key_rules");
+    };
+    if (!keyed(a) && !keyed(b)) return Status::Ok();
+    ObjectKeys ka, kb;
+    LLMQ_RETURN_IF_ERROR(KeysOf(a, ptr, &ka));
+    LLMQ_RETURN_IF_ERROR(KeysOf(b, ptr, &kb));
     // A schema merged with nothing stays as written (a $ref stays one: a recursive schema's rule
     // is made once, not inlined again at each level).
-    const auto merged = [&](const json& x, const json& y, const std::string& name, json* mp) {
-      if (!HasConstraints(y)) return (*mp = x, Status::Ok());  // true, {}, annotations only
-      return Merge(x, y, ptr + "/properties/" + PointerToken(name), mp);
+    const auto merged = [&](const json& x, const std::vector<json>& others, const std::string& at,
+                            json* mp) {
+      *mp = x;
+      for (const json& y : others) {
+        if (!HasConstraints(y)) continue;  // true, {}, annotations only
+        json next;
+        LLMQ_RETURN_IF_ERROR(Merge(*mp, y, at, &next));
+        *mp = std::move(next);
+      }
+      return Status::Ok();
     };
-    for (const auto& [name, ps] : pa.items()) {
-      json mp;
-      LLMQ_RETURN_IF_ERROR(merged(ps, pb.contains(name) ? pb[name] : extra(b), name, &mp));
-      props[name] = std::move(mp);
+    json props = json::object();
+    for (const auto& [name, ps] : ka.props.items()) {
+      const std::vector<json> other =
+          kb.props.contains(name) ? std::vector<json>{kb.props[name]} : kb.Other(name);
+      LLMQ_RETURN_IF_ERROR(
+          merged(ps, other, ptr + "/properties/" + PointerToken(name), &props[name]));
     }
-    for (const auto& [name, ps] : pb.items()) {
-      if (pa.contains(name)) continue;
-      json mp;
-      LLMQ_RETURN_IF_ERROR(merged(ps, extra(a), name, &mp));
-      props[name] = std::move(mp);
+    for (const auto& [name, ps] : kb.props.items())
+      if (!ka.props.contains(name))
+        LLMQ_RETURN_IF_ERROR(
+            merged(ps, ka.Other(name), ptr + "/properties/" + PointerToken(name), &props[name]));
+    json patterns = ka.patterns;
+    for (const auto& [pattern, p] : kb.patterns.items())
+      if (!patterns.contains(pattern))
+        patterns[pattern] = p;
+      else if (patterns[pattern] != p)
+        LLMQ_RETURN_IF_ERROR(merged(patterns[pattern], {p},
+                                    ptr + "/patternProperties/" + PointerToken(pattern),
+                                    &patterns[pattern]));
+    std::vector<json> extras;  // the object's additionalProperties, all of them
+    json rules = json::array();
+    for (ObjectKeys* k : {&ka, &kb}) {
+      for (const KeyRule& r : k->rules)
+        rules.push_back({{"not_patterns", r.not_patterns}, {"value", r.value}});
+      if (!HasConstraints(k->extra)) continue;
+      json own = json::array();
+      for (const auto& [pattern, p] : k->patterns.items()) own.push_back(pattern);
+      if (own.size() == patterns.size())
+        extras.push_back(k->extra);
+      else
+        rules.push_back({{"not_patterns", std::move(own)}, {"value", k->extra}});
     }
-    (*m)["properties"] = std::move(props);
-    if (a.contains("additionalProperties") || b.contains("additionalProperties")) {
+    for (const char* k :
+         {"properties", "patternProperties", "additionalProperties", "$llmq_key_rules"})
+      m->erase(k);
+    const bool closed =
+        (patterns.empty() && std::count(extras.begin(), extras.end(), json(false)) > 0) ||
+        std::any_of(rules.begin(), rules.end(), [](const json& r) {
+          return r["not_patterns"].empty() && r["value"] == json(false);
+        });
+    if (closed) {
+      ObjectKeys all;  // the patterns' schemas into the names they match
+      LLMQ_RETURN_IF_ERROR(KeysOf(json{{"patternProperties", patterns}}, ptr, &all));
+      size_t i = 0;
+      for (const auto& [pattern, p] : patterns.items()) {
+        for (auto& [name, ps] : props.items())
+          if (all.re[i]->Matches(name))
+            LLMQ_RETURN_IF_ERROR(merged(ps, {p}, ptr + "/properties/" + PointerToken(name), &ps));
+        ++i;
+      }
+      (*m)["properties"] = std::move(props);
+      (*m)["additionalProperties"] = false;
+      return Status::Ok();
+    }
+    if (!props.empty() || a.contains("properties") || b.contains("properties"))
+      (*m)["properties"] = std::move(props);
+    if (!patterns.empty()) (*m)["patternProperties"] = std::move(patterns);
+    if (!extras.empty()) {
       json add;
-      LLMQ_RETURN_IF_ERROR(Merge(extra(a), extra(b), ptr + "/additionalProperties", &add));
+      LLMQ_RETURN_IF_ERROR(merged(extras[0], {extras.begin() + 1, extras.end()},
+                                  ptr + "/additionalProperties", &add));
       (*m)["additionalProperties"] = std::move(add);
     }
+    if (!rules.empty()) (*m)["$llmq_key_rules"] = std::move(rules);
     return Status::Ok();
   }
 
@@ -2023,6 +2179,8 @@ class Compiler {
     LLMQ_RETURN_IF_ERROR(PropertyNames(s, ptr, &key_names));
     std::vector<Some> somes;  // $llmq_some: members the object must have
     LLMQ_RETURN_IF_ERROR(SomesOf(s, ptr, &somes));
+    std::vector<KeyRule> rules;  // $llmq_key_rules: what the keys not listed also meet
+    LLMQ_RETURN_IF_ERROR(KeyRulesOf(s, ptr, &rules));
     const auto pattern_schemas = [&](uint64_t matched, std::vector<const json*>* out_schemas) {
       for (size_t i = 0; i < pat.schemas.size(); ++i)
         if (matched >> i & 1) out_schemas->push_back(&pat.schemas[i]);
@@ -2081,6 +2239,14 @@ class Compiler {
         p.where = ptr + "/additionalProperties";
         p.value = *extra;
       }
+      bool ruled = false;  // a key rule adds to its value
+      for (const KeyRule& r : rules)
+        if (r.Applies(name) && HasConstraints(r.value)) {
+          if (r.value == json(false)) return Status::Ok();
+          p.schemas.push_back(&r.value);
+          ruled = true;
+        }
+      if (ruled) LLMQ_RETURN_IF_ERROR(AllOfValue(p.schemas, p.where, &p.value));
       props.push_back(std::move(p));
       listed.insert(name);
       return Status::Ok();
@@ -2118,9 +2284,11 @@ class Compiler {
     const uint64_t need = ((uint64_t{1} << key_names.patterns.size()) - 1) << pat.patterns.size();
     const uint64_t own_mask = (uint64_t{1} << pat.patterns.size()) - 1;
     std::vector<uint64_t> some_pos(somes.size(), 0), some_neg(somes.size(), 0);
+    std::vector<uint64_t> rule_neg(rules.size(), 0);            // the key rules' patterns
+    std::map<std::pair<uint64_t, uint64_t>, Sym> ruled_values;  // by (own, rules that apply)
     if (key_names.only.has_value()) {
       // no other keys
-    } else if (pat.patterns.empty() && need == 0 && somes.empty()) {
+    } else if (pat.patterns.empty() && need == 0 && somes.empty() && rules.empty()) {
       if (extra.has_value()) other_keys.emplace_back(OtherKey(listed), *extra);
     } else {
       Grammar::LexemeSpec spec;
@@ -2135,6 +2303,11 @@ class Compiler {
                                                                      << spec.patterns.size();
             spec.patterns.push_back(p);
           }
+      for (size_t r = 0; r < rules.size(); ++r)
+        for (const std::string& p : rules[r].not_patterns) {
+          rule_neg[r] |= uint64_t{1} << spec.patterns.size();
+          spec.patterns.push_back(p);
+        }
       if (spec.patterns.size() > static_cast<size_t>(KeyPatternAutomaton::kMaxPatterns))
         return Refuse("patternProperties", ptr + "/patternProperties",
                       "more than " + std::to_string(KeyPatternAutomaton::kMaxPatterns) +
@@ -2149,6 +2322,16 @@ class Compiler {
       for (const uint64_t subset : none->subsets()) {
         const uint64_t own = subset & own_mask;  // patternProperties' patterns it matches
         if ((subset & need) != need || (own == 0 && !extra.has_value())) continue;
+        std::vector<const json*> ruled;  // the key rules' values for its keys
+        uint64_t applies = 0;
+        for (size_t r = 0; r < rules.size(); ++r)
+          if ((subset & rule_neg[r]) == 0 && HasConstraints(rules[r].value)) {
+            ruled.push_back(&rules[r].value);
+            applies |= uint64_t{1} << r;
+          }
+        if (std::any_of(ruled.begin(), ruled.end(),
+                        [](const json* v) { return *v == json(false); }))
+          continue;
         if (subset != 0)
           if (Status st =
                   KeyPatternAutomaton::Build(spec.key_except, spec.patterns, subset, &built);
@@ -2156,11 +2339,25 @@ class Compiler {
             return Refuse("patternProperties", ptr + "/patternProperties", st.message());
         KeyPatternAutomaton* keys = subset == 0 ? none.get() : built.get();
         if (keys->Start() == LexemeAutomaton::kDead) continue;  // its keys are all listed names
+        std::vector<const json*> parts;                         // the key's own schemas
+        if (own == 0)
+          parts.push_back(&extra_schema);
+        else
+          pattern_schemas(own, &parts);
         Sym v;
         if (own == 0)
           v = *extra;
         else
           LLMQ_RETURN_IF_ERROR(PatternValue(&pat, own, ptr, &v));
+        if (applies != 0) {
+          parts.insert(parts.end(), ruled.begin(), ruled.end());
+          const auto at = ruled_values.find({own, applies});
+          if (at != ruled_values.end())
+            v = at->second;
+          else
+            LLMQ_RETURN_IF_ERROR(AllOfValue(parts, ptr + "/$llmq_key_rules", &v));
+          ruled_values.emplace(std::pair{own, applies}, v);
+        }
         spec.pattern_subset = subset;
         const Sym key = g_.Lexeme(spec);
         other_keys.emplace_back(key, v);
@@ -2168,14 +2365,7 @@ class Compiler {
         for (size_t w = 0; w < somes.size(); ++w)
           if ((subset & some_pos[w]) == some_pos[w] && (subset & some_neg[w]) == 0)
             may |= uint32_t{1} << w;
-        if (may != 0) {
-          std::vector<const json*> parts;  // the key's own schemas
-          if (own == 0)
-            parts.push_back(&extra_schema);
-          else
-            pattern_schemas(own, &parts);
-          witness_keys.emplace_back(key, may, std::move(parts));
-        }
+        if (may != 0) witness_keys.emplace_back(key, may, std::move(parts));
       }
     }
 
@@ -2870,6 +3060,7 @@ class Compiler {
   // overlapping objects took millions (and 24 GB) before its alternatives were bounded.
   int64_t merges_ = 0;
   static constexpr int64_t kMaxMerges = 20000;
+  static constexpr size_t kMaxPairs = 1024;       // Distribute's pairs, each one merged
   static constexpr size_t kMaxWritten = 1 << 20;  // bytes of one conditional written out
   static constexpr size_t kMaxAlternatives = 64;  // of a negation written as anyOf
   bool legacy_ref_ = false;       // $schema is draft 4 to 7: $ref's siblings are ignored
