@@ -47,8 +47,13 @@ Status JobRunner::ReleaseLeases() {
   // What finished is committed first: a result committed after its lease went back could be
   // fenced by another worker's claim, and that request would run twice.
   LLMQ_RETURN_IF_ERROR(committer_->Flush());
+  // The requests still in the engine keep theirs (a claim after a failed Admit, or a hold's
+  // admitted ones: given back, another worker would run them too).
+  std::vector<std::pair<int64_t, int64_t>> running;
+  for (const auto& [id, f] : fed_)
+    if (!dropped_.count(id)) running.emplace_back(f.job, f.line);
   int64_t released = 0;
-  LLMQ_RETURN_IF_ERROR(store_->ReleaseLeases(opt_.worker, &released));
+  LLMQ_RETURN_IF_ERROR(store_->ReleaseLeases(opt_.worker, &released, running));
   leases_held_ = false;
   return Status::Ok();
 }

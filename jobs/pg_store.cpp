@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "jobs/store_rows.h"
 #include "jobs/store_schema.h"
@@ -46,6 +47,9 @@ constexpr const char* kSetStatusPg =
     "WHERE id = $1 AND (status = $2 OR status NOT IN "
     "('completed', 'failed', 'cancelled', 'expired'))";
 // The partial index requests_pending_by_rank serves the rank order and the LIMIT.
+// A worker's leased pending requests, their rows locked in (job, line) order (Heartbeat and
+// ReleaseLeases, before their UPDATE: every writer of those rows locks them in that order).
+const std::string kLockLeasedRequests = std::string(sql::kLeasedRequests) + " FOR UPDATE";
 constexpr const char* kNextPendingPg =
     "SELECT r.job, r.line, r.plan_rank, r.attempts, r.custom_id, r.body "
     "FROM requests AS r JOIN jobs AS j ON j.id = r.job "
@@ -926,8 +930,12 @@ Status PgStore::NextPending(int64_t after_rank, int limit, std::vector<PendingRe
 }
 
 Status PgStore::MarkAttempted(const std::vector<std::pair<int64_t, int64_t>>& job_lines) {
+  // In (job, line) order, as every writer of a worker's request rows locks them (Heartbeat,
+  // CommitLeasedResults): in claim order, it deadlocked with the worker's own heartbeat.
+  std::vector<std::pair<int64_t, int64_t>> sorted = job_lines;
+  std::sort(sorted.begin(), sorted.end());
   return Transaction([&]() -> Status {
-    for (const auto& [job, line] : job_lines)
+    for (const auto& [job, line] : sorted)
       LLMQ_RETURN_IF_ERROR(
           Run(sql::kMarkAttempted, Params().Add(job).Add(line), "cannot count an attempt"));
     return Status::Ok();
@@ -1078,6 +1086,9 @@ Status PgStore::Heartbeat(const std::string& worker, double lease_seconds, int64
                              "cannot record the heartbeat of worker " + worker, &r));
     if (r.Affected() == 0)
       return Status::NotFound(location_ + ": no worker " + worker + " (RegisterWorker first)");
+    // The leased rows locked in (job, line) order first (one UPDATE locks them in scan order).
+    LLMQ_RETURN_IF_ERROR(Run(kLockLeasedRequests.c_str(), Params().Add(worker),
+                             "cannot renew the leases of worker " + worker));
     LLMQ_RETURN_IF_ERROR(Run(sql::kRenewLeases, Params().Add(worker).Add(now + lease_seconds),
                              "cannot renew the leases of worker " + worker, &r));
     if (renewed != nullptr) *renewed = r.Affected();
@@ -1086,13 +1097,30 @@ Status PgStore::Heartbeat(const std::string& worker, double lease_seconds, int64
   });
 }
 
-Status PgStore::ReleaseLeases(const std::string& worker, int64_t* released) {
+Status PgStore::ReleaseLeases(const std::string& worker, int64_t* released,
+                              const std::vector<std::pair<int64_t, int64_t>>& keep) {
   LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(location_, worker));
+  const std::set<std::pair<int64_t, int64_t>> kept(keep.begin(), keep.end());
   return RowTransaction([&]() -> Status {
-    Rows r;
-    LLMQ_RETURN_IF_ERROR(Run(sql::kReleaseLeases, Params().Add(worker),
-                             "cannot release the leases of worker " + worker, &r));
-    if (released != nullptr) *released = r.Affected();
+    const std::string what = "cannot release the leases of worker " + worker;
+    Rows leased;
+    LLMQ_RETURN_IF_ERROR(Run(kLockLeasedRequests.c_str(), Params().Add(worker), what, &leased));
+    if (kept.empty()) {
+      Rows r;
+      LLMQ_RETURN_IF_ERROR(Run(sql::kReleaseLeases, Params().Add(worker), what, &r));
+      if (released != nullptr) *released = r.Affected();
+      return Status::Ok();
+    }
+    int64_t n = 0;
+    for (int i = 0; i < leased.size(); ++i) {
+      const int64_t job = leased.Int(i, 0), line = leased.Int(i, 1);
+      if (kept.count({job, line})) continue;
+      Rows r;
+      LLMQ_RETURN_IF_ERROR(
+          Run(sql::kReleaseLease, Params().Add(job).Add(line).Add(worker), what, &r));
+      n += r.Affected();
+    }
+    if (released != nullptr) *released = n;
     return Status::Ok();
   });
 }

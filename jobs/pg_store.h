@@ -103,8 +103,9 @@ class PgStore final : public Store {
                                       int max_requests, const std::vector<std::string>& models,
                                       Claim* out) override;
   [[nodiscard]] Status UpdateWorker(const WorkerInfo& worker) override;
-  [[nodiscard]] Status ReleaseLeases(const std::string& worker,
-                                     int64_t* released = nullptr) override;
+  [[nodiscard]] Status ReleaseLeases(
+      const std::string& worker, int64_t* released = nullptr,
+      const std::vector<std::pair<int64_t, int64_t>>& keep = {}) override;
   [[nodiscard]] Status ClaimJobFinalize(const std::string& worker, int64_t job,
                                         double lease_seconds, bool* got) override;
   [[nodiscard]] Status ReleaseJobFinalize(const std::string& worker, int64_t job) override;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "jobs/store_rows.h"
 #include "jobs/store_schema.h"
@@ -809,15 +810,40 @@ Status SqliteStore::Heartbeat(const std::string& worker, double lease_seconds, i
   });
 }
 
-Status SqliteStore::ReleaseLeases(const std::string& worker, int64_t* released) {
+Status SqliteStore::ReleaseLeases(const std::string& worker, int64_t* released,
+                                  const std::vector<std::pair<int64_t, int64_t>>& keep) {
   LLMQ_RETURN_IF_ERROR(store_internal::CheckWorkerId(path_, worker));
+  const std::set<std::pair<int64_t, int64_t>> kept(keep.begin(), keep.end());
   return Transaction([&]() -> Status {
+    const std::string what = "cannot release the leases of worker " + worker;
     sqlite3_stmt* raw = nullptr;
-    LLMQ_RETURN_IF_ERROR(Prepare(kReleaseLeases, &raw));
-    Stmt st(raw);
-    const int rc = st.Bind(1, worker).Step();
-    if (rc != SQLITE_DONE) return Error("cannot release the leases of worker " + worker, rc);
-    if (released != nullptr) *released = sqlite3_changes(db_);
+    if (kept.empty()) {
+      LLMQ_RETURN_IF_ERROR(Prepare(kReleaseLeases, &raw));
+      Stmt st(raw);
+      const int rc = st.Bind(1, worker).Step();
+      if (rc != SQLITE_DONE) return Error(what, rc);
+      if (released != nullptr) *released = sqlite3_changes(db_);
+      return Status::Ok();
+    }
+    std::vector<std::pair<int64_t, int64_t>> leased;
+    LLMQ_RETURN_IF_ERROR(Prepare(kLeasedRequests, &raw));
+    {
+      Stmt st(raw);
+      st.Bind(1, worker);
+      int rc;
+      while ((rc = st.Step()) == SQLITE_ROW) leased.emplace_back(st.Int(0), st.Int(1));
+      if (rc != SQLITE_DONE) return Error(what, rc);
+    }
+    int64_t n = 0;
+    LLMQ_RETURN_IF_ERROR(Prepare(kReleaseLease, &raw));
+    for (const auto& [job, line] : leased) {
+      if (kept.count({job, line})) continue;
+      Stmt st(raw);
+      const int rc = st.Bind(1, job).Bind(2, line).Bind(3, worker).Step();
+      if (rc != SQLITE_DONE) return Error(what, rc);
+      n += sqlite3_changes(db_);
+    }
+    if (released != nullptr) *released = n;
     return Status::Ok();
   });
 }

@@ -322,7 +322,9 @@ class Store {
   // a partial index over the pending requests by rank serves it.
   [[nodiscard]] virtual Status NextPending(int64_t after_rank, int limit,
                                            std::vector<PendingRequest>* out) = 0;
-  // attempts += 1 for these requests (they are being handed to an engine).
+  // attempts += 1 for these requests (they are being handed to an engine). PostgreSQL: their rows
+  // are locked in (job, line) order, whatever the order given (a worker's heartbeat renews them
+  // at the same time).
   [[nodiscard]] virtual Status MarkAttempted(
       const std::vector<std::pair<int64_t, int64_t>>& job_lines) = 0;
   [[nodiscard]] virtual Status CountPending(int64_t job, int64_t* out) = 0;
@@ -412,13 +414,17 @@ class Store {
                                            const std::vector<LeasedResult>& results,
                                            int64_t* added = nullptr, int64_t* fenced = nullptr);
   // Drain or shutdown: every pending request leased to `worker` is claimable at once (its lease
-  // ends now; Heartbeat does not renew it). Its lease_generation is unchanged, so a result the
-  // worker commits later under it is still accepted while no one has claimed the request since
-  // (CommitLeasedResults). *released (optional): how many (a lease released already is not
-  // counted again). Job finalize leases are kept (ReleaseJobFinalize gives those back). An
-  // unknown worker releases nothing; InvalidArgument for an id CheckWorkerId refuses.
-  [[nodiscard]] virtual Status ReleaseLeases(const std::string& worker,
-                                             int64_t* released = nullptr) = 0;
+  // ends now; Heartbeat does not renew it), but those of `keep` ((job, line): the requests still
+  // in the worker's engine, whose leases it goes on renewing: given back, another worker would
+  // run them too). Its lease_generation is unchanged, so a result the worker commits later under
+  // it is still accepted while no one has claimed the request since (CommitLeasedResults).
+  // *released (optional): how many (a lease released already is not counted again). Job
+  // finalize leases are kept (ReleaseJobFinalize gives those back). An unknown worker releases
+  // nothing; InvalidArgument for an id CheckWorkerId refuses. PostgreSQL: the rows are locked in
+  // (job, line) order.
+  [[nodiscard]] virtual Status ReleaseLeases(
+      const std::string& worker, int64_t* released = nullptr,
+      const std::vector<std::pair<int64_t, int64_t>>& keep = {}) = 0;
   // The job's finalize lease (one worker writes a job's output files): *got = true when it was
   // free, expired, or `worker`'s already, and it is now `worker`'s until `lease_seconds` from now
   // (renewed by Heartbeat); false when another worker holds an unexpired one (nothing changes).

@@ -78,6 +78,14 @@ inline constexpr const char* kRenewLeases =
 inline constexpr const char* kReleaseLeases =
     "UPDATE requests SET lease_expires_at = 0 WHERE lease_worker = $1 AND status = 'pending' "
     "AND lease_expires_at <> 0";
+// The worker's leased pending requests (ReleaseLeases with some kept): PostgreSQL locks them in
+// (job, line) order (FOR UPDATE appended there), then each not kept is released by its key.
+inline constexpr const char* kLeasedRequests =
+    "SELECT job, line FROM requests WHERE lease_worker = $1 AND status = 'pending' "
+    "AND lease_expires_at <> 0 ORDER BY job, line";
+inline constexpr const char* kReleaseLease =
+    "UPDATE requests SET lease_expires_at = 0 WHERE job = $1 AND line = $2 AND lease_worker = $3 "
+    "AND status = 'pending' AND lease_expires_at <> 0";
 inline constexpr const char* kListWorkers =
     "SELECT id, host, device, model, started_at, heartbeat_at, state, current_job, "
     "tokens_per_second, served_models FROM workers ORDER BY id";
