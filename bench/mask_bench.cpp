@@ -50,16 +50,23 @@ int main(int argc, char** argv) {
       failures_path = argv[++i];
     else if (a == "--no-reorder")
       reorder = false;
-    else
+    else if (a.rfind("-", 0) == 0 || !data.empty()) {
+      data.clear();  // an unknown flag (--help among them), or a second folder: the usage
+      break;
+    } else {
       data = a;
+    }
   }
   if (data.empty())
     llmq::bench::Die(
         "usage: mask_bench DATA_DIR [--model DIR] [--limit N] [--failures FILE] "
         "[--no-reorder]");
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(data))
-    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(data, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec))
+    if (it->path().extension() == ".json") files.push_back(it->path());
+  if (ec) llmq::bench::Die(data + ": " + ec.message());
   std::sort(files.begin(), files.end());
   if (limit > 0 && files.size() > limit) files.resize(limit);
   if (files.empty()) llmq::bench::Die("no .json file in " + data);
