@@ -533,7 +533,8 @@ struct Regex::Nfa {
   int32_t match = 0;
   int32_t matched = 0;  // the end of the pattern's match (quoted: before the closing quote)
   bool quoted = false;
-  int32_t open = -1;  // quoted: the state before the opening quote (the text starts after it)
+  int32_t open = -1;        // quoted: the state before the opening quote (the text starts after it)
+  bool assertions = false;  // some state has a begin or end edge (else the sets below are one)
   // productive: a match is reachable from it, reading bytes and then only $ (the states a DFA
   // state keeps); ends: the end of the match is reachable by epsilon edges and $ (where the text
   // may end); starts: a productive state is reachable by epsilon edges and ^ (the start's closure
@@ -633,9 +634,11 @@ struct Regex::Nfa {
         break;
       case Node::kBegin:
         states[s].begin.push_back(e);
+        assertions = true;
         break;
       case Node::kEnd:
         states[s].end.push_back(e);
+        assertions = true;
         break;
       case Node::kSet:
         if (json)
@@ -719,6 +722,13 @@ struct Regex::Nfa {
     return out;
   }
   void MarkProductive() {
+    if (!assertions) {  // no ^ or $ inside: productive is all (a set holds `matched` to end)
+      productive = Reaching({match}, [](const State& st, auto add) {
+        for (const Edge& e : st.edges) add(e.to);
+        for (int32_t t : st.eps) add(t);
+      });
+      return;
+    }
     ends = Reaching({matched}, [](const State& st, auto add) {
       for (int32_t t : st.eps) add(t);
       for (int32_t t : st.end) add(t);
@@ -741,7 +751,7 @@ struct Regex::Nfa {
   // The productive states reachable from `set` by epsilon edges (at the start of the text, ^'s
   // too), sorted.
   std::vector<int32_t> Closure(std::vector<int32_t> set, bool at_start) const {
-    const std::vector<bool>& through = at_start ? starts : productive;
+    const std::vector<bool>& through = at_start && assertions ? starts : productive;
     std::vector<bool> seen(states.size(), false);
     std::vector<int32_t> out, stack;
     for (int32_t s : set)
@@ -768,6 +778,7 @@ struct Regex::Nfa {
   // Whether the text may end after `set` (its closure; at its start, the states before it: the
   // empty text, where ^ and $ both hold).
   bool CanEnd(const std::vector<int32_t>& set, bool at_start) const {
+    if (!at_start && !assertions) return std::binary_search(set.begin(), set.end(), matched);
     if (!at_start) return std::any_of(set.begin(), set.end(), [&](int32_t s) { return ends[s]; });
     std::vector<bool> seen(states.size(), false);
     std::vector<int32_t> stack(set.begin(), set.end());
@@ -884,18 +895,19 @@ Status Regex::Compile(std::string_view pattern, const Options& options,
 }
 
 int Regex::Intern(std::vector<int32_t> set, bool at_start, bool can_end) {
-  const auto key = std::pair{at_start, set};
-  if (const auto it = index_.find(key); it != index_.end()) return it->second;
+  // The state at the start is made once (its transition from start_ is cached): not indexed.
+  if (!at_start)
+    if (const auto it = index_.find(set); it != index_.end()) return it->second;
   auto d = std::make_unique<DState>();
   d->at_start = at_start;
-  d->can_end = can_end;
+  d->can_end = can_end || nfa_->CanEnd(set, false);
   d->accepting =
       nfa_->quoted ? std::binary_search(set.begin(), set.end(), nfa_->match) : d->can_end;
   std::fill(std::begin(d->next), std::end(d->next), kUnknown);
   d->set = std::move(set);
   dfa_.push_back(std::move(d));
   const int id = static_cast<int>(dfa_.size() - 1);
-  index_.emplace(key, id);
+  if (!at_start) index_.emplace(dfa_[static_cast<size_t>(id)]->set, id);
   return id;
 }
 
@@ -912,9 +924,7 @@ int Regex::Step(int state, uint8_t byte) {
   const bool at_start = nfa_->quoted && state == start_ && byte == '"';  // the opening quote
   const bool can_end = at_start && nfa_->CanEnd(moved, true);
   const std::vector<int32_t> next = nfa_->Reduce(nfa_->Closure(std::move(moved), at_start));
-  const int id = next.empty() && !can_end
-                     ? kDead
-                     : Intern(next, at_start, can_end || nfa_->CanEnd(next, false));
+  const int id = next.empty() && !can_end ? kDead : Intern(next, at_start, can_end);
   dfa_[static_cast<size_t>(state)]->next[byte] = id;
   return id;
 }

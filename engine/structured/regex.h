@@ -96,7 +96,7 @@ class Regex : public LexemeAutomaton {
   int Intern(std::vector<int32_t> set, bool at_start, bool can_end);
   std::unique_ptr<Nfa> nfa_;
   std::vector<std::unique_ptr<DState>> dfa_;
-  std::map<std::pair<bool, std::vector<int32_t>>, int> index_;  // (at_start, set) -> DFA state
+  std::map<std::vector<int32_t>, int> index_;  // set -> DFA state (but the one at the start)
   int start_ = kDead;
 };
 
