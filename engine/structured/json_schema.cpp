@@ -1999,33 +1999,43 @@ class Compiler {
 
   // An object schema's terms for the members it does not list in `properties`: its
   // patternProperties, additionalProperties and key rules, each pattern on a name's text.
+  // Its fields point into the schema (which outlives it).
   struct ObjectKeys {
-    json props = json::object();
-    json patterns = json::object();  // patternProperties
+    const json* props = &EmptyObject();
+    const json* patterns = &EmptyObject();  // patternProperties
     std::vector<std::unique_ptr<Regex>> re;
-    json extra = true;  // additionalProperties
+    const json* extra = &True();  // additionalProperties
     std::vector<KeyRule> rules;
     // What it asks of a member named `name` it does not list, beside the schemas of the patterns
     // that match it (those apply to listed names too): additionalProperties where none matches,
     // and each key rule that applies.
-    std::vector<json> Other(const std::string& name) {
-      std::vector<json> out;
+    std::vector<const json*> Other(const std::string& name) {
+      std::vector<const json*> out;
       if (std::none_of(re.begin(), re.end(), [&](const auto& r) { return r->Matches(name); }))
         out.push_back(extra);
       for (const KeyRule& r : rules)
-        if (r.Applies(name)) out.push_back(r.value);
+        if (r.Applies(name)) out.push_back(&r.value);
       return out;
     }
   };
 
+  static const json& EmptyObject() {
+    static const json kEmpty = json::object();
+    return kEmpty;
+  }
+  static const json& True() {
+    static const json kTrue = true;
+    return kTrue;
+  }
+
   Status KeysOf(const json& x, const std::string& ptr, ObjectKeys* out) {
-    if (x.contains("properties") && x["properties"].is_object()) out->props = x["properties"];
-    if (x.contains("additionalProperties")) out->extra = x["additionalProperties"];
+    if (x.contains("properties") && x["properties"].is_object()) out->props = &x["properties"];
+    if (x.contains("additionalProperties")) out->extra = &x["additionalProperties"];
     if (x.contains("patternProperties")) {
       if (!x["patternProperties"].is_object())
         return Invalid("patternProperties", ptr + "/patternProperties", "not an object");
-      out->patterns = x["patternProperties"];
-      for (const auto& [pattern, p] : out->patterns.items()) {
+      out->patterns = &x["patternProperties"];
+      for (const auto& [pattern, p] : out->patterns->items()) {
         std::unique_ptr<Regex> re;
         if (const Status st = Regex::Compile(pattern, Regex::Mode::kSearch, &re); !st.ok())
           return (st.code() == Status::Code::kUnsupported ? Refuse : Invalid)(
@@ -2055,65 +2065,68 @@ class Compiler {
     LLMQ_RETURN_IF_ERROR(KeysOf(b, ptr, &kb));
     // A schema merged with nothing stays as written (a $ref stays one: a recursive schema's rule
     // is made once, not inlined again at each level).
-    const auto merged = [&](const json& x, const std::vector<json>& others, const std::string& at,
-                            json* mp) {
+    const auto merged = [&](const json& x, const std::vector<const json*>& others,
+                            const std::string& at, json* mp) {
       *mp = x;
-      for (const json& y : others) {
-        if (!HasConstraints(y)) continue;  // true, {}, annotations only
+      for (const json* y : others) {
+        if (!HasConstraints(*y)) continue;  // true, {}, annotations only
         json next;
-        LLMQ_RETURN_IF_ERROR(Merge(*mp, y, at, &next));
+        LLMQ_RETURN_IF_ERROR(Merge(*mp, *y, at, &next));
         *mp = std::move(next);
       }
       return Status::Ok();
     };
     json props = json::object();
-    for (const auto& [name, ps] : ka.props.items()) {
-      const std::vector<json> other =
-          kb.props.contains(name) ? std::vector<json>{kb.props[name]} : kb.Other(name);
+    for (const auto& [name, ps] : ka.props->items()) {
+      const auto listed = kb.props->find(name);
+      const std::vector<const json*> other =
+          listed != kb.props->end() ? std::vector<const json*>{&*listed} : kb.Other(name);
       LLMQ_RETURN_IF_ERROR(
           merged(ps, other, ptr + "/properties/" + PointerToken(name), &props[name]));
     }
-    for (const auto& [name, ps] : kb.props.items())
-      if (!ka.props.contains(name))
+    for (const auto& [name, ps] : kb.props->items())
+      if (!ka.props->contains(name))
         LLMQ_RETURN_IF_ERROR(
             merged(ps, ka.Other(name), ptr + "/properties/" + PointerToken(name), &props[name]));
-    json patterns = ka.patterns;
-    for (const auto& [pattern, p] : kb.patterns.items())
+    json patterns = *ka.patterns;
+    for (const auto& [pattern, p] : kb.patterns->items())
       if (!patterns.contains(pattern))
         patterns[pattern] = p;
       else if (patterns[pattern] != p)
-        LLMQ_RETURN_IF_ERROR(merged(patterns[pattern], {p},
+        LLMQ_RETURN_IF_ERROR(merged(patterns[pattern], {&p},
                                     ptr + "/patternProperties/" + PointerToken(pattern),
                                     &patterns[pattern]));
-    std::vector<json> extras;  // the object's additionalProperties, all of them
+    std::vector<const json*> extras;  // the object's additionalProperties, all of them
     json rules = json::array();
     for (ObjectKeys* k : {&ka, &kb}) {
       for (const KeyRule& r : k->rules)
         rules.push_back({{"not_patterns", r.not_patterns}, {"value", r.value}});
-      if (!HasConstraints(k->extra)) continue;
+      if (!HasConstraints(*k->extra)) continue;
       json own = json::array();
-      for (const auto& [pattern, p] : k->patterns.items()) own.push_back(pattern);
+      for (const auto& [pattern, p] : k->patterns->items()) own.push_back(pattern);
       if (own.size() == patterns.size())
         extras.push_back(k->extra);
       else
-        rules.push_back({{"not_patterns", std::move(own)}, {"value", k->extra}});
+        rules.push_back({{"not_patterns", std::move(own)}, {"value", *k->extra}});
     }
     for (const char* k :
          {"properties", "patternProperties", "additionalProperties", "$llmq_key_rules"})
       m->erase(k);
     const bool closed =
-        (patterns.empty() && std::count(extras.begin(), extras.end(), json(false)) > 0) ||
+        (patterns.empty() &&
+         std::any_of(extras.begin(), extras.end(), [](const json* x) { return *x == false; })) ||
         std::any_of(rules.begin(), rules.end(), [](const json& r) {
           return r["not_patterns"].empty() && r["value"] == json(false);
         });
     if (closed) {
+      const json only = {{"patternProperties", std::move(patterns)}};
       ObjectKeys all;  // the patterns' schemas into the names they match
-      LLMQ_RETURN_IF_ERROR(KeysOf(json{{"patternProperties", patterns}}, ptr, &all));
+      LLMQ_RETURN_IF_ERROR(KeysOf(only, ptr, &all));
       size_t i = 0;
-      for (const auto& [pattern, p] : patterns.items()) {
+      for (const auto& [pattern, p] : all.patterns->items()) {
         for (auto& [name, ps] : props.items())
           if (all.re[i]->Matches(name))
-            LLMQ_RETURN_IF_ERROR(merged(ps, {p}, ptr + "/properties/" + PointerToken(name), &ps));
+            LLMQ_RETURN_IF_ERROR(merged(ps, {&p}, ptr + "/properties/" + PointerToken(name), &ps));
         ++i;
       }
       (*m)["properties"] = std::move(props);
@@ -2125,7 +2138,7 @@ class Compiler {
     if (!patterns.empty()) (*m)["patternProperties"] = std::move(patterns);
     if (!extras.empty()) {
       json add;
-      LLMQ_RETURN_IF_ERROR(merged(extras[0], {extras.begin() + 1, extras.end()},
+      LLMQ_RETURN_IF_ERROR(merged(*extras[0], {extras.begin() + 1, extras.end()},
                                   ptr + "/additionalProperties", &add));
       (*m)["additionalProperties"] = std::move(add);
     }
