@@ -694,9 +694,12 @@ TEST(JsonSchemaTest, OneOfIsExactlyOneBranch) {
   // A number or an integer: an integer is both, so only numbers with a fraction (written with
   // it: the grammar's spelling, as for integers).
   const Schema fraction(json::parse(R"({"oneOf": [{"type": "number"}, {"type": "integer"}]})"));
-  for (const char* ok : {"1.5", "-0.25", "2.50", "1.5e-3", "0.1E+0"})
+  for (const char* ok : {"1.5", "-0.25", "2.50", "1.5e-3", "0.1E+0", "1e-07", "1.5e-07", "0.0001",
+                         "99999999999999.5", "0.000000000000001"})
     EXPECT_TRUE(fraction.Accepts(std::string(ok))) << ok;
-  for (const char* bad : {"1", "0", "1.0", "-2.00", "\"x\""})
+  // Integers as doubles (so both branches match): past 2^53, or under the smallest double.
+  for (const char* bad : {"1", "0", "1.0", "-2.00", "\"x\"", "10e-1", "12345678901234567890.5",
+                          "1.5e-400", "9007199254740993.5"})
     EXPECT_FALSE(fraction.Accepts(std::string(bad))) << bad;
   // A branch admitting no object (behind a $ref, through its oneOf and enum) beside an open
   // object: the object's complement is not asked of it (it was refused: "the object may have

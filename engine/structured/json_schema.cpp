@@ -543,6 +543,28 @@ class Compiler {
     return Status::Ok();
   }
 
+  // The texts of numbers with a fraction (not {type: integer}) whose double a validator does not
+  // take for an integer either: written with the fraction (a nonzero digit in it), at most 15
+  // significant digits to its last nonzero one (M < 2^53, so the value, at least 10^-F from an
+  // integer, is farther than half a unit in the last place from one), an exponent only where it
+  // cannot make an integer of it (negative, down to -280 past at most 15 leading zeros: no
+  // underflow to 0; or zero), or an integer mantissa ending in a nonzero digit times a negative
+  // power of ten (1e-07, Python's spelling). Not taken: 1.25e1, 125e-1, 10e-1 and fractions of
+  // more digits (12345678901234567890.5 is an integer as a double). JSON Schema's kind is the
+  // value's; a grammar's is the spelling, as for integers.
+  static const std::string& FractionRegex() {
+    static const std::string re = [] {
+      const std::string down = "(?:[1-9][0-9]?|1[0-9]{2}|2[0-7][0-9]|280)";  // 1..280
+      std::string plain = "0\\.0{0,15}[1-9](?:[0-9]{0,13}[1-9])?0*";         // 0.x: x significant
+      for (int i = 1; i <= 14; ++i)  // i digits before the point, up to 15 - i after
+        plain += "|[1-9][0-9]{" + std::to_string(i - 1) + "}\\.[0-9]{0," + std::to_string(14 - i) +
+                 "}[1-9]0*";
+      return "-?(?:(?:" + plain + ")(?:[eE](?:-0*" + down +
+             "|[+-]?0+))?|(?:[1-9]|[1-9][0-9]{0,13}[1-9])[eE]-0*" + down + ")";
+    }();
+    return re;
+  }
+
   // A number (or an integer) within minimum/maximum and their exclusive forms (draft 4's
   // booleans, 6's numbers).
   Status NumberOf(const json& s, bool integer, const std::string& ptr, Sym* out) {
@@ -550,12 +572,7 @@ class Compiler {
       for (const char* k :
            {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
         if (s.contains(k)) return Refuse("not", ptr + "/not", std::string("beside ") + k);
-      // Written with its fraction, a nonzero digit in it, an exponent only where it cannot make
-      // an integer of it (negative or zero): 1.25e1 and 125e-1 are not taken (JSON Schema's
-      // kind is the value's; a grammar's is the spelling, as for integers).
-      *out = integer
-                 ? Nothing()
-                 : g_.Lexeme("-?(?:0|[1-9][0-9]*)\\.[0-9]*[1-9][0-9]*(?:[eE](?:-[0-9]+|\\+?0+))?");
+      *out = integer ? Nothing() : g_.Lexeme(FractionRegex());
       return Status::Ok();
     }
     std::optional<double> lo, hi;
