@@ -46,10 +46,10 @@ constexpr const char* kSetStatusPg =
     "ELSE finished_at END "
     "WHERE id = $1 AND (status = $2 OR status NOT IN "
     "('completed', 'failed', 'cancelled', 'expired'))";
-// The partial index requests_pending_by_rank serves the rank order and the LIMIT.
 // A worker's leased pending requests, their rows locked in (job, line) order (Heartbeat and
 // ReleaseLeases, before their UPDATE: every writer of those rows locks them in that order).
 const std::string kLockLeasedRequests = std::string(sql::kLeasedRequests) + " FOR UPDATE";
+// The partial index requests_pending_by_rank serves the rank order and the LIMIT.
 constexpr const char* kNextPendingPg =
     "SELECT r.job, r.line, r.plan_rank, r.attempts, r.custom_id, r.body "
     "FROM requests AS r JOIN jobs AS j ON j.id = r.job "
