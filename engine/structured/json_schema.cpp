@@ -1241,11 +1241,10 @@ class Compiler {
           if (!v.is_object()) return Invalid(k, kp, "not an object");
           constrains =
               std::any_of(v.begin(), v.end(), [](const json& p) { return HasConstraints(p); });
-        } else if (k == "$llmq_key_rules") {
-          std::vector<KeyRule> rules;
-          LLMQ_RETURN_IF_ERROR(KeyRulesOf(n, np, &rules));
-          constrains = std::any_of(rules.begin(), rules.end(),
-                                   [](const KeyRule& r) { return HasConstraints(r.value); });
+        } else if (k == "$llmq_key_rules") {  // read (and its patterns compiled) below
+          constrains = v.is_array() && std::any_of(v.begin(), v.end(), [](const json& r) {
+                         return r.is_object() && HasConstraints(r.value("value", json(true)));
+                       });
         }
         if (!constrains || names_done) continue;
         if (const auto names = ClosedNames(rest, np); names.has_value())
