@@ -1,7 +1,7 @@
 // ObjectRules: the members of a JSON object as grammar rules, for the JSON Schema compiler
-// (engine/structured/json_schema.cpp). The listed properties come in one fixed order, each present
-// or absent, then other keys where the schema allows them. What may be present together is a
-// formula over the listed properties' presence in clauses (`required`; dependentRequired;
+// (engine/structured/json_schema_object.cpp). The listed properties come in one fixed order, each
+// present or absent, then other keys where the schema allows them. What may be present together is
+// a formula over the listed properties' presence in clauses (`required`; dependentRequired;
 // dependentSchemas' required, not required, anyOf/oneOf of those), the number of members is
 // bounded (minProperties, maxProperties), a property's value may depend on which others are
 // present (dependentSchemas' properties), and some members may be required to be witnesses
