@@ -3,13 +3,14 @@
 // outputs against Ajv). Seeded random schemas built from the keywords the compiler
 // (engine/structured/json_schema.h) enforces (type and type lists, properties, required (listed or
 // not), additionalProperties false/true/a schema, items, prefixItems, a draft-07 `items` list with
-// additionalItems, minItems/maxItems, enum/const of scalars, objects and arrays (with and without
-// type), anyOf (alone or with object siblings), oneOf of branches of distinct types, allOf of
-// object schemas, $ref into $defs (draft-07: definitions) including recursive ones and $ref with
-// siblings, minLength/maxLength, boolean schemas; in the bounded mode also minimum/maximum and
-// their exclusive forms), and for each, instances generated to satisfy it and mutations of those (a
-// value of another type, a property dropped or added, an item more or less, a string a character
-// longer or shorter, an integer off by one or made fractional).
+// additionalItems, minItems/maxItems, uniqueItems over an enum or booleans, enum/const of scalars,
+// objects and arrays (with and without type), anyOf (alone or with object siblings), oneOf of
+// branches of distinct types, allOf of object schemas, $ref into $defs (draft-07: definitions)
+// including recursive ones and $ref with siblings, minLength/maxLength, boolean schemas; in the
+// bounded mode also minimum/maximum and their exclusive forms), and for each, instances generated
+// to satisfy it and mutations of those (a value of another type, a property dropped or added, an
+// item more or less, a string a character longer or shorter, an integer off by one or made
+// fractional).
 //
 // What the generator keeps out, as documented differences (json_schema.h): properties out of the
 // schema's order (instances list them in the order the compiler merges them: a schema's own
@@ -498,7 +499,7 @@ class Gen {
   // ---- Negations (set_negations) ----
 
   json Negation(int depth) {
-    switch (Int(0, 4)) {
+    switch (Int(0, 5)) {
       case 0: {  // a scalar (or anything) that is not one of the scalar shapes
         json s = Chance(0.6) ? Scalar() : json::object();
         s["not"] = NotScalar(depth);
@@ -512,6 +513,24 @@ class Gen {
       }
       case 2:
         return OverlappingOneOf(depth);
+      case 5: {  // none of some objects and arrays: among them and values one change away
+        json excluded = json::array(), near = json::array();
+        const auto add = [](json* list, const json& v) {
+          if (std::find(list->begin(), list->end(), v) == list->end()) list->push_back(v);
+        };
+        for (int i = Int(1, 2); i > 0; --i) {
+          json v;
+          do v = RandomValue(2);
+          while (!v.is_structured());
+          add(&excluded, v);
+          add(&near, v);
+          for (int j = Int(1, 3); j > 0; --j) add(&near, Mutate(v));
+        }
+        json s = Chance(0.7) ? json{{"enum", near}} : json{{"type", {"object", "array"}}};
+        s["not"] = Chance(0.3) && excluded.size() == 1 ? json{{"const", excluded[0]}}
+                                                       : json{{"enum", excluded}};
+        return s;
+      }
       case 3: {  // a value whose shape depends on its type or on a property
         json s = ObjectWithoutPatterns(depth);
         const std::vector<std::string> names = Listed(s);
@@ -735,6 +754,17 @@ class Gen {
       s[tail] = Sub(depth + 1);
     else if (t < 7 && prefix > 0)
       s[tail] = false;
+    if (prefix == 0 && Chance(0.15)) {  // uniqueItems over a few values
+      // Distinct (Ajv's meta-schema asks it of enum; 2 and 2.0 are one value there and here).
+      static const json pool = json::parse(R"(["a", "b", "", 1, 2, 2.0, 2.5, true, null, [1]])");
+      json values = json::array();
+      for (int i = Int(1, 5); i > 0; --i) {
+        const json& v = pool[static_cast<size_t>(Int(0, static_cast<int>(pool.size()) - 1))];
+        if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+      }
+      s["items"] = Chance(0.2) ? json{{"type", "boolean"}} : json{{"enum", values}};
+      s["uniqueItems"] = true;
+    }
     if (Chance(0.4)) s["minItems"] = Int(0, 3);
     if (bounded_ || Chance(0.4)) s["maxItems"] = Int(0, 4);
     return s;

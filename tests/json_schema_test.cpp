@@ -48,6 +48,21 @@ Status Refusal(const json& schema) {
   return CompileJsonSchema(schema, &g);
 }
 
+// Each schema: the documents it accepts and those it rejects (json texts as Python writes them).
+struct Verdicts {
+  const char* schema;
+  std::vector<const char*> accepts, rejects;
+};
+void Check(const std::vector<Verdicts>& cases) {
+  for (const Verdicts& c : cases) {
+    const Schema s(json::parse(c.schema));
+    for (const char* ok : c.accepts)
+      EXPECT_TRUE(s.Accepts(json::parse(ok))) << c.schema << " " << ok;
+    for (const char* bad : c.rejects)
+      EXPECT_FALSE(s.Accepts(json::parse(bad))) << c.schema << " " << bad;
+  }
+}
+
 TEST(JsonSchemaTest, PythonDumpsShape) {
   EXPECT_EQ(PythonJsonDumps(json::parse(R"({"a": [1, "x\n\"", null, true, 2.5], "b": {}})")),
             "{\"a\": [1, \"x\\n\\\"\", null, true, 2.5], \"b\": {}}");
@@ -719,6 +734,48 @@ TEST(JsonSchemaTest, OneOfIsExactlyOneBranch) {
             std::string::npos)
       << overlap.message();
   EXPECT_NE(overlap.message().find("not {format}"), std::string::npos) << overlap.message();
+  // Branches apart by their lengths or ranges need no complement (the format's was refused); a
+  // format not known is an annotation there too.
+  Check({
+      {R"({"type": "string", "oneOf": [{"maxLength": 0}, {"format": "x-selector", "minLength": 1}]})",
+       {R"("")", R"("a b")"},
+       {"1"}},
+      {R"({"oneOf": [{"type": "integer", "maximum": 0}, {"type": "number", "exclusiveMinimum": 0},
+                     {"type": "string"}]})",
+       {"0", "-3", "0.5", "7", R"("s")"},
+       {"null"}},
+      {R"({"$schema": "http://json-schema.org/draft-04/schema#", "oneOf": [
+           {"type": "number", "maximum": 0, "exclusiveMaximum": true},
+           {"type": "number", "minimum": 0}]})",
+       {"-1", "0", "2.5"},
+       {R"("0")"}},
+      // Touching ranges overlap at the bound: 0 matches both, so it is not taken.
+      {R"({"oneOf": [{"type": "number", "maximum": 0}, {"type": "number", "minimum": 0}]})",
+       {"-1", "2"},
+       {"0"}},
+      {R"({"type": "string", "oneOf": [{"maxLength": 2}, {"minLength": 2}]})",
+       {R"("a")", R"("abc")"},
+       {R"("ab")"}},
+  });
+  // Branches on one base ($ref in allOf): each is told from the others by their own parts, the
+  // base's complement (merged with the branch to nothing) not written out.
+  Check(
+      {{R"({"$defs": {"base": {"type": "object", "properties": {
+               "name": {"type": "string", "minLength": 1, "pattern": "^[a-z]+$"},
+               "tags": {"type": "array", "items": {"type": "string", "pattern": "^#"}},
+               "size": {"type": "integer", "minimum": 0}}, "required": ["name"]}},
+           "oneOf": [
+             {"allOf": [{"$ref": "#/$defs/base"}, {"required": ["a"]}]},
+             {"allOf": [{"$ref": "#/$defs/base"}, {"required": ["b"]}, {"not": {"required": ["c"]}}]},
+             {"allOf": [{"$ref": "#/$defs/base"}, {"required": ["a", "b", "c"]}]},
+             {"$ref": "#/$defs/base", "required": ["d"]}]})",
+        {R"({"name": "x", "a": 1})", R"({"name": "x", "b": 1})", R"({"name": "x", "a": 1, "c": 1})",
+         R"({"name": "x", "tags": ["#t"], "size": 2, "d": 1})"},
+        {R"({"name": "x", "a": 1, "b": 1})", R"({"name": "x", "a": 1, "b": 1, "c": 1})",
+         R"({"name": "x", "b": 1, "c": 1})", R"({"name": "X", "a": 1})", R"({"a": 1})",
+         R"({"name": "x", "a": 1, "d": 1})", R"({"name": "x", "tags": ["t"], "a": 1})"}}});
+  const Status unknown = Refusal(json::parse(R"({"type": "string", "not": {"format": "x-y"}})"));
+  EXPECT_NE(unknown.message().find("no document"), std::string::npos) << unknown.message();
 }
 
 TEST(JsonSchemaTest, DraftsAndOrderOfRequiredOnes) {
@@ -909,7 +966,7 @@ TEST(JsonSchemaTest, RefusalsNameTheKeywordAndItsPointer) {
       {R"({"type": "array", "minItems": 1e300})", "keyword \"minItems\" at \"/minItems\""},
       {R"({"properties": {"a": {"$llmq_not_strings": {"c": ["a"]}}}})",
        "keyword \"$llmq_not_strings\" at \"/properties/a/$llmq_not_strings\""},
-      {R"({"enum": [{"a": 1}], "uniqueItems": true})",
+      {R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})",
        "keyword \"uniqueItems\" at \"/uniqueItems\""},
       {R"({"type": "object", "required": ["a"], "additionalProperties": false})",
        "keyword \"required\" at \"/required\""},
@@ -929,19 +986,96 @@ TEST(JsonSchemaTest, RefusalsNameTheKeywordAndItsPointer) {
   EXPECT_NE(never.message().find("no document"), std::string::npos) << never.message();
 }
 
-// Each schema: the documents it accepts and those it rejects (json texts as Python writes them).
-struct Verdicts {
-  const char* schema;
-  std::vector<const char*> accepts, rejects;
-};
-void Check(const std::vector<Verdicts>& cases) {
-  for (const Verdicts& c : cases) {
-    const Schema s(json::parse(c.schema));
-    for (const char* ok : c.accepts)
-      EXPECT_TRUE(s.Accepts(json::parse(ok))) << c.schema << " " << ok;
-    for (const char* bad : c.rejects)
-      EXPECT_FALSE(s.Accepts(json::parse(bad))) << c.schema << " " << bad;
+TEST(JsonSchemaTest, UniqueItemsOfAFewValuesRememberWhichCame) {
+  Check({
+      {R"({"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": true})",
+       {"[]", R"(["a"])", R"(["c", "a"])", R"(["b", "c", "a"])"},
+       {R"(["a", "a"])", R"(["a", "b", "a"])", R"(["d"])", R"(["a", "b", "c", "a"])"}},
+      // Numbers by value, as validators compare them: 2 and 2.0 are one value.
+      {R"({"type": "array", "items": {"enum": [1, 2, 2.0]}, "uniqueItems": true})",
+       {"[2, 1]", "[1.0, 2]"},
+       {"[2, 2.0]", "[1, 1]", "[3]"}},
+      {R"({"type": "array", "items": {"type": "boolean"}, "uniqueItems": true, "minItems": 2})",
+       {"[true, false]", "[false, true]"},
+       {"[true]", "[true, true]", "[false, true, false]"}},
+      {R"({"type": "array", "items": {"type": ["null", "boolean"]}, "uniqueItems": true})",
+       {"[null, false, true]"},
+       {"[null, null]"}},
+      // The keywords beside the enum rule values out; maxItems bounds the count.
+      {R"({"type": "array", "items": {"type": "string", "enum": ["a", "bb", 3], "maxLength": 1},
+           "uniqueItems": true})",
+       {R"(["a"])"},
+       {R"(["bb"])", "[3]", R"(["a", "a"])"}},
+      {R"({"type": "array", "items": {"enum": [1, 2, 3, 4]}, "uniqueItems": true, "maxItems": 2})",
+       {"[4, 1]"},
+       {"[1, 2, 3]", "[4, 4]"}},
+      // From allOf parts, through $ref; an object or array among the values is one value.
+      {R"({"allOf": [{"items": {"$ref": "#/$defs/c"}}, {"uniqueItems": true}],
+           "$defs": {"c": {"enum": [{"x": 1}, [1, 2], "k"]}}})",
+       {R"([{"x": 1}, [1, 2], "k"])", R"("not an array")"},
+       {R"([{"x": 1}, {"x": 1}])", "[[1, 2], [1, 2]]"}},
+      // Beside contains: which of the values written match it, counted.
+      {R"({"type": "array", "items": {"enum": [1, 2, 3]}, "contains": {"const": 1},
+           "uniqueItems": true})",
+       {"[1]", "[2, 1]", "[3, 1, 2]"},
+       {"[]", "[2, 3]", "[1, 1]"}},
+      {R"({"type": "array", "items": {"enum": [1, 2, 3]}, "contains": {"minimum": 2},
+           "minContains": 2, "maxContains": 2, "uniqueItems": true})",
+       {"[2, 3]", "[1, 3, 2]", "[2, 3, 1]"},
+       {"[1]", "[2]", "[1, 2]", "[]"}},
+      {R"({"type": "array", "items": {"enum": [1, 2, 3]}, "contains": {"minimum": 2},
+           "minContains": 0, "maxContains": 1, "uniqueItems": true})",
+       {"[]", "[1]", "[3, 1]"},
+       {"[2, 3]", "[1, 1]"}},
+      // An enum of arrays: each value checked itself.
+      {R"({"enum": [[1, 1], [1, 2], [{"a": 1, "b": 2}, {"b": 2, "a": 1.0}]], "uniqueItems": true})",
+       {"[1, 2]"},
+       {"[1, 1]", R"([{"a": 1, "b": 2}, {"b": 2, "a": 1.0}])"}},
+      {R"({"type": "array", "items": {"enum": [{"a": 1, "b": 2}, {"b": 2, "a": 1}, 3]},
+           "uniqueItems": true})",
+       {R"([3, {"a": 1, "b": 2}])", R"([{"b": 2, "a": 1}])"},
+       {R"([{"a": 1, "b": 2}, {"b": 2, "a": 1}])"}},
+      // At most one item, or uniqueItems false: nothing to remember, whatever the items.
+      {R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true, "maxItems": 1})",
+       {R"(["x"])"},
+       {R"(["x", "y"])"}},
+      {R"({"type": "array", "items": {"type": "string"}, "uniqueItems": false})",
+       {R"(["x", "x"])"},
+       {}},
+  });
+  // More values than items may come: no document.
+  const Status none = Refusal(json::parse(
+      R"({"type": "array", "items": {"const": "x"}, "uniqueItems": true, "minItems": 2})"));
+  EXPECT_NE(none.message().find("no document"), std::string::npos) << none.message();
+  // 13 values: 8,192 sets of them unbounded, refused; with maxItems 3, 378.
+  json many = json::parse(R"({"type": "array", "uniqueItems": true})");
+  for (int i = 0; i < 13; ++i) many["items"]["enum"].push_back(i);
+  const Status refused = Refusal(many);
+  EXPECT_EQ(refused.code(), Status::Code::kUnsupported) << refused.message();
+  EXPECT_NE(refused.message().find("keyword \"uniqueItems\" at \"/uniqueItems\": 13 values"),
+            std::string::npos)
+      << refused.message();
+  many["maxItems"] = 3;
+  const Schema bounded(many);
+  EXPECT_TRUE(bounded.Accepts(json::parse("[12, 0, 7]")));
+  EXPECT_FALSE(bounded.Accepts(json::parse("[12, 0, 12]")));
+  for (const char* s :
+       {R"({"type": "array", "prefixItems": [{"const": 1}], "items": {"const": 2},
+                            "uniqueItems": true})",
+        R"({"type": "array", "items": {"enum": ["a", "b"]}, "contains": {"format": "email"},
+                            "uniqueItems": true})",
+        R"({"type": "array", "items": {"anyOf": [{"const": 1}, {"const": 2}]},
+                            "uniqueItems": true})",
+        R"({"not": {"type": "array", "items": {"const": 1}, "uniqueItems": true}})"}) {
+    const Status st = Refusal(json::parse(s));
+    EXPECT_EQ(st.code(), Status::Code::kUnsupported) << s;
+    EXPECT_NE(st.message().find("uniqueItems"), std::string::npos) << s << ": " << st.message();
   }
+  const Status invalid = Refusal(json::parse(R"({"type": "array", "uniqueItems": 1})"));
+  EXPECT_EQ(invalid.code(), Status::Code::kInvalidArgument) << invalid.message();
+  // not {uniqueItems: false}: nothing fails it, so nothing is left.
+  const Status nothing = Refusal(json::parse(R"({"not": {"uniqueItems": false}})"));
+  EXPECT_NE(nothing.message().find("no document"), std::string::npos) << nothing.message();
 }
 
 TEST(JsonSchemaTest, DependenciesAskForOrForbidNames) {
@@ -1074,6 +1208,42 @@ TEST(JsonSchemaTest, AllOfMergesItemsAnyOfAndBounds) {
 // allOf of parts that each have an anyOf (or a oneOf): their pairs, those that admit nothing
 // dropped. Six if/then on one discriminator (each `not if` an anyOf over the name's types, 2^6
 // pairs unmerged) were refused as "anyOf differs".
+TEST(JsonSchemaTest, ContainsTheItemsDecideAreMergedAway) {
+  Check({
+      // oneOf of arrays of enums: "0 and not 1" asks an item not among 1's values, which every
+      // item of 0 is: an item at least (the empty array matches every branch).
+      {R"({"type": "object", "properties": {"s": {"oneOf": [
+           {"type": "array", "maxItems": 3, "items": {"enum": ["a", "b"]}},
+           {"type": "array", "maxItems": 3, "items": {"enum": ["c", "d"]}},
+           {"type": "array", "maxItems": 3, "items": {"enum": ["e"]}}]}}})",
+       {R"({"s": ["a"]})", R"({"s": ["d", "c"]})", R"({"s": ["e", "e"]})"},
+       {R"({"s": []})", R"({"s": ["a", "c"]})", R"({"s": ["a", "a", "a", "a"]})"}},
+      // Every item is at least 1 (an item at least); one of them is 1 (counted).
+      {R"({"type": "array", "items": {"enum": [1, 2, 3]},
+           "allOf": [{"contains": {"const": 1}}, {"contains": {"minimum": 1}}]})",
+       {"[1]", "[2, 1]"},
+       {"[]", "[2, 3]", "[4, 1]"}},
+      {R"({"type": "array", "items": {"enum": ["x", 2]},
+           "allOf": [{"contains": {"type": "string"}}, {"contains": {"not": {"const": 3}}}]})",
+       {R"(["x"])", R"([2, "x"])"},
+       {"[]", "[2]"}},
+  });
+  const Status none = Refusal(json::parse(R"({"type": "array", "items": {"enum": [1, 2]},
+      "allOf": [{"contains": {"const": 1}}, {"contains": {"type": "string"}}]})"));
+  EXPECT_NE(none.message().find("no document"), std::string::npos) << none.message();
+  for (const char* s : {R"({"type": "array", "items": {"enum": [1, 2, 3]},
+                            "allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]})",
+                        R"({"type": "array", "allOf": [{"contains": {"const": 1}},
+                            {"contains": {"minimum": 1}}]})",
+                        R"({"type": "array", "items": {"enum": [1, 2]}, "allOf": [
+                            {"contains": {"const": 1}, "maxContains": 1},
+                            {"contains": {"minimum": 1}}]})"}) {
+    const Status st = Refusal(json::parse(s));
+    EXPECT_EQ(st.code(), Status::Code::kUnsupported) << s;
+    EXPECT_NE(st.message().find("\"contains\" differs"), std::string::npos) << st.message();
+  }
+}
+
 TEST(JsonSchemaTest, AllOfOfAlternativesPairsThem) {
   json cases = json::array();
   for (const char* n : {"a", "b", "c", "d", "e", "f"})

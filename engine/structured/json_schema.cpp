@@ -119,7 +119,7 @@ const std::set<std::string>& Enforced() {
       "$ref", "minLength", "maxLength", "minProperties", "maxProperties", "pattern", "format",
       "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "not",
       "patternProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
-      "if", "then", "else", "contains", "minContains", "maxContains",
+      "if", "then", "else", "contains", "minContains", "maxContains", "uniqueItems",
       // What Negate writes: not {enum: strings} (a string but those), not {pattern} (a string
       // none of those patterns matches), not {type: integer} (a number with a fraction), not
       // {items} (contains whatever the draft); allOf of patterns (the others beside `pattern`).
@@ -134,7 +134,7 @@ const std::set<std::string>& Enforced() {
 const std::set<std::string>& Refused() {
   // clang-format off
   static const std::set<std::string> k = {
-      "uniqueItems", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
+      "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
       "$recursiveRef", "$recursiveAnchor"};
   // clang-format on
   return k;
@@ -229,6 +229,8 @@ Status Compiler::ValueOf(const json& s0, const std::string& ptr, Sym* out) {
     (void)v;
     if (Refused().count(k)) return Refuse(k, ptr + "/" + PointerToken(k), "not enforced yet");
   }
+  if (s.contains("uniqueItems") && !s["uniqueItems"].is_boolean())
+    return Invalid("uniqueItems", ptr + "/uniqueItems", "not a boolean");
   if (s.contains("if") || s.contains("then") || s.contains("else")) return IfThenElse(s, ptr, out);
   if (s.contains("$ref")) return Ref(s, ptr, out);
   if (s.contains("allOf")) return AllOf(s, ptr, out);
@@ -728,6 +730,12 @@ json Compiler::ConstSchema(const json& v) {
   return {{"type", "array"}, {"prefixItems", items}, {"items", false}, {"minItems", v.size()}};
 }
 
+bool Compiler::SameValue(const json& a, const json& b) {
+  if (a.is_structured() || b.is_structured())  // nlohmann::json's objects are sorted by name
+    return nlohmann::json::parse(a.dump()) == nlohmann::json::parse(b.dump());
+  return a == b;
+}
+
 Status Compiler::Enum(const json& values, const json& s, const std::string& ptr, Sym* out) {
   std::vector<std::string> types;
   LLMQ_RETURN_IF_ERROR(Types(s, ptr, &types));
@@ -746,6 +754,14 @@ Status Compiler::Enum(const json& values, const json& s, const std::string& ptr,
         // schema leaves nothing of this value).
         json shape = ConstSchema(v), beside = s;
         for (const char* k : {"enum", "const", "type"}) beside.erase(k);
+        if (v.is_array() && beside.contains("uniqueItems")) {  // told of the value itself
+          if (beside["uniqueItems"] == json(true))
+            for (auto i = v.begin(); i != v.end(); ++i)
+              for (auto j = std::next(i); j != v.end(); ++j)
+                if (SameValue(*i, *j)) shape = false;
+          beside.erase("uniqueItems");
+        }
+        if (shape == json(false)) continue;
         if (HasConstraints(beside)) {
           json merged;
           LLMQ_RETURN_IF_ERROR(Merge(shape, beside, ptr, &merged));

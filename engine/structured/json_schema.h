@@ -21,7 +21,10 @@
 //     (0.01) is refused: validators divide in floating point;
 //   - an object or array among `enum`/`const` values as its own shape: exactly its members, each
 //     by value (numbers by value: 2 is 2.0), an object's properties in the value's order, merged
-//     with the keywords beside the enum (a value they reject is not generated).
+//     with the keywords beside the enum (a value they reject is not generated);
+//   - uniqueItems where the items are a few values (an enum or a const, booleans, null): which
+//     of them came so far, up to 4,096 sets of them (an enum of 12 values, or of more under a
+//     maxItems); over any string or object it is refused (a grammar cannot remember them).
 // What it cannot enforce it refuses, naming the keyword and its JSON pointer in the schema
 // (`uniqueItems` at "/properties/tags"): a schema is never relaxed, and nothing is generated
 // unenforced. Keywords that only annotate (title, description, examples, default, $comment, ...)
@@ -43,7 +46,9 @@
 // others): not {type} (the other types; not integer: the numbers written with a nonzero fraction,
 // an exponent only where it cannot make an integer of one; only the types the context may admit,
 // through $ref, enum and anyOf/oneOf, are asked), {enum/const} (the other types, the
-// strings but those, the other boolean, the numbers between those listed), {pattern} (a string no
+// strings but those, the other boolean, the numbers between those listed, the objects and arrays
+// that differ from each listed: a member more, one missing or of another value; fewer items,
+// more, or one of another value), {pattern} (a string no
 // such pattern matches: the key automaton of patternProperties), lengths, bounds, counts of items
 // and members, {required} (an object without one of them), {properties} (one of them present and
 // not its schema), dependencies, {items: S} (contains not S), {contains} (fewer than minContains,
@@ -54,19 +59,23 @@
 // pattern matches, one propertyNames rejects), a listed property or another key, up to 4 such
 // members asked of one object (object_rules.h's witnesses). Each
 // alternative is merged with the schema's other keywords (beside an anyOf, in each branch); one
-// that plainly admits nothing is dropped. not {format}, {multipleOf} of a fraction, {uniqueItems},
-// a prefix of items, an object or array among the values excluded, and more than 64 alternatives
-// are refused. if/then/else (draft 7 on; before, they are not keywords): (if and then) or (not if
-// and else), an anyOf beside the other keywords; several (allOf of if/then parts) are written out
-// one after another, each case holding those before it, refused past 1 MB written. contains (draft
-// 6 on) with minContains/maxContains (2019-09 on): the items counted as they come, up to
-// minContains (an item may count or not) or one past maxContains (an item matches contains or its
-// complement).
+// that plainly admits nothing is dropped. not {format} (a known one), {multipleOf} of a
+// fraction, {uniqueItems}, a prefix of items and more than 64 alternatives are refused.
+// if/then/else (draft 7 on; before, they are not keywords): (if and then) or (not if and else), an
+// anyOf beside the other keywords; several (allOf of if/then parts) are written out one after
+// another, each case holding those before it, refused past 1 MB written. contains (draft 6 on) with
+// minContains/maxContains (2019-09 on): the items counted as they come, up to minContains (an item
+// may count or not) or one past maxContains (an item matches contains or its complement); allOf of
+// several contains only where the items are an enum's values and all but one contains are told by
+// them (every value matches it: an item at least; none: no document).
 //
-// oneOf: branches no document can match together are enforced as anyOf; a branch that may
+// oneOf: branches no document can match together (their types, values, required names a branch
+// forbids, string lengths or number ranges apart) are enforced as anyOf; a branch that may
 // overlap others is enforced as itself and not them ({required: [a]} and {required: [b]} become
-// "a, not b" and "b, not a"; {type: number} and {type: integer}, a number with a fraction);
-// where one of those `not` is refused, so is oneOf, naming the two branches and why.
+// "a, not b" and "b, not a"; {type: number} and {type: integer}, a number with a fraction), not
+// asking the complement of what the branch itself holds to (allOf parts and $ref targets both
+// share: branches on one base); where one of those `not` is refused, so is oneOf, naming the two
+// branches and why. A format not known is an annotation, in `not` too.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <set>
 #include <string>
@@ -151,7 +152,8 @@ Status Compiler::AnyOf(const json& s, const std::string& ptr, Sym* out) {
         if (cur == json(false)) break;
         if (cur.is_boolean()) cur = json::object();
         json other, next;
-        LLMQ_RETURN_IF_ERROR(ResolveFlat(branches[j], ptr + "/oneOf/" + std::to_string(j), &other));
+        LLMQ_RETURN_IF_ERROR(Unshared({&rest, &branches[i]}, branches[j],
+                                      ptr + "/oneOf/" + std::to_string(j), &other));
         cur["not"] = other;
         if (const Status st = Negate(cur, bp, &next); !st.ok())
           return Refuse("oneOf", ptr + "/oneOf", first + st.message());
@@ -178,6 +180,70 @@ Status Compiler::AnyOf(const json& s, const std::string& ptr, Sym* out) {
   }
   *out = rule;
   return Status::Ok();
+}
+
+const json* Compiler::Target(const json& s) const {
+  if (!s.is_object() || !s.contains("$ref") || !s["$ref"].is_string()) return nullptr;
+  const std::string ref = s["$ref"].get<std::string>();
+  if (ref.empty() || ref[0] != '#') return nullptr;
+  try {
+    const json::json_pointer jp(ref.substr(1));
+    return root_.contains(jp) ? &root_[jp] : nullptr;
+  } catch (const json::exception&) {
+    return nullptr;
+  }
+}
+
+void Compiler::Within(const json& s, int depth, std::vector<const json*>* out) const {
+  out->push_back(&s);
+  if (depth >= 8 || !s.is_object()) return;
+  if (const json* t = Target(s)) {
+    Within(*t, depth + 1, out);
+    if (legacy_ref_) return;  // the $ref's siblings are ignored, allOf among them
+  }
+  if (s.contains("allOf") && s["allOf"].is_array())
+    for (const json& part : s["allOf"]) Within(part, depth + 1, out);
+}
+
+Status Compiler::Unshared(const std::vector<const json*>& mine, const json& other,
+                          const std::string& ptr, json* out) {
+  std::vector<const json*> within;
+  for (const json* m : mine) Within(*m, 0, &within);
+  const auto pure = [&](const json& x) {  // a $ref whose siblings ask nothing: its target
+    const json* t = Target(x);
+    if (t == nullptr || legacy_ref_) return t;
+    json siblings = x;
+    siblings.erase("$ref");
+    return HasConstraints(siblings) ? nullptr : t;
+  };
+  // Whether every document of `mine` meets `x` (itself or the target of its $ref is within).
+  const auto shared = [&](const json& x) {
+    const json* y = &x;
+    for (int hops = 0; y != nullptr && hops <= 16; ++hops, y = pure(*y))
+      if (std::any_of(within.begin(), within.end(), [&](const json* w) { return *w == *y; }))
+        return true;
+    return false;
+  };
+  if (shared(other)) {
+    *out = true;
+    return Status::Ok();
+  }
+  const json* x = &other;
+  for (int hops = 0; hops <= 16 && pure(*x) != nullptr; ++hops) x = pure(*x);
+  json o = *x;
+  if (const json* t = Target(o); t != nullptr && !legacy_ref_ && shared(*t))
+    o.erase("$ref");  // beside its siblings: a part like allOf's
+  if (o.is_object() && o.contains("allOf") && o["allOf"].is_array() &&
+      !(legacy_ref_ && o.contains("$ref"))) {
+    json parts = json::array();
+    for (const json& part : o["allOf"])
+      if (!shared(part)) parts.push_back(part);
+    if (parts.empty())
+      o.erase("allOf");
+    else
+      o["allOf"] = std::move(parts);
+  }
+  return ResolveFlat(o, ptr, out);
 }
 
 Status Compiler::Kinds(const json& s, const std::string& ptr, std::set<std::string>* types,
@@ -223,8 +289,57 @@ Status Compiler::Disjoint(const json& a, const json& b, const std::string& ptr, 
     *out = std::none_of(va->begin(), va->end(), [&](const std::string& v) { return vb->count(v); });
     return Status::Ok();
   }
-  if (both != std::set<std::string>{"object"} || !a.is_object() || !b.is_object())
+  if (!a.is_object() || !b.is_object()) return Status::Ok();
+  // Strings only in common: lengths apart (maxLength 0 and minLength 1).
+  if (both == std::set<std::string>{"string"}) {
+    const auto length = [](const json& x, const char* k, double none) {
+      return x.contains(k) && x[k].is_number() ? x[k].get<double>() : none;
+    };
+    const double inf = std::numeric_limits<double>::infinity();
+    *out = length(a, "maxLength", inf) < length(b, "minLength", 0) ||
+           length(b, "maxLength", inf) < length(a, "minLength", 0);
     return Status::Ok();
+  }
+  // Numbers only in common: ranges apart ({maximum: 0} and {exclusiveMinimum: 0}).
+  if (std::all_of(both.begin(), both.end(),
+                  [](const std::string& t) { return t == "number" || t == "integer"; })) {
+    struct Range {
+      double lo = -std::numeric_limits<double>::infinity(), hi = -lo;
+      bool lo_open = false, hi_open = false;
+    };
+    const auto range = [](const json& x) {
+      Range r;
+      const auto flag = [&](const char* k) {  // draft 4: a boolean beside minimum/maximum
+        return x.contains(k) && x[k].is_boolean() && x[k].get<bool>();
+      };
+      if (x.contains("minimum") && x["minimum"].is_number()) {
+        r.lo = x["minimum"].get<double>();
+        r.lo_open = flag("exclusiveMinimum");
+      }
+      if (x.contains("maximum") && x["maximum"].is_number()) {
+        r.hi = x["maximum"].get<double>();
+        r.hi_open = flag("exclusiveMaximum");
+      }
+      if (x.contains("exclusiveMinimum") && x["exclusiveMinimum"].is_number() &&
+          x["exclusiveMinimum"].get<double>() >= r.lo) {
+        r.lo = x["exclusiveMinimum"].get<double>();
+        r.lo_open = true;
+      }
+      if (x.contains("exclusiveMaximum") && x["exclusiveMaximum"].is_number() &&
+          x["exclusiveMaximum"].get<double>() <= r.hi) {
+        r.hi = x["exclusiveMaximum"].get<double>();
+        r.hi_open = true;
+      }
+      return r;
+    };
+    const auto below = [](const Range& x, const Range& y) {  // every x below every y
+      return x.hi < y.lo || (x.hi == y.lo && (x.hi_open || y.lo_open));
+    };
+    const Range ra = range(a), rb = range(b);
+    *out = below(ra, rb) || below(rb, ra);
+    return Status::Ok();
+  }
+  if (both != std::set<std::string>{"object"}) return Status::Ok();
   const auto required = [](const json& x) {
     std::set<std::string> r;
     if (x.contains("required") && x["required"].is_array())
@@ -305,6 +420,7 @@ Status Compiler::MergeOnce(const json& a0, const json& b0, const std::string& pt
     return MergeOnce(written, b, ptr, out);
   }
   json m = a;
+  std::vector<json> contains;  // b's contains where a has another
   LLMQ_RETURN_IF_ERROR(MergeProperties(a, b, ptr, &m));
   const bool tuples = Tuple(a) || Tuple(b);
   if (tuples) LLMQ_RETURN_IF_ERROR(MergeItems(a, b, ptr, &m));
@@ -392,18 +508,142 @@ Status Compiler::MergeOnce(const json& a0, const json& b0, const std::string& pt
                v.get<double>() <= MultipleAutomaton::kMaxDivisor) {
       // Integer divisors: their least common multiple (past the bound: refused when compiled).
       w = std::lcm(static_cast<int64_t>(w.get<double>()), static_cast<int64_t>(v.get<double>()));
+    } else if (k == "uniqueItems" && w.is_boolean() && v.is_boolean()) {
+      w = w.get<bool>() || v.get<bool>();  // either asks it: both do
     } else if (k == "minLength" || k == "minItems" || k == "minProperties") {
       w = std::max(w.get<double>(), v.get<double>());
     } else if (k == "maxLength" || k == "maxItems" || k == "maxProperties") {
       w = std::min(w.get<double>(), v.get<double>());
     } else if (Annotations().count(k) || !(Enforced().count(k) || Refused().count(k))) {
       continue;  // the first one's annotation stays
+    } else if (k == "$llmq_contains" || (k == "contains" && !no_contains_)) {
+      contains.push_back(v);  // told apart below, by the items
     } else {
       return Refuse("allOf", ptr, "\"" + k + "\" differs between the schemas it combines");
     }
   }
+  if (!contains.empty()) return MergeContains(a, b, contains, ptr, &m, out);
   *out = std::move(m);
   return Status::Ok();
+}
+
+Status Compiler::MergeContains(const json& a, const json& b, const std::vector<json>& more,
+                               const std::string& ptr, json* m, json* out) {
+  const char* k = m->contains("$llmq_contains") ? "$llmq_contains" : "contains";
+  const auto differs = [&] {
+    return Refuse("allOf", ptr,
+                  std::string("\"") + k + "\" differs between the schemas it combines");
+  };
+  for (const json* side : {&a, &b})
+    for (const char* count :
+         {"minContains", "maxContains", "$llmq_min_contains", "$llmq_max_contains"})
+      if (side->contains(count)) return differs();
+  if (m->contains("prefixItems") || (m->contains("items") && (*m)["items"].is_array()))
+    return differs();
+  json items;
+  LLMQ_RETURN_IF_ERROR(ResolveFlat(m->value("items", json(true)), ptr + "/items", &items));
+  if (items == json(false)) {  // no item: nothing to contain
+    *out = false;
+    return Status::Ok();
+  }
+  if (!items.is_object() || !(items.contains("enum") || items.contains("const"))) return differs();
+  const json values = items.contains("const") ? json::array({items["const"]}) : items["enum"];
+  if (!values.is_array()) return differs();
+  std::vector<json> left;
+  std::vector<json> all = {(*m)[k]};
+  all.insert(all.end(), more.begin(), more.end());
+  for (const json& c : all) {
+    bool every = true, none = true;  // of the values the items may be
+    for (const json& v : values) {
+      const std::optional<bool> h = Holds(v, c);
+      if (!h.has_value()) {
+        every = none = false;
+        break;
+      }
+      (*h ? none : every) = false;
+    }
+    if (none) {  // no item can be one
+      *out = false;
+      return Status::Ok();
+    }
+    if (every) {  // any item is one: an item at least
+      (*m)["minItems"] = std::max(m->value("minItems", json(0)).get<double>(), 1.0);
+      continue;
+    }
+    if (std::find(left.begin(), left.end(), c) == left.end()) left.push_back(c);
+  }
+  if (left.size() > 1) return differs();
+  if (left.empty())
+    m->erase(k);
+  else
+    (*m)[k] = left[0];
+  *out = std::move(*m);
+  return Status::Ok();
+}
+
+std::optional<bool> Compiler::Holds(const json& v, const json& x, int depth) {
+  if (x.is_boolean()) return x.get<bool>();
+  if (!x.is_object() || depth > 16 || v.is_object() || v.is_array()) return std::nullopt;
+  if (const json* t = Target(x)) {
+    json siblings = x;
+    siblings.erase("$ref");
+    const std::optional<bool> there = Holds(v, *t, depth + 1);
+    if (legacy_ref_) return there;  // the siblings are ignored
+    const std::optional<bool> beside = Holds(v, siblings, depth + 1);
+    if (there == false || beside == false) return false;
+    if (there.has_value() && beside.has_value()) return true;
+    return std::nullopt;
+  }
+  const bool integral = v.is_number_integer() || v.is_number_unsigned() ||
+                        (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
+  const std::string kind = KindOf(v);
+  bool known = true;
+  for (const auto& [k, w] : x.items()) {
+    if (Annotations().count(k) || !(Enforced().count(k) || Refused().count(k))) continue;
+    std::optional<bool> r;
+    if (k == "$ref") {
+      r = std::nullopt;  // not local
+    } else if (k == "not") {
+      r = Holds(v, w, depth + 1);
+      if (r.has_value()) r = !*r;
+    } else if (k == "enum") {
+      if (w.is_array())
+        r = std::any_of(w.begin(), w.end(), [&](const json& e) { return SameValue(v, e); });
+    } else if (k == "const") {
+      r = SameValue(v, w);
+    } else if (k == "type") {
+      std::vector<std::string> types;
+      if (Types(x, "", &types).ok())
+        r = std::count(types.begin(), types.end(), kind) > 0 ||
+            (kind == "number" && integral && std::count(types.begin(), types.end(), "integer") > 0);
+    } else if (k == "anyOf" || k == "allOf" || k == "oneOf") {
+      if (w.is_array() && !w.empty()) {
+        int yes = 0, unknown = 0;
+        for (const json& part : w) {
+          const std::optional<bool> p = Holds(v, part, depth + 1);
+          if (!p.has_value())
+            ++unknown;
+          else
+            yes += *p;
+        }
+        const int n = static_cast<int>(w.size());
+        if (k == "anyOf" && (yes > 0 || unknown == 0)) r = yes > 0;
+        if (k == "allOf" && (yes + unknown < n || unknown == 0)) r = yes == n;
+        if (k == "oneOf" && (yes > 1 || unknown == 0)) r = yes == 1;
+      }
+    } else if (const char* t = KeywordType(k); t != nullptr && t != kind) {
+      r = true;  // a keyword of another type
+    } else if (k == "minLength" || k == "maxLength" || k == "pattern" || k == "minimum" ||
+               k == "maximum" || k == "exclusiveMinimum" || k == "exclusiveMaximum" ||
+               (k == "multipleOf" && w.is_number() && w.get<double>() >= 1 &&
+                w.get<double>() == std::floor(w.get<double>()))) {
+      r = Satisfies(v, x);  // format is left out: its regex is not every validator's
+    }
+    if (r == false) return false;
+    known = known && r.has_value();
+  }
+  if (!known) return std::nullopt;
+  return true;
 }
 
 Status Compiler::Distribute(const json& w, const json& v, bool one, const std::string& ptr,

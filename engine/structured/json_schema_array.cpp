@@ -54,12 +54,20 @@ Status Compiler::Array(const json& s, const std::string& ptr, Sym* out) {
     *out = Nothing();
     return Status::Ok();
   }
+  const bool contains = s.contains("$llmq_contains") || (s.contains("contains") && !no_contains_);
+  if (s.contains("uniqueItems") && s["uniqueItems"] == json(true) && (max < 0 || max >= 2)) {
+    const std::string at = ptr + "/uniqueItems";
+    if (k > 0) return Refuse("uniqueItems", at, "beside prefix items");
+    std::optional<Counted> counted;
+    if (contains) LLMQ_RETURN_IF_ERROR(ContainsOf(s, ptr, &counted.emplace()));
+    return UniqueArray(rest_schema, counted, ptr, min, max, out);
+  }
   constexpr int64_t kMaxCounted = 1000;
   if (std::max(min, max) > kMaxCounted + k)
     return Refuse(max > kMaxCounted + k ? "maxItems" : "minItems",
                   ptr + (max > kMaxCounted + k ? "/maxItems" : "/minItems"),
                   "a bound above " + std::to_string(kMaxCounted) + " items");
-  if (s.contains("$llmq_contains") || (s.contains("contains") && !no_contains_)) {
+  if (contains) {
     Counted c;
     LLMQ_RETURN_IF_ERROR(ContainsOf(s, ptr, &c));
     return Contains(c, ptr, prefix_schemas, rest_schema, min, max, out);
@@ -162,6 +170,124 @@ Status Compiler::Contains(const Counted& counted, const std::string& ptr,
     }
   const Sym arr = g_.NewRule(ptr.empty() ? "/array" : ptr + "/array");
   g_.AddAlternative(arr, {lbrack_, after[0][0], rbrack_});
+  *out = arr;
+  return Status::Ok();
+}
+
+Status Compiler::UniqueArray(const json& items, const std::optional<Counted>& counted,
+                             const std::string& ptr, int64_t min, int64_t max, Sym* out) {
+  const std::string at = ptr + "/uniqueItems";
+  json s;
+  LLMQ_RETURN_IF_ERROR(ResolveFlat(items, ptr + "/items", &s));
+  if (s == json(false)) s = json{{"enum", json::array()}};  // no item: the empty array
+  const auto refuse = [&](const std::string& why) {
+    return Refuse("uniqueItems", at,
+                  "items other than a few values (an enum, a const, booleans, null): " + why);
+  };
+  if (!s.is_object()) return refuse("any value");
+  for (const char* k : {"anyOf", "oneOf", "not", "if"})
+    if (s.contains(k) && !(std::string(k) == "if" && no_conditionals_))
+      return refuse(std::string("\"") + k + "\" in them");
+  json values = json::array();
+  if (s.contains("const") || s.contains("enum")) {
+    if (s.contains("enum") && !s["enum"].is_array())
+      return Invalid("enum", ptr + "/items/enum", "not an array");
+    values = s.contains("const") ? json::array({s["const"]}) : s["enum"];
+    if (s.contains("const") && s.contains("enum") &&
+        std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end())
+      values = json::array();
+  } else {
+    std::vector<std::string> types;
+    LLMQ_RETURN_IF_ERROR(Types(s, ptr + "/items", &types));
+    for (const std::string& t : types) {
+      if (t == "boolean") {
+        values.push_back(true);
+        values.push_back(false);
+      } else if (t == "null") {
+        values.push_back(nullptr);
+      } else {
+        return refuse("of type " + t);
+      }
+    }
+  }
+  // Each value once (as JSON Schema compares them: 1 and 1.0 are one, {"a": 1, "b": 2} and
+  // {"b": 2, "a": 1} too: either spelling), and only those the items admit.
+  std::vector<std::vector<json>> classes;
+  for (const json& v : values) {
+    auto c = std::find_if(classes.begin(), classes.end(),
+                          [&](const std::vector<json>& c) { return SameValue(c[0], v); });
+    if (c == classes.end())
+      classes.push_back({v});
+    else if (std::find(c->begin(), c->end(), v) == c->end())  // another spelling of it
+      c->push_back(v);
+  }
+  std::vector<Sym> item;
+  uint64_t matching = 0;  // the items that match contains (by their bit)
+  for (const std::vector<json>& c : classes) {
+    Sym r;
+    LLMQ_RETURN_IF_ERROR(Enum(json(c), s, ptr + "/items", &r));
+    if (g_.rules()[static_cast<size_t>(r.id)].alternatives.empty()) continue;
+    if (counted.has_value()) {
+      const std::optional<bool> m = Holds(c[0], counted->schema);
+      if (!m.has_value())
+        return Refuse("uniqueItems", at,
+                      "beside contains, on a value it cannot tell: " + PythonJsonDumps(c[0]));
+      if (*m && item.size() < 64) matching |= uint64_t{1} << item.size();
+    }
+    item.push_back(r);
+  }
+  const auto n = static_cast<int64_t>(item.size());
+  const int64_t cap = max < 0 ? n : std::min(max, n);
+  if (min > cap) return Value(json(false), ptr, out);
+  // The sets of at most `cap` of the n values: the rules to write.
+  int64_t sets = 0;
+  for (int64_t j = 0, c = 1; j <= cap && sets <= kMaxUniqueSets; ++j) {
+    sets += c;
+    c = c * (n - j) / (j + 1);  // C(n, j + 1), exact: C(n, j) * (n - j) is divisible by j + 1
+    if (c > kMaxUniqueSets) c = kMaxUniqueSets + 1;
+  }
+  if (n > 62 || sets > kMaxUniqueSets)
+    return Refuse("uniqueItems", at,
+                  std::to_string(n) + " values, more than " + std::to_string(kMaxUniqueSets) +
+                      " sets of them to tell apart (maxItems bounds them)");
+  // after[set]: what follows the values of `set` written (the empty set: the array's inside).
+  std::map<uint64_t, Sym> after;
+  std::vector<uint64_t> todo;
+  const auto rule = [&](uint64_t set) {
+    auto [it, added] = after.try_emplace(set);
+    if (added) {
+      it->second = g_.NewRule(ptr + "/unique" + std::to_string(set));
+      todo.push_back(set);
+    }
+    return it->second;
+  };
+  rule(0);
+  while (!todo.empty()) {
+    const uint64_t set = todo.back();
+    todo.pop_back();
+    const Sym a = after.at(set);
+    const auto written = static_cast<int64_t>(__builtin_popcountll(set));
+    const auto contained = static_cast<int64_t>(__builtin_popcountll(set & matching));
+    const bool counts = !counted.has_value() || (contained >= counted->min &&
+                                                 (counted->max < 0 || contained <= counted->max));
+    if (written >= min && written > 0 && counts) g_.AddAlternative(a, {});  // `[]`: the array's
+    if (written == cap) continue;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint64_t bit = uint64_t{1} << i;
+      if ((set & bit) || (counted.has_value() && counted->max >= 0 && (matching & bit) &&
+                          contained == counted->max))
+        continue;  // written, or one past maxContains
+      std::vector<Sym> alt;
+      if (written > 0) alt.push_back(comma_);
+      alt.push_back(item[static_cast<size_t>(i)]);
+      alt.push_back(rule(set | bit));
+      g_.AddAlternative(a, std::move(alt));
+    }
+  }
+  const Sym arr = g_.NewRule(ptr.empty() ? "/array" : ptr + "/array");
+  if (min == 0 && (!counted.has_value() || counted->min == 0))
+    g_.AddAlternative(arr, {lbrack_, rbrack_});
+  if (cap >= 1) g_.AddAlternative(arr, {lbrack_, after.at(0), rbrack_});
   *out = arr;
   return Status::Ok();
 }

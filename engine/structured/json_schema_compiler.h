@@ -98,6 +98,9 @@ class Compiler {
   // A schema whose only instance is the object or array `v` (as JSON compares them: members by
   // value, numbers by value).
   static json ConstSchema(const json& v);
+  // Whether `a` and `b` are one value as JSON Schema compares them (enum, const, uniqueItems):
+  // numbers by value (1 and 1.0), objects' members in any order.
+  static bool SameValue(const json& a, const json& b);
   Status Enum(const json& values, const json& s, const std::string& ptr, Sym* out);
   Status Ref(const json& s, const std::string& ptr, Sym* out);
 
@@ -152,6 +155,10 @@ class Compiler {
   // listed, the other boolean, numbers between the numbers listed (each an open interval).
   Status ComplementOfValues(const json& values, const std::vector<std::string>& rest_types,
                             const std::string& ptr, std::vector<json>* alts);
+  // The ways an object or array differs from the value `v` (JSON Schema's equality: numbers by
+  // value, members in any order), whose union is every other value of its kind: a member more,
+  // one of v's missing, or one of another value; fewer items, more, or one of another value.
+  static std::vector<json> WaysToDiffer(const json& v);
   // allOf [a, b] into *alts, unless it plainly admits nothing.
   Status AddMerged(const json& a, const json& b, const std::string& ptr, std::vector<json>* alts);
   // `rest` and one of `alts`: an anyOf of each merged with `rest` (false: none).
@@ -171,6 +178,18 @@ class Compiler {
   // anyOf already, each case holds them all (false: neither admits a document).
   Status WithoutIf(const json& s, const std::string& ptr, json* out);
   Status AnyOf(const json& s, const std::string& ptr, Sym* out);
+  // A local $ref's target in the document (null: none, or not local).
+  const json* Target(const json& s) const;
+  // The schemas every document `s` admits meets: itself, its $ref's target, its allOf's parts,
+  // theirs (8 deep; under drafts 4 to 7 a $ref's siblings, allOf among them, are ignored).
+  void Within(const json& s, int depth, std::vector<const json*>* out) const;
+  // `other` (resolved, flat) without the parts every document of `mine` meets (a part of its
+  // allOf among mine's Within, or itself, through $ref): where `mine` holds, not `other` is the
+  // complement of the rest alone. oneOf branches that share a base ({allOf: [{$ref: base},
+  // {required: [a]}]} and the same with b) are then told apart without the base's complement
+  // written out (each of its cases merged with `mine` to nothing).
+  Status Unshared(const std::vector<const json*>& mine, const json& other, const std::string& ptr,
+                  json* out);
   // The JSON types `s` admits (integer within number), its values when it lists them.
   Status Kinds(const json& s, const std::string& ptr, std::set<std::string>* types,
                std::optional<std::set<std::string>>* values);
@@ -198,6 +217,16 @@ class Compiler {
   // nothing dropped, the same pair once). oneOf the same way, every pair kept: exactly one of w
   // and exactly one of v is exactly one pair, as the pairs that match number (w's that match) x
   // (v's that match). A pair that does not merge here stays an allOf, merged when compiled.
+  // allOf of arrays whose contains differ (a's in *m, b's in `more`), into *out: where the items
+  // are values of an enum or a const, a contains every one of them meets is an item at least
+  // (minItems 1), one none meets leaves no document; refused where two contains are left, or
+  // where their counts are asked (minContains, maxContains).
+  Status MergeContains(const json& a, const json& b, const std::vector<json>& more,
+                       const std::string& ptr, json* m, json* out);
+  // Whether the scalar `v` meets `x` as a validator tells (type, enum, const, not, anyOf, allOf,
+  // oneOf, local $ref, lengths, pattern, bounds, an integer multipleOf, keywords of other
+  // types); nullopt where it cannot tell (a format, an object or array value, ...).
+  std::optional<bool> Holds(const json& v, const json& x, int depth = 0);
   Status Distribute(const json& w, const json& v, bool one, const std::string& ptr, json* out);
   // Whether `s` lists items by position (prefixItems, or draft 7's `items` list).
   static bool Tuple(const json& s);
@@ -359,24 +388,35 @@ class Compiler {
 
   // ---- json_schema_array.cpp: arrays
   // An array: prefixItems (or a draft-7 `items` list), then `items` (or additionalItems), with
-  // minItems..maxItems elements.
-  // An array: its prefix items, then the items schema's (or none), counted where minItems,
-  // maxItems or the prefix ask; under `contains`, also how many items so far match it (up to
-  // minContains, or past maxContains: the items that do match it and those that do not are then
-  // told apart, each item's schema with contains or with its complement).
+  // minItems..maxItems elements, counted where minItems, maxItems or the prefix ask; under
+  // `contains`, also how many items so far match it (Contains); under uniqueItems, which items
+  // were written (UniqueArray).
   Status Array(const json& s, const std::string& ptr, Sym* out);
-  // Array's with `contains`: rules after[n][c], n items written and c of them matching contains
-  // (counted up to minContains, or with maxContains up to one past it), whose end needs
-  // n >= minItems and minContains <= c (<= maxContains). Without maxContains an item may be read
-  // as matching contains or as just an item; with it, as matching or as not matching.
   struct Counted {  // contains, minContains, maxContains (-1: none)
     json schema;
     int64_t min = 1, max = -1;
   };
   // An array schema's `contains` and its counts (2019-09 on), or what Negate wrote in their place.
   Status ContainsOf(const json& s, const std::string& ptr, Counted* out);
+  // Array's with `contains`: rules after[n][c], n items written and c of them matching contains
+  // (counted up to minContains, or with maxContains up to one past it), whose end needs
+  // n >= minItems and minContains <= c (<= maxContains). Without maxContains an item may be read
+  // as matching contains or as just an item; with it, as matching or as not matching. Up to
+  // minContains, the items that do match and those that do not are told apart, each item's
+  // schema with contains or with its complement.
   Status Contains(const Counted& counted, const std::string& ptr, const std::vector<json>& prefix,
                   const json& rest, int64_t min, int64_t max, Sym* out);
+  // Array's with uniqueItems where the items are a few values (`items` an enum or a const, or of
+  // type boolean or null, with keywords those values are checked against): rules after[set], the
+  // values written so far, each next item one of the others (two values equal as JSON compares
+  // them are one: 1 and 1.0), minItems..maxItems of them; under `counted` (contains), those of
+  // the set that match it between minContains and maxContains (Holds tells which values do).
+  // Refused past kMaxUniqueSets sets of values (an enum of 12 values without maxItems: 4,096),
+  // beside prefix items, and where the items are not such values (any string: a grammar cannot
+  // remember them).
+  Status UniqueArray(const json& items, const std::optional<Counted>& counted,
+                     const std::string& ptr, int64_t min, int64_t max, Sym* out);
+  static constexpr int64_t kMaxUniqueSets = 4096;
 
   // ---- state
   const json& root_;

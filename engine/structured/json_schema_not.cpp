@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/structured/json_regex.h"
 #include "engine/structured/regex.h"
 
 namespace llmq::schema {
@@ -322,6 +323,7 @@ Status Compiler::ComplementOnce(const json& n0, const json& rest, const std::str
     return more;
   };
   bool names_done = false;  // patternProperties, additionalProperties, propertyNames: at once
+  std::string format_rx;
   for (const auto& [k, v] : n.items()) {
     if (Annotations().count(k) || !(Enforced().count(k) || Refused().count(k))) continue;
     // A keyword of one type holds for values of the others: none of those fails it.
@@ -506,6 +508,12 @@ Status Compiler::ComplementOnce(const json& n0, const json& rest, const std::str
       }
     } else if (k == "then" || k == "else") {
       continue;  // with `if` (alone they constrain nothing)
+    } else if (k == "uniqueItems" && v == json(false)) {
+      continue;  // asks nothing
+    } else if (k == "format" &&
+               (!v.is_string() ||
+                FormatRegex(v.get<std::string>(), &format_rx).code() == Status::Code::kNotFound)) {
+      continue;  // a format not known is an annotation (as where it is asked: StringOf)
     } else {
       return refuse("not {" + k + "} is not enforced");
     }
@@ -529,18 +537,35 @@ Status Compiler::ComplementOfValues(const json& values, const std::vector<std::s
   json strings = json::array();
   std::vector<double> numbers;
   std::set<bool> booleans;
+  std::vector<json> objects, arrays;  // listed where the context admits their kind
   for (const json& v : values) {
     const std::string kind = KindOf(v);
-    if ((kind == "object" || kind == "array") &&
-        std::count(rest_types.begin(), rest_types.end(), kind))
-      return Refuse("not", ptr, "an " + kind + " among the values excluded");
     kinds.insert(kind);
+    if ((kind == "object" || kind == "array") &&
+        std::count(rest_types.begin(), rest_types.end(), kind)) {
+      (kind == "object" ? objects : arrays).push_back(v);
+      continue;
+    }
     if (v.is_string()) strings.push_back(v);
     if (v.is_number()) numbers.push_back(v.get<double>());
     if (v.is_boolean()) booleans.insert(v.get<bool>());
   }
   if (const json others = OtherKinds(kinds); !others.empty())
     alts->push_back(json{{"type", others}});
+  // The objects (arrays) other than those listed: for each listed, one way of differing from it
+  // (a member more, or one missing, or one of another value; items more or fewer, or one of
+  // another value), the ways merged across the values listed.
+  for (const std::vector<json>* listed : {&objects, &arrays}) {
+    if (listed->empty()) continue;
+    std::vector<json> none = {json::object()};
+    for (const json& v : *listed) {
+      std::vector<json> next;
+      for (const json& a : none)
+        for (const json& b : WaysToDiffer(v)) LLMQ_RETURN_IF_ERROR(AddMerged(a, b, ptr, &next));
+      none = std::move(next);
+    }
+    alts->insert(alts->end(), none.begin(), none.end());
+  }
   if (!strings.empty()) alts->push_back(json{{"type", "string"}, {"$llmq_not_strings", strings}});
   if (booleans.size() == 1) alts->push_back(json{{"enum", {!*booleans.begin()}}});
   if (!numbers.empty()) {
@@ -555,6 +580,32 @@ Status Compiler::ComplementOfValues(const json& values, const std::vector<std::s
     }
   }
   return Status::Ok();
+}
+
+std::vector<json> Compiler::WaysToDiffer(const json& v) {
+  std::vector<json> ways;
+  const auto other = [](const json& x) { return json{{"not", {{"const", x}}}}; };
+  if (v.is_object()) {
+    ways.push_back(json{{"type", "object"}, {"minProperties", v.size() + 1}});
+    for (const auto& [k, x] : v.items()) {
+      json absent = json::object(), differs = json::object();
+      absent[k] = false;
+      differs[k] = other(x);
+      ways.push_back(json{{"type", "object"}, {"properties", absent}});
+      ways.push_back(
+          json{{"type", "object"}, {"required", json::array({k})}, {"properties", differs}});
+    }
+  } else if (v.is_array()) {
+    if (!v.empty()) ways.push_back(json{{"type", "array"}, {"maxItems", v.size() - 1}});
+    ways.push_back(json{{"type", "array"}, {"minItems", v.size() + 1}});
+    for (size_t i = 0; i < v.size(); ++i) {
+      json prefix = json::array();
+      for (size_t j = 0; j < i; ++j) prefix.push_back(true);
+      prefix.push_back(other(v[i]));
+      ways.push_back(json{{"type", "array"}, {"minItems", i + 1}, {"prefixItems", prefix}});
+    }
+  }
+  return ways;
 }
 
 Status Compiler::AddMerged(const json& a, const json& b, const std::string& ptr,
