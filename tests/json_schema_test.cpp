@@ -774,6 +774,20 @@ TEST(JsonSchemaTest, OneOfIsExactlyOneBranch) {
         {R"({"name": "x", "a": 1, "b": 1})", R"({"name": "x", "a": 1, "b": 1, "c": 1})",
          R"({"name": "x", "b": 1, "c": 1})", R"({"name": "X", "a": 1})", R"({"a": 1})",
          R"({"name": "x", "a": 1, "d": 1})", R"({"name": "x", "tags": ["t"], "a": 1})"}}});
+  // Branches that only ask of objects all match any other value: oneOf takes none of those, and
+  // among objects the branches are apart (their discriminators).
+  Check({{R"({"oneOf": [
+             {"required": ["name", "code"], "properties": {"name": {"enum": ["a"]},
+                                                          "code": {"type": "integer"}}},
+             {"required": ["name"], "properties": {"name": {"enum": ["b"]}}},
+             {"required": ["name"], "properties": {"name": {"const": "c"},
+                                                   "error": {"type": "string"}}}]})",
+          {R"({"name": "a", "code": 1})", R"({"name": "b"})", R"({"name": "c", "error": "x"})"},
+          {R"("x")", "1", "null", "[]", R"({"name": "d"})", R"({"name": "a"})"}},
+         // A string matches both; null, an object or a number of 3 or more only the second.
+         {R"({"oneOf": [{"type": "string"}, {"minimum": 3}]})",
+          {"null", "5", "{}", "[1]"},
+          {R"("x")", "1"}}});
   const Status unknown = Refusal(json::parse(R"({"type": "string", "not": {"format": "x-y"}})"));
   EXPECT_NE(unknown.message().find("no document"), std::string::npos) << unknown.message();
 }

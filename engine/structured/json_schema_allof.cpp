@@ -129,6 +129,22 @@ Status Compiler::AnyOf(const json& s, const std::string& ptr, Sym* out) {
       else
         LLMQ_RETURN_IF_ERROR(Merge(rest, branches[i], bp, &resolved[i]));
     }
+    // A kind of value two branches admit without a keyword on it (objects, where branches only
+    // ask for properties) matches both: none of that kind is one of oneOf's. Those kinds are
+    // ruled out beside the branches (and then the branches may be apart).
+    std::map<std::string, int> free;
+    for (const json& r : resolved)
+      for (const std::string& t : FreeKinds(r)) ++free[t];
+    std::set<std::string> excluded;
+    for (const auto& [t, n] : free)
+      if (n >= 2) excluded.insert(t);
+    if (!excluded.empty()) {
+      json kinds;
+      LLMQ_RETURN_IF_ERROR(Merge(rest, json{{"type", OtherKinds(excluded)}}, ptr, &kinds));
+      if (kinds == json(false) || kinds["type"].empty()) return Value(json(false), ptr, out);
+      kinds[k] = branches;
+      return AnyOf(kinds, ptr, out);
+    }
     std::vector<std::vector<size_t>> overlaps(branches.size());
     std::string first;  // the first pair that may overlap
     for (size_t i = 0; i < branches.size(); ++i)
@@ -180,6 +196,28 @@ Status Compiler::AnyOf(const json& s, const std::string& ptr, Sym* out) {
   }
   *out = rule;
   return Status::Ok();
+}
+
+std::set<std::string> Compiler::FreeKinds(const json& s) {
+  std::set<std::string> free;
+  if (s.is_boolean()) {
+    if (s.get<bool>()) free = {"null", "boolean", "object", "array", "number", "string"};
+    return free;
+  }
+  std::vector<std::string> types;
+  if (!s.is_object() || !Types(s, "", &types).ok()) return free;
+  for (const std::string& t : types) {
+    if (t == "integer") continue;  // not every number
+    bool constrained = false;
+    for (const auto& [k, v] : s.items()) {
+      if (k == "type" || Annotations().count(k) || !(Enforced().count(k) || Refused().count(k)))
+        continue;
+      const char* of = KeywordType(k);
+      constrained = constrained || of == nullptr || of == t;
+    }
+    if (!constrained) free.insert(t);
+  }
+  return free;
 }
 
 const json* Compiler::Target(const json& s) const {

@@ -178,6 +178,10 @@ class Compiler {
   // anyOf already, each case holds them all (false: neither admits a document).
   Status WithoutIf(const json& s, const std::string& ptr, json* out);
   Status AnyOf(const json& s, const std::string& ptr, Sym* out);
+  // The kinds of value (null, boolean, object, array, number, string) the resolved schema `s`
+  // admits whole: of its types, with no keyword on that kind (an integer type is not every
+  // number; enum, anyOf, not, ... constrain every kind).
+  std::set<std::string> FreeKinds(const json& s);
   // A local $ref's target in the document (null: none, or not local).
   const json* Target(const json& s) const;
   // The schemas every document `s` admits meets: itself, its $ref's target, its allOf's parts,
