@@ -69,15 +69,15 @@
 // several contains only where the items are an enum's values and all but one contains are told by
 // them (every value matches it: an item at least; none: no document).
 //
-// oneOf: a kind of value two branches admit with no keyword on it (objects, where both only ask
-// of objects) is no document; branches no document can match together (their types, values,
-// required names a branch forbids, string lengths or number ranges apart) are enforced as
-// anyOf; a branch that may
-// overlap others is enforced as itself and not them ({required: [a]} and {required: [b]} become
-// "a, not b" and "b, not a"; {type: number} and {type: integer}, a number with a fraction), not
-// asking the complement of what the branch itself holds to (allOf parts and $ref targets both
-// share: branches on one base); where one of those `not` is refused, so is oneOf, naming the two
-// branches and why. A format not known is an annotation, in `not` too.
+// oneOf: a kind of value two branches admit with no keyword on it is no document (a string,
+// where both only ask of objects); branches no document can match together (their types,
+// values, required names a branch forbids, string lengths or number ranges apart) are enforced
+// as anyOf; a branch that may overlap others is enforced as itself and not them ({required: [a]}
+// and {required: [b]} become "a, not b" and "b, not a"; {type: number} and {type: integer}, a
+// number with a fraction), not asking the complement of what the branch itself holds to (allOf
+// parts and $ref targets both share: branches on one base); where one of those `not` is refused,
+// so is oneOf, naming the two branches and why. A format not known is an annotation, in `not`
+// too.
 #pragma once
 
 #include <nlohmann/json.hpp>
