@@ -58,6 +58,7 @@ int Check(const CLI::App* cmd, const SchemaFlags& f) {
       continue;
     }
     std::printf("%s: compiled in %.0f us\n", name.c_str(), r.compile_us);
+    for (const std::string& why : r.restrictions) std::printf("  restricted: %s\n", why.c_str());
     for (size_t i = 0; i < r.tests.size(); ++i) {
       const SchemaTestResult& t = r.tests[i];
       std::vector<double> us = t.mask_us;

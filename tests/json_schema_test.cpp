@@ -572,29 +572,49 @@ TEST(JsonSchemaTest, LongChainsOfConditionalsAreRefusedNotWrittenOut) {
 // A oneOf of many overlapping objects: each branch's "and not the others" multiplies its
 // alternatives; past the bound the schema is refused, not written out (MaskBench's o21819, eleven
 // meter types on one base, took 24 GB before the alternatives beside an anyOf were bounded).
+// Where the branches list a discriminator (a property with values of their own), oneOf is
+// enforced on the objects that have it: each branch with it required (json_schema.h).
 TEST(JsonSchemaTest, ManyOverlappingBranchesAreRefusedNotWrittenOut) {
-  json branches = json::array();
-  for (int i = 0; i < 11; ++i)
-    branches.push_back(json{{"allOf",
-                             {{{"$ref", "#/$defs/base"}},
-                              {{"properties",
-                                {{"protocol", {{"enum", {"p" + std::to_string(i)}}}},
-                                 {"x" + std::to_string(i), {{"type", "string"}}}}}}}}});
-  const json schema = {
+  const auto branches = [](bool discriminated) {
+    json list = json::array();
+    for (int i = 0; i < 11; ++i) {
+      json props = {{"x" + std::to_string(i), {{"type", "string"}, {"minLength", 2}}},
+                    {"y" + std::to_string(i), {{"type", "integer"}}}};
+      if (discriminated) props["protocol"] = {{"enum", {"p" + std::to_string(i)}}};
+      list.push_back(json{{"allOf", {{{"$ref", "#/$defs/base"}}, {{"properties", props}}}}});
+    }
+    return list;
+  };
+  json schema = {
       {"$defs",
        {{"base", json::parse(R"({"type": "object", "properties": {"enabled": {"type": "boolean"},
              "interval": {"type": "integer"}, "protocol": {"type": "string"}},
              "required": ["enabled"]})")}}},
       {"type", "array"},
-      {"items", {{"oneOf", branches}}}};
+      {"items", {{"oneOf", branches(false)}}}};
   const Status st = Refusal(schema);
   EXPECT_EQ(st.code(), Status::Code::kUnsupported) << st.message();
   EXPECT_NE(st.message().find("alternatives"), std::string::npos) << st.message();
-  // Three branches: each is itself and not the other two.
+  schema["items"]["oneOf"] = branches(true);
+  const Schema discriminated(schema);
+  EXPECT_TRUE(discriminated.Accepts(
+      json::parse(R"([{"enabled": true, "protocol": "p1", "x1": "ab"}, {"enabled": false,
+                      "protocol": "p7", "x0": 3}])")));
+  EXPECT_FALSE(discriminated.Accepts(json::parse(R"([{"enabled": true}])"))) << "every branch";
+  EXPECT_FALSE(
+      discriminated.Accepts(json::parse(R"([{"enabled": true, "protocol": "p9", "x9": 1}])")));
+  EXPECT_FALSE(discriminated.Accepts(json::parse(R"([{"enabled": true, "protocol": "q"}])")));
+  // Valid (only branch 0 takes x1..x10 not strings), but without the discriminator: not
+  // generated.
+  json only_zero = {{"enabled", true}, {"x0", "ab"}};
+  for (int i = 1; i < 11; ++i) only_zero["x" + std::to_string(i)] = i;
+  EXPECT_FALSE(discriminated.Accepts(json::array({only_zero})));
+  // Three branches: each is itself and not the other two, exactly (no discriminator asked).
   json three = schema;
-  three["items"]["oneOf"] = json::array({branches[0], branches[1], branches[2]});
+  three["items"]["oneOf"] = json::array({branches(true)[0], branches(true)[1], branches(true)[2]});
   const Schema s(three);
-  EXPECT_TRUE(s.Accepts(json::parse(R"([{"enabled": true, "protocol": "p1", "x1": "a"}])")));
+  EXPECT_TRUE(s.Accepts(json::parse(R"([{"enabled": true, "protocol": "p1", "x1": "ab"}])")));
+  EXPECT_TRUE(s.Accepts(json::parse(R"([{"enabled": true, "x0": "ab", "x1": 1, "x2": "c"}])")));
   EXPECT_FALSE(s.Accepts(json::parse(R"([{"enabled": true}])"))) << "every branch matches";
   EXPECT_FALSE(s.Accepts(json::parse(R"([{"enabled": true, "protocol": "p9"}])")));
 }

@@ -99,6 +99,32 @@ TEST(SchemaCheckCliTest, RefusalsAndDisagreementsFailTheCheck) {
   EXPECT_NE(r.out.find("tags.json: refused"), std::string::npos) << "the other files are checked";
 }
 
+// A schema enforced on fewer documents than it admits (a oneOf of eleven overlapping branches
+// told apart by their discriminator, required): said beside "compiled", and in --json.
+TEST(SchemaCheckCliTest, RestrictionsAreSaid) {
+  const std::string model = testing::SharedModel("tiny-llama32");
+  LLMQ_SKIP_WITHOUT_SHARED(model, "tiny-llama32");
+  nlohmann::json branches = nlohmann::json::array();
+  for (int i = 0; i < 11; ++i)
+    branches.push_back({{"type", "object"},
+                        {"properties",
+                         {{"kind", {{"const", "k" + std::to_string(i)}}},
+                          {"a" + std::to_string(i), {{"type", "string"}}},
+                          {"b" + std::to_string(i), {{"type", "integer"}}}}}});
+  const std::string file = testing::WriteFileIn(testing::CurrentTestDir(), "kinds.json",
+                                                nlohmann::json{{"oneOf", branches}}.dump());
+  testing::RunResult r = testing::RunLlmq({"schema", "check", "--model", model, file});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("restricted: keyword \"oneOf\" at \"/oneOf\": only objects with "
+                       "\"kind\" (the branches' discriminator) are generated"),
+            std::string::npos)
+      << r.out;
+  r = testing::RunLlmq({"schema", "check", "--model", model, "--json", file});
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["restrictions"].size(), 1u) << r.out;
+  EXPECT_TRUE(j["compiled"].get<bool>());
+}
+
 // A valid instance whose properties are out of the schema's order is rejected as written (the
 // grammar generates them in order) and accepted with --reorder, nested objects and arrays of them
 // reordered too; an invalid one stays rejected however its properties are ordered (here: a

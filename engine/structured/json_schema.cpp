@@ -866,11 +866,13 @@ Status Compiler::ResolveFlat(const json& b, const std::string& ptr, json* out) {
 
 }  // namespace schema
 
-Status CompileJsonSchema(const json& schema, Grammar* out, const JsonSchemaOptions& opt) {
+Status CompileJsonSchema(const json& schema, Grammar* out, const JsonSchemaOptions& opt,
+                         std::vector<std::string>* restrictions) {
   Grammar g;
   schema::Compiler c(schema, opt, &g);
   Sym start;
   LLMQ_RETURN_IF_ERROR(c.Value(schema, "", &start));
+  if (restrictions != nullptr) *restrictions = c.restrictions();
   g.set_start(start);
   if (Status st = g.Validate(); !st.ok())
     return Status::InvalidArgument("json_schema: no document satisfies the schema (" +

@@ -75,13 +75,17 @@
 // as anyOf; a branch that may overlap others is enforced as itself and not them ({required: [a]}
 // and {required: [b]} become "a, not b" and "b, not a"; {type: number} and {type: integer}, a
 // number with a fraction), not asking the complement of what the branch itself holds to (allOf
-// parts and $ref targets both share: branches on one base); where one of those `not` is refused,
-// so is oneOf, naming the two branches and why. A format not known is an annotation, in `not`
-// too.
+// parts and $ref targets both share: branches on one base). Where one of those `not` is refused
+// and the branches list a discriminator (a property each gives values of its own, not required by
+// all), oneOf is enforced on the objects that have it, each branch with it required: an object
+// without it is not generated (a restriction, as the order of properties is; MaskBench's meters
+// and alarms of eleven types on one base). Otherwise oneOf is refused, naming the two branches
+// and why. A format not known is an annotation, in `not` too.
 #pragma once
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/structured/grammar.h"
@@ -96,8 +100,11 @@ struct JsonSchemaOptions {
 // The grammar of `schema` (a JSON Schema, draft 4 to 2020-12 spellings) into *out. Unsupported:
 // a keyword the compiler cannot enforce; InvalidArgument: a schema that is not one (a `type`
 // that is not a type name, a $ref that resolves nowhere). Both say `keyword "K" at "/pointer"`.
+// `restrictions` (when not null): where the documents are fewer than the schema's beyond the
+// shape they are written in (a oneOf's discriminator required), one line each, saying so.
 [[nodiscard]] Status CompileJsonSchema(const nlohmann::ordered_json& schema, Grammar* out,
-                                       const JsonSchemaOptions& opt = JsonSchemaOptions());
+                                       const JsonSchemaOptions& opt = JsonSchemaOptions(),
+                                       std::vector<std::string>* restrictions = nullptr);
 
 // Any JSON object (`response_format: {"type": "json_object"}`).
 Grammar JsonObjectGrammar(const JsonSchemaOptions& opt = JsonSchemaOptions());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -158,12 +159,16 @@ Status Compiler::AnyOf(const json& s, const std::string& ptr, Sym* out) {
           first = "branches " + std::to_string(i) + " and " + std::to_string(j) +
                   " may both match, and not one of them is not enforced: ";
       }
-    for (size_t i = 0; i < branches.size(); ++i) {
+    const int64_t merges = merges_;
+    Status failed = Status::Ok();
+    for (size_t i = 0; failed.ok() && i < branches.size(); ++i) {
       if (overlaps[i].empty()) continue;
       const std::string bp = ptr + "/oneOf/" + std::to_string(i);
       json cur;
-      if (const Status st = Negate(resolved[i], bp, &cur); !st.ok())
-        return Refuse("oneOf", ptr + "/oneOf", first + st.message());
+      if (const Status st = Negate(resolved[i], bp, &cur); !st.ok()) {
+        failed = st;
+        break;
+      }
       for (const size_t j : overlaps[i]) {
         if (cur == json(false)) break;
         if (cur.is_boolean()) cur = json::object();
@@ -171,11 +176,28 @@ Status Compiler::AnyOf(const json& s, const std::string& ptr, Sym* out) {
         LLMQ_RETURN_IF_ERROR(Unshared({&rest, &branches[i]}, branches[j],
                                       ptr + "/oneOf/" + std::to_string(j), &other));
         cur["not"] = other;
-        if (const Status st = Negate(cur, bp, &next); !st.ok())
-          return Refuse("oneOf", ptr + "/oneOf", first + st.message());
+        if (const Status st = Negate(cur, bp, &next); !st.ok()) {
+          failed = st;
+          break;
+        }
         cur = std::move(next);
       }
       exclusive[i] = std::move(cur);
+    }
+    if (!failed.ok()) {
+      // Told apart by a discriminator the branches do not all require: the objects with it.
+      std::string d;
+      if (failed.code() != Status::Code::kUnsupported || !Discriminator(resolved, &d))
+        return Refuse("oneOf", ptr + "/oneOf", first + failed.message());
+      merges_ = merges;  // what the refused exclusions merged is dropped
+      restrictions_.push_back(Where("oneOf", ptr + "/oneOf") + ": only objects with \"" + d +
+                              "\" (the branches' discriminator) are generated; telling them "
+                              "apart without it is refused (" +
+                              failed.message() + ")");
+      json split = s;
+      for (json& b : split[k])
+        b = json{{"allOf", json::array({b, json{{"required", json::array({d})}}})}};
+      return AnyOf(split, ptr, out);
     }
   }
   const Sym rule = g_.NewRule(ptr + "/" + k);
@@ -196,6 +218,61 @@ Status Compiler::AnyOf(const json& s, const std::string& ptr, Sym* out) {
   }
   *out = rule;
   return Status::Ok();
+}
+
+bool Compiler::Discriminator(const std::vector<json>& branches, std::string* out) {
+  if (branches.size() < 2 || !branches[0].is_object() || !branches[0].contains("properties") ||
+      !branches[0]["properties"].is_object())
+    return false;
+  for (const auto& [name, unused] : branches[0]["properties"].items()) {
+    std::set<std::string> seen;  // the values of the branches before
+    bool apart = true, required = true;
+    for (const json& b : branches) {
+      const json* p = b.is_object() && b.contains("properties") && b["properties"].is_object() &&
+                              b["properties"].contains(name)
+                          ? &b["properties"][name]
+                          : nullptr;
+      json r;
+      std::set<std::string> types;
+      std::optional<std::set<std::string>> values;
+      if (p == nullptr || !Resolve(*p, "", &r).ok() || !Kinds(r, "", &types, &values).ok() ||
+          !values.has_value() || values->empty()) {
+        apart = false;
+        break;
+      }
+      for (const std::string& v : *values) apart = seen.insert(v).second && apart;
+      if (!apart) break;
+      const json req = b.value("required", json::array());
+      required = required && req.is_array() && std::find(req.begin(), req.end(), name) != req.end();
+    }
+    if (apart && !required) {
+      *out = name;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string Compiler::Canonical(const json& v) {
+  if (v.is_number()) {
+    const double x = v.get<double>();
+    if (x == std::floor(x) && std::fabs(x) < 9007199254740992.0)
+      return std::to_string(static_cast<int64_t>(x));
+    return json(x).dump();
+  }
+  if (v.is_array()) {
+    std::string out = "[";
+    for (const json& x : v) out += Canonical(x) + ",";
+    return out + "]";
+  }
+  if (v.is_object()) {
+    std::map<std::string, std::string> members;
+    for (const auto& [k, x] : v.items()) members[k] = Canonical(x);
+    std::string out = "{";
+    for (const auto& [k, x] : members) out += json(k).dump() + ":" + x + ",";
+    return out + "}";
+  }
+  return v.dump();
 }
 
 std::set<std::string> Compiler::FreeKinds(const json& s) {
@@ -301,7 +378,7 @@ Status Compiler::Kinds(const json& s, const std::string& ptr, std::set<std::stri
       const std::string kind = KindOf(v);
       if (!allowed.count(kind) && !(kind == "number" && allowed.count("integer"))) continue;
       types->insert(kind);
-      (*values)->insert(v.dump());
+      (*values)->insert(Canonical(v));
     }
     return Status::Ok();
   }

@@ -52,6 +52,8 @@ class Compiler {
   Status Value(const json& s, const std::string& ptr, Sym* out);
   Sym Any();
   Sym AnyObject();
+  // Where the documents are fewer than the schema's (CompileJsonSchema's `restrictions`).
+  const std::vector<std::string>& restrictions() const { return restrictions_; }
 
  private:
   Sym Nothing();
@@ -178,6 +180,15 @@ class Compiler {
   // anyOf already, each case holds them all (false: neither admits a document).
   Status WithoutIf(const json& s, const std::string& ptr, json* out);
   Status AnyOf(const json& s, const std::string& ptr, Sym* out);
+  // A property every one of the resolved oneOf `branches` lists with values (enum, const) no
+  // other branch's has, and not all of them require: oneOf's objects with it are told apart by
+  // it alone. Where telling the branches apart exactly is refused (more than 64 alternatives),
+  // oneOf is enforced on those objects: each branch with the discriminator required (a
+  // restriction, documented in json_schema.h: an object without it is not generated).
+  bool Discriminator(const std::vector<json>& branches, std::string* out);
+  // `v` written so that values JSON Schema takes for one are one text (1 and 1.0, members in any
+  // order): what Kinds collects.
+  static std::string Canonical(const json& v);
   // The kinds of value (null, boolean, object, array, number, string) the resolved schema `s`
   // admits whole: of its types, with no keyword on that kind (an integer type is not every
   // number; enum, anyOf, not, ... constrain every kind).
@@ -430,6 +441,7 @@ class Compiler {
   std::optional<Sym> any_;
   std::map<std::string, Sym> refs_;  // by $ref: its rule (made before its body: recursion)
   int depth_ = 0;
+  std::vector<std::string> restrictions_;
   int merge_depth_ = 0;
   int negate_depth_ = 0;
   // MergeOnce calls: MaskBench's schemas take at most 2,156 (2026-12-05); a oneOf of eleven

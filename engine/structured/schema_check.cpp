@@ -187,7 +187,7 @@ SchemaCheckResult SchemaChecker::Check(const ojson& file, const SchemaCheckOptio
   const auto t0 = std::chrono::steady_clock::now();
   Grammar g;
   std::shared_ptr<CompiledGrammar> compiled;
-  Status st = CompileJsonSchema(schema, &g);
+  Status st = CompileJsonSchema(schema, &g, JsonSchemaOptions(), &r.restrictions);
   if (st.ok()) st = CompiledGrammar::Compile(std::move(g), trie_, &compiled);
   r.compile_us = MicrosSince(t0);
   if (!st.ok()) {
@@ -233,7 +233,8 @@ ojson SchemaChecker::ToJson(const std::string& name, const SchemaCheckResult& r)
   ojson o{{"file", name},
           {"compiled", r.compiled},
           {"error", r.compiled ? ojson() : ojson(r.error)},
-          {"compile_us", std::round(r.compile_us)}};
+          {"compile_us", std::round(r.compile_us)},
+          {"restrictions", r.restrictions}};
   ojson tests = ojson::array();
   for (const SchemaTestResult& t : r.tests) {
     std::vector<double> us = t.mask_us;

@@ -48,6 +48,7 @@ struct SchemaCheckResult {
   bool compiled = false;
   std::string error;      // why not (a refusal names the keyword and its JSON pointer)
   double compile_us = 0;  // the schema to a grammar ready for matching
+  std::vector<std::string> restrictions;  // CompileJsonSchema's: documents not generated
   std::vector<SchemaTestResult> tests;
   bool passing() const;  // compiled and every test agrees
 };
