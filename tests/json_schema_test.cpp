@@ -808,6 +808,13 @@ TEST(JsonSchemaTest, OneOfIsExactlyOneBranch) {
          {R"({"oneOf": [{"type": "string"}, {"minimum": 3}]})",
           {"null", "5", "{}", "[1]"},
           {R"("x")", "1"}}});
+  // 1 and 1.0 are one value: both branches match it, and then nothing is left.
+  const Status one = Refusal(json::parse(R"({"oneOf": [{"const": 1}, {"enum": [1.0, 2]}]})"));
+  EXPECT_EQ(one.code(), Status::Code::kOk) << one.message();
+  const Schema ones(json::parse(R"({"oneOf": [{"const": 1}, {"enum": [1.0, 2]}]})"));
+  EXPECT_FALSE(ones.Accepts(std::string("1")));
+  EXPECT_FALSE(ones.Accepts(std::string("1.0")));
+  EXPECT_TRUE(ones.Accepts(std::string("2")));
   const Status unknown = Refusal(json::parse(R"({"type": "string", "not": {"format": "x-y"}})"));
   EXPECT_NE(unknown.message().find("no document"), std::string::npos) << unknown.message();
 }
