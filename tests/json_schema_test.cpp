@@ -1285,6 +1285,23 @@ TEST(JsonSchemaTest, ContainsTheItemsDecideAreMergedAway) {
   }
 }
 
+// A recursive schema through allOf (a property's allOf of the $ref around it, or a $ref with
+// siblings from 2019-09 on) merges to the same schema at each level: one rule, met again (it was
+// written out level after level, refused past 200).
+TEST(JsonSchemaTest, RecursiveAllOfIsOneRule) {
+  Check({{R"({"$defs": {"node": {"type": "object", "properties": {"name": {"type": "string"},
+             "kids": {"type": "array", "items": {"allOf": [{"$ref": "#/$defs/node"},
+                                                           {"required": ["name"]}]}}}}},
+           "$ref": "#/$defs/node"})",
+          {R"({"kids": [{"name": "a", "kids": [{"name": "b", "kids": []}]}]})", "{}"},
+          {R"({"kids": [{"name": "a", "kids": [{"kids": []}]}]})", R"({"kids": [{}]})"}},
+         {R"({"$defs": {"n": {"type": "object", "properties": {
+               "next": {"$ref": "#/$defs/n", "required": ["v"]}, "v": {"type": "integer"}}}},
+           "$ref": "#/$defs/n"})",
+          {R"({"next": {"next": {"v": 2}, "v": 1}})", R"({"v": 3})"},
+          {R"({"next": {"next": {"v": 1}}})", R"({"next": {"v": "x"}})"}}});
+}
+
 TEST(JsonSchemaTest, AllOfOfAlternativesPairsThem) {
   json cases = json::array();
   for (const char* n : {"a", "b", "c", "d", "e", "f"})

@@ -489,7 +489,20 @@ Status Compiler::Disjoint(const json& a, const json& b, const std::string& ptr, 
 Status Compiler::AllOf(const json& s, const std::string& ptr, Sym* out) {
   json merged;
   LLMQ_RETURN_IF_ERROR(Flatten(s, ptr, &merged));
-  return Value(merged, ptr, out);
+  // A merged schema met again (a recursive one: a property's allOf of the $ref around it) is
+  // the rule made for it the first time; the rule exists before its body, as a $ref's does.
+  std::string key = merged.dump();
+  if (const auto it = merged_.find(key); it != merged_.end()) {
+    *out = it->second;
+    return Status::Ok();
+  }
+  const Sym rule = g_.NewRule(ptr.empty() ? "/allOf" : ptr);
+  merged_.emplace(std::move(key), rule);
+  Sym body;
+  LLMQ_RETURN_IF_ERROR(Value(merged, ptr, &body));
+  g_.AddAlternative(rule, {body});
+  *out = rule;
+  return Status::Ok();
 }
 
 Status Compiler::Merge(const json& a0, const json& b0, const std::string& ptr, json* out) {

@@ -439,7 +439,8 @@ class Compiler {
   Grammar& g_;
   Sym lbrace_, rbrace_, lbrack_, rbrack_, comma_, colon_;
   std::optional<Sym> any_;
-  std::map<std::string, Sym> refs_;  // by $ref: its rule (made before its body: recursion)
+  std::map<std::string, Sym> refs_;    // by $ref: its rule (made before its body: recursion)
+  std::map<std::string, Sym> merged_;  // by an allOf's merged schema (its JSON): its rule
   int depth_ = 0;
   std::vector<std::string> restrictions_;
   int merge_depth_ = 0;
