@@ -1285,9 +1285,9 @@ TEST(JsonSchemaTest, ContainsTheItemsDecideAreMergedAway) {
   }
 }
 
-// A recursive schema through allOf (a property's allOf of the $ref around it, or a $ref with
-// siblings from 2019-09 on) merges to the same schema at each level: one rule, met again (it was
-// written out level after level, refused past 200).
+// A recursive schema through allOf (a property's allOf of the $ref around it, a $ref with
+// siblings from 2019-09 on, an anyOf beside other keywords) merges to the same schema at each
+// level: one rule, met again (it was written out level after level, refused past 200).
 TEST(JsonSchemaTest, RecursiveAllOfIsOneRule) {
   Check({{R"({"$defs": {"node": {"type": "object", "properties": {"name": {"type": "string"},
              "kids": {"type": "array", "items": {"allOf": [{"$ref": "#/$defs/node"},
@@ -1299,7 +1299,15 @@ TEST(JsonSchemaTest, RecursiveAllOfIsOneRule) {
                "next": {"$ref": "#/$defs/n", "required": ["v"]}, "v": {"type": "integer"}}}},
            "$ref": "#/$defs/n"})",
           {R"({"next": {"next": {"v": 2}, "v": 1}})", R"({"v": 3})"},
-          {R"({"next": {"next": {"v": 1}}})", R"({"next": {"v": "x"}})"}}});
+          {R"({"next": {"next": {"v": 1}}})", R"({"next": {"v": "x"}})"}},
+         // anyOf beside minProperties, a branch the $ref around it (JSON Schema Store's resjson).
+         {R"({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+           "additionalProperties": {"minProperties": 1,
+             "anyOf": [{"type": "string"}, {"$ref": "#/definitions/r"}]},
+           "definitions": {"r": {"type": "object", "additionalProperties": {"minProperties": 1,
+             "anyOf": [{"type": "string"}, {"$ref": "#/definitions/r"}]}}}})",
+          {R"({"a": "x", "b": {"c": {"d": "y"}}})", "{}"},
+          {R"({"a": {}})", R"({"a": 1})", R"({"a": {"b": {}}})"}}});
 }
 
 TEST(JsonSchemaTest, AllOfOfAlternativesPairsThem) {

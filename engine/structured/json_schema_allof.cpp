@@ -205,14 +205,14 @@ Status Compiler::AnyOf(const json& s, const std::string& ptr, Sym* out) {
     const std::string bp = ptr + "/" + k + "/" + std::to_string(i);
     Sym b;
     if (exclusive[i].has_value()) {
-      LLMQ_RETURN_IF_ERROR(Value(*exclusive[i], bp, &b));
+      LLMQ_RETURN_IF_ERROR(MergedValue(*exclusive[i], bp, &b));
     } else if (alone) {
       LLMQ_RETURN_IF_ERROR(Value(branches[i], bp, &b));
     } else {
       // The siblings apply to each branch: {type: object, properties, anyOf: [{required}]}.
       json merged;
       LLMQ_RETURN_IF_ERROR(Merge(rest, branches[i], bp, &merged));
-      LLMQ_RETURN_IF_ERROR(Value(merged, bp, &b));
+      LLMQ_RETURN_IF_ERROR(MergedValue(merged, bp, &b));
     }
     g_.AddAlternative(rule, {b});
   }
@@ -489,8 +489,10 @@ Status Compiler::Disjoint(const json& a, const json& b, const std::string& ptr, 
 Status Compiler::AllOf(const json& s, const std::string& ptr, Sym* out) {
   json merged;
   LLMQ_RETURN_IF_ERROR(Flatten(s, ptr, &merged));
-  // A merged schema met again (a recursive one: a property's allOf of the $ref around it) is
-  // the rule made for it the first time; the rule exists before its body, as a $ref's does.
+  return MergedValue(merged, ptr, out);
+}
+
+Status Compiler::MergedValue(const json& merged, const std::string& ptr, Sym* out) {
   std::string key = merged.dump();
   if (const auto it = merged_.find(key); it != merged_.end()) {
     *out = it->second;

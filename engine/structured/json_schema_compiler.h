@@ -212,6 +212,10 @@ class Compiler {
   // simply: no type in common, no value in common, or for objects a property both require with
   // no value in common (a discriminator), or that one requires and the other forbids.
   Status Disjoint(const json& a, const json& b, const std::string& ptr, bool* out);
+  // The rule of a schema allOf, anyOf or oneOf merged: one met again (a recursive one: a
+  // property's allOf of the $ref around it) is the rule made for it the first time, which
+  // exists before its body as a $ref's does.
+  Status MergedValue(const json& merged, const std::string& ptr, Sym* out);
   Status AllOf(const json& s, const std::string& ptr, Sym* out);
 
   // ---- json_schema.cpp: the walk, $ref, strings, numbers, enum/const
