@@ -1011,6 +1011,13 @@ TEST(JsonSchemaTest, RefusalsNameTheKeywordAndItsPointer) {
        "keyword \"uniqueItems\" at \"/uniqueItems\""},
       {R"({"type": "object", "required": ["a"], "additionalProperties": false})",
        "keyword \"required\" at \"/required\""},
+      // Bounds that are no numbers, merged (they threw from nlohmann: the daemon went down).
+      {R"({"allOf": [{"minItems": "x"}, {"minItems": 2}]})", "keyword \"minItems\" at"},
+      {R"({"type": "string", "oneOf": [{"maxLength": "0"}, {"minLength": 1}]})",
+       "keyword \"maxLength\" at"},
+      {R"({"type": "array", "items": {"enum": [1, 2]}, "minItems": "x",
+           "allOf": [{"contains": {"const": 1}}, {"contains": {"minimum": 1}}]})",
+       "keyword \"minItems\" at"},
       // An allOf that is not an array inside a branch merged with its siblings' allOf (found by
       // json_schema_fuzz: it threw from nlohmann instead of being refused).
       {R"({"allOf": [{"properties": {"x": {"type": "string"}}}, {"required": ["x"]}],

@@ -640,10 +640,12 @@ Status Compiler::MergeOnce(const json& a0, const json& b0, const std::string& pt
       w = std::lcm(static_cast<int64_t>(w.get<double>()), static_cast<int64_t>(v.get<double>()));
     } else if (k == "uniqueItems" && w.is_boolean() && v.is_boolean()) {
       w = w.get<bool>() || v.get<bool>();  // either asks it: both do
-    } else if (k == "minLength" || k == "minItems" || k == "minProperties") {
-      w = std::max(w.get<double>(), v.get<double>());
-    } else if (k == "maxLength" || k == "maxItems" || k == "maxProperties") {
-      w = std::min(w.get<double>(), v.get<double>());
+    } else if (k == "minLength" || k == "minItems" || k == "minProperties" || k == "maxLength" ||
+               k == "maxItems" || k == "maxProperties") {
+      if (!w.is_number() || !v.is_number())  // found merging bounds of strings: it threw
+        return Invalid(k, ptr + "/" + k, "not a non-negative integer");
+      w = k.starts_with("min") ? std::max(w.get<double>(), v.get<double>())
+                               : std::min(w.get<double>(), v.get<double>());
     } else if (Annotations().count(k) || !(Enforced().count(k) || Refused().count(k))) {
       continue;  // the first one's annotation stays
     } else if (k == "$llmq_contains" || (k == "contains" && !no_contains_)) {
@@ -697,7 +699,10 @@ Status Compiler::MergeContains(const json& a, const json& b, const std::vector<j
       return Status::Ok();
     }
     if (every) {  // any item is one: an item at least
-      (*m)["minItems"] = std::max(m->value("minItems", json(0)).get<double>(), 1.0);
+      const json min = m->value("minItems", json(0));
+      if (!min.is_number())
+        return Invalid("minItems", ptr + "/minItems", "not a non-negative integer");
+      (*m)["minItems"] = std::max(min.get<double>(), 1.0);
       continue;
     }
     if (std::find(left.begin(), left.end(), c) == left.end()) left.push_back(c);
