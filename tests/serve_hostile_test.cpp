@@ -227,6 +227,31 @@ TEST_F(ServeHostileCorpusTest, EveryCaseLeavesTheDaemonUpAndNamesWhatHappened) {
              std::string::npos)
              << errors[0].dump();
        }},
+      {"a line whose JSON Schema merges bounds that are no numbers (it threw from the compiler: "
+       "the daemon went down, and again on each restart)",
+       [&] {
+         const nlohmann::json bad = {
+             {"custom_id", "bad-schema"},
+             {"method", "POST"},
+             {"url", "/v1/chat/completions"},
+             {"body",
+              {{"messages", {{{"role", "user"}, {"content", "list"}}}},
+               {"max_tokens", 4},
+               {"response_format",
+                {{"type", "json_schema"},
+                 {"json_schema",
+                  {{"name", "x"},
+                   {"schema", nlohmann::json::parse(
+                                  R"({"allOf": [{"minItems": "x"}, {"minItems": 2}]})")}}}}}}}};
+         Drop("schema.jsonl", GoodLine("s0") + bad.dump() + "\n" + GoodLine("s1"));
+         const auto got = WaitResults("schema");
+         EXPECT_TRUE(got.count("s0") && got.count("s1")) << Log();
+         std::string said;
+         for (const char* kind : {".results.jsonl", ".errors.jsonl"})
+           for (const json& r : ReadJsonl(outbox(std::string("schema") + kind)))
+             if (r["custom_id"] == "bad-schema") said += r.dump();
+         EXPECT_NE(said.find("keyword \\\"minItems\\\""), std::string::npos) << said << Log();
+       }},
       {"a file appended to slowly, past the settle time, while its writer keeps it open",
        [&] {
          // The slow writer is the scenario: it pauses three settle times between its lines.
