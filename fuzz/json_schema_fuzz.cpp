@@ -77,6 +77,12 @@ int main(int argc, char** argv) {
           "maxProperties": 3, "dependentRequired": {"c": ["a"]}, "dependentSchemas":
           {"a": {"oneOf": [{"required": ["b"]}, {"not": {"required": ["c"]}}]}}})" +
           std::string(1, '\0') + R"({"a": 1, "b": "x", "c": 2})",
+      // Bounds merged by allOf, oneOf's exclusions, uniqueItems and contains over an enum: a
+      // byte turns a number into a string ("1" for 1: it threw from the compiler, 496c4b1).
+      R"({"type": "array", "items": {"enum": [1, 2, 3]}, "uniqueItems": true, "minItems": 1,
+          "allOf": [{"maxItems": 3}, {"maxItems": 2}, {"contains": {"const": 1}},
+          {"contains": {"minimum": 1}}], "oneOf": [{"maxItems": 1}, {"minItems": 2}]})" +
+          std::string(1, '\0') + R"([2, 1])",
   };
   return WriteSeeds(argc, argv, kSeeds);
 }
