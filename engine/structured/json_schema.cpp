@@ -238,12 +238,7 @@ Status Compiler::ValueOf(const json& s0, const std::string& ptr, Sym* out) {
   if (s.contains("enum") && !s["enum"].is_array())
     return Invalid("enum", ptr + "/enum", "not an array");
   if (s.contains("const") || s.contains("enum")) {
-    // Both: the values of enum equal to const.
-    json values = s.contains("const") ? json::array({s["const"]}) : s["enum"];
-    if (s.contains("const") && s.contains("enum") &&
-        std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end())
-      values = json::array();
-    return Enum(values, s, ptr + (s.contains("const") ? "/const" : "/enum"), out);
+    return Enum(EnumValues(s), s, ptr + (s.contains("const") ? "/const" : "/enum"), out);
   }
   std::vector<std::string> types;
   LLMQ_RETURN_IF_ERROR(Types(s, ptr, &types));
@@ -731,9 +726,16 @@ json Compiler::ConstSchema(const json& v) {
 }
 
 bool Compiler::SameValue(const json& a, const json& b) {
-  if (a.is_structured() || b.is_structured())  // nlohmann::json's objects are sorted by name
-    return nlohmann::json::parse(a.dump()) == nlohmann::json::parse(b.dump());
+  if (a.is_structured() || b.is_structured()) return Canonical(a) == Canonical(b);
   return a == b;
+}
+
+json Compiler::EnumValues(const json& s) {
+  json values = s.contains("const") ? json::array({s["const"]}) : s["enum"];
+  if (s.contains("const") && s.contains("enum") && s["enum"].is_array() &&
+      std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end())
+    values = json::array();  // both: the values of enum equal to const
+  return values;
 }
 
 Status Compiler::Enum(const json& values, const json& s, const std::string& ptr, Sym* out) {

@@ -679,7 +679,7 @@ Status Compiler::MergeContains(const json& a, const json& b, const std::vector<j
     return Status::Ok();
   }
   if (!items.is_object() || !(items.contains("enum") || items.contains("const"))) return differs();
-  const json values = items.contains("const") ? json::array({items["const"]}) : items["enum"];
+  const json values = EnumValues(items);
   if (!values.is_array()) return differs();
   std::vector<json> left;
   std::vector<json> all = {(*m)[k]};

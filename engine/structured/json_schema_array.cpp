@@ -192,10 +192,7 @@ Status Compiler::UniqueArray(const json& items, const std::optional<Counted>& co
   if (s.contains("const") || s.contains("enum")) {
     if (s.contains("enum") && !s["enum"].is_array())
       return Invalid("enum", ptr + "/items/enum", "not an array");
-    values = s.contains("const") ? json::array({s["const"]}) : s["enum"];
-    if (s.contains("const") && s.contains("enum") &&
-        std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end())
-      values = json::array();
+    values = EnumValues(s);
   } else {
     std::vector<std::string> types;
     LLMQ_RETURN_IF_ERROR(Types(s, ptr + "/items", &types));

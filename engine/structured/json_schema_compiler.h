@@ -103,6 +103,9 @@ class Compiler {
   // Whether `a` and `b` are one value as JSON Schema compares them (enum, const, uniqueItems):
   // numbers by value (1 and 1.0), objects' members in any order.
   static bool SameValue(const json& a, const json& b);
+  // The values an object with enum and/or const admits (both: those of enum equal to const);
+  // the enum as written where it is no array (the caller says so).
+  static json EnumValues(const json& s);
   Status Enum(const json& values, const json& s, const std::string& ptr, Sym* out);
   Status Ref(const json& s, const std::string& ptr, Sym* out);
 
