@@ -16,38 +16,23 @@
 #include "engine/structured/json_schema.h"
 #include "engine/structured/matcher.h"
 #include "fuzz/fuzz_check.h"
+#include "fuzz/matcher_walk.h"
 
 #ifndef LLMQ_FUZZ_SEEDS
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const auto trie = llmq::TokenTrie::SingleBytes();
-  const std::string_view in(reinterpret_cast<const char*>(data), size);
-  const size_t nul = in.find('\0');
-  const std::string_view text = in.substr(0, nul);
-  const std::string_view doc = nul == std::string_view::npos ? "" : in.substr(nul + 1);
+  const auto [text, doc] = SplitAtNul(data, size);
   const auto schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded()) return 0;
   llmq::Grammar g;
-  llmq::Status s = llmq::CompileJsonSchema(schema, &g);
-  std::shared_ptr<llmq::CompiledGrammar> c;
-  if (s.ok()) s = llmq::CompiledGrammar::Compile(std::move(g), trie, &c);
-  if (!s.ok()) {
-    FUZZ_CHECK(s.code() == llmq::Status::Code::kInvalidArgument ||
-               s.code() == llmq::Status::Code::kUnsupported);
-    FUZZ_CHECK(s.message().rfind("json_schema:", 0) == 0 || s.message().rfind("grammar:", 0) == 0);
+  const llmq::Status s = llmq::CompileJsonSchema(schema, &g);  // before g is moved
+  std::string why;
+  const auto c = CompileOrRefused(s, std::move(g), &why);
+  if (c == nullptr) {
+    FUZZ_CHECK(why.rfind("json_schema:", 0) == 0 || why.rfind("grammar:", 0) == 0);
     return 0;
   }
-  llmq::Matcher m(c);
-  llmq::TokenMask mask(256);
-  for (size_t k = 0; k < doc.size() && k < 64; ++k) {
-    m.Mask(&mask);
-    for (int b = 0; b < 256; b += 7) {  // a sample of the bytes: the mask is the brute force
-      llmq::Matcher copy = m;
-      FUZZ_CHECK(mask.Test(b) == copy.Consume(std::string(1, static_cast<char>(b))));
-    }
-    if (!m.Consume(doc.substr(k, 1))) break;
-  }
-  (void)m.CanEnd();
+  WalkDocument(c, doc, 7);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <regex>
@@ -157,11 +158,69 @@ TEST(Gbnf, GreedyLexingLosesNoString) {
                std::regex_match(mid, std::regex("[ab]+b"));
       },
       "ab()", 8, 5);
-  const std::string apart = "word ::= [ab]+\nroot ::= word \"b\" root?";
-  ExpectLanguage(apart, Re("([ab]+b)+"), "ab", 8, 3);
+  const std::string apart = "word ::= [ab]+\nroot ::= word \"b\" (\"(\" root \")\")?";
+  ExpectLanguage(
+      apart,
+      [](const std::string& s) {  // ([ab]+b\()^k [ab]+b \)^k
+        const size_t k = static_cast<size_t>(std::count(s.begin(), s.end(), '('));
+        if (s.size() < k || s.substr(s.size() - k) != std::string(k, ')')) return false;
+        static const std::regex part("[ab]+b");
+        size_t at = 0;
+        for (size_t i = 0; i <= k; ++i) {
+          const size_t end = i < k ? s.find('(', at) : s.size() - k;
+          if (end == std::string::npos || !std::regex_match(s.substr(at, end - at), part))
+            return false;
+          at = end + 1;
+        }
+        return true;
+      },
+      "ab()", 8, 4);
   Grammar g;
   ASSERT_TRUE(CompileGbnf(apart, &g).ok());
   EXPECT_NE(g.Dump().find("word"), std::string::npos) << g.Dump();
+}
+
+// A rule recursive only through itself, every reference ending its alternatives (llama.cpp's
+// json.gbnf: `ws ::= ([ \t\n] ws)?`) or every one beginning them, is a repetition: one lexeme
+// where it is terminal, not a parser rule per character. Its language is unchanged; a rule that
+// also names itself elsewhere stays a rule of the parser.
+TEST(Gbnf, RecursionThroughItselfAtTheEdgeIsRepetition) {
+  const struct {
+    const char* gbnf;
+    const char* regex;
+    const char* alphabet;
+  } cases[] = {
+      {"root ::= \"[\" ws \"]\"\nws ::= ([ \\t\\n] ws)?", "\\[[ \\t\\n]*\\]", "[] \t"},
+      {"root ::= x\nx ::= \"a\" x | \"b\" x | \"c\"", "[ab]*c", "abc"},
+      {"root ::= x\nx ::= x \"a\" | x \"bc\" | \"c\" | \"\"", "c?(a|bc)*", "abc"},
+      {"root ::= x\nx ::= \"a\" (\"b\" x | \"c\") | \"d\"", "(ab)*(ac|d)", "abcd"},
+      {"root ::= x \"b\"\nx ::= \"a\" x", "$^", "ab"},  // no way out: no document
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.gbnf);
+    Grammar g;
+    ASSERT_TRUE(CompileGbnf(c.gbnf, &g).ok());
+    if (std::string(c.regex) == "$^") {  // the empty language: refused as such
+      std::shared_ptr<CompiledGrammar> compiled;
+      const Status st = CompiledGrammar::Compile(std::move(g), TokenTrie::SingleBytes(), &compiled);
+      EXPECT_NE(st.message().find("admits no document"), std::string::npos) << st.message();
+      continue;
+    }
+    ExpectLanguage(c.gbnf, Re(c.regex), c.alphabet, 6, 3);
+    EXPECT_EQ(g.lexemes().size(), 1u) << g.Dump();  // the whole grammar is one expression
+  }
+  // Not at an edge: a rule of the parser, the language kept.
+  const char* nested = "root ::= x\nx ::= \"(\" x \")\" | \"a\"";
+  ExpectLanguage(
+      nested,
+      [](const std::string& s) {
+        const size_t k = s.size() / 2;
+        return s.size() % 2 == 1 && s == std::string(k, '(') + "a" + std::string(k, ')');
+      },
+      "()a", 7, 4);
+  Grammar g;
+  ASSERT_TRUE(CompileGbnf(nested, &g).ok());
+  EXPECT_GT(g.lexemes().size(), 1u) << g.Dump();
 }
 
 TEST(Gbnf, RecursiveGrammars) {
