@@ -1,7 +1,9 @@
-// GBNF grammars (engine/structured/gbnf.h) on a real vocabulary: llama.cpp's example grammars
-// (fetched, never committed), each compiled for the Llama 3 tokenizer and walked token by token at
-// random: at each step the mask is computed (timed), a token drawn uniformly from it, and the
-// matcher must take it; a document ends when the grammar allows it and a draw says so (or at
+// GBNF and Lark grammars (engine/structured/gbnf.h, lark.h) on a real vocabulary: llama.cpp's
+// example grammars (fetched, never committed) and any .lark file beside them (read as a job line's
+// grammar is: Lark where no line holds `::=`), each compiled for the Llama 3 tokenizer and walked
+// token by token at random: at each step the mask is computed (timed), a token drawn uniformly from
+// it, and the matcher must take it; a document ends when the grammar allows it and a draw says so
+// (or at
 // --max-tokens). Each finished document is walked again byte by byte by a fresh matcher, which
 // must take it whole (the masks and the byte walk agree). Prints compile time, the grammar's size
 // and the masks' times.
@@ -19,7 +21,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
-#include "engine/structured/gbnf.h"
+#include "engine/structured/lark.h"
 #include "engine/structured/matcher.h"
 #include "engine/structured/schema_check.h"
 #include "engine/text/tokenizer.h"
@@ -42,9 +44,10 @@ int main(int argc, char** argv) {
   if (dir.empty()) llmq::bench::Die("--dir is required");
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".gbnf") files.push_back(e.path());
+    if (e.path().extension() == ".gbnf" || e.path().extension() == ".lark")
+      files.push_back(e.path());
   std::sort(files.begin(), files.end());
-  if (files.empty()) llmq::bench::Die("no .gbnf file in " + dir);
+  if (files.empty()) llmq::bench::Die("no .gbnf or .lark file in " + dir);
 
   std::unique_ptr<llmq::Tokenizer> tok;
   llmq::bench::Check(llmq::Tokenizer::Load(model, &tok), "tokenizer");
@@ -65,7 +68,7 @@ int main(int argc, char** argv) {
     text << in.rdbuf();
     t0 = Clock::now();
     llmq::Grammar g;
-    llmq::Status st = llmq::CompileGbnf(text.str(), &g);
+    llmq::Status st = llmq::CompileGrammarText(text.str(), &g);
     const size_t rules = g.rules().size(), lexemes = g.lexemes().size();
     std::shared_ptr<llmq::CompiledGrammar> c;
     if (st.ok()) st = llmq::CompiledGrammar::Compile(std::move(g), trie, &c);

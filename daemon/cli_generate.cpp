@@ -72,7 +72,7 @@ int Generate(const CLI::App* cmd, const GenerateFlags& f) {
     text << in.rdbuf();
     GrammarCache grammars(model.tokenizer.get());
     const Status st = f.grammar_file.empty() ? grammars.JsonSchema(text.str(), &req.grammar)
-                                             : grammars.Gbnf(text.str(), &req.grammar);
+                                             : grammars.Ebnf(text.str(), &req.grammar);
     if (!st.ok()) return Fail(cmd, file + ": " + st.message());
   }
   // Generation stops at the context's end: a prompt near it gets what room is left.
@@ -143,9 +143,9 @@ void AddGenerateCommand(CLI::App* app, int* rc) {
   f->seed_opt = cmd->add_option("--seed", f->seed, "Sampling seed (default: random)");
   cmd->add_option("--stop", f->stop, "Stop string");
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past the end-of-sequence token");
-  CLI::Option* grammar = cmd->add_option(
-      "--grammar", f->grammar_file,
-      "A GBNF grammar file the output must follow (as a line's structured_outputs.grammar)");
+  CLI::Option* grammar = cmd->add_option("--grammar", f->grammar_file,
+                                         "A GBNF or Lark grammar file the output must follow (as a "
+                                         "line's structured_outputs.grammar)");
   cmd->add_option("--json-schema", f->json_schema_file,
                   "A JSON Schema file the output must satisfy (as response_format json_schema)")
       ->excludes(grammar);

@@ -1,11 +1,11 @@
 // llmq grammar check --model DIR FILE [--accept TEXT]... [--reject TEXT]... [--json]: whether a
-// GBNF grammar (vLLM's structured_outputs.grammar, engine/structured/gbnf.h) will work with a
-// model, before a night is spent on it. The grammar is compiled for the model's tokenizer (or
-// refused, naming line and column); each --accept text must be taken whole, token by token
-// through the masks, with EOS allowed at its end, and each --reject text must not (refused at a
-// token, or only a prefix of a document; the walk is `llmq schema check`'s:
-// engine/structured/schema_check.h). Exit status 0 when the grammar
-// compiled and every text agreed, 1 otherwise.
+// GBNF or Lark grammar (vLLM's structured_outputs.grammar, engine/structured/gbnf.h, lark.h; Lark
+// where no line holds `::=`) will work with a model, before a night is spent on it. The grammar is
+// compiled for the model's tokenizer (or refused, naming line and column); each --accept text must
+// be taken whole, token by token through the masks, with EOS allowed at its end, and each --reject
+// text must not (refused at a token, or only a prefix of a document; the walk is `llmq schema
+// check`'s: engine/structured/schema_check.h). Exit status 0 when the grammar compiled and every
+// text agreed, 1 otherwise.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -14,7 +14,7 @@
 
 #include "daemon/cli_common.h"
 #include "daemon/commands.h"
-#include "engine/structured/gbnf.h"
+#include "engine/structured/lark.h"
 #include "engine/structured/schema_check.h"
 #include "engine/text/tokenizer.h"
 
@@ -38,7 +38,7 @@ int Check(const CLI::App* cmd, const GrammarFlags& f) {
   if (Status st = Tokenizer::Load(f.model, &tok); !st.ok()) return Fail(cmd, st);
   const auto t0 = std::chrono::steady_clock::now();
   Grammar g;
-  Status st = CompileGbnf(text.str(), &g);
+  Status st = CompileGrammarText(text.str(), &g);
   const size_t rules = g.rules().size(), lexemes = g.lexemes().size();
   std::shared_ptr<CompiledGrammar> compiled;
   if (st.ok())
@@ -101,15 +101,18 @@ int Check(const CLI::App* cmd, const GrammarFlags& f) {
 
 void AddGrammarCommand(CLI::App* app, int* rc) {
   CLI::App* grammar = app->add_subcommand(
-      "grammar", "GBNF grammars for structured outputs (structured_outputs.grammar)");
+      "grammar", "GBNF and Lark grammars for structured outputs (structured_outputs.grammar)");
   grammar->require_subcommand(1);
   auto f = std::make_shared<GrammarFlags>();
-  CLI::App* cmd = grammar->add_subcommand(
-      "check",
-      "Compile a GBNF grammar for the model's tokenizer and walk each text's tokens through the "
-      "masks");
+  CLI::App* cmd = grammar->add_subcommand("check",
+                                          "Compile a GBNF or Lark grammar for the model's "
+                                          "tokenizer and walk each text's tokens through the "
+                                          "masks");
   cmd->add_option("--model", f->model, "Model folder (its tokenizer)")->required();
-  cmd->add_option("FILE", f->file, "The grammar (GBNF: llama.cpp's, XGrammar's EBNF)")->required();
+  cmd->add_option(
+         "FILE", f->file,
+         "The grammar (GBNF: llama.cpp's, XGrammar's EBNF; Lark where no line holds '::=')")
+      ->required();
   // One text an occurrence, as written (CLI11 would split "[a, b]" into a list otherwise).
   cmd->add_option("--accept", f->accept, "A text the grammar must take whole (repeatable)")
       ->allow_extra_args(false);

@@ -233,7 +233,7 @@ Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const st
       st = ctx.grammars->MatchRegex(r.regex, &out->grammar, after);
       break;
     case RF::kGrammar:
-      st = ctx.grammars->Gbnf(r.grammar, &out->grammar, after);
+      st = ctx.grammars->Ebnf(r.grammar, &out->grammar, after);
       break;
     default: {  // kChoice: the alternation of the strings, each as it is written
       std::string pattern;

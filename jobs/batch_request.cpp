@@ -639,10 +639,10 @@ void ParseVllmRegex(const json& v, const std::string& field, BatchRequest* req) 
   req->regex = v.get<std::string>();
 }
 
-// vLLM's grammar (`field`): the text of a GBNF grammar (compiled by the daemon).
+// vLLM's grammar (`field`): the text of a GBNF or a Lark grammar (compiled by the daemon).
 void ParseVllmGrammar(const json& v, const std::string& field, BatchRequest* req) {
   if (!v.is_string() || v.get_ref<const std::string&>().empty())
-    Fail(field, "must be a GBNF grammar (a non-empty string)", v);
+    Fail(field, "must be a GBNF or Lark grammar (a non-empty string)", v);
   req->response_format = ResponseFormat::kGrammar;
   req->grammar = v.get<std::string>();
 }
@@ -698,7 +698,8 @@ void ParseVllmStructured(const json& body, const nlohmann::ordered_json* ordered
     if (!x->is_object()) Fail(field, kinds, *x);
     if (const json* g = Find(*x, "structural_tag"))
       Fail(field + ".structural_tag",
-           "is not supported (llmq enforces JSON Schemas, regular expressions, choices and GBNF "
+           "is not supported (llmq enforces JSON Schemas, regular expressions, choices, GBNF and "
+           "Lark "
            "grammars)",
            *g);
     OnlyKeys(*x, field, {"json", "json_object", "regex", "choice", "grammar"});
@@ -945,8 +946,8 @@ const std::vector<FieldRule>& BodyFieldRules() {
       {"guided_regex", true, true, U::kHonoured, "vLLM (older): a regular expression"},
       {"guided_choice", true, true, U::kHonoured, "vLLM (older): a list of strings"},
       {"guided_decoding_backend", true, true, U::kIgnored, "vLLM: llmq has one grammar engine"},
-      {"guided_grammar", true, true, U::kHonoured, "vLLM (older): a GBNF grammar"},
-      {"grammar", true, true, U::kHonoured, "llama.cpp's server: a GBNF grammar"},
+      {"guided_grammar", true, true, U::kHonoured, "vLLM (older): a GBNF or Lark grammar"},
+      {"grammar", true, true, U::kHonoured, "llama.cpp's server: a GBNF grammar (or Lark)"},
       {"guided_whitespace_pattern", true, true, U::kRefused,
        "llmq's JSON grammars fix their whitespace"},
       {"chat_template_kwargs", true, false, U::kHonoured,

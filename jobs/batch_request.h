@@ -100,7 +100,7 @@ struct BatchRequest {
   std::string json_schema_name;
   std::string regex;                 // kRegex: the whole output matches it (ECMAScript syntax)
   std::vector<std::string> choices;  // kChoice: the output is one of them (non-empty, distinct)
-  std::string grammar;               // kGrammar: a GBNF grammar (engine/structured/gbnf.h)
+  std::string grammar;  // kGrammar: a GBNF or Lark grammar (engine/structured/gbnf.h, lark.h)
   std::string structured_field = "body.response_format";
   // Tools (chat): the functions on offer, given to the chat template as written; the calls are
   // enforced token by token (engine/structured/tool_calls.h).

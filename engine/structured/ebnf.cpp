@@ -794,6 +794,38 @@ std::string LineColumn(std::string_view text, size_t at) {
   return "line " + std::to_string(line) + ", column " + std::to_string(column);
 }
 
+Status SyntaxStatus(std::string_view text, const SyntaxError& e) {
+  const std::string m = LineColumn(text, std::min(e.at, text.size())) + ": " + e.message;
+  return e.unsupported ? Status::Unsupported(m) : Status::InvalidArgument(m);
+}
+
+bool NextUtf8(std::string_view t, size_t* i, char32_t* out) {
+  const size_t n = Utf8SequenceLength(t.data(), t.size(), *i);
+  if (n == 0) return false;
+  char32_t cp = static_cast<uint8_t>(t[*i]);
+  if (n > 1) {
+    cp &= 0x3F >> (n - 1);
+    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<uint8_t>(t[*i + k]) & 0x3F);
+  }
+  *i += n;
+  *out = cp;
+  return true;
+}
+
+int64_t HexScalar(std::string_view t, size_t* i, int digits) {
+  int64_t v = 0;
+  for (int k = 0; k < digits; ++k, ++*i) {
+    const char c = *i < t.size() ? t[*i] : '\0';
+    const int d = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                         : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) ? -2 : v;
+}
+
 Status Lower(const std::vector<RuleDef>& given, int root, Grammar* out) {
   std::vector<RuleDef> rules = given;
   for (size_t r = 0; r < rules.size(); ++r)

@@ -25,6 +25,7 @@
 // kMaxNesting, kMaxParts), refusing past them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -66,6 +67,23 @@ std::vector<std::pair<char32_t, char32_t>> Normalized(std::vector<std::pair<char
 
 // "line L, column C" of byte offset `at` in `text` (columns count code points).
 std::string LineColumn(std::string_view text, size_t at);
+
+// A front end's syntax error at byte `at` of its text: each parser throws it and catches it in its
+// own Compile function, which returns SyntaxStatus.
+struct SyntaxError {
+  size_t at;
+  std::string message;
+  bool unsupported = false;
+};
+// "line L, column C: message", as Unsupported or InvalidArgument.
+Status SyntaxStatus(std::string_view text, const SyntaxError& e);
+
+// The UTF-8 character at t[*i], advancing *i past it; false (nothing advanced) when the bytes
+// there are not UTF-8.
+bool NextUtf8(std::string_view t, size_t* i, char32_t* out);
+// `digits` hex digits at t[*i] (advancing past those read) as a Unicode scalar value: the value,
+// or -1 when a digit is missing, -2 when the value is no scalar value.
+int64_t HexScalar(std::string_view t, size_t* i, int digits);
 
 // Lowers `rules` (each defined; kRef names an index into them) into *out, whose start is
 // rules[root]. Not OK only when a lexeme that cannot be taken apart does not compile.

@@ -27,12 +27,7 @@ using ebnf::kMaxRepeat;
 using ebnf::Node;
 using ebnf::Normalized;
 using ebnf::RuleDef;
-
-struct SyntaxError {
-  size_t at;
-  std::string message;
-  bool unsupported = false;
-};
+using ebnf::SyntaxError;
 
 class Parser {
  public:
@@ -47,8 +42,8 @@ class Parser {
       if (t_.substr(i_, 3) != "::=") {
         if (i_ < t_.size() && t_[i_] == ':')
           Fail(i_,
-               "expected '::=' (llmq reads GBNF grammars, as llama.cpp and XGrammar "
-               "write them; Lark grammars are not supported)");
+               "expected '::=' (a grammar with a '::=' line is read as GBNF, as llama.cpp and "
+               "XGrammar write it; without one, as Lark)");
         Fail(i_, "expected '::=' after the rule name, found " + Found());
       }
       i_ += 3;
@@ -212,14 +207,8 @@ class Parser {
     if (i_ >= t_.size() || t_[i_] == '\n' || t_[i_] == '\r')
       Fail(i_, "unexpected " + Found() + " inside a literal or a class");
     if (t_[i_] != '\\') {
-      const size_t n = Utf8SequenceLength(t_.data(), t_.size(), i_);
-      if (n == 0) Fail(i_, "the grammar is not UTF-8");
-      char32_t cp = static_cast<uint8_t>(t_[i_]);
-      if (n > 1) {
-        cp &= 0x3F >> (n - 1);
-        for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<uint8_t>(t_[i_ + k]) & 0x3F);
-      }
-      i_ += n;
+      char32_t cp;
+      if (!ebnf::NextUtf8(t_, &i_, &cp)) Fail(i_, "the grammar is not UTF-8");
       return cp;
     }
     const size_t at = i_++;
@@ -252,19 +241,10 @@ class Parser {
     }
   }
   char32_t Hex(size_t at, int digits) {
-    uint32_t v = 0;
-    for (int k = 0; k < digits; ++k, ++i_) {
-      const char c = i_ < t_.size() ? t_[i_] : '\0';
-      const int d = c >= '0' && c <= '9'   ? c - '0'
-                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                           : -1;
-      if (d < 0) Fail(at, "an escape needs " + std::to_string(digits) + " hex digits");
-      v = v * 16 + static_cast<uint32_t>(d);
-    }
-    if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-      Fail(at, "the escape is not a Unicode scalar value");
-    return v;
+    const int64_t v = ebnf::HexScalar(t_, &i_, digits);
+    if (v == -1) Fail(at, "an escape needs " + std::to_string(digits) + " hex digits");
+    if (v == -2) Fail(at, "the escape is not a Unicode scalar value");
+    return static_cast<char32_t>(v);
   }
   Node Literal() {
     Node lit;
@@ -312,8 +292,7 @@ Status CompileGbnf(std::string_view text, Grammar* out) {
   try {
     rules = Parser(text).Parse();
   } catch (const SyntaxError& e) {
-    const std::string m = ebnf::LineColumn(text, e.at) + ": " + e.message;
-    return e.unsupported ? Status::Unsupported(m) : Status::InvalidArgument(m);
+    return ebnf::SyntaxStatus(text, e);
   }
   const auto root =
       std::find_if(rules.begin(), rules.end(), [](const RuleDef& r) { return r.name == "root"; });

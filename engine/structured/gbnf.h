@@ -11,7 +11,8 @@
 //   # comment to the end of the line
 // A rule ends at the end of its line unless a group is open or the next line begins with `|`
 // (XGrammar's leniency). Characters are Unicode code points, matched as their UTF-8 bytes.
-// XGrammar's lookahead assertions `(= ...)` and Lark grammars are refused, named.
+// XGrammar's lookahead assertions `(= ...)` are refused, named. (A grammar with no `::=` line is
+// Lark's: lark.h, CompileGrammarText.)
 //
 // Exactly the language the grammar defines, lowered into lexemes and parser rules as ebnf.h
 // describes (greedy lexing checked to lose no string).

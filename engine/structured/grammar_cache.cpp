@@ -4,9 +4,9 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "engine/structured/gbnf.h"
 #include "engine/structured/grammar.h"
 #include "engine/structured/json_schema.h"
+#include "engine/structured/lark.h"
 #include "engine/structured/regex.h"
 
 namespace llmq {
@@ -123,11 +123,11 @@ Status GrammarCache::MatchRegex(const std::string& pattern, std::shared_ptr<Comp
   return e.status;
 }
 
-Status GrammarCache::Gbnf(const std::string& text, std::shared_ptr<CompiledGrammar>* out,
+Status GrammarCache::Ebnf(const std::string& text, std::shared_ptr<CompiledGrammar>* out,
                           const std::string& after) {
   std::lock_guard<std::mutex> lock(mu_);
   const Entry& e =
-      Find("gbnf\n" + text, after, [&text](Grammar* g) { return CompileGbnf(text, g); });
+      Find("ebnf\n" + text, after, [&text](Grammar* g) { return CompileGrammarText(text, g); });
   *out = e.grammar;
   return e.status;
 }

@@ -52,9 +52,10 @@ class GrammarCache {
   // (naming the construct and its offset), or when it matches the empty string.
   [[nodiscard]] Status MatchRegex(const std::string& pattern, std::shared_ptr<CompiledGrammar>* out,
                                   const std::string& after = "");
-  // The language of a GBNF grammar (engine/structured/gbnf.h: vLLM's structured_outputs grammar).
-  // Not OK as CompileGbnf says (naming line and column).
-  [[nodiscard]] Status Gbnf(const std::string& text, std::shared_ptr<CompiledGrammar>* out,
+  // The language of a GBNF or a Lark grammar (engine/structured/gbnf.h, lark.h: vLLM's
+  // structured_outputs grammar; Lark where no line holds `::=`, as vLLM tells them apart). Not OK
+  // as CompileGbnf / CompileLark say (naming line and column).
+  [[nodiscard]] Status Ebnf(const std::string& text, std::shared_ptr<CompiledGrammar>* out,
                             const std::string& after = "");
   // Any JSON object (response_format json_object).
   [[nodiscard]] Status JsonObject(std::shared_ptr<CompiledGrammar>* out,
@@ -93,8 +94,8 @@ class GrammarCache {
   std::shared_ptr<const TokenTrie> trie_;
   std::future<std::shared_ptr<const TokenTrie>> building_;  // BuildTrieInBackground's
   // By the schema's text; tool calls by "tools\n" and their spec; json_object by "object\n";
-  // regexes by "regex\n" and the pattern; GBNF grammars by "gbnf\n" and the text; any of them after
-  // a text with "after <length>:<text>\n" before (no JSON text begins so).
+  // regexes by "regex\n" and the pattern; GBNF and Lark grammars by "ebnf\n" and the text; any of
+  // them after a text with "after <length>:<text>\n" before (no JSON text begins so).
   std::unordered_map<std::string, Entry> map_;
   std::deque<std::string> order_;  // keys, oldest first
   Stats stats_;
