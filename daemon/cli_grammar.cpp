@@ -4,8 +4,8 @@
 // compiled for the model's tokenizer (or refused, naming line and column); each --accept text must
 // be taken whole, token by token through the masks, with EOS allowed at its end, and each --reject
 // text must not (refused at a token, or only a prefix of a document; the walk is `llmq schema
-// check`'s: engine/structured/schema_check.h). Exit status 0 when the grammar compiled and every
-// text agreed, 1 otherwise.
+// check`'s: engine/structured/schema_check.h). It says which syntax it read (--json: "syntax":
+// "gbnf" or "lark"). Exit status 0 when the grammar compiled and every text agreed, 1 otherwise.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -46,7 +46,8 @@ int Check(const CLI::App* cmd, const GrammarFlags& f) {
         std::move(g), std::make_shared<const TokenTrie>(TokenTrie::FromTokenizer(*tok)), &compiled);
   const double compile_us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  ojson out = {{"file", f.file}, {"compiled", st.ok()}, {"error", nullptr}};
+  const char* syntax = LooksLikeLark(text.str()) ? "lark" : "gbnf";
+  ojson out = {{"file", f.file}, {"syntax", syntax}, {"compiled", st.ok()}, {"error", nullptr}};
   if (!st.ok()) {
     out["error"] = st.message();
     if (f.json)
@@ -60,8 +61,8 @@ int Check(const CLI::App* cmd, const GrammarFlags& f) {
   out["lexemes"] = lexemes;
   out["texts"] = ojson::array();
   if (!f.json)
-    std::printf("%s: compiled in %.0f us (%zu rules, %zu lexemes)\n", f.file.c_str(), compile_us,
-                rules, lexemes);
+    std::printf("%s: compiled in %.0f us (%s: %zu rules, %zu lexemes)\n", f.file.c_str(),
+                compile_us, syntax[0] == 'l' ? "Lark" : "GBNF", rules, lexemes);
   bool all = true;
   TokenMask mask(tok->vocab_size());
   for (const bool want : {true, false}) {

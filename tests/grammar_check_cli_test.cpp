@@ -1,7 +1,8 @@
 // `llmq grammar check` (daemon/cli_grammar.cpp) on the real binary with the Llama 3 tokenizer of
 // ../shared: a grammar compiled and texts walked token by token (accepted whole, rejected at the
 // token where they leave the grammar, a prefix accepted without EOS), a disagreement making the
-// exit status 1, a syntax error named by line and column, and the --json shape.
+// exit status 1, a syntax error named by line and column, and the --json shape; a Lark grammar
+// (no line holds `::=`) the same way.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -41,6 +42,7 @@ TEST(GrammarCheckCliTest, TextsAreWalkedTokenByToken) {
   EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
   const json out = json::parse(r.out);
   EXPECT_EQ(out["file"], g);
+  EXPECT_EQ(out["syntax"], "gbnf");
   EXPECT_TRUE(out["compiled"].get<bool>());
   EXPECT_TRUE(out["error"].is_null());
   EXPECT_GT(out["rules"].get<int>(), 0);
@@ -56,6 +58,32 @@ TEST(GrammarCheckCliTest, TextsAreWalkedTokenByToken) {
   r = testing::RunLlmq({"grammar", "check", "--model", model, bad});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find(bad + ": refused: line 2, column 14:"), std::string::npos) << r.out;
+}
+
+TEST(GrammarCheckCliTest, LarkGrammarsAreReadAsLark) {
+  const std::string model = testing::SharedModel("tiny-llama32");
+  LLMQ_SKIP_WITHOUT_SHARED(model, "tiny-llama32");
+  const std::string dir = testing::CurrentTestDir();
+  const std::string g = testing::WriteFileIn(dir, "list.lark",
+                                             "start: \"[\" [item (\",\" item)*] \"]\"\n"
+                                             "?item: INT | ESCAPED_STRING | start\n"
+                                             "%import common (INT, ESCAPED_STRING, WS)\n"
+                                             "%ignore WS\n");
+  testing::RunResult r = testing::RunLlmq({"grammar", "check", "--model", model, g, "--accept",
+                                           "[1, \"two words\", [3, []]]", "--accept", " [ ] ",
+                                           "--reject", "[1,]", "--reject", "[1, [2]"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find(g + ": compiled in "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" us (Lark: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reject \"[1,]\": rejected at token"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("disagrees"), std::string::npos) << r.out;
+  // A Lark syntax error names line and column.
+  const std::string bad = testing::WriteFileIn(dir, "bad.lark", "start: item\nitem: /[0-9/\n");
+  r = testing::RunLlmq({"grammar", "check", "--model", model, bad});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find(bad + ": refused: line 2, column 8: unterminated character set"),
+            std::string::npos)
+      << r.out;
 }
 
 }  // namespace
