@@ -172,8 +172,8 @@ TEST(Gbnf, GreedyLexingLosesNoString) {
   EXPECT_NE(g.Dump().find("word"), std::string::npos) << g.Dump();
 }
 
-// A rule recursive only through itself, every reference ending its alternatives (llama.cpp's
-// json.gbnf: `ws ::= ([ \t\n] ws)?`) or every one beginning them, is a repetition: one lexeme
+// A rule recursive only through itself, each reference ending or beginning its alternative
+// (llama.cpp's json.gbnf: `ws ::= ([ \t\n] ws)?`), is a repetition: one lexeme
 // where it is terminal, not a parser rule per character. Its language is unchanged; a rule that
 // also names itself elsewhere stays a rule of the parser.
 TEST(Gbnf, RecursionThroughItselfAtTheEdgeIsRepetition) {
@@ -186,6 +186,9 @@ TEST(Gbnf, RecursionThroughItselfAtTheEdgeIsRepetition) {
       {"root ::= x\nx ::= \"a\" x | \"b\" x | \"c\"", "[ab]*c", "abc"},
       {"root ::= x\nx ::= x \"a\" | x \"bc\" | \"c\" | \"\"", "c?(a|bc)*", "abc"},
       {"root ::= x\nx ::= \"a\" (\"b\" x | \"c\") | \"d\"", "(ab)*(ac|d)", "abcd"},
+      // At both edges: the parts before gather before, the parts after after.
+      {"root ::= \"[\" ws \"]\"\nws ::= | [ \\t] ws | ws [\\n]", "\\[[ \\t]*\\n*\\]", "[] \t\n"},
+      {"root ::= x\nx ::= \"a\" x | x \"b\" | \"c\" | x", "a*cb*", "abc"},
       {"root ::= x \"b\"\nx ::= \"a\" x", "$^", "ab"},  // no way out: no document
   };
   for (const auto& c : cases) {

@@ -632,57 +632,63 @@ Status PartsToTakeApart(const Grammar& g,
 
 // ---- Recursion through itself, as repetition ------------------------------------------------
 
-// A rule whose references to itself all end its alternatives (right-linear: llama.cpp's
-// `ws ::= ([ \t\n] ws)?`) derives what a repetition does: A ::= P1 A | ... | Q1 | ... is
-// (P1 | ...)* (Q1 | ...) (Arden's lemma; the P and Q may name other rules, even ones that name A:
-// Bekic's lemma solves A first), and so when they all begin them (left-linear): A ::= A P1 | ... |
-// Q1 | ... is (Q1 | ...) (P1 | ...)*. Rewritten so before lexemes are chosen, such a rule may be
-// one lexeme: whitespace as [ \t\n]* rather than a parser rule per character (json_arr.gbnf's
-// masks p99 472 ms -> 0.5 ms).
+// A rule whose every alternative names it at most once, at its end or at its start, derives what
+// repetitions do: A ::= P1 A | ... | A S1 | ... | Q1 | ... (the P, S and Q not naming A) is
+// (P1 | ...)* (Q1 | ...) (S1 | ...)*: each derivation is a chain, the P gathering before the Q and
+// the S after it (Arden's lemma on each side; the P, S and Q may name other rules, even ones that
+// name A: Bekic's lemma solves A first). llama.cpp's `ws ::= ([ \t\n] ws)?` is [ \t\n]*, and
+// `ws ::= | [ \t\n] ws | ws [ \t\n]` too. Rewritten so before lexemes are chosen, such a rule may
+// be one lexeme rather than a parser rule per character (json_arr.gbnf's masks p99 472 ms ->
+// 0.5 ms). A rule naming itself inside (`x ::= "(" x ")"`) is left as it is.
 class Linear {
  public:
-  // The body of rules[r] rewritten, or nullopt when it is not right- or left-linear in itself.
+  // The body of rules[r] rewritten, or nullopt when it is not of that form.
   static std::optional<Node> Rewrite(const std::vector<RuleDef>& rules, int r) {
     const Node& body = rules[static_cast<size_t>(r)].body;
     if (!Contains(body, r)) return std::nullopt;
-    for (const bool right : {true, false}) {
-      Linear l(r, right);
-      std::vector<Branch> branches;
-      if (!l.Split(body, &branches, 0)) continue;
-      Node rec, rest;
-      rec.kind = rest.kind = Node::kAlt;
-      for (Branch& b : branches) (b.recursive ? rec : rest).kids.push_back(std::move(b.part));
+    Linear l(r);
+    std::vector<Branch> branches;
+    if (!l.Split(body, &branches, 0)) return std::nullopt;
+    Node before, rest, after;  // the P, the Q, the S
+    before.kind = rest.kind = after.kind = Node::kAlt;
+    for (Branch& b : branches) {
+      if (b.side != kNone && IsEmpty(b.part)) continue;  // A ::= A adds nothing
+      (b.side == kBefore  ? before
+       : b.side == kAfter ? after
+                          : rest)
+          .kids.push_back(std::move(b.part));
+    }
+    if (rest.kids.empty()) {  // no way out of the recursion: the empty language
+      Node none;
+      none.kind = Node::kClass;  // no ranges: no character
+      return none;
+    }
+    Node out;
+    out.kind = Node::kSeq;
+    for (Node* part : {&before, &rest, &after}) {
+      if (part->kids.empty()) continue;
+      if (part == &rest) {
+        out.kids.push_back(std::move(*part));
+        continue;
+      }
       Node loop;
       loop.kind = Node::kRepeat;
-      loop.kids.push_back(std::move(rec));
-      Node out;
-      out.kind = Node::kSeq;
-      if (rest.kids.empty()) {  // no way out of the recursion: the empty language
-        Node none;
-        none.kind = Node::kClass;  // no ranges: no character
-        return none;
-      }
-      if (right) {
-        out.kids.push_back(std::move(loop));
-        out.kids.push_back(std::move(rest));
-      } else {
-        out.kids.push_back(std::move(rest));
-        out.kids.push_back(std::move(loop));
-      }
-      return out;
+      loop.kids.push_back(std::move(*part));
+      out.kids.push_back(std::move(loop));
     }
-    return std::nullopt;
+    return out;
   }
 
  private:
+  enum Side { kNone, kBefore, kAfter };  // of the reference: the part comes before it, or after
   struct Branch {
-    Node part;       // what comes before (right) or after (left) the reference, or the whole
-    bool recursive;  // it was beside a reference to the rule
+    Node part;  // what comes beside the reference, or the whole branch (kNone)
+    Side side;
   };
   static constexpr int kMaxBranches = 256, kMaxDepth = 64;
   static constexpr size_t kMaxCopied = 10000;  // nodes copied into the branches
 
-  Linear(int r, bool right) : r_(r), right_(right) {}
+  explicit Linear(int r) : r_(r) {}
 
   static bool Contains(const Node& n, int r) {
     if (n.kind == Node::kRef) return n.rule == r;
@@ -697,18 +703,18 @@ class Linear {
     return c;
   }
 
-  // `n` as alternatives: each the part beside a reference to the rule at its end (right) or its
-  // start (left), or a branch without one. False when a reference is anywhere else.
+  // `n` as alternatives: each the part before or after a reference to the rule at its end or its
+  // start, or a branch without one. False when a reference is anywhere else.
   bool Split(const Node& n, std::vector<Branch>* out, int depth) {
     if (++depth > kMaxDepth || out->size() > kMaxBranches) return false;
     if (!Contains(n, r_)) {
       copied_ += Count(n);
-      out->push_back({n, false});
+      out->push_back({n, kNone});
       return copied_ <= kMaxCopied;
     }
     switch (n.kind) {
-      case Node::kRef:
-        out->push_back({Empty(), true});
+      case Node::kRef:  // the rule alone: a part of nothing, on either side
+        out->push_back({Empty(), kBefore});
         return true;
       case Node::kAlt:
         for (const Node& k : n.kids)
@@ -716,15 +722,27 @@ class Linear {
         return true;
       case Node::kRepeat:  // x? with the reference inside: x | nothing
         if (n.min != 0 || n.max != 1) return false;
-        out->push_back({Empty(), false});
+        out->push_back({Empty(), kNone});
         return Split(n.kids[0], out, depth);
       case Node::kSeq: {
-        const size_t edge = right_ ? n.kids.size() - 1 : 0;
+        size_t edge = n.kids.size();  // the one part naming the rule: the first or the last
         for (size_t k = 0; k < n.kids.size(); ++k)
-          if (k != edge && Contains(n.kids[k], r_)) return false;
+          if (Contains(n.kids[k], r_)) {
+            if (edge != n.kids.size()) return false;
+            edge = k;
+          }
+        const bool last = edge + 1 == n.kids.size(), first = edge == 0;
+        if (!last && !first) return false;
         std::vector<Branch> at_edge;
         if (!Split(n.kids[edge], &at_edge, depth)) return false;
         for (Branch& b : at_edge) {
+          Side side = b.side;
+          if (n.kids.size() > 1 && side != kNone) {
+            // The reference stays at an edge of the whole: at the end when the others come before.
+            const Side whole = last ? kBefore : kAfter;
+            if (side != whole && !IsEmpty(b.part)) return false;
+            side = whole;
+          }
           Node seq;
           seq.kind = Node::kSeq;
           for (size_t k = 0; k < n.kids.size(); ++k) {
@@ -735,7 +753,7 @@ class Linear {
               seq.kids.push_back(std::move(b.part));
             }
           }
-          out->push_back({std::move(seq), b.recursive});
+          out->push_back({std::move(seq), side});
         }
         return copied_ <= kMaxCopied && out->size() <= kMaxBranches;
       }
@@ -743,9 +761,9 @@ class Linear {
         return false;
     }
   }
+  static bool IsEmpty(const Node& n) { return n.kind == Node::kSeq && n.kids.empty(); }
 
   int r_;
-  bool right_;
   size_t copied_ = 0;
 };
 
