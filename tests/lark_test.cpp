@@ -153,6 +153,8 @@ TEST(Lark, RulesTerminalsAndOperatorsAgreeWithLark) {
        "abA,01-", 5},
       // Greedy lexing would lose "abbc": terminals are taken apart where they overlap.
       {"start: A B\nA: \"a\" | \"ab\"\nB: \"bc\" | \"c\"", "abc", 5},
+      // An alias written against a name.
+      {"start: x+ -> all\nx: \"a\"->ay | \"b\"->bee", "ab-", 4},
       {"start: NUM NUM\nNUM: /[0-9]+/", "01a", 5},
   });
 }
@@ -270,6 +272,11 @@ TEST(Lark, TellsLarkFromGbnfAsVllmDoes) {
   EXPECT_TRUE(LooksLikeLark("// root ::= x\nstart: \"a\"  # not ::= here\n"));
   EXPECT_FALSE(LooksLikeLark("root ::= \"a\"\n"));
   EXPECT_FALSE(LooksLikeLark("# Lark? no\nroot ::= x\nx ::= \"b\""));
+  // LLGuidance's names may hold '-' (an alias's arrow after one is not part of it).
+  const auto dashed = CompileText("start: my-rule->x\nmy-rule: \"a\"");
+  ASSERT_NE(dashed, nullptr);
+  bool ends = false;
+  EXPECT_TRUE(Takes(dashed, "a", &ends) && ends);
   // CompileGrammarText reads each as what it is: the same language.
   for (const char* text : {"root ::= \"a\" [0-9]+", "start: \"a\" /[0-9]+/"}) {
     Grammar g;

@@ -602,7 +602,7 @@ class LarkReader {
   std::string Name() {
     const size_t from = i_;
     if (i_ < t_.size() && t_[i_] != '-' && !(t_[i_] >= '0' && t_[i_] <= '9'))
-      while (i_ < t_.size() && IsNameChar(t_[i_])) ++i_;
+      while (i_ < t_.size() && IsNameChar(t_[i_]) && t_.substr(i_, 2) != "->") ++i_;
     if (i_ == from) Fail(At(), "expected a name, found " + Found());
     return std::string(t_.substr(from, i_ - from));
   }
