@@ -166,6 +166,9 @@ TEST(Lark, RegularExpressionsAgreeWithPythonsRe) {
       {"start: /(?i)a(?-i:b)|c{1,2}|d{2,}|e{,1}f/", "aAbBcdef", 4},
       {"start: /[a-c\\]-]x*|\\x41\\u00e9|\\./", "abc]-xAé.", 3},
       {"start: /./ | /x./s", "ax\n", 3},
+      // Python's corners: ']' first in a class, '-' at its edge, octal, an empty alternative (the
+      // longer alternatives first: Lark's lexer takes Python's first match, see below).
+      {"start: /[-a]c|\\141d|(a|)e|[]a]b?/", "]a-bcde", 3},
       // Case folding as Python's: (?i)k takes the Kelvin sign, s the long s; [\1] is octal 1.
       {"start: /(?i)ks/ | \"st\"i | /[\\1a]/",
        "kK\u212As\u017Ft\x01"
