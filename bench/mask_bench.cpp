@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "engine/structured/matcher.h"
 #include "engine/structured/schema_check.h"
 #include "engine/text/tokenizer.h"
 
@@ -80,6 +81,9 @@ int main(int argc, char** argv) {
   int valid_reordered = 0, invalid_reordered = 0;
   int64_t tokens = 0;
   std::vector<double> mask_us, compile_us;
+  int64_t mask_work_max = 0;  // the parser's work of the costliest mask (CompiledGrammar's fuel)
+  std::string mask_work_file;
+  int exhausted = 0;
   std::map<std::string, int> refused_by;  // keyword -> schemas
   std::ofstream failures;
   if (!failures_path.empty()) failures.open(failures_path);
@@ -108,6 +112,11 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < r.tests.size(); ++i) {
       const llmq::SchemaTestResult& t = r.tests[i];
       tokens += static_cast<int64_t>(t.mask_us.size());
+      if (t.mask_work_max > mask_work_max) {
+        mask_work_max = t.mask_work_max;
+        mask_work_file = f.filename().string();
+      }
+      exhausted += t.exhausted;
       mask_us.insert(mask_us.end(), t.mask_us.begin(), t.mask_us.end());
       (t.valid ? valid_tests : invalid_tests) += 1;
       if (t.reordered) (t.valid ? valid_reordered : invalid_reordered) += 1;
@@ -181,6 +190,9 @@ int main(int argc, char** argv) {
       "(MaskBench's creation step, %s): %d valid, %d invalid\n",
       valid_tests, valid_rejected, invalid_tests, invalid_accepted, reorder ? "on" : "off",
       valid_reordered, invalid_reordered);
+  std::printf("costliest mask: %lld steps of the parser (%s); masks given up: %d (fuel %lld)\n",
+              static_cast<long long>(mask_work_max), mask_work_file.c_str(), exhausted,
+              static_cast<long long>(llmq::CompiledGrammar::kDefaultMaskFuel));
   std::vector<std::pair<int, std::string>> by;
   for (const auto& [k, n] : refused_by) by.emplace_back(n, k);
   std::sort(by.rbegin(), by.rend());

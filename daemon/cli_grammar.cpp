@@ -82,12 +82,18 @@ int Check(const CLI::App* cmd, const GrammarFlags& f) {
                               {"tokens", r.tokens},
                               {"agrees", agrees},
                               {"mask_us_p50", p50},
-                              {"mask_us_max", max}});
+                              {"mask_us_max", max},
+                              {"mask_work_max", r.mask_work_max},
+                              {"mask_given_up", r.exhausted}});
       if (f.json) continue;
       const std::string verdict =
           r.accepted
               ? (r.complete ? "accepted" : "accepted, but EOS not allowed at its end")
-              : "rejected at token " + std::to_string(r.rejected_at) + " (" + r.text_at + ")";
+              : "rejected at token " + std::to_string(r.rejected_at) + " (" + r.text_at + ")" +
+                    (r.exhausted ? ", its mask given up (more than " +
+                                       std::to_string(compiled->mask_fuel()) +
+                                       " steps of the parser: a request would fail there)"
+                                 : "");
       std::printf("  %s %s: %s; %d tokens, mask p50 %.1f us, max %.1f us%s\n",
                   want ? "accept" : "reject", ojson(t).dump().c_str(), verdict.c_str(), r.tokens,
                   p50, max, agrees ? "" : "  <-- disagrees");

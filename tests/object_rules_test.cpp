@@ -228,8 +228,9 @@ TEST(ObjectRulesTest, AcceptsExactlyTheValidObjectsAndNoDeadPrefix) {
       size_t want = 0;  // the longest prefix a valid document has
       while (want < doc.text.size() && prefixes.count(doc.text.substr(0, want + 1))) ++want;
       ASSERT_EQ(k, want) << "round " << round << ": " << doc.text;
-      if (k == doc.text.size())
+      if (k == doc.text.size()) {
         EXPECT_EQ(m.CanEnd(), doc.valid) << "round " << round << ": " << doc.text;
+      }
     }
   }
   std::printf(

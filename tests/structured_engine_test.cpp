@@ -18,6 +18,7 @@
 #include "engine/core/grammar_masks.h"
 #include "engine/core/llm_engine.h"
 #include "engine/model/model.h"
+#include "engine/structured/gbnf.h"
 #include "engine/structured/json_schema.h"
 #include "engine/structured/matcher.h"
 #include "engine/structured/token_trie.h"
@@ -379,6 +380,66 @@ TEST_F(StructuredEngine, RefusedWithoutTokenizerOrWithMinTokens) {
   r.params.min_tokens = 3;
   out = Run(e.get(), {r});
   EXPECT_NE(out.at("x").error.find("min_tokens"), std::string::npos) << out.at("x").error;
+}
+
+// A mask past the grammar's fuel (CompiledGrammar::mask_fuel) is given up, the same way whichever
+// matcher computes it: a grammar nested inside itself (whitespace inside whitespace), whose masks
+// walk the vocabulary's whitespace tokens through an ambiguous rule, fails its request with an
+// error naming the cost, and the request beside it finishes. With the default fuel the same
+// masks are whole.
+TEST_F(StructuredEngine, AMaskPastItsFuelFailsTheRequestAlike) {
+  const std::string text = "root ::= \"[\" ws \"]\"\nws ::= ([ \\t\\n] ws [ \\t\\n]?)?\n";
+  auto compile = [&](int64_t fuel) {
+    Grammar g;
+    EXPECT_TRUE(CompileGbnf(text, &g).ok());
+    std::shared_ptr<CompiledGrammar> c;
+    EXPECT_TRUE(CompiledGrammar::Compile(std::move(g), trie_, &c).ok());
+    c->set_mask_fuel(fuel);
+    return c;
+  };
+  // The work of the mask after "[" and n spaces, with the default fuel: it grows with n.
+  const auto whole = compile(CompiledGrammar::kDefaultMaskFuel);
+  std::vector<int64_t> work;
+  Matcher m(whole);
+  ASSERT_TRUE(m.Consume("["));
+  for (int n = 0; n < 12; ++n) {
+    const TokenMask& mask = m.Mask();
+    EXPECT_FALSE(m.exhausted());
+    EXPECT_TRUE(mask.Test(model_.tokenizer->Encode("]").at(0)));
+    work.push_back(m.mask_work());
+    ASSERT_TRUE(m.Consume(" "));
+  }
+  ASSERT_GT(work.back(), work.front());
+  // A fuel between the first masks' work and the last's: given up from the same position in
+  // every matcher, fresh grammar or one whose masks another matcher kept.
+  const int64_t fuel = (work.front() + work.back()) / 2;
+  const size_t first = static_cast<size_t>(
+      std::find_if(work.begin(), work.end(), [&](int64_t w) { return w > fuel; }) - work.begin());
+  ASSERT_LT(first, work.size());
+  const auto tight = compile(fuel);
+  for (int pass = 0; pass < 2; ++pass) {  // the second finds the masks the first kept
+    Matcher t(tight);
+    ASSERT_TRUE(t.Consume("["));
+    for (size_t n = 0; n < work.size(); ++n) {
+      const TokenMask& mask = t.Mask();
+      EXPECT_EQ(t.exhausted(), n >= first) << "pass " << pass << ", " << n << " spaces";
+      if (t.exhausted()) {  // given up: empty
+        EXPECT_TRUE(std::all_of(mask.words().begin(), mask.words().end(),
+                                [](uint32_t w) { return w == 0; }));
+      }
+      ASSERT_TRUE(t.Consume(" "));
+    }
+  }
+  // In the engine: the request fails naming the fuel; the one beside it finishes.
+  Request r = Req("ws", compile(1), 0.f, 1, 16);
+  Request free = Req("free", nullptr, 0.f, 1, 16);
+  auto e = Engine();
+  const auto out = Run(e.get(), {r, free});
+  EXPECT_NE(out.at("ws").error.find("grammar: a mask took more than 1 steps of the parser"),
+            std::string::npos)
+      << out.at("ws").error;
+  EXPECT_TRUE(out.at("free").ok()) << out.at("free").error;
+  EXPECT_EQ(out.at("free").completions.at(0).ids.size(), 16u);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ struct RequestState : PlannedQueue::Entry {
   bool first_token_seen = false;
   double itl_sum = 0;  // per-sample mean gaps, summed over the samples that have one
   int itl_samples = 0;
+  std::string error;  // a sample failed (its grammar's mask was given up): the request's error
 };
 
 namespace {
@@ -253,6 +254,17 @@ bool LlmEngine::Append(Sequence* s, int token, TokenLogprobs* lp) {
   if (s->num_completion() > 0) s->token_gaps_seconds += Seconds(step_time_ - s->last_token_at);
   s->last_token_at = step_time_;
   const bool is_eos_id = std::find(eos_.begin(), eos_.end(), token) != eos_.end();
+  if (s->matcher && s->matcher->exhausted()) {
+    // The mask was given up (CompiledGrammar::mask_fuel): the request fails, on every run alike,
+    // rather than stall the batch on masks of a second each.
+    s->owner->error =
+        "grammar: a mask took more than " + std::to_string(s->matcher->grammar()->mask_fuel()) +
+        " steps of the parser (at completion token " + std::to_string(s->num_completion()) +
+        "); a rule nested inside itself, as ws ::= ([ \\t\\n] ws [ \\t\\n]?)?, walks "
+        "every token of the vocabulary it could continue with";
+    s->finish_reason = "error";
+    return true;
+  }
   if (s->matcher) {
     // The mask allowed only tokens the matcher accepts, and EOS where the document may end; a row
     // whose logits were all -inf or NaN there gives a token that may be neither: the sample ends
@@ -395,7 +407,7 @@ void LlmEngine::FinishSeq(Sequence* s, std::vector<RequestOutput>* done) {
     ++st->itl_samples;
   }
   if (++st->finished < st->req.n) return;
-  Report(st, "", false, done);
+  Report(st, st->error, false, done);
 }
 
 void LlmEngine::Report(RequestState* st, std::string error, bool cancelled,

@@ -124,7 +124,8 @@ int64_t CompiledGrammar::ChartChild(int64_t chart, int32_t accepted_id) {
   return it->second;
 }
 
-bool CompiledGrammar::FindMask(const MaskKey& key, TokenMask* mask, int32_t* only) const {
+bool CompiledGrammar::FindMask(const MaskKey& key, TokenMask* mask, int32_t* only,
+                               bool* exhausted) const {
   std::shared_ptr<const KeptMask> found;
   {
     std::lock_guard<std::mutex> lock(masks_mu_);
@@ -140,12 +141,14 @@ bool CompiledGrammar::FindMask(const MaskKey& key, TokenMask* mask, int32_t* onl
     for (const auto& [i, w] : k.words) mask->SetWord(i, w);
   }
   *only = k.only;
+  *exhausted = k.exhausted;
   return true;
 }
 
 void CompiledGrammar::PutMask(const MaskKey& key, const TokenMask& mask,
-                              std::shared_ptr<const SharedMask> base, int32_t only) {
-  auto k = std::make_shared<KeptMask>(KeptMask{std::move(base), {}, only});
+                              std::shared_ptr<const SharedMask> base, int32_t only,
+                              bool exhausted) {
+  auto k = std::make_shared<KeptMask>(KeptMask{std::move(base), {}, only, exhausted});
   if (k->base != nullptr) {
     const std::vector<uint32_t>& inside = k->base->inside.words();
     const std::vector<uint32_t>& w = mask.words();
@@ -439,6 +442,7 @@ void Matcher::Close(Set* set, int32_t k) {
     for (const int32_t q : g_->rule_prods_[static_cast<size_t>(s.id)]) add({q, 0, k});
     if (g_->nullable_[static_cast<size_t>(s.id)]) add({it.prod, it.dot + 1, it.origin});
   }
+  if (metered_) fuel_ -= static_cast<int64_t>(set->items.size());
 }
 
 void Matcher::Seal(Set* set) {
@@ -470,6 +474,7 @@ bool Matcher::Scan(int32_t at) {
   const std::vector<int32_t>& lexemes = from.accepted;
   Set next;
   next.scanned = from.accepted_id;
+  if (metered_) fuel_ -= static_cast<int64_t>(sets_.back().items.size());
   for (const Item& it : sets_.back().items) {
     const auto& p = g_->prods_[static_cast<size_t>(it.prod)];
     if (static_cast<size_t>(it.dot) < p.rhs.size() && p.rhs[static_cast<size_t>(it.dot)].lexeme &&
@@ -500,6 +505,10 @@ int32_t Matcher::Start(const std::vector<int32_t>& lexemes) {
 }
 
 bool Matcher::Push(uint8_t byte) {
+  if (metered_ && --fuel_ < 0) {  // the mask is given up: the walk goes no further
+    ran_out_ = true;
+    return false;
+  }
   int32_t n = Step(lex_, byte);
   if (n >= 0) {
     undo_.push_back({lex_, len_, false});
@@ -618,11 +627,12 @@ const TokenMask& Matcher::Mask() {
   ++masks_computed_;
   // Kept for the grammar's matchers by another of them (or this one, earlier)?
   const CompiledGrammar::MaskKey key{sets_.back().chart, lex_, len_ > 0};
-  if (g_->FindMask(key, &memo_, &memo_only_)) return memo_;
+  if (g_->FindMask(key, &memo_, &memo_only_, &exhausted_)) return memo_;
   std::shared_ptr<const SharedMask> base;
   ComputeMaskLocked(&memo_, &base);
+  exhausted_ = ran_out_;
   memo_only_ = llmq::OnlyToken(memo_.words().data(), memo_.words().size());
-  g_->PutMask(key, memo_, std::move(base), memo_only_);
+  g_->PutMask(key, memo_, std::move(base), memo_only_, exhausted_);
   return memo_;
 }
 
@@ -632,6 +642,19 @@ int32_t Matcher::OnlyToken() {
 }
 
 void Matcher::ComputeMask(TokenMask* mask, std::shared_ptr<const SharedMask>* base) {
+  metered_ = true;
+  ran_out_ = false;
+  fuel_ = g_->mask_fuel_;
+  WalkMask(mask, base);
+  metered_ = false;
+  mask_work_ = g_->mask_fuel_ - fuel_;
+  if (ran_out_) {
+    *mask = TokenMask(g_->trie_->vocab_size());
+    base->reset();
+  }
+}
+
+void Matcher::WalkMask(TokenMask* mask, std::shared_ptr<const SharedMask>* base) {
   base->reset();
   if (lex_ < 0) {
     *mask = TokenMask(g_->trie_->vocab_size());

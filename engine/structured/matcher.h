@@ -96,6 +96,18 @@ class CompiledGrammar {
                                       std::shared_ptr<CompiledGrammar>* out);
   const Grammar& grammar() const { return grammar_; }
   const TokenTrie& trie() const { return *trie_; }
+  // The parser's work one mask may take: Earley items scanned and closed, and bytes pushed below
+  // the lexer state's crossings. Past it the mask is given up (empty) and the matcher says
+  // `exhausted()`: a grammar nested inside itself (`ws ::= ([ \t\n] ws [ \t\n]?)?`) walks every
+  // whitespace token of a vocabulary through an ambiguous rule, 8.7 million steps and 1.3 s a
+  // mask on the Llama 3 vocabulary, and would stall a whole batch (LLGuidance stops such a step
+  // with its fuel limits too). The costliest masks measured: 268,000 steps over all of
+  // JSONSchemaBench (MaskBench), 426,000 for llama.cpp's extreme.gbnf (bench/RESULTS.md). A
+  // function of the matcher's state alone, whichever matcher computes it (a mask given up is kept
+  // as the others are): a request fails so on every run and in any batch.
+  static constexpr int64_t kDefaultMaskFuel = int64_t{1} << 21;
+  void set_mask_fuel(int64_t fuel) { mask_fuel_ = fuel; }  // before any mask (tests)
+  int64_t mask_fuel() const { return mask_fuel_; }
   size_t num_lexer_states() const;  // built so far
   size_t num_cached_masks() const;  // lexer states whose mask is cached
   size_t num_kept_masks() const;    // masks kept for the grammar's matchers (by chart id)
@@ -163,15 +175,17 @@ class CompiledGrammar {
     std::shared_ptr<const SharedMask> base;
     std::vector<std::pair<uint32_t, uint32_t>> words;  // (index, word)
     int32_t only;                                      // Matcher::OnlyToken
+    bool exhausted;                                    // given up (empty)
   };
-  // Takes masks_mu_ (not mu_).
-  bool FindMask(const MaskKey& key, TokenMask* mask, int32_t* only) const;
+  // Takes masks_mu_ (not mu_). `exhausted`: the mask was given up (kDefaultMaskFuel).
+  bool FindMask(const MaskKey& key, TokenMask* mask, int32_t* only, bool* exhausted) const;
   void PutMask(const MaskKey& key, const TokenMask& mask, std::shared_ptr<const SharedMask> base,
-               int32_t only);
+               int32_t only, bool exhausted);
   static constexpr size_t kMaxCharts = size_t{1} << 18;     // ids interned (then forgotten)
   static constexpr size_t kMaxKeptBytes = size_t{8} << 20;  // kept masks' words (then cleared)
 
   Grammar grammar_;
+  int64_t mask_fuel_ = kDefaultMaskFuel;
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<Production> prods_;
   std::vector<std::vector<int32_t>> rule_prods_;         // by rule: its productions
@@ -226,6 +240,11 @@ class Matcher {
   // The one token Mask() allows (EOS aside), or -1 when it allows none or several.
   int32_t OnlyToken();
   int64_t masks_computed() const { return masks_computed_; }  // the rest were the kept one
+  // Whether the current mask was given up: it ran past the grammar's mask fuel and is empty.
+  // The request must fail (the engine reports it, naming the grammar's cost).
+  bool exhausted() const { return exhausted_; }
+  // The parser's work of the last mask this matcher computed itself (0: none; see mask_fuel).
+  int64_t mask_work() const { return mask_work_; }
   // Whether nothing more can follow (the document is complete and admits no continuation).
   [[nodiscard]] bool IsTerminated();
 
@@ -259,9 +278,10 @@ class Matcher {
   void Close(Set* set, int32_t k);  // predictions and completions of set k (the top)
   void Seal(Set* set);              // its next lexemes' start state, completeness
   void EndFinalLexeme();            // after a token: ends a lexeme that cannot go on
-  // Mask's work; *base: the cached mask it starts from (null: none). Held: g_->mu_ (shared while
-  // reading_).
+  // Mask's work, metered (the mask empty and ran_out_ set past the grammar's fuel); *base: the
+  // cached mask it starts from (null: none). Held: g_->mu_ (shared while reading_).
   void ComputeMask(TokenMask* mask, std::shared_ptr<const SharedMask>* base);
+  void WalkMask(TokenMask* mask, std::shared_ptr<const SharedMask>* base);  // ComputeMask's walk
   void ComputeMaskLocked(TokenMask* mask, std::shared_ptr<const SharedMask>* base);  // takes it
   // The grammar's lexer tables: built as needed, or, while reading_, as built so far (a table not
   // built yet sets missed_ and refuses: the mask is then computed again, building).
@@ -287,6 +307,9 @@ class Matcher {
   bool can_end_ = false;
   Key can_end_of_{-1, 0, false};
   int64_t masks_computed_ = 0;
+  // The metering of a mask's walk (ComputeMask): Push and Close spend fuel_ while metered_.
+  bool metered_ = false, ran_out_ = false, exhausted_ = false;
+  int64_t fuel_ = 0, mask_work_ = 0;
 };
 
 }  // namespace llmq

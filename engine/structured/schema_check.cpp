@@ -115,17 +115,23 @@ void WalkText(const std::shared_ptr<CompiledGrammar>& g, const Tokenizer& tok,
   tr->mask_us.clear();
   tr->rejected_at = -1;
   tr->text_at.clear();
+  tr->mask_work_max = 0;
+  tr->exhausted = false;
   Matcher m(g);
   std::string so_far;
   tr->accepted = true;
   for (size_t k = 0; k < ids.size(); ++k) {
     const auto t1 = std::chrono::steady_clock::now();
+    const int64_t computed = m.masks_computed();
     m.Mask(mask);
+    if (m.masks_computed() != computed)
+      tr->mask_work_max = std::max(tr->mask_work_max, m.mask_work());
+    tr->exhausted = m.exhausted();
     const bool in = ids[k] < mask->size() && mask->Test(ids[k]);
     const std::string bytes = tok.TokenBytes(ids[k]);
     const bool consumed = in && m.Consume(bytes);
     tr->mask_us.push_back(MicrosSince(t1));
-    if (!consumed) {
+    if (!consumed) {  // (exhausted: the mask was given up there)
       tr->accepted = false;
       tr->rejected_at = static_cast<int>(k);
       tr->text_at = so_far.substr(so_far.size() > 40 ? so_far.size() - 40 : 0) + " | " + bytes;
@@ -133,6 +139,7 @@ void WalkText(const std::shared_ptr<CompiledGrammar>& g, const Tokenizer& tok,
     }
     so_far += bytes;
   }
+  tr->exhausted = tr->exhausted && !tr->accepted;
   tr->complete = tr->accepted && m.CanEnd();
 }
 

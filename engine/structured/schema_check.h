@@ -41,6 +41,8 @@ struct SchemaTestResult {
   int tokens = 0;               // tokens of the instance
   bool reordered = false;       // walked with its properties reordered (SchemaCheckOptions)
   std::vector<double> mask_us;  // each mask computed, in microseconds
+  int64_t mask_work_max = 0;    // the most parser work a mask took (CompiledGrammar::mask_fuel)
+  bool exhausted = false;       // rejected because the mask there was given up (ran out of fuel)
   bool agrees() const { return accepted == valid && (!valid || complete); }
 };
 
