@@ -158,19 +158,19 @@ Node Class(Ranges r) {
   n.ranges = Normalized(std::move(r), false);
   return n;
 }
-Node Seq(std::vector<Node> kids) {
+// A sequence or alternation of `kids` (one kid: itself).
+Node Join(Node::Kind kind, std::vector<Node> kids) {
   if (kids.size() == 1) return std::move(kids[0]);
   Node n;
-  n.kind = Node::kSeq;
+  n.kind = kind;
   n.kids = std::move(kids);
   return n;
 }
+Node Seq(std::vector<Node> kids) {
+  return Join(Node::kSeq, std::move(kids));
+}
 Node Alt(std::vector<Node> kids) {
-  if (kids.size() == 1) return std::move(kids[0]);
-  Node n;
-  n.kind = Node::kAlt;
-  n.kids = std::move(kids);
-  return n;
+  return Join(Node::kAlt, std::move(kids));
 }
 Node Repeat(Node kid, int min, int max) {
   Node n;
