@@ -37,43 +37,45 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// Peak fp32 FMA throughput of one core, in GFLOP/s: 12 independent zmm FMA chains (> 2 pipes x
-// 4-cycle latency), so the loop runs at the FMA issue rate.
-__attribute__((target("avx512f"), noinline)) double PeakAvx512(long iters) {
-  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  __m512 a0 = x, a1 = y, a2 = x, a3 = y, a4 = x, a5 = y, a6 = x, a7 = y, a8 = x, a9 = y, a10 = x,
-         a11 = y;
-  const auto t0 = Clock::now();
-  for (long it = 0; it < iters; ++it) {
-    a0 = _mm512_fmadd_ps(a0, x, y), a1 = _mm512_fmadd_ps(a1, x, y);
-    a2 = _mm512_fmadd_ps(a2, x, y), a3 = _mm512_fmadd_ps(a3, x, y);
-    a4 = _mm512_fmadd_ps(a4, x, y), a5 = _mm512_fmadd_ps(a5, x, y);
-    a6 = _mm512_fmadd_ps(a6, x, y), a7 = _mm512_fmadd_ps(a7, x, y);
-    a8 = _mm512_fmadd_ps(a8, x, y), a9 = _mm512_fmadd_ps(a9, x, y);
-    a10 = _mm512_fmadd_ps(a10, x, y), a11 = _mm512_fmadd_ps(a11, x, y);
-    // Keeps all 12 chains live in registers and every FMA executed.
-    asm volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
-    asm volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+// Peak fp32 FMA throughput of one core, in GFLOP/s, at one vector width: 12 independent FMA chains
+// (> 2 pipes x 4-cycle latency), so the loop runs at the FMA issue rate. Measured at the active
+// kernel's width: on an AVX2-only machine (or with LLMQ_GEMM_ISA=avx2) the kernels issue ymm FMAs,
+// and their peak is the ymm one. And a clock estimate: one dependent FMA chain, assuming the
+// 4-cycle FMA latency of Zen 3/4/5. PEAK_AND_CLOCK(suffix, vector type, set1, fmadd, target).
+#define PEAK_AND_CLOCK(W, V, SET1, FMA, TARGET)                                                \
+  __attribute__((target(TARGET), noinline)) double Peak##W(long iters) {                       \
+    const V x = SET1(0.999999f), y = SET1(1e-7f);                                              \
+    V a0 = x, a1 = y, a2 = x, a3 = y, a4 = x, a5 = y, a6 = x, a7 = y, a8 = x, a9 = y, a10 = x, \
+      a11 = y;                                                                                 \
+    const auto t0 = Clock::now();                                                              \
+    for (long it = 0; it < iters; ++it) {                                                      \
+      a0 = FMA(a0, x, y), a1 = FMA(a1, x, y), a2 = FMA(a2, x, y), a3 = FMA(a3, x, y);          \
+      a4 = FMA(a4, x, y), a5 = FMA(a5, x, y), a6 = FMA(a6, x, y), a7 = FMA(a7, x, y);          \
+      a8 = FMA(a8, x, y), a9 = FMA(a9, x, y), a10 = FMA(a10, x, y), a11 = FMA(a11, x, y);      \
+      /* Keeps all 12 chains live in registers and every FMA executed. */                      \
+      asm volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));           \
+      asm volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));         \
+    }                                                                                          \
+    const double s = Seconds(t0, Clock::now());                                                \
+    asm volatile("" ::"v"(a0), "v"(a1), "v"(a2), "v"(a3), "v"(a4), "v"(a5));                   \
+    asm volatile("" ::"v"(a6), "v"(a7), "v"(a8), "v"(a9), "v"(a10), "v"(a11));                 \
+    return iters * 12.0 * (sizeof(V) / 4) * 2 / s * 1e-9;                                      \
+  }                                                                                            \
+  __attribute__((target(TARGET), noinline)) double ClockGhz##W(long iters) {                   \
+    V acc = SET1(1.0f);                                                                        \
+    const V x = SET1(0.999999f), y = SET1(1e-7f);                                              \
+    const auto t0 = Clock::now();                                                              \
+    for (long it = 0; it < iters; ++it) {                                                      \
+      acc = FMA(acc, x, y);                                                                    \
+      asm volatile("" : "+v"(acc));                                                            \
+    }                                                                                          \
+    const double s = Seconds(t0, Clock::now());                                                \
+    asm volatile("" ::"v"(acc));                                                               \
+    return iters * 4.0 / s * 1e-9;                                                             \
   }
-  const double s = Seconds(t0, Clock::now());
-  asm volatile("" ::"v"(a0), "v"(a1), "v"(a2), "v"(a3), "v"(a4), "v"(a5));
-  asm volatile("" ::"v"(a6), "v"(a7), "v"(a8), "v"(a9), "v"(a10), "v"(a11));
-  return iters * 12.0 * 16 * 2 / s * 1e-9;
-}
-
-// Clock estimate: one dependent zmm FMA chain, assuming the 4-cycle FMA latency of Zen 4/5.
-__attribute__((target("avx512f"), noinline)) double ClockGhzAvx512(long iters) {
-  __m512 acc = _mm512_set1_ps(1.0f);
-  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  const auto t0 = Clock::now();
-  for (long it = 0; it < iters; ++it) {
-    acc = _mm512_fmadd_ps(acc, x, y);
-    asm volatile("" : "+v"(acc));
-  }
-  const double s = Seconds(t0, Clock::now());
-  asm volatile("" ::"v"(acc));
-  return iters * 4.0 / s * 1e-9;
-}
+PEAK_AND_CLOCK(Zmm, __m512, _mm512_set1_ps, _mm512_fmadd_ps, "avx512f")
+PEAK_AND_CLOCK(Ymm, __m256, _mm256_set1_ps, _mm256_fmadd_ps, "avx2,fma")
+#undef PEAK_AND_CLOCK
 
 // Best-of-3 streaming read bandwidth (GB/s) of a 1 GiB buffer summed by `threads` threads; each
 // thread reads its contiguous share as `streams` interleaved sequential streams (1 = the plain sum;
@@ -139,23 +141,30 @@ int main(int argc, char** argv) {
       llmq::kernels::SetGemmNcPanelsForTesting(std::atoi(argv[i] + 5));
   }
   const int max_threads = std::min(2, omp_get_max_threads());
-  const bool avx512 = __builtin_cpu_supports("avx512f");
 
-  // Peak and clock.
+  // Peak and clock, at the width of the active kernel's FMAs (zmm on the AVX-512 path, ymm on the
+  // AVX2 path; none for the scalar one).
   double peak_core = 0, ghz = 0;
-  if (avx512) {
-    PeakAvx512(10'000'000);
-    peak_core = std::max(PeakAvx512(50'000'000), PeakAvx512(50'000'000));
-    ghz = std::max(ClockGhzAvx512(100'000'000), ClockGhzAvx512(100'000'000));
+  const llmq::kernels::GemmIsa isa = llmq::kernels::ActiveGemmIsa();
+  const int lanes = isa == llmq::kernels::GemmIsa::kAvx512 ? 16 : 8;
+  const char* reg = lanes == 16 ? "zmm" : "ymm";
+  if (isa == llmq::kernels::GemmIsa::kAvx512) {
+    PeakZmm(10'000'000);
+    peak_core = std::max(PeakZmm(50'000'000), PeakZmm(50'000'000));
+    ghz = std::max(ClockGhzZmm(100'000'000), ClockGhzZmm(100'000'000));
+  } else if (isa == llmq::kernels::GemmIsa::kAvx2) {
+    PeakYmm(10'000'000);
+    peak_core = std::max(PeakYmm(50'000'000), PeakYmm(50'000'000));
+    ghz = std::max(ClockGhzYmm(100'000'000), ClockGhzYmm(100'000'000));
   }
   std::printf("gemm kernel: %s, prefill N block %d panels (L2 %ld KiB)\n",
-              llmq::kernels::GemmIsaName(llmq::kernels::ActiveGemmIsa()),
-              llmq::kernels::GemmNcPanels(), sysconf(_SC_LEVEL2_CACHE_SIZE) / 1024);
-  std::printf("clock (dependent zmm FMA chain, 4-cycle latency assumed): %.2f GHz\n", ghz);
+              llmq::kernels::GemmIsaName(isa), llmq::kernels::GemmNcPanels(),
+              sysconf(_SC_LEVEL2_CACHE_SIZE) / 1024);
+  std::printf("clock (dependent %s FMA chain, 4-cycle latency assumed): %.2f GHz\n", reg, ghz);
   std::printf(
-      "FMA peak, measured on 1 core: %.1f GFLOP/s (= %.2f GHz x 2 FMA pipes x 16 lanes x "
-      "2); the %%peak column uses threads x this\n",
-      peak_core, peak_core / 64);
+      "FMA peak, measured on 1 core: %.1f GFLOP/s (= %.2f GHz x 2 FMA pipes x %d lanes x 2, %s); "
+      "the %%peak column uses threads x this\n",
+      peak_core, peak_core / (4.0 * lanes), lanes, reg);
 
   // Memory read bandwidth: the plain 1-stream sum and a 4-stream prefetching sum; %bw uses the
   // larger.
