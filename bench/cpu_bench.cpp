@@ -11,11 +11,16 @@
 // llama-bench gives prefill and batch-1 decode, llama-batched-bench decode of 32 sequences.
 //   cpu_bench [--model DIR] [--shape bench-110m|bench-110m-gqa] [--decode-steps N]
 //             [--weight-dtype f32,bf16,int8] [--kv-dtype f32|bf16]
-//             [--llama-dir DIR --gguf PREFIX] [--attention-only]
+//             [--llama-dir DIR --gguf PREFIX] [--rounds N] [--attention-only]
+// --rounds N: the whole table N times (each round llama.cpp then llmq for each type, as one run
+// does), each round's table printed, then a table of the medians over the rounds (each side's
+// median, and the median of the rounds' ratios): on a VM whose neighbours come and go, a figure
+// from one round can move by 30%.
 // Without --model, writes the random-weight shape once into ./bench-models/<shape>.
 #include <immintrin.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -333,7 +338,7 @@ void PrefillAttentionTable(int seqs, int rows, int prefix, KvDtype dtype) {
 int main(int argc, char** argv) {
   std::string model, shape = "bench-110m", llama_dir, gguf, weight_dtypes = "f32";
   KvDtype kv = KvDtype::kF32;
-  int decode_steps = 64;
+  int decode_steps = 64, rounds = 1;
   bool attention_only = false;
   // Flags and options in any order (--attention-only takes no value).
   for (int i = 1; i < argc; ++i) {
@@ -352,6 +357,8 @@ int main(int argc, char** argv) {
       llama_dir = argv[i + 1];
     else if (!std::strcmp(argv[i], "--gguf"))
       gguf = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--rounds"))
+      rounds = std::max(1, std::atoi(argv[i + 1]));
     else if (!std::strcmp(argv[i], "--weight-dtype"))
       weight_dtypes = argv[i + 1];
     else if (!std::strcmp(argv[i], "--kv-dtype") && !ParseKvDtype(argv[i + 1], &kv))
@@ -418,67 +425,120 @@ int main(int argc, char** argv) {
       KvDtypeName(kv), kernels::CpuThreads(), kernels::CpuPool().barrier_ns() / 1000,
       kernels::GemmIsaName(kernels::ActiveGemmIsa()),
       std::getenv("LLMQ_GEMM_ISA") ? " (LLMQ_GEMM_ISA)" : "");
-  const double bw = ReadBandwidth();
-  std::printf("memory read bandwidth now: %.1f GB/s\n", bw);
-  std::printf("| %-7s | %-8s | %5s | %6s | %10s | %10s | %6s |\n", "weights", "phase", "batch",
-              "prompt", "tokens/s", "llama.cpp", "ratio");
-  std::printf("|---------|----------|-------|--------|------------|------------|--------|\n");
   struct Bound {
     const char* type;
     double mb, bound, got;
   };
-  std::vector<Bound> bounds;
-  for (kernels::WeightType type : types) {
-    CpuBackend be(cfg, *w, type, kv);
-    // Bytes a decode step streams: every packed weight but the embedding (a row is gathered).
-    const double embed_bytes =
-        CpuBackend::SharesHeadAsEmbedding(cfg, type)
-            ? 0.0
-            : static_cast<double>(kernels::PackedWeight::BytesFor(cfg.vocab_size, cfg.hidden_size,
-                                                                  CpuBackend::EmbeddingType(type)));
-    const double step_bytes = static_cast<double>(be.weight_bytes()) - embed_bytes;
-    // llama.cpp first, so that both run on the same machine state.
-    const char* suffix = type == kernels::WeightType::kF32    ? "-F32.gguf"
-                         : type == kernels::WeightType::kBf16 ? "-BF16.gguf"
-                                                              : "-Q8_0.gguf";
-    const LlamaFigures llama =
-        LlamaCpp(llama_dir, gguf + suffix, kernels::CpuThreads(), decode_steps);
-    auto row = [&](const char* phase, int batch, int prompt, double ours,
-                   std::tuple<int, int, int> theirs) {
-      const auto it = llama.find(theirs);
-      if (it != llama.end())
-        std::printf("| %-7s | %-8s | %5d | %6d | %10.1f | %10.1f | %6.2f |\n",
-                    kernels::WeightTypeName(type), phase, batch, prompt, ours, it->second,
-                    ours / it->second);
-      else
-        std::printf("| %-7s | %-8s | %5d | %6d | %10.1f | %10s | %6s |\n",
-                    kernels::WeightTypeName(type), phase, batch, prompt, ours, "-", "-");
-    };
-    RunOnce(cfg, &be, 1, 64, 2);  // warm up threads and pages
-    for (int prompt : {128, 512}) {
-      const double s = Best(
-          3, [&] { return RunOnce(cfg, &be, 1, prompt, 1); }, &Timing::prefill_s);
-      row("prefill", 1, prompt, prompt / s, {prompt, 0, 1});
+  struct Row {  // one printed row: llama.cpp's figure is 0 when it has none
+    const char* type;
+    const char* phase;
+    int batch, prompt;
+    double ours, theirs;
+  };
+  auto print_head = [] {
+    std::printf("| %-7s | %-8s | %5s | %6s | %10s | %10s | %6s |\n", "weights", "phase", "batch",
+                "prompt", "tokens/s", "llama.cpp", "ratio");
+    std::printf("|---------|----------|-------|--------|------------|------------|--------|\n");
+  };
+  auto print_row = [](const Row& r, double ratio) {
+    if (r.theirs > 0)
+      std::printf("| %-7s | %-8s | %5d | %6d | %10.1f | %10.1f | %6.2f |\n", r.type, r.phase,
+                  r.batch, r.prompt, r.ours, r.theirs, ratio);
+    else
+      std::printf("| %-7s | %-8s | %5d | %6d | %10.1f | %10s | %6s |\n", r.type, r.phase, r.batch,
+                  r.prompt, r.ours, "-", "-");
+  };
+  auto print_bounds = [](double bw, const std::vector<Bound>& bounds) {
+    std::printf("\nbatch-1 decode against the bandwidth bound (%.1f GB/s):\n", bw);
+    std::printf("| weights | MB per step | bound tok/s | tokens/s | bound / got |\n");
+    std::printf("|---------|------------:|------------:|---------:|------------:|\n");
+    for (const Bound& b : bounds)
+      std::printf("| %-7s | %11.0f | %11.1f | %8.1f | %11.2f |\n", b.type, b.mb, b.bound, b.got,
+                  b.bound / b.got);
+  };
+  std::vector<std::vector<Row>> all_rows(rounds);
+  std::vector<std::vector<Bound>> all_bounds(rounds);
+  std::vector<double> all_bw(rounds);
+  for (int round = 0; round < rounds; ++round) {
+    if (rounds > 1) std::printf("\nround %d of %d\n", round + 1, rounds);
+    const double bw = all_bw[round] = ReadBandwidth();
+    std::printf("memory read bandwidth now: %.1f GB/s\n", bw);
+    print_head();
+    std::vector<Row>& rows = all_rows[round];
+    std::vector<Bound>& bounds = all_bounds[round];
+    for (kernels::WeightType type : types) {
+      CpuBackend be(cfg, *w, type, kv);
+      // Bytes a decode step streams: every packed weight but the embedding (a row is gathered).
+      const double embed_bytes =
+          CpuBackend::SharesHeadAsEmbedding(cfg, type)
+              ? 0.0
+              : static_cast<double>(kernels::PackedWeight::BytesFor(
+                    cfg.vocab_size, cfg.hidden_size, CpuBackend::EmbeddingType(type)));
+      const double step_bytes = static_cast<double>(be.weight_bytes()) - embed_bytes;
+      // llama.cpp first, so that both run on the same machine state.
+      const char* suffix = type == kernels::WeightType::kF32    ? "-F32.gguf"
+                           : type == kernels::WeightType::kBf16 ? "-BF16.gguf"
+                                                                : "-Q8_0.gguf";
+      const LlamaFigures llama =
+          LlamaCpp(llama_dir, gguf + suffix, kernels::CpuThreads(), decode_steps);
+      auto row = [&](const char* phase, int batch, int prompt, double ours,
+                     std::tuple<int, int, int> theirs) {
+        const auto it = llama.find(theirs);
+        rows.push_back({kernels::WeightTypeName(type), phase, batch, prompt, ours,
+                        it != llama.end() ? it->second : 0.0});
+        print_row(rows.back(), rows.back().theirs > 0 ? ours / rows.back().theirs : 0.0);
+      };
+      RunOnce(cfg, &be, 1, 64, 2);  // warm up threads and pages
+      for (int prompt : {128, 512}) {
+        const double s = Best(
+            3, [&] { return RunOnce(cfg, &be, 1, prompt, 1); }, &Timing::prefill_s);
+        row("prefill", 1, prompt, prompt / s, {prompt, 0, 1});
+      }
+      for (int batch : {1, 8, 32}) {
+        const int prompt = 128;
+        const double s = Best(
+            3, [&] { return RunOnce(cfg, &be, batch, prompt, 1 + decode_steps); },
+            &Timing::decode_s);
+        const double tps = static_cast<double>(batch) * decode_steps / s;
+        // llama-bench decodes one sequence from an empty context; llama-batched-bench 32 after
+        // 128-token prompts, as here.
+        row("decode", batch, prompt, tps,
+            batch == 1 ? std::tuple{0, decode_steps, 1} : std::tuple{prompt, decode_steps, batch});
+        if (batch == 1)
+          bounds.push_back(
+              {kernels::WeightTypeName(type), step_bytes / 1e6, bw * 1e9 / step_bytes, tps});
+      }
     }
-    for (int batch : {1, 8, 32}) {
-      const int prompt = 128;
-      const double s = Best(
-          3, [&] { return RunOnce(cfg, &be, batch, prompt, 1 + decode_steps); }, &Timing::decode_s);
-      const double tps = static_cast<double>(batch) * decode_steps / s;
-      // llama-bench decodes one sequence from an empty context; llama-batched-bench 32 after
-      // 128-token prompts, as here.
-      row("decode", batch, prompt, tps,
-          batch == 1 ? std::tuple{0, decode_steps, 1} : std::tuple{prompt, decode_steps, batch});
-      if (batch == 1)
-        bounds.push_back(
-            {kernels::WeightTypeName(type), step_bytes / 1e6, bw * 1e9 / step_bytes, tps});
-    }
+    print_bounds(bw, bounds);
   }
-  std::printf("\nbatch-1 decode against the bandwidth bound (%.1f GB/s):\n", bw);
-  std::printf("| weights | MB per step | bound tok/s | tokens/s | bound / got |\n");
-  std::printf("|---------|------------:|------------:|---------:|------------:|\n");
-  for (const Bound& b : bounds)
-    std::printf("| %-7s | %11.0f | %11.1f | %8.1f | %11.2f |\n", b.type, b.mb, b.bound, b.got,
-                b.bound / b.got);
+  if (rounds > 1) {
+    // Each figure the median of its rounds; the ratio the median of the rounds' ratios (each
+    // round's two sides measured minutes apart, so a round's ratio shares its machine state).
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    std::printf("\nmedians over %d rounds (ratio: the median of the rounds' ratios)\n", rounds);
+    print_head();
+    for (size_t i = 0; i < all_rows[0].size(); ++i) {
+      std::vector<double> ours, theirs, ratios;
+      for (const auto& rows : all_rows) {
+        ours.push_back(rows[i].ours);
+        theirs.push_back(rows[i].theirs);
+        if (rows[i].theirs > 0) ratios.push_back(rows[i].ours / rows[i].theirs);
+      }
+      Row r = all_rows[0][i];
+      r.ours = median(ours);
+      r.theirs = ratios.empty() ? 0.0 : median(theirs);
+      print_row(r, ratios.empty() ? 0.0 : median(ratios));
+    }
+    std::vector<Bound> bounds = all_bounds[0];
+    for (size_t i = 0; i < bounds.size(); ++i) {
+      std::vector<double> bound, got;
+      for (const auto& b : all_bounds) bound.push_back(b[i].bound), got.push_back(b[i].got);
+      bounds[i].bound = median(bound), bounds[i].got = median(got);
+    }
+    print_bounds(median(all_bw), bounds);
+  }
   return 0;
 }
