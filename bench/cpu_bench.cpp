@@ -336,6 +336,8 @@ void PrefillAttentionTable(int seqs, int rows, int prefix, KvDtype dtype) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Each row as it is measured, also into a file (a run with llama.cpp beside it takes minutes).
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::string model, shape = "bench-110m", llama_dir, gguf, weight_dtypes = "f32";
   KvDtype kv = KvDtype::kF32;
   int decode_steps = 64, rounds = 1;
