@@ -420,8 +420,7 @@ TEST_F(ServeBadInputTest, CorpusLeavesTheDaemonRunningAndLosesNothing) {
         << Log();
     EXPECT_TRUE(Alive()) << Log();
     // The daemon may still hold the file it failed to write open for a moment (EBUSY).
-    ASSERT_TRUE(WaitFor([&] { return umount2(out.c_str(), 0) == 0; }, 30))
-        << std::strerror(errno);
+    ASSERT_TRUE(WaitFor([&] { return umount2(out.c_str(), 0) == 0; }, 30)) << std::strerror(errno);
     mounts_.pop_back();
     Check(what, e, 15);  // retried once the outbox works again
   }
