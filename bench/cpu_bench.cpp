@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "engine/backends/cpu_backend.h"
 #include "engine/core/llm_engine.h"
 #include "engine/tools/model_maker.h"
@@ -516,10 +517,6 @@ int main(int argc, char** argv) {
   if (rounds > 1) {
     // Each figure the median of its rounds; the ratio the median of the rounds' ratios (each
     // round's two sides measured minutes apart, so a round's ratio shares its machine state).
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-    };
     std::printf("\nmedians over %d rounds (ratio: the median of the rounds' ratios)\n", rounds);
     print_head();
     for (size_t i = 0; i < all_rows[0].size(); ++i) {
@@ -530,17 +527,17 @@ int main(int argc, char** argv) {
         if (rows[i].theirs > 0) ratios.push_back(rows[i].ours / rows[i].theirs);
       }
       Row r = all_rows[0][i];
-      r.ours = median(ours);
-      r.theirs = ratios.empty() ? 0.0 : median(theirs);
-      print_row(r, ratios.empty() ? 0.0 : median(ratios));
+      r.ours = bench::Median(ours);
+      r.theirs = ratios.empty() ? 0.0 : bench::Median(theirs);
+      print_row(r, ratios.empty() ? 0.0 : bench::Median(ratios));
     }
     std::vector<Bound> bounds = all_bounds[0];
     for (size_t i = 0; i < bounds.size(); ++i) {
       std::vector<double> bound, got;
       for (const auto& b : all_bounds) bound.push_back(b[i].bound), got.push_back(b[i].got);
-      bounds[i].bound = median(bound), bounds[i].got = median(got);
+      bounds[i].bound = bench::Median(bound), bounds[i].got = bench::Median(got);
     }
-    print_bounds(median(all_bw), bounds);
+    print_bounds(bench::Median(all_bw), bounds);
   }
   return 0;
 }
