@@ -61,7 +61,7 @@ std::string BuildRequest(const Model& m, const BatchRunOptions& opt, int capacit
   const std::string where = opt.input + ":" + std::to_string(r.line) + ": ";
   std::vector<int> ids;
   const char* prompt_field = "body.prompt";
-  if (r.endpoint == jobs::Endpoint::kChatCompletions) {
+  if (jobs::IsChat(r.endpoint)) {
     prompt_field = "body.messages";
     const Conversation c = ChatConversation(r);
     Status st = c.tools.empty() ? Status::Ok()

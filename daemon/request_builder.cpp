@@ -10,14 +10,20 @@ namespace llmq {
 namespace {
 
 // "field 'messages[2].role': ..." from the chat template -> the body's field; `*param` is the
-// OpenAI param it names ("messages[2].role"; "messages" when the message names no field).
-std::string BodyField(std::string msg, std::string* param) {
+// OpenAI param it names ("messages[2].role"; "messages" when the message names no field). On
+// /v1/responses the field is body.input, the message named after it ("field 'body.input' (the
+// conversation's messages[2].role): ...").
+std::string BodyField(std::string msg, jobs::Endpoint e, std::string* param) {
   *param = "messages";
   if (msg.rfind("field '", 0) == 0) {
     const size_t end = msg.find('\'', 7);
     if (end != std::string::npos) *param = msg.substr(7, end - 7);
-    msg.insert(7, "body.");
+    if (e == jobs::Endpoint::kResponses && end != std::string::npos)
+      msg.replace(0, end + 1, "field 'body.input' (the conversation's " + *param + ")");
+    else
+      msg.insert(7, "body.");
   }
+  *param = jobs::ParamOfField(jobs::FieldOn(e, "body." + *param));
   return msg;
 }
 
@@ -75,7 +81,7 @@ Status CheckPromptIds(const BuildContext& ctx, const jobs::BatchRequest& r, cons
 // What a line's grammar must begin with: "</think>" when its answer follows a thought the model
 // is still to write (ctx.reasoning, a chat line whose prompt did not close the thought), else "".
 std::string AnswerAfter(const BuildContext& ctx, const jobs::BatchRequest& r) {
-  if (!ctx.reasoning || r.endpoint != jobs::Endpoint::kChatCompletions) return "";
+  if (!ctx.reasoning || !jobs::IsChat(r.endpoint)) return "";
   return PromptThoughtFor(ctx, r) == PromptThought::kClosed ? "" : std::string(kThinkEnd);
 }
 
@@ -88,7 +94,8 @@ void LazyAfter(const std::string& after, LineGrammar* out) {
 Status ToolGrammar(const BuildContext& ctx, const jobs::BatchRequest& r, const std::string& file,
                    LineGrammar* out, std::string* param) {
   if (r.tools.empty() || r.tool_choice == jobs::ToolChoice::kNone) return Status::Ok();
-  auto refuse = [&](const std::string& field, const std::string& why) {
+  auto refuse = [&](const std::string& chat_field, const std::string& why) {
+    const std::string field = jobs::FieldOn(r.endpoint, chat_field);
     *param = jobs::ParamOfField(field);
     return Status::InvalidArgument(Where(file, r) + "field '" + field + "': " + why);
   };
@@ -163,8 +170,7 @@ Conversation ChatConversation(const jobs::BatchRequest& r) {
 }
 
 PromptThought PromptThoughtFor(const BuildContext& ctx, const jobs::BatchRequest& r) {
-  if (r.endpoint != jobs::Endpoint::kChatCompletions || ctx.chat == nullptr)
-    return PromptThought::kNone;
+  if (!jobs::IsChat(r.endpoint) || ctx.chat == nullptr) return PromptThought::kNone;
   Conversation c = ChatConversation(r);
   if (c.continue_final_message)
     return c.messages.empty() ? PromptThought::kNone : PromptThoughtOf(c.messages.back().content);
@@ -210,10 +216,12 @@ Status GrammarFor(const BuildContext& ctx, const jobs::BatchRequest& r, const st
   using RF = jobs::ResponseFormat;
   // The field a refusal names: the schema itself under response_format json_schema, else the
   // field that asked (response_format, structured_outputs.regex, guided_choice, ...).
-  const std::string field =
-      r.response_format == RF::kJsonSchema && r.structured_field == "body.response_format"
-          ? "body.response_format.json_schema.schema"
-          : r.structured_field;
+  const bool schema = r.response_format == RF::kJsonSchema;
+  const std::string field = schema && r.structured_field == "body.response_format"
+                                ? "body.response_format.json_schema.schema"
+                            : schema && r.structured_field == "body.text.format"
+                                ? "body.text.format.schema"
+                                : r.structured_field;
   if (!r.tools.empty() && r.tool_choice != jobs::ToolChoice::kNone)
     return ToolGrammar(ctx, r, file, out, param);  // refuses the pair, naming the field
   *param = jobs::ParamOfField(field);
@@ -257,11 +265,11 @@ Status PlanKey(const BuildContext& ctx, const jobs::BatchRequest& r, const std::
   LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file, param));
   LineGrammar grammar;
   LLMQ_RETURN_IF_ERROR(GrammarFor(ctx, r, file, &grammar, param));
-  if (r.endpoint == jobs::Endpoint::kChatCompletions) {
+  if (jobs::IsChat(r.endpoint)) {
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     std::string text;
     if (Status st = ctx.chat->Render(ChatConversation(r), &text); !st.ok())
-      return Status::InvalidArgument(Where(file, r) + BodyField(st.message(), param));
+      return Status::InvalidArgument(Where(file, r) + BodyField(st.message(), r.endpoint, param));
     PackBytes(text, key);
   } else if (r.prompt_is_ids) {
     LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file, param));
@@ -278,10 +286,10 @@ Status PromptIds(const BuildContext& ctx, const jobs::BatchRequest& r, const std
                  std::vector<int>* ids, std::string* param) {
   std::string unused;
   if (param == nullptr) param = &unused;
-  if (r.endpoint == jobs::Endpoint::kChatCompletions) {
+  if (jobs::IsChat(r.endpoint)) {
     LLMQ_CHECK(ctx.chat != nullptr);  // set up by LoadServing / LoadChatFormat
     if (Status st = ctx.chat->Encode(*ctx.model->tokenizer, ChatConversation(r), ids); !st.ok())
-      return Status::InvalidArgument(Where(file, r) + BodyField(st.message(), param));
+      return Status::InvalidArgument(Where(file, r) + BodyField(st.message(), r.endpoint, param));
   } else if (r.prompt_is_ids) {
     LLMQ_RETURN_IF_ERROR(CheckPromptIds(ctx, r, file, param));
     ids->assign(r.prompt_token_ids.begin(), r.prompt_token_ids.end());
@@ -301,8 +309,8 @@ Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const 
   LLMQ_RETURN_IF_ERROR(CheckTokenIds(ctx, r, file, param));
   std::vector<int> ids;
   LLMQ_RETURN_IF_ERROR(PromptIds(ctx, r, file, &ids, param));
-  const char* prompt_field =
-      r.endpoint == jobs::Endpoint::kChatCompletions ? "body.messages" : "body.prompt";
+  const std::string prompt_field =
+      jobs::IsChat(r.endpoint) ? jobs::FieldOn(r.endpoint, "body.messages") : "body.prompt";
   const int ctx_len = m.cfg.max_position_embeddings;
   const int n = static_cast<int>(ids.size());
   if (n == 0) {
@@ -312,7 +320,8 @@ Status BuildRequest(const BuildContext& ctx, const jobs::BatchRequest& r, const 
   // Chat without max_tokens may use what is left of what one sequence can hold.
   const int64_t max_tokens = r.max_tokens.value_or(
       r.endpoint == jobs::Endpoint::kCompletions ? 16 : std::min(ctx.capacity, ctx_len) - n);
-  const std::string field = r.max_tokens ? "body.max_tokens" : prompt_field;
+  const std::string field =
+      r.max_tokens ? jobs::FieldOn(r.endpoint, "body.max_tokens") : prompt_field;
   if (n >= ctx_len || n + max_tokens > ctx_len) {
     *param = jobs::ParamOfField(field);
     return Status::InvalidArgument(where + "field '" + field + "': prompt (" + std::to_string(n) +
@@ -361,7 +370,7 @@ std::string OutputLine(const BuildContext& ctx, const jobs::BatchRequest& r, con
   choices.reserve(o.completions.size());
   const bool tools = !r.tools.empty() && r.tool_choice != jobs::ToolChoice::kNone &&
                      ctx.tool_format && ctx.model->tokenizer;
-  const bool reasoning = ctx.reasoning && r.endpoint == jobs::Endpoint::kChatCompletions;
+  const bool reasoning = ctx.reasoning && jobs::IsChat(r.endpoint);
   std::optional<PromptThought> prompt;  // rendered again once, when a text needs it
   int64_t reasoning_tokens = 0;
   for (const Completion& c : o.completions) {

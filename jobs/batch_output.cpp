@@ -73,6 +73,96 @@ ojson CompletionLogprobs(const std::vector<TokenLogprob>& lps) {
           {"text_offset", std::move(offsets)}};
 }
 
+// A successful output line around its response body.
+std::string Line(const std::string& custom_id, const std::string& request_id, ojson body) {
+  ojson line;
+  line["id"] = request_id;
+  line["custom_id"] = custom_id;
+  ojson response;
+  response["status_code"] = 200;
+  response["request_id"] = ResponseRequestId(request_id);
+  response["body"] = std::move(body);
+  line["response"] = std::move(response);
+  line["error"] = nullptr;
+  return Dump(line);
+}
+
+// An id of a Response or one of its output items: `prefix` and 32 hex digits of the line's id and
+// the item's name (the same in a resumed run).
+std::string ItemId(const char* prefix, const std::string& request_id, const std::string& item) {
+  return prefix + Sha256Hex(request_id + "/" + item).substr(0, 32);
+}
+
+// A /v1/responses line's Response object: the request's echo (BatchRequest::responses_echo), and
+// as output its thought (a reasoning item, with a reasoning parser), its message (unless it is
+// calls alone) and its calls (function_call items), in the order the model wrote them.
+ojson ResponseBody(const BatchRequest& req, const Choice& ch, const Usage& usage,
+                   const std::string& request_id, int64_t created, const std::string& model) {
+  const bool cut = ch.finish_reason == "length";
+  const char* status = cut ? "incomplete" : "completed";
+  const ojson echo =
+      req.responses_echo.empty() ? ojson::object() : ojson::parse(req.responses_echo);
+  auto echoed = [&](const char* key) { return echo.contains(key) ? echo.at(key) : ojson(nullptr); };
+  ojson output = ojson::array();
+  if (ch.reasoning_parsed && ch.reasoning_content)
+    output.push_back(
+        {{"id", ItemId("rs_", request_id, "reasoning")},
+         {"type", "reasoning"},
+         {"summary", ojson::array()},
+         {"content", ojson::array({{{"type", "reasoning_text"}, {"text", *ch.reasoning_content}}})},
+         {"status", cut && !ch.has_content ? "incomplete" : "completed"}});
+  if (ch.has_content && (ch.tool_calls.empty() || !ch.text.empty())) {
+    ojson text = {{"type", "output_text"}, {"text", ch.text}, {"annotations", ojson::array()}};
+    if (req.logprobs >= 0) text["logprobs"] = ChatLogprobs(ch.logprobs).at("content");
+    output.push_back({{"id", ItemId("msg_", request_id, "message")},
+                      {"type", "message"},
+                      {"status", ch.tool_calls.empty() ? status : "completed"},
+                      {"role", "assistant"},
+                      {"content", ojson::array({std::move(text)})}});
+  }
+  for (size_t k = 0; k < ch.tool_calls.size(); ++k) {
+    const ToolCallOut& t = ch.tool_calls[k];
+    output.push_back({{"id", ItemId("fc_", request_id, "call/" + std::to_string(k))},
+                      {"type", "function_call"},
+                      {"status", "completed"},
+                      {"call_id", t.id},
+                      {"name", t.name},
+                      {"arguments", t.arguments}});
+  }
+  ojson b;
+  b["id"] = ItemId("resp_", request_id, "response");
+  b["object"] = "response";
+  b["created_at"] = created;
+  b["status"] = status;
+  b["background"] = false;
+  b["error"] = nullptr;
+  b["incomplete_details"] = cut ? ojson{{"reason", "max_output_tokens"}} : ojson(nullptr);
+  b["instructions"] = echoed("instructions");
+  b["max_output_tokens"] = echoed("max_output_tokens");
+  b["model"] = model;
+  b["output"] = std::move(output);
+  b["parallel_tool_calls"] = echo.value("parallel_tool_calls", true);
+  b["previous_response_id"] = nullptr;
+  b["reasoning"] = echoed("reasoning");
+  b["temperature"] = echoed("temperature");
+  b["text"] = echo.value("text", ojson{{"format", {{"type", "text"}}}});
+  b["tool_choice"] = echo.value("tool_choice", ojson("none"));
+  b["tools"] = echo.value("tools", ojson::array());
+  b["top_logprobs"] = echoed("top_logprobs");
+  b["top_p"] = echoed("top_p");
+  b["truncation"] = "disabled";
+  b["usage"] = {
+      {"input_tokens", usage.prompt_tokens},
+      // llmq does not count cache writes apart (every computed full block joins the prefix cache).
+      {"input_tokens_details", {{"cached_tokens", usage.cached_tokens}, {"cache_write_tokens", 0}}},
+      {"output_tokens", usage.completion_tokens},
+      {"output_tokens_details", {{"reasoning_tokens", usage.reasoning_tokens}}},
+      {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+  b["metadata"] = echoed("metadata");
+  b["access_programs"] = nullptr;
+  return b;
+}
+
 }  // namespace
 
 std::string TokenText(const std::string& bytes) {
@@ -99,6 +189,10 @@ std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choi
                         const std::string& model, const std::string& system_fingerprint) {
   const bool chat = req.endpoint == Endpoint::kChatCompletions;
   ojson body;
+  if (req.endpoint == Endpoint::kResponses) {
+    body = ResponseBody(req, choices.at(0), usage, request_id, created, model);
+    return Line(req.custom_id, request_id, std::move(body));
+  }
   body["id"] = (chat ? "chatcmpl-" : "cmpl-") + request_id;
   body["object"] = chat ? "chat.completion" : "text_completion";
   body["created"] = created;
@@ -150,17 +244,7 @@ std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choi
   body["usage"] = std::move(u);
   body["system_fingerprint"] =
       system_fingerprint.empty() ? ojson(nullptr) : ojson(system_fingerprint);
-
-  ojson line;
-  line["id"] = request_id;
-  line["custom_id"] = req.custom_id;
-  ojson response;
-  response["status_code"] = 200;
-  response["request_id"] = ResponseRequestId(request_id);
-  response["body"] = std::move(body);
-  line["response"] = std::move(response);
-  line["error"] = nullptr;
-  return Dump(line);
+  return Line(req.custom_id, request_id, std::move(body));
 }
 
 std::string RefusedLine(const std::string& custom_id, int64_t line, const std::string& request_id,

@@ -1,6 +1,6 @@
 // Output lines in the OpenAI Batch API shape (openai-openapi's BatchRequestOutput):
 // {"id": "batch_req_…", "custom_id": "…", "response": {"status_code": 200, "request_id": "…",
-//  "body": {chat.completion | text_completion object with usage}}, "error": null};
+//  "body": {chat.completion | text_completion | response object with usage}}, "error": null};
 // for a line refused as OpenAI's API refuses a request (a bad field, a prompt too long, an
 // unsupported feature), its HTTP 400 response: {"id": …, "custom_id": …, "response":
 //  {"status_code": 400, "request_id": "…", "body": {"error": {"message": "…", "type":
@@ -85,6 +85,16 @@ std::string OutputCustomId(const std::string& custom_id, int64_t line);
 // points of the text before each token: a character split over several tokens counts at the first;
 // a token named "bytes:..." adds its bytes)}. Each chosen token's bytes are the bytes it added to
 // the text, so that its tokens' bytes, joined, are the text (request_builder.h, TokenPieces).
+// A /v1/responses line (one choice) gets a Response object: "id": "resp_…", "object": "response",
+// "status": "completed", or "incomplete" with incomplete_details {"reason": "max_output_tokens"}
+// when max_output_tokens (or the context) cut it; "output": a reasoning item (its thought, with a
+// reasoning parser), a message item ({"type": "message", "role": "assistant", "content":
+// [{"type": "output_text", "text", "annotations": [], "logprobs" (with include
+// message.output_text.logprobs, the chat shape's entries)}]}, left out when the output is calls
+// alone) and a function_call item per call ({"call_id": the chat id "call_…", "name",
+// "arguments"}); usage as input_tokens / output_tokens with their details; the rest repeats the
+// request (BatchRequest::responses_echo). Item ids ("msg_", "fc_", "rs_" and 32 hex digits) are
+// derived from `request_id`, so the same in a resumed run.
 std::string SuccessLine(const BatchRequest& req, const std::vector<Choice>& choices,
                         const Usage& usage, const std::string& request_id, int64_t created,
                         const std::string& model, const std::string& system_fingerprint = "");

@@ -21,6 +21,13 @@ using nlohmann::json;
 
 constexpr const char* kChatUrl = "/v1/chat/completions";
 constexpr const char* kCompletionsUrl = "/v1/completions";
+constexpr const char* kResponsesUrl = "/v1/responses";
+
+const char* UrlOf(Endpoint e) {
+  return e == Endpoint::kChatCompletions ? kChatUrl
+         : e == Endpoint::kCompletions   ? kCompletionsUrl
+                                         : kResponsesUrl;
+}
 constexpr size_t kMaxStop = 4;  // OpenAI's limit on "stop"
 constexpr int kMaxN = 128;
 constexpr int kMaxTopLogprobs = 20;  // OpenAI's limit for chat's top_logprobs
@@ -266,10 +273,14 @@ void ParseMessages(const json& body, const nlohmann::ordered_json* ordered, Batc
 }
 
 // body.tools. `ordered`: the list as written (key order kept), when the line was read so.
-void ParseTools(const json& v, const nlohmann::ordered_json* ordered, std::vector<ToolDef>* out) {
+// `flat`: the Responses API's shape, the function's fields beside "type" ({"type": "function",
+// "name", ...}); its ToolDef::json is still the chat shape, which the templates read.
+void ParseTools(const json& v, const nlohmann::ordered_json* ordered, bool flat,
+                std::vector<ToolDef>* out) {
   const std::string field = "body.tools";
   const char* shape =
-      "{\"type\": \"function\", \"function\": {\"name\", \"description\", \"parameters\"}}";
+      flat ? "{\"type\": \"function\", \"name\", \"description\", \"parameters\"}"
+           : "{\"type\": \"function\", \"function\": {\"name\", \"description\", \"parameters\"}}";
   if (!v.is_array() || v.empty())
     Fail(field, std::string("must be a non-empty list of ") + shape, v);
   for (size_t i = 0; i < v.size(); ++i) {
@@ -280,53 +291,69 @@ void ParseTools(const json& v, const nlohmann::ordered_json* ordered, std::vecto
     if (!type) Missing(tf + ".type", "expected \"function\"");
     if (*type != "function")
       Fail(tf + ".type", "must be \"function\" (llmq offers function tools only)", *type);
-    OnlyKeys(t, tf, {"type", "function"});
-    const json* fn = Find(t, "function");
-    if (!fn) Missing(tf + ".function", "expected {\"name\", \"description\", \"parameters\"}");
-    if (!fn->is_object())
-      Fail(tf + ".function", "must be an object {\"name\", \"description\", \"parameters\"}", *fn);
-    OnlyKeys(*fn, tf + ".function", {"name", "description", "parameters", "strict"});
+    const json* fn = &t;
+    std::string ff = tf;  // the function's fields are ff + ".name", ...
+    if (flat) {
+      OnlyKeys(t, tf, {"type", "name", "description", "parameters", "strict"});
+    } else {
+      OnlyKeys(t, tf, {"type", "function"});
+      fn = Find(t, "function");
+      ff = tf + ".function";
+      if (!fn) Missing(ff, "expected {\"name\", \"description\", \"parameters\"}");
+      if (!fn->is_object())
+        Fail(ff, "must be an object {\"name\", \"description\", \"parameters\"}", *fn);
+      OnlyKeys(*fn, ff, {"name", "description", "parameters", "strict"});
+    }
     ToolDef def;
     const json* name = Find(*fn, "name");
-    if (!name)
-      Missing(tf + ".function.name", "expected a name of a-z, A-Z, 0-9, _ and -, up to 64");
+    if (!name) Missing(ff + ".name", "expected a name of a-z, A-Z, 0-9, _ and -, up to 64");
     if (!name->is_string() || !NameOk(name->get_ref<const std::string&>()))
-      Fail(tf + ".function.name", "must be a name of a-z, A-Z, 0-9, _ and -, up to 64 characters",
-           *name);
+      Fail(ff + ".name", "must be a name of a-z, A-Z, 0-9, _ and -, up to 64 characters", *name);
     def.name = name->get<std::string>();
     for (size_t k = 0; k < out->size(); ++k)
       if ((*out)[k].name == def.name)
-        Fail(tf + ".function.name",
+        Fail(ff + ".name",
              "repeats the name of body.tools[" + std::to_string(k) + "] (names must be unique)",
              *name);
     if (const json* d = Find(*fn, "description")) {
-      if (!d->is_string()) Fail(tf + ".function.description", "must be a string", *d);
+      if (!d->is_string()) Fail(ff + ".description", "must be a string", *d);
       def.description = d->get<std::string>();
     }
     const nlohmann::ordered_json* written = ordered != nullptr ? &ordered->at(i) : nullptr;
+    const nlohmann::ordered_json* written_fn = written == nullptr ? nullptr
+                                               : flat             ? written
+                                                                  : &written->at("function");
     if (const json* p = Find(*fn, "parameters")) {
-      if (!p->is_object()) Fail(tf + ".function.parameters", "must be a JSON Schema object", *p);
-      def.parameters =
-          Written(*p, written != nullptr ? &written->at("function").at("parameters") : nullptr);
+      if (!p->is_object()) Fail(ff + ".parameters", "must be a JSON Schema object", *p);
+      def.parameters = Written(*p, written_fn != nullptr ? &written_fn->at("parameters") : nullptr);
     }
-    if (const json* strict = Find(*fn, "strict"))
-      def.strict = Flag(*strict, tf + ".function.strict");
-    def.json = Written(t, written);
+    if (const json* strict = Find(*fn, "strict")) def.strict = Flag(*strict, ff + ".strict");
+    if (flat) {  // the chat shape: {"type": "function", "function": {the rest, as written}}
+      nlohmann::ordered_json f =
+          written != nullptr ? *written : nlohmann::ordered_json::parse(t.dump());
+      f.erase("type");
+      def.json = nlohmann::ordered_json{{"type", "function"}, {"function", std::move(f)}}.dump();
+    } else {
+      def.json = Written(t, written);
+    }
     out->push_back(std::move(def));
   }
 }
 
-// body.tools, tool_choice and parallel_tool_calls (chat).
-void ParseToolFields(const json& body, const nlohmann::ordered_json* ordered, BatchRequest* req) {
+// body.tools, tool_choice and parallel_tool_calls (chat; `flat`: the Responses API's shapes,
+// tools as ParseTools reads them and a named function as {"type": "function", "name"}).
+void ParseToolFields(const json& body, const nlohmann::ordered_json* ordered, bool flat,
+                     BatchRequest* req) {
   if (const json* v = Find(body, "tools"))
-    ParseTools(*v, ordered != nullptr ? &ordered->at("tools") : nullptr, &req->tools);
+    ParseTools(*v, ordered != nullptr ? &ordered->at("tools") : nullptr, flat, &req->tools);
   const bool tools = !req->tools.empty();
   req->tool_choice = tools ? ToolChoice::kAuto : ToolChoice::kNone;
   if (const json* v = Find(body, "tool_choice")) {
     const std::string field = "body.tool_choice";
-    const char* forms =
-        "must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": "
-        "{\"name\": ...}}";
+    const char* forms = flat ? "must be \"none\", \"auto\", \"required\" or {\"type\": "
+                               "\"function\", \"name\": ...}"
+                             : "must be \"none\", \"auto\", \"required\" or {\"type\": "
+                               "\"function\", \"function\": {\"name\": ...}}";
     if (*v == "none") {
       req->tool_choice = ToolChoice::kNone;
     } else if (*v == "auto") {
@@ -334,31 +361,43 @@ void ParseToolFields(const json& body, const nlohmann::ordered_json* ordered, Ba
     } else if (*v == "required") {
       req->tool_choice = ToolChoice::kRequired;
     } else if (v->is_object()) {
-      OnlyKeys(*v, field, {"type", "function"});
       const json* type = Find(*v, "type");
       if (!type) Missing(field + ".type", "expected \"function\"");
       if (*type != "function") Fail(field + ".type", "must be \"function\"", *type);
-      const json* fn = Find(*v, "function");
-      if (!fn) Missing(field + ".function", "expected {\"name\": ...}");
-      if (!fn->is_object()) Fail(field + ".function", "must be an object {\"name\": ...}", *fn);
-      OnlyKeys(*fn, field + ".function", {"name"});
+      const json* fn = v;
+      std::string ff = field;
+      if (flat) {
+        OnlyKeys(*v, field, {"type", "name"});
+      } else {
+        OnlyKeys(*v, field, {"type", "function"});
+        fn = Find(*v, "function");
+        ff = field + ".function";
+        if (!fn) Missing(ff, "expected {\"name\": ...}");
+        if (!fn->is_object()) Fail(ff, "must be an object {\"name\": ...}", *fn);
+        OnlyKeys(*fn, ff, {"name"});
+      }
       const json* name = Find(*fn, "name");
-      if (!name) Missing(field + ".function.name", "expected the name of one of body.tools");
-      if (!name->is_string()) Fail(field + ".function.name", "must be a string", *name);
+      if (!name) Missing(ff + ".name", "expected the name of one of body.tools");
+      if (!name->is_string()) Fail(ff + ".name", "must be a string", *name);
       req->tool_choice = ToolChoice::kNamed;
       req->tool_choice_name = name->get<std::string>();
       if (tools && std::none_of(req->tools.begin(), req->tools.end(),
                                 [&](const ToolDef& t) { return t.name == req->tool_choice_name; }))
-        Fail(field + ".function.name", "must name one of body.tools", *name);
+        Fail(ff + ".name", "must name one of body.tools", *name);
     } else {
       Fail(field, forms, *v);
     }
+    // The Responses API takes "auto" without tools (its default either way).
+    if (!tools && flat && req->tool_choice == ToolChoice::kAuto)
+      req->tool_choice = ToolChoice::kNone;
     if (!tools && req->tool_choice != ToolChoice::kNone)
       Fail(field, "is only allowed when body.tools are given (other than \"none\")", *v);
   }
   if (const json* v = Find(body, "parallel_tool_calls")) {
     req->parallel_tool_calls = Flag(*v, "body.parallel_tool_calls");
-    if (!tools) Fail("body.parallel_tool_calls", "is only allowed when body.tools are given", *v);
+    // The Responses API takes it without tools (its Response always carries one).
+    if (!tools && !flat)
+      Fail("body.parallel_tool_calls", "is only allowed when body.tools are given", *v);
   }
 }
 
@@ -574,10 +613,13 @@ void ParseLogprobs(const json& body, BatchRequest* req) {
         IntIn(*lp, "body.logprobs", 0, kMaxLogprobs, "must be an integer in [0, 5]"));
 }
 
-// body.response_format (OpenAI's shape). The schema's own key order is read from `ordered` (the
-// line parsed keeping it); `v` was parsed with sorted keys.
-void ParseResponseFormat(const json& v, const nlohmann::ordered_json* ordered, BatchRequest* req) {
-  const std::string field = "body.response_format";
+// An output format at `field` (OpenAI's shapes): {"type": "text"}, {"type": "json_object"}, or
+// {"type": "json_schema", "json_schema": {"name", "schema", "strict", "description"}} (chat's
+// response_format), those four beside "type" when `flat` (the Responses API's text.format). The
+// schema's own key order is read from `written` (the same value from the line read keeping it,
+// or null); `v` was parsed with sorted keys.
+void ParseFormat(const json& v, const std::string& field, const nlohmann::ordered_json* written,
+                 bool flat, BatchRequest* req) {
   const char* kinds = "\"text\", \"json_object\" or \"json_schema\"";
   if (!v.is_object()) Fail(field, std::string("must be an object {\"type\": ") + kinds + "}", v);
   const json* type = Find(v, "type");
@@ -588,12 +630,19 @@ void ParseResponseFormat(const json& v, const nlohmann::ordered_json* ordered, B
     return;
   }
   if (*type != "json_schema") Fail(field + ".type", std::string("must be ") + kinds, *type);
-  OnlyKeys(v, field, {"type", "json_schema"});
-  const std::string js = field + ".json_schema";
-  const json* spec = Find(v, "json_schema");
-  if (!spec) Missing(js, "expected {\"name\": ..., \"schema\": {...}}");
-  if (!spec->is_object()) Fail(js, "must be an object {\"name\": ..., \"schema\": {...}}", *spec);
-  OnlyKeys(*spec, js, {"name", "schema", "strict", "description"});
+  const json* spec = &v;
+  std::string js = field;
+  if (flat) {
+    OnlyKeys(v, field, {"type", "name", "schema", "strict", "description"});
+  } else {
+    OnlyKeys(v, field, {"type", "json_schema"});
+    js = field + ".json_schema";
+    spec = Find(v, "json_schema");
+    if (!spec) Missing(js, "expected {\"name\": ..., \"schema\": {...}}");
+    if (!spec->is_object()) Fail(js, "must be an object {\"name\": ..., \"schema\": {...}}", *spec);
+    OnlyKeys(*spec, js, {"name", "schema", "strict", "description"});
+    if (written != nullptr) written = &written->at("json_schema");
+  }
   const json* name = Find(*spec, "name");
   if (!name) Missing(js + ".name", "expected a name of a-z, A-Z, 0-9, _ and -, up to 64");
   if (!name->is_string() || !NameOk(name->get_ref<const std::string&>()))
@@ -608,10 +657,7 @@ void ParseResponseFormat(const json& v, const nlohmann::ordered_json* ordered, B
     Fail(js + ".schema", "must be a JSON Schema (an object or a boolean)", *schema);
   req->response_format = ResponseFormat::kJsonSchema;
   req->json_schema_name = name->get<std::string>();
-  req->json_schema =
-      ordered != nullptr
-          ? ordered->at("body").at("response_format").at("json_schema").at("schema").dump()
-          : schema->dump();
+  req->json_schema = written != nullptr ? written->at("schema").dump() : schema->dump();
 }
 
 // A JSON Schema given by vLLM's structured_outputs.json / guided_json (`field`): an object or a
@@ -733,12 +779,17 @@ void ParseVllmStructured(const json& body, const nlohmann::ordered_json* ordered
 
 // The fields whose support depends on their value.
 void ParseConditional(const json& body, const nlohmann::ordered_json* ordered, BatchRequest* req) {
-  if (const json* v = Find(body, "response_format")) ParseResponseFormat(*v, ordered, req);
+  if (const json* v = Find(body, "response_format"))
+    ParseFormat(*v, "body.response_format",
+                ordered != nullptr ? &ordered->at("body").at("response_format") : nullptr,
+                /*flat=*/false, req);
   ParseVllmStructured(body, ordered, req);
   if (req->response_format != ResponseFormat::kText) {
     const std::string what =
         req->structured_field == "body.response_format"
             ? "response_format " + Find(body, "response_format")->at("type").get<std::string>()
+        : req->structured_field == "body.text.format"
+            ? "text.format " + body.at("text").at("format").at("type").get<std::string>()
             : req->structured_field;
     if (const json* m = Find(body, "min_tokens"); m && req->min_tokens > 0)
       Fail("body.min_tokens",
@@ -778,19 +829,289 @@ void ParseConditional(const json& body, const nlohmann::ordered_json* ordered, B
   }
 }
 
+ChatMessage Message(std::string role, std::string content) {
+  ChatMessage m;
+  m.role = std::move(role);
+  m.content = std::move(content);
+  return m;
+}
+
+// The text of a Responses API content list at `field`: a string, or parts of the types `types`
+// ("input_text", "output_text", "reasoning_text", "summary_text"), their texts joined with "\n" as
+// chat's parts are.
+std::string PartsText(const json& v, const std::string& field,
+                      std::initializer_list<const char*> types) {
+  if (v.is_string()) return v.get<std::string>();
+  std::string kinds;
+  for (const char* t : types) kinds += std::string(kinds.empty() ? "" : " or ") + "\"" + t + "\"";
+  if (!v.is_array())
+    Fail(field, "must be a string or a list of {\"type\": " + kinds + ", \"text\": ...} parts", v);
+  std::string text;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& part = v[i];
+    const std::string pf = field + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) Fail(pf, "must be an object {\"type\": " + kinds + ", \"text\"}", part);
+    const json* type = Find(part, "type");
+    if (!type) Missing(pf + ".type", "expected " + kinds);
+    if (!type->is_string() ||
+        std::none_of(types.begin(), types.end(), [&](const char* t) { return *type == t; }))
+      Fail(pf + ".type", "must be " + kinds + " (only text content is supported)", *type);
+    OnlyKeys(part, pf, {"type", "text", "annotations", "logprobs"});
+    const json* t = Find(part, "text");
+    if (!t) Missing(pf + ".text", "expected a string");
+    if (!t->is_string()) Fail(pf + ".text", "must be a string", *t);
+    if (i > 0) text += '\n';
+    text += t->get_ref<const std::string&>();
+  }
+  return text;
+}
+
+// body.input of /v1/responses (after body.instructions, a system message): a string (one user
+// message) or a list of items: messages (roles user, system, developer = system, assistant),
+// function_call items (joined to the assistant message before them, else an assistant message of
+// their own, as the model wrote them: text, then calls), function_call_output items (tool
+// messages) and reasoning items (the next assistant message's thought).
+void ParseInput(const json& body, BatchRequest* req) {
+  const json* in = Find(body, "input");
+  const char* forms = "must be a string or a non-empty list of input items";
+  if (!in) Missing("body.input", "a responses request needs input: a string or a list of items");
+  if (in->is_string()) {
+    req->messages.push_back(Message("user", in->get<std::string>()));
+    return;
+  }
+  if (!in->is_array() || in->empty()) Fail("body.input", forms, *in);
+  std::optional<std::string> thought;  // a reasoning item's, for the next assistant message
+  nlohmann::ordered_json calls;        // the calls of the assistant message being written
+  bool calls_join_last = false;        // whether function calls may join req->messages.back()
+  auto close_calls = [&] {
+    if (calls.empty()) return;
+    req->messages.back().tool_calls = calls.dump();
+    calls = nlohmann::ordered_json();
+  };
+  for (size_t i = 0; i < in->size(); ++i) {
+    const json& item = (*in)[i];
+    const std::string itf = "body.input[" + std::to_string(i) + "]";
+    if (!item.is_object()) Fail(itf, "must be an input item (an object)", item);
+    const json* type = Find(item, "type");
+    if (type != nullptr && !type->is_string()) Fail(itf + ".type", "must be a string", *type);
+    const std::string kind = type != nullptr ? type->get<std::string>() : "message";
+    if (kind == "function_call") {
+      OnlyKeys(item, itf, {"type", "call_id", "name", "arguments", "id", "status"});
+      std::string call_id, name;
+      for (auto [key, out] : {std::pair{"call_id", &call_id}, std::pair{"name", &name}}) {
+        const json* x = Find(item, key);
+        if (!x) Missing(itf + "." + key, "expected a string");
+        if (!x->is_string()) Fail(itf + "." + key, "must be a string", *x);
+        *out = x->get<std::string>();
+      }
+      const json* args = Find(item, "arguments");
+      const std::string af = itf + ".arguments";
+      if (!args) Missing(af, "expected the arguments as JSON text");
+      if (!args->is_string())
+        Fail(af, "must be a string (the arguments object as JSON text)", *args);
+      nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(
+          args->get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_discarded() || !parsed.is_object())
+        Fail(af, "must be a JSON object as text (the function's arguments)", *args);
+      if (!calls_join_last) {
+        ChatMessage m = Message("assistant", "");
+        m.content_null = true;
+        m.reasoning = std::move(thought);
+        thought.reset();
+        req->messages.push_back(std::move(m));
+        calls_join_last = true;
+      }
+      calls.push_back({{"id", call_id},
+                       {"type", "function"},
+                       {"function", {{"name", name}, {"arguments", std::move(parsed)}}}});
+      continue;
+    }
+    close_calls();
+    calls_join_last = false;
+    if (kind == "function_call_output") {
+      OnlyKeys(item, itf, {"type", "call_id", "output", "id", "status"});
+      ChatMessage m = Message("tool", "");
+      const json* id = Find(item, "call_id");
+      if (!id) Missing(itf + ".call_id", "the call this output answers");
+      if (!id->is_string()) Fail(itf + ".call_id", "must be a string", *id);
+      m.tool_call_id = id->get<std::string>();
+      const json* out = Find(item, "output");
+      if (!out) Missing(itf + ".output", "expected the function's output, a string");
+      m.content = PartsText(*out, itf + ".output", {"input_text"});
+      req->messages.push_back(std::move(m));
+    } else if (kind == "reasoning") {
+      OnlyKeys(item, itf, {"type", "id", "summary", "content", "encrypted_content", "status"});
+      if (const json* e = Find(item, "encrypted_content"))
+        Fail(itf + ".encrypted_content",
+             "is not supported (llmq cannot read an encrypted thought: give its content)", *e);
+      const json* content = Find(item, "content");
+      const json* summary = Find(item, "summary");
+      std::string text =
+          content != nullptr   ? PartsText(*content, itf + ".content", {"reasoning_text"})
+          : summary != nullptr ? PartsText(*summary, itf + ".summary", {"summary_text"})
+                               : "";
+      if (!text.empty()) thought = std::move(text);
+    } else if (kind == "message") {
+      OnlyKeys(item, itf, {"type", "role", "content", "id", "status", "phase"});
+      const json* role = Find(item, "role");
+      const char* roles = "\"user\", \"system\", \"developer\" or \"assistant\"";
+      if (!role) Missing(itf + ".role", std::string("expected ") + roles);
+      if (*role != "user" && *role != "system" && *role != "developer" && *role != "assistant")
+        Fail(itf + ".role", std::string("must be ") + roles, *role);
+      ChatMessage m = Message(*role == "developer" ? "system" : role->get<std::string>(), "");
+      const json* content = Find(item, "content");
+      if (!content) Missing(itf + ".content", "expected a string or a list of text parts");
+      m.content = PartsText(*content, itf + ".content", {"input_text", "output_text"});
+      if (m.role == "assistant") {
+        m.reasoning = std::move(thought);
+        thought.reset();
+        calls_join_last = true;
+      }
+      req->messages.push_back(std::move(m));
+    } else {
+      Fail(itf + ".type",
+           "is not supported (llmq reads message, function_call, function_call_output and "
+           "reasoning items)",
+           *type);
+    }
+  }
+  close_calls();
+}
+
+// body.text of /v1/responses: {"format": ..., "verbosity"}, its format read as response_format is
+// (ParseFormat, flat).
+void ParseTextFormat(const json& body, const nlohmann::ordered_json* written, BatchRequest* req) {
+  const json* text = Find(body, "text");
+  if (!text) return;
+  if (!text->is_object()) Fail("body.text", "must be an object {\"format\": {...}}", *text);
+  OnlyKeys(*text, "body.text", {"format", "verbosity"});
+  if (const json* v = Find(*text, "verbosity"); v && *v != "medium")
+    Fail("body.text.verbosity",
+         "is not supported except \"medium\" (llmq has no verbosity control)", *v);
+  const json* f = Find(*text, "format");
+  if (!f) return;
+  req->structured_field = "body.text.format";
+  ParseFormat(*f, req->structured_field,
+              written != nullptr ? &written->at("text").at("format") : nullptr, /*flat=*/true, req);
+}
+
+// The rest of /v1/responses' own fields: max_output_tokens, include and top_logprobs (logprobs,
+// as vLLM reads them: written when include names message.output_text.logprobs), reasoning,
+// truncation, background, metadata. Run before ParseSampling and ParsePenalties.
+void ParseResponsesFields(const json& body, BatchRequest* req) {
+  if (const json* v = Find(body, "max_output_tokens"))
+    req->max_tokens =
+        static_cast<int>(IntIn(*v, "body.max_output_tokens", 1, std::numeric_limits<int>::max(),
+                               "must be a positive integer"));
+  bool logprobs = false;
+  if (const json* v = Find(body, "include")) {
+    if (!v->is_array()) Fail("body.include", "must be a list of strings", *v);
+    for (size_t i = 0; i < v->size(); ++i) {
+      if ((*v)[i] != "message.output_text.logprobs")
+        Fail("body.include[" + std::to_string(i) + "]",
+             "is not supported (llmq includes \"message.output_text.logprobs\" only)", (*v)[i]);
+      logprobs = true;
+    }
+  }
+  int top = 0;
+  if (const json* v = Find(body, "top_logprobs"))
+    top = static_cast<int>(
+        IntIn(*v, "body.top_logprobs", 0, kMaxTopLogprobs, "must be an integer in [0, 20]"));
+  if (logprobs) req->logprobs = top;
+  if (const json* v = Find(body, "reasoning")) {
+    if (!v->is_object()) Fail("body.reasoning", "must be an object {\"effort\", \"summary\"}", *v);
+    for (const auto& [key, x] : v->items()) {
+      if (x.is_null()) continue;
+      Fail("body.reasoning." + key,
+           key == "effort" ? "is not supported (llmq has no reasoning-effort control)"
+           : key == "summary" || key == "generate_summary"
+               ? "is not supported (llmq writes no reasoning summaries; a thought comes back whole "
+                 "with a reasoning parser)"
+               : "is not supported (not a field of body.reasoning llmq knows)",
+           x);
+    }
+  }
+  if (const json* v = Find(body, "truncation"); v && *v != "disabled")
+    Fail("body.truncation",
+         "is not supported except \"disabled\" (llmq refuses a prompt too long, it does not cut "
+         "it)",
+         *v);
+  if (const json* v = Find(body, "background"); v && Flag(*v, "body.background"))
+    Fail("body.background", "must be false (a batch line runs with its batch)", *v);
+  if (const json* v = Find(body, "metadata"); v && !v->is_object())
+    Fail("body.metadata", "must be an object of string values", *v);
+}
+
+// What the Response repeats of a /v1/responses request (BatchRequest::responses_echo), in the
+// Response's shapes; run once the request is read.
+std::string ResponsesEcho(const json& body, const nlohmann::ordered_json* written,
+                          const BatchRequest& req) {
+  using ojson = nlohmann::ordered_json;
+  auto as_written = [&](const char* key) -> ojson {
+    const json* v = Find(body, key);
+    if (v == nullptr) return nullptr;
+    return written != nullptr ? written->at(key) : ojson::parse(v->dump());
+  };
+  ojson e;
+  e["instructions"] = as_written("instructions");
+  e["max_output_tokens"] = req.max_tokens ? ojson(*req.max_tokens) : ojson(nullptr);
+  e["metadata"] = as_written("metadata");
+  e["parallel_tool_calls"] = req.parallel_tool_calls;
+  e["reasoning"] = {{"effort", nullptr}, {"summary", nullptr}};
+  e["temperature"] = req.temperature;
+  ojson format = {{"type", "text"}};
+  if (const json* t = Find(body, "text"); t != nullptr && Find(*t, "format") != nullptr)
+    format = written != nullptr ? written->at("text").at("format")
+                                : ojson::parse(t->at("format").dump());
+  e["text"] = {{"format", std::move(format)}};
+  switch (req.tool_choice) {
+    case ToolChoice::kNone:
+      e["tool_choice"] = "none";
+      break;
+    case ToolChoice::kAuto:
+      e["tool_choice"] = "auto";
+      break;
+    case ToolChoice::kRequired:
+      e["tool_choice"] = "required";
+      break;
+    case ToolChoice::kNamed:
+      e["tool_choice"] = {{"type", "function"}, {"name", req.tool_choice_name}};
+      break;
+  }
+  ojson tools = ojson::array();
+  for (size_t i = 0; i < req.tools.size(); ++i) {
+    // OpenAI's shape: every field present, strict true unless the request said otherwise.
+    const ToolDef& t = req.tools[i];
+    const json* strict = Find(body.at("tools").at(i), "strict");
+    tools.push_back(
+        {{"type", "function"},
+         {"name", t.name},
+         {"description", t.description.empty() ? ojson(nullptr) : ojson(t.description)},
+         {"parameters", t.parameters.empty() ? ojson(nullptr) : ojson::parse(t.parameters)},
+         {"strict", strict != nullptr ? strict->get<bool>() : true}});
+  }
+  e["tools"] = std::move(tools);
+  e["top_logprobs"] = req.logprobs >= 0 ? req.logprobs : 0;
+  e["top_p"] = req.top_p;
+  e["truncation"] = "disabled";
+  return e.dump();
+}
+
 // Every non-null field of the body is honoured, ignored as OpenAI ignores it, or refused by name.
 void CheckBodyFields(const json& body, Endpoint endpoint) {
-  const bool chat = endpoint == Endpoint::kChatCompletions;
   for (const auto& [key, value] : body.items()) {
     if (value.is_null()) continue;
     const FieldRule* rule = nullptr;
     for (const FieldRule& r : BodyFieldRules())
-      if (key == r.name) rule = &r;
+      if (key == r.name && (endpoint == Endpoint::kChatCompletions ? r.chat
+                            : endpoint == Endpoint::kCompletions   ? r.completions
+                                                                   : r.responses))
+        rule = &r;
     const std::string field = "body." + key;
-    if (!rule || !(chat ? rule->chat : rule->completions))
+    if (!rule)
       Fail(field,
-           std::string("is not supported (not a field llmq knows for ") +
-               (chat ? kChatUrl : kCompletionsUrl) + "; the README lists them)",
+           std::string("is not supported (not a field llmq knows for ") + UrlOf(endpoint) +
+               "; the README lists them)",
            value);
     if (rule->use == FieldUse::kRefused)
       Fail(field, std::string("is not supported: ") + rule->why, value);
@@ -799,7 +1120,9 @@ void CheckBodyFields(const json& body, Endpoint endpoint) {
 
 // Whether the body carries what is kept in the order written: a JSON schema, tools, tool calls,
 // chat template variables.
-bool NeedsOrder(const json& body) {
+bool NeedsOrder(const json& line, const json& body) {
+  // A Response repeats its request's tools, schema and metadata as written.
+  if (const json* url = Find(line, "url"); url && *url == kResponsesUrl) return true;
   const json* rf = Find(body, "response_format");
   if (rf && rf->is_object() && rf->contains("json_schema")) return true;
   const json* so = Find(body, "structured_outputs");
@@ -819,7 +1142,8 @@ void ParseRest(const json& j, const nlohmann::ordered_json* ordered, BatchReques
     Fail("method", "must be \"POST\"", *method);
 
   const json* url = Find(j, "url");
-  const std::string supported = std::string("supported: ") + kChatUrl + ", " + kCompletionsUrl;
+  const std::string supported =
+      std::string("supported: ") + kChatUrl + ", " + kCompletionsUrl + ", " + kResponsesUrl;
   if (!url) Missing("url", supported);
   if (!url->is_string()) Fail("url", "must be a string (" + supported + ")", *url);
   const std::string& u = url->get_ref<const std::string&>();
@@ -827,6 +1151,8 @@ void ParseRest(const json& j, const nlohmann::ordered_json* ordered, BatchReques
     req->endpoint = Endpoint::kChatCompletions;
   } else if (u == kCompletionsUrl) {
     req->endpoint = Endpoint::kCompletions;
+  } else if (u == kResponsesUrl) {
+    req->endpoint = Endpoint::kResponses;
   } else {
     Fail("url", "is not a supported endpoint (" + supported + ")", *url);
   }
@@ -845,16 +1171,31 @@ void ParseRest(const json& j, const nlohmann::ordered_json* ordered, BatchReques
     const auto msgs =
         written != nullptr ? written->find("messages") : nlohmann::ordered_json::const_iterator();
     ParseMessages(*body, written != nullptr && msgs != written->end() ? &*msgs : nullptr, req);
-    ParseToolFields(*body, written, req);
+    ParseToolFields(*body, written, /*flat=*/false, req);
     ParseTemplateKwargs(*body, written, req);
     ParseTurnFields(*body, req);
+  } else if (req->endpoint == Endpoint::kResponses) {
+    const nlohmann::ordered_json* written = ordered != nullptr ? &ordered->at("body") : nullptr;
+    if (const json* v = Find(*body, "instructions")) {
+      if (!v->is_string())
+        Fail("body.instructions", "must be a string (a system message before the input)", *v);
+      req->messages.push_back(Message("system", v->get<std::string>()));
+    }
+    ParseInput(*body, req);
+    ParseToolFields(*body, written, /*flat=*/true, req);
+    ParseTemplateKwargs(*body, written, req);
+    ParseTextFormat(*body, written, req);
+    ParseResponsesFields(*body, req);
   } else {
     ParsePrompt(*body, req);
   }
   ParseSampling(*body, req);
   ParsePenalties(*body, req);
-  ParseLogprobs(*body, req);
+  if (req->endpoint != Endpoint::kResponses) ParseLogprobs(*body, req);
   ParseConditional(*body, ordered, req);
+  if (req->endpoint == Endpoint::kResponses)
+    req->responses_echo =
+        ResponsesEcho(*body, ordered != nullptr ? &ordered->at("body") : nullptr, *req);
   // OpenAI's (and vLLM's) default for completions; chat defaults to "up to the context".
   if (req->endpoint == Endpoint::kCompletions && !req->max_tokens) req->max_tokens = 16;
 }
@@ -895,6 +1236,17 @@ std::string ParseErrorText(std::string_view text) {
 
 }  // namespace
 
+std::string FieldOn(Endpoint e, const std::string& chat_field) {
+  if (e != Endpoint::kResponses) return chat_field;
+  if (chat_field.rfind("body.messages", 0) == 0) return "body.input";
+  if (chat_field == "body.max_tokens") return "body.max_output_tokens";
+  const std::string fn = "].function.";
+  if (const size_t at = chat_field.find(fn);
+      chat_field.rfind("body.tools[", 0) == 0 && at != std::string::npos)
+    return chat_field.substr(0, at + 1) + chat_field.substr(at + fn.size() - 1);
+  return chat_field;
+}
+
 std::string ParamOfField(const std::string& field) {
   return field.rfind("body.", 0) == 0 ? field.substr(5) : field;
 }
@@ -902,72 +1254,95 @@ std::string ParamOfField(const std::string& field) {
 const std::vector<FieldRule>& BodyFieldRules() {
   using U = FieldUse;
   static const std::vector<FieldRule> rules = {
-      {"model", true, true, U::kHonoured,
+      {"model", true, true, true, U::kHonoured,
        "the job's (one per file): workers serving it run it; the output names the model that ran"},
-      {"messages", true, false, U::kHonoured, "the conversation"},
-      {"prompt", false, true, U::kHonoured, "a string or token ids"},
-      {"max_tokens", true, true, U::kHonoured, "completion budget"},
-      {"max_completion_tokens", true, true, U::kHonoured, "completion budget (wins)"},
-      {"temperature", true, true, U::kHonoured, "[0, 2]"},
-      {"top_p", true, true, U::kHonoured, "(0, 1]"},
-      {"n", true, true, U::kHonoured, "[1, 128] samples"},
-      {"stop", true, true, U::kHonoured, "up to 4 strings"},
-      {"seed", true, true, U::kHonoured, "the request's random stream"},
-      {"stream", true, true, U::kHonoured, "false only"},
-      {"presence_penalty", true, true, U::kHonoured, "[-2, 2]"},
-      {"frequency_penalty", true, true, U::kHonoured, "[-2, 2]"},
-      {"logit_bias", true, true, U::kHonoured, "token id -> [-100, 100]"},
-      {"logprobs", true, true, U::kHonoured, "chat: true/false; completions: 0-5"},
-      {"top_logprobs", true, false, U::kHonoured, "0-20, with logprobs: true"},
-      {"response_format", true, true, U::kHonoured,
+      {"messages", true, false, false, U::kHonoured, "the conversation"},
+      {"prompt", false, true, false, U::kHonoured, "a string or token ids"},
+      {"max_tokens", true, true, false, U::kHonoured, "completion budget"},
+      {"max_completion_tokens", true, true, false, U::kHonoured, "completion budget (wins)"},
+      {"temperature", true, true, true, U::kHonoured, "[0, 2]"},
+      {"top_p", true, true, true, U::kHonoured, "(0, 1]"},
+      {"n", true, true, false, U::kHonoured, "[1, 128] samples"},
+      {"stop", true, true, true, U::kHonoured, "up to 4 strings"},
+      {"seed", true, true, true, U::kHonoured, "the request's random stream"},
+      {"stream", true, true, true, U::kHonoured, "false only"},
+      {"presence_penalty", true, true, true, U::kHonoured, "[-2, 2]"},
+      {"frequency_penalty", true, true, true, U::kHonoured, "[-2, 2]"},
+      {"logit_bias", true, true, true, U::kHonoured, "token id -> [-100, 100]"},
+      {"logprobs", true, true, false, U::kHonoured, "chat: true/false; completions: 0-5"},
+      {"top_logprobs", true, false, true, U::kHonoured,
+       "0-20, with logprobs: true (responses: with include message.output_text.logprobs)"},
+      {"response_format", true, true, false, U::kHonoured,
        "text, json_object, json_schema (structured outputs)"},
-      {"modalities", true, false, U::kHonoured, "[\"text\"] only"},
-      {"tools", true, false, U::kHonoured, "function tools, given to the chat template"},
-      {"tool_choice", true, false, U::kHonoured,
+      {"modalities", true, false, false, U::kHonoured, "[\"text\"] only"},
+      {"tools", true, false, true, U::kHonoured, "function tools, given to the chat template"},
+      {"tool_choice", true, false, true, U::kHonoured,
        "\"none\", \"auto\", \"required\" or a named function (calls enforced)"},
-      {"parallel_tool_calls", true, false, U::kHonoured, "a boolean, with tools"},
-      {"echo", false, true, U::kHonoured, "false only"},
-      {"suffix", false, true, U::kHonoured, "\"\" only"},
-      {"best_of", false, true, U::kHonoured, "equal to n only"},
+      {"parallel_tool_calls", true, false, true, U::kHonoured, "a boolean, with tools"},
+      {"echo", false, true, false, U::kHonoured, "false only"},
+      {"suffix", false, true, false, U::kHonoured, "\"\" only"},
+      {"best_of", false, true, false, U::kHonoured, "equal to n only"},
       // vLLM's extensions.
-      {"top_k", true, true, U::kHonoured, "vLLM: -1/0 off"},
-      {"min_p", true, true, U::kHonoured, "vLLM: [0, 1]"},
-      {"ignore_eos", true, true, U::kHonoured, "vLLM"},
-      {"repetition_penalty", true, true, U::kHonoured, "vLLM: > 0"},
-      {"min_tokens", true, true, U::kHonoured, "vLLM"},
-      {"stop_token_ids", true, true, U::kHonoured, "vLLM"},
-      {"add_generation_prompt", true, false, U::kHonoured,
+      {"top_k", true, true, true, U::kHonoured, "vLLM: -1/0 off"},
+      {"min_p", true, true, true, U::kHonoured, "vLLM: [0, 1]"},
+      {"ignore_eos", true, true, true, U::kHonoured, "vLLM"},
+      {"repetition_penalty", true, true, true, U::kHonoured, "vLLM: > 0"},
+      {"min_tokens", true, true, true, U::kHonoured, "vLLM"},
+      {"stop_token_ids", true, true, true, U::kHonoured, "vLLM"},
+      {"add_generation_prompt", true, false, false, U::kHonoured,
        "vLLM: the assistant turn's opening ends the prompt (true, the default)"},
-      {"continue_final_message", true, false, U::kHonoured,
+      {"continue_final_message", true, false, false, U::kHonoured,
        "vLLM: the final message is continued (with add_generation_prompt false)"},
-      {"structured_outputs", true, true, U::kHonoured,
+      {"structured_outputs", true, true, false, U::kHonoured,
        "vLLM: {json | json_object | regex | choice | grammar}"},
-      {"guided_json", true, true, U::kHonoured, "vLLM (older): a JSON Schema"},
-      {"guided_regex", true, true, U::kHonoured, "vLLM (older): a regular expression"},
-      {"guided_choice", true, true, U::kHonoured, "vLLM (older): a list of strings"},
-      {"guided_decoding_backend", true, true, U::kIgnored, "vLLM: llmq has one grammar engine"},
-      {"guided_grammar", true, true, U::kHonoured, "vLLM (older): a GBNF or Lark grammar"},
-      {"grammar", true, true, U::kHonoured, "llama.cpp's server: a GBNF grammar (or Lark)"},
-      {"guided_whitespace_pattern", true, true, U::kRefused,
+      {"guided_json", true, true, false, U::kHonoured, "vLLM (older): a JSON Schema"},
+      {"guided_regex", true, true, false, U::kHonoured, "vLLM (older): a regular expression"},
+      {"guided_choice", true, true, false, U::kHonoured, "vLLM (older): a list of strings"},
+      {"guided_decoding_backend", true, true, false, U::kIgnored,
+       "vLLM: llmq has one grammar engine"},
+      {"guided_grammar", true, true, false, U::kHonoured, "vLLM (older): a GBNF or Lark grammar"},
+      {"grammar", true, true, false, U::kHonoured, "llama.cpp's server: a GBNF grammar (or Lark)"},
+      {"guided_whitespace_pattern", true, true, false, U::kRefused,
        "llmq's JSON grammars fix their whitespace"},
-      {"chat_template_kwargs", true, false, U::kHonoured,
+      {"chat_template_kwargs", true, false, true, U::kHonoured,
        "vLLM: the chat template's further variables ({\"enable_thinking\": false})"},
       // What OpenAI accepts without changing the completion.
-      {"user", true, true, U::kIgnored, "an end-user id for abuse monitoring"},
-      {"metadata", true, false, U::kIgnored, "stored-completion tags"},
-      {"store", true, false, U::kIgnored, "OpenAI's stored completions"},
-      {"service_tier", true, true, U::kIgnored, "OpenAI's processing tier"},
-      {"prompt_cache_key", true, false, U::kIgnored, "OpenAI's cache routing hint"},
-      {"safety_identifier", true, false, U::kIgnored, "an end-user id for abuse monitoring"},
+      {"user", true, true, true, U::kIgnored, "an end-user id for abuse monitoring"},
+      {"metadata", true, false, false, U::kIgnored, "stored-completion tags"},
+      {"store", true, false, true, U::kIgnored, "OpenAI's stored completions"},
+      {"service_tier", true, true, true, U::kIgnored, "OpenAI's processing tier"},
+      {"prompt_cache_key", true, false, true, U::kIgnored, "OpenAI's cache routing hint"},
+      {"safety_identifier", true, false, true, U::kIgnored, "an end-user id for abuse monitoring"},
       // Refused: they would change what is generated in ways llmq does not implement.
-      {"functions", true, false, U::kRefused, "llmq does not call functions"},
-      {"function_call", true, false, U::kRefused, "llmq does not call functions"},
-      {"stream_options", true, true, U::kRefused, "a batch job cannot stream"},
-      {"audio", true, false, U::kRefused, "llmq generates text only"},
-      {"prediction", true, false, U::kRefused, "llmq has no predicted outputs"},
-      {"reasoning_effort", true, false, U::kRefused, "llmq has no reasoning-effort control"},
-      {"verbosity", true, false, U::kRefused, "llmq has no verbosity control"},
-      {"web_search_options", true, false, U::kRefused, "llmq does not search the web"},
+      {"functions", true, false, false, U::kRefused, "llmq does not call functions"},
+      {"function_call", true, false, false, U::kRefused, "llmq does not call functions"},
+      {"stream_options", true, true, true, U::kRefused, "a batch job cannot stream"},
+      {"audio", true, false, false, U::kRefused, "llmq generates text only"},
+      {"prediction", true, false, false, U::kRefused, "llmq has no predicted outputs"},
+      {"reasoning_effort", true, false, false, U::kRefused, "llmq has no reasoning-effort control"},
+      {"verbosity", true, false, false, U::kRefused, "llmq has no verbosity control"},
+      {"web_search_options", true, false, false, U::kRefused, "llmq does not search the web"},
+      // OpenAI's Responses API (/v1/responses).
+      {"input", false, false, true, U::kHonoured,
+       "the conversation: a string, or message, function_call, function_call_output and "
+       "reasoning items"},
+      {"instructions", false, false, true, U::kHonoured, "a system message before the input"},
+      {"max_output_tokens", false, false, true, U::kHonoured, "completion budget"},
+      {"text", false, false, true, U::kHonoured,
+       "format: text, json_object, json_schema (structured outputs)"},
+      {"include", false, false, true, U::kHonoured, "[\"message.output_text.logprobs\"] only"},
+      {"reasoning", false, false, true, U::kHonoured,
+       "effort and summary null only (llmq has no reasoning-effort control, writes no summaries)"},
+      {"truncation", false, false, true, U::kHonoured, "\"disabled\" only"},
+      {"background", false, false, true, U::kHonoured, "false only"},
+      {"metadata", false, false, true, U::kIgnored, "tags, repeated in the Response"},
+      {"max_tool_calls", false, false, true, U::kIgnored, "a limit on built-in tools' calls"},
+      {"prompt_cache_retention", false, false, true, U::kIgnored, "OpenAI's cache retention"},
+      {"previous_response_id", false, false, true, U::kRefused,
+       "llmq keeps no responses to continue: put the whole conversation in input"},
+      {"conversation", false, false, true, U::kRefused,
+       "llmq keeps no conversations: put the whole conversation in input"},
+      {"prompt", false, false, true, U::kRefused, "llmq has no stored prompt templates"},
   };
   return rules;
 }
@@ -1012,7 +1387,7 @@ Status ParseChatTools(std::string_view text, const std::string& what, std::vecto
   out->clear();
   return ParseFlagList(text, what, "tools",
                        [&](const json& body, const nlohmann::ordered_json& ordered) {
-                         ParseTools(body.at("tools"), &ordered.at("tools"),
+                         ParseTools(body.at("tools"), &ordered.at("tools"), /*flat=*/false,
                                     out);  // throws LineError: caught in ParseFlagList
                        });
 }
@@ -1064,7 +1439,7 @@ BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& 
     // A schema's key order is its properties' order, and the template gets tools and tool calls
     // as written: the line is read again keeping the order, when it carries any of them.
     nlohmann::ordered_json ordered;
-    if (const json* body = Find(j, "body"); body && body->is_object() && NeedsOrder(*body))
+    if (const json* body = Find(j, "body"); body && body->is_object() && NeedsOrder(j, *body))
       ordered = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
     try {
       ParseRest(j, ordered.is_object() ? &ordered : nullptr, &req);

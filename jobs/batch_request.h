@@ -46,7 +46,22 @@ struct ToolDef {
 // body.tool_choice: OpenAI's default is "none" without tools, "auto" with them.
 enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 
-enum class Endpoint { kChatCompletions, kCompletions };  // /v1/chat/completions, /v1/completions
+// /v1/chat/completions, /v1/completions, /v1/responses. A responses line is a conversation, read
+// into the same fields as a chat line (instructions and input as messages, text.format as
+// response_format, flat function tools as tools) and run as one; only its output differs (a
+// Response object: jobs/batch_output.h).
+enum class Endpoint { kChatCompletions, kCompletions, kResponses };
+
+// Whether lines of `e` are conversations rendered by the chat template (chat and responses).
+inline bool IsChat(Endpoint e) {
+  return e != Endpoint::kCompletions;
+}
+
+// The name a chat line's field has on a line of endpoint `e`, for messages about it: on
+// /v1/responses "body.messages..." is "body.input" (its items do not map one to one onto the
+// messages), "body.max_tokens" is "body.max_output_tokens" and "body.tools[i].function.X" is
+// "body.tools[i].X"; other fields and endpoints as given.
+std::string FieldOn(Endpoint e, const std::string& chat_field);
 
 // body.response_format: free text, any JSON object, or the documents a JSON Schema accepts
 // (structured outputs, issue 24; enforced token by token by the engine).
@@ -119,6 +134,11 @@ struct BatchRequest {
   // only with add_generation_prompt false, and a final message with text content, as vLLM asks).
   bool add_generation_prompt = true;
   bool continue_final_message = false;
+  // /v1/responses: what the Response object repeats of the request, as a JSON object's text
+  // (instructions, max_output_tokens, metadata, parallel_tool_calls, reasoning, temperature, text,
+  // tool_choice, tools, top_logprobs, top_p, truncation, in the Response's own shapes); "" on the
+  // other endpoints.
+  std::string responses_echo;
   std::string error;  // non-empty: the line is refused, with this message
   // With `error`: the field at fault as OpenAI's error "param" names it (ParamOfField:
   // "max_tokens", "messages[1].role", "custom_id"); "" when no single field is (invalid JSON).
@@ -157,7 +177,9 @@ BatchRequest ParseBatchLine(std::string_view text, int line, const std::string& 
 enum class FieldUse { kHonoured, kIgnored, kRefused };
 struct FieldRule {
   const char* name;
-  bool chat, completions;  // where it is a field at all (elsewhere it is refused as unknown)
+  // Where it is a field at all (elsewhere it is refused as unknown); a name may have a rule per
+  // endpoint (completions' prompt is honoured, responses' refused).
+  bool chat, completions, responses;
   FieldUse use;
   const char* why;  // for kRefused: the reason in the message; else what it does
 };

@@ -110,19 +110,26 @@ std::string JobSummary::ToText() const {
 
 namespace {
 
-// A success line's tool calls into the summary. Only lines that hold the key are parsed: in a
-// line's JSON a quote inside a string is escaped, so "tool_calls": can only be the key.
+// A success line's tool calls into the summary: a chat message's tool_calls, a Response's
+// function_call items. Only lines that hold the key ("tool_calls":) or the item type
+// ("type":"function_call") are parsed: in a line's JSON a quote inside a string is escaped, so
+// neither can come from a string.
 void CountToolCalls(std::string_view line, JobSummary* s) {
-  if (line.find("\"tool_calls\":") == std::string_view::npos) return;
+  const bool chat = line.find("\"tool_calls\":") != std::string_view::npos;
+  if (!chat && line.find("\"type\":\"function_call\"") == std::string_view::npos) return;
   const auto j = nlohmann::json::parse(line, nullptr, false);
-  const nlohmann::json::json_pointer at("/response/body/choices");
+  const nlohmann::json::json_pointer at(chat ? "/response/body/choices" : "/response/body/output");
   if (j.is_discarded() || !j.contains(at) || !j.at(at).is_array()) return;
   int64_t calls = 0;
-  const nlohmann::json& choices = j.at(at);
-  for (const auto& c : choices)
-    if (c.is_object() && c.contains("message") && c["message"].is_object() &&
-        c["message"].contains("tool_calls") && c["message"]["tool_calls"].is_array())
+  for (const auto& c : j.at(at)) {
+    if (!c.is_object()) continue;
+    if (!chat) {
+      calls += c.value("type", "") == "function_call";
+    } else if (c.contains("message") && c["message"].is_object() &&
+               c["message"].contains("tool_calls") && c["message"]["tool_calls"].is_array()) {
       calls += static_cast<int64_t>(c["message"]["tool_calls"].size());
+    }
+  }
   if (calls == 0) return;
   ++s->tool_call_requests;
   s->tool_calls += calls;

@@ -271,6 +271,57 @@ void CheckCompletion(Checker& c, const json& body, const std::string& at, int lo
       });
 }
 
+// A Response (/v1/responses), with the invariants its type leaves unsaid: usage adds up, the status
+// says whether max_output_tokens cut it, and a message's logprobs spell its text.
+void CheckResponse(Checker& c, const json& body, const std::string& at, int top_logprobs) {
+  c.Str(body, "id", at);
+  c.Need(body["object"] == "response", at + ".object", "must be \"response\"");
+  c.Int(body, "created_at", at);
+  const bool cut = body["status"] == "incomplete";
+  c.Need(cut || body["status"] == "completed", at + ".status", "must be completed or incomplete");
+  c.Need(cut ? body["incomplete_details"] == json{{"reason", "max_output_tokens"}}
+             : body["incomplete_details"].is_null(),
+         at + ".incomplete_details", "must say max_output_tokens exactly when incomplete");
+  if (c.Obj(body, "usage", at)) {
+    const json& u = body["usage"];
+    if (c.Int(u, "input_tokens", at + ".usage") && c.Int(u, "output_tokens", at + ".usage") &&
+        c.Int(u, "total_tokens", at + ".usage"))
+      c.Need(
+          u["total_tokens"] == u["input_tokens"].get<int64_t>() + u["output_tokens"].get<int64_t>(),
+          at + ".usage.total_tokens", "must be input_tokens + output_tokens");
+  }
+  if (!c.Arr(body, "output", at)) return;
+  for (size_t i = 0; i < body["output"].size(); ++i) {
+    const json& item = body["output"][i];
+    const std::string ia = at + ".output[" + std::to_string(i) + "]";
+    c.Str(item, "id", ia);
+    if (item["type"] == "function_call") {
+      if (c.Str(item, "arguments", ia))
+        c.Need(json::accept(item["arguments"].get<std::string>()), ia + ".arguments",
+               "must be JSON text");
+      continue;
+    }
+    if (item["type"] != "message" || !c.Arr(item, "content", ia)) continue;
+    for (const json& part : item["content"]) {
+      if (!part.contains("logprobs")) {
+        c.Need(top_logprobs < 0, ia, "must carry logprobs when include asks for them");
+        continue;
+      }
+      std::string joined;
+      for (const json& t : part["logprobs"]) {
+        std::string bytes;
+        c.Bytes(t, ia + ".logprobs", &bytes);
+        CheckName(c, t["token"], bytes, ia + ".logprobs");
+        c.Need(static_cast<int>(t["top_logprobs"].size()) == top_logprobs, ia + ".logprobs",
+               "must hold top_logprobs entries");
+        joined += bytes;
+      }
+      c.Need(joined == part["text"], ia + ".logprobs",
+             "its tokens' bytes, joined, must be the output_text's text");
+    }
+  }
+}
+
 // One line against BatchRequestOutput; `req` is its input line (null when it was no object).
 std::vector<std::string> Violations(const json& l, const json& req) {
   std::vector<std::string> out;
@@ -312,7 +363,10 @@ std::vector<std::string> Violations(const json& l, const json& req) {
   }
   c.Need(r["status_code"] == 200, "$.response.status_code", "must be 200 or 400");
   const json b = req.is_object() ? req["body"] : json::object();
-  if (req.is_object() && req["url"] == "/v1/chat/completions") {
+  if (req.is_object() && req["url"] == "/v1/responses") {
+    const bool included = b.contains("include");
+    CheckResponse(c, body, "$.response.body", included ? b.value("top_logprobs", 0) : -1);
+  } else if (req.is_object() && req["url"] == "/v1/chat/completions") {
     const int top = b.value("logprobs", false) ? b.value("top_logprobs", 0) : 0;
     CheckChat(c, body, "$.response.body", top);
   } else {
@@ -619,6 +673,203 @@ TEST(OpenAiShapeSharedTest, ToolCallLinesHaveOpenAisShape) {
       ById(out, "none")["response"]["body"]["choices"][0]["message"].contains("tool_calls"));
 }
 
+// /v1/responses lines on a family model (hermes calls), each beside the chat line it reads as
+// (instructions as the system message, input items as messages, flat tools, text.format, include):
+// the same tokens come out (greedy and seeded: text, calls, logprobs, usage), in OpenAI's
+// Response shape.
+TEST(OpenAiShapeSharedTest, ResponsesLinesRunAsTheirChatLinesInOpenAisResponseShape) {
+  const std::string model = testing::SharedModel("tiny-qwen3");
+  LLMQ_SKIP_WITHOUT_SHARED(model, "tiny-qwen3");
+  // The lines keep their keys in the order written, as a client writes them (the template gets
+  // tools and calls so): chat's {"type", "function": {...}} and the flat tools read as that.
+  using ojson = nlohmann::ordered_json;
+  const ojson params = ojson::parse(R"({"type": "object", "properties": {"city": {"type":
+      "string", "maxLength": 8}}, "required": ["city"], "additionalProperties": false})");
+  const ojson chat_tools = {
+      {{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", params}}}},
+      {{"type", "function"}, {"function", {{"name", "ping"}}}}};
+  const ojson flat_tools = {{{"type", "function"}, {"name", "get_weather"}, {"parameters", params}},
+                            {{"type", "function"}, {"name", "ping"}}};
+  const ojson schema = ojson::parse(R"({"type": "object", "properties": {"title": {"type":
+      "string", "maxLength": 12}, "year": {"type": "integer"}}, "required": ["title", "year"],
+      "additionalProperties": false})");
+  const ojson user = {{"role", "user"}, {"content", "Tell me about the old red barn."}};
+  const ojson input_user = {
+      {"role", "user"},
+      {"content", {{{"type", "input_text"}, {"text", "Tell me about the old red barn."}}}}};
+  struct Pair {
+    std::string id;
+    ojson chat, responses;  // the bodies
+  };
+  const std::vector<Pair> pairs = {
+      {"plain",
+       {{"messages", {{{"role", "system"}, {"content", "Be brief."}}, user}},
+        {"max_tokens", 12},
+        {"temperature", 0}},
+       {{"instructions", "Be brief."},
+        {"input", "Tell me about the old red barn."},
+        {"max_output_tokens", 12},
+        {"temperature", 0}}},
+      {"logprobs",
+       {{"messages", {user}},
+        {"max_tokens", 6},
+        {"seed", 7},
+        {"logprobs", true},
+        {"top_logprobs", 2}},
+       {{"input", {input_user}},
+        {"max_output_tokens", 6},
+        {"seed", 7},
+        {"include", {"message.output_text.logprobs"}},
+        {"top_logprobs", 2}}},
+      {"schema",
+       {{"messages", {user}},
+        {"max_tokens", 80},
+        {"temperature", 0},
+        {"response_format",
+         {{"type", "json_schema"}, {"json_schema", {{"name", "doc"}, {"schema", schema}}}}}},
+       {{"input", {input_user}},
+        {"max_output_tokens", 80},
+        {"temperature", 0},
+        {"text", {{"format", {{"type", "json_schema"}, {"name", "doc"}, {"schema", schema}}}}}}},
+      {"required",
+       {{"messages", {user}},
+        {"tools", chat_tools},
+        {"tool_choice", "required"},
+        {"parallel_tool_calls", false},
+        {"max_tokens", 200},
+        {"temperature", 0}},
+       {{"input", "Tell me about the old red barn."},
+        {"tools", flat_tools},
+        {"tool_choice", "required"},
+        {"parallel_tool_calls", false},
+        {"max_output_tokens", 200},
+        {"temperature", 0}}},
+      {"named",
+       {{"messages", {user}},
+        {"tools", chat_tools},
+        {"tool_choice", {{"type", "function"}, {"function", {{"name", "ping"}}}}},
+        {"max_tokens", 200},
+        {"seed", 3}},
+       {{"input", {input_user}},
+        {"tools", flat_tools},
+        {"tool_choice", {{"type", "function"}, {"name", "ping"}}},
+        {"max_output_tokens", 200},
+        {"seed", 3}}},
+      // A conversation fed back: the model's call and its output, then the model again.
+      {"history",
+       {{"messages",
+         {user,
+          {{"role", "assistant"},
+           {"content", nullptr},
+           {"tool_calls",
+            {{{"id", "call_1"},
+              {"type", "function"},
+              {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Oslo"})"}}}}}}},
+          {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "4 C and rain"}}}},
+        {"tools", chat_tools},
+        {"max_tokens", 24},
+        {"seed", 4}},
+       {{"input",
+         {input_user,
+          {{"type", "function_call"},
+           {"call_id", "call_1"},
+           {"name", "get_weather"},
+           {"arguments", R"({"city": "Oslo"})"}},
+          {{"type", "function_call_output"}, {"call_id", "call_1"}, {"output", "4 C and rain"}}}},
+        {"tools", flat_tools},
+        {"max_output_tokens", 24},
+        {"seed", 4}}},
+  };
+  std::vector<std::string> lines;
+  for (const Pair& p : pairs) {
+    ojson chat = p.chat, responses = p.responses;
+    chat["model"] = responses["model"] = "m";
+    lines.push_back(ojson{
+        {"custom_id", p.id + "-chat"},
+        {"method", "POST"},
+        {"url", "/v1/chat/completions"},
+        {"body", chat}}.dump());
+    lines.push_back(ojson{
+        {"custom_id", p.id + "-responses"},
+        {"method", "POST"},
+        {"url", "/v1/responses"},
+        {"body",
+         responses}}.dump());
+  }
+  // Refused where the engine finds it, naming the Responses field.
+  lines.push_back(json::parse(R"({"custom_id": "bad-schema", "method": "POST", "url":
+      "/v1/responses", "body": {"input": "x", "text": {"format": {"type": "json_schema", "name":
+      "d", "schema": {"type": "string", "pattern": "(?=a)b"}}}}})")
+                      .dump());
+  lines.push_back(json::parse(R"({"custom_id": "bad-tool", "method": "POST", "url":
+      "/v1/responses", "body": {"input": "x", "tool_choice": "required", "tools": [{"type":
+      "function", "name": "f", "parameters": {"type": "object", "properties": {"a": {"type":
+      "string", "pattern": "(?=a)b"}}}}]}})")
+                      .dump());
+  json summary;
+  const std::vector<json> out = RunAndCheck("openai_shape_responses", model, lines, &summary);
+  ASSERT_EQ(out.size(), lines.size());
+  for (const auto& [id, param] : {std::pair{"bad-schema", "text.format.schema"},
+                                  std::pair{"bad-tool", "tools[0].parameters"}}) {
+    const json& r = ById(out, id)["response"];
+    EXPECT_EQ(r["status_code"], 400) << r.dump();
+    EXPECT_EQ(r["body"]["error"]["param"], param) << r.dump();
+    EXPECT_NE(r["body"]["error"]["message"].get<std::string>().find(std::string("field 'body.") +
+                                                                    param + "'"),
+              std::string::npos)
+        << r.dump();
+  }
+  int calls_seen = 0;
+  for (const Pair& p : pairs) {
+    SCOPED_TRACE(p.id);
+    const json& c = ById(out, p.id + "-chat")["response"]["body"];
+    const json& r = ById(out, p.id + "-responses")["response"]["body"];
+    ASSERT_TRUE(c.contains("choices")) << c.dump();
+    ASSERT_TRUE(r.contains("output")) << r.dump();
+    const json& choice = c["choices"][0];
+    const json& m = choice["message"];
+    json text = nullptr, calls = json::array(), chat_calls = json::array(), logprobs = nullptr;
+    for (const json& item : r["output"]) {
+      if (item["type"] == "message") {
+        text = item["content"][0]["text"];
+        if (item["content"][0].contains("logprobs")) logprobs = item["content"][0]["logprobs"];
+      } else if (item["type"] == "function_call") {
+        calls.push_back({item["name"], item["arguments"]});
+      }
+    }
+    for (const json& t : m.value("tool_calls", json::array()))
+      chat_calls.push_back({t["function"]["name"], t["function"]["arguments"]});
+    EXPECT_EQ(text, m["content"]) << r.dump();
+    EXPECT_EQ(calls, chat_calls);
+    calls_seen += static_cast<int>(calls.size());
+    EXPECT_EQ(r["status"] == "incomplete", choice["finish_reason"] == "length");
+    EXPECT_EQ(r["usage"]["input_tokens"], c["usage"]["prompt_tokens"]);
+    EXPECT_EQ(r["usage"]["output_tokens"], c["usage"]["completion_tokens"]);
+    EXPECT_EQ(logprobs,
+              choice["logprobs"].is_null() ? json(nullptr) : choice["logprobs"]["content"]);
+  }
+  EXPECT_GE(calls_seen, 2) << "required and named ask for a call each";
+  // The summary counts a Response's function_call items as it counts a message's tool_calls.
+  EXPECT_EQ(summary["tool_calls"]["calls"], 2 * calls_seen) << summary.dump();
+  const json& named = ById(out, "named-responses")["response"]["body"];
+  EXPECT_EQ(named["tool_choice"], json::parse(R"({"type": "function", "name": "ping"})"));
+  EXPECT_EQ(named["tools"][1],
+            json::parse(R"({"type": "function", "name": "ping", "description": null,
+                "parameters": null, "strict": true})"));
+}
+
+// `base` with the value at `pointer` set to *value, or removed (value null).
+json Mutated(const json& base, const std::string& pointer, const json* value) {
+  json m = base;
+  if (value != nullptr) {
+    m[json::json_pointer(pointer)] = *value;
+  } else {
+    const json::json_pointer p(pointer);
+    m[p.parent_pointer()].erase(p.back());
+  }
+  return m;
+}
+
 // The oracle is strict where the lines could go wrong: each of these departures from OpenAI's
 // shapes (a field missing, one too many, a wrong type, a call's arguments not a string, a refused
 // line as a top-level error) is found, and the line they were made from passes.
@@ -638,14 +889,7 @@ TEST(OpenAiTypesOracleTest, FindsWhatDepartsFromOpenAisShapes) {
   const std::string kChat = "/v1/chat/completions";
   std::vector<std::pair<std::string, json>> lines = {{kChat, chat}, {kChat, refused}};
   auto mutated = [&](const json& base, const std::string& pointer, const json* value) {
-    json m = base;
-    if (value != nullptr) {
-      m[json::json_pointer(pointer)] = *value;
-    } else {
-      const json::json_pointer p(pointer);
-      m[p.parent_pointer()].erase(p.back());
-    }
-    lines.emplace_back(kChat, m);
+    lines.emplace_back(kChat, Mutated(base, pointer, value));
   };
   const std::string msg = "/response/body/choices/0/message";
   const json null_value = nullptr, number = 5, args_object = {{"x", 1}}, text = "x",
@@ -670,6 +914,46 @@ TEST(OpenAiTypesOracleTest, FindsWhatDepartsFromOpenAisShapes) {
   std::set<size_t> want;
   for (size_t i = 2; i < lines.size(); ++i) want.insert(i);
   EXPECT_EQ(flagged, want) << answer["violations"].dump(2);
+}
+
+// The same for a Response: the API's shape, less the SDK's own output_text; each departure found.
+TEST(OpenAiTypesOracleTest, FindsWhatDepartsFromOpenAisResponseShape) {
+  if (const std::string missing = testing::MissingOpenAisTypes(); !missing.empty())
+    LLMQ_SKIP_OR_FAIL_MISSING(missing);
+  const json line = json::parse(R"({"id": "batch_req_1", "custom_id": "a", "error": null,
+      "response": {"status_code": 200, "request_id": "r1", "body": {"id": "resp_1",
+      "object": "response", "created_at": 1, "status": "completed", "background": false,
+      "error": null, "incomplete_details": null, "instructions": null, "max_output_tokens": null,
+      "model": "m", "output": [{"id": "msg_1", "type": "message", "status": "completed",
+      "role": "assistant", "content": [{"type": "output_text", "text": "hi", "annotations": []}]},
+      {"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "call_1",
+      "name": "f", "arguments": "{}"}], "parallel_tool_calls": true,
+      "previous_response_id": null, "reasoning": {"effort": null, "summary": null},
+      "temperature": 1.0, "text": {"format": {"type": "text"}}, "tool_choice": "auto",
+      "tools": [{"type": "function", "name": "f", "description": null, "parameters": null,
+      "strict": true}], "top_logprobs": 0, "top_p": 1.0, "truncation": "disabled",
+      "usage": {"input_tokens": 3, "input_tokens_details": {"cached_tokens": 0,
+      "cache_write_tokens": 0}, "output_tokens": 2, "output_tokens_details":
+      {"reasoning_tokens": 0}, "total_tokens": 5}, "metadata": null,
+      "access_programs": null}}})");
+  const std::string kUrl = "/v1/responses";
+  std::vector<std::pair<std::string, json>> lines = {{kUrl, line}};
+  auto mutated = [&](const std::string& pointer, const json* value) {
+    lines.emplace_back(kUrl, Mutated(line, pointer, value));
+  };
+  const std::string b = "/response/body";
+  const json text = "hi", done = "done", number = 5;
+  mutated(b + "/output_text", &text);                                 // 1: the SDK's, not the API's
+  mutated(b + "/access_programs", nullptr);                           // 2: required
+  mutated(b + "/output/0/content/0/annotations", nullptr);            // 3: required
+  mutated(b + "/status", &done);                                      // 4: an enum
+  mutated(b + "/output/1/arguments", &number);                        // 5: a string
+  mutated(b + "/usage/input_tokens_details/cached_tokens", nullptr);  // 6: required
+  json answer;
+  ASSERT_TRUE(testing::AskOpenAisTypes(lines, &answer));
+  std::set<size_t> flagged;
+  for (const json& v : answer["violations"]) flagged.insert(v["index"].get<size_t>());
+  EXPECT_EQ(flagged, (std::set<size_t>{1, 2, 3, 4, 5, 6})) << answer["violations"].dump(2);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Output lines checked against OpenAI's own types: tests/oracle/openai (the official Node SDK's
-// ChatCompletion, Completion and ErrorObject, generated from OpenAI's OpenAPI spec, as strict JSON
-// Schema inside the spec's BatchRequestOutput, validated by Ajv; see its oracle.mjs).
+// ChatCompletion, Completion, Response and ErrorObject, generated from OpenAI's OpenAPI spec, as
+// strict JSON Schema inside the spec's BatchRequestOutput, validated by Ajv; see its oracle.mjs).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -42,8 +42,10 @@ inline void CheckWithOpenAisTypes(const std::vector<nlohmann::json>& out,
   nlohmann::json answer;
   ASSERT_TRUE(AskOpenAisTypes(typed, &answer));
   // The SDK still types what the lines hold (an update that renamed them would check nothing).
-  for (const char* def : {"ChatCompletion", "ChatCompletionMessageFunctionToolCall", "Completion",
-                          "CompletionChoice.Logprobs", "ChatCompletionTokenLogprob", "ErrorObject"})
+  for (const char* def :
+       {"ChatCompletion", "ChatCompletionMessageFunctionToolCall", "Completion",
+        "CompletionChoice.Logprobs", "ChatCompletionTokenLogprob", "ErrorObject", "Response",
+        "ResponseOutputMessage", "ResponseFunctionToolCall", "ResponseReasoningItem"})
     EXPECT_NE(std::find(answer["definitions"].begin(), answer["definitions"].end(), def),
               answer["definitions"].end())
         << def;

@@ -297,7 +297,24 @@ TEST(ReasoningRun, AJobSplitsTheThoughtAndBindsTheAnswer) {
                           {"chat_template_kwargs", {{"enable_thinking", false}}}})
        << "\n"
        << line("ended", {{"response_format", schema}, {"logit_bias", {{"151668", 100}}}}) << "\n"
-       << line("free", {{"max_tokens", 6}}) << "\n";
+       << line("free", {{"max_tokens", 6}})
+       << "\n"
+       // The "ended" line as a Response: the thought a reasoning item, the answer a message.
+       << json{{"custom_id", "ended-responses"},
+               {"method", "POST"},
+               {"url", "/v1/responses"},
+               {"body",
+                {{"input", "Give a."},
+                 {"temperature", 0},
+                 {"max_output_tokens", 40},
+                 {"logit_bias", {{"151668", 100}}},
+                 {"text",
+                  {{"format",
+                    {{"type", "json_schema"},
+                     {"name", "n"},
+                     {"schema", schema["json_schema"]["schema"]}}}}}}}}
+              .dump()
+       << "\n";
     std::ofstream(tmp + "/llmq.yaml") << "model:\n  reasoning_parser: qwen3\n";
   }
   const auto r = testing::RunLlmq({"run", tmp + "/in.jsonl", "-o", tmp + "/out.jsonl", "--model",
@@ -305,7 +322,7 @@ TEST(ReasoningRun, AJobSplitsTheThoughtAndBindsTheAnswer) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::map<std::string, nlohmann::json> by_id =
       testing::ByCustomId(testing::ReadJsonl(tmp + "/out.jsonl"));
-  ASSERT_EQ(by_id.size(), 3u);
+  ASSERT_EQ(by_id.size(), 4u);
   auto choice = [&](const std::string& id) { return by_id[id]["response"]["body"]["choices"][0]; };
   // Closed by the prompt: all answer, the schema's from the first token.
   const json closed = choice("closed");
@@ -329,6 +346,17 @@ TEST(ReasoningRun, AJobSplitsTheThoughtAndBindsTheAnswer) {
   EXPECT_EQ(
       by_id["closed"]["response"]["body"]["usage"]["completion_tokens_details"]["reasoning_tokens"],
       0);
+  // The Response of the same line: its thought apart, its answer the same document.
+  const json resp = by_id["ended-responses"]["response"]["body"];
+  ASSERT_EQ(resp["output"].size(), 2u) << resp.dump();
+  EXPECT_EQ(resp["output"][0]["type"], "reasoning");
+  ASSERT_EQ(resp["output"][0]["content"].size(), 1u) << resp.dump();
+  EXPECT_EQ(resp["output"][0]["content"][0]["type"], "reasoning_text");
+  EXPECT_EQ(resp["output"][0]["content"][0]["text"], "");
+  EXPECT_EQ(resp["output"][1]["type"], "message");
+  EXPECT_EQ(resp["output"][1]["content"][0]["text"], ended["message"]["content"]);
+  EXPECT_EQ(resp["status"], "completed");
+  EXPECT_EQ(resp["usage"]["output_tokens_details"]["reasoning_tokens"], 1);
   // Free: the key is there, whatever the random weights wrote.
   EXPECT_TRUE(choice("free")["message"].contains("reasoning_content")) << by_id["free"].dump();
 }

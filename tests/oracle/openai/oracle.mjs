@@ -1,5 +1,6 @@
 // Checks batch output lines against OpenAI's own types. Input (stdin): {"lines": [{"url":
-// "/v1/chat/completions" | "/v1/completions", "line": <the output line as JSON>}, ...]}.
+// "/v1/chat/completions" | "/v1/completions" | "/v1/responses", "line": <the output line as
+// JSON>}, ...]}.
 // Output (stdout): {"definitions": <names of the generated schemas>, "violations": [{"index": i,
 // "errors": [<Ajv errors as "path: message">]}, ...]}.
 //
@@ -8,8 +9,8 @@
 // ts-json-schema-generator, strictly: a required property is one the SDK does not mark optional,
 // and no property the SDK does not declare is allowed. The line around them is the spec's
 // BatchRequestOutput (the SDK has no type for it), stricter than the spec, which requires nothing:
-// every field present, custom_id a string, and a response's body a ChatCompletion or a Completion
-// (as the line's url says) when status_code is 200, an error object when it is 400 (a request
+// every field present, custom_id a string, and a response's body a ChatCompletion, a Completion or
+// a Response (as the line's url says) when status_code is 200, an error object when it is 400 (a request
 // OpenAI rejects: openai/openai-openapi#302).
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -26,8 +27,20 @@ const generated = createGenerator({
   jsDoc: 'none',
 }).createSchema('*');
 const defs = generated.definitions;
-for (const need of ['ChatCompletion', 'Completion', 'ErrorObject', 'ErrorBody'])
+for (const need of ['ChatCompletion', 'Completion', 'Response', 'ErrorObject', 'ErrorBody'])
   if (!defs[need]) throw new Error(`the SDK's types gave no ${need}`);
+// A Response as the API sends it: the SDK's Response less `output_text`, which the SDK adds itself
+// after parsing (its "SDK-only convenience property" joining the output_text parts); the API's
+// JSON has no such field, and an output line carrying one fails here.
+{
+  const { output_text, ...properties } = defs.Response.properties;
+  if (!output_text) throw new Error("the SDK's Response no longer declares output_text");
+  defs.ResponseAsSent = {
+    ...defs.Response,
+    properties,
+    required: defs.Response.required.filter((k) => k !== 'output_text'),
+  };
+}
 
 function lineSchema(body) {
   return {
@@ -78,6 +91,7 @@ const ajv = new Ajv({ allErrors: true, strict: false });
 const validators = {
   '/v1/chat/completions': ajv.compile(lineSchema('ChatCompletion')),
   '/v1/completions': ajv.compile(lineSchema('Completion')),
+  '/v1/responses': ajv.compile(lineSchema('ResponseAsSent')),
 };
 const input = JSON.parse(readFileSync(0, 'utf8'));
 const violations = [];
