@@ -112,9 +112,14 @@ Status ToolGrammar(const BuildContext& ctx, const jobs::BatchRequest& r, const s
   ToolCallGrammarSpec spec;
   spec.format = *ctx.tool_format;
   spec.parallel = r.parallel_tool_calls;
+  // The tools a call may name: the named one, the allowed ones, else all of them.
+  auto callable = [&](const jobs::ToolDef& t) {
+    if (r.tool_choice == jobs::ToolChoice::kNamed) return t.name == r.tool_choice_name;
+    return r.allowed_tools.empty() || std::find(r.allowed_tools.begin(), r.allowed_tools.end(),
+                                                t.name) != r.allowed_tools.end();
+  };
   for (const jobs::ToolDef& t : r.tools)
-    if (r.tool_choice != jobs::ToolChoice::kNamed || t.name == r.tool_choice_name)
-      spec.tools.push_back({t.name, t.parameters});
+    if (callable(t)) spec.tools.push_back({t.name, t.parameters});
   // Under auto the calls' own trigger makes the grammar lazy already: it is looked for after the
   // thought (a trigger at the message's start, llama3_json's, is not: no thinking family uses it).
   const bool autos = r.tool_choice == jobs::ToolChoice::kAuto;

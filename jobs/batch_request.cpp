@@ -340,6 +340,58 @@ void ParseTools(const json& v, const nlohmann::ordered_json* ordered, bool flat,
   }
 }
 
+// body.tool_choice {"type": "allowed_tools", ...}: chat's {"allowed_tools": {"mode", "tools":
+// [{"type": "function", "function": {"name"}}]}}, or with `flat` the Responses API's {"mode",
+// "tools": [{"type": "function", "name"}]}; each name among req->tools (read before).
+void ParseAllowedTools(const json& v, bool flat, BatchRequest* req) {
+  std::string field = "body.tool_choice";
+  const json* spec = &v;
+  if (flat) {
+    OnlyKeys(v, field, {"type", "mode", "tools"});
+  } else {
+    OnlyKeys(v, field, {"type", "allowed_tools"});
+    field += ".allowed_tools";
+    spec = Find(v, "allowed_tools");
+    if (!spec) Missing(field, "expected {\"mode\", \"tools\"}");
+    if (!spec->is_object()) Fail(field, "must be an object {\"mode\", \"tools\"}", *spec);
+    OnlyKeys(*spec, field, {"mode", "tools"});
+  }
+  const json* mode = Find(*spec, "mode");
+  if (!mode) Missing(field + ".mode", "expected \"auto\" or \"required\"");
+  if (*mode != "auto" && *mode != "required")
+    Fail(field + ".mode", "must be \"auto\" or \"required\"", *mode);
+  req->tool_choice = *mode == "auto" ? ToolChoice::kAuto : ToolChoice::kRequired;
+  const json* tools = Find(*spec, "tools");
+  if (!tools) Missing(field + ".tools", "expected the tools the model may call");
+  if (!tools->is_array() || tools->empty())
+    Fail(field + ".tools", "must be a non-empty list of the tools the model may call", *tools);
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& t = (*tools)[i];
+    std::string tf = field + ".tools[" + std::to_string(i) + "]";
+    if (!t.is_object()) Fail(tf, "must be an object naming a function tool", t);
+    const json* type = Find(t, "type");
+    if (!type) Missing(tf + ".type", "expected \"function\"");
+    if (*type != "function")
+      Fail(tf + ".type", "must be \"function\" (llmq offers function tools only)", *type);
+    const json* fn = &t;
+    if (!flat) {
+      tf += ".function";
+      fn = Find(t, "function");
+      if (!fn) Missing(tf, "expected {\"name\": ...}");
+      if (!fn->is_object()) Fail(tf, "must be an object {\"name\": ...}", *fn);
+    }
+    const json* name = Find(*fn, "name");
+    if (!name) Missing(tf + ".name", "expected the name of one of body.tools");
+    const std::string n = name->is_string() ? name->get<std::string>() : "";
+    if (std::none_of(req->tools.begin(), req->tools.end(),
+                     [&](const ToolDef& d) { return !n.empty() && n == d.name; }))
+      Fail(tf + ".name", "must name one of body.tools", *name);
+    if (std::find(req->allowed_tools.begin(), req->allowed_tools.end(), n) ==
+        req->allowed_tools.end())
+      req->allowed_tools.push_back(n);
+  }
+}
+
 // body.tools, tool_choice and parallel_tool_calls (chat; `flat`: the Responses API's shapes,
 // tools as ParseTools reads them and a named function as {"type": "function", "name"}).
 void ParseToolFields(const json& body, const nlohmann::ordered_json* ordered, bool flat,
@@ -350,20 +402,25 @@ void ParseToolFields(const json& body, const nlohmann::ordered_json* ordered, bo
   req->tool_choice = tools ? ToolChoice::kAuto : ToolChoice::kNone;
   if (const json* v = Find(body, "tool_choice")) {
     const std::string field = "body.tool_choice";
-    const char* forms = flat ? "must be \"none\", \"auto\", \"required\" or {\"type\": "
-                               "\"function\", \"name\": ...}"
-                             : "must be \"none\", \"auto\", \"required\" or {\"type\": "
-                               "\"function\", \"function\": {\"name\": ...}}";
+    const char* forms =
+        flat ? "must be \"none\", \"auto\", \"required\", {\"type\": \"function\", \"name\": ...} "
+               "or {\"type\": \"allowed_tools\", ...}"
+             : "must be \"none\", \"auto\", \"required\", {\"type\": \"function\", \"function\": "
+               "{\"name\": ...}} or {\"type\": \"allowed_tools\", ...}";
     if (*v == "none") {
       req->tool_choice = ToolChoice::kNone;
     } else if (*v == "auto") {
       req->tool_choice = ToolChoice::kAuto;
     } else if (*v == "required") {
       req->tool_choice = ToolChoice::kRequired;
+    } else if (v->is_object() && Find(*v, "type") != nullptr &&
+               *Find(*v, "type") == "allowed_tools") {
+      ParseAllowedTools(*v, flat, req);
     } else if (v->is_object()) {
       const json* type = Find(*v, "type");
-      if (!type) Missing(field + ".type", "expected \"function\"");
-      if (*type != "function") Fail(field + ".type", "must be \"function\"", *type);
+      if (!type) Missing(field + ".type", "expected \"function\" or \"allowed_tools\"");
+      if (*type != "function")
+        Fail(field + ".type", "must be \"function\" or \"allowed_tools\"", *type);
       const json* fn = v;
       std::string ff = field;
       if (flat) {
@@ -1069,10 +1126,16 @@ std::string ResponsesEcho(const json& body, const nlohmann::ordered_json* writte
       e["tool_choice"] = "none";
       break;
     case ToolChoice::kAuto:
-      e["tool_choice"] = "auto";
-      break;
     case ToolChoice::kRequired:
-      e["tool_choice"] = "required";
+      e["tool_choice"] = req.tool_choice == ToolChoice::kAuto ? "auto" : "required";
+      if (!req.allowed_tools.empty()) {
+        ojson allowed = ojson::array();
+        for (const std::string& name : req.allowed_tools)
+          allowed.push_back({{"type", "function"}, {"name", name}});
+        e["tool_choice"] = {{"type", "allowed_tools"},
+                            {"mode", std::move(e["tool_choice"])},
+                            {"tools", std::move(allowed)}};
+      }
       break;
     case ToolChoice::kNamed:
       e["tool_choice"] = {{"type", "function"}, {"name", req.tool_choice_name}};

@@ -122,6 +122,11 @@ struct BatchRequest {
   std::vector<ToolDef> tools;
   ToolChoice tool_choice = ToolChoice::kNone;  // OpenAI: "none" without tools, "auto" with them
   std::string tool_choice_name;                // kNamed: the function's name (among tools)
+  // tool_choice {"type": "allowed_tools", ...} (OpenAI's): the calls may name only these tools
+  // (distinct, among tools), under tool_choice kAuto or kRequired (its mode); every tool is still
+  // given to the template, so that lines with one list of tools share their prompt's prefix.
+  // Empty: every tool.
+  std::vector<std::string> allowed_tools;
   bool parallel_tool_calls = true;
   // Chat (vLLM's extension): further variables for the model's chat template, a JSON object's
   // text in the key order written ("" = none; {} counts as none), e.g. {"enable_thinking": false}
@@ -164,7 +169,9 @@ std::string ParamOfField(const std::string& field);
 // here. Refused: stream true, a list of several prompts, non-text content parts. Duplicate
 // custom_ids are the caller's to find (they span lines).
 // Tools as OpenAI checks them: tools a list of function tools with distinct names; tool_choice
-// "none" | "auto" | "required" | {"type": "function", "function": {"name": one of the tools}}, and
+// "none" | "auto" | "required" | {"type": "function", "function": {"name": one of the tools}} |
+// {"type": "allowed_tools", "allowed_tools": {"mode": "auto" | "required", "tools": [{"type":
+// "function", "function": {"name": one of the tools}}, ...]}}, and
 // other than "none" only with tools; messages of role "tool" need tool_call_id and content;
 // assistant messages may carry tool_calls ([{"id", "type": "function", "function": {"name",
 // "arguments": JSON text}}]) and then content null or absent; arguments that are not JSON are

@@ -865,6 +865,17 @@ TEST(BatchRequestToolsTest, EveryToolChoice) {
     EXPECT_EQ(r.tool_choice_name, c.name);
     EXPECT_TRUE(r.parallel_tool_calls);
   }
+  // allowed_tools: the mode's choice, the calls restricted to the tools it names (each once).
+  const std::string two =
+      std::string(R"({"tools": [)") + kWeatherTool +
+      R"(, {"type": "function", "function": {"name": "ping"}}], "tool_choice": {"type":
+      "allowed_tools", "allowed_tools": {"mode": "required", "tools": [{"type": "function",
+      "function": {"name": "ping"}}, {"type": "function", "function": {"name": "ping"}}]}}})";
+  const BatchRequest allowed = Parse(ToolLine(two));
+  ASSERT_EQ(allowed.error, "");
+  EXPECT_EQ(allowed.tool_choice, ToolChoice::kRequired);
+  EXPECT_EQ(allowed.allowed_tools, std::vector<std::string>{"ping"});
+  EXPECT_EQ(allowed.tools.size(), 2u) << "every tool is still given to the template";
   // Without tools: "none", OpenAI's default then.
   const BatchRequest none = Parse(ToolLine(R"({"tool_choice": "none"})"));
   ASSERT_EQ(none.error, "");
@@ -1014,6 +1025,20 @@ TEST(BatchRequestToolsTest, RefusedFormsNameTheField) {
       {R"({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}})",
        "body.tool_choice"},
       {R"({"tools": [)" + tool + R"(], "tool_choice": "any"})", "body.tool_choice"},
+      {R"({"tools": [)" + tool + R"(], "tool_choice": {"type": "allowed_tools"}})",
+       "body.tool_choice.allowed_tools"},
+      {R"({"tools": [)" + tool + R"(], "tool_choice": {"type": "allowed_tools", "allowed_tools":
+          {"mode": "any", "tools": [{"type": "function", "function": {"name": "get_weather"}}]}}})",
+       "body.tool_choice.allowed_tools.mode"},
+      {R"({"tools": [)" + tool + R"(], "tool_choice": {"type": "allowed_tools", "allowed_tools":
+          {"mode": "auto", "tools": []}}})",
+       "body.tool_choice.allowed_tools.tools"},
+      {R"({"tools": [)" + tool + R"(], "tool_choice": {"type": "allowed_tools", "allowed_tools":
+          {"mode": "auto", "tools": [{"type": "function", "function": {"name": "nope"}}]}}})",
+       "body.tool_choice.allowed_tools.tools[0].function.name"},
+      {R"({"tools": [)" + tool + R"(], "tool_choice": {"type": "allowed_tools", "allowed_tools":
+          {"mode": "auto", "tools": [{"type": "mcp", "server_label": "x"}]}}})",
+       "body.tool_choice.allowed_tools.tools[0].type"},
       {R"({"tools": [)" + tool + R"(], "tool_choice": 1})", "body.tool_choice"},
       {R"({"tools": [)" + tool + R"(], "tool_choice": {"type": "function", "function": {"name":
          "other"}}})",

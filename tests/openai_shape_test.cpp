@@ -755,6 +755,25 @@ TEST(OpenAiShapeSharedTest, ResponsesLinesRunAsTheirChatLinesInOpenAisResponseSh
         {"tool_choice", {{"type", "function"}, {"name", "ping"}}},
         {"max_output_tokens", 200},
         {"seed", 3}}},
+      // Calls restricted to a subset, every tool in the prompt (OpenAI's allowed_tools).
+      {"allowed",
+       {{"messages", {user}},
+        {"tools", chat_tools},
+        {"tool_choice",
+         {{"type", "allowed_tools"},
+          {"allowed_tools",
+           {{"mode", "required"},
+            {"tools", {{{"type", "function"}, {"function", {{"name", "ping"}}}}}}}}}},
+        {"max_tokens", 200},
+        {"temperature", 0}},
+       {{"input", "Tell me about the old red barn."},
+        {"tools", flat_tools},
+        {"tool_choice",
+         {{"type", "allowed_tools"},
+          {"mode", "required"},
+          {"tools", {{{"type", "function"}, {"name", "ping"}}}}}},
+        {"max_output_tokens", 200},
+        {"temperature", 0}}},
       // A conversation fed back: the model's call and its output, then the model again.
       {"history",
        {{"messages",
@@ -848,7 +867,20 @@ TEST(OpenAiShapeSharedTest, ResponsesLinesRunAsTheirChatLinesInOpenAisResponseSh
     EXPECT_EQ(logprobs,
               choice["logprobs"].is_null() ? json(nullptr) : choice["logprobs"]["content"]);
   }
-  EXPECT_GE(calls_seen, 2) << "required and named ask for a call each";
+  EXPECT_GE(calls_seen, 3) << "required, named and allowed ask for a call each";
+  // allowed_tools: only ping is called, though get_weather is in the prompt too, and is what the
+  // same prompt calls unrestricted (greedy), so the restriction is what changed the call.
+  EXPECT_EQ(ById(out, "required-chat")["response"]["body"]["choices"][0]["message"]["tool_calls"][0]
+                                      ["function"]["name"],
+            "get_weather")
+      << "the model no longer calls get_weather unrestricted: restrict the calls to another tool";
+  for (const json& item : ById(out, "allowed-responses")["response"]["body"]["output"])
+    if (item["type"] == "function_call") {
+      EXPECT_EQ(item["name"], "ping") << item.dump();
+    }
+  const json& required = ById(out, "required-chat")["response"]["body"]["usage"];
+  const json& allowed = ById(out, "allowed-chat")["response"]["body"]["usage"];
+  EXPECT_EQ(allowed["prompt_tokens"], required["prompt_tokens"]) << "the same prompt";
   // The summary counts a Response's function_call items as it counts a message's tool_calls.
   EXPECT_EQ(summary["tool_calls"]["calls"], 2 * calls_seen) << summary.dump();
   const json& named = ById(out, "named-responses")["response"]["body"];

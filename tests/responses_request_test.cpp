@@ -139,6 +139,23 @@ TEST(ResponsesRequestTest, FlatToolsAreGivenToTheTemplateInTheChatShape) {
   EXPECT_EQ(echo["parallel_tool_calls"], false);
 }
 
+// allowed_tools in the Responses API's shape: the mode's choice, calls restricted, and repeated
+// in the Response as given.
+TEST(ResponsesRequestTest, AllowedToolsRestrictTheCalls) {
+  const BatchRequest r =
+      Parse(ResponsesLine({{"input", "x"},
+                           {"tools", json::parse(R"([{"type": "function", "name": "f"},
+                                 {"type": "function", "name": "g"}])")},
+                           {"tool_choice", json::parse(R"({"type": "allowed_tools", "mode": "auto",
+                                       "tools": [{"type": "function", "name": "g"}]})")}}));
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
+  EXPECT_EQ(r.allowed_tools, std::vector<std::string>{"g"});
+  EXPECT_EQ(json::parse(r.responses_echo)["tool_choice"],
+            json::parse(R"({"type": "allowed_tools", "mode": "auto",
+                            "tools": [{"type": "function", "name": "g"}]})"));
+}
+
 TEST(ResponsesRequestTest, TextFormatIsTheResponseFormat) {
   const std::string line =
       R"({"custom_id": "s", "method": "POST", "url": "/v1/responses", "body": {"input": "x",)"
@@ -236,6 +253,18 @@ TEST(ResponsesRequestTest, RefusalsNameTheResponsesField) {
        "body.tool_choice.name",
        "one of body.tools"},
       {{{"input", "x"}, {"tool_choice", "required"}}, "body.tool_choice", "only allowed when"},
+      {{{"input", "x"},
+        {"tools", json::parse(R"([{"type": "function", "name": "f"}])")},
+        {"tool_choice", json::parse(R"({"type": "allowed_tools", "mode": "auto",
+            "tools": [{"type": "function", "name": "g"}]})")}},
+       "body.tool_choice.tools[0].name",
+       "one of body.tools"},
+      {{{"input", "x"},
+        {"tools", json::parse(R"([{"type": "function", "name": "f"}])")},
+        {"tool_choice", json::parse(R"({"type": "allowed_tools", "mode": "sometimes",
+            "tools": [{"type": "function", "name": "f"}]})")}},
+       "body.tool_choice.mode",
+       "\"required\""},
   };
   for (const Case& c : cases) {
     const auto [error, param] = Refusal(c.body);
