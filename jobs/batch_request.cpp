@@ -340,6 +340,39 @@ void ParseTools(const json& v, const nlohmann::ordered_json* ordered, bool flat,
   }
 }
 
+// A reference to a function tool at `field` (a named tool_choice, an allowed_tools entry): chat's
+// {"type": "function", "function": {"name"}}, or with `flat` the Responses API's {"type":
+// "function", "name"}; its name, which must be one of `tools` when there are any (without tools,
+// the caller refuses the whole tool_choice).
+std::string FunctionRef(const json& v, const std::string& field, bool flat,
+                        const std::vector<ToolDef>& tools) {
+  if (!v.is_object()) Fail(field, "must be an object naming a function tool", v);
+  const json* type = Find(v, "type");
+  if (!type) Missing(field + ".type", "expected \"function\"");
+  if (*type != "function")
+    Fail(field + ".type", "must be \"function\" (llmq offers function tools only)", *type);
+  const json* fn = &v;
+  std::string ff = field;
+  if (flat) {
+    OnlyKeys(v, field, {"type", "name"});
+  } else {
+    OnlyKeys(v, field, {"type", "function"});
+    ff += ".function";
+    fn = Find(v, "function");
+    if (!fn) Missing(ff, "expected {\"name\": ...}");
+    if (!fn->is_object()) Fail(ff, "must be an object {\"name\": ...}", *fn);
+    OnlyKeys(*fn, ff, {"name"});
+  }
+  const json* name = Find(*fn, "name");
+  if (!name) Missing(ff + ".name", "expected the name of one of body.tools");
+  if (!name->is_string()) Fail(ff + ".name", "must be a string", *name);
+  const std::string n = name->get<std::string>();
+  if (!tools.empty() &&
+      std::none_of(tools.begin(), tools.end(), [&](const ToolDef& t) { return t.name == n; }))
+    Fail(ff + ".name", "must name one of body.tools", *name);
+  return n;
+}
+
 // body.tool_choice {"type": "allowed_tools", ...}: chat's {"allowed_tools": {"mode", "tools":
 // [{"type": "function", "function": {"name"}}]}}, or with `flat` the Responses API's {"mode",
 // "tools": [{"type": "function", "name"}]}; each name among req->tools (read before).
@@ -366,26 +399,8 @@ void ParseAllowedTools(const json& v, bool flat, BatchRequest* req) {
   if (!tools->is_array() || tools->empty())
     Fail(field + ".tools", "must be a non-empty list of the tools the model may call", *tools);
   for (size_t i = 0; i < tools->size(); ++i) {
-    const json& t = (*tools)[i];
-    std::string tf = field + ".tools[" + std::to_string(i) + "]";
-    if (!t.is_object()) Fail(tf, "must be an object naming a function tool", t);
-    const json* type = Find(t, "type");
-    if (!type) Missing(tf + ".type", "expected \"function\"");
-    if (*type != "function")
-      Fail(tf + ".type", "must be \"function\" (llmq offers function tools only)", *type);
-    const json* fn = &t;
-    if (!flat) {
-      tf += ".function";
-      fn = Find(t, "function");
-      if (!fn) Missing(tf, "expected {\"name\": ...}");
-      if (!fn->is_object()) Fail(tf, "must be an object {\"name\": ...}", *fn);
-    }
-    const json* name = Find(*fn, "name");
-    if (!name) Missing(tf + ".name", "expected the name of one of body.tools");
-    const std::string n = name->is_string() ? name->get<std::string>() : "";
-    if (std::none_of(req->tools.begin(), req->tools.end(),
-                     [&](const ToolDef& d) { return !n.empty() && n == d.name; }))
-      Fail(tf + ".name", "must name one of body.tools", *name);
+    const std::string n =
+        FunctionRef((*tools)[i], field + ".tools[" + std::to_string(i) + "]", flat, req->tools);
     if (std::find(req->allowed_tools.begin(), req->allowed_tools.end(), n) ==
         req->allowed_tools.end())
       req->allowed_tools.push_back(n);
@@ -421,26 +436,8 @@ void ParseToolFields(const json& body, const nlohmann::ordered_json* ordered, bo
       if (!type) Missing(field + ".type", "expected \"function\" or \"allowed_tools\"");
       if (*type != "function")
         Fail(field + ".type", "must be \"function\" or \"allowed_tools\"", *type);
-      const json* fn = v;
-      std::string ff = field;
-      if (flat) {
-        OnlyKeys(*v, field, {"type", "name"});
-      } else {
-        OnlyKeys(*v, field, {"type", "function"});
-        fn = Find(*v, "function");
-        ff = field + ".function";
-        if (!fn) Missing(ff, "expected {\"name\": ...}");
-        if (!fn->is_object()) Fail(ff, "must be an object {\"name\": ...}", *fn);
-        OnlyKeys(*fn, ff, {"name"});
-      }
-      const json* name = Find(*fn, "name");
-      if (!name) Missing(ff + ".name", "expected the name of one of body.tools");
-      if (!name->is_string()) Fail(ff + ".name", "must be a string", *name);
       req->tool_choice = ToolChoice::kNamed;
-      req->tool_choice_name = name->get<std::string>();
-      if (tools && std::none_of(req->tools.begin(), req->tools.end(),
-                                [&](const ToolDef& t) { return t.name == req->tool_choice_name; }))
-        Fail(ff + ".name", "must name one of body.tools", *name);
+      req->tool_choice_name = FunctionRef(*v, field, flat, req->tools);
     } else {
       Fail(field, forms, *v);
     }
